@@ -26,7 +26,6 @@ setup(
     },
     entry_points={
         "tensorboard_plugins": ["gpuscope = tb_plugin.plugin:GpuscopePlugin"],
-        "console_scripts": ["gpuscope = profiler_core.cli:main"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",
