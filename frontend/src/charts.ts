@@ -1,0 +1,154 @@
+// Hand-written SVG charts: stacked bars, pie, and a zoomable line chart (a few KB instead of a
+// chart library). Labels are text nodes; tooltips are SVG <title> text.
+import { s, h, PALETTE, fmtNum } from "./dom";
+
+export interface Series { name: string; values: number[]; color?: string }
+
+const W = 640, H = 260, PAD = { l: 64, r: 12, t: 12, b: 36 };
+
+function niceMax(v: number): number {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function legend(items: { name: string; color: string }[]): HTMLElement {
+  return h("div", { class: "legend" }, items.map((it) =>
+    h("span", { class: "legend-item" }, h("span", { class: "swatch", style: `background:${it.color}` }), it.name)));
+}
+
+/** Stacked vertical bars: one bar per category, one stack segment per series. */
+export function stackedBars(categories: string[], series: Series[], fmt: (v: number) => string, opts: { title?: string } = {}): HTMLElement {
+  const totals = categories.map((_, i) => series.reduce((a, se) => a + (se.values[i] || 0), 0));
+  const ymax = niceMax(Math.max(0, ...totals));
+  const iw = W - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
+  const bw = categories.length ? iw / categories.length : iw;
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img" });
+  for (let k = 0; k <= 4; k++) {
+    const y = PAD.t + ih - (ih * k) / 4;
+    svg.appendChild(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y, class: "grid" }));
+    svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
+  }
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  categories.forEach((cat, i) => {
+    let acc = 0;
+    const x = PAD.l + i * bw + bw * 0.15, w = Math.max(1, bw * 0.7);
+    series.forEach((se, j) => {
+      const v = se.values[i] || 0;
+      if (v <= 0) return;
+      const y0 = PAD.t + ih - (ih * (acc + v)) / ymax, hh = (ih * v) / ymax;
+      acc += v;
+      const pct = totals[i] ? ` (${((v / totals[i]) * 100).toFixed(1)} %)` : "";
+      svg.appendChild(s("rect", { x, y: y0, width: w, height: Math.max(0.5, hh), fill: colors[j], class: "bar" },
+        s("title", null, `${cat}\n${se.name}: ${fmt(v)}${pct}\nTotal: ${fmt(totals[i])}`)));
+    });
+    if (categories.length <= 40 || i % Math.ceil(categories.length / 40) === 0)
+      svg.appendChild(s("text", { x: x + w / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis" }, cat.length > 12 ? cat.slice(0, 11) + "…" : cat));
+  });
+  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+    legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
+}
+
+/** A pie (donut) of named values; slices under 1 % are merged into "others". */
+export function pie(items: { name: string; value: number }[], fmt: (v: number) => string, opts: { title?: string; top?: number } = {}): HTMLElement {
+  const top = opts.top ?? 10;
+  const pos = items.filter((i) => i.value > 0);
+  const total = pos.reduce((a, i) => a + i.value, 0);
+  let shown = pos.slice(0, top);
+  const rest = pos.slice(top).reduce((a, i) => a + i.value, 0);
+  if (rest > 0) shown = shown.concat([{ name: "others", value: rest }]);
+  const R = 90, cx = 100, cy = 100;
+  const svg = s("svg", { viewBox: "0 0 200 200", class: "pie", role: "img" });
+  let a0 = -Math.PI / 2;
+  const colors = shown.map((_, i) => PALETTE[i % PALETTE.length]);
+  if (!total) svg.appendChild(s("text", { x: cx, y: cy, "text-anchor": "middle", class: "axis" }, "no data"));
+  shown.forEach((it, i) => {
+    const frac = it.value / total;
+    const label = `${it.name}\n${fmt(it.value)} (${(frac * 100).toFixed(1)} %)`;
+    if (frac >= 0.9999) {
+      svg.appendChild(s("circle", { cx, cy, r: R, fill: colors[i], class: "slice" }, s("title", null, label)));
+      return;
+    }
+    const a1 = a0 + frac * 2 * Math.PI;
+    const large = a1 - a0 > Math.PI ? 1 : 0;
+    const d = `M${cx},${cy} L${cx + R * Math.cos(a0)},${cy + R * Math.sin(a0)} A${R},${R} 0 ${large} 1 ${cx + R * Math.cos(a1)},${cy + R * Math.sin(a1)} Z`;
+    svg.appendChild(s("path", { d, fill: colors[i], class: "slice" }, s("title", null, label)));
+    a0 = a1;
+  });
+  svg.appendChild(s("circle", { cx, cy, r: R * 0.45, class: "pie-hole" }));
+  const leg = h("div", { class: "legend legend-col" }, shown.map((it, i) =>
+    h("span", { class: "legend-item", title: it.name }, h("span", { class: "swatch", style: `background:${colors[i]}` }),
+      h("span", { class: "legend-name" }, it.name), h("span", { class: "legend-val" }, total ? ` ${((it.value / total) * 100).toFixed(1)} %` : ""))));
+  return h("figure", { class: "chart-box pie-box" }, opts.title ? h("figcaption", null, opts.title) : null, h("div", { class: "pie-row" }, svg, leg));
+}
+
+export interface LineSeries { name: string; x: number[]; y: number[]; color?: string }
+
+/** A line chart; drag selects an x-range (calls onSelect), double-click resets. Marks each series' peak. */
+export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmtY: (v: number) => string,
+  opts: { title?: string; onSelect?: (x0: number, x1: number) => void; onReset?: () => void; range?: [number, number] | null } = {}): HTMLElement {
+  let xmin = Infinity, xmax = -Infinity, ymaxRaw = 0;
+  for (const se of series) for (let i = 0; i < se.x.length; i++) {
+    if (opts.range && (se.x[i] < opts.range[0] || se.x[i] > opts.range[1])) continue;
+    xmin = Math.min(xmin, se.x[i]); xmax = Math.max(xmax, se.x[i]); ymaxRaw = Math.max(ymaxRaw, se.y[i]);
+  }
+  if (opts.range) { xmin = opts.range[0]; xmax = opts.range[1]; }
+  if (!isFinite(xmin)) { xmin = 0; xmax = 1; }
+  if (xmax === xmin) xmax = xmin + 1;
+  const ymax = niceMax(ymaxRaw);
+  const iw = W - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
+  const X = (v: number) => PAD.l + ((v - xmin) / (xmax - xmin)) * iw;
+  const Y = (v: number) => PAD.t + ih - (v / ymax) * ih;
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart line-chart", role: "img" });
+  for (let k = 0; k <= 4; k++) {
+    const y = PAD.t + ih - (ih * k) / 4;
+    svg.appendChild(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y, class: "grid" }));
+    svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmtY((ymax * k) / 4)));
+    const xv = xmin + ((xmax - xmin) * k) / 4;
+    svg.appendChild(s("text", { x: X(xv), y: H - PAD.b + 16, "text-anchor": k === 0 ? "start" : k === 4 ? "end" : "middle", class: "axis" }, fmtX(xv)));
+  }
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  series.forEach((se, j) => {
+    const pts: string[] = [];
+    let peak = -1;
+    for (let i = 0; i < se.x.length; i++) {
+      if (se.x[i] < xmin || se.x[i] > xmax) continue;
+      // step curve: memory holds its value until the next event
+      if (pts.length) pts.push(`${X(se.x[i]).toFixed(1)},${Y(se.y[i - 1] ?? 0).toFixed(1)}`);
+      pts.push(`${X(se.x[i]).toFixed(1)},${Y(se.y[i]).toFixed(1)}`);
+      if (peak < 0 || se.y[i] > se.y[peak]) peak = i;
+    }
+    svg.appendChild(s("polyline", { points: pts.join(" "), fill: "none", stroke: colors[j], "stroke-width": 1.5, class: "series" }));
+    if (peak >= 0) {
+      const px = X(se.x[peak]), py = Y(se.y[peak]);
+      svg.appendChild(s("circle", { cx: px, cy: py, r: 4, fill: colors[j], class: "peak" }, s("title", null, `${se.name} peak: ${fmtY(se.y[peak])} at ${fmtX(se.x[peak])}`)));
+      svg.appendChild(s("text", { x: Math.min(px + 6, W - PAD.r - 90), y: Math.max(py - 6, PAD.t + 10), class: "peak-label" }, `peak ${fmtY(se.y[peak])}`));
+    }
+  });
+  const sel = s("rect", { x: 0, y: PAD.t, width: 0, height: ih, class: "selection", visibility: "hidden" });
+  svg.appendChild(sel);
+  const toX = (ev: MouseEvent) => {
+    const r = (svg as unknown as SVGSVGElement).getBoundingClientRect();
+    const px = ((ev.clientX - r.left) / r.width) * W;
+    return Math.min(W - PAD.r, Math.max(PAD.l, px));
+  };
+  let start: number | null = null;
+  svg.addEventListener("mousedown", (ev) => { start = toX(ev as MouseEvent); sel.setAttribute("visibility", "visible"); sel.setAttribute("x", String(start)); sel.setAttribute("width", "0"); ev.preventDefault(); });
+  svg.addEventListener("mousemove", (ev) => { if (start === null) return; const x = toX(ev as MouseEvent); sel.setAttribute("x", String(Math.min(x, start))); sel.setAttribute("width", String(Math.abs(x - start))); });
+  const finish = (ev: Event) => {
+    if (start === null) return;
+    const x = toX(ev as MouseEvent), a = Math.min(x, start), b = Math.max(x, start);
+    start = null;
+    if (b - a < 3) { sel.setAttribute("visibility", "hidden"); return; }
+    const inv = (px: number) => xmin + ((px - PAD.l) / iw) * (xmax - xmin);
+    opts.onSelect?.(inv(a), inv(b));
+  };
+  svg.addEventListener("mouseup", finish);
+  svg.addEventListener("mouseleave", finish);
+  svg.addEventListener("dblclick", () => opts.onReset?.());
+  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+    legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
+}
+
+export { fmtNum };

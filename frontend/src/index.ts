@@ -1,0 +1,231 @@
+// The plugin's entry module: TensorBoard's plugin_entry.html imports it and calls render().
+import { h, mount } from "./dom";
+import { getJSON, onPending, ApiError, clearCache } from "./api";
+import { readHash, writeHash, State } from "./state";
+import { CSS } from "./style";
+import type { Ctx } from "./ctx";
+import { overviewView } from "./views/overview";
+import { operatorsView } from "./views/operators";
+import { kernelsView } from "./views/kernels";
+import { timelineView } from "./views/timeline";
+import { memoryView } from "./views/memory";
+import { modulesView } from "./views/modules";
+import { distributedView } from "./views/distributed";
+import { diffView } from "./views/diff";
+
+type ViewFn = (ctx: Ctx, el: HTMLElement) => Promise<void> | void;
+const VIEWS: [string, string, ViewFn, boolean][] = [
+  // id, label, render, needs a single worker
+  ["overview", "Overview", overviewView, true],
+  ["operators", "Operators", operatorsView, true],
+  ["kernels", "Kernels", kernelsView, true],
+  ["timeline", "Timeline", timelineView, true],
+  ["memory", "Memory", memoryView, true],
+  ["modules", "Modules", modulesView, true],
+  ["distributed", "Distributed", distributedView, false],
+  ["diff", "Diff", diffView, true],
+];
+
+interface RunsAnswer { runs: string[]; loading?: boolean; [k: string]: unknown }
+
+/** Builds the whole UI into document.body. */
+export function render(): void {
+  if (document.getElementById("gs-app")) return;
+  const style = document.createElement("style");
+  style.textContent = CSS;
+  document.head.appendChild(style);
+  const app = new App();
+  document.body.appendChild(app.root);
+  (window as any).__gpuscope = app.debug;
+  void app.start();
+}
+
+class App {
+  root = h("div", { id: "gs-app" });
+  private st: State = readHash();
+  private runs: string[] = [];
+  private workers: string[] = [];
+  private spans: string[] = [];
+  private runSel = h("select", { id: "gs-run", "aria-label": "run" }) as HTMLSelectElement;
+  private workerSel = h("select", { id: "gs-worker", "aria-label": "worker" }) as HTMLSelectElement;
+  private spanSel = h("select", { id: "gs-span", "aria-label": "span" }) as HTMLSelectElement;
+  private tabs = h("nav", { class: "tabs", role: "tablist" });
+  private progress = h("div", { class: "progress", id: "gs-progress", role: "progressbar" });
+  private banners = h("div", { id: "gs-banners" });
+  private main = h("main", { id: "gs-main" });
+  private themeBtn = h("button", { type: "button", class: "btn small", id: "gs-theme", title: "theme: follows TensorBoard (auto), light or dark" });
+  private generation = 0;
+  private loading = false;
+  private pendingCount = 0;
+  debug: Record<string, any> = { renders: 0, ready: false };
+
+  constructor() {
+    this.root.append(
+      h("header", { class: "topbar" }, h("span", { class: "brand" }, "gpuscope"),
+        h("label", null, "Run", this.runSel), h("label", null, "Worker", this.workerSel), h("label", null, "Span", this.spanSel),
+        h("span", { style: "flex:1" }),
+        h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => { clearCache(); void this.loadRuns(true); } }, "⟳ Reload"),
+        this.themeBtn),
+      this.progress, this.banners, this.tabs, this.main);
+    this.runSel.addEventListener("change", () => { this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
+    this.workerSel.addEventListener("change", () => { this.st.worker = this.workerSel.value; delete this.st.span; void this.loadSpans(); });
+    this.spanSel.addEventListener("change", () => { this.st.span = this.spanSel.value; this.show(); });
+    this.themeBtn.addEventListener("click", () => {
+      const modes = ["auto", "light", "dark"];
+      const cur = localStorage.getItem("gpuscope.theme") || "auto";
+      localStorage.setItem("gpuscope.theme", modes[(modes.indexOf(cur) + 1) % 3]);
+      this.applyTheme();
+    });
+    onPending((n) => { this.pendingCount = n; this.paintProgress(); });
+    window.addEventListener("hashchange", () => {
+      const nst = readHash();
+      if (writeHash(nst) === writeHash(this.st)) return;
+      const changedSel = nst.run !== this.st.run || nst.worker !== this.st.worker || nst.span !== this.st.span;
+      this.st = nst;
+      if (changedSel) void this.loadWorkers(); else this.show();
+    });
+    this.applyTheme();
+    this.watchTensorBoardTheme();
+  }
+
+  private paintProgress(): void { this.progress.classList.toggle("on", this.loading || this.pendingCount > 0); }
+
+  private isDark(): boolean {
+    const mode = localStorage.getItem("gpuscope.theme") || "auto";
+    if (mode !== "auto") return mode === "dark";
+    try {
+      const pb = window.parent !== window ? window.parent.document.body : null;
+      if (pb) return pb.classList.contains("dark-mode");
+    } catch { /* cross-origin parent: fall through */ }
+    return window.matchMedia?.("(prefers-color-scheme: dark)").matches ?? false;
+  }
+
+  private applyTheme(): void {
+    const dark = this.isDark();
+    const was = document.body.classList.contains("dark");
+    document.body.classList.toggle("dark", dark);
+    this.themeBtn.textContent = "◐ " + (localStorage.getItem("gpuscope.theme") || "auto");
+    if (was !== dark && this.debug.ready) this.show();
+  }
+
+  private watchTensorBoardTheme(): void {
+    try {
+      if (window.parent !== window) new MutationObserver(() => this.applyTheme()).observe(window.parent.document.body, { attributes: true, attributeFilter: ["class"] });
+    } catch { /* not same-origin */ }
+    window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => this.applyTheme());
+  }
+
+  private setHash(): void {
+    const hsh = writeHash(this.st);
+    if (hsh === location.hash || (hsh === "#" && !location.hash)) return;
+    // an absolute URL: a bare "#..." would resolve against <base href> and change the path
+    const u = new URL(location.href);
+    u.hash = hsh;
+    history.replaceState(null, "", u.href);
+  }
+
+  private banner(kind: "error" | "info", title: string, lines: string[] = []): void {
+    this.banners.append(h("div", { class: kind === "error" ? "banner" : "banner info", role: kind === "error" ? "alert" : "status" },
+      title, lines.length ? h("ul", null, lines.map((l) => h("li", null, l))) : null));
+  }
+
+  async start(): Promise<void> { await this.loadRuns(false); }
+
+  private async loadRuns(reload: boolean): Promise<void> {
+    let ans: RunsAnswer;
+    try { ans = await getJSON<RunsAnswer>("runs"); }
+    catch (e) { mount(this.banners); this.banner("error", (e as Error).message); return; }
+    mount(this.banners);
+    this.runs = Array.isArray(ans.runs) ? ans.runs.map(String) : [];
+    this.loading = !!ans.loading;
+    this.paintProgress();
+    this.showBadFiles(ans);
+    if (this.loading) setTimeout(() => void this.loadRuns(false), 1000);
+    const before = this.runSel.value;
+    fillSelect(this.runSel, this.runs);
+    if (!this.runs.length) {
+      mount(this.main, h("div", { class: "banner info", id: "gs-empty" }, this.loading ? "Reading the traces in the log directory…" :
+        "No profile found in the log directory. Write traces with profiler_core.tensorboard_trace_handler(logdir) and reload."));
+      mount(this.tabs);
+      return;
+    }
+    if (!this.st.run || !this.runs.includes(this.st.run)) this.st.run = this.runs[this.runs.length - 1];
+    this.runSel.value = this.st.run;
+    if (reload || before !== this.st.run || !this.debug.ready) await this.loadWorkers();
+  }
+
+  /** Shows the files the backend could not read (it may name the list in a few ways). */
+  private showBadFiles(ans: RunsAnswer): void {
+    for (const key of ["errors", "bad_files", "unreadable", "failed", "warnings"]) {
+      const v = ans[key];
+      if (!v || (Array.isArray(v) && !v.length) || (typeof v === "object" && !Array.isArray(v) && !Object.keys(v as object).length)) continue;
+      const lines: string[] = [];
+      if (Array.isArray(v)) for (const x of v) lines.push(typeof x === "string" ? x : x && typeof x === "object" ?
+        [x.file ?? x.path ?? x.name ?? "", x.error ?? x.message ?? x.reason ?? ""].filter(Boolean).join(": ") || JSON.stringify(x) : String(x));
+      else if (typeof v === "object") for (const [f, m] of Object.entries(v as object)) lines.push(`${f}: ${typeof m === "string" ? m : JSON.stringify(m)}`);
+      this.banner(key === "warnings" ? "info" : "error", key === "warnings" ? "Warnings while reading traces:" : "Some files could not be read:", lines);
+    }
+  }
+
+  private async loadWorkers(): Promise<void> {
+    const run = this.st.run;
+    try { this.workers = (await getJSON<{ workers: string[] }>("workers", { run })).workers.map(String); }
+    catch (e) { this.fail(e); return; }
+    if (run !== this.st.run) return;
+    fillSelect(this.workerSel, this.workers);
+    if (!this.st.worker || !this.workers.includes(this.st.worker)) this.st.worker = this.workers[0] ?? "";
+    this.workerSel.value = this.st.worker;
+    await this.loadSpans();
+  }
+
+  private async loadSpans(): Promise<void> {
+    const { run, worker } = this.st;
+    try { this.spans = (await getJSON<{ spans: string[] }>("spans", { run, worker })).spans.map(String); }
+    catch (e) { this.fail(e); return; }
+    if (run !== this.st.run || worker !== this.st.worker) return;
+    fillSelect(this.spanSel, this.spans);
+    if (!this.st.span || !this.spans.includes(this.st.span)) this.st.span = this.spans[this.spans.length - 1] ?? "";
+    this.spanSel.value = this.st.span;
+    this.spanSel.disabled = this.spans.length <= 1;
+    this.show();
+  }
+
+  private fail(e: unknown): void {
+    mount(this.main, h("div", { class: "banner", role: "alert" }, e instanceof ApiError ? e.message : `Unexpected error: ${(e as Error)?.message ?? e}`));
+  }
+
+  private show(): void {
+    const gen = ++this.generation;
+    let view = this.st.view;
+    if (!VIEWS.some((v) => v[0] === view)) view = this.st.view = "overview";
+    mount(this.tabs, VIEWS.map(([id, label]) => h("button", {
+      type: "button", class: "tab", role: "tab", "data-view": id, "aria-selected": String(id === view),
+      onclick: () => { for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k]; this.st.view = id; this.show(); },
+    }, label)));
+    const spec = VIEWS.find((v) => v[0] === view)!;
+    this.workerSel.disabled = !spec[3] || this.workers.length <= 1;
+    this.setHash();
+    const el = h("div", { class: "view", id: "view-" + view, "data-ready": "0" });
+    mount(this.main, el);
+    const ctx: Ctx = {
+      run: this.st.run, worker: this.st.worker, span: this.st.span, runs: this.runs, dark: document.body.classList.contains("dark"),
+      sel: () => ({ run: this.st.run, worker: this.st.worker, span: this.st.span }),
+      get: (k) => this.st[k],
+      set: (k, v) => { if (gen !== this.generation) return; if (v === undefined || v === "") delete this.st[k]; else this.st[k] = v; this.setHash(); },
+      alive: () => gen === this.generation,
+    };
+    this.debug.ready = true;
+    Promise.resolve().then(() => spec[2](ctx, el)).then(() => {
+      if (gen === this.generation) { el.dataset.ready = "1"; this.debug.renders++; }
+    }).catch((e) => {
+      if (gen !== this.generation) return;
+      mount(el, h("div", { class: "banner", role: "alert" }, e instanceof ApiError ? e.message : `This view failed: ${(e as Error)?.message ?? e}`));
+      el.dataset.ready = "error";
+      if (!(e instanceof ApiError)) console.warn(e);
+    });
+  }
+}
+
+function fillSelect(sel: HTMLSelectElement, items: string[]): void {
+  mount(sel, items.map((x) => h("option", { value: x }, x)));
+}

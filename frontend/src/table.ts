@@ -1,0 +1,89 @@
+// A small data table: click a header to sort, type to filter by name, pages of 50 rows, row click.
+import { h, mount, fmtNum } from "./dom";
+
+export interface Column<R = any> {
+  key: string;
+  label: string;
+  fmt?: (v: any, row: R) => string;
+  numeric?: boolean;
+  title?: string;
+}
+
+export interface TableOpts<R> {
+  filterKeys?: string[];
+  pageSize?: number;
+  onRowClick?: (row: R, tr: HTMLTableRowElement) => void;
+  rowClass?: (row: R) => string;
+  sortKey?: string;
+  sortDesc?: boolean;
+  caption?: string;
+}
+
+/** Builds the table element; the rows are kept in memory, only one page is in the DOM. */
+export function dataTable<R extends Record<string, any>>(columns: Column<R>[], rows: R[], opts: TableOpts<R> = {}): HTMLElement {
+  const pageSize = opts.pageSize ?? 50;
+  let sortKey = opts.sortKey ?? null, desc = opts.sortDesc ?? true, filter = "", page = 0;
+  const filterKeys = opts.filterKeys ?? ["name"];
+  const body = h("tbody");
+  const info = h("span", { class: "table-info" });
+  const prev = h("button", { class: "btn small", type: "button", onclick: () => { page--; draw(); } }, "‹ prev");
+  const next = h("button", { class: "btn small", type: "button", onclick: () => { page++; draw(); } }, "next ›");
+  const input = h("input", { type: "search", class: "filter", placeholder: "Filter by name…", "aria-label": "filter rows" }) as HTMLInputElement;
+  input.addEventListener("input", () => { filter = input.value.toLowerCase(); page = 0; draw(); });
+  const heads = columns.map((c) => {
+    const th = h("th", { class: c.numeric ? "num sortable" : "sortable", title: c.title ?? "click to sort", "data-key": c.key }, c.label);
+    th.addEventListener("click", () => { if (sortKey === c.key) desc = !desc; else { sortKey = c.key; desc = !!c.numeric; } page = 0; draw(); });
+    return th;
+  });
+  const table = h("table", { class: "data-table" }, h("thead", null, h("tr", null, heads)), body);
+
+  function view(): R[] {
+    let out = rows;
+    if (filter) out = out.filter((r) => filterKeys.some((k) => String(r[k] ?? "").toLowerCase().includes(filter)));
+    if (sortKey) {
+      const k = sortKey, sgn = desc ? -1 : 1;
+      out = out.slice().sort((a, b) => {
+        const x = a[k], y = b[k];
+        if (typeof x === "number" && typeof y === "number") return (x - y) * sgn || String(a.name ?? "").localeCompare(String(b.name ?? ""));
+        return String(x ?? "").localeCompare(String(y ?? "")) * sgn;
+      });
+    }
+    return out;
+  }
+  function draw(): void {
+    const v = view();
+    const pages = Math.max(1, Math.ceil(v.length / pageSize));
+    page = Math.min(Math.max(0, page), pages - 1);
+    const slice = v.slice(page * pageSize, (page + 1) * pageSize);
+    mount(body, slice.map((r) => {
+      const tr = h("tr", { class: opts.rowClass ? opts.rowClass(r) : "" }, columns.map((c) =>
+        h("td", { class: c.numeric ? "num" : "" }, c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]))));
+      if (opts.onRowClick) { tr.classList.add("clickable"); tr.addEventListener("click", () => opts.onRowClick!(r, tr)); }
+      return tr;
+    }));
+    if (!slice.length) mount(body, h("tr", null, h("td", { colspan: columns.length, class: "empty" }, rows.length ? "No row matches the filter." : "No data.")));
+    heads.forEach((th, i) => { th.dataset.sort = columns[i].key === sortKey ? (desc ? "desc" : "asc") : ""; });
+    info.textContent = `${v.length.toLocaleString("en-US")} rows` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
+    prev.disabled = page <= 0; next.disabled = page >= pages - 1;
+  }
+  draw();
+  return h("div", { class: "table-box" }, opts.caption ? h("h3", null, opts.caption) : null,
+    h("div", { class: "table-tools" }, input, info, prev, next), h("div", { class: "table-scroll" }, table));
+}
+
+/** Renders any JSON value readably (objects as key/value lists, arrays of objects as tables). */
+export function genericValue(v: any, depth = 0): HTMLElement | string {
+  if (v === null || v === undefined) return "–";
+  if (Array.isArray(v)) {
+    if (v.length && v.every((x) => x && typeof x === "object" && !Array.isArray(x))) {
+      const keys = Array.from(new Set(v.flatMap((x) => Object.keys(x)))).slice(0, 12);
+      return dataTable(keys.map((k) => ({ key: k, label: k, numeric: typeof v[0][k] === "number" })), v, { filterKeys: keys.filter((k) => typeof v[0][k] === "string"), pageSize: 20 });
+    }
+    return h("span", null, v.map((x) => fmtNum(x)).join(", "));
+  }
+  if (typeof v === "object") {
+    if (depth > 3) return JSON.stringify(v);
+    return h("dl", { class: "kv" }, Object.entries(v).map(([k, x]) => [h("dt", null, k), h("dd", null, genericValue(x, depth + 1))]));
+  }
+  return fmtNum(v);
+}

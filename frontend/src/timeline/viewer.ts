@@ -1,0 +1,398 @@
+// The canvas timeline: draws the backend's tiles, zooms and pans (wheel, drag, W/A/S/D), draws
+// flow arrows, hit-tests clicks. Each frame only binary-searches the cached tile, so its cost
+// depends on the pixels, not on the number of events in the trace.
+import { Tile, Track, EventsRow, BucketsRow, lowerBound, hitEvent, tickStep } from "./tiles";
+import { fmtUs } from "../dom";
+
+export interface Selection { track: number; depth: number; idx: number; name: string; cat: string; ts_us: number; dur_us: number }
+export interface ViewerHooks {
+  fetchTile(start: number, end: number, widthPx: number): Promise<Tile>;
+  onSelect(sel: Selection | null, info?: string): void;
+  onView?(v0: number, v1: number): void;
+  onError(msg: string): void;
+}
+
+const RULER = 26, ROW = 16, TRACK_HEAD = 18, GAP = 6, GUTTER = 200;
+
+interface Layout { track: Track; y: number; h: number }
+
+export class TimelineViewer {
+  readonly canvas = document.createElement("canvas");
+  private ctx2d: CanvasRenderingContext2D;
+  private tile: Tile | null = null;
+  private colors: string[] = [];
+  private v0 = 0; private v1 = 1; private scrollY = 0;
+  private w = 800; private h = 400; private dpr = 1;
+  private layout: Layout[] = [];
+  private totalH = 0;
+  private pending = false; private queued = false; private frameReq = 0;
+  private sel: Selection | null = null;
+  private keys = new Set<string>();
+  private keyLoop = 0;
+  private lastKeyT = 0;
+  showFlows = true;
+  dark = false;
+  stats = { frames: 0, lastDrawMs: 0, totalDrawMs: 0, rects: 0, flows: 0, fetches: 0, lastFetchMs: 0 };
+  private destroyed = false;
+  private ro: ResizeObserver;
+
+  constructor(private wrap: HTMLElement, private hooks: ViewerHooks) {
+    this.ctx2d = this.canvas.getContext("2d", { alpha: false })!;
+    wrap.appendChild(this.canvas);
+    wrap.tabIndex = 0;
+    this.ro = new ResizeObserver(() => this.resize());
+    this.ro.observe(wrap);
+    this.resize();
+    this.bindInput();
+  }
+
+  destroy(): void { this.destroyed = true; this.ro.disconnect(); cancelAnimationFrame(this.frameReq); cancelAnimationFrame(this.keyLoop); }
+
+  /** The visible window in µs. */
+  view(): [number, number] { return [this.v0, this.v1]; }
+  /** Tracks of the latest tile (stable for a trace). */
+  tracks(): Track[] { return this.tile?.tracks ?? []; }
+  extent(): [number, number] { return this.tile ? [this.tile.trace_start_us, this.tile.trace_end_us] : [0, 1]; }
+
+  /** Loads the whole trace, then optionally shows a given window. */
+  async init(win?: [number, number]): Promise<void> {
+    const t = await this.hooks.fetchTile(NaN, NaN, Math.max(200, Math.round(this.plotW() * 2)));
+    this.setTile(t);
+    const [a, b] = this.extent();
+    this.v0 = a; this.v1 = b > a ? b : a + 1;
+    if (win && win[1] > win[0]) this.setView(win[0], win[1]); else this.redraw();
+  }
+
+  private plotW(): number { return Math.max(50, this.w - GUTTER); }
+  private usPerPx(): number { return (this.v1 - this.v0) / this.plotW(); }
+  private xOf(t: number): number { return GUTTER + ((t - this.v0) / (this.v1 - this.v0)) * this.plotW(); }
+  private tOf(x: number): number { return this.v0 + ((x - GUTTER) / this.plotW()) * (this.v1 - this.v0); }
+
+  private setTile(t: Tile): void {
+    this.tile = t;
+    this.colors = t.names.map((n) => colorOf(n, this.dark));
+    this.layout = []; let y = 0;
+    for (const tr of t.tracks) { const hh = TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP; this.layout.push({ track: tr, y, h: hh }); y += hh; }
+    this.totalH = y;
+  }
+
+  /** Sets the visible window (clamped to the trace, at least 10 ns wide) and redraws. */
+  setView(a: number, b: number): void {
+    const [ta, tb] = this.extent();
+    const span = Math.max(0.01, Math.min(b - a, (tb - ta) * 1.2 || 1));
+    let c0 = a, c1 = a + span;
+    const pad = (tb - ta) * 0.1;
+    if (c0 < ta - pad) { c0 = ta - pad; c1 = c0 + span; }
+    if (c1 > tb + pad) { c1 = tb + pad; c0 = c1 - span; }
+    this.v0 = c0; this.v1 = c1;
+    this.hooks.onView?.(c0, c1);
+    this.redraw();
+    this.maybeFetch();
+  }
+
+  zoom(factor: number, atX?: number): void {
+    const t = this.tOf(atX ?? GUTTER + this.plotW() / 2);
+    this.setView(t - (t - this.v0) * factor, t + (this.v1 - t) * factor);
+  }
+  pan(dxPx: number, dyPx = 0): void {
+    if (dyPx) this.scrollY = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), this.scrollY + dyPx));
+    const d = dxPx * this.usPerPx();
+    this.setView(this.v0 + d, this.v1 + d);
+  }
+
+  /** Selects an event (e.g. from search) and scrolls its track into view. */
+  select(sel: Selection | null): void {
+    this.sel = sel;
+    if (sel) {
+      const L = this.layout[sel.track];
+      if (L && (L.y < this.scrollY || L.y + L.h > this.scrollY + this.h - RULER)) this.scrollY = Math.max(0, L.y - 20);
+    }
+    this.hooks.onSelect(sel);
+    this.redraw();
+  }
+
+  /** Requests a new tile when the view leaves the cached one or needs finer detail. */
+  private maybeFetch(): void {
+    const t = this.tile;
+    if (!t) return;
+    const span = this.v1 - this.v0;
+    const covered = this.v0 >= t.start_us - 1e-9 && this.v1 <= t.end_us + 1e-9;
+    const [ta, tb] = this.extent();
+    const atEdges = (this.v0 <= ta || t.start_us <= ta) && (this.v1 >= tb || t.end_us >= tb);
+    const fineEnough = t.bucket_us <= this.usPerPx() * 1.01 || (t.end_us - t.start_us) <= span * 1.01 && t.bucket_us <= this.usPerPx() * 1.5;
+    const tooFine = t.bucket_us < this.usPerPx() / 4;
+    if ((covered || atEdges) && fineEnough && !tooFine) return;
+    if (this.pending) { this.queued = true; return; }
+    this.pending = true;
+    const a = this.v0 - span, b = this.v1 + span;
+    const px = Math.round(this.plotW() * 3);
+    const t0 = performance.now();
+    this.hooks.fetchTile(a, b, px).then((tile) => {
+      if (this.destroyed) return;
+      this.stats.fetches++; this.stats.lastFetchMs = performance.now() - t0;
+      this.setTile(tile); this.redraw();
+    }).catch((e) => this.hooks.onError((e as Error).message)).finally(() => {
+      this.pending = false;
+      if (this.queued) { this.queued = false; this.maybeFetch(); }
+    });
+  }
+
+  private resize(): void {
+    const r = this.wrap.getBoundingClientRect();
+    this.dpr = window.devicePixelRatio || 1;
+    this.w = Math.max(100, Math.floor(r.width)); this.h = Math.max(100, Math.floor(r.height));
+    this.canvas.width = Math.floor(this.w * this.dpr); this.canvas.height = Math.floor(this.h * this.dpr);
+    this.canvas.style.width = this.w + "px"; this.canvas.style.height = this.h + "px";
+    this.redraw();
+  }
+
+  redraw(): void {
+    if (this.frameReq || this.destroyed) return;
+    this.frameReq = requestAnimationFrame(() => { this.frameReq = 0; this.draw(); });
+  }
+
+  /** Draws one frame now (exposed for the benchmark). */
+  draw(): void {
+    const t0 = performance.now();
+    const c = this.ctx2d, W = this.w, H = this.h;
+    const css = getComputedStyle(document.body);
+    const bg = css.getPropertyValue("--bg").trim() || "#fff", fg = css.getPropertyValue("--fg").trim() || "#000";
+    const muted = css.getPropertyValue("--muted").trim() || "#666", line = css.getPropertyValue("--line").trim() || "#ddd";
+    const panel = css.getPropertyValue("--track").trim() || "#f4f4f4";
+    c.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
+    c.fillStyle = bg; c.fillRect(0, 0, W, H);
+    let rects = 0;
+    const tile = this.tile;
+    if (tile) {
+      c.save(); c.beginPath(); c.rect(0, RULER, W, H - RULER); c.clip();
+      c.font = "11px system-ui,sans-serif"; c.textBaseline = "middle";
+      const upp = this.usPerPx();
+      for (let li = 0; li < this.layout.length; li++) {
+        const L = this.layout[li];
+        const y0 = RULER + L.y - this.scrollY;
+        if (y0 > H || y0 + L.h < RULER) continue;
+        c.fillStyle = li % 2 ? bg : panel; c.fillRect(0, y0, W, L.h - GAP / 2);
+        c.fillStyle = fg; c.fillText(clip(L.track.label, GUTTER - 10), 6, y0 + TRACK_HEAD / 2);
+        c.fillStyle = muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 6, y0 + TRACK_HEAD / 2 + 14);
+        c.save(); c.beginPath(); c.rect(GUTTER, y0, W - GUTTER, L.h); c.clip();
+        for (const row of L.track.rows) {
+          const ry = y0 + TRACK_HEAD + row.depth * ROW;
+          if (ry > H || ry + ROW < RULER) continue;
+          rects += row.mode === "events" ? this.drawEvents(row, ry, upp, tile, fg) : this.drawBuckets(row, ry, tile);
+        }
+        c.restore();
+        c.fillStyle = line; c.fillRect(0, y0 + L.h - GAP / 2, W, 1);
+      }
+      if (this.showFlows && tile.flows) this.drawFlows(tile, muted);
+      if (this.sel) this.drawSelection(fg);
+      c.restore();
+      c.fillStyle = line; c.fillRect(GUTTER - 1, RULER, 1, H - RULER);
+    } else {
+      c.fillStyle = muted; c.font = "13px system-ui,sans-serif"; c.fillText("loading…", GUTTER + 10, RULER + 20);
+    }
+    this.drawRuler(bg, fg, muted, line);
+    const dt = performance.now() - t0;
+    this.stats.frames++; this.stats.lastDrawMs = dt; this.stats.totalDrawMs += dt; this.stats.rects = rects;
+  }
+
+  private drawEvents(row: EventsRow, y: number, upp: number, tile: Tile, fg: string): number {
+    const c = this.ctx2d, ts = row.ts_us, du = row.dur_us, names = row.name;
+    let i = Math.max(0, lowerBound(ts, this.v0) - 1);
+    // an event that began before the window: ts sorted and no overlap in a row, so one step back suffices
+    const n = ts.length, x0 = GUTTER, v0 = this.v0, scale = 1 / upp, right = this.w;
+    let runStart = -1, runEnd = -1, runColor = "", drawn = 0;
+    const flush = () => { if (runStart >= 0) { c.fillStyle = runColor; c.fillRect(runStart, y + 1, Math.max(1, runEnd - runStart), ROW - 2); drawn++; runStart = -1; } };
+    for (; i < n; i++) {
+      const xa = x0 + (ts[i] - v0) * scale;
+      if (xa > right) break;
+      const xb = xa + du[i] * scale;
+      if (xb < x0) continue;
+      const col = this.colors[names[i]] ?? "#888";
+      if (xb - xa < 2) {
+        // sub-pixel event: merge into the current run when it touches it
+        if (runStart >= 0 && xa <= runEnd + 1) { runEnd = Math.max(runEnd, xb); continue; }
+        flush(); runStart = xa; runEnd = Math.max(xb, xa + 1); runColor = col; continue;
+      }
+      flush();
+      const a = Math.max(xa, x0 - 2), b = Math.min(xb, right + 2);
+      c.fillStyle = col; c.fillRect(a, y + 1, b - a, ROW - 2); drawn++;
+      if (b - a > 36) {
+        c.fillStyle = "#111";
+        c.fillText(clip(tile.names[names[i]] ?? "", b - a - 6), a + 3, y + ROW / 2);
+      }
+    }
+    flush();
+    void fg;
+    return drawn;
+  }
+
+  private drawBuckets(row: BucketsRow, y: number, tile: Tile): number {
+    const c = this.ctx2d, px = row.px, b = tile.bucket_us, s0 = tile.start_us, scale = this.plotW() / (this.v1 - this.v0);
+    const bw = Math.max(1, b * scale);
+    const lo = Math.max(0, lowerBound(px, Math.floor((this.v0 - s0) / b) - 1));
+    let drawn = 0;
+    for (let i = lo; i < px.length; i++) {
+      const x = GUTTER + (s0 + px[i] * b - this.v0) * scale;
+      if (x > this.w) break;
+      c.globalAlpha = 0.35 + 0.65 * Math.min(1, row.busy[i]);
+      c.fillStyle = this.colors[row.name[i]] ?? "#888";
+      c.fillRect(x, y + 1, bw + 0.5, ROW - 2); drawn++;
+    }
+    c.globalAlpha = 1;
+    return drawn;
+  }
+
+  private rowY(track: number, depth: number): number | null {
+    const L = this.layout[track];
+    if (!L) return null;
+    return RULER + L.y - this.scrollY + TRACK_HEAD + depth * ROW + ROW / 2;
+  }
+
+  private drawFlows(tile: Tile, color: string): void {
+    const f = tile.flows!, c = this.ctx2d;
+    c.strokeStyle = color; c.fillStyle = color; c.lineWidth = 1; c.globalAlpha = 0.8;
+    // draw every visible flow only when few are visible; otherwise only the selected event's
+    const vis: number[] = [];
+    for (let i = 0; i < f.id.length; i++) {
+      const xa = this.xOf(f.from_us[i]), xb = this.xOf(f.to_us[i]);
+      if ((xa < GUTTER && xb < GUTTER) || (xa > this.w && xb > this.w)) continue;
+      vis.push(i);
+      if (vis.length > 300) break;
+    }
+    let list = vis;
+    if (vis.length > 300) {
+      const s = this.sel;
+      list = [];
+      if (s) for (let i = 0; i < f.id.length; i++) {
+        if ((f.from_track[i] === s.track && f.from_depth[i] === s.depth && f.from_us[i] >= s.ts_us && f.from_us[i] <= s.ts_us + s.dur_us) ||
+          (f.to_track[i] === s.track && f.to_depth[i] === s.depth && f.to_us[i] >= s.ts_us && f.to_us[i] <= s.ts_us + s.dur_us)) list.push(i);
+      }
+    }
+    this.stats.flows = list.length;
+    c.beginPath();
+    let heads: [number, number][] = [];
+    for (const i of list) {
+      const xa = this.xOf(f.from_us[i]), xb = this.xOf(f.to_us[i]);
+      if ((xa < GUTTER && xb < GUTTER) || (xa > this.w && xb > this.w)) continue;
+      const ya = this.rowY(f.from_track[i], f.from_depth[i]), yb = this.rowY(f.to_track[i], f.to_depth[i]);
+      if (ya === null || yb === null) continue;
+      if ((ya < RULER && yb < RULER) || (ya > this.h && yb > this.h)) continue;
+      const mx = (xa + xb) / 2;
+      c.moveTo(xa, ya); c.bezierCurveTo(mx, ya, mx, yb, xb, yb);
+      if (heads.length < 5000) heads.push([xb, yb]);
+    }
+    c.stroke();
+    c.beginPath();
+    for (const [x, y] of heads) { c.moveTo(x, y); c.lineTo(x - 5, y - 3); c.lineTo(x - 5, y + 3); c.closePath(); }
+    c.fill();
+    c.globalAlpha = 1;
+  }
+
+  private drawSelection(fg: string): void {
+    const s = this.sel!, y = this.rowY(s.track, s.depth);
+    if (y === null) return;
+    const c = this.ctx2d, xa = this.xOf(s.ts_us), xb = Math.max(xa + 2, this.xOf(s.ts_us + s.dur_us));
+    c.strokeStyle = fg; c.lineWidth = 2;
+    c.strokeRect(Math.max(GUTTER, xa) - 1, y - ROW / 2, Math.min(this.w, xb) - Math.max(GUTTER, xa) + 2, ROW);
+  }
+
+  private drawRuler(bg: string, fg: string, muted: string, line: string): void {
+    const c = this.ctx2d, span = this.v1 - this.v0;
+    c.fillStyle = bg; c.fillRect(0, 0, this.w, RULER);
+    c.fillStyle = line; c.fillRect(0, RULER - 1, this.w, 1);
+    const step = tickStep(span, Math.max(2, Math.floor(this.plotW() / 110)));
+    c.font = "11px system-ui,sans-serif"; c.textBaseline = "middle";
+    c.strokeStyle = line; c.beginPath();
+    for (let t = Math.ceil(this.v0 / step) * step; t <= this.v1; t += step) {
+      const x = Math.round(this.xOf(t)) + 0.5;
+      c.moveTo(x, RULER - 8); c.lineTo(x, RULER);
+      c.fillStyle = muted; c.fillText(fmtUs(t), x + 3, RULER / 2 - 2);
+    }
+    c.stroke();
+    c.fillStyle = fg; c.fillText(`window ${fmtUs(span)}`, 6, RULER / 2);
+  }
+
+  /** Finds what is under a canvas point: an event, a bucket, or nothing. */
+  hitTest(x: number, y: number): { sel: Selection | null; info?: string } {
+    const tile = this.tile;
+    if (!tile || x < GUTTER || y < RULER) return { sel: null };
+    const yy = y - RULER + this.scrollY;
+    const li = this.layout.findIndex((L) => yy >= L.y && yy < L.y + L.h);
+    if (li < 0) return { sel: null };
+    const L = this.layout[li];
+    const depth = Math.floor((yy - L.y - TRACK_HEAD) / ROW);
+    const row = L.track.rows.find((r) => r.depth === depth);
+    if (!row) return { sel: null };
+    const t = this.tOf(x);
+    if (row.mode === "events") {
+      const j = hitEvent(row, t, this.usPerPx() * 2);
+      if (j < 0) return { sel: null };
+      return { sel: { track: li, depth, idx: row.idx[j], name: tile.names[row.name[j]] ?? "", cat: tile.cats[row.cat[j]] ?? "", ts_us: row.ts_us[j], dur_us: row.dur_us[j] } };
+    }
+    const p = Math.floor((t - tile.start_us) / tile.bucket_us);
+    const k = lowerBound(row.px, p);
+    if (row.px[k] === p) return { sel: null, info: `${row.count[k]} events here (mostly ${tile.names[row.name[k]] ?? "?"}); zoom in to pick one.` };
+    return { sel: null };
+  }
+
+  private bindInput(): void {
+    const wrap = this.wrap;
+    wrap.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      const r = this.canvas.getBoundingClientRect();
+      if (e.shiftKey) { this.pan(0, e.deltaY); return; }
+      const dy = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
+      this.zoom(Math.exp(dy * 0.002), e.clientX - r.left);
+    }, { passive: false });
+    let drag: { x: number; y: number; moved: boolean } | null = null;
+    wrap.addEventListener("mousedown", (e) => { drag = { x: e.clientX, y: e.clientY, moved: false }; wrap.focus(); });
+    window.addEventListener("mousemove", (e) => {
+      if (!drag) return;
+      const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 2) drag.moved = true;
+      if (drag.moved) { this.pan(-dx, -dy); drag.x = e.clientX; drag.y = e.clientY; }
+    });
+    window.addEventListener("mouseup", (e) => {
+      if (!drag) return;
+      const moved = drag.moved; drag = null;
+      if (moved) return;
+      const r = this.canvas.getBoundingClientRect();
+      const hit = this.hitTest(e.clientX - r.left, e.clientY - r.top);
+      this.sel = hit.sel; this.hooks.onSelect(hit.sel, hit.info); this.redraw();
+    });
+    wrap.addEventListener("keydown", (e) => {
+      const k = e.key.toLowerCase();
+      if (!"wasd".includes(k) || k.length !== 1) return;
+      e.preventDefault();
+      if (!this.keys.has(k)) { this.keys.add(k); if (!this.keyLoop) { this.lastKeyT = performance.now(); this.keyLoop = requestAnimationFrame(this.keyTick); } }
+    });
+    wrap.addEventListener("keyup", (e) => this.keys.delete(e.key.toLowerCase()));
+    wrap.addEventListener("blur", () => this.keys.clear());
+  }
+
+  private keyTick = (now: number): void => {
+    const dt = Math.min(0.1, (now - this.lastKeyT) / 1000 || 0.016); this.lastKeyT = now;
+    if (!this.keys.size || this.destroyed) { this.keyLoop = 0; return; }
+    let f = 1, dx = 0;
+    if (this.keys.has("w")) f *= Math.exp(-2.5 * dt);
+    if (this.keys.has("s")) f *= Math.exp(2.5 * dt);
+    if (this.keys.has("a")) dx -= this.plotW() * 0.8 * dt;
+    if (this.keys.has("d")) dx += this.plotW() * 0.8 * dt;
+    if (f !== 1) this.zoom(f);
+    if (dx) this.pan(dx);
+    this.keyLoop = requestAnimationFrame(this.keyTick);
+  };
+}
+
+function clip(text: string, px: number): string {
+  const max = Math.floor(px / 6.2);
+  if (max <= 1) return "";
+  return text.length <= max ? text : text.slice(0, max - 1) + "…";
+}
+
+function colorOf(name: string, dark: boolean): string {
+  let hsh = 2166136261;
+  for (let i = 0; i < name.length; i++) { hsh ^= name.charCodeAt(i); hsh = Math.imul(hsh, 16777619); }
+  const hue = (hsh >>> 0) % 360;
+  return dark ? `hsl(${hue},45%,52%)` : `hsl(${hue},60%,70%)`;
+}

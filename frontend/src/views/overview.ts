@@ -1,0 +1,52 @@
+// Overview: configuration and GPU cards, step-time breakdown per step and on average, recommendations.
+import { h, mount, fmtUs, fmtPct, fmtNum } from "../dom";
+import { getJSON } from "../api";
+import { stackedBars, pie } from "../charts";
+import { genericValue } from "../table";
+import type { Ctx } from "../ctx";
+
+/** The breakdown categories in DESIGN.md §4 order, with display names. */
+export const STEP_PARTS: [string, string][] = [
+  ["kernel_us", "Kernel"], ["memcpy_us", "Memcpy"], ["memset_us", "Memset"], ["communication_us", "Communication"],
+  ["runtime_us", "Runtime"], ["dataloader_us", "DataLoader"], ["cpu_exec_us", "CPU Exec"], ["other_us", "Other"],
+];
+const COLORS = ["#4e79a7", "#f28e2b", "#edc948", "#e15759", "#76b7b2", "#b07aa1", "#59a14f", "#bab0ac"];
+
+export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
+  const d = await getJSON<any>("overview", ctx.sel(), { cache: true });
+  if (!ctx.alive()) return;
+  const steps: any[] = Array.isArray(d.steps) ? d.steps : [];
+  const avg = d.average ?? {};
+  const cards = h("div", { class: "cards" });
+  const env = d.environment && typeof d.environment === "object" ? d.environment : {};
+  cards.append(h("section", { class: "card", id: "card-config" }, h("h3", null, "Configuration"),
+    h("dl", { class: "kv" }, h("dt", null, "Worker"), h("dd", null, ctx.worker), h("dt", null, "Steps"), h("dd", null, String(steps.length)),
+      h("dt", null, "Average step time"), h("dd", null, fmtUs(avg.total_us)),
+      Object.entries(env).map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))]))));
+  if (d.gpu) {
+    const g = d.gpu;
+    cards.append(h("section", { class: "card", id: "card-gpu" }, h("h3", null, "GPU summary"),
+      h("dl", { class: "kv" },
+        [["GPU utilization", g.utilization], ["Est. SM efficiency", g.sm_efficiency], ["Est. achieved occupancy", g.achieved_occupancy], ["Kernel time using Tensor Cores", g.tensor_core_ratio]]
+          .map(([k, v]) => [h("dt", null, k as string), h("dd", null, fmtPct(v as number))]),
+        Object.entries(g).filter(([k]) => !["utilization", "sm_efficiency", "achieved_occupancy", "tensor_core_ratio"].includes(k))
+          .map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))]))));
+  }
+  const parts = STEP_PARTS.filter(([k]) => steps.some((s) => (s[k] ?? 0) > 0) || (avg[k] ?? 0) > 0);
+  const charts = h("div", { class: "grid2" },
+    steps.length ? stackedBars(steps.map((s) => String(s.step)), parts.map(([k, label]) => ({ name: label, values: steps.map((s) => Number(s[k]) || 0), color: COLORS[STEP_PARTS.findIndex((p) => p[0] === k)] })), fmtUs, { title: "Step time breakdown" })
+      : h("div", { class: "banner info" }, "No ProfilerStep found: the breakdown covers the whole span."),
+    pieOfAverage(avg, parts));
+  const table = h("table", { class: "data-table", id: "avg-table" },
+    h("thead", null, h("tr", null, h("th", null, "Category"), h("th", { class: "num" }, "Time (avg per step)"), h("th", { class: "num" }, "Share"))),
+    h("tbody", null, STEP_PARTS.map(([k, label]) => h("tr", null, h("td", null, label), h("td", { class: "num" }, fmtUs(avg[k])),
+      h("td", { class: "num" }, avg.total_us ? fmtPct((avg[k] ?? 0) / avg.total_us) : "–")))));
+  const recs: string[] = Array.isArray(d.recommendations) ? d.recommendations.map(String) : [];
+  mount(el, cards, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"), table),
+    h("section", { class: "section", id: "recommendations" }, h("h3", null, "Recommendations"),
+      recs.length ? h("ul", { class: "recs" }, recs.map((r) => h("li", null, r))) : h("p", { class: "muted" }, "Nothing to recommend.")));
+}
+
+function pieOfAverage(avg: any, parts: [string, string][]): HTMLElement {
+  return pie(parts.map(([k, label]) => ({ name: label, value: Number(avg[k]) || 0 })), fmtUs, { title: "Average step", top: 8 });
+}

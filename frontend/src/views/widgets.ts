@@ -1,0 +1,9 @@
+// Small shared controls.
+import { h } from "../dom";
+
+/** A labelled group of toggle buttons; calls onPick with the chosen value. */
+export function segmented(label: string, options: [string, string][], current: string, onPick: (v: string) => void): HTMLElement {
+  return h("span", { class: "seg-wrap" }, h("span", { class: "muted" }, label + " "),
+    h("span", { class: "seg", role: "group", "aria-label": label }, options.map(([v, text]) =>
+      h("button", { type: "button", "aria-pressed": String(v === current), "data-value": v, onclick: () => { if (v !== current) onPick(v); } }, text))));
+}

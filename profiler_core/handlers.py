@@ -1,0 +1,57 @@
+"""``tensorboard_trace_handler``: an on_trace_ready callback writing traces into a TensorBoard logdir."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable, Optional
+
+
+def default_worker_name() -> str:
+    """The worker part of trace file names: distinfo's (rank-aware) name, else ``{hostname}_{pid}``."""
+    try:
+        from .distinfo import default_worker_name as from_distinfo
+    except ImportError:
+        from_distinfo = None
+    if from_distinfo is not None:
+        try:
+            name = from_distinfo()
+            if name:
+                return str(name)
+        except Exception:
+            pass
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+def trace_file_name(worker_name: str, use_gzip: bool = False, time_ns: Optional[int] = None) -> str:
+    """torch's file name: ``{worker}.{time_ns}.pt.trace.json[.gz]``."""
+    stamp = time.time_ns() if time_ns is None else time_ns
+    return f"{worker_name}.{stamp}.pt.trace.json" + (".gz" if use_gzip else "")
+
+
+def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Optional[str] = None,
+                              use_gzip: bool = False) -> Callable[[Any], None]:
+    """Return an ``on_trace_ready`` callback that writes each trace into ``dir_name`` (created if needed).
+
+    Files are named like torch's and written atomically. Errors (directory cannot be created,
+    disk full) raise from the callback; the profiler turns them into a warning.
+    """
+    dir_name = os.fspath(dir_name)
+    if not isinstance(dir_name, str) or not dir_name:
+        raise ValueError(f"tensorboard_trace_handler: dir_name must be a non-empty path, got {dir_name!r}")
+    if worker_name is not None and (not isinstance(worker_name, str) or os.sep in worker_name):
+        raise ValueError(f"tensorboard_trace_handler: worker_name must be a plain name, got {worker_name!r}")
+    state = {"worker": worker_name}
+
+    def handler_fn(prof: Any) -> None:
+        if not os.path.isdir(dir_name):
+            try:
+                os.makedirs(dir_name, exist_ok=True)
+            except Exception as e:
+                raise RuntimeError(f"Can't create directory: {dir_name} ({e})") from e
+        if not state["worker"]:
+            state["worker"] = default_worker_name()
+        path = os.path.join(dir_name, trace_file_name(state["worker"], use_gzip))
+        prof.export_chrome_trace(path)
+
+    return handler_fn

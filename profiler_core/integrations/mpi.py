@@ -1,0 +1,390 @@
+"""mpi4py integration: records MPI collectives, point-to-point calls and request waits as
+``mpi::<Method>`` communication ops (docs/internals.md §4) while a profile is recording.
+
+How it intercepts: mpi4py's classes (``Comm``, ``Intracomm``, ``Request`` ...) are Cython
+extension types whose attributes cannot be set (``TypeError: cannot set 'Allreduce' attribute
+of immutable type``), and swapping ``MPI.COMM_WORLD`` for a subclass instance would miss every
+communicator the program obtained before profiling started (``comm = MPI.COMM_WORLD`` at the
+top of a script), every ``Dup``/``Split`` result and every ``Request``. So ``install()`` puts a
+wrapper into the type's own ``__dict__`` (reached through ``gc.get_referents`` of its mapping
+proxy) and calls ``PyType_Modified`` so CPython drops its method caches; ``uninstall()`` puts
+the original function objects back, so that after profiling ``MPI.Comm.__dict__["Allreduce"]``
+is again the very object mpi4py created: zero overhead when not profiling. Where that is not
+possible (not CPython), the integration warns and records nothing.
+"""
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import warnings
+import weakref
+from typing import Any, Callable
+
+__all__ = ["install", "uninstall", "is_installed", "METHODS", "message_info"]
+
+# Method tables: name -> (send position, send keyword, recv position, recv keyword,
+#                         peer position, peer keyword). -1 / None: the call has no such argument.
+# Collective buffer methods: (sendbuf, recvbuf); Bcast's single buffer is both.
+_COLL_BUF = {n: (0, "sendbuf", 1, "recvbuf", -1, None) for n in (
+    "Reduce", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Gather", "Gatherv",
+    "Scatter", "Scatterv", "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan",
+    "Ireduce", "Iallreduce", "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Igather",
+    "Igatherv", "Iscatter", "Iscatterv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan")}
+_COLL_BUF.update({n: (0, "buf", 0, "buf", -1, None) for n in ("Bcast", "Ibcast")})
+_COLL_BUF.update({n: (-1, None, -1, None, -1, None) for n in ("Barrier", "Ibarrier")})
+# Point-to-point buffer methods.
+_P2P_BUF = {n: (0, "buf", -1, None, 1, "dest") for n in (
+    "Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend")}
+_P2P_BUF.update({n: (-1, None, 0, "buf", 1, "source") for n in ("Recv", "Irecv")})
+_P2P_BUF["Sendrecv"] = (0, "sendbuf", 3, "recvbuf", 1, "dest")
+_P2P_BUF["Sendrecv_replace"] = (0, "buf", 0, "buf", 1, "dest")
+# Pickle-based (lower-case) forms: the object is the message.
+_COLL_OBJ = {"bcast": (0, "obj", -1, None, -1, None), "barrier": (-1, None, -1, None, -1, None)}
+_COLL_OBJ.update({n: (0, "sendobj", -1, None, -1, None) for n in (
+    "reduce", "allreduce", "allgather", "alltoall", "gather", "scatter", "scan", "exscan")})
+_P2P_OBJ = {n: (0, "obj", -1, None, 1, "dest") for n in ("send", "ssend", "bsend", "isend", "issend", "ibsend")}
+_P2P_OBJ.update({n: (-1, None, 0, "buf", 1, "source") for n in ("recv", "irecv")})
+_P2P_OBJ["sendrecv"] = (0, "sendobj", 3, "recvbuf", 1, "dest")
+# Request completion: instance methods and class methods (Waitall(requests)).
+_REQ_INSTANCE = ("Wait", "Test", "wait", "test")
+_REQ_CLASS = ("Waitall", "Waitany", "Waitsome", "Testall", "Testany", "Testsome",
+              "waitall", "waitany", "waitsome", "testall", "testany", "testsome")
+
+#: Every method name the integration wraps, for documentation and tests.
+METHODS: tuple[str, ...] = tuple(_COLL_BUF) + tuple(_P2P_BUF) + tuple(_COLL_OBJ) + tuple(_P2P_OBJ) \
+    + _REQ_INSTANCE + _REQ_CLASS
+
+_lock = threading.Lock()
+_patched: list[tuple[type, str, Any]] = []   # (class, name, original dict value), to restore
+_requests: dict[int, tuple] = {}   # id(Request) -> (op name, bytes, weakref), while the request lives
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(f"gpuscope: {message}", RuntimeWarning, stacklevel=3)
+
+
+# --- message description (pure, never raises) -------------------------------------------------
+
+def _buffer_info(buf: Any, datatype: Any = None) -> tuple[int, str, int]:
+    """(elements, dtype name, bytes) of one buffer object; (-1, "", -1) when unknown."""
+    nbytes = getattr(buf, "nbytes", None)
+    dtype = getattr(buf, "dtype", None)
+    if nbytes is not None and dtype is not None:          # numpy, cupy, pycuda GPUArray ...
+        size = getattr(buf, "size", None)
+        itemsize = getattr(dtype, "itemsize", 0) or 1
+        n = int(size) if isinstance(size, int) else int(nbytes) // itemsize
+        return n, str(getattr(dtype, "name", dtype)), int(nbytes)
+    if isinstance(buf, (bytes, bytearray, memoryview)):
+        mv = memoryview(buf)
+        if datatype is not None:
+            size = datatype.Get_size() or 1
+            return mv.nbytes // size, _datatype_name(datatype), mv.nbytes
+        return mv.nbytes // (mv.itemsize or 1), "uint8" if mv.format in ("B", "c") else mv.format, mv.nbytes
+    return -1, "", -1
+
+
+def _datatype_name(datatype: Any) -> str:
+    name = datatype.Get_name() or ""
+    return name[4:].lower() if name.startswith("MPI_") else name.lower()
+
+
+def message_info(spec: Any, mpi: Any) -> tuple[int, str, int] | None:
+    """(elements, dtype, bytes) of an mpi4py message spec (a buffer, ``[buf, datatype]``,
+    ``[buf, count, datatype]``, ``[buf, counts, displs, datatype]`` ...); None for IN_PLACE/None."""
+    if spec is None or spec is mpi.IN_PLACE or spec is mpi.BOTTOM:
+        return None
+    try:
+        if not isinstance(spec, (list, tuple)):
+            return _buffer_info(spec)
+        if not spec:
+            return -1, "", -1
+        buf, rest = spec[0], spec[1:]
+        datatype = rest[-1] if rest and isinstance(rest[-1], mpi.Datatype) else None
+        if datatype is not None:
+            rest = rest[:-1]
+        n, dt, nb = _buffer_info(buf, datatype)
+        if datatype is not None and not dt:
+            dt = _datatype_name(datatype)
+        count = None
+        if rest:
+            first = rest[0]
+            if isinstance(first, int):
+                count = first
+            elif isinstance(first, (list, tuple)):
+                # [buf, counts, displs] (vector) or [buf, (count, displ)]
+                if len(rest) == 1 and len(first) == 2 and all(isinstance(v, int) for v in first) \
+                        and not isinstance(first, list):
+                    count = first[0]
+                else:
+                    count = sum(int(v) for v in first)
+        if count is not None:
+            size = datatype.Get_size() if datatype is not None else (nb // n if n > 0 and nb >= 0 else -1)
+            return count, dt, count * size if size >= 0 else -1
+        return n, dt, nb
+    except Exception:
+        return -1, "", -1
+
+
+def _object_info(obj: Any) -> tuple[int, str, int]:
+    """Pickle-based calls: array-likes are described exactly, other objects by type only."""
+    if obj is None:
+        return 0, "", 0
+    n, dt, nb = _buffer_info(obj)
+    if n >= 0:
+        return n, dt, nb
+    return -1, "object", -1
+
+
+def _arg(args: tuple, kwargs: dict, pos: int, kw: str | None) -> Any:
+    if pos < 0:
+        return None
+    if len(args) > pos:
+        return args[pos]
+    return kwargs.get(kw) if kw else None
+
+
+def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwargs: dict,
+               pickled: bool) -> dict:
+    """The trace args of one communication call (internals.md §4)."""
+    spos, skw, rpos, rkw, ppos, pkw = layout
+    send_spec = _arg(args, kwargs, spos, skw)
+    recv_spec = _arg(args, kwargs, rpos, rkw)
+    if spos < 0:
+        send = None
+    elif pickled:
+        send = _object_info(send_spec)
+    else:
+        send = message_info(send_spec, mpi)
+    recv = message_info(recv_spec, mpi) if rpos >= 0 else None
+    inp = send or recv
+    out = recv or send
+    out_args: dict = {"Collective name": coll}
+    if inp is not None and inp[0] >= 0:
+        out_args["In msg nelems"] = inp[0]
+    if out is not None and out[0] >= 0:
+        out_args["Out msg nelems"] = out[0]
+    dtype = (inp or out or (0, "", 0))[1]
+    if dtype:
+        out_args["dtype"] = dtype
+    try:
+        out_args["Group size"] = comm.Get_size()
+    except Exception:
+        pass
+    if inp is None and out is None:
+        if spos < 0 and rpos < 0:
+            out_args["bytes"] = 0                         # Barrier
+    else:
+        nbytes = max((inp or (0, "", -1))[2], (out or (0, "", -1))[2])
+        if nbytes >= 0:
+            out_args["bytes"] = nbytes
+    if ppos >= 0:
+        peer = _arg(args, kwargs, ppos, pkw)
+        if isinstance(peer, int):
+            out_args["peer"] = peer
+    return out_args
+
+
+def _array_inputs(layout: tuple, args: tuple, kwargs: dict) -> tuple:
+    """The array-like send/receive buffers of a call, as op inputs (``Input Dims`` with record_shapes)."""
+    spos, skw, rpos, rkw = layout[:4]
+    found = []
+    for pos, kw in ((spos, skw), (rpos, rkw)):
+        spec = _arg(args, kwargs, pos, kw)
+        if isinstance(spec, (list, tuple)) and spec:
+            spec = spec[0]
+        if hasattr(spec, "shape") and hasattr(spec, "dtype") and not any(spec is f for f in found):
+            found.append(spec)
+    return tuple(found)
+
+
+# --- wrappers ---------------------------------------------------------------------------------
+
+def _remember_request(req: Any, coll: str, op_args: dict) -> None:
+    """Keep which op made a request, so that its Wait can name it; forgotten when it dies."""
+    key = id(req)
+    try:
+        ref = weakref.ref(req, lambda _r, k=key: _requests.pop(k, None))
+    except TypeError:
+        return
+    _requests[key] = (coll, op_args.get("bytes", -1), ref)
+
+
+def _wait_args(coll: str, reqs: list) -> dict:
+    out: dict = {"Collective name": coll, "Requests": len(reqs)}
+    ops, total, sized = [], 0, False
+    for r in reqs:
+        known = _requests.get(id(r))
+        if known is not None:
+            ops.append(known[0])
+            if known[1] >= 0:
+                total, sized = total + known[1], True
+    if ops:
+        out["Request ops"] = ",".join(sorted(set(ops)))
+    if sized:
+        out["bytes"] = total
+    return out
+
+
+def _make_comm_wrapper(mpi: Any, orig: Callable, method: str, layout: tuple, pickled: bool,
+                       is_recording: Callable[[], bool], record_op: Callable) -> Callable:
+    op_name = f"mpi::{method}"
+    coll = method.lower()
+    returns_request = method[:1] in "Ii" and method.lower() not in ("iprobe",)
+
+    def wrapper(self, *args, **kwargs):
+        if not is_recording():
+            return orig(self, *args, **kwargs)
+        op_args = _comm_args(mpi, self, coll, layout, args, kwargs, pickled)
+        with record_op(op_name, *_array_inputs(layout, args, kwargs), args=op_args):
+            result = orig(self, *args, **kwargs)
+        if returns_request and result is not None:
+            _remember_request(result, coll, op_args)
+        return result
+
+    wrapper.__name__ = method
+    wrapper.__qualname__ = getattr(orig, "__qualname__", method)
+    wrapper.__doc__ = getattr(orig, "__doc__", None)
+    wrapper.__wrapped__ = orig
+    return wrapper
+
+
+def _make_request_wrapper(orig: Callable, method: str, is_recording: Callable[[], bool],
+                          record_op: Callable) -> Callable:
+    op_name = f"mpi::{method}"
+    coll = method.lower()
+
+    def wrapper(self, *args, **kwargs):
+        if not is_recording():
+            return orig(self, *args, **kwargs)
+        with record_op(op_name, args=_wait_args(coll, [self])):
+            return orig(self, *args, **kwargs)
+
+    wrapper.__name__ = method
+    wrapper.__doc__ = getattr(orig, "__doc__", None)
+    wrapper.__wrapped__ = orig
+    return wrapper
+
+
+def _make_request_classmethod(orig_cm: Any, method: str, is_recording: Callable[[], bool],
+                              record_op: Callable) -> classmethod:
+    op_name = f"mpi::{method}"
+    coll = method.lower()
+
+    def wrapper(cls, requests, *args, **kwargs):
+        bound = orig_cm.__get__(None, cls)
+        if not is_recording():
+            return bound(requests, *args, **kwargs)
+        try:
+            reqs = list(requests)
+        except TypeError:
+            reqs = []
+        with record_op(op_name, args=_wait_args(coll, reqs)):
+            return bound(requests, *args, **kwargs)
+
+    wrapper.__name__ = method
+    wrapper.__doc__ = getattr(orig_cm, "__doc__", None)
+    wrapper.__wrapped__ = orig_cm
+    return classmethod(wrapper)
+
+
+# --- patching the extension types --------------------------------------------------------------
+
+def _type_dict(cls: type) -> dict:
+    """The real, writable dict behind ``cls.__dict__`` (CPython)."""
+    (d,) = [r for r in gc.get_referents(cls.__dict__) if isinstance(r, dict)]
+    return d
+
+
+def _type_modified(cls: type) -> None:
+    import ctypes
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
+
+
+def _set(cls: type, name: str, value: Any) -> None:
+    _type_dict(cls)[name] = value
+    _type_modified(cls)
+
+
+def _resolve_core() -> tuple[Callable[[], bool], Callable]:
+    """The core's cheap recording check and op API (imported late: they live in the core)."""
+    from profiler_core.ops import record_op
+    from profiler_core.recording import is_recording
+    return is_recording, record_op
+
+
+def is_installed() -> bool:
+    """Whether the wrappers are in place right now."""
+    return bool(_patched)
+
+
+def install() -> None:
+    """Wrap mpi4py's communication methods (idempotent). Called by the core when recording starts."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return
+    with _lock:
+        if _patched:
+            return
+        if sys.implementation.name != "cpython":
+            _warn_once("MPI calls are not recorded on this Python implementation (needs CPython)")
+            return
+        try:
+            if not mpi.Is_initialized() or mpi.Is_finalized():
+                _warn_once("mpi4py is imported but MPI is not initialised (or already finalised): "
+                           "this process is profiled as a single worker")
+        except Exception:
+            pass
+        is_recording, record_op = _resolve_core()
+        comm_classes = [getattr(mpi, n) for n in ("Comm", "Intracomm", "Topocomm", "Cartcomm",
+                                                  "Graphcomm", "Distgraphcomm", "Intercomm") if hasattr(mpi, n)]
+        req_classes = [getattr(mpi, n) for n in ("Request", "Prequest", "Grequest") if hasattr(mpi, n)]
+        try:
+            for table, pickled in ((_COLL_BUF, False), (_P2P_BUF, False), (_COLL_OBJ, True), (_P2P_OBJ, True)):
+                for method, layout in table.items():
+                    for cls in comm_classes:
+                        orig = cls.__dict__.get(method)
+                        if orig is None:
+                            continue
+                        _set(cls, method, _make_comm_wrapper(mpi, orig, method, layout, pickled,
+                                                             is_recording, record_op))
+                        _patched.append((cls, method, orig))
+            for cls in req_classes:
+                for method in _REQ_INSTANCE:
+                    orig = cls.__dict__.get(method)
+                    if orig is not None:
+                        _set(cls, method, _make_request_wrapper(orig, method, is_recording, record_op))
+                        _patched.append((cls, method, orig))
+                for method in _REQ_CLASS:
+                    orig = cls.__dict__.get(method)
+                    if orig is not None:
+                        _set(cls, method, _make_request_classmethod(orig, method, is_recording, record_op))
+                        _patched.append((cls, method, orig))
+        except Exception as exc:  # leave mpi4py exactly as it was rather than half-patched
+            _restore()
+            _warn_once(f"MPI calls are not recorded: could not wrap mpi4py ({type(exc).__name__}: {exc})")
+
+
+def _restore() -> None:
+    while _patched:
+        cls, method, orig = _patched.pop()
+        _set(cls, method, orig)
+
+
+def uninstall() -> None:
+    """Put mpi4py's original method objects back. Called by the core when recording stops."""
+    with _lock:
+        _restore()
+        _requests.clear()
+
+
+def _register() -> None:
+    from profiler_core import integrations
+    integrations.register(integrations.Integration(module_name="mpi4py.MPI", install=install,
+                                                   uninstall=uninstall))
+
+
+_register()

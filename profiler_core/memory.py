@@ -1,0 +1,53 @@
+"""profile_memory on the host: tracemalloc deltas at op boundaries -> ``[memory]`` instant events.
+
+Design (cheap, no per-allocation hook): while recording with profile_memory, ``tracemalloc`` runs
+(numpy's buffers are visible to it). At every op/annotation enter and exit we read the traced
+total (one C call); if it changed since the last boundary, one event ``(ts, delta, total)`` is
+recorded on the current thread. The enter-side event is stamped just before the child starts and
+the exit-side one just before the op ends, so each delta lies inside -- and is attributed to --
+the innermost op that was running when the memory changed (an op's self memory). A positive delta
+is an allocation, a negative one a free. Known limits: net deltas (an alloc and a free of the same
+size within one interval cancel out), the total is process-wide (threads running at once share
+it), and ``Addr`` is 0 (tracemalloc gives no address for a delta).
+"""
+from __future__ import annotations
+
+import tracemalloc
+from typing import Callable
+
+MEMORY_EVENT_NAME = "[memory]"
+
+
+class MemoryTracker:
+    """Starts tracemalloc (if not already running) and turns total changes into events."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self._clock = clock
+        self._we_started = not tracemalloc.is_tracing()
+        if self._we_started:
+            tracemalloc.start(1)
+        self._get = tracemalloc.get_traced_memory
+        self.last = self._get()[0]
+
+    def boundary(self, buf) -> None:
+        """Record the change of traced memory since the previous boundary, on ``buf``'s thread."""
+        cur = self._get()[0]
+        delta = cur - self.last
+        if delta:
+            self.last = cur
+            buf.memory.append((self._clock(), delta, cur))
+
+    def close(self) -> None:
+        """Stop tracemalloc if we started it."""
+        if self._we_started and tracemalloc.is_tracing():
+            tracemalloc.stop()
+
+
+def memory_event(pid: int, tid: int, ts_us: float, nbytes: int, total: int) -> dict:
+    """One Kineto ``[memory]`` instant event for host (CPU) memory."""
+    return {
+        "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": MEMORY_EVENT_NAME,
+        "pid": pid, "tid": tid, "ts": ts_us,
+        "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": nbytes,
+                 "Device Id": -1, "Device Type": 0, "Addr": 0},
+    }

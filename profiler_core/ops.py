@@ -1,0 +1,166 @@
+"""The op API: how a library declares an operator and its inputs, recorded as a ``cpu_op`` event.
+
+    with record_op("mylib::matmul", a, b):            # context manager
+        ...
+    @operator("mylib::matmul")                        # decorator (name defaults to __qualname__)
+    def matmul(a, b): ...
+
+With ``record_shapes`` (or ``with_flops``) the event gets torch's ``Input Dims``, ``Input type``,
+``Input Strides`` and ``Concrete Inputs`` for every input: anything with ``.shape`` and ``.dtype``
+(numpy, cupy, pycuda GPUArray) is a tensor; int/float/bool are ``Scalar``; lists of those are
+``ScalarList``/``TensorList``; ``None`` is ``""``. Keyword inputs are appended after the positional
+ones, in call order. ``args={...}`` adds extra trace args (e.g. the MPI integration's
+communication args). When no profiler records, ``record_op`` returns a shared no-op context.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+from . import recording
+from .recording import CAT_OP, _Record
+
+# numpy dtype name -> the name torch writes in "Input type"
+DTYPE_NAMES = {
+    "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+    "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+    "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
+    "uint64": "unsigned long", "bool": "bool",
+    "complex64": "c10::complex<float>", "complex128": "c10::complex<double>",
+}
+
+_SCALARS = (bool, int, float, complex)
+
+
+def _is_array(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, type)
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        name = str(dtype)
+    return DTYPE_NAMES.get(name, name)
+
+
+def _array_dims(x: Any) -> list:
+    return [int(s) for s in x.shape]
+
+
+def _array_strides(x: Any) -> list:
+    strides = getattr(x, "strides", None)
+    itemsize = getattr(getattr(x, "dtype", None), "itemsize", None)
+    if strides is None or not itemsize:
+        return []
+    return [int(s) // int(itemsize) for s in strides]
+
+
+def _concrete(x: Any) -> str:
+    if isinstance(x, bool):
+        return "True" if x else "False"
+    return str(x)
+
+
+def describe_input(x: Any) -> tuple:
+    """(dims, type, strides, concrete) of one op input, in torch's trace vocabulary."""
+    try:
+        if x is None:
+            return [], "", [], ""
+        if isinstance(x, _SCALARS):
+            return [], "Scalar", [], _concrete(x)
+        if _is_array(x):
+            return _array_dims(x), _dtype_name(x.dtype), _array_strides(x), ""
+        if isinstance(x, str):
+            return [], "String", [], x
+        if isinstance(x, (list, tuple)):
+            if all(isinstance(v, _SCALARS) for v in x):
+                return [], "ScalarList", [], "[" + ", ".join(_concrete(v) for v in x) + "]"
+            if all(_is_array(v) for v in x):
+                return [_array_dims(v) for v in x], "TensorList", [_array_strides(v) for v in x], ""
+            return [], "GenericList", [], ""
+    except Exception:           # an odd object (broken .shape): record it as an opaque input
+        return [], "", [], ""
+    return [], "", [], ""
+
+
+def describe_inputs(inputs: tuple, kwinputs: Optional[dict] = None) -> dict:
+    """torch's shape args for a call: Concrete Inputs, Input type, Input Strides, Input Dims."""
+    items = list(inputs)
+    if kwinputs:
+        items.extend(kwinputs.values())
+    dims, types, strides, concrete = [], [], [], []
+    for x in items:
+        d, t, s, c = describe_input(x)
+        dims.append(d)
+        types.append(t)
+        strides.append(s)
+        concrete.append(c)
+    return {"Concrete Inputs": concrete, "Input type": types, "Input Strides": strides,
+            "Input Dims": dims}
+
+
+class _OpRecord(_Record):
+    """An open cpu_op; its args are computed when it is created (outside its own timing)."""
+
+    __slots__ = ()
+    _cat = CAT_OP
+
+    def __init__(self, name: str, inputs: tuple, kwinputs: Optional[dict], extra: Optional[dict]) -> None:
+        self.name = name
+        self._buf = None
+        args = None
+        if recording._record_shapes:
+            args = describe_inputs(inputs, kwinputs)
+            if recording._with_flops:
+                from .flops import compute_flops
+                n = compute_flops(name, args["Input Dims"], args["Concrete Inputs"])
+                if n > 0:
+                    args["flops"] = n
+        if extra:
+            args = dict(extra) if args is None else {**args, **extra}
+        self.args = args
+
+    def _trace_args(self):
+        return self.args
+
+
+class _NullContext:
+    """The shared do-nothing context returned when no profiler records."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        return False
+
+
+_NULL = _NullContext()
+
+
+def record_op(name: str, *inputs: Any, args: Optional[dict] = None, **kwinputs: Any):
+    """Context manager recording a ``cpu_op`` named ``name`` with its inputs (shapes/types/FLOPs)."""
+    if not recording._active:
+        return _NULL
+    return _OpRecord(name, inputs, kwinputs, args)
+
+
+def operator(name: Optional[str] = None) -> Callable:
+    """Decorator: every call of the function is a ``cpu_op`` (name defaults to its __qualname__)."""
+    if callable(name):              # used bare: @operator
+        return operator(None)(name)
+
+    def decorate(func: Callable) -> Callable:
+        opname = name or getattr(func, "__qualname__", None) or repr(func)
+
+        @functools.wraps(func)
+        def wrapper(*a, **kw):
+            if not recording._active:
+                return func(*a, **kw)
+            with _OpRecord(opname, a, kw, None):
+                return func(*a, **kw)
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,386 @@
+"""The ``profile`` state machine: torch.profiler.profile's semantics without torch.
+
+Drives the recording session (``recording``), the integrations, and a CUDA collector when CUDA
+is requested and capturable; each recording cycle becomes one Kineto trace dict (kept on the
+object as ``trace``) that ``export_chrome_trace`` writes and ``events()``/``key_averages()`` read
+through ``profiler_core.analysis``. Nothing raised by the user's ``on_trace_ready`` or by a
+failing collector takes the program down: those become warnings.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any, Callable, Iterable, Optional
+
+from . import recording
+from .recording import record_function
+from .schedule import ProfilerAction, ProfilerActivity, _default_schedule_fn
+
+_A = ProfilerAction
+# (prev, new) -> actions; new=None is the final stop. Pairs not listed do nothing.
+_TRANSITIONS: dict = {
+    (_A.NONE, _A.WARMUP): ("prepare",),
+    (_A.NONE, _A.RECORD): ("prepare", "start"),
+    (_A.NONE, _A.RECORD_AND_SAVE): ("prepare", "start"),
+    (_A.WARMUP, _A.NONE): ("warn", "start", "stop"),
+    (_A.WARMUP, _A.RECORD): ("start",),
+    (_A.WARMUP, _A.RECORD_AND_SAVE): ("start",),
+    (_A.RECORD, _A.NONE): ("warn", "stop"),
+    (_A.RECORD, _A.WARMUP): ("warn", "stop"),
+    (_A.RECORD_AND_SAVE, _A.NONE): ("stop", "ready"),
+    (_A.RECORD_AND_SAVE, _A.WARMUP): ("stop", "ready", "prepare"),
+    (_A.RECORD_AND_SAVE, _A.RECORD): ("stop", "ready", "prepare", "start"),
+    (_A.RECORD_AND_SAVE, _A.RECORD_AND_SAVE): ("stop", "ready", "prepare", "start"),
+    (_A.WARMUP, None): ("start", "stop"),
+    (_A.RECORD, None): ("stop", "ready"),
+    (_A.RECORD_AND_SAVE, None): ("stop", "ready"),
+}
+
+
+def _cuda_module():
+    try:
+        from . import cuda
+        return cuda
+    except Exception:
+        return None
+
+
+def _cuda_available() -> bool:
+    cuda = _cuda_module()
+    if cuda is None or not hasattr(cuda, "is_available"):
+        return False
+    try:
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+def supported_activities() -> set:
+    """The activities this machine can capture: CPU, plus CUDA when CUPTI capture is possible."""
+    acts = {ProfilerActivity.CPU}
+    if _cuda_available():
+        acts.add(ProfilerActivity.CUDA)
+    return acts
+
+
+def _as_activity(item: Any) -> ProfilerActivity:
+    if isinstance(item, ProfilerActivity):
+        return item
+    name = getattr(item, "name", item)          # torch.profiler.ProfilerActivity.CPU, "CPU"
+    if isinstance(name, str) and name.upper() in ProfilerActivity.__members__:
+        return ProfilerActivity[name.upper()]
+    raise ValueError(f"unsupported profiler activity {item!r}: use ProfilerActivity.CPU or ProfilerActivity.CUDA")
+
+
+def _as_action(value: Any) -> ProfilerAction:
+    if isinstance(value, ProfilerAction):
+        return value
+    name = getattr(value, "name", None)         # a torch.profiler.ProfilerAction
+    if isinstance(name, str) and name in ProfilerAction.__members__:
+        return ProfilerAction[name]
+    raise ValueError(f"the profiler schedule returned {value!r}, not a ProfilerAction")
+
+
+def _distributed_info() -> Optional[dict]:
+    try:
+        from .distinfo import distributed_info
+    except ImportError:
+        return None
+    try:
+        return distributed_info()
+    except Exception as e:
+        warnings.warn(f"gpuscope: could not read the distributed setup: {e}", RuntimeWarning, stacklevel=3)
+        return None
+
+
+class profile:
+    """Profiler context manager with torch.profiler.profile's arguments and state transitions."""
+
+    def __init__(
+        self, *, activities: Optional[Iterable] = None,
+        schedule: Optional[Callable[[int], ProfilerAction]] = None,
+        on_trace_ready: Optional[Callable[..., Any]] = None, record_shapes: bool = False,
+        profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
+        with_modules: bool = False, use_cuda: Optional[bool] = None,
+        custom_trace_id_callback: Optional[Callable[[], str]] = None,
+    ) -> None:
+        if on_trace_ready is not None and not callable(on_trace_ready):
+            raise TypeError(f"on_trace_ready must be callable (e.g. tensorboard_trace_handler(dir)), "
+                            f"got {type(on_trace_ready).__name__} {on_trace_ready!r}")
+        if schedule is not None and not callable(schedule):
+            raise TypeError(f"schedule must be callable (e.g. schedule(wait=1, warmup=1, active=3)), "
+                            f"got {type(schedule).__name__} {schedule!r}")
+        acts = set(map(_as_activity, activities)) if activities is not None else supported_activities()
+        if use_cuda is not None:
+            warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
+                          FutureWarning, stacklevel=2)
+            if use_cuda:
+                acts.add(ProfilerActivity.CUDA)
+            else:
+                acts.discard(ProfilerActivity.CUDA)
+        if not acts:
+            raise AssertionError("No valid profiler activities found")
+        if ProfilerActivity.CUDA in acts and not _cuda_available():
+            warnings.warn("gpuscope: CUDA activity was requested but cannot be captured on this machine "
+                          "(no GPU, driver or cupti-python); recording CPU activity only",
+                          RuntimeWarning, stacklevel=2)
+            acts.discard(ProfilerActivity.CUDA)
+            acts.add(ProfilerActivity.CPU)
+        self.activities = acts
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_stack = with_stack
+        self.with_flops = with_flops
+        self.with_modules = with_modules
+        self.custom_trace_id_callback = custom_trace_id_callback
+        if schedule:
+            self.schedule = schedule
+            self.record_steps = True
+        else:
+            self.schedule = _default_schedule_fn
+            self.record_steps = False
+        self.on_trace_ready = on_trace_ready
+        self.step_num = 0
+        self.current_action = _as_action(self.schedule(self.step_num))
+        self.step_rec_fn: Optional[record_function] = None
+        self.trace: Optional[dict] = None          # the last finished cycle's trace dict
+        self._session: Optional[recording.Session] = None
+        self._collector = None
+        self._prepared = False
+        self._metadata: dict = {}
+        self._preset_metadata: dict = {}
+        self._trace_id: Optional[str] = None
+        self._cycles = 0
+        self._dist_info: Optional[dict] = None
+        self._events = None
+
+    # --- context manager and explicit control ------------------------------------------------
+    def __enter__(self) -> "profile":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start profiling (enter the schedule's first action); ``__enter__`` calls this."""
+        self._transit(ProfilerAction.NONE, self.current_action)
+        if self.record_steps:
+            self._enter_step()
+
+    def stop(self) -> None:
+        """Stop profiling; delivers the trace if the cycle was recording; ``__exit__`` calls this."""
+        if self.record_steps:
+            self._exit_step()
+        self._transit(self.current_action, None)
+
+    def step(self) -> None:
+        """Signal that the next training step starts (drives the schedule)."""
+        if self.record_steps:
+            self._exit_step()
+        prev = self.current_action
+        self.step_num += 1
+        self.current_action = _as_action(self.schedule(self.step_num))
+        self._transit(prev, self.current_action)
+        if self.record_steps:
+            self._enter_step()
+
+    def _enter_step(self) -> None:
+        self.step_rec_fn = record_function("ProfilerStep#" + str(self.step_num))
+        self.step_rec_fn.__enter__()
+
+    def _exit_step(self) -> None:
+        if self.step_rec_fn is not None:
+            self.step_rec_fn.__exit__(None, None, None)
+            self.step_rec_fn = None
+
+    # --- transitions -------------------------------------------------------------------------
+    def _transit(self, prev: ProfilerAction, new: Optional[ProfilerAction]) -> None:
+        for action in _TRANSITIONS.get((prev, new), ()):
+            if action == "warn":
+                warnings.warn(f"Incorrect schedule: {prev.name} followed by {new.name if new else None}",
+                              stacklevel=3)
+            elif action == "prepare":
+                self._prepare_trace()
+            elif action == "start":
+                self._start_trace()
+            elif action == "stop":
+                self._stop_trace()
+            else:
+                self._trace_ready()
+
+    def _wants_cpu(self) -> bool:
+        return ProfilerActivity.CPU in self.activities
+
+    def _prepare_trace(self) -> None:
+        self._prepared = True
+        self._metadata = {}
+        self._cycles += 1
+        if self._cycles == 2:
+            warnings.warn("Profiler clears events at the end of each cycle. Only events from the "
+                          "current cycle will be reported.", stacklevel=4)
+        self._trace_id = None
+        if self.custom_trace_id_callback is not None:
+            try:
+                self._trace_id = str(self.custom_trace_id_callback())
+            except Exception as e:
+                warnings.warn(f"gpuscope: custom_trace_id_callback raised {type(e).__name__}: {e}",
+                              RuntimeWarning, stacklevel=4)
+        self._collector = None
+        if ProfilerActivity.CUDA in self.activities:
+            self._collector = self._make_collector()
+
+    def _make_collector(self):
+        cuda = _cuda_module()
+        try:
+            collector = cuda.make_collector({
+                "record_shapes": self.record_shapes, "profile_memory": self.profile_memory,
+                "with_stack": self.with_stack, "with_flops": self.with_flops,
+                "with_modules": self.with_modules})
+            collector.prepare()
+            return collector
+        except Exception as e:
+            warnings.warn(f"gpuscope: CUDA capture could not be set up ({type(e).__name__}: {e}); "
+                          "recording CPU activity only", RuntimeWarning, stacklevel=5)
+            return None
+
+    def _start_trace(self) -> None:
+        self._prepared = True
+        self._dist_info = _distributed_info()
+        self._session = recording.Session(
+            record_shapes=self.record_shapes, profile_memory=self.profile_memory,
+            with_stack=self.with_stack, with_flops=self.with_flops)
+        if recording.active_session() is not None:
+            warnings.warn("gpuscope: another profiler was recording; it is stopped and this one takes over",
+                          RuntimeWarning, stacklevel=4)
+        if self._wants_cpu():
+            from . import integrations
+            integrations.activate()
+            recording.start_session(self._session)
+        else:   # GPU-only: keep the window's times, record no CPU events
+            self._session.start_ns = recording.now_ns()
+        if self._collector is not None:
+            try:
+                self._collector.start()
+            except Exception as e:
+                warnings.warn(f"gpuscope: CUDA capture failed to start ({type(e).__name__}: {e})",
+                              RuntimeWarning, stacklevel=4)
+                self._collector = None
+
+    def _stop_trace(self) -> None:
+        session = self._session
+        if session is None:
+            return
+        if self._wants_cpu():
+            if recording.active_session() is session:
+                recording.stop_session()
+            elif not session.stop_ns:       # another profiler took over: its start ended ours
+                session.stop_ns = recording.now_ns()
+            from . import integrations
+            integrations.deactivate()
+        else:
+            session.stop_ns = recording.now_ns()
+        results = []
+        if self._collector is not None:
+            try:
+                res = self._collector.stop()
+                results.append(res)
+                for w in getattr(res, "warnings", None) or ():
+                    warnings.warn(f"gpuscope: {w}", RuntimeWarning, stacklevel=4)
+            except Exception as e:
+                warnings.warn(f"gpuscope: CUDA capture failed at stop ({type(e).__name__}: {e}); "
+                              "the trace has CPU activity only", RuntimeWarning, stacklevel=4)
+            self._collector = None
+        self._session = None
+        self._prepared = False
+        self._events = None
+        try:
+            self.trace = self._build(session, results)
+        except Exception as e:         # a bug of ours must not end the user's program
+            warnings.warn(f"gpuscope: could not assemble the trace ({type(e).__name__}: {e})",
+                          RuntimeWarning, stacklevel=4)
+            self.trace = None
+
+    def _build(self, session: recording.Session, results: list) -> dict:
+        from .trace.schema import ThreadData, build_trace
+        threads = [ThreadData(b.tid, b.name, b.events, b.memory, b.python) for b in session.buffers]
+        metadata = dict(self._preset_metadata)
+        metadata.update(self._metadata)
+        return build_trace(
+            pid=session.pid, threads=threads, offset_ns=session.offset_ns,
+            start_ns=session.start_ns, stop_ns=session.stop_ns,
+            flags={"profile_memory": self.profile_memory, "with_stack": self.with_stack,
+                   "record_shapes": self.record_shapes, "with_modules": self.with_modules,
+                   "with_flops": self.with_flops},
+            metadata=metadata, trace_id=self._trace_id, distributed_info=self._dist_info,
+            collector_results=results)
+
+    def _trace_ready(self) -> None:
+        if self.on_trace_ready is None:
+            return
+        try:
+            self.on_trace_ready(self)
+        except Exception as e:
+            warnings.warn(f"gpuscope: on_trace_ready ({getattr(self.on_trace_ready, '__name__', self.on_trace_ready)!s}) "
+                          f"raised {type(e).__name__}: {e}; profiling continues", RuntimeWarning, stacklevel=4)
+
+    # --- metadata -----------------------------------------------------------------------------
+    def add_metadata(self, key: str, value: str) -> None:
+        """Add a top-level string entry to this cycle's trace (dropped outside warmup/recording, as torch)."""
+        if self._prepared:
+            self._metadata[str(key)] = str(value)
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """Add a top-level entry holding the JSON value ``value`` (a JSON text) to this cycle's trace."""
+        parsed = self._parse_json(key, value)
+        if self._prepared:
+            self._metadata[str(key)] = parsed
+
+    def preset_metadata_json(self, key: str, value: str) -> None:
+        """Like add_metadata_json, but kept for every cycle's trace."""
+        self._preset_metadata[str(key)] = self._parse_json(key, value)
+
+    @staticmethod
+    def _parse_json(key: str, value: str) -> Any:
+        try:
+            return json.loads(value)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"add_metadata_json({key!r}, ...): the value is not valid JSON text: {e}") from None
+
+    # --- results --------------------------------------------------------------------------------
+    def _require_trace(self, what: str) -> dict:
+        if self.trace is None:
+            raise RuntimeError(f"{what}: no trace has been collected yet (profiling has not recorded "
+                               "a full cycle; with a schedule, results exist only after an active phase)")
+        return self.trace
+
+    def export_chrome_trace(self, path: "str | os.PathLike") -> str:
+        """Write the last cycle's trace as Kineto JSON (gzipped if ``path`` ends in .gz), atomically."""
+        from .trace.writer import write_trace
+        return write_trace(self._require_trace("export_chrome_trace"), path)
+
+    def events(self):
+        """The last cycle's unaggregated events (an analysis.EventList of FunctionEvent)."""
+        if self._events is None:
+            from .analysis import events_from_trace
+            self._events = events_from_trace(self._require_trace("events"))
+        return self._events
+
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
+        """Events averaged by name (and optionally input shapes / the top N stack frames)."""
+        return self.events().key_averages(group_by_input_shape, group_by_stack_n)
+
+    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
+        """Write the stacks of every event in flame-graph format (needs with_stack=True)."""
+        if self.trace is None:
+            raise AssertionError("Profiler must be initialized before exporting stacks")
+        if not self.with_stack:
+            raise AssertionError("export_stacks() requires with_stack=True")
+        return self.events().export_stacks(path, metric)
+
+    def get_trace_id(self) -> Optional[str]:
+        """The trace id of the last (or current) cycle."""
+        if self.trace is not None:
+            return self.trace.get("trace_id")
+        return self._trace_id

@@ -1,0 +1,262 @@
+"""The hot path: per-thread event buffers, the clock, record_function and the recording session.
+
+Clock: every CPU timestamp is ``time.perf_counter_ns()`` (monotonic, never goes back) taken on the
+hot path; when a session starts we calibrate it once against ``time.time_ns()`` and store the
+offset, so the trace holds Unix-epoch nanoseconds (the clock GPU collectors use via
+``time.time_ns()``/``now_ns()``). Drift between the two clocks is bounded by one session.
+
+Buffers: each thread that records gets its own ``_ThreadBuffer`` (found through a
+``threading.local`` that is replaced at every session start, so old buffers are never reused).
+A finished event is ONE tuple ``(t0, t1, name, external_id, cat, args, stack)`` appended to the
+thread's list: about 200 bytes per event (tuple + two ints; ``args``/``stack`` are ``None`` unless
+shapes, stacks or extra args were asked for). No dict per event on the hot path.
+All threads are recorded (torch records only the profiling thread by default): each gets its own
+``tid`` (the OS thread id) whether it started before or after the profiler.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import threading
+import time
+from typing import Any, Callable, Optional
+
+CAT_USER = 0        # user_annotation (record_function, ProfilerStep#N)
+CAT_OP = 1          # cpu_op (record_op / operator)
+
+_clock = time.perf_counter_ns
+
+# --- module state read on the hot path (rebound, never mutated in place, by start/stop) -------
+_active = False          # is a session recording right now?
+_extras = False          # profile_memory or with_stack: take the slow path at op boundaries
+_record_shapes = False
+_with_flops = False
+_tls = threading.local()
+_ids = itertools.count(1)
+_session: Optional["Session"] = None
+_offset_ns = time.time_ns() - time.perf_counter_ns()
+
+
+def now_ns() -> int:
+    """Current time on the recording clock, as Unix-epoch nanoseconds (comparable to time.time_ns())."""
+    return _clock() + _offset_ns
+
+
+def to_epoch_ns(raw: int) -> int:
+    """Convert a raw hot-path timestamp (perf_counter_ns) to Unix-epoch ns."""
+    return raw + _offset_ns
+
+
+def is_recording() -> bool:
+    """True while a profiler session records CPU activity (cheap; integrations check it first)."""
+    return _active
+
+
+def record_shapes_enabled() -> bool:
+    """True while recording with record_shapes (or with_flops, which implies it)."""
+    return _active and _record_shapes
+
+
+def flops_enabled() -> bool:
+    """True while recording with with_flops."""
+    return _active and _with_flops
+
+
+class _ThreadBuffer:
+    """One thread's recorded data for one session."""
+
+    __slots__ = ("tid", "name", "events", "memory", "python", "cur", "py")
+
+    def __init__(self, tid: int, name: str) -> None:
+        self.tid = tid
+        self.name = name
+        self.events: list = []      # (t0, t1, name, external_id, cat, args, stack)
+        self.memory: list = []      # (ts, bytes, total_allocated)
+        self.python: list = []      # (t0, t1, name, python_id, parent_id)
+        self.cur = None             # innermost open _Record on this thread
+        self.py = None              # python call-tracer state (stacks.py), if with_stack
+
+
+def _new_buffer() -> _ThreadBuffer:
+    buf = _ThreadBuffer(threading.get_native_id(), threading.current_thread().name)
+    session = _session
+    if session is not None:
+        session.buffers.append(buf)     # list.append is atomic under the GIL
+    _tls.buf = buf
+    return buf
+
+
+def current_buffer() -> Optional[_ThreadBuffer]:
+    """This thread's buffer in the recording session (created on first use), or None if not recording."""
+    if not _active:
+        return None
+    try:
+        return _tls.buf
+    except AttributeError:
+        return _new_buffer()
+
+
+def current_external_id() -> Optional[int]:
+    """External id of the innermost open op/annotation on this thread, or None."""
+    if not _active:
+        return None
+    buf = getattr(_tls, "buf", None)
+    if buf is None or buf.cur is None:
+        return None
+    return buf.cur._id
+
+
+class _Record:
+    """Base of record_function and ops: one open event on the hot path."""
+
+    __slots__ = ("name", "args", "_buf", "_t0", "_id", "_parent", "_stack")
+    _cat = CAT_USER
+
+    def __init__(self, name: str, args: Any = None) -> None:
+        self.name = name
+        self.args = args
+        self._buf = None
+
+    def __enter__(self):
+        if _active:
+            try:
+                buf = _tls.buf
+            except AttributeError:
+                buf = _new_buffer()
+            self._id = next(_ids)
+            self._parent = buf.cur
+            buf.cur = self
+            self._buf = buf
+            if _extras:
+                _session.on_enter(self, buf)
+            else:
+                self._stack = None
+            self._t0 = _clock()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        buf = self._buf
+        if buf is not None:
+            if _extras and _active:
+                _session.on_exit(self, buf)
+            buf.events.append((self._t0, _clock(), self.name, self._id, self._cat,
+                               self._trace_args(), self._stack))
+            buf.cur = self._parent
+            self._buf = None
+        return False
+
+    def _trace_args(self):
+        return None
+
+
+class record_function(_Record):
+    """Label a block of code: ``with record_function("name"):`` or ``@record_function("name")``.
+
+    Recorded as a ``user_annotation`` event on the calling thread while a profiler records;
+    costs one attribute check otherwise. ``args`` (a string, as in torch) is kept as an input.
+    """
+
+    __slots__ = ()
+
+    def _trace_args(self):
+        if self.args is not None and _record_shapes:
+            return {"Input Dims": [[]], "Input type": [""], "Concrete Inputs": [""]}
+        return None
+
+    def __call__(self, func: Callable) -> Callable:
+        """Decorator form: a fresh record per call (thread- and recursion-safe)."""
+        name, args = self.name, self.args
+
+        @functools.wraps(func)
+        def wrapper(*a, **kw):
+            if not _active:
+                return func(*a, **kw)
+            with record_function(name, args):
+                return func(*a, **kw)
+
+        return wrapper
+
+
+class Session:
+    """One recording window: the buffers of every thread plus its start/stop times."""
+
+    def __init__(self, record_shapes: bool = False, profile_memory: bool = False,
+                 with_stack: bool = False, with_flops: bool = False) -> None:
+        self.record_shapes = bool(record_shapes or with_flops)
+        self.profile_memory = bool(profile_memory)
+        self.with_stack = bool(with_stack)
+        self.with_flops = bool(with_flops)
+        self.buffers: list[_ThreadBuffer] = []
+        self.start_ns = 0           # epoch ns
+        self.stop_ns = 0
+        self.offset_ns = 0
+        self.pid = os.getpid()
+        self.memory = None          # memory.MemoryTracker when profile_memory
+        self.tracer = None          # stacks.PythonTracer when with_stack
+        self.stack_capture = None   # stacks.capture_stack when with_stack
+
+    # -- slow-path hooks, called only when profile_memory or with_stack -------------------------
+    def on_enter(self, rec: _Record, buf: _ThreadBuffer) -> None:
+        """At an op's start: capture its Python stack, close the parent's memory interval."""
+        rec._stack = self.stack_capture() if self.stack_capture is not None else None
+        if self.memory is not None:
+            self.memory.boundary(buf)
+
+    def on_exit(self, rec: _Record, buf: _ThreadBuffer) -> None:
+        """At an op's end: attribute memory changed since the last boundary to this op."""
+        if self.memory is not None:
+            self.memory.boundary(buf)
+
+
+def start_session(session: Session) -> None:
+    """Begin recording into ``session`` on every thread (replaces any session in progress)."""
+    global _active, _extras, _record_shapes, _with_flops, _tls, _ids, _session, _offset_ns
+    if _active:
+        stop_session()
+    _offset_ns = time.time_ns() - time.perf_counter_ns()
+    session.offset_ns = _offset_ns
+    _tls = threading.local()
+    _ids = itertools.count(1)
+    _session = session
+    _record_shapes = session.record_shapes
+    _with_flops = session.with_flops
+    if session.profile_memory:
+        from . import memory
+        session.memory = memory.MemoryTracker(_clock)
+    if session.with_stack:
+        from . import stacks
+        session.stack_capture = stacks.capture_stack
+        session.tracer = stacks.PythonTracer(_clock, current_buffer, lambda: session.buffers)
+    _extras = session.profile_memory or session.with_stack
+    session.start_ns = now_ns()
+    _active = True
+    if session.tracer is not None:
+        session.tracer.install()
+
+
+def stop_session() -> Optional[Session]:
+    """Stop recording; return the finished session (None if none was recording)."""
+    global _active, _extras, _session
+    session = _session
+    if session is None or not _active:
+        return None
+    stop_raw = _clock()
+    if session.memory is not None:
+        buf = current_buffer()
+        if buf is not None:
+            session.memory.boundary(buf)
+    _active = False
+    _extras = False
+    if session.tracer is not None:
+        session.tracer.uninstall(stop_raw)
+    if session.memory is not None:
+        session.memory.close()
+    session.stop_ns = stop_raw + _offset_ns
+    _session = None
+    return session
+
+
+def active_session() -> Optional[Session]:
+    """The session recording now, if any."""
+    return _session if _active else None

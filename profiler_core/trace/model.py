@@ -1,0 +1,86 @@
+"""The columnar trace model the plugin's views read (docs/internals.md §3).
+
+A `TraceData` holds one Kineto trace as pandas DataFrames; `profiler_core.trace.reader.read_trace`
+builds it and `profiler_core.trace.cache` stores it on disk.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pandas is imported lazily: profiler_core must stay light at import time
+    import pandas as pd
+
+#: Columns of `TraceData.events`, with (dtype, missing value); see docs/internals.md §3.
+EVENT_INT64 = {
+    "pid": None, "tid": None, "ts": None, "dur": None,
+    "external_id": -1, "correlation": -1, "device": -1, "stream": -1, "bytes": -1,
+    "python_id": -1, "python_parent_id": -1, "python_module_id": -1,
+    "sequence_nr": -1, "fwd_thread": -1,
+    "in_nelems": -1, "out_nelems": -1, "group_size": -1, "idx": None,
+}
+EVENT_INT32 = {
+    "grid_x": 0, "grid_y": 0, "grid_z": 0, "block_x": 0, "block_y": 0, "block_z": 0,
+    "registers": -1, "shared_memory": -1,
+}
+EVENT_FLOAT = ("blocks_per_sm", "warps_per_sm", "occupancy")
+EVENT_CATEGORY = ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype")
+EVENT_COLUMNS = (
+    "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "device", "stream",
+    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_memory",
+    "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "input_dims", "input_type",
+    "call_stack", "python_id", "python_parent_id", "python_module_id", "sequence_nr",
+    "fwd_thread", "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "idx",
+)
+MEMORY_COLUMNS = (
+    "ts", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",
+    "total_reserved", "idx",
+)
+FLOW_COLUMNS = ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx")
+NAME_COLUMNS = ("pid", "tid", "kind", "value")
+
+
+class TraceChangedError(RuntimeError):
+    """The trace file changed on disk since it was parsed, so `event_args` cannot trust `idx`."""
+
+
+@dataclass
+class TraceData:
+    """One parsed Kineto trace in columns; times are int64 ns relative to `base_ns`."""
+
+    path: str
+    metadata: dict
+    device_properties: list
+    base_ns: int
+    events: "pd.DataFrame"
+    memory: "pd.DataFrame"
+    flows: "pd.DataFrame"
+    names: "pd.DataFrame"
+    warnings: list = field(default_factory=list)
+    #: negative pid/tid codes -> the original strings ("Spans", "PyTorch Profiler", ...)
+    labels: dict = field(default_factory=dict)
+    #: (size, mtime_ns) of the file when it was parsed; event_args checks it
+    source_stat: tuple = (-1, -1)
+
+    def label(self, code: int) -> str:
+        """The original pid/tid text for a column value (numbers print as themselves)."""
+        return self.labels.get(int(code), str(int(code)))
+
+    def event_args(self, idx: int) -> dict:
+        """The full `args` of the event at position `idx` of the file's traceEvents (re-read lazily)."""
+        from profiler_core.trace.reader import read_event
+
+        if self.source_stat != (-1, -1) and os.path.exists(self.path):
+            st = os.stat(self.path)
+            if (st.st_size, st.st_mtime_ns) != tuple(self.source_stat):
+                raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
+        event = read_event(self.path, int(idx))
+        args = event.get("args") if isinstance(event, dict) else None
+        return args if isinstance(args, dict) else {}
+
+    def event(self, idx: int) -> Any:
+        """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
+        from profiler_core.trace.reader import read_event
+
+        return read_event(self.path, int(idx))

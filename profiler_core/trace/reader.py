@@ -1,0 +1,756 @@
+"""Fast columnar reader of Kineto chrome-trace files (every torch version, ours, bare event lists).
+
+The JSON is decoded by msgspec into small typed structs, chunk by chunk, and each column is built
+in bulk with numpy; no Python dict is made per event. Odd values (`N/A`, strings for numbers,
+nulls) are coerced to the column's missing value and counted in `TraceData.warnings`.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import zlib
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from profiler_core.trace.model import (
+    EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, EVENT_INT64, TraceData,
+)
+
+CHUNK = 65536
+#: refuse traces whose uncompressed JSON is larger than this (bytes); env GPUSCOPE_MAX_TRACE_BYTES
+MAX_TRACE_BYTES = int(os.environ.get("GPUSCOPE_MAX_TRACE_BYTES", str(16 << 30)))
+
+
+class TraceReadError(ValueError):
+    """A file that is not a readable Kineto trace; the message names the file and the problem."""
+
+
+# --------------------------------------------------------------------------- decoding structs
+_ARG_NAMES = {
+    "ext_id": "External id", "ext_id_lc": "external id", "registers": "registers per thread",
+    "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM", "occupancy": "est. achieved occupancy %", "nbytes": "bytes",
+    "input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
+    "python_id": "Python id", "python_parent_id": "Python parent id",
+    "python_module_id": "Python module id", "sequence_nr": "Sequence number",
+    "fwd_thread": "Fwd thread id", "coll_name": "Collective name", "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems", "group_size": "Group size", "mem_bytes": "Bytes",
+    "addr": "Addr", "total_allocated": "Total Allocated", "total_reserved": "Total Reserved",
+    "device_type": "Device Type", "device_id": "Device Id", "m_name": "name",
+    "m_labels": "labels", "m_sort_index": "sort_index",
+}
+
+
+class _Args(msgspec.Struct, gc=False, rename=lambda f: _ARG_NAMES.get(f, f)):
+    """The args keys the columns need, under Kineto's names; every other key is skipped."""
+
+    ext_id: Any = None
+    ext_id_lc: Any = None
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+    grid: Any = None
+    block: Any = None
+    registers: Any = None
+    shared_memory: Any = None
+    blocks_per_sm: Any = None
+    warps_per_sm: Any = None
+    occupancy: Any = None
+    nbytes: Any = None
+    input_dims: msgspec.Raw = msgspec.Raw(b"")
+    input_type: msgspec.Raw = msgspec.Raw(b"")
+    call_stack: Any = None
+    python_id: Any = None
+    python_parent_id: Any = None
+    python_module_id: Any = None
+    sequence_nr: Any = None
+    fwd_thread: Any = None
+    coll_name: Any = None
+    dtype: Any = None
+    in_nelems: Any = None
+    out_nelems: Any = None
+    group_size: Any = None
+    # [memory] instant events
+    mem_bytes: Any = None
+    addr: Any = None
+    total_allocated: Any = None
+    total_reserved: Any = None
+    device_type: Any = None
+    device_id: Any = None
+    # M metadata events
+    m_name: Any = None
+    m_labels: Any = None
+    m_sort_index: Any = None
+
+
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    bp: Any = None
+    args: _Args = msgspec.field(default_factory=_Args)
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """Fallback when an event's args is not an object: its args are dropped."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    bp: Any = None
+
+
+_CHUNK_DECODER = msgspec.json.Decoder(list[_Event])
+_EVENT_DECODER = msgspec.json.Decoder(_Event)
+_LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ANY_DECODER = msgspec.json.Decoder()
+
+# --------------------------------------------------------------------------- normalisation
+CATEGORY_MAP = {
+    "operator": "cpu_op", "cpu_op": "cpu_op", "user_annotation": "user_annotation",
+    "python_function": "python_function", "python": "python_function", "kernel": "kernel",
+    "memcpy": "gpu_memcpy", "gpu_memcpy": "gpu_memcpy", "memset": "gpu_memset",
+    "gpu_memset": "gpu_memset", "runtime": "cuda_runtime", "cuda_runtime": "cuda_runtime",
+    "driver": "cuda_driver", "cuda_driver": "cuda_driver",
+    "gpu_user_annotation": "gpu_user_annotation", "cuda_sync": "cuda_sync", "trace": "trace",
+}
+#: categories whose pid/tid are device/stream
+GPU_CATEGORIES = frozenset(
+    {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync"})
+
+
+def normalise_category(cat: Any) -> str:
+    """Kineto category of any torch version -> the normalised name used in `events.cat`."""
+    if cat is None:
+        return ""
+    text = str(cat)
+    return CATEGORY_MAP.get(text.lower(), text.lower())
+
+
+_NUMERIC_ID = re.compile(r"^\s*(?:stream\s*)?(-?\d+)\s*$", re.IGNORECASE)
+
+
+class _Labels:
+    """Maps non-numeric pid/tid strings to stable negative codes (crc32-based)."""
+
+    def __init__(self) -> None:
+        self.by_text: dict[str, int] = {}
+        self.by_code: dict[int, str] = {}
+
+    def code(self, value: Any) -> int:
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+            if value.is_integer():
+                return int(value)
+        text = _to_text(value)
+        m = _NUMERIC_ID.match(text)
+        if m:
+            return int(m.group(1))
+        found = self.by_text.get(text)
+        if found is not None:
+            return found
+        code = -(1 << 32) - zlib.crc32(text.encode("utf-8", "replace"))
+        while code in self.by_code:
+            code -= 1
+        self.by_text[text] = code
+        self.by_code[code] = text
+        return code
+
+    def column(self, values: list) -> np.ndarray:
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        mapped = np.fromiter((self.code(u) for u in uniques), dtype=np.int64, count=len(uniques))
+        return mapped[codes] if len(values) else np.empty(0, np.int64)
+
+
+class _Interner:
+    """Builds one pandas category column across chunks (value -> code)."""
+
+    def __init__(self, convert=None) -> None:
+        self.codes: dict[Any, int] = {"": 0}
+        self.values: list[str] = [""]
+        self.convert = convert or _to_text
+
+    def add(self, values: list) -> np.ndarray:
+        if not values:
+            return np.empty(0, np.int32)
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        mapped = np.empty(len(uniques), np.int32)
+        for i, u in enumerate(uniques):
+            text = self.convert(u)
+            c = self.codes.get(text)
+            if c is None:
+                c = self.codes[text] = len(self.values)
+                self.values.append(text)
+            mapped[i] = c
+        return mapped[codes]
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        """Codes -> a Categorical holding only the values that occur."""
+        used = np.zeros(len(self.values), dtype=bool)
+        used[np.unique(codes)] = True
+        if used.all():
+            return pd.Categorical.from_codes(codes, categories=pd.Index(self.values, dtype=object))
+        remap = np.cumsum(used) - 1
+        cats = pd.Index([v for v, u in zip(self.values, used) if u], dtype=object)
+        return pd.Categorical.from_codes(remap[codes].astype(np.int32), categories=cats)
+
+
+def _to_text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+_COMPACT_CACHE: dict[bytes, str] = {}
+
+
+def _compact_json(raw: Any) -> str:
+    """Raw JSON bytes of an args list -> compact JSON text ("" when missing or null)."""
+    raw = bytes(raw)
+    if not raw or raw == b"null":
+        return ""
+    try:
+        return msgspec.json.encode(_ANY_DECODER.decode(raw)).decode()
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return ""
+
+
+class _Coerce:
+    """Bulk conversion of attribute lists to numpy columns, with a lenient slow path."""
+
+    def __init__(self, warnings: dict) -> None:
+        self.bad = warnings  # column -> count of values that were not numbers
+
+    def ints(self, name: str, values: list, missing: int, dtype=np.int64) -> np.ndarray:
+        n = len(values)
+        nones = values.count(None)
+        if nones == n:
+            return np.full(n, missing, dtype=dtype)
+        try:
+            if nones:
+                values = [missing if v is None else v for v in values]
+            return np.fromiter(values, dtype=dtype, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        out = np.empty(n, dtype=dtype)
+        info = np.iinfo(dtype)
+        bad = 0
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = missing
+                continue
+            try:
+                if isinstance(v, str):
+                    v = v.strip()
+                    x = int(v) if re.fullmatch(r"-?\d+", v) else float(v)
+                else:
+                    x = v
+                if isinstance(x, float):
+                    if x != x or x in (float("inf"), float("-inf")):
+                        raise ValueError
+                    x = int(x)
+                if not info.min <= int(x) <= info.max:
+                    raise OverflowError
+                out[i] = int(x)
+            except (TypeError, ValueError, OverflowError):
+                out[i] = missing
+                bad += 1
+        if bad:
+            self.bad[name] = self.bad.get(name, 0) + bad
+        return out
+
+    def floats(self, name: str, values: list) -> np.ndarray:
+        n = len(values)
+        nones = values.count(None)
+        if nones == n:
+            return np.full(n, np.nan)
+        try:
+            if nones:
+                values = [np.nan if v is None else v for v in values]
+            return np.fromiter(values, dtype=np.float64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        out = np.empty(n, dtype=np.float64)
+        bad = 0
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = np.nan
+                continue
+            try:
+                out[i] = float(v)
+            except (TypeError, ValueError, OverflowError):
+                out[i] = np.nan
+                bad += 1
+        if bad:
+            self.bad[name] = self.bad.get(name, 0) + bad
+        return out
+
+
+def _to_ns(us: np.ndarray) -> np.ndarray:
+    """µs floats -> exact int64 ns (Kineto writes at most 3 decimals; exact below 2**43 µs)."""
+    finite = np.isfinite(us)
+    us = np.where(finite, us, 0.0)
+    whole = np.floor(us)
+    frac = np.rint((us - whole) * 1000.0)
+    return whole.astype(np.int64) * 1000 + frac.astype(np.int64)
+
+
+# --------------------------------------------------------------------------- file access
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            if head == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=f) as gz:
+                    data = gz.read(MAX_TRACE_BYTES + 1)
+            else:
+                data = f.read(MAX_TRACE_BYTES + 1)
+    except FileNotFoundError:
+        raise TraceReadError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise TraceReadError(f"{path}: is a directory") from None
+    except EOFError:
+        raise TraceReadError(f"{path}: truncated gzip file (ended before its end marker)") from None
+    except (OSError, zlib.error) as e:
+        raise TraceReadError(f"{path}: corrupt gzip file ({e})") from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceReadError(
+            f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
+            f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
+    return data
+
+
+def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
+    """Top-level keys (decoded) and the raw traceEvents array of a trace document."""
+    start = data[:64].lstrip()
+    if not start:
+        raise TraceReadError(f"{path}: empty file")
+    if start[:1] == b"[":
+        return {}, data
+    if start[:1] != b"{":
+        raise TraceReadError(f"{path}: not a JSON trace (starts with {start[:1]!r})")
+    try:
+        top = _TOP_DECODER.decode(data)
+    except msgspec.DecodeError as e:
+        raise TraceReadError(f"{path}: invalid or truncated JSON ({e})") from None
+    if "traceEvents" not in top:
+        raise TraceReadError(f"{path}: no 'traceEvents' key (not a Kineto/chrome trace)")
+    meta = {}
+    for key, raw in top.items():
+        if key != "traceEvents":
+            meta[key] = _ANY_DECODER.decode(raw)
+    return meta, top["traceEvents"]
+
+
+def _event_raws(events_raw: Any, path: str) -> list:
+    try:
+        return _RAW_LIST_DECODER.decode(events_raw)
+    except msgspec.ValidationError:
+        raise TraceReadError(f"{path}: 'traceEvents' is not a list") from None
+    except msgspec.DecodeError as e:
+        raise TraceReadError(f"{path}: invalid or truncated JSON in traceEvents ({e})") from None
+
+
+def read_event(path: str | os.PathLike, idx: int) -> Any:
+    """The raw event (decoded JSON) at position `idx` of a trace file's traceEvents."""
+    path = os.fspath(path)
+    data = read_bytes(path)
+    _, events_raw = _split_top(data, path)
+    raws = _event_raws(events_raw, path)
+    if not 0 <= idx < len(raws):
+        raise IndexError(f"event index {idx} out of range (trace has {len(raws)} events)")
+    return _ANY_DECODER.decode(raws[idx])
+
+
+# --------------------------------------------------------------------------- parsing
+_get_ph = attrgetter("ph")
+_get_args = attrgetter("args")
+_get_ts = attrgetter("ts")
+_get_dur = attrgetter("dur")
+_get_cat = attrgetter("cat")
+_get_name = attrgetter("name")
+_get_pid = attrgetter("pid")
+_get_tid = attrgetter("tid")
+
+#: which arg fields each family of (normalised) categories carries; "other" gets all of them
+_OP_FIELDS = ("ext_id", "input_dims", "input_type", "call_stack", "sequence_nr", "fwd_thread",
+              "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "nbytes")
+_GPU_FIELDS = ("ext_id", "ext_id_lc", "correlation", "device", "stream", "grid", "block",
+               "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy",
+               "nbytes")
+_PY_FIELDS = ("python_id", "python_parent_id", "python_module_id")
+_FAMILY_FIELDS = {
+    "op": _OP_FIELDS,
+    "gpu": _GPU_FIELDS,
+    "python": _PY_FIELDS + ("ext_id",),
+    "trace": (),
+    "other": tuple(dict.fromkeys(("ext_id",) + _OP_FIELDS + _GPU_FIELDS + _PY_FIELDS)),
+}
+_FAMILY = {"cpu_op": "op", "user_annotation": "op", "python_function": "python",
+           "kernel": "gpu", "gpu_memcpy": "gpu", "gpu_memset": "gpu", "cuda_runtime": "gpu",
+           "cuda_driver": "gpu", "gpu_user_annotation": "gpu", "cuda_sync": "gpu",
+           "trace": "trace"}
+_FIELD_COLUMN = {"nbytes": "bytes"}
+_ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS
+                     if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
+
+
+def _missing_column(column: str, n: int) -> np.ndarray:
+    if column in EVENT_CATEGORY:
+        return np.zeros(n, np.int32)  # code 0 is "" (interned first)
+    if column in EVENT_FLOAT:
+        return np.full(n, np.nan)
+    if column in EVENT_INT32:
+        return np.full(n, EVENT_INT32[column], np.int32)
+    return np.full(n, -1, np.int64)
+
+
+def _decode_chunk(raws: list, counts: dict) -> list:
+    """Decode a slice of raw events into `_Event`s; undecodable ones become None (counted)."""
+    buf = b"[" + b",".join(raws) + b"]"
+    try:
+        return _CHUNK_DECODER.decode(buf)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    out: list = []
+    for raw in raws:
+        try:
+            out.append(_EVENT_DECODER.decode(raw))
+            continue
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        try:
+            loose = _LOOSE_DECODER.decode(raw)
+            counts["events with unreadable args (args dropped)"] = counts.get(
+                "events with unreadable args (args dropped)", 0) + 1
+            out.append(_Event(**{f: getattr(loose, f) for f in loose.__struct_fields__}))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            counts["entries of traceEvents that are not event objects"] = counts.get(
+                "entries of traceEvents that are not event objects", 0) + 1
+            out.append(None)
+    return out
+
+
+class _Builder:
+    """Accumulates the columns of every chunk; `finish` makes the DataFrames."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.bad: dict[str, int] = {}
+        self.co = _Coerce(self.bad)
+        self.labels = _Labels()
+        self.interners = {c: _Interner() for c in EVENT_CATEGORY}
+        self.interners["cat"] = _Interner(normalise_category)
+        self.interners["input_dims"] = _Interner(_compact_json)
+        self.interners["input_type"] = _Interner(_compact_json)
+        self.ev: dict[str, list] = {c: [] for c in EVENT_COLUMNS}
+        self.mem: list[dict] = []
+        self.flows: list[dict] = []
+        self.names: list[tuple] = []
+        self.flow_cat = _Interner()
+        self.flow_name = _Interner()
+        self.flow_ph = _Interner()
+        self.flow_bp = _Interner()
+
+    # ---- per chunk
+    def add_chunk(self, evs: list, first_idx: int) -> None:
+        phs = np.asarray(list(map(_get_ph, evs)) if None not in evs
+                         else [None if e is None else e.ph for e in evs], dtype=object)
+        idx = np.arange(first_idx, first_idx + len(evs), dtype=np.int64)
+        for ph in pd.unique(phs):
+            where = np.flatnonzero(phs == ph) if ph is not None else np.flatnonzero(
+                np.fromiter((p is None for p in phs), dtype=bool, count=len(phs)))
+            sel = [evs[i] for i in where]
+            if ph == "X":
+                self._complete(sel, idx[where])
+            elif ph in ("i", "I"):
+                self._instants(sel, idx[where])
+            elif ph in ("s", "f", "t"):
+                self._flows(sel, idx[where])
+            elif ph == "M":
+                self._metadata(sel)
+            elif ph is None and sel and sel[0] is None:
+                continue  # already counted as not an event object
+            else:
+                key = f"events of unsupported phase {ph!r} skipped"
+                self.counts[key] = self.counts.get(key, 0) + len(sel)
+
+    def _complete(self, evs: list, idx: np.ndarray) -> None:
+        co, col = self.co, self.ev
+        ts_us = co.floats("ts", list(map(_get_ts, evs)))
+        dur_us = co.floats("dur", list(map(_get_dur, evs)))
+        keep = np.isfinite(ts_us)
+        if not keep.all():
+            self._count("complete events without a valid ts skipped", int((~keep).sum()))
+            where = np.flatnonzero(keep)
+            evs = [evs[i] for i in where]
+            ts_us, dur_us, idx = ts_us[where], dur_us[where], idx[where]
+        n = len(evs)
+        no_dur = ~np.isfinite(dur_us)
+        if no_dur.any():
+            self._count("complete events without a dur (set to 0)", int(no_dur.sum()))
+        dur = _to_ns(np.where(no_dur, 0.0, dur_us))
+        neg = dur < 0
+        if neg.any():
+            self._count("negative durations clamped to 0", int(neg.sum()))
+            dur[neg] = 0
+        col["ts"].append(_to_ns(ts_us))
+        col["dur"].append(dur)
+        col["idx"].append(idx)
+        cat_codes = self.interners["cat"].add(list(map(_get_cat, evs)))
+        col["cat"].append(cat_codes)
+        col["name"].append(self.interners["name"].add(list(map(_get_name, evs))))
+        col["pid"].append(self.labels.column(list(map(_get_pid, evs))))
+        col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
+        # args: each family of categories carries its own keys; only those are extracted
+        out = {c: _missing_column(c, n) for c in _ARG_COLUMNS}
+        family_of_code = np.array([_FAMILY.get(v, "other")
+                                   for v in self.interners["cat"].values], dtype=object)
+        families = family_of_code[cat_codes] if n else np.empty(0, dtype=object)
+        args_all = list(map(_get_args, evs))
+        for family in pd.unique(families):
+            rows = np.flatnonzero(families == family)
+            args = args_all if len(rows) == n else [args_all[i] for i in rows]
+            self._args_family(family, args, rows, out)
+        for c in _ARG_COLUMNS:
+            col[c].append(out[c])
+
+    def _args_family(self, family: str, args: list, rows: np.ndarray, out: dict) -> None:
+        """Fill the arg columns of one family of rows (see _FAMILY_FIELDS)."""
+        co = self.co
+        full = len(rows) == len(next(iter(out.values())))
+
+        def put(column: str, values: np.ndarray) -> None:
+            if full:
+                out[column] = values
+            else:
+                out[column][rows] = values
+
+        for field in _FAMILY_FIELDS[family]:
+            values = list(map(attrgetter(field), args))
+            if field in ("input_dims", "input_type"):
+                values = list(map(bytes, values))
+                if values.count(b"") == len(values):
+                    continue
+            elif values.count(None) == len(values):
+                continue  # absent everywhere: the column keeps its missing value
+            if field in ("ext_id", "ext_id_lc"):
+                ext = co.ints("external_id", values, -1)
+                if field == "ext_id_lc":  # old traces: lower-case key on runtime/GPU events
+                    cur = out["external_id"] if full else out["external_id"][rows]
+                    ext = np.where(cur == -1, ext, cur)
+                put("external_id", ext)
+            elif field in ("grid", "block"):
+                xyz = self._triples(field, values)
+                for j, axis in enumerate("xyz"):
+                    put(f"{field}_{axis}", xyz[:, j])
+            elif field in ("input_dims", "input_type"):
+                put(field, self.interners[field].add(values))
+            elif field in ("call_stack", "coll_name", "dtype"):
+                put(field, self.interners[field].add(values))
+            elif field in EVENT_FLOAT:
+                put(field, co.floats(field, values))
+            else:
+                column = _FIELD_COLUMN.get(field, field)
+                dtype = np.int32 if column in EVENT_INT32 else np.int64
+                put(column, co.ints(column, values, -1, dtype))
+
+    def _count(self, what: str, n: int) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
+
+    def _triples(self, key: str, values: list) -> np.ndarray:
+        out = np.zeros((len(values), 3), dtype=np.int32)
+        for i, v in enumerate(values):
+            if v is None:
+                continue
+            if isinstance(v, list) and len(v) == 3:
+                try:
+                    out[i] = [int(x) for x in v]
+                    continue
+                except (TypeError, ValueError, OverflowError):
+                    pass
+            self.bad[key] = self.bad.get(key, 0) + 1
+        return out
+
+    def _instants(self, evs: list, idx: np.ndarray) -> None:
+        is_mem = np.fromiter((e.name == "[memory]" for e in evs), dtype=bool, count=len(evs))
+        if not is_mem.any():
+            return
+        where = np.flatnonzero(is_mem)
+        evs = [evs[i] for i in where]
+        co = self.co
+        args = list(map(_get_args, evs))
+
+        def a(name: str) -> list:
+            return list(map(attrgetter(name), args))
+
+        ts_us = co.floats("ts", [e.ts for e in evs])
+        keep = np.isfinite(ts_us)
+        self.mem.append({
+            "ts": _to_ns(ts_us)[keep],
+            "pid": self.labels.column([e.pid for e in evs])[keep],
+            "tid": self.labels.column([e.tid for e in evs])[keep],
+            "device_type": co.ints("Device Type", a("device_type"), -1)[keep],
+            "device_id": co.ints("Device Id", a("device_id"), -1)[keep],
+            "addr": co.ints("Addr", a("addr"), -1)[keep],
+            "bytes": co.ints("Bytes", a("mem_bytes"), -1)[keep],
+            "total_allocated": co.ints("Total Allocated", a("total_allocated"), -1)[keep],
+            "total_reserved": co.ints("Total Reserved", a("total_reserved"), -1)[keep],
+            "idx": idx[where][keep],
+        })
+
+    def _flows(self, evs: list, idx: np.ndarray) -> None:
+        co = self.co
+        ids = []
+        for e in evs:
+            v = e.id
+            if isinstance(v, str):
+                try:
+                    v = int(v, 0)
+                except ValueError:
+                    v = zlib.crc32(v.encode("utf-8", "replace"))
+            ids.append(v)
+        ts_us = co.floats("ts", [e.ts for e in evs])
+        keep = np.isfinite(ts_us)
+        self.flows.append({
+            "cat": self.flow_cat.add([e.cat for e in evs])[keep],
+            "name": self.flow_name.add([e.name for e in evs])[keep],
+            "id": co.ints("flow id", ids, -1)[keep],
+            "ph": self.flow_ph.add([e.ph for e in evs])[keep],
+            "pid": self.labels.column([e.pid for e in evs])[keep],
+            "tid": self.labels.column([e.tid for e in evs])[keep],
+            "ts": _to_ns(ts_us)[keep],
+            "bp": self.flow_bp.add([e.bp for e in evs])[keep],
+            "idx": idx[keep],
+        })
+
+    def _metadata(self, evs: list) -> None:
+        for e in evs:
+            a = e.args
+            value = a.m_name if a.m_name is not None else (
+                a.m_labels if a.m_labels is not None else a.m_sort_index)
+            self.names.append((self.labels.code(e.pid), self.labels.code(e.tid),
+                               _to_text(e.name), value))
+
+    # ---- final frames
+    def finish(self, path: str, meta: dict, base_ns: int | None) -> TraceData:
+        col = self.ev
+        n_chunks = len(col["ts"])
+        cols = {c: (np.concatenate(v) if n_chunks else None) for c, v in col.items()}
+        if not n_chunks:
+            for c in EVENT_COLUMNS:
+                if c in EVENT_CATEGORY:
+                    cols[c] = np.empty(0, np.int32)
+                elif c in EVENT_FLOAT:
+                    cols[c] = np.empty(0, np.float64)
+                elif c in EVENT_INT32:
+                    cols[c] = np.empty(0, np.int32)
+                else:
+                    cols[c] = np.empty(0, np.int64)
+        mem = _concat_dicts(self.mem, ("ts", "pid", "tid", "device_type", "device_id", "addr",
+                                       "bytes", "total_allocated", "total_reserved", "idx"))
+        flows = _concat_dicts(self.flows, ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp",
+                                           "idx"), int32=("cat", "name", "ph", "bp"))
+        if base_ns is None:  # old traces: ts is µs since the epoch; rebase on the first event
+            firsts = [a.min() for a in (cols["ts"], mem["ts"], flows["ts"]) if len(a)]
+            base_ns = int(min(firsts)) if firsts else 0
+            for arr in (cols["ts"], mem["ts"], flows["ts"]):
+                arr -= base_ns
+        order = np.lexsort((cols["idx"], -cols["dur"], cols["ts"]))
+        data = {}
+        for c in EVENT_COLUMNS:
+            arr = cols[c][order]
+            if c in EVENT_CATEGORY:
+                data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
+            else:
+                data[c] = arr
+        events = pd.DataFrame(data, columns=list(EVENT_COLUMNS))
+        # GPU activities carry device/stream in pid/tid when their args lack them
+        gpu = events["cat"].isin(list(GPU_CATEGORIES)).to_numpy()
+        if gpu.any():
+            for c, src in (("device", "pid"), ("stream", "tid")):
+                fill = gpu & (events[c].to_numpy() == -1) & (events[src].to_numpy() >= 0)
+                if fill.any():
+                    events.loc[fill, c] = events.loc[fill, src]
+        mem_order = np.lexsort((mem["idx"], mem["ts"]))
+        memory = pd.DataFrame({k: v[mem_order] for k, v in mem.items()})
+        flow_order = np.lexsort((flows["idx"], flows["ts"]))
+        fdata = {k: v[flow_order] for k, v in flows.items()}
+        for c, interner in (("cat", self.flow_cat), ("name", self.flow_name),
+                            ("ph", self.flow_ph), ("bp", self.flow_bp)):
+            fdata[c] = interner.categorical(fdata[c].astype(np.int32, copy=False))
+        flows_df = pd.DataFrame(fdata, columns=["cat", "name", "id", "ph", "pid", "tid", "ts",
+                                                "bp", "idx"])
+        names = pd.DataFrame(self.names, columns=["pid", "tid", "kind", "value"])
+        names = names.astype({"pid": np.int64, "tid": np.int64, "kind": object,
+                              "value": object})
+        warnings = [f"{n} {what}" for what, n in sorted(self.counts.items())]
+        warnings += [f"{n} non-numeric values of {c!r} treated as missing"
+                     for c, n in sorted(self.bad.items())]
+        props = meta.get("deviceProperties")
+        return TraceData(
+            path=path, metadata=meta,
+            device_properties=props if isinstance(props, list) else [],
+            base_ns=int(base_ns), events=events, memory=memory, flows=flows_df, names=names,
+            warnings=warnings, labels=dict(self.labels.by_code),
+        )
+
+
+def _concat_dicts(parts: list, keys: tuple, int32: tuple = ()) -> dict:
+    if not parts:
+        return {k: np.empty(0, np.int32 if k in int32 else np.int64) for k in keys}
+    return {k: np.concatenate([p[k] for p in parts]) for k in keys}
+
+
+def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
+    """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list)."""
+    meta, events_raw = _split_top(data, path)
+    raws = _event_raws(events_raw, path)
+    builder = _Builder()
+    for start in range(0, len(raws), CHUNK):
+        chunk = raws[start:start + CHUNK]
+        evs = _decode_chunk(chunk, builder.counts)
+        builder.add_chunk(evs, start)
+    del raws
+    base = meta.get("baseTimeNanoseconds")
+    if isinstance(base, bool) or not isinstance(base, int):
+        base = None
+    return builder.finish(path, meta, base)
+
+
+def read_trace(path: str | os.PathLike) -> TraceData:
+    """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TraceReadError(f"{path}: file not found") from None
+    data = read_bytes(path)
+    t = parse_trace(data, path)
+    t.source_stat = (st.st_size, st.st_mtime_ns)
+    return t

@@ -1,0 +1,194 @@
+"""The trace dict (Kineto's chrome-trace layout, as torch 2.x writes it) and the Collector protocol.
+
+``build_trace`` turns one recording window (per-thread tuples from ``recording``) plus collector
+results into the dict that the writer writes and the analysis reads: top-level keys in Kineto's
+order, ``ts``/``dur`` in microseconds (floats, exact to the ns) relative to
+``baseTimeNanoseconds``, events ordered as Kineto orders them (M events, CPU ops/annotations by
+start, [memory], python_function, collector events, the Trace span and its markers).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Protocol, runtime_checkable
+
+SCHEMA_VERSION = 1
+BASE_TIME_GRANULARITY_NS = 7_889_238 * 1_000_000_000     # Kineto floors the base to ~3 months
+CAT_NAMES = ("user_annotation", "cpu_op")                 # indexed by recording.CAT_*
+FLAG_KEYS = ("profile_memory", "with_stack", "record_shapes", "with_modules", "with_flops")
+SPAN_NAME = "PyTorch Profiler (0)"                        # kept for tool compatibility
+SPANS_SORT_INDEX = 536870912
+
+
+@dataclass
+class CollectorResult:
+    """What a collector hands back at stop: Kineto event dicts plus trace-level data.
+
+    ``events``: ``ts``/``dur`` as int Unix-epoch ns on the ``time.time_ns()`` clock (the profiler
+    converts them to relative µs); floats below 1e15 are taken as already-relative µs.
+    """
+
+    events: list = field(default_factory=list)
+    device_properties: list = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """A source of non-CPU activity (e.g. CUDA via CUPTI), driven by the profile state machine."""
+
+    def prepare(self) -> None: ...     # at warmup: expensive setup (subscribe, allocate)
+    def start(self) -> None: ...       # recording starts
+    def stop(self) -> CollectorResult: ...   # recording stops: hand back everything
+
+
+def base_time_ns(start_ns: int) -> int:
+    """Kineto's baseTimeNanoseconds: the epoch time floored to a multiple of 7,889,238 s."""
+    return (start_ns // BASE_TIME_GRANULARITY_NS) * BASE_TIME_GRANULARITY_NS
+
+
+def new_trace_id() -> str:
+    """A trace id like Kineto's: 32 upper-case hex digits."""
+    return uuid.uuid4().hex.upper()
+
+
+def process_name() -> str:
+    """The process's short name (Linux comm, like Kineto), else the interpreter's file name."""
+    try:
+        with open("/proc/self/comm", encoding="utf-8") as f:
+            name = f.read().strip()
+        if name:
+            return name
+    except OSError:
+        pass
+    return os.path.basename(sys.executable or "python") or "python"
+
+
+def _us(rel_ns: int) -> float:
+    """Relative ns -> µs float (exact to the ns after %.3f formatting)."""
+    return (rel_ns if rel_ns > 0 else 0) / 1000.0
+
+
+def metadata_events(pid: int, threads: Iterable[tuple], ts_us: float) -> list:
+    """The M events naming the CPU process and each recorded thread ``(tid, name)``."""
+    pname = process_name()
+    out = [
+        {"ph": "M", "name": "process_name", "ts": ts_us, "pid": pid, "tid": 0, "args": {"name": pname}},
+        {"ph": "M", "name": "process_labels", "ts": ts_us, "pid": pid, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_sort_index", "ts": ts_us, "pid": pid, "tid": 0,
+         "args": {"sort_index": pid}},
+    ]
+    for tid, tname in threads:
+        out.append({"ph": "M", "name": "thread_name", "ts": ts_us, "pid": pid, "tid": tid,
+                    "args": {"name": f"thread {tid} ({tname})"}})
+        out.append({"ph": "M", "name": "thread_sort_index", "ts": ts_us, "pid": pid, "tid": tid,
+                    "args": {"sort_index": tid}})
+    return out
+
+
+def span_events(start_us: float, stop_us: float) -> list:
+    """Kineto's closing events: the Trace span, its sort index and iteration markers, Record Window End."""
+    return [
+        {"ph": "X", "cat": "Trace", "name": SPAN_NAME, "pid": "Spans", "tid": "PyTorch Profiler",
+         "ts": start_us, "dur": max(0.0, stop_us - start_us), "args": {"Op count": 0}},
+        {"ph": "M", "name": "process_sort_index", "ts": start_us, "pid": "Spans", "tid": 0,
+         "args": {"sort_index": SPANS_SORT_INDEX}},
+        {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces",
+         "tid": "Trace PyTorch Profiler", "ts": start_us},
+        {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": stop_us},
+    ]
+
+
+def _convert_collector_event(ev: dict, base_ns: int) -> dict:
+    ev = dict(ev)
+    ts = ev.get("ts")
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and (isinstance(ts, int) or ts >= 1e15):
+        ev["ts"] = _us(int(ts) - base_ns)
+        dur = ev.get("dur")
+        if isinstance(dur, (int, float)) and not isinstance(dur, bool):
+            ev["dur"] = _us(int(dur))
+    return ev
+
+
+@dataclass
+class ThreadData:
+    """One thread's raw records (epoch offset not yet applied; see recording)."""
+
+    tid: int
+    name: str
+    events: list       # (t0, t1, name, external_id, cat, args, stack) raw perf ns
+    memory: list       # (ts, bytes, total) raw perf ns
+    python: list       # (t0, t1, name, python_id, parent_id) raw perf ns
+
+
+def build_trace(
+    *, pid: int, threads: list, offset_ns: int, start_ns: int, stop_ns: int,
+    flags: dict, metadata: Optional[dict] = None, trace_id: Optional[str] = None,
+    distributed_info: Optional[dict] = None, collector_results: Iterable[CollectorResult] = (),
+) -> dict:
+    """Assemble the Kineto trace dict of one recording window (see module docstring)."""
+    base = base_time_ns(start_ns)
+    shift = offset_ns - base                 # raw perf ns + shift = ns relative to base
+    start_us, stop_us = _us(start_ns - base), _us(stop_ns - base)
+    results = list(collector_results)
+
+    top: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "deviceProperties": []}
+    for r in results:
+        top["deviceProperties"].extend(r.device_properties)
+    top["trace_id"] = trace_id or new_trace_id()
+    for k in FLAG_KEYS:
+        if flags.get(k):
+            top[k] = 1
+    for k, v in (metadata or {}).items():
+        top[k] = v
+    top["host_name"] = socket.gethostname()
+    for r in results:
+        top.update(r.metadata)
+    if distributed_info:
+        top["distributedInfo"] = distributed_info
+    top["displayTimeUnit"] = "ms"
+    top["baseTimeNanoseconds"] = base
+
+    recorded = [t for t in threads if t.events or t.memory or t.python]
+    events = metadata_events(pid, ((t.tid, t.name) for t in recorded), start_us)
+
+    ops = []
+    for t in recorded:
+        tid = t.tid
+        for t0, t1, name, ext, cat, args, stack in t.events:
+            ops.append((t0, tid, name, ext, cat, args, stack, t1))
+    ops.sort(key=lambda r: (r[0], r[3]))
+    idx = 0
+    for t0, tid, name, ext, cat, args, stack, t1 in ops:
+        a = {"External id": ext, "Record function id": 0}
+        if args:
+            a.update(args)
+        if stack:
+            a["Call stack"] = stack
+        a["Ev Idx"] = idx
+        idx += 1
+        events.append({"ph": "X", "cat": CAT_NAMES[cat], "name": name if isinstance(name, str) else str(name),
+                       "pid": pid, "tid": tid, "ts": _us(t0 + shift), "dur": _us(t1 - t0), "args": a})
+    for t in recorded:
+        for ts, nbytes, total in t.memory:
+            events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                           "pid": pid, "tid": t.tid, "ts": _us(ts + shift),
+                           "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": nbytes,
+                                    "Device Id": -1, "Device Type": 0, "Addr": 0, "Ev Idx": idx}})
+            idx += 1
+    for t in recorded:
+        for t0, t1, name, pyid, parent in sorted(t.python):
+            events.append({"ph": "X", "cat": "python_function", "name": name, "pid": pid, "tid": t.tid,
+                           "ts": _us(t0 + shift), "dur": _us(t1 - t0),
+                           "args": {"Python parent id": parent, "Python id": pyid, "Ev Idx": idx}})
+            idx += 1
+    for r in results:
+        events.extend(_convert_collector_event(e, base) for e in r.events)
+    events.extend(span_events(start_us, stop_us))
+    top["traceEvents"] = events
+    top["traceName"] = ""
+    return top

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Data-parallel training of a small MLP over MPI, each rank profiled into one shared logdir.
+
+Every rank trains the same model on its own shard of a synthetic classification task; after
+each backward pass the gradients are averaged with one ``Allreduce`` (one flat bucket, like
+DDP). The profiler records the MPI calls as communication ops, so the plugin's Distributed view
+shows computation, communication and the time each rank waits for the others.
+
+    pip install mpi4py mpich          # MPI from PyPI, no system MPI needed
+    mpiexec -n 4 python samples/distributed_train.py --logdir log/distributed --slow-rank 1
+    tensorboard --logdir log/distributed
+
+``--slow-rank R`` makes rank R a straggler (it sleeps ``--slow-ms`` per step), so the other
+ranks wait for it inside ``Allreduce``. With PyCUDA and a GPU (``--device auto|gpu``) the
+forward and backward passes run on the GPU; gradients are copied to the host for MPI.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+# One BLAS thread per rank: ranks already use every core, and oversubscribed BLAS threads
+# would turn the profile into noise (set before numpy loads its BLAS).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+from profiler_core import (ProfilerActivity, profile, record_function, record_op, schedule,
+                           supported_activities, tensorboard_trace_handler)
+
+
+# --- array backends: the same math on numpy or on a GPU through PyCUDA ------------------------
+
+class CpuOps:
+    """numpy implementation of the few kernels the MLP needs."""
+
+    name = "cpu"
+
+    def to_device(self, a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return a
+
+    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False):
+        return (a.T if trans_a else a) @ (b.T if trans_b else b)
+
+    def add_bias_relu(self, z, bias, relu: bool):
+        z += bias
+        if relu:
+            np.maximum(z, 0, out=z)
+        return z
+
+    def relu_backward(self, grad, activation):
+        grad[activation <= 0] = 0
+        return grad
+
+    def sum_rows(self, a):
+        return a.sum(axis=0)
+
+    def assign(self, param, host: np.ndarray) -> None:
+        param[...] = host
+
+    def sgd(self, param, grad_host: np.ndarray, lr: float):
+        param -= lr * grad_host
+
+
+_GPU_SOURCE = r"""
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K,
+                                  int sam, int sak, int sbk, int sbn) {
+    // C[M,N] = A[M,K] @ B[K,N]; strides (in elements) express the transposes.
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k) acc += A[row * sam + k * sak] * B[k * sbk + col * sbn];
+    C[row * N + col] = acc;
+}
+extern "C" __global__ void add_bias_relu(float* Z, const float* bias, int M, int N, int relu) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= M * N) return;
+    float v = Z[i] + bias[i % N];
+    Z[i] = (relu && v < 0.f) ? 0.f : v;
+}
+extern "C" __global__ void relu_backward(float* G, const float* A, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && A[i] <= 0.f) G[i] = 0.f;
+}
+extern "C" __global__ void sum_rows(const float* A, float* out, int M, int N) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= N) return;
+    float acc = 0.f;
+    for (int r = 0; r < M; ++r) acc += A[r * N + col];
+    out[col] = acc;
+}
+"""
+
+
+class GpuOps:
+    """The same kernels on the GPU through PyCUDA (naive but real CUDA kernels)."""
+
+    name = "gpu"
+
+    def __init__(self) -> None:
+        import pycuda.autoinit  # noqa: F401  (creates the context on this rank's device)
+        import pycuda.gpuarray as gpuarray
+        from pycuda.compiler import SourceModule
+        self.gpuarray = gpuarray
+        mod = SourceModule(_GPU_SOURCE, no_extern_c=True)
+        self._matmul = mod.get_function("matmul")
+        self._bias_relu = mod.get_function("add_bias_relu")
+        self._relu_bwd = mod.get_function("relu_backward")
+        self._sum_rows = mod.get_function("sum_rows")
+
+    def to_device(self, a: np.ndarray):
+        return self.gpuarray.to_gpu(np.ascontiguousarray(a, dtype=np.float32))
+
+    def to_host(self, a) -> np.ndarray:
+        return a.get()
+
+    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False):
+        (ar, ac), (br, bc) = a.shape, b.shape
+        m, k = (ac, ar) if trans_a else (ar, ac)
+        n = br if trans_b else bc
+        sam, sak = (1, ac) if trans_a else (ac, 1)
+        sbk, sbn = (1, bc) if trans_b else (bc, 1)
+        out = self.gpuarray.empty((m, n), np.float32)
+        i32 = np.int32
+        self._matmul(a, b, out, i32(m), i32(n), i32(k), i32(sam), i32(sak), i32(sbk), i32(sbn),
+                     block=(16, 16, 1), grid=((n + 15) // 16, (m + 15) // 16))
+        return out
+
+    def add_bias_relu(self, z, bias, relu: bool):
+        m, n = z.shape
+        self._bias_relu(z, bias, np.int32(m), np.int32(n), np.int32(relu),
+                        block=(256, 1, 1), grid=((m * n + 255) // 256, 1))
+        return z
+
+    def relu_backward(self, grad, activation):
+        self._relu_bwd(grad, activation, np.int32(grad.size), block=(256, 1, 1),
+                       grid=((grad.size + 255) // 256, 1))
+        return grad
+
+    def sum_rows(self, a):
+        m, n = a.shape
+        out = self.gpuarray.empty((n,), np.float32)
+        self._sum_rows(a, out, np.int32(m), np.int32(n), block=(256, 1, 1), grid=((n + 255) // 256, 1))
+        return out
+
+    def assign(self, param, host: np.ndarray) -> None:
+        param.set(np.ascontiguousarray(host, dtype=np.float32))
+
+    def sgd(self, param, grad_host: np.ndarray, lr: float):
+        param -= self.gpuarray.to_gpu(np.float32(lr) * grad_host)
+
+
+def make_ops(device: str) -> Any:
+    """CpuOps, or GpuOps when PyCUDA and a GPU are there (``auto``) or demanded (``gpu``)."""
+    if device == "cpu":
+        return CpuOps()
+    try:
+        return GpuOps()
+    except Exception as exc:
+        if device == "gpu":
+            raise SystemExit(f"--device gpu: no usable GPU through PyCUDA ({type(exc).__name__}: {exc})")
+        return CpuOps()
+
+
+# --- the model -------------------------------------------------------------------------------
+
+class MLP:
+    """in -> hidden (ReLU) -> hidden (ReLU) -> classes, softmax cross-entropy, plain SGD."""
+
+    def __init__(self, ops: Any, sizes: list[int], seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.ops = ops
+        self.params: list[Any] = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            w = rng.normal(0.0, np.sqrt(2.0 / fan_in), (fan_in, fan_out)).astype(np.float32)
+            self.params += [ops.to_device(w), ops.to_device(np.zeros(fan_out, np.float32))]
+        self.shapes = [tuple(p.shape) for p in self.params]
+
+    def forward(self, x) -> list:
+        acts = [x]
+        n_layers = len(self.params) // 2
+        for i in range(n_layers):
+            w, b = self.params[2 * i], self.params[2 * i + 1]
+            with record_op("mlp::linear", acts[-1], w, b):
+                z = self.ops.matmul(acts[-1], w)
+                z = self.ops.add_bias_relu(z, b, relu=i < n_layers - 1)
+            acts.append(z)
+        return acts
+
+    @staticmethod
+    def loss_and_grad(logits: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
+        with record_op("mlp::cross_entropy", logits, labels):
+            shifted = logits - logits.max(axis=1, keepdims=True)
+            p = np.exp(shifted)
+            p /= p.sum(axis=1, keepdims=True)
+            n = len(labels)
+            loss = float(-np.log(p[np.arange(n), labels] + 1e-12).mean())
+            p[np.arange(n), labels] -= 1.0
+            return loss, (p / n).astype(np.float32)
+
+    def backward(self, acts: list, grad_out) -> list:
+        grads: list[Any] = [None] * len(self.params)
+        g = grad_out
+        for i in reversed(range(len(self.params) // 2)):
+            w = self.params[2 * i]
+            with record_op("mlp::linear_backward", g, acts[i], w):
+                grads[2 * i] = self.ops.matmul(acts[i], g, trans_a=True)
+                grads[2 * i + 1] = self.ops.sum_rows(g)
+                if i > 0:
+                    g = self.ops.relu_backward(self.ops.matmul(g, w, trans_b=True), acts[i])
+        return grads
+
+
+# --- data ------------------------------------------------------------------------------------
+
+def make_shard(rank: int, n: int, in_dim: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's shard of a synthetic task: labels from a fixed random linear teacher."""
+    teacher = np.random.default_rng(seed).normal(size=(in_dim, classes))
+    x = np.random.default_rng(seed + 1 + rank).normal(size=(n, in_dim)).astype(np.float32)
+    return x, (x @ teacher).argmax(axis=1)
+
+
+def batches(x: np.ndarray, y: np.ndarray, batch: int, seed: int):
+    """Endless shuffled mini-batches (a minimal data loader)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(len(x))
+        for start in range(0, len(x) - batch + 1, batch):
+            idx = order[start:start + batch]
+            yield x[idx], y[idx]
+
+
+# --- training --------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--logdir", default="log/distributed", help="TensorBoard logdir for the traces")
+    p.add_argument("--steps", type=int, default=12, help="training steps")
+    p.add_argument("--batch-size", type=int, default=128, help="per-rank batch size")
+    p.add_argument("--hidden", type=int, default=256, help="hidden layer width")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-ms extra per step")
+    p.add_argument("--slow-ms", type=float, default=30.0)
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+    p.add_argument("--wait", type=int, default=1, help="profiler schedule: steps skipped per cycle")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--active", type=int, default=4, help="steps recorded per trace")
+    p.add_argument("--repeat", type=int, default=1, help="traces per rank (0: until the end)")
+    p.add_argument("--die-at-step", type=int, default=-1,
+                   help="failure drill: --die-rank exits abruptly at this step")
+    p.add_argument("--die-rank", type=int, default=-1)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    for name in ("steps", "batch_size", "hidden", "active"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.slow_ms < 0:
+        p.error("--slow-ms must not be negative")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        print("distributed_train.py needs mpi4py and an MPI: pip install mpi4py mpich", file=sys.stderr)
+        return 2
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+
+    ops = make_ops(args.device)
+    in_dim, classes = 64, 10
+    model = MLP(ops, [in_dim, args.hidden, args.hidden, classes], seed=args.seed)
+    # Same initial weights everywhere (rank 0's), as DDP does at construction.
+    for p in model.params:
+        host = np.ascontiguousarray(ops.to_host(p))
+        comm.Bcast(host, root=0)
+        ops.assign(p, host)
+    x, y = make_shard(rank, args.batch_size * 8, in_dim, classes, args.seed)
+    loader = batches(x, y, args.batch_size, seed=args.seed + rank)
+    sizes = [int(np.prod(s)) for s in model.shapes]
+    bucket = np.empty(sum(sizes), np.float32)
+
+    activities = [ProfilerActivity.CPU]
+    if ops.name == "gpu" and ProfilerActivity.CUDA in supported_activities():
+        activities.append(ProfilerActivity.CUDA)
+    sched = schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat)
+    with profile(activities=activities, schedule=sched, record_shapes=True,
+                 on_trace_ready=tensorboard_trace_handler(args.logdir)) as prof:
+        for step in range(args.steps):
+            if step == args.die_at_step and rank == args.die_rank:
+                print(f"rank {rank}: dying at step {step} (failure drill)", flush=True)
+                os._exit(3)
+            with record_function("data_loading"):
+                xb, yb = next(loader)
+                xd = ops.to_device(xb)
+            with record_function("forward"):
+                acts = model.forward(xd)
+                loss, grad = model.loss_and_grad(ops.to_host(acts[-1]), yb)
+                if rank == args.slow_rank:
+                    with record_op("straggler_delay"):
+                        time.sleep(args.slow_ms / 1000.0)
+            with record_function("backward"):
+                grads = model.backward(acts, ops.to_device(grad))
+            with record_function("gradient_allreduce"):
+                offset = 0
+                for g, n in zip(grads, sizes):
+                    bucket[offset:offset + n] = ops.to_host(g).ravel()
+                    offset += n
+                comm.Allreduce(MPI.IN_PLACE, bucket, op=MPI.SUM)
+                bucket /= world
+            with record_function("optimizer_step"):
+                offset = 0
+                for p, n, shape in zip(model.params, sizes, model.shapes):
+                    ops.sgd(p, bucket[offset:offset + n].reshape(shape), args.lr)
+                    offset += n
+            losses = comm.allreduce(loss, op=MPI.SUM) if step % 4 == 3 or step == args.steps - 1 else None
+            if rank == 0 and losses is not None:
+                print(f"step {step:3d}  mean loss {losses / world:.4f}", flush=True)
+            prof.step()
+    if rank == 0:
+        print(f"{world} ranks on {ops.name}; traces in {args.logdir}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

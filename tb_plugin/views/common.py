@@ -1,0 +1,491 @@
+"""Shared pure helpers for the plugin views: event classes, communication recognition, ProfilerStep ranges,
+GPU-activity -> launching-call -> CPU-op links and the CPU op tree, all vectorised over `TraceData.events`.
+
+Positions ("rows") returned here are positions in `t.events` (0..len-1, the reader's RangeIndex order).
+Times are int64 ns relative to `t.base_ns`, like the events. Results are memoised per TraceData object
+(`derived`), so several views of one trace share the work.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+CPU_OP_CATS = ("cpu_op", "user_annotation")
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+COMM_PREFIXES = ("nccl:", "gloo:", "c10d::", "mpi::")
+COMM_NAMES = frozenset({"record_param_comms"})
+_NOT_COMM_CATS = frozenset({"gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "python_function",
+                            "trace"})
+STEP_PREFIX = "ProfilerStep#"
+
+__all__ = [
+    "CPU_OP_CATS", "GPU_CATS", "LAUNCH_CATS", "is_communication", "communication_mask", "is_dataloader",
+    "category_mask", "name_mask", "steps", "link_gpu_to_ops", "link_launches_to_ops", "op_tree", "derived",
+    "ns_to_us", "uses_tensor_cores", "is_tc_eligible_op", "TC_KERNEL_PATTERNS",
+]
+
+
+# ----------------------------------------------------------------------------------------------- memoisation
+_cache_lock = threading.Lock()
+_cache: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def _forget(key: int) -> None:
+    with _cache_lock:
+        _cache.pop(key, None)
+
+
+def derived(t: Any, key: str, fn: Callable[[], Any]) -> Any:
+    """`fn()` computed once per TraceData object `t` and `key` (weakly held: dropped with `t`)."""
+    tid = id(t)
+    with _cache_lock:
+        entry = _cache.get(tid)
+        if entry is not None and entry[0]() is t and key in entry[1]:
+            return entry[1][key]
+    value = fn()
+    with _cache_lock:
+        entry = _cache.get(tid)
+        if entry is None or entry[0]() is not t:
+            try:
+                ref = weakref.ref(t, lambda _r, k=tid: _forget(k))
+            except TypeError:  # not weak-referenceable: no memoisation
+                return value
+            entry = (ref, {})
+            _cache[tid] = entry
+        entry[1][key] = value
+    return value
+
+
+# ------------------------------------------------------------------------------------------ classification
+def is_communication(name: str, cat: str) -> bool:
+    """True for communication: CPU ops named nccl:*, gloo:*, c10d::*, mpi::*, record_param_comms; NCCL kernels."""
+    name, cat = str(name), str(cat)
+    if cat == "kernel":
+        return "nccl" in name.lower()
+    if cat in _NOT_COMM_CATS:
+        return False
+    return name.startswith(COMM_PREFIXES) or name in COMM_NAMES
+
+
+def is_dataloader(name: str) -> bool:
+    """torch-tb-profiler's DataLoader ranges: `enumerate(DataLoader)#...__next__` and `enumerate(DataPipe)#...`."""
+    name = str(name)
+    return (name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")) or \
+        name.startswith("enumerate(DataPipe)#")
+
+
+def _per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
+    """Evaluate `fn` once per distinct value of a (categorical) column; boolean array per row."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = col.cat.categories
+        vals = np.fromiter((bool(fn(c)) for c in cats), dtype=bool, count=len(cats))
+        codes = col.cat.codes.to_numpy()
+        out = np.zeros(len(codes), dtype=bool)
+        ok = codes >= 0
+        out[ok] = vals[codes[ok]]
+        return out
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    vals = np.fromiter((bool(fn(c)) for c in uniques), dtype=bool, count=len(uniques))
+    out = np.zeros(len(codes), dtype=bool)
+    ok = codes >= 0
+    out[ok] = vals[codes[ok]]
+    return out
+
+
+def category_mask(events: pd.DataFrame, cats: Iterable[str]) -> np.ndarray:
+    """Boolean array: rows whose `cat` is one of `cats`."""
+    wanted = frozenset(cats)
+    return _per_value(events["cat"], lambda c: c in wanted)
+
+
+def name_mask(events: pd.DataFrame, fn: Callable[[str], bool]) -> np.ndarray:
+    """Boolean array: rows whose `name` satisfies `fn` (evaluated once per distinct name)."""
+    return _per_value(events["name"], fn)
+
+
+def communication_mask(events: pd.DataFrame) -> pd.Series:
+    """Vectorised `is_communication` over an events frame (boolean Series aligned with `events`)."""
+    if len(events) == 0:
+        return pd.Series(np.zeros(0, dtype=bool), index=events.index)
+    kernel = category_mask(events, ("kernel",))
+    nccl = name_mask(events, lambda n: "nccl" in n.lower())
+    by_name = name_mask(events, lambda n: n.startswith(COMM_PREFIXES) or n in COMM_NAMES)
+    excluded = category_mask(events, _NOT_COMM_CATS)
+    return pd.Series(np.where(kernel, nccl, by_name & ~excluded), index=events.index)
+
+
+def ns_to_us(ns: float | int | np.ndarray) -> Any:
+    """ns -> µs rounded to the ns (3 decimals), as plain float(s)."""
+    if isinstance(ns, np.ndarray):
+        return np.round(ns / 1000.0, 3)
+    return round(float(ns) / 1000.0, 3)
+
+
+# ------------------------------------------------------------------------------------------------- op tree
+def _group_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Dense codes for (pid, tid) pairs, ordered by (pid, tid)."""
+    if len(pid) == 0:
+        return np.zeros(0, dtype=np.int64)
+    frame = pd.DataFrame({"p": pid, "t": tid})
+    return frame.groupby(["p", "t"], sort=True).ngroup().to_numpy(dtype=np.int64)
+
+
+def _composite(g: np.ndarray, v: np.ndarray, lo: int, span: int) -> np.ndarray:
+    """Order-preserving int64 key for (group, value) pairs with value in [lo, lo + span)."""
+    return g.astype(np.int64) * np.int64(span) + (v.astype(np.int64) - np.int64(lo))
+
+
+def _op_tree(t: Any) -> pd.DataFrame:
+    ev = t.events
+    n_ev = len(ev)
+    cat = ev["cat"]
+    is_op = category_mask(ev, CPU_OP_CATS)
+    is_module = category_mask(ev, ("python_function",)) & (ev["python_module_id"].to_numpy() >= 0)
+    rows = np.flatnonzero(is_op | is_module)
+    n = len(rows)
+    cols = {"row": rows, "parent": np.full(n, -1, np.int64), "depth": np.zeros(n, np.int64),
+            "group": np.zeros(n, np.int64), "start": np.zeros(n, np.int64), "end": np.zeros(n, np.int64),
+            "merged_into": np.full(n, -1, np.int64), "is_op": is_op[rows]}
+    if n == 0:
+        return pd.DataFrame(cols)
+    start = ev["ts"].to_numpy(np.int64)[rows]
+    end = start + ev["dur"].to_numpy(np.int64)[rows]
+    grp = _group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
+    order = np.lexsort((rows, -end, start, grp))
+    rows, start, end, grp = rows[order], start[order], end[order], grp[order]
+    pos = np.arange(n, dtype=np.int64)
+
+    # depth_i = number of earlier nodes (tree order) of the same thread still open at start_i (end_j > start_i)
+    lo = int(min(start.min(), end.min()))
+    span = int(max(start.max(), end.max())) - lo + 2
+    if (int(grp.max()) + 1) * span >= 2 ** 62:  # pragma: no cover - absurd time ranges
+        raise ValueError("trace time range too large for the op tree")
+    end_keys = np.sort(_composite(grp, end, lo, span))
+    first = np.searchsorted(grp, grp, side="left")
+    closed = (np.searchsorted(end_keys, _composite(grp, start, lo, span), side="right")
+              - np.searchsorted(end_keys, grp.astype(np.int64) * span, side="left"))
+    zero = end == start
+    run_change = np.ones(n, dtype=bool)
+    run_change[1:] = (grp[1:] != grp[:-1]) | (start[1:] != start[:-1])
+    run_id = np.cumsum(run_change) - 1
+    run_start = np.flatnonzero(run_change)
+    run_end = np.append(run_start[1:], n)[run_id]
+    nz_run = np.bincount(run_id, weights=zero).astype(np.int64)[run_id]
+    z = np.where(zero, run_end - pos, nz_run)
+    depth = (pos - first) - (closed - z)
+    depth = np.maximum(depth, 0)
+
+    # candidate parent: the last earlier node one level up
+    dk = np.sort(depth * n + pos)
+    q = (depth - 1) * n + pos
+    k = np.searchsorted(dk, q, side="left") - 1
+    cand = np.where(k >= 0, dk[np.maximum(k, 0)], -1)
+    parent = np.where((depth > 0) & (k >= 0) & (cand // n == depth - 1), cand % n, -1)
+
+    # repair nodes whose candidate does not contain them (partially overlapping siblings): walk up
+    def bad_mask(p: np.ndarray) -> np.ndarray:
+        ok = p >= 0
+        pp = np.maximum(p, 0)
+        return ok & ((grp[pp] != grp) | (end[pp] < end) | (start[pp] > start))
+
+    bad = bad_mask(parent)
+    for _ in range(int(depth.max()) + 2):
+        if not bad.any():
+            break
+        parent[bad] = parent[parent[bad]]
+        bad = bad_mask(parent)
+    parent[bad] = -1
+
+    # torch's _remove_dup_nodes: an op whose only child is an op of the same name absorbs it
+    nchild = np.bincount(parent[parent >= 0], minlength=n)
+    names = ev["name"].to_numpy()[rows] if not isinstance(ev["name"].dtype, pd.CategoricalDtype) \
+        else ev["name"].cat.codes.to_numpy()[rows]
+    cpu_op = category_mask(ev, ("cpu_op",))[rows]
+    pp = np.maximum(parent, 0)
+    merge = (parent >= 0) & (nchild[pp] == 1) & (names[pp] == names) & cpu_op & cpu_op[pp]
+    rep = np.where(merge, parent, pos)
+    for _ in range(int(depth.max()) + 2):
+        nxt = rep[rep]
+        if np.array_equal(nxt, rep):
+            break
+        rep = nxt
+    final_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
+    merged_into = np.where(merge, rows[rep], -1)
+
+    cols.update(row=rows, parent=np.where(final_parent >= 0, rows[np.maximum(final_parent, 0)], -1),
+                depth=depth, group=grp, start=start, end=end, merged_into=merged_into, is_op=is_op[rows])
+    out = pd.DataFrame(cols)
+    out.attrs["n_events"] = n_ev
+    out.attrs["span"] = (lo, span)
+    return out
+
+
+def op_tree(t: Any) -> pd.DataFrame:
+    """The CPU op tree (cpu_op, user_annotation and nn.Module python_function events) per (pid, tid).
+
+    One row per node in tree order (thread, start, longest first): `row` (position in t.events), `parent`
+    (position of the innermost enclosing node, -1 at top level), `depth` (before merging), `group` (thread
+    code), `start`, `end` (ns), `merged_into` (position of the op this one was merged into by torch's
+    same-name single-child rule, else -1; merged nodes are not separate calls), `is_op` (cpu_op or
+    user_annotation). Partially overlapping nodes hang under the innermost node that fully contains them.
+    """
+    return derived(t, "op_tree", lambda: _op_tree(t))
+
+
+def _innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Position of the innermost cpu_op/user_annotation on the same (pid, tid) whose range holds `ts`, or -1."""
+    tree = op_tree(t)
+    m = len(ts)
+    if m == 0 or len(tree) == 0:
+        return np.full(m, -1, np.int64)
+    ev = t.events
+    rows = tree["row"].to_numpy()
+    npid, ntid = ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows]
+    both = _group_codes(np.concatenate([npid, pid]), np.concatenate([ntid, tid]))
+    g_nodes, g_q = both[: len(rows)], both[len(rows):]
+    # the node groups from op_tree are dense codes of the same sort: re-derive keys on the joint codes
+    start = tree["start"].to_numpy()
+    end = tree["end"].to_numpy()
+    lo = int(min(start.min(), ts.min()))
+    span = int(max(end.max(), ts.max())) - lo + 2
+    keys = _composite(g_nodes, start, lo, span)  # non-decreasing in tree order
+    p = np.searchsorted(keys, _composite(g_q, ts, lo, span), side="right") - 1
+    pos_of_row = np.full(len(ev), -1, np.int64)
+    pos_of_row[rows] = np.arange(len(rows))
+    parent_pos = np.where(tree["parent"].to_numpy() >= 0, pos_of_row[np.maximum(tree["parent"].to_numpy(), 0)], -1)
+    merged = tree["merged_into"].to_numpy()
+    is_op = tree["is_op"].to_numpy()
+
+    def miss(p: np.ndarray) -> np.ndarray:
+        pp = np.maximum(p, 0)
+        return (p >= 0) & ((g_nodes[pp] != g_q) | (end[pp] <= ts) | ~is_op[pp] | (merged[pp] >= 0))
+
+    bad = miss(p)
+    for _ in range(int(tree["depth"].max()) + 2):
+        if not bad.any():
+            break
+        p[bad] = np.where(g_nodes[p[bad]] != g_q[bad], -1, parent_pos[p[bad]])
+        bad = miss(p)
+    p[bad] = -1
+    return np.where(p >= 0, rows[np.maximum(p, 0)], -1)
+
+
+# ---------------------------------------------------------------------------------------------------- links
+def _first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique keys and, for each, the smallest position carrying it."""
+    order = np.lexsort((positions, keys))
+    k, p = keys[order], positions[order]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    return k[first], p[first]
+
+
+def _lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    if len(sorted_keys) == 0:
+        return np.full(len(query), -1, np.int64)
+    i = np.searchsorted(sorted_keys, query)
+    i = np.minimum(i, len(sorted_keys) - 1)
+    return np.where(sorted_keys[i] == query, values[i], -1)
+
+
+def _ext_to_op(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    ev = t.events
+    is_op = category_mask(ev, CPU_OP_CATS)
+    ext = ev["external_id"].to_numpy(np.int64)
+    rows = np.flatnonzero(is_op & (ext > 0))
+    return _first_position_by_key(ext[rows], rows)
+
+
+def _resolve_merged(t: Any, op_rows: np.ndarray) -> np.ndarray:
+    tree = op_tree(t)
+    merged = tree["merged_into"].to_numpy()
+    if not (merged >= 0).any():
+        return op_rows
+    target = np.arange(len(t.events), dtype=np.int64)
+    target[tree["row"].to_numpy()] = np.where(merged >= 0, merged, tree["row"].to_numpy())
+    return np.where(op_rows >= 0, target[np.maximum(op_rows, 0)], -1)
+
+
+def _link_launches(t: Any) -> pd.DataFrame:
+    ev = t.events
+    rows = np.flatnonzero(category_mask(ev, LAUNCH_CATS))
+    ext = ev["external_id"].to_numpy(np.int64)[rows]
+    keys, vals = _ext_to_op(t)
+    op = _lookup(keys, vals, ext)
+    missing = op < 0
+    if missing.any():  # no (known) External id: the innermost op around the call on its thread
+        mr = rows[missing]
+        op[missing] = _innermost_op_at(t, ev["pid"].to_numpy()[mr], ev["tid"].to_numpy()[mr],
+                                       ev["ts"].to_numpy(np.int64)[mr])
+    op = _resolve_merged(t, op)
+    return pd.DataFrame({"row": rows, "op": op, "correlation": ev["correlation"].to_numpy(np.int64)[rows]})
+
+
+def link_launches_to_ops(t: Any) -> pd.DataFrame:
+    """Each cuda_runtime/cuda_driver call with the CPU op that made it: columns `row`, `op` (position or -1),
+    `correlation`. Linked by External id, else by the innermost cpu_op/user_annotation on the same thread
+    whose range holds the call's start."""
+    return derived(t, "launch_links", lambda: _link_launches(t))
+
+
+def _link_gpu(t: Any) -> pd.DataFrame:
+    ev = t.events
+    rows = np.flatnonzero(category_mask(ev, GPU_CATS))
+    corr = ev["correlation"].to_numpy(np.int64)[rows]
+    launches = link_launches_to_ops(t)
+    lr = launches["row"].to_numpy()
+    lc = launches["correlation"].to_numpy()
+    ok = lc >= 0
+    lkeys, lpos = _first_position_by_key(lc[ok], np.arange(len(lr))[ok])
+    li = _lookup(lkeys, lpos, np.where(corr >= 0, corr, -2))
+    runtime = np.where(li >= 0, lr[np.maximum(li, 0)], -1)
+    op = np.where(li >= 0, launches["op"].to_numpy()[np.maximum(li, 0)], -1)
+    ext_own = ev["external_id"].to_numpy(np.int64)[rows]
+    missing = (op < 0) & (ext_own > 0)
+    if missing.any():  # the activity's own External id (old traces carry it on kernels too)
+        keys, vals = _ext_to_op(t)
+        op[missing] = _resolve_merged(t, _lookup(keys, vals, ext_own[missing]))
+    ext_col = ev["external_id"].to_numpy(np.int64)
+    external_id = np.where(op >= 0, ext_col[np.maximum(op, 0)], ext_own)
+    return pd.DataFrame({"row": rows, "runtime": runtime, "op": op, "external_id": external_id})
+
+
+def link_gpu_to_ops(t: Any) -> pd.DataFrame:
+    """Each kernel/memcpy/memset (in event order) with its launch: columns `row` (position in t.events),
+    `runtime` (the cuda_runtime/cuda_driver call with the same correlation, or -1), `op` (the innermost CPU
+    op that made that call, or the op with the activity's own External id; -1 if none), `external_id`."""
+    return derived(t, "gpu_links", lambda: _link_gpu(t))
+
+
+# ---------------------------------------------------------------------------------------------------- steps
+def _step_number(name: str) -> str:
+    return name[len(STEP_PREFIX):] if name.startswith(STEP_PREFIX) else name
+
+
+def _steps(t: Any) -> pd.DataFrame:
+    ev = t.events
+    empty = pd.DataFrame({"step": pd.Series([], dtype=object), "start": pd.Series([], dtype=np.int64),
+                          "end": pd.Series([], dtype=np.int64), "host_start": pd.Series([], dtype=np.int64),
+                          "host_end": pd.Series([], dtype=np.int64), "device_ops": pd.Series([], dtype=np.int64)})
+    if len(ev) == 0:
+        return empty
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    is_cpu = category_mask(ev, CPU_OP_CATS)
+    is_step = is_cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    srows = np.flatnonzero(is_step)
+    if len(srows):
+        srows = srows[np.lexsort((srows, ts[srows]))]
+        names = [_step_number(str(n)) for n in ev["name"].to_numpy()[srows]]
+        hs, he = ts[srows], te[srows]
+    else:  # no ProfilerStep: one step "0" over the CPU ops (or every event on a GPU-only trace)
+        sel = is_cpu if is_cpu.any() else np.ones(len(ev), dtype=bool)
+        names, hs, he = ["0"], np.array([ts[sel].min()]), np.array([te[sel].max()])
+    n = len(hs)
+
+    gl = link_gpu_to_ops(t)
+    grow, grt = gl["row"].to_numpy(), gl["runtime"].to_numpy()
+    matched_count = np.zeros(n, np.int64)
+    dev_min = np.full(n, np.iinfo(np.int64).max)
+    dev_max = np.full(n, np.iinfo(np.int64).min)
+    matched = np.zeros(len(grow), dtype=bool)
+    has_rt = grt >= 0
+    if has_rt.any():
+        rs, re_ = ts[grt[has_rt]], te[grt[has_rt]]
+        k = np.searchsorted(hs, rs, side="right") - 1
+        inside = (k >= 0) & (re_ <= he[np.maximum(k, 0)])
+        idx = np.flatnonzero(has_rt)[inside]
+        kk = k[inside]
+        matched[idx] = True
+        matched_count = np.bincount(kk, minlength=n).astype(np.int64)
+        np.minimum.at(dev_min, kk, ts[grow[idx]])
+        np.maximum.at(dev_max, kk, te[grow[idx]])
+    start, end = hs.copy(), he.copy()
+    if matched.any():
+        prev = int(hs[0])
+        if matched_count[0] > 0:  # GPU work launched before the first step that ended before its kernels
+            un_end = te[grow[~matched]]
+            early = un_end[un_end < dev_min[0]]
+            if len(early):
+                prev = max(prev, int(early.max()))
+        for i in range(n):
+            s = max(prev, int(hs[i]))
+            e = int(he[i]) if matched_count[i] == 0 else max(int(he[i]), int(dev_max[i]))
+            e = max(e, s)
+            start[i], end[i] = s, e
+            prev = e
+        if n > 1:  # drop trailing steps whose GPU work was not (fully) captured
+            last = np.flatnonzero(matched_count > 0)
+            if len(last):
+                i = int(last[-1])
+                keep = i + 1
+                if i > 0 and matched_count[i - 1] * 0.8 > matched_count[i]:
+                    keep = i
+                names, start, end = names[:keep], start[:keep], end[:keep]
+                hs, he, matched_count = hs[:keep], he[:keep], matched_count[:keep]
+    return pd.DataFrame({"step": names, "start": start.astype(np.int64), "end": end.astype(np.int64),
+                         "host_start": hs.astype(np.int64), "host_end": he.astype(np.int64),
+                         "device_ops": matched_count.astype(np.int64)})
+
+
+def steps(t: Any) -> pd.DataFrame:
+    """ProfilerStep ranges with torch-tb-profiler's rules: columns `step` ("5"), `start`, `end` (ns, after the
+    GPU adjustment), `host_start`, `host_end` (the CPU range), `device_ops` (GPU activities launched inside).
+
+    Without ProfilerStep events: one step "0" over the CPU ops. When GPU work is linked to launches inside
+    steps, each step runs from max(previous step end, its CPU start) to max(its CPU end, the end of the GPU
+    work it launched); trailing steps that launched nothing, or under 80% of the previous step's GPU
+    activities (work not fully captured), are dropped."""
+    return derived(t, "steps", lambda: _steps(t))
+
+
+# ---------------------------------------------------------------------------------------------- Tensor Cores
+# Kernel-name fragments of Tensor Core kernels. torch-tb-profiler's PyProf-era list (Volta/Turing cuDNN and
+# cuBLAS: h884/s884/h1688/s1688/hmma/i8816/16816/xmma_*, cuDNN TC convolutions) plus Ampere/Hopper names:
+# xmma (cuBLAS/cuDNN sm75+ MMA kernels), imma/16832 (int8), wmma (CUDA WMMA API), gmma/wgmma and
+# "warpgroup" (Hopper warp-group MMA), tensorop (CUTLASS TensorOp), nvjet (cuBLAS Hopper/Blackwell GEMMs),
+# flash_fwd/flash_bwd (FlashAttention-2). CUTLASS SIMT kernels ("simt") never use Tensor Cores.
+TC_KERNEL_PATTERNS = (
+    "h884", "s884", "h1688", "s1688", "c1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma", "imma", "16832", "wmma",
+    "gmma", "warpgroup", "tensorop", "nvjet", "flash_fwd", "flash_bwd",
+)
+
+# Operators that can use Tensor Cores (autocast's lower-precision list and their backward ops).
+TC_ELIGIBLE_OPS = frozenset({
+    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution",
+    "aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
+    "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm",
+    "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell",
+    "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell",
+    "aten::rnn_relu_cell", "CudnnConvolutionBackward", "BmmBackward0", "aten::cudnn_convolution_transpose_backward",
+    "CudnnConvolutionTransposeBackward", "MmBackward", "aten::cudnn_convolution_backward_weight", "aten::addmm_",
+    "AddmvBackward", "MvBackward", "aten::cudnn_convolution_transpose_backward_weight",
+    "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward", "aten::cudnn_convolution_backward_input",
+    "AddbmmBackward", "aten::cudnn_convolution_backward",
+    # current PyTorch names of the same work
+    "aten::convolution_backward", "aten::_convolution_mode", "aten::cudnn_convolution_relu",
+    "aten::cudnn_convolution_add_relu", "aten::_scaled_mm", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    "aten::_flash_attention_forward", "aten::_flash_attention_backward", "aten::_efficient_attention_forward",
+    "aten::_efficient_attention_backward", "aten::scaled_dot_product_attention",
+})
+
+
+def uses_tensor_cores(kernel_name: str) -> bool:
+    """True if a kernel's name says it runs on Tensor Cores (see TC_KERNEL_PATTERNS)."""
+    name = str(kernel_name).lower()
+    if "simt" in name:
+        return False
+    return any(p in name for p in TC_KERNEL_PATTERNS)
+
+
+def is_tc_eligible_op(op_name: str) -> bool:
+    """True if an operator can use Tensor Cores (it, or an op it calls, is a convolution/GEMM/attention)."""
+    return str(op_name) in TC_ELIGIBLE_OPS

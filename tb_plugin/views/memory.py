@@ -1,0 +1,322 @@
+"""Memory view: allocated/reserved curves, allocation lifetimes and per-op memory statistics.
+
+All three functions read `TraceData.memory` (the `[memory]` instant events) and accept an optional
+[start_us, end_us] window (µs relative to the trace's first event, like every view). Devices are
+named "CPU", "GPU0", "GPU1", ... Sizes are bytes (`_bytes`), times µs (`_us`).
+
+memory_curve -> {"devices": [...], "default_device": "GPU0"|"CPU"|None, "start_us", "end_us",
+                 "curves": {dev: {"ts_us": [...], "allocated_bytes": [...], "reserved_bytes": [...]}},
+                 "peaks": {dev: {"allocated_bytes", "allocated_ts_us", "reserved_bytes", "reserved_ts_us"}},
+                 "total_bytes": {dev: device memory or None}, "points": {dev: points before downsampling}}
+    A curve is a step function: each point holds until the next one. Downsampling keeps, per time
+    bucket, the points of minimum and maximum allocated and maximum reserved, so peaks survive.
+memory_events -> {"devices": [...], "rows": {dev: [{"addr", "size_bytes", "alloc_us", "free_us",
+                  "duration_us", "op"}]}}   allocations paired with their frees by address; None for
+    an end outside the trace (freed after it, or allocated before it); sorted by alloc time.
+memory_stats -> {"devices": [...], "rows": {dev: [{"name", "calls", "size_increase_bytes",
+                 "self_size_increase_bytes", "alloc_count", "self_alloc_count", "alloc_size_bytes",
+                 "self_alloc_size_bytes"}]}}   per op name; "self" counts records whose innermost
+    op is the op itself, the others include its whole subtree (torch-tb-profiler's definitions;
+    size_increase = torch key_averages' "CPU Mem", self_size_increase = "Self CPU Mem").
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tb_plugin.views import common
+from tb_plugin.views.timeline import BadRequest, trace_origin_ns
+
+_CPU_TYPES = (0, 2, 5)      # CPU, MKLDNN, IDEEP
+_GPU_TYPES = (1, 6)         # CUDA, HIP
+
+
+def _device_names(dtype: np.ndarray, did: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per-record device label code and the sorted label list (CPU first, then GPUs by id)."""
+    keys = pd.DataFrame({"t": dtype, "i": did})
+    uniq = keys.drop_duplicates().to_numpy()
+    labels = {}
+    for t_, i_ in uniq.tolist():
+        if t_ in _CPU_TYPES:
+            labels[(t_, i_)] = ((0, 0), "CPU")
+        elif t_ in _GPU_TYPES:
+            labels[(t_, i_)] = ((1, i_), f"GPU{max(i_, 0)}")
+        else:
+            labels[(t_, i_)] = ((2, t_ * 1000 + i_), f"device{t_}:{i_}")
+    names = sorted({v for v in labels.values()})
+    order = []
+    for _, nm in names:
+        if nm not in order:
+            order.append(nm)
+    code_of = {k: order.index(v[1]) for k, v in labels.items()}
+    if not len(dtype):
+        return np.zeros(0, np.int64), order
+    idx = pd.MultiIndex.from_frame(keys)
+    codes = np.array([code_of[k] for k in idx.tolist()], dtype=np.int64) if len(uniq) > 1 else \
+        np.zeros(len(dtype), np.int64)
+    return codes, order
+
+
+def _records(t: Any) -> tuple[pd.DataFrame, list[str]]:
+    """Memory records with derived columns (cached): dev, rel ts (ns), allocated, reserved, op."""
+    def build() -> tuple[pd.DataFrame, list[str]]:
+        m = t.memory
+        if m is None or not len(m):
+            return pd.DataFrame({c: np.zeros(0, np.int64) for c in
+                                 ("ts", "dev", "bytes", "addr", "alloc", "reserved", "op", "pid", "tid")}), []
+        origin = trace_origin_ns(t)
+        dev, names = _device_names(m["device_type"].to_numpy(np.int64), m["device_id"].to_numpy(np.int64))
+        ts = m["ts"].to_numpy(np.int64)
+        order = np.lexsort((m["idx"].to_numpy(np.int64) if "idx" in m else np.arange(len(m)), ts))
+        b = m["bytes"].to_numpy(np.int64)[order]
+        dev = dev[order]
+        alloc = m["total_allocated"].to_numpy(np.int64)[order].copy()
+        missing = alloc < 0
+        if missing.any():  # no Total Allocated: running sum of the sizes, per device
+            run = pd.Series(b).groupby(dev).cumsum().to_numpy()
+            alloc[missing] = run[missing]
+        reserved = m["total_reserved"].to_numpy(np.int64)[order]
+        pid, tid = m["pid"].to_numpy(np.int64)[order], m["tid"].to_numpy(np.int64)[order]
+        op = np.full(len(order), -1, np.int64)
+        if len(t.events):
+            op = common._innermost_op_at(t, pid, tid, ts[order])
+        df = pd.DataFrame({"ts": ts[order] - origin, "dev": dev, "bytes": b,
+                           "addr": m["addr"].to_numpy(np.int64)[order], "alloc": alloc,
+                           "reserved": reserved, "op": op, "pid": pid, "tid": tid})
+        return df, names
+    return common.derived(t, "memory_records", build)
+
+
+def _window(start_us: Any, end_us: Any) -> tuple[float, float]:
+    """Validated [a, b] in ns (infinite where not given)."""
+    def num(v: Any, what: str, default: float) -> float:
+        if v is None:
+            return default
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise BadRequest(f"{what} must be a number, got {v!r}") from None
+        if math.isnan(f):
+            raise BadRequest(f"{what} must be a number, got {v!r}")
+        return f * 1e3
+    a = num(start_us, "start_us", -math.inf)
+    b = num(end_us, "end_us", math.inf)
+    if b < a:
+        raise BadRequest(f"end_us ({end_us}) must not be less than start_us ({start_us})")
+    return a, b
+
+
+def _us(ns: np.ndarray) -> list:
+    return np.round(ns / 1e3, 3).tolist()
+
+
+def _downsample(ts: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices to keep: per time bucket min/max allocated and max reserved, plus both ends."""
+    n = len(ts)
+    if n <= max_points:
+        return np.arange(n)
+    nb = max(1, (max_points - 2) // 3)
+    lo, hi = float(ts[0]), float(ts[-1])
+    width = (hi - lo) / nb or 1.0
+    bucket = np.minimum(((ts - lo) / width).astype(np.int64), nb - 1)
+    df = pd.DataFrame({"b": bucket, "a": alloc, "r": res})
+    g = df.groupby("b", sort=False)
+    keep = np.concatenate([g["a"].idxmax().to_numpy(), g["a"].idxmin().to_numpy(),
+                           g["r"].idxmax().to_numpy(), [0, n - 1]])
+    return np.unique(keep)
+
+
+def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = None,
+                 max_points: int = 2000) -> dict:
+    """Allocated and reserved bytes over time per device, downsampled to ~max_points keeping peaks."""
+    try:
+        mp = int(max_points)
+    except (TypeError, ValueError):
+        raise BadRequest(f"max_points must be an integer, got {max_points!r}") from None
+    if mp < 10:
+        raise BadRequest(f"max_points must be at least 10, got {mp}")
+    a, b = _window(start_us, end_us)
+    rec, names = _records(t)
+    totals = _device_totals(t)
+    out: dict = {"devices": names, "default_device": _default_device(names),
+                 "start_us": None if start_us is None else a / 1e3,
+                 "end_us": None if end_us is None else b / 1e3,
+                 "curves": {}, "peaks": {}, "total_bytes": {}, "points": {}}
+    ts_all = rec["ts"].to_numpy()
+    devs = rec["dev"].to_numpy()
+    al_all, rs_all = rec["alloc"].to_numpy(), rec["reserved"].to_numpy()
+    for code, name in enumerate(names):
+        sel = np.flatnonzero(devs == code)
+        ts, al, rs = ts_all[sel], al_all[sel], rs_all[sel]
+        i0 = np.searchsorted(ts, a, side="left")
+        i1 = np.searchsorted(ts, b, side="right")
+        ts_w, al_w, rs_w = ts[i0:i1].astype(np.float64), al[i0:i1], rs[i0:i1]
+        if i0 > 0 and math.isfinite(a):  # the level held when the window opens
+            ts_w = np.concatenate([[a], ts_w])
+            al_w = np.concatenate([[al[i0 - 1]], al_w])
+            rs_w = np.concatenate([[rs[i0 - 1]], rs_w])
+        rs_w = np.maximum(rs_w, 0)
+        keep = _downsample(ts_w, al_w, rs_w, mp)
+        out["curves"][name] = {"ts_us": _us(ts_w[keep]), "allocated_bytes": al_w[keep].tolist(),
+                               "reserved_bytes": rs_w[keep].tolist()}
+        out["points"][name] = int(len(ts_w))
+        if len(ts_w):
+            ia, ir = int(np.argmax(al_w)), int(np.argmax(rs_w))
+            out["peaks"][name] = {"allocated_bytes": int(al_w[ia]), "allocated_ts_us": round(float(ts_w[ia]) / 1e3, 3),
+                                  "reserved_bytes": int(rs_w[ir]), "reserved_ts_us": round(float(ts_w[ir]) / 1e3, 3)}
+        else:
+            out["peaks"][name] = {"allocated_bytes": 0, "allocated_ts_us": None,
+                                  "reserved_bytes": 0, "reserved_ts_us": None}
+        out["total_bytes"][name] = totals.get(name)
+    return out
+
+
+def _default_device(names: list[str]) -> str | None:
+    gpus = [n for n in names if n.startswith("GPU")]
+    return gpus[0] if gpus else (names[0] if names else None)
+
+
+def _device_totals(t: Any) -> dict:
+    """GPU memory sizes from deviceProperties (GPUn -> bytes)."""
+    out = {}
+    for i, p in enumerate(getattr(t, "device_properties", None) or []):
+        if isinstance(p, dict) and p.get("totalGlobalMem") is not None:
+            try:
+                out[f"GPU{int(p.get('id', i))}"] = int(p["totalGlobalMem"])
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def _op_names(t: Any, op: np.ndarray) -> list:
+    """Names of events at positions `op` (None where -1)."""
+    if not len(op):
+        return []
+    names = t.events["name"].to_numpy()
+    return [str(names[i]) if i >= 0 else None for i in op.tolist()]
+
+
+def memory_events(t: Any, start_us: float | None = None, end_us: float | None = None) -> dict:
+    """Allocations paired with their frees by address, per device, overlapping [start_us, end_us]."""
+    a, b = _window(start_us, end_us)
+    rec, names = _records(t)
+    out: dict = {"devices": names, "rows": {n: [] for n in names}}
+    if not len(rec):
+        return out
+    r = rec.reset_index(drop=True)
+    order = np.lexsort((np.arange(len(r)), r["ts"].to_numpy(), r["addr"].to_numpy(), r["dev"].to_numpy()))
+    s = r.iloc[order].reset_index(drop=True)
+    is_alloc = s["bytes"].to_numpy() > 0
+    is_free = s["bytes"].to_numpy() < 0
+    same_next = np.zeros(len(s), dtype=bool)
+    same_next[:-1] = (s["dev"].to_numpy()[1:] == s["dev"].to_numpy()[:-1]) & \
+        (s["addr"].to_numpy()[1:] == s["addr"].to_numpy()[:-1])
+    nxt_free = np.zeros(len(s), dtype=bool)
+    nxt_free[:-1] = is_free[1:]
+    paired = is_alloc & same_next & nxt_free
+    prev_paired = np.zeros(len(s), dtype=bool)
+    prev_paired[1:] = paired[:-1]
+    lone_free = is_free & ~prev_paired
+    ai = np.flatnonzero(is_alloc)
+    fi = np.flatnonzero(lone_free)
+    ts = s["ts"].to_numpy().astype(np.float64)
+    alloc_t = np.concatenate([ts[ai], np.full(len(fi), np.nan)])
+    free_t = np.concatenate([np.where(paired[ai], ts[np.minimum(ai + 1, len(s) - 1)], np.nan), ts[fi]])
+    size = np.concatenate([s["bytes"].to_numpy()[ai], -s["bytes"].to_numpy()[fi]])
+    dev = np.concatenate([s["dev"].to_numpy()[ai], s["dev"].to_numpy()[fi]])
+    addr = np.concatenate([s["addr"].to_numpy()[ai], s["addr"].to_numpy()[fi]])
+    op = np.concatenate([s["op"].to_numpy()[ai], s["op"].to_numpy()[fi]])
+    lo = np.where(np.isnan(alloc_t), -np.inf, alloc_t)
+    hi = np.where(np.isnan(free_t), np.inf, free_t)
+    keep = (hi >= a) & (lo <= b)
+    idx = np.flatnonzero(keep)
+    sort_t = np.where(np.isnan(alloc_t), free_t, alloc_t)
+    idx = idx[np.lexsort((addr[idx], sort_t[idx], dev[idx]))]
+    opn = _op_names(t, op[idx])
+    dur = free_t - alloc_t
+    for j, k in enumerate(idx.tolist()):
+        out["rows"][names[dev[k]]].append({
+            "addr": int(addr[k]), "size_bytes": int(size[k]),
+            "alloc_us": None if np.isnan(alloc_t[k]) else round(float(alloc_t[k]) / 1e3, 3),
+            "free_us": None if np.isnan(free_t[k]) else round(float(free_t[k]) / 1e3, 3),
+            "duration_us": None if np.isnan(dur[k]) else round(float(dur[k]) / 1e3, 3), "op": opn[j]})
+    return out
+
+
+def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = None) -> dict:
+    """Per device and op name: calls, size increase, allocation count and size, self and total."""
+    a, b = _window(start_us, end_us)
+    rec, names = _records(t)
+    out: dict = {"devices": names, "rows": {n: [] for n in names}}
+    if not len(rec) or not len(t.events):
+        return out
+    tree = common.op_tree(t)
+    node = tree[tree["is_op"].to_numpy() & (tree["merged_into"].to_numpy() < 0)]
+    nrow = node["row"].to_numpy()
+    nstart, nend = node["start"].to_numpy() - trace_origin_ns(t), node["end"].to_numpy() - trace_origin_ns(t)
+    in_win = (nend >= a) & (nstart <= b)
+    ev = t.events
+    npid, ntid = ev["pid"].to_numpy(np.int64)[nrow], ev["tid"].to_numpy(np.int64)[nrow]
+    name_codes, name_table = _name_codes(ev)
+    ncode = name_codes[nrow]
+    ts = rec["ts"].to_numpy()
+    rwin = (ts >= a) & (ts <= b)
+    # thread codes shared by nodes and records
+    both = pd.DataFrame({"p": np.concatenate([npid, rec["pid"].to_numpy()]),
+                         "t": np.concatenate([ntid, rec["tid"].to_numpy()])})
+    g = both.groupby(["p", "t"], sort=True).ngroup().to_numpy(np.int64)
+    g_node, g_rec = g[: len(nrow)], g[len(nrow):]
+    lo_t = int(min(nstart.min() if len(nstart) else 0, ts.min())) - 1
+    span = int(max(nend.max() if len(nend) else 0, ts.max())) - lo_t + 2
+    pos_of_row = np.full(len(ev), -1, np.int64)
+    pos_of_row[nrow] = np.arange(len(nrow))
+    rec_op = rec["op"].to_numpy()
+    for code, dname in enumerate(names):
+        sel = np.flatnonzero((rec["dev"].to_numpy() == code) & rwin)
+        if not len(sel):
+            continue
+        rb = rec["bytes"].to_numpy()[sel]
+        is_al = rb > 0
+        # totals over each node's subtree = records of its thread inside [start, end] (prefix sums)
+        key = g_rec[sel] * span + (ts[sel] - lo_t)
+        o = np.argsort(key, kind="stable")
+        key, rb_s, al_s = key[o], rb[o], is_al[o]
+        c_inc = np.concatenate([[0], np.cumsum(rb_s)])
+        c_cnt = np.concatenate([[0], np.cumsum(al_s)])
+        c_siz = np.concatenate([[0], np.cumsum(np.where(al_s, rb_s, 0))])
+        k0 = np.searchsorted(key, g_node * span + (nstart - lo_t), side="left")
+        k1 = np.searchsorted(key, g_node * span + (nend - lo_t), side="right")
+        tot_inc, tot_cnt, tot_siz = c_inc[k1] - c_inc[k0], c_cnt[k1] - c_cnt[k0], c_siz[k1] - c_siz[k0]
+        # self = records whose innermost op is the node
+        p = pos_of_row[np.maximum(rec_op[sel], 0)]
+        has = (rec_op[sel] >= 0) & (p >= 0)
+        nn = len(nrow)
+        self_inc = np.bincount(p[has], weights=rb[has], minlength=nn)
+        self_cnt = np.bincount(p[has], weights=is_al[has], minlength=nn)
+        self_siz = np.bincount(p[has], weights=np.where(is_al, rb, 0)[has], minlength=nn)
+        active = in_win & (k1 > k0)
+        if not active.any():
+            continue
+        df = pd.DataFrame({"name": ncode[active], "calls": 1, "size_increase_bytes": tot_inc[active],
+                           "self_size_increase_bytes": self_inc[active], "alloc_count": tot_cnt[active],
+                           "self_alloc_count": self_cnt[active], "alloc_size_bytes": tot_siz[active],
+                           "self_alloc_size_bytes": self_siz[active]})
+        agg = df.groupby("name", sort=False).sum()
+        agg.index = [str(name_table[i]) for i in agg.index]
+        agg = agg.rename_axis("name").reset_index()
+        agg = agg.sort_values(["size_increase_bytes", "name"], ascending=[False, True], kind="stable")
+        cols = [c for c in agg.columns if c != "name"]
+        out["rows"][dname] = [{"name": r[0], **{c: int(v) for c, v in zip(cols, r[1:])}}
+                              for r in agg.itertuples(index=False, name=None)]
+    return out
+
+
+def _name_codes(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    col = ev["name"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(np.int64), np.asarray(col.cat.categories, dtype=object)
+    codes, uniq = pd.factorize(col)
+    return codes.astype(np.int64), np.asarray(uniq, dtype=object)

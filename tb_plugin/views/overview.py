@@ -1,0 +1,282 @@
+"""Overview view: per-step time breakdown with torch-tb-profiler's priority rules, its average, the GPU summary
+(utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio), plain-text
+recommendations and the environment (DESIGN.md §4 `overview`)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import common
+from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
+
+# breakdown roles in priority order; whatever no role covers inside a step is "other"
+ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
+KEYS = ("total_us",) + tuple(f"{r}_us" for r in ROLES) + ("other_us",)
+
+
+# ------------------------------------------------------------------------------------------ interval algebra
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of [start, end) intervals."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
+    reach = np.maximum.accumulate(e)
+    prev = np.concatenate(([np.iinfo(np.int64).min], reach[:-1]))
+    return int(np.maximum(e - np.maximum(s, prev), 0).sum())
+
+
+def _coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+              weights: np.ndarray | None = None) -> np.ndarray:
+    """Per elementary segment [bounds[k], bounds[k+1]): how many (or how much weight of) intervals cover it."""
+    n = len(bounds)
+    si = np.searchsorted(bounds, starts)
+    ei = np.searchsorted(bounds, ends)
+    w = np.ones(len(starts)) if weights is None else weights
+    delta = np.bincount(si, weights=w, minlength=n) - np.bincount(ei, weights=w, minlength=n)
+    return np.cumsum(delta)[:-1]
+
+
+def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    ev = t.events
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    comm = common.communication_mask(ev).to_numpy()
+    kernel = category_mask(ev, ("kernel",))
+    if kernel.any():  # kernels launched by a communication op are communication too (NCCL by External id)
+        links = common.link_gpu_to_ops(t)
+        op = links["op"].to_numpy()
+        linked_comm = np.zeros(len(ev), dtype=bool)
+        linked_comm[links["row"].to_numpy()] = np.where(op >= 0, comm[np.maximum(op, 0)], False)
+        comm = comm | (kernel & linked_comm)
+    cpu = category_mask(ev, CPU_OP_CATS)
+    step = cpu & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
+    loader = cpu & name_mask(ev, common.is_dataloader)
+    masks = [kernel & ~comm,
+             category_mask(ev, ("gpu_memcpy",)),
+             category_mask(ev, ("gpu_memset",)),
+             comm & (kernel | cpu),
+             category_mask(ev, LAUNCH_CATS),
+             loader & ~step,
+             cpu & ~step & ~comm & ~loader]
+    return [(ts[m], te[m]) for m in masks]
+
+
+def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
+    """The steps and a [steps x (roles + other)] array of ns: each instant of a step goes to the first role
+    (in ROLES order) active then, else to other, so the parts add up to the step's length."""
+    st = common.steps(t)
+    n = len(st)
+    costs = np.zeros((n, len(ROLES) + 1))
+    if n == 0:
+        return st, costs
+    ss, se = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
+    roles = _role_intervals(t)
+    bounds = np.unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
+    if len(bounds) < 2:
+        return st, costs
+    seg_len = np.diff(bounds).astype(np.float64)
+    owner = np.full(len(seg_len), len(ROLES), dtype=np.int64)
+    for r in range(len(ROLES) - 1, -1, -1):  # lowest priority first, so higher priorities overwrite
+        s, e = roles[r]
+        if len(s):
+            owner[_coverage(bounds, s, e) > 0] = r
+    k = np.searchsorted(ss, bounds[:-1], side="right") - 1
+    inside = (k >= 0) & (bounds[:-1] < se[np.maximum(k, 0)])
+    flat = np.bincount(k[inside] * (len(ROLES) + 1) + owner[inside], weights=seg_len[inside],
+                       minlength=n * (len(ROLES) + 1))
+    return st, flat.reshape(n, len(ROLES) + 1)
+
+
+# ----------------------------------------------------------------------------------------------- GPU summary
+def _device_props(t: Any) -> dict[int, dict]:
+    props = {}
+    for i, p in enumerate(getattr(t, "device_properties", None) or []):
+        if isinstance(p, dict):
+            props[int(p.get("id", i)) if isinstance(p.get("id", i), (int, float)) else i] = p
+    return props
+
+
+def _blocks_per_sm(t: Any, k: pd.DataFrame, props: dict[int, dict]) -> np.ndarray:
+    """`blocks per SM` from the trace, else grid blocks / the device's SM count when both are known."""
+    bps = k["blocks_per_sm"].to_numpy(np.float64).copy()
+    missing = np.isnan(bps)
+    if missing.any():
+        sms = np.array([float((props.get(int(d)) or {}).get("numSms") or np.nan) for d in k["device"].to_numpy()])
+        blocks = (k["grid_x"].to_numpy(np.float64) * np.maximum(k["grid_y"].to_numpy(np.float64), 1)
+                  * np.maximum(k["grid_z"].to_numpy(np.float64), 1))
+        est = np.where((blocks > 0) & (sms > 0), blocks / sms, np.nan)
+        bps[missing] = est[missing]
+    return bps
+
+
+def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
+    ks = k["ts"].to_numpy(np.int64)
+    ke = ks + k["dur"].to_numpy(np.int64)
+    span = max(s1 - s0, 0)
+    cs, ce = np.clip(ks, s0, s1), np.clip(ke, s0, s1)
+    util = union_length(cs, ce) / span if span > 0 else None
+
+    sm_eff = None
+    has = bps > 0
+    if span > 0 and has.any():
+        s, e, w = ks[has], ke[has], bps[has]
+        bounds = np.unique(np.concatenate([s, e, [s0, s1]]))
+        level = _coverage(bounds, s, e, w)
+        level = np.where(level > 1e-9, np.minimum(level, 1.0), 0.0)
+        lo, hi = np.clip(bounds[:-1], s0, s1), np.clip(bounds[1:], s0, s1)
+        sm_eff = float((level * (hi - lo)).sum() / span)
+
+    occ = k["occupancy"].to_numpy(np.float64)
+    has = ~np.isnan(occ) & (occ >= 0)
+    w = (ce - cs).astype(np.float64)
+    achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
+
+    dur = k["dur"].to_numpy(np.float64)
+    tc = common._per_value(k["name"], uses_tensor_cores)
+    total = dur.sum()
+    tc_ratio = float(dur[tc].sum() / total) if total > 0 else 0.0
+    return {"utilization": util, "sm_efficiency": sm_eff, "achieved_occupancy": achieved,
+            "tensor_core_ratio": tc_ratio}
+
+
+def gpu_summary(t: Any) -> dict | None:
+    """GPU utilization, est. SM efficiency, est. achieved occupancy (fraction) and Tensor Core kernel-time ratio
+    over [first step start, last step end]; per device under `devices`, their mean at top level; None when
+    the trace has no kernels."""
+    ev = t.events
+    kmask = category_mask(ev, ("kernel",))
+    if not kmask.any():
+        return None
+    st = common.steps(t)
+    if len(st):
+        s0, s1 = int(st["start"].iloc[0]), int(st["end"].iloc[-1])
+    else:
+        s0, s1 = int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max())
+    k = ev.loc[kmask]
+    props = _device_props(t)
+    bps = _blocks_per_sm(t, k, props)
+    devices = []
+    dev = k["device"].to_numpy()
+    for d in np.unique(dev):
+        sel = dev == d
+        summary = _device_summary(k.loc[sel], bps[sel], s0, s1)
+        p = props.get(int(d)) or {}
+        cc = (f"{p['computeMajor']}.{p['computeMinor']}"
+              if p.get("computeMajor") is not None and p.get("computeMinor") is not None else None)
+        devices.append({"device": int(d), "name": p.get("name"), "memory_bytes": p.get("totalGlobalMem"),
+                        "compute_capability": cc, **summary})
+    out: dict[str, Any] = {}
+    for key in ("utilization", "sm_efficiency", "achieved_occupancy", "tensor_core_ratio"):
+        vals = [d[key] for d in devices if d[key] is not None]
+        out[key] = float(np.mean(vals)) if vals else None
+    out["devices"] = devices
+    return out
+
+
+# ------------------------------------------------------------------------------------------ recommendations
+def _peak_device_memory(t: Any) -> dict[int, int]:
+    mem = getattr(t, "memory", None)
+    if mem is None or len(mem) == 0 or "device_type" not in mem:
+        return {}
+    gpu = mem[mem["device_type"] == 1]
+    if len(gpu) == 0:
+        return {}
+    return {int(d): int(v) for d, v in gpu.groupby("device_id")["total_allocated"].max().items()}
+
+
+def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
+    """Plain-text advice with torch-tb-profiler's triggers (data loading, DP vs DDP, NCCL, communication,
+    low GPU utilization, AMP for Tensor Core eligible work, device memory near capacity)."""
+    from .operators import tensor_core_eligible_kernel_ratio
+
+    out: list[str] = []
+    total = avg.get("total_us") or 0.0
+    if total > 0:
+        ratio = avg["dataloader_us"] / total
+        if ratio > 0.05:
+            out.append(f"{ratio * 100:.1f}% of the step time is spent loading input data (DataLoader). "
+                       "Try num_workers > 0 on the DataLoader to load data in parallel processes.")
+    ev = t.events
+    names = set(map(str, ev["name"].unique())) if len(ev) else set()
+    kdev = ev.loc[category_mask(ev, ("kernel", "gpu_memcpy", "gpu_memset")), "device"].unique() if len(ev) else []
+    props = getattr(t, "device_properties", None) or []
+    if "DataParallel.forward" in names and len(kdev) > 1:
+        out.append("DataParallel is used on several GPUs: DistributedDataParallel is faster for multi-GPU training.")
+    comm_names = {n for n in names if common.is_communication(n, "cpu_op")}
+    if "DistributedDataParallel.forward" in names and not any(n.startswith("nccl:") for n in comm_names):
+        for p in props:
+            major, minor = p.get("computeMajor"), p.get("computeMinor")
+            if major is not None and minor is not None and float(f"{major}.{minor}") >= 3.5:
+                out.append("DistributedDataParallel runs without the NCCL backend: NCCL is the fastest backend "
+                           "for training on GPUs.")
+                break
+    if total > 0 and avg["communication_us"] / total > 0.1:
+        out.append(f"{avg['communication_us'] / total * 100:.1f}% of the step time is communication. Consider "
+                   "gradient compression, gradient accumulation or a larger batch size (larger effective batch "
+                   "sizes may need an optimizer such as LAMB to keep accuracy).")
+    if gpu:
+        low = [d["device"] for d in gpu["devices"] if d["utilization"] is not None and d["utilization"] < 0.5]
+        if low:
+            which = ", ".join(str(d) for d in low)
+            out.append(f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
+                       "A larger batch size may help (it can affect convergence).")
+        if props:
+            major = props[0].get("computeMajor")
+            eligible = tensor_core_eligible_kernel_ratio(t)
+            if major is not None and major >= 7 and gpu["tensor_core_ratio"] == 0.0 and eligible > 0:
+                out.append(f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
+                           "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
+                           "(FP16/BF16) could speed them up.")
+    for dev, peak in sorted(_peak_device_memory(t).items()):
+        p = props[dev] if 0 <= dev < len(props) else {}
+        cap = p.get("totalGlobalMem")
+        if cap and peak > 0.9 * cap:
+            out.append(f"Device memory use peaks at {peak / cap * 100:.1f}% of the {cap / 2 ** 30:.1f} GB of GPU "
+                       f"{dev}. Gradient checkpointing or mixed precision reduce memory use.")
+            break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- environment
+def environment(t: Any, gpu: dict | None) -> dict:
+    """Device type, the properties of the devices used, and the distributed setup recorded in the trace."""
+    meta = getattr(t, "metadata", None) or {}
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None
+    used = {d["device"] for d in gpu["devices"]} if gpu else set()
+    devices = []
+    for d, p in sorted(_device_props(t).items()):
+        if d in used:
+            devices.append({"id": d, "name": p.get("name"), "memory_bytes": p.get("totalGlobalMem"),
+                            "compute_capability": (f"{p.get('computeMajor')}.{p.get('computeMinor')}"
+                                                   if p.get("computeMajor") is not None else None),
+                            "num_sms": p.get("numSms")})
+    return {"device_type": "GPU" if gpu else "CPU", "devices": devices, "distributed": dist,
+            "world_size": dist.get("world_size") if dist else None,
+            "schema_version": meta.get("schemaVersion")}
+
+
+# ------------------------------------------------------------------------------------------------- the view
+def _row(step: str, costs: np.ndarray, total_ns: float) -> dict:
+    row: dict[str, Any] = {"step": step, "total_us": ns_to_us(total_ns)}
+    for i, r in enumerate(ROLES):
+        row[f"{r}_us"] = ns_to_us(costs[i])
+    row["other_us"] = ns_to_us(costs[len(ROLES)])
+    return row
+
+
+def overview(t: Any) -> dict:
+    """DESIGN.md §4 `overview` for one trace: steps, average, gpu (or None), recommendations, environment."""
+    st, costs = breakdown(t)
+    lengths = (st["end"] - st["start"]).to_numpy(np.float64)
+    rows = [_row(str(s), costs[i], lengths[i]) for i, s in enumerate(st["step"])]
+    if len(rows):
+        avg = _row("average", costs.mean(axis=0), float(lengths.mean()))
+    else:
+        avg = {k: 0.0 for k in KEYS}
+    avg.pop("step", None)
+    gpu = gpu_summary(t)
+    return {"steps": rows, "average": avg, "gpu": gpu, "recommendations": recommendations(t, avg, gpu),
+            "environment": environment(t, gpu)}

@@ -1,0 +1,48 @@
+"""Offline and safe: strings from traces render as text, the page works inside TensorBoard's own
+iframe (its CSP), and no request leaves the server (the guarded_page fixture checks that)."""
+from __future__ import annotations
+
+from conftest import open_view, HTML_RUN
+from browser_traces import HOSTILE
+
+
+def test_html_in_names_renders_literally(guarded_page, tensorboard):
+    page = open_view(guarded_page, tensorboard, "operators", HTML_RUN)
+    names = page.eval_on_selector_all("#view-operators table.data-table tbody tr td:first-child", "tds => tds.map(t => t.textContent)")
+    for hostile in HOSTILE:
+        assert hostile in names, (hostile, names)
+    # nothing was parsed as markup, nothing ran
+    assert page.locator("#gs-app img, #gs-app script, #gs-app b, #gs-app svg[onload]").count() == 0
+    assert page.evaluate("window.__xss") is None
+    assert page.input_value("#gs-run") == HTML_RUN
+    assert page.locator("#gs-worker option").first.inner_text() == "html<b>worker</b>"
+    # call stacks too
+    page.locator("#view-operators tbody tr", has_text="<script>window.__xss=2</script>").first.click()
+    page.wait_for_selector("#op-stack pre.stack")
+    assert "<script>stack()</script>" in page.inner_text("#op-stack")
+    # and the timeline: search, select, details
+    page.click(".tab[data-view=timeline]")
+    page.wait_for_selector("#view-timeline[data-ready='1']")
+    page.fill("#tl-search", "<img")
+    page.wait_for_selector("#tl-results-table tbody tr")
+    page.click("#tl-results-table tbody tr >> nth=0")
+    page.wait_for_selector("#tl-sel-name")
+    assert page.inner_text("#tl-sel-name") == HOSTILE[0]
+    assert page.evaluate("window.__xss") is None
+    for view in ("overview", "memory", "modules", "kernels"):
+        page.click(f".tab[data-view={view}]")
+        page.wait_for_selector(f"#view-{view}[data-ready='1'], #view-{view}[data-ready='error']")
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("#gs-app img, #gs-app script").count() == 0
+
+
+def test_inside_tensorboard_iframe(guarded_page, tensorboard):
+    """The real TensorBoard page: the plugin loads in its iframe under TensorBoard's CSP."""
+    page = guarded_page
+    page.goto(f"{tensorboard.url}/#gpuscope")
+    frame = page.frame_locator("iframe")
+    frame.locator("#gs-app").wait_for(timeout=60000)
+    frame.locator("#view-overview[data-ready='1']").wait_for(timeout=60000)
+    assert frame.locator(".tab").count() == 8
+    csp = [e for e in page.guard.errors if "Content Security Policy" in e]
+    assert not csp, csp

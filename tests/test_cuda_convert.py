@@ -1,0 +1,146 @@
+"""The pure converter (records -> Kineto events) and the after-the-fact linking to CPU ops."""
+import copy
+import json
+
+import pytest
+
+from conftest import DATA
+from profiler_core.cuda.convert import convert_records, to_trace_units
+from profiler_core.cuda.link import link_gpu_to_ops, link_trace
+
+S = json.loads((DATA / "cupti" / "synthetic_session.json").read_text())
+H, OFF = S["host_base_ns"], S["clock_offset_ns"]
+
+
+def _convert(records=None):
+    return convert_records(copy.deepcopy(records if records is not None else S["records"]),
+                           device_properties=S["device_properties"], clock_offset_ns=OFF, pid=S["pid"])
+
+
+def _by(events, cat):
+    return [e for e in events if e.get("cat") == cat and e.get("ph") != "M"]
+
+
+def _corr(events, cat, corr):
+    [e] = [e for e in _by(events, cat) if e["args"].get("correlation") == corr]
+    return e
+
+
+def test_kernel_events_have_kineto_shape_and_calibrated_time():
+    res = _convert()
+    assert res.warnings == []
+    k = _corr(res.events, "kernel", 11)
+    assert k["name"] == "matmul(float const*, float const*, float*, int)"  # demangled
+    assert (k["pid"], k["tid"], k["ts"], k["dur"]) == (0, 11 - 4, H + 3400, 1600)
+    a = k["args"]
+    assert list(a) == ["queued", "device", "context", "stream", "correlation", "registers per thread",
+                       "shared memory", "blocks per SM", "warps per SM", "grid", "block",
+                       "est. achieved occupancy %"]
+    assert a["grid"] == [64, 64, 1] and a["block"] == [16, 16, 1] and a["shared memory"] == 2048
+    assert a["blocks per SM"] == pytest.approx(4096 / 132, rel=1e-6)
+    # dynamic shared memory counts in "shared memory" too
+    assert _corr(res.events, "kernel", 12)["args"]["shared memory"] == 4096
+    # 256 threads x 40 regs: register limit 6 blocks -> 6*256/2048 = 75 %
+    assert a["est. achieved occupancy %"] == 75
+
+
+def test_memcpy_memset_carry_bytes_and_bandwidth():
+    ev = _convert().events
+    m = _corr(ev, "gpu_memcpy", 13)
+    assert m["name"] == "Memcpy DtoH (Device -> Pageable)"
+    assert m["args"]["bytes"] == 4096
+    assert m["args"]["memory bandwidth (GB/s)"] == pytest.approx(4096 / 1100)
+    s = _corr(ev, "gpu_memset", 14)
+    assert s["name"] == "Memset (Device)" and s["args"]["bytes"] == 1024 and s["dur"] == 50
+
+
+def test_api_events_flows_and_metadata():
+    ev = _convert().events
+    launch = _corr(ev, "cuda_driver", 10)
+    assert (launch["name"], launch["pid"], launch["tid"], launch["ts"]) == ("cuLaunchKernel", 4242, 4243, H + 1600)
+    assert _corr(ev, "cuda_runtime", 18)["name"] == "cudaStreamSynchronize_v3020"
+    flows = [e for e in ev if e.get("cat") == "ac2g"]
+    starts = {f["id"]: f for f in flows if f["ph"] == "s"}
+    finishes = {f["id"]: f for f in flows if f["ph"] == "f"}
+    assert set(starts) == set(finishes) == {10, 11, 12, 13, 14, 18}
+    assert starts[10]["ts"] == H + 1600 and starts[10]["tid"] == 4243
+    assert finishes[10] == {"ph": "f", "id": 10, "pid": 0, "tid": 7, "ts": H + 1800, "cat": "ac2g",
+                            "name": "ac2g", "bp": "e"}
+    names = {(e["pid"], e["tid"], e["name"]): e["args"] for e in ev if e["ph"] == "M"}
+    assert names[(0, 7, "thread_name")] == {"name": "stream 7 "}
+    assert names[(0, 13, "thread_name")] == {"name": "stream 13 "}
+    assert names[(0, 0, "process_labels")] == {"labels": "GPU 0"}
+    sync = _by(ev, "cuda_sync")[0]
+    assert (sync["name"], sync["pid"], sync["tid"]) == ("Stream Sync", 0, 7)
+    assert _by(ev, "overhead")[0]["name"] == "Buffer Flush"
+
+
+def test_device_memory_events_with_running_totals():
+    mem = [e for e in _convert().events if e.get("name") == "[memory]"]
+    assert [e["args"]["Bytes"] for e in mem] == [4096, -8192, -4096]
+    # 8 KiB existed before the window (freed without being allocated): totals never go negative.
+    assert [e["args"]["Total Allocated"] for e in mem] == [12288, 4096, 0]
+    assert all(e["args"]["Device Type"] == 1 and e["args"]["Device Id"] == 0 for e in mem)
+    assert mem[0]["args"]["Addr"] == 139637976727552
+    # attributed to the thread of the API call that allocated, inside that call
+    assert (mem[0]["pid"], mem[0]["tid"]) == (4242, 4243) and H + 1100 <= mem[0]["ts"] <= H + 1150
+    assert mem[0]["ph"] == "i" and mem[0]["s"] == "t"
+
+
+def test_linking_innermost_op_and_external_correlation_wins():
+    ev = _convert().events
+    ann = link_gpu_to_ops(ev, copy.deepcopy(S["cpu_ops"]))
+    ext = {(e["cat"], e["args"]["correlation"]): e["args"].get("External id")
+           for e in ev if e.get("ph") == "X" and "correlation" in e.get("args", {})}
+    assert ext[("cuda_driver", 10)] == ext[("kernel", 10)] == 2          # gpuarray.__add__
+    assert ext[("cuda_driver", 11)] == ext[("kernel", 11)] == 4          # innermost op inside annotation
+    assert ext[("cuda_driver", 12)] == ext[("kernel", 12)] == 77         # external correlation record wins
+    assert ext[("cuda_driver", 14)] == ext[("gpu_memset", 14)] == 1      # only ProfilerStep encloses it
+    assert ext[("cuda_driver", 13)] == ext[("gpu_memcpy", 13)] == 5
+    assert ext[("cuda_driver", 19)] is None                                # outside every op: no key
+    assert "External id" not in _corr(ev, "cuda_driver", 19)["args"]
+    assert list(_corr(ev, "kernel", 10)["args"])[0] == "External id"
+    spans = {(a["name"], a["tid"]): a for a in ann}
+    my7, my13 = spans[("my_annotation", 7)], spans[("my_annotation", 13)]
+    assert (my7["ts"], my7["dur"], my7["args"]) == (H + 3399, 1602, {"External id": 3})
+    assert (my13["ts"], my13["dur"]) == (H + 3499, 502)
+    step = spans[("ProfilerStep#1", 7)]
+    assert step["ts"] == H + 1350 - 1 and step["ts"] + step["dur"] == H + 7800 + 1
+    assert all(a["cat"] == "gpu_user_annotation" and a["pid"] == 0 for a in ann)
+
+
+def test_link_trace_on_a_trace_dict_in_microseconds_is_idempotent():
+    base = H - 10_000
+    events = to_trace_units(_convert().events + copy.deepcopy(S["cpu_ops"]), base)
+    k = _corr(events, "kernel", 11)
+    assert k["ts"] == pytest.approx(13.4) and k["dur"] == pytest.approx(1.6)
+    trace = {"traceEvents": events}
+    link_trace(trace)
+    n = len(trace["traceEvents"])
+    link_trace(trace)
+    assert len(trace["traceEvents"]) == n
+    assert _corr(trace["traceEvents"], "kernel", 11)["args"]["External id"] == 4
+    [a] = [e for e in trace["traceEvents"] if e.get("cat") == "gpu_user_annotation" and e["tid"] == 13]
+    assert a["ts"] == pytest.approx(13.499) and a["dur"] == pytest.approx(0.502)
+
+
+def test_bad_records_become_warnings_not_exceptions():
+    recs = copy.deepcopy(S["records"]) + [
+        {"kind": "CONCURRENT_KERNEL", "end": 5, "device_id": 0, "stream_id": 7, "correlation_id": 99},
+        {"kind": "MEMCPY", "start": "soon", "end": 1, "bytes": 1, "device_id": 0, "stream_id": 7,
+         "correlation_id": 98},
+        {"kind": "PC_SAMPLING"}, "not a record", {"no": "kind"},
+    ]
+    res = _convert(recs)
+    assert len(_by(res.events, "kernel")) == 3 and len(_by(res.events, "gpu_memcpy")) == 1
+    text = "\n".join(res.warnings)
+    assert "CONCURRENT_KERNEL record missing start" in text
+    assert "MEMCPY record with bad values" in text
+    assert "unsupported kind 'PC_SAMPLING'" in text
+    assert "2 record without a 'kind' name" in text
+
+
+def test_unknown_device_properties_still_give_kernels():
+    res = convert_records(copy.deepcopy(S["records"]), device_properties=None, clock_offset_ns=OFF)
+    k = _corr(res.events, "kernel", 10)
+    assert k["args"]["blocks per SM"] == "inf" and "est. achieved occupancy %" not in k["args"]
