@@ -127,7 +127,7 @@ class Gen:
             t = self.tree(child, tid, t, dims if self.rng.random() < 0.5 else [[]], frees)
             t += self.rng.randint(100, 800)
         t += self.rng.randint(500, 20000 if not children else 3000)
-        if name in ALLOC_OPS:
+        if name in ALLOC_OPS and self.rng.random() < 0.35:
             size = 4096 * self.rng.randint(1, 256)
             self.addr += size
             self.memory(ts + 200, tid, size, self.addr)

@@ -13,7 +13,7 @@ import sys
 import warnings
 from typing import Mapping
 
-__all__ = ["distributed_info", "detect", "default_worker_name", "hostname"]
+__all__ = ["distributed_info", "detect", "default_worker_name", "hostname", "warn_once", "MPI_NOT_INITIALISED"]
 
 # (source name, backend, rank var, size vars (first present wins), local rank var, local size var)
 # Checked in this order: MPI launchers first (they are specific), then torchrun, then SLURM
@@ -31,6 +31,17 @@ _ENV_SOURCES: tuple[tuple[str, str, str, tuple[str, ...], str, str], ...] = (
 
 _warned: set[str] = set()
 
+#: The note for a process that imported mpi4py without an initialised MPI (shared with the integration).
+MPI_NOT_INITIALISED = ("mpi4py is imported but MPI is not initialised (or already finalised): this process "
+                       "is profiled as a single worker, unless launcher variables give its rank")
+
+
+def warn_once(note: str) -> None:
+    """One RuntimeWarning per distinct note per process."""
+    if note not in _warned:
+        _warned.add(note)
+        warnings.warn(f"gpuscope: {note}", RuntimeWarning, stacklevel=3)
+
 
 def _int_or_none(value: str | None) -> int | None:
     if value is None:
@@ -47,12 +58,8 @@ def _from_mpi4py(notes: list[str]) -> dict | None:
     if mpi is None:
         return None
     try:
-        if not mpi.Is_initialized():
-            notes.append("mpi4py is imported but MPI is not initialised: "
-                         "this process is profiled as a single worker unless launcher variables say otherwise")
-            return None
-        if mpi.Is_finalized():
-            notes.append("MPI is already finalised: rank taken from launcher variables, if any")
+        if not mpi.Is_initialized() or mpi.Is_finalized():
+            notes.append(MPI_NOT_INITIALISED)
             return None
         comm = mpi.COMM_WORLD
         info = {"backend": "mpi", "rank": int(comm.Get_rank()), "world_size": int(comm.Get_size()),
@@ -134,9 +141,7 @@ def distributed_info(env: Mapping[str, str] | None = None) -> dict | None:
     """
     info, notes = detect(env)
     for note in notes:
-        if note not in _warned:
-            _warned.add(note)
-            warnings.warn(f"gpuscope: {note}", RuntimeWarning, stacklevel=2)
+        warn_once(note)
     return info
 
 

@@ -32,27 +32,50 @@ DTYPE_NAMES = {
 _SCALARS = (bool, int, float, complex)
 
 
+_ARRAY_TYPES: set = set()       # types seen to have .shape and .dtype (fast path)
+_DTYPE_INFO: dict = {}           # dtype -> (torch name, itemsize)
+
+
 def _is_array(x: Any) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, type)
+    t = type(x)
+    if t in _ARRAY_TYPES:
+        return True
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, type):
+        _ARRAY_TYPES.add(t)
+        return True
+    return False
 
 
-def _dtype_name(dtype: Any) -> str:
+def _dtype_info(dtype: Any) -> tuple:
+    try:
+        return _DTYPE_INFO[dtype]
+    except (KeyError, TypeError):
+        pass
     name = getattr(dtype, "name", None)
     if not isinstance(name, str):
         name = str(dtype)
-    return DTYPE_NAMES.get(name, name)
+    itemsize = getattr(dtype, "itemsize", None)
+    info = (DTYPE_NAMES.get(name, name), int(itemsize) if isinstance(itemsize, int) else 0)
+    try:
+        _DTYPE_INFO[dtype] = info
+    except TypeError:          # unhashable dtype object
+        pass
+    return info
+
+
+def _dtype_name(dtype: Any) -> str:
+    return _dtype_info(dtype)[0]
 
 
 def _array_dims(x: Any) -> list:
     return [int(s) for s in x.shape]
 
 
-def _array_strides(x: Any) -> list:
+def _array_strides(x: Any, itemsize: int) -> list:
     strides = getattr(x, "strides", None)
-    itemsize = getattr(getattr(x, "dtype", None), "itemsize", None)
     if strides is None or not itemsize:
         return []
-    return [int(s) // int(itemsize) for s in strides]
+    return [int(s) // itemsize for s in strides]
 
 
 def _concrete(x: Any) -> str:
@@ -69,14 +92,16 @@ def describe_input(x: Any) -> tuple:
         if isinstance(x, _SCALARS):
             return [], "Scalar", [], _concrete(x)
         if _is_array(x):
-            return _array_dims(x), _dtype_name(x.dtype), _array_strides(x), ""
+            name, itemsize = _dtype_info(x.dtype)
+            return _array_dims(x), name, _array_strides(x, itemsize), ""
         if isinstance(x, str):
             return [], "String", [], x
         if isinstance(x, (list, tuple)):
             if all(isinstance(v, _SCALARS) for v in x):
                 return [], "ScalarList", [], "[" + ", ".join(_concrete(v) for v in x) + "]"
             if all(_is_array(v) for v in x):
-                return [_array_dims(v) for v in x], "TensorList", [_array_strides(v) for v in x], ""
+                return ([_array_dims(v) for v in x], "TensorList",
+                        [_array_strides(v, _dtype_info(v.dtype)[1]) for v in x], "")
             return [], "GenericList", [], ""
     except Exception:           # an odd object (broken .shape): record it as an opaque input
         return [], "", [], ""
@@ -85,18 +110,11 @@ def describe_input(x: Any) -> tuple:
 
 def describe_inputs(inputs: tuple, kwinputs: Optional[dict] = None) -> dict:
     """torch's shape args for a call: Concrete Inputs, Input type, Input Strides, Input Dims."""
-    items = list(inputs)
     if kwinputs:
-        items.extend(kwinputs.values())
-    dims, types, strides, concrete = [], [], [], []
-    for x in items:
-        d, t, s, c = describe_input(x)
-        dims.append(d)
-        types.append(t)
-        strides.append(s)
-        concrete.append(c)
-    return {"Concrete Inputs": concrete, "Input type": types, "Input Strides": strides,
-            "Input Dims": dims}
+        inputs = tuple(inputs) + tuple(kwinputs.values())
+    described = [describe_input(x) for x in inputs]
+    return {"Concrete Inputs": [d[3] for d in described], "Input type": [d[1] for d in described],
+            "Input Strides": [d[2] for d in described], "Input Dims": [d[0] for d in described]}
 
 
 class _OpRecord(_Record):
@@ -107,7 +125,6 @@ class _OpRecord(_Record):
 
     def __init__(self, name: str, inputs: tuple, kwinputs: Optional[dict], extra: Optional[dict]) -> None:
         self.name = name
-        self._buf = None
         args = None
         if recording._record_shapes:
             args = describe_inputs(inputs, kwinputs)
@@ -119,9 +136,6 @@ class _OpRecord(_Record):
         if extra:
             args = dict(extra) if args is None else {**args, **extra}
         self.args = args
-
-    def _trace_args(self):
-        return self.args
 
 
 class _NullContext:

@@ -8,7 +8,7 @@ offset, so the trace holds Unix-epoch nanoseconds (the clock GPU collectors use 
 Buffers: each thread that records gets its own ``_ThreadBuffer`` (found through a
 ``threading.local`` that is replaced at every session start, so old buffers are never reused).
 A finished event is ONE tuple ``(t0, t1, name, external_id, cat, args, stack)`` appended to the
-thread's list: about 200 bytes per event (tuple + two ints; ``args``/``stack`` are ``None`` unless
+thread's list (``args``: a record_function's string or an op's trace-args dict): about 200 bytes per event (tuple + two ints; ``args``/``stack`` are ``None`` unless
 shapes, stacks or extra args were asked for). No dict per event on the hot path.
 All threads are recorded (torch records only the profiling thread by default): each gets its own
 ``tid`` (the OS thread id) whether it started before or after the profiler.
@@ -116,7 +116,6 @@ class _Record:
     def __init__(self, name: str, args: Any = None) -> None:
         self.name = name
         self.args = args
-        self._buf = None
 
     def __enter__(self):
         if _active:
@@ -128,26 +127,32 @@ class _Record:
             self._parent = buf.cur
             buf.cur = self
             self._buf = buf
+            self._stack = None
             if _extras:
-                _session.on_enter(self, buf)
-            else:
-                self._stack = None
+                session = _session
+                if session is not None:
+                    session.on_enter(self, buf)
             self._t0 = _clock()
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        buf = self._buf
-        if buf is not None:
-            if _extras and _active:
-                _session.on_exit(self, buf)
-            buf.events.append((self._t0, _clock(), self.name, self._id, self._cat,
-                               self._trace_args(), self._stack))
-            buf.cur = self._parent
-            self._buf = None
+        # Only records entered while recording and closing while recording are kept: one that
+        # spans the end of the window is dropped (as Kineto drops it).
+        if _active:
+            try:
+                buf = self._buf
+            except AttributeError:      # entered before recording started
+                return False
+            if buf is not None:
+                if _extras:
+                    session = _session
+                    if session is not None:
+                        session.on_exit(self, buf)
+                buf.events.append((self._t0, _clock(), self.name, self._id, self._cat, self.args,
+                                   self._stack))
+                buf.cur = self._parent
+                self._buf = None
         return False
-
-    def _trace_args(self):
-        return None
 
 
 class record_function(_Record):
@@ -158,11 +163,6 @@ class record_function(_Record):
     """
 
     __slots__ = ()
-
-    def _trace_args(self):
-        if self.args is not None and _record_shapes:
-            return {"Input Dims": [[]], "Input type": [""], "Concrete Inputs": [""]}
-        return None
 
     def __call__(self, func: Callable) -> Callable:
         """Decorator form: a fresh record per call (thread- and recursion-safe)."""
@@ -246,8 +246,8 @@ def stop_session() -> Optional[Session]:
         buf = current_buffer()
         if buf is not None:
             session.memory.boundary(buf)
-    _active = False
     _extras = False
+    _active = False
     if session.tracer is not None:
         session.tracer.uninstall(stop_raw)
     if session.memory is not None:

@@ -104,16 +104,29 @@ class GpuOps:
 
     name = "gpu"
 
-    def __init__(self) -> None:
-        import pycuda.autoinit  # noqa: F401  (creates the context on this rank's device)
+    def __init__(self, gpuarray: Any = None, kernels: dict | None = None) -> None:
+        if gpuarray is None:
+            gpuarray, kernels = self._compile()
+        self.gpuarray = gpuarray
+        self._matmul = kernels["matmul"]
+        self._bias_relu = kernels["add_bias_relu"]
+        self._relu_bwd = kernels["relu_backward"]
+        self._sum_rows = kernels["sum_rows"]
+
+    @staticmethod
+    def _compile() -> tuple[Any, dict]:
+        """A context on this rank's GPU (round-robin over the node's GPUs) and the compiled kernels."""
+        import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
         from pycuda.compiler import SourceModule
-        self.gpuarray = gpuarray
+        cuda.init()
+        local_rank = int(os.environ.get("MPI_LOCALRANKID", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+        ctx = cuda.Device(local_rank % cuda.Device.count()).make_context()
+        import atexit
+        atexit.register(ctx.pop)
         mod = SourceModule(_GPU_SOURCE, no_extern_c=True)
-        self._matmul = mod.get_function("matmul")
-        self._bias_relu = mod.get_function("add_bias_relu")
-        self._relu_bwd = mod.get_function("relu_backward")
-        self._sum_rows = mod.get_function("sum_rows")
+        names = ("matmul", "add_bias_relu", "relu_backward", "sum_rows")
+        return gpuarray, {n: mod.get_function(n) for n in names}
 
     def to_device(self, a: np.ndarray):
         return self.gpuarray.to_gpu(np.ascontiguousarray(a, dtype=np.float32))
@@ -245,7 +258,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=12, help="training steps")
     p.add_argument("--batch-size", type=int, default=128, help="per-rank batch size")
     p.add_argument("--hidden", type=int, default=256, help="hidden layer width")
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-ms extra per step")
     p.add_argument("--slow-ms", type=float, default=30.0)
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")

@@ -109,7 +109,7 @@ RECORDING = [True]
 def record_op(name, *inputs, args=None):
     REC.append([name, args, len(inputs)])
     yield
-m._resolve_core = lambda: ((lambda: RECORDING[0]), record_op)
+m._resolve_core = lambda: ((lambda: RECORDING[0]), record_op, (lambda: True))
 """
 
 
@@ -141,6 +141,7 @@ r1 = comm.Isend([x, 4, MPI.DOUBLE], dest=0, tag=7); r2 = comm.Irecv(y, source=0,
 MPI.Request.Waitall([r1, r2])
 r = comm.isend({"k": 1}, 0); got = comm.recv(source=0); r.wait()
 req = comm.Iallreduce(x, y); req.Wait()
+assert MPI.Request.Testall(iter([comm.Ibarrier()])) in (True, False)   # an iterator is passed on intact
 RECORDING[0] = False
 comm.Barrier()                                 # installed but not recording: nothing recorded
 RECORDING[0] = True
@@ -157,7 +158,7 @@ print(json.dumps({"n": len(names), "wrapped": wrapped, "restored": restored,
     assert names == ["mpi::Allreduce", "mpi::Allreduce", "mpi::Bcast", "mpi::Barrier",
                      "mpi::Reduce_scatter_block", "mpi::Allgather", "mpi::allreduce", "mpi::Isend",
                      "mpi::Irecv", "mpi::Waitall", "mpi::isend", "mpi::recv", "mpi::wait",
-                     "mpi::Iallreduce", "mpi::Wait"]
+                     "mpi::Iallreduce", "mpi::Wait", "mpi::Ibarrier", "mpi::Testall"]
     args = {r[0]: r[1] for r in res["rec"]}
     assert args["mpi::Bcast"] == {"Collective name": "bcast", "In msg nelems": 6, "Out msg nelems": 6,
                                   "dtype": "float64", "Group size": 1, "bytes": 48}
@@ -207,3 +208,62 @@ print(json.dumps({"info": info, "warnings": [str(x.message) for x in w], "init":
     res = json.loads(out.strip().splitlines()[-1])
     assert res["info"] is None and res["init"] is False
     assert any("not initialised" in w for w in res["warnings"])
+
+
+@needs_mpi4py
+def test_with_the_real_profiler_installed_while_recording_only(tmp_path):
+    trace = tmp_path / "t.json"
+    out = _run(f"""
+import json
+import numpy as np
+from profiler_core import profile, ProfilerActivity
+from profiler_core.integrations import mpi as m
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    from mpi4py import MPI                    # imported while recording: instrumented at import
+    orig = None
+    comm = MPI.COMM_WORLD
+    x = np.ones(8, dtype=np.float32); y = np.empty_like(x)
+    comm.Allreduce(x, y)
+    comm.Barrier()
+    during = m.is_installed()
+prof.export_chrome_trace({str(trace)!r})
+after = m.is_installed()
+wrapped_left = [n for n in m.METHODS for c in (MPI.Comm, MPI.Intracomm, MPI.Request)
+                if n in c.__dict__ and getattr(getattr(c.__dict__[n], "__func__", c.__dict__[n]), "_gpuscope_wrapper", False)]
+print(json.dumps({{"during": during, "after": after, "left": wrapped_left}}))
+""")
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res == {"during": True, "after": False, "left": []}
+    events = json.loads(trace.read_text())["traceEvents"]
+    ops = {e["name"]: e for e in events if e.get("name", "").startswith("mpi::")}
+    assert set(ops) == {"mpi::Allreduce", "mpi::Barrier"}
+    ar = ops["mpi::Allreduce"]
+    assert ar["cat"] == "cpu_op"
+    assert {k: ar["args"][k] for k in ("Collective name", "In msg nelems", "Out msg nelems", "dtype",
+                                       "Group size", "bytes")} == {
+        "Collective name": "allreduce", "In msg nelems": 8, "Out msg nelems": 8, "dtype": "float32",
+        "Group size": 1, "bytes": 32}
+    assert ar["args"]["Input Dims"] == [[8], [8]]          # record_shapes: the two buffers
+
+
+@needs_mpi4py
+def test_a_failure_while_wrapping_leaves_mpi4py_untouched():
+    out = _run(STANDIN + """
+import warnings
+before = {(c.__name__, n): c.__dict__[n] for c in (MPI.Comm, MPI.Intracomm, MPI.Request)
+          for n in m.METHODS if n in c.__dict__}
+def broken(*a, **k):
+    raise RuntimeError("boom")
+m._make_request_classmethod = broken          # fails after the Comm methods were wrapped
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    m.install()
+same = all(c.__dict__[n] is before[(c.__name__, n)] for c in (MPI.Comm, MPI.Intracomm, MPI.Request)
+           for n in m.METHODS if n in c.__dict__)
+MPI.COMM_WORLD.Barrier()
+print(json.dumps({"same": same, "installed": m.is_installed(), "rec": REC,
+                  "warnings": [str(x.message) for x in w]}))
+""")
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["same"] and not res["installed"] and res["rec"] == []
+    assert any("could not wrap mpi4py (RuntimeError: boom)" in w for w in res["warnings"])

@@ -51,17 +51,17 @@ export function stackedBars(categories: string[], series: Series[], fmt: (v: num
 }
 
 /** A pie (donut) of named values; slices under 1 % are merged into "others". */
-export function pie(items: { name: string; value: number }[], fmt: (v: number) => string, opts: { title?: string; top?: number } = {}): HTMLElement {
+export function pie(items: { name: string; value: number; color?: string }[], fmt: (v: number) => string, opts: { title?: string; top?: number } = {}): HTMLElement {
   const top = opts.top ?? 10;
   const pos = items.filter((i) => i.value > 0);
   const total = pos.reduce((a, i) => a + i.value, 0);
   let shown = pos.slice(0, top);
   const rest = pos.slice(top).reduce((a, i) => a + i.value, 0);
-  if (rest > 0) shown = shown.concat([{ name: "others", value: rest }]);
+  if (rest > 0) shown = shown.concat([{ name: "others", value: rest, color: "#bab0ac" }]);
   const R = 90, cx = 100, cy = 100;
   const svg = s("svg", { viewBox: "0 0 200 200", class: "pie", role: "img" });
   let a0 = -Math.PI / 2;
-  const colors = shown.map((_, i) => PALETTE[i % PALETTE.length]);
+  const colors = shown.map((it, i) => it.color ?? PALETTE[i % PALETTE.length]);
   if (!total) svg.appendChild(s("text", { x: cx, y: cy, "text-anchor": "middle", class: "axis" }, "no data"));
   shown.forEach((it, i) => {
     const frac = it.value / total;
@@ -97,6 +97,7 @@ export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmt
   if (!isFinite(xmin)) { xmin = 0; xmax = 1; }
   if (xmax === xmin) xmax = xmin + 1;
   const ymax = niceMax(ymaxRaw);
+  const W = 1000, H = 300;
   const iw = W - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
   const X = (v: number) => PAD.l + ((v - xmin) / (xmax - xmin)) * iw;
   const Y = (v: number) => PAD.t + ih - (v / ymax) * ih;
@@ -120,7 +121,7 @@ export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmt
       if (peak < 0 || se.y[i] > se.y[peak]) peak = i;
     }
     svg.appendChild(s("polyline", { points: pts.join(" "), fill: "none", stroke: colors[j], "stroke-width": 1.5, class: "series" }));
-    if (peak >= 0) {
+    if (peak >= 0 && se.y[peak] > 0) {
       const px = X(se.x[peak]), py = Y(se.y[peak]);
       svg.appendChild(s("circle", { cx: px, cy: py, r: 4, fill: colors[j], class: "peak" }, s("title", null, `${se.name} peak: ${fmtY(se.y[peak])} at ${fmtX(se.x[peak])}`)));
       svg.appendChild(s("text", { x: Math.min(px + 6, W - PAD.r - 90), y: Math.max(py - 6, PAD.t + 10), class: "peak-label" }, `peak ${fmtY(se.y[peak])}`));
@@ -152,3 +153,27 @@ export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmt
 }
 
 export { fmtNum };
+
+/** Grouped vertical bars: per category, one bar per series side by side (e.g. base vs exp). */
+export function groupedBars(categories: string[], series: Series[], fmt: (v: number) => string, opts: { title?: string } = {}): HTMLElement {
+  const ymax = niceMax(Math.max(0, ...series.flatMap((se) => se.values)));
+  const iw = W - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
+  const gw = categories.length ? iw / categories.length : iw, bw = (gw * 0.8) / Math.max(1, series.length);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img" });
+  for (let k = 0; k <= 4; k++) {
+    const y = PAD.t + ih - (ih * k) / 4;
+    svg.appendChild(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y, class: "grid" }));
+    svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
+  }
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  categories.forEach((cat, i) => {
+    series.forEach((se, j) => {
+      const v = Math.max(0, se.values[i] || 0), hh = (ih * v) / ymax;
+      svg.appendChild(s("rect", { x: PAD.l + i * gw + gw * 0.1 + j * bw, y: PAD.t + ih - hh, width: Math.max(1, bw - 1), height: Math.max(0.5, hh), fill: colors[j], class: "bar" },
+        s("title", null, `${cat}\n${se.name}: ${fmt(se.values[i] || 0)}`)));
+    });
+    svg.appendChild(s("text", { x: PAD.l + i * gw + gw / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis" }, cat.length > 14 ? cat.slice(0, 13) + "…" : cat));
+  });
+  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+    legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
+}

@@ -31,7 +31,7 @@ main{padding:12px;flex:1;min-width:0}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:12px;margin-bottom:12px}
 .chart-box{margin:0;background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:8px}
 .chart-box figcaption{font-weight:600;margin-bottom:4px}
-.chart{width:100%;height:auto;display:block;user-select:none}
+.chart{width:100%;height:auto;max-height:360px;display:block;user-select:none}
 .chart .grid{stroke:var(--line);stroke-width:1}
 .chart .axis{fill:var(--muted);font-size:11px}
 .chart .bar:hover,.pie .slice:hover{opacity:.8}

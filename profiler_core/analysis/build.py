@@ -8,6 +8,7 @@ innermost CPU event on their thread.
 from __future__ import annotations
 
 import bisect
+import gc
 from typing import Any, Callable, Optional
 
 from .eventlist import EventList
@@ -57,7 +58,15 @@ _SCOPE_USER = 7
 def events_from_trace(trace: Any) -> EventList:
     """Build the EventList of ``prof.events()`` from a Kineto trace dict (or bare event list)."""
     raw_events, meta = _split_trace(trace)
-    return _Builder(raw_events, meta).build()
+    # Building creates many linked objects and frees none: pausing the cyclic GC avoids
+    # repeated full scans of the growing heap (a large share of the time otherwise).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Builder(raw_events, meta).build()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def _split_trace(trace: Any) -> tuple[list, dict]:
@@ -74,6 +83,11 @@ def _split_trace(trace: Any) -> tuple[list, dict]:
 
 def _to_ns(value: Any, what: str, index: int) -> int:
     """A µs timestamp/duration (int, float or numeric string) as integer ns."""
+    kind = type(value)
+    if kind is float and value - value == 0.0:
+        return round(value * 1000)
+    if kind is int:
+        return value * 1000
     if isinstance(value, int) and not isinstance(value, bool):
         return value * 1000
     number = None
@@ -94,6 +108,8 @@ def _int_arg(args: dict, *keys: str, default: int = -1) -> int:
         v = args.get(key)
         if v is None:
             continue
+        if type(v) is int:
+            return v
         if isinstance(v, bool):
             return int(v)
         if isinstance(v, int):
@@ -110,28 +126,19 @@ def _int_arg(args: dict, *keys: str, default: int = -1) -> int:
 
 def _input_shapes(dims: Any) -> list:
     """torch's FunctionEvent.input_shapes: a tensor's shape, ``[]`` for TensorLists and scalars."""
-    if not isinstance(dims, list):
+    if type(dims) is not list:
         return []
-    out = []
-    for d in dims:
-        if isinstance(d, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in d):
-            out.append(d)
-        else:
-            out.append([])
-    return out
+    return [d if type(d) is list and (not d or type(d[0]) is int) else [] for d in dims]
 
 
 def _stack(call_stack: Any) -> list:
+    """``Call stack`` ("inner;...;outer;") as a list, without torch's filtered autograd frames."""
     if not isinstance(call_stack, str) or not call_stack:
         return []
-    return [
-        frame for frame in call_stack.split(";")
-        if frame and all(not (a in frame and b in frame) for a, b in _FILTERED_FRAMES)
-    ]
-
-
-def _rewrite_name(name: str) -> str:
-    return "ProfilerStep*" if name.startswith("ProfilerStep#") else name
+    frames = [frame for frame in call_stack.split(";") if frame]
+    if any(a in call_stack for a, _b in _FILTERED_FRAMES):
+        frames = [f for f in frames if all(not (a in f and b in f) for a, b in _FILTERED_FRAMES)]
+    return frames
 
 
 def _lookup_flops() -> Optional[Callable]:
@@ -149,18 +156,32 @@ class _Builder:
         self.raw = raw_events
         self.meta = meta
         self.labels: dict[str, int] = {}
+        self.ident_cache: dict[str, int] = {}
+        self.stack_cache: dict[str, list] = {}
         self.cpu: list[tuple] = []       # (start_ns, end_ns, order, FunctionEvent)
         self.gpu: list[tuple] = []
         self.memory: list[tuple] = []    # (ts_ns, pid, tid, bytes, device_type, order)
         self.runtime_by_corr: dict[int, FunctionEvent] = {}
         self.gpu_corr: list[tuple] = []  # (FunctionEvent, correlation, external id)
         self.has_flops_arg = False
+        self.computed_flops: set[int] = set()
         self.has_gpu = bool(meta.get("deviceProperties"))
         self.origin_ns: Optional[int] = None
 
     # -- identifiers -----------------------------------------------------------------
     def _ident(self, value: Any) -> int:
         """pid/tid as int: numbers kept, "25738"/"stream 7" parsed, other strings coded < 0."""
+        if type(value) is int:
+            return value
+        cached = self.ident_cache.get(value) if isinstance(value, str) else None
+        if cached is not None:
+            return cached
+        code = self._ident_slow(value)
+        if isinstance(value, str):
+            self.ident_cache[value] = code
+        return code
+
+    def _ident_slow(self, value: Any) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float):
@@ -173,6 +194,16 @@ class _Builder:
         if code is None:
             code = self.labels[text] = -(len(self.labels) + 2)
         return code
+
+    def _stack(self, call_stack: Any) -> list:
+        if not call_stack:
+            return []
+        frames = self.stack_cache.get(call_stack) if isinstance(call_stack, str) else None
+        if frames is None:
+            frames = _stack(call_stack)
+            if isinstance(call_stack, str):
+                self.stack_cache[call_stack] = frames
+        return list(frames)
 
     # -- parsing ---------------------------------------------------------------------
     def build(self) -> EventList:
@@ -205,11 +236,12 @@ class _Builder:
         cpu_sorted = sorted(self.cpu, key=lambda c: (c[0], -c[1], c[2]))
         all_sorted = sorted(self.cpu + self.gpu, key=lambda c: (c[0], -c[1], c[2]))
         all_events = [c[3] for c in all_sorted]
-        self._assign_scopes(cpu_sorted)
         result = EventList(all_events, use_device=use_device,
                            profile_memory=bool(self.meta.get("profile_memory")) or bool(self.memory),
                            with_flops=with_flops or self.has_flops_arg)
         result._populate_cpu_children()
+        self._assign_scopes(cpu_sorted)
+        self._drop_nested_computed_flops(cpu_sorted)
         self._resolve_pending()
         self._finish_memory(cpu_sorted)
         result._remove_dup_nodes()
@@ -219,81 +251,105 @@ class _Builder:
 
     def _parse_complete(self, index: int, ev: dict, flops_fn: Optional[Callable]) -> None:
         raw_cat = ev.get("cat")
-        cat_l = raw_cat.lower() if isinstance(raw_cat, str) else ""
-        if cat_l == "trace":
-            if self.origin_ns is None and "ts" in ev:
-                self.origin_ns = _to_ns(ev.get("ts"), "ts", index)
-            return
+        cat_l = raw_cat.lower() if type(raw_cat) is str else ""
         cat = _CPU_CATS.get(cat_l)
         is_gpu = False
         if cat is None:
             cat = _GPU_CATS.get(cat_l)
             if cat is None:
+                if cat_l == "trace" and self.origin_ns is None and "ts" in ev:
+                    self.origin_ns = _to_ns(ev.get("ts"), "ts", index)
                 return
             is_gpu = True
         name = ev.get("name")
-        if not isinstance(name, str):
+        if type(name) is not str:
             name = "" if name is None else str(name)
         if name in _FILTERED_NAMES:
             return
         start = _to_ns(ev.get("ts"), "ts", index)
-        dur = _to_ns(ev.get("dur", 0), "dur", index)
+        dur = ev.get("dur", 0)
+        dur = round(dur * 1000) if type(dur) is float else _to_ns(dur, "dur", index)
         if dur < 0:
             dur = 0
         args = ev.get("args")
-        if not isinstance(args, dict):
+        if type(args) is not dict:
             args = {}
-        pid = self._ident(ev.get("pid", 0))
-        tid = self._ident(ev.get("tid", 0))
-        ext = _int_arg(args, "External id", "external id", default=0)
+        pid = ev.get("pid", 0)
+        if type(pid) is not int:
+            pid = self._ident(pid)
+        tid = ev.get("tid", 0)
+        if type(tid) is not int:
+            tid = self._ident(tid)
+        ext = args.get("External id")
+        if type(ext) is not int:
+            ext = _int_arg(args, "External id", "external id", default=0)
         if is_gpu:
-            self.has_gpu = True
-            device = _int_arg(args, "device", default=pid)
-            stream = _int_arg(args, "stream", default=tid)
-            meta = {k: args[k] for k in _KERNEL_META_KEYS if k in args} or None
-            fe = FunctionEvent(
-                ext, name, stream, 0.0, 0.0, trace_name=name,
-                device_type=DeviceType.CUDA, device_index=device, device_resource_id=stream,
-                is_user_annotation=(cat == "gpu_user_annotation"), activity_type=cat,
-                external_id=ext, linked_correlation_id=ext, event_metadata=meta,
-            )
-            self.gpu.append((start, start + dur, index, fe))
-            if cat != "gpu_user_annotation":
-                self.gpu_corr.append((fe, _int_arg(args, "correlation"), ext))
+            self._add_gpu(cat, name, start, dur, index, pid, tid, ext, args)
             return
         dims = args.get("Input Dims")
-        seq = _int_arg(args, "Sequence number")
-        fwd = _int_arg(args, "Fwd thread id", default=-1)
-        flops = _int_arg(args, "flops", default=0)
-        if flops > 0:
-            self.has_flops_arg = True
-        elif flops_fn is not None and cat == "cpu_op" and isinstance(dims, list):
+        flops = 0
+        computed = False
+        if "flops" in args:
+            flops = _int_arg(args, "flops", default=0)
+            self.has_flops_arg = self.has_flops_arg or flops > 0
+        elif flops_fn is not None and cat == "cpu_op" and type(dims) is list:
             try:
                 flops = int(flops_fn(name, dims, args.get("Concrete Inputs")) or 0)
             except Exception:  # noqa: BLE001 - a bad formula must not break the analysis
                 flops = 0
+            computed = flops > 0
+        call_stack = args.get("Call stack")
+        seq = args.get("Sequence number", -1)
+        if type(seq) is not int:
+            seq = _int_arg(args, "Sequence number")
+        fwd = args.get("Fwd thread id")
+        if fwd is not None and type(fwd) is not int:
+            fwd = _int_arg(args, "Fwd thread id", default=-1)
         fe = FunctionEvent(
-            ext if ext else _int_arg(args, "Python id", default=0), _rewrite_name(name), tid,
-            0.0, 0.0, trace_name=name,
-            fwd_thread=fwd if fwd >= 0 else None,
-            input_shapes=_input_shapes(dims),
+            ext, "ProfilerStep*" if name.startswith("ProfilerStep#") else name, tid, 0.0, 0.0,
+            name, _input_shapes(dims) if dims is not None else [],
+            self._stack(call_stack) if call_stack else [], DeviceType.CPU, pid, tid,
+            fwd_thread=fwd if fwd is None or fwd >= 0 else None,
             concrete_inputs=args.get("Concrete Inputs"),
-            stack=_stack(args.get("Call stack")),
             scope=_SCOPE_USER if cat == "user_annotation" else 0,
-            sequence_nr=seq, device_index=pid, device_resource_id=tid, flops=max(flops, 0),
-            is_user_annotation=(cat == "user_annotation"),
-            is_python_function=(cat == "python_function"), activity_type=cat,
-            external_id=ext, structured_input_shapes=dims if isinstance(dims, list) else None,
-            structured_input_strides=args.get("Input Strides"), input_dtypes=args.get("Input type"),
-            python_id=_int_arg(args, "Python id"), python_parent_id=_int_arg(args, "Python parent id"),
-            python_module_id=_int_arg(args, "Python module id"),
+            sequence_nr=seq, flops=flops if flops > 0 else 0,
+            is_user_annotation=cat == "user_annotation", activity_type=cat, external_id=ext,
         )
-        if cat in ("cuda_runtime", "cuda_driver"):
+        if dims is not None:
+            fe.structured_input_shapes = dims
+            fe.structured_input_strides = args.get("Input Strides")
+            fe.input_dtypes = args.get("Input type")
+        if cat == "python_function":
+            fe.is_python_function = True
+            fe.python_id = _int_arg(args, "Python id")
+            fe.python_parent_id = _int_arg(args, "Python parent id")
+            fe.python_module_id = _int_arg(args, "Python module id")
+            if not ext:
+                fe.id = fe.python_id if fe.python_id >= 0 else 0
+        elif cat in ("cuda_runtime", "cuda_driver"):
             fe.linked_correlation_id = ext
             corr = _int_arg(args, "correlation")
             if corr >= 0:
                 self.runtime_by_corr[corr] = fe
+        if computed:
+            self.computed_flops.add(id(fe))
         self.cpu.append((start, start + dur, index, fe))
+
+    def _add_gpu(self, cat: str, name: str, start: int, dur: int, index: int, pid: int, tid: int,
+                 ext: int, args: dict) -> None:
+        self.has_gpu = True
+        device = _int_arg(args, "device", default=pid)
+        stream = _int_arg(args, "stream", default=tid)
+        fe = FunctionEvent(ext, name, stream, 0.0, 0.0, name, None, None, DeviceType.CUDA, device, stream,
+                           is_user_annotation=cat == "gpu_user_annotation", activity_type=cat,
+                           external_id=ext)
+        fe.linked_correlation_id = ext
+        meta = {k: args[k] for k in _KERNEL_META_KEYS if k in args}
+        if meta:
+            fe.event_metadata = meta
+        self.gpu.append((start, start + dur, index, fe))
+        if cat != "gpu_user_annotation":
+            self.gpu_corr.append((fe, _int_arg(args, "correlation"), ext))
 
     def _parse_memory(self, index: int, ev: dict) -> None:
         args = ev.get("args")
@@ -401,11 +457,33 @@ class _Builder:
                 parent.device_memory_usage += fe.device_memory_usage
 
     def _assign_scopes(self, cpu_sorted: list) -> None:
-        """Mark autograd node calls (``XxxBackward0``) with torch's BACKWARD_FUNCTION scope."""
+        """Mark autograd node calls with torch's BACKWARD_FUNCTION scope.
+
+        A node (``MmBackward0``, ``torch::autograd::AccumulateGrad``...) is the op run directly
+        inside ``autograd::engine::evaluate_function: <its name>``.
+        """
+        prefix = "autograd::engine::evaluate_function: "
         for _s, _e, _o, fe in cpu_sorted:
-            if (fe.activity_type == "cpu_op" and fe.sequence_nr >= 0 and fe.fwd_thread
-                    and not fe.name.startswith("autograd::engine::evaluate_function")):
+            parent = fe.cpu_parent
+            if (parent is not None and fe.activity_type == "cpu_op"
+                    and parent.name.startswith(prefix) and parent.name[len(prefix):] == fe.name):
                 fe.scope = _SCOPE_BACKWARD
+
+    def _drop_nested_computed_flops(self, cpu_sorted: list) -> None:
+        """A computed-FLOPs op with FLOP-counting ops below it (aten::matmul over aten::mm) gets 0.
+
+        torch counts only the leaf kernels' ops; counting a composite op too would double count.
+        FLOPs recorded in the trace (``"flops"`` args) are left as they are.
+        """
+        if not self.computed_flops:
+            return
+        below: dict[int, bool] = {}
+        for _s, _e, _o, fe in reversed(cpu_sorted):
+            has = below.get(id(fe), False)
+            if has and id(fe) in self.computed_flops:
+                fe.flops = 0
+            if fe.cpu_parent is not None and (has or fe.flops > 0):
+                below[id(fe.cpu_parent)] = True
 
     def _set_backward_stacks(self, events: EventList) -> None:
         """Ops inside a backward node take the stack of the forward op with the same sequence nr."""

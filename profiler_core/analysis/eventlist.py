@@ -95,19 +95,24 @@ class EventList(list):
         if not isinstance(group_by_stack_n, int) or group_by_stack_n < 0:
             raise ValueError(f"group_by_stack_n must be a non-negative int, got {group_by_stack_n!r}")
         stats: dict[tuple, FunctionEventAvg] = {}
+        add = FunctionEventAvg.add
+        with_shapes = bool(group_by_input_shape)
         for evt in self:
-            key = [evt.key, evt.node_id, evt.device_type, evt.is_legacy, evt.is_user_annotation]
-            if group_by_overload_name:
-                key.append(evt.overload_name)
-            if group_by_input_shape:
-                key.append(str(evt.input_shapes))
-            if group_by_stack_n > 0:
-                key.extend(evt.stack[:group_by_stack_n])
-            key_t = tuple(key)
+            if type(evt) is FunctionEvent and not (group_by_overload_name or with_shapes or group_by_stack_n):
+                key_t = (evt.name, evt.node_id, evt.device_type, evt.is_legacy, evt.is_user_annotation)
+            else:
+                key = [evt.key, evt.node_id, evt.device_type, evt.is_legacy, evt.is_user_annotation]
+                if group_by_overload_name:
+                    key.append(evt.overload_name)
+                if with_shapes:
+                    key.append(str(evt.input_shapes))
+                if group_by_stack_n > 0:
+                    key.extend(evt.stack[:group_by_stack_n])
+                key_t = tuple(key)
             avg = stats.get(key_t)
             if avg is None:
                 avg = stats[key_t] = FunctionEventAvg()
-            avg.add(evt)
+            add(avg, evt)
         result = EventList(stats.values(), use_device=self._use_device,
                            profile_memory=self._profile_memory, with_flops=self._with_flops)
         for avg in result:

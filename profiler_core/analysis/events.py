@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import warnings
 from collections import namedtuple
+from types import MappingProxyType
 from typing import Any, Optional
 
 __all__ = [
@@ -139,20 +140,44 @@ class _TimesMixin:
 
 
 class FunctionEvent(_TimesMixin):
-    """One recorded operation (CPU op, annotation, Python frame, runtime call or GPU activity)."""
+    """One recorded operation (CPU op, annotation, Python frame, runtime call or GPU activity).
+
+    Frequently varying fields live in slots; rarely set ones default to class attributes (an
+    instance ``__dict__`` is only created when one of them is assigned), which keeps building
+    hundreds of thousands of events cheap.
+    """
 
     __slots__ = (
-        "id", "node_id", "name", "overload_name", "trace_name", "time_range", "thread",
-        "fwd_thread", "kernels", "count", "cpu_children", "cpu_parent", "input_shapes",
-        "concrete_inputs", "kwinputs", "stack", "scope", "use_device", "cpu_memory_usage",
-        "device_memory_usage", "is_async", "is_remote", "sequence_nr", "device_type",
-        "device_index", "device_resource_id", "is_legacy", "flops", "is_user_annotation",
-        "is_python_function", "activity_type", "self_cpu_percent", "total_cpu_percent",
-        "total_device_percent", "external_id", "linked_correlation_id", "event_metadata",
-        "structured_input_shapes", "structured_input_strides", "input_dtypes", "python_id",
-        "python_parent_id", "python_module_id", "flow_id", "flow_type", "flow_start",
-        "_device_total",
+        "id", "name", "trace_name", "time_range", "thread", "fwd_thread", "kernels",
+        "cpu_children", "cpu_parent", "input_shapes", "concrete_inputs", "stack", "scope",
+        "use_device", "cpu_memory_usage", "device_memory_usage", "sequence_nr", "device_type",
+        "device_index", "device_resource_id", "flops", "is_user_annotation", "activity_type",
+        "external_id", "_device_total", "__dict__",
     )
+
+    # Defaults for the rarely set fields (torch's names and meanings).
+    node_id = -1
+    overload_name = ""
+    count = 1
+    is_async = False
+    is_remote = False
+    is_legacy = False
+    is_python_function = False
+    self_cpu_percent = -1
+    total_cpu_percent = -1
+    total_device_percent = -1
+    linked_correlation_id = 0
+    event_metadata: Optional[dict] = None
+    structured_input_shapes: Optional[list] = None
+    structured_input_strides: Optional[list] = None
+    input_dtypes: Optional[list] = None
+    python_id = -1
+    python_parent_id = -1
+    python_module_id = -1
+    flow_id = None
+    flow_type = None
+    flow_start = None
+    kwinputs: Any = MappingProxyType({})
 
     def __init__(
         self,
@@ -161,82 +186,55 @@ class FunctionEvent(_TimesMixin):
         thread: int,
         start_us: float,
         end_us: float,
-        *,
-        overload_name: str = "",
         trace_name: Optional[str] = None,
-        fwd_thread: Optional[int] = None,
         input_shapes: Optional[list] = None,
-        concrete_inputs: Optional[list] = None,
         stack: Optional[list] = None,
+        device_type: DeviceType = DeviceType.CPU,
+        device_index: int = 0,
+        device_resource_id: Optional[int] = None,
+        *,
+        fwd_thread: Optional[int] = None,
+        concrete_inputs: Optional[list] = None,
         scope: int = 0,
         use_device: Optional[str] = None,
         cpu_memory_usage: int = 0,
         device_memory_usage: int = 0,
         sequence_nr: int = -1,
-        device_type: DeviceType = DeviceType.CPU,
-        device_index: int = 0,
-        device_resource_id: Optional[int] = None,
         flops: int = 0,
         is_user_annotation: bool = False,
-        is_python_function: bool = False,
         activity_type: Optional[str] = None,
         external_id: int = 0,
-        linked_correlation_id: int = 0,
-        event_metadata: Optional[dict] = None,
-        structured_input_shapes: Optional[list] = None,
-        structured_input_strides: Optional[list] = None,
-        input_dtypes: Optional[list] = None,
-        python_id: int = -1,
-        python_parent_id: int = -1,
-        python_module_id: int = -1,
+        **rare: Any,
     ) -> None:
         self.id = id
-        self.node_id = -1
         self.name = name
-        self.overload_name = overload_name
         self.trace_name = trace_name
         self.time_range = Interval(start_us, end_us)
         self.thread = thread
         self.fwd_thread = fwd_thread
         self.kernels: list = []
-        self.count = 1
         self.cpu_children: list = []
         self.cpu_parent: Optional[FunctionEvent] = None
         self.input_shapes = input_shapes if input_shapes is not None else []
         self.concrete_inputs = concrete_inputs
-        self.kwinputs: dict = {}
         self.stack = stack if stack is not None else []
         self.scope = scope
         self.use_device = use_device
         self.cpu_memory_usage = cpu_memory_usage
         self.device_memory_usage = device_memory_usage
-        self.is_async = False
-        self.is_remote = False
         self.sequence_nr = sequence_nr
         self.device_type = device_type
         self.device_index = device_index
         self.device_resource_id = thread if device_resource_id is None else device_resource_id
-        self.is_legacy = False
         self.flops = flops
         self.is_user_annotation = is_user_annotation
-        self.is_python_function = is_python_function
         self.activity_type = activity_type
-        self.self_cpu_percent = -1
-        self.total_cpu_percent = -1
-        self.total_device_percent = -1
         self.external_id = external_id
-        self.linked_correlation_id = linked_correlation_id
-        self.event_metadata = event_metadata
-        self.structured_input_shapes = structured_input_shapes
-        self.structured_input_strides = structured_input_strides
-        self.input_dtypes = input_dtypes
-        self.python_id = python_id
-        self.python_parent_id = python_parent_id
-        self.python_module_id = python_module_id
-        self.flow_id = None
-        self.flow_type = None
-        self.flow_start = None
         self._device_total: Optional[float] = None
+        for key, value in rare.items():
+            if not hasattr(type(self), key) or key.startswith("_"):
+                raise TypeError(f"FunctionEvent() got an unexpected keyword argument {key!r}")
+            setattr(self, key, value)
 
     def append_kernel(self, name: str, device: int, duration: float) -> None:
         """Attribute one GPU activity (kernel, memcpy, memset) launched by this CPU event."""
@@ -385,14 +383,38 @@ class FunctionEventAvg(_TimesMixin):
             self.is_user_annotation = other.is_user_annotation
         elif other.key != self.key:
             raise ValueError(f"cannot add events with different keys: {other.key!r} vs {self.key!r}")
-        self.cpu_time_total += other.cpu_time_total
-        self.device_time_total += other.device_time_total
-        self.self_cpu_time_total += other.self_cpu_time_total
-        self.self_device_time_total += other.self_device_time_total
+        if type(other) is FunctionEvent:
+            # Same sums as below, computed in one pass over the children (hot in key_averages).
+            children = other.cpu_children
+            is_cpu = other.device_type is DeviceType.CPU
+            tr = other.time_range
+            cpu_total = tr.end - tr.start if is_cpu else 0
+            self.cpu_time_total += cpu_total
+            if is_cpu and not other.is_async:
+                child_cpu = 0.0
+                child_mem = 0
+                child_dev_mem = 0
+                for ch in children:
+                    ctr = ch.time_range
+                    if ch.device_type is DeviceType.CPU:
+                        child_cpu += ctr.end - ctr.start
+                    child_mem += ch.cpu_memory_usage
+                    child_dev_mem += ch.device_memory_usage
+                self.self_cpu_time_total += cpu_total - child_cpu if children else cpu_total
+                self.self_cpu_memory_usage += other.cpu_memory_usage - child_mem
+                self.self_device_memory_usage += other.device_memory_usage - child_dev_mem
+            if other.use_device:
+                self.device_time_total += other.device_time_total
+                self.self_device_time_total += other.self_device_time_total
+        else:
+            self.cpu_time_total += other.cpu_time_total
+            self.device_time_total += other.device_time_total
+            self.self_cpu_time_total += other.self_cpu_time_total
+            self.self_device_time_total += other.self_device_time_total
+            self.self_cpu_memory_usage += other.self_cpu_memory_usage
+            self.self_device_memory_usage += other.self_device_memory_usage
         self.cpu_memory_usage += other.cpu_memory_usage
         self.device_memory_usage += other.device_memory_usage
-        self.self_cpu_memory_usage += other.self_cpu_memory_usage
-        self.self_device_memory_usage += other.self_device_memory_usage
         self.count += other.count
         if other.flops:
             self.flops += other.flops

@@ -13,8 +13,8 @@ import time
 from . import event_backend
 from .convert import convert_records
 from .cupti_backend import CuptiBackend, CuptiUnavailable
-from .device_props import kineto_view, query_device_properties
-from .link import link_gpu_to_ops
+from .device_props import driver_version, kineto_view, query_device_properties
+from .link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
 
 try:
     from ..trace.schema import CollectorResult
@@ -40,6 +40,49 @@ def _process_name() -> str:
         return "python"
 
 
+def _recording_session():
+    """The CPU recording session running now (the profiler starts it before the collector), or None."""
+    try:
+        from .. import recording
+        return recording.active_session()
+    except Exception:
+        return None
+
+
+def _cpu_ops_of(session) -> list[dict]:
+    """The session's ops and annotations as minimal event dicts (epoch ns), for linking; [] if unknown.
+
+    Reads the recording buffers' documented tuples (t0, t1, name, external_id, cat, ...) in raw perf ns.
+    """
+    if session is None:
+        return []
+    out = []
+    try:
+        offset = int(session.offset_ns)
+        for buf in list(session.buffers):
+            for ev in list(buf.events):
+                t0, t1, name, ext, cat = ev[:5]
+                out.append({"ph": "X", "cat": "user_annotation" if cat == 0 else "cpu_op", "name": name,
+                            "pid": session.pid, "tid": buf.tid, "ts": t0 + offset, "dur": max(0, t1 - t0),
+                            "args": {"External id": ext}})
+    except Exception:
+        return []
+    return out
+
+
+def _rename_in_session(session, cpu_events: list[dict]) -> None:
+    """Carry launch-op renames (placeholder -> kernel name) back into the session before the trace is built."""
+    names = {e["args"]["External id"]: e["name"] for e in cpu_events if e["name"] != LAUNCH_PLACEHOLDER}
+    try:
+        for buf in list(session.buffers):
+            evs = buf.events
+            for i, ev in enumerate(evs):
+                if ev[2] == LAUNCH_PLACEHOLDER and ev[3] in names:
+                    evs[i] = (ev[0], ev[1], names[ev[3]]) + tuple(ev[3:])
+    except Exception:
+        pass
+
+
 class CudaCollector:
     """Collects GPU activity for one profile (one instance per profile; the CUPTI backend is shared)."""
 
@@ -53,6 +96,7 @@ class CudaCollector:
         self.warnings: list[str] = []
         self._prepared = False
         self._window_start = 0
+        self._session = None
 
     def prepare(self) -> None:
         """Choose the backend once: CUPTI, else the CUDA-event fallback if pycuda works, else none."""
@@ -62,7 +106,7 @@ class CudaCollector:
         try:
             self.props = query_device_properties()
         except Exception as exc:
-            self.warnings.append(f"gpuscope: could not read device properties ({exc})")
+            self.warnings.append(f"could not read device properties ({exc})")
         reason = None
         if os.environ.get("GPUSCOPE_CUDA_BACKEND", "") != "events":
             try:
@@ -82,21 +126,22 @@ class CudaCollector:
             self.backend = event_backend.CudaEventBackend(drv)
             self.source = "cuda_events"
             if reason:
-                self.warnings.append(f"gpuscope: CUPTI unavailable ({reason}); timing PyCUDA work with CUDA "
+                self.warnings.append(f"CUPTI unavailable ({reason}); timing PyCUDA work with CUDA "
                                      "events instead (only PyCUDA launches and copies are seen)")
         else:
-            self.warnings.append(f"gpuscope: GPU activity cannot be captured: {reason}")
+            self.warnings.append(f"GPU activity cannot be captured: {reason}")
 
     def start(self) -> None:
         """Begin capturing (prepares first if the profiler skipped warmup)."""
         self.prepare()
         self._window_start = time.time_ns()
+        self._session = _recording_session()
         if self.backend is None:
             return
         try:
             self.backend.start()
         except CuptiUnavailable as exc:
-            self.warnings.append(f"gpuscope: {exc}; GPU activity is not in this trace")
+            self.warnings.append(f"{exc}; GPU activity is not in this trace")
             self.backend, self.source = None, None
 
     def stop(self, cpu_events: list[dict] | None = None) -> CollectorResult:
@@ -118,18 +163,28 @@ class CudaCollector:
                 warnings += self.backend.warnings
                 self.backend.warnings = []
         except Exception as exc:  # the user's program must never die because capture broke
-            warnings.append(f"gpuscope: GPU capture failed at stop ({type(exc).__name__}: {exc})")
+            warnings.append(f"GPU capture failed at stop ({type(exc).__name__}: {exc})")
             result.warnings = warnings
             return result
         conv = convert_records(records, device_properties=self.props, clock_offset_ns=offset,
                                pid=os.getpid(), process_name=_process_name(),
                                window_start_ns=self._window_start)
         events = conv.events
+        from_session = cpu_events is None
+        if from_session:
+            cpu_events = _cpu_ops_of(self._session)
         if cpu_events:
             events += link_gpu_to_ops(events, cpu_events)
+            if from_session:
+                _rename_in_session(self._session, cpu_events)
         result.events = events
         result.warnings = warnings + conv.warnings
         result.metadata = {"trace_source": self.source}
+        if self.source == "cupti" and self.backend.version() is not None:
+            result.metadata["cupti_version"] = self.backend.version()
+        drv_version = driver_version()
+        if drv_version is not None:
+            result.metadata["cuda_driver_version"] = drv_version
         if self.config.get("keep_raw_records") or os.environ.get("GPUSCOPE_KEEP_RAW_RECORDS"):
             global last_raw_records
             last_raw_records = {"source": self.source, "clock_offset_ns": offset, "records": records,

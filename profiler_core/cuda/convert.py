@@ -54,12 +54,15 @@ def _bandwidth(nbytes: int, dur_ns: int, args: dict) -> None:
         args["memory bandwidth (GB/s)"] = nbytes / dur_ns
 
 
-def _kernel_event(r: dict, off: int, props: dict | None) -> dict:
+def _kernel_event(r: dict, off: int, props: dict | None, memo: dict) -> dict:
     start, end = _num(r["start"], "start"), _num(r["end"], "end")
     grid, block = _xyz(r, "grid"), _xyz(r, "block")
     regs = int(r.get("registers_per_thread", 0) or 0)
     static, dynamic = int(r.get("static_shared_memory", 0) or 0), int(r.get("dynamic_shared_memory", 0) or 0)
-    occ = kernel_occupancy(props, grid, block, regs, static, dynamic)
+    key = (id(props), *grid, *block, regs, static, dynamic)
+    occ = memo.get(key)
+    if occ is None:
+        occ = memo[key] = kernel_occupancy(props, grid, block, regs, static, dynamic)
     name = demangle(str(r.get("name") or "kernel"))
     if name == "kernel":
         name = "Kernel"
@@ -236,9 +239,9 @@ def convert_records(records: list[dict], *, device_properties: list[dict] | None
             ext[int(r["correlation_id"])] = int(r["external_id"])
 
     api, gpu, other = [], [], []
-    ctx_device = {}
+    ctx_device, occ_memo = {}, {}
     builders = [
-        (KERNEL_KINDS, "kernel", lambda r: _kernel_event(r, off, props.get(int(r["device_id"])))),
+        (KERNEL_KINDS, "kernel", lambda r: _kernel_event(r, off, props.get(int(r["device_id"])), occ_memo)),
         (("MEMCPY",), "MEMCPY", lambda r: _memcpy_event(r, off)),
         (("MEMSET",), "MEMSET", lambda r: _memset_event(r, off)),
     ]
@@ -292,9 +295,9 @@ def convert_records(records: list[dict], *, device_properties: list[dict] | None
     res.events = (_metadata_events(gpu, t0, process_name) + api + gpu + other + memory
                   + _flows(api, gpu))
     for what, n in sorted(skipped.items()):
-        res.warnings.append(f"gpuscope: skipped {n} {what}")
+        res.warnings.append(f"skipped {n} {what}")
     for kind, n in sorted(unknown.items()):
-        res.warnings.append(f"gpuscope: ignored {n} record(s) of unsupported kind {kind!r}")
+        res.warnings.append(f"ignored {n} record(s) of unsupported kind {kind!r}")
     return res
 
 

@@ -15,6 +15,7 @@ from .clock import calibrate, combine
 from .records import ALL_KINDS, API_KINDS, FIELDS
 
 BUFFER_BYTES = 8 * 1024 * 1024
+REQUIRED_KINDS = ("CONCURRENT_KERNEL",)   # without these the capture is pointless; the rest are optional
 # API calls Kineto also drops: frequent, no GPU work, only noise in the trace.
 NOISY_API = frozenset({"cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cudaGetDeviceCount",
                        "cuCtxGetCurrent", "cuCtxGetDevice", "cuKernelGetAttribute", "cuFuncGetAttribute",
@@ -68,6 +69,7 @@ class CuptiBackend:
         self._kind_names: dict[int, str] = {}
         self._api_names: dict[tuple[str, int], str] = {}
         self._calib_start = (0, 0)
+        self._start_warnings: list[str] = []
 
     @classmethod
     def instance(cls, cupti_module=None) -> "CuptiBackend":
@@ -138,6 +140,14 @@ class CuptiBackend:
             self._api_names[key] = name
         return name
 
+    def version(self) -> int | None:
+        """CUPTI's API version (Kineto's `cupti_version`), or None if it cannot be read."""
+        try:
+            v = self.cupti.get_version()
+            return int(v[0] if isinstance(v, tuple) else v)
+        except Exception:
+            return None
+
     # ---- cycle ----
     def start(self, kinds: tuple[str, ...] = ALL_KINDS) -> None:
         """Enable the activity kinds for one capture cycle (registering callbacks on first use)."""
@@ -156,10 +166,17 @@ class CuptiBackend:
                 self._records = []
             self._active = True
             self._enabled = []
+            self._start_warnings = []
             for k in kinds:
-                if hasattr(c.ActivityKind, k):
+                if not hasattr(c.ActivityKind, k):
+                    continue
+                try:
                     c.activity_enable(getattr(c.ActivityKind, k))
                     self._enabled.append(k)
+                except Exception as exc:
+                    if k in REQUIRED_KINDS:
+                        raise
+                    self._start_warnings.append(f"CUPTI cannot record {k} here ({exc}); left out")
             self._calib_start = calibrate(c.get_timestamp)
         except CuptiUnavailable:
             raise
@@ -194,11 +211,11 @@ class CuptiBackend:
     def stop(self) -> Capture:
         """Flush every buffer, disable the kinds and hand back this cycle's records."""
         c = self.cupti
-        cap = Capture()
+        cap = Capture(warnings=list(self._start_warnings))
         try:
             c.activity_flush_all(1)
         except Exception as exc:
-            cap.warnings.append(f"gpuscope: CUPTI flush failed ({exc}); GPU activity may be incomplete")
+            cap.warnings.append(f"CUPTI flush failed ({exc}); GPU activity may be incomplete")
         try:
             stop_cal = calibrate(c.get_timestamp)
         except Exception:
@@ -209,9 +226,9 @@ class CuptiBackend:
             cap.records, self._records = self._records, []
         cap.dropped = self._dropped()
         if cap.dropped:
-            cap.warnings.append(f"gpuscope: CUPTI dropped {cap.dropped} activity records (buffers full); "
+            cap.warnings.append(f"CUPTI dropped {cap.dropped} activity records (buffers full); "
                                 "the GPU timeline is incomplete")
         cap.clock_offset_ns, drift = combine(self._calib_start, stop_cal)
         if drift > 1_000_000:
-            cap.warnings.append(f"gpuscope: GPU and host clocks drifted {drift / 1e6:.1f} ms during the capture")
+            cap.warnings.append(f"GPU and host clocks drifted {drift / 1e6:.1f} ms during the capture")
         return cap

@@ -96,3 +96,15 @@ def query_device_properties() -> list[dict]:
                 attrs[key] = v.value
         out.append(props_entry(i, name, total, attrs))
     return out
+
+
+def driver_version() -> int | None:
+    """The CUDA driver's version as an int (13000 for 13.0), like Kineto's `cuda_driver_version`."""
+    lib = libcuda()
+    if lib is None:
+        return None
+    v = ctypes.c_int(0)
+    try:
+        return v.value if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 else None
+    except Exception:
+        return None

@@ -43,9 +43,14 @@ class CudaEventBackend:
         self.warnings: list[str] = []
 
     def start(self) -> None:
+        """Begin timing; the anchor is taken now if a context is current, else at the first timed call."""
         global _current
         self._pending = []
         self._anchor = None
+        try:
+            self._ensure_anchor()
+        except Exception:
+            self._anchor = None
         _current = self
 
     def _ensure_anchor(self) -> None:
@@ -70,7 +75,7 @@ class CudaEventBackend:
             start, end = self.drv.Event(), self.drv.Event()
             start.record(stream) if stream is not None else start.record()
         except Exception as exc:  # never break the user's launch because timing failed
-            self.warnings.append(f"gpuscope: CUDA event timing failed ({exc})")
+            self.warnings.append(f"CUDA event timing failed ({exc})")
             yield
             return
         t0 = time.time_ns()
@@ -84,7 +89,7 @@ class CudaEventBackend:
                     self._pending.append((kind, fields, self._stream_id(stream), start, end, t0, t1,
                                           threading.get_native_id(), api_name))
             except Exception as exc:
-                self.warnings.append(f"gpuscope: CUDA event timing failed ({exc})")
+                self.warnings.append(f"CUDA event timing failed ({exc})")
 
     def stop(self) -> list[dict]:
         """Resolve every pending span into plain records (host-clock ns, so no calibration is needed)."""
@@ -100,7 +105,7 @@ class CudaEventBackend:
                 begin_ns = self._anchor_host_ns + int(start.time_since(self._anchor) * 1e6)
                 dur_ns = int(end.time_since(start) * 1e6)
             except Exception as exc:
-                self.warnings.append(f"gpuscope: could not read a CUDA event ({exc})")
+                self.warnings.append(f"could not read a CUDA event ({exc})")
                 continue
             corr = next(self._corr)
             rec = {"kind": kind, "start": begin_ns, "end": begin_ns + max(0, dur_ns), "device_id":

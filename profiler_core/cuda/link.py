@@ -15,6 +15,19 @@ from collections import defaultdict
 from .convert import API_CATS, GPU_ACTIVITY_CATS
 
 OP_CATS = ("cpu_op", "user_annotation")
+# Name the PyCUDA hooks give a launch whose function name they could not learn (see pycuda_hooks).
+LAUNCH_PLACEHOLDER = "pycuda::launch_kernel"
+
+
+def kernel_names_for_placeholders(events: list[dict], cpu_events: list[dict]) -> dict[int, str]:
+    """External id of each placeholder launch op -> the name of the kernel it launched (after linking)."""
+    wanted = {e["args"]["External id"] for e in cpu_events
+              if e.get("name") == LAUNCH_PLACEHOLDER and "External id" in e.get("args", {})}
+    out = {}
+    for g in events:
+        if g.get("cat") == "kernel" and g.get("args", {}).get("External id") in wanted:
+            out[g["args"]["External id"]] = str(g["name"]).split("(")[0]
+    return out
 
 
 def _with_external_id(args: dict, ext: int) -> dict:
@@ -95,6 +108,10 @@ def link_gpu_to_ops(events: list[dict], cpu_events: list[dict], *, one_ns: float
             s[1], s[2] = min(s[1], lo), max(s[2], hi)
         else:
             spans[key] = [ann, lo, hi]
+    renames = kernel_names_for_placeholders(events, cpu_events)
+    for e in cpu_events:
+        if e.get("name") == LAUNCH_PLACEHOLDER and e.get("args", {}).get("External id") in renames:
+            e["name"] = renames[e["args"]["External id"]]
     out = []
     for (ext, dev, stream), (ann, lo, hi) in sorted(spans.items(), key=lambda kv: (kv[1][1], kv[0])):
         ts, dur = lo - one_ns, hi - lo + 2 * one_ns

@@ -67,24 +67,49 @@ def _warn_once(message: str) -> None:
         warnings.warn(f"gpuscope: {message}", RuntimeWarning, stacklevel=3)
 
 
-# --- message description (pure, never raises) -------------------------------------------------
+# --- message description (pure, never raises; the hot path while recording) -------------------
+
+_dtype_names: dict = {}   # dtype object -> name: numpy's dtype.name is a slow Python property
+
+
+def _dtype_name(dtype: Any) -> str:
+    try:
+        return _dtype_names[dtype]
+    except KeyError:
+        pass
+    except TypeError:                                      # unhashable dtype-like
+        return str(getattr(dtype, "name", dtype))
+    name = str(getattr(dtype, "name", dtype))
+    if len(_dtype_names) > 256:
+        _dtype_names.clear()
+    _dtype_names[dtype] = name
+    return name
+
+
+_UNKNOWN = (-1, "", -1)
+
+
+_array_types: set = set()  # types seen to have int .size/.nbytes and a .dtype (numpy, cupy, GPUArray)
+
 
 def _buffer_info(buf: Any, datatype: Any = None) -> tuple[int, str, int]:
     """(elements, dtype name, bytes) of one buffer object; (-1, "", -1) when unknown."""
-    nbytes = getattr(buf, "nbytes", None)
-    dtype = getattr(buf, "dtype", None)
-    if nbytes is not None and dtype is not None:          # numpy, cupy, pycuda GPUArray ...
-        size = getattr(buf, "size", None)
-        itemsize = getattr(dtype, "itemsize", 0) or 1
-        n = int(size) if isinstance(size, int) else int(nbytes) // itemsize
-        return n, str(getattr(dtype, "name", dtype)), int(nbytes)
+    if type(buf) in _array_types:
+        return buf.size, _dtype_name(buf.dtype), buf.nbytes
+    try:                                                   # numpy, cupy, pycuda GPUArray ...
+        nbytes, dtype, size = buf.nbytes, buf.dtype, buf.size
+        if type(nbytes) is int and type(size) is int and len(_array_types) < 64:  # noqa: E721
+            _array_types.add(type(buf))
+        return int(size), _dtype_name(dtype), int(nbytes)
+    except (AttributeError, TypeError, ValueError):
+        pass
     if isinstance(buf, (bytes, bytearray, memoryview)):
         mv = memoryview(buf)
         if datatype is not None:
             size = datatype.Get_size() or 1
             return mv.nbytes // size, _datatype_name(datatype), mv.nbytes
         return mv.nbytes // (mv.itemsize or 1), "uint8" if mv.format in ("B", "c") else mv.format, mv.nbytes
-    return -1, "", -1
+    return _UNKNOWN
 
 
 def _datatype_name(datatype: Any) -> str:
@@ -95,13 +120,15 @@ def _datatype_name(datatype: Any) -> str:
 def message_info(spec: Any, mpi: Any) -> tuple[int, str, int] | None:
     """(elements, dtype, bytes) of an mpi4py message spec (a buffer, ``[buf, datatype]``,
     ``[buf, count, datatype]``, ``[buf, counts, displs, datatype]`` ...); None for IN_PLACE/None."""
+    if type(spec) in _array_types:                         # the common case first
+        return spec.size, _dtype_name(spec.dtype), spec.nbytes
     if spec is None or spec is mpi.IN_PLACE or spec is mpi.BOTTOM:
         return None
     try:
         if not isinstance(spec, (list, tuple)):
             return _buffer_info(spec)
         if not spec:
-            return -1, "", -1
+            return _UNKNOWN
         buf, rest = spec[0], spec[1:]
         datatype = rest[-1] if rest and isinstance(rest[-1], mpi.Datatype) else None
         if datatype is not None:
@@ -126,63 +153,54 @@ def message_info(spec: Any, mpi: Any) -> tuple[int, str, int] | None:
             return count, dt, count * size if size >= 0 else -1
         return n, dt, nb
     except Exception:
-        return -1, "", -1
+        return _UNKNOWN
 
 
 def _object_info(obj: Any) -> tuple[int, str, int]:
     """Pickle-based calls: array-likes are described exactly, other objects by type only."""
     if obj is None:
         return 0, "", 0
-    n, dt, nb = _buffer_info(obj)
-    if n >= 0:
-        return n, dt, nb
-    return -1, "object", -1
-
-
-def _arg(args: tuple, kwargs: dict, pos: int, kw: str | None) -> Any:
-    if pos < 0:
-        return None
-    if len(args) > pos:
-        return args[pos]
-    return kwargs.get(kw) if kw else None
+    info = _buffer_info(obj)
+    return info if info[0] >= 0 else (-1, "object", -1)
 
 
 def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwargs: dict,
                pickled: bool) -> dict:
     """The trace args of one communication call (internals.md §4)."""
     spos, skw, rpos, rkw, ppos, pkw = layout
-    send_spec = _arg(args, kwargs, spos, skw)
-    recv_spec = _arg(args, kwargs, rpos, rkw)
-    if spos < 0:
-        send = None
-    elif pickled:
-        send = _object_info(send_spec)
-    else:
-        send = message_info(send_spec, mpi)
-    recv = message_info(recv_spec, mpi) if rpos >= 0 else None
+    nargs = len(args)
+    send = recv = None
+    if spos >= 0:
+        spec = args[spos] if nargs > spos else kwargs.get(skw)
+        send = _object_info(spec) if pickled else message_info(spec, mpi)
+    if rpos >= 0:
+        recv = message_info(args[rpos] if nargs > rpos else kwargs.get(rkw), mpi)
     inp = send or recv
     out = recv or send
-    out_args: dict = {"Collective name": coll}
-    if inp is not None and inp[0] >= 0:
-        out_args["In msg nelems"] = inp[0]
-    if out is not None and out[0] >= 0:
-        out_args["Out msg nelems"] = out[0]
-    dtype = (inp or out or (0, "", 0))[1]
-    if dtype:
-        out_args["dtype"] = dtype
     try:
-        out_args["Group size"] = comm.Get_size()
+        group = comm.Get_size()
     except Exception:
-        pass
-    if inp is None and out is None:
+        group = -1
+    if inp is None:                                        # Barrier, or nothing describable
+        out_args = {"Collective name": coll, "Group size": group}
         if spos < 0 and rpos < 0:
-            out_args["bytes"] = 0                         # Barrier
+            out_args["bytes"] = 0
     else:
-        nbytes = max((inp or (0, "", -1))[2], (out or (0, "", -1))[2])
-        if nbytes >= 0:
-            out_args["bytes"] = nbytes
+        out_args = {"Collective name": coll, "In msg nelems": inp[0], "Out msg nelems": out[0],
+                    "dtype": inp[1] or out[1], "Group size": group,
+                    "bytes": inp[2] if inp[2] >= out[2] else out[2]}
+        if inp[0] < 0:
+            del out_args["In msg nelems"]
+        if out[0] < 0:
+            del out_args["Out msg nelems"]
+        if not out_args["dtype"]:
+            del out_args["dtype"]
+        if out_args["bytes"] < 0:
+            del out_args["bytes"]
+    if group < 0:
+        del out_args["Group size"]
     if ppos >= 0:
-        peer = _arg(args, kwargs, ppos, pkw)
+        peer = args[ppos] if nargs > ppos else kwargs.get(pkw)
         if isinstance(peer, int):
             out_args["peer"] = peer
     return out_args
@@ -190,13 +208,15 @@ def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwarg
 
 def _array_inputs(layout: tuple, args: tuple, kwargs: dict) -> tuple:
     """The array-like send/receive buffers of a call, as op inputs (``Input Dims`` with record_shapes)."""
-    spos, skw, rpos, rkw = layout[:4]
-    found = []
-    for pos, kw in ((spos, skw), (rpos, rkw)):
-        spec = _arg(args, kwargs, pos, kw)
+    found: list = []
+    nargs = len(args)
+    for pos, kw in ((layout[0], layout[1]), (layout[2], layout[3])):
+        if pos < 0:
+            continue
+        spec = args[pos] if nargs > pos else kwargs.get(kw)
         if isinstance(spec, (list, tuple)) and spec:
             spec = spec[0]
-        if hasattr(spec, "shape") and hasattr(spec, "dtype") and not any(spec is f for f in found):
+        if hasattr(spec, "shape") and hasattr(spec, "dtype") and (not found or found[0] is not spec):
             found.append(spec)
     return tuple(found)
 
@@ -230,7 +250,8 @@ def _wait_args(coll: str, reqs: list) -> dict:
 
 
 def _make_comm_wrapper(mpi: Any, orig: Callable, method: str, layout: tuple, pickled: bool,
-                       is_recording: Callable[[], bool], record_op: Callable) -> Callable:
+                       is_recording: Callable[[], bool], record_op: Callable,
+                       shapes_enabled: Callable[[], bool]) -> Callable:
     op_name = f"mpi::{method}"
     coll = method.lower()
     returns_request = method[:1] in "Ii" and method.lower() not in ("iprobe",)
@@ -239,8 +260,12 @@ def _make_comm_wrapper(mpi: Any, orig: Callable, method: str, layout: tuple, pic
         if not is_recording():
             return orig(self, *args, **kwargs)
         op_args = _comm_args(mpi, self, coll, layout, args, kwargs, pickled)
-        with record_op(op_name, *_array_inputs(layout, args, kwargs), args=op_args):
-            result = orig(self, *args, **kwargs)
+        if shapes_enabled():
+            with record_op(op_name, *_array_inputs(layout, args, kwargs), args=op_args):
+                result = orig(self, *args, **kwargs)
+        else:
+            with record_op(op_name, args=op_args):
+                result = orig(self, *args, **kwargs)
         if returns_request and result is not None:
             _remember_request(result, coll, op_args)
         return result
@@ -249,6 +274,7 @@ def _make_comm_wrapper(mpi: Any, orig: Callable, method: str, layout: tuple, pic
     wrapper.__qualname__ = getattr(orig, "__qualname__", method)
     wrapper.__doc__ = getattr(orig, "__doc__", None)
     wrapper.__wrapped__ = orig
+    wrapper._gpuscope_wrapper = True
     return wrapper
 
 
@@ -266,6 +292,7 @@ def _make_request_wrapper(orig: Callable, method: str, is_recording: Callable[[]
     wrapper.__name__ = method
     wrapper.__doc__ = getattr(orig, "__doc__", None)
     wrapper.__wrapped__ = orig
+    wrapper._gpuscope_wrapper = True
     return wrapper
 
 
@@ -278,16 +305,20 @@ def _make_request_classmethod(orig_cm: Any, method: str, is_recording: Callable[
         bound = orig_cm.__get__(None, cls)
         if not is_recording():
             return bound(requests, *args, **kwargs)
-        try:
-            reqs = list(requests)
-        except TypeError:
-            reqs = []
+        if isinstance(requests, (list, tuple)):
+            reqs = requests
+        else:
+            try:                                # an iterator: materialise it once, pass the list on
+                requests = reqs = list(requests)
+            except TypeError:
+                reqs = ()
         with record_op(op_name, args=_wait_args(coll, reqs)):
             return bound(requests, *args, **kwargs)
 
     wrapper.__name__ = method
     wrapper.__doc__ = getattr(orig_cm, "__doc__", None)
     wrapper.__wrapped__ = orig_cm
+    wrapper._gpuscope_wrapper = True
     return classmethod(wrapper)
 
 
@@ -309,11 +340,11 @@ def _set(cls: type, name: str, value: Any) -> None:
     _type_modified(cls)
 
 
-def _resolve_core() -> tuple[Callable[[], bool], Callable]:
-    """The core's cheap recording check and op API (imported late: they live in the core)."""
+def _resolve_core() -> tuple[Callable[[], bool], Callable, Callable[[], bool]]:
+    """The core's cheap recording check, op API and record_shapes check (imported late)."""
     from profiler_core.ops import record_op
-    from profiler_core.recording import is_recording
-    return is_recording, record_op
+    from profiler_core.recording import is_recording, record_shapes_enabled
+    return is_recording, record_op, record_shapes_enabled
 
 
 def is_installed() -> bool:
@@ -334,11 +365,11 @@ def install() -> None:
             return
         try:
             if not mpi.Is_initialized() or mpi.Is_finalized():
-                _warn_once("mpi4py is imported but MPI is not initialised (or already finalised): "
-                           "this process is profiled as a single worker")
+                from profiler_core.distinfo import MPI_NOT_INITIALISED, warn_once
+                warn_once(MPI_NOT_INITIALISED)
         except Exception:
             pass
-        is_recording, record_op = _resolve_core()
+        is_recording, record_op, shapes_enabled = _resolve_core()
         comm_classes = [getattr(mpi, n) for n in ("Comm", "Intracomm", "Topocomm", "Cartcomm",
                                                   "Graphcomm", "Distgraphcomm", "Intercomm") if hasattr(mpi, n)]
         req_classes = [getattr(mpi, n) for n in ("Request", "Prequest", "Grequest") if hasattr(mpi, n)]
@@ -350,7 +381,7 @@ def install() -> None:
                         if orig is None:
                             continue
                         _set(cls, method, _make_comm_wrapper(mpi, orig, method, layout, pickled,
-                                                             is_recording, record_op))
+                                                             is_recording, record_op, shapes_enabled))
                         _patched.append((cls, method, orig))
             for cls in req_classes:
                 for method in _REQ_INSTANCE:

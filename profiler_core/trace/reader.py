@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import queue
 import re
+import threading
 import zlib
+from collections.abc import Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -468,7 +471,8 @@ class _Builder:
         self.interners["cat"] = _Interner(normalise_category)
         self.interners["input_dims"] = _Interner(_compact_json)
         self.interners["input_type"] = _Interner(_compact_json)
-        self.ev: dict[str, list] = {c: [] for c in EVENT_COLUMNS}
+        self.ev: dict[str, list] = {c: [] for c in EVENT_COLUMNS}  # per chunk; None = missing
+        self.ev_len: list[int] = []
         self.mem: list[dict] = []
         self.flows: list[dict] = []
         self.names: list[tuple] = []
@@ -528,7 +532,7 @@ class _Builder:
         col["pid"].append(self.labels.column(list(map(_get_pid, evs))))
         col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
         # args: each family of categories carries its own keys; only those are extracted
-        out = {c: _missing_column(c, n) for c in _ARG_COLUMNS}
+        out: dict = {c: None for c in _ARG_COLUMNS}
         family_of_code = np.array([_FAMILY.get(v, "other")
                                    for v in self.interners["cat"].values], dtype=object)
         families = family_of_code[cat_codes] if n else np.empty(0, dtype=object)
@@ -536,20 +540,23 @@ class _Builder:
         for family in pd.unique(families):
             rows = np.flatnonzero(families == family)
             args = args_all if len(rows) == n else [args_all[i] for i in rows]
-            self._args_family(family, args, rows, out)
+            self._args_family(family, args, rows, out, n)
         for c in _ARG_COLUMNS:
             col[c].append(out[c])
+        self.ev_len.append(n)
 
-    def _args_family(self, family: str, args: list, rows: np.ndarray, out: dict) -> None:
+    def _args_family(self, family: str, args: list, rows: np.ndarray, out: dict, n: int) -> None:
         """Fill the arg columns of one family of rows (see _FAMILY_FIELDS)."""
         co = self.co
-        full = len(rows) == len(next(iter(out.values())))
+        full = len(rows) == n
 
         def put(column: str, values: np.ndarray) -> None:
             if full:
                 out[column] = values
-            else:
-                out[column][rows] = values
+                return
+            if out[column] is None:
+                out[column] = _missing_column(column, n)
+            out[column][rows] = values
 
         for field in _FAMILY_FIELDS[family]:
             values = list(map(attrgetter(field), args))
@@ -561,8 +568,9 @@ class _Builder:
                 continue  # absent everywhere: the column keeps its missing value
             if field in ("ext_id", "ext_id_lc"):
                 ext = co.ints("external_id", values, -1)
-                if field == "ext_id_lc":  # old traces: lower-case key on runtime/GPU events
-                    cur = out["external_id"] if full else out["external_id"][rows]
+                cur = out["external_id"]
+                if field == "ext_id_lc" and cur is not None:  # old traces: lower-case key
+                    cur = cur if full else cur[rows]
                     ext = np.where(cur == -1, ext, cur)
                 put("external_id", ext)
             elif field in ("grid", "block"):
@@ -659,53 +667,60 @@ class _Builder:
 
     # ---- final frames
     def finish(self, path: str, meta: dict, base_ns: int | None) -> TraceData:
-        col = self.ev
-        n_chunks = len(col["ts"])
-        cols = {c: (np.concatenate(v) if n_chunks else None) for c, v in col.items()}
-        if not n_chunks:
-            for c in EVENT_COLUMNS:
-                if c in EVENT_CATEGORY:
-                    cols[c] = np.empty(0, np.int32)
-                elif c in EVENT_FLOAT:
-                    cols[c] = np.empty(0, np.float64)
-                elif c in EVENT_INT32:
-                    cols[c] = np.empty(0, np.int32)
-                else:
-                    cols[c] = np.empty(0, np.int64)
+        """Concatenate, rebase and sort the chunks into the final frames, a column at a time."""
+        col, lens = self.ev, self.ev_len
+        total = int(sum(lens))
+
+        def column(c: str) -> np.ndarray | None:
+            parts = col.pop(c)
+            if all(p is None for p in parts):
+                return None
+            return np.concatenate([_missing_column(c, ln) if p is None else p
+                                   for p, ln in zip(parts, lens)]) if parts else None
+
+        ts, dur, idx = (column(c) for c in ("ts", "dur", "idx"))
+        if ts is None:
+            ts, dur, idx = (np.empty(0, np.int64) for _ in range(3))
         mem = _concat_dicts(self.mem, ("ts", "pid", "tid", "device_type", "device_id", "addr",
                                        "bytes", "total_allocated", "total_reserved", "idx"))
         flows = _concat_dicts(self.flows, ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp",
                                            "idx"), int32=("cat", "name", "ph", "bp"))
+        self.mem, self.flows = [], []
         if base_ns is None:  # old traces: ts is µs since the epoch; rebase on the first event
-            firsts = [a.min() for a in (cols["ts"], mem["ts"], flows["ts"]) if len(a)]
+            firsts = [a.min() for a in (ts, mem["ts"], flows["ts"]) if len(a)]
             base_ns = int(min(firsts)) if firsts else 0
-            for arr in (cols["ts"], mem["ts"], flows["ts"]):
+            for arr in (ts, mem["ts"], flows["ts"]):
                 arr -= base_ns
-        order = np.lexsort((cols["idx"], -cols["dur"], cols["ts"]))
-        data = {}
+        order = np.lexsort((idx, -dur, ts))
+        data: dict = {"ts": ts[order], "dur": dur[order], "idx": idx[order]}
+        del ts, dur, idx
         for c in EVENT_COLUMNS:
-            arr = cols[c][order]
+            if c in data:
+                continue
+            arr = column(c)
+            arr = _missing_column(c, total) if arr is None else arr[order]
             if c in EVENT_CATEGORY:
                 data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
             else:
                 data[c] = arr
-        events = pd.DataFrame(data, columns=list(EVENT_COLUMNS))
         # GPU activities carry device/stream in pid/tid when their args lack them
-        gpu = events["cat"].isin(list(GPU_CATEGORIES)).to_numpy()
-        if gpu.any():
+        gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in GPU_CATEGORIES]
+        if gpu_codes:
+            gpu = np.isin(data["cat"].codes, gpu_codes)
             for c, src in (("device", "pid"), ("stream", "tid")):
-                fill = gpu & (events[c].to_numpy() == -1) & (events[src].to_numpy() >= 0)
+                fill = gpu & (data[c] == -1) & (data[src] >= 0)
                 if fill.any():
-                    events.loc[fill, c] = events.loc[fill, src]
+                    data[c][fill] = data[src][fill]
+        events = pd.DataFrame({c: data.pop(c) for c in EVENT_COLUMNS}, copy=False)
         mem_order = np.lexsort((mem["idx"], mem["ts"]))
-        memory = pd.DataFrame({k: v[mem_order] for k, v in mem.items()})
+        memory = pd.DataFrame({k: v[mem_order] for k, v in mem.items()}, copy=False)
         flow_order = np.lexsort((flows["idx"], flows["ts"]))
         fdata = {k: v[flow_order] for k, v in flows.items()}
         for c, interner in (("cat", self.flow_cat), ("name", self.flow_name),
                             ("ph", self.flow_ph), ("bp", self.flow_bp)):
             fdata[c] = interner.categorical(fdata[c].astype(np.int32, copy=False))
-        flows_df = pd.DataFrame(fdata, columns=["cat", "name", "id", "ph", "pid", "tid", "ts",
-                                                "bp", "idx"])
+        flows_df = pd.DataFrame({c: fdata[c] for c in ("cat", "name", "id", "ph", "pid", "tid",
+                                                       "ts", "bp", "idx")}, copy=False)
         names = pd.DataFrame(self.names, columns=["pid", "tid", "kind", "value"])
         names = names.astype({"pid": np.int64, "tid": np.int64, "kind": object,
                               "value": object})
@@ -736,11 +751,192 @@ def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
         chunk = raws[start:start + CHUNK]
         evs = _decode_chunk(chunk, builder.counts)
         builder.add_chunk(evs, start)
-    del raws
+    del raws, events_raw
+    return builder.finish(path, meta, _base_ns(meta))
+
+
+def _base_ns(meta: dict) -> int | None:
     base = meta.get("baseTimeNanoseconds")
-    if isinstance(base, bool) or not isinstance(base, int):
-        base = None
-    return builder.finish(path, meta, base)
+    return None if isinstance(base, bool) or not isinstance(base, int) else base
+
+
+# --------------------------------------------------------------------------- streaming path
+class _NotStreamable(Exception):
+    """The quick splitter could not cut this file safely; the whole-file path reads it."""
+
+
+_HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+_SEP_RE = re.compile(rb"\}\s*,\s*\{")
+BLOCK = 8 << 20
+
+
+def _blocks(path: str) -> Iterator[bytes]:
+    """The file's (gunzipped) bytes in blocks, decompressed on a helper thread (zlib drops the GIL)."""
+    q: queue.Queue = queue.Queue(maxsize=3)
+    stop = threading.Event()
+
+    def produce() -> None:
+        total = 0
+        try:
+            with open(path, "rb") as f:
+                gz = f.read(2) == b"\x1f\x8b"
+                f.seek(0)
+                d = zlib.decompressobj(31) if gz else None
+                while not stop.is_set():
+                    comp = f.read(1 << 20)
+                    if not comp:
+                        if d is not None and not d.eof:
+                            raise TraceReadError(
+                                f"{path}: truncated gzip file (ended before its end marker)")
+                        break
+                    if d is None:
+                        out = comp
+                    else:
+                        out = d.decompress(comp)
+                        while d.eof and d.unused_data:  # concatenated gzip members
+                            rest = d.unused_data
+                            d = zlib.decompressobj(31)
+                            out += d.decompress(rest)
+                    total += len(out)
+                    if total > MAX_TRACE_BYTES:
+                        raise TraceReadError(
+                            f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
+                            f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
+                    if out:
+                        q.put(out)
+            q.put(None)
+        except zlib.error as e:
+            q.put(TraceReadError(f"{path}: corrupt gzip file ({e})"))
+        except OSError as e:
+            q.put(TraceReadError(f"{path}: cannot read file ({e})"))
+        except TraceReadError as e:
+            q.put(e)
+
+    worker = threading.Thread(target=produce, name="gpuscope-gunzip", daemon=True)
+    worker.start()
+    pending = b""
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                break
+            if isinstance(item, Exception):
+                raise item
+            pending += item
+            if len(pending) >= BLOCK:
+                yield pending
+                pending = b""
+        if pending:
+            yield pending
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                worker.join(0.05)
+
+
+def _decode_piece(piece: bytes, counts: dict) -> list:
+    """Decode a run of whole events (as cut by the splitter) into `_Event`s."""
+    buf = b"[" + piece + b"]"
+    try:
+        return _CHUNK_DECODER.decode(buf)
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError:
+        raise _NotStreamable from None
+    try:
+        raws = _RAW_LIST_DECODER.decode(buf)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise _NotStreamable from None
+    return _decode_chunk(raws, counts)
+
+
+def _stream_parse(path: str) -> TraceData:
+    """Parse a trace while it is decompressed, cutting the event array at `}, {` separators.
+
+    Every cut is checked by the JSON decoder (a cut inside an event or a string leaves an
+    unbalanced piece, which fails to decode), so a file this cannot split goes to the
+    whole-file path instead of being misread.
+    """
+    builder = _Builder()
+    buf = b""
+    head: bytes | None = None
+    bare = False
+    n = 0
+    for block in _blocks(path):
+        buf = buf + block if buf else block
+        if head is None:
+            stripped = buf.lstrip()
+            if not stripped:
+                continue
+            if stripped[:1] == b"[":
+                bare, head = True, b""
+                buf = stripped[1:]
+            elif stripped[:1] == b"{":
+                m = _HEAD_RE.search(buf)
+                if m is None:
+                    if len(buf) > 4 * BLOCK:
+                        raise _NotStreamable
+                    continue
+                head, buf = buf[:m.start()], buf[m.end():]
+            else:
+                raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
+        cut = _last_separator(buf)
+        if cut is None:
+            continue
+        piece, buf = buf[:cut[0]], buf[cut[1]:]
+        evs = _decode_piece(piece, builder.counts)
+        del piece
+        builder.add_chunk(evs, n)
+        n += len(evs)
+    if head is None:
+        if not buf.strip():
+            raise TraceReadError(f"{path}: empty file")
+        raise _NotStreamable
+    # the last piece: events, "]", then the rest of the top-level object
+    meta, last = _split_tail(buf, head, bare)
+    evs = _decode_piece(last, builder.counts) if last.strip() else []
+    builder.add_chunk(evs, n)
+    return builder.finish(path, meta, _base_ns(meta))
+
+
+def _last_separator(buf: bytes) -> tuple[int, int] | None:
+    """(end of the piece, start of the rest) at the last `}, {` of buf, if any."""
+    window = 1 << 16
+    start = max(0, len(buf) - window)
+    while True:
+        last = None
+        for last in _SEP_RE.finditer(buf, start):
+            pass
+        if last is not None:
+            return last.start() + 1, last.end() - 1
+        if start == 0:
+            return None
+        start = max(0, start - 8 * window)
+
+
+def _split_tail(buf: bytes, head: bytes, bare: bool) -> tuple[dict, bytes]:
+    """Find the `]` closing the event array in the final piece; decode the metadata around it."""
+    q = len(buf)
+    for _ in range(64):
+        q = buf.rfind(b"]", 0, q)
+        if q < 0:
+            break
+        tail = buf[q + 1:]
+        if bare:
+            if not tail.strip():
+                return {}, buf[:q]
+            continue
+        try:
+            meta = _ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(meta, dict):
+            meta.pop("traceEvents", None)
+            return meta, buf[:q]
+    raise _NotStreamable
 
 
 def read_trace(path: str | os.PathLike) -> TraceData:
@@ -750,7 +946,16 @@ def read_trace(path: str | os.PathLike) -> TraceData:
         st = os.stat(path)
     except FileNotFoundError:
         raise TraceReadError(f"{path}: file not found") from None
-    data = read_bytes(path)
-    t = parse_trace(data, path)
+    if os.path.isdir(path):
+        raise TraceReadError(f"{path}: is a directory")
+    try:
+        try:
+            t = _stream_parse(path)
+        except _NotStreamable:
+            t = parse_trace(read_bytes(path), path)
+    except TraceReadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - last resort: a clear message, never a deep traceback
+        raise TraceReadError(f"{path}: unreadable trace ({type(e).__name__}: {e})") from e
     t.source_stat = (st.st_size, st.st_mtime_ns)
     return t

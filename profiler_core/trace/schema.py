@@ -18,6 +18,11 @@ from typing import Any, Iterable, Optional, Protocol, runtime_checkable
 SCHEMA_VERSION = 1
 BASE_TIME_GRANULARITY_NS = 7_889_238 * 1_000_000_000     # Kineto floors the base to ~3 months
 CAT_NAMES = ("user_annotation", "cpu_op")                 # indexed by recording.CAT_*
+CAT_OP = 1
+
+
+def _annotation_shapes() -> dict:
+    return {"Concrete Inputs": [""], "Input type": [""], "Input Strides": [[]], "Input Dims": [[]]}
 FLAG_KEYS = ("profile_memory", "with_stack", "record_shapes", "with_modules", "with_flops")
 SPAN_NAME = "PyTorch Profiler (0)"                        # kept for tool compatibility
 SPANS_SORT_INDEX = 536870912
@@ -90,11 +95,12 @@ def metadata_events(pid: int, threads: Iterable[tuple], ts_us: float) -> list:
     return out
 
 
-def span_events(start_us: float, stop_us: float) -> list:
+def span_events(start_rel_ns: int, stop_rel_ns: int) -> list:
     """Kineto's closing events: the Trace span, its sort index and iteration markers, Record Window End."""
+    start_us, stop_us = _us(start_rel_ns), _us(stop_rel_ns)
     return [
         {"ph": "X", "cat": "Trace", "name": SPAN_NAME, "pid": "Spans", "tid": "PyTorch Profiler",
-         "ts": start_us, "dur": max(0.0, stop_us - start_us), "args": {"Op count": 0}},
+         "ts": start_us, "dur": _us(stop_rel_ns - start_rel_ns), "args": {"Op count": 0}},
         {"ph": "M", "name": "process_sort_index", "ts": start_us, "pid": "Spans", "tid": 0,
          "args": {"sort_index": SPANS_SORT_INDEX}},
         {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces",
@@ -133,7 +139,7 @@ def build_trace(
     """Assemble the Kineto trace dict of one recording window (see module docstring)."""
     base = base_time_ns(start_ns)
     shift = offset_ns - base                 # raw perf ns + shift = ns relative to base
-    start_us, stop_us = _us(start_ns - base), _us(stop_ns - base)
+    start_us = _us(start_ns - base)
     results = list(collector_results)
 
     top: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "deviceProperties": []}
@@ -153,8 +159,10 @@ def build_trace(
     top["displayTimeUnit"] = "ms"
     top["baseTimeNanoseconds"] = base
 
+    record_shapes = bool(flags.get("record_shapes") or flags.get("with_flops"))
     recorded = [t for t in threads if t.events or t.memory or t.python]
     events = metadata_events(pid, ((t.tid, t.name) for t in recorded), start_us)
+    n_meta = len(events)
 
     ops = []
     for t in recorded:
@@ -165,8 +173,11 @@ def build_trace(
     idx = 0
     for t0, tid, name, ext, cat, args, stack, t1 in ops:
         a = {"External id": ext, "Record function id": 0}
-        if args:
-            a.update(args)
+        if args is not None:
+            if cat == CAT_OP:
+                a.update(args)
+            elif record_shapes:     # record_function(name, args_str): one opaque input, as torch
+                a.update(_annotation_shapes())
         if stack:
             a["Call stack"] = stack
         a["Ev Idx"] = idx
@@ -186,9 +197,16 @@ def build_trace(
                            "ts": _us(t0 + shift), "dur": _us(t1 - t0),
                            "args": {"Python parent id": parent, "Python id": pyid, "Ev Idx": idx}})
             idx += 1
+    # M events of collectors go with ours, at the front (as Kineto orders them)
     for r in results:
-        events.extend(_convert_collector_event(e, base) for e in r.events)
-    events.extend(span_events(start_us, stop_us))
+        converted = [_convert_collector_event(e, base) for e in r.events]
+        meta = [e for e in converted if e.get("ph") == "M"]
+        if meta:
+            events[n_meta:n_meta] = meta
+            n_meta += len(meta)
+            converted = [e for e in converted if e.get("ph") != "M"]
+        events.extend(converted)
+    events.extend(span_events(start_ns - base, stop_ns - base))
     top["traceEvents"] = events
     top["traceName"] = ""
     return top

@@ -26,6 +26,7 @@ STEP_PREFIX = "ProfilerStep#"
 __all__ = [
     "CPU_OP_CATS", "GPU_CATS", "LAUNCH_CATS", "is_communication", "communication_mask", "is_dataloader",
     "category_mask", "name_mask", "steps", "link_gpu_to_ops", "link_launches_to_ops", "op_tree", "derived",
+    "innermost_op_at", "sorted_unique",
     "ns_to_us", "uses_tensor_cores", "is_tc_eligible_op", "TC_KERNEL_PATTERNS",
 ]
 
@@ -117,6 +118,17 @@ def communication_mask(events: pd.DataFrame) -> pd.Series:
     by_name = name_mask(events, lambda n: n.startswith(COMM_PREFIXES) or n in COMM_NAMES)
     excluded = category_mask(events, _NOT_COMM_CATS)
     return pd.Series(np.where(kernel, nccl, by_name & ~excluded), index=events.index)
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique by sorting (numpy 2's hash-based unique is far slower on millions of int64)."""
+    a = np.sort(np.asarray(values), kind="stable")
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 def ns_to_us(ns: float | int | np.ndarray) -> Any:
@@ -237,8 +249,11 @@ def op_tree(t: Any) -> pd.DataFrame:
     return derived(t, "op_tree", lambda: _op_tree(t))
 
 
-def _innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """Position of the innermost cpu_op/user_annotation on the same (pid, tid) whose range holds `ts`, or -1."""
+def innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Position in t.events of the innermost cpu_op/user_annotation on the same (pid, tid) whose range holds
+    `ts` (start <= ts < end), or -1; vectorised over the query arrays (any order)."""
+    pid, tid = np.asarray(pid, dtype=np.int64), np.asarray(tid, dtype=np.int64)
+    ts = np.asarray(ts, dtype=np.int64)
     tree = op_tree(t)
     m = len(ts)
     if m == 0 or len(tree) == 0:
@@ -275,6 +290,9 @@ def _innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -
     return np.where(p >= 0, rows[np.maximum(p, 0)], -1)
 
 
+_innermost_op_at = innermost_op_at  # the first name other views used
+
+
 # ---------------------------------------------------------------------------------------------------- links
 def _first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique keys and, for each, the smallest position carrying it."""
@@ -302,6 +320,8 @@ def _ext_to_op(t: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _resolve_merged(t: Any, op_rows: np.ndarray) -> np.ndarray:
+    if not (op_rows >= 0).any():
+        return op_rows
     tree = op_tree(t)
     merged = tree["merged_into"].to_numpy()
     if not (merged >= 0).any():
@@ -320,7 +340,7 @@ def _link_launches(t: Any) -> pd.DataFrame:
     missing = op < 0
     if missing.any():  # no (known) External id: the innermost op around the call on its thread
         mr = rows[missing]
-        op[missing] = _innermost_op_at(t, ev["pid"].to_numpy()[mr], ev["tid"].to_numpy()[mr],
+        op[missing] = innermost_op_at(t, ev["pid"].to_numpy()[mr], ev["tid"].to_numpy()[mr],
                                        ev["ts"].to_numpy(np.int64)[mr])
     op = _resolve_merged(t, op)
     return pd.DataFrame({"row": rows, "op": op, "correlation": ev["correlation"].to_numpy(np.int64)[rows]})
@@ -343,15 +363,19 @@ def _link_gpu(t: Any) -> pd.DataFrame:
     ok = lc >= 0
     lkeys, lpos = _first_position_by_key(lc[ok], np.arange(len(lr))[ok])
     li = _lookup(lkeys, lpos, np.where(corr >= 0, corr, -2))
-    runtime = np.where(li >= 0, lr[np.maximum(li, 0)], -1)
-    op = np.where(li >= 0, launches["op"].to_numpy()[np.maximum(li, 0)], -1)
+    if len(lr):
+        runtime = np.where(li >= 0, lr[np.maximum(li, 0)], -1)
+        op = np.where(li >= 0, launches["op"].to_numpy()[np.maximum(li, 0)], -1)
+    else:
+        runtime = np.full(len(rows), -1, np.int64)
+        op = np.full(len(rows), -1, np.int64)
     ext_own = ev["external_id"].to_numpy(np.int64)[rows]
     missing = (op < 0) & (ext_own > 0)
     if missing.any():  # the activity's own External id (old traces carry it on kernels too)
         keys, vals = _ext_to_op(t)
         op[missing] = _resolve_merged(t, _lookup(keys, vals, ext_own[missing]))
     ext_col = ev["external_id"].to_numpy(np.int64)
-    external_id = np.where(op >= 0, ext_col[np.maximum(op, 0)], ext_own)
+    external_id = np.where(op >= 0, ext_col[np.maximum(op, 0)], ext_own) if len(rows) else ext_own
     return pd.DataFrame({"row": rows, "runtime": runtime, "op": op, "external_id": external_id})
 
 

@@ -66,7 +66,7 @@ def _records(t: Any) -> tuple[pd.DataFrame, list[str]]:
         m = t.memory
         if m is None or not len(m):
             return pd.DataFrame({c: np.zeros(0, np.int64) for c in
-                                 ("ts", "dev", "bytes", "addr", "alloc", "reserved", "op", "pid", "tid")}), []
+                                 ("ts", "dev", "bytes", "addr", "alloc", "reserved", "pid", "tid", "abs_ts")}), []
         origin = trace_origin_ns(t)
         dev, names = _device_names(m["device_type"].to_numpy(np.int64), m["device_id"].to_numpy(np.int64))
         ts = m["ts"].to_numpy(np.int64)
@@ -80,14 +80,21 @@ def _records(t: Any) -> tuple[pd.DataFrame, list[str]]:
             alloc[missing] = run[missing]
         reserved = m["total_reserved"].to_numpy(np.int64)[order]
         pid, tid = m["pid"].to_numpy(np.int64)[order], m["tid"].to_numpy(np.int64)[order]
-        op = np.full(len(order), -1, np.int64)
-        if len(t.events):
-            op = common._innermost_op_at(t, pid, tid, ts[order])
         df = pd.DataFrame({"ts": ts[order] - origin, "dev": dev, "bytes": b,
                            "addr": m["addr"].to_numpy(np.int64)[order], "alloc": alloc,
-                           "reserved": reserved, "op": op, "pid": pid, "tid": tid})
+                           "reserved": reserved, "pid": pid, "tid": tid, "abs_ts": ts[order]})
         return df, names
     return common.derived(t, "memory_records", build)
+
+
+def _record_ops(t: Any) -> np.ndarray:
+    """Per record (in _records order): position in t.events of the innermost op around it, or -1."""
+    def build() -> np.ndarray:
+        rec, _ = _records(t)
+        if not len(rec) or not len(t.events):
+            return np.full(len(rec), -1, np.int64)
+        return common._innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
+    return common.derived(t, "memory_record_ops", build)
 
 
 def _window(start_us: Any, end_us: Any) -> tuple[float, float]:
@@ -206,7 +213,7 @@ def memory_events(t: Any, start_us: float | None = None, end_us: float | None = 
     out: dict = {"devices": names, "rows": {n: [] for n in names}}
     if not len(rec):
         return out
-    r = rec.reset_index(drop=True)
+    r = rec.reset_index(drop=True).assign(op=_record_ops(t))
     order = np.lexsort((np.arange(len(r)), r["ts"].to_numpy(), r["addr"].to_numpy(), r["dev"].to_numpy()))
     s = r.iloc[order].reset_index(drop=True)
     is_alloc = s["bytes"].to_numpy() > 0
@@ -273,7 +280,7 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
     span = int(max(nend.max() if len(nend) else 0, ts.max())) - lo_t + 2
     pos_of_row = np.full(len(ev), -1, np.int64)
     pos_of_row[nrow] = np.arange(len(nrow))
-    rec_op = rec["op"].to_numpy()
+    rec_op = _record_ops(t)
     for code, dname in enumerate(names):
         sel = np.flatnonzero((rec["dev"].to_numpy() == code) & rwin)
         if not len(sel):

@@ -74,7 +74,7 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
         return st, costs
     ss, se = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
     roles = _role_intervals(t)
-    bounds = np.unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
+    bounds = common.sorted_unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
     if len(bounds) < 2:
         return st, costs
     seg_len = np.diff(bounds).astype(np.float64)
@@ -123,7 +123,7 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
     has = bps > 0
     if span > 0 and has.any():
         s, e, w = ks[has], ke[has], bps[has]
-        bounds = np.unique(np.concatenate([s, e, [s0, s1]]))
+        bounds = common.sorted_unique(np.concatenate([s, e, [s0, s1]]))
         level = _coverage(bounds, s, e, w)
         level = np.where(level > 1e-9, np.minimum(level, 1.0), 0.0)
         lo, hi = np.clip(bounds[:-1], s0, s1), np.clip(bounds[1:], s0, s1)
@@ -160,7 +160,7 @@ def gpu_summary(t: Any) -> dict | None:
     bps = _blocks_per_sm(t, k, props)
     devices = []
     dev = k["device"].to_numpy()
-    for d in np.unique(dev):
+    for d in common.sorted_unique(dev):
         sel = dev == d
         summary = _device_summary(k.loc[sel], bps[sel], s0, s1)
         p = props.get(int(d)) or {}

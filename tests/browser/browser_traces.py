@@ -38,42 +38,6 @@ def html_names_trace() -> dict:
             "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000, "<i>meta</i>": "<script>x()</script>"}
 
 
-def million_event_trace(path: Path, n: int = 1_000_000, threads: int = 8) -> int:
-    """Writes a synthetic CPU+GPU trace of about n complete events (nested ops on `threads`
-    threads, kernels on two streams); returns the number of events written."""
-    pid = 1000
-    names = [f"aten::op{i}" for i in range(40)]
-    count = 0
-    with open(path, "w", encoding="utf-8") as f:
-        f.write('{"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms", '
-                '"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [\n')
-        first = True
-        per_track = n // (threads + 2)
-        for th in range(threads):
-            t = 0.0
-            k = 0
-            while k < per_track:
-                # one parent (20 us) with three children (5 us each)
-                parts = [(t, 20.0, names[k % 40])] + [(t + 1 + 6 * j, 5.0, names[(k + j + 1) % 40]) for j in range(3)]
-                for ts, dur, name in parts:
-                    f.write(("" if first else ",\n") + json.dumps({"ph": "X", "cat": "cpu_op", "name": name, "pid": pid,
-                                                                   "tid": 2000 + th, "ts": round(ts, 3), "dur": dur}))
-                    first = False
-                k += 4
-                t += 25.0
-            count += k
-        for stream in (7, 8):
-            t = 0.0
-            for k in range(per_track):
-                f.write(",\n" + json.dumps({"ph": "X", "cat": "kernel", "name": names[k % 40] + "_kernel", "pid": 0,
-                                            "tid": stream, "ts": round(t, 3), "dur": 4.0,
-                                            "args": {"device": 0, "stream": stream, "correlation": k}}))
-                t += 6.25
-            count += per_track
-        f.write("\n]}\n")
-    return count
-
-
 def write(trace: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(trace), encoding="utf-8")

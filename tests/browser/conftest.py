@@ -26,6 +26,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 HTML_RUN = "xss<img src=x onerror=alert(1)>"
+HTML_WORKER = "html<b>worker&amp;"
 
 # shared trace folder -> run name in the test logdir
 SHARED_RUNS = {
@@ -66,7 +67,7 @@ def logdir(tmp_path_factory) -> Path:
         for src, run in SHARED_RUNS.items():
             if (TRACES / src).is_dir():
                 shutil.copytree(TRACES / src, d / run)
-    write(html_names_trace(), d / HTML_RUN / "html<b>worker</b>.1700000000000.pt.trace.json")
+    write(html_names_trace(), d / HTML_RUN / f"{HTML_WORKER}.1700000000000.pt.trace.json")
     return d
 
 

@@ -2,7 +2,7 @@
 iframe (its CSP), and no request leaves the server (the guarded_page fixture checks that)."""
 from __future__ import annotations
 
-from conftest import open_view, HTML_RUN
+from conftest import open_view, HTML_RUN, HTML_WORKER
 from browser_traces import HOSTILE
 
 
@@ -15,7 +15,7 @@ def test_html_in_names_renders_literally(guarded_page, tensorboard):
     assert page.locator("#gs-app img, #gs-app script, #gs-app b, #gs-app svg[onload]").count() == 0
     assert page.evaluate("window.__xss") is None
     assert page.input_value("#gs-run") == HTML_RUN
-    assert page.locator("#gs-worker option").first.inner_text() == "html<b>worker</b>"
+    assert page.locator("#gs-worker option").first.inner_text() == HTML_WORKER
     # call stacks too
     page.locator("#view-operators tbody tr", has_text="<script>window.__xss=2</script>").first.click()
     page.wait_for_selector("#op-stack pre.stack")

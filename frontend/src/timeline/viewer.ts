@@ -20,7 +20,9 @@ export class TimelineViewer {
   readonly canvas = document.createElement("canvas");
   private ctx2d: CanvasRenderingContext2D;
   private tile: Tile | null = null;
-  private colors: string[] = [];
+  private rgb: [number, number, number][] = [];
+  private rgba: number[] = [];
+  private darker: number[] = [];
   private v0 = 0; private v1 = 1; private scrollY = 0;
   private w = 800; private h = 400; private dpr = 1;
   private layout: Layout[] = [];
@@ -56,7 +58,7 @@ export class TimelineViewer {
 
   /** Loads the whole trace, then optionally shows a given window. */
   async init(win?: [number, number]): Promise<void> {
-    const t = await this.hooks.fetchTile(NaN, NaN, Math.max(200, Math.round(this.plotW() * 2)));
+    const t = await this.hooks.fetchTile(NaN, NaN, Math.max(200, Math.round(this.plotW())));
     this.setTile(t);
     const [a, b] = this.extent();
     this.v0 = a; this.v1 = b > a ? b : a + 1;
@@ -70,7 +72,9 @@ export class TimelineViewer {
 
   private setTile(t: Tile): void {
     this.tile = t;
-    this.colors = t.names.map((n) => colorOf(n, this.dark));
+    this.rgb = t.names.map((n) => nameRGB(n, this.dark));
+    this.rgba = this.rgb.map(pack);
+    this.darker = this.rgb.map(([r, g, b]) => pack([r * 0.75, g * 0.75, b * 0.75]));
     this.layout = []; let y = 0;
     for (const tr of t.tracks) { const hh = TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP; this.layout.push({ track: tr, y, h: hh }); y += hh; }
     this.totalH = y;
@@ -152,93 +156,141 @@ export class TimelineViewer {
   }
 
   /** Draws one frame now (exposed for the benchmark). */
+  /** Draws one frame now (exposed for the benchmark). Slices and buckets are written straight
+   * into a pixel buffer (cost bounded by the canvas area, not by the event count); text, flows,
+   * selection and the ruler are drawn on top with the canvas API. */
   draw(): void {
     const t0 = performance.now();
-    const c = this.ctx2d, W = this.w, H = this.h;
-    const css = getComputedStyle(document.body);
-    const bg = css.getPropertyValue("--bg").trim() || "#fff", fg = css.getPropertyValue("--fg").trim() || "#000";
-    const muted = css.getPropertyValue("--muted").trim() || "#666", line = css.getPropertyValue("--line").trim() || "#ddd";
-    const panel = css.getPropertyValue("--track").trim() || "#f4f4f4";
-    c.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
-    c.fillStyle = bg; c.fillRect(0, 0, W, H);
+    const c = this.ctx2d, W = this.w, H = this.h, dpr = this.dpr;
+    const th = this.theme();
+    c.setTransform(1, 0, 0, 1, 0, 0);
+    const pw = this.canvas.width, ph = this.canvas.height;
+    if (!this.img || this.img.width !== pw || this.img.height !== ph) { this.img = c.createImageData(pw, ph); this.px = new Uint32Array(this.img.data.buffer); }
+    const px = this.px!;
+    px.fill(th.bg);
     let rects = 0;
+    const labels: [number, number, number, string][] = [];
     const tile = this.tile;
+    const clipTop = Math.ceil(RULER * dpr), gx = Math.round(GUTTER * dpr);
     if (tile) {
-      c.save(); c.beginPath(); c.rect(0, RULER, W, H - RULER); c.clip();
-      c.font = "11px system-ui,sans-serif"; c.textBaseline = "middle";
       const upp = this.usPerPx();
       for (let li = 0; li < this.layout.length; li++) {
         const L = this.layout[li];
         const y0 = RULER + L.y - this.scrollY;
         if (y0 > H || y0 + L.h < RULER) continue;
-        c.fillStyle = li % 2 ? bg : panel; c.fillRect(0, y0, W, L.h - GAP / 2);
-        c.fillStyle = fg; c.fillText(clip(L.track.label, GUTTER - 10), 6, y0 + TRACK_HEAD / 2);
-        c.fillStyle = muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 6, y0 + TRACK_HEAD / 2 + 14);
-        c.save(); c.beginPath(); c.rect(GUTTER, y0, W - GUTTER, L.h); c.clip();
+        this.fill(0, pw, Math.max(clipTop, Math.round(y0 * dpr)), Math.min(ph, Math.round((y0 + L.h - GAP / 2) * dpr)), li % 2 ? th.bg : th.track);
+        this.fill(0, pw, Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr)), Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr) + 1), th.line);
         for (const row of L.track.rows) {
           const ry = y0 + TRACK_HEAD + row.depth * ROW;
           if (ry > H || ry + ROW < RULER) continue;
-          rects += row.mode === "events" ? this.drawEvents(row, ry, upp, tile, fg) : this.drawBuckets(row, ry, tile);
+          const ya = Math.max(clipTop, Math.round((ry + 1) * dpr)), yb = Math.min(ph, Math.round((ry + ROW - 1) * dpr));
+          if (yb <= ya) continue;
+          // paint one scanline of the row, then copy it down the row's height
+          const base = ya * pw;
+          px.copyWithin(base + gx, (ya - 1) * pw + gx, ya * pw);
+          rects += row.mode === "events" ? this.rasterEvents(row, base, upp, gx, pw, labels, ry) : this.rasterBuckets(row, base, tile, gx, pw, th.bgRGB);
+          for (let y = ya + 1; y < yb; y++) px.copyWithin(y * pw + gx, base + gx, base + pw);
         }
-        c.restore();
-        c.fillStyle = line; c.fillRect(0, y0 + L.h - GAP / 2, W, 1);
       }
-      if (this.showFlows && tile.flows) this.drawFlows(tile, muted);
-      if (this.sel) this.drawSelection(fg);
-      c.restore();
-      c.fillStyle = line; c.fillRect(GUTTER - 1, RULER, 1, H - RULER);
-    } else {
-      c.fillStyle = muted; c.font = "13px system-ui,sans-serif"; c.fillText("loading…", GUTTER + 10, RULER + 20);
+      this.fill(gx - 1, gx, clipTop, ph, th.line);
     }
-    this.drawRuler(bg, fg, muted, line);
+    c.putImageData(this.img!, 0, 0);
+    c.setTransform(dpr, 0, 0, dpr, 0, 0);
+    c.font = "11px system-ui,sans-serif"; c.textBaseline = "middle";
+    if (tile) {
+      c.save(); c.beginPath(); c.rect(0, RULER, W, H - RULER); c.clip();
+      for (let li = 0; li < this.layout.length; li++) {
+        const L = this.layout[li], y0 = RULER + L.y - this.scrollY;
+        if (y0 > H || y0 + L.h < RULER) continue;
+        c.fillStyle = th.fg; c.fillText(clip(L.track.label, GUTTER - 10), 6, y0 + TRACK_HEAD / 2);
+        c.fillStyle = th.muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 6, y0 + TRACK_HEAD / 2 + 14);
+      }
+      c.beginPath(); c.rect(GUTTER, RULER, W - GUTTER, H - RULER); c.clip();
+      c.fillStyle = "#111";
+      for (const [x, w, y, name] of labels) c.fillText(clip(name, w - 6), x + 3, y + ROW / 2);
+      if (this.showFlows && tile.flows) this.drawFlows(tile, th.muted); else this.stats.flows = 0;
+      if (this.sel) this.drawSelection(th.fgCss);
+      c.restore();
+    } else {
+      c.fillStyle = th.muted; c.font = "13px system-ui,sans-serif"; c.fillText("loading…", GUTTER + 10, RULER + 20);
+    }
+    this.drawRuler(th.bgCss, th.fgCss, th.muted, th.lineCss);
     const dt = performance.now() - t0;
     this.stats.frames++; this.stats.lastDrawMs = dt; this.stats.totalDrawMs += dt; this.stats.rects = rects;
   }
 
-  private drawEvents(row: EventsRow, y: number, upp: number, tile: Tile, fg: string): number {
-    const c = this.ctx2d, ts = row.ts_us, du = row.dur_us, names = row.name;
+  private img: ImageData | null = null;
+  private px: Uint32Array | null = null;
+  private themeCache: { key: string; v: Theme } | null = null;
+
+  /** The theme colours (CSS variables), as CSS text and as packed pixels; cached per theme. */
+  private theme(): Theme {
+    const key = document.body.className;
+    if (this.themeCache?.key === key) return this.themeCache.v;
+    const css = getComputedStyle(document.body);
+    const get = (n: string, d: string) => css.getPropertyValue(n).trim() || d;
+    const bgCss = get("--bg", "#ffffff"), fgCss = get("--fg", "#202124"), lineCss = get("--line", "#dadce0"), trackCss = get("--track", "#f1f3f4");
+    const bgRGB = parseHex(bgCss);
+    const v: Theme = { bgCss, fgCss, lineCss, fg: fgCss, muted: get("--muted", "#5f6368"), bg: pack(bgRGB), bgRGB, line: pack(parseHex(lineCss)), track: pack(parseHex(trackCss)) };
+    this.themeCache = { key, v };
+    return v;
+  }
+
+  /** Fills device-pixel rows [y0, y1) between columns [x0, x1) with a packed colour. */
+  private fill(x0: number, x1: number, y0: number, y1: number, col: number): void {
+    const px = this.px!, pw = this.canvas.width;
+    x0 = Math.max(0, x0 | 0); x1 = Math.min(pw, x1 | 0);
+    if (x1 <= x0) return;
+    for (let y = y0; y < y1; y++) px.fill(col, y * pw + x0, y * pw + x1);
+  }
+
+  /** Paints columns [a, b) of the scanline starting at `base`. */
+  private span(base: number, a: number, b: number, col: number): void {
+    const px = this.px!;
+    for (let x = base + a, e = base + b; x < e; x++) px[x] = col;
+  }
+
+  private rasterEvents(row: EventsRow, base: number, upp: number, gx: number, pw: number, labels: [number, number, number, string][], ry: number): number {
+    const ts = row.ts_us, du = row.dur_us, names = row.name, n = ts.length, dpr = this.dpr;
+    // rows never overlap within a depth and are sorted by start: one step back catches an event
+    // that began before the window
     let i = Math.max(0, lowerBound(ts, this.v0) - 1);
-    // an event that began before the window: ts sorted and no overlap in a row, so one step back suffices
-    const n = ts.length, x0 = GUTTER, v0 = this.v0, scale = 1 / upp, right = this.w;
-    let runStart = -1, runEnd = -1, runColor = "", drawn = 0;
-    const flush = () => { if (runStart >= 0) { c.fillStyle = runColor; c.fillRect(runStart, y + 1, Math.max(1, runEnd - runStart), ROW - 2); drawn++; runStart = -1; } };
+    const v0 = this.v0, scale = dpr / upp, x0 = GUTTER * dpr, cols = this.rgba;
+    let drawn = 0, lastEnd = -1;
     for (; i < n; i++) {
       const xa = x0 + (ts[i] - v0) * scale;
-      if (xa > right) break;
+      if (xa >= pw) break;
       const xb = xa + du[i] * scale;
-      if (xb < x0) continue;
-      const col = this.colors[names[i]] ?? "#888";
-      if (xb - xa < 2) {
-        // sub-pixel event: merge into the current run when it touches it
-        if (runStart >= 0 && xa <= runEnd + 1) { runEnd = Math.max(runEnd, xb); continue; }
-        flush(); runStart = xa; runEnd = Math.max(xb, xa + 1); runColor = col; continue;
-      }
-      flush();
-      const a = Math.max(xa, x0 - 2), b = Math.min(xb, right + 2);
-      c.fillStyle = col; c.fillRect(a, y + 1, b - a, ROW - 2); drawn++;
-      if (b - a > 36) {
-        c.fillStyle = "#111";
-        c.fillText(clip(tile.names[names[i]] ?? "", b - a - 6), a + 3, y + ROW / 2);
-      }
+      if (xb < gx) continue;
+      let a = Math.max(gx, Math.floor(xa)), b = Math.min(pw, Math.ceil(xb));
+      if (b <= a) b = a + 1;
+      if (b <= lastEnd) continue;          // fully inside the pixel already painted
+      if (a < lastEnd) a = lastEnd;
+      const col = cols[names[i]] ?? 0xff888888;
+      // a 1-device-px darker edge separates wide neighbours
+      if (b - a > 3 * dpr) { this.span(base, a, b - 1, col); this.span(base, b - 1, b, this.darker[names[i]] ?? col); }
+      else this.span(base, a, b, col);
+      lastEnd = b; drawn++;
+      if ((b - a) / dpr > 36) labels.push([a / dpr, (b - a) / dpr, ry, this.tile!.names[names[i]] ?? ""]);
     }
-    flush();
-    void fg;
     return drawn;
   }
 
-  private drawBuckets(row: BucketsRow, y: number, tile: Tile): number {
-    const c = this.ctx2d, px = row.px, b = tile.bucket_us, s0 = tile.start_us, scale = this.plotW() / (this.v1 - this.v0);
-    const bw = Math.max(1, b * scale);
-    const lo = Math.max(0, lowerBound(px, Math.floor((this.v0 - s0) / b) - 1));
-    let drawn = 0;
-    for (let i = lo; i < px.length; i++) {
-      const x = GUTTER + (s0 + px[i] * b - this.v0) * scale;
-      if (x > this.w) break;
-      c.globalAlpha = 0.35 + 0.65 * Math.min(1, row.busy[i]);
-      c.fillStyle = this.colors[row.name[i]] ?? "#888";
-      c.fillRect(x, y + 1, bw + 0.5, ROW - 2); drawn++;
+  private rasterBuckets(row: BucketsRow, base: number, tile: Tile, gx: number, pw: number, bg: [number, number, number]): number {
+    const p = row.px, b = tile.bucket_us, s0 = tile.start_us, scale = (this.plotW() * this.dpr) / (this.v1 - this.v0), x0 = GUTTER * this.dpr;
+    const lo = Math.max(0, lowerBound(p, Math.floor((this.v0 - s0) / b) - 1));
+    let drawn = 0, lastEnd = -1;
+    for (let i = lo; i < p.length; i++) {
+      const xa = x0 + (s0 + p[i] * b - this.v0) * scale;
+      if (xa >= pw) break;
+      let a = Math.max(gx, Math.floor(xa)), e = Math.min(pw, Math.ceil(xa + b * scale));
+      if (e <= a) e = a + 1;
+      if (e <= lastEnd) continue;
+      if (a < lastEnd) a = lastEnd;
+      const rgb = this.rgb[row.name[i]] ?? [136, 136, 136], al = 0.35 + 0.65 * Math.min(1, row.busy[i]);
+      this.span(base, a, e, pack([bg[0] + (rgb[0] - bg[0]) * al, bg[1] + (rgb[1] - bg[1]) * al, bg[2] + (rgb[2] - bg[2]) * al]));
+      lastEnd = e; drawn++;
     }
-    c.globalAlpha = 1;
     return drawn;
   }
 
@@ -390,9 +442,26 @@ function clip(text: string, px: number): string {
   return text.length <= max ? text : text.slice(0, max - 1) + "…";
 }
 
-function colorOf(name: string, dark: boolean): string {
+interface Theme { bgCss: string; fgCss: string; lineCss: string; fg: string; muted: string; bg: number; bgRGB: [number, number, number]; line: number; track: number }
+
+/** Packs an RGB triple into a little-endian RGBA pixel (opaque). */
+function pack([r, g, b]: [number, number, number]): number {
+  return ((255 << 24) | (Math.round(b) << 16) | (Math.round(g) << 8) | Math.round(r)) >>> 0;
+}
+
+function parseHex(css: string): [number, number, number] {
+  const m = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(css.trim());
+  if (!m) { const r = /rgba?\((\d+),\s*(\d+),\s*(\d+)/.exec(css); return r ? [+r[1], +r[2], +r[3]] : [255, 255, 255]; }
+  const h = m[1].length === 3 ? m[1].split("").map((x) => x + x).join("") : m[1];
+  return [parseInt(h.slice(0, 2), 16), parseInt(h.slice(2, 4), 16), parseInt(h.slice(4, 6), 16)];
+}
+
+/** A stable colour for an event name (hash to hue), as RGB. */
+export function nameRGB(name: string, dark: boolean): [number, number, number] {
   let hsh = 2166136261;
   for (let i = 0; i < name.length; i++) { hsh ^= name.charCodeAt(i); hsh = Math.imul(hsh, 16777619); }
-  const hue = (hsh >>> 0) % 360;
-  return dark ? `hsl(${hue},45%,52%)` : `hsl(${hue},60%,70%)`;
+  const hue = ((hsh >>> 0) % 360) / 360, sat = dark ? 0.45 : 0.6, lig = dark ? 0.52 : 0.7;
+  const q = lig < 0.5 ? lig * (1 + sat) : lig + sat - lig * sat, p = 2 * lig - q;
+  const ch = (t: number) => { t = (t + 1) % 1; const v = t < 1 / 6 ? p + (q - p) * 6 * t : t < 0.5 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p; return v * 255; };
+  return [ch(hue + 1 / 3), ch(hue), ch(hue - 1 / 3)];
 }

@@ -2,6 +2,7 @@
 import { h, mount, fmtUs, fmtNum } from "../dom";
 import { getJSON } from "../api";
 import { dataTable, Column, genericValue } from "../table";
+import { groupedBars } from "../charts";
 import { treeTable, findRoots, numericKeys, TreeNode } from "./tree";
 import type { Ctx } from "../ctx";
 
@@ -50,7 +51,56 @@ function addDeltas(n: TreeNode): void {
 
 const fmtFor = (k: string) => (k.endsWith("_us") ? (k.startsWith("delta") ? (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtUs(v) : "–") : fmtUs) : fmtNum);
 
+const sgn = (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtUs(v) : "–");
+const sgnN = (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtNum(v) : "–");
+
+/** base/exp/delta sub-objects flattened into base_k / exp_k / delta_k fields. */
+function flat(x: any, keys: string[]): Record<string, number | null> {
+  const o: Record<string, number | null> = {};
+  for (const k of keys) for (const side of ["base", "exp", "delta"]) o[`${side}_${k}`] = typeof x?.[side]?.[k] === "number" ? x[side][k] : null;
+  return o;
+}
+
+/** The backend's diff answer: totals, aligned steps -> phases -> ops, and the op delta table. */
+function renderAligned(d: any): HTMLElement {
+  const tk = ["host_us", "device_us", "calls"];
+  const b = d.base ?? {}, e = d.exp ?? {};
+  const cards = h("div", { class: "cards" }, ["host_us", "device_us", "calls"].map((k) => {
+    const dv = (e[k] ?? 0) - (b[k] ?? 0);
+    const f = k === "calls" ? fmtNum : fmtUs;
+    return h("section", { class: "card" }, h("h3", null, k === "host_us" ? "Host time" : k === "device_us" ? "Device time" : "Operator calls"),
+      h("dl", { class: "kv" }, h("dt", null, "Baseline"), h("dd", null, f(b[k])), h("dt", null, "Compared"), h("dd", null, f(e[k])),
+        h("dt", null, "Delta"), h("dd", { class: dv > 0 ? "pos" : dv < 0 ? "neg" : "" }, (k === "calls" ? sgnN : sgn)(dv), b[k] ? ` (${((dv / b[k]) * 100).toFixed(1)} %)` : "")));
+  }));
+  const phases: any[] = Array.isArray(d.phases) ? d.phases : [];
+  const chart = phases.length ? groupedBars(phases.map((p) => String(p.phase)), [
+    { name: "Baseline host", values: phases.map((p) => p.base?.host_us ?? 0), color: "#4e79a7" },
+    { name: "Compared host", values: phases.map((p) => p.exp?.host_us ?? 0), color: "#f28e2b" },
+    { name: "Baseline device", values: phases.map((p) => p.base?.device_us ?? 0), color: "#76b7b2" },
+    { name: "Compared device", values: phases.map((p) => p.exp?.device_us ?? 0), color: "#edc948" }], fmtUs, { title: "Time per phase (all aligned steps)" }) : null;
+  const opNode = (o: any): TreeNode => ({ name: String(o.name), ...flat({ base: { host_us: o.base?.host_total_us, device_us: o.base?.device_total_us, calls: o.base?.calls }, exp: { host_us: o.exp?.host_total_us, device_us: o.exp?.device_total_us, calls: o.exp?.calls }, delta: { host_us: o.delta?.host_total_us, device_us: o.delta?.device_total_us, calls: o.delta?.calls } }, tk) });
+  const phaseNode = (p: any): TreeNode => ({ name: String(p.phase), ...flat(p, tk), children: (p.ops ?? []).map(opNode) });
+  const steps: any[] = Array.isArray(d.steps) ? d.steps : [];
+  const roots: TreeNode[] = steps.map((st) => ({ name: `step ${st.base_step ?? "–"} ↔ ${st.exp_step ?? "–"}`, ...flat(st, tk), children: (st.phases ?? []).map(phaseNode) }));
+  const cols: Column[] = [{ key: "name", label: "Step / phase / operator" },
+    { key: "base_host_us", label: "Base host", numeric: true, fmt: fmtUs }, { key: "exp_host_us", label: "Exp host", numeric: true, fmt: fmtUs }, { key: "delta_host_us", label: "Δ host", numeric: true, fmt: sgn },
+    { key: "base_device_us", label: "Base device", numeric: true, fmt: fmtUs }, { key: "exp_device_us", label: "Exp device", numeric: true, fmt: fmtUs }, { key: "delta_device_us", label: "Δ device", numeric: true, fmt: sgn },
+    { key: "base_calls", label: "Base calls", numeric: true }, { key: "exp_calls", label: "Exp calls", numeric: true }, { key: "delta_calls", label: "Δ calls", numeric: true, fmt: sgnN }];
+  const ops: any[] = Array.isArray(d.ops) ? d.ops : [];
+  const okeys = ["calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"];
+  const rows: Record<string, any>[] = ops.map((o) => ({ name: String(o.name), ...flat(o, okeys) }));
+  const ocols: Column[] = [{ key: "name", label: "Operator" }, ...okeys.flatMap((k) => ["base", "exp", "delta"].filter((side) => side === "delta" || k === "calls" || k === "host_total_us").map((side) => ({
+    key: `${side}_${k}`, label: `${side === "delta" ? "Δ" : side === "base" ? "Base" : "Exp"} ${k.replace(/_us$/, "").replace(/_/g, " ")}`, numeric: true,
+    fmt: k === "calls" ? (side === "delta" ? sgnN : fmtNum) : side === "delta" ? sgn : fmtUs })))];
+  const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
+  return h("div", null, cards, chart,
+    h("h3", null, "Aligned steps, phases and operators"), treeTable(cols, roots, 1, "diff-tree"),
+    h("div", { id: "diff-table", style: "margin-top:12px" }, dataTable(ocols, rows, { caption: "Operator deltas (largest change first)", rowClass: (r) => (r.delta_host_total_us > 0 ? "pos" : r.delta_host_total_us < 0 ? "neg" : "") })),
+    notes.length ? h("ul", { class: "recs muted" }, notes.map((n) => h("li", null, n))) : null);
+}
+
 function renderDiff(d: any): HTMLElement {
+  if (d && typeof d === "object" && (Array.isArray(d.ops) || Array.isArray(d.steps)) && d.base && d.exp) return renderAligned(d);
   const parts: (HTMLElement | string)[] = [];
   const roots = findRoots(d, ["tree", "root", "nodes"]);
   if (roots && roots.length) {

@@ -17,7 +17,18 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
   parts.push(stackedBars(names, PARTS.map(([k, label, color]) => ({ name: label, color, values: names.map((w) => Number(workers[w][k]) || 0) })), fmtUs, { title: "Computation / communication per worker" }));
   parts.push(stepsPart(d.steps));
   parts.push(commPart(d.comm_ops));
-  mount(el, h("div", { class: "grid2" }, parts[0], parts[1]), parts[2]);
+  const hasWait = names.some((w) => typeof workers[w].wait_us === "number");
+  const wait = hasWait ? stackedBars(names, [["transfer_us", "Data transfer", "#59a14f"], ["wait_us", "Synchronizing (wait)", "#edc948"]]
+    .map(([k, label, color]) => ({ name: label, color, values: names.map((w) => Number(workers[w][k]) || 0) })), fmtUs, { title: "Communication: transfer vs wait, per worker" }) : null;
+  const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
+  const devRows = d.devices && typeof d.devices === "object" ? Object.entries<any>(d.devices).map(([w, v]) => ({
+    worker: w, rank: v?.rank ?? "–", world_size: v?.world_size ?? "–", backend: v?.backend ?? "–",
+    gpus: v?.gpus && typeof v.gpus === "object" ? Object.entries<any>(v.gpus).map(([g, x]) => `${g}: ${x?.name ?? ""}`).join(", ") || "none" : "none",
+  })) : [];
+  const devices = devRows.length ? h("div", { id: "dist-devices" }, dataTable([{ key: "worker", label: "Worker" }, { key: "rank", label: "Rank" }, { key: "world_size", label: "World size" },
+    { key: "backend", label: "Backend" }, { key: "gpus", label: "GPUs" }], devRows, { caption: "Workers", filterKeys: ["worker"], sortKey: "worker", sortDesc: false })) : h("div");
+  mount(el, h("div", { class: "grid2" }, parts[0], wait), h("div", { class: "grid2" }, parts[1], devices), parts[2],
+    notes.length ? h("section", { class: "section" }, h("h3", null, "Notes"), h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
 }
 
 /** steps: {step: {worker: {..._us}}} → stacked bars per (step, worker); anything else shown as data. */
@@ -31,6 +42,7 @@ function stepsPart(steps: any): HTMLElement {
   }
   if (!rows.length) return h("div", { class: "section" }, h("h3", null, "Per step"), genericValue(steps));
   const keys = PARTS.filter(([k]) => rows.some((r) => typeof r[k] === "number"));
+  // one bar per (step, worker): the grid would be unreadable past a few dozen
   const use = keys.length ? keys : Object.keys(rows[0]).filter((k) => typeof rows[0][k] === "number").map((k, i) => [k, k, ["#4e79a7", "#e15759", "#76b7b2", "#bab0ac"][i % 4]] as [string, string, string]);
   return stackedBars(cats, use.map(([k, label, color]) => ({ name: label, color, values: rows.map((r) => Number(r[k]) || 0) })), fmtUs, { title: "Per step and worker" });
 }

@@ -1,5 +1,5 @@
 // Kernels: pies of the top kernels, a sortable table grouped by name or name + operator.
-import { h, mount, fmtUs, fmtNum } from "../dom";
+import { h, mount, fmtUs, fmtNum, fmtPct } from "../dom";
 import { getJSON } from "../api";
 import { pie } from "../charts";
 import { dataTable, Column } from "../table";
@@ -24,7 +24,7 @@ export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     { key: "min_us", label: "Min", numeric: true, fmt: fmtUs },
     { key: "max_us", label: "Max", numeric: true, fmt: fmtUs },
     { key: "blocks_per_sm", label: "Blocks/SM", numeric: true, fmt: fmtNum },
-    { key: "achieved_occupancy", label: "Occupancy %", numeric: true, fmt: fmtNum },
+    { key: "achieved_occupancy", label: "Est. achieved occupancy", numeric: true, fmt: fmtPct },
     { key: "tensor_cores", label: "Tensor cores", fmt: (v) => (v === true ? "yes" : v === false ? "no" : fmtNum(v)) },
   ];
   const byTc = new Map<string, number>();

@@ -15,7 +15,7 @@ const pick = (o: any, keys: string[]) => { for (const k of keys) if (o && o[k] !
 
 /** Normalises the curve answer (several plausible shapes) into one series per device. */
 export function parseCurves(d: any): DeviceCurve[] {
-  const src = d?.devices ?? d?.curves ?? d?.rows ?? d;
+  const src = d?.curves ?? (Array.isArray(d?.devices) && typeof d.devices[0] === "string" ? null : d?.devices) ?? d?.rows ?? d;
   const out: DeviceCurve[] = [];
   const add = (device: string, v: any) => {
     const c: DeviceCurve = { device, t: [], alloc: [], reserved: [] };
@@ -32,31 +32,38 @@ export function parseCurves(d: any): DeviceCurve[] {
     out.push(c);
   };
   if (Array.isArray(src)) src.forEach((x: any, i: number) => { if (x && typeof x === "object" && !Array.isArray(x) && (x.device ?? x.name) !== undefined) add(String(x.device ?? x.name), x.points ?? x.curve ?? x); else add(String(i), x); });
-  else if (src && typeof src === "object") for (const [k, v] of Object.entries(src)) if (!["metadata", "peaks", "start_us", "end_us"].includes(k)) add(k, v);
+  else if (src && typeof src === "object") for (const [k, v] of Object.entries(src)) if (!["metadata", "peaks", "start_us", "end_us", "devices", "default_device", "total_bytes", "points"].includes(k)) add(k, v);
   return out.filter((c) => c.t.length);
 }
 
 export async function memoryView(ctx: Ctx, el: HTMLElement): Promise<void> {
-  const curveAns = await getJSON<any>("memory/curve", ctx.sel(), { cache: true });
+  const range: [number, number] | null = ctx.get("range") ? (ctx.get("range")!.split(",").map(Number) as [number, number]) : null;
+  // the backend downsamples to a fixed number of points: ask again for a selected range
+  const curveAns = await getJSON<any>("memory/curve", { ...ctx.sel(), start_us: range?.[0], end_us: range?.[1] }, { cache: true });
   if (!ctx.alive()) return;
   const curves = parseCurves(curveAns);
   if (!curves.length) { mount(el, h("div", { class: "banner info", id: "no-memory" }, "No memory events in this profile (profile with profile_memory=True).")); return; }
-  let device = ctx.get("device") ?? curves[0].device;
+  let device = ctx.get("device") ?? (typeof curveAns?.default_device === "string" ? curveAns.default_device : curves[0].device);
   if (!curves.some((c) => c.device === device)) device = curves[0].device;
-  const range: [number, number] | null = ctx.get("range") ? (ctx.get("range")!.split(",").map(Number) as [number, number]) : null;
   const devSel = h("select", { id: "mem-device", "aria-label": "device" }, curves.map((c) => h("option", { value: c.device }, c.device))) as HTMLSelectElement;
   devSel.value = device;
   devSel.addEventListener("change", () => { ctx.set("device", devSel.value); ctx.set("range", undefined); void memoryView(ctx, el); });
   const cur = curves.find((c) => c.device === device)!;
   const series: LineSeries[] = [{ name: "Allocated", x: cur.t, y: cur.alloc, color: "#1976d2" }];
-  if (cur.reserved.some((v) => isFinite(v))) series.push({ name: "Reserved", x: cur.t, y: cur.reserved.map((v) => (isFinite(v) ? v : 0)), color: "#f57c00" });
+  if (cur.reserved.some((v) => isFinite(v) && v > 0)) series.push({ name: "Reserved", x: cur.t, y: cur.reserved.map((v) => (isFinite(v) ? v : 0)), color: "#f57c00" });
   const chart = lineChart(series, fmtUs, fmtBytes, {
     title: `Memory usage on ${device}` + (range ? ` (${fmtUs(range[0])} – ${fmtUs(range[1])})` : ""), range,
     onSelect: (a, b) => { ctx.set("range", `${a.toFixed(1)},${b.toFixed(1)}`); void memoryView(ctx, el); },
     onReset: () => { ctx.set("range", undefined); void memoryView(ctx, el); },
   });
   const tables = h("div", { id: "mem-tables" }, h("p", { class: "muted" }, "loading…"));
-  mount(el, h("div", { class: "toolbar" }, h("label", null, "Device ", devSel),
+  const peak = curveAns?.peaks?.[device];
+  const total = curveAns?.total_bytes?.[device];
+  mount(el, h("div", { class: "cards" }, h("section", { class: "card", id: "mem-peak" }, h("h3", null, `Peak memory on ${device}`), h("dl", { class: "kv" },
+      h("dt", null, "Allocated"), h("dd", null, fmtBytes(peak?.allocated_bytes ?? Math.max(0, ...cur.alloc)), peak?.allocated_ts_us !== undefined ? ` at ${fmtUs(peak.allocated_ts_us)}` : ""),
+      h("dt", null, "Reserved"), h("dd", null, fmtBytes(peak?.reserved_bytes ?? null), peak?.reserved_ts_us !== undefined && peak?.reserved_ts_us !== null ? ` at ${fmtUs(peak.reserved_ts_us)}` : ""),
+      total ? [h("dt", null, "Device memory"), h("dd", null, fmtBytes(total))] : null))),
+    h("div", { class: "toolbar" }, h("label", null, "Device ", devSel),
     h("span", { class: "muted" }, "Drag on the chart to select a time range (filters the tables), double-click to reset."),
     range ? h("button", { type: "button", class: "btn small", id: "mem-reset", onclick: () => { ctx.set("range", undefined); void memoryView(ctx, el); } }, "Reset range") : null),
     chart, tables);
@@ -71,7 +78,7 @@ function columnsFor(rows: any[]): Column[] {
   const keys = Array.from(new Set(rows.slice(0, 50).flatMap((r) => Object.keys(r))));
   return keys.map((k) => {
     const num = rows.some((r) => typeof r[k] === "number");
-    return { key: k, label: k.replace(/_/g, " "), numeric: num, fmt: num ? (k.endsWith("_us") ? fmtUs : BYTES.test(k) && !/count|calls/i.test(k) ? fmtBytes : fmtNum) : undefined };
+    return { key: k, label: k.replace(/_bytes$|_us$/, "").replace(/_/g, " "), numeric: num, fmt: num ? (k.endsWith("_us") ? fmtUs : BYTES.test(k) && !/count|calls|addr/i.test(k) ? fmtBytes : k === "addr" ? (v: any) => (typeof v === "number" ? "0x" + v.toString(16) : "–") : fmtNum) : undefined };
   });
 }
 

@@ -32,6 +32,7 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     filterKeys: ["name"], sortKey: metric, sortDesc: true,
     onRowClick: async (r, tr) => {
       selected?.classList.remove("selected"); selected = tr; tr.classList.add("selected");
+      if (r.has_call_stack === false) { mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "No call stack recorded for this operator (profile with with_stack=True).")); return; }
       mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "loading…"));
       try {
         const st = await getJSON<any>("operators/stack", { ...ctx.sel(), name: r.name, input_shape: groupBy === "name_shape" ? (typeof r.input_shape === "string" ? r.input_shape : JSON.stringify(r.input_shape)) : undefined });
@@ -59,9 +60,10 @@ function renderStacks(st: any): HTMLElement {
   const list: any[] = Array.isArray(st) ? st : Array.isArray(st?.stacks) ? st.stacks : Array.isArray(st?.rows) ? st.rows : [];
   if (!list.length) return h("p", { class: "muted" }, "No call stack recorded for this operator (profile with with_stack=True).");
   return h("div", null, list.map((x) => {
-    const text = typeof x === "string" ? x : Array.isArray(x) ? x.join("\n") : Array.isArray(x?.stack) ? x.stack.join("\n") : String(x?.stack ?? x?.call_stack ?? JSON.stringify(x));
-    const meta = x && typeof x === "object" && !Array.isArray(x) ? Object.entries(x).filter(([k]) => k !== "stack" && k !== "call_stack")
-      .map(([k, v]) => `${k}: ${typeof v === "number" && k.endsWith("_us") ? fmtUs(v) : String(v)}`).join(" · ") : "";
-    return h("div", null, meta ? h("div", { class: "muted" }, meta) : null, h("pre", { class: "stack" }, text.replace(/;/g, "\n")));
+    const frames = typeof x === "string" ? x.split(";") : Array.isArray(x) ? x : x?.call_stack ?? x?.stack ?? [];
+    const text = (Array.isArray(frames) ? frames.map(String) : String(frames).split(";")).filter(Boolean).join("\n");
+    const meta = x && typeof x === "object" && !Array.isArray(x) ? Object.entries(x).filter(([k]) => !["stack", "call_stack", "name", "input_shape", "tc_eligible"].includes(k))
+      .map(([k, v]) => `${k.replace(/_us$/, "").replace(/_/g, " ")}: ${typeof v === "number" && k.endsWith("_us") ? fmtUs(v) : String(v)}`).join(" · ") : "";
+    return h("div", null, meta ? h("div", { class: "muted" }, meta) : null, h("pre", { class: "stack" }, text || "(empty stack)"));
   }));
 }

@@ -48,5 +48,5 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
 }
 
 function pieOfAverage(avg: any, parts: [string, string][]): HTMLElement {
-  return pie(parts.map(([k, label]) => ({ name: label, value: Number(avg[k]) || 0 })), fmtUs, { title: "Average step", top: 8 });
+  return pie(parts.map(([k, label]) => ({ name: label, value: Number(avg[k]) || 0, color: COLORS[STEP_PARTS.findIndex((p) => p[0] === k)] })), fmtUs, { title: "Average step", top: 8 });
 }

@@ -1,0 +1,167 @@
+"""Timeline frame time while panning over a generated 1M-event trace, in headless Chromium.
+
+Starts a real `tensorboard --logdir` on a generated trace, opens the gpuscope timeline, then pans
+(and zooms) frame by frame and reads the viewer's own per-frame draw time. Baselines, measured in
+the same run: the 60 fps frame budget (16.7 ms) and a naive canvas renderer that draws every event
+with one fillRect per frame over the same 1M events in the same browser.
+
+    python3 benchmarks/bench_timeline_fps.py [--events 1000000] [--frames 120]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("GPUSCOPE_CHROMIUM", "/usr/bin/chromium")
+
+
+def million_event_trace(path: Path, n: int, threads: int = 8) -> int:
+    """Writes a synthetic trace of about n complete events: nested CPU ops (a 20 µs parent with three
+    5 µs children) on `threads` threads, and kernels on two GPU streams. Returns the event count."""
+    names = [f"aten::op{i}" for i in range(40)]
+    per_track = n // (threads + 2)
+    count = 0
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms", '
+                '"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [\n')
+        sep = ""
+        for th in range(threads):
+            t, k, buf = 0.0, 0, []
+            while k < per_track:
+                buf.append(f'{{"ph":"X","cat":"cpu_op","name":"{names[k % 40]}","pid":1000,"tid":{2000 + th},"ts":{t:.3f},"dur":20.0}}')
+                for j in range(3):
+                    buf.append(f'{{"ph":"X","cat":"cpu_op","name":"{names[(k + j + 1) % 40]}","pid":1000,"tid":{2000 + th},"ts":{t + 1 + 6 * j:.3f},"dur":5.0}}')
+                k += 4
+                t += 25.0
+            f.write(sep + ",\n".join(buf)); sep = ",\n"
+            count += k
+        for stream in (7, 8):
+            buf = [f'{{"ph":"X","cat":"kernel","name":"{names[k % 40]}_kernel","pid":0,"tid":{stream},"ts":{k * 6.25:.3f},"dur":4.0,'
+                   f'"args":{{"device":0,"stream":{stream},"correlation":{k}}}}}' for k in range(per_track)]
+            f.write(sep + ",\n".join(buf))
+            count += per_track
+        f.write("\n]}\n")
+    return count
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_runs(api: str, proc: subprocess.Popen, timeout: float) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise SystemExit("tensorboard exited early")
+        try:
+            with urllib.request.urlopen(f"{api}/runs", timeout=5) as r:
+                d = json.loads(r.read())
+            if d.get("runs") and not d.get("loading"):
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"no runs after {timeout}s")
+
+
+# In-page measurement: pan by `step` px per frame for `frames` frames, timing each draw.
+PAN_JS = """async ([frames, step, span]) => {
+  const t = window.__gpuscope.timeline; const [ta, tb] = t.extent();
+  t.setView(ta, ta + (tb - ta) * span);
+  await new Promise(r => setTimeout(r, 1500));   // let the tile for this zoom arrive
+  const draws = [], gaps = []; let last = performance.now();
+  for (let i = 0; i < frames; i++) {
+    await new Promise(r => requestAnimationFrame(r));
+    const now = performance.now(); gaps.push(now - last); last = now;
+    t.pan(step); const t0 = performance.now(); t.draw(); draws.push(performance.now() - t0);
+  }
+  return {draws, gaps, fetches: t.stats.fetches, lastFetchMs: t.stats.lastFetchMs, rects: t.stats.rects};
+}"""
+
+NAIVE_JS = """async ([n, tracks, frames]) => {
+  const c = document.createElement('canvas'); c.width = 1200; c.height = 600; document.body.appendChild(c);
+  const g = c.getContext('2d', {alpha: false});
+  const ts = new Float64Array(n), du = new Float32Array(n), tr = new Uint8Array(n);
+  const per = Math.floor(n / tracks); let end = 0;
+  for (let i = 0; i < n; i++) { const k = i % per; tr[i] = Math.floor(i / per); ts[i] = k * 6.25; du[i] = 4; end = Math.max(end, ts[i] + 4); }
+  const out = [];
+  for (let f = 0; f < frames; f++) {
+    const t0 = performance.now(), v0 = f * end / 200, sc = 1200 / end;
+    g.fillStyle = '#fff'; g.fillRect(0, 0, 1200, 600);
+    for (let i = 0; i < n; i++) { g.fillStyle = (i & 1) ? '#88c' : '#c88'; g.fillRect((ts[i] - v0) * sc, tr[i] * 16, du[i] * sc, 14); }
+    g.getImageData(0, 0, 1, 1);   // force the raster
+    out.push(performance.now() - t0);
+  }
+  c.remove(); return out;
+}"""
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--frames", type=int, default=120)
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as d:
+        run = Path(d) / "million"
+        run.mkdir()
+        t0 = time.time()
+        n = million_event_trace(run / "bench.1700000000000.pt.trace.json", args.events)
+        print(f"generated {n:,} events in {time.time() - t0:.1f}s")
+        port = free_port()
+        log = open(Path(d) / "tb.log", "w")
+        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", d, "--host", "127.0.0.1", "--port", str(port), "--load_fast=false"]
+        if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the stand-in backend
+            cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), d, str(port)]
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            t0 = time.time()
+            wait_runs(f"{url}/data/plugin/gpuscope", proc, 600)
+            with sync_playwright() as p:
+                b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+                page = b.new_page(viewport={"width": 1400, "height": 900})
+                page.goto(f"{url}/data/plugin_entry.html?name=gpuscope#run=million&view=timeline")
+                page.wait_for_selector("#view-timeline[data-ready='1']", timeout=600000)
+                print(f"backend load + first timeline tile: {time.time() - t0:.1f}s")
+                results = {}
+                for label, span in (("whole trace", 1.0), ("1/100 of the trace", 0.01), ("1/10000 of the trace", 1e-4)):
+                    r = page.evaluate(PAN_JS, [args.frames, 15, span])
+                    results[label] = r
+                    print(f"pan over {label:>22}: draw median {statistics.median(r['draws']):6.2f} ms, p95 {pct(r['draws'], .95):6.2f} ms, "
+                          f"max {max(r['draws']):6.2f} ms; rAF interval median {statistics.median(r['gaps'][1:]):5.1f} ms "
+                          f"({1000 / statistics.mean(r['gaps'][1:]):.0f} fps); rects/frame {r['rects']}; tile fetches {r['fetches']} "
+                          f"(last {r['lastFetchMs']:.0f} ms)")
+                naive = page.evaluate(NAIVE_JS, [n, 10, 5])
+                b.close()
+        finally:
+            proc.terminate()
+            proc.wait(20)
+            log.close()
+    worst = max(pct(r["draws"], .95) for r in results.values())
+    nv = statistics.median(naive)
+    print(f"baseline naive fillRect per event ({n:,} events): median {nv:.0f} ms/frame")
+    print(f"RESULT: worst p95 draw {worst:.2f} ms = {worst / (1000 / 60):.2f}x the 60 fps budget (16.7 ms); "
+          f"{nv / worst:.0f}x faster than the naive renderer")
+
+
+if __name__ == "__main__":
+    main()

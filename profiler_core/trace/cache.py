@@ -1,0 +1,137 @@
+"""On-disk cache of parsed traces, so that a second open of a big trace takes well under a second.
+
+Entries live in `$GPUSCOPE_CACHE_DIR` (default `~/.cache/gpuscope`), never next to the user's
+files, keyed by the trace's absolute path, size, mtime and `FORMAT_VERSION`; they are pickles
+(protocol 5) of `TraceData`. A corrupt or stale entry is ignored, removed and rewritten.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+from profiler_core.trace.model import TraceData
+
+log = logging.getLogger(__name__)
+
+#: bump when TraceData's columns or the reader's semantics change
+FORMAT_VERSION = 1
+_MAGIC = b"GPUSCOPE-TRACE-CACHE\n"
+#: total size the cache directory may grow to before old entries are removed
+MAX_BYTES = int(os.environ.get("GPUSCOPE_CACHE_MAX_BYTES", str(8 << 30)))
+
+
+def cache_dir() -> Path:
+    """The cache directory ($GPUSCOPE_CACHE_DIR or ~/.cache/gpuscope)."""
+    env = os.environ.get("GPUSCOPE_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "gpuscope"
+
+
+def _key(path: str, st: os.stat_result) -> tuple:
+    return (os.path.abspath(path), st.st_size, st.st_mtime_ns, FORMAT_VERSION)
+
+
+def entry_path(path: str | os.PathLike, st: os.stat_result | None = None) -> Path:
+    """Where the cache entry of the trace at `path` (as it is now on disk) lives."""
+    path = os.fspath(path)
+    st = st or os.stat(path)
+    digest = hashlib.sha256(repr(_key(path, st)).encode()).hexdigest()[:32]
+    return cache_dir() / f"{digest}.trace.pkl"
+
+
+def load(path: str | os.PathLike) -> TraceData | None:
+    """The cached TraceData of `path` if a valid entry for its current size and mtime exists."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    entry = entry_path(path, st)
+    try:
+        with open(entry, "rb") as f:
+            if f.read(len(_MAGIC)) != _MAGIC:
+                raise ValueError("bad magic")
+            key = pickle.load(f)
+            if key != _key(path, st):
+                raise ValueError("key mismatch")
+            t = pickle.load(f)
+        if not isinstance(t, TraceData):
+            raise ValueError("not a TraceData")
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 - any damage means: drop the entry and re-parse
+        log.warning("gpuscope: ignoring corrupt cache entry %s (%s)", entry, e)
+        _remove(entry)
+        return None
+    t.path = path
+    try:
+        os.utime(entry)  # recently used: keep it when trimming
+    except OSError:
+        pass
+    return t
+
+
+def store(path: str | os.PathLike, t: TraceData) -> Path | None:
+    """Write `t` as the cache entry of `path` (atomically); returns the entry or None on failure."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+        if t.source_stat not in ((-1, -1), (st.st_size, st.st_mtime_ns)):
+            return None  # the file changed while it was parsed: don't cache stale data
+        entry = entry_path(path, st)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".pkl")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC)
+                pickle.dump(_key(path, st), f, protocol=5)
+                pickle.dump(t, f, protocol=5)
+            os.replace(tmp, entry)
+        except BaseException:
+            _remove(Path(tmp))
+            raise
+    except Exception as e:  # noqa: BLE001 - a cache that cannot be written is not an error
+        log.warning("gpuscope: cannot write trace cache for %s (%s)", path, e)
+        return None
+    trim()
+    return entry
+
+
+def read_trace_cached(path: str | os.PathLike) -> TraceData:
+    """`read_trace` through the cache: a cached parse when valid, else parse and store."""
+    from profiler_core.trace.reader import read_trace
+
+    t = load(path)
+    if t is None:
+        t = read_trace(path)
+        store(path, t)
+    return t
+
+
+def trim(max_bytes: int | None = None) -> int:
+    """Remove least recently used entries until the cache is under `max_bytes`; returns removed."""
+    limit = MAX_BYTES if max_bytes is None else max_bytes
+    try:
+        entries = [(p.stat().st_mtime, p.stat().st_size, p)
+                   for p in cache_dir().glob("*.trace.pkl")]
+    except OSError:
+        return 0
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for _, size, p in sorted(entries):
+        if total <= limit:
+            break
+        _remove(p)
+        total -= size
+        removed += 1
+    return removed
+
+
+def _remove(p: Path) -> None:
+    try:
+        p.unlink()
+    except OSError:
+        pass

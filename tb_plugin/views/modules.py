@@ -1,0 +1,148 @@
+"""Module view: the nn.Module (or annotation) hierarchy with host and device time per node.
+
+modules(t) -> {"source": "modules" | "annotations" | None,
+               "tree": [node...]}     node = {"name", "path", "occurrences", "operators",
+                                              "host_total_us", "host_self_us", "device_total_us",
+                                              "device_self_us", "avg_host_us", "children": [node...]}
+- source "modules": python_function events that carry `Python module id` (nn.Module calls,
+  recorded with with_stack/with_modules); a module's parent is the nearest enclosing module.
+- source "annotations" (no module events): user_annotation ranges (ProfilerStep#N excluded),
+  nested by time on each thread.
+- None: neither is present; "tree" is empty.
+Occurrences of the same path (names from the root) are merged into one node. host_total_us is
+the summed duration, host_self_us excludes child nodes, device_*_us is the GPU time (kernels,
+memcpy, memset) launched by the ops inside (self: by ops whose nearest node is this one),
+operators counts the CPU ops inside (whole subtree). Children are in order of first execution.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tb_plugin.views import common
+
+
+def _nearest(parent: np.ndarray, is_node: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """For each tree position, the nearest position at or above `start` (its own or an ancestor's)
+    flagged in `is_node`, -1 if none. `start` gives the first candidate for each position."""
+    anc = start.copy()
+    for _ in range(len(parent) + 1):
+        need = (anc >= 0) & ~is_node[np.maximum(anc, 0)]
+        if not need.any():
+            break
+        anc[need] = parent[anc[need]]
+    return anc
+
+
+def module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
+    """The hierarchy nodes with their per-occurrence numbers (cached): columns path (tuple), start,
+    host_total, host_self, device_self, device_total, ops_self, ops_total."""
+    return common.derived(t, "module_nodes", lambda: _module_nodes(t))
+
+
+def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
+    ev = t.events
+    empty = pd.DataFrame({c: [] for c in ("path", "start", "host_total", "host_self", "device_self",
+                                          "device_total", "ops_self", "ops_total")})
+    if not len(ev):
+        return None, empty
+    tree = common.op_tree(t)
+    n = len(tree)
+    if not n:
+        return None, empty
+    rows = tree["row"].to_numpy()
+    pos_of = np.full(len(ev), -1, np.int64)
+    pos_of[rows] = np.arange(n)
+    praw = tree["parent"].to_numpy()
+    parent = np.where(praw >= 0, pos_of[np.maximum(praw, 0)], -1)
+    cat = ev["cat"].astype(str).to_numpy()[rows]
+    names = ev["name"].astype(str).to_numpy()[rows]
+    merged = tree["merged_into"].to_numpy() >= 0
+    is_op_node = tree["is_op"].to_numpy()
+    is_mod = ~is_op_node
+    source = "modules"
+    if not is_mod.any():
+        is_mod = (cat == "user_annotation") & ~np.char.startswith(names.astype(str), common.STEP_PREFIX)
+        source = "annotations"
+        if not is_mod.any():
+            return None, empty
+    # nearest hierarchy node strictly above each node, and at-or-above
+    up = _nearest(parent, is_mod, parent)
+    at = np.where(is_mod, np.arange(n), up)
+    mods = np.flatnonzero(is_mod)
+    mod_parent = up[mods]
+    # paths (python loop over hierarchy nodes only, in tree order: parents come first)
+    path_of: dict[int, tuple] = {}
+    for m, p in zip(mods.tolist(), mod_parent.tolist()):
+        path_of[m] = (path_of[p] if p >= 0 else ()) + (names[m],)
+    start = tree["start"].to_numpy()
+    dur = (tree["end"].to_numpy() - start).astype(np.float64)
+    k = len(mods)
+    mi = np.full(n, -1, np.int64)
+    mi[mods] = np.arange(k)
+    host_total = dur[mods]
+    child_sum = np.bincount(mi[mod_parent[mod_parent >= 0]], weights=host_total[mod_parent >= 0], minlength=k)
+    host_self = host_total - child_sum
+    # CPU ops per node
+    ops = np.flatnonzero((cat == "cpu_op") & ~merged & (at >= 0))
+    ops_self = np.bincount(mi[at[ops]], minlength=k).astype(np.float64)
+    # device time of GPU activities through their launching op
+    dev_self = np.zeros(k)
+    links = common.link_gpu_to_ops(t)
+    if len(links):
+        op = links["op"].to_numpy()
+        ok = op >= 0
+        gp = pos_of[np.maximum(op, 0)]
+        ok &= gp >= 0
+        owner = np.where(ok, at[np.maximum(gp, 0)], -1)
+        ok &= owner >= 0
+        gdur = ev["dur"].to_numpy(np.float64)[links["row"].to_numpy()]
+        dev_self = np.bincount(mi[owner[ok]], weights=gdur[ok], minlength=k)
+    # totals: accumulate children into parents, deepest first
+    depth = np.zeros(k, np.int64)
+    for j, p in enumerate(mod_parent.tolist()):
+        depth[j] = depth[mi[p]] + 1 if p >= 0 else 0
+    dev_total, ops_total = dev_self.copy(), ops_self.copy()
+    pm = np.where(mod_parent >= 0, mi[np.maximum(mod_parent, 0)], -1)
+    for d in range(int(depth.max()) if k else 0, 0, -1):
+        sel = np.flatnonzero(depth == d)
+        np.add.at(dev_total, pm[sel], dev_total[sel])
+        np.add.at(ops_total, pm[sel], ops_total[sel])
+    df = pd.DataFrame({"path": [path_of[m] for m in mods.tolist()], "start": start[mods],
+                       "host_total": host_total, "host_self": host_self, "device_self": dev_self,
+                       "device_total": dev_total, "ops_self": ops_self, "ops_total": ops_total})
+    return source, df
+
+
+def _r(ns: float) -> float:
+    return round(float(ns) / 1e3, 3)
+
+
+def modules(t: Any) -> dict:
+    """The module (or annotation) tree of one trace with occurrences and host/device times."""
+    source, df = module_nodes(t)
+    if source is None or not len(df):
+        return {"source": None, "tree": []}
+    g = df.groupby("path", sort=False)
+    agg = pd.DataFrame({"occ": g.size(), "first": g["start"].min(), "ht": g["host_total"].sum(),
+                        "hs": g["host_self"].sum(), "dt": g["device_total"].sum(), "ds": g["device_self"].sum(),
+                        "ops": g["ops_total"].sum()})
+    nodes: dict[tuple, dict] = {}
+    order = sorted(agg.index, key=lambda p: (len(p), agg.at[p, "first"], p))
+    roots: list[tuple] = []
+    kids: dict[tuple, list] = {}
+    for p in order:
+        r = agg.loc[[p]].iloc[0]
+        occ = int(r["occ"])
+        nodes[p] = {"name": p[-1], "path": "/".join(p), "occurrences": occ, "operators": int(r["ops"]),
+                    "host_total_us": _r(r["ht"]), "host_self_us": _r(r["hs"]),
+                    "device_total_us": _r(r["dt"]), "device_self_us": _r(r["ds"]),
+                    "avg_host_us": _r(r["ht"] / occ), "children": []}
+        (kids.setdefault(p[:-1], []) if len(p) > 1 else roots).append(p)
+    for parent_path, children in kids.items():
+        children.sort(key=lambda c: (agg.at[c, "first"], c))
+        nodes[parent_path]["children"] = [nodes[c] for c in children]
+    roots.sort(key=lambda c: (agg.at[c, "first"], c))
+    return {"source": source, "tree": [nodes[p] for p in roots]}

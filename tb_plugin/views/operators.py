@@ -1,0 +1,191 @@
+"""Operators view: operators grouped by name (or name and input shape) with calls, host and device self/total
+time, Tensor Core eligibility and call-stack availability; the call stacks of one group (DESIGN.md §4)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import common
+from .common import GPU_CATS, category_mask, ns_to_us
+
+try:
+    from ..errors import BadRequest
+except Exception:  # pragma: no cover - errors.py not written yet
+    class BadRequest(ValueError):  # type: ignore[no-redef]
+        """A bad request parameter (HTTP 400)."""
+
+GROUP_BY = ("name", "name_shape")
+# ops left out of the table, as torch-tb-profiler does: wrappers whose time is their children's
+_EXCLUDED = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
+
+
+def _is_table_op(name: str) -> bool:
+    return not (name.startswith(common.STEP_PREFIX) or name.startswith("Optimizer.") or name in _EXCLUDED
+                or common.is_dataloader(name))
+
+
+def _display_shape(dims: str) -> str:
+    """Input Dims text as torch-tb-profiler shows it: Python's str() of the list ("[[2, 3], []]")."""
+    if not dims:
+        return "[]"
+    try:
+        return json.dumps(json.loads(dims))
+    except ValueError:
+        return dims
+
+
+def _node_stats(t: Any) -> pd.DataFrame:
+    """Per op-tree node (merged nodes dropped): host/device self and total ns, TC eligibility."""
+    ev = t.events
+    tree = common.op_tree(t)
+    tree = tree[tree["merged_into"] < 0].reset_index(drop=True)
+    n = len(tree)
+    rows = tree["row"].to_numpy()
+    node_of = np.full(len(ev), -1, np.int64)
+    node_of[rows] = np.arange(n)
+    parent = np.where(tree["parent"].to_numpy() >= 0, node_of[np.maximum(tree["parent"].to_numpy(), 0)], -1)
+    host_total = (tree["end"] - tree["start"]).to_numpy(np.float64)
+    dur = ev["dur"].to_numpy(np.float64)
+
+    has_parent = parent >= 0
+    child_sum = np.bincount(parent[has_parent], weights=host_total[has_parent], minlength=n)
+
+    launches = common.link_launches_to_ops(t)
+    lop = node_of[np.maximum(launches["op"].to_numpy(), 0)]
+    ok = (launches["op"].to_numpy() >= 0) & (lop >= 0)
+    runtime_sum = np.bincount(lop[ok], weights=dur[launches["row"].to_numpy()[ok]], minlength=n)
+
+    gl = common.link_gpu_to_ops(t)
+    gop = node_of[np.maximum(gl["op"].to_numpy(), 0)]
+    ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
+    grow = gl["row"].to_numpy()[ok]
+    gdur = dur[grow]
+    device_self = np.bincount(gop[ok], weights=gdur, minlength=n)
+    is_kernel = category_mask(ev, ("kernel",))[grow]
+    tc_kernel = is_kernel & common._per_value(ev["name"], common.uses_tensor_cores)[grow]
+    kernel_self = np.bincount(gop[ok], weights=np.where(is_kernel, gdur, 0.0), minlength=n)
+    tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
+
+    names = ev["name"].to_numpy()[rows]
+    is_op = tree["is_op"].to_numpy()
+    eligible = common._per_value(ev["name"], common.is_tc_eligible_op)[rows] | (is_op & (tc_self > 0))
+    device_total = device_self.copy()
+    has_eligible_below = np.zeros(n, dtype=bool)
+    depth = tree["depth"].to_numpy()
+    for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
+        sel = np.flatnonzero((depth == d) & has_parent)
+        if len(sel) == 0:
+            continue
+        p = parent[sel]
+        np.add.at(device_total, p, device_total[sel])
+        below = eligible[sel] | has_eligible_below[sel]
+        has_eligible_below[p[below]] = True
+        inherit = np.zeros(n, dtype=bool)
+        inherit[p[eligible[sel]]] = True
+        eligible |= inherit & is_op
+    return pd.DataFrame({
+        "row": rows, "name": names, "is_op": is_op,
+        "host_total": host_total, "host_self": host_total - child_sum - runtime_sum,
+        "device_self": device_self, "device_total": device_total, "kernel_self": kernel_self,
+        "tc_self": tc_self, "tc_eligible": eligible, "bottom_eligible": eligible & ~has_eligible_below,
+    })
+
+
+def node_stats(t: Any) -> pd.DataFrame:
+    """Per op-tree node: `row`, `name`, `host_total`, `host_self`, `device_self`, `device_total` (ns),
+    `kernel_self`, `tc_self`, `tc_eligible`, `bottom_eligible`; memoised per trace."""
+    return common.derived(t, "op_node_stats", lambda: _node_stats(t))
+
+
+def _table_ops(t: Any) -> pd.DataFrame:
+    ev = t.events
+    st = node_stats(t)
+    keep = st["is_op"].to_numpy() & common._per_value(ev["name"], _is_table_op)[st["row"].to_numpy()]
+    ops = st.loc[keep].copy()
+    rows = ops["row"].to_numpy()
+    ops["input_dims"] = ev["input_dims"].to_numpy()[rows] if "input_dims" in ev else ""
+    ops["call_stack"] = ev["call_stack"].to_numpy()[rows] if "call_stack" in ev else ""
+    return ops
+
+
+def tensor_core_eligible_kernel_ratio(t: Any) -> float:
+    """Kernel time of the lowest Tensor Core eligible ops / kernel time of all table ops (for the AMP advice)."""
+    ops = _table_ops(t)
+    total = ops["kernel_self"].sum()
+    if total <= 0:
+        return 0.0
+    st = node_stats(t)
+    return float(st.loc[st["bottom_eligible"], "kernel_self"].sum() / total)
+
+
+def _has_device(t: Any) -> bool:
+    return bool(category_mask(t.events, GPU_CATS).any()) if len(t.events) else False
+
+
+def _aggregate(ops: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    ops = ops.assign(name=ops["name"].astype(str), has_stack=ops["call_stack"].astype(str) != "")
+    if "input_dims" in keys:
+        ops["input_dims"] = ops["input_dims"].astype(str)
+    g = ops.groupby(keys, sort=False, observed=True)
+    return g.agg(calls=("row", "size"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
+                 device_self=("device_self", "sum"), device_total=("device_total", "sum"),
+                 tc_eligible=("tc_eligible", "any"), has_call_stack=("has_stack", "any")).reset_index()
+
+
+def operators(t: Any, group_by: str = "name") -> dict:
+    """Operator table rows grouped by `name` or `name_shape`, sorted by device self time (host self time on a
+    CPU-only trace) descending, then name and input shape."""
+    if group_by not in GROUP_BY:
+        raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
+    ops = _table_ops(t)
+    keys = ["name"] + (["input_dims"] if group_by == "name_shape" else [])
+    agg = _aggregate(ops, keys)
+    device = _has_device(t)
+    if group_by == "name_shape":
+        agg["input_shape"] = [_display_shape(d) for d in agg["input_dims"]]
+        agg = agg.groupby(["name", "input_shape"], sort=False).agg(
+            calls=("calls", "sum"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
+            device_self=("device_self", "sum"), device_total=("device_total", "sum"),
+            tc_eligible=("tc_eligible", "any"), has_call_stack=("has_call_stack", "any")).reset_index()
+    metric = "device_self" if device else "host_self"
+    sort_cols = [metric, "name"] + (["input_shape"] if group_by == "name_shape" else [])
+    agg = agg.sort_values(sort_cols, ascending=[False] + [True] * (len(sort_cols) - 1), kind="stable")
+    out = []
+    for r in agg.itertuples(index=False):
+        row: dict[str, Any] = {"name": r.name}
+        if group_by == "name_shape":
+            row["input_shape"] = r.input_shape
+        row.update(calls=int(r.calls), host_self_us=ns_to_us(r.host_self), host_total_us=ns_to_us(r.host_total),
+                   device_self_us=ns_to_us(r.device_self), device_total_us=ns_to_us(r.device_total),
+                   tc_eligible=bool(r.tc_eligible), has_call_stack=bool(r.has_call_stack))
+        out.append(row)
+    return {"rows": out, "device": device, "sort": f"{metric}_us"}
+
+
+def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
+    """The calls of one operator (and input shape) split by call stack: one row per distinct stack with the
+    same columns as the table plus `call_stack` (frames, innermost first)."""
+    if not isinstance(name, str) or not name:
+        raise BadRequest("name is required")
+    ops = _table_ops(t)
+    ops = ops[ops["name"].astype(str) == name]
+    if input_shape is not None:
+        shapes = ops["input_dims"].astype(str).map(_display_shape)
+        ops = ops[shapes == input_shape]
+    agg = _aggregate(ops, ["call_stack"]) if len(ops) else pd.DataFrame()
+    device = _has_device(t)
+    rows = []
+    if len(agg):
+        metric = "device_self" if device else "host_self"
+        agg = agg.sort_values([metric, "call_stack"], ascending=[False, True], kind="stable")
+        for r in agg.itertuples(index=False):
+            stack = str(r.call_stack)
+            rows.append({"name": name, **({"input_shape": input_shape} if input_shape is not None else {}),
+                         "call_stack": [f for f in stack.split(";") if f] if stack else [],
+                         "calls": int(r.calls), "host_self_us": ns_to_us(r.host_self),
+                         "host_total_us": ns_to_us(r.host_total), "device_self_us": ns_to_us(r.device_self),
+                         "device_total_us": ns_to_us(r.device_total), "tc_eligible": bool(r.tc_eligible)})
+    return {"name": name, "input_shape": input_shape, "rows": rows}

@@ -1,0 +1,257 @@
+"""The CUPTI backend and the CUDA collector, driven through a fake `cupti` package (no GPU here).
+
+The fake mirrors cupti-python's binding module (`from cupti import cupti`): `ActivityKind`, `CallbackDomain`,
+`ActivityThreadIdType` enums with CUPTI's values, `activity_register_callbacks(requested, completed)`,
+`activity_enable/disable`, `activity_flush_all`, `get_timestamp`, `get_callback_name`,
+`activity_get_num_dropped_records(ctx, stream, out_ptr)`. Records are delivered as attribute objects
+through the completed callback at flush time, like the real buffers.
+"""
+import ctypes
+import enum
+import importlib.machinery
+import sys
+import threading
+import time
+import types
+import warnings
+from types import SimpleNamespace
+
+import pytest
+
+import profiler_core
+import profiler_core.cuda as cuda
+from profiler_core import ProfilerActivity, record_function, record_op
+from profiler_core.cuda import collector as collector_mod
+from profiler_core.cuda.cupti_backend import CuptiBackend, CuptiUnavailable, clean_api_name
+
+OFFSET = 5_000_000   # host = cupti + OFFSET
+
+
+class ActivityKind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    KERNEL = 3
+    DRIVER = 4
+    RUNTIME = 5
+    CONCURRENT_KERNEL = 10
+    OVERHEAD = 17
+    SYNCHRONIZATION = 38
+    EXTERNAL_CORRELATION = 39
+    MEMORY2 = 49
+
+
+class FakeCupti(types.ModuleType):
+    """A stand-in for cupti-python's `cupti.cupti` module."""
+
+    def __init__(self):
+        super().__init__("cupti.cupti")
+        self.ActivityKind = ActivityKind
+        self.CallbackDomain = SimpleNamespace(DRIVER_API=1, RUNTIME_API=2)
+        self.ActivityThreadIdType = SimpleNamespace(SYSTEM=1)
+        self.registrations = 0
+        self.enabled = set()
+        self.thread_id_type = None
+        self.pending = []
+        self.dropped = 0
+        self.corr = 100
+        self.flushes = 0
+
+    # --- API ---
+    def activity_register_callbacks(self, requested, completed):
+        self.registrations += 1
+        self.requested, self.completed = requested, completed
+
+    def set_thread_id_type(self, t):
+        self.thread_id_type = t
+
+    def activity_enable(self, kind):
+        self.enabled.add(ActivityKind(kind).name)
+
+    def activity_disable(self, kind):
+        self.enabled.discard(ActivityKind(kind).name)
+
+    def get_version(self):
+        return 130001
+
+    def get_timestamp(self):
+        return time.time_ns() - OFFSET
+
+    def get_callback_name(self, domain, cbid):
+        return {(1, 307): "cuLaunchKernel", (1, 279): b"cuMemcpyDtoH_v2", (2, 211): "cudaLaunchKernel_v7000",
+                (2, 10): "cudaGetDevice_v3020"}[(int(domain), cbid)]
+
+    def activity_flush_all(self, flag):
+        self.flushes += 1
+        assert self.requested() == (8 * 1024 * 1024, 0)
+        batch, self.pending = self.pending, []
+        if batch:
+            self.completed(batch)
+
+    def activity_get_num_dropped_records(self, ctx, stream_id, ptr):
+        ctypes.c_uint64.from_address(ptr).value = self.dropped
+
+    # --- the fake device ---
+    def launch(self, name, *, runtime=False, grid=(4, 1, 1), block=(128, 1, 1)):
+        """What CUPTI would report for one kernel launched now from this thread."""
+        self.corr += 1
+        t = self.get_timestamp()
+        kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
+        self.pending.append(SimpleNamespace(kind=kind, cbid=211 if runtime else 307, start=t, end=t + 2000,
+                                            process_id=4242, thread_id=threading.get_native_id(),
+                                            correlation_id=self.corr, return_value=0))
+        self.pending.append(SimpleNamespace(
+            kind=ActivityKind.CONCURRENT_KERNEL, start=t + 5000, end=t + 9000, queued=0, submitted=0,
+            device_id=0, context_id=1, stream_id=7, correlation_id=self.corr, grid_x=grid[0],
+            grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
+            registers_per_thread=32, static_shared_memory=0, dynamic_shared_memory=0,
+            local_memory_per_thread=0, launch_type=0, graph_id=0, channel_id=0, name=name.encode()))
+        return self.corr
+
+
+H800 = {"id": 0, "name": "NVIDIA H800", "totalGlobalMem": 84943110144, "computeMajor": 9, "computeMinor": 0,
+        "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+        "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
+        "sharedMemPerMultiprocessor": 233472, "numSms": 132, "sharedMemPerBlockOptin": 232448,
+        "reservedSharedMemPerBlock": 1024}
+
+
+@pytest.fixture
+def fake_cupti(monkeypatch):
+    fake = FakeCupti()
+    pkg = types.ModuleType("cupti")
+    pkg.__spec__ = importlib.machinery.ModuleSpec("cupti", None)
+    pkg.cupti = fake
+    monkeypatch.setitem(sys.modules, "cupti", pkg)
+    monkeypatch.setitem(sys.modules, "cupti.cupti", fake)
+    monkeypatch.setattr(collector_mod, "query_device_properties", lambda: [dict(H800)])
+    monkeypatch.setattr(cuda, "_available", True)
+    CuptiBackend._reset_for_tests()
+    yield fake
+    CuptiBackend._reset_for_tests()
+
+
+def test_backend_cycles_register_once_and_copy_records_to_plain_dicts(fake_cupti):
+    be = CuptiBackend.instance()
+    for cycle in range(3):
+        be.start()
+        assert fake_cupti.enabled >= {"CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "DRIVER",
+                                      "SYNCHRONIZATION", "MEMORY2", "EXTERNAL_CORRELATION", "OVERHEAD"}
+        corr = fake_cupti.launch(f"k{cycle}")
+        cap = be.stop()
+        assert fake_cupti.enabled == set()
+        assert {r["kind"] for r in cap.records} == {"DRIVER", "CONCURRENT_KERNEL"}
+        k = next(r for r in cap.records if r["kind"] == "CONCURRENT_KERNEL")
+        assert k["name"] == f"k{cycle}" and k["correlation_id"] == corr and type(k["start"]) is int
+        assert all(type(v) in (int, float, str) or v is None for r in cap.records for v in r.values())
+        api = next(r for r in cap.records if r["kind"] == "DRIVER")
+        assert api["name"] == "cuLaunchKernel" and api["thread_id"] == threading.get_native_id()
+        assert abs(cap.clock_offset_ns - OFFSET) < 2_000_000
+        assert cap.warnings == []
+    assert fake_cupti.registrations == 1 and fake_cupti.thread_id_type == 1
+    # records delivered while no cycle runs are not kept for the next one
+    fake_cupti.launch("late")
+    fake_cupti.activity_flush_all(0)
+    be.start()
+    assert be.stop().records == []
+
+
+def test_dropped_records_and_noisy_api_calls(fake_cupti):
+    be = CuptiBackend.instance()
+    be.start()
+    fake_cupti.pending.append(SimpleNamespace(kind=ActivityKind.RUNTIME, cbid=10, start=1, end=2, process_id=1,
+                                              thread_id=1, correlation_id=1, return_value=0))
+    fake_cupti.dropped = 17
+    cap = be.stop()
+    assert cap.records == []    # cudaGetDevice is noise, as in Kineto
+    assert any("dropped 17 activity records" in w for w in cap.warnings)
+
+
+def test_api_names_lose_their_version_suffix():
+    assert clean_api_name("cudaLaunchKernel_v7000") == "cudaLaunchKernel"
+    assert clean_api_name("cudaStreamSynchronize_v3020") == "cudaStreamSynchronize"
+    assert clean_api_name("cuMemcpyHtoD_v2") == "cuMemcpyHtoD_v2"
+
+
+def test_optional_kinds_that_cannot_be_enabled_are_left_out_with_a_warning(fake_cupti):
+    enable = fake_cupti.activity_enable
+
+    def picky(kind):
+        if ActivityKind(kind).name == "MEMORY2":
+            raise RuntimeError("CUPTI_ERROR_NOT_SUPPORTED")
+        enable(kind)
+    fake_cupti.activity_enable = picky
+    be = CuptiBackend.instance()
+    be.start()
+    assert "MEMORY2" not in fake_cupti.enabled and "CONCURRENT_KERNEL" in fake_cupti.enabled
+    fake_cupti.launch("k")
+    cap = be.stop()
+    assert len(cap.records) == 2
+    assert [w for w in cap.warnings if "MEMORY2" in w and "NOT_SUPPORTED" in w]
+
+
+def test_cupti_failures_become_unavailable(fake_cupti):
+    def broken(kind):
+        raise RuntimeError("CUDA driver is not found (libcuda.so.1)")
+    fake_cupti.activity_enable = broken
+    with pytest.raises(CuptiUnavailable, match="CUDA driver is not found"):
+        CuptiBackend.instance().start()
+
+
+def test_profile_with_cuda_links_kernels_to_their_ops(fake_cupti):
+    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                               record_shapes=True) as prof:
+        with record_function("step"):
+            with record_op("my::matmul"):
+                c1 = fake_cupti.launch("_Z6matmulPfS_S_i", grid=(264, 1, 1), block=(256, 1, 1))
+            c2 = fake_cupti.launch("bias_add", runtime=True)
+    trace = prof.trace
+    assert trace["deviceProperties"] == [{k: v for k, v in H800.items() if k != "reservedSharedMemPerBlock"}]
+    assert trace.get("trace_source") == "cupti" and trace.get("cupti_version") == 130001
+    ev = trace["traceEvents"]
+    ops = {e["name"]: e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")}
+    kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
+    assert kernels[c1]["name"] == "matmul(float*, float*, float*, int)"
+    assert kernels[c1]["args"]["External id"] == ops["my::matmul"]["args"]["External id"]
+    assert kernels[c2]["args"]["External id"] == ops["step"]["args"]["External id"]
+    assert kernels[c1]["args"]["est. achieved occupancy %"] == 25
+    api = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    assert api[c2]["cat"] == "cuda_runtime" and api[c2]["name"] == "cudaLaunchKernel"
+    # GPU time is on the host clock: the kernel starts 5 µs after its launch call
+    assert kernels[c1]["ts"] - api[c1]["ts"] == pytest.approx(5.0, abs=0.01)
+    op = ops["my::matmul"]
+    assert op["ts"] <= api[c1]["ts"] <= op["ts"] + op["dur"]
+    flows = [e for e in ev if e.get("cat") == "ac2g"]
+    assert sorted((f["ph"], f["id"]) for f in flows) == sorted([("s", c1), ("f", c1), ("s", c2), ("f", c2)])
+    assert any(e.get("cat") == "gpu_user_annotation" and e["name"] == "step" for e in ev)
+    assert {(e["pid"], e["tid"]) for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"
+            and e["pid"] == 0} == {(0, 7)}
+
+
+def test_key_averages_attributes_device_time_to_the_launching_op(fake_cupti):
+    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_op("my::matmul"):
+            fake_cupti.launch("_Z6matmulPfS_S_i")
+            fake_cupti.launch("_Z6matmulPfS_S_i")   # each kernel runs 4 µs on the fake device
+    rows = {r.key: r for r in prof.key_averages()}
+    assert rows["my::matmul"].self_device_time_total == pytest.approx(8.0)
+    assert rows["matmul(float*, float*, float*, int)"].count == 2
+    assert "Self CUDA" in prof.key_averages().table(sort_by="self_cuda_time_total")
+
+
+def test_profile_twice_reuses_the_one_registration(fake_cupti):
+    for _ in range(2):
+        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            with record_op("op"):
+                fake_cupti.launch("k")
+        assert len([e for e in prof.trace["traceEvents"] if e.get("cat") == "kernel"]) == 1
+    assert fake_cupti.registrations == 1
+
+
+def test_dropped_records_reach_the_user_as_one_warning(fake_cupti):
+    fake_cupti.dropped = 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            fake_cupti.launch("k")
+    msgs = [str(w.message) for w in caught if "dropped" in str(w.message)]
+    assert len(msgs) == 1 and "3 activity records" in msgs[0]

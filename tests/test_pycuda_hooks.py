@@ -1,0 +1,191 @@
+"""PyCUDA hooks' bookkeeping on a fake pycuda: ops per launch path, copies, allocations, clean removal."""
+
+import numpy as np
+import pytest
+
+from test_pycuda_fake_module import LOG, fake_pycuda  # noqa: F401 (fixture)
+from profiler_core import integrations, recording
+from profiler_core.cuda import event_backend
+from profiler_core.cuda.convert import convert_records
+from profiler_core.cuda.link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
+from profiler_core.integrations import pycuda_hooks
+
+
+def _snapshot(mods):
+    """Every attribute of the fake's modules and classes, plus function defaults, by identity."""
+    snap = {}
+    for mname, mod in mods.items():
+        for k, v in vars(mod).items():
+            snap[(mname, k)] = v
+            if isinstance(v, type):
+                for ck, cv in vars(v).items():
+                    snap[(mname, k, ck)] = cv
+                    if hasattr(cv, "__defaults__"):
+                        snap[(mname, k, ck, "defaults")] = cv.__defaults__
+            elif hasattr(v, "__defaults__"):
+                snap[(mname, k, "defaults")] = v.__defaults__
+    return snap
+
+
+def _ops(session):
+    out = []
+    for buf in session.buffers:
+        for t0, t1, name, ext, cat, args, stack in buf.events:
+            out.append({"name": name, "ext": ext, "t0": t0, "t1": t1, "args": args or {}, "tid": buf.tid})
+    return sorted(out, key=lambda o: (o["t0"], -o["t1"]))
+
+
+def _children(ops, parent):
+    inside = [o for o in ops if o is not parent and parent["t0"] <= o["t0"] and o["t1"] <= parent["t1"]]
+    return [o["name"] for o in inside]
+
+
+@pytest.fixture
+def session():
+    s = recording.Session(record_shapes=True)
+    recording.start_session(s)
+    yield s
+    if recording.active_session() is s:
+        recording.stop_session()
+
+
+def test_install_uninstall_restores_pycuda_exactly(fake_pycuda):
+    before = _snapshot(fake_pycuda)
+    pycuda_hooks.install()
+    assert pycuda_hooks.is_installed()
+    drv, ga = fake_pycuda["pycuda.driver"], fake_pycuda["pycuda.gpuarray"]
+    assert drv.Function._launch_kernel is not before[("pycuda.driver", "Function", "_launch_kernel")]
+    assert ga.GPUArray.__init__.__defaults__ == (drv.mem_alloc,)   # the swapped allocator default
+    pycuda_hooks.uninstall()
+    assert not pycuda_hooks.is_installed()
+    after = _snapshot(fake_pycuda)
+    assert after.keys() == before.keys()
+    changed = [k for k in before if after[k] is not before[k] and after[k] != before[k]]
+    assert changed == []
+
+
+def test_installed_but_not_recording_passes_straight_through(fake_pycuda):
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    f = drv.Module().get_function("k")
+    f(grid=(1, 1), block=(32, 1, 1))
+    drv.memcpy_htod(0, np.zeros(4, np.float32))
+    assert [e[0] for e in LOG] == ["launch", "htod"]
+    assert recording.active_session() is None
+
+
+def test_every_launch_path_is_one_op_named_by_the_function(fake_pycuda, session):
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    f = drv.Module().get_function("add_kernel")
+    f(grid=(2, 1), block=(64, 1, 1))
+    f.prepare("PPi").prepared_call((2, 1), (64, 1, 1))
+    f.prepared_async_call((2, 1), (64, 1, 1), drv.Stream())
+    f.prepared_timed_call((2, 1), (64, 1, 1))()
+    recording.stop_session()
+    ops = _ops(session)
+    assert [o["name"] for o in ops] == ["add_kernel"] * 4
+    assert [e[0] for e in LOG] == ["launch"] * 4  # the real launches still ran
+
+
+def test_elementwise_and_reduction_kernels_are_one_op_each(fake_pycuda, session):
+    el, red = fake_pycuda["pycuda.elementwise"], fake_pycuda["pycuda.reduction"]
+    ga = fake_pycuda["pycuda.gpuarray"]
+    lin = el.ElementwiseKernel("float a, float *x, float *z", "z[i] = a*x[i]", name="linear_combo")
+    early = red.ReductionKernel(np.float32, "0", "a+b", "x[i]", "float *x", name="early_sum")
+    pycuda_hooks.install()   # after those kernels were built: pre-bound stage functions still get caught
+    dot = red.ReductionKernel(np.float32, "0", "a+b", "x[i]*y[i]", "float *x, float *y", name="my_dot")
+    x = ga.GPUArray((256,), np.float32)
+    lin(np.float32(2), x, x)
+    dot(x, x)
+    early(x)
+    recording.stop_session()
+    names = [o["name"] for o in _ops(session)]
+    assert names.count("linear_combo") == 1 and names.count("my_dot") == 1
+    # built before the hooks: its name was never seen, so pycuda's default name is used
+    assert names.count("reduce_kernel") == 1
+    assert LAUNCH_PLACEHOLDER not in names          # the kernel's op is the launching op
+    assert [e[1] for e in LOG if e[0] == "launch"] == ["linear_combo", "my_dot_stage1", "my_dot_stage2",
+                                                        "early_sum_stage1", "early_sum_stage2"]
+    lin_op = next(o for o in _ops(session) if o["name"] == "linear_combo")
+    assert lin_op["args"]["Input Dims"][1] == [256]
+
+
+def test_gpuarray_ops_copies_and_allocations(fake_pycuda, session):
+    drv, ga, tools = fake_pycuda["pycuda.driver"], fake_pycuda["pycuda.gpuarray"], fake_pycuda["pycuda.tools"]
+    pycuda_hooks.install()
+    a = ga.to_gpu(np.ones((8, 4), np.float32))
+    b = a + a
+    host = b.get()
+    z = ga.zeros((3,), np.float32)
+    drv.memcpy_dtod(z.gpudata, a.gpudata, 12)
+    drv.memset_d8_async(z.gpudata, 0, 12, drv.Stream())
+    pool = tools.DeviceMemoryPool()
+    pool.allocate(1 << 20)
+    pool.free_held()
+    recording.stop_session()
+    assert host.shape == (8, 4)
+    ops = _ops(session)
+    by_name = {o["name"]: o for o in ops}
+    to_gpu = by_name["gpuarray::to_gpu"]
+    # the allocator default bound at definition was swapped: the allocation is seen inside to_gpu
+    assert _children(ops, to_gpu) == ["pycuda::mem_alloc", "pycuda::memcpy_htod"]
+    allocs = [o["args"]["bytes"] for o in ops if o["name"] == "pycuda::mem_alloc"]
+    assert allocs == [128, 128, 12]   # to_gpu, a + a, zeros
+    assert to_gpu["args"]["Input Dims"] == [[8, 4]] and to_gpu["args"]["Input type"] == ["float"]
+    add = by_name["gpuarray::__add__"]
+    assert add["args"]["Input Dims"] == [[8, 4], [8, 4]]
+    assert _children(ops, add) == ["pycuda::mem_alloc", LAUNCH_PLACEHOLDER]  # axpbyz was fetched earlier
+    assert _children(ops, by_name["gpuarray::GPUArray.get"]) == ["pycuda::memcpy_dtoh"]
+    assert "pycuda::memset_d32" in _children(ops, by_name["gpuarray::zeros"])
+    assert {"pycuda::memcpy_dtod", "pycuda::memset_d8_async"} <= set(by_name)
+    assert by_name["pycuda::DeviceMemoryPool.allocate"]["args"]["bytes"] == 1 << 20
+    assert "pycuda::DeviceMemoryPool.free_held" in by_name
+
+
+def test_registry_installs_while_recording_and_removes_after(fake_pycuda):
+    drv = fake_pycuda["pycuda.driver"]
+    original = drv.Function._launch_kernel
+    integrations.activate()
+    try:
+        assert drv.Function._launch_kernel is not original
+        assert "pycuda.driver" in integrations.installed()
+    finally:
+        integrations.deactivate()
+    assert drv.Function._launch_kernel is original
+    assert not pycuda_hooks.is_installed()
+
+
+def test_cuda_event_fallback_end_to_end(fake_pycuda, session):
+    drv, ga = fake_pycuda["pycuda.driver"], fake_pycuda["pycuda.gpuarray"]
+    pycuda_hooks.install()
+    fb = event_backend.CudaEventBackend(drv)
+    fb.start()
+    try:
+        f = drv.Module().get_function("scale")
+        s = drv.Stream()
+        f.prepared_async_call((4, 1), (256, 1, 1), s, shared_size=1024)
+        a = ga.to_gpu(np.ones(16, np.float32))
+        a.get()
+    finally:
+        records = fb.stop()
+    recording.stop_session()
+    assert event_backend.current() is None
+    kinds = [r["kind"] for r in records]
+    assert kinds.count("CONCURRENT_KERNEL") == 1 and kinds.count("MEMCPY") == 2 and kinds.count("DRIVER") == 3
+    k = next(r for r in records if r["kind"] == "CONCURRENT_KERNEL")
+    assert (k["name"], k["grid_x"], k["block_x"], k["registers_per_thread"], k["static_shared_memory"],
+            k["dynamic_shared_memory"]) == ("scale", 4, 256, 24, 512, 1024)
+    assert k["end"] - k["start"] == 250_000   # fake events 0.25 ms apart
+    copies = sorted(r["bytes"] for r in records if r["kind"] == "MEMCPY")
+    assert copies == [64, 64]
+    conv = convert_records(records, device_properties=None)
+    cpu = [{"ph": "X", "cat": "cpu_op", "name": o["name"], "pid": 0, "tid": o["tid"],
+            "ts": o["t0"] + session.offset_ns, "dur": o["t1"] - o["t0"], "args": {"External id": o["ext"]}}
+           for o in _ops(session)]
+    link_gpu_to_ops(conv.events, cpu)
+    ext = {o["args"]["External id"]: o["name"] for o in cpu}
+    linked = {e["name"]: ext[e["args"]["External id"]] for e in conv.events
+              if e.get("cat") in ("kernel", "gpu_memcpy")}
+    assert linked == {"scale": "scale", "Memcpy HtoD (Pageable -> Device)": "pycuda::memcpy_htod",
+                      "Memcpy DtoH (Device -> Pageable)": "pycuda::memcpy_dtoh"}

@@ -1,0 +1,218 @@
+"""read_trace: exact agreement with a plain-json reading of every shared trace, and odd inputs."""
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler_core.trace.model import EVENT_COLUMNS, TraceData
+from profiler_core.trace.reader import TraceReadError, normalise_category, read_trace
+
+CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
+        "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Trace": "trace"}
+
+
+def _ns(v) -> int:
+    return int(Decimal(str(v)) * 1000)
+
+
+def _write(path: Path, doc, gz: bool = False) -> Path:
+    text = doc if isinstance(doc, str) else json.dumps(doc)
+    if gz:
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+def _shared_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.pt.trace.json*"))
+
+
+def test_every_shared_trace_matches_plain_json(shared_traces):
+    files = _shared_files(shared_traces)
+    assert len(files) >= 7
+    # one file per run: the two spans of a run have the same shape
+    files = list({f.parent: f for f in files}.values())
+    for path in files:
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        t = read_trace(path)
+        raw = doc["traceEvents"]
+        xs = [(i, e) for i, e in enumerate(raw) if e.get("ph") == "X"]
+        ev = t.events.sort_values("idx").reset_index(drop=True)
+        assert len(ev) == len(xs), path
+        assert list(ev["idx"]) == [i for i, _ in xs]
+        base = doc.get("baseTimeNanoseconds")
+        if base is None:
+            base = min(_ns(e["ts"]) for e in raw if "ts" in e and e.get("ph") in "Xisf")
+        assert t.base_ns == base
+        assert list(ev["ts"]) == [_ns(e["ts"]) - (0 if "baseTimeNanoseconds" in doc else base)
+                                  for _, e in xs]
+        assert list(ev["dur"]) == [_ns(e["dur"]) for _, e in xs]
+        assert list(ev["name"].astype(str)) == [e["name"] for _, e in xs]
+        assert list(ev["cat"].astype(str)) == [CATS.get(e["cat"], e["cat"]) for _, e in xs]
+        ext = [e["args"].get("External id", e["args"].get("external id", -1)) for _, e in xs]
+        assert list(ev["external_id"]) == ext
+        assert list(ev["correlation"]) == [e["args"].get("correlation", -1) for _, e in xs]
+        dims = [json.dumps(e["args"]["Input Dims"], separators=(",", ":"))
+                if "Input Dims" in e["args"] else "" for _, e in xs]
+        assert list(ev["input_dims"].astype(str)) == dims
+        stacks = [e["args"].get("Call stack", "") for _, e in xs]
+        assert list(ev["call_stack"].astype(str)) == stacks
+        kern = [(i, e) for i, e in xs if e["cat"] in ("Kernel", "kernel")]
+        kv = ev[ev["cat"] == "kernel"]
+        assert len(kv) == len(kern)
+        if kern:
+            assert list(kv["grid_x"]) == [e["args"]["grid"][0] for _, e in kern]
+            assert list(kv["block_z"]) == [e["args"]["block"][2] for _, e in kern]
+            assert list(kv["registers"]) == [e["args"]["registers per thread"] for _, e in kern]
+            assert np.allclose(kv["warps_per_sm"], [e["args"]["warps per SM"] for _, e in kern])
+            assert list(kv["occupancy"]) == [e["args"]["est. achieved occupancy %"]
+                                            for _, e in kern]
+            assert list(kv["device"]) == [e["args"]["device"] for _, e in kern]
+            assert list(kv["stream"]) == [e["args"]["stream"] for _, e in kern]
+            assert (kv["tid"] == kv["stream"]).all()  # "stream 7" parsed to 7
+        mem = [e for e in raw if e.get("name") == "[memory]"]
+        assert len(t.memory) == len(mem)
+        assert sorted(t.memory["bytes"]) == sorted(e["args"]["Bytes"] for e in mem)
+        flows = [e for e in raw if e.get("ph") in ("s", "f", "t")]
+        assert len(t.flows) == len(flows)
+        assert sorted(t.flows["id"]) == sorted(e["id"] for e in flows)
+        assert len(t.names) == sum(1 for e in raw if e.get("ph") == "M")
+        assert t.metadata == {k: v for k, v in doc.items() if k != "traceEvents"}
+        assert t.device_properties == doc.get("deviceProperties", [])
+        assert not t.warnings
+
+
+def test_schema_dtypes_and_order(shared_traces):
+    path = _shared_files(shared_traces / "torch_cpu_cnn")[0]
+    t = read_trace(path)
+    ev = t.events
+    assert tuple(ev.columns) == EVENT_COLUMNS
+    for c in ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype"):
+        assert isinstance(ev[c].dtype, pd.CategoricalDtype), c
+    for c in ("pid", "tid", "ts", "dur", "external_id", "bytes", "python_id", "idx"):
+        assert ev[c].dtype == np.int64, c
+    for c in ("grid_x", "block_z", "registers", "shared_memory"):
+        assert ev[c].dtype == np.int32, c
+    assert ev["occupancy"].dtype == np.float64
+    assert ev["ts"].is_monotonic_increasing
+    assert (ev["dur"] >= 0).all()
+    assert (ev.index == np.arange(len(ev))).all()
+    # python_function args, with null parents -> -1
+    py = ev[ev["cat"] == "python_function"]
+    assert (py["python_id"] > 0).all() and (py["python_parent_id"] == -1).any()
+    # string pids/tids became stable negative codes with labels
+    tr = ev[ev["cat"] == "trace"].iloc[0]
+    assert t.label(tr["pid"]) == "Spans" and t.label(tr["tid"]) == "PyTorch Profiler"
+    assert tr["pid"] < -(1 << 31)
+    assert set(t.memory.columns) >= {"ts", "pid", "tid", "device_type", "device_id", "addr",
+                                     "bytes", "total_allocated", "total_reserved"}
+    assert t.memory["ts"].is_monotonic_increasing
+    assert (t.memory["addr"] > 0).all()
+    assert set(t.flows["cat"].astype(str)) == {"fwdbwd"}
+    assert set(t.flows["bp"].astype(str)) == {"", "e"}
+    names = t.names
+    assert "thread_name" in set(names["kind"])
+    assert isinstance(t, TraceData)
+
+
+def test_exact_nanoseconds_and_category_names(tmp_path):
+    ev = [{"ph": "X", "cat": c, "name": "n", "pid": 1, "tid": 1,
+           "ts": 5350129802343.146 + i, "dur": 9053.8, "args": {}}
+          for i, c in enumerate(["Operator", "python", "Runtime", "cuda_driver", "Memcpy",
+                                 "gpu_user_annotation", "WeirdCat"])]
+    p = _write(tmp_path / "a.json", {"baseTimeNanoseconds": 7, "traceEvents": ev})
+    t = read_trace(p)
+    assert t.base_ns == 7
+    assert list(t.events["ts"]) == [5350129802343146 + 1000 * i for i in range(7)]
+    assert set(t.events["dur"]) == {9053800}
+    assert list(t.events["cat"].astype(str)) == [
+        "cpu_op", "python_function", "cuda_runtime", "cuda_driver", "gpu_memcpy",
+        "gpu_user_annotation", "weirdcat"]
+    assert normalise_category(None) == ""
+
+
+def test_bare_list_na_values_and_string_ids(tmp_path):
+    ev = [
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": "0", "tid": "stream 7",
+         "ts": 100, "dur": 0, "args": {"bytes": 4, "memory bandwidth (GB/s)": "N/A",
+                                       "correlation": "N/A", "external id": 9}},
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 101, "dur": 3,
+         "args": {"blocks per SM": "inf", "warps per SM": "N/A", "grid": [1, 2, 3],
+                  "block": "bad"}},
+        {"ph": "X", "cat": "Operator", "name": "op", "pid": "host", "tid": "main",
+         "ts": 99, "dur": -5, "args": "not an object"},
+        {"ph": "B", "name": "unsupported", "pid": 1, "tid": 1, "ts": 1},
+        "not an event",
+        {"ph": "X", "name": "no ts", "pid": 1, "tid": 1},
+    ]
+    p = _write(tmp_path / "bare.json", ev)
+    t = read_trace(p)
+    e = t.events
+    assert list(e["name"].astype(str)) == ["op", "Memcpy HtoD", "k"]
+    assert t.base_ns == 99_000  # no baseTimeNanoseconds: rebased on the first event
+    assert list(e["ts"]) == [0, 1000, 2000]
+    assert list(e["dur"]) == [0, 0, 3000]
+    memcpy = e.iloc[1]
+    assert (memcpy["pid"], memcpy["tid"], memcpy["device"], memcpy["stream"]) == (0, 7, 0, 7)
+    assert memcpy["correlation"] == -1 and memcpy["external_id"] == 9 and memcpy["bytes"] == 4
+    k = e.iloc[2]
+    assert k["blocks_per_sm"] == np.inf and np.isnan(k["warps_per_sm"])
+    assert (k["grid_x"], k["grid_y"], k["grid_z"]) == (1, 2, 3)
+    assert (k["block_x"], k["block_y"], k["block_z"]) == (0, 0, 0)
+    op = e.iloc[0]
+    assert t.label(op["pid"]) == "host" and t.label(op["tid"]) == "main"
+    text = " | ".join(t.warnings)
+    for part in ("args dropped", "not event objects", "phase 'B'", "without a valid ts",
+                 "clamped", "'correlation'", "'warps_per_sm'", "'block'"):
+        assert part in text, part
+
+
+def test_event_args_reads_one_event_lazily(shared_traces, tmp_path):
+    path = _shared_files(shared_traces / "kineto_resnet50_v100")[0]
+    t = read_trace(path)
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    k = t.events[t.events["cat"] == "kernel"].iloc[5]
+    assert t.event_args(int(k["idx"])) == raw[int(k["idx"])]["args"]
+    with pytest.raises(IndexError):
+        t.event_args(len(raw) + 5)
+
+
+@pytest.mark.parametrize("content,reason", [
+    (b"", "empty"),
+    (b'{"traceEvents": [{"ph": "X", "ts": 1', "truncated"),
+    (b'{"schemaVersion": 1}', "traceEvents"),
+    (b'{"traceEvents": {"a": 1}}', "not a list"),
+    (b"hello", "not a JSON trace"),
+])
+def test_bad_files_raise_clear_errors(tmp_path, content, reason):
+    p = tmp_path / "bad.pt.trace.json"
+    p.write_bytes(content)
+    with pytest.raises(TraceReadError) as e:
+        read_trace(p)
+    assert reason in str(e.value) and str(p) in str(e.value)
+
+
+def test_corrupt_and_truncated_gzip(tmp_path):
+    good = gzip.compress(json.dumps({"traceEvents": []}).encode() * 50)
+    p = tmp_path / "t.pt.trace.json.gz"
+    p.write_bytes(good[: len(good) // 2])
+    with pytest.raises(TraceReadError, match="truncated gzip"):
+        read_trace(p)
+    p.write_bytes(good[:10] + b"\x00garbage" * 20)
+    with pytest.raises(TraceReadError, match="gzip"):
+        read_trace(p)
+    with pytest.raises(TraceReadError, match="not found"):
+        read_trace(tmp_path / "missing.json")
+
+
+def test_empty_trace_has_typed_empty_frames(tmp_path):
+    t = read_trace(_write(tmp_path / "e.json", {"traceEvents": []}, gz=True))
+    assert len(t.events) == 0 and tuple(t.events.columns) == EVENT_COLUMNS
+    assert t.events["ts"].dtype == np.int64
+    assert isinstance(t.events["name"].dtype, pd.CategoricalDtype)
+    assert len(t.memory) == 0 and len(t.flows) == 0 and len(t.names) == 0

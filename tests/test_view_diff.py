@@ -1,0 +1,100 @@
+"""Diff view: steps aligned in order, phases aligned by name, operator deltas with device time."""
+import json
+
+import numpy as np
+import pandas as pd
+
+from tb_plugin.views.diff import diff
+
+
+class FakeTrace:
+    """Stands in for TraceData (weak-referenceable, like the real dataclass)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+COLS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation"]
+US = 1000
+
+
+def mk(rows):
+    rows = [tuple(r) + (-1,) * (len(COLS) - len(r)) for r in rows]
+    ev = pd.DataFrame(rows, columns=COLS)
+    for c in ("cat", "name"):
+        ev[c] = ev[c].astype("category")
+    for c in COLS[2:]:
+        ev[c] = ev[c].astype("int64")
+    ev["python_module_id"] = np.int64(-1)
+    ev["idx"] = np.arange(len(ev), dtype=np.int64)
+    ev = ev.sort_values("ts", kind="stable").reset_index(drop=True)
+    return FakeTrace(events=ev, labels={})
+
+
+def training(n_steps, first_step, mm_us, with_opt=True):
+    """Steps of 100us: dataloader [0,10], forward annotation [10,50] with aten::mm (launching a
+    kernel of mm_us/2), backward node [50,80] with aten::mm_backward, optimizer [85,95]."""
+    rows = []
+    for i in range(n_steps):
+        b = i * 100 * US
+        c = 1000 * (i + 1)
+        rows += [("user_annotation", f"ProfilerStep#{first_step + i}", 1, 1, b, 100 * US),
+                 ("user_annotation", "enumerate(DataLoader)#_Iter.__next__", 1, 1, b, 10 * US),
+                 ("user_annotation", "fwd", 1, 1, b + 10 * US, 40 * US),
+                 ("cpu_op", "aten::mm", 1, 1, b + 11 * US, mm_us * US, 10 + i),
+                 ("cuda_runtime", "cudaLaunchKernel", 1, 1, b + 12 * US, 1 * US, 10 + i, c),
+                 ("kernel", "gemm", 0, 7, b + 20 * US, mm_us * US // 2, 10 + i, c),
+                 ("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 1, 1, b + 50 * US, 30 * US),
+                 ("cpu_op", "aten::mm_backward", 1, 1, b + 51 * US, 20 * US)]
+        if with_opt:
+            rows.append(("user_annotation", "Optimizer.step#SGD.step", 1, 1, b + 85 * US, 10 * US))
+    return mk(rows)
+
+
+def test_step_and_phase_alignment():
+    out = diff(training(2, 3, 10), training(3, 8, 30, with_opt=False))
+    json.dumps(out)
+    assert "base has 2 steps and exp has 3" in out["notes"][0]
+    assert [(s["base_step"], s["exp_step"]) for s in out["steps"]] == [("3", "8"), ("4", "9")]
+    s = out["steps"][0]
+    assert s["base"]["host_us"] == 100.0 and s["delta"]["device_us"] == 10.0   # kernels 5us -> 15us
+    phases = [(p["phase"], p["base"] is not None, p["exp"] is not None) for p in s["phases"]]
+    assert phases == [("data loading", True, True), ("fwd", True, True), ("backward", True, True),
+                      ("optimizer", True, False)]
+    fwd = s["phases"][1]
+    assert fwd["base"]["host_us"] == 40.0 and fwd["delta"]["calls"] == 0
+    mm = {o["name"]: o for o in fwd["ops"]}["aten::mm"]
+    assert (mm["base"]["host_total_us"], mm["exp"]["host_total_us"], mm["delta"]["host_total_us"]) == (10.0, 30.0, 20.0)
+    assert mm["delta"]["device_self_us"] == 10.0
+
+
+def test_op_table_totals_and_order():
+    out = diff(training(2, 1, 10), training(2, 1, 30, with_opt=False))
+    ops = out["ops"]
+    names = [o["name"] for o in ops]
+    assert names[0] == "aten::mm"           # largest |delta host_total|
+    fwd = {o["name"]: o for o in ops}["fwd"]
+    assert fwd["base"]["calls"] == 2 and fwd["base"]["device_total_us"] == 10.0 and fwd["exp"]["device_total_us"] == 30.0
+    assert fwd["base"]["host_self_us"] == 60.0     # 2 x (40 - 10)
+    opt = {o["name"]: o for o in ops}["Optimizer.step#SGD.step"]
+    assert opt["exp"]["calls"] == 0 and opt["delta"]["calls"] == -2
+    assert out["base"]["calls"] == out["exp"]["calls"] + 2
+    assert [p["phase"] for p in out["phases"]] == ["data loading", "fwd", "backward", "optimizer"]
+
+
+def test_identical_profiles_have_zero_deltas():
+    t = training(2, 1, 10)
+    out = diff(t, t)
+    assert all(v == 0 for o in out["ops"] for v in o["delta"].values())
+    assert out["notes"] == []
+
+
+def test_real_traces(shared_traces):
+    from profiler_core.trace.reader import read_trace
+    a = read_trace(next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz")))
+    b = read_trace(sorted((shared_traces / "torch_cpu_cnn" / "ddp_gloo").glob("*.gz"))[0])
+    out = diff(a, b)
+    phases = [p["phase"] for p in out["phases"]]
+    assert {"data loading", "forward_pass", "backward", "optimizer"} <= set(phases)
+    assert any(p["phase"] == "gloo:all_reduce" and p["base"] is None for p in out["phases"])
+    assert len(out["steps"]) == 4

@@ -1,0 +1,57 @@
+"""Kernels view: grouping by name and by launching op, duration-weighted means, Tensor Cores, bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_views_common_support import kernel, make_trace, op, runtime
+from tb_plugin.views import kernels
+
+
+def trace():
+    return make_trace([
+        op("aten::mm", 0, 20, ext=1), runtime("cudaLaunchKernel", 1, 1, corr=1, ext=1),
+        op("aten::addmm", 30, 20, ext=2), runtime("cudaLaunchKernel", 31, 1, corr=2, ext=2),
+        runtime("cudaLaunchKernel", 32, 1, corr=3, ext=2),
+        kernel("volta_h884gemm_64x64_nt", 5, 10, corr=1, **{"blocks per SM": 1.0, "est. achieved occupancy %": 50}),
+        kernel("volta_h884gemm_64x64_nt", 35, 30, corr=2, **{"blocks per SM": 3.0, "est. achieved occupancy %": 25}),
+        kernel("volta_sgemm_128x64_nn", 70, 50, corr=3),
+        kernel("orphan_kernel", 130, 5, corr=99, **{"blocks per SM": 0.5, "est. achieved occupancy %": 10}),
+        kernel("Memcpy HtoD", 140, 100, corr=98, cat="gpu_memcpy"),
+    ])
+
+
+def test_group_by_name():
+    rows = kernels.kernels(trace(), "name")["rows"]
+    assert [r["name"] for r in rows] == ["volta_sgemm_128x64_nn", "volta_h884gemm_64x64_nt", "orphan_kernel"]
+    gemm = rows[1]
+    assert gemm == {"name": "volta_h884gemm_64x64_nt", "calls": 2, "total_us": 40.0, "mean_us": 20.0, "min_us": 10.0,
+                    "max_us": 30.0, "blocks_per_sm": 2.5, "achieved_occupancy": 0.3125, "tensor_cores": True}
+    assert rows[0]["blocks_per_sm"] is None and rows[0]["achieved_occupancy"] is None
+    assert rows[0]["tensor_cores"] is False
+    json.dumps(rows)
+
+
+def test_group_by_name_and_op():
+    rows = kernels.kernels(trace(), "name_op")["rows"]
+    got = [(r["name"], r["op"], r["calls"], r["total_us"]) for r in rows]
+    assert got == [("volta_sgemm_128x64_nn", "aten::addmm", 1, 50.0),
+                   ("volta_h884gemm_64x64_nt", "aten::addmm", 1, 30.0),
+                   ("volta_h884gemm_64x64_nt", "aten::mm", 1, 10.0),
+                   ("orphan_kernel", kernels.NO_OP, 1, 5.0)]
+
+
+def test_ties_sorted_by_name():
+    t = make_trace([kernel("b_kernel", 0, 10, corr=1), kernel("a_kernel", 20, 10, corr=2)])
+    assert [r["name"] for r in kernels.kernels(t)["rows"]] == ["a_kernel", "b_kernel"]
+
+
+@pytest.mark.parametrize("group_by", ["Kernel", "op", ""])
+def test_bad_group_by(group_by):
+    with pytest.raises(kernels.BadRequest, match="group_by"):
+        kernels.kernels(trace(), group_by)
+
+
+def test_no_kernels():
+    assert kernels.kernels(make_trace([op("aten::add", 0, 1)]), "name_op") == {"rows": []}

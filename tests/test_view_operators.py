@@ -1,0 +1,89 @@
+"""Operators view: host/device self and total times, grouping, exclusions, sorting, call stacks, bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_views_common_support import kernel, make_trace, op, runtime
+from tb_plugin.views import operators
+
+
+def gpu_trace():
+    return make_trace([
+        op("ProfilerStep#1", 0, 200, ext=1),
+        op("aten::linear", 10, 90, ext=2, **{"Input Dims": [[4, 16], [8, 16], [8]]}),
+        op("aten::t", 12, 5, ext=3, **{"Call stack": "model.py(10): forward;train.py(3): <module>"}),
+        op("aten::addmm", 20, 60, ext=4),
+        runtime("cudaLaunchKernel", 30, 5, corr=1, ext=4), kernel("volta_sgemm_64x64_nn", 40, 50, corr=1),
+        op("aten::relu", 110, 20, ext=5, **{"Input Dims": [[4, 8]]}),
+        runtime("cudaLaunchKernel", 112, 3, corr=2, ext=5), kernel("relu_kernel", 120, 10, corr=2),
+        op("aten::relu", 140, 20, ext=6, **{"Input Dims": [[8, 8]]}),
+        op("my_region", 162, 4, ext=8, cat="user_annotation"),
+        op("Optimizer.step#SGD.step", 170, 10, ext=7, cat="user_annotation"),
+        op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 185, 10, ext=9),
+    ])
+
+
+def test_group_by_name_times_and_order():
+    res = operators.operators(gpu_trace(), "name")
+    assert res["device"] is True
+    rows = {r["name"]: r for r in res["rows"]}
+    assert [r["name"] for r in res["rows"]] == ["aten::addmm", "aten::relu", "aten::linear", "aten::t", "my_region"]
+    assert rows["aten::linear"] == {"name": "aten::linear", "calls": 1, "host_self_us": 25.0, "host_total_us": 90.0,
+                                    "device_self_us": 0.0, "device_total_us": 50.0, "tc_eligible": True,
+                                    "has_call_stack": False}
+    assert rows["aten::addmm"]["host_self_us"] == 55.0  # 60 minus its 5 µs launch call
+    assert rows["aten::addmm"]["device_self_us"] == 50.0 and rows["aten::addmm"]["tc_eligible"]
+    assert rows["aten::relu"] == {"name": "aten::relu", "calls": 2, "host_self_us": 37.0, "host_total_us": 40.0,
+                                  "device_self_us": 10.0, "device_total_us": 10.0, "tc_eligible": False,
+                                  "has_call_stack": False}
+    assert rows["aten::t"]["has_call_stack"] is True
+    json.dumps(res)
+
+
+def test_group_by_name_and_shape():
+    rows = operators.operators(gpu_trace(), "name_shape")["rows"]
+    relu = [(r["input_shape"], r["calls"], r["device_self_us"]) for r in rows if r["name"] == "aten::relu"]
+    assert relu == [("[[4, 8]]", 1, 10.0), ("[[8, 8]]", 1, 0.0)]
+    assert {r["name"]: r["input_shape"] for r in rows}["aten::linear"] == "[[4, 16], [8, 16], [8]]"
+    assert {r["name"]: r["input_shape"] for r in rows}["my_region"] == "[]"
+
+
+def test_eligibility_is_inherited_from_children():
+    t = make_trace([op("MyConvBlock", 0, 50, ext=1), op("aten::conv2d", 5, 40, ext=2), op("aten::add", 60, 5, ext=3)])
+    rows = {r["name"]: r["tc_eligible"] for r in operators.operators(t)["rows"]}
+    assert rows == {"MyConvBlock": True, "aten::conv2d": True, "aten::add": False}
+
+
+def test_cpu_only_sorted_by_host_self_time():
+    t = make_trace([op("ProfilerStep#1", 0, 100, ext=1), op("aten::b", 0, 10, ext=2), op("aten::a", 20, 10, ext=3),
+                    op("aten::c", 40, 30, ext=4)])
+    res = operators.operators(t)
+    assert res["device"] is False and res["sort"] == "host_self_us"
+    assert [r["name"] for r in res["rows"]] == ["aten::c", "aten::a", "aten::b"]  # ties broken by name
+
+
+def test_operator_stacks():
+    res = operators.operator_stacks(gpu_trace(), "aten::t")
+    assert res["rows"][0]["call_stack"] == ["model.py(10): forward", "train.py(3): <module>"]
+    assert res["rows"][0]["calls"] == 1 and res["rows"][0]["host_self_us"] == 5.0
+    shaped = operators.operator_stacks(gpu_trace(), "aten::relu", "[[8, 8]]")
+    assert [r["calls"] for r in shaped["rows"]] == [1] and shaped["rows"][0]["call_stack"] == []
+    assert operators.operator_stacks(gpu_trace(), "no_such_op")["rows"] == []
+
+
+@pytest.mark.parametrize("group_by", ["", "Operation", "name_op", None])
+def test_bad_group_by(group_by):
+    with pytest.raises(operators.BadRequest, match="group_by"):
+        operators.operators(gpu_trace(), group_by)
+
+
+def test_bad_request_is_a_value_error_and_stacks_need_a_name():
+    assert issubclass(operators.BadRequest, ValueError)
+    with pytest.raises(operators.BadRequest):
+        operators.operator_stacks(gpu_trace(), "")
+
+
+def test_empty_trace():
+    assert operators.operators(make_trace([]))["rows"] == []

@@ -1,0 +1,232 @@
+"""Shared view helpers: communication recognition, ProfilerStep ranges, GPU->launch->op links, the op tree."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_views_common_support import kernel, make_trace, op, runtime
+from tb_plugin.views import common
+
+
+@pytest.mark.parametrize("name,cat,expected", [
+    ("nccl:all_reduce", "cpu_op", True), ("gloo:all_reduce", "user_annotation", True),
+    ("c10d::allreduce_", "cpu_op", True), ("record_param_comms", "cpu_op", True),
+    ("mpi::Allreduce", "cpu_op", True), ("mpi::Isend", "cpu_op", True),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "kernel", True),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", True),
+    ("volta_sgemm_128x64_nn", "kernel", False), ("aten::mm", "cpu_op", False),
+    ("nccl:all_reduce", "cuda_runtime", False), ("cudaLaunchKernel", "cuda_runtime", False),
+    ("Memcpy DtoD (Device -> Device)", "gpu_memcpy", False), ("gloo_helper", "cpu_op", False),
+    ("torch/distributed/distributed_c10d.py(1394): is_initialized", "python_function", False),
+])
+def test_is_communication(name, cat, expected):
+    assert common.is_communication(name, cat) is expected
+
+
+def test_communication_mask_agrees_with_is_communication():
+    events = [op("nccl:all_reduce", 0, 5), op("aten::add", 6, 1), op("gloo:broadcast", 8, 1, cat="user_annotation"),
+              op("record_param_comms", 10, 1), runtime("cudaLaunchKernel", 11, 1, corr=1),
+              kernel("ncclKernel_AllReduce", 12, 3, corr=1), kernel("sgemm", 16, 3, corr=2),
+              op("mpi::Wait", 20, 2)]
+    t = make_trace(events)
+    mask = common.communication_mask(t.events)
+    expected = [common.is_communication(n, c) for n, c in zip(t.events["name"], t.events["cat"])]
+    assert mask.tolist() == expected
+    assert sum(expected) == 5
+
+
+def test_dataloader_names():
+    assert common.is_dataloader("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+    assert common.is_dataloader("enumerate(DataPipe)#ShufflerIterDataPipe")
+    assert not common.is_dataloader("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__init__")
+
+
+# -------------------------------------------------------------------------------------------------- steps
+def _gpu_steps_trace(last_step_kernels: int = 5):
+    """Three steps; each launches kernels that run past the step's CPU end."""
+    ev = []
+    corr = 0
+    for i, (s, e) in enumerate([(100, 200), (210, 300), (310, 400)]):
+        ev.append(op(f"ProfilerStep#{i + 3}", s, e - s, ext=1000 + i))
+        n = 5 if i < 2 else last_step_kernels
+        for j in range(n):
+            corr += 1
+            ev.append(runtime("cudaLaunchKernel", s + 10 + j, 1, corr=corr, ext=1000 + i))
+            ev.append(kernel("k", s + 50 + 10 * j, 10, corr=corr))  # last one ends at s + 100 + 10
+    return ev
+
+
+def test_steps_extend_to_gpu_work_launched_inside():
+    t = make_trace(_gpu_steps_trace())
+    st = common.steps(t)
+    assert st["step"].tolist() == ["3", "4", "5"]
+    base = t.base_ns
+    us = lambda col: ((st[col] + base) / 1000).tolist()  # noqa: E731
+    # step 3: CPU [100, 200], its last kernel ends at 200; step 4: CPU [210, 300] but its GPU work ends at 310
+    assert us("start") == [100, 210, 310]
+    assert us("end") == [200, 310, 410]
+    assert us("host_end") == [200, 300, 400]
+    assert st["device_ops"].tolist() == [5, 5, 5]
+
+
+def test_steps_next_step_starts_after_previous_gpu_end():
+    ev = _gpu_steps_trace()
+    ev.append(runtime("cudaLaunchKernel", 290, 1, corr=99, ext=1001))
+    ev.append(kernel("long", 295, 40, corr=99))  # step 4's work now ends at 335, past step 5's CPU start
+    t = make_trace(ev)
+    st = common.steps(t)
+    starts = ((st["start"] + t.base_ns) / 1000).tolist()
+    ends = ((st["end"] + t.base_ns) / 1000).tolist()
+    assert ends[1] == 335 and starts[2] == 335
+
+
+def test_steps_drop_tail_with_too_little_gpu_work():
+    t = make_trace(_gpu_steps_trace(last_step_kernels=3))  # 3 < 0.8 * 5: not fully captured
+    assert common.steps(t)["step"].tolist() == ["3", "4"]
+    t = make_trace(_gpu_steps_trace(last_step_kernels=4))  # 4 >= 0.8 * 5: kept
+    assert common.steps(t)["step"].tolist() == ["3", "4", "5"]
+    t = make_trace(_gpu_steps_trace(last_step_kernels=0))  # no GPU work at the end: dropped
+    assert common.steps(t)["step"].tolist() == ["3", "4"]
+
+
+def test_steps_first_step_starts_after_earlier_gpu_work():
+    ev = _gpu_steps_trace()
+    ev.append(runtime("cudaLaunchKernel", 50, 1, corr=500))  # launched before profiling step 3
+    ev.append(kernel("warmup", 90, 30, corr=500))  # ends at 120, before step 3's first kernel (150)
+    t = make_trace(ev)
+    st = common.steps(t)
+    assert (st["start"].iloc[0] + t.base_ns) / 1000 == 120
+
+
+def test_steps_without_profiler_steps_cover_cpu_ops():
+    t = make_trace([op("aten::add", 10, 5), op("aten::mul", 30, 20, tid=2),
+                    kernel("k", 100, 50, corr=1)])
+    st = common.steps(t)
+    assert st["step"].tolist() == ["0"]
+    assert (st["start"].iloc[0] + t.base_ns) / 1000 == 10 and (st["end"].iloc[0] + t.base_ns) / 1000 == 50
+
+
+def test_steps_cpu_only_keep_host_ranges_and_user_annotation_steps():
+    t = make_trace([op("ProfilerStep#1", 0, 10, cat="user_annotation"), op("aten::add", 2, 3),
+                    op("ProfilerStep#2", 12, 10, cat="user_annotation")])
+    st = common.steps(t)
+    assert st["step"].tolist() == ["1", "2"]
+    assert (st["end"] - st["start"]).tolist() == [10_000, 10_000]
+    assert common.steps(make_trace([]))["step"].tolist() == []
+
+
+# -------------------------------------------------------------------------------------------------- links
+def test_link_by_correlation_and_external_id():
+    t = make_trace([op("aten::mm", 0, 100, ext=7), op("aten::relu", 100, 50, ext=8),
+                    runtime("cudaLaunchKernel", 10, 5, corr=1, ext=7),
+                    runtime("cudaLaunchKernel", 110, 5, corr=2, ext=8),
+                    kernel("gemm", 20, 30, corr=1), kernel("relu_kernel", 120, 5, corr=2),
+                    kernel("orphan", 200, 5, corr=3)])
+    ev = t.events
+    links = common.link_gpu_to_ops(t).set_index("row")
+    name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
+    got = {name(r): (name(x.runtime), name(x.op), x.external_id) for r, x in links.iterrows()}
+    assert got == {"gemm": ("cudaLaunchKernel", "aten::mm", 7), "relu_kernel": ("cudaLaunchKernel", "aten::relu", 8),
+                   "orphan": (None, None, -1)}
+
+
+def test_link_driver_calls_and_calls_without_external_id():
+    """PyCUDA: cuLaunchKernel (cuda_driver) without External id -> the innermost op around the call."""
+    t = make_trace([op("outer", 0, 100, ext=1), op("my_kernel_op", 10, 50, ext=2, cat="user_annotation"),
+                    runtime("cuLaunchKernel", 20, 5, corr=11, cat="cuda_driver"),
+                    runtime("cuMemcpyHtoD_v2", 70, 5, corr=12, cat="cuda_driver"),
+                    kernel("axpy", 30, 10, corr=11), kernel("Memcpy HtoD", 80, 10, corr=12, cat="gpu_memcpy")])
+    ev = t.events
+    links = common.link_gpu_to_ops(t)
+    ops = [str(ev["name"].iloc[r]) for r in links["op"]]
+    assert ops == ["my_kernel_op", "outer"]
+    assert all(str(ev["cat"].iloc[r]) == "cuda_driver" for r in links["runtime"])
+    launches = common.link_launches_to_ops(t)
+    assert [str(ev["name"].iloc[r]) for r in launches["op"]] == ["my_kernel_op", "outer"]
+
+
+def test_link_old_traces_by_the_activity_external_id():
+    """An activity whose launch is missing still finds its op through its own External id."""
+    t = make_trace([op("aten::copy_", 0, 50, ext=5),
+                    kernel("copy_kernel", 10, 5, corr=77, **{"external id": 5})])
+    links = common.link_gpu_to_ops(t)
+    assert links["runtime"].tolist() == [-1]
+    assert str(t.events["name"].iloc[links["op"].iloc[0]]) == "aten::copy_"
+
+
+# ------------------------------------------------------------------------------------------------ op tree
+def test_op_tree_nesting_zero_length_and_threads():
+    t = make_trace([op("a", 0, 100), op("b", 10, 20), op("c", 15, 0), op("d", 30, 0), op("e", 30, 10),
+                    op("x", 5, 10, tid=2), op("f", 100, 5)])
+    ev = t.events
+    tree = common.op_tree(t)
+    name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
+    parents = {name(r): name(p) for r, p in zip(tree["row"], tree["parent"])}
+    # zero-length ops are leaves of the op open at their time; an op starting where its parent ends is a sibling
+    assert parents == {"a": None, "b": "a", "c": "b", "e": "a", "d": "e", "x": None, "f": None}
+
+
+def test_op_tree_partial_overlap_goes_under_the_container():
+    t = make_trace([op("outer", 0, 100), op("p", 10, 30), op("q", 30, 20), op("r", 35, 5)])
+    ev = t.events
+    tree = common.op_tree(t)
+    name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
+    parents = {name(r): name(p) for r, p in zip(tree["row"], tree["parent"])}
+    assert parents == {"outer": None, "p": "outer", "q": "outer", "r": "q"}
+
+
+def test_op_tree_merges_same_name_single_child():
+    t = make_trace([op("aten::div", 0, 10, ext=1), op("aten::div", 1, 8, ext=2), op("aten::empty", 2, 1, ext=3)])
+    ev = t.events
+    tree = common.op_tree(t).set_index("row")
+    inner = int(np.flatnonzero((ev["name"] == "aten::div").to_numpy())[1])
+    outer = int(np.flatnonzero((ev["name"] == "aten::div").to_numpy())[0])
+    empty = int(np.flatnonzero((ev["name"] == "aten::empty").to_numpy())[0])
+    assert tree.loc[inner, "merged_into"] == outer
+    assert tree.loc[empty, "parent"] == outer
+
+
+def test_innermost_op_at_queries():
+    t = make_trace([op("a", 0, 100), op("b", 10, 20), op("m", 40, 20, cat="python_function",
+                                                       **{"Python module id": 3, "Python id": 1})])
+    ev = t.events
+    rows = common.innermost_op_at(t, [1, 1, 1, 1, 2], [1, 1, 1, 1, 1], np.array([15, 45, 150, 30, 15]) * 1000
+                                  - t.base_ns)
+    names = [str(ev["name"].iloc[r]) if r >= 0 else None for r in rows]
+    assert names == ["b", "a", None, "a", None]  # modules are skipped; ends are exclusive
+
+
+# ------------------------------------------------------------------------------------------ Tensor Cores
+@pytest.mark.parametrize("name", [
+    "volta_h884gemm_128x128_ldg8_nn", "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn",
+    "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2",
+    "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
+    "cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnn_align8",
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(Params)",
+    "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>",
+    "void xmma_cudnn::gemm::kernel<implicit_gemm_hmma>(Params)", "sm75_xmma_fprop_implicit_gemm_indexed_f16f16",
+    "turing_int8_imma_gemm", "wgmma_gemm_kernel", "void wmma_example<half>(half*)",
+])
+def test_tensor_core_kernel_names(name):
+    assert common.uses_tensor_cores(name)
+
+
+@pytest.mark.parametrize("name", [
+    "volta_sgemm_128x64_nn", "ampere_sgemm_128x64_nn", "void implicit_convolve_sgemm<float, float, 1024>",
+    "void cutlass::Kernel<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+    "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>", "Memcpy HtoD (Pageable -> Device)",
+])
+def test_non_tensor_core_kernel_names(name):
+    assert not common.uses_tensor_cores(name)
+
+
+def test_derived_memoises_per_trace():
+    t = make_trace([op("a", 0, 1)])
+    calls = []
+    assert common.derived(t, "k", lambda: calls.append(1) or 42) == 42
+    assert common.derived(t, "k", lambda: calls.append(1) or 43) == 42
+    assert calls == [1]
+    t2 = make_trace([op("a", 0, 1)])
+    assert common.derived(t2, "k", lambda: 7) == 7
