@@ -11,6 +11,12 @@ Measured in one run on one GPU:
   kernel per call) with and without `torch.profiler` (CPU+CUDA).
 Reported: the added cost per launch for gpuscope and torch, and their ratio (target: <= 1).
 Without a GPU it says so and exits 0.
+
+    python benchmarks/bench_launch.py --hooks-only
+
+measures, on CPU, only the PyCUDA hook's bookkeeping per launch (the fake pycuda of the tests, no GPU):
+a launch through the hooked `Function._launch_kernel` while recording vs unhooked, against the cost of
+one bare `record_op` enter/exit in the same run (DESIGN §5: auto-instrumented calls add < 2 µs).
 """
 from __future__ import annotations
 
@@ -70,12 +76,54 @@ def _per_launch_us(launch, sync, n: int) -> float:
     return (time.perf_counter() - t0) / n * 1e6
 
 
+def hooks_only(n: int) -> int:
+    """CPU-only: per-launch cost the PyCUDA hook adds while recording, vs one bare record_op."""
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_pycuda_fake_module import LOG, _build
+    from profiler_core import record_op, recording
+    from profiler_core.integrations import pycuda_hooks
+    mods = _build()
+    sys.modules.update(mods)
+    f = mods["pycuda.driver"].Module().get_function("k")
+
+    def per_call(fn) -> float:
+        best = float("inf")
+        for _ in range(5):
+            LOG.clear()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / n * 1e6)
+        return best
+
+    def bare_op():
+        with record_op("x"):
+            pass
+    launch = lambda: f._launch_kernel((1, 1), (32, 1, 1), b"", 0, None)  # noqa: E731
+    plain = per_call(launch)
+    pycuda_hooks.install()
+    recording.start_session(recording.Session())
+    try:
+        hooked, op = per_call(launch), per_call(bare_op)
+    finally:
+        recording.stop_session()
+        pycuda_hooks.uninstall()
+    print(json.dumps({"launches": n, "plain_us": plain, "hooked_recording_us": hooked,
+                      "hook_added_us": hooked - plain, "bare_record_op_us": op,
+                      "hook_added_over_record_op": (hooked - plain) / op}, indent=1))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="empty-kernel launch overhead")
     ap.add_argument("--launches", type=int, default=10000)
     ap.add_argument("--json", default=None)
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--hooks-only", action="store_true", help="CPU-only hook bookkeeping cost (fake pycuda)")
     args = ap.parse_args(argv)
+    if args.hooks_only:
+        return hooks_only(min(args.launches, 100000))
     import profiler_core
     from profiler_core import ProfilerActivity
     from profiler_core.cuda import is_available

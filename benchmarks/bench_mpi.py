@@ -13,7 +13,6 @@ do not inflate it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 
 import numpy as np
@@ -77,9 +76,16 @@ def main() -> None:
         assert not idle_installed
 
     # The wrapper's own share (describing the message), with a do-nothing op recorder.
-    @contextlib.contextmanager
+    class _Null:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+    null = _Null()
+
     def null_op(name, *inputs, args=None):
-        yield
+        return null
     real = mpi_integration._resolve_core
     mpi_integration._resolve_core = lambda: ((lambda: True), null_op, (lambda: False))
     mpi_integration.install()

@@ -8,7 +8,10 @@ the exit-side one just before the op ends, so each delta lies inside -- and is a
 the innermost op that was running when the memory changed (an op's self memory). A positive delta
 is an allocation, a negative one a free. Known limits: net deltas (an alloc and a free of the same
 size within one interval cancel out), the total is process-wide (threads running at once share
-it), and ``Addr`` is 0 (tracemalloc gives no address for a delta).
+it), and ``Addr`` is 0 (tracemalloc gives no address for a delta). ``Total Allocated`` is the
+traced total: memory allocated since recording started and still alive (tracemalloc sees nothing
+older), unless the program already ran tracemalloc. ``Total Reserved`` is 0, as torch writes for
+CPU memory. Cost: tracemalloc slows every Python allocation while recording (only then).
 """
 from __future__ import annotations
 

@@ -157,6 +157,9 @@ def record_op(name: str, *inputs: Any, args: Optional[dict] = None, **kwinputs: 
     """Context manager recording a ``cpu_op`` named ``name`` with its inputs (shapes/types/FLOPs)."""
     if not recording._active:
         return _NULL
+    if args is not None and not isinstance(args, dict):
+        raise TypeError(f"record_op({name!r}, args=...): args must be a dict of extra trace args, "
+                        f"got {type(args).__name__}")
     return _OpRecord(name, inputs, kwinputs, args)
 
 

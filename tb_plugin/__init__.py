@@ -1,0 +1,1 @@
+"""gpuscope's TensorBoard plugin: reads Kineto traces from the logdir and serves its views."""

@@ -144,3 +144,20 @@ def test_unknown_device_properties_still_give_kernels():
     res = convert_records(copy.deepcopy(S["records"]), device_properties=None, clock_offset_ns=OFF)
     k = _corr(res.events, "kernel", 10)
     assert k["args"]["blocks per SM"] == "inf" and "est. achieved occupancy %" not in k["args"]
+
+
+def test_linking_is_per_thread_and_nested_ops_resolve_to_the_innermost():
+    def op(name, ext, tid, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+                "args": {"External id": ext}}
+
+    def call(corr, tid, ts):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": ts,
+                "dur": 1, "args": {"cbid": 211, "correlation": corr}}
+    cpu = [op("outer", 1, 10, 0, 100), op("inner", 2, 10, 10, 20), op("later", 3, 10, 50, 10),
+           op("other_thread", 4, 11, 0, 100)]
+    events = [call(1, 10, 15), call(2, 10, 40), call(3, 10, 55), call(4, 11, 15), call(5, 12, 15),
+              call(6, 10, 30)]   # 30 is the inner op's last ns: still inside it
+    link_gpu_to_ops(events, cpu)
+    got = {e["args"]["correlation"]: e["args"].get("External id") for e in events}
+    assert got == {1: 2, 2: 1, 3: 3, 4: 4, 5: None, 6: 2}

@@ -238,6 +238,21 @@ def test_key_averages_attributes_device_time_to_the_launching_op(fake_cupti):
     assert "Self CUDA" in prof.key_averages().table(sort_by="self_cuda_time_total")
 
 
+def test_written_trace_reads_back_with_gpu_columns(fake_cupti, tmp_path):
+    from profiler_core.trace.reader import read_trace
+    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_op("my::matmul"):
+            corr = fake_cupti.launch("_Z6matmulPfS_S_i", grid=(264, 1, 1), block=(256, 1, 1))
+    t = read_trace(prof.export_chrome_trace(str(tmp_path / "w.pt.trace.json")))
+    assert t.warnings == []
+    [k] = t.events[t.events.cat == "kernel"].itertuples()
+    op = t.events[t.events.name == "my::matmul"].iloc[0]
+    assert (k.external_id, k.correlation, k.device, k.stream) == (op.external_id, corr, 0, 7)
+    assert (k.blocks_per_sm, k.occupancy, k.grid_x, k.block_x, k.dur) == (2.0, 25.0, 264, 256, 4000)
+    assert set(t.flows.ph) == {"s", "f"}
+    assert "stream 7 " in set(t.names.value)
+
+
 def test_profile_twice_reuses_the_one_registration(fake_cupti):
     for _ in range(2):
         with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

@@ -110,3 +110,9 @@ def test_op_nesting_inside_annotation_and_exceptions_close_ops():
     (op,) = _ops(p.trace)
     step = [e for e in p.trace["traceEvents"] if e.get("name") == "step"][0]
     assert step["ts"] <= op["ts"] <= step["ts"] + step["dur"]
+
+
+def test_bad_args_type_is_a_clear_error():
+    with profile(activities=CPU):
+        with pytest.raises(TypeError, match="args must be a dict"):
+            record_op("x", args=[1, 2])

@@ -292,3 +292,13 @@ def test_public_exports():
                  "tensorboard_trace_handler", "supported_activities", "record_op", "operator",
                  "register_flops_formula"):
         assert getattr(profiler_core, name) is not None
+
+
+def test_import_is_light():
+    import subprocess
+    import sys
+    code = ("import sys, profiler_core; from profiler_core import record_function, record_op, operator, schedule; "
+            "heavy = [m for m in ('pandas', 'numpy', 'msgspec', 'cupti', 'pycuda', 'mpi4py', "
+            "'profiler_core.profiler', 'profiler_core.analysis') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

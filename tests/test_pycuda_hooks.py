@@ -189,3 +189,26 @@ def test_cuda_event_fallback_end_to_end(fake_pycuda, session):
               if e.get("cat") in ("kernel", "gpu_memcpy")}
     assert linked == {"scale": "scale", "Memcpy HtoD (Pageable -> Device)": "pycuda::memcpy_htod",
                       "Memcpy DtoH (Device -> Pageable)": "pycuda::memcpy_dtoh"}
+
+
+def test_event_timing_failures_never_break_the_launch(fake_pycuda, session):
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+
+    class BrokenEvent:
+        def record(self, stream=None):
+            raise RuntimeError("invalid context")
+    fb = event_backend.CudaEventBackend(SimpleDriver(BrokenEvent))
+    fb.start()
+    try:
+        drv.Module().get_function("k")(grid=(1, 1), block=(32, 1, 1))
+    finally:
+        records = fb.stop()
+    recording.stop_session()
+    assert [e[0] for e in LOG] == ["launch"]      # the user's kernel still ran
+    assert records == [] and any("invalid context" in w for w in fb.warnings)
+
+
+class SimpleDriver:
+    def __init__(self, event_cls):
+        self.Event = event_cls

@@ -136,3 +136,29 @@ def test_event_buffers_hold_tuples_not_dicts():
             pass
         buf = recording.current_buffer()
         assert all(type(ev) is tuple for ev in buf.events)
+
+
+def test_record_spanning_the_window_end_is_dropped():
+    from profiler_core import schedule
+    p = profile(activities=CPU, schedule=schedule(wait=0, warmup=1, active=1, repeat=1))
+    p.start()
+    p.step()                                     # recording
+    span = record_function("spans the end")
+    span.__enter__()
+    with record_function("inside"):
+        pass
+    p.step()                                     # window ends here
+    span.__exit__(None, None, None)
+    p.stop()
+    names = [e["name"] for e in p.trace["traceEvents"] if e.get("ph") == "X"]
+    assert "inside" in names and "spans the end" not in names
+
+
+def test_timestamps_exact_to_the_nanosecond():
+    from profiler_core.trace.schema import ThreadData, build_trace
+    base = 1790857026000000000
+    t = ThreadData(1, "main", [(123_456_789_012_345, 123_456_789_012_345 + 80, "a", 1, 0, None, None)], [], [])
+    trace = build_trace(pid=1, threads=[t], offset_ns=base + 7_000_000_000_000_000 - 123_456_789_000_000,
+                        start_ns=base + 7_000_000_000_000_000, stop_ns=base + 7_000_000_100_000_000, flags={})
+    ev = [e for e in trace["traceEvents"] if e.get("name") == "a"][0]
+    assert f"{ev['ts']:.3f}" == "7000000000012.345" and f"{ev['dur']:.3f}" == "0.080"

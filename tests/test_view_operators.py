@@ -68,9 +68,38 @@ def test_operator_stacks():
     res = operators.operator_stacks(gpu_trace(), "aten::t")
     assert res["rows"][0]["call_stack"] == ["model.py(10): forward", "train.py(3): <module>"]
     assert res["rows"][0]["calls"] == 1 and res["rows"][0]["host_self_us"] == 5.0
-    shaped = operators.operator_stacks(gpu_trace(), "aten::relu", "[[8, 8]]")
-    assert [r["calls"] for r in shaped["rows"]] == [1] and shaped["rows"][0]["call_stack"] == []
+    assert operators.operator_stacks(gpu_trace(), "aten::relu", "[[8, 8]]")["rows"] == []  # no stack recorded
     assert operators.operator_stacks(gpu_trace(), "no_such_op")["rows"] == []
+
+
+def py(name, ts, dur, pyid, parent=None, tid=1, **extra):
+    return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"Python id": pyid, "Python parent id": parent, **extra}}
+
+
+def test_call_stacks_from_python_function_events():
+    """torch >= 1.11 with_stack: frames are python_function events; the op's stack is the frames running then."""
+    t = make_trace([
+        py("train.py(3): <module>", 0, 100, 1),
+        py("model.py(10): forward", 5, 40, 2, parent=1),
+        py("nn.Module: Linear_0", 6, 30, 3, parent=2, **{"Python module id": 0}),
+        py("torch/nn/modules/linear.py(124): forward", 7, 20, 4, parent=3),
+        op("aten::linear", 8, 10, ext=1),
+        py("model.py(20): helper", 50, 10, 5, parent=1),
+        op("aten::linear", 52, 5, ext=2),
+        op("aten::add", 70, 5, ext=3),
+        op("aten::add", 120, 5, ext=4),  # after every frame ended: no stack
+        op("aten::mul", 10, 5, ext=5, tid=2),  # another thread: no frames there
+    ])
+    rows = {r["name"]: r for r in operators.operators(t)["rows"]}
+    assert rows["aten::linear"]["has_call_stack"] and rows["aten::add"]["has_call_stack"]
+    assert not rows["aten::mul"]["has_call_stack"]
+    stacks = {tuple(r["call_stack"]): r["calls"] for r in operators.operator_stacks(t, "aten::linear")["rows"]}
+    assert stacks == {("torch/nn/modules/linear.py(124): forward", "nn.Module: Linear_0", "model.py(10): forward",
+                       "train.py(3): <module>"): 1,
+                      ("model.py(20): helper", "train.py(3): <module>"): 1}
+    add = operators.operator_stacks(t, "aten::add")["rows"]
+    assert [(r["call_stack"], r["calls"]) for r in add] == [(["train.py(3): <module>"], 1)]
 
 
 @pytest.mark.parametrize("group_by", ["", "Operation", "name_op", None])

@@ -137,8 +137,10 @@ class App {
     catch (e) { mount(this.banners); this.banner("error", (e as Error).message); return; }
     mount(this.banners);
     this.runs = Array.isArray(ans.runs) ? ans.runs.map(String) : [];
+    const finished = this.loading && !ans.loading;
     this.loading = !!ans.loading;
     this.paintProgress();
+    this.showLoadProgress(ans);
     this.showBadFiles(ans);
     if (this.loading) setTimeout(() => void this.loadRuns(false), 1000);
     const before = this.runSel.value;
@@ -151,12 +153,24 @@ class App {
     }
     if (!this.st.run || !this.runs.includes(this.st.run)) this.st.run = this.runs[this.runs.length - 1];
     this.runSel.value = this.st.run;
-    if (reload || before !== this.st.run || !this.debug.ready) await this.loadWorkers();
+    if (reload || finished || before !== this.st.run || !this.debug.ready) await this.loadWorkers();
+  }
+
+  /** While the backend parses, says how far it got (files and bytes, when it tells). */
+  private showLoadProgress(ans: RunsAnswer): void {
+    const p = (ans.progress ?? ans) as Record<string, unknown>;
+    const num = (k: string) => (typeof p[k] === "number" ? (p[k] as number) : null);
+    const fd = num("files_done"), ft = num("files_total"), bd = num("bytes_done"), bt = num("bytes_total");
+    const frac = bt ? (bd ?? 0) / bt : ft ? (fd ?? 0) / ft : null;
+    this.progress.style.setProperty("--done", frac === null ? "0" : String(Math.min(1, frac)));
+    this.progress.classList.toggle("determinate", this.loading && frac !== null);
+    if (this.loading) this.banner("info", `Reading traces…` + (ft ? ` ${fd ?? 0} of ${ft} files` : "") + (frac !== null ? ` (${Math.round(frac * 100)} %)` : ""));
   }
 
   /** Shows the files the backend could not read (it may name the list in a few ways). */
   private showBadFiles(ans: RunsAnswer): void {
     for (const key of ["errors", "bad_files", "unreadable", "failed", "warnings"]) {
+      if (key === "errors" && typeof ans.errors === "number") continue;
       const v = ans[key];
       if (!v || (Array.isArray(v) && !v.length) || (typeof v === "object" && !Array.isArray(v) && !Object.keys(v as object).length)) continue;
       const lines: string[] = [];

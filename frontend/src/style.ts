@@ -19,6 +19,7 @@ button{cursor:pointer}button:disabled{opacity:.45;cursor:default}
 .progress.on{background:var(--line)}
 .progress.on::after{content:"";position:absolute;left:-30%;width:30%;height:100%;background:var(--accent);animation:gs-slide 1.1s linear infinite}
 @keyframes gs-slide{to{left:100%}}
+.progress.on.determinate::after{animation:none;left:0;width:calc(var(--done,0)*100%);transition:width .3s}
 main{padding:12px;flex:1;min-width:0}
 .banner{margin:8px 12px;padding:8px 12px;border-radius:4px;background:var(--errbg);color:var(--err);white-space:pre-wrap}
 .banner.info{background:var(--panel);color:var(--muted)}
@@ -65,7 +66,7 @@ main{padding:12px;flex:1;min-width:0}
 .muted{color:var(--muted)}
 .recs{margin:0;padding-left:18px}
 .tl{display:flex;flex-direction:column;gap:6px}
-.tl-wrap{position:relative;border:1px solid var(--line);border-radius:4px;height:62vh;min-height:320px;outline:none}
+.tl-wrap{position:relative;border:1px solid var(--line);border-radius:4px;height:60vh;min-height:160px;outline:none;overflow:hidden}
 .tl-wrap:focus{border-color:var(--accent2)}
 .tl-wrap canvas{position:absolute;left:0;top:0}
 .tl-details{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px;min-height:40px}

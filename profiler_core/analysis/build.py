@@ -222,7 +222,6 @@ class _Builder:
             self.origin_ns = min(starts) if starts else 0
         use_device = "cuda" if self.has_gpu else None
         origin = self.origin_ns
-        all_events = []
         for start, end, _order, fe in self.cpu:
             fe.time_range.start = (start - origin) / 1000
             fe.time_range.end = (end - origin) / 1000

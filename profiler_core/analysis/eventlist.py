@@ -139,6 +139,8 @@ class EventList(list):
               max_shapes_column_width: int = 80, header: Optional[str] = None,
               top_level_events_only: bool = False, time_unit: Optional[str] = None) -> str:
         """torch's summary table; ``sort_by`` is any attribute name (AttributeError if unknown)."""
+        if sort_by is not None and not isinstance(sort_by, str):
+            raise TypeError(f"sort_by must be an attribute name (str), got {type(sort_by).__name__}")
         if time_unit not in (None, "s", "ms", "us"):
             raise ValueError(f"time_unit must be one of 's', 'ms', 'us' or None, got {time_unit!r}")
         return build_table(

@@ -166,19 +166,24 @@ class CudaCollector:
             warnings.append(f"GPU capture failed at stop ({type(exc).__name__}: {exc})")
             result.warnings = warnings
             return result
-        conv = convert_records(records, device_properties=self.props, clock_offset_ns=offset,
-                               pid=os.getpid(), process_name=_process_name(),
-                               window_start_ns=self._window_start)
-        events = conv.events
-        from_session = cpu_events is None
-        if from_session:
-            cpu_events = _cpu_ops_of(self._session)
-        if cpu_events:
-            events += link_gpu_to_ops(events, cpu_events)
+        try:
+            conv = convert_records(records, device_properties=self.props, clock_offset_ns=offset,
+                                   pid=os.getpid(), process_name=_process_name(),
+                                   window_start_ns=self._window_start)
+            events = conv.events
+            warnings += conv.warnings
+            from_session = cpu_events is None
             if from_session:
-                _rename_in_session(self._session, cpu_events)
+                cpu_events = _cpu_ops_of(self._session)
+            if cpu_events:
+                events += link_gpu_to_ops(events, cpu_events)
+                if from_session:
+                    _rename_in_session(self._session, cpu_events)
+        except Exception as exc:  # a converter bug must not cost the user the CPU trace
+            warnings.append(f"GPU records could not be converted ({type(exc).__name__}: {exc})")
+            events = []
         result.events = events
-        result.warnings = warnings + conv.warnings
+        result.warnings = warnings
         result.metadata = {"trace_source": self.source}
         if self.source == "cupti" and self.backend.version() is not None:
             result.metadata["cupti_version"] = self.backend.version()

@@ -90,19 +90,25 @@ _UNKNOWN = (-1, "", -1)
 
 
 _array_types: set = set()  # types seen to have int .size/.nbytes and a .dtype (numpy, cupy, GPUArray)
+_plain_types: set = set()  # types seen without them (int, dict, bytes ...): described another way
 
 
 def _buffer_info(buf: Any, datatype: Any = None) -> tuple[int, str, int]:
     """(elements, dtype name, bytes) of one buffer object; (-1, "", -1) when unknown."""
-    if type(buf) in _array_types:
+    kind = type(buf)
+    if kind in _array_types:
         return buf.size, _dtype_name(buf.dtype), buf.nbytes
-    try:                                                   # numpy, cupy, pycuda GPUArray ...
-        nbytes, dtype, size = buf.nbytes, buf.dtype, buf.size
-        if type(nbytes) is int and type(size) is int and len(_array_types) < 64:  # noqa: E721
-            _array_types.add(type(buf))
-        return int(size), _dtype_name(dtype), int(nbytes)
-    except (AttributeError, TypeError, ValueError):
-        pass
+    if kind not in _plain_types:
+        try:                                               # numpy, cupy, pycuda GPUArray ...
+            nbytes, dtype, size = buf.nbytes, buf.dtype, buf.size
+            if type(nbytes) is int and type(size) is int and len(_array_types) < 64:  # noqa: E721
+                _array_types.add(kind)
+            return int(size), _dtype_name(dtype), int(nbytes)
+        except AttributeError:
+            if len(_plain_types) < 256:
+                _plain_types.add(kind)                     # no array attributes: skip the try next time
+        except (TypeError, ValueError):
+            pass
     if isinstance(buf, (bytes, bytearray, memoryview)):
         mv = memoryview(buf)
         if datatype is not None:

@@ -91,8 +91,8 @@ def _stream_arg(args, kwargs, index):
 # ---- launches ----------------------------------------------------------------------------------
 def _func_name(func) -> str:
     try:
-        return func.__dict__["_gpuscope_name"]
-    except (AttributeError, KeyError):
+        return func.__dict__.get("_gpuscope_name", LAUNCH_PLACEHOLDER)
+    except AttributeError:
         return LAUNCH_PLACEHOLDER
 
 
@@ -114,17 +114,24 @@ def _kernel_fields(func, name: str, grid, block, shared) -> dict:
 
 
 def _make_launch(orig):
+    # Locals bound once: this wrapper runs on every kernel launch while profiling.
+    is_recording, op, tls, backend, placeholder = (recording.is_recording, record_op, _tls, event_backend,
+                                                   LAUNCH_PLACEHOLDER)
+
     def _launch_kernel(self, grid, block, arg_buf, shared, stream):
-        if not recording.is_recording():
+        if not is_recording():
             return orig(self, grid, block, arg_buf, shared, stream)
-        fb = event_backend.current()
-        if getattr(_tls, "kernel_op", False):  # the ElementwiseKernel/ReductionKernel op launches it
+        fb = backend._current
+        if getattr(tls, "kernel_op", False):  # the ElementwiseKernel/ReductionKernel op launches it
             if fb is None:
                 return orig(self, grid, block, arg_buf, shared, stream)
-            with fb.span("CONCURRENT_KERNEL", stream, _kernel_fields(self, _tls.kernel_name, grid, block, shared)):
+            with fb.span("CONCURRENT_KERNEL", stream, _kernel_fields(self, tls.kernel_name, grid, block, shared)):
                 return orig(self, grid, block, arg_buf, shared, stream)
-        name = _func_name(self)
-        with record_op(name):
+        try:
+            name = self.__dict__.get("_gpuscope_name", placeholder)
+        except AttributeError:
+            name = placeholder
+        with op(name):
             if fb is None:
                 return orig(self, grid, block, arg_buf, shared, stream)
             with fb.span("CONCURRENT_KERNEL", stream, _kernel_fields(self, name, grid, block, shared)):

@@ -99,9 +99,15 @@ def _per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
 
 
 def category_mask(events: pd.DataFrame, cats: Iterable[str]) -> np.ndarray:
-    """Boolean array: rows whose `cat` is one of `cats`."""
+    """Boolean array: rows whose `cat` is one of `cats` (memoised per events frame; do not modify it)."""
     wanted = frozenset(cats)
-    return _per_value(events["cat"], lambda c: c in wanted)
+
+    def build() -> np.ndarray:
+        mask = _per_value(events["cat"], lambda c: c in wanted)
+        mask.flags.writeable = False  # shared between callers
+        return mask
+
+    return derived(events, "cat:" + "|".join(sorted(wanted)), build)
 
 
 def name_mask(events: pd.DataFrame, fn: Callable[[str], bool]) -> np.ndarray:

@@ -100,7 +100,73 @@ def node_stats(t: Any) -> pd.DataFrame:
     return common.derived(t, "op_node_stats", lambda: _node_stats(t))
 
 
+def _python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    """python_function rows in (thread, start, longest-first) order and each one's parent frame (row or -1)."""
+    ev = t.events
+    rows = np.flatnonzero(category_mask(ev, ("python_function",)))
+    pid_of = ev["python_id"].to_numpy(np.int64)[rows]
+    parent_id = ev["python_parent_id"].to_numpy(np.int64)[rows]
+    keys, vals = common._first_position_by_key(pid_of[pid_of >= 0], rows[pid_of >= 0])
+    parent = common._lookup(keys, vals, np.where(parent_id >= 0, parent_id, -2))
+    return rows, parent
+
+
+def python_leaf_frames(t: Any, rows: np.ndarray) -> np.ndarray:
+    """For events at `rows`: the innermost python_function on the same thread running at the event's start
+    (the leaf of its with_stack call stack), or -1. Current PyTorch records stacks this way, not as args."""
+    ev = t.events
+    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
+    out = np.full(len(rows), -1, np.int64)
+    if len(prow) == 0 or len(rows) == 0:
+        return out
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    g = common._group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
+    gp, gq = g[: len(prow)], g[len(prow):]
+    order = np.lexsort((-te[prow], ts[prow], gp))
+    sp, gp = prow[order], gp[order]
+    lo = int(min(ts[sp].min(), ts[rows].min()))
+    span = int(max(te[sp].max(), ts[rows].max())) - lo + 2
+    cand = np.searchsorted(common._composite(gp, ts[sp], lo, span),
+                           common._composite(gq, ts[rows], lo, span), side="right") - 1
+    ok = cand >= 0
+    same = np.zeros(len(rows), dtype=bool)
+    same[ok] = gp[cand[ok]] == gq[ok]
+    leaf = np.where(same, sp[np.maximum(cand, 0)], -1)
+    parent_of = np.full(len(ev), -1, np.int64)
+    parent_of[prow] = prow_parent
+    q = ts[rows]
+    for _ in range(256):  # walk up the Python parents until the frame is still running at the op's start
+        bad = (leaf >= 0) & (te[np.maximum(leaf, 0)] <= q)
+        if not bad.any():
+            break
+        leaf[bad] = parent_of[leaf[bad]]
+    return leaf
+
+
+def _python_stack(t: Any, leaf: int, memo: dict) -> str:
+    """The with_stack frames from `leaf` up to the top, innermost first, ';'-separated (like `Call stack`)."""
+    if leaf in memo:
+        return memo[leaf]
+    ev = t.events
+    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
+    parent = dict(zip(prow.tolist(), prow_parent.tolist()))
+    names = ev["name"]
+    frames, r, seen = [], leaf, set()
+    while r >= 0 and r not in seen:
+        seen.add(r)
+        frames.append(str(names.iloc[r]))
+        r = parent.get(r, -1)
+    memo[leaf] = ";".join(frames)
+    return memo[leaf]
+
+
 def _table_ops(t: Any) -> pd.DataFrame:
+    return common.derived(t, "operator_table_ops", lambda: _build_table_ops(t))
+
+
+def _build_table_ops(t: Any) -> pd.DataFrame:
     ev = t.events
     st = node_stats(t)
     keep = st["is_op"].to_numpy() & common._per_value(ev["name"], _is_table_op)[st["row"].to_numpy()]
@@ -108,6 +174,8 @@ def _table_ops(t: Any) -> pd.DataFrame:
     rows = ops["row"].to_numpy()
     ops["input_dims"] = ev["input_dims"].to_numpy()[rows] if "input_dims" in ev else ""
     ops["call_stack"] = ev["call_stack"].to_numpy()[rows] if "call_stack" in ev else ""
+    ops["py_leaf"] = python_leaf_frames(t, rows)
+    ops["has_stack"] = (ops["call_stack"].astype(str) != "").to_numpy() | (ops["py_leaf"].to_numpy() >= 0)
     return ops
 
 
@@ -126,7 +194,7 @@ def _has_device(t: Any) -> bool:
 
 
 def _aggregate(ops: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    ops = ops.assign(name=ops["name"].astype(str), has_stack=ops["call_stack"].astype(str) != "")
+    ops = ops.assign(name=ops["name"].astype(str))
     if "input_dims" in keys:
         ops["input_dims"] = ops["input_dims"].astype(str)
     g = ops.groupby(keys, sort=False, observed=True)
@@ -167,7 +235,8 @@ def operators(t: Any, group_by: str = "name") -> dict:
 
 def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
     """The calls of one operator (and input shape) split by call stack: one row per distinct stack with the
-    same columns as the table plus `call_stack` (frames, innermost first)."""
+    same columns as the table plus `call_stack` (frames, innermost first). Stacks come from the legacy
+    `Call stack` arg, else from the with_stack `python_function` frames running when the op started."""
     if not isinstance(name, str) or not name:
         raise BadRequest("name is required")
     ops = _table_ops(t)
@@ -175,6 +244,11 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
     if input_shape is not None:
         shapes = ops["input_dims"].astype(str).map(_display_shape)
         ops = ops[shapes == input_shape]
+    ops = ops[ops["has_stack"]]
+    memo: dict = {}
+    legacy = ops["call_stack"].astype(str).to_numpy()
+    stacks = [s if s else _python_stack(t, int(leaf), memo) for s, leaf in zip(legacy, ops["py_leaf"].to_numpy())]
+    ops = ops.assign(call_stack=stacks)
     agg = _aggregate(ops, ["call_stack"]) if len(ops) else pd.DataFrame()
     device = _has_device(t)
     rows = []

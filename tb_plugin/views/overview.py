@@ -32,10 +32,14 @@ def _coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
               weights: np.ndarray | None = None) -> np.ndarray:
     """Per elementary segment [bounds[k], bounds[k+1]): how many (or how much weight of) intervals cover it."""
     n = len(bounds)
-    si = np.searchsorted(bounds, starts)
-    ei = np.searchsorted(bounds, ends)
-    w = np.ones(len(starts)) if weights is None else weights
-    delta = np.bincount(si, weights=w, minlength=n) - np.bincount(ei, weights=w, minlength=n)
+    if weights is None:  # sorted queries make searchsorted cache-friendly; counts do not care about order
+        si = np.searchsorted(bounds, np.sort(starts))
+        ei = np.searchsorted(bounds, np.sort(ends))
+        delta = np.bincount(si, minlength=n) - np.bincount(ei, minlength=n)
+    else:
+        si = np.searchsorted(bounds, starts)
+        ei = np.searchsorted(bounds, ends)
+        delta = np.bincount(si, weights=weights, minlength=n) - np.bincount(ei, weights=weights, minlength=n)
     return np.cumsum(delta)[:-1]
 
 
@@ -223,10 +227,10 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
             which = ", ".join(str(d) for d in low)
             out.append(f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
                        "A larger batch size may help (it can affect convergence).")
-        if props:
-            major = props[0].get("computeMajor")
+        major = props[0].get("computeMajor") if props else None
+        if major is not None and major >= 7 and gpu["tensor_core_ratio"] == 0.0:
             eligible = tensor_core_eligible_kernel_ratio(t)
-            if major is not None and major >= 7 and gpu["tensor_core_ratio"] == 0.0 and eligible > 0:
+            if eligible > 0:
                 out.append(f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
                            "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
                            "(FP16/BF16) could speed them up.")

@@ -48,8 +48,8 @@ event, i.e. the same origin as every other view)
              "count": [3, 10, 1, 2],  # events overlapping the bucket
              "busy":  [0.5, 1.0, 0.02, 0.3],   # fraction 0..1 of the bucket covered by events
                                       #   of this row (draw alpha or height from it)
-             "name":  [4, 4, 2, 0],   # representative event: the one covering the bucket's
-                                      #   midpoint, else the first one starting in the bucket
+             "name":  [4, 4, 2, 0],   # representative event: the one already running at the
+                                      #   bucket's start, else the first one starting in it
              "cat":   [0, 0, 1, 0]}
           ]
         }, ...
@@ -182,6 +182,38 @@ def _label_of(t: Any, v: int) -> str:
     return str(labels.get(v, v))
 
 
+def _pair_codes(pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, list]:
+    """Dense codes of (pid, tid) pairs (first-appearance order) and the list of pairs."""
+    if not len(pid):
+        return np.zeros(0, np.int64), []
+    pc, pu = pd.factorize(pid)
+    tc, tu = pd.factorize(tid)
+    code, cu = pd.factorize(pc.astype(np.int64) * len(tu) + tc)
+    return code.astype(np.int64), [(int(pu[c // len(tu)]), int(tu[c % len(tu)])) for c in cu.tolist()]
+
+
+def _order_by_track_start(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Order by (track, start, longest first) with fast stable sorts (a 3-key lexsort is slow)."""
+    n = len(ts)
+    if not n:
+        return np.zeros(0, np.int64)
+    lo = int(ts.min())
+    span = int(ts.max()) - lo + 1
+    if (int(track.max()) + 1) * span >= 2 ** 62:  # pragma: no cover - absurd time ranges
+        return np.lexsort((-dur, ts, track))
+    key = track * span + (ts - lo)
+    o = np.argsort(key, kind="stable")
+    k = key[o]
+    tie = np.zeros(n, dtype=bool)
+    tie[1:] = k[1:] == k[:-1]
+    if tie.any():  # equal (track, start): longest first, only for the tied runs
+        tie[:-1] |= tie[1:]
+        pos = np.flatnonzero(tie)
+        sub = o[pos]
+        o[pos] = sub[np.lexsort((-dur[sub], k[pos]))]
+    return o
+
+
 def _first_fit_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Depths for one track whose events overlap without nesting: lowest free row (slow path)."""
     row_end: list[float] = []
@@ -213,9 +245,7 @@ def _build(t: Any) -> _Tiles:
 
     # tracks: (pid, tid) pairs, kind, names, order
     pname, plabel, tname, psort, tsort = _names_lookup(t)
-    pairs = pd.DataFrame({"pid": pid, "tid": tid})
-    tr_code, tr_uniques = pd.factorize(pd.MultiIndex.from_frame(pairs)) if n else (np.zeros(0, np.int64), [])
-    tr_code = np.asarray(tr_code, dtype=np.int64)
+    tr_code, tr_uniques = _pair_codes(pid, tid)
     ntr = len(tr_uniques)
     gpu_cat_codes = [i for i, c in enumerate(cat_table) if c in GPU_CATS]
     is_gpu_ev = np.isin(cat_code, gpu_cat_codes)
@@ -250,8 +280,8 @@ def _build(t: Any) -> _Tiles:
     # Times are doubled so that a zero-length event occupies half a ns and stacks correctly.
     s2 = ts * 2
     e2 = (ts + dur) * 2 + (dur == 0)
-    o = np.lexsort((-dur, ts, track))
     span2 = int(e2.max()) + 2 if n else 2
+    o = _order_by_track_start(track, ts, dur)
     depth_sorted = np.zeros(n, dtype=np.int64)
     if n:
         if ntr * span2 < 2 ** 62:
@@ -265,7 +295,7 @@ def _build(t: Any) -> _Tiles:
                 depth_sorted[m] = np.arange(len(oo)) - np.searchsorted(np.sort(e2[oo]), s2[oo], "right")
         depth_sorted = np.maximum(depth_sorted, 0)
         # verify rows never overlap (partial overlaps break nesting); repair those tracks
-        ro = np.lexsort((s2[o], depth_sorted, track[o]))
+        ro = np.argsort(track[o] * (int(depth_sorted.max()) + 1) + depth_sorted, kind="stable")
         oo = o[ro]
         same = (track[oo][1:] == track[oo][:-1]) & (depth_sorted[ro][1:] == depth_sorted[ro][:-1])
         bad = same & (s2[oo][1:] < ((ts + dur) * 2)[oo][:-1])
@@ -280,7 +310,7 @@ def _build(t: Any) -> _Tiles:
     depth[o] = depth_sorted
 
     # rows: events ordered by (track, depth, start)
-    ro = np.lexsort((ts, depth, track))
+    ro = o[np.argsort(track[o] * (int(depth.max()) + 1 if n else 1) + depth[o], kind="stable")] if n else o
     r_track, r_depth = track[ro], depth[ro]
     newrow = np.ones(n, dtype=bool)
     if n:
@@ -387,15 +417,6 @@ def _num(v: Any, what: str) -> float | None:
     return f
 
 
-def _busy_at(tl: _Tiles, rows: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Busy ns of each row before time x (rows and x broadcast; x relative to origin)."""
-    i = np.searchsorted(tl.gkey, rows * tl.span + x, side="right") - 1
-    i = np.clip(i, 0, max(len(tl.gkey) - 1, 0))
-    valid = i >= tl.row_lo[rows]
-    part = tl.cum[i] + np.clip(x - tl.start[i], 0.0, tl.dur[i])
-    return np.where(valid, part, 0.0)
-
-
 def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
              width_px: int = 1000) -> dict:
     """One level-of-detail tile of the whole trace for [start_us, end_us] at width_px pixels."""
@@ -443,20 +464,20 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
         if len(bk_rows):
             edges = a + bucket * np.arange(w + 1)
             rr = bk_rows[:, None]
-            busy = np.diff(_busy_at(tl, rr, edges[None, :]), axis=1) / bucket
-            first = np.searchsorted(tl.gkey, rr * tl.span + edges[None, 1:], side="left")
-            gone = np.searchsorted(tl.gend, rr * tl.span + edges[None, :-1], side="right")
-            count = np.minimum(first, tl.row_hi[rr]) - np.maximum(gone, tl.row_lo[rr])
-            count = np.maximum(count, 0)
-            # representative event: covering the midpoint, else first starting in the bucket
-            mid = edges[None, :-1] + bucket / 2
-            im = np.searchsorted(tl.gkey, rr * tl.span + mid, side="right") - 1
-            im = np.clip(im, 0, len(tl.gkey) - 1)
-            cover = (im >= tl.row_lo[rr]) & (tl.end[im] > mid)
-            ifirst = np.searchsorted(tl.gkey, rr * tl.span + edges[None, :-1], side="left")
-            ifirst = np.clip(ifirst, 0, len(tl.gkey) - 1)
-            rep = np.where(cover, im, np.where(ifirst < tl.row_hi[rr], ifirst, np.maximum(gone, tl.row_lo[rr])))
-            rep = np.clip(rep, 0, len(tl.gkey) - 1)
+            rlo, rhi = tl.row_lo[rr], tl.row_hi[rr]
+            # one binary search per edge: L = first event of the row starting at or after the edge
+            L = np.searchsorted(tl.gkey, rr * tl.span + edges[None, :], side="left")
+            L = np.minimum(np.maximum(L, rlo), rhi)
+            prev = np.clip(L - 1, 0, len(tl.gkey) - 1)          # last event starting before the edge
+            has_prev = L > rlo
+            running = has_prev & (tl.end[prev] > edges[None, :])  # still open at the edge
+            busy_before = np.where(has_prev, tl.cum[prev] + np.clip(edges[None, :] - tl.start[prev], 0.0,
+                                                                    tl.dur[prev]), 0.0)
+            busy = np.diff(busy_before, axis=1) / bucket
+            gone = L - running                                      # events over before the edge
+            count = np.maximum(L[:, 1:] - gone[:, :-1], 0)
+            # representative: the event open at the bucket start, else the first starting inside
+            rep = np.where(running[:, :-1], prev[:, :-1], np.clip(L[:, :-1], 0, len(tl.gkey) - 1))
             for j, r in enumerate(bk_rows.tolist()):
                 px = np.flatnonzero(count[j] > 0)
                 rp = rep[j, px]

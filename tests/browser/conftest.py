@@ -45,14 +45,6 @@ def browser_available() -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(config, items):
-    why = browser_available()
-    if why:
-        for item in items:
-            if "tests/browser" in str(item.fspath).replace(os.sep, "/"):
-                item.add_marker(pytest.mark.skip(reason=why))
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

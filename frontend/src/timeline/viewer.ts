@@ -78,6 +78,9 @@ export class TimelineViewer {
     this.layout = []; let y = 0;
     for (const tr of t.tracks) { const hh = TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP; this.layout.push({ track: tr, y, h: hh }); y += hh; }
     this.totalH = y;
+    // the viewer is as tall as its tracks, up to 72 % of the window (then Shift+wheel/drag scroll)
+    const want = Math.max(160, Math.min(RULER + y + 2, Math.round(window.innerHeight * 0.72)));
+    if (Math.abs(this.wrap.clientHeight - want) > 2) this.wrap.style.height = want + "px";
   }
 
   /** Sets the visible window (clamped to the trace, at least 10 ns wide) and redraws. */

@@ -1,0 +1,61 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { lowerBound, hitEvent, tickStep, validateTile, EventsRow } from "../src/timeline/tiles";
+import { readHash, writeHash } from "../src/state";
+import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
+import { parseCurves } from "../src/views/memory";
+
+test("lowerBound finds the first index >= x", () => {
+  const a = [1, 3, 3, 7];
+  assert.deepEqual([0, 1, 3, 4, 8].map((x) => lowerBound(a, x)), [0, 0, 1, 3, 4]);
+  assert.equal(lowerBound([], 5), 0);
+});
+
+test("hitEvent picks the event under a time, with tolerance, or -1", () => {
+  const row: EventsRow = { depth: 0, mode: "events", ts_us: [0, 10, 30], dur_us: [5, 10, 1], name: [0, 1, 2], cat: [0, 0, 0], idx: [7, 8, 9] };
+  assert.equal(hitEvent(row, 12, 0), 1);
+  assert.equal(hitEvent(row, 4.9, 0), 0);
+  assert.equal(hitEvent(row, 25, 1), -1);
+  assert.equal(hitEvent(row, 29.5, 1), 2);
+  assert.equal(hitEvent(row, 100, 1), -1);
+});
+
+test("tickStep gives 1/2/5 steps", () => {
+  assert.equal(tickStep(1000, 10), 100);
+  assert.equal(tickStep(1000, 4), 500);
+  assert.equal(tickStep(0.03, 3), 0.01);
+});
+
+test("validateTile names the missing part", () => {
+  assert.match(validateTile({}) ?? "", /start_us/);
+  assert.equal(validateTile({ start_us: 0, end_us: 1, trace_start_us: 0, trace_end_us: 1, width_px: 10, names: [], tracks: [] }), null);
+  assert.match(validateTile({ start_us: 0, end_us: 1, trace_start_us: 0, trace_end_us: 1, width_px: 10 }) ?? "", /tracks/);
+});
+
+test("hash state round-trips in a stable order, escaping names", () => {
+  const st = { view: "timeline", run: "a&b=<c>", worker: "w 1", span: "2", q: "conv#2" };
+  const h = writeHash(st);
+  assert.ok(h.startsWith("#run="));
+  assert.deepEqual(readHash(h), st);
+  assert.equal(writeHash({ b: "1", a: "2", run: "r" }), "#run=r&a=2&b=1");
+});
+
+test("formatters", () => {
+  assert.equal(fmtUs(1500), "1.50 ms");
+  assert.equal(fmtUs(2.5e6), "2.50 s");
+  assert.equal(fmtUs(0.25), "250 ns");
+  assert.equal(fmtUs(null), "–");
+  assert.equal(fmtBytes(1536), "1.50 KiB");
+  assert.equal(fmtPct(0.256), "25.6 %");
+});
+
+test("parseCurves reads the backend's memory curve shape", () => {
+  const d = { devices: ["CPU", "GPU0"], default_device: "GPU0", curves: {
+    CPU: { ts_us: [0, 5], allocated_bytes: [10, 20], reserved_bytes: [0, 0] },
+    GPU0: { ts_us: [1], allocated_bytes: [30], reserved_bytes: [64] } } };
+  const c = parseCurves(d);
+  assert.deepEqual(c.map((x) => x.device), ["CPU", "GPU0"]);
+  assert.deepEqual(c[1].alloc, [30]);
+  assert.deepEqual(c[1].reserved, [64]);
+  assert.deepEqual(parseCurves({ curves: {} }), []);
+});

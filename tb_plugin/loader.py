@@ -1,0 +1,231 @@
+"""Background loading of trace files on a bounded pool, with progress and an LRU of parsed traces.
+
+Every file a scan finds is prepared in the background (parsed once, then kept in the on-disk
+cache of `profiler_core.trace.cache`); the most recently used parsed traces stay in memory up
+to a byte budget. With `processes > 0` files are parsed in worker processes that hand their
+result over through the disk cache; otherwise on threads. Bad files are remembered with their
+reason and logged; requests for them raise `LoadFailed`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from profiler_core.trace import cache
+from profiler_core.trace.model import TraceData
+from profiler_core.trace.reader import TraceReadError, read_trace
+
+from tb_plugin.errors import LoadFailed
+from tb_plugin.runs import TraceFile
+
+log = logging.getLogger(__name__)
+
+#: memory budget for parsed traces kept in memory (bytes); env GPUSCOPE_MAX_LOADED_BYTES
+DEFAULT_MAX_BYTES = int(os.environ.get("GPUSCOPE_MAX_LOADED_BYTES", str(4 << 30)))
+
+
+def default_processes() -> int:
+    """Worker processes for parsing: env GPUSCOPE_LOAD_PROCESSES, else some when cores allow."""
+    env = os.environ.get("GPUSCOPE_LOAD_PROCESSES")
+    if env is not None and env.strip().isdigit():
+        return int(env)
+    cores = os.cpu_count() or 1
+    return min(4, cores // 2) if cores >= 4 else 0
+
+
+def trace_nbytes(t: TraceData) -> int:
+    """Approximate memory held by a parsed trace."""
+    return int(sum(df.memory_usage(index=False, deep=False).sum()
+                   for df in (t.events, t.memory, t.flows, t.names)))
+
+
+def _prepare_in_process(path: str) -> TraceData | None:
+    """Worker-process job: parse and store in the disk cache; return the data only if that failed."""
+    t = read_trace(path)
+    return None if cache.store(path, t) is not None else t
+
+
+@dataclass
+class _Entry:
+    file: TraceFile
+    future: Future | None = None
+    error: str | None = None
+    done: bool = False
+
+
+class Loader:
+    """Loads trace files in the background and serves parsed `TraceData` (LRU in memory)."""
+
+    def __init__(self, workers: int = 2, processes: int | None = None,
+                 max_bytes: int | None = None, use_cache: bool = True) -> None:
+        self.max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+        self.use_cache = use_cache and os.environ.get("GPUSCOPE_CACHE", "1") != "0"
+        processes = default_processes() if processes is None else processes
+        self.processes = processes if self.use_cache else 0
+        self._pool: Executor
+        if self.processes:
+            import multiprocessing
+
+            self._pool = ProcessPoolExecutor(self.processes,
+                                             mp_context=multiprocessing.get_context("spawn"))
+        else:
+            self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="gpuscope-load")
+        self._lock = threading.RLock()
+        self._entries: dict[tuple, _Entry] = {}
+        self._lru: OrderedDict[tuple, TraceData] = OrderedDict()
+        self._lru_bytes: dict[tuple, int] = {}
+
+    # ------------------------------------------------------------------ background preparation
+    def prepare(self, files: list[TraceFile]) -> None:
+        """Start loading every file not seen before; forget files that vanished or changed."""
+        keys = {f.key for f in files}
+        with self._lock:
+            for key in [k for k in self._entries if k not in keys]:
+                entry = self._entries.pop(key)
+                if entry.future is not None:
+                    entry.future.cancel()
+                self._drop(key)
+            for f in files:
+                if f.key not in self._entries:
+                    entry = self._entries[f.key] = _Entry(f)
+                    self._submit(entry)
+
+    def _submit(self, entry: _Entry) -> None:
+        f = entry.file
+        if self.processes:
+            fut = self._pool.submit(_prepare_in_process, f.path)
+        else:
+            fut = self._pool.submit(self._load_here, f)
+        entry.future = fut
+        fut.add_done_callback(lambda fu, e=entry: self._finished(e, fu))
+
+    def _load_here(self, f: TraceFile) -> TraceData:
+        t = cache.load(f.path) if self.use_cache else None
+        if t is None:
+            t = read_trace(f.path)
+            if self.use_cache:
+                cache.store(f.path, t)
+        return t
+
+    def _finished(self, entry: _Entry, fut: Future) -> None:
+        if fut.cancelled():
+            return
+        err = fut.exception()
+        with self._lock:
+            if self._entries.get(entry.file.key) is not entry:
+                return  # forgotten meanwhile
+            entry.done = True
+            if err is not None:
+                entry.error = self._message(entry.file, err)
+                log.warning("gpuscope: cannot load %s: %s", entry.file.relpath, entry.error)
+                return
+            result = fut.result()
+            if isinstance(result, TraceData):
+                self._keep(entry.file.key, result)
+
+    @staticmethod
+    def _message(f: TraceFile, err: BaseException) -> str:
+        text = err.message if isinstance(err, LoadFailed) else str(err)
+        if not isinstance(err, (TraceReadError, LoadFailed)):
+            text = f"{type(err).__name__}: {text}"
+        text = text.replace(f.path, f.relpath)
+        if text.startswith(f.relpath + ": "):
+            text = text[len(f.relpath) + 2:]
+        return text
+
+    # ------------------------------------------------------------------ LRU
+    def _keep(self, key: tuple, t: TraceData) -> None:
+        self._lru[key] = t
+        self._lru.move_to_end(key)
+        self._lru_bytes[key] = trace_nbytes(t)
+        while len(self._lru) > 1 and sum(self._lru_bytes.values()) > self.max_bytes:
+            old, _ = self._lru.popitem(last=False)
+            self._lru_bytes.pop(old, None)
+
+    def _drop(self, key: tuple) -> None:
+        self._lru.pop(key, None)
+        self._lru_bytes.pop(key, None)
+
+    def loaded_keys(self) -> list[tuple]:
+        with self._lock:
+            return list(self._lru)
+
+    # ------------------------------------------------------------------ requests
+    def get(self, f: TraceFile, timeout: float | None = 900) -> TraceData:
+        """The parsed trace of `f`, waiting for its load; raises LoadFailed for a bad file."""
+        with self._lock:
+            t = self._lru.get(f.key)
+            if t is not None:
+                self._lru.move_to_end(f.key)
+                return t
+            entry = self._entries.get(f.key)
+            if entry is None:
+                entry = self._entries[f.key] = _Entry(f)
+                self._submit(entry)
+            elif entry.error is not None:
+                raise LoadFailed(entry.error)
+            fut = entry.future
+        if fut is not None and fut.cancel():  # still queued: load it now, in this thread
+            with self._lock:
+                entry.future = None
+            return self._load_now(entry)
+        if fut is not None:
+            try:
+                fut.result(timeout=timeout)
+            except Exception:  # noqa: BLE001 - recorded by _finished
+                pass
+            self._finished(entry, fut)
+        with self._lock:
+            if entry.error is not None:
+                raise LoadFailed(entry.error)
+            t = self._lru.get(f.key)
+            if t is not None:
+                self._lru.move_to_end(f.key)
+                return t
+        return self._load_now(entry)  # prepared in the disk cache, or evicted since
+
+    def _load_now(self, entry: _Entry) -> TraceData:
+        try:
+            t = self._load_here(entry.file)
+        except Exception as e:  # noqa: BLE001 - any failure is this file's error
+            with self._lock:
+                entry.done, entry.error = True, self._message(entry.file, e)
+            log.warning("gpuscope: cannot load %s: %s", entry.file.relpath, entry.error)
+            raise LoadFailed(entry.error) from None
+        with self._lock:
+            entry.done = True
+            if self._entries.get(entry.file.key) is entry:
+                self._keep(entry.file.key, t)
+        return t
+
+    # ------------------------------------------------------------------ status
+    def progress(self) -> dict:
+        """Files and bytes done of the files known now; `loading` while any is pending."""
+        with self._lock:
+            entries = list(self._entries.values())
+        done = [e for e in entries if e.done]
+        return {
+            "loading": len(done) < len(entries),
+            "files_done": len(done),
+            "files_total": len(entries),
+            "bytes_done": sum(e.file.size for e in done),
+            "bytes_total": sum(e.file.size for e in entries),
+        }
+
+    def errors(self) -> list[tuple[TraceFile, str]]:
+        """(file, reason) for every known file that could not be read."""
+        with self._lock:
+            return [(e.file, e.error) for e in self._entries.values() if e.error is not None]
+
+    def error(self, f: TraceFile) -> str | None:
+        with self._lock:
+            e = self._entries.get(f.key)
+            return None if e is None else e.error
+
+    def close(self) -> None:
+        """Stop the pool (pending loads are cancelled)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)

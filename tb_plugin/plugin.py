@@ -1,0 +1,470 @@
+"""The TensorBoard plugin: routes under /data/plugin/gpuscope/ (DESIGN.md §4) and the bundle.
+
+Routes only parse the request, look run/worker/span up in the latest scan (names are never
+joined into paths), call a view from `tb_plugin.views` (imported lazily) and answer JSON.
+Errors are JSON too: 400 bad parameter, 404 unknown name, 422 unreadable trace file.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import mimetypes
+import os
+import threading
+import time
+import zlib
+from typing import Any, Callable
+
+import msgspec
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tb_plugin.errors import BadRequest, LoadFailed, NotFound
+
+log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "gpuscope"
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+RESCAN_S = 1.0
+ACTIVE_TTL_S = 10.0
+CONTENT_TYPES = {
+    ".js": "application/javascript", ".mjs": "application/javascript", ".css": "text/css",
+    ".html": "text/html", ".json": "application/json", ".map": "application/json",
+    ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon",
+    ".woff2": "font/woff2", ".woff": "font/woff", ".ttf": "font/ttf", ".wasm": "application/wasm",
+    ".txt": "text/plain",
+}
+FALLBACK_INDEX_JS = """// gpuscope: minimal page shown until the frontend bundle is installed
+export function render() {
+  const root = document.createElement('div');
+  root.style.font = '14px sans-serif';
+  root.style.padding = '16px';
+  const title = document.createElement('h2');
+  title.textContent = 'gpuscope';
+  const list = document.createElement('ul');
+  root.append(title, list);
+  document.body.appendChild(root);
+  fetch('./runs').then((r) => r.json()).then((d) => {
+    for (const run of d.runs) {
+      const li = document.createElement('li');
+      li.textContent = run;
+      list.appendChild(li);
+    }
+    if (!d.runs.length) list.textContent = 'No traces found in the logdir.';
+  });
+}
+"""
+
+_encoder = msgspec.json.Encoder()
+
+
+def _default(o: Any) -> Any:
+    """JSON fallback for numpy / pandas scalars and arrays."""
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _clean(o: Any) -> Any:
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {str(_default(k)) if not isinstance(k, str) else k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if type(o).__module__ == "numpy" or hasattr(o, "tolist"):
+        return _clean(_default(o))
+    return o
+
+
+def to_json(obj: Any) -> bytes:
+    """Encode a view's result (NaN/inf become null; numpy values become plain numbers)."""
+    try:
+        return _encoder.encode(obj)
+    except (TypeError, msgspec.EncodeError, OverflowError):
+        return json.dumps(_clean(obj), allow_nan=False, default=_default).encode()
+
+
+def _respond(request: wrappers.Request, obj: Any, code: int = 200) -> wrappers.Response:
+    return http_util.Respond(request, to_json(obj), "application/json", code=code)
+
+
+def _route(fn: Callable) -> Callable:
+    """Wrap a route: JSON errors for BadRequest (400), NotFound (404), LoadFailed (422)."""
+
+    @wrappers.Request.application
+    def app(request: wrappers.Request) -> wrappers.Response:
+        try:
+            result = fn(request)
+            if isinstance(result, wrappers.Response):
+                return result
+            return _respond(request, result)
+        except BadRequest as e:
+            return _respond(request, {"error": e.message}, 400)
+        except NotFound as e:
+            return _respond(request, {"error": e.message}, 404)
+        except LoadFailed as e:
+            return _respond(request, {"error": e.message}, 422)
+        except _Unavailable as e:
+            return _respond(request, {"error": str(e)}, 501)
+        except Exception as e:  # noqa: BLE001 - never a traceback page
+            if type(e).__name__ == "BadRequest":  # a view's stand-in error class
+                return _respond(request, {"error": str(e)}, 400)
+            log.exception("gpuscope: %s failed", request.path)
+            return _respond(request, {"error": f"internal error: {type(e).__name__}: {e}"}, 500)
+
+    app.__name__ = fn.__name__
+    return app
+
+
+# ------------------------------------------------------------------------ request parameters
+def _param(request: wrappers.Request, name: str, required: bool = True) -> str | None:
+    value = request.args.get(name)
+    if value is None or value == "":
+        if required:
+            raise BadRequest(f"missing parameter {name!r}")
+        return None
+    return value
+
+
+def _float(request: wrappers.Request, name: str) -> float | None:
+    value = _param(request, name, required=False)
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(f):
+        raise BadRequest(f"{name} must be a finite number, got {value!r}")
+    return f
+
+
+def _int(request: wrappers.Request, name: str, default: int | None = None,
+         minimum: int | None = None) -> int | None:
+    value = _param(request, name, required=False)
+    if value is None:
+        return default
+    try:
+        i = int(value)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and i < minimum:
+        raise BadRequest(f"{name} must be at least {minimum}, got {i}")
+    return i
+
+
+def _view(module: str, function: str) -> Callable:
+    try:
+        mod = importlib.import_module(f"tb_plugin.views.{module}")
+        return getattr(mod, function)
+    except (ImportError, AttributeError) as e:
+        raise _Unavailable(f"view {module}.{function} is not available ({e})") from None
+
+
+class _Unavailable(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------ the plugin
+class _State:
+    """Scanner + loader + the latest scan, created on first use."""
+
+    def __init__(self, logdir: str) -> None:
+        from tb_plugin.loader import Loader
+        from tb_plugin.runs import Scanner
+
+        self.scanner = Scanner(logdir)
+        self.loader = Loader()
+        self.runs: dict = {}
+        self.scanned_at = 0.0
+        self.lock = threading.Lock()
+
+    def refresh(self, force: bool = False) -> dict:
+        with self.lock:
+            if force or time.monotonic() - self.scanned_at >= RESCAN_S:
+                self.runs = self.scanner.scan()
+                self.scanned_at = time.monotonic()
+                self.loader.prepare([f for r in self.runs.values() for f in r.files()])
+            return self.runs
+
+
+class GpuscopePlugin(base_plugin.TBPlugin):
+    """gpuscope: views of Kineto traces (ours and PyTorch's) found under the logdir."""
+
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext) -> None:
+        self._logdir = getattr(context, "logdir", "") or ""
+        self._state: _State | None = None
+        self._state_lock = threading.Lock()
+        self._active: tuple[float, bool] = (0.0, False)
+
+    # -------------------------------------------------------------- TBPlugin API
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="gpuscope",
+                                            disable_reload=True)
+
+    def is_active(self) -> bool:
+        """True when the logdir holds trace files; cached for ACTIVE_TTL_S, True once found."""
+        checked_at, active = self._active
+        if active or time.monotonic() - checked_at < ACTIVE_TTL_S:
+            return active
+        try:
+            from tb_plugin.runs import Scanner
+
+            active = bool(self._logdir) and Scanner(self._logdir).has_traces()
+        except Exception:  # noqa: BLE001 - is_active must never raise
+            active = False
+        self._active = (time.monotonic(), active)
+        return active
+
+    def get_plugin_apps(self) -> dict:
+        routes = {
+            "/runs": self._runs, "/workers": self._workers, "/spans": self._spans,
+            "/overview": self._simple("overview", "overview"),
+            "/operators": self._operators, "/operators/stack": self._operator_stack,
+            "/kernels": self._kernels,
+            "/memory/curve": self._memory_curve, "/memory/events": self._memory_range("memory_events"),
+            "/memory/stats": self._memory_range("memory_stats"),
+            "/modules": self._simple("modules", "modules"),
+            "/diff": self._diff, "/distributed": self._distributed,
+            "/timeline": self._timeline, "/timeline/search": self._search,
+            "/event": self._event,
+        }
+        apps = {path: _route(fn) for path, fn in routes.items()}
+        apps["/trace"] = self._trace
+        apps["/index.js"] = self._static
+        apps["/*"] = self._static
+        return apps
+
+    # -------------------------------------------------------------- state and look-ups
+    def state(self) -> _State:
+        with self._state_lock:
+            if self._state is None:
+                self._state = _State(self._logdir)
+            return self._state
+
+    def _run(self, request: wrappers.Request, key: str = "run"):
+        name = _param(request, key)
+        state = self.state()
+        run = state.refresh().get(name)
+        if run is None:
+            run = state.refresh(force=True).get(name)
+        if run is None:
+            raise NotFound(f"unknown run {name!r}")
+        return run
+
+    def _file(self, request: wrappers.Request, prefix: str = ""):
+        run = self._run(request, prefix + "run")
+        worker = _param(request, prefix + "worker")
+        span = _param(request, prefix + "span")
+        if worker not in run.workers:
+            raise NotFound(f"unknown worker {worker!r} in run {run.name!r}")
+        f = run.file(worker, span)
+        if f is None:
+            raise NotFound(f"unknown span {span!r} of worker {worker!r} in run {run.name!r}")
+        return f
+
+    def _trace_data(self, request: wrappers.Request, prefix: str = ""):
+        return self.state().loader.get(self._file(request, prefix))
+
+    # -------------------------------------------------------------- listing routes
+    def _runs(self, request: wrappers.Request) -> dict:
+        state = self.state()
+        runs = state.refresh()
+        progress = state.loader.progress()
+        loading = progress.pop("loading") or state.scanner.unstable > 0
+        errors = [{"run": f.run, "file": f.relpath, "error": msg}
+                  for f, msg in state.loader.errors()]
+        errors.sort(key=lambda e: (e["run"], e["file"]))
+        if runs:
+            self._active = (time.monotonic(), True)
+        return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors}
+
+    def _workers(self, request: wrappers.Request) -> dict:
+        return {"workers": sorted(self._run(request).workers)}
+
+    def _spans(self, request: wrappers.Request) -> dict:
+        run = self._run(request)
+        worker = _param(request, "worker")
+        if worker not in run.workers:
+            raise NotFound(f"unknown worker {worker!r} in run {run.name!r}")
+        return {"spans": run.spans(worker)}
+
+    # -------------------------------------------------------------- view routes
+    def _call(self, module: str, function: str, *args, **kwargs) -> Any:
+        return _view(module, function)(*args, **kwargs)
+
+    def _simple(self, module: str, function: str) -> Callable:
+        def route(request: wrappers.Request) -> Any:
+            return self._call(module, function, self._trace_data(request))
+
+        route.__name__ = f"_{function}"
+        return route
+
+    def _operators(self, request: wrappers.Request) -> Any:
+        group_by = _param(request, "group_by", required=False) or "name"
+        return self._call("operators", "operators", self._trace_data(request), group_by=group_by)
+
+    def _operator_stack(self, request: wrappers.Request) -> Any:
+        name = _param(request, "name")
+        shape = _param(request, "input_shape", required=False)
+        return self._call("operators", "operator_stacks", self._trace_data(request), name,
+                          input_shape=shape)
+
+    def _kernels(self, request: wrappers.Request) -> Any:
+        group_by = _param(request, "group_by", required=False) or "name"
+        return self._call("kernels", "kernels", self._trace_data(request), group_by=group_by)
+
+    def _memory_curve(self, request: wrappers.Request) -> Any:
+        start, end = _float(request, "start_us"), _float(request, "end_us")
+        points = _int(request, "max_points", default=2000, minimum=2)
+        return self._call("memory", "memory_curve", self._trace_data(request), start, end,
+                          max_points=points)
+
+    def _memory_range(self, function: str) -> Callable:
+        def route(request: wrappers.Request) -> Any:
+            start, end = _float(request, "start_us"), _float(request, "end_us")
+            return self._call("memory", function, self._trace_data(request), start, end)
+
+        route.__name__ = f"_{function}"
+        return route
+
+    def _diff(self, request: wrappers.Request) -> Any:
+        base = self._trace_data(request)
+        exp = self._trace_data(request, prefix="exp_")
+        return self._call("diff", "diff", base, exp)
+
+    def _distributed(self, request: wrappers.Request) -> Any:
+        run = self._run(request)
+        span = _param(request, "span")
+        loader = self.state().loader
+        traces, errors = {}, []
+        for worker in sorted(run.workers):
+            f = run.file(worker, span)
+            if f is None:
+                continue
+            try:
+                traces[worker] = loader.get(f)
+            except LoadFailed as e:
+                errors.append({"worker": worker, "file": f.relpath, "error": e.message})
+        if not traces and not errors:
+            raise NotFound(f"no worker of run {run.name!r} has span {span!r}")
+        if not traces:
+            raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
+        result = self._call("distributed", "distributed", traces)
+        if errors and isinstance(result, dict):
+            result = dict(result)
+            result["errors"] = errors
+        return result
+
+    def _timeline(self, request: wrappers.Request) -> Any:
+        start, end = _float(request, "start_us"), _float(request, "end_us")
+        width = _int(request, "width_px", default=1000, minimum=1)
+        return self._call("timeline", "timeline", self._trace_data(request), start, end,
+                          width_px=width)
+
+    def _search(self, request: wrappers.Request) -> Any:
+        query = request.args.get("query")
+        if query is None:
+            raise BadRequest("missing parameter 'query'")
+        limit = _int(request, "limit", default=100, minimum=1)
+        return self._call("timeline", "search", self._trace_data(request), query, limit=limit)
+
+    def _event(self, request: wrappers.Request) -> dict:
+        idx = _int(request, "idx", default=None, minimum=0)
+        if idx is None:
+            raise BadRequest("missing parameter 'idx'")
+        t = self._trace_data(request)
+        try:
+            event = t.event(idx)
+        except IndexError as e:
+            raise NotFound(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - file changed or vanished since it was loaded
+            raise NotFound(f"event {idx} cannot be read: {e}") from None
+        if not isinstance(event, dict):
+            return {"idx": idx, "event": event, "args": {}}
+        args = event.get("args")
+        return {"idx": idx, "event": {k: v for k, v in event.items() if k != "args"},
+                "args": args if isinstance(args, dict) else {}}
+
+    # -------------------------------------------------------------- raw trace and static files
+    @wrappers.Request.application
+    def _trace(self, request: wrappers.Request) -> wrappers.Response:
+        try:
+            f = self._file(request)
+        except BadRequest as e:
+            return _respond(request, {"error": e.message}, 400)
+        except NotFound as e:
+            return _respond(request, {"error": e.message}, 404)
+        try:
+            with open(f.path, "rb") as fh:
+                gz = fh.read(2) == b"\x1f\x8b"
+        except OSError as e:
+            return _respond(request, {"error": f"{f.relpath}: cannot read ({e.strerror})"}, 404)
+        body = _file_chunks(f.path) if gz else _gzip_chunks(f.path)
+        headers = {"Content-Encoding": "gzip", "Cache-Control": "no-cache",
+                   "X-Content-Type-Options": "nosniff",
+                   "Content-Disposition": f'inline; filename="{os.path.basename(f.path)}"'}
+        if gz:
+            headers["Content-Length"] = str(f.size)
+        return wrappers.Response(body, status=200, content_type="application/json",
+                                 headers=headers, direct_passthrough=True)
+
+    @wrappers.Request.application
+    def _static(self, request: wrappers.Request) -> wrappers.Response:
+        marker = f"/data/plugin/{PLUGIN_NAME}/"
+        path = request.path
+        name = path.split(marker, 1)[1] if marker in path else path.rsplit("/", 1)[-1]
+        name = name or "index.js"
+        resolved = _static_file(name)
+        if resolved is None:
+            if name == "index.js":
+                return http_util.Respond(request, FALLBACK_INDEX_JS, "application/javascript")
+            return _respond(request, {"error": f"no such file {name!r}"}, 404)
+        with open(resolved, "rb") as fh:
+            data = fh.read()
+        ext = os.path.splitext(resolved)[1].lower()
+        ctype = CONTENT_TYPES.get(ext) or mimetypes.guess_type(resolved)[0] or \
+            "application/octet-stream"
+        return http_util.Respond(request, data, ctype)
+
+
+def _static_file(name: str) -> str | None:
+    """The regular file `name` inside tb_plugin/static/, or None (never a path outside it)."""
+    if "\\" in name or "\x00" in name or name.startswith("/"):
+        return None
+    parts = name.split("/")
+    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+        return None
+    root = os.path.realpath(STATIC_DIR)
+    path = os.path.realpath(os.path.join(root, *parts))
+    if not path.startswith(root + os.sep) or not os.path.isfile(path):
+        return None
+    return path
+
+
+def _file_chunks(path: str, size: int = 1 << 20):
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(size)
+            if not block:
+                return
+            yield block
+
+
+def _gzip_chunks(path: str, size: int = 1 << 20):
+    comp = zlib.compressobj(6, zlib.DEFLATED, 31)
+    for block in _file_chunks(path, size):
+        out = comp.compress(block)
+        if out:
+            yield out
+    yield comp.flush()

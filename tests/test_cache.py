@@ -1,0 +1,86 @@
+"""The on-disk TraceData cache: hits, invalidation on change, corrupt entries, location."""
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from profiler_core.trace import cache
+from profiler_core.trace.reader import read_trace
+
+
+@pytest.fixture
+def cache_env(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(d))
+    return d
+
+
+def _trace(path: Path, n: int = 5) -> Path:
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i * 10,
+           "dur": 5, "args": {"External id": i}} for i in range(n)]
+    path.write_text(json.dumps({"baseTimeNanoseconds": 1000, "traceEvents": ev}))
+    return path
+
+
+def test_second_open_comes_from_cache(cache_env, tmp_path, monkeypatch):
+    p = _trace(tmp_path / "w.pt.trace.json")
+    t1 = cache.read_trace_cached(p)
+    entries = list(cache_env.glob("*.trace.pkl"))
+    assert len(entries) == 1
+    assert not list(tmp_path.glob("*.pkl"))  # nothing written next to the user's files
+    import profiler_core.trace.reader as reader
+
+    def boom(path):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(reader, "read_trace", boom)
+    t2 = cache.read_trace_cached(p)
+    pd.testing.assert_frame_equal(t1.events, t2.events)
+    assert t2.base_ns == 1000 and t2.metadata == t1.metadata
+
+
+def test_changed_file_is_parsed_again(cache_env, tmp_path):
+    p = _trace(tmp_path / "w.pt.trace.json", 5)
+    assert len(cache.read_trace_cached(p).events) == 5
+    _trace(p, 7)
+    os.utime(p, ns=(1, 1))
+    assert len(cache.read_trace_cached(p).events) == 7
+
+
+def test_corrupt_entry_is_ignored_and_rewritten(cache_env, tmp_path):
+    p = _trace(tmp_path / "w.pt.trace.json")
+    cache.read_trace_cached(p)
+    entry = cache.entry_path(p)
+    for garbage in (b"junk", entry.read_bytes()[:40], b""):
+        entry.write_bytes(garbage)
+        assert cache.load(p) is None
+        assert not entry.exists()
+        t = cache.read_trace_cached(p)
+        assert len(t.events) == 5 and entry.exists()
+
+
+def test_stale_parse_is_not_stored(cache_env, tmp_path):
+    p = _trace(tmp_path / "w.pt.trace.json")
+    t = read_trace(p)
+    _trace(p, 9)
+    os.utime(p, ns=(2, 2))
+    assert cache.store(p, t) is None
+    assert cache.load(p) is None
+
+
+def test_trim_removes_least_recently_used(cache_env, tmp_path):
+    paths = [_trace(tmp_path / f"w{i}.pt.trace.json") for i in range(3)]
+    for i, p in enumerate(paths):
+        cache.read_trace_cached(p)
+        os.utime(cache.entry_path(p), (100 + i, 100 + i))
+    size = cache.entry_path(paths[0]).stat().st_size
+    assert cache.trim(max_bytes=2 * size + 10) == 1
+    assert not cache.entry_path(paths[0]).exists()
+    assert cache.entry_path(paths[2]).exists()
+
+
+def test_default_dir_is_under_home(monkeypatch):
+    monkeypatch.delenv("GPUSCOPE_CACHE_DIR", raising=False)
+    assert cache.cache_dir() == Path.home() / ".cache" / "gpuscope"
