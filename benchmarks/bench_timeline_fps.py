@@ -90,6 +90,20 @@ PAN_JS = """async ([frames, step, span]) => {
   return {draws, gaps, fetches: t.stats.fetches, lastFetchMs: t.stats.lastFetchMs, rects: t.stats.rects};
 }"""
 
+# In-page measurement: zoom in (then out) by a constant factor per frame around the middle.
+ZOOM_JS = """async ([frames]) => {
+  const t = window.__gpuscope.timeline; const [ta, tb] = t.extent();
+  t.setView(ta, tb);
+  await new Promise(r => setTimeout(r, 1500));
+  const draws = [], gaps = []; let last = performance.now();
+  for (let i = 0; i < frames; i++) {
+    await new Promise(r => requestAnimationFrame(r));
+    const now = performance.now(); gaps.push(now - last); last = now;
+    t.zoom(i < frames / 2 ? 0.9 : 1 / 0.9); const t0 = performance.now(); t.draw(); draws.push(performance.now() - t0);
+  }
+  return {draws, gaps, fetches: t.stats.fetches, lastFetchMs: t.stats.lastFetchMs, rects: t.stats.rects};
+}"""
+
 NAIVE_JS = """async ([n, tracks, frames]) => {
   const c = document.createElement('canvas'); c.width = 1200; c.height = 600; document.body.appendChild(c);
   const g = c.getContext('2d', {alpha: false});
@@ -150,6 +164,11 @@ def main() -> None:
                           f"max {max(r['draws']):6.2f} ms; rAF interval median {statistics.median(r['gaps'][1:]):5.1f} ms "
                           f"({1000 / statistics.mean(r['gaps'][1:]):.0f} fps); rects/frame {r['rects']}; tile fetches {r['fetches']} "
                           f"(last {r['lastFetchMs']:.0f} ms)")
+                r = page.evaluate(ZOOM_JS, [args.frames])
+                results["zoom in and out"] = r
+                print(f"zoom x0.9 per frame, in then out: draw median {statistics.median(r['draws']):6.2f} ms, p95 {pct(r['draws'], .95):6.2f} ms, "
+                      f"max {max(r['draws']):6.2f} ms; rAF interval median {statistics.median(r['gaps'][1:]):5.1f} ms "
+                      f"({1000 / statistics.mean(r['gaps'][1:]):.0f} fps); tile fetches {r['fetches']}")
                 naive = page.evaluate(NAIVE_JS, [n, 10, 5])
                 b.close()
         finally:

@@ -127,8 +127,8 @@ class _Record:
             self._parent = buf.cur
             buf.cur = self
             self._buf = buf
-            self._stack = None
             if _extras:
+                self._stack = None
                 session = _session
                 if session is not None:
                     session.on_enter(self, buf)
@@ -143,15 +143,18 @@ class _Record:
                 buf = self._buf
             except AttributeError:      # entered before recording started
                 return False
+            # (a reused object keeps a stale _buf from an older window: appending to that
+            # finished buffer is harmless, so _buf is not reset here -- one write less)
             if buf is not None:
                 if _extras:
                     session = _session
                     if session is not None:
                         session.on_exit(self, buf)
-                buf.events.append((self._t0, _clock(), self.name, self._id, self._cat, self.args,
-                                   self._stack))
+                    buf.events.append((self._t0, _clock(), self.name, self._id, self._cat, self.args,
+                                       getattr(self, "_stack", None)))
+                else:
+                    buf.events.append((self._t0, _clock(), self.name, self._id, self._cat, self.args, None))
                 buf.cur = self._parent
-                self._buf = None
         return False
 
 
@@ -255,6 +258,26 @@ def stop_session() -> Optional[Session]:
     session.stop_ns = stop_raw + _offset_ns
     _session = None
     return session
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (e.g. a data-loader worker) does not keep recording into a copy of our buffers."""
+    global _active, _extras, _session, _tls
+    session = _session
+    _extras = False
+    _active = False
+    _session = None
+    _tls = threading.local()
+    if session is not None:
+        if session.tracer is not None:
+            import sys
+            sys.setprofile(None)
+        if session.memory is not None:
+            session.memory.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def active_session() -> Optional[Session]:

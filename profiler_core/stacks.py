@@ -22,8 +22,8 @@ _path_cache: dict = {}
 
 
 def _is_internal(filename: str) -> bool:
-    """Frames of profiler_core itself (not its samples/tests) are hidden from stacks."""
-    return filename.startswith(_PKG_DIR) and "integrations" not in filename[len(_PKG_DIR):]
+    """Frames of profiler_core itself (recording, integrations' wrappers; not samples/tests) are hidden."""
+    return filename.startswith(_PKG_DIR + os.sep)
 
 
 _internal_cache: dict = {}
@@ -138,43 +138,34 @@ class PythonTracer:
                 _, t0, name, pid_, parent = st.stack.pop()
                 buf.python.append((t0, stop_raw, name, pid_, parent))
 
+    def _open(self, key, name: str, t: int) -> None:
+        buf, st = self._state()
+        if st is not None:
+            stack = st.stack
+            stack.append([key, t, name, self._next_id(), stack[-1][3] if stack else None])
+
+    def _close(self, key) -> None:
+        buf, st = self._state()
+        if st is not None:
+            stack = st.stack
+            if stack and stack[-1][0] is key:        # frames opened before install are ignored
+                _, t0, name, pyid, parent = stack.pop()
+                buf.python.append((t0, self._clock(), name, pyid, parent))
+
     def _hook(self, frame, event, arg) -> None:
         if event == "call":
             code = frame.f_code
-            if _internal(code):
-                return
-            t = self._clock()
-            buf, st = self._state()
-            if st is None:
-                return
-            stack = st.stack
-            stack.append([frame, t, frame_name(code), self._next_id(), stack[-1][3] if stack else None])
+            if not _internal(code):
+                self._open(frame, frame_name(code), self._clock())
         elif event == "return":
-            buf, st = self._state()
-            if st is None:
-                return
-            stack = st.stack
-            if stack and stack[-1][0] is frame:
-                _, t0, name, pyid, parent = stack.pop()
-                buf.python.append((t0, self._clock(), name, pyid, parent))
+            self._close(frame)
         elif event == "c_call":
-            if _internal(frame.f_code):
-                return
-            t = self._clock()
-            buf, st = self._state()
-            if st is None:
-                return
-            stack = st.stack
-            try:
-                name = repr(arg)
-            except Exception:       # a broken __repr__ must not break the user's program
-                name = "<built-in function>"
-            stack.append([arg, t, name, self._next_id(), stack[-1][3] if stack else None])
+            if not _internal(frame.f_code):
+                t = self._clock()
+                try:
+                    name = repr(arg)
+                except Exception:       # a broken __repr__ must not break the user's program
+                    name = "<built-in function>"
+                self._open(arg, name, t)
         else:  # c_return / c_exception
-            buf, st = self._state()
-            if st is None:
-                return
-            stack = st.stack
-            if stack and stack[-1][0] is arg:
-                _, t0, name, pyid, parent = stack.pop()
-                buf.python.append((t0, self._clock(), name, pyid, parent))
+            self._close(arg)

@@ -9,8 +9,9 @@ Each value must match the reference within 1% or 1 µs, except the intentional d
   and list annotations (e.g. `forward_pass`, `gloo:all_reduce`) as operator rows.
 * C10D_COMM: 0.4.3 knows only nccl:/gloo: broadcast, reduce, all_reduce, all_gather, reduce_scatter. We also count
   `c10d::*` and `record_param_comms` ops (current PyTorch's collective entry points) as communication.
-* The reference never saw `cuda_runtime` (0.4.3 ignores it: zero device time on recent traces); the shared GPU
-  traces use the old `Runtime` category, so device times are compared in full.
+* CUDA_RUNTIME: 0.4.3 ignores the `cuda_runtime` category (zero device time on every trace since torch 1.11,
+  kineto #843). The shared GPU traces use the old `Runtime` category, so device times are compared in full, and
+  test_cuda_runtime_category_keeps_device_times relabels them `cuda_runtime` to show ours do not change.
 * TC_OPS: 0.4.3's Tensor Core eligible list predates `aten::convolution_backward` (and the attention ops);
   we add current PyTorch names, so those ops and the ops above them are eligible here and not there.
 * PY_STACKS: 0.4.3 reads call stacks only from the legacy `Call stack` arg (torch <= 1.10, or verbose mode).
@@ -331,3 +332,18 @@ def test_cuda_runtime_category_keeps_device_times(shared_traces):
     ours = overview.overview(t)["steps"]
     for o, r in zip(ours, ref_steps(views["overview"])):
         assert close(o["runtime_us"], r["runtime_us"]) and close(o["total_us"], r["total_us"])
+
+
+def test_outputs_are_json_and_deterministic(shared_traces):
+    """Same trace loaded twice -> byte-identical JSON (rows ordered by metric, then name), no NaN anywhere."""
+    from tb_plugin.views import common, kernels, operators, overview
+
+    run, worker, span, path, views = next(c for c in all_cases(shared_traces) if c[0] == "num_workers_4")
+    outs = []
+    for _ in range(2):
+        t = load_shared(path)
+        outs.append(json.dumps([overview.overview(t), operators.operators(t, "name_shape"),
+                                kernels.kernels(t, "name_op"), operators.operator_stacks(t, "aten::cudnn_convolution")],
+                               allow_nan=False, sort_keys=True))
+        common._cache.pop(id(t), None)
+    assert outs[0] == outs[1]

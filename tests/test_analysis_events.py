@@ -269,3 +269,8 @@ def test_our_profiler_trace_round_trip(tmp_path):
         warnings.simplefilter("error")
         table = ev.key_averages().table(sort_by="cpu_time_total")
     assert "Total KFLOPs" in table and "block" in table
+
+
+def test_function_event_rejects_read_only_names():
+    with pytest.raises(TypeError, match="cpu_time_total"):
+        FunctionEvent(1, "x", 1, 0.0, 1.0, cpu_time_total=5)

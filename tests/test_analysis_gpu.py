@@ -1,6 +1,8 @@
 """Device time: GPU activities attributed to the CPU op that launched them, CUDA columns and footer."""
+import copy
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +175,29 @@ def test_resnet50_v100_operator_device_times_match_torch_tb_profiler(shared_trac
     text = ev.key_averages().table(sort_by="self_cuda_time_total", row_limit=3)
     assert text.splitlines()[3].split()[0] == "aten::cudnn_convolution_backward_weight"
     assert "Self CUDA time total:" in text
+
+
+def test_trace_from_our_cuda_converter_links_every_activity():
+    """Raw CUPTI-style records -> profiler_core.cuda converter + linker -> our analysis."""
+    convert = pytest.importorskip("profiler_core.cuda.convert")
+    link = pytest.importorskip("profiler_core.cuda.link")
+    data = Path(__file__).resolve().parent / "data" / "cupti" / "synthetic_session.json"
+    if not data.exists():
+        pytest.skip("cupti fixture absent")
+    s = json.loads(data.read_text())
+    res = convert.convert_records(copy.deepcopy(s["records"]), device_properties=s["device_properties"],
+                                  clock_offset_ns=s["clock_offset_ns"], pid=s["pid"])
+    base = s["host_base_ns"]
+    t = {"schemaVersion": 1, "deviceProperties": s["device_properties"], "baseTimeNanoseconds": base,
+         "traceEvents": convert.to_trace_units(copy.deepcopy(s["cpu_ops"]) + res.events, base)}
+    link.link_trace(t)
+    ev = events_from_trace(t)
+    activities = [e for e in ev if e.activity_type in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert len(activities) >= 4
+    attributed = sum(k.duration for e in ev if e.device_type == DeviceType.CPU for k in e.kernels)
+    assert attributed == pytest.approx(sum(a.self_device_time_total for a in activities))
+    launched = {k.name for e in ev if e.activity_type == "cpu_op" for k in e.kernels}
+    assert any("matmul" in n for n in launched)
+    assert all(e.name == "ProfilerStep*" for e in ev if (e.trace_name or "").startswith("ProfilerStep#"))
+    text = ev.key_averages().table(sort_by="self_cuda_time_total")
+    assert "Self CUDA time total:" in text and "CUDA Mem" in text

@@ -1,10 +1,11 @@
 """Tables, events and export_stacks rebuilt from real torch 2.13 traces equal torch's own output.
 
 The fixtures in tests/data/analysis/ were made by make_fixtures.py in the torch venv: each
-``<name>.trace.json`` is torch's exported trace and ``<name>.expected.json`` holds what torch
+``<name>.trace.json.gz`` is torch's exported trace and ``<name>.expected.json.gz`` holds what torch
 itself printed for the same profile (tables, per-event values, export_stacks, total_average).
 """
 import difflib
+import gzip
 import json
 from pathlib import Path
 
@@ -16,16 +17,18 @@ DATA = Path(__file__).resolve().parent / "data" / "analysis"
 SCENARIOS = ["matmuls", "module_mem", "verbose_stacks", "scheduled"]
 
 
+def _read(path):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
 def _load(name):
-    trace = json.loads((DATA / f"{name}.trace.json").read_text())
-    expected = json.loads((DATA / f"{name}.expected.json").read_text())
-    return trace, expected
+    return _read(DATA / f"{name}.trace.json.gz"), _read(DATA / f"{name}.expected.json.gz")
 
 
 def _cases():
     for name in SCENARIOS:
-        expected = json.loads((DATA / f"{name}.expected.json").read_text())
-        for label in expected["tables"]:
+        for label in _read(DATA / f"{name}.expected.json.gz")["tables"]:
             yield name, label
 
 

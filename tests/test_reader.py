@@ -216,3 +216,21 @@ def test_empty_trace_has_typed_empty_frames(tmp_path):
     assert t.events["ts"].dtype == np.int64
     assert isinstance(t.events["name"].dtype, pd.CategoricalDtype)
     assert len(t.memory) == 0 and len(t.flows) == 0 and len(t.names) == 0
+
+
+def test_event_lookup_uses_the_piece_index(tmp_path, monkeypatch):
+    import profiler_core.trace.reader as reader
+
+    monkeypatch.setattr(reader, "BLOCK", 4096)  # many small pieces
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+           "args": {"External id": i, "text": "}, {" * (i % 3)}} for i in range(3000)]
+    p = _write(tmp_path / "many.json", {"traceEvents": ev, "after": [1, {"x": "]"}]}, gz=True)
+    t = read_trace(p)
+    assert len(t.event_index) > 10
+    assert t.metadata == {"after": [1, {"x": "]"}]}
+    monkeypatch.setattr(reader, "read_bytes", lambda path: pytest.fail("whole file re-read"))
+    for i in (0, 1, 1234, 2999):
+        assert t.event_args(i) == ev[i]["args"]
+    with pytest.raises(IndexError):
+        reader.read_event.__wrapped__ if False else None
+    assert list(t.events["external_id"]) == list(range(3000))

@@ -162,3 +162,25 @@ def test_timestamps_exact_to_the_nanosecond():
                         start_ns=base + 7_000_000_000_000_000, stop_ns=base + 7_000_000_100_000_000, flags={})
     ev = [e for e in trace["traceEvents"] if e.get("name") == "a"][0]
     assert f"{ev['ts']:.3f}" == "7000000000012.345" and f"{ev['dur']:.3f}" == "0.080"
+
+
+def test_forked_child_stops_recording():
+    import os
+    import pytest
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    with profile(activities=CPU, profile_memory=True) as p:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:                      # child: must not record, must not crash
+            try:
+                with record_function("in child"):
+                    pass
+                os.write(w, b"1" if not recording.is_recording() else b"0")
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.read(r, 1) == b"1"
+        with record_function("in parent"):
+            pass
+    assert _x(p.trace, "in parent") and not _x(p.trace, "in child")

@@ -16,16 +16,18 @@ class FakeTrace:
         self.__dict__.update(kw)
 
 
-COLS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "bytes", "in_nelems", "dtype"]
+COLS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "bytes", "in_nelems", "dtype",
+        "coll_name"]
 
 
 def mk(rows, info=None):
-    ev = pd.DataFrame([r + (-1,) * (len(COLS) - len(r) - 1) + (("" if len(r) < len(COLS) else r[-1]),)
-                       if len(r) < len(COLS) else r for r in rows], columns=COLS)
-    for c in ("cat", "name", "dtype"):
+    text = ("cat", "name", "dtype", "coll_name")
+    rows = [tuple(r) + tuple("" if c in text else -1 for c in COLS[len(r):]) for r in rows]
+    ev = pd.DataFrame(rows, columns=COLS)
+    for c in text:
         ev[c] = ev[c].astype(str).astype("category")
     for c in COLS:
-        if c not in ("cat", "name", "dtype"):
+        if c not in text:
             ev[c] = ev[c].astype("int64")
     for c in ("python_module_id", "out_nelems", "group_size"):
         ev[c] = np.int64(-1)
@@ -65,9 +67,10 @@ def test_mpi_wait_transfer_and_parts():
 
 
 def test_bytes_from_nelems_and_dtype():
-    t = mk([("cpu_op", "record_param_comms", 1, 1, 0, 10 * US, -1, -1, -1, 100, "double")])
+    t = mk([("cpu_op", "record_param_comms", 1, 1, 0, 10 * US, -1, -1, -1, 100, "double", "allreduce")])
     out = dv.distributed({"a": t})
     assert out["comm_ops"]["a"][0]["total_bytes"] == 800
+    assert out["comm_ops"]["a"][0]["name"] == "record_param_comms:allreduce"
     assert any("only one worker" in n for n in out["notes"])
 
 
@@ -152,3 +155,12 @@ def test_matches_torch_tb_profiler_on_ddp_gloo(shared_traces):
                 checked += 1
     assert checked == 40 + 20 + 12
     assert out["notes"] == []
+
+
+def test_clip_ranges_matches_intersection():
+    rng = np.random.default_rng(3)
+    s = np.sort(rng.integers(0, 10_000, 300))
+    r = dv.merge_ranges(s, s + rng.integers(1, 100, 300))
+    for a, b in [(0, 10_000), (55, 56), (1234, 5678), (-5, 3), (9_990, 20_000), (400, 400)]:
+        expect = dv.intersect_ranges(r, np.array([[a, b]]))
+        assert dv.clip_ranges(r, a, b).tolist() == expect.tolist()

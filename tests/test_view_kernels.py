@@ -55,3 +55,31 @@ def test_bad_group_by(group_by):
 
 def test_no_kernels():
     assert kernels.kernels(make_trace([op("aten::add", 0, 1)]), "name_op") == {"rows": []}
+
+
+def test_bad_request_is_the_plugin_error():
+    from tb_plugin.errors import BadRequest
+    from tb_plugin.views import operators
+
+    with pytest.raises(BadRequest):
+        kernels.kernels(trace(), "bogus")
+    with pytest.raises(BadRequest):
+        operators.operators(trace(), "bogus")
+
+
+def test_non_finite_kernel_args_are_estimated_or_ignored():
+    """CUPTI-derived traces may carry "inf" blocks per SM (no SM count): estimate from the grid, skip bad occupancy."""
+    import numpy as np
+    from tb_plugin.views import overview
+
+    props = {"deviceProperties": [{"id": 0, "name": "GPU", "numSms": 10, "computeMajor": 8, "computeMinor": 6}]}
+    t = make_trace([op("ProfilerStep#1", 0, 100, ext=1), kernel("k", 0, 40, corr=1, grid=[5, 1, 1]),
+                    kernel("k", 50, 10, corr=2, grid=[20, 1, 1], **{"est. achieved occupancy %": 30})], props)
+    t.events.loc[t.events["cat"] == "kernel", "blocks_per_sm"] = [np.inf, -1.0]
+    t.events.loc[t.events["name"] == "k", "occupancy"] = [np.inf, 30.0]
+    (row,) = kernels.kernels(t)["rows"]
+    assert row["blocks_per_sm"] == pytest.approx((0.5 * 40 + 2.0 * 10) / 50)  # 5/10 and 20/10 blocks per SM
+    assert row["achieved_occupancy"] == pytest.approx(0.30)
+    gpu = overview.overview(t)["gpu"]
+    assert gpu["sm_efficiency"] == pytest.approx((0.5 * 40 + 1.0 * 10) / 100)
+    assert gpu["achieved_occupancy"] == pytest.approx(0.30)

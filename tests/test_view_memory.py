@@ -162,3 +162,20 @@ def test_agrees_with_torch_key_averages(shared_traces):
             compared += 1
         assert any(r["cpu_memory_usage"] != 0 for r in torch_rows.values())
     assert compared > 200
+
+
+def test_real_trace_curve_and_pairs(shared_traces):
+    from profiler_core.trace.reader import read_trace
+    t = read_trace(next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz")))
+    m = t.memory
+    curve = mv.memory_curve(t, max_points=60)
+    assert curve["devices"] == ["CPU"] and len(curve["curves"]["CPU"]["ts_us"]) <= 60
+    assert curve["peaks"]["CPU"]["allocated_bytes"] == int(m["total_allocated"].max())
+    assert max(curve["curves"]["CPU"]["allocated_bytes"]) == int(m["total_allocated"].max())
+    rows = mv.memory_events(t)["rows"]["CPU"]
+    allocs = int((m["bytes"] > 0).sum())
+    assert sum(r["alloc_us"] is not None for r in rows) == allocs
+    paired = [r for r in rows if r["alloc_us"] is not None and r["free_us"] is not None]
+    lone_frees = [r for r in rows if r["alloc_us"] is None]
+    assert len(paired) + len(lone_frees) == int((m["bytes"] < 0).sum())
+    assert all(r["duration_us"] >= 0 and r["op"] for r in paired)

@@ -116,3 +116,19 @@ def test_bad_request_is_a_value_error_and_stacks_need_a_name():
 
 def test_empty_trace():
     assert operators.operators(make_trace([]))["rows"] == []
+
+
+def test_invariants_on_a_synthetic_gpu_trace():
+    """Every kernel is launched inside an op: device self times add up to the kernel time, totals to self."""
+    from test_views_common_support import synthetic_gpu_trace
+    from tb_plugin.views import kernels
+
+    t = synthetic_gpu_trace(n_ops=3000, ops_per_step=500)
+    rows = operators.operators(t)["rows"]
+    kernel_us = sum(r["total_us"] for r in kernels.kernels(t)["rows"])
+    assert sum(r["device_self_us"] for r in rows) == pytest.approx(kernel_us)
+    by = {r["name"]: r for r in rows}
+    assert by["aten::empty"]["calls"] == 3000 and by["aten::empty"]["device_self_us"] == pytest.approx(kernel_us)
+    assert by["aten::empty"]["host_self_us"] == pytest.approx(3000 * 7.0)  # 10 µs minus the 3 µs launch
+    assert sum(by[f"aten::op{k}"]["calls"] for k in range(50)) == 3000
+    assert all(by[f"aten::op{k}"]["host_self_us"] == pytest.approx(60 * 5.0) for k in range(50))

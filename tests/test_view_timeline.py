@@ -191,3 +191,38 @@ def test_random_nested_agrees_with_bruteforce():
             cover = np.clip(np.minimum(e, a1) - np.maximum(s, a0), 0, None).sum()
             assert b == pytest.approx(cover / (a1 - a0), abs=1e-4)
             assert c == int(((s < a1) & (e > a0)).sum())
+
+
+def _rows_never_overlap(tl):
+    for lo, hi in zip(tl.row_lo.tolist(), tl.row_hi.tolist()):
+        s, e = tl.start[lo:hi], tl.end[lo:hi]
+        assert (s[1:] >= e[:-1]).all()
+
+
+def test_real_traces_tiles(shared_traces):
+    from profiler_core.trace.reader import read_trace
+    gpu = read_trace(sorted((shared_traces / "kineto_resnet50_v100" / "num_workers_0").glob("*.gz"))[0])
+    out = tv.timeline(gpu, width_px=800)
+    json.dumps(out)
+    kinds = [tr["kind"] for tr in out["tracks"]]
+    assert kinds.count("gpu") == 1 and kinds[-1] == "gpu"
+    assert out["tracks"][-1]["label"].startswith("GPU 0")
+    # every ac2g flow ends on the GPU track, on a kernel/memcpy/memset at depth 0
+    f = out["flows"]
+    assert len(f["id"]) > 1000
+    gpu_index = out["tracks"][-1]["index"]
+    assert set(f["to_track"]) == {gpu_index} and set(f["to_depth"]) == {0}
+    assert all(a <= b for a, b in zip(f["from_us"], f["to_us"]))
+    # zoomed out: the busiest rows are summarised; every event is still counted once per bucket
+    total = sum(sum(r["count"]) if r["mode"] == "buckets" else len(r["ts_us"])
+                for tr in out["tracks"] for r in tr["rows"])
+    assert total >= len(gpu.events)
+    _rows_never_overlap(tv.tiles_for(gpu))
+    cpu = read_trace(next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz")))
+    out = tv.timeline(cpu, width_px=500)
+    assert out["tracks"][0]["process"] == "python" and out["tracks"][-1]["id"] == "Spans:PyTorch Profiler"
+    _rows_never_overlap(tv.tiles_for(cpu))
+    hits = tv.search(cpu, "ProfilerStep")
+    # the steps sit under the Python frames of the training loop (with_stack), all at one depth
+    assert hits["total"] == 4 and len({r["depth"] for r in hits["results"]}) == 1
+    assert [r["name"] for r in hits["results"]] == [f"ProfilerStep#{i}" for i in range(2, 6)]

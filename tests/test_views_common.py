@@ -230,3 +230,45 @@ def test_derived_memoises_per_trace():
     assert calls == [1]
     t2 = make_trace([op("a", 0, 1)])
     assert common.derived(t2, "k", lambda: 7) == 7
+
+
+def _reference_parents(nodes):
+    """torch-tb-profiler's stack algorithm per thread on (name, tid, start, end) tuples; parent name or None."""
+    out = {}
+    for tid in {n[1] for n in nodes}:
+        stack = []
+        for name, _, s, e in sorted((n for n in nodes if n[1] == tid), key=lambda n: (n[2], -n[3], n[0])):
+            while stack and not (s < stack[-1][3] and e <= stack[-1][3]):
+                stack.pop()
+            out[name] = stack[-1][0] if stack else None
+            stack.append((name, tid, s, e))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_op_tree_matches_a_stack_walk_on_random_nesting(seed):
+    rng = np.random.default_rng(seed)
+    nodes = []
+
+    def grow(tid, s, e, depth):
+        t = s
+        while t < e and len(nodes) < 400:
+            if rng.random() < 0.3:
+                nodes.append((f"n{len(nodes)}", tid, t, t))  # zero-length leaf
+            d = int(rng.integers(0, max(1, (e - t) // 2) + 1))
+            if t + d > e:
+                break
+            nodes.append((f"n{len(nodes)}", tid, t, t + d))
+            if depth < 6 and d > 2:
+                grow(tid, t + int(rng.integers(0, 2)), t + d - int(rng.integers(0, 2)), depth + 1)
+            t += d + int(rng.integers(0, 3))
+
+    for tid in (1, 2, 3):
+        grow(tid, 0, 1000, 0)
+    t = make_trace([op(n, s, e - s, tid=tid) for n, tid, s, e in nodes])
+    ev = t.events
+    tree = common.op_tree(t)
+    name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
+    got = {name(r): name(p) for r, p in zip(tree["row"], tree["parent"])}
+    assert got == _reference_parents(nodes)
+    assert (tree["merged_into"] < 0).all()  # unique names: nothing to merge

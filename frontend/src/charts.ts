@@ -57,7 +57,7 @@ export function pie(items: { name: string; value: number; color?: string }[], fm
   const total = pos.reduce((a, i) => a + i.value, 0);
   let shown = pos.slice(0, top);
   const rest = pos.slice(top).reduce((a, i) => a + i.value, 0);
-  if (rest > 0) shown = shown.concat([{ name: "others", value: rest, color: "#bab0ac" }]);
+  if (rest > 0) shown = shown.concat([{ name: "others", value: rest, color: "#8c8c8c" }]);
   const R = 90, cx = 100, cy = 100;
   const svg = s("svg", { viewBox: "0 0 200 200", class: "pie", role: "img" });
   let a0 = -Math.PI / 2;

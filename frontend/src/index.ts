@@ -37,6 +37,8 @@ export function render(): void {
   const app = new App();
   document.body.appendChild(app.root);
   (window as any).__gpuscope = app.debug;
+  // TensorBoard's reload button calls reload() on our iframe element when we define it
+  try { if (window.frameElement) (window.frameElement as any).reload = () => app.reload(); } catch { /* not same-origin */ }
   void app.start();
 }
 
@@ -64,7 +66,7 @@ class App {
       h("header", { class: "topbar" }, h("span", { class: "brand" }, "gpuscope"),
         h("label", null, "Run", this.runSel), h("label", null, "Worker", this.workerSel), h("label", null, "Span", this.spanSel),
         h("span", { style: "flex:1" }),
-        h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => { clearCache(); void this.loadRuns(true); } }, "⟳ Reload"),
+        h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => this.reload() }, "⟳ Reload"),
         this.themeBtn),
       this.progress, this.banners, this.tabs, this.main);
     this.runSel.addEventListener("change", () => { this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
@@ -124,12 +126,16 @@ class App {
     history.replaceState(null, "", u.href);
   }
 
-  private banner(kind: "error" | "info", title: string, lines: string[] = []): void {
-    this.banners.append(h("div", { class: kind === "error" ? "banner" : "banner info", role: kind === "error" ? "alert" : "status" },
+  private banner(kind: "error" | "info" | "files", title: string, lines: string[] = []): void {
+    // "files": unreadable trace files, shown in error colours but not as a failure of the page
+    this.banners.append(h("div", { class: kind === "info" ? "banner info" : "banner", role: kind === "error" ? "alert" : "status", id: kind === "files" ? "gs-bad-files" : null },
       title, lines.length ? h("ul", null, lines.map((l) => h("li", null, l))) : null));
   }
 
   async start(): Promise<void> { await this.loadRuns(false); }
+
+  /** Rescans the log directory and redraws the current view with fresh data. */
+  reload(): void { clearCache(); void this.loadRuns(true); }
 
   private async loadRuns(reload: boolean): Promise<void> {
     let ans: RunsAnswer;
@@ -177,7 +183,7 @@ class App {
       if (Array.isArray(v)) for (const x of v) lines.push(typeof x === "string" ? x : x && typeof x === "object" ?
         [x.file ?? x.path ?? x.name ?? "", x.error ?? x.message ?? x.reason ?? ""].filter(Boolean).join(": ") || JSON.stringify(x) : String(x));
       else if (typeof v === "object") for (const [f, m] of Object.entries(v as object)) lines.push(`${f}: ${typeof m === "string" ? m : JSON.stringify(m)}`);
-      this.banner(key === "warnings" ? "info" : "error", key === "warnings" ? "Warnings while reading traces:" : "Some files could not be read:", lines);
+      this.banner(key === "warnings" ? "info" : "files", key === "warnings" ? "Warnings while reading traces:" : "Some files could not be read (the others are shown):", lines);
     }
   }
 
@@ -217,7 +223,14 @@ class App {
       onclick: () => { for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k]; this.st.view = id; this.show(); },
     }, label)));
     const spec = VIEWS.find((v) => v[0] === view)!;
-    this.workerSel.disabled = !spec[3] || this.workers.length <= 1;
+    if (!spec[3]) {
+      // a view over all workers (distributed): the selector says so
+      fillSelect(this.workerSel, ["All"]);
+      this.workerSel.disabled = true;
+    } else {
+      if (this.workerSel.value !== this.st.worker) { fillSelect(this.workerSel, this.workers); this.workerSel.value = this.st.worker; }
+      this.workerSel.disabled = this.workers.length <= 1;
+    }
     this.setHash();
     const el = h("div", { class: "view", id: "view-" + view, "data-ready": "0" });
     mount(this.main, el);

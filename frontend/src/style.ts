@@ -8,6 +8,9 @@ html,body{margin:0;padding:0;background:var(--bg);color:var(--fg);font:13px/1.4 
 .topbar{display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center;padding:8px 12px;border-bottom:1px solid var(--line);background:var(--panel);position:sticky;top:0;z-index:5}
 .brand{font-weight:600;color:var(--accent);margin-right:4px}
 .topbar label{display:flex;gap:4px;align-items:center;color:var(--muted)}
+a{color:var(--accent2)}
+a.btn{text-decoration:none;border:1px solid var(--line);border-radius:4px;padding:1px 6px}
+.data-table.mini{width:auto}.data-table.mini th{cursor:default}.data-table.mini td{white-space:nowrap}
 select,input,button{font:inherit;color:var(--fg);background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:3px 6px}
 select{max-width:260px}
 button{cursor:pointer}button:disabled{opacity:.45;cursor:default}
@@ -28,7 +31,7 @@ main{padding:12px;flex:1;min-width:0}
 .card{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:10px 14px;min-width:220px;flex:1}
 .card h3,.section h3,.table-box h3{margin:0 0 6px;font-size:14px}
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
-.kv dt{color:var(--muted)}.kv dd{margin:0;overflow-wrap:anywhere}
+.kv dt{color:var(--muted)}.kv dd{margin:0;overflow-wrap:anywhere;overflow-x:auto;min-width:0}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:12px;margin-bottom:12px}
 .chart-box{margin:0;background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:8px}
 .chart-box figcaption{font-weight:600;margin-bottom:4px}

@@ -1,5 +1,5 @@
 // A small data table: click a header to sort, type to filter by name, pages of 50 rows, row click.
-import { h, mount, fmtNum } from "./dom";
+import { h, mount, fmtNum, fmtBytes } from "./dom";
 
 export interface Column<R = any> {
   key: string;
@@ -75,6 +75,13 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
 export function genericValue(v: any, depth = 0): HTMLElement | string {
   if (v === null || v === undefined) return "–";
   if (Array.isArray(v)) {
+    if (v.length && v.length <= 10 && v.every((x) => x && typeof x === "object" && !Array.isArray(x))) {
+      // a short list: a plain table without tools
+      const keys = Array.from(new Set(v.flatMap((x) => Object.keys(x)))).slice(0, 12);
+      return h("table", { class: "data-table mini" }, h("thead", null, h("tr", null, keys.map((k) => h("th", null, k.replace(/_/g, " "))))),
+        h("tbody", null, v.map((x) => h("tr", null, keys.map((k) => h("td", { class: typeof x[k] === "number" ? "num" : "" },
+          typeof x[k] === "number" && /bytes/.test(k) ? fmtBytes(x[k]) : typeof x[k] === "object" && x[k] !== null ? JSON.stringify(x[k]) : fmtNum(x[k])))))));
+    }
     if (v.length && v.every((x) => x && typeof x === "object" && !Array.isArray(x))) {
       const keys = Array.from(new Set(v.flatMap((x) => Object.keys(x)))).slice(0, 12);
       return dataTable(keys.map((k) => ({ key: k, label: k, numeric: typeof v[0][k] === "number" })), v, { filterKeys: keys.filter((k) => typeof v[0][k] === "string"), pageSize: 20 });
@@ -85,5 +92,6 @@ export function genericValue(v: any, depth = 0): HTMLElement | string {
     if (depth > 3) return JSON.stringify(v);
     return h("dl", { class: "kv" }, Object.entries(v).map(([k, x]) => [h("dt", null, k), h("dd", null, genericValue(x, depth + 1))]));
   }
-  return fmtNum(v);
+  // raw integers (ids, addresses, pids) read better without thousands separators
+  return typeof v === "number" && Number.isInteger(v) ? String(v) : fmtNum(v);
 }

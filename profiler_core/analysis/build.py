@@ -7,12 +7,14 @@ innermost CPU event on their thread.
 """
 from __future__ import annotations
 
-import bisect
 import gc
 from typing import Any, Callable, Optional
 
 from .eventlist import EventList
 from .events import DeviceType, FunctionEvent
+from .linking import attribute_memory, link_gpu, memory_events, resolve_pending, roll_up_memory
+from .treeops import (SCOPE_USER, assign_scopes, drop_nested_computed_flops,
+                      set_backward_stacks)
 
 __all__ = ["events_from_trace", "TraceFormatError"]
 
@@ -44,15 +46,11 @@ _FILTERED_FRAMES = (
     ("torch/tensor", "backward"), ("_internal/common_utils", "prof_callable"),
     ("_internal/common_utils", "prof_func_call"), ("_internal/common_utils", "prof_meth_call"),
 )
-_CPU_MEM_DEVICES = (0, 2, 5)        # CPU, MKLDNN, IDEEP
-_GPU_MEM_DEVICES = (1, 6, 12, 20)   # CUDA, HIP, XPU, PrivateUse1
 _KERNEL_META_KEYS = (
     "registers per thread", "shared memory", "grid", "block", "blocks per SM", "warps per SM",
     "est. achieved occupancy %", "queued", "stream", "context", "device", "bytes",
     "memory bandwidth (GB/s)", "correlation",
 )
-_SCOPE_BACKWARD = 1
-_SCOPE_USER = 7
 
 
 def events_from_trace(trace: Any) -> EventList:
@@ -230,8 +228,11 @@ class _Builder:
             fe.time_range.start = (start - origin) / 1000
             fe.time_range.end = (end - origin) / 1000
             fe.use_device = use_device
-        self._attribute_memory(use_device)
-        self._link_gpu()
+        owned, unattributed = attribute_memory(self.cpu, self.memory)
+        if unattributed:
+            first_id = max((c[3].id for c in self.cpu if isinstance(c[3].id, int)), default=0)
+            self.cpu.extend(memory_events(unattributed, origin, first_id, use_device))
+        pending = link_gpu(self.cpu, self.gpu_corr, self.runtime_by_corr)
         cpu_sorted = sorted(self.cpu, key=lambda c: (c[0], -c[1], c[2]))
         all_sorted = sorted(self.cpu + self.gpu, key=lambda c: (c[0], -c[1], c[2]))
         all_events = [c[3] for c in all_sorted]
@@ -239,12 +240,12 @@ class _Builder:
                            profile_memory=bool(self.meta.get("profile_memory")) or bool(self.memory),
                            with_flops=with_flops or self.has_flops_arg)
         result._populate_cpu_children()
-        self._assign_scopes(cpu_sorted)
-        self._drop_nested_computed_flops(cpu_sorted)
-        self._resolve_pending()
-        self._finish_memory(cpu_sorted)
+        assign_scopes(cpu_sorted)
+        drop_nested_computed_flops(cpu_sorted, self.computed_flops)
+        resolve_pending(pending)
+        roll_up_memory(owned, cpu_sorted)
         result._remove_dup_nodes()
-        self._set_backward_stacks(result)
+        set_backward_stacks(result)
         result._tree_built = True
         return result
 
@@ -310,7 +311,7 @@ class _Builder:
             self._stack(call_stack) if call_stack else [], DeviceType.CPU, pid, tid,
             fwd_thread=fwd if fwd is None or fwd >= 0 else None,
             concrete_inputs=args.get("Concrete Inputs"),
-            scope=_SCOPE_USER if cat == "user_annotation" else 0,
+            scope=SCOPE_USER if cat == "user_annotation" else 0,
             sequence_nr=seq, flops=flops if flops > 0 else 0,
             is_user_annotation=cat == "user_annotation", activity_type=cat, external_id=ext,
         )
@@ -339,7 +340,8 @@ class _Builder:
         self.has_gpu = True
         device = _int_arg(args, "device", default=pid)
         stream = _int_arg(args, "stream", default=tid)
-        fe = FunctionEvent(ext, name, stream, 0.0, 0.0, name, None, None, DeviceType.CUDA, device, stream,
+        key = "ProfilerStep*" if name.startswith("ProfilerStep#") else name
+        fe = FunctionEvent(ext, key, stream, 0.0, 0.0, name, None, None, DeviceType.CUDA, device, stream,
                            is_user_annotation=cat == "gpu_user_annotation", activity_type=cat,
                            external_id=ext)
         fe.linked_correlation_id = ext
@@ -359,153 +361,3 @@ class _Builder:
             _to_ns(ev.get("ts"), "ts", index), self._ident(ev.get("pid", 0)),
             self._ident(ev.get("tid", 0)), nbytes, _int_arg(args, "Device Type", default=0), index,
         ))
-
-    # -- linking ---------------------------------------------------------------------
-    def _link_gpu(self) -> None:
-        """Attach each GPU activity to its launching op: External id, else via the runtime call."""
-        frontend: dict[int, list] = {}
-        for _s, _e, _o, fe in self.cpu:
-            if fe.external_id and fe.activity_type in ("cpu_op", "user_annotation"):
-                frontend.setdefault(fe.external_id, []).append(fe)
-        self._pending_by_runtime: list[tuple] = []
-        for gpu_evt, corr, ext in self.gpu_corr:
-            duration = gpu_evt.time_range.end - gpu_evt.time_range.start
-            owners = frontend.get(ext) if ext else None
-            if owners is None and corr >= 0:
-                runtime = self.runtime_by_corr.get(corr)
-                if runtime is not None:
-                    if runtime.external_id and runtime.external_id in frontend:
-                        owners = frontend[runtime.external_id]
-                    else:
-                        # Resolved after nesting: the runtime call's innermost enclosing op.
-                        self._pending_by_runtime.append((runtime, gpu_evt, duration))
-                        continue
-            for owner in owners or ():
-                owner.append_kernel(gpu_evt.name, gpu_evt.device_index, duration)
-
-    def _resolve_pending(self) -> None:
-        for runtime, gpu_evt, duration in self._pending_by_runtime:
-            parent = runtime.cpu_parent
-            while parent is not None and parent.activity_type not in ("cpu_op", "user_annotation"):
-                parent = parent.cpu_parent
-            if parent is not None:
-                parent.append_kernel(gpu_evt.name, gpu_evt.device_index, duration)
-
-    def _attribute_memory(self, use_device: Optional[str]) -> None:
-        """Give each [memory] record's bytes to the innermost CPU event of its thread at its ts."""
-        self._mem_self: dict[int, list] = {}
-        self._unattributed: list[tuple] = []
-        if not self.memory:
-            return
-        by_thread: dict[tuple, list] = {}
-        for c in self.cpu:
-            by_thread.setdefault((c[3].device_index, c[3].thread), []).append(c)
-        mem_by_thread: dict[tuple, list] = {}
-        for m in self.memory:
-            mem_by_thread.setdefault((m[1], m[2]), []).append(m)
-        for key, records in mem_by_thread.items():
-            records.sort()
-            events = sorted(by_thread.get(key, ()), key=lambda c: (c[0], -c[1], c[2]))
-            starts = [c[0] for c in events]
-            stack: list[tuple] = []
-            pos = 0
-            for rec in records:
-                ts = rec[0]
-                limit = bisect.bisect_right(starts, ts)
-                while pos < limit:
-                    c = events[pos]
-                    while stack and (c[0] >= stack[-1][1] or c[1] > stack[-1][1]):
-                        stack.pop()
-                    stack.append(c)
-                    pos += 1
-                while stack and stack[-1][1] < ts:
-                    stack.pop()
-                if stack:
-                    slot = self._mem_self.setdefault(id(stack[-1][3]), [stack[-1][3], 0, 0])
-                    if rec[4] in _CPU_MEM_DEVICES:
-                        slot[1] += rec[3]
-                    elif rec[4] in _GPU_MEM_DEVICES:
-                        slot[2] += rec[3]
-                else:
-                    self._unattributed.append(rec)
-        origin = self.origin_ns or 0
-        max_id = max((c[3].id for c in self.cpu if isinstance(c[3].id, int)), default=0)
-        for rec in self._unattributed:
-            max_id += 1
-            t = (rec[0] - origin) / 1000
-            fe = FunctionEvent(
-                max_id, "[memory]", rec[2], t, t, device_index=rec[1], use_device=use_device,
-                cpu_memory_usage=rec[3] if rec[4] in _CPU_MEM_DEVICES else 0,
-                device_memory_usage=rec[3] if rec[4] in _GPU_MEM_DEVICES else 0,
-                activity_type="memory",
-            )
-            self.cpu.append((rec[0], rec[0], rec[5], fe))
-
-    def _finish_memory(self, cpu_sorted: list) -> None:
-        """Inclusive memory = own records + children's inclusive (post-order over the tree)."""
-        if not self._mem_self:
-            return
-        for fe, cpu_bytes, dev_bytes in self._mem_self.values():
-            fe.cpu_memory_usage += cpu_bytes
-            fe.device_memory_usage += dev_bytes
-        # Children start at or after their parent: reverse start order is a valid post-order.
-        for _s, _e, _o, fe in reversed(cpu_sorted):
-            parent = fe.cpu_parent
-            if parent is not None and fe.activity_type != "memory":
-                parent.cpu_memory_usage += fe.cpu_memory_usage
-                parent.device_memory_usage += fe.device_memory_usage
-
-    def _assign_scopes(self, cpu_sorted: list) -> None:
-        """Mark autograd node calls with torch's BACKWARD_FUNCTION scope.
-
-        A node (``MmBackward0``, ``torch::autograd::AccumulateGrad``...) is the op run directly
-        inside ``autograd::engine::evaluate_function: <its name>``.
-        """
-        prefix = "autograd::engine::evaluate_function: "
-        for _s, _e, _o, fe in cpu_sorted:
-            parent = fe.cpu_parent
-            if (parent is not None and fe.activity_type == "cpu_op"
-                    and parent.name.startswith(prefix) and parent.name[len(prefix):] == fe.name):
-                fe.scope = _SCOPE_BACKWARD
-
-    def _drop_nested_computed_flops(self, cpu_sorted: list) -> None:
-        """A computed-FLOPs op with FLOP-counting ops below it (aten::matmul over aten::mm) gets 0.
-
-        torch counts only the leaf kernels' ops; counting a composite op too would double count.
-        FLOPs recorded in the trace (``"flops"`` args) are left as they are.
-        """
-        if not self.computed_flops:
-            return
-        below: dict[int, bool] = {}
-        for _s, _e, _o, fe in reversed(cpu_sorted):
-            has = below.get(id(fe), False)
-            if has and id(fe) in self.computed_flops:
-                fe.flops = 0
-            if fe.cpu_parent is not None and (has or fe.flops > 0):
-                below[id(fe.cpu_parent)] = True
-
-    def _set_backward_stacks(self, events: EventList) -> None:
-        """Ops inside a backward node take the stack of the forward op with the same sequence nr."""
-        if not any(e.stack for e in events):
-            return
-        thread_index: dict[tuple, int] = {}
-        for e in events:
-            if e.device_type == DeviceType.CPU:
-                thread_index.setdefault((e.device_index, e.thread), len(thread_index) + 1)
-
-        def bw_parent(evt: Optional[FunctionEvent]) -> Optional[FunctionEvent]:
-            while evt is not None and evt.scope != _SCOPE_BACKWARD:
-                evt = evt.cpu_parent
-            return evt
-
-        fwd_stacks: dict[tuple, list] = {}
-        parents = {}
-        for e in events:
-            p = bw_parent(e)
-            parents[id(e)] = p
-            if p is None and e.device_type == DeviceType.CPU:
-                fwd_stacks.setdefault((e.sequence_nr, thread_index[(e.device_index, e.thread)]), e.stack)
-        for e in events:
-            p = parents[id(e)]
-            if p is not None:
-                e.stack = fwd_stacks.get((p.sequence_nr, p.fwd_thread), [])

@@ -152,7 +152,8 @@ class FunctionEvent(_TimesMixin):
         "cpu_children", "cpu_parent", "input_shapes", "concrete_inputs", "stack", "scope",
         "use_device", "cpu_memory_usage", "device_memory_usage", "sequence_nr", "device_type",
         "device_index", "device_resource_id", "flops", "is_user_annotation", "activity_type",
-        "external_id", "_device_total", "__dict__",
+        "external_id", "structured_input_shapes", "structured_input_strides", "input_dtypes",
+        "linked_correlation_id", "event_metadata", "_device_total", "__dict__",
     )
 
     # Defaults for the rarely set fields (torch's names and meanings).
@@ -166,11 +167,6 @@ class FunctionEvent(_TimesMixin):
     self_cpu_percent = -1
     total_cpu_percent = -1
     total_device_percent = -1
-    linked_correlation_id = 0
-    event_metadata: Optional[dict] = None
-    structured_input_shapes: Optional[list] = None
-    structured_input_strides: Optional[list] = None
-    input_dtypes: Optional[list] = None
     python_id = -1
     python_parent_id = -1
     python_module_id = -1
@@ -230,9 +226,14 @@ class FunctionEvent(_TimesMixin):
         self.is_user_annotation = is_user_annotation
         self.activity_type = activity_type
         self.external_id = external_id
+        self.structured_input_shapes: Optional[list] = None
+        self.structured_input_strides: Optional[list] = None
+        self.input_dtypes: Optional[list] = None
+        self.linked_correlation_id = 0
+        self.event_metadata: Optional[dict] = None
         self._device_total: Optional[float] = None
         for key, value in rare.items():
-            if not hasattr(type(self), key) or key.startswith("_"):
+            if key not in _RARE_FIELDS:
                 raise TypeError(f"FunctionEvent() got an unexpected keyword argument {key!r}")
             setattr(self, key, value)
 
@@ -319,6 +320,14 @@ class FunctionEvent(_TimesMixin):
             f"input_shapes={self.input_shapes} cpu_memory_usage={self.cpu_memory_usage} "
             f"device_memory_usage={self.device_memory_usage} seq_nr={self.sequence_nr}>"
         )
+
+
+_RARE_FIELDS = frozenset({
+    "node_id", "overload_name", "count", "is_async", "is_remote", "is_legacy", "is_python_function",
+    "linked_correlation_id", "event_metadata", "structured_input_shapes", "structured_input_strides",
+    "input_dtypes", "python_id", "python_parent_id", "python_module_id", "flow_id", "flow_type",
+    "flow_start", "kwinputs",
+})
 
 
 class FunctionEventAvg(_TimesMixin):

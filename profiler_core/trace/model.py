@@ -62,6 +62,8 @@ class TraceData:
     labels: dict = field(default_factory=dict)
     #: (size, mtime_ns) of the file when it was parsed; event_args checks it
     source_stat: tuple = (-1, -1)
+    #: (first event idx, start, end) byte ranges of the reader's pieces, for fast event look-ups
+    event_index: tuple = ()
 
     def label(self, code: int) -> str:
         """The original pid/tid text for a column value (numbers print as themselves)."""
@@ -69,13 +71,7 @@ class TraceData:
 
     def event_args(self, idx: int) -> dict:
         """The full `args` of the event at position `idx` of the file's traceEvents (re-read lazily)."""
-        from profiler_core.trace.reader import read_event
-
-        if self.source_stat != (-1, -1) and os.path.exists(self.path):
-            st = os.stat(self.path)
-            if (st.st_size, st.st_mtime_ns) != tuple(self.source_stat):
-                raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
-        event = read_event(self.path, int(idx))
+        event = self.event(idx)
         args = event.get("args") if isinstance(event, dict) else None
         return args if isinstance(args, dict) else {}
 
@@ -83,4 +79,8 @@ class TraceData:
         """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
         from profiler_core.trace.reader import read_event
 
-        return read_event(self.path, int(idx))
+        if self.source_stat != (-1, -1) and os.path.exists(self.path):
+            st = os.stat(self.path)
+            if (st.st_size, st.st_mtime_ns) != tuple(self.source_stat):
+                raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
+        return read_event(self.path, int(idx), self.event_index)

@@ -6,14 +6,17 @@ nulls) are coerced to the column's missing value and counted in `TraceData.warni
 """
 from __future__ import annotations
 
+import bisect
 import gzip
+import json
 import os
 import queue
 import re
 import threading
 import zlib
 from collections.abc import Iterator
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -182,32 +185,45 @@ class _Labels:
         return code
 
     def column(self, values: list) -> np.ndarray:
-        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-        mapped = np.fromiter((self.code(u) for u in uniques), dtype=np.int64, count=len(uniques))
-        return mapped[codes] if len(values) else np.empty(0, np.int64)
+        n = len(values)
+        try:  # ints and numeric strings ("25738")
+            return np.fromiter(values, dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        try:
+            mapping = {v: self.code(v) for v in set(values)}
+            return np.fromiter(map(mapping.__getitem__, values), dtype=np.int64, count=n)
+        except TypeError:  # unhashable values (lists ...)
+            return np.fromiter((self.code(_to_text(v)) for v in values), dtype=np.int64, count=n)
 
 
 class _Interner:
     """Builds one pandas category column across chunks (value -> code)."""
 
     def __init__(self, convert=None) -> None:
-        self.codes: dict[Any, int] = {"": 0}
+        self.codes: dict[str, int] = {"": 0}   # text -> code
         self.values: list[str] = [""]
+        self.raw: dict[Any, int] = {}           # raw decoded value -> code
         self.convert = convert or _to_text
 
     def add(self, values: list) -> np.ndarray:
-        if not values:
-            return np.empty(0, np.int32)
-        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-        mapped = np.empty(len(uniques), np.int32)
-        for i, u in enumerate(uniques):
-            text = self.convert(u)
+        """Codes of `values` (raw decoded values; converted to text once per distinct value)."""
+        n = len(values)
+        raw = self.raw
+        try:
+            return np.fromiter(map(raw.__getitem__, values), dtype=np.int32, count=n)
+        except KeyError:
+            pass
+        except TypeError:  # unhashable values: key them by their text
+            values = [json.dumps(v) if isinstance(v, (list, dict)) else v for v in values]
+        for v in set(values) - raw.keys():
+            text = self.convert(v)
             c = self.codes.get(text)
             if c is None:
                 c = self.codes[text] = len(self.values)
                 self.values.append(text)
-            mapped[i] = c
-        return mapped[codes]
+            raw[v] = c
+        return np.fromiter(map(raw.__getitem__, values), dtype=np.int32, count=n)
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         """Codes -> a Categorical holding only the values that occur."""
@@ -379,15 +395,40 @@ def _event_raws(events_raw: Any, path: str) -> list:
         raise TraceReadError(f"{path}: invalid or truncated JSON in traceEvents ({e})") from None
 
 
-def read_event(path: str | os.PathLike, idx: int) -> Any:
-    """The raw event (decoded JSON) at position `idx` of a trace file's traceEvents."""
+def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
+    """The raw event (decoded JSON) at position `idx` of a trace file's traceEvents.
+
+    With `index` ((first idx, start, end) byte ranges of the pieces the reader cut, in the
+    decompressed stream) only the piece holding the event is decoded."""
     path = os.fspath(path)
+    if index and idx >= 0:
+        pos = bisect.bisect_right([p[0] for p in index], idx) - 1
+        if pos >= 0:
+            first, begin, end = index[pos]
+            raws = _RAW_LIST_DECODER.decode(b"[" + _byte_range(path, begin, end) + b"]")
+            if idx - first < len(raws):
+                return _ANY_DECODER.decode(raws[idx - first])
+            if pos + 1 < len(index):
+                raise TraceReadError(f"{path}: event index does not match the file")
     data = read_bytes(path)
     _, events_raw = _split_top(data, path)
     raws = _event_raws(events_raw, path)
     if not 0 <= idx < len(raws):
         raise IndexError(f"event index {idx} out of range (trace has {len(raws)} events)")
     return _ANY_DECODER.decode(raws[idx])
+
+
+def _byte_range(path: str, begin: int, end: int) -> bytes:
+    """Bytes [begin, end) of the file's decompressed stream (decompressing what comes before)."""
+    out = []
+    pos = 0
+    for block in _blocks(path):
+        if pos + len(block) > begin:
+            out.append(block[max(0, begin - pos):end - pos])
+        pos += len(block)
+        if pos >= end:
+            break
+    return b"".join(out)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -399,6 +440,22 @@ _get_cat = attrgetter("cat")
 _get_name = attrgetter("name")
 _get_pid = attrgetter("pid")
 _get_tid = attrgetter("tid")
+_get_id = attrgetter("id")
+_NOT_EVENT = object()
+_UNSUPPORTED = 4
+_PHASES = {"X": 0, "i": 1, "I": 1, "s": 2, "f": 2, "t": 2, "M": 3, _NOT_EVENT: 5}
+_get_bp = attrgetter("bp")
+
+
+def _flow_id(v: Any) -> Any:
+    """Flow ids may be strings ("0x1f", or any text: hashed)."""
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return zlib.crc32(v.encode("utf-8", "replace"))
+    return v
+
 
 #: which arg fields each family of (normalised) categories carries; "other" gets all of them
 _OP_FIELDS = ("ext_id", "input_dims", "input_type", "call_stack", "sequence_nr", "fwd_thread",
@@ -419,6 +476,10 @@ _FAMILY = {"cpu_op": "op", "user_annotation": "op", "python_function": "python",
            "cuda_driver": "gpu", "gpu_user_annotation": "gpu", "cuda_sync": "gpu",
            "trace": "trace"}
 _FIELD_COLUMN = {"nbytes": "bytes"}
+#: args that Kineto writes together: when the first is absent from a chunk, so are the others
+_TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size"),
+             "sequence_nr": ("fwd_thread",), "grid": ("block",),
+             "blocks_per_sm": ("warps_per_sm",)}
 _ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS
                      if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
 
@@ -483,26 +544,37 @@ class _Builder:
 
     # ---- per chunk
     def add_chunk(self, evs: list, first_idx: int) -> None:
-        phs = np.asarray(list(map(_get_ph, evs)) if None not in evs
-                         else [None if e is None else e.ph for e in evs], dtype=object)
-        idx = np.arange(first_idx, first_idx + len(evs), dtype=np.int64)
-        for ph in pd.unique(phs):
-            where = np.flatnonzero(phs == ph) if ph is not None else np.flatnonzero(
-                np.fromiter((p is None for p in phs), dtype=bool, count=len(phs)))
-            sel = [evs[i] for i in where]
-            if ph == "X":
-                self._complete(sel, idx[where])
-            elif ph in ("i", "I"):
-                self._instants(sel, idx[where])
-            elif ph in ("s", "f", "t"):
-                self._flows(sel, idx[where])
-            elif ph == "M":
-                self._metadata(sel)
-            elif ph is None and sel and sel[0] is None:
-                continue  # already counted as not an event object
+        """Add decoded events (None for entries that were not event objects) at first_idx..."""
+        n = len(evs)
+        if not n:
+            return
+        phs = [_NOT_EVENT if e is None else e.ph for e in evs] if None in evs \
+            else list(map(_get_ph, evs))
+        try:
+            kinds = np.fromiter(map(_PHASES.get, phs, repeat(_UNSUPPORTED)), np.int8, count=n)
+        except TypeError:  # unhashable ph values
+            kinds = np.fromiter((_PHASES.get(str(p), _UNSUPPORTED) for p in phs), np.int8, n)
+        idx = np.arange(first_idx, first_idx + n, dtype=np.int64)
+        for kind in np.unique(kinds):
+            where = np.flatnonzero(kinds == kind) if len(kinds) else kinds
+            if len(where) == n:
+                sel = evs
+            elif len(where) == 1:
+                sel = [evs[where[0]]]
             else:
-                key = f"events of unsupported phase {ph!r} skipped"
-                self.counts[key] = self.counts.get(key, 0) + len(sel)
+                sel = list(itemgetter(*where)(evs))
+            if kind == 0:
+                self._complete(sel, idx[where])
+            elif kind == 1:
+                self._instants(sel, idx[where])
+            elif kind == 2:
+                self._flows(sel, idx[where])
+            elif kind == 3:
+                self._metadata(sel)
+            elif kind == _UNSUPPORTED:
+                for ph in sorted({str(phs[i]) for i in where}):
+                    k = sum(1 for i in where if str(phs[i]) == ph)
+                    self._count(f"events of unsupported phase {ph!r} skipped", k)
 
     def _complete(self, evs: list, idx: np.ndarray) -> None:
         co, col = self.co, self.ev
@@ -558,13 +630,17 @@ class _Builder:
                 out[column] = _missing_column(column, n)
             out[column][rows] = values
 
+        skip: set = set()
         for field in _FAMILY_FIELDS[family]:
+            if field in skip:
+                continue
             values = list(map(attrgetter(field), args))
             if field in ("input_dims", "input_type"):
                 values = list(map(bytes, values))
                 if values.count(b"") == len(values):
                     continue
             elif values.count(None) == len(values):
+                skip.update(_TOGETHER.get(field, ()))
                 continue  # absent everywhere: the column keeps its missing value
             if field in ("ext_id", "ext_id_lc"):
                 ext = co.ints("external_id", values, -1)
@@ -606,23 +682,29 @@ class _Builder:
         return out
 
     def _instants(self, evs: list, idx: np.ndarray) -> None:
-        is_mem = np.fromiter((e.name == "[memory]" for e in evs), dtype=bool, count=len(evs))
-        if not is_mem.any():
+        names = list(map(_get_name, evs))
+        n_mem = names.count("[memory]")
+        if not n_mem:
             return
-        where = np.flatnonzero(is_mem)
-        evs = [evs[i] for i in where]
+        if n_mem == len(names):
+            where = np.arange(len(evs))
+        else:
+            where = np.flatnonzero(np.asarray(names, dtype=object) == "[memory]")
+            evs = [evs[i] for i in where]
         co = self.co
         args = list(map(_get_args, evs))
 
         def a(name: str) -> list:
             return list(map(attrgetter(name), args))
 
-        ts_us = co.floats("ts", [e.ts for e in evs])
+        ts_us = co.floats("ts", list(map(_get_ts, evs)))
         keep = np.isfinite(ts_us)
+        if not keep.all():
+            self._count("memory events without a valid ts skipped", int((~keep).sum()))
         self.mem.append({
             "ts": _to_ns(ts_us)[keep],
-            "pid": self.labels.column([e.pid for e in evs])[keep],
-            "tid": self.labels.column([e.tid for e in evs])[keep],
+            "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
+            "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
             "device_type": co.ints("Device Type", a("device_type"), -1)[keep],
             "device_id": co.ints("Device Id", a("device_id"), -1)[keep],
             "addr": co.ints("Addr", a("addr"), -1)[keep],
@@ -634,26 +716,24 @@ class _Builder:
 
     def _flows(self, evs: list, idx: np.ndarray) -> None:
         co = self.co
-        ids = []
-        for e in evs:
-            v = e.id
-            if isinstance(v, str):
-                try:
-                    v = int(v, 0)
-                except ValueError:
-                    v = zlib.crc32(v.encode("utf-8", "replace"))
-            ids.append(v)
-        ts_us = co.floats("ts", [e.ts for e in evs])
+        ids = list(map(_get_id, evs))
+        try:
+            id_col = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        except (TypeError, ValueError, OverflowError):
+            id_col = co.ints("flow id", [_flow_id(v) for v in ids], -1)
+        ts_us = co.floats("ts", list(map(_get_ts, evs)))
         keep = np.isfinite(ts_us)
+        if not keep.all():
+            self._count("flow events without a valid ts skipped", int((~keep).sum()))
         self.flows.append({
-            "cat": self.flow_cat.add([e.cat for e in evs])[keep],
-            "name": self.flow_name.add([e.name for e in evs])[keep],
-            "id": co.ints("flow id", ids, -1)[keep],
-            "ph": self.flow_ph.add([e.ph for e in evs])[keep],
-            "pid": self.labels.column([e.pid for e in evs])[keep],
-            "tid": self.labels.column([e.tid for e in evs])[keep],
+            "cat": self.flow_cat.add(list(map(_get_cat, evs)))[keep],
+            "name": self.flow_name.add(list(map(_get_name, evs)))[keep],
+            "id": id_col[keep],
+            "ph": self.flow_ph.add(list(map(_get_ph, evs)))[keep],
+            "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
+            "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
             "ts": _to_ns(ts_us)[keep],
-            "bp": self.flow_bp.add([e.bp for e in evs])[keep],
+            "bp": self.flow_bp.add(list(map(_get_bp, evs)))[keep],
             "idx": idx[keep],
         })
 
@@ -862,9 +942,11 @@ def _stream_parse(path: str) -> TraceData:
     """
     builder = _Builder()
     buf = b""
+    start = 0  # offset of buf in the decompressed stream
     head: bytes | None = None
     bare = False
     n = 0
+    index: list[tuple[int, int, int]] = []  # (first event idx, start, end) of every piece
     for block in _blocks(path):
         buf = buf + block if buf else block
         if head is None:
@@ -873,6 +955,7 @@ def _stream_parse(path: str) -> TraceData:
                 continue
             if stripped[:1] == b"[":
                 bare, head = True, b""
+                start += len(buf) - len(stripped) + 1
                 buf = stripped[1:]
             elif stripped[:1] == b"{":
                 m = _HEAD_RE.search(buf)
@@ -881,6 +964,7 @@ def _stream_parse(path: str) -> TraceData:
                         raise _NotStreamable
                     continue
                 head, buf = buf[:m.start()], buf[m.end():]
+                start += m.end()
             else:
                 raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
         cut = _last_separator(buf)
@@ -888,8 +972,10 @@ def _stream_parse(path: str) -> TraceData:
             continue
         piece, buf = buf[:cut[0]], buf[cut[1]:]
         evs = _decode_piece(piece, builder.counts)
-        del piece
         builder.add_chunk(evs, n)
+        index.append((n, start, start + cut[0]))
+        start += cut[1]
+        del piece
         n += len(evs)
     if head is None:
         if not buf.strip():
@@ -899,7 +985,10 @@ def _stream_parse(path: str) -> TraceData:
     meta, last = _split_tail(buf, head, bare)
     evs = _decode_piece(last, builder.counts) if last.strip() else []
     builder.add_chunk(evs, n)
-    return builder.finish(path, meta, _base_ns(meta))
+    index.append((n, start, start + len(last)))
+    t = builder.finish(path, meta, _base_ns(meta))
+    t.event_index = tuple(index)
+    return t
 
 
 def _last_separator(buf: bytes) -> tuple[int, int] | None:

@@ -26,7 +26,7 @@ STEP_PREFIX = "ProfilerStep#"
 __all__ = [
     "CPU_OP_CATS", "GPU_CATS", "LAUNCH_CATS", "is_communication", "communication_mask", "is_dataloader",
     "category_mask", "name_mask", "steps", "link_gpu_to_ops", "link_launches_to_ops", "op_tree", "derived",
-    "innermost_op_at", "sorted_unique",
+    "innermost_op_at", "sorted_unique", "device_properties", "blocks_per_sm",
     "ns_to_us", "uses_tensor_cores", "is_tc_eligible_op", "TC_KERNEL_PATTERNS",
 ]
 
@@ -159,9 +159,8 @@ def _composite(g: np.ndarray, v: np.ndarray, lo: int, span: int) -> np.ndarray:
 
 
 def _op_tree(t: Any) -> pd.DataFrame:
+    """Build the op tree: depth by counting open ranges, parent = last earlier node one level up, repairs."""
     ev = t.events
-    n_ev = len(ev)
-    cat = ev["cat"]
     is_op = category_mask(ev, CPU_OP_CATS)
     is_module = category_mask(ev, ("python_function",)) & (ev["python_module_id"].to_numpy() >= 0)
     rows = np.flatnonzero(is_op | is_module)
@@ -237,10 +236,7 @@ def _op_tree(t: Any) -> pd.DataFrame:
 
     cols.update(row=rows, parent=np.where(final_parent >= 0, rows[np.maximum(final_parent, 0)], -1),
                 depth=depth, group=grp, start=start, end=end, merged_into=merged_into, is_op=is_op[rows])
-    out = pd.DataFrame(cols)
-    out.attrs["n_events"] = n_ev
-    out.attrs["span"] = (lo, span)
-    return out
+    return pd.DataFrame(cols)
 
 
 def op_tree(t: Any) -> pd.DataFrame:
@@ -300,9 +296,13 @@ _innermost_op_at = innermost_op_at  # the first name other views used
 
 
 # ---------------------------------------------------------------------------------------------------- links
+def _is_sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
 def _first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique keys and, for each, the smallest position carrying it."""
-    order = np.lexsort((positions, keys))
+    order = np.argsort(keys, kind="stable") if _is_sorted(positions) else np.lexsort((positions, keys))
     k, p = keys[order], positions[order]
     first = np.ones(len(k), dtype=bool)
     first[1:] = k[1:] != k[:-1]
@@ -318,6 +318,10 @@ def _lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> n
 
 
 def _ext_to_op(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    return derived(t, "ext_to_op", lambda: _build_ext_to_op(t))
+
+
+def _build_ext_to_op(t: Any) -> tuple[np.ndarray, np.ndarray]:
     ev = t.events
     is_op = category_mask(ev, CPU_OP_CATS)
     ext = ev["external_id"].to_numpy(np.int64)
@@ -519,3 +523,32 @@ def uses_tensor_cores(kernel_name: str) -> bool:
 def is_tc_eligible_op(op_name: str) -> bool:
     """True if an operator can use Tensor Cores (it, or an op it calls, is a convolution/GEMM/attention)."""
     return str(op_name) in TC_ELIGIBLE_OPS
+
+
+# ------------------------------------------------------------------------------------------------- devices
+def device_properties(t: Any) -> dict[int, dict]:
+    """The trace's deviceProperties by device id (the `id` field, else the list position)."""
+    props: dict[int, dict] = {}
+    for i, p in enumerate(getattr(t, "device_properties", None) or []):
+        if isinstance(p, dict):
+            did = p.get("id", i)
+            props[int(did) if isinstance(did, (int, float)) and not isinstance(did, bool) else i] = p
+    return props
+
+
+def blocks_per_sm(kernels: pd.DataFrame, props: dict[int, dict]) -> np.ndarray:
+    """Each kernel's `blocks per SM` from the trace, else its grid's blocks / the device's SM count when both
+    are known (NaN otherwise)."""
+    bps = kernels["blocks_per_sm"].to_numpy(np.float64).copy()
+    bps[~np.isfinite(bps) | (bps < 0)] = np.nan  # CUPTI can report "inf" (no SM count): estimate instead
+    missing = np.isnan(bps)
+    if missing.any():
+        dev = kernels["device"].to_numpy(np.int64)[missing]
+        devices = sorted_unique(dev)
+        per_device = np.array([float((props.get(int(d)) or {}).get("numSms") or np.nan) for d in devices])
+        sms = per_device[np.searchsorted(devices, dev)]
+        grid = [np.maximum(kernels[c].to_numpy(np.float64)[missing], 1 if c != "grid_x" else 0)
+                for c in ("grid_x", "grid_y", "grid_z")]
+        blocks = grid[0] * grid[1] * grid[2]
+        bps[missing] = np.where((blocks > 0) & (sms > 0), blocks / sms, np.nan)
+    return bps

@@ -1,7 +1,7 @@
 """Diff view: two profiles (base, exp) compared step by step, phase by phase and operator by operator.
 
 diff(base, exp) ->
-  {"base": {"steps", "host_us", "device_us", "calls"}, "exp": {same},      # totals over steps
+  {"base": {"steps", "host_us", "device_us", "calls"}, "exp": {same},  # steps: all; rest: compared steps
    "steps": [{"base_step": "2", "exp_step": "7",                          # i-th step vs i-th step
               "base": {"host_us", "device_us", "calls"}, "exp": {...}, "delta": {...},
               "phases": [phase row...]}],
@@ -16,7 +16,8 @@ delta = exp - base. Phases are the top-level work of a step in execution order: 
 (enumerate(DataLoader)...), "forward", "backward" (autograd nodes, and work on threads that run
 autograd), "optimizer" (Optimizer.*), any other top-level user annotation under its own name, and
 "other" (plain ops after backward). Phases of one step are aligned by name in order (difflib).
-Op rows are sorted by |delta host_total_us| descending, then name; phase op lists keep the top 50.
+Op rows are sorted by |delta host_total_us| descending, then name; phase op lists keep the top 50
+(20 in the per-step phases).
 """
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
-from tb_plugin.views.modules import _nearest
-from tb_plugin.views.timeline import BadRequest
+from tb_plugin.views.modules import nearest_flagged
 
-PHASE_OPS_LIMIT = 50
+PHASE_OPS_LIMIT = 50        # ops per phase over all steps
+STEP_PHASE_OPS_LIMIT = 20   # ops per phase of one step
 _OP_KEYS = ("calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us")
 _SUM_KEYS = ("host_us", "device_us", "calls")
 
@@ -70,10 +72,11 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     praw = tree["parent"].to_numpy()
     parent = np.where(praw >= 0, pos_of[np.maximum(praw, 0)], -1)
     is_op = tree["is_op"].to_numpy() & (tree["merged_into"].to_numpy() < 0)
-    names = ev["name"].astype(str).to_numpy()[rows]
-    cats = ev["cat"].astype(str).to_numpy()[rows]
-    is_step = is_op & np.char.startswith(names.astype(str), common.STEP_PREFIX)
-    pop = _nearest(parent, is_op, parent)           # nearest op ancestor (modules are transparent)
+    ncode_all, ntable = _codes(ev["name"])
+    ccode_all, ctable = _codes(ev["cat"])
+    ncode, ccode = ncode_all[rows], ccode_all[rows]
+    is_step = is_op & common.name_mask(ev, lambda x: x.startswith(common.STEP_PREFIX))[rows]
+    pop = nearest_flagged(parent, is_op, parent)           # nearest op ancestor (modules are transparent)
     start = tree["start"].to_numpy()
     end = tree["end"].to_numpy()
     dur = (end - start).astype(np.float64)
@@ -121,34 +124,94 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     bw_top = common.name_mask(ev, _is_backward)[rows]
     root_bw = bw_top & (pop < 0)
     bw_group[grp[root_bw]] = True
-    top_phase = {}
-    for j in np.unique(top[keep]).tolist():
-        ph = _phase_of_top(names[j], cats[j])
-        if not ph and pop[j] < 0 and bw_group[grp[j]]:
-            ph = "backward"
-        top_phase[j] = ph
-    first_bw: dict[int, int] = {}
-    for j, ph in top_phase.items():
-        if ph == "backward" and in_step[j]:
-            kk = int(k[j])
-            first_bw[kk] = min(first_bw.get(kk, start[j]), start[j])
-    for j, ph in list(top_phase.items()):
-        if not ph:
-            fb = first_bw.get(int(k[j]))
-            top_phase[j] = "forward" if fb is None or start[j] < fb else "other"
-    phase = np.array([top_phase[j] for j in top[keep].tolist()], dtype=object)
-    return pd.DataFrame({"name": names[keep], "step": k[keep], "phase": phase, "start": start[keep],
-                         "host_total": dur[keep], "host_self": host_self[keep], "device_self": dev_self[keep],
-                         "device_total": dev_total[keep], "top": top[keep] == keep})
+    # phase of each top node from its (name, cat), decided once per distinct pair
+    tops = np.unique(top[keep])
+    pair = ncode[tops] * (len(ctable) + 1) + ccode[tops]
+    upair, inv = np.unique(pair, return_inverse=True)
+    labels = [_phase_of_top(str(ntable[u // (len(ctable) + 1)]), str(ctable[u % (len(ctable) + 1)]))
+              for u in upair.tolist()]
+    phase_names = sorted(set(labels) - {""} | {"forward", "other", "backward"})
+    pcode = {ph: i for i, ph in enumerate(phase_names)}
+    tcode = np.array([pcode.get(x, -1) for x in labels], dtype=np.int64)[inv]
+    bw = pcode["backward"]
+    plain = tcode < 0
+    tcode[plain & (pop[tops] < 0) & bw_group[grp[tops]]] = bw
+    plain = tcode < 0
+    # plain ops: forward before the step's first backward work, other after it
+    first_bw = np.full(len(st) + 1, np.iinfo(np.int64).max)
+    isb = (tcode == bw) & in_step[tops]
+    np.minimum.at(first_bw, k[tops][isb], start[tops][isb])
+    late = start[tops] >= first_bw[np.maximum(k[tops], 0)]
+    tcode[plain] = np.where(late[plain], pcode["other"], pcode["forward"])
+    phase = tcode[np.searchsorted(tops, top[keep])] if len(keep) else np.zeros(0, np.int64)
+    df = pd.DataFrame({"name": ncode[keep], "step": k[keep], "phase": phase, "start": start[keep],
+                       "host_total": dur[keep], "host_self": host_self[keep], "device_self": dev_self[keep],
+                       "device_total": dev_total[keep], "top": top[keep] == keep})
+    df.attrs["names"] = np.asarray(ntable, dtype=object)
+    df.attrs["phases"] = phase_names
+    return df
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(np.int64), np.asarray(col.cat.categories.astype(str), dtype=object)
+    codes, uniq = pd.factorize(col.astype(str))
+    return codes.astype(np.int64), np.asarray(uniq, dtype=object)
 
 
 def _r(ns: float) -> float:
     return round(float(ns) / 1e3, 3)
 
 
-def _sums(df: pd.DataFrame, host_ns: float | None = None) -> dict:
-    host = float(df.loc[df["top"], "host_total"].sum()) if host_ns is None else host_ns
-    return {"host_us": _r(host), "device_us": _r(df["device_self"].sum()), "calls": int(len(df))}
+class _Agg:
+    """One profile's op nodes aggregated by (step, phase, name) and (step, phase), with names as text."""
+
+    def __init__(self, nodes: pd.DataFrame, n_steps: int) -> None:
+        names = nodes.attrs.get("names", np.zeros(0, dtype=object))
+        phases = nodes.attrs.get("phases", [])
+        d = nodes[nodes["step"] < n_steps].assign(host_top=lambda x: x["host_total"].where(x["top"], 0.0))
+        g = d.groupby(["step", "phase", "name"], sort=False)
+        ops = pd.DataFrame({"calls": g.size(), "hs": g["host_self"].sum(), "ht": g["host_total"].sum(),
+                            "ds": g["device_self"].sum(), "dt": g["device_total"].sum()}).reset_index()
+        ops["name"] = names[ops["name"].to_numpy(np.int64)] if len(ops) else ops["name"]
+        ops["phase"] = [phases[i] for i in ops["phase"].tolist()]
+        self.ops = ops
+        g2 = d.groupby(["step", "phase"], sort=False)
+        ph = pd.DataFrame({"host": g2["host_top"].sum(), "device": g2["device_self"].sum(), "calls": g2.size(),
+                           "first": g2["start"].min()}).reset_index()
+        ph["phase"] = [phases[i] for i in ph["phase"].tolist()]
+        self.phases = ph
+        self.step_device = d.groupby("step")["device_self"].sum().to_dict()
+        self.step_calls = d.groupby("step").size().to_dict()
+        self.ops_by: dict = {}   # (step, phase) -> name -> stats; names are unique within a group
+        cols = [ops[c].tolist() for c in ("step", "phase", "name", "calls", "hs", "ht", "ds", "dt")]
+        for st, phs, nm, c, hs, ht, ds, dt in zip(*cols):
+            self.ops_by.setdefault((int(st), phs), {})[str(nm)] = {
+                "calls": int(c), "host_self_us": _r(hs), "host_total_us": _r(ht), "device_self_us": _r(ds),
+                "device_total_us": _r(dt)}
+        ph = ph.sort_values(["step", "first"], kind="stable")
+        bounds = np.flatnonzero(np.diff(ph["step"].to_numpy(), prepend=-1, append=-2))
+        self.phases_by = {int(ph["step"].iat[a]): ph.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])}
+
+    def phase_table(self) -> pd.DataFrame:
+        """Phases summed over steps, in order of first appearance."""
+        g = self.phases.groupby("phase", sort=False)
+        out = pd.DataFrame({"host": g["host"].sum(), "device": g["device"].sum(), "calls": g["calls"].sum(),
+                            "first": g["first"].min()}).reset_index()
+        return out.sort_values("first", kind="stable")
+
+
+def _table(ops: pd.DataFrame) -> dict:
+    """name -> op stats (µs) from aggregated rows (several steps/phases are summed)."""
+    if not len(ops):
+        return {}
+    g = ops.groupby("name", sort=False)[["calls", "hs", "ht", "ds", "dt"]].sum()
+    return {str(nm): {"calls": int(r[0]), "host_self_us": _r(r[1]), "host_total_us": _r(r[2]),
+                      "device_self_us": _r(r[3]), "device_total_us": _r(r[4])}
+            for nm, r in zip(g.index.tolist(), g.to_numpy().tolist())}
+
+
+_ZERO_OP = {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0, "device_self_us": 0.0, "device_total_us": 0.0}
 
 
 def _delta(a: dict | None, b: dict | None, keys: tuple) -> dict:
@@ -162,54 +225,37 @@ def _delta(a: dict | None, b: dict | None, keys: tuple) -> dict:
     return out
 
 
-def _op_table(df: pd.DataFrame) -> pd.DataFrame:
-    if not len(df):
-        return pd.DataFrame(columns=list(_OP_KEYS))
-    g = df.groupby("name", sort=True)
-    return pd.DataFrame({"calls": g.size(), "host_self_us": g["host_self"].sum() / 1e3,
-                         "host_total_us": g["host_total"].sum() / 1e3, "device_self_us": g["device_self"].sum() / 1e3,
-                         "device_total_us": g["device_total"].sum() / 1e3})
-
-
-def _op_rows(a: pd.DataFrame, b: pd.DataFrame, limit: int | None = None) -> list:
-    ta, tb = _op_table(a), _op_table(b)
-    j = ta.merge(tb, left_index=True, right_index=True, how="outer", suffixes=("_a", "_b")).fillna(0.0)
-    if not len(j):
-        return []
-    j["_d"] = (j["host_total_us_b"] - j["host_total_us_a"]).abs().round(3)
-    j = j.rename_axis("name").reset_index().sort_values(["_d", "name"], ascending=[False, True], kind="stable")
-    if limit:
-        j = j.head(limit)
+def _op_rows(ta: dict, tb: dict, limit: int | None = None) -> list:
     rows = []
-    for rec in j.to_dict("records"):
-        sa = {k: int(rec[k + "_a"]) if k == "calls" else round(float(rec[k + "_a"]), 3) for k in _OP_KEYS}
-        sb = {k: int(rec[k + "_b"]) if k == "calls" else round(float(rec[k + "_b"]), 3) for k in _OP_KEYS}
-        rows.append({"name": str(rec["name"]), "base": sa, "exp": sb, "delta": _delta(sa, sb, _OP_KEYS)})
-    return rows
+    for nm in set(ta) | set(tb):
+        sa, sb = ta.get(nm, _ZERO_OP), tb.get(nm, _ZERO_OP)
+        rows.append({"name": nm, "base": dict(sa), "exp": dict(sb), "delta": _delta(sa, sb, _OP_KEYS)})
+    rows.sort(key=lambda r: (-abs(r["delta"]["host_total_us"]), r["name"]))
+    return rows[:limit] if limit else rows
 
 
-def _phase_rows(a: pd.DataFrame, b: pd.DataFrame) -> list:
-    def order(df: pd.DataFrame) -> list:
-        if not len(df):
-            return []
-        first = df.groupby("phase", sort=False)["start"].min().sort_values(kind="stable")
-        return list(first.index)
-    pa, pb = order(a), order(b)
-    sm = difflib.SequenceMatcher(a=pa, b=pb, autojunk=False)
+def _sum_of(rec: Any) -> dict:
+    return {"host_us": _r(rec["host"]), "device_us": _r(rec["device"]), "calls": int(rec["calls"])}
+
+
+def _phase_rows(pa: pd.DataFrame, pb: pd.DataFrame, ops_a: Any, ops_b: Any, limit: int = PHASE_OPS_LIMIT) -> list:
+    """Phases of both sides aligned by name in order; ops_x(phase) gives that side's op table."""
+    la, lb = pa["phase"].tolist(), pb["phase"].tolist()
+    ra = {p: r for p, r in zip(la, pa.to_dict("records"))}
+    rb = {p: r for p, r in zip(lb, pb.to_dict("records"))}
     pairs: list[tuple] = []
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=la, b=lb, autojunk=False).get_opcodes():
         if tag == "equal":
-            pairs += [(pa[i], pb[j]) for i, j in zip(range(i1, i2), range(j1, j2))]
+            pairs += [(la[i], lb[j]) for i, j in zip(range(i1, i2), range(j1, j2))]
         else:
-            pairs += [(pa[i], None) for i in range(i1, i2)] + [(None, pb[j]) for j in range(j1, j2)]
+            pairs += [(la[i], None) for i in range(i1, i2)] + [(None, lb[j]) for j in range(j1, j2)]
     rows = []
     for x, y in pairs:
-        da = a[a["phase"] == x] if x is not None else a.iloc[0:0]
-        db = b[b["phase"] == y] if y is not None else b.iloc[0:0]
-        sa = _sums(da) if x is not None else None
-        sb = _sums(db) if y is not None else None
-        rows.append({"phase": x if x is not None else y, "base": sa, "exp": sb,
-                     "delta": _delta(sa, sb, _SUM_KEYS), "ops": _op_rows(da, db, PHASE_OPS_LIMIT)})
+        sa = _sum_of(ra[x]) if x is not None else None
+        sb = _sum_of(rb[y]) if y is not None else None
+        rows.append({"phase": x if x is not None else y, "base": sa, "exp": sb, "delta": _delta(sa, sb, _SUM_KEYS),
+                     "ops": _op_rows(ops_a(x) if x is not None else {}, ops_b(y) if y is not None else {},
+                                     limit)})
     return rows
 
 
@@ -217,25 +263,29 @@ def diff(base: Any, exp: Any) -> dict:
     """Compare two profiles: aligned steps and phases with host/device time and calls, op deltas."""
     if base is None or exp is None:
         raise BadRequest("diff needs two profiles")
-    na, nb = op_nodes(base), op_nodes(exp)
     sa, sb = common.steps(base), common.steps(exp)
+    m = min(len(sa), len(sb))
     notes = []
     if len(sa) != len(sb):
-        notes.append(f"base has {len(sa)} steps and exp has {len(sb)}; the first "
-                     f"{min(len(sa), len(sb))} are compared step by step")
+        notes.append(f"base has {len(sa)} steps and exp has {len(sb)}; the first {m} are compared step by step")
+    A, B = _Agg(op_nodes(base), m), _Agg(op_nodes(exp), m)
+    empty = pd.DataFrame({"phase": [], "host": [], "device": [], "calls": [], "first": []})
     steps_out = []
-    for i in range(min(len(sa), len(sb))):
-        da, db = na[na["step"] == i], nb[nb["step"] == i]
-        ha = float(sa["end"].iat[i] - sa["start"].iat[i])
-        hb = float(sb["end"].iat[i] - sb["start"].iat[i])
-        x, y = _sums(da, ha), _sums(db, hb)
+    for i in range(m):
+        x = {"host_us": _r(sa["end"].iat[i] - sa["start"].iat[i]), "device_us": _r(A.step_device.get(i, 0.0)),
+             "calls": int(A.step_calls.get(i, 0))}
+        y = {"host_us": _r(sb["end"].iat[i] - sb["start"].iat[i]), "device_us": _r(B.step_device.get(i, 0.0)),
+             "calls": int(B.step_calls.get(i, 0))}
+        phases = _phase_rows(A.phases_by.get(i, empty), B.phases_by.get(i, empty),
+                             lambda p, i=i: A.ops_by.get((i, p), {}), lambda p, i=i: B.ops_by.get((i, p), {}),
+                             STEP_PHASE_OPS_LIMIT)
         steps_out.append({"base_step": str(sa["step"].iat[i]), "exp_step": str(sb["step"].iat[i]),
-                          "base": x, "exp": y, "delta": _delta(x, y, _SUM_KEYS), "phases": _phase_rows(da, db)})
-    m = min(len(sa), len(sb))
-    ca, cb = na[na["step"] < m], nb[nb["step"] < m]
+                          "base": x, "exp": y, "delta": _delta(x, y, _SUM_KEYS), "phases": phases})
 
-    def totals(st: pd.DataFrame, nodes: pd.DataFrame) -> dict:
-        host = float((st["end"] - st["start"]).sum())
-        return {"steps": int(len(st)), **_sums(nodes, host)}
-    return {"base": totals(sa, na), "exp": totals(sb, nb), "steps": steps_out,
-            "phases": _phase_rows(ca, cb), "ops": _op_rows(ca, cb), "notes": notes}
+    def totals(st: pd.DataFrame, agg: _Agg) -> dict:
+        return {"steps": int(len(st)), "host_us": _r((st["end"] - st["start"]).iloc[:m].sum()),
+                "device_us": _r(sum(agg.step_device.values())), "calls": int(sum(agg.step_calls.values()))}
+    phases_all = _phase_rows(A.phase_table(), B.phase_table(),
+                             lambda p: _table(A.ops[A.ops["phase"] == p]), lambda p: _table(B.ops[B.ops["phase"] == p]))
+    return {"base": totals(sa, A), "exp": totals(sb, B), "steps": steps_out, "phases": phases_all,
+            "ops": _op_rows(_table(A.ops), _table(B.ops)), "notes": notes}

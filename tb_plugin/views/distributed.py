@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
-from tb_plugin.views.timeline import BadRequest
 
 _TIER1 = ("nccl:", "gloo:", "mpi::")
 _DTYPE_BYTES = {
@@ -75,6 +75,19 @@ def intersect_ranges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     cover = np.cumsum(d)
     i = np.flatnonzero(cover == 2)
     out = np.stack([pts[i], pts[i + 1]], axis=1)
+    return out[out[:, 1] > out[:, 0]]
+
+
+def clip_ranges(r: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Sorted disjoint ranges cut to [a, b] (binary search: cost independent of the list length)."""
+    if not len(r):
+        return r
+    i = np.searchsorted(r[:, 1], a, side="right")
+    j = np.searchsorted(r[:, 0], b, side="left")
+    out = r[i:j].copy()
+    if len(out):
+        out[0, 0] = max(out[0, 0], a)
+        out[-1, 1] = min(out[-1, 1], b)
     return out[out[:, 1] > out[:, 0]]
 
 
@@ -165,6 +178,10 @@ def _worker_data(t: Any) -> dict:
     else:
         inst = np.flatnonzero(cpu_coll)
         inst_names = names.astype(str).to_numpy()[inst]
+        if "coll_name" in ev and len(inst):   # record_param_comms: named by its Collective name arg
+            coll = ev["coll_name"].astype(str).to_numpy()[inst]
+            inst_names = np.where((inst_names == "record_param_comms") & (coll != ""),
+                                  np.char.add("record_param_comms:", coll.astype(str)), inst_names)
         bytes_ = _collective_bytes(ev, inst)
     commr = merge_ranges(ts[inst], te[inst])
     o = np.argsort(ts[inst], kind="stable")
@@ -249,11 +266,11 @@ def distributed(traces: dict) -> dict:
         cstart = mine["start"].to_numpy(np.int64) if len(mine) else np.zeros(0, np.int64)
         sums = np.zeros(len(_PARTS))
         st = d["steps"]
+        both = intersect_ranges(d["comp"], d["comm"])
         for s, a, b in zip(st["step"].astype(str), st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)):
-            S = np.array([[a, b]], np.int64)
-            comp = total_length(intersect_ranges(d["comp"], S))
-            comm = total_length(intersect_ranges(d["comm"], S))
-            ovl = total_length(intersect_ranges(intersect_ranges(d["comp"], d["comm"]), S))
+            comp = total_length(clip_ranges(d["comp"], a, b))
+            comm = total_length(clip_ranges(d["comm"], a, b))
+            ovl = total_length(clip_ranges(both, a, b))
             in_step = (cstart >= a) & (cstart <= b)
             tr = float(mine["transfer"].to_numpy()[in_step].sum()) if len(mine) else 0.0
             wt = float(mine["wait"].to_numpy()[in_step].sum()) if len(mine) else 0.0

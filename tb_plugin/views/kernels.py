@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import common
 from .common import category_mask, ns_to_us
-from .operators import BadRequest
+from ..errors import BadRequest
 
 GROUP_BY = ("name", "name_op")
 NO_OP = "N/A"  # kernels whose launch could not be tied to an operator
@@ -25,12 +25,11 @@ def _kernel_frame(t: Any) -> pd.DataFrame:
     op = op_of[rows]
     names = ev["name"].to_numpy()
     op_name = np.where(op >= 0, names[np.maximum(op, 0)].astype(object), NO_OP) if len(rows) else np.array([])
-    from .overview import _blocks_per_sm, _device_props
     k = ev.iloc[rows]
     return pd.DataFrame({
         "name": k["name"].astype(str).to_numpy(), "op": op_name.astype(str),
         "dur": k["dur"].to_numpy(np.float64),
-        "bps": _blocks_per_sm(t, k, _device_props(t)) if len(rows) else np.zeros(0),
+        "bps": common.blocks_per_sm(k, common.device_properties(t)) if len(rows) else np.zeros(0),
         "occ": k["occupancy"].to_numpy(np.float64),
     })
 
@@ -58,7 +57,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     agg = g["dur"].agg(calls="size", total="sum", min="min", max="max")
     key_series = [k[c] for c in keys]
     agg["bps"] = _weighted(k["bps"].where(k["bps"] > 0), k["dur"], key_series)
-    agg["occ"] = _weighted(k["occ"].where(k["occ"] >= 0), k["dur"], key_series)
+    agg["occ"] = _weighted(k["occ"].where(np.isfinite(k["occ"]) & (k["occ"] >= 0)), k["dur"], key_series)
     agg = agg.reset_index()
     agg["tc"] = common._per_value(agg["name"], common.uses_tensor_cores)
     agg = agg.sort_values(["total"] + keys, ascending=[False] + [True] * len(keys), kind="stable")

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
-from tb_plugin.views.timeline import BadRequest, trace_origin_ns
+from tb_plugin.views.timeline import int_param, number_param, trace_origin_ns
 
 _CPU_TYPES = (0, 2, 5)      # CPU, MKLDNN, IDEEP
 _GPU_TYPES = (1, 6)         # CUDA, HIP
@@ -99,18 +100,10 @@ def _record_ops(t: Any) -> np.ndarray:
 
 def _window(start_us: Any, end_us: Any) -> tuple[float, float]:
     """Validated [a, b] in ns (infinite where not given)."""
-    def num(v: Any, what: str, default: float) -> float:
-        if v is None:
-            return default
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            raise BadRequest(f"{what} must be a number, got {v!r}") from None
-        if math.isnan(f):
-            raise BadRequest(f"{what} must be a number, got {v!r}")
-        return f * 1e3
-    a = num(start_us, "start_us", -math.inf)
-    b = num(end_us, "end_us", math.inf)
+    a = number_param(start_us, "start_us")
+    b = number_param(end_us, "end_us")
+    a = -math.inf if a is None else a * 1e3
+    b = math.inf if b is None else b * 1e3
     if b < a:
         raise BadRequest(f"end_us ({end_us}) must not be less than start_us ({start_us})")
     return a, b
@@ -139,12 +132,7 @@ def _downsample(ts: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: 
 def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = None,
                  max_points: int = 2000) -> dict:
     """Allocated and reserved bytes over time per device, downsampled to ~max_points keeping peaks."""
-    try:
-        mp = int(max_points)
-    except (TypeError, ValueError):
-        raise BadRequest(f"max_points must be an integer, got {max_points!r}") from None
-    if mp < 10:
-        raise BadRequest(f"max_points must be at least 10, got {mp}")
+    mp = int_param(max_points, "max_points", 10, 1_000_000)
     a, b = _window(start_us, end_us)
     rec, names = _records(t)
     totals = _device_totals(t)
@@ -244,12 +232,16 @@ def memory_events(t: Any, start_us: float | None = None, end_us: float | None = 
     idx = idx[np.lexsort((addr[idx], sort_t[idx], dev[idx]))]
     opn = _op_names(t, op[idx])
     dur = free_t - alloc_t
-    for j, k in enumerate(idx.tolist()):
-        out["rows"][names[dev[k]]].append({
-            "addr": int(addr[k]), "size_bytes": int(size[k]),
-            "alloc_us": None if np.isnan(alloc_t[k]) else round(float(alloc_t[k]) / 1e3, 3),
-            "free_us": None if np.isnan(free_t[k]) else round(float(free_t[k]) / 1e3, 3),
-            "duration_us": None if np.isnan(dur[k]) else round(float(dur[k]) / 1e3, 3), "op": opn[j]})
+
+    def us(x: np.ndarray) -> list:
+        r = np.round(x[idx] / 1e3, 3)
+        return [None if v != v else v for v in r.tolist()]   # NaN -> None
+    cols = {"addr": addr[idx].tolist(), "size_bytes": size[idx].tolist(), "alloc_us": us(alloc_t),
+            "free_us": us(free_t), "duration_us": us(dur), "op": opn}
+    keys = list(cols)
+    devs = dev[idx].tolist()
+    for d_, *vals in zip(devs, *cols.values()):
+        out["rows"][names[d_]].append(dict(zip(keys, vals)))
     return out
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 from tb_plugin.views import common
 
 
-def _nearest(parent: np.ndarray, is_node: np.ndarray, start: np.ndarray) -> np.ndarray:
+def nearest_flagged(parent: np.ndarray, is_node: np.ndarray, start: np.ndarray) -> np.ndarray:
     """For each tree position, the nearest position at or above `start` (its own or an ancestor's)
     flagged in `is_node`, -1 if none. `start` gives the first candidate for each position."""
     anc = start.copy()
@@ -69,7 +69,7 @@ def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
         if not is_mod.any():
             return None, empty
     # nearest hierarchy node strictly above each node, and at-or-above
-    up = _nearest(parent, is_mod, parent)
+    up = nearest_flagged(parent, is_mod, parent)
     at = np.where(is_mod, np.arange(n), up)
     mods = np.flatnonzero(is_mod)
     mod_parent = up[mods]

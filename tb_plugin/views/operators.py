@@ -11,11 +11,7 @@ import pandas as pd
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
 
-try:
-    from ..errors import BadRequest
-except Exception:  # pragma: no cover - errors.py not written yet
-    class BadRequest(ValueError):  # type: ignore[no-redef]
-        """A bad request parameter (HTTP 400)."""
+from ..errors import BadRequest
 
 GROUP_BY = ("name", "name_shape")
 # ops left out of the table, as torch-tb-profiler does: wrappers whose time is their children's
@@ -69,7 +65,7 @@ def _node_stats(t: Any) -> pd.DataFrame:
     kernel_self = np.bincount(gop[ok], weights=np.where(is_kernel, gdur, 0.0), minlength=n)
     tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
 
-    names = ev["name"].to_numpy()[rows]
+    names = ev["name"].array.take(rows)  # stays categorical: cheap grouping
     is_op = tree["is_op"].to_numpy()
     eligible = common._per_value(ev["name"], common.is_tc_eligible_op)[rows] | (is_op & (tc_self > 0))
     device_total = device_self.copy()
@@ -145,42 +141,40 @@ def python_leaf_frames(t: Any, rows: np.ndarray) -> np.ndarray:
     return leaf
 
 
-def _python_stack(t: Any, leaf: int, memo: dict) -> str:
+def _python_stack(names: pd.Series, parent_of: np.ndarray, leaf: int, memo: dict) -> str:
     """The with_stack frames from `leaf` up to the top, innermost first, ';'-separated (like `Call stack`)."""
-    if leaf in memo:
-        return memo[leaf]
-    ev = t.events
-    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
-    parent = dict(zip(prow.tolist(), prow_parent.tolist()))
-    names = ev["name"]
-    frames, r, seen = [], leaf, set()
-    while r >= 0 and r not in seen:
-        seen.add(r)
-        frames.append(str(names.iloc[r]))
-        r = parent.get(r, -1)
-    memo[leaf] = ";".join(frames)
+    if leaf not in memo:
+        frames, r, seen = [], leaf, set()
+        while r >= 0 and r not in seen:
+            seen.add(r)
+            frames.append(str(names.iloc[r]))
+            r = int(parent_of[r])
+        memo[leaf] = ";".join(frames)
     return memo[leaf]
 
 
-def _table_ops(t: Any) -> pd.DataFrame:
-    return common.derived(t, "operator_table_ops", lambda: _build_table_ops(t))
-
-
-def _build_table_ops(t: Any) -> pd.DataFrame:
+def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
+    """The operator-table nodes (optionally of one name) with input dims, call stack and stack availability."""
     ev = t.events
     st = node_stats(t)
-    keep = st["is_op"].to_numpy() & common._per_value(ev["name"], _is_table_op)[st["row"].to_numpy()]
-    ops = st.loc[keep].copy()
+    rows = st["row"].to_numpy()
+    keep = st["is_op"].to_numpy() & common._per_value(ev["name"], _is_table_op)[rows]
+    if only_name is not None:
+        keep &= common._per_value(ev["name"], lambda n: n == only_name)[rows]
+    ops = st.loc[keep]
     rows = ops["row"].to_numpy()
-    ops["input_dims"] = ev["input_dims"].to_numpy()[rows] if "input_dims" in ev else ""
-    ops["call_stack"] = ev["call_stack"].to_numpy()[rows] if "call_stack" in ev else ""
+    ops = ops.assign(input_dims=ev["input_dims"].array.take(rows), call_stack=ev["call_stack"].array.take(rows))
     ops["py_leaf"] = python_leaf_frames(t, rows)
-    ops["has_stack"] = (ops["call_stack"].astype(str) != "").to_numpy() | (ops["py_leaf"].to_numpy() >= 0)
+    ops["has_stack"] = common._per_value(ops["call_stack"], bool) | (ops["py_leaf"].to_numpy() >= 0)
     return ops
 
 
 def tensor_core_eligible_kernel_ratio(t: Any) -> float:
     """Kernel time of the lowest Tensor Core eligible ops / kernel time of all table ops (for the AMP advice)."""
+    return common.derived(t, "tc_eligible_kernel_ratio", lambda: _tc_eligible_kernel_ratio(t))
+
+
+def _tc_eligible_kernel_ratio(t: Any) -> float:
     ops = _table_ops(t)
     total = ops["kernel_self"].sum()
     if total <= 0:
@@ -194,13 +188,13 @@ def _has_device(t: Any) -> bool:
 
 
 def _aggregate(ops: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    ops = ops.assign(name=ops["name"].astype(str))
-    if "input_dims" in keys:
-        ops["input_dims"] = ops["input_dims"].astype(str)
     g = ops.groupby(keys, sort=False, observed=True)
-    return g.agg(calls=("row", "size"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
-                 device_self=("device_self", "sum"), device_total=("device_total", "sum"),
-                 tc_eligible=("tc_eligible", "any"), has_call_stack=("has_stack", "any")).reset_index()
+    out = g.agg(calls=("row", "size"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
+                device_self=("device_self", "sum"), device_total=("device_total", "sum"),
+                tc_eligible=("tc_eligible", "any"), has_call_stack=("has_stack", "any")).reset_index()
+    for k in keys:  # categorical keys -> plain strings on the (small) result
+        out[k] = out[k].astype(str)
+    return out
 
 
 def operators(t: Any, group_by: str = "name") -> dict:
@@ -208,6 +202,11 @@ def operators(t: Any, group_by: str = "name") -> dict:
     CPU-only trace) descending, then name and input shape."""
     if group_by not in GROUP_BY:
         raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
+    res = common.derived(t, f"operators:{group_by}", lambda: _operators(t, group_by))
+    return {**res, "rows": [dict(r) for r in res["rows"]]}  # callers may edit their copy
+
+
+def _operators(t: Any, group_by: str) -> dict:
     ops = _table_ops(t)
     keys = ["name"] + (["input_dims"] if group_by == "name_shape" else [])
     agg = _aggregate(ops, keys)
@@ -239,15 +238,17 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
     `Call stack` arg, else from the with_stack `python_function` frames running when the op started."""
     if not isinstance(name, str) or not name:
         raise BadRequest("name is required")
-    ops = _table_ops(t)
-    ops = ops[ops["name"].astype(str) == name]
+    ops = _table_ops(t, only_name=name)
     if input_shape is not None:
-        shapes = ops["input_dims"].astype(str).map(_display_shape)
-        ops = ops[shapes == input_shape]
+        ops = ops[common._per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
     ops = ops[ops["has_stack"]]
     memo: dict = {}
+    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
+    parent_of = np.full(len(t.events), -1, np.int64)
+    parent_of[prow] = prow_parent
     legacy = ops["call_stack"].astype(str).to_numpy()
-    stacks = [s if s else _python_stack(t, int(leaf), memo) for s, leaf in zip(legacy, ops["py_leaf"].to_numpy())]
+    stacks = [s if s else _python_stack(t.events["name"], parent_of, int(leaf), memo)
+              for s, leaf in zip(legacy, ops["py_leaf"].to_numpy())]
     ops = ops.assign(call_stack=stacks)
     agg = _aggregate(ops, ["call_stack"]) if len(ops) else pd.DataFrame()
     device = _has_device(t)

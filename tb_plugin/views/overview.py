@@ -95,27 +95,6 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------------------------- GPU summary
-def _device_props(t: Any) -> dict[int, dict]:
-    props = {}
-    for i, p in enumerate(getattr(t, "device_properties", None) or []):
-        if isinstance(p, dict):
-            props[int(p.get("id", i)) if isinstance(p.get("id", i), (int, float)) else i] = p
-    return props
-
-
-def _blocks_per_sm(t: Any, k: pd.DataFrame, props: dict[int, dict]) -> np.ndarray:
-    """`blocks per SM` from the trace, else grid blocks / the device's SM count when both are known."""
-    bps = k["blocks_per_sm"].to_numpy(np.float64).copy()
-    missing = np.isnan(bps)
-    if missing.any():
-        sms = np.array([float((props.get(int(d)) or {}).get("numSms") or np.nan) for d in k["device"].to_numpy()])
-        blocks = (k["grid_x"].to_numpy(np.float64) * np.maximum(k["grid_y"].to_numpy(np.float64), 1)
-                  * np.maximum(k["grid_z"].to_numpy(np.float64), 1))
-        est = np.where((blocks > 0) & (sms > 0), blocks / sms, np.nan)
-        bps[missing] = est[missing]
-    return bps
-
-
 def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
     ks = k["ts"].to_numpy(np.int64)
     ke = ks + k["dur"].to_numpy(np.int64)
@@ -134,7 +113,7 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
         sm_eff = float((level * (hi - lo)).sum() / span)
 
     occ = k["occupancy"].to_numpy(np.float64)
-    has = ~np.isnan(occ) & (occ >= 0)
+    has = np.isfinite(occ) & (occ >= 0)
     w = (ce - cs).astype(np.float64)
     achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
 
@@ -160,8 +139,8 @@ def gpu_summary(t: Any) -> dict | None:
     else:
         s0, s1 = int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max())
     k = ev.loc[kmask]
-    props = _device_props(t)
-    bps = _blocks_per_sm(t, k, props)
+    props = common.device_properties(t)
+    bps = common.blocks_per_sm(k, props)
     devices = []
     dev = k["device"].to_numpy()
     for d in common.sorted_unique(dev):
@@ -251,7 +230,7 @@ def environment(t: Any, gpu: dict | None) -> dict:
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None
     used = {d["device"] for d in gpu["devices"]} if gpu else set()
     devices = []
-    for d, p in sorted(_device_props(t).items()):
+    for d, p in sorted(common.device_properties(t).items()):
         if d in used:
             devices.append({"id": d, "name": p.get("name"), "memory_bytes": p.get("totalGlobalMem"),
                             "compute_capability": (f"{p.get('computeMajor')}.{p.get('computeMinor')}"

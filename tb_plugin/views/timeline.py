@@ -85,13 +85,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tb_plugin.errors import BadRequest
 from tb_plugin.views.common import derived
-
-try:  # the plugin backend's error type; a local stand-in until it lands
-    from tb_plugin.errors import BadRequest
-except ImportError:  # pragma: no cover - only while tb_plugin.errors is missing
-    class BadRequest(ValueError):
-        """A bad request parameter (turned into HTTP 400 by the routes)."""
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 MAX_FLOWS = 5000
@@ -405,7 +400,8 @@ def tiles_for(t: Any) -> _Tiles:
 # --------------------------------------------------------------------------------------------
 # requests
 # --------------------------------------------------------------------------------------------
-def _num(v: Any, what: str) -> float | None:
+def number_param(v: Any, what: str) -> float | None:
+    """A finite float request parameter (None stays None); BadRequest naming it otherwise."""
     if v is None:
         return None
     try:
@@ -417,18 +413,24 @@ def _num(v: Any, what: str) -> float | None:
     return f
 
 
+def int_param(v: Any, what: str, lo: int, hi: int) -> int:
+    """An integer request parameter within [lo, hi]; BadRequest naming it otherwise."""
+    try:
+        i = int(v)
+    except (TypeError, ValueError):
+        raise BadRequest(f"{what} must be an integer, got {v!r}") from None
+    if i < lo or i > hi:
+        raise BadRequest(f"{what} must be between {lo} and {hi}, got {i}")
+    return i
+
+
 def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
              width_px: int = 1000) -> dict:
     """One level-of-detail tile of the whole trace for [start_us, end_us] at width_px pixels."""
-    try:
-        w = int(width_px)
-    except (TypeError, ValueError):
-        raise BadRequest(f"width_px must be an integer, got {width_px!r}") from None
-    if w < 1 or w > MAX_WIDTH_PX:
-        raise BadRequest(f"width_px must be between 1 and {MAX_WIDTH_PX}, got {w}")
+    w = int_param(width_px, "width_px", 1, MAX_WIDTH_PX)
     tl = tiles_for(t)
-    a_us = _num(start_us, "start_us")
-    b_us = _num(end_us, "end_us")
+    a_us = number_param(start_us, "start_us")
+    b_us = number_param(end_us, "end_us")
     a_us = 0.0 if a_us is None else a_us
     b_us = tl.trace_end_us if b_us is None else b_us
     if b_us <= a_us:
@@ -488,18 +490,29 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
                                     "px": px.tolist(), "count": count[j, px].tolist(),
                                     "busy": np.round(np.clip(busy[j, px], 0.0, 1.0), 4).tolist(),
                                     "name": nm, "cat": ct}))
-    names_used = np.unique(np.concatenate(used_names)) if used_names else np.zeros(0, np.int64)
-    cats_used = np.unique(np.concatenate(used_cats)) if used_cats else np.zeros(0, np.int64)
+    names_used, name_remap = _used(used_names, len(tl.name_table))
+    cats_used, cat_remap = _used(used_cats, len(tl.cat_table))
     pending.sort(key=lambda p: (int(tl.row_track[p[0]]), p[1]["depth"]))
     for r, row in pending:
-        row["name"] = np.searchsorted(names_used, row["name"]).tolist()
-        row["cat"] = np.searchsorted(cats_used, row["cat"]).tolist()
+        row["name"] = name_remap[row["name"]].tolist()
+        row["cat"] = cat_remap[row["cat"]].tolist()
         tracks[int(tl.row_track[r])]["rows"].append(row)
     cats_out = [str(c) for c in tl.cat_table[cats_used]] if len(cats_used) else []
     return {"start_us": a_us, "end_us": b_us, "trace_start_us": 0.0,
             "trace_end_us": round(tl.trace_end_us, 3), "width_px": w, "bucket_us": bucket / 1e3,
             "names": [str(x) for x in tl.name_table[names_used]] if len(names_used) else [],
             "cats": cats_out, "tracks": tracks, **_flows_json(tl, a, b, cats_out)}
+
+
+def _used(parts: list, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes present in `parts` (sorted) and a code -> position-in-that-list lookup array."""
+    present = np.zeros(size, dtype=bool)
+    for p in parts:
+        present[p] = True
+    used = np.flatnonzero(present)
+    remap = np.full(size, -1, np.int64)
+    remap[used] = np.arange(len(used))
+    return used, remap
 
 
 def _flows_json(tl: _Tiles, a: float, b: float, cats_out: list) -> dict:
@@ -510,13 +523,12 @@ def _flows_json(tl: _Tiles, a: float, b: float, cats_out: list) -> dict:
     sel = np.flatnonzero((lo_t <= b) & (hi_t >= a))
     truncated = len(sel) > MAX_FLOWS
     sel = sel[:MAX_FLOWS]
-    cat_idx = []
-    for c in f["cat"][sel].tolist():
-        name = tl.flow_cat_table[c]
+    remap = np.zeros(len(tl.flow_cat_table), np.int64)   # flow cat code -> index in cats_out
+    for c, name in enumerate(tl.flow_cat_table):
         if name not in cats_out:
             cats_out.append(name)
-        cat_idx.append(cats_out.index(name))
-    return {"flows": {"id": f["id"][sel].tolist(), "cat": cat_idx,
+        remap[c] = cats_out.index(name)
+    return {"flows": {"id": f["id"][sel].tolist(), "cat": remap[f["cat"][sel]].tolist(),
                       "from_track": f["from_track"][sel].tolist(), "from_depth": f["from_depth"][sel].tolist(),
                       "from_us": np.round(f["from_ts"][sel] / 1e3, 3).tolist(),
                       "to_track": f["to_track"][sel].tolist(), "to_depth": f["to_depth"][sel].tolist(),
@@ -528,12 +540,7 @@ def search(t: Any, query: str, limit: int = 100) -> dict:
     """Events whose name contains `query` (case-insensitive): total count and the first `limit`."""
     if not isinstance(query, str) or not query.strip():
         raise BadRequest("query must be a non-empty string")
-    try:
-        lim = int(limit)
-    except (TypeError, ValueError):
-        raise BadRequest(f"limit must be an integer, got {limit!r}") from None
-    if lim < 1 or lim > 10000:
-        raise BadRequest(f"limit must be between 1 and 10000, got {lim}")
+    lim = int_param(limit, "limit", 1, 10000)
     tl = tiles_for(t)
     ev = t.events
     if not len(ev):

@@ -27,6 +27,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 HTML_RUN = "xss<img src=x onerror=alert(1)>"
 HTML_WORKER = "html<b>worker&amp;"
+BROKEN_RUN = "broken"
 
 # shared trace folder -> run name in the test logdir
 SHARED_RUNS = {
@@ -60,6 +61,9 @@ def logdir(tmp_path_factory) -> Path:
             if (TRACES / src).is_dir():
                 shutil.copytree(TRACES / src, d / run)
     write(html_names_trace(), d / HTML_RUN / f"{HTML_WORKER}.1700000000000.pt.trace.json")
+    # an unreadable file: the page must list it and keep serving the rest
+    (d / BROKEN_RUN).mkdir()
+    (d / BROKEN_RUN / "bad.1700000000000.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "na', encoding="utf-8")
     return d
 
 

@@ -2,7 +2,7 @@
 iframe (its CSP), and no request leaves the server (the guarded_page fixture checks that)."""
 from __future__ import annotations
 
-from conftest import open_view, HTML_RUN, HTML_WORKER
+from conftest import open_view, HTML_RUN, HTML_WORKER, BROKEN_RUN
 from browser_traces import HOSTILE
 
 
@@ -46,3 +46,27 @@ def test_inside_tensorboard_iframe(guarded_page, tensorboard):
     assert frame.locator(".tab").count() == 8
     csp = [e for e in page.guard.errors if "Content Security Policy" in e]
     assert not csp, csp
+    # the theme follows TensorBoard's dark mode (a class on its body)
+    frame.locator("body:not(.dark)").wait_for()
+    page.evaluate("document.body.classList.add('dark-mode')")
+    frame.locator("body.dark").wait_for(timeout=5000)
+    page.evaluate("document.body.classList.remove('dark-mode')")
+    frame.locator("body:not(.dark)").wait_for(timeout=5000)
+
+
+def test_unreadable_file_is_listed_and_explained(guarded_page, tensorboard):
+    """The bad file is named in the shell; opening it gives the backend's reason, not a blank page."""
+    page = guarded_page
+    page.goto(f"{tensorboard.url}/data/plugin_entry.html?name=gpuscope#run={BROKEN_RUN}&view=overview")
+    page.wait_for_selector("#gs-bad-files")
+    text = page.inner_text("#gs-bad-files")
+    assert "could not be read" in text and "bad.1700000000000.pt.trace.json" in text, text
+    page.wait_for_selector("#view-overview[data-ready='error']")
+    msg = page.inner_text("#view-overview .banner[role=alert]")
+    assert "overview" in msg and "HTTP 4" in msg, msg
+    # the failed request itself is the only console error (Chromium logs every 4xx)
+    assert all("Failed to load resource" in e for e in page.guard.errors), page.guard.errors
+    page.guard.errors.clear()
+    # the other runs still work
+    page.select_option("#gs-run", "cnn_single" if "cnn_single" in page.eval_on_selector_all("#gs-run option", "os => os.map(o => o.value)") else HTML_RUN)
+    page.wait_for_selector("#view-overview[data-ready='1']")

@@ -8,7 +8,7 @@ from conftest import open_view, screenshot, SHARED_RUNS, TRACES
 
 # view -> (run, extra hash state, selector that proves data was drawn, minimal count)
 CASES = {
-    "overview": ("cnn_single", "", "#view-overview svg.chart rect.bar", 3),
+    "overview": ("resnet50", "", "#view-overview svg.chart rect.bar", 3),
     "operators": ("cnn_single", "", "#view-operators table.data-table tbody tr.clickable", 10),
     "kernels": ("resnet50", "", "#view-kernels table.data-table tbody tr", 10),
     "timeline": ("resnet50", "", "#tl-canvas canvas", 1),
@@ -33,6 +33,13 @@ def test_view_renders_with_data(guarded_page, tensorboard, view, tmp_path):
     assert page.locator(".banner[role=alert]").count() == 0, page.inner_text("#gs-main")
     if view == "timeline":
         page.wait_for_function("() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.rects > 50", timeout=30000)
+        # a zoomed window with launch -> kernel flows and one selected event, for the picture
+        page.fill("#tl-search", "aten::conv2d")
+        page.click("#tl-results-table tbody tr >> nth=3")
+        page.evaluate("() => { const t = window.__gpuscope.timeline; const [a, b] = t.view(); const m = (a + b) / 2; t.setView(m - 1500, m + 3500); }")
+        page.wait_for_function("() => !document.querySelector('#tl-details').textContent.includes('loading details')")
+        page.wait_for_timeout(500)
+        page.wait_for_function("() => window.__gpuscope.timeline.stats.flows > 0", timeout=10000)
     assert page.get_attribute(f".tab[data-view={view}]", "aria-selected") == "true"
     screenshot(page, view, tmp_path)
 
@@ -48,6 +55,9 @@ def test_shell_selectors_and_url_state(guarded_page, tensorboard):
     page.select_option("#gs-run", "cnn_ddp")
     page.wait_for_selector("#view-kernels[data-ready='1']")
     assert sorted(page.eval_on_selector_all("#gs-worker option", "os => os.map(o => o.value)")) == ["worker0", "worker1"]
+    page.click(".tab[data-view=distributed]")
+    page.wait_for_selector("#view-distributed[data-ready='1']")
+    assert page.input_value("#gs-worker") == "All" and page.is_disabled("#gs-worker")
     page.click(".tab[data-view=operators]")
     page.wait_for_selector("#view-operators[data-ready='1']")
     h = page.evaluate("location.hash")

@@ -2,10 +2,11 @@
 
     /work/venvs/torch/bin/python tests/data/analysis/make_fixtures.py
 
-For each scenario it writes ``<name>.trace.json`` (torch's exported Kineto trace) and
-``<name>.expected.json`` (torch's own tables, export_stacks output and per-event values
+For each scenario it writes ``<name>.trace.json.gz`` (torch's exported Kineto trace) and
+``<name>.expected.json.gz`` (torch's own tables, export_stacks output and per-event values
 computed from the same profile), so the tests can rebuild them from the trace alone.
 """
+import gzip
 import json
 import os
 import tempfile
@@ -15,7 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from torch.profiler import _ExperimentalConfig
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.environ.get("FIXTURE_OUT") or os.path.dirname(os.path.abspath(__file__))
 TABLES = [
     ("default", "key_averages", {}, {}),
     ("self_cpu_5", "key_averages", {}, {"sort_by": "self_cpu_time_total", "row_limit": 5}),
@@ -33,7 +34,7 @@ TABLES = [
 
 
 def _dump(name, prof, extra_tables=()):
-    trace_path = os.path.join(HERE, f"{name}.trace.json")
+    trace_path = os.path.join(HERE, f"{name}.trace.json.gz")
     prof.export_chrome_trace(trace_path)
     expected = {"tables": {}, "events": []}
     for label, source, ka_kwargs, table_kwargs in list(TABLES) + list(extra_tables):
@@ -66,7 +67,7 @@ def _dump(name, prof, extra_tables=()):
     total = prof.key_averages().total_average()
     expected["total_average"] = {"count": total.count, "self_cpu_time_total": total.self_cpu_time_total,
                                  "cpu_time_total": total.cpu_time_total}
-    with open(os.path.join(HERE, f"{name}.expected.json"), "w") as f:
+    with gzip.open(os.path.join(HERE, f"{name}.expected.json.gz"), "wt") as f:
         json.dump(expected, f, indent=1)
 
 

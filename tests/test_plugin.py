@@ -1,0 +1,277 @@
+"""The plugin over TensorBoardWSGI + werkzeug's test client (no TensorBoard process)."""
+import gzip
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+
+import tb_plugin.plugin as plugin_mod
+from tb_plugin.loader import Loader
+from tb_plugin.plugin import GpuscopePlugin
+from tb_plugin.runs import Scanner
+
+OLD = time.time() - 3600
+P = "/data/plugin/gpuscope"
+
+
+def _events(n: int, name: str = "op") -> list:
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+           "ts": 0, "dur": 10 * n + 10, "args": {"External id": 1}}]
+    ev += [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i % 3}", "pid": 1, "tid": 1,
+            "ts": 1 + 10 * i, "dur": 5, "args": {"External id": i + 2, "Input Dims": [[i]]}}
+           for i in range(n)]
+    return ev
+
+
+def _put(path: Path, doc, gz: bool = False) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (doc if isinstance(doc, bytes) else json.dumps(doc).encode())
+    path.write_bytes(gzip.compress(data) if gz else data)
+    os.utime(path, (OLD, OLD))
+    return path
+
+
+@pytest.fixture
+def logdir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "logs"
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(6)}
+    _put(root / "run1" / "w0.1000.pt.trace.json.gz", doc, gz=True)
+    _put(root / "run1" / "w0.2000.pt.trace.json", doc)
+    _put(root / "run1" / "w1.1500.pt.trace.json", doc)
+    _put(root / "run2" / "nested" / "host_1.pt.trace.json", doc)
+    _put(root / "bad" / "corrupt.pt.trace.json.gz", b"\x1f\x8b\x08\x00garbage-not-gzip")
+    _put(root / "bad" / "trunc.pt.trace.json", b'{"traceEvents": [{"ph": "X", "ts": 1')
+    _put(root / "bad" / "schema.pt.trace.json", {"hello": 1})
+    _put(root / "bad" / "good.pt.trace.json", doc)
+    return root
+
+
+def _client(logdir: Path) -> tuple[Client, GpuscopePlugin]:
+    p = GpuscopePlugin(base_plugin.TBContext(logdir=str(logdir)))
+    return Client(application.TensorBoardWSGI([p])), p
+
+
+def _wait_loaded(c: Client, timeout: float = 60) -> dict:
+    end = time.time() + timeout
+    while True:
+        d = c.get(f"{P}/runs").json
+        if not d["loading"] or time.time() > end:
+            return d
+        time.sleep(0.05)
+
+
+def test_listing_and_frontend_metadata(logdir):
+    c, p = _client(logdir)
+    assert p.is_active()
+    meta = c.get("/data/plugins_listing").json["gpuscope"]
+    assert meta["enabled"] is True
+    assert meta["loading_mechanism"] == {"type": "IFRAME",
+                                         "module_path": f"{P}/index.js"}
+
+
+def test_is_active_is_false_without_traces_and_cached(tmp_path, monkeypatch):
+    p = GpuscopePlugin(base_plugin.TBContext(logdir=str(tmp_path)))
+    assert not p.is_active()
+    calls = []
+    monkeypatch.setattr(Scanner, "has_traces", lambda self: calls.append(1) or True)
+    assert not p.is_active() and not calls  # cached for ACTIVE_TTL_S
+    monkeypatch.setattr(plugin_mod, "ACTIVE_TTL_S", 0.0)
+    assert p.is_active() and calls == [1]
+    assert p.is_active() and calls == [1]  # once active, no more scans
+
+
+def test_runs_progress_and_bad_files(logdir):
+    c, _ = _client(logdir)
+    d = _wait_loaded(c)
+    assert d["runs"] == ["bad", "run1", "run2/nested"]
+    assert d["loading"] is False
+    pr = d["progress"]
+    assert pr["files_done"] == pr["files_total"] == 8
+    assert pr["bytes_done"] == pr["bytes_total"] > 0
+    errs = {e["file"]: e["error"] for e in d["errors"]}
+    assert set(errs) == {"bad/corrupt.pt.trace.json.gz", "bad/trunc.pt.trace.json",
+                         "bad/schema.pt.trace.json"}
+    assert "gzip" in errs["bad/corrupt.pt.trace.json.gz"]
+    assert "truncated" in errs["bad/trunc.pt.trace.json"]
+    assert "traceEvents" in errs["bad/schema.pt.trace.json"]
+    assert all(str(logdir) not in e for e in errs.values())  # no absolute paths leak
+    assert all(e["run"] == "bad" for e in d["errors"])
+    # the good file beside the bad ones is served; the bad ones answer a JSON error
+    ok = c.get(f"{P}/operators?run=bad&worker=good&span=1")
+    assert ok.status_code == 200 and ok.json["rows"]
+    bad = c.get(f"{P}/operators?run=bad&worker=trunc&span=1")
+    assert bad.status_code == 422 and "truncated" in bad.json["error"]
+
+
+def test_workers_spans_and_not_found(logdir):
+    c, _ = _client(logdir)
+    assert c.get(f"{P}/workers?run=run1").json == {"workers": ["w0", "w1"]}
+    assert c.get(f"{P}/spans?run=run1&worker=w0").json == {"spans": ["1", "2"]}
+    for url in (f"{P}/workers?run=nope", f"{P}/spans?run=run1&worker=nope",
+                f"{P}/overview?run=run1&worker=w0&span=3",
+                f"{P}/overview?run=../run1&worker=w0&span=1",
+                f"{P}/kernels?run=run1&worker=../../etc&span=1"):
+        r = c.get(url)
+        assert r.status_code == 404, url
+        assert "unknown" in r.json["error"]
+    r = c.get(f"{P}/workers")
+    assert r.status_code == 400 and r.json == {"error": "missing parameter 'run'"}
+
+
+def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
+    calls = []
+
+    def fake_view(module, function):
+        def fn(*args, **kwargs):
+            calls.append((module, function, args, kwargs))
+            return {"ok": f"{module}.{function}"}
+        return fn
+
+    monkeypatch.setattr(plugin_mod, "_view", fake_view)
+    c, _ = _client(logdir)
+    q = "run=run1&worker=w0&span=2"
+    expect = {
+        f"overview?{q}": ("overview", "overview", 1, {}),
+        f"operators?{q}&group_by=name_shape": ("operators", "operators", 1,
+                                               {"group_by": "name_shape"}),
+        f"operators?{q}": ("operators", "operators", 1, {"group_by": "name"}),
+        f"operators/stack?{q}&name=op1&input_shape=[[1]]": (
+            "operators", "operator_stacks", 2, {"input_shape": "[[1]]"}),
+        f"kernels?{q}&group_by=name_op": ("kernels", "kernels", 1, {"group_by": "name_op"}),
+        f"memory/curve?{q}&start_us=1.5&end_us=20": ("memory", "memory_curve", 3,
+                                                     {"max_points": 2000}),
+        f"memory/events?{q}": ("memory", "memory_events", 3, {}),
+        f"memory/stats?{q}&start_us=2": ("memory", "memory_stats", 3, {}),
+        f"modules?{q}": ("modules", "modules", 1, {}),
+        f"timeline?{q}&start_us=0&end_us=50&width_px=300": ("timeline", "timeline", 3,
+                                                            {"width_px": 300}),
+        f"timeline/search?{q}&query=op&limit=5": ("timeline", "search", 2, {"limit": 5}),
+        f"diff?{q}&exp_run=run1&exp_worker=w1&exp_span=1": ("diff", "diff", 2, {}),
+    }
+    for url, (module, function, nargs, kwargs) in expect.items():
+        calls.clear()
+        r = c.get(f"{P}/{url}")
+        assert r.status_code == 200, (url, r.get_data())
+        assert r.json == {"ok": f"{module}.{function}"}
+        (m, f, args, kw), = calls
+        assert (m, f, len(args), kw) == (module, function, nargs, kwargs), url
+        assert len(args[0].events) == 7  # the TraceData of run1/w0 span 2
+    calls.clear()
+    c.get(f"{P}/memory/curve?{q}&start_us=1.5&end_us=20")
+    assert calls[0][2][1:] == (1.5, 20.0)
+    calls.clear()
+    c.get(f"{P}/operators/stack?{q}&name=op1")
+    assert calls[0][2][1] == "op1" and calls[0][3] == {"input_shape": None}
+    # distributed: every worker's span
+    calls.clear()
+    r = c.get(f"{P}/distributed?run=run1&span=1")
+    assert r.status_code == 200
+    assert sorted(calls[0][2][0]) == ["w0", "w1"]
+    r = c.get(f"{P}/distributed?run=run1&span=9")
+    assert r.status_code == 404
+
+
+def test_bad_parameters_give_400(logdir):
+    c, _ = _client(logdir)
+    q = "run=run1&worker=w0&span=1"
+    for url in (f"memory/curve?{q}&start_us=abc", f"memory/curve?{q}&max_points=1",
+                f"timeline?{q}&width_px=wide", f"timeline/search?{q}",
+                f"operators/stack?{q}", f"event?{q}", f"event?{q}&idx=-1",
+                f"diff?{q}&exp_run=run1", f"overview?run=run1&worker=w0",
+                f"memory/events?{q}&end_us=inf"):
+        r = c.get(f"{P}/{url}")
+        assert r.status_code == 400, url
+        assert isinstance(r.json["error"], str) and r.json["error"]
+
+
+def test_real_views_answer_json(logdir):
+    c, _ = _client(logdir)
+    q = "run=run1&worker=w0&span=1"
+    for route in ("overview", "operators", "kernels", "memory/curve", "modules", "timeline"):
+        r = c.get(f"{P}/{route}?{q}")
+        assert r.status_code in (200, 501), (route, r.get_data())
+        assert r.headers["Content-Type"].startswith("application/json")
+    r = c.get(f"{P}/operators?{q}&group_by=nonsense")
+    assert r.status_code in (400, 501)
+
+
+def test_trace_route_serves_the_raw_file_gzipped(logdir):
+    c, _ = _client(logdir)
+    for span, path in (("1", "w0.1000.pt.trace.json.gz"), ("2", "w0.2000.pt.trace.json")):
+        r = c.get(f"{P}/trace?run=run1&worker=w0&span={span}")
+        assert r.status_code == 200
+        assert r.headers["Content-Encoding"] == "gzip"
+        raw = (logdir / "run1" / path).read_bytes()
+        expect = gzip.decompress(raw) if path.endswith(".gz") else raw
+        assert gzip.decompress(r.get_data()) == expect
+    assert c.get(f"{P}/trace?run=run1&worker=w0&span=5").status_code == 404
+
+
+def test_event_details(logdir):
+    c, _ = _client(logdir)
+    r = c.get(f"{P}/event?run=run1&worker=w0&span=1&idx=3")
+    assert r.status_code == 200
+    assert r.json["args"] == {"External id": 4, "Input Dims": [[2]]}
+    assert r.json["event"]["name"] == "op2" and "args" not in r.json["event"]
+    assert c.get(f"{P}/event?run=run1&worker=w0&span=1&idx=99").status_code == 404
+
+
+def test_static_files(logdir, tmp_path, monkeypatch):
+    static = tmp_path / "static"
+    (static / "assets").mkdir(parents=True)
+    (static / "index.js").write_text("export function render() {}")
+    (static / "assets" / "app.css").write_text("body{}")
+    (tmp_path / "secret.txt").write_text("no")
+    monkeypatch.setattr(plugin_mod, "STATIC_DIR", str(static))
+    c, _ = _client(logdir)
+    r = c.get(f"{P}/index.js")
+    assert r.status_code == 200 and r.get_data() == b"export function render() {}"
+    assert r.headers["Content-Type"].startswith("application/javascript")
+    r = c.get(f"{P}/assets/app.css")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/css")
+    for bad in ("../secret.txt", "assets/../../secret.txt", "missing.js", "assets",
+                "%2e%2e/secret.txt"):
+        assert c.get(f"{P}/{bad}").status_code == 404, bad
+    (static / "index.js").unlink()
+    r = c.get(f"{P}/index.js")
+    assert r.status_code == 200 and b"export function render" in r.get_data()
+
+
+def test_rescan_without_restart(logdir, monkeypatch):
+    c, _ = _client(logdir)
+    monkeypatch.setattr(plugin_mod, "RESCAN_S", 0.0)
+    assert "run3" not in c.get(f"{P}/runs").json["runs"]
+    doc = {"traceEvents": _events(2)}
+    _put(logdir / "run3" / "w9.pt.trace.json", doc)
+    _put(logdir / "run1" / "w0.3000.pt.trace.json", doc)
+    d = c.get(f"{P}/runs").json
+    assert "run3" in d["runs"]
+    assert c.get(f"{P}/spans?run=run1&worker=w0").json == {"spans": ["1", "2", "3"]}
+    (logdir / "run1" / "w0.1000.pt.trace.json.gz").unlink()
+    shutil.rmtree(logdir / "run2")
+    d = _wait_loaded(c)
+    assert "run2/nested" not in d["runs"]
+    assert c.get(f"{P}/spans?run=run1&worker=w0").json == {"spans": ["1", "2"]}
+    assert d["progress"]["files_total"] == 8
+
+
+def test_loader_lru_keeps_memory_bounded(logdir):
+    files = [f for r in Scanner(str(logdir)).scan().values() for f in r.files()
+             if f.run != "bad"]
+    loader = Loader(workers=1, processes=0, max_bytes=1)
+    try:
+        loader.prepare(files)
+        for f in files:
+            assert len(loader.get(f).events) == 7
+        assert len(loader.loaded_keys()) == 1  # only the most recently used one stays
+        assert loader.get(files[0]) is not None
+        assert loader.loaded_keys() == [files[0].key]
+    finally:
+        loader.close()
