@@ -274,3 +274,13 @@ def test_our_profiler_trace_round_trip(tmp_path):
 def test_function_event_rejects_read_only_names():
     with pytest.raises(TypeError, match="cpu_time_total"):
         FunctionEvent(1, "x", 1, 0.0, 1.0, cpu_time_total=5)
+
+
+def test_eventlist_export_chrome_trace_is_valid_json(tmp_path):
+    ev = events_from_trace(trace([annotation('quote"back\\slash', 0, 50, 1), op("aten::mm", 10, 20, 2)]))
+    path = tmp_path / "legacy.json"
+    ev.export_chrome_trace(str(path))
+    rows = json.loads(path.read_text())
+    assert [r["name"] for r in rows] == ['quote"back\\slash', "aten::mm"]
+    assert rows[1]["ts"] == pytest.approx(10) and rows[1]["dur"] == pytest.approx(20)
+    assert all(r["pid"] == "CPU functions" for r in rows)

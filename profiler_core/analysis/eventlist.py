@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from typing import Optional
 
@@ -42,7 +43,7 @@ class EventList(list):
 
     def _populate_cpu_children(self) -> None:
         sync = [e for e in self if not e.is_async and e.device_type == DeviceType.CPU]
-        sync.sort(key=lambda e: _thread_key(e))
+        sync.sort(key=_thread_key)
         for _key, group in itertools.groupby(sync, key=_thread_key):
             ordered = sorted(group, key=lambda e: (e.time_range.start, -e.time_range.end))
             open_events: list[FunctionEvent] = []
@@ -151,6 +152,28 @@ class EventList(list):
             profile_memory=self._profile_memory, with_flops=self._with_flops,
             top_level_events_only=top_level_events_only, time_unit=time_unit,
         )
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write these events as a minimal chrome trace (torch's legacy EventList format).
+
+        One ``X`` event per FunctionEvent on pid "CPU functions", plus a flow start per kernel;
+        unlike torch's writer, names are JSON-escaped, so the file is always valid JSON.
+        """
+        out = []
+        flow_id = 0
+        device_name = self._use_device or "cuda"
+        for evt in self:
+            if getattr(evt, "trace_name", None) is None:
+                continue
+            start = evt.time_range.start
+            out.append({"name": evt.trace_name, "ph": "X", "ts": start, "dur": evt.time_range.elapsed_us(),
+                        "tid": evt.thread, "pid": "CPU functions", "args": {}})
+            for _ in evt.kernels:
+                out.append({"name": evt.trace_name, "ph": "s", "ts": start, "tid": evt.thread,
+                            "pid": "CPU functions", "id": flow_id, "cat": f"cpu_to_{device_name}", "args": {}})
+                flow_id += 1
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(out, f)
 
     def supported_export_stacks_metrics(self) -> list[str]:
         return list(SUPPORTED_STACK_METRICS)

@@ -967,15 +967,21 @@ def _stream_parse(path: str) -> TraceData:
                 start += m.end()
             else:
                 raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
-        cut = _last_separator(buf)
-        if cut is None:
+        evs = None
+        for cut in _separators(buf):
+            try:
+                evs = _decode_piece(buf[:cut[0]], builder.counts)
+                break
+            except _NotStreamable:  # cut inside a string: try an earlier separator
+                continue
+        if evs is None:
+            if len(buf) > 4 * BLOCK:
+                raise _NotStreamable
             continue
-        piece, buf = buf[:cut[0]], buf[cut[1]:]
-        evs = _decode_piece(piece, builder.counts)
+        buf = buf[cut[1]:]
         builder.add_chunk(evs, n)
         index.append((n, start, start + cut[0]))
         start += cut[1]
-        del piece
         n += len(evs)
     if head is None:
         if not buf.strip():
@@ -991,19 +997,21 @@ def _stream_parse(path: str) -> TraceData:
     return t
 
 
-def _last_separator(buf: bytes) -> tuple[int, int] | None:
-    """(end of the piece, start of the rest) at the last `}, {` of buf, if any."""
+def _separators(buf: bytes, tries: int = 8) -> Iterator[tuple[int, int]]:
+    """(end of a piece, start of the rest) at the last few `}, {` of buf, last first."""
     window = 1 << 16
-    start = max(0, len(buf) - window)
-    while True:
-        last = None
-        for last in _SEP_RE.finditer(buf, start):
-            pass
-        if last is not None:
-            return last.start() + 1, last.end() - 1
-        if start == 0:
-            return None
-        start = max(0, start - 8 * window)
+    lo, hi = max(0, len(buf) - window), len(buf)
+    given = 0
+    while given < tries:
+        found = [(m.start() + 1, m.end() - 1) for m in _SEP_RE.finditer(buf, lo, hi)]
+        for cut in reversed(found):
+            yield cut
+            given += 1
+            if given >= tries:
+                return
+        if lo == 0:
+            return
+        lo, hi = max(0, lo - 8 * window), lo + 8  # overlap: a separator across the border
 
 
 def _split_tail(buf: bytes, head: bytes, bare: bool) -> tuple[dict, bytes]:

@@ -29,6 +29,7 @@ event, i.e. the same origin as every other view)
           "process": "python",        # from the M process_name event ("" if none)
           "thread": "thread 17289 (python)",   # from the M thread_name event ("" if none)
           "label": "python 17289 / thread 17289 (python)",  # ready-to-draw track title
+                                      #   (GPU tracks: "GPU 0 / stream 7")
           "depth_count": 5,           # number of depth rows over the WHOLE trace (track height
                                       #   is stable while panning/zooming)
           "event_count": 12345,       # events on this track in the whole trace
@@ -60,11 +61,12 @@ event, i.e. the same origin as every other view)
         "from_track": [0, ...], "from_depth": [2, ...], "from_us": [10.1, ...],
         "to_track":   [3, ...], "to_depth":   [0, ...], "to_us":   [15.7, ...]
       },
-      "truncated": false              # true when flows were cut at MAX_FLOWS
+      "truncated": false              # true when flows were cut at MAX_FLOWS (5000; the
+                                      #   earliest-starting ones are kept)
     }
 
-Rules: a row is sent as "events" when it has at most ``width_px`` events in the window, else as
-"buckets". Tracks are ordered CPU first (by process/thread sort index from the M events, else
+Rules: the window is inclusive at both ends. A row is sent as "events" (ascending ts_us) when
+it has at most ``width_px`` events in the window, else as "buckets". Tracks are ordered CPU first (by process/thread sort index from the M events, else
 pid/tid), then GPU (by device, stream). Within a track, events of one depth never overlap, so a
 renderer can draw each row left to right. Track ``index`` values are stable for one trace.
 
