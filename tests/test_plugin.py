@@ -275,3 +275,20 @@ def test_loader_lru_keeps_memory_bounded(logdir):
         assert loader.loaded_keys() == [files[0].key]
     finally:
         loader.close()
+
+
+def test_loader_worker_processes_hand_over_through_the_cache(logdir):
+    files = {f.relpath: f for r in Scanner(str(logdir)).scan().values() for f in r.files()}
+    loader = Loader(processes=1)
+    try:
+        good, bad = files["run1/w1.1500.pt.trace.json"], files["bad/trunc.pt.trace.json"]
+        loader.prepare([good, bad])
+        t = loader.get(good)
+        assert len(t.events) == 7
+        with pytest.raises(Exception) as e:
+            loader.get(bad)
+        assert "truncated" in str(e.value)
+        assert loader.progress()["files_done"] == 2
+        assert [f.relpath for f, _ in loader.errors()] == ["bad/trunc.pt.trace.json"]
+    finally:
+        loader.close()

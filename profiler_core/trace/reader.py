@@ -408,8 +408,10 @@ def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
             raws = _RAW_LIST_DECODER.decode(b"[" + _byte_range(path, begin, end) + b"]")
             if idx - first < len(raws):
                 return _ANY_DECODER.decode(raws[idx - first])
-            if pos + 1 < len(index):
-                raise TraceReadError(f"{path}: event index does not match the file")
+            if pos + 1 == len(index):
+                raise IndexError(f"event index {idx} out of range "
+                                 f"(trace has {first + len(raws)} events)")
+            raise TraceReadError(f"{path}: event index does not match the file")
     data = read_bytes(path)
     _, events_raw = _split_top(data, path)
     raws = _event_raws(events_raw, path)
@@ -863,7 +865,7 @@ def _blocks(path: str) -> Iterator[bytes]:
                 f.seek(0)
                 d = zlib.decompressobj(31) if gz else None
                 while not stop.is_set():
-                    comp = f.read(1 << 20)
+                    comp = f.read(max(512, min(1 << 20, BLOCK // 8)))
                     if not comp:
                         if d is not None and not d.eof:
                             raise TraceReadError(
@@ -988,8 +990,14 @@ def _stream_parse(path: str) -> TraceData:
             raise TraceReadError(f"{path}: empty file")
         raise _NotStreamable
     # the last piece: events, "]", then the rest of the top-level object
-    meta, last = _split_tail(buf, head, bare)
-    evs = _decode_piece(last, builder.counts) if last.strip() else []
+    for meta, last in _tails(buf, head, bare):
+        try:
+            evs = _decode_piece(last, builder.counts) if last.strip() else []
+            break
+        except _NotStreamable:
+            continue
+    else:
+        raise _NotStreamable
     builder.add_chunk(evs, n)
     index.append((n, start, start + len(last)))
     t = builder.finish(path, meta, _base_ns(meta))
@@ -1014,8 +1022,8 @@ def _separators(buf: bytes, tries: int = 8) -> Iterator[tuple[int, int]]:
         lo, hi = max(0, lo - 8 * window), lo + 8  # overlap: a separator across the border
 
 
-def _split_tail(buf: bytes, head: bytes, bare: bool) -> tuple[dict, bytes]:
-    """Find the `]` closing the event array in the final piece; decode the metadata around it."""
+def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
+    """Candidates (metadata, last events) for the `]` closing the event array, last first."""
     q = len(buf)
     for _ in range(64):
         q = buf.rfind(b"]", 0, q)
@@ -1024,7 +1032,7 @@ def _split_tail(buf: bytes, head: bytes, bare: bool) -> tuple[dict, bytes]:
         tail = buf[q + 1:]
         if bare:
             if not tail.strip():
-                return {}, buf[:q]
+                yield {}, buf[:q]
             continue
         try:
             meta = _ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
@@ -1032,8 +1040,7 @@ def _split_tail(buf: bytes, head: bytes, bare: bool) -> tuple[dict, bytes]:
             continue
         if isinstance(meta, dict):
             meta.pop("traceEvents", None)
-            return meta, buf[:q]
-    raise _NotStreamable
+            yield meta, buf[:q]
 
 
 def read_trace(path: str | os.PathLike) -> TraceData:

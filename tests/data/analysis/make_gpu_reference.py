@@ -1,6 +1,12 @@
 """Device-time tables computed by torch 2.13's own EventList code from a GPU trace (torch venv).
 
     /work/venvs/torch/bin/python tests/data/analysis/make_gpu_reference.py TRACE[.gz] OUT.json.gz
+    /work/venvs/torch/bin/python tests/data/analysis/make_gpu_reference.py --make-ours-gpu OUT.json.gz
+
+The fixtures: ``ours_gpu.trace.json.gz`` (made by ``--make-ours-gpu``: our format from
+profiler_core.analysis.synthetic, plus Kineto-style GPU ProfilerStep spans) with
+``ours_gpu.expected.json.gz``, and ``resnet50_v100.expected.json.gz`` for the shared trace
+kineto_resnet50_v100/num_workers_0/worker0.1623143089861.pt.trace.json.gz.
 
 No GPU is available here, so torch cannot profile one; instead this replays a Kineto GPU trace
 through torch's post-processing: one ``torch.autograd.profiler_util.FunctionEvent`` per kineto
@@ -84,7 +90,27 @@ def replay(trace):
     return result
 
 
+def make_ours_gpu(out):
+    """A deterministic GPU trace in our format (no [memory] records; see the module docstring)."""
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+    from profiler_core.analysis.synthetic import gpu_annotation, large_trace
+
+    t = large_trace(2000, gpu=True, seed=1)
+    steps = [e for e in t["traceEvents"]
+             if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    for st in steps:
+        t["traceEvents"].append(gpu_annotation(st["name"], st["ts"] + 3, st["dur"] - 2, st["args"]["External id"]))
+    t.pop("profile_memory")
+    t["traceEvents"] = [e for e in t["traceEvents"] if e.get("name") != "[memory]"]
+    with gzip.open(out, "wt") as f:
+        json.dump(t, f)
+
+
 def main():
+    if sys.argv[1] == "--make-ours-gpu":
+        make_ours_gpu(sys.argv[2])
+        return
     src, out = sys.argv[1], sys.argv[2]
     opener = gzip.open if src.endswith(".gz") else open
     with opener(src, "rt") as f:

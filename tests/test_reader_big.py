@@ -1,0 +1,49 @@
+"""read_trace at scale: a 2M-event trace is read in one go with bounded memory (timing: benchmarks/)."""
+import os
+import resource
+import time
+
+import numpy as np
+
+from profiler_core.trace.reader import read_trace
+
+N_BLOCK = 1000
+REPEAT = int(os.environ.get("GPUSCOPE_BIG_TRACE_EVENTS", "2000000")) // N_BLOCK
+
+
+def test_two_million_events(tmp_path):
+    block = b",\n".join(
+        b'{"ph": "X", "cat": "cpu_op", "name": "aten::op%d", "pid": 7, "tid": %d, '
+        b'"ts": %d.%03d, "dur": 1.250, "args": {"External id": %d, "Input Dims": [[%d, 3]]}}'
+        % (i % 37, 7 + i % 2, 1000 + i, i % 1000, i, i % 5) for i in range(N_BLOCK))
+    path = tmp_path / "big.1796207156519141535.pt.trace.json"
+    with open(path, "wb") as f:
+        f.write(b'{"schemaVersion": 1, "baseTimeNanoseconds": 1790857026000000000, '
+                b'"traceEvents": [')
+        for r in range(REPEAT):
+            f.write(block)
+            f.write(b",\n" if r + 1 < REPEAT else b"\n")
+        f.write(b'], "traceName": "big"}')
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    t = read_trace(path)
+    print(f"\n{REPEAT * N_BLOCK} events read in {time.perf_counter() - t0:.1f} s")
+    ev = t.events
+    n = REPEAT * N_BLOCK
+    assert len(ev) == n and not t.warnings
+    assert t.metadata == {"schemaVersion": 1, "baseTimeNanoseconds": 1790857026000000000,
+                          "traceName": "big"}
+    assert ev["ts"].is_monotonic_increasing
+    assert set(ev["dur"].unique()) == {1250}
+    counts = ev["name"].value_counts()
+    assert len(counts) == 37 and counts.sum() == n
+    assert set(ev["tid"].unique()) == {7, 8}
+    by_idx = ev.sort_values("idx")
+    assert np.array_equal(by_idx["external_id"].to_numpy(), np.tile(np.arange(N_BLOCK), REPEAT))
+    assert set(ev["input_dims"].cat.categories) == {f"[[{k},3]]" for k in range(5)}
+    assert len(t.event_index) > 1  # read piece by piece
+    assert t.event_args(n - 1) == {"External id": N_BLOCK - 1, "Input Dims": [[4, 3]]}
+    # memory: far below a dict per event (2M dicts alone would take > 1 GB)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    print(f"peak RSS grew by {grown_mb:.0f} MB")
+    assert grown_mb < 1500
