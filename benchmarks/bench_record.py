@@ -1,9 +1,9 @@
 """Hot-path cost of record_function enter+exit: ours vs torch 2.13's, measured in the same run.
 
-    python benchmarks/bench_record.py [--n 200000] [--repeat 7]
+    python benchmarks/bench_record.py [--n 20000] [--repeat 30]
 
-Each figure is the best of ``--repeat`` timings of ``with record_function("x"): pass`` in a loop,
-minus the empty loop, per event. torch runs in its own interpreter (env GPUSCOPE_TORCH_PYTHON,
+Each figure is the best of ``--repeat`` short timings of ``with record_function("x"): pass`` in a
+loop, minus the empty loop, per event (short runs, best one: robust to a shared, loaded machine). torch runs in its own interpreter (env GPUSCOPE_TORCH_PYTHON,
 default /work/venvs/torch/bin/python); timings alternate ours/torch to share the machine's load.
 Targets (DESIGN.md §5): profiling <= 1/5 of torch's; not profiling < 0.3 us.
 """
@@ -29,6 +29,7 @@ _MEASURE = textwrap.dedent("""
         import numpy as np
         from profiler_core import profile, record_function, record_op, ProfilerActivity
     def best(stmt, g):
+        # many short runs, best of each: robust on a shared, loaded machine
         loop = min(timeit.repeat("pass", number=n, repeat=repeat)) / n
         return (min(timeit.repeat(stmt, number=n, repeat=repeat, globals=g)) / n - loop) * 1e9
     class Floor:                      # the cheapest possible Python context-manager class
@@ -63,8 +64,8 @@ def measure(python: str, which: str, n: int, repeat: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200_000)
-    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--n", type=int, default=20_000, help="events per timing run")
+    ap.add_argument("--repeat", type=int, default=30, help="timing runs (the best counts)")
     ap.add_argument("--rounds", type=int, default=2, help="alternating ours/torch rounds")
     args = ap.parse_args()
     have_torch = os.path.exists(TORCH_PY)

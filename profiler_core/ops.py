@@ -68,14 +68,14 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _array_dims(x: Any) -> list:
-    return [int(s) for s in x.shape]
+    return list(map(int, x.shape))          # map: no per-element Python frame (3.11 comprehensions)
 
 
 def _array_strides(x: Any, itemsize: int) -> list:
     strides = getattr(x, "strides", None)
     if strides is None or not itemsize:
         return []
-    return [int(s) // itemsize for s in strides]
+    return list(map(itemsize.__rfloordiv__, map(int, strides)))      # byte strides -> element strides
 
 
 def _concrete(x: Any) -> str:

@@ -16,7 +16,8 @@ CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
 
 
 def _ns(v) -> int:
-    return int(Decimal(str(v)) * 1000)
+    """Exact ns of a µs value as written in the file (ints: old traces; floats: 3 decimals)."""
+    return v * 1000 if isinstance(v, int) else int(Decimal(repr(v)) * 1000)
 
 
 def _write(path: Path, doc, gz: bool = False) -> Path:
@@ -234,3 +235,20 @@ def test_event_lookup_uses_the_piece_index(tmp_path, monkeypatch):
     with pytest.raises(IndexError):
         t.event_args(3000)
     assert list(t.events["external_id"]) == list(range(3000))
+
+
+def test_bare_na_nan_and_control_characters_are_repaired(tmp_path):
+    text = ('{"traceEvents": [\n'
+            '{"ph": "X", "cat": "Memcpy", "name": "Memcpy\tHtoD", "pid": 0, "tid": "stream 7",'
+            ' "ts": 10, "dur": 0, "args": {"bytes": 8, "memory bandwidth (GB/s)": N/A}},\n'
+            '{"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 11, "dur": 2,'
+            ' "args": {"blocks per SM": NaN, "warps per SM": Infinity, "grid": [1, 1, 1]}}\n'
+            ']}')
+    for gz in (False, True):
+        t = read_trace(_write(tmp_path / f"na{gz}.json", text, gz=gz))
+        e = t.events
+        assert list(e["name"].astype(str)) == ["Memcpy HtoD", "k"]
+        assert e["bytes"].iloc[0] == 8
+        assert np.isnan(e["blocks_per_sm"].iloc[1]) and e["warps_per_sm"].iloc[1] == np.inf
+        assert any("repaired" in w for w in t.warnings)
+        assert t.event_args(0)["memory bandwidth (GB/s)"] == "N/A"

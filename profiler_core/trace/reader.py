@@ -264,6 +264,10 @@ class _Coerce:
 
     def ints(self, name: str, values: list, missing: int, dtype=np.int64) -> np.ndarray:
         n = len(values)
+        try:
+            return np.fromiter(values, dtype=dtype, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
         nones = values.count(None)
         if nones == n:
             return np.full(n, missing, dtype=dtype)
@@ -302,6 +306,10 @@ class _Coerce:
 
     def floats(self, name: str, values: list) -> np.ndarray:
         n = len(values)
+        try:
+            return np.fromiter(values, dtype=np.float64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
         nones = values.count(None)
         if nones == n:
             return np.full(n, np.nan)
@@ -405,7 +413,11 @@ def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
         pos = bisect.bisect_right([p[0] for p in index], idx) - 1
         if pos >= 0:
             first, begin, end = index[pos]
-            raws = _RAW_LIST_DECODER.decode(b"[" + _byte_range(path, begin, end) + b"]")
+            text = b"[" + _byte_range(path, begin, end) + b"]"
+            try:
+                raws = _RAW_LIST_DECODER.decode(text)
+            except msgspec.DecodeError:
+                raws = _RAW_LIST_DECODER.decode(repair_json(text) or text)
             if idx - first < len(raws):
                 return _ANY_DECODER.decode(raws[idx - first])
             if pos + 1 == len(index):
@@ -413,8 +425,13 @@ def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
                                  f"(trace has {first + len(raws)} events)")
             raise TraceReadError(f"{path}: event index does not match the file")
     data = read_bytes(path)
-    _, events_raw = _split_top(data, path)
-    raws = _event_raws(events_raw, path)
+    try:
+        _, events_raw = _split_top(data, path)
+        raws = _event_raws(events_raw, path)
+    except TraceReadError:
+        data = repair_json(data) or data
+        _, events_raw = _split_top(data, path)
+        raws = _event_raws(events_raw, path)
     if not 0 <= idx < len(raws):
         raise IndexError(f"event index {idx} out of range (trace has {len(raws)} events)")
     return _ANY_DECODER.decode(raws[idx])
@@ -826,9 +843,17 @@ def _concat_dicts(parts: list, keys: tuple, int32: tuple = ()) -> dict:
 
 def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
     """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list)."""
-    meta, events_raw = _split_top(data, path)
-    raws = _event_raws(events_raw, path)
     builder = _Builder()
+    try:
+        meta, events_raw = _split_top(data, path)
+    except TraceReadError:
+        fixed = repair_json(data)
+        if fixed is None:
+            raise
+        data = fixed
+        meta, events_raw = _split_top(data, path)
+        builder.counts[REPAIRED] = 1
+    raws = _event_raws(events_raw, path)
     for start in range(0, len(raws), CHUNK):
         chunk = raws[start:start + CHUNK]
         evs = _decode_chunk(chunk, builder.counts)
@@ -919,6 +944,18 @@ def _blocks(path: str) -> Iterator[bytes]:
                 worker.join(0.05)
 
 
+_BARE_WORDS = re.compile(rb"([:\[,]\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,}\]])")
+_CONTROL = bytes.maketrans(bytes(c for c in range(32) if c not in (10, 13)),
+                           b" " * 30)
+REPAIRED = "pieces of invalid JSON repaired (bare N/A/NaN/Infinity quoted, control characters)"
+
+
+def repair_json(data: bytes) -> bytes | None:
+    """Fix what old Kineto/Python writers leave in: bare N/A, NaN, Infinity; raw control chars."""
+    fixed = _BARE_WORDS.sub(rb'\1"\2"', data).translate(_CONTROL)
+    return None if fixed == data else fixed
+
+
 def _decode_piece(piece: bytes, counts: dict) -> list:
     """Decode a run of whole events (as cut by the splitter) into `_Event`s."""
     buf = b"[" + piece + b"]"
@@ -927,7 +964,18 @@ def _decode_piece(piece: bytes, counts: dict) -> list:
     except msgspec.ValidationError:
         pass
     except msgspec.DecodeError:
-        raise _NotStreamable from None
+        fixed = repair_json(buf)
+        if fixed is None:
+            raise _NotStreamable from None
+        try:
+            buf = fixed
+            evs = _CHUNK_DECODER.decode(buf)
+            counts[REPAIRED] = counts.get(REPAIRED, 0) + 1
+            return evs
+        except msgspec.ValidationError:
+            counts[REPAIRED] = counts.get(REPAIRED, 0) + 1
+        except msgspec.DecodeError:
+            raise _NotStreamable from None
     try:
         raws = _RAW_LIST_DECODER.decode(buf)
     except (msgspec.ValidationError, msgspec.DecodeError):

@@ -53,7 +53,8 @@ def test_shell_selectors_and_url_state(guarded_page, tensorboard):
     assert page.get_attribute("#view-kernels .seg button[data-value=name_op]", "aria-pressed") == "true"
     assert page.locator("#view-kernels th[data-key=op]").count() == 1
     page.select_option("#gs-run", "cnn_ddp")
-    page.wait_for_selector("#view-kernels[data-ready='1']")
+    # the hash changes when the new run's view starts rendering (the old view element is gone)
+    page.wait_for_function("() => location.hash.includes('run=cnn_ddp') && document.querySelector('#view-kernels')?.dataset.ready === '1'")
     assert sorted(page.eval_on_selector_all("#gs-worker option", "os => os.map(o => o.value)")) == ["worker0", "worker1"]
     page.click(".tab[data-view=distributed]")
     page.wait_for_selector("#view-distributed[data-ready='1']")
