@@ -68,14 +68,14 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _array_dims(x: Any) -> list:
-    return list(map(int, x.shape))          # map: no per-element Python frame (3.11 comprehensions)
+    return list(x.shape)        # ints for numpy/cupy; other int-likes are converted by the writer
 
 
 def _array_strides(x: Any, itemsize: int) -> list:
     strides = getattr(x, "strides", None)
     if strides is None or not itemsize:
         return []
-    return list(map(itemsize.__rfloordiv__, map(int, strides)))      # byte strides -> element strides
+    return list(map(itemsize.__rfloordiv__, strides))      # byte strides -> element strides
 
 
 def _concrete(x: Any) -> str:
@@ -89,11 +89,11 @@ def describe_input(x: Any) -> tuple:
     try:
         if x is None:
             return [], "", [], ""
-        if isinstance(x, _SCALARS):
-            return [], "Scalar", [], _concrete(x)
-        if _is_array(x):
+        if type(x) in _ARRAY_TYPES or (not isinstance(x, _SCALARS) and _is_array(x)):
             name, itemsize = _dtype_info(x.dtype)
             return _array_dims(x), name, _array_strides(x, itemsize), ""
+        if isinstance(x, _SCALARS):
+            return [], "Scalar", [], _concrete(x)
         if isinstance(x, str):
             return [], "String", [], x
         if isinstance(x, (list, tuple)):

@@ -7,7 +7,7 @@ is the frame's current line (the call site). ``PythonTracer`` installs a ``sys.s
 records, and turns call/return pairs into ``python_function`` events with ``Python id`` /
 ``Python parent id``; frames already running at start are opened with their current line, frames
 still open at stop end at the stop time. Threads that were already running when recording started
-get no python_function events on Python < 3.12 (no API reaches them).
+get python_function events only on Python >= 3.12 (``threading.setprofile_all_threads``).
 """
 from __future__ import annotations
 
@@ -124,10 +124,14 @@ class PythonTracer:
         self._prev = sys.getprofile()
         self._prev_threading = threading.getprofile()
         threading.setprofile(self._hook)
+        if hasattr(threading, "setprofile_all_threads"):       # 3.12+: threads already running too
+            threading.setprofile_all_threads(self._hook)
         sys.setprofile(self._hook)
 
     def uninstall(self, stop_raw: int) -> None:
         """Stop tracing; frames still open end at ``stop_raw``."""
+        if hasattr(threading, "setprofile_all_threads"):
+            threading.setprofile_all_threads(None)
         sys.setprofile(self._prev)
         threading.setprofile(self._prev_threading)
         for buf in list(self._buffers()):

@@ -84,3 +84,23 @@ def test_trim_removes_least_recently_used(cache_env, tmp_path):
 def test_default_dir_is_under_home(monkeypatch):
     monkeypatch.delenv("GPUSCOPE_CACHE_DIR", raising=False)
     assert cache.cache_dir() == Path.home() / ".cache" / "gpuscope"
+
+
+def test_absent_columns_stay_shared_constants_through_the_cache(cache_env, tmp_path):
+    p = _trace(tmp_path / "w.pt.trace.json", 50)
+    t = read_trace(p)
+    grid = t.events["grid_x"].to_numpy()
+    assert grid.strides == (0,) and not grid.flags.writeable and (grid == 0).all()
+    assert t.events["ts"].to_numpy().strides == (8,)
+    cache.store(p, t)
+    t2 = cache.load(p)
+    pd.testing.assert_frame_equal(t.events, t2.events)
+    assert t2.events["correlation"].to_numpy().strides == (0,)
+    assert list(t2.events.columns) == list(t.events.columns)
+    sub = t2.events[t2.events["name"] == "op3"]  # ordinary pandas work on them
+    assert len(sub) == 1 and sub["correlation"].iloc[0] == -1
+    assert entry_size_kb(cache.entry_path(p)) < 64
+
+
+def entry_size_kb(path: Path) -> float:
+    return path.stat().st_size / 1024

@@ -47,3 +47,27 @@ def test_two_million_events(tmp_path):
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     print(f"peak RSS grew by {grown_mb:.0f} MB")
     assert grown_mb < 1500
+
+
+def test_benchmark_generator_writes_a_readable_training_trace(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from gen_trace import generate
+
+    path = tmp_path / "w.1796207156519141535.pt.trace.json.gz"
+    n = generate(str(path), 20_000, seed=1, layers=24)
+    t = read_trace(path)
+    assert not t.warnings
+    total = len(t.events) + len(t.memory) + len(t.flows) + len(t.names) + 1  # + window end
+    assert total == n >= 20_000
+    names = t.events["name"].astype(str)
+    steps = names[names.str.startswith("ProfilerStep#")]
+    assert len(steps) >= 2
+    assert (t.events.loc[steps.index, "cat"] == "user_annotation").all()
+    ops = t.events[t.events["cat"] == "cpu_op"]
+    assert (ops["input_dims"] != "").mean() > 0.3
+    assert (ops["external_id"] > 0).all() and ops["external_id"].is_unique
+    assert set(t.flows["ph"]) == {"s", "f"} and len(t.memory) > 0
+    assert (t.memory["bytes"] > 0).sum() >= (t.memory["bytes"] < 0).sum() > 0

@@ -41,6 +41,20 @@ FLOW_COLUMNS = ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx")
 NAME_COLUMNS = ("pid", "tid", "kind", "value")
 
 
+def constant_column(value: Any, n: int) -> Any:
+    """A read-only length-n array of one value that takes no memory (a zero-stride view).
+
+    Columns absent from a trace (e.g. the kernel columns of a CPU trace) are stored this way;
+    reading them works as usual, writing into them raises (TraceData is shared: copy first)."""
+    import numpy as np
+
+    return np.broadcast_to(np.asarray(value), (n,))
+
+
+def _is_constant(values: Any) -> bool:
+    return getattr(values, "strides", None) == (0,) and len(values) > 0
+
+
 class TraceChangedError(RuntimeError):
     """The trace file changed on disk since it was parsed, so `event_args` cannot trust `idx`."""
 
@@ -64,6 +78,46 @@ class TraceData:
     source_stat: tuple = (-1, -1)
     #: (first event idx, start, end) byte ranges of the reader's pieces, for fast event look-ups
     event_index: tuple = ()
+
+    # pickling (the disk cache) keeps constant columns as one value each
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        for name in ("events", "memory", "flows"):
+            df = state.get(name)
+            if df is None or not hasattr(df, "columns"):
+                continue
+            consts = {}
+            for c in df.columns:
+                if isinstance(df[c].dtype, type(None)) or df[c].dtype == object:
+                    continue
+                try:
+                    values = df[c].to_numpy(copy=False)
+                except (TypeError, ValueError):
+                    continue
+                if _is_constant(values):
+                    consts[c] = (values.dtype.str, values[0].item())
+            if consts:
+                state[name] = ("__gpuscope_frame__", df.drop(columns=list(consts)), consts,
+                               list(df.columns), len(df))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        import numpy as np
+        import pandas as pd
+
+        for name in ("events", "memory", "flows"):
+            packed = state.get(name)
+            if isinstance(packed, tuple) and packed and packed[0] == "__gpuscope_frame__":
+                _, df, consts, columns, n = packed
+                data = {}
+                for c in columns:
+                    if c in consts:
+                        dtype, value = consts[c]
+                        data[c] = constant_column(np.asarray(value, dtype=np.dtype(dtype)), n)
+                    else:
+                        data[c] = df[c]
+                state[name] = pd.DataFrame(data, columns=columns, copy=False)
+        self.__dict__.update(state)
 
     def label(self, code: int) -> str:
         """The original pid/tid text for a column value (numbers print as themselves)."""

@@ -7,24 +7,29 @@ nulls) are coerced to the column's missing value and counted in `TraceData.warni
 from __future__ import annotations
 
 import bisect
+import gc
 import gzip
 import json
 import os
 import queue
 import re
+import sys
 import threading
 import zlib
 from collections.abc import Iterator
 from itertools import repeat
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from profiler_core.trace.model import (
-    EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, EVENT_INT64, TraceData,
+    EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, TraceData,
+    constant_column,
 )
 
 CHUNK = 65536
@@ -206,6 +211,18 @@ class _Interner:
         self.raw: dict[Any, int] = {}           # raw decoded value -> code
         self.convert = convert or _to_text
 
+    def intern(self, text: str) -> int:
+        """The code of an already converted text."""
+        c = self.codes.get(text)
+        if c is None:
+            c = self.codes[text] = len(self.values)
+            self.values.append(text)
+        return c
+
+    def remap(self, texts: list[str]) -> np.ndarray:
+        """Codes in this interner of another interner's values (for merging)."""
+        return np.fromiter((self.intern(t) for t in texts), dtype=np.int32, count=len(texts))
+
     def add(self, values: list) -> np.ndarray:
         """Codes of `values` (raw decoded values; converted to text once per distinct value)."""
         n = len(values)
@@ -227,6 +244,8 @@ class _Interner:
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         """Codes -> a Categorical holding only the values that occur."""
+        import pandas as pd
+
         used = np.zeros(len(self.values), dtype=bool)
         used[np.unique(codes)] = True
         if used.all():
@@ -494,11 +513,15 @@ _FAMILY = {"cpu_op": "op", "user_annotation": "op", "python_function": "python",
            "kernel": "gpu", "gpu_memcpy": "gpu", "gpu_memset": "gpu", "cuda_runtime": "gpu",
            "cuda_driver": "gpu", "gpu_user_annotation": "gpu", "cuda_sync": "gpu",
            "trace": "trace"}
+_FAMILY_NAMES = ("op", "gpu", "python", "trace", "other")
 _FIELD_COLUMN = {"nbytes": "bytes"}
 #: args that Kineto writes together: when the first is absent from a chunk, so are the others
 _TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size"),
              "sequence_nr": ("fwd_thread",), "grid": ("block",),
              "blocks_per_sm": ("warps_per_sm",)}
+_PLAIN_INT_COLUMNS = frozenset(
+    {"correlation", "device", "stream", "registers", "shared_memory", "bytes", "python_id",
+     "python_module_id", "sequence_nr", "fwd_thread", "in_nelems", "out_nelems", "group_size"})
 _ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS
                      if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
 
@@ -624,12 +647,13 @@ class _Builder:
         col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
         # args: each family of categories carries its own keys; only those are extracted
         out: dict = {c: None for c in _ARG_COLUMNS}
-        family_of_code = np.array([_FAMILY.get(v, "other")
-                                   for v in self.interners["cat"].values], dtype=object)
-        families = family_of_code[cat_codes] if n else np.empty(0, dtype=object)
+        family_of_code = np.array([_FAMILY_NAMES.index(_FAMILY.get(v, "other"))
+                                   for v in self.interners["cat"].values], dtype=np.int8)
+        families = family_of_code[cat_codes]
         args_all = list(map(_get_args, evs))
-        for family in pd.unique(families):
-            rows = np.flatnonzero(families == family)
+        for code in np.unique(families):
+            family = _FAMILY_NAMES[code]
+            rows = np.flatnonzero(families == code)
             args = args_all if len(rows) == n else [args_all[i] for i in rows]
             self._args_family(family, args, rows, out, n)
         for c in _ARG_COLUMNS:
@@ -655,10 +679,17 @@ class _Builder:
                 continue
             values = list(map(attrgetter(field), args))
             if field in ("input_dims", "input_type"):
-                values = list(map(bytes, values))
-                if values.count(b"") == len(values):
+                put(field, self.interners[field].add(list(map(bytes, values))))
+                continue
+            column = _FIELD_COLUMN.get(field, field)
+            if column in _PLAIN_INT_COLUMNS:  # dense ones convert on the first try
+                dtype = np.int32 if column in EVENT_INT32 else np.int64
+                try:
+                    put(column, np.fromiter(values, dtype=dtype, count=len(values)))
                     continue
-            elif values.count(None) == len(values):
+                except (TypeError, ValueError, OverflowError):
+                    pass
+            if values.count(None) == len(values):
                 skip.update(_TOGETHER.get(field, ()))
                 continue  # absent everywhere: the column keeps its missing value
             if field in ("ext_id", "ext_id_lc"):
@@ -672,14 +703,11 @@ class _Builder:
                 xyz = self._triples(field, values)
                 for j, axis in enumerate("xyz"):
                     put(f"{field}_{axis}", xyz[:, j])
-            elif field in ("input_dims", "input_type"):
-                put(field, self.interners[field].add(values))
             elif field in ("call_stack", "coll_name", "dtype"):
                 put(field, self.interners[field].add(values))
             elif field in EVENT_FLOAT:
                 put(field, co.floats(field, values))
             else:
-                column = _FIELD_COLUMN.get(field, field)
                 dtype = np.int32 if column in EVENT_INT32 else np.int64
                 put(column, co.ints(column, values, -1, dtype))
 
@@ -765,8 +793,68 @@ class _Builder:
                                _to_text(e.name), value))
 
     # ---- final frames
+    # ---- parallel parsing: a worker's builder is exported and merged into the main one
+    _FLOW_INTERNERS = ("flow_cat", "flow_name", "flow_ph", "flow_bp")
+
+    def export(self) -> dict:
+        """This builder's chunks with the texts behind their codes (picklable, for merge)."""
+        return {
+            "ev": self.ev, "ev_len": self.ev_len, "mem": self.mem, "flows": self.flows,
+            "names": self.names, "counts": self.counts, "bad": self.bad,
+            "labels": self.labels.by_code,
+            "interners": {c: i.values for c, i in self.interners.items()},
+            "flow_interners": {k: getattr(self, k).values for k in self._FLOW_INTERNERS},
+        }
+
+    def merge(self, part: dict, offset: int) -> None:
+        """Append an exported builder whose events start at traceEvents[offset]."""
+        fix = {}
+        for code, text in part["labels"].items():
+            mine = self.labels.code(text)
+            if mine != code:
+                fix[code] = mine
+
+        def relabel(arr: np.ndarray) -> np.ndarray:
+            for old, new in fix.items():
+                arr[arr == old] = new
+            return arr
+
+        remaps = {c: self.interners[c].remap(v) for c, v in part["interners"].items()}
+        for c, chunks in part["ev"].items():
+            for arr in chunks:
+                if arr is not None:
+                    if c in remaps:
+                        arr = remaps[c][arr]
+                    elif c == "idx":
+                        arr = arr + offset
+                    elif c in ("pid", "tid") and fix:
+                        arr = relabel(arr)
+                self.ev[c].append(arr)
+        self.ev_len.extend(part["ev_len"])
+        for m in part["mem"]:
+            m["idx"] = m["idx"] + offset
+            if fix:
+                relabel(m["pid"]), relabel(m["tid"])
+            self.mem.append(m)
+        fremap = {k: getattr(self, k).remap(v) for k, v in part["flow_interners"].items()}
+        for f in part["flows"]:
+            f["idx"] = f["idx"] + offset
+            for col, key in (("cat", "flow_cat"), ("name", "flow_name"), ("ph", "flow_ph"),
+                             ("bp", "flow_bp")):
+                f[col] = fremap[key][f[col]]
+            if fix:
+                relabel(f["pid"]), relabel(f["tid"])
+            self.flows.append(f)
+        for pid, tid, kind, value in part["names"]:
+            self.names.append((fix.get(pid, pid), fix.get(tid, tid), kind, value))
+        for src, dst in ((part["counts"], self.counts), (part["bad"], self.bad)):
+            for k, v in src.items():
+                dst[k] = dst.get(k, 0) + v
+
     def finish(self, path: str, meta: dict, base_ns: int | None) -> TraceData:
         """Concatenate, rebase and sort the chunks into the final frames, a column at a time."""
+        import pandas as pd
+
         col, lens = self.ev, self.ev_len
         total = int(sum(lens))
 
@@ -797,7 +885,10 @@ class _Builder:
             if c in data:
                 continue
             arr = column(c)
-            arr = _missing_column(c, total) if arr is None else arr[order]
+            if arr is None:  # absent from the whole trace: one shared read-only value
+                arr = constant_column(_missing_column(c, 1)[0], total)
+            else:
+                arr = arr[order]
             if c in EVENT_CATEGORY:
                 data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
             else:
@@ -809,6 +900,8 @@ class _Builder:
             for c, src in (("device", "pid"), ("stream", "tid")):
                 fill = gpu & (data[c] == -1) & (data[src] >= 0)
                 if fill.any():
+                    if not data[c].flags.writeable:
+                        data[c] = data[c].copy()
                     data[c][fill] = data[src][fill]
         events = pd.DataFrame({c: data.pop(c) for c in EVENT_COLUMNS}, copy=False)
         mem_order = np.lexsort((mem["idx"], mem["ts"]))
@@ -874,7 +967,7 @@ class _NotStreamable(Exception):
 
 _HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SEP_RE = re.compile(rb"\}\s*,\s*\{")
-BLOCK = 8 << 20
+BLOCK = 4 << 20
 
 
 def _blocks(path: str) -> Iterator[bytes]:
@@ -956,9 +1049,9 @@ def repair_json(data: bytes) -> bytes | None:
     return None if fixed == data else fixed
 
 
-def _decode_piece(piece: bytes, counts: dict) -> list:
+def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     """Decode a run of whole events (as cut by the splitter) into `_Event`s."""
-    buf = b"[" + piece + b"]"
+    buf = b"".join((b"[", piece, b"]"))
     try:
         return _CHUNK_DECODER.decode(buf)
     except msgspec.ValidationError:
@@ -983,6 +1076,64 @@ def _decode_piece(piece: bytes, counts: dict) -> list:
     return _decode_chunk(raws, counts)
 
 
+#: parse big traces with this many worker processes (env GPUSCOPE_PARSE_PROCESSES; 0: none)
+PARALLEL_MIN_BYTES = 16 << 20  # on disk; smaller files are parsed in this process
+_POOL: Any = None
+_POOL_LOCK = threading.Lock()
+
+
+def _parse_processes() -> int:
+    env = os.environ.get("GPUSCOPE_PARSE_PROCESSES")
+    if env is not None:
+        return int(env) if env.strip().isdigit() else 0
+    return min(4, os.cpu_count() or 1) if (os.cpu_count() or 1) >= 2 else 0
+
+
+def _parse_pool(path: str) -> Any:
+    """The shared pool of parser processes, when this file is big enough to use it."""
+    global _POOL
+    workers = _parse_processes()
+    try:
+        if workers < 1 or os.path.getsize(path) < PARALLEL_MIN_BYTES:
+            return None
+    except OSError:
+        return None
+    with _POOL_LOCK:
+        if _POOL is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_init_worker)
+        return _POOL
+
+
+def _init_worker() -> None:
+    os.environ["GPUSCOPE_PARSE_PROCESSES"] = "0"  # no pools inside the pool
+    _libc()
+    gc.disable()
+
+
+def _parse_piece_job(piece: bytes) -> dict:
+    """Worker-process job: decode and columnise one piece; the main process merges it."""
+    builder = _Builder()
+    evs = _decode_piece(piece, builder.counts)
+    del piece
+    builder.add_chunk(evs, 0)
+    out = builder.export()
+    out["n"] = len(evs)
+    return out
+
+
+def shutdown_parse_pool() -> None:
+    """Stop the parser processes (they are started on the first big trace)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None:
+            _POOL.shutdown(wait=False, cancel_futures=True)
+            _POOL = None
+
+
 def _stream_parse(path: str) -> TraceData:
     """Parse a trace while it is decompressed, cutting the event array at `}, {` separators.
 
@@ -997,6 +1148,23 @@ def _stream_parse(path: str) -> TraceData:
     bare = False
     n = 0
     index: list[tuple[int, int, int]] = []  # (first event idx, start, end) of every piece
+    pool = _parse_pool(path)
+    pending: list = []  # (future, start, end) in file order, parsed in worker processes
+
+    def collect(block_until: int) -> None:
+        nonlocal n
+        while len(pending) > block_until:
+            fut, begin, end = pending.pop(0)
+            try:
+                part = fut.result()
+            except _NotStreamable:
+                for f, _, _ in pending:
+                    f.cancel()
+                raise
+            builder.merge(part, n)
+            index.append((n, begin, end))
+            n += part["n"]
+
     for block in _blocks(path):
         buf = buf + block if buf else block
         if head is None:
@@ -1017,10 +1185,21 @@ def _stream_parse(path: str) -> TraceData:
                 start += m.end()
             else:
                 raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
+        if pool is not None:
+            cut = next(_separators(buf, 1), None)
+            if cut is None:
+                if len(buf) > 4 * BLOCK:
+                    raise _NotStreamable
+                continue
+            pending.append((pool.submit(_parse_piece_job, buf[:cut[0]]), start, start + cut[0]))
+            buf = buf[cut[1]:]
+            start += cut[1]
+            collect(_parse_processes())
+            continue
         evs = None
         for cut in _separators(buf):
             try:
-                evs = _decode_piece(buf[:cut[0]], builder.counts)
+                evs = _decode_piece(memoryview(buf)[:cut[0]], builder.counts)
                 break
             except _NotStreamable:  # cut inside a string: try an earlier separator
                 continue
@@ -1037,6 +1216,7 @@ def _stream_parse(path: str) -> TraceData:
         if not buf.strip():
             raise TraceReadError(f"{path}: empty file")
         raise _NotStreamable
+    collect(0)
     # the last piece: events, "]", then the rest of the top-level object
     for meta, last in _tails(buf, head, bare):
         try:
@@ -1091,15 +1271,47 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
             yield meta, buf[:q]
 
 
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    """glibc, to hand freed memory back to the OS (big traces); False elsewhere."""
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = False
+        if sys.platform.startswith("linux") and os.environ.get("GPUSCOPE_NO_MALLOC_TUNING") != "1":
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL("libc.so.6")
+                # a fixed mmap threshold: column arrays are mmapped, so freeing them returns
+                # the memory at once instead of leaving it fragmented in the heap
+                libc.mallopt(-3, 1 << 17)  # M_MMAP_THRESHOLD
+                _LIBC = libc
+            except (OSError, AttributeError):
+                _LIBC = False
+    return _LIBC
+
+
+def release_memory() -> None:
+    """Return freed heap memory to the OS (glibc's malloc_trim); a no-op elsewhere."""
+    libc = _libc()
+    if libc:
+        libc.malloc_trim(0)
+
+
 def read_trace(path: str | os.PathLike) -> TraceData:
     """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`."""
     path = os.fspath(path)
+    _libc()
     try:
         st = os.stat(path)
     except FileNotFoundError:
         raise TraceReadError(f"{path}: file not found") from None
     if os.path.isdir(path):
         raise TraceReadError(f"{path}: is a directory")
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived objects, no cycles: collection passes are waste
     try:
         try:
             t = _stream_parse(path)
@@ -1109,5 +1321,9 @@ def read_trace(path: str | os.PathLike) -> TraceData:
         raise
     except Exception as e:  # noqa: BLE001 - last resort: a clear message, never a deep traceback
         raise TraceReadError(f"{path}: unreadable trace ({type(e).__name__}: {e})") from e
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     t.source_stat = (st.st_size, st.st_mtime_ns)
+    release_memory()
     return t
