@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from profiler_core.trace import cache
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.reader import TraceReadError, read_trace
+from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
 
 from tb_plugin.errors import LoadFailed
 from tb_plugin.runs import TraceFile
@@ -45,7 +45,7 @@ def trace_nbytes(t: TraceData) -> int:
 
 def _prepare_in_process(path: str) -> TraceData | None:
     """Worker-process job: parse and store in the disk cache; return the data only if that failed."""
-    t = read_trace(path)
+    t = read_trace(path, processes=0)
     return None if cache.store(path, t) is not None else t
 
 
@@ -105,8 +105,8 @@ class Loader:
 
     def _load_here(self, f: TraceFile) -> TraceData:
         t = cache.load(f.path) if self.use_cache else None
-        if t is None:
-            t = read_trace(f.path)
+        if t is None:  # TensorBoard's main module is import-safe: worker processes may spawn
+            t = read_trace(f.path, processes=default_parse_processes())
             if self.use_cache:
                 cache.store(f.path, t)
         return t

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_views_common_support import load_shared
+from .test_views_common_support import load_shared
 
 RUNS = {"num_workers_0": "kineto_resnet50_v100/num_workers_0", "num_workers_4": "kineto_resnet50_v100/num_workers_4",
         "single": "torch_cpu_cnn/single", "ddp_gloo": "torch_cpu_cnn/ddp_gloo"}

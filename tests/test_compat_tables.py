@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRACES
+from .conftest import TRACES
 from profiler_core.analysis import events_from_trace
 
 DATA = Path(__file__).resolve().parent / "data" / "analysis"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import DATA
+from .conftest import DATA
 from profiler_core.cuda.convert import convert_records, to_trace_units
 from profiler_core.cuda.link import link_gpu_to_ops, link_trace
 

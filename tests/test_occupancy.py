@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from conftest import DATA
+from .conftest import DATA
 from profiler_core.cuda.occupancy import (UnknownDevice, active_blocks_per_sm, kernel_occupancy,
                                           shortest_f32)
 

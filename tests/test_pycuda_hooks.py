@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from test_pycuda_fake_module import LOG, fake_pycuda  # noqa: F401 (fixture)
+from .test_pycuda_fake_module import LOG, fake_pycuda  # noqa: F401 (fixture)
 from profiler_core import integrations, recording
 from profiler_core.cuda import event_backend
 from profiler_core.cuda.convert import convert_records

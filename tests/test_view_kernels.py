@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from test_views_common_support import kernel, make_trace, op, runtime
+from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import kernels
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from test_views_common_support import kernel, make_trace, op, runtime
+from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import operators
 
 
@@ -120,7 +120,7 @@ def test_empty_trace():
 
 def test_invariants_on_a_synthetic_gpu_trace():
     """Every kernel is launched inside an op: device self times add up to the kernel time, totals to self."""
-    from test_views_common_support import synthetic_gpu_trace
+    from .test_views_common_support import synthetic_gpu_trace
     from tb_plugin.views import kernels
 
     t = synthetic_gpu_trace(n_ops=3000, ops_per_step=500)

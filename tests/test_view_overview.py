@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from test_views_common_support import kernel, make_trace, op, runtime
+from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import overview
 
 V100 = {"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16 * 2 ** 30, "computeMajor": 7,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_views_common_support import kernel, make_trace, op, runtime
+from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import common
 
 

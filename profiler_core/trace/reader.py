@@ -10,6 +10,7 @@ import bisect
 import gc
 import gzip
 import json
+import logging
 import os
 import queue
 import re
@@ -1082,23 +1083,32 @@ _POOL: Any = None
 _POOL_LOCK = threading.Lock()
 
 
-def _parse_processes() -> int:
+def default_parse_processes() -> int:
+    """Parser processes worth using here: none below 4 cores (measured: no gain on 2 cores,
+    where decompression, splitting and merging keep the main process busy), else cores - 1."""
+    cores = os.cpu_count() or 1
+    return 0 if cores < 4 else min(4, cores - 1)
+
+
+def _parse_processes(requested: int | None) -> int:
     env = os.environ.get("GPUSCOPE_PARSE_PROCESSES")
-    if env is not None:
+    if env is not None:  # the environment wins (0 turns parallel parsing off)
         return int(env) if env.strip().isdigit() else 0
-    return min(4, os.cpu_count() or 1) if (os.cpu_count() or 1) >= 2 else 0
+    return requested or 0
 
 
-def _parse_pool(path: str) -> Any:
+def _parse_pool(path: str, workers: int) -> Any:
     """The shared pool of parser processes, when this file is big enough to use it."""
     global _POOL
-    workers = _parse_processes()
     try:
         if workers < 1 or os.path.getsize(path) < PARALLEL_MIN_BYTES:
             return None
     except OSError:
         return None
     with _POOL_LOCK:
+        if _POOL is not None and _POOL._max_workers != workers:  # noqa: SLF001
+            _POOL.shutdown(wait=False, cancel_futures=True)
+            _POOL = None
         if _POOL is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -1134,7 +1144,7 @@ def shutdown_parse_pool() -> None:
             _POOL = None
 
 
-def _stream_parse(path: str) -> TraceData:
+def _stream_parse(path: str, processes: int = 0) -> TraceData:
     """Parse a trace while it is decompressed, cutting the event array at `}, {` separators.
 
     Every cut is checked by the JSON decoder (a cut inside an event or a string leaves an
@@ -1148,7 +1158,7 @@ def _stream_parse(path: str) -> TraceData:
     bare = False
     n = 0
     index: list[tuple[int, int, int]] = []  # (first event idx, start, end) of every piece
-    pool = _parse_pool(path)
+    pool = _parse_pool(path, processes) if processes > 0 else None
     pending: list = []  # (future, start, end) in file order, parsed in worker processes
 
     def collect(block_until: int) -> None:
@@ -1194,7 +1204,7 @@ def _stream_parse(path: str) -> TraceData:
             pending.append((pool.submit(_parse_piece_job, buf[:cut[0]]), start, start + cut[0]))
             buf = buf[cut[1]:]
             start += cut[1]
-            collect(_parse_processes())
+            collect(processes)
             continue
         evs = None
         for cut in _separators(buf):
@@ -1300,9 +1310,16 @@ def release_memory() -> None:
         libc.malloc_trim(0)
 
 
-def read_trace(path: str | os.PathLike) -> TraceData:
-    """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`."""
+def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceData:
+    """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`.
+
+    `processes` > 0 parses big files (>= PARALLEL_MIN_BYTES on disk) on that many worker
+    processes (spawned once, shared). Only pass it from a program whose main module is
+    import-safe (`if __name__ == "__main__":`), as TensorBoard's is; the environment variable
+    GPUSCOPE_PARSE_PROCESSES overrides it. Default: parse in this process.
+    """
     path = os.fspath(path)
+    workers = _parse_processes(processes)
     _libc()
     try:
         st = os.stat(path)
@@ -1314,7 +1331,17 @@ def read_trace(path: str | os.PathLike) -> TraceData:
     gc.disable()  # millions of short-lived objects, no cycles: collection passes are waste
     try:
         try:
-            t = _stream_parse(path)
+            try:
+                t = _stream_parse(path, workers)
+            except (TraceReadError, _NotStreamable):
+                raise
+            except Exception as e:  # noqa: BLE001 - a broken worker pool: parse here instead
+                if not workers:
+                    raise
+                shutdown_parse_pool()
+                logging.getLogger(__name__).warning(
+                    "gpuscope: parallel parsing failed (%s); parsing in this process", e)
+                t = _stream_parse(path, 0)
         except _NotStreamable:
             t = parse_trace(read_bytes(path), path)
     except TraceReadError:

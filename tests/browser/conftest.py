@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_traces import html_names_trace, write
+from .browser_traces import html_names_trace, write
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(os.environ.get("GPUSCOPE_SHARED", ROOT.parent / "shared")) / "traces"
