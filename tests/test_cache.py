@@ -104,3 +104,14 @@ def test_absent_columns_stay_shared_constants_through_the_cache(cache_env, tmp_p
 
 def entry_size_kb(path: Path) -> float:
     return path.stat().st_size / 1024
+
+
+def test_trim_drops_entries_of_vanished_traces(cache_env, tmp_path):
+    keep = _trace(tmp_path / "keep.pt.trace.json")
+    gone = _trace(tmp_path / "gone.pt.trace.json")
+    cache.read_trace_cached(keep)
+    cache.read_trace_cached(gone)
+    gone_entry = cache.entry_path(gone)
+    gone.unlink()
+    assert cache.trim() == 1
+    assert not gone_entry.exists() and cache.entry_path(keep).exists()

@@ -112,15 +112,27 @@ def read_trace_cached(path: str | os.PathLike) -> TraceData:
 
 
 def trim(max_bytes: int | None = None) -> int:
-    """Remove least recently used entries until the cache is under `max_bytes`; returns removed."""
+    """Drop entries of traces that no longer exist, then least recently used entries until the
+    cache is under `max_bytes`; returns how many entries were removed."""
     limit = MAX_BYTES if max_bytes is None else max_bytes
+    entries = []
+    removed = 0
     try:
-        entries = [(p.stat().st_mtime, p.stat().st_size, p)
-                   for p in cache_dir().glob("*.trace.pkl")]
+        paths = list(cache_dir().glob("*.trace.pkl"))
     except OSError:
         return 0
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        source = _source_of(p)
+        if source is not None and not os.path.exists(source):
+            _remove(p)
+            removed += 1
+            continue
+        entries.append((st.st_mtime, st.st_size, p))
     total = sum(size for _, size, _ in entries)
-    removed = 0
     for _, size, p in sorted(entries):
         if total <= limit:
             break
@@ -128,6 +140,18 @@ def trim(max_bytes: int | None = None) -> int:
         total -= size
         removed += 1
     return removed
+
+
+def _source_of(entry: Path) -> str | None:
+    """The trace path an entry was made from (read from its small header), or None."""
+    try:
+        with open(entry, "rb") as f:
+            if f.read(len(_MAGIC)) != _MAGIC:
+                return None
+            key = pickle.load(f)
+        return key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else None
+    except Exception:  # noqa: BLE001 - unreadable header: leave it to the size limit
+        return None
 
 
 def _remove(p: Path) -> None:
