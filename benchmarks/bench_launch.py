@@ -16,7 +16,8 @@ Without a GPU it says so and exits 0.
 
 measures, on CPU, only the PyCUDA hook's bookkeeping per launch (the fake pycuda of the tests, no GPU):
 a launch through the hooked `Function._launch_kernel` while recording vs unhooked, against the cost of
-one bare `record_op` enter/exit in the same run (DESIGN §5: auto-instrumented calls add < 2 µs).
+one bare `record_op` enter/exit in the same run (DESIGN §5: auto-instrumented calls add < 2 µs); also the
+cost added to a hooked `memcpy_htod` and `mem_alloc` (recorded with their byte counts).
 """
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ def hooks_only(n: int) -> int:
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from test_pycuda_fake_module import LOG, _build
+    import numpy as np
     from profiler_core import record_op, recording
     from profiler_core.integrations import pycuda_hooks
     mods = _build()
@@ -100,18 +102,25 @@ def hooks_only(n: int) -> int:
     def bare_op():
         with record_op("x"):
             pass
+    drv = mods["pycuda.driver"]
+    host = np.zeros(16, np.float32)
     launch = lambda: f._launch_kernel((1, 1), (32, 1, 1), b"", 0, None)  # noqa: E731
-    plain = per_call(launch)
+    copy = lambda: drv.memcpy_htod(0, host)  # noqa: E731  (looked up on the module, as pycuda does)
+    alloc = lambda: drv.mem_alloc(64)  # noqa: E731
+    plain, plain_copy, plain_alloc = per_call(launch), per_call(copy), per_call(alloc)
     pycuda_hooks.install()
     recording.start_session(recording.Session())
     try:
         hooked, op = per_call(launch), per_call(bare_op)
+        hooked_copy, hooked_alloc = per_call(copy), per_call(alloc)
     finally:
         recording.stop_session()
         pycuda_hooks.uninstall()
     print(json.dumps({"launches": n, "plain_us": plain, "hooked_recording_us": hooked,
                       "hook_added_us": hooked - plain, "bare_record_op_us": op,
-                      "hook_added_over_record_op": (hooked - plain) / op}, indent=1))
+                      "hook_added_over_record_op": (hooked - plain) / op,
+                      "memcpy_htod_added_us": hooked_copy - plain_copy,
+                      "mem_alloc_added_us": hooked_alloc - plain_alloc}, indent=1))
     return 0
 
 

@@ -46,7 +46,9 @@ def warn_once(note: str) -> None:
 def _int_or_none(value: str | None) -> int | None:
     if value is None:
         return None
-    value = value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    value = str(value).strip()
     # SLURM_STEP_TASKS_PER_NODE looks like "4(x2)" or "3,2": take the first count.
     m = re.match(r"^(\d+)", value)
     return int(m.group(1)) if m else None
@@ -121,6 +123,9 @@ def detect(env: Mapping[str, str] | None = None) -> tuple[dict | None, list[str]
     variables (Open MPI, MVAPICH, MPICH/Hydra/Intel PMI, torchrun, SLURM).
     """
     env = os.environ if env is None else env
+    if not isinstance(env, Mapping):
+        raise TypeError(f"env must be a mapping of environment variables (like os.environ), "
+                        f"got {type(env).__name__} {env!r}")
     notes: list[str] = []
     info = _from_mpi4py(notes) or _from_torch(notes)
     from_env = _from_env(env, notes)
@@ -159,7 +164,15 @@ def default_worker_name(info: dict | None = None, env: Mapping[str, str] | None 
     host), else ``{host}_{pid}`` as torch's ``tensorboard_trace_handler`` does."""
     if info is None:
         info, _ = detect(env)
-    if info is None or int(info.get("world_size", 1)) <= 1:
+    if info is None:
+        return f"{hostname()}_{os.getpid()}"   # not distributed
+    if not isinstance(info, Mapping):
+        raise TypeError(f"default_worker_name: info must be a dict like distributed_info()'s, got {info!r}")
+    rank, size = _int_or_none(info.get("rank")), _int_or_none(info.get("world_size", 1))
+    if size is None or size <= 1:
         return f"{hostname()}_{os.getpid()}"   # a lone process: ranks would collide across runs
-    width = max(5, len(str(max(int(info.get("world_size", 1)) - 1, 0))))
-    return f"{hostname()}_rank{int(info['rank']):0{width}d}"
+    if rank is None or not 0 <= rank < size:
+        raise ValueError(f"default_worker_name: info needs 0 <= rank < world_size, got rank={info.get('rank')!r} "
+                         f"world_size={info.get('world_size')!r}")
+    width = max(5, len(str(size - 1)))
+    return f"{hostname()}_rank{rank:0{width}d}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
 import warnings
 from typing import Callable, Sequence
 
@@ -114,6 +115,8 @@ def register_flops_formula(name: str, fn: FlopsFormula) -> None:
 
 
 def _lookup(name: str):
+    if not isinstance(name, str):       # record_op(5, ...): no formula (and no error from here)
+        return None
     f = _FORMULAS.get(name)
     if f is None and name.startswith("aten::"):
         f = _FORMULAS.get(name[6:])
@@ -128,9 +131,42 @@ def compute_flops(name: str, input_dims: list, concrete_inputs: list | None = No
     concrete = list(concrete_inputs or [])
     try:
         n = f(list(input_dims), concrete)
-        return int(n) if n and n > 0 else 0
     except Exception as e:     # wrong arity / odd shapes: no FLOPs, one warning per op name
-        if name not in _warned:
-            _warned.add(name)
-            warnings.warn(f"FLOPs formula for {name!r} failed on inputs {input_dims!r}: {e}", stacklevel=2)
+        _warn_once(name, f"FLOPs formula for {name!r} failed on inputs {input_dims!r}: {type(e).__name__}: {e}")
         return 0
+    count = _flop_count(n)
+    if count is None:
+        _warn_once(name, f"FLOPs formula for {name!r} returned {n!r}, not a number of FLOPs; ignored")
+        return 0
+    return count
+
+
+# The largest count kept: readers store FLOPs as int64.
+_MAX_FLOPS = 2 ** 63 - 1
+
+
+def _flop_count(n: object) -> "int | None":
+    """A formula's result as a non-negative int (0 for None/<= 0), None when it is not a number."""
+    if n is None:
+        return 0
+    if isinstance(n, float):
+        if n != n or n in (float("inf"), float("-inf")):
+            return None
+        n = int(n)
+    else:
+        try:
+            n = operator.index(n)       # int, bool, numpy ints
+        except TypeError:
+            try:
+                n = int(float(n)) if hasattr(n, "__float__") and not isinstance(n, (str, bytes)) else None
+            except (TypeError, ValueError, OverflowError):
+                n = None
+            if n is None:
+                return None
+    return min(n, _MAX_FLOPS) if n > 0 else 0
+
+
+def _warn_once(name: str, message: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(message, stacklevel=4)

@@ -36,10 +36,17 @@ def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Option
     Files are named like torch's and written atomically. Errors (directory cannot be created,
     disk full) raise from the callback; the profiler turns them into a warning.
     """
-    dir_name = os.fspath(dir_name)
-    if not isinstance(dir_name, str) or not dir_name:
+    try:
+        dir_name = os.fspath(dir_name)
+    except TypeError:
+        raise TypeError(f"tensorboard_trace_handler: dir_name must be a str or os.PathLike, "
+                        f"got {type(dir_name).__name__} {dir_name!r}") from None
+    if isinstance(dir_name, bytes):
+        dir_name = os.fsdecode(dir_name)
+    if not dir_name:
         raise ValueError(f"tensorboard_trace_handler: dir_name must be a non-empty path, got {dir_name!r}")
-    if worker_name is not None and (not isinstance(worker_name, str) or os.sep in worker_name):
+    if worker_name is not None and (not isinstance(worker_name, str) or os.sep in worker_name
+                                    or "\0" in worker_name or (os.altsep and os.altsep in worker_name)):
         raise ValueError(f"tensorboard_trace_handler: worker_name must be a plain name, got {worker_name!r}")
     state = {"worker": worker_name}
 

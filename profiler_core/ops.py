@@ -15,6 +15,7 @@ communication args). When no profiler records, ``record_op`` returns a shared no
 from __future__ import annotations
 
 import functools
+from operator import index as _index
 from typing import Any, Callable, Optional
 
 from . import recording
@@ -33,6 +34,7 @@ _SCALARS = (bool, int, float, complex)
 
 
 _ARRAY_TYPES: set = set()       # types seen to have .shape and .dtype (fast path)
+_INT_SHAPE_TYPES: set = set()   # array types whose .shape is always a tuple of Python ints
 _DTYPE_INFO: dict = {}           # dtype -> (torch name, itemsize)
 
 
@@ -42,6 +44,8 @@ def _is_array(x: Any) -> bool:
         return True
     if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, type):
         _ARRAY_TYPES.add(t)
+        if t.__name__ == "ndarray" and str(t.__module__).partition(".")[0] in ("numpy", "cupy"):
+            _INT_SHAPE_TYPES.add(t)
         return True
     return False
 
@@ -67,15 +71,39 @@ def _dtype_name(dtype: Any) -> str:
     return _dtype_info(dtype)[0]
 
 
+def _int_like(v: Any) -> int:
+    """A dim/stride as an int: int-likes (numpy ints) converted, anything else (None, nan, str) -1."""
+    try:
+        return _index(v)
+    except Exception:
+        return -1
+
+
 def _array_dims(x: Any) -> list:
-    return list(x.shape)        # ints for numpy/cupy; other int-likes are converted by the writer
+    if type(x) in _INT_SHAPE_TYPES:     # numpy/cupy ndarray: a tuple of ints, no check needed
+        return list(x.shape)
+    dims = list(x.shape)
+    for d in dims:
+        if type(d) is not int:      # numpy ints, unknown (nan/None) dims, or a shape that is not a tuple
+            return [_int_like(v) for v in dims] if isinstance(x.shape, (tuple, list)) else []
+    return dims
+
+
+def _stride_elems(stride: Any, itemsize: int) -> int:
+    try:
+        return _index(stride) // itemsize
+    except Exception:
+        return -1
 
 
 def _array_strides(x: Any, itemsize: int) -> list:
     strides = getattr(x, "strides", None)
     if strides is None or not itemsize:
         return []
-    return list(map(itemsize.__rfloordiv__, strides))      # byte strides -> element strides
+    out = list(map(itemsize.__rfloordiv__, strides))      # byte strides -> element strides
+    if type(x) not in _INT_SHAPE_TYPES and NotImplemented in out:   # numpy-int or junk strides
+        out = [_stride_elems(s, itemsize) for s in strides]
+    return out
 
 
 def _concrete(x: Any) -> str:
@@ -87,6 +115,10 @@ def _concrete(x: Any) -> str:
 def describe_input(x: Any) -> tuple:
     """(dims, type, strides, concrete) of one op input, in torch's trace vocabulary."""
     try:
+        if type(x) in _INT_SHAPE_TYPES:     # numpy/cupy ndarray: the fast path, nothing to check
+            name, itemsize = _dtype_info(x.dtype)
+            return (list(x.shape), name,
+                    list(map(itemsize.__rfloordiv__, x.strides)) if itemsize else [], "")
         if x is None:
             return [], "", [], ""
         if type(x) in _ARRAY_TYPES or (not isinstance(x, _SCALARS) and _is_array(x)):
@@ -167,8 +199,12 @@ def operator(name: Optional[str] = None) -> Callable:
     """Decorator: every call of the function is a ``cpu_op`` (name defaults to its __qualname__)."""
     if callable(name):              # used bare: @operator
         return operator(None)(name)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"operator(name): name must be a str (or omitted), got {type(name).__name__} {name!r}")
 
     def decorate(func: Callable) -> Callable:
+        if not callable(func):
+            raise TypeError(f"operator({name!r}) decorates a function, got {type(func).__name__} {func!r}")
         opname = name or getattr(func, "__qualname__", None) or repr(func)
 
         @functools.wraps(func)

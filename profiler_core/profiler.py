@@ -73,6 +73,14 @@ def _as_activity(item: Any) -> ProfilerActivity:
     raise ValueError(f"unsupported profiler activity {item!r}: use ProfilerActivity.CPU or ProfilerActivity.CUDA")
 
 
+def _as_activities(activities: Any) -> set:
+    """The set of activities from ``activities`` (an iterable of ProfilerActivity); clear errors otherwise."""
+    if isinstance(activities, (str, bytes, ProfilerActivity)) or not hasattr(activities, "__iter__"):
+        raise TypeError(f"activities must be a list of ProfilerActivity (e.g. [ProfilerActivity.CPU]), "
+                        f"got {type(activities).__name__} {activities!r}")
+    return set(map(_as_activity, activities))
+
+
 def _as_action(value: Any) -> ProfilerAction:
     if isinstance(value, ProfilerAction):
         return value
@@ -94,6 +102,20 @@ def _distributed_info() -> Optional[dict]:
         return None
 
 
+# Top-level keys the trace format owns: user metadata under these names would corrupt the file.
+_RESERVED_METADATA_KEYS = frozenset(("schemaVersion", "deviceProperties", "traceEvents", "traceName",
+                                     "baseTimeNanoseconds", "displayTimeUnit"))
+
+
+def _metadata_key(what: str, key: Any) -> str:
+    """``key`` as the str it is stored under; ValueError for a key that belongs to the trace format."""
+    key = str(key)
+    if key in _RESERVED_METADATA_KEYS:
+        raise ValueError(f"{what}({key!r}, ...): {key!r} is a reserved key of the trace format; "
+                         "choose another name")
+    return key
+
+
 class profile:
     """Profiler context manager with torch.profiler.profile's arguments and state transitions."""
 
@@ -111,7 +133,10 @@ class profile:
         if schedule is not None and not callable(schedule):
             raise TypeError(f"schedule must be callable (e.g. schedule(wait=1, warmup=1, active=3)), "
                             f"got {type(schedule).__name__} {schedule!r}")
-        acts = set(map(_as_activity, activities)) if activities is not None else supported_activities()
+        if custom_trace_id_callback is not None and not callable(custom_trace_id_callback):
+            raise TypeError(f"custom_trace_id_callback must be callable (returning the trace id str), "
+                            f"got {type(custom_trace_id_callback).__name__} {custom_trace_id_callback!r}")
+        acts = _as_activities(activities) if activities is not None else supported_activities()
         if use_cuda is not None:
             warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
                           FutureWarning, stacklevel=2)
@@ -154,6 +179,7 @@ class profile:
         self._cycles = 0
         self._dist_info: Optional[dict] = None
         self._events = None
+        self._started = False
 
     # --- context manager and explicit control ------------------------------------------------
     def __enter__(self) -> "profile":
@@ -165,18 +191,36 @@ class profile:
 
     def start(self) -> None:
         """Start profiling (enter the schedule's first action); ``__enter__`` calls this."""
+        if self._started:       # a second start would end the cycle being recorded: keep it instead
+            warnings.warn("gpuscope: profile.start() called on a profiler that is already started; ignored "
+                          "(call stop() first)", RuntimeWarning, stacklevel=2)
+            return
+        self._started = True
         self._transit(ProfilerAction.NONE, self.current_action)
         if self.record_steps:
             self._enter_step()
 
     def stop(self) -> None:
-        """Stop profiling; delivers the trace if the cycle was recording; ``__exit__`` calls this."""
+        """Stop profiling; delivers the trace if the cycle was recording; ``__exit__`` calls this.
+
+        A second stop() (or one before start()) does nothing: the trace is not delivered twice.
+        """
+        if not self._started:
+            return
+        self._started = False
         if self.record_steps:
             self._exit_step()
         self._transit(self.current_action, None)
 
     def step(self) -> None:
-        """Signal that the next training step starts (drives the schedule)."""
+        """Signal that the next training step starts (drives the schedule).
+
+        Ignored (with a warning) outside start()/stop(): it would start recording that nothing stops.
+        """
+        if not self._started:
+            warnings.warn("gpuscope: profile.step() called while the profiler is not started "
+                          "(before start() or after stop()); ignored", RuntimeWarning, stacklevel=2)
+            return
         if self.record_steps:
             self._exit_step()
         prev = self.current_action
@@ -328,18 +372,21 @@ class profile:
     # --- metadata -----------------------------------------------------------------------------
     def add_metadata(self, key: str, value: str) -> None:
         """Add a top-level string entry to this cycle's trace (dropped outside warmup/recording, as torch)."""
+        key = _metadata_key("add_metadata", key)
         if self._prepared:
-            self._metadata[str(key)] = str(value)
+            self._metadata[key] = str(value)
 
     def add_metadata_json(self, key: str, value: str) -> None:
         """Add a top-level entry holding the JSON value ``value`` (a JSON text) to this cycle's trace."""
+        key = _metadata_key("add_metadata_json", key)
         parsed = self._parse_json(key, value)
         if self._prepared:
-            self._metadata[str(key)] = parsed
+            self._metadata[key] = parsed
 
     def preset_metadata_json(self, key: str, value: str) -> None:
         """Like add_metadata_json, but kept for every cycle's trace."""
-        self._preset_metadata[str(key)] = self._parse_json(key, value)
+        key = _metadata_key("preset_metadata_json", key)
+        self._preset_metadata[key] = self._parse_json(key, value)
 
     @staticmethod
     def _parse_json(key: str, value: str) -> Any:

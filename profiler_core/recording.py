@@ -167,9 +167,24 @@ class record_function(_Record):
 
     __slots__ = ()
 
-    def __call__(self, func: Callable) -> Callable:
-        """Decorator form: a fresh record per call (thread- and recursion-safe)."""
-        name, args = self.name, self.args
+    def __call__(self, *a: Any, **kw: Any) -> Any:
+        """Decorator form: a fresh record per call (thread- and recursion-safe).
+
+        Bare ``@record_function`` (no name) is a call of the decorated function, named by its
+        __qualname__; torch would silently return a wrapper of the first argument instead.
+        """
+        name = self.name
+        if type(name) is not str and callable(name):        # bare @record_function
+            if not _active:
+                return name(*a, **kw)
+            with record_function(getattr(name, "__qualname__", None) or repr(name), self.args):
+                return name(*a, **kw)
+        if len(a) != 1 or kw or not callable(a[0]):
+            raise TypeError(f"record_function({name!r}) used as a decorator takes one function, got "
+                            f"{', '.join(type(x).__name__ for x in a) or 'no arguments'}"
+                            f"{' and keyword arguments' if kw else ''}")
+        func = a[0]
+        args = self.args
 
         @functools.wraps(func)
         def wrapper(*a, **kw):

@@ -42,6 +42,8 @@ def schedule(
         _check_int(name, value)
 
     def schedule_fn(step: int) -> ProfilerAction:
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"the schedule's step must be an int, got {type(step).__name__} {step!r}")
         if step < 0:
             raise AssertionError(f"Step must be non-negative. Got {step}.")
         if step < skip_first:

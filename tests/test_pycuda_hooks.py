@@ -1,10 +1,12 @@
 """PyCUDA hooks' bookkeeping on a fake pycuda: ops per launch path, copies, allocations, clean removal."""
 
+import threading
+
 import numpy as np
 import pytest
 
 from .test_pycuda_fake_module import LOG, fake_pycuda  # noqa: F401 (fixture)
-from profiler_core import integrations, recording
+from profiler_core import integrations, record_op, recording
 from profiler_core.cuda import event_backend
 from profiler_core.cuda.convert import convert_records
 from profiler_core.cuda.link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
@@ -207,6 +209,162 @@ def test_event_timing_failures_never_break_the_launch(fake_pycuda, session):
     recording.stop_session()
     assert [e[0] for e in LOG] == ["launch"]      # the user's kernel still ran
     assert records == [] and any("invalid context" in w for w in fb.warnings)
+
+
+
+# ---- the hot path: leaf ops recorded inline must be exactly what record_op records ------------------
+def _all_events(session):
+    return [e for buf in session.buffers for e in buf.events]
+
+
+def test_fast_path_events_match_record_op(fake_pycuda):
+    drv = fake_pycuda["pycuda.driver"]
+    seen = []
+    real_launch = drv.Function._launch_kernel
+
+    def spying_launch(self, *a):   # what pycuda's C++ would be doing while the op is open
+        seen.append(recording.current_external_id())
+        return real_launch(self, *a)
+    drv.Function._launch_kernel = spying_launch
+    pycuda_hooks.install()
+    s = recording.Session()          # no shapes/stacks/memory: the inline fast path
+    recording.start_session(s)
+    try:
+        f = drv.Module().get_function("k")
+        with record_op("outer"):
+            outer_id = recording.current_external_id()
+            f(grid=(1, 1), block=(32, 1, 1))
+            assert recording.current_external_id() == outer_id   # the launch op was closed
+            with record_op("ref_launch"):
+                pass
+            drv.memcpy_htod(0, np.zeros(4, np.float32))
+            drv.mem_alloc(64)
+            assert recording.current_external_id() == outer_id
+            with record_op("ref_alloc", args={"bytes": 64}):
+                pass
+    finally:
+        recording.stop_session()
+    ev = {e[2]: e for e in _all_events(s)}
+    assert set(ev) == {"outer", "k", "ref_launch", "pycuda::memcpy_htod", "pycuda::mem_alloc", "ref_alloc"}
+    launch, ref = ev["k"], ev["ref_launch"]
+    assert len(launch) == len(ref) and launch[4:] == ref[4:] == (recording.CAT_OP, None, None)
+    assert ev["pycuda::memcpy_htod"][4:] == ref[4:]
+    assert ev["pycuda::mem_alloc"][4:] == ev["ref_alloc"][4:] == (recording.CAT_OP, {"bytes": 64}, None)
+    ids = [e[3] for e in ev.values()]
+    assert len(set(ids)) == len(ids)
+    assert seen == [launch[3]]                      # the launch op was innermost while pycuda ran
+    outer = ev["outer"]
+    for e in ev.values():
+        assert outer[0] <= e[0] <= e[1] <= outer[1]  # nested inside the enclosing op, t0 <= t1
+    assert [e[2] for e in sorted(ev.values(), key=lambda e: e[3])] == [
+        "outer", "k", "ref_launch", "pycuda::memcpy_htod", "pycuda::mem_alloc", "ref_alloc"]
+
+
+
+def test_fast_path_passes_arguments_and_results_through(fake_pycuda):
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    s = recording.Session()
+    recording.start_session(s)
+    try:
+        stream = drv.Stream()
+        ptr = drv.mem_alloc(256)
+        pitched = drv.mem_alloc_pitch(16, 4, 4)
+        drv.memcpy_htod_async(ptr, np.zeros(8, np.float32), stream=stream)
+        drv.memset_d8_async(ptr, 0, 12, stream)
+    finally:
+        recording.stop_session()
+    assert isinstance(ptr, drv.DeviceAllocation) and pitched[1] == 16
+    assert LOG[-2:] == [("htod_async", 32, stream), ("memset_d8_async", 12, stream)]
+    ev = [(e[2], e[5]) for e in _all_events(s)]
+    assert ev == [("pycuda::mem_alloc", {"bytes": 256}), ("pycuda::mem_alloc_pitch", {"bytes": 64}),
+                  ("pycuda::memcpy_htod_async", None), ("pycuda::memset_d8_async", None)]
+
+def test_fast_path_launch_that_raises_is_recorded_and_closed(fake_pycuda):
+    drv = fake_pycuda["pycuda.driver"]
+
+    def failing_launch(self, *a):
+        raise RuntimeError("cuLaunchKernel failed: invalid configuration")
+    drv.Function._launch_kernel = failing_launch
+    pycuda_hooks.install()
+    s = recording.Session()
+    recording.start_session(s)
+    try:
+        f = drv.Module().get_function("bad")
+        with record_op("outer"):
+            outer_id = recording.current_external_id()
+            with pytest.raises(RuntimeError, match="invalid configuration"):
+                f(grid=(1, 1), block=(32, 1, 1))
+            assert recording.current_external_id() == outer_id
+    finally:
+        recording.stop_session()
+    assert sorted(e[2] for e in _all_events(s)) == ["bad", "outer"]
+
+
+def test_launch_that_spans_the_end_of_recording_is_dropped(fake_pycuda):
+    drv = fake_pycuda["pycuda.driver"]
+    real_launch = drv.Function._launch_kernel
+
+    def stopping_launch(self, *a):
+        recording.stop_session()
+        return real_launch(self, *a)
+    drv.Function._launch_kernel = stopping_launch
+    pycuda_hooks.install()
+    s = recording.Session()
+    recording.start_session(s)
+    drv.Module().get_function("k")(grid=(1, 1), block=(32, 1, 1))
+    assert recording.active_session() is None
+    assert _all_events(s) == [] and [e[0] for e in LOG] == ["launch"]   # like record_op: dropped, ran
+
+
+@pytest.mark.parametrize("flags", [{"profile_memory": True}, {"record_shapes": True}])
+def test_slow_path_sessions_still_name_launches_and_copies(fake_pycuda, flags):
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    s = recording.Session(**flags)
+    recording.start_session(s)
+    try:
+        drv.Module().get_function("k")(grid=(1, 1), block=(32, 1, 1))
+        drv.memcpy_htod(0, np.zeros(4, np.float32))
+        drv.mem_alloc(64)
+    finally:
+        recording.stop_session()
+    ev = {e[2]: e for e in _all_events(s)}
+    assert set(ev) == {"k", "pycuda::memcpy_htod", "pycuda::mem_alloc"}
+    assert ev["pycuda::mem_alloc"][5]["bytes"] == 64
+    if flags.get("record_shapes"):
+        assert ev["pycuda::memcpy_htod"][5]["Input Dims"] == [[], [4]]
+
+
+def test_kernel_object_call_on_one_thread_does_not_capture_other_threads_launches(fake_pycuda):
+    drv, el = fake_pycuda["pycuda.driver"], fake_pycuda["pycuda.elementwise"]
+    entered, release = threading.Event(), threading.Event()
+    real_call = el.ElementwiseKernel.__call__
+
+    def slow_call(self, *a, **kw):   # the kernel object's call is still running on its thread
+        entered.set()
+        release.wait(5)
+        return real_call(self, *a, **kw)
+    el.ElementwiseKernel.__call__ = slow_call
+    lin = el.ElementwiseKernel("float *x", "x[i] = 0", name="zero_it")
+    pycuda_hooks.install()
+    s = recording.Session()
+    recording.start_session(s)
+    try:
+        worker = threading.Thread(target=lin, args=(1,))
+        worker.start()
+        assert entered.wait(5)
+        assert pycuda_hooks._in_kernel_call           # the worker is inside a kernel-object call
+        drv.Module().get_function("mine")(grid=(1, 1), block=(32, 1, 1))   # this thread: its own op
+        release.set()
+        worker.join(5)
+    finally:
+        release.set()
+        recording.stop_session()
+    assert not pycuda_hooks._in_kernel_call
+    names = sorted(e[2] for e in _all_events(s))
+    assert names == ["mine", "zero_it"]               # the worker's launch belongs to its kernel op
+    assert [e[1] for e in LOG if e[0] == "launch"] == ["mine", "zero_it"]
 
 
 class SimpleDriver:

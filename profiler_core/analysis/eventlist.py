@@ -144,6 +144,9 @@ class EventList(list):
             raise TypeError(f"sort_by must be an attribute name (str), got {type(sort_by).__name__}")
         if time_unit not in (None, "s", "ms", "us"):
             raise ValueError(f"time_unit must be one of 's', 'ms', 'us' or None, got {time_unit!r}")
+        _check_table_args(row_limit=row_limit, max_src_column_width=max_src_column_width,
+                          max_name_column_width=max_name_column_width,
+                          max_shapes_column_width=max_shapes_column_width, header=header)
         return build_table(
             self, sort_by=sort_by, row_limit=row_limit,
             max_src_column_width=max_src_column_width,
@@ -172,8 +175,8 @@ class EventList(list):
                 out.append({"name": evt.trace_name, "ph": "s", "ts": start, "tid": evt.thread,
                             "pid": "CPU functions", "id": flow_id, "cat": f"cpu_to_{device_name}", "args": {}})
                 flow_id += 1
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(out, f)
+        from ..trace.writer import write_bytes_atomic
+        write_bytes_atomic(json.dumps(out).encode("utf-8"), path, "chrome trace")
 
     def supported_export_stacks_metrics(self) -> list[str]:
         return list(SUPPORTED_STACK_METRICS)
@@ -191,11 +194,25 @@ class EventList(list):
             if value > 0:
                 frames = ";".join(f.translate(_FRAME_TRANSLATION) for f in reversed(evt.stack))
                 lines.append(f"{frames} {value}\n")
+        from ..trace.writer import check_path, write_bytes_atomic
+        path = check_path(path, "stacks")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise FileNotFoundError(f"export_stacks: directory does not exist: {directory}")
-        with open(path, "w") as f:
-            f.writelines(lines)
+        write_bytes_atomic("".join(lines).encode("utf-8", "replace"), path, "stacks")
+
+
+def _check_table_args(*, row_limit: object, header: object, **widths: object) -> None:
+    """Clear errors for table() arguments that would otherwise fail deep in the formatting."""
+    if row_limit is not None and (isinstance(row_limit, bool) or not isinstance(row_limit, int)):
+        raise TypeError(f"row_limit must be an int (<= 0: no limit), got {type(row_limit).__name__} {row_limit!r}")
+    for name, width in widths.items():
+        if width is None:
+            continue
+        if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {width!r}")
+    if header is not None and not isinstance(header, str):
+        raise TypeError(f"header must be a str, got {type(header).__name__} {header!r}")
 
 
 def _thread_key(evt: FunctionEvent) -> tuple:

@@ -86,7 +86,11 @@ def build_table(
 
     if sort_by is not None:
         attr = sort_attribute(sort_by)
-        events = sorted(events, key=lambda e: getattr(e, attr), reverse=True)
+        try:
+            events = sorted(events, key=lambda e: getattr(e, attr), reverse=True)
+        except TypeError:
+            raise TypeError(f"sort_by={sort_by!r}: the values of this attribute cannot be ordered; "
+                            "sort by a time, memory or count attribute (e.g. 'cpu_time_total')") from None
 
     name_width = max(len(e.key) for e in events) + 4
     if max_name_column_width is not None:

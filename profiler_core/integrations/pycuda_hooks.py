@@ -14,6 +14,14 @@ off, no gpuscope code runs on its paths). Patch points (shared/notes/cupti-pycud
   with the arrays as inputs (shapes with `record_shapes`).
 - `DeviceMemoryPool.allocate`/`free_held`.
 When the CUDA-event fallback is capturing (no CUPTI), launches and copies are also timed with events.
+
+Hot path (DESIGN §5: < 2 us per auto-instrumented call): a launch, copy, memset or mem_alloc is a leaf op
+(pycuda's C++ does not call back into Python), so in the common case (no shapes, stacks, memory, event fallback or
+enclosing kernel-object call) it is recorded inline (`_make_launch`, `_make_leaf`) instead of through
+`record_op`'s context manager: one event tuple (t0, t1, name, external id, CAT_OP, args, None) exactly as
+`recording._Record` writes it, with the op open as the thread's innermost record (`current_external_id()`)
+while the call runs; tests/test_pycuda_hooks.py::test_fast_path_events_match_record_op keeps the two in
+step. Every other case goes through `record_op` as before.
 """
 from __future__ import annotations
 
@@ -22,14 +30,29 @@ import threading
 
 from .. import recording
 from ..cuda import event_backend
-from ..ops import record_op
+from ..ops import _OpRecord, record_op
+from ..recording import CAT_OP
 
 from ..cuda.link import LAUNCH_PLACEHOLDER  # noqa: E402  (shared with the linker)
 
 _saved: dict[str, list[tuple[object, str, object, bool]]] = {}   # group (module name) -> patches
 _orig_mem_alloc = None
-_tls = threading.local()
 _lock = threading.RLock()
+
+
+class _KernelCallState(threading.local):
+    """Per thread: the name of the ElementwiseKernel/ReductionKernel op in progress (it owns the launches)."""
+
+    kernel_name: "str | None" = None
+
+
+_tls = _KernelCallState()
+# Threads inside a hooked kernel-object call right now; while empty (nearly always) a launch skips the
+# thread-local look-up. set.add/discard are atomic, so no lock is needed.
+_in_kernel_call: set[int] = set()
+_get_ident = threading.get_ident
+_new_record = object.__new__
+
 
 _COPIES = {  # name: (copy kind, src kind, dst kind, bytes from args, stream arg index, driver API name)
     "memcpy_htod": (1, 1, 3, lambda a: _nbytes(a[1]), None, "cuMemcpyHtoD_v2"),
@@ -115,28 +138,56 @@ def _kernel_fields(func, name: str, grid, block, shared) -> dict:
 
 def _make_launch(orig):
     # Locals bound once: this wrapper runs on every kernel launch while profiling.
-    is_recording, op, tls, backend, placeholder = (recording.is_recording, record_op, _tls, event_backend,
-                                                   LAUNCH_PLACEHOLDER)
+    rec, backend, in_kernel_call, placeholder, slow = (recording, event_backend, _in_kernel_call,
+                                                       LAUNCH_PLACEHOLDER, _launch_slow)
+    new_record, op_record, cat_op = _new_record, _OpRecord, CAT_OP
 
     def _launch_kernel(self, grid, block, arg_buf, shared, stream):
-        if not is_recording():
+        if not rec._active:
             return orig(self, grid, block, arg_buf, shared, stream)
-        fb = backend._current
-        if getattr(tls, "kernel_op", False):  # the ElementwiseKernel/ReductionKernel op launches it
-            if fb is None:
-                return orig(self, grid, block, arg_buf, shared, stream)
-            with fb.span("CONCURRENT_KERNEL", stream, _kernel_fields(self, tls.kernel_name, grid, block, shared)):
-                return orig(self, grid, block, arg_buf, shared, stream)
         try:
             name = self.__dict__.get("_gpuscope_name", placeholder)
         except AttributeError:
             name = placeholder
-        with op(name):
-            if fb is None:
+        if in_kernel_call or backend._current is not None or rec._extras or rec._record_shapes:
+            return slow(orig, self, name, grid, block, arg_buf, shared, stream)
+        # the leaf op, recorded inline (as in _make_leaf)
+        try:
+            buf = rec._tls.buf
+        except AttributeError:
+            buf = rec.current_buffer()
+            if buf is None:  # recording stopped meanwhile
                 return orig(self, grid, block, arg_buf, shared, stream)
-            with fb.span("CONCURRENT_KERNEL", stream, _kernel_fields(self, name, grid, block, shared)):
-                return orig(self, grid, block, arg_buf, shared, stream)
+        r = new_record(op_record)
+        r.name, r.args = name, None
+        r._id = ext = next(rec._ids)
+        r._parent = parent = buf.cur
+        buf.cur = r
+        clock = rec._clock
+        t0 = clock()
+        try:
+            return orig(self, grid, block, arg_buf, shared, stream)
+        finally:
+            if rec._active:
+                buf.events.append((t0, clock(), name, ext, cat_op, None, None))
+                buf.cur = parent
     return _launch_kernel
+
+
+def _launch_slow(orig, self, name: str, grid, block, arg_buf, shared, stream):
+    """A launch inside a kernel-object call, under the event fallback, or with shapes/stacks/memory."""
+    fb = event_backend._current
+    kernel_name = _tls.kernel_name if _in_kernel_call else None
+    if kernel_name is not None:  # the ElementwiseKernel/ReductionKernel op launches it
+        if fb is None:
+            return orig(self, grid, block, arg_buf, shared, stream)
+        with fb.span("CONCURRENT_KERNEL", stream, _kernel_fields(self, kernel_name, grid, block, shared)):
+            return orig(self, grid, block, arg_buf, shared, stream)
+    with record_op(name):
+        if fb is None:
+            return orig(self, grid, block, arg_buf, shared, stream)
+        with fb.span("CONCURRENT_KERNEL", stream, _kernel_fields(self, name, grid, block, shared)):
+            return orig(self, grid, block, arg_buf, shared, stream)
 
 
 def _make_get_function(orig):
@@ -167,27 +218,73 @@ def _kernel_object_name(obj, default: str) -> str:
 
 def _make_kernel_call(orig, default: str):
     def __call__(self, *args, **kwargs):
-        if not recording.is_recording():
+        if not recording._active:
             return orig(self, *args, **kwargs)
         name = _kernel_object_name(self, default)
         with record_op(name, *args):
-            prev = getattr(_tls, "kernel_op", False), getattr(_tls, "kernel_name", None)
-            _tls.kernel_op, _tls.kernel_name = True, name
+            prev = _tls.kernel_name
+            _tls.kernel_name = name
+            outermost = prev is None
+            if outermost:
+                _in_kernel_call.add(_get_ident())
             try:
                 return orig(self, *args, **kwargs)
             finally:
-                _tls.kernel_op, _tls.kernel_name = prev
+                _tls.kernel_name = prev
+                if outermost:
+                    _in_kernel_call.discard(_get_ident())
     return __call__
 
 
 # ---- copies, memsets, allocations --------------------------------------------------------------
+def _make_leaf(name: str, op_name: str, orig, slow, nbytes_of=None, timed: bool = True):
+    """Wrap orig as the leaf op `op_name`: recorded inline in the common case, else by slow(*args, **kwargs).
+
+    Inline, it writes what `with record_op(op_name, args=trace_args):` writes when no shapes, stacks or
+    memory are recorded, with a frame and a context manager less per call. `nbytes_of(args)` gives the
+    `bytes` trace arg (allocations); `timed`: the CUDA-event fallback times this call (copies, memsets).
+    """
+    rec, backend, new_record, op_record, cat_op = recording, event_backend, _new_record, _OpRecord, CAT_OP
+
+    def wrapper(*args, **kwargs):
+        if not rec._active:
+            return orig(*args, **kwargs)
+        if rec._extras or rec._record_shapes or (timed and backend._current is not None):
+            return slow(*args, **kwargs)
+        trace_args = None
+        if nbytes_of is not None:
+            try:
+                trace_args = {"bytes": int(nbytes_of(args))}
+            except Exception:
+                trace_args = {"bytes": 0}
+        try:
+            buf = rec._tls.buf
+        except AttributeError:
+            buf = rec.current_buffer()
+            if buf is None:  # recording stopped meanwhile
+                return orig(*args, **kwargs)
+        r = new_record(op_record)
+        r.name, r.args = op_name, trace_args
+        r._id = ext = next(rec._ids)
+        r._parent = parent = buf.cur
+        buf.cur = r
+        clock = rec._clock
+        t0 = clock()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            if rec._active:
+                buf.events.append((t0, clock(), op_name, ext, cat_op, trace_args, None))
+                buf.cur = parent
+    wrapper.__name__ = name
+    return wrapper
+
+
 def _make_copy(name, orig, spec):
     copy_kind, src_kind, dst_kind, nbytes_of, stream_index, api = spec
     op_name = f"pycuda::{name}"
 
-    def wrapper(*args, **kwargs):
-        if not recording.is_recording():
-            return orig(*args, **kwargs)
+    def slow(*args, **kwargs):
         with record_op(op_name, *args):
             fb = event_backend.current()
             if fb is None:
@@ -199,17 +296,14 @@ def _make_copy(name, orig, spec):
                 fields = {"bytes": 0, "copy_kind": copy_kind, "src_kind": src_kind, "dst_kind": dst_kind}
             with fb.span("MEMCPY", _stream_arg(args, kwargs, stream_index), fields, api):
                 return orig(*args, **kwargs)
-    wrapper.__name__ = name
-    return wrapper
+    return _make_leaf(name, op_name, orig, slow)
 
 
 def _make_set(name, orig, spec):
     width, two_d, stream_index, api = spec
     op_name = f"pycuda::{name}"
 
-    def wrapper(*args, **kwargs):
-        if not recording.is_recording():
-            return orig(*args, **kwargs)
+    def slow(*args, **kwargs):
         with record_op(op_name, *args):
             fb = event_backend.current()
             if fb is None:
@@ -221,31 +315,27 @@ def _make_set(name, orig, spec):
             with fb.span("MEMSET", _stream_arg(args, kwargs, stream_index),
                          {"bytes": count * width, "memory_kind": 3}, api):
                 return orig(*args, **kwargs)
-    wrapper.__name__ = name
-    return wrapper
+    return _make_leaf(name, op_name, orig, slow)
 
 
 def _make_alloc(name, orig, nbytes_of):
     op_name = f"pycuda::{name}"
 
-    def wrapper(*args, **kwargs):
-        if not recording.is_recording():
-            return orig(*args, **kwargs)
+    def slow(*args, **kwargs):
         try:
             nbytes = int(nbytes_of(args))
         except Exception:
             nbytes = 0
         with record_op(op_name, args={"bytes": nbytes}):
             return orig(*args, **kwargs)
-    wrapper.__name__ = name
-    return wrapper
+    return _make_leaf(name, op_name, orig, slow, nbytes_of, timed=False)  # the fallback doesn't time allocs
 
 
 def _make_op(name, orig):
     op_name = f"gpuarray::{name}"
 
     def wrapper(*args, **kwargs):
-        if not recording.is_recording():
+        if not recording._active:
             return orig(*args, **kwargs)
         with record_op(op_name, *args, **kwargs):
             return orig(*args, **kwargs)
@@ -259,7 +349,7 @@ def _make_pool_op(name, orig, nbytes_of=None):
     op_name = f"pycuda::DeviceMemoryPool.{name}"
 
     def wrapper(self, *args, **kwargs):
-        if not recording.is_recording():
+        if not recording._active:
             return orig(self, *args, **kwargs)
         extra = None
         if nbytes_of is not None:

@@ -59,47 +59,49 @@ _ARG_NAMES = {
 
 
 class _Args(msgspec.Struct, gc=False, rename=lambda f: _ARG_NAMES.get(f, f)):
-    """The args keys the columns need, under Kineto's names; every other key is skipped."""
+    """The args keys the columns need, under Kineto's names; every other key is skipped.
+
+    Fields follow Kineto's key order (cpu_op first): msgspec looks keys up fastest that way."""
 
     ext_id: Any = None
-    ext_id_lc: Any = None
-    correlation: Any = None
-    device: Any = None
-    stream: Any = None
-    grid: Any = None
-    block: Any = None
-    registers: Any = None
-    shared_memory: Any = None
-    blocks_per_sm: Any = None
-    warps_per_sm: Any = None
-    occupancy: Any = None
-    nbytes: Any = None
-    input_dims: msgspec.Raw = msgspec.Raw(b"")
-    input_type: msgspec.Raw = msgspec.Raw(b"")
-    call_stack: Any = None
-    python_id: Any = None
-    python_parent_id: Any = None
-    python_module_id: Any = None
     sequence_nr: Any = None
     fwd_thread: Any = None
+    input_type: msgspec.Raw = msgspec.Raw(b"")
+    input_dims: msgspec.Raw = msgspec.Raw(b"")
+    call_stack: Any = None
     coll_name: Any = None
     dtype: Any = None
     in_nelems: Any = None
     out_nelems: Any = None
     group_size: Any = None
     # [memory] instant events
-    mem_bytes: Any = None
-    addr: Any = None
-    total_allocated: Any = None
     total_reserved: Any = None
-    device_type: Any = None
+    total_allocated: Any = None
+    mem_bytes: Any = None
     device_id: Any = None
+    device_type: Any = None
+    addr: Any = None
+    # python_function
+    python_parent_id: Any = None
+    python_id: Any = None
+    python_module_id: Any = None
+    # GPU activities and runtime calls
+    device: Any = None
+    stream: Any = None
+    correlation: Any = None
+    ext_id_lc: Any = None
+    registers: Any = None
+    shared_memory: Any = None
+    blocks_per_sm: Any = None
+    warps_per_sm: Any = None
+    grid: Any = None
+    block: Any = None
+    occupancy: Any = None
+    nbytes: Any = None
     # M metadata events
     m_name: Any = None
     m_labels: Any = None
     m_sort_index: Any = None
-
-
 
 
 class _Event(msgspec.Struct, gc=False):

@@ -74,6 +74,20 @@ def process_name() -> str:
     return os.path.basename(sys.executable or "python") or "python"
 
 
+def name_text(name: Any) -> str:
+    """An event name as text: ``str(name)``, or a placeholder when that fails (one odd name must
+    not lose the whole trace)."""
+    if isinstance(name, str):
+        return str.__str__(name)
+    try:
+        return str(name)
+    except Exception:
+        try:
+            return f"<unprintable {type(name).__name__}>"
+        except Exception:
+            return "<unprintable>"
+
+
 def _us(rel_ns: int) -> float:
     """Relative ns -> µs float (exact to the ns after %.3f formatting)."""
     return (rel_ns if rel_ns > 0 else 0) / 1000.0
@@ -191,13 +205,14 @@ def _build_trace(
         if args is not None:
             if cat == CAT_OP:
                 a.update(args)
+                a["External id"] = ext      # extra args never replace the id that links GPU work
             elif record_shapes:     # record_function(name, args_str): one opaque input, as torch
                 a.update(_annotation_shapes())
         if stack:
             a["Call stack"] = stack
         a["Ev Idx"] = idx
         idx += 1
-        events.append({"ph": "X", "cat": CAT_NAMES[cat], "name": name if isinstance(name, str) else str(name),
+        events.append({"ph": "X", "cat": CAT_NAMES[cat], "name": name if type(name) is str else name_text(name),
                        "pid": pid, "tid": tid, "ts": _us(t0 + shift), "dur": _us(t1 - t0), "args": a})
     for t in recorded:
         for ts, nbytes, total in t.memory:

@@ -35,7 +35,10 @@ def _enc_hook(obj: Any) -> Any:
         return list(obj)
     if isinstance(obj, bytes):
         return obj.decode("utf-8", "replace")
-    return str(obj)
+    try:
+        return str(obj)
+    except Exception:           # an object that cannot print itself must not make the trace unwritable
+        return f"<unprintable {type(obj).__name__}>"
 
 
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
@@ -91,13 +94,53 @@ def _tmp_path(path: str) -> str:
     return os.path.join(d, f".{base}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
+def check_path(path: Any, what: str) -> str:
+    """``path`` as a str file path, or a clear error naming what was wrong with it."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"cannot write {what}: the path must be a str or os.PathLike, "
+                        f"got {type(path).__name__} {path!r}") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not path:
+        raise TraceWriteError(errno.ENOENT, f"cannot write {what}: the path is empty")
+    if "\0" in path:
+        raise ValueError(f"cannot write {what} {path!r}: the path contains a NUL character")
+    if os.path.isdir(path):
+        raise TraceWriteError(errno.EISDIR, f"cannot write {what} {path!r}: it is a directory (give a file name)")
+    return path
+
+
+def write_bytes_atomic(data: bytes, path: "str | os.PathLike", what: str = "file") -> str:
+    """Write ``data`` to ``path`` through a temporary file renamed over it: never a half-written file."""
+    path = check_path(path, what)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise TraceWriteError(errno.ENOENT, f"cannot write {what} {path!r}: directory {directory!r} does not exist")
+    tmp = _tmp_path(os.path.abspath(path))
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and not isinstance(e, TraceWriteError):
+            raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
+        raise
+    return path
+
+
 def write_trace(trace: Any, path: "str | os.PathLike", *, gzip_level: int = GZIP_LEVEL) -> str:
     """Write ``trace`` to ``path`` atomically (gzip if it ends in .gz); return the path.
 
     Raises ``TraceWriteError`` (an OSError) naming the path and the reason when it cannot be
     written; nothing is left under ``path`` (nor the temporary name) in that case.
     """
-    path = os.fspath(path)
+    path = check_path(path, "trace")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise TraceWriteError(errno.ENOENT, f"cannot write trace {path!r}: directory {directory!r} does not exist")
