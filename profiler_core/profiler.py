@@ -394,6 +394,8 @@ class profile:
             return json.loads(value)
         except (TypeError, ValueError) as e:
             raise ValueError(f"add_metadata_json({key!r}, ...): the value is not valid JSON text: {e}") from None
+        except RecursionError:
+            raise ValueError(f"add_metadata_json({key!r}, ...): the JSON value is nested too deeply") from None
 
     # --- results --------------------------------------------------------------------------------
     def _require_trace(self, what: str) -> dict:

@@ -322,3 +322,24 @@ def test_distinfo_bad_arguments_are_clear():
     with pytest.raises(TypeError, match="info must be a dict"):
         distinfo.default_worker_name(info=5)
     assert distinfo.default_worker_name(info={"rank": "3", "world_size": "12"}).endswith("_rank00003")
+
+
+def test_cyclic_or_deeply_nested_values_do_not_make_the_trace_unwritable(tmp_path):
+    cyclic = {"name": "a"}
+    cyclic["self"] = cyclic
+    nested = []
+    for _ in range(5000):
+        nested = [nested]
+    with profile(activities=CPU) as p:
+        with record_op("op", args={"cyclic": cyclic, "nested": nested, "ok": 1}):
+            pass
+        with pytest.raises(ValueError, match="nested too deeply"):
+            p.add_metadata_json("deep", "[" * 100000 + "]" * 100000)
+    out = tmp_path / "t.json"
+    p.export_chrome_trace(out)
+    args = _ops(json.loads(out.read_text()))[0]["args"]
+    assert args["ok"] == 1 and args["cyclic"] == {"name": "a", "self": "<recursive reference>"}
+    depth, v = 0, args["nested"]
+    while isinstance(v, list):
+        depth, v = depth + 1, v[0]
+    assert v == "<nested too deeply>" and depth < 100

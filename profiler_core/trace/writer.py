@@ -44,29 +44,46 @@ def _enc_hook(obj: Any) -> Any:
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
-def _clean(obj: Any) -> Any:
-    """Replace lone surrogates (unencodable in UTF-8) in every string of ``obj``."""
+_MAX_DEPTH = 64         # deeper containers (or cycles) in args/metadata are written as a placeholder
+
+
+def _clean(obj: Any, depth: int = 0, open_ids: "set | None" = None) -> Any:
+    """``obj`` made encodable: lone surrogates replaced in every string, cycles and containers
+    nested deeper than _MAX_DEPTH replaced by a placeholder string."""
     if isinstance(obj, str):
         return obj.encode("utf-8", "replace").decode("utf-8")
-    if isinstance(obj, dict):
-        return {_clean(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+    if isinstance(obj, (dict, list, tuple)):
+        open_ids = set() if open_ids is None else open_ids
+        if id(obj) in open_ids:
+            return "<recursive reference>"
+        if depth >= _MAX_DEPTH:
+            return "<nested too deeply>"
+        open_ids.add(id(obj))
+        try:
+            if isinstance(obj, dict):
+                return {_clean(k, depth + 1, open_ids) if isinstance(k, str) else k:
+                        _clean(v, depth + 1, open_ids) for k, v in obj.items()}
+            return [_clean(v, depth + 1, open_ids) for v in obj]
+        finally:
+            open_ids.discard(id(obj))
     return obj
+
+
+_ENCODE_ERRORS = (UnicodeEncodeError, msgspec.EncodeError, TypeError, ValueError, RecursionError)
 
 
 def encode(obj: Any) -> bytes:
     """JSON bytes of ``obj``, always valid JSON (see module docstring)."""
     try:
         return _encoder.encode(obj)
-    except (UnicodeEncodeError, msgspec.EncodeError, TypeError, ValueError):
+    except _ENCODE_ERRORS:
         return _encoder.encode(_clean(obj))
 
 
 def _encode_events(events: list) -> bytes:
     try:
         return b",\n  ".join(map(_encoder.encode, events))
-    except (UnicodeEncodeError, msgspec.EncodeError, TypeError, ValueError):
+    except _ENCODE_ERRORS:
         return b",\n  ".join(encode(e) for e in events)
 
 
