@@ -343,3 +343,11 @@ def test_cyclic_or_deeply_nested_values_do_not_make_the_trace_unwritable(tmp_pat
     while isinstance(v, list):
         depth, v = depth + 1, v[0]
     assert v == "<nested too deeply>" and depth < 100
+
+
+def test_export_under_a_file_says_it_is_not_a_directory(tmp_path):
+    p = _traced()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(TraceWriteError, match="afile' is not a directory"):
+        p.export_chrome_trace(tmp_path / "afile" / "t.json")
+    assert (tmp_path / "afile").read_text() == "x"

@@ -129,12 +129,19 @@ def check_path(path: Any, what: str) -> str:
     return path
 
 
+def _missing_directory(what: str, path: str, directory: str) -> TraceWriteError:
+    """The error for a destination whose directory is missing (or is a file)."""
+    if os.path.exists(directory):
+        return TraceWriteError(errno.ENOTDIR, f"cannot write {what} {path!r}: {directory!r} is not a directory")
+    return TraceWriteError(errno.ENOENT, f"cannot write {what} {path!r}: directory {directory!r} does not exist")
+
+
 def write_bytes_atomic(data: bytes, path: "str | os.PathLike", what: str = "file") -> str:
     """Write ``data`` to ``path`` through a temporary file renamed over it: never a half-written file."""
     path = check_path(path, what)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise TraceWriteError(errno.ENOENT, f"cannot write {what} {path!r}: directory {directory!r} does not exist")
+        raise _missing_directory(what, path, directory)
     tmp = _tmp_path(os.path.abspath(path))
     try:
         with open(tmp, "xb") as f:
@@ -160,7 +167,7 @@ def write_trace(trace: Any, path: "str | os.PathLike", *, gzip_level: int = GZIP
     path = check_path(path, "trace")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise TraceWriteError(errno.ENOENT, f"cannot write trace {path!r}: directory {directory!r} does not exist")
+        raise _missing_directory("trace", path, directory)
     tmp = _tmp_path(os.path.abspath(path))
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
