@@ -29,6 +29,12 @@ def _is_internal(filename: str) -> bool:
 _internal_cache: dict = {}
 
 
+# The profiler's control path (step/start/stop, trace assembly, on_trace_ready): everything called
+# from it is hidden, as torch stops its tracer before that work. Wrappers that call user code
+# (record_function, operator, integrations) only hide their own frames.
+_CONTROL_FILE = os.path.join(_PKG_DIR, "profiler.py")
+
+
 def _internal(code) -> bool:
     fn = code.co_filename
     r = _internal_cache.get(fn)
@@ -74,12 +80,13 @@ def capture_stack(skip: int = 1) -> str:
 
 
 class _PyState:
-    """Per-thread tracer state: the open Python frames."""
+    """Per-thread tracer state: the open Python frames, and the profiler call being hidden (if any)."""
 
-    __slots__ = ("stack",)
+    __slots__ = ("stack", "hidden")
 
     def __init__(self) -> None:
         self.stack: list = []   # [frame_or_None, t0, name, python_id, parent_id]
+        self.hidden = None      # the running frame of the profiler's own control path (step/stop...)
 
 
 class PythonTracer:
@@ -142,34 +149,49 @@ class PythonTracer:
                 _, t0, name, pid_, parent = st.stack.pop()
                 buf.python.append((t0, stop_raw, name, pid_, parent))
 
-    def _open(self, key, name: str, t: int) -> None:
-        buf, st = self._state()
-        if st is not None:
-            stack = st.stack
-            stack.append([key, t, name, self._next_id(), stack[-1][3] if stack else None])
-
-    def _close(self, key) -> None:
-        buf, st = self._state()
-        if st is not None:
-            stack = st.stack
-            if stack and stack[-1][0] is key:        # frames opened before install are ignored
-                _, t0, name, pyid, parent = stack.pop()
-                buf.python.append((t0, self._clock(), name, pyid, parent))
-
     def _hook(self, frame, event, arg) -> None:
         if event == "call":
             code = frame.f_code
-            if not _internal(code):
-                self._open(frame, frame_name(code), self._clock())
+            if _internal(code):
+                if code.co_filename == _CONTROL_FILE:
+                    buf, st = self._state()
+                    if st is not None and st.hidden is None:
+                        st.hidden = frame
+                return
+            buf, st = self._state()
+            if st is not None and st.hidden is None:
+                stack = st.stack
+                stack.append([frame, self._clock(), frame_name(code), self._next_id(),
+                              stack[-1][3] if stack else None])
         elif event == "return":
-            self._close(frame)
+            buf, st = self._state()
+            if st is None:
+                return
+            if st.hidden is not None:
+                if st.hidden is frame:
+                    st.hidden = None
+                return
+            stack = st.stack
+            if stack and stack[-1][0] is frame:        # frames opened before install are ignored
+                _, t0, name, pyid, parent = stack.pop()
+                buf.python.append((t0, self._clock(), name, pyid, parent))
         elif event == "c_call":
             if not _internal(frame.f_code):
+                buf, st = self._state()
+                if st is None or st.hidden is not None:
+                    return
                 t = self._clock()
                 try:
                     name = repr(arg)
                 except Exception:       # a broken __repr__ must not break the user's program
                     name = "<built-in function>"
-                self._open(arg, name, t)
+                stack = st.stack
+                stack.append([arg, t, name, self._next_id(), stack[-1][3] if stack else None])
         else:  # c_return / c_exception
-            self._close(arg)
+            buf, st = self._state()
+            if st is None or st.hidden is not None:
+                return
+            stack = st.stack
+            if stack and stack[-1][0] is arg:
+                _, t0, name, pyid, parent = stack.pop()
+                buf.python.append((t0, self._clock(), name, pyid, parent))
