@@ -9,6 +9,7 @@ Layout: one top-level key per line, one event per line (readable, diffable, stre
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import zlib
@@ -136,16 +137,26 @@ def _missing_directory(what: str, path: str, directory: str) -> TraceWriteError:
     return TraceWriteError(errno.ENOENT, f"cannot write {what} {path!r}: directory {directory!r} does not exist")
 
 
-def write_bytes_atomic(data: bytes, path: "str | os.PathLike", what: str = "file") -> str:
-    """Write ``data`` to ``path`` through a temporary file renamed over it: never a half-written file."""
+@contextlib.contextmanager
+def atomic_file(path: "str | os.PathLike", what: str = "file") -> Iterator[Any]:
+    """Open a temporary file beside ``path`` for writing; rename it over ``path`` on success.
+
+    On any failure the temporary file is removed and nothing appears under ``path``; an OSError
+    becomes a ``TraceWriteError`` naming the path and the reason. Yields ``(file, checked_path)``.
+    """
     path = check_path(path, what)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise _missing_directory(what, path, directory)
     tmp = _tmp_path(os.path.abspath(path))
     try:
-        with open(tmp, "xb") as f:
-            f.write(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as e:
+        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+            yield f, path
+            f.flush()
         os.replace(tmp, path)
     except BaseException as e:
         try:
@@ -155,7 +166,13 @@ def write_bytes_atomic(data: bytes, path: "str | os.PathLike", what: str = "file
         if isinstance(e, OSError) and not isinstance(e, TraceWriteError):
             raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
         raise
-    return path
+
+
+def write_bytes_atomic(data: bytes, path: "str | os.PathLike", what: str = "file") -> str:
+    """Write ``data`` to ``path`` through a temporary file renamed over it: never a half-written file."""
+    with atomic_file(path, what) as (f, checked):
+        f.write(data)
+    return checked
 
 
 def write_trace(trace: Any, path: "str | os.PathLike", *, gzip_level: int = GZIP_LEVEL) -> str:
@@ -164,34 +181,14 @@ def write_trace(trace: Any, path: "str | os.PathLike", *, gzip_level: int = GZIP
     Raises ``TraceWriteError`` (an OSError) naming the path and the reason when it cannot be
     written; nothing is left under ``path`` (nor the temporary name) in that case.
     """
-    path = check_path(path, "trace")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise _missing_directory("trace", path, directory)
-    tmp = _tmp_path(os.path.abspath(path))
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError as e:
-        raise TraceWriteError(e.errno, f"cannot write trace {path!r}: {e.strerror or e}") from e
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
-            pieces = iter_json(trace, path)
-            if path.endswith(".gz"):
-                _write_gzip(f, pieces, os.path.basename(path[:-3]), gzip_level)
-            else:
-                for piece in pieces:
-                    f.write(piece)
-            f.flush()
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError) and not isinstance(e, TraceWriteError):
-            raise TraceWriteError(e.errno, f"cannot write trace {path!r}: {e.strerror or e}") from e
-        raise
-    return path
+    with atomic_file(path, "trace") as (f, checked):
+        pieces = iter_json(trace, checked)
+        if checked.endswith(".gz"):
+            _write_gzip(f, pieces, os.path.basename(checked[:-3]), gzip_level)
+        else:
+            for piece in pieces:
+                f.write(piece)
+    return checked
 
 
 def _write_gzip(f, pieces, inner_name: str, level: int) -> None:
