@@ -266,7 +266,13 @@ def test_parallel_parsing_gives_the_same_trace(shared_traces, monkeypatch):
     finally:
         reader.shutdown_parse_pool()
     seq = read_trace(path)
-    assert len(par.event_index) > 2 and par.event_index == seq.event_index
+    # the pieces differ (workers get whole I/O blocks, this process BLOCK-sized pieces), but
+    # each index finds the same events
+    assert len(par.event_index) > 2 and len(seq.event_index) > 2
+    n = len(par.events)
+    for i in (0, 1, n // 3, n // 2, n - 1):
+        i = int(par.events["idx"].iloc[i])
+        assert par.event(i) == seq.event(i)
     for a, b in ((par.events, seq.events), (par.memory, seq.memory), (par.flows, seq.flows)):
         pd.testing.assert_frame_equal(a, b, check_categorical=False)
     pd.testing.assert_frame_equal(par.names, seq.names)

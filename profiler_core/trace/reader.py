@@ -33,7 +33,7 @@ from profiler_core.trace.model import (
     constant_column,
 )
 
-CHUNK = 65536
+CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
 #: refuse traces whose uncompressed JSON is larger than this (bytes); env GPUSCOPE_MAX_TRACE_BYTES
 MAX_TRACE_BYTES = int(os.environ.get("GPUSCOPE_MAX_TRACE_BYTES", str(16 << 30)))
 
@@ -249,8 +249,7 @@ class _Interner:
         """Codes -> a Categorical holding only the values that occur."""
         import pandas as pd
 
-        used = np.zeros(len(self.values), dtype=bool)
-        used[np.unique(codes)] = True
+        used = np.bincount(codes, minlength=len(self.values)) > 0  # codes are 0..len-1
         if used.all():
             return pd.Categorical.from_codes(codes, categories=pd.Index(self.values, dtype=object))
         remap = np.cumsum(used) - 1
@@ -294,8 +293,8 @@ class _Coerce:
         if nones == n:
             return np.full(n, missing, dtype=dtype)
         try:
-            if nones:
-                values = [missing if v is None else v for v in values]
+            if nones:  # None -> missing, in C: {None: missing}.get(v, v)
+                return np.fromiter(map({None: missing}.get, values, values), dtype=dtype, count=n)
             return np.fromiter(values, dtype=dtype, count=n)
         except (TypeError, ValueError, OverflowError):
             pass
@@ -337,7 +336,7 @@ class _Coerce:
             return np.full(n, np.nan)
         try:
             if nones:
-                values = [np.nan if v is None else v for v in values]
+                return np.fromiter(map({None: np.nan}.get, values, values), dtype=np.float64, count=n)
             return np.fromiter(values, dtype=np.float64, count=n)
         except (TypeError, ValueError, OverflowError):
             pass
@@ -357,8 +356,14 @@ class _Coerce:
         return out
 
 
+#: below this many µs, rint(us * 1000) is the exact ns of a 3-decimal value (error < 1e-3 ns)
+_FAST_NS_LIMIT = float(1 << 31)
+
+
 def _to_ns(us: np.ndarray) -> np.ndarray:
     """µs floats -> exact int64 ns (Kineto writes at most 3 decimals; exact below 2**43 µs)."""
+    if len(us) and -_FAST_NS_LIMIT < us.min() and us.max() < _FAST_NS_LIMIT:  # (NaN fails both)
+        return np.rint(us * 1000.0).astype(np.int64)
     finite = np.isfinite(us)
     us = np.where(finite, us, 0.0)
     whole = np.floor(us)
@@ -600,7 +605,7 @@ class _Builder:
         except TypeError:  # unhashable ph values
             kinds = np.fromiter((_PHASES.get(str(p), _UNSUPPORTED) for p in phs), np.int8, n)
         idx = np.arange(first_idx, first_idx + n, dtype=np.int64)
-        for kind in np.unique(kinds):
+        for kind in np.flatnonzero(np.bincount(kinds, minlength=1)):  # kinds are 0..5
             where = np.flatnonzero(kinds == kind) if len(kinds) else kinds
             if len(where) == n:
                 sel = evs
@@ -654,7 +659,7 @@ class _Builder:
                                    for v in self.interners["cat"].values], dtype=np.int8)
         families = family_of_code[cat_codes]
         args_all = list(map(_get_args, evs))
-        for code in np.unique(families):
+        for code in np.flatnonzero(np.bincount(families, minlength=1)):
             family = _FAMILY_NAMES[code]
             rows = np.flatnonzero(families == code)
             args = args_all if len(rows) == n else [args_all[i] for i in rows]
@@ -881,7 +886,7 @@ class _Builder:
             base_ns = int(min(firsts)) if firsts else 0
             for arr in (ts, mem["ts"], flows["ts"]):
                 arr -= base_ns
-        order = np.lexsort((idx, -dur, ts))
+        order = _event_order(ts, dur, idx)
         data: dict = {"ts": ts[order], "dur": dur[order], "idx": idx[order]}
         del ts, dur, idx
         for c in EVENT_COLUMNS:
@@ -931,6 +936,23 @@ class _Builder:
         )
 
 
+def _event_order(ts: np.ndarray, dur: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """np.lexsort((idx, -dur, ts)) for idx-ordered arrays, faster: a stable sort by ts (quick on the
+    nearly sorted ts of a trace) and a lexsort of the rows whose ts ties only."""
+    if len(idx) > 1 and not bool((idx[1:] > idx[:-1]).all()):
+        return np.lexsort((idx, -dur, ts))
+    order = np.argsort(ts, kind="stable")
+    ts_sorted = ts[order]
+    tie = ts_sorted[1:] == ts_sorted[:-1]
+    if tie.any():
+        in_tie = np.zeros(len(order), dtype=bool)
+        in_tie[1:] = tie
+        in_tie[:-1] |= tie
+        sub = order[in_tie]
+        order[in_tie] = sub[np.lexsort((idx[sub], -dur[sub], ts[sub]))]
+    return order
+
+
 def _concat_dicts(parts: list, keys: tuple, int32: tuple = ()) -> dict:
     if not parts:
         return {k: np.empty(0, np.int32 if k in int32 else np.int64) for k in keys}
@@ -970,7 +992,18 @@ class _NotStreamable(Exception):
 
 _HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SEP_RE = re.compile(rb"\}\s*,\s*\{")
-BLOCK = 4 << 20
+#: bytes of JSON per decoded piece: small enough that a piece's decoded events stay in the CPU
+#: cache (L2) while each column is pulled out of them; read_trace of the 2M-event benchmark
+#: trace on 2 shared cores (noisy): 4 MB pieces
+#: 10-11.5 s, 1 MB 10-11 s, 256 KB 6-8 s, 64 KB 7-7.4 s
+BLOCK = 256 << 10
+#: bytes of JSON per block handed over by the gunzip thread: big enough for few GIL hand-overs,
+#: below MMAP_THRESHOLD so that its buffers are reused heap memory, not fresh pages
+IO_BLOCK = 1 << 20
+#: a piece without any event boundary beyond this many bytes goes to the whole-file path
+MAX_PIECE = 16 << 20
+#: glibc's M_MMAP_THRESHOLD while gpuscope runs (above a piece's buffers; see _libc)
+MMAP_THRESHOLD = 4 << 20
 
 
 def _blocks(path: str) -> Iterator[bytes]:
@@ -986,7 +1019,7 @@ def _blocks(path: str) -> Iterator[bytes]:
                 f.seek(0)
                 d = zlib.decompressobj(31) if gz else None
                 while not stop.is_set():
-                    comp = f.read(max(512, min(1 << 20, BLOCK // 8)))
+                    comp = f.read(max(512, min(1 << 20, IO_BLOCK // 8)))
                     if not comp:
                         if d is not None and not d.eof:
                             raise TraceReadError(
@@ -1026,7 +1059,7 @@ def _blocks(path: str) -> Iterator[bytes]:
             if isinstance(item, Exception):
                 raise item
             pending += item
-            if len(pending) >= BLOCK:
+            if len(pending) >= IO_BLOCK:
                 yield pending
                 pending = b""
         if pending:
@@ -1190,7 +1223,7 @@ def _stream_parse(path: str, processes: int = 0) -> TraceData:
             elif stripped[:1] == b"{":
                 m = _HEAD_RE.search(buf)
                 if m is None:
-                    if len(buf) > 4 * BLOCK:
+                    if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                         raise _NotStreamable
                     continue
                 head, buf = buf[:m.start()], buf[m.end():]
@@ -1200,7 +1233,7 @@ def _stream_parse(path: str, processes: int = 0) -> TraceData:
         if pool is not None:
             cut = next(_separators(buf, 1), None)
             if cut is None:
-                if len(buf) > 4 * BLOCK:
+                if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                     raise _NotStreamable
                 continue
             pending.append((pool.submit(_parse_piece_job, buf[:cut[0]]), start, start + cut[0]))
@@ -1208,22 +1241,22 @@ def _stream_parse(path: str, processes: int = 0) -> TraceData:
             start += cut[1]
             collect(processes)
             continue
-        evs = None
-        for cut in _separators(buf):
-            try:
-                evs = _decode_piece(memoryview(buf)[:cut[0]], builder.counts)
+        pos = 0  # buf[pos:] is not parsed yet; pos is always the start of an event
+        view = memoryview(buf)
+        while True:
+            evs, cut = _next_piece(buf, view, pos, builder.counts)
+            if evs is None:
                 break
-            except _NotStreamable:  # cut inside a string: try an earlier separator
-                continue
-        if evs is None:
-            if len(buf) > 4 * BLOCK:
-                raise _NotStreamable
-            continue
-        buf = buf[cut[1]:]
-        builder.add_chunk(evs, n)
-        index.append((n, start, start + cut[0]))
-        start += cut[1]
-        n += len(evs)
+            builder.add_chunk(evs, n)
+            index.append((n, start + pos, start + cut[0]))
+            n += len(evs)
+            pos = cut[1]
+        del view
+        if pos:
+            buf = buf[pos:]
+            start += pos
+        elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
+            raise _NotStreamable
     if head is None:
         if not buf.strip():
             raise TraceReadError(f"{path}: empty file")
@@ -1245,10 +1278,29 @@ def _stream_parse(path: str, processes: int = 0) -> TraceData:
     return t
 
 
-def _separators(buf: bytes, tries: int = 8) -> Iterator[tuple[int, int]]:
-    """(end of a piece, start of the rest) at the last few `}, {` of buf, last first."""
-    window = 1 << 16
-    lo, hi = max(0, len(buf) - window), len(buf)
+def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[list | None, Any]:
+    """Decode the events of buf[pos:cut] for a separator cut at most BLOCK bytes after pos (twice
+    that, and so on, after a longer event); (None, None) when no cut in buf decodes (wait for more
+    data)."""
+    size = max(BLOCK, 1)
+    while True:
+        hi = min(pos + size, len(buf))
+        for cut in _separators(buf, hi=hi, lo_bound=pos):
+            try:
+                return _decode_piece(view[pos:cut[0]], counts), cut
+            except _NotStreamable:  # cut inside a string: try an earlier separator
+                continue
+        if hi == len(buf):
+            return None, None
+        size *= 2
+
+
+def _separators(buf: bytes, tries: int = 8, hi: int | None = None,
+                lo_bound: int = 0) -> Iterator[tuple[int, int]]:
+    """(end of a piece, start of the rest) at the last few `}, {` of buf[lo_bound:hi], last first."""
+    window = 1 << 12  # a few events first, then 8x that per round
+    hi = len(buf) if hi is None else hi
+    lo = max(lo_bound, hi - window)
     given = 0
     while given < tries:
         found = [(m.start() + 1, m.end() - 1) for m in _SEP_RE.finditer(buf, lo, hi)]
@@ -1257,9 +1309,9 @@ def _separators(buf: bytes, tries: int = 8) -> Iterator[tuple[int, int]]:
             given += 1
             if given >= tries:
                 return
-        if lo == 0:
+        if lo <= lo_bound:
             return
-        lo, hi = max(0, lo - 8 * window), lo + 8  # overlap: a separator across the border
+        lo, hi = max(lo_bound, lo - 8 * window), lo + 8  # overlap: a separator across the border
 
 
 def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
@@ -1296,9 +1348,13 @@ def _libc() -> Any:
                 import ctypes
 
                 libc = ctypes.CDLL("libc.so.6")
-                # a fixed mmap threshold: column arrays are mmapped, so freeing them returns
-                # the memory at once instead of leaving it fragmented in the heap
-                libc.mallopt(-3, 1 << 17)  # M_MMAP_THRESHOLD
+                # a fixed mmap threshold above the reader's piece size: whole-trace columns are
+                # mmapped, so freeing them returns the memory at once instead of leaving it
+                # fragmented in the heap, while each piece's buffers and small arrays are reused
+                # heap memory (a 128 KiB threshold made those fresh mmaps: measured 4x the page
+                # faults and +1.5 s of system time on 2M events)
+                libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+                libc.malloc_trim.argtypes = [ctypes.c_size_t]
                 _LIBC = libc
             except (OSError, AttributeError):
                 _LIBC = False

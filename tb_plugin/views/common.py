@@ -236,7 +236,7 @@ def _op_tree(t: Any) -> pd.DataFrame:
 
     cols.update(row=rows, parent=np.where(final_parent >= 0, rows[np.maximum(final_parent, 0)], -1),
                 depth=depth, group=grp, start=start, end=end, merged_into=merged_into, is_op=is_op[rows])
-    return pd.DataFrame(cols)
+    return pd.DataFrame(cols, copy=False)  # fresh arrays: no need to copy them into blocks
 
 
 def op_tree(t: Any) -> pd.DataFrame:
@@ -353,7 +353,8 @@ def _link_launches(t: Any) -> pd.DataFrame:
         op[missing] = innermost_op_at(t, ev["pid"].to_numpy()[mr], ev["tid"].to_numpy()[mr],
                                        ev["ts"].to_numpy(np.int64)[mr])
     op = _resolve_merged(t, op)
-    return pd.DataFrame({"row": rows, "op": op, "correlation": ev["correlation"].to_numpy(np.int64)[rows]})
+    return pd.DataFrame({"row": rows, "op": op, "correlation": ev["correlation"].to_numpy(np.int64)[rows]},
+                        copy=False)
 
 
 def link_launches_to_ops(t: Any) -> pd.DataFrame:
@@ -386,7 +387,7 @@ def _link_gpu(t: Any) -> pd.DataFrame:
         op[missing] = _resolve_merged(t, _lookup(keys, vals, ext_own[missing]))
     ext_col = ev["external_id"].to_numpy(np.int64)
     external_id = np.where(op >= 0, ext_col[np.maximum(op, 0)], ext_own) if len(rows) else ext_own
-    return pd.DataFrame({"row": rows, "runtime": runtime, "op": op, "external_id": external_id})
+    return pd.DataFrame({"row": rows, "runtime": runtime, "op": op, "external_id": external_id}, copy=False)
 
 
 def link_gpu_to_ops(t: Any) -> pd.DataFrame:

@@ -87,7 +87,7 @@ def _node_stats(t: Any) -> pd.DataFrame:
         "host_total": host_total, "host_self": host_total - child_sum - runtime_sum,
         "device_self": device_self, "device_total": device_total, "kernel_self": kernel_self,
         "tc_self": tc_self, "tc_eligible": eligible, "bottom_eligible": eligible & ~has_eligible_below,
-    })
+    }, copy=False)
 
 
 def node_stats(t: Any) -> pd.DataFrame:

@@ -43,6 +43,25 @@ def _coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     return np.cumsum(delta)[:-1]
 
 
+def _covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per elementary segment [bounds[k], bounds[k+1]): whether any interval covers it (bounds must hold every
+    start and end). Merges the intervals first, so it only searches the few merged ranges."""
+    if len(starts) == 0:
+        return np.zeros(max(len(bounds) - 1, 0), dtype=bool)
+    if len(starts) > 1 and not bool((starts[1:] >= starts[:-1]).all()):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    ms = starts[first]
+    me = reach[np.append(first[1:], len(starts)) - 1]
+    seg = bounds[:-1]
+    j = np.searchsorted(ms, seg, side="right") - 1
+    return (j >= 0) & (seg < me[np.maximum(j, 0)])
+
+
 def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     ev = t.events
     ts = ev["ts"].to_numpy(np.int64)
@@ -86,7 +105,7 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     for r in range(len(ROLES) - 1, -1, -1):  # lowest priority first, so higher priorities overwrite
         s, e = roles[r]
         if len(s):
-            owner[_coverage(bounds, s, e) > 0] = r
+            owner[_covered(bounds, s, e)] = r
     k = np.searchsorted(ss, bounds[:-1], side="right") - 1
     inside = (k >= 0) & (bounds[:-1] < se[np.maximum(k, 0)])
     flat = np.bincount(k[inside] * (len(ROLES) + 1) + owner[inside], weights=seg_len[inside],
