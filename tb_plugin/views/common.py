@@ -197,12 +197,15 @@ def _op_tree(t: Any) -> pd.DataFrame:
     depth = (pos - first) - (closed - z)
     depth = np.maximum(depth, 0)
 
-    # candidate parent: the last earlier node one level up
-    dk = np.sort(depth * n + pos)
-    q = (depth - 1) * n + pos
-    k = np.searchsorted(dk, q, side="left") - 1
-    cand = np.where(k >= 0, dk[np.maximum(k, 0)], -1)
-    parent = np.where((depth > 0) & (k >= 0) & (cand // n == depth - 1), cand % n, -1)
+    # candidate parent: the last earlier node one level up. Keys depth * n + pos in (depth, pos) order
+    # (a radix sort of small depths); the queries (depth - 1) * n + pos are then sorted too, which
+    # makes searchsorted and the gathers sequential.
+    by_level = np.argsort(depth.astype(np.int16) if int(depth.max()) < 2 ** 15 else depth, kind="stable")
+    dk = depth[by_level] * n + by_level
+    ks = np.searchsorted(dk, dk - n, side="left") - 1
+    cand = np.where(ks >= 0, dk[np.maximum(ks, 0)], -1)
+    parent = np.empty(n, np.int64)
+    parent[by_level] = np.where((dk >= n) & (ks >= 0) & (cand // n == dk // n - 1), cand % n, -1)
 
     # repair nodes whose candidate does not contain them (partially overlapping siblings): walk up
     def bad_mask(p: np.ndarray) -> np.ndarray:

@@ -57,9 +57,11 @@ def _covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
     first = np.flatnonzero(new)
     ms = starts[first]
     me = reach[np.append(first[1:], len(starts)) - 1]
-    seg = bounds[:-1]
-    j = np.searchsorted(ms, seg, side="right") - 1
-    return (j >= 0) & (seg < me[np.maximum(j, 0)])
+    # merged ranges are disjoint and sorted: mark [first segment, last + 1) of each, then a running sum
+    delta = np.zeros(len(bounds), dtype=np.int8)
+    delta[np.searchsorted(bounds, ms)] = 1
+    delta[np.searchsorted(bounds, me)] -= 1  # a zero-length range cancels its own start
+    return np.cumsum(delta[:-1], dtype=np.int8) > 0
 
 
 def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
