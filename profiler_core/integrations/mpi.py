@@ -276,8 +276,13 @@ def _make_comm_wrapper(mpi: Any, orig: Callable, method: str, layout: tuple, pic
             _remember_request(result, coll, op_args)
         return result
 
-    wrapper.__name__ = method
     wrapper.__qualname__ = getattr(orig, "__qualname__", method)
+    return _mark_wrapper(wrapper, orig, method)
+
+
+def _mark_wrapper(wrapper: Callable, orig: Any, method: str) -> Callable:
+    """Give ``wrapper`` the original's name and docs, and mark it as ours (uninstall checks the mark)."""
+    wrapper.__name__ = method
     wrapper.__doc__ = getattr(orig, "__doc__", None)
     wrapper.__wrapped__ = orig
     wrapper._gpuscope_wrapper = True
@@ -295,11 +300,7 @@ def _make_request_wrapper(orig: Callable, method: str, is_recording: Callable[[]
         with record_op(op_name, args=_wait_args(coll, [self])):
             return orig(self, *args, **kwargs)
 
-    wrapper.__name__ = method
-    wrapper.__doc__ = getattr(orig, "__doc__", None)
-    wrapper.__wrapped__ = orig
-    wrapper._gpuscope_wrapper = True
-    return wrapper
+    return _mark_wrapper(wrapper, orig, method)
 
 
 def _make_request_classmethod(orig_cm: Any, method: str, is_recording: Callable[[], bool],
@@ -321,11 +322,7 @@ def _make_request_classmethod(orig_cm: Any, method: str, is_recording: Callable[
         with record_op(op_name, args=_wait_args(coll, reqs)):
             return bound(requests, *args, **kwargs)
 
-    wrapper.__name__ = method
-    wrapper.__doc__ = getattr(orig_cm, "__doc__", None)
-    wrapper.__wrapped__ = orig_cm
-    wrapper._gpuscope_wrapper = True
-    return classmethod(wrapper)
+    return classmethod(_mark_wrapper(wrapper, orig_cm, method))
 
 
 # --- patching the extension types --------------------------------------------------------------
