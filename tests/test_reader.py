@@ -252,28 +252,3 @@ def test_bare_na_nan_and_control_characters_are_repaired(tmp_path):
         assert np.isnan(e["blocks_per_sm"].iloc[1]) and e["warps_per_sm"].iloc[1] == np.inf
         assert any("repaired" in w for w in t.warnings)
         assert t.event_args(0)["memory bandwidth (GB/s)"] == "N/A"
-
-
-def test_parallel_parsing_gives_the_same_trace(shared_traces, monkeypatch):
-    import profiler_core.trace.reader as reader
-
-    path = _shared_files(shared_traces / "kineto_resnet50_v100")[0]
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(reader, "BLOCK", 1 << 20)
-    monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
-    try:
-        par = read_trace(path, processes=2)
-    finally:
-        reader.shutdown_parse_pool()
-    seq = read_trace(path)
-    # the pieces differ (workers get whole I/O blocks, this process BLOCK-sized pieces), but
-    # each index finds the same events
-    assert len(par.event_index) > 2 and len(seq.event_index) > 2
-    n = len(par.events)
-    for i in (0, 1, n // 3, n // 2, n - 1):
-        i = int(par.events["idx"].iloc[i])
-        assert par.event(i) == seq.event(i)
-    for a, b in ((par.events, seq.events), (par.memory, seq.memory), (par.flows, seq.flows)):
-        pd.testing.assert_frame_equal(a, b, check_categorical=False)
-    pd.testing.assert_frame_equal(par.names, seq.names)
-    assert par.base_ns == seq.base_ns and par.labels == seq.labels and not par.warnings

@@ -3,7 +3,7 @@ import json
 
 import msgspec
 
-from profiler_core.trace import reader
+from profiler_core.trace import malloc_tuning, reader
 
 
 def test_raw_bytes_matches_bytes_including_nul_and_empty():
@@ -33,23 +33,27 @@ def _trace(tmp_path):
     return path
 
 
-def test_read_trace_tunes_for_views_then_restores_parsing_settings(tmp_path, monkeypatch):
+def test_read_trace_parses_under_its_settings_then_tunes_for_views(tmp_path, monkeypatch):
     fake = _FakeLibc()
-    monkeypatch.setattr(reader, "_LIBC", fake)
-    monkeypatch.setattr(reader, "_VIEWS_TUNED", False)
-    t = reader.read_trace(_trace(tmp_path))
-    assert t.events["input_dims"].tolist() == ["[[2,2]]"]
-    assert fake.calls[-2:] == [(-3, reader.VIEWS_MMAP_THRESHOLD), (-1, reader.VIEWS_MMAP_THRESHOLD)]
-    assert reader._VIEWS_TUNED
-    fake.calls.clear()
-    reader.read_trace(_trace(tmp_path))  # the next read parses under the reader's own settings again
-    assert fake.calls[:2] == [(-3, reader.MMAP_THRESHOLD), (-1, reader._GLIBC_TRIM_THRESHOLD)]
-    assert fake.calls[-2:] == [(-3, reader.VIEWS_MMAP_THRESHOLD), (-1, reader.VIEWS_MMAP_THRESHOLD)]
+    monkeypatch.setattr(malloc_tuning, "_LIBC", fake)
+    for _ in range(2):  # every read switches to the parsing settings first, whatever came before
+        fake.calls.clear()
+        t = reader.read_trace(_trace(tmp_path))
+        assert t.events["input_dims"].tolist() == ["[[2,2]]"]
+        assert fake.calls == [(-3, malloc_tuning.PARSE_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED),
+                              ("trim", 0),
+                              (-3, malloc_tuning.VIEWS_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED)]
+    assert malloc_tuning.PARSE_MMAP_THRESHOLD < malloc_tuning.VIEWS_MMAP_THRESHOLD
 
 
 def test_no_malloc_tuning_without_glibc(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "_LIBC", False)
-    monkeypatch.setattr(reader, "_VIEWS_TUNED", False)
-    reader.read_trace(_trace(tmp_path))
-    reader.tune_memory_for_views()
-    assert not reader._VIEWS_TUNED
+    monkeypatch.setattr(malloc_tuning, "_LIBC", False)
+    assert reader.read_trace(_trace(tmp_path)).events["name"].tolist() == ["aten::mm"]
+    reader.tune_memory_for_views()  # no glibc: nothing to call, nothing raised
+    reader.release_memory()
+
+
+def test_tuning_can_be_turned_off(monkeypatch):
+    monkeypatch.setattr(malloc_tuning, "_LIBC", None)
+    monkeypatch.setenv("GPUSCOPE_NO_MALLOC_TUNING", "1")
+    assert malloc_tuning.libc() is False

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import bisect
 import gc
-import gzip
 import json
 import logging
 import os
-import queue
 import re
-import sys
 import threading
 import zlib
 from collections.abc import Iterator
@@ -28,6 +25,10 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
+from profiler_core.trace.gunzip import GZIP_MAGIC, TruncatedGzip, gunzip_blocks, uncompressed_size_hint
+from profiler_core.trace.malloc_tuning import release_memory, tune_for_parsing
+from profiler_core.trace.malloc_tuning import tune_for_views as tune_memory_for_views
 from profiler_core.trace.model import (
     EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, TraceData,
     constant_column,
@@ -382,9 +383,15 @@ def read_bytes(path: str | os.PathLike) -> bytes:
         with open(path, "rb") as f:
             head = f.read(2)
             f.seek(0)
-            if head == b"\x1f\x8b":
-                with gzip.GzipFile(fileobj=f) as gz:
-                    data = gz.read(MAX_TRACE_BYTES + 1)
+            if head == GZIP_MAGIC:
+                parts, total = [], 0
+                for block in gunzip_blocks(f, 1 << 20):
+                    parts.append(block)
+                    total += len(block)
+                    if total > MAX_TRACE_BYTES:
+                        break
+                data = b"".join(parts)
+                del parts
             else:
                 data = f.read(MAX_TRACE_BYTES + 1)
     except FileNotFoundError:
@@ -393,7 +400,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
         raise TraceReadError(f"{path}: is a directory") from None
     except EOFError:
         raise TraceReadError(f"{path}: truncated gzip file (ended before its end marker)") from None
-    except (OSError, zlib.error) as e:
+    except (OSError, *GUNZIP_ERRORS) as e:
         raise TraceReadError(f"{path}: corrupt gzip file ({e})") from None
     if len(data) > MAX_TRACE_BYTES:
         raise TraceReadError(
@@ -824,6 +831,21 @@ class _Builder:
             "flow_interners": {k: getattr(self, k).values for k in self._FLOW_INTERNERS},
         }
 
+    def compact(self) -> None:
+        """Join the chunks into one per column (a worker's export then pickles a few big arrays)."""
+        total = int(sum(self.ev_len))
+        for c, parts in self.ev.items():
+            if all(p is None for p in parts):
+                self.ev[c] = [None] if parts else []
+            else:
+                self.ev[c] = [np.concatenate([_missing_column(c, ln) if p is None else p
+                                              for p, ln in zip(parts, self.ev_len)])]
+        self.ev_len = [total] if self.ev_len else []
+        if len(self.mem) > 1:
+            self.mem = [_concat_dicts(self.mem, tuple(self.mem[0]))]
+        if len(self.flows) > 1:
+            self.flows = [_concat_dicts(self.flows, tuple(self.flows[0]))]
+
     def merge(self, part: dict, offset: int) -> None:
         """Append an exported builder whose events start at traceEvents[offset]."""
         fix = {}
@@ -1007,80 +1029,43 @@ _SEP_RE = re.compile(rb"\}\s*,\s*\{")
 #: trace on 2 shared cores (noisy): 4 MB pieces
 #: 10-11.5 s, 1 MB 10-11 s, 256 KB 6-8 s, 64 KB 7-7.4 s
 BLOCK = 256 << 10
-#: bytes of JSON per block handed over by the gunzip thread: big enough for few GIL hand-overs,
-#: below MMAP_THRESHOLD so that its buffers are reused heap memory, not fresh pages
+#: bytes of JSON per decompressed block: big enough for few rounds of the piece loop, below
+#: malloc_tuning.PARSE_MMAP_THRESHOLD so that its buffers are reused heap memory, not fresh pages
 IO_BLOCK = 1 << 20
 #: a piece without any event boundary beyond this many bytes goes to the whole-file path
 MAX_PIECE = 16 << 20
-#: glibc's M_MMAP_THRESHOLD while gpuscope runs (above a piece's buffers; see _libc)
-MMAP_THRESHOLD = 4 << 20
-
 
 def _blocks(path: str) -> Iterator[bytes]:
-    """The file's (gunzipped) bytes in blocks, decompressed on a helper thread (zlib drops the GIL)."""
-    q: queue.Queue = queue.Queue(maxsize=3)
-    stop = threading.Event()
+    """The file's (gunzipped) bytes in blocks of about IO_BLOCK bytes or more.
 
-    def produce() -> None:
-        total = 0
-        try:
-            with open(path, "rb") as f:
-                gz = f.read(2) == b"\x1f\x8b"
-                f.seek(0)
-                d = zlib.decompressobj(31) if gz else None
-                while not stop.is_set():
-                    comp = f.read(max(512, min(1 << 20, IO_BLOCK // 8)))
-                    if not comp:
-                        if d is not None and not d.eof:
-                            raise TraceReadError(
-                                f"{path}: truncated gzip file (ended before its end marker)")
-                        break
-                    if d is None:
-                        out = comp
-                    else:
-                        out = d.decompress(comp)
-                        while d.eof and d.unused_data:  # concatenated gzip members
-                            rest = d.unused_data
-                            d = zlib.decompressobj(31)
-                            out += d.decompress(rest)
-                    total += len(out)
-                    if total > MAX_TRACE_BYTES:
-                        raise TraceReadError(
-                            f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
-                            f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
-                    if out:
-                        q.put(out)
-            q.put(None)
-        except zlib.error as e:
-            q.put(TraceReadError(f"{path}: corrupt gzip file ({e})"))
-        except OSError as e:
-            q.put(TraceReadError(f"{path}: cannot read file ({e})"))
-        except TraceReadError as e:
-            q.put(e)
-
-    worker = threading.Thread(target=produce, name="gpuscope-gunzip", daemon=True)
-    worker.start()
+    Inflated in this thread: ISA-L takes 0.2 s for the 592 MB of the 2M-event benchmark trace, less
+    than handing blocks over from a helper thread cost, whose freed buffers also faulted in fresh
+    pages again and again (another thread's malloc arena)."""
+    total = 0
     pending = b""
     try:
-        while True:
-            item = q.get()
-            if item is None:
-                break
-            if isinstance(item, Exception):
-                raise item
-            pending += item
-            if len(pending) >= IO_BLOCK:
-                yield pending
-                pending = b""
-        if pending:
-            yield pending
-    finally:
-        stop.set()
-        while worker.is_alive():  # unblock a producer waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                worker.join(0.05)
+        with open(path, "rb") as f:
+            gz = f.read(2) == GZIP_MAGIC
+            f.seek(0)
+            chunk = max(512, min(1 << 20, IO_BLOCK // 8))
+            for out in gunzip_blocks(f, chunk) if gz else iter(lambda: f.read(IO_BLOCK), b""):
+                total += len(out)
+                if total > MAX_TRACE_BYTES:
+                    raise TraceReadError(
+                        f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
+                        f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
+                pending += out
+                if len(pending) >= IO_BLOCK:
+                    yield pending
+                    pending = b""
+    except TruncatedGzip:
+        raise TraceReadError(f"{path}: truncated gzip file (ended before its end marker)") from None
+    except GUNZIP_ERRORS as e:
+        raise TraceReadError(f"{path}: corrupt gzip file ({e})") from None
+    except OSError as e:
+        raise TraceReadError(f"{path}: cannot read file ({e})") from None
+    if pending:
+        yield pending
 
 
 _BARE_WORDS = re.compile(rb"([:\[,]\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,}\]])")
@@ -1124,15 +1109,17 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
 
 #: parse big traces with this many worker processes (env GPUSCOPE_PARSE_PROCESSES; 0: none)
 PARALLEL_MIN_BYTES = 16 << 20  # on disk; smaller files are parsed in this process
+#: share of the decompressed stream this process parses when it splits a trace with workers
+#: (it also merges and sorts, while a worker inflates the bytes before its range)
+MAIN_SHARE = 0.5
 _POOL: Any = None
 _POOL_LOCK = threading.Lock()
+_POOL_EXIT_HOOK: list = []
 
 
 def default_parse_processes() -> int:
-    """Parser processes worth using here: none below 4 cores (measured: no gain on 2 cores,
-    where decompression, splitting and merging keep the main process busy), else cores - 1."""
-    cores = os.cpu_count() or 1
-    return 0 if cores < 4 else min(4, cores - 1)
+    """Parser processes worth adding here: cores - 1, at most 3 (none on one core)."""
+    return max(0, min(3, (os.cpu_count() or 1) - 1))
 
 
 def _parse_processes(requested: int | None) -> int:
@@ -1160,23 +1147,32 @@ def _parse_pool(path: str, workers: int) -> Any:
 
             _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                         initializer=_init_worker)
+            if not _POOL_EXIT_HOOK:
+                import atexit
+
+                atexit.register(shutdown_parse_pool)  # quiet interpreter exit
+                _POOL_EXIT_HOOK.append(True)
         return _POOL
 
 
 def _init_worker() -> None:
     os.environ["GPUSCOPE_PARSE_PROCESSES"] = "0"  # no pools inside the pool
-    _libc()
+    tune_for_parsing()
     gc.disable()
 
 
-def _parse_piece_job(piece: bytes) -> dict:
-    """Worker-process job: decode and columnise one piece; the main process merges it."""
+def _parse_span_job(path: str, lo: int, hi: int | None) -> dict:
+    """Worker-process job: parse the events between the cuts at `lo` and `hi` (see _parse_span)
+    into one compact chunk of columns, exported for the main process to merge."""
     builder = _Builder()
-    evs = _decode_piece(piece, builder.counts)
-    del piece
-    builder.add_chunk(evs, 0)
-    out = builder.export()
-    out["n"] = len(evs)
+    try:
+        n, index, meta = _parse_span(path, builder, lo, hi)
+        builder.compact()
+        out = builder.export()
+    finally:
+        del builder
+        release_memory()
+    out.update(n=n, index=index, meta=meta)
     return out
 
 
@@ -1189,103 +1185,163 @@ def shutdown_parse_pool() -> None:
             _POOL = None
 
 
-def _stream_parse(path: str, processes: int = 0) -> TraceData:
-    """Parse a trace while it is decompressed, cutting the event array at `}, {` separators.
+def _parallel_parse(path: str, pool: Any, workers: int) -> TraceData | None:
+    """Split the decompressed stream into `workers + 1` byte ranges: each worker process inflates
+    the file itself and parses its range, this process parses the first and merges the rest.
+
+    Every range boundary is the first `}, {` at or after a target offset, found the same way by
+    the two processes that share it; the process on the left decodes its last events up to it, so
+    a boundary that is not between two events (inside a string, an event or the metadata after
+    the array) fails that decode and raises _NotStreamable (the caller reads serially instead)."""
+    total = uncompressed_size_hint(path)
+    if total < 2 * BLOCK:
+        return None
+    first = MAIN_SHARE if workers == 1 else 1.0 / (workers + 1)
+    bounds = [int(total * (first + (1 - first) * k / workers)) for k in range(workers)]
+    futures = [pool.submit(_parse_span_job, path, lo, hi)
+               for lo, hi in zip(bounds, bounds[1:] + [None])]
+    try:
+        builder = _Builder()
+        n, index, meta = _parse_span(path, builder, None, bounds[0])
+        for fut in futures:
+            part = fut.result()
+            builder.merge(part, n)
+            index.extend((first_idx + n, begin, end) for first_idx, begin, end in part["index"])
+            n += part["n"]
+            meta = part["meta"] if meta is None else meta
+    except BaseException:
+        for fut in futures:
+            fut.cancel()
+        raise
+    if meta is None:
+        raise _NotStreamable
+    t = builder.finish(path, meta, _base_ns(meta))
+    t.event_index = tuple(index)
+    return t
+
+
+def _stream_parse(path: str) -> TraceData:
+    """Parse a whole trace while it is decompressed (see _parse_span)."""
+    builder = _Builder()
+    _, index, meta = _parse_span(path, builder)
+    t = builder.finish(path, meta, _base_ns(meta))
+    t.event_index = tuple(index)
+    return t
+
+
+def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
+                hi: int | None = None) -> tuple[int, list, dict | None]:
+    """Parse events into `builder` while the file is decompressed, cutting the event array at
+    `}, {` separators; returns (events added, piece index, top-level metadata).
 
     Every cut is checked by the JSON decoder (a cut inside an event or a string leaves an
-    unbalanced piece, which fails to decode), so a file this cannot split goes to the
-    whole-file path instead of being misread.
-    """
-    builder = _Builder()
+    unbalanced piece, which fails to decode), so a file this cannot split raises _NotStreamable
+    and goes to the whole-file path instead of being misread.
+
+    With `lo`, events before the first separator at or after decompressed offset `lo` are
+    skipped (another process parses them); with `hi`, parsing stops at the first separator at or
+    after `hi` (metadata None), or runs to the end when there is none. A span whose `lo` lies
+    past the last separator holds no events (0, [], None)."""
     buf = b""
     start = 0  # offset of buf in the decompressed stream
     head: bytes | None = None
     bare = False
     n = 0
     index: list[tuple[int, int, int]] = []  # (first event idx, start, end) of every piece
-    pool = _parse_pool(path, processes) if processes > 0 else None
-    pending: list = []  # (future, start, end) in file order, parsed in worker processes
+    counts = builder.counts
 
-    def collect(block_until: int) -> None:
+    def add(evs: list, begin: int, end: int) -> None:
         nonlocal n
-        while len(pending) > block_until:
-            fut, begin, end = pending.pop(0)
-            try:
-                part = fut.result()
-            except _NotStreamable:
-                for f, _, _ in pending:
-                    f.cancel()
-                raise
-            builder.merge(part, n)
-            index.append((n, begin, end))
-            n += part["n"]
+        builder.add_chunk(evs, n)
+        index.append((n, begin, end))
+        n += len(evs)
 
-    for block in _blocks(path):
-        buf = buf + block if buf else block
-        if head is None:
-            stripped = buf.lstrip()
-            if not stripped:
-                continue
-            if stripped[:1] == b"[":
-                bare, head = True, b""
-                start += len(buf) - len(stripped) + 1
-                buf = stripped[1:]
-            elif stripped[:1] == b"{":
-                m = _HEAD_RE.search(buf)
+    blocks = _blocks(path)
+    try:
+        for block in blocks:
+            buf = buf + block if buf else block
+            if head is None:
+                stripped = buf.lstrip()
+                if not stripped:
+                    continue
+                if stripped[:1] == b"[":
+                    bare, head = True, b""
+                    start += len(buf) - len(stripped) + 1
+                    buf = stripped[1:]
+                elif stripped[:1] == b"{":
+                    m = _HEAD_RE.search(buf)
+                    if m is None:
+                        if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
+                            raise _NotStreamable
+                        continue
+                    head, buf = buf[:m.start()], buf[m.end():]
+                    start += m.end()
+                else:
+                    raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
+                lo = None if lo is None else max(lo, start)
+                hi = None if hi is None else max(hi, start)
+            if lo is not None:  # skipping to this span's first event
+                if lo - start >= len(buf):
+                    start += len(buf)
+                    buf = b""
+                    continue
+                buf, start = buf[lo - start:], lo
+                m = _SEP_RE.search(buf)
+                if m is None:
+                    if len(buf) > MAX_PIECE:
+                        raise _NotStreamable
+                    continue
+                buf, start, lo = buf[m.end() - 1:], start + m.end() - 1, None
+            if hi is not None and start + len(buf) > hi:  # this span's end is in buf
+                m = _SEP_RE.search(buf, max(0, hi - start))
                 if m is None:
                     if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                         raise _NotStreamable
-                    continue
-                head, buf = buf[:m.start()], buf[m.end():]
-                start += m.end()
-            else:
-                raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
-        if pool is not None:
-            cut = next(_separators(buf, 1), None)
-            if cut is None:
-                if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-                    raise _NotStreamable
-                continue
-            pending.append((pool.submit(_parse_piece_job, buf[:cut[0]]), start, start + cut[0]))
-            buf = buf[cut[1]:]
-            start += cut[1]
-            collect(processes)
-            continue
-        pos = 0  # buf[pos:] is not parsed yet; pos is always the start of an event
-        view = memoryview(buf)
-        while True:
-            evs, cut = _next_piece(buf, view, pos, builder.counts)
-            if evs is None:
-                break
-            builder.add_chunk(evs, n)
-            index.append((n, start + pos, start + cut[0]))
-            n += len(evs)
-            pos = cut[1]
-        del view
-        if pos:
-            buf = buf[pos:]
-            start += pos
-        elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-            raise _NotStreamable
+                    continue  # wait for the whole separator
+                part = buf[:m.start() + 1]
+                pos = _add_pieces(part, 0, start, add, counts)
+                evs = _decode_piece(part[pos:], counts)
+                add(evs, start + pos, start + len(part))
+                return n, index, None
+            pos = _add_pieces(buf, 0, start, add, counts)
+            if pos:
+                buf = buf[pos:]
+                start += pos
+            elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
+                raise _NotStreamable
+    finally:
+        blocks.close()  # stops the gunzip thread when this span ends early
     if head is None:
         if not buf.strip():
             raise TraceReadError(f"{path}: empty file")
         raise _NotStreamable
-    collect(0)
+    if lo is not None:  # no separator after lo: the span before this one holds every event
+        return 0, [], None
     # the last piece: events, "]", then the rest of the top-level object
     for meta, last in _tails(buf, head, bare):
         try:
-            evs = _decode_piece(last, builder.counts) if last.strip() else []
+            evs = _decode_piece(last, counts) if last.strip() else []
             break
         except _NotStreamable:
             continue
     else:
         raise _NotStreamable
-    builder.add_chunk(evs, n)
-    index.append((n, start, start + len(last)))
-    t = builder.finish(path, meta, _base_ns(meta))
-    t.event_index = tuple(index)
-    return t
+    add(evs, start, start + len(last))
+    return n, index, meta
+
+
+def _add_pieces(buf: bytes, pos: int, start: int, add: Any, counts: dict) -> int:
+    """Decode and add the whole pieces of buf[pos:] but the last event(s); the new pos."""
+    view = memoryview(buf)
+    try:
+        while True:
+            evs, cut = _next_piece(buf, view, pos, counts)
+            if evs is None:
+                return pos
+            add(evs, start + pos, start + cut[0])
+            pos = cut[1]
+    finally:
+        view.release()
 
 
 def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[list | None, Any]:
@@ -1345,77 +1401,6 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
             yield meta, buf[:q]
 
 
-_LIBC: Any = None
-
-
-def _libc() -> Any:
-    """glibc, to hand freed memory back to the OS (big traces); False elsewhere."""
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = False
-        if sys.platform.startswith("linux") and os.environ.get("GPUSCOPE_NO_MALLOC_TUNING") != "1":
-            try:
-                import ctypes
-
-                libc = ctypes.CDLL("libc.so.6")
-                # a fixed mmap threshold above the reader's piece size: whole-trace columns are
-                # mmapped, so freeing them returns the memory at once instead of leaving it
-                # fragmented in the heap, while each piece's buffers and small arrays are reused
-                # heap memory (a 128 KiB threshold made those fresh mmaps: measured 4x the page
-                # faults and +1.5 s of system time on 2M events)
-                libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-                libc.malloc_trim.argtypes = [ctypes.c_size_t]
-                _LIBC = libc
-            except (OSError, AttributeError):
-                _LIBC = False
-    return _LIBC
-
-
-#: after a read, arrays up to this size come from the heap and freed heap memory up to this size is
-#: kept: the views' many big temporaries then reuse pages instead of faulting in fresh zeroed
-#: (huge) pages each time (measured on 2M events: views 1.9 s -> 0.9 s, peak RSS +65 MB)
-VIEWS_MMAP_THRESHOLD = 256 << 20
-_GLIBC_TRIM_THRESHOLD = 128 << 10  # glibc's default M_TRIM_THRESHOLD
-_VIEWS_TUNED = False
-
-
-def _tune_for_parsing() -> None:
-    """The reader's malloc settings (see _libc), restored if a previous read tuned for views."""
-    global _VIEWS_TUNED
-    libc = _libc()
-    if libc and _VIEWS_TUNED:
-        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, _GLIBC_TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
-        _VIEWS_TUNED = False
-
-
-def tune_memory_for_views() -> None:
-    """Malloc settings for computing views on a loaded trace (glibc only; GPUSCOPE_NO_MALLOC_TUNING=1
-    turns it off): big arrays from a kept heap, and no huge-page advice from numpy (faulting in
-    fresh huge pages cost more system time than the views' own work)."""
-    global _VIEWS_TUNED
-    libc = _libc()
-    if not libc:
-        return
-    libc.mallopt(-3, VIEWS_MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-    libc.mallopt(-1, VIEWS_MMAP_THRESHOLD)  # M_TRIM_THRESHOLD
-    _VIEWS_TUNED = True
-    core = getattr(np, "_core", None) or getattr(np, "core", None)
-    advise = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
-    if advise is not None:
-        try:
-            advise(False)
-        except Exception:  # noqa: BLE001 - a private numpy switch: only a speed-up
-            pass
-
-
-def release_memory() -> None:
-    """Return freed heap memory to the OS (glibc's malloc_trim); a no-op elsewhere."""
-    libc = _libc()
-    if libc:
-        libc.malloc_trim(0)
-
-
 def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceData:
     """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`.
 
@@ -1426,7 +1411,7 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     """
     path = os.fspath(path)
     workers = _parse_processes(processes)
-    _tune_for_parsing()
+    tune_for_parsing()
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -1437,17 +1422,21 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     gc.disable()  # millions of short-lived objects, no cycles: collection passes are waste
     try:
         try:
-            try:
-                t = _stream_parse(path, workers)
-            except (TraceReadError, _NotStreamable):
-                raise
-            except Exception as e:  # noqa: BLE001 - a broken worker pool: parse here instead
-                if not workers:
+            t = None
+            pool = _parse_pool(path, workers) if workers else None
+            if pool is not None:
+                try:
+                    t = _parallel_parse(path, pool, workers)
+                except TraceReadError:  # the file's own fault: reading it here says the same
                     raise
-                shutdown_parse_pool()
-                logging.getLogger(__name__).warning(
-                    "gpuscope: parallel parsing failed (%s); parsing in this process", e)
-                t = _stream_parse(path, 0)
+                except _NotStreamable:  # a range boundary that is not between two events
+                    t = None
+                except Exception as e:  # noqa: BLE001 - a broken worker pool: parse here instead
+                    shutdown_parse_pool()
+                    logging.getLogger(__name__).warning(
+                        "gpuscope: parallel parsing failed (%s); parsing in this process", e)
+            if t is None:
+                t = _stream_parse(path)
         except _NotStreamable:
             t = parse_trace(read_bytes(path), path)
     except TraceReadError:

@@ -149,8 +149,25 @@ def _group_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Dense codes for (pid, tid) pairs, ordered by (pid, tid)."""
     if len(pid) == 0:
         return np.zeros(0, dtype=np.int64)
-    frame = pd.DataFrame({"p": pid, "t": tid})
-    return frame.groupby(["p", "t"], sort=True).ngroup().to_numpy(dtype=np.int64)
+    cp, up = pd.factorize(pid, sort=True)
+    ct, ut = pd.factorize(tid, sort=True)
+    pair = cp.astype(np.int64) * len(ut) + ct  # order-preserving: the factorized codes are sorted
+    if len(up) * len(ut) > 4 * len(pair) + 1024:  # many distinct pairs: sort them
+        return np.unique(pair, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    present = np.bincount(pair, minlength=len(up) * len(ut)) > 0
+    return (np.cumsum(present) - 1)[pair]
+
+
+def _tree_order(grp: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """np.lexsort((rows, -end, start, grp)) for ascending `rows`; a stable sort by group alone when the
+    rows already come in (start, -end) order, as the reader sorts events (ts, then longest first)."""
+    if len(rows) > 1:
+        later = start[1:] > start[:-1]
+        tie = start[1:] == start[:-1]
+        if bool((later | (tie & (end[1:] <= end[:-1]))).all()):
+            small = grp.astype(np.int16) if int(grp.max()) < 2 ** 15 else grp  # radix sort
+            return np.argsort(small, kind="stable")
+    return np.lexsort((rows, -end, start, grp))
 
 
 def _composite(g: np.ndarray, v: np.ndarray, lo: int, span: int) -> np.ndarray:
@@ -173,7 +190,7 @@ def _op_tree(t: Any) -> pd.DataFrame:
     start = ev["ts"].to_numpy(np.int64)[rows]
     end = start + ev["dur"].to_numpy(np.int64)[rows]
     grp = _group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
-    order = np.lexsort((rows, -end, start, grp))
+    order = _tree_order(grp, start, end, rows)
     rows, start, end, grp = rows[order], start[order], end[order], grp[order]
     pos = np.arange(n, dtype=np.int64)
 

@@ -1,0 +1,71 @@
+"""Streaming gunzip with the fastest decompressor installed: ISA-L (`isal`), else zlib.
+
+ISA-L inflates a Kineto trace about 6x faster than zlib (0.20 s vs 1.32 s for the 592 MB of the
+2M-event benchmark trace), which makes reading a range of a big trace in another process cheap.
+Both release the GIL while they work. GPUSCOPE_GUNZIP=zlib forces the standard library.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator
+from typing import IO, Any
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _implementation(name: str | None = None) -> Any:
+    """The zlib-compatible module to inflate with: "isal" (when installed) or "zlib"."""
+    name = name or os.environ.get("GPUSCOPE_GUNZIP", "isal")
+    if name == "isal":
+        try:
+            from isal import isal_zlib
+
+            return isal_zlib
+        except ImportError:
+            pass
+    return zlib
+
+
+_IMPL = _implementation()
+#: what a corrupt stream raises, under either implementation
+ERRORS: tuple = tuple({zlib.error, getattr(_IMPL, "error", zlib.error)})
+
+
+class TruncatedGzip(EOFError):
+    """The compressed stream ended before its end marker."""
+
+
+def gunzip_blocks(f: IO[bytes], chunk: int = 1 << 17, impl: Any = None) -> Iterator[bytes]:
+    """The decompressed bytes of the gzip file `f` (concatenated members too), block by block.
+
+    Raises `TruncatedGzip` when the file ends inside a member, one of `ERRORS` when it is corrupt."""
+    impl = impl or _IMPL
+    d = impl.decompressobj(31)
+    while True:
+        comp = f.read(chunk)
+        if not comp:
+            if not d.eof:
+                raise TruncatedGzip("gzip stream ended before its end marker")
+            return
+        out = d.decompress(comp)
+        while d.eof and d.unused_data:  # concatenated gzip members
+            rest = d.unused_data
+            d = impl.decompressobj(31)
+            out += d.decompress(rest)
+        if out:
+            yield out
+
+
+def uncompressed_size_hint(path: str) -> int:
+    """About how many bytes the file holds once gunzipped (its own size when not gzip).
+
+    The gzip trailer's ISIZE is exact for one member under 4 GiB; a value below the compressed
+    size (several members, or wrapped past 4 GiB) is replaced by an 8x-ratio guess."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if f.read(2) != GZIP_MAGIC or size < 18:
+            return size
+        f.seek(-4, os.SEEK_END)
+        isize = int.from_bytes(f.read(4), "little")
+    return isize if isize >= size else 8 * size
