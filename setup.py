@@ -16,6 +16,7 @@ setup(
         "numpy>=1.23",
         "pandas>=2.0",
         "msgspec>=0.18",
+        "isal>=1.6",
         "werkzeug>=2.2",
         "tensorboard>=2.14",
     ],

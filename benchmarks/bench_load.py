@@ -1,8 +1,8 @@
 """Plugin load benchmark: gpuscope vs torch-tb-profiler 0.4.3 on the same large trace, one run.
 
 Times (wall and CPU) and peak RSS of, each in a fresh process:
-  * gpuscope cold: read_trace as the plugin calls it (parser processes on a machine with 2+
-    cores, spawned inside the timed region) + overview + operators + kernels views (no cache);
+  * gpuscope cold: read_trace as the plugin calls it (on 2+ cores it starts parser processes,
+    inside the timed region) + overview + operators + kernels views (no cache);
     peak RSS is sampled as the sum over this process and its parser processes;
   * gpuscope warm: the same trace opened from the on-disk cache (+ the same views);
   * torch-tb-profiler: RunProfileData.parse + RunGenerator.generate_run_profile (its load
@@ -32,7 +32,7 @@ import json, os, resource, sys, threading, time
 sys.path.insert(0, {root!r})
 path, mode = sys.argv[1], sys.argv[2]
 from profiler_core.trace import cache
-from profiler_core.trace.reader import default_parse_processes, read_trace, shutdown_parse_pool
+from profiler_core.trace.reader import default_parse_processes, read_trace
 from tb_plugin.views import kernels, operators, overview
 
 def rss_kb(pid):
@@ -69,7 +69,6 @@ w2, c2 = time.perf_counter(), time.process_time()
 done.set()
 if mode == "cold":
     cache.store(path, t)
-shutdown_parse_pool()
 print(json.dumps({{"load_s": w1 - w0, "views_s": w2 - w1, "wall_s": w2 - w0,
                   "cpu_s": c2 - c0, "events": len(t.events),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -105,7 +105,7 @@ class Loader:
 
     def _load_here(self, f: TraceFile) -> TraceData:
         t = cache.load(f.path) if self.use_cache else None
-        if t is None:  # TensorBoard's main module is import-safe: worker processes may spawn
+        if t is None:  # a big file is split across parser processes (cores - 1)
             t = read_trace(f.path, processes=default_parse_processes())
             if self.use_cache:
                 cache.store(f.path, t)

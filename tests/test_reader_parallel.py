@@ -2,7 +2,6 @@
 and a range boundary that is not between two events falls back to the serial reader."""
 import gzip
 import json
-from concurrent.futures import Future
 
 import pandas as pd
 import pytest
@@ -13,20 +12,30 @@ from profiler_core.trace.reader import parse_trace, read_trace
 from .test_reader_pieces import _doc
 
 
-class _InlinePool:
-    """Runs submitted jobs at once in this process (the range logic without processes)."""
+class _InlineSpan:
+    """A worker range parsed at once in this process (the range logic without processes)."""
 
-    def __init__(self):
-        self.jobs = []
+    started: list = []
 
-    def submit(self, fn, *args):
-        self.jobs.append(args)
-        fut = Future()
+    def __init__(self, path, lo, hi):
+        self.started.append((lo, hi))
         try:
-            fut.set_result(fn(*args))
-        except BaseException as e:  # noqa: BLE001 - handed over like a process pool does
-            fut.set_exception(e)
-        return fut
+            self.data, self.error = reader._parse_span_job(path, lo, hi), None
+        except BaseException as e:  # noqa: BLE001 - raised from result(), as a worker's would be
+            self.data, self.error = None, e
+
+    def result(self):
+        if self.error is not None:
+            raise self.error
+        return self.data
+
+    def cancel(self):
+        pass
+
+
+def _parallel(path, workers):
+    _InlineSpan.started = []
+    return reader._parallel_parse(str(path), workers, start=_InlineSpan)
 
 
 def _same(t, whole, doc):
@@ -57,12 +66,11 @@ def test_ranges_merge_into_the_serial_result(tmp_path, monkeypatch, gz, workers)
     merged = 0
     for share in (0.2, 0.37, 0.5, 0.61, 0.8):
         monkeypatch.setattr(reader, "MAIN_SHARE", share)
-        pool = _InlinePool()
         try:
-            t = reader._parallel_parse(str(path), pool, workers)
+            t = _parallel(path, workers)
         except reader._NotStreamable:  # a boundary inside a string: read_trace reads serially
             continue
-        assert len(pool.jobs) == workers
+        assert len(_InlineSpan.started) == workers
         _same(t, whole, doc)
         merged += 1
     assert merged >= 3  # most boundaries fall between events
@@ -79,8 +87,9 @@ def test_boundary_inside_a_string_is_caught_and_read_trace_falls_back(tmp_path, 
     monkeypatch.setattr(reader, "MAIN_SHARE", (start + 200) / len(text))  # inside that string
     monkeypatch.setattr(reader, "BLOCK", 4096)
     with pytest.raises(reader._NotStreamable):
-        reader._parallel_parse(str(path), _InlinePool(), 1)
-    monkeypatch.setattr(reader, "_parse_pool", lambda p, w: _InlinePool())
+        _parallel(path, 1)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "_SpanProcess", _InlineSpan)
     _same(read_trace(path, processes=1), whole, doc)
 
 
@@ -93,8 +102,9 @@ def test_boundary_past_the_event_array(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "MAIN_SHARE", 0.9)  # in the metadata after the events
     monkeypatch.setattr(reader, "BLOCK", 4096)
     with pytest.raises(reader._NotStreamable):
-        reader._parallel_parse(str(path), _InlinePool(), 1)
-    monkeypatch.setattr(reader, "_parse_pool", lambda p, w: _InlinePool())
+        _parallel(path, 1)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "_SpanProcess", _InlineSpan)
     t = read_trace(path, processes=1)
     _same(t, whole, doc)
     assert len(t.device_properties) == 3000
@@ -108,8 +118,7 @@ def test_no_separator_after_a_boundary_leaves_that_range_empty(tmp_path, monkeyp
     whole = parse_trace(text, str(path))
     monkeypatch.setattr(reader, "MAIN_SHARE", 0.5)
     monkeypatch.setattr(reader, "BLOCK", 4096)
-    pool = _InlinePool()
-    _same(reader._parallel_parse(str(path), pool, 1), whole, doc)
+    _same(_parallel(path, 1), whole, doc)
     b = reader._Builder()
     assert reader._parse_span(str(path), b, len(text) // 2, None) == (0, [], None)
 
@@ -120,7 +129,7 @@ def test_a_worker_s_read_error_is_the_file_s_error(tmp_path):
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] + b"\0" * 64 + data[len(data) // 2 + 64:])  # corrupt
     with pytest.raises(reader.TraceReadError, match="corrupt gzip"):
-        reader._parallel_parse(str(path), _InlinePool(), 1)
+        _parallel(path, 1)
 
 
 def test_worker_processes_give_the_serial_result(shared_traces, monkeypatch):
@@ -136,12 +145,71 @@ def test_worker_processes_give_the_serial_result(shared_traces, monkeypatch):
         return t
 
     monkeypatch.setattr(reader, "_parallel_parse", spy)
-    try:
-        par = read_trace(path, processes=2)
-    finally:
-        reader.shutdown_parse_pool()
+    par = read_trace(path, processes=2)
     assert used == [True]  # the parallel path ran and its result was used
     seq = read_trace(path)
     doc = json.loads(gzip.decompress(path.read_bytes()))
     _same(par, seq, doc)
     assert par.base_ns == seq.base_ns and par.labels == seq.labels
+
+
+def test_a_worker_process_s_read_error_reaches_the_caller(tmp_path, monkeypatch):
+    doc = _doc(3000)
+    path, _ = _write(tmp_path, doc, True)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 3 // 4])  # truncated in the worker's range
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "BLOCK", 2048)
+    with pytest.raises(reader.TraceReadError, match="truncated gzip"):
+        reader._parallel_parse(str(path), 1)  # a real worker process
+    with pytest.raises(reader.TraceReadError, match="truncated gzip"):
+        read_trace(path, processes=1)
+
+
+class _BrokenSpan(_InlineSpan):
+    def result(self):
+        raise RuntimeError("parser process exited with -9: killed")
+
+
+def test_a_failed_worker_process_means_a_serial_read_and_a_warning(tmp_path, monkeypatch, caplog):
+    doc = _doc(3000)
+    path, text = _write(tmp_path, doc, True)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "BLOCK", 2048)
+    monkeypatch.setattr(reader, "_SpanProcess", _BrokenSpan)
+    with caplog.at_level("WARNING"):
+        t = read_trace(path, processes=1)
+    _same(t, parse_trace(text, str(path)), doc)
+    assert "parallel parsing failed" in caplog.text and "killed" in caplog.text
+
+
+def test_the_environment_turns_parallel_parsing_off(tmp_path, monkeypatch):
+    path, _ = _write(tmp_path, _doc(300), True)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    calls = []
+    monkeypatch.setattr(reader, "_parallel_parse", lambda *a: calls.append(a))
+    monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "0")
+    read_trace(path, processes=2)
+    assert calls == []
+    monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "2")
+    read_trace(path, processes=0)
+    assert [a[1] for a in calls] == [2]
+
+
+def test_span_worker_command_line(tmp_path):
+    import pickle
+    import subprocess
+    import sys
+
+    path, text = _write(tmp_path, _doc(300), False)
+    out = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker", str(path), "0", "-"],
+                         capture_output=True, check=False)
+    assert out.returncode == 0, out.stderr
+    part = pickle.loads(out.stdout)
+    assert part["meta"] == {"schemaVersion": 1, "after": {"x": "]"}} and part["n"] > 0
+    bad = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker", str(tmp_path / "nope"),
+                          "0", "-"], capture_output=True, check=False)
+    assert bad.returncode == reader.SPAN_READ_ERROR and b"No such file" in bad.stderr
+    usage = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker"], capture_output=True,
+                           check=False)
+    assert usage.returncode == 2 and b"PATH LO HI" in usage.stderr

@@ -13,6 +13,7 @@ import pickle
 import tempfile
 from pathlib import Path
 
+from profiler_core.trace.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def load(path: str | os.PathLike) -> TraceData | None:
         os.utime(entry)  # recently used: keep it when trimming
     except OSError:
         pass
+    tune_for_views()  # as after a parse: the views' temporaries reuse kept heap memory
     return t
 
 

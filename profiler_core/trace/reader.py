@@ -11,8 +11,9 @@ import gc
 import json
 import logging
 import os
+import pickle
 import re
-import threading
+import sys
 import zlib
 from collections.abc import Iterator
 from itertools import repeat
@@ -1107,14 +1108,11 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     return _decode_chunk(raws, counts)
 
 
-#: parse big traces with this many worker processes (env GPUSCOPE_PARSE_PROCESSES; 0: none)
-PARALLEL_MIN_BYTES = 16 << 20  # on disk; smaller files are parsed in this process
-#: share of the decompressed stream this process parses when it splits a trace with workers
-#: (it also merges and sorts, while a worker inflates the bytes before its range)
+#: traces at least this big on disk are split across parser processes (smaller: this process)
+PARALLEL_MIN_BYTES = 16 << 20
+#: share of the decompressed stream this process parses when it splits a trace with one worker
+#: (it also merges and sorts, while the worker starts Python and inflates the bytes before its range)
 MAIN_SHARE = 0.5
-_POOL: Any = None
-_POOL_LOCK = threading.Lock()
-_POOL_EXIT_HOOK: list = []
 
 
 def default_parse_processes() -> int:
@@ -1126,92 +1124,92 @@ def _parse_processes(requested: int | None) -> int:
     env = os.environ.get("GPUSCOPE_PARSE_PROCESSES")
     if env is not None:  # the environment wins (0 turns parallel parsing off)
         return int(env) if env.strip().isdigit() else 0
-    return requested or 0
+    return default_parse_processes() if requested is None else max(0, requested)
 
 
-def _parse_pool(path: str, workers: int) -> Any:
-    """The shared pool of parser processes, when this file is big enough to use it."""
-    global _POOL
-    try:
-        if workers < 1 or os.path.getsize(path) < PARALLEL_MIN_BYTES:
-            return None
-    except OSError:
-        return None
-    with _POOL_LOCK:
-        if _POOL is not None and _POOL._max_workers != workers:  # noqa: SLF001
-            _POOL.shutdown(wait=False, cancel_futures=True)
-            _POOL = None
-        if _POOL is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_init_worker)
-            if not _POOL_EXIT_HOOK:
-                import atexit
-
-                atexit.register(shutdown_parse_pool)  # quiet interpreter exit
-                _POOL_EXIT_HOOK.append(True)
-        return _POOL
-
-
-def _init_worker() -> None:
-    os.environ["GPUSCOPE_PARSE_PROCESSES"] = "0"  # no pools inside the pool
-    tune_for_parsing()
-    gc.disable()
-
-
-def _parse_span_job(path: str, lo: int, hi: int | None) -> dict:
-    """Worker-process job: parse the events between the cuts at `lo` and `hi` (see _parse_span)
-    into one compact chunk of columns, exported for the main process to merge."""
+def _parse_span_job(path: str, lo: int, hi: int | None) -> bytes:
+    """A worker's job: the events between the cuts at `lo` and `hi` (see _parse_span) as one compact
+    chunk of columns, pickled for the main process to merge."""
     builder = _Builder()
-    try:
-        n, index, meta = _parse_span(path, builder, lo, hi)
-        builder.compact()
-        out = builder.export()
-    finally:
-        del builder
-        release_memory()
+    n, index, meta = _parse_span(path, builder, lo, hi)
+    builder.compact()
+    out = builder.export()
     out.update(n=n, index=index, meta=meta)
-    return out
+    del builder
+    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def shutdown_parse_pool() -> None:
-    """Stop the parser processes (they are started on the first big trace)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is not None:
-            _POOL.shutdown(wait=False, cancel_futures=True)
-            _POOL = None
+class _SpanProcess:
+    """One range of a trace parsed by `python -m profiler_core.trace.span_worker` (see there).
+
+    A plain child process, not a multiprocessing pool: it needs nothing from the caller's main
+    module, and it exits with its job, so no idle worker holds memory afterwards."""
+
+    def __init__(self, path: str, lo: int, hi: int | None) -> None:
+        import subprocess
+
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ, GPUSCOPE_PARSE_PROCESSES="0")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "profiler_core.trace.span_worker", path, str(lo),
+             "-" if hi is None else str(hi)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    def result(self) -> bytes:
+        """The pickled columns; TraceReadError / _NotStreamable as the worker raised them."""
+        out, err = self.proc.communicate()
+        code = self.proc.returncode
+        if code == 0:
+            return out
+        text = err.decode("utf-8", "replace").strip()
+        if code == SPAN_READ_ERROR:
+            raise TraceReadError(text)
+        if code == SPAN_NOT_STREAMABLE:
+            raise _NotStreamable
+        raise RuntimeError(f"parser process exited with {code}: {text[-800:]}")
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
 
 
-def _parallel_parse(path: str, pool: Any, workers: int) -> TraceData | None:
+#: exit codes of span_worker for the reader's own two outcomes
+SPAN_READ_ERROR, SPAN_NOT_STREAMABLE = 3, 4
+
+
+def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | None:
     """Split the decompressed stream into `workers + 1` byte ranges: each worker process inflates
     the file itself and parses its range, this process parses the first and merges the rest.
 
     Every range boundary is the first `}, {` at or after a target offset, found the same way by
     the two processes that share it; the process on the left decodes its last events up to it, so
     a boundary that is not between two events (inside a string, an event or the metadata after
-    the array) fails that decode and raises _NotStreamable (the caller reads serially instead)."""
+    the array) fails that decode and raises _NotStreamable (the caller reads serially instead).
+    `start(path, lo, hi)` starts a worker (a handle with result() and cancel()), by default a
+    _SpanProcess."""
+    start = start or _SpanProcess
     total = uncompressed_size_hint(path)
     if total < 2 * BLOCK:
         return None
     first = MAIN_SHARE if workers == 1 else 1.0 / (workers + 1)
     bounds = [int(total * (first + (1 - first) * k / workers)) for k in range(workers)]
-    futures = [pool.submit(_parse_span_job, path, lo, hi)
-               for lo, hi in zip(bounds, bounds[1:] + [None])]
+    spans: list = []
     try:
+        for lo, hi in zip(bounds, bounds[1:] + [None]):
+            spans.append(start(path, lo, hi))
         builder = _Builder()
         n, index, meta = _parse_span(path, builder, None, bounds[0])
-        for fut in futures:
-            part = fut.result()
+        for span in spans:
+            part = pickle.loads(span.result())
             builder.merge(part, n)
             index.extend((first_idx + n, begin, end) for first_idx, begin, end in part["index"])
             n += part["n"]
             meta = part["meta"] if meta is None else meta
     except BaseException:
-        for fut in futures:
-            fut.cancel()
+        for span in spans:
+            span.cancel()
         raise
     if meta is None:
         raise _NotStreamable
@@ -1404,10 +1402,9 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
 def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceData:
     """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`.
 
-    `processes` > 0 parses big files (>= PARALLEL_MIN_BYTES on disk) on that many worker
-    processes (spawned once, shared). Only pass it from a program whose main module is
-    import-safe (`if __name__ == "__main__":`), as TensorBoard's is; the environment variable
-    GPUSCOPE_PARSE_PROCESSES overrides it. Default: parse in this process.
+    Big files (>= PARALLEL_MIN_BYTES on disk) are split across `processes` extra parser processes
+    (default: `default_parse_processes()`, cores - 1; 0: this process only), each started for the
+    read and gone after it; the environment variable GPUSCOPE_PARSE_PROCESSES overrides it.
     """
     path = os.fspath(path)
     workers = _parse_processes(processes)
@@ -1423,16 +1420,14 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     try:
         try:
             t = None
-            pool = _parse_pool(path, workers) if workers else None
-            if pool is not None:
+            if workers and st.st_size >= PARALLEL_MIN_BYTES and sys.executable:
                 try:
-                    t = _parallel_parse(path, pool, workers)
+                    t = _parallel_parse(path, workers)
                 except TraceReadError:  # the file's own fault: reading it here says the same
                     raise
                 except _NotStreamable:  # a range boundary that is not between two events
                     t = None
-                except Exception as e:  # noqa: BLE001 - a broken worker pool: parse here instead
-                    shutdown_parse_pool()
+                except Exception as e:  # noqa: BLE001 - a failed worker: parse here instead
                     logging.getLogger(__name__).warning(
                         "gpuscope: parallel parsing failed (%s); parsing in this process", e)
             if t is None:
