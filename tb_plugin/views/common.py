@@ -182,11 +182,10 @@ def _op_tree(t: Any) -> pd.DataFrame:
     is_module = category_mask(ev, ("python_function",)) & (ev["python_module_id"].to_numpy() >= 0)
     rows = np.flatnonzero(is_op | is_module)
     n = len(rows)
-    cols = {"row": rows, "parent": np.full(n, -1, np.int64), "depth": np.zeros(n, np.int64),
-            "group": np.zeros(n, np.int64), "start": np.zeros(n, np.int64), "end": np.zeros(n, np.int64),
-            "merged_into": np.full(n, -1, np.int64), "is_op": is_op[rows]}
     if n == 0:
-        return pd.DataFrame(cols)
+        empty = np.zeros(0, np.int64)
+        return pd.DataFrame({"row": rows, "parent": empty, "depth": empty, "group": empty, "start": empty,
+                             "end": empty, "merged_into": empty, "is_op": is_op[rows]})
     start = ev["ts"].to_numpy(np.int64)[rows]
     end = start + ev["dur"].to_numpy(np.int64)[rows]
     grp = _group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
@@ -254,7 +253,7 @@ def _op_tree(t: Any) -> pd.DataFrame:
     final_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
     merged_into = np.where(merge, rows[rep], -1)
 
-    cols.update(row=rows, parent=np.where(final_parent >= 0, rows[np.maximum(final_parent, 0)], -1),
+    cols = dict(row=rows, parent=np.where(final_parent >= 0, rows[np.maximum(final_parent, 0)], -1),
                 depth=depth, group=grp, start=start, end=end, merged_into=merged_into, is_op=is_op[rows])
     return pd.DataFrame(cols, copy=False)  # fresh arrays: no need to copy them into blocks
 
