@@ -221,8 +221,9 @@ def test_empty_trace_has_typed_empty_frames(tmp_path):
 
 def test_event_lookup_uses_the_piece_index(tmp_path, monkeypatch):
     import profiler_core.trace.reader as reader
+    import profiler_core.trace.stream as stream
 
-    monkeypatch.setattr(reader, "BLOCK", 4096)  # many small pieces
+    monkeypatch.setattr(stream, "BLOCK", 4096)  # many small pieces
     ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
            "args": {"External id": i, "text": "}, {" * (i % 3)}} for i in range(3000)]
     p = _write(tmp_path / "many.json", {"traceEvents": ev, "after": [1, {"x": "]"}]}, gz=True)

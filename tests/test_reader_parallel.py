@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 
 import profiler_core.trace.reader as reader
+import profiler_core.trace.stream as stream
+import profiler_core.trace.columns as columns
 from profiler_core.trace.reader import parse_trace, read_trace
 
 from .test_reader_pieces import _doc
@@ -20,7 +22,7 @@ class _InlineSpan:
     def __init__(self, path, lo, hi):
         self.started.append((lo, hi))
         try:
-            self.data, self.error = reader._parse_span_job(path, lo, hi), None
+            self.data, self.error = stream._parse_span_job(path, lo, hi), None
         except BaseException as e:  # noqa: BLE001 - raised from result(), as a worker's would be
             self.data, self.error = None, e
 
@@ -35,7 +37,7 @@ class _InlineSpan:
 
 def _parallel(path, workers):
     _InlineSpan.started = []
-    return reader._parallel_parse(str(path), workers, start=_InlineSpan)
+    return stream._parallel_parse(str(path), workers, start=_InlineSpan)
 
 
 def _same(t, whole, doc):
@@ -61,11 +63,11 @@ def test_ranges_merge_into_the_serial_result(tmp_path, monkeypatch, gz, workers)
     doc = _doc(3000)  # strings holding "}, {", events longer than a piece, flows
     path, text = _write(tmp_path, doc, gz)
     whole = parse_trace(text, str(path))
-    monkeypatch.setattr(reader, "BLOCK", 2048)
-    monkeypatch.setattr(reader, "IO_BLOCK", 8192)
+    monkeypatch.setattr(stream, "BLOCK", 2048)
+    monkeypatch.setattr(stream, "IO_BLOCK", 8192)
     merged = 0
     for share in (0.2, 0.37, 0.5, 0.61, 0.8):
-        monkeypatch.setattr(reader, "MAIN_SHARE", share)
+        monkeypatch.setattr(stream, "MAIN_SHARE", share)
         try:
             t = _parallel(path, workers)
         except reader._NotStreamable:  # a boundary inside a string: read_trace reads serially
@@ -84,12 +86,12 @@ def test_boundary_inside_a_string_is_caught_and_read_trace_falls_back(tmp_path, 
     path, text = _write(tmp_path, doc, True)
     whole = parse_trace(text, str(path))
     start = text.index(b'"text"')
-    monkeypatch.setattr(reader, "MAIN_SHARE", (start + 200) / len(text))  # inside that string
-    monkeypatch.setattr(reader, "BLOCK", 4096)
+    monkeypatch.setattr(stream, "MAIN_SHARE", (start + 200) / len(text))  # inside that string
+    monkeypatch.setattr(stream, "BLOCK", 4096)
     with pytest.raises(reader._NotStreamable):
         _parallel(path, 1)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(reader, "_SpanProcess", _InlineSpan)
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
     _same(read_trace(path, processes=1), whole, doc)
 
 
@@ -99,12 +101,12 @@ def test_boundary_past_the_event_array(tmp_path, monkeypatch):
     doc = {"traceEvents": ev, "deviceProperties": [{"id": i, "name": "gpu"} for i in range(3000)]}
     path, text = _write(tmp_path, doc, True)
     whole = parse_trace(text, str(path))
-    monkeypatch.setattr(reader, "MAIN_SHARE", 0.9)  # in the metadata after the events
-    monkeypatch.setattr(reader, "BLOCK", 4096)
+    monkeypatch.setattr(stream, "MAIN_SHARE", 0.9)  # in the metadata after the events
+    monkeypatch.setattr(stream, "BLOCK", 4096)
     with pytest.raises(reader._NotStreamable):
         _parallel(path, 1)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(reader, "_SpanProcess", _InlineSpan)
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
     t = read_trace(path, processes=1)
     _same(t, whole, doc)
     assert len(t.device_properties) == 3000
@@ -116,11 +118,11 @@ def test_no_separator_after_a_boundary_leaves_that_range_empty(tmp_path, monkeyp
     doc = {"traceEvents": ev, "trailer": "x" * 200000}  # no "}, {" after the events
     path, text = _write(tmp_path, doc, False)
     whole = parse_trace(text, str(path))
-    monkeypatch.setattr(reader, "MAIN_SHARE", 0.5)
-    monkeypatch.setattr(reader, "BLOCK", 4096)
+    monkeypatch.setattr(stream, "MAIN_SHARE", 0.5)
+    monkeypatch.setattr(stream, "BLOCK", 4096)
     _same(_parallel(path, 1), whole, doc)
-    b = reader._Builder()
-    assert reader._parse_span(str(path), b, len(text) // 2, None) == (0, [], None)
+    b = columns._Builder()
+    assert stream._parse_span(str(path), b, len(text) // 2, None) == (0, [], None)
 
 
 def test_a_worker_s_read_error_is_the_file_s_error(tmp_path):
@@ -134,17 +136,17 @@ def test_a_worker_s_read_error_is_the_file_s_error(tmp_path):
 
 def test_worker_processes_give_the_serial_result(shared_traces, monkeypatch):
     path = sorted((shared_traces / "kineto_resnet50_v100").rglob("*.pt.trace.json.gz"))[0]
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
     used = []
-    real = reader._parallel_parse
+    real = stream._parallel_parse
 
     def spy(*args):
         t = real(*args)
         used.append(t is not None)
         return t
 
-    monkeypatch.setattr(reader, "_parallel_parse", spy)
+    monkeypatch.setattr(stream, "_parallel_parse", spy)
     par = read_trace(path, processes=2)
     assert used == [True]  # the parallel path ran and its result was used
     seq = read_trace(path)
@@ -158,10 +160,10 @@ def test_a_worker_process_s_read_error_reaches_the_caller(tmp_path, monkeypatch)
     path, _ = _write(tmp_path, doc, True)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) * 3 // 4])  # truncated in the worker's range
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(reader, "BLOCK", 2048)
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "BLOCK", 2048)
     with pytest.raises(reader.TraceReadError, match="truncated gzip"):
-        reader._parallel_parse(str(path), 1)  # a real worker process
+        stream._parallel_parse(str(path), 1)  # a real worker process
     with pytest.raises(reader.TraceReadError, match="truncated gzip"):
         read_trace(path, processes=1)
 
@@ -174,9 +176,9 @@ class _BrokenSpan(_InlineSpan):
 def test_a_failed_worker_process_means_a_serial_read_and_a_warning(tmp_path, monkeypatch, caplog):
     doc = _doc(3000)
     path, text = _write(tmp_path, doc, True)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(reader, "BLOCK", 2048)
-    monkeypatch.setattr(reader, "_SpanProcess", _BrokenSpan)
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "BLOCK", 2048)
+    monkeypatch.setattr(stream, "_SpanProcess", _BrokenSpan)
     with caplog.at_level("WARNING"):
         t = read_trace(path, processes=1)
     _same(t, parse_trace(text, str(path)), doc)
@@ -185,9 +187,9 @@ def test_a_failed_worker_process_means_a_serial_read_and_a_warning(tmp_path, mon
 
 def test_the_environment_turns_parallel_parsing_off(tmp_path, monkeypatch):
     path, _ = _write(tmp_path, _doc(300), True)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     calls = []
-    monkeypatch.setattr(reader, "_parallel_parse", lambda *a: calls.append(a))
+    monkeypatch.setattr(stream, "_parallel_parse", lambda *a: calls.append(a))
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "0")
     read_trace(path, processes=2)
     assert calls == []
@@ -209,7 +211,7 @@ def test_span_worker_command_line(tmp_path):
     assert part["meta"] == {"schemaVersion": 1, "after": {"x": "]"}} and part["n"] > 0
     bad = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker", str(tmp_path / "nope"),
                           "0", "-"], capture_output=True, check=False)
-    assert bad.returncode == reader.SPAN_READ_ERROR and b"No such file" in bad.stderr
+    assert bad.returncode == stream.SPAN_READ_ERROR and b"No such file" in bad.stderr
     usage = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker"], capture_output=True,
                            check=False)
     assert usage.returncode == 2 and b"PATH LO HI" in usage.stderr

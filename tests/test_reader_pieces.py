@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 
 import profiler_core.trace.reader as reader
+import profiler_core.trace.stream as stream
+import profiler_core.trace.columns as columns
 from profiler_core.trace.reader import parse_trace, read_trace
 
 
@@ -36,8 +38,8 @@ def test_small_pieces_read_exactly_like_the_whole_file(tmp_path, monkeypatch, bl
     path = tmp_path / "t.pt.trace.json.gz"
     path.write_bytes(gzip.compress(text))
     whole = parse_trace(text, str(path))
-    monkeypatch.setattr(reader, "BLOCK", block)
-    monkeypatch.setattr(reader, "IO_BLOCK", io_block)
+    monkeypatch.setattr(stream, "BLOCK", block)
+    monkeypatch.setattr(stream, "IO_BLOCK", io_block)
     t = read_trace(path)
     for a, b in ((t.events, whole.events), (t.memory, whole.memory), (t.flows, whole.flows)):
         pd.testing.assert_frame_equal(a, b, check_categorical=False)
@@ -56,19 +58,19 @@ def test_event_order_is_lexsort_of_idx_negative_dur_ts():
         dur = rng.integers(0, 4, n)
         idx = np.cumsum(rng.integers(1, 3, n))
         expected = np.lexsort((idx, -dur, ts))
-        assert np.array_equal(reader._event_order(ts, dur, idx), expected)
+        assert np.array_equal(columns._event_order(ts, dur, idx), expected)
         shuffled = idx[rng.permutation(n)]  # not in idx order: the general path
-        assert np.array_equal(reader._event_order(ts, dur, shuffled), np.lexsort((shuffled, -dur, ts)))
+        assert np.array_equal(columns._event_order(ts, dur, shuffled), np.lexsort((shuffled, -dur, ts)))
 
 
 def test_fast_ns_conversion_is_exact_for_three_decimals():
     from decimal import Decimal
 
     rng = np.random.default_rng(2)
-    lim = int(reader._FAST_NS_LIMIT) * 1000
+    lim = int(columns._FAST_NS_LIMIT) * 1000
     ns = np.concatenate([rng.integers(-lim + 1, lim - 1, 20000), rng.integers(-10**7, 10**7, 20000),
                          [0, 1, 999, 1000, -1]])
     us = np.array([float(Decimal(int(v)) / 1000) for v in ns])  # what json.loads gives for "%.3f"
-    assert np.array_equal(reader._to_ns(us), ns)
+    assert np.array_equal(columns._to_ns(us), ns)
     big = np.array([1.7e15 + 0.5, np.nan, 3.25])  # outside the fast range / not finite: exact path
-    assert list(reader._to_ns(big)) == [1_700_000_000_000_000_500, 0, 3250]
+    assert list(columns._to_ns(big)) == [1_700_000_000_000_000_500, 0, 3250]

@@ -3,15 +3,15 @@ import json
 
 import msgspec
 
-from profiler_core.trace import malloc_tuning, reader
+from profiler_core.trace import columns, malloc_tuning, reader
 
 
 def test_raw_bytes_matches_bytes_including_nul_and_empty():
     raws = [msgspec.Raw(b"[[1,2],[]]"), msgspec.Raw(b""), msgspec.Raw(b'["float"]')]
-    assert reader._raw_bytes(raws) == [b"[[1,2],[]]", b"", b'["float"]']
+    assert columns._raw_bytes(raws) == [b"[[1,2],[]]", b"", b'["float"]']
     odd = [msgspec.Raw(b"a\0b"), msgspec.Raw(b"c")]  # a NUL would break the join/split: slow path
-    assert reader._raw_bytes(odd) == [b"a\0b", b"c"]
-    assert reader._raw_bytes([]) == []
+    assert columns._raw_bytes(odd) == [b"a\0b", b"c"]
+    assert columns._raw_bytes([]) == []
 
 
 class _FakeLibc:

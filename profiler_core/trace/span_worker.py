@@ -2,7 +2,7 @@
 
     python -m profiler_core.trace.span_worker PATH LO HI     (HI "-": to the end of the trace)
 
-Started by `profiler_core.trace.reader._SpanProcess`; the output is the pickled columns of the
+Started by `profiler_core.trace.stream._SpanProcess`; the output is the pickled columns of the
 events between the cuts at LO and HI. Exit code 3 (with the message on stderr) is a TraceReadError,
 4 a range the quick splitter cannot cut (the reader then reads the file serially).
 """
@@ -18,18 +18,18 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(__doc__)
         return 2
     gc.disable()  # millions of short-lived objects, no cycles
-    from profiler_core.trace import reader
+    from profiler_core.trace import stream
     from profiler_core.trace.malloc_tuning import tune_for_parsing
 
     tune_for_parsing()
     path, lo, hi = argv[0], int(argv[1]), None if argv[2] == "-" else int(argv[2])
     try:
-        data = reader._parse_span_job(path, lo, hi)  # noqa: SLF001 - the reader's own worker
-    except reader.TraceReadError as e:
+        data = stream._parse_span_job(path, lo, hi)  # noqa: SLF001 - the reader's own worker
+    except stream.TraceReadError as e:
         sys.stderr.write(str(e))
-        return reader.SPAN_READ_ERROR
-    except reader._NotStreamable:  # noqa: SLF001
-        return reader.SPAN_NOT_STREAMABLE
+        return stream.SPAN_READ_ERROR
+    except stream._NotStreamable:  # noqa: SLF001
+        return stream.SPAN_NOT_STREAMABLE
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
     return 0

@@ -1,0 +1,737 @@
+"""Decoded events -> columns: normalised categories, interned texts, coerced numbers, and the
+`_Builder` that accumulates a trace's pieces and makes its DataFrames (`TraceData`)."""
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from itertools import repeat
+from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from profiler_core.trace.decode import _ANY_DECODER
+from profiler_core.trace.model import (
+    EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, TraceData,
+    constant_column,
+)
+
+# --------------------------------------------------------------------------- normalisation
+CATEGORY_MAP = {
+    "operator": "cpu_op", "cpu_op": "cpu_op", "user_annotation": "user_annotation",
+    "python_function": "python_function", "python": "python_function", "kernel": "kernel",
+    "memcpy": "gpu_memcpy", "gpu_memcpy": "gpu_memcpy", "memset": "gpu_memset",
+    "gpu_memset": "gpu_memset", "runtime": "cuda_runtime", "cuda_runtime": "cuda_runtime",
+    "driver": "cuda_driver", "cuda_driver": "cuda_driver",
+    "gpu_user_annotation": "gpu_user_annotation", "cuda_sync": "cuda_sync", "trace": "trace",
+}
+#: categories whose pid/tid are device/stream
+GPU_CATEGORIES = frozenset(
+    {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync"})
+
+
+def normalise_category(cat: Any) -> str:
+    """Kineto category of any torch version -> the normalised name used in `events.cat`."""
+    if cat is None:
+        return ""
+    text = str(cat)
+    return CATEGORY_MAP.get(text.lower(), text.lower())
+
+
+_NUMERIC_ID = re.compile(r"^\s*(?:stream\s*)?(-?\d+)\s*$", re.IGNORECASE)
+
+
+class _Labels:
+    """Maps non-numeric pid/tid strings to stable negative codes (crc32-based)."""
+
+    def __init__(self) -> None:
+        self.by_text: dict[str, int] = {}
+        self.by_code: dict[int, str] = {}
+
+    def code(self, value: Any) -> int:
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+            if value.is_integer():
+                return int(value)
+        text = _to_text(value)
+        m = _NUMERIC_ID.match(text)
+        if m:
+            return int(m.group(1))
+        found = self.by_text.get(text)
+        if found is not None:
+            return found
+        code = -(1 << 32) - zlib.crc32(text.encode("utf-8", "replace"))
+        while code in self.by_code:
+            code -= 1
+        self.by_text[text] = code
+        self.by_code[code] = text
+        return code
+
+    def column(self, values: list) -> np.ndarray:
+        n = len(values)
+        try:  # ints and numeric strings ("25738")
+            return np.fromiter(values, dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        try:
+            mapping = {v: self.code(v) for v in set(values)}
+            return np.fromiter(map(mapping.__getitem__, values), dtype=np.int64, count=n)
+        except TypeError:  # unhashable values (lists ...)
+            return np.fromiter((self.code(_to_text(v)) for v in values), dtype=np.int64, count=n)
+
+
+class _Interner:
+    """Builds one pandas category column across chunks (value -> code)."""
+
+    def __init__(self, convert=None) -> None:
+        self.codes: dict[str, int] = {"": 0}   # text -> code
+        self.values: list[str] = [""]
+        self.raw: dict[Any, int] = {}           # raw decoded value -> code
+        self.convert = convert or _to_text
+
+    def intern(self, text: str) -> int:
+        """The code of an already converted text."""
+        c = self.codes.get(text)
+        if c is None:
+            c = self.codes[text] = len(self.values)
+            self.values.append(text)
+        return c
+
+    def remap(self, texts: list[str]) -> np.ndarray:
+        """Codes in this interner of another interner's values (for merging)."""
+        return np.fromiter((self.intern(t) for t in texts), dtype=np.int32, count=len(texts))
+
+    def add(self, values: list) -> np.ndarray:
+        """Codes of `values` (raw decoded values; converted to text once per distinct value)."""
+        n = len(values)
+        raw = self.raw
+        try:
+            return np.fromiter(map(raw.__getitem__, values), dtype=np.int32, count=n)
+        except KeyError:
+            pass
+        except TypeError:  # unhashable values: key them by their text
+            values = [json.dumps(v) if isinstance(v, (list, dict)) else v for v in values]
+        for v in set(values) - raw.keys():
+            text = self.convert(v)
+            c = self.codes.get(text)
+            if c is None:
+                c = self.codes[text] = len(self.values)
+                self.values.append(text)
+            raw[v] = c
+        return np.fromiter(map(raw.__getitem__, values), dtype=np.int32, count=n)
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        """Codes -> a Categorical holding only the values that occur."""
+        import pandas as pd
+
+        used = np.bincount(codes, minlength=len(self.values)) > 0  # codes are 0..len-1
+        if used.all():
+            return pd.Categorical.from_codes(codes, categories=pd.Index(self.values, dtype=object))
+        remap = np.cumsum(used) - 1
+        cats = pd.Index([v for v, u in zip(self.values, used) if u], dtype=object)
+        return pd.Categorical.from_codes(remap[codes].astype(np.int32), categories=cats)
+
+
+def _to_text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+_COMPACT_CACHE: dict[bytes, str] = {}
+
+
+def _compact_json(raw: Any) -> str:
+    """Raw JSON bytes of an args list -> compact JSON text ("" when missing or null)."""
+    raw = bytes(raw)
+    if not raw or raw == b"null":
+        return ""
+    try:
+        return msgspec.json.encode(_ANY_DECODER.decode(raw)).decode()
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return ""
+
+
+class _Coerce:
+    """Bulk conversion of attribute lists to numpy columns, with a lenient slow path."""
+
+    def __init__(self, warnings: dict) -> None:
+        self.bad = warnings  # column -> count of values that were not numbers
+
+    def ints(self, name: str, values: list, missing: int, dtype=np.int64) -> np.ndarray:
+        n = len(values)
+        try:
+            return np.fromiter(values, dtype=dtype, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        nones = values.count(None)
+        if nones == n:
+            return np.full(n, missing, dtype=dtype)
+        try:
+            if nones:  # None -> missing, in C: {None: missing}.get(v, v)
+                return np.fromiter(map({None: missing}.get, values, values), dtype=dtype, count=n)
+            return np.fromiter(values, dtype=dtype, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        out = np.empty(n, dtype=dtype)
+        info = np.iinfo(dtype)
+        bad = 0
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = missing
+                continue
+            try:
+                if isinstance(v, str):
+                    v = v.strip()
+                    x = int(v) if re.fullmatch(r"-?\d+", v) else float(v)
+                else:
+                    x = v
+                if isinstance(x, float):
+                    if x != x or x in (float("inf"), float("-inf")):
+                        raise ValueError
+                    x = int(x)
+                if not info.min <= int(x) <= info.max:
+                    raise OverflowError
+                out[i] = int(x)
+            except (TypeError, ValueError, OverflowError):
+                out[i] = missing
+                bad += 1
+        if bad:
+            self.bad[name] = self.bad.get(name, 0) + bad
+        return out
+
+    def floats(self, name: str, values: list) -> np.ndarray:
+        n = len(values)
+        try:
+            return np.fromiter(values, dtype=np.float64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        nones = values.count(None)
+        if nones == n:
+            return np.full(n, np.nan)
+        try:
+            if nones:
+                return np.fromiter(map({None: np.nan}.get, values, values), dtype=np.float64, count=n)
+            return np.fromiter(values, dtype=np.float64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        out = np.empty(n, dtype=np.float64)
+        bad = 0
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = np.nan
+                continue
+            try:
+                out[i] = float(v)
+            except (TypeError, ValueError, OverflowError):
+                out[i] = np.nan
+                bad += 1
+        if bad:
+            self.bad[name] = self.bad.get(name, 0) + bad
+        return out
+
+
+#: below this many µs, rint(us * 1000) is the exact ns of a 3-decimal value (error < 1e-3 ns)
+_FAST_NS_LIMIT = float(1 << 31)
+
+
+def _to_ns(us: np.ndarray) -> np.ndarray:
+    """µs floats -> exact int64 ns (Kineto writes at most 3 decimals; exact below 2**43 µs)."""
+    if len(us) and -_FAST_NS_LIMIT < us.min() and us.max() < _FAST_NS_LIMIT:  # (NaN fails both)
+        return np.rint(us * 1000.0).astype(np.int64)
+    finite = np.isfinite(us)
+    us = np.where(finite, us, 0.0)
+    whole = np.floor(us)
+    frac = np.rint((us - whole) * 1000.0)
+    return whole.astype(np.int64) * 1000 + frac.astype(np.int64)
+
+
+# --------------------------------------------------------------------------- parsing
+_get_ph = attrgetter("ph")
+_get_args = attrgetter("args")
+_get_ts = attrgetter("ts")
+_get_dur = attrgetter("dur")
+_get_cat = attrgetter("cat")
+_get_name = attrgetter("name")
+_get_pid = attrgetter("pid")
+_get_tid = attrgetter("tid")
+_get_id = attrgetter("id")
+_NOT_EVENT = object()
+_UNSUPPORTED = 4
+_PHASES = {"X": 0, "i": 1, "I": 1, "s": 2, "f": 2, "t": 2, "M": 3, _NOT_EVENT: 5}
+_get_bp = attrgetter("bp")
+
+
+def _flow_id(v: Any) -> Any:
+    """Flow ids may be strings ("0x1f", or any text: hashed)."""
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return zlib.crc32(v.encode("utf-8", "replace"))
+    return v
+
+
+#: which arg fields each family of (normalised) categories carries; "other" gets all of them
+_OP_FIELDS = ("ext_id", "input_dims", "input_type", "call_stack", "sequence_nr", "fwd_thread",
+              "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "nbytes")
+_GPU_FIELDS = ("ext_id", "ext_id_lc", "correlation", "device", "stream", "grid", "block",
+               "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy",
+               "nbytes")
+_PY_FIELDS = ("python_id", "python_parent_id", "python_module_id")
+_FAMILY_FIELDS = {
+    "op": _OP_FIELDS,
+    "gpu": _GPU_FIELDS,
+    "python": _PY_FIELDS + ("ext_id",),
+    "trace": (),
+    "other": tuple(dict.fromkeys(("ext_id",) + _OP_FIELDS + _GPU_FIELDS + _PY_FIELDS)),
+}
+_FAMILY = {"cpu_op": "op", "user_annotation": "op", "python_function": "python",
+           "kernel": "gpu", "gpu_memcpy": "gpu", "gpu_memset": "gpu", "cuda_runtime": "gpu",
+           "cuda_driver": "gpu", "gpu_user_annotation": "gpu", "cuda_sync": "gpu",
+           "trace": "trace"}
+_FAMILY_NAMES = ("op", "gpu", "python", "trace", "other")
+_FIELD_COLUMN = {"nbytes": "bytes"}
+#: args that Kineto writes together: when the first is absent from a chunk, so are the others
+_TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size"),
+             "sequence_nr": ("fwd_thread",), "grid": ("block",),
+             "blocks_per_sm": ("warps_per_sm",)}
+_PLAIN_INT_COLUMNS = frozenset(
+    {"correlation", "device", "stream", "registers", "shared_memory", "bytes", "python_id",
+     "python_module_id", "sequence_nr", "fwd_thread", "in_nelems", "out_nelems", "group_size"})
+_ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS
+                     if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
+
+
+def _raw_bytes(values: list) -> list:
+    """msgspec.Raw values -> bytes, in C: one join and one split (JSON text never holds a NUL byte;
+    checked by the count, else one bytes() per value)."""
+    out = b"\0".join(values).split(b"\0")
+    return out if len(out) == len(values) else list(map(bytes, values))
+
+
+def _missing_column(column: str, n: int) -> np.ndarray:
+    if column in EVENT_CATEGORY:
+        return np.zeros(n, np.int32)  # code 0 is "" (interned first)
+    if column in EVENT_FLOAT:
+        return np.full(n, np.nan)
+    if column in EVENT_INT32:
+        return np.full(n, EVENT_INT32[column], np.int32)
+    return np.full(n, -1, np.int64)
+
+
+class _Builder:
+    """Accumulates the columns of every chunk; `finish` makes the DataFrames."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.bad: dict[str, int] = {}
+        self.co = _Coerce(self.bad)
+        self.labels = _Labels()
+        self.interners = {c: _Interner() for c in EVENT_CATEGORY}
+        self.interners["cat"] = _Interner(normalise_category)
+        self.interners["input_dims"] = _Interner(_compact_json)
+        self.interners["input_type"] = _Interner(_compact_json)
+        self.ev: dict[str, list] = {c: [] for c in EVENT_COLUMNS}  # per chunk; None = missing
+        self.ev_len: list[int] = []
+        self.mem: list[dict] = []
+        self.flows: list[dict] = []
+        self.names: list[tuple] = []
+        self.flow_cat = _Interner()
+        self.flow_name = _Interner()
+        self.flow_ph = _Interner()
+        self.flow_bp = _Interner()
+
+    # ---- per chunk
+    def add_chunk(self, evs: list, first_idx: int) -> None:
+        """Add decoded events (None for entries that were not event objects) at first_idx..."""
+        n = len(evs)
+        if not n:
+            return
+        phs = [_NOT_EVENT if e is None else e.ph for e in evs] if None in evs \
+            else list(map(_get_ph, evs))
+        try:
+            kinds = np.fromiter(map(_PHASES.get, phs, repeat(_UNSUPPORTED)), np.int8, count=n)
+        except TypeError:  # unhashable ph values
+            kinds = np.fromiter((_PHASES.get(str(p), _UNSUPPORTED) for p in phs), np.int8, n)
+        idx = np.arange(first_idx, first_idx + n, dtype=np.int64)
+        for kind in np.flatnonzero(np.bincount(kinds, minlength=1)):  # kinds are 0..5
+            where = np.flatnonzero(kinds == kind) if len(kinds) else kinds
+            if len(where) == n:
+                sel = evs
+            elif len(where) == 1:
+                sel = [evs[where[0]]]
+            else:
+                sel = list(itemgetter(*where)(evs))
+            if kind == 0:
+                self._complete(sel, idx[where])
+            elif kind == 1:
+                self._instants(sel, idx[where])
+            elif kind == 2:
+                self._flows(sel, idx[where])
+            elif kind == 3:
+                self._metadata(sel)
+            elif kind == _UNSUPPORTED:
+                for ph in sorted({str(phs[i]) for i in where}):
+                    k = sum(1 for i in where if str(phs[i]) == ph)
+                    self._count(f"events of unsupported phase {ph!r} skipped", k)
+
+    def _complete(self, evs: list, idx: np.ndarray) -> None:
+        co, col = self.co, self.ev
+        ts_us = co.floats("ts", list(map(_get_ts, evs)))
+        dur_us = co.floats("dur", list(map(_get_dur, evs)))
+        keep = np.isfinite(ts_us)
+        if not keep.all():
+            self._count("complete events without a valid ts skipped", int((~keep).sum()))
+            where = np.flatnonzero(keep)
+            evs = [evs[i] for i in where]
+            ts_us, dur_us, idx = ts_us[where], dur_us[where], idx[where]
+        n = len(evs)
+        no_dur = ~np.isfinite(dur_us)
+        if no_dur.any():
+            self._count("complete events without a dur (set to 0)", int(no_dur.sum()))
+        dur = _to_ns(np.where(no_dur, 0.0, dur_us))
+        neg = dur < 0
+        if neg.any():
+            self._count("negative durations clamped to 0", int(neg.sum()))
+            dur[neg] = 0
+        col["ts"].append(_to_ns(ts_us))
+        col["dur"].append(dur)
+        col["idx"].append(idx)
+        cat_codes = self.interners["cat"].add(list(map(_get_cat, evs)))
+        col["cat"].append(cat_codes)
+        col["name"].append(self.interners["name"].add(list(map(_get_name, evs))))
+        col["pid"].append(self.labels.column(list(map(_get_pid, evs))))
+        col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
+        # args: each family of categories carries its own keys; only those are extracted
+        out: dict = {c: None for c in _ARG_COLUMNS}
+        family_of_code = np.array([_FAMILY_NAMES.index(_FAMILY.get(v, "other"))
+                                   for v in self.interners["cat"].values], dtype=np.int8)
+        families = family_of_code[cat_codes]
+        args_all = list(map(_get_args, evs))
+        for code in np.flatnonzero(np.bincount(families, minlength=1)):
+            family = _FAMILY_NAMES[code]
+            rows = np.flatnonzero(families == code)
+            args = args_all if len(rows) == n else [args_all[i] for i in rows]
+            self._args_family(family, args, rows, out, n)
+        for c in _ARG_COLUMNS:
+            col[c].append(out[c])
+        self.ev_len.append(n)
+
+    def _args_family(self, family: str, args: list, rows: np.ndarray, out: dict, n: int) -> None:
+        """Fill the arg columns of one family of rows (see _FAMILY_FIELDS)."""
+        co = self.co
+        full = len(rows) == n
+
+        def put(column: str, values: np.ndarray) -> None:
+            if full:
+                out[column] = values
+                return
+            if out[column] is None:
+                out[column] = _missing_column(column, n)
+            out[column][rows] = values
+
+        skip: set = set()
+        for field in _FAMILY_FIELDS[family]:
+            if field in skip:
+                continue
+            values = list(map(attrgetter(field), args))
+            if field in ("input_dims", "input_type"):
+                put(field, self.interners[field].add(_raw_bytes(values)))
+                continue
+            column = _FIELD_COLUMN.get(field, field)
+            if column in _PLAIN_INT_COLUMNS:  # dense ones convert on the first try
+                dtype = np.int32 if column in EVENT_INT32 else np.int64
+                try:
+                    put(column, np.fromiter(values, dtype=dtype, count=len(values)))
+                    continue
+                except (TypeError, ValueError, OverflowError):
+                    pass
+            if values.count(None) == len(values):
+                skip.update(_TOGETHER.get(field, ()))
+                continue  # absent everywhere: the column keeps its missing value
+            if field in ("ext_id", "ext_id_lc"):
+                ext = co.ints("external_id", values, -1)
+                cur = out["external_id"]
+                if field == "ext_id_lc" and cur is not None:  # old traces: lower-case key
+                    cur = cur if full else cur[rows]
+                    ext = np.where(cur == -1, ext, cur)
+                put("external_id", ext)
+            elif field in ("grid", "block"):
+                xyz = self._triples(field, values)
+                for j, axis in enumerate("xyz"):
+                    put(f"{field}_{axis}", xyz[:, j])
+            elif field in ("call_stack", "coll_name", "dtype"):
+                put(field, self.interners[field].add(values))
+            elif field in EVENT_FLOAT:
+                put(field, co.floats(field, values))
+            else:
+                dtype = np.int32 if column in EVENT_INT32 else np.int64
+                put(column, co.ints(column, values, -1, dtype))
+
+    def _count(self, what: str, n: int) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
+
+    def _triples(self, key: str, values: list) -> np.ndarray:
+        out = np.zeros((len(values), 3), dtype=np.int32)
+        for i, v in enumerate(values):
+            if v is None:
+                continue
+            if isinstance(v, list) and len(v) == 3:
+                try:
+                    out[i] = [int(x) for x in v]
+                    continue
+                except (TypeError, ValueError, OverflowError):
+                    pass
+            self.bad[key] = self.bad.get(key, 0) + 1
+        return out
+
+    def _instants(self, evs: list, idx: np.ndarray) -> None:
+        names = list(map(_get_name, evs))
+        n_mem = names.count("[memory]")
+        if not n_mem:
+            return
+        if n_mem == len(names):
+            where = np.arange(len(evs))
+        else:
+            where = np.flatnonzero(np.asarray(names, dtype=object) == "[memory]")
+            evs = [evs[i] for i in where]
+        co = self.co
+        args = list(map(_get_args, evs))
+
+        def a(name: str) -> list:
+            return list(map(attrgetter(name), args))
+
+        ts_us = co.floats("ts", list(map(_get_ts, evs)))
+        keep = np.isfinite(ts_us)
+        if not keep.all():
+            self._count("memory events without a valid ts skipped", int((~keep).sum()))
+        self.mem.append({
+            "ts": _to_ns(ts_us)[keep],
+            "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
+            "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
+            "device_type": co.ints("Device Type", a("device_type"), -1)[keep],
+            "device_id": co.ints("Device Id", a("device_id"), -1)[keep],
+            "addr": co.ints("Addr", a("addr"), -1)[keep],
+            "bytes": co.ints("Bytes", a("mem_bytes"), -1)[keep],
+            "total_allocated": co.ints("Total Allocated", a("total_allocated"), -1)[keep],
+            "total_reserved": co.ints("Total Reserved", a("total_reserved"), -1)[keep],
+            "idx": idx[where][keep],
+        })
+
+    def _flows(self, evs: list, idx: np.ndarray) -> None:
+        co = self.co
+        ids = list(map(_get_id, evs))
+        try:
+            id_col = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        except (TypeError, ValueError, OverflowError):
+            id_col = co.ints("flow id", [_flow_id(v) for v in ids], -1)
+        ts_us = co.floats("ts", list(map(_get_ts, evs)))
+        keep = np.isfinite(ts_us)
+        if not keep.all():
+            self._count("flow events without a valid ts skipped", int((~keep).sum()))
+        self.flows.append({
+            "cat": self.flow_cat.add(list(map(_get_cat, evs)))[keep],
+            "name": self.flow_name.add(list(map(_get_name, evs)))[keep],
+            "id": id_col[keep],
+            "ph": self.flow_ph.add(list(map(_get_ph, evs)))[keep],
+            "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
+            "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
+            "ts": _to_ns(ts_us)[keep],
+            "bp": self.flow_bp.add(list(map(_get_bp, evs)))[keep],
+            "idx": idx[keep],
+        })
+
+    def _metadata(self, evs: list) -> None:
+        for e in evs:
+            a = e.args
+            value = a.m_name if a.m_name is not None else (
+                a.m_labels if a.m_labels is not None else a.m_sort_index)
+            self.names.append((self.labels.code(e.pid), self.labels.code(e.tid),
+                               _to_text(e.name), value))
+
+    # ---- final frames
+    # ---- parallel parsing: a worker's builder is exported and merged into the main one
+    _FLOW_INTERNERS = ("flow_cat", "flow_name", "flow_ph", "flow_bp")
+
+    def export(self) -> dict:
+        """This builder's chunks with the texts behind their codes (picklable, for merge)."""
+        return {
+            "ev": self.ev, "ev_len": self.ev_len, "mem": self.mem, "flows": self.flows,
+            "names": self.names, "counts": self.counts, "bad": self.bad,
+            "labels": self.labels.by_code,
+            "interners": {c: i.values for c, i in self.interners.items()},
+            "flow_interners": {k: getattr(self, k).values for k in self._FLOW_INTERNERS},
+        }
+
+    def compact(self) -> None:
+        """Join the chunks into one per column (a worker's export then pickles a few big arrays)."""
+        total = int(sum(self.ev_len))
+        for c, parts in self.ev.items():
+            if all(p is None for p in parts):
+                self.ev[c] = [None] if parts else []
+            else:
+                self.ev[c] = [np.concatenate([_missing_column(c, ln) if p is None else p
+                                              for p, ln in zip(parts, self.ev_len)])]
+        self.ev_len = [total] if self.ev_len else []
+        if len(self.mem) > 1:
+            self.mem = [_concat_dicts(self.mem, tuple(self.mem[0]))]
+        if len(self.flows) > 1:
+            self.flows = [_concat_dicts(self.flows, tuple(self.flows[0]))]
+
+    def merge(self, part: dict, offset: int) -> None:
+        """Append an exported builder whose events start at traceEvents[offset]."""
+        fix = {}
+        for code, text in part["labels"].items():
+            mine = self.labels.code(text)
+            if mine != code:
+                fix[code] = mine
+
+        def relabel(arr: np.ndarray) -> np.ndarray:
+            for old, new in fix.items():
+                arr[arr == old] = new
+            return arr
+
+        remaps = {c: self.interners[c].remap(v) for c, v in part["interners"].items()}
+        for c, chunks in part["ev"].items():
+            for arr in chunks:
+                if arr is not None:
+                    if c in remaps:
+                        arr = remaps[c][arr]
+                    elif c == "idx":
+                        arr = arr + offset
+                    elif c in ("pid", "tid") and fix:
+                        arr = relabel(arr)
+                self.ev[c].append(arr)
+        self.ev_len.extend(part["ev_len"])
+        for m in part["mem"]:
+            m["idx"] = m["idx"] + offset
+            if fix:
+                relabel(m["pid"]), relabel(m["tid"])
+            self.mem.append(m)
+        fremap = {k: getattr(self, k).remap(v) for k, v in part["flow_interners"].items()}
+        for f in part["flows"]:
+            f["idx"] = f["idx"] + offset
+            for col, key in (("cat", "flow_cat"), ("name", "flow_name"), ("ph", "flow_ph"),
+                             ("bp", "flow_bp")):
+                f[col] = fremap[key][f[col]]
+            if fix:
+                relabel(f["pid"]), relabel(f["tid"])
+            self.flows.append(f)
+        for pid, tid, kind, value in part["names"]:
+            self.names.append((fix.get(pid, pid), fix.get(tid, tid), kind, value))
+        for src, dst in ((part["counts"], self.counts), (part["bad"], self.bad)):
+            for k, v in src.items():
+                dst[k] = dst.get(k, 0) + v
+
+    def finish(self, path: str, meta: dict, base_ns: int | None) -> TraceData:
+        """Concatenate, rebase and sort the chunks into the final frames, a column at a time."""
+        import pandas as pd
+
+        col, lens = self.ev, self.ev_len
+        total = int(sum(lens))
+
+        def column(c: str) -> np.ndarray | None:
+            parts = col.pop(c)
+            if all(p is None for p in parts):
+                return None
+            return np.concatenate([_missing_column(c, ln) if p is None else p
+                                   for p, ln in zip(parts, lens)]) if parts else None
+
+        ts, dur, idx = (column(c) for c in ("ts", "dur", "idx"))
+        if ts is None:
+            ts, dur, idx = (np.empty(0, np.int64) for _ in range(3))
+        mem = _concat_dicts(self.mem, ("ts", "pid", "tid", "device_type", "device_id", "addr",
+                                       "bytes", "total_allocated", "total_reserved", "idx"))
+        flows = _concat_dicts(self.flows, ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp",
+                                           "idx"), int32=("cat", "name", "ph", "bp"))
+        self.mem, self.flows = [], []
+        if base_ns is None:  # old traces: ts is µs since the epoch; rebase on the first event
+            firsts = [a.min() for a in (ts, mem["ts"], flows["ts"]) if len(a)]
+            base_ns = int(min(firsts)) if firsts else 0
+            for arr in (ts, mem["ts"], flows["ts"]):
+                arr -= base_ns
+        order = _event_order(ts, dur, idx)
+        data: dict = {"ts": ts[order], "dur": dur[order], "idx": idx[order]}
+        del ts, dur, idx
+        for c in EVENT_COLUMNS:
+            if c in data:
+                continue
+            arr = column(c)
+            if arr is None:  # absent from the whole trace: one shared read-only value
+                arr = constant_column(_missing_column(c, 1)[0], total)
+            else:
+                arr = arr[order]
+            if c in EVENT_CATEGORY:
+                data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
+            else:
+                data[c] = arr
+        # GPU activities carry device/stream in pid/tid when their args lack them
+        gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in GPU_CATEGORIES]
+        if gpu_codes:
+            gpu = np.isin(data["cat"].codes, gpu_codes)
+            for c, src in (("device", "pid"), ("stream", "tid")):
+                fill = gpu & (data[c] == -1) & (data[src] >= 0)
+                if fill.any():
+                    if not data[c].flags.writeable:
+                        data[c] = data[c].copy()
+                    data[c][fill] = data[src][fill]
+        events = pd.DataFrame({c: data.pop(c) for c in EVENT_COLUMNS}, copy=False)
+        mem_order = np.lexsort((mem["idx"], mem["ts"]))
+        memory = pd.DataFrame({k: v[mem_order] for k, v in mem.items()}, copy=False)
+        flow_order = np.lexsort((flows["idx"], flows["ts"]))
+        fdata = {k: v[flow_order] for k, v in flows.items()}
+        for c, interner in (("cat", self.flow_cat), ("name", self.flow_name),
+                            ("ph", self.flow_ph), ("bp", self.flow_bp)):
+            fdata[c] = interner.categorical(fdata[c].astype(np.int32, copy=False))
+        flows_df = pd.DataFrame({c: fdata[c] for c in ("cat", "name", "id", "ph", "pid", "tid",
+                                                       "ts", "bp", "idx")}, copy=False)
+        names = pd.DataFrame(self.names, columns=["pid", "tid", "kind", "value"])
+        names = names.astype({"pid": np.int64, "tid": np.int64, "kind": object,
+                              "value": object})
+        warnings = [f"{n} {what}" for what, n in sorted(self.counts.items())]
+        warnings += [f"{n} non-numeric values of {c!r} treated as missing"
+                     for c, n in sorted(self.bad.items())]
+        props = meta.get("deviceProperties")
+        return TraceData(
+            path=path, metadata=meta,
+            device_properties=props if isinstance(props, list) else [],
+            base_ns=int(base_ns), events=events, memory=memory, flows=flows_df, names=names,
+            warnings=warnings, labels=dict(self.labels.by_code),
+        )
+
+
+def _event_order(ts: np.ndarray, dur: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """np.lexsort((idx, -dur, ts)) for idx-ordered arrays, faster: a stable sort by ts (quick on the
+    nearly sorted ts of a trace) and a lexsort of the rows whose ts ties only."""
+    if len(idx) > 1 and not bool((idx[1:] > idx[:-1]).all()):
+        return np.lexsort((idx, -dur, ts))
+    order = np.argsort(ts, kind="stable")
+    ts_sorted = ts[order]
+    tie = ts_sorted[1:] == ts_sorted[:-1]
+    if tie.any():
+        in_tie = np.zeros(len(order), dtype=bool)
+        in_tie[1:] = tie
+        in_tie[:-1] |= tie
+        sub = order[in_tie]
+        order[in_tie] = sub[np.lexsort((idx[sub], -dur[sub], ts[sub]))]
+    return order
+
+
+def _concat_dicts(parts: list, keys: tuple, int32: tuple = ()) -> dict:
+    if not parts:
+        return {k: np.empty(0, np.int32 if k in int32 else np.int64) for k in keys}
+    return {k: np.concatenate([p[k] for p in parts]) for k in keys}
+
+
+def _base_ns(meta: dict) -> int | None:
+    base = meta.get("baseTimeNanoseconds")
+    return None if isinstance(base, bool) or not isinstance(base, int) else base

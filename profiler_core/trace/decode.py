@@ -1,0 +1,186 @@
+"""JSON -> msgspec structs: the event and args structs the reader decodes into, and the lenient
+decoding of pieces (repairing what old writers leave in, skipping entries that are not events)."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import msgspec
+
+CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
+#: refuse traces whose uncompressed JSON is larger than this (bytes); env GPUSCOPE_MAX_TRACE_BYTES
+MAX_TRACE_BYTES = int(os.environ.get("GPUSCOPE_MAX_TRACE_BYTES", str(16 << 30)))
+
+
+class TraceReadError(ValueError):
+    """A file that is not a readable Kineto trace; the message names the file and the problem."""
+
+
+# --------------------------------------------------------------------------- decoding structs
+_ARG_NAMES = {
+    "ext_id": "External id", "ext_id_lc": "external id", "registers": "registers per thread",
+    "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM", "occupancy": "est. achieved occupancy %", "nbytes": "bytes",
+    "input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
+    "python_id": "Python id", "python_parent_id": "Python parent id",
+    "python_module_id": "Python module id", "sequence_nr": "Sequence number",
+    "fwd_thread": "Fwd thread id", "coll_name": "Collective name", "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems", "group_size": "Group size", "mem_bytes": "Bytes",
+    "addr": "Addr", "total_allocated": "Total Allocated", "total_reserved": "Total Reserved",
+    "device_type": "Device Type", "device_id": "Device Id", "m_name": "name",
+    "m_labels": "labels", "m_sort_index": "sort_index",
+}
+
+
+class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.get(f, f)):
+    """The args keys the columns need, under Kineto's names; every other key is skipped.
+
+    Fields follow Kineto's key order (cpu_op first): msgspec looks keys up fastest that way."""
+
+    ext_id: Any = None
+    sequence_nr: Any = None
+    fwd_thread: Any = None
+    input_type: msgspec.Raw = msgspec.Raw(b"")
+    input_dims: msgspec.Raw = msgspec.Raw(b"")
+    call_stack: Any = None
+    coll_name: Any = None
+    dtype: Any = None
+    in_nelems: Any = None
+    out_nelems: Any = None
+    group_size: Any = None
+    # [memory] instant events
+    total_reserved: Any = None
+    total_allocated: Any = None
+    mem_bytes: Any = None
+    device_id: Any = None
+    device_type: Any = None
+    addr: Any = None
+    # python_function
+    python_parent_id: Any = None
+    python_id: Any = None
+    python_module_id: Any = None
+    # GPU activities and runtime calls
+    device: Any = None
+    stream: Any = None
+    correlation: Any = None
+    ext_id_lc: Any = None
+    registers: Any = None
+    shared_memory: Any = None
+    blocks_per_sm: Any = None
+    warps_per_sm: Any = None
+    grid: Any = None
+    block: Any = None
+    occupancy: Any = None
+    nbytes: Any = None
+    # M metadata events
+    m_name: Any = None
+    m_labels: Any = None
+    m_sort_index: Any = None
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    bp: Any = None
+    args: _Args = _NO_ARGS  # shared, read-only: events without args (flows ...) allocate none
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """Fallback when an event's args is not an object: its args are dropped."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    bp: Any = None
+
+
+_CHUNK_DECODER = msgspec.json.Decoder(list[_Event])
+_EVENT_DECODER = msgspec.json.Decoder(_Event)
+_LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ANY_DECODER = msgspec.json.Decoder()
+
+
+def _decode_chunk(raws: list, counts: dict) -> list:
+    """Decode a slice of raw events into `_Event`s; undecodable ones become None (counted)."""
+    buf = b"[" + b",".join(raws) + b"]"
+    try:
+        return _CHUNK_DECODER.decode(buf)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    out: list = []
+    for raw in raws:
+        try:
+            out.append(_EVENT_DECODER.decode(raw))
+            continue
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        try:
+            loose = _LOOSE_DECODER.decode(raw)
+            counts["events with unreadable args (args dropped)"] = counts.get(
+                "events with unreadable args (args dropped)", 0) + 1
+            out.append(_Event(**{f: getattr(loose, f) for f in loose.__struct_fields__}))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            counts["entries of traceEvents that are not event objects"] = counts.get(
+                "entries of traceEvents that are not event objects", 0) + 1
+            out.append(None)
+    return out
+
+
+class _NotStreamable(Exception):
+    """The quick splitter could not cut this file safely; the whole-file path reads it."""
+
+
+_BARE_WORDS = re.compile(rb"([:\[,]\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,}\]])")
+_CONTROL = bytes.maketrans(bytes(c for c in range(32) if c not in (10, 13)),
+                           b" " * 30)
+REPAIRED = "pieces of invalid JSON repaired (bare N/A/NaN/Infinity quoted, control characters)"
+
+
+def repair_json(data: bytes) -> bytes | None:
+    """Fix what old Kineto/Python writers leave in: bare N/A, NaN, Infinity; raw control chars."""
+    fixed = _BARE_WORDS.sub(rb'\1"\2"', data).translate(_CONTROL)
+    return None if fixed == data else fixed
+
+
+def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
+    """Decode a run of whole events (as cut by the splitter) into `_Event`s."""
+    buf = b"".join((b"[", piece, b"]"))
+    try:
+        return _CHUNK_DECODER.decode(buf)
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError:
+        fixed = repair_json(buf)
+        if fixed is None:
+            raise _NotStreamable from None
+        try:
+            buf = fixed
+            evs = _CHUNK_DECODER.decode(buf)
+            counts[REPAIRED] = counts.get(REPAIRED, 0) + 1
+            return evs
+        except msgspec.ValidationError:
+            counts[REPAIRED] = counts.get(REPAIRED, 0) + 1
+        except msgspec.DecodeError:
+            raise _NotStreamable from None
+    try:
+        raws = _RAW_LIST_DECODER.decode(buf)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise _NotStreamable from None
+    return _decode_chunk(raws, counts)

@@ -1,0 +1,357 @@
+"""Streaming and parallel parsing: the trace is decompressed block by block and cut at `}, {`
+separators into pieces that are decoded as they come; big traces are split into byte ranges parsed
+by worker processes (`span_worker`). Every cut is checked by the decoder."""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from profiler_core.trace.columns import _base_ns, _Builder
+from profiler_core.trace.decode import (
+    _ANY_DECODER, MAX_TRACE_BYTES, TraceReadError, _decode_piece, _NotStreamable,
+)
+from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
+from profiler_core.trace.gunzip import GZIP_MAGIC, TruncatedGzip, gunzip_blocks, uncompressed_size_hint
+from profiler_core.trace.model import TraceData
+
+_HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+_SEP_RE = re.compile(rb"\}\s*,\s*\{")
+#: bytes of JSON per decoded piece: small enough that a piece's decoded events stay in the CPU
+#: cache (L2) while each column is pulled out of them; read_trace of the 2M-event benchmark
+#: trace on 2 shared cores (noisy): 4 MB pieces
+#: 10-11.5 s, 1 MB 10-11 s, 256 KB 6-8 s, 64 KB 7-7.4 s
+BLOCK = 256 << 10
+#: bytes of JSON per decompressed block: big enough for few rounds of the piece loop, below
+#: malloc_tuning.PARSE_MMAP_THRESHOLD so that its buffers are reused heap memory, not fresh pages
+IO_BLOCK = 1 << 20
+#: a piece without any event boundary beyond this many bytes goes to the whole-file path
+MAX_PIECE = 16 << 20
+
+def _blocks(path: str) -> Iterator[bytes]:
+    """The file's (gunzipped) bytes in blocks of about IO_BLOCK bytes or more.
+
+    Inflated in this thread: ISA-L takes 0.2 s for the 592 MB of the 2M-event benchmark trace, less
+    than handing blocks over from a helper thread cost, whose freed buffers also faulted in fresh
+    pages again and again (another thread's malloc arena)."""
+    total = 0
+    pending = b""
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == GZIP_MAGIC
+            f.seek(0)
+            chunk = max(512, min(1 << 20, IO_BLOCK // 8))
+            for out in gunzip_blocks(f, chunk) if gz else iter(lambda: f.read(IO_BLOCK), b""):
+                total += len(out)
+                if total > MAX_TRACE_BYTES:
+                    raise TraceReadError(
+                        f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
+                        f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
+                pending += out
+                if len(pending) >= IO_BLOCK:
+                    yield pending
+                    pending = b""
+    except TruncatedGzip:
+        raise TraceReadError(f"{path}: truncated gzip file (ended before its end marker)") from None
+    except GUNZIP_ERRORS as e:
+        raise TraceReadError(f"{path}: corrupt gzip file ({e})") from None
+    except OSError as e:
+        raise TraceReadError(f"{path}: cannot read file ({e})") from None
+    if pending:
+        yield pending
+
+
+#: traces at least this big on disk are split across parser processes (smaller: this process)
+PARALLEL_MIN_BYTES = 16 << 20
+#: share of the decompressed stream this process parses when it splits a trace with one worker
+#: (it also merges and sorts, while the worker starts Python and inflates the bytes before its range)
+MAIN_SHARE = 0.5
+
+
+def default_parse_processes() -> int:
+    """Parser processes worth adding here: cores - 1, at most 3 (none on one core)."""
+    return max(0, min(3, (os.cpu_count() or 1) - 1))
+
+
+def _parse_processes(requested: int | None) -> int:
+    env = os.environ.get("GPUSCOPE_PARSE_PROCESSES")
+    if env is not None:  # the environment wins (0 turns parallel parsing off)
+        return int(env) if env.strip().isdigit() else 0
+    return default_parse_processes() if requested is None else max(0, requested)
+
+
+def _parse_span_job(path: str, lo: int, hi: int | None) -> bytes:
+    """A worker's job: the events between the cuts at `lo` and `hi` (see _parse_span) as one compact
+    chunk of columns, pickled for the main process to merge."""
+    builder = _Builder()
+    n, index, meta = _parse_span(path, builder, lo, hi)
+    builder.compact()
+    out = builder.export()
+    out.update(n=n, index=index, meta=meta)
+    del builder
+    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _SpanProcess:
+    """One range of a trace parsed by `python -m profiler_core.trace.span_worker` (see there).
+
+    A plain child process, not a multiprocessing pool: it needs nothing from the caller's main
+    module, and it exits with its job, so no idle worker holds memory afterwards."""
+
+    def __init__(self, path: str, lo: int, hi: int | None) -> None:
+        import subprocess
+
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ, GPUSCOPE_PARSE_PROCESSES="0")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "profiler_core.trace.span_worker", path, str(lo),
+             "-" if hi is None else str(hi)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    def result(self) -> bytes:
+        """The pickled columns; TraceReadError / _NotStreamable as the worker raised them."""
+        out, err = self.proc.communicate()
+        code = self.proc.returncode
+        if code == 0:
+            return out
+        text = err.decode("utf-8", "replace").strip()
+        if code == SPAN_READ_ERROR:
+            raise TraceReadError(text)
+        if code == SPAN_NOT_STREAMABLE:
+            raise _NotStreamable
+        raise RuntimeError(f"parser process exited with {code}: {text[-800:]}")
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+#: exit codes of span_worker for the reader's own two outcomes
+SPAN_READ_ERROR, SPAN_NOT_STREAMABLE = 3, 4
+
+
+def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | None:
+    """Split the decompressed stream into `workers + 1` byte ranges: each worker process inflates
+    the file itself and parses its range, this process parses the first and merges the rest.
+
+    Every range boundary is the first `}, {` at or after a target offset, found the same way by
+    the two processes that share it; the process on the left decodes its last events up to it, so
+    a boundary that is not between two events (inside a string, an event or the metadata after
+    the array) fails that decode and raises _NotStreamable (the caller reads serially instead).
+    `start(path, lo, hi)` starts a worker (a handle with result() and cancel()), by default a
+    _SpanProcess."""
+    start = start or _SpanProcess
+    total = uncompressed_size_hint(path)
+    if total < 2 * BLOCK:
+        return None
+    first = MAIN_SHARE if workers == 1 else 1.0 / (workers + 1)
+    bounds = [int(total * (first + (1 - first) * k / workers)) for k in range(workers)]
+    spans: list = []
+    try:
+        for lo, hi in zip(bounds, bounds[1:] + [None]):
+            spans.append(start(path, lo, hi))
+        builder = _Builder()
+        n, index, meta = _parse_span(path, builder, None, bounds[0])
+        for span in spans:
+            part = pickle.loads(span.result())
+            builder.merge(part, n)
+            index.extend((first_idx + n, begin, end) for first_idx, begin, end in part["index"])
+            n += part["n"]
+            meta = part["meta"] if meta is None else meta
+    except BaseException:
+        for span in spans:
+            span.cancel()
+        raise
+    if meta is None:
+        raise _NotStreamable
+    t = builder.finish(path, meta, _base_ns(meta))
+    t.event_index = tuple(index)
+    return t
+
+
+def _stream_parse(path: str) -> TraceData:
+    """Parse a whole trace while it is decompressed (see _parse_span)."""
+    builder = _Builder()
+    _, index, meta = _parse_span(path, builder)
+    t = builder.finish(path, meta, _base_ns(meta))
+    t.event_index = tuple(index)
+    return t
+
+
+def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
+                hi: int | None = None) -> tuple[int, list, dict | None]:
+    """Parse events into `builder` while the file is decompressed, cutting the event array at
+    `}, {` separators; returns (events added, piece index, top-level metadata).
+
+    Every cut is checked by the JSON decoder (a cut inside an event or a string leaves an
+    unbalanced piece, which fails to decode), so a file this cannot split raises _NotStreamable
+    and goes to the whole-file path instead of being misread.
+
+    With `lo`, events before the first separator at or after decompressed offset `lo` are
+    skipped (another process parses them); with `hi`, parsing stops at the first separator at or
+    after `hi` (metadata None), or runs to the end when there is none. A span whose `lo` lies
+    past the last separator holds no events (0, [], None)."""
+    buf = b""
+    start = 0  # offset of buf in the decompressed stream
+    head: bytes | None = None
+    bare = False
+    n = 0
+    index: list[tuple[int, int, int]] = []  # (first event idx, start, end) of every piece
+    counts = builder.counts
+
+    def add(evs: list, begin: int, end: int) -> None:
+        nonlocal n
+        builder.add_chunk(evs, n)
+        index.append((n, begin, end))
+        n += len(evs)
+
+    blocks = _blocks(path)
+    try:
+        for block in blocks:
+            buf = buf + block if buf else block
+            if head is None:
+                stripped = buf.lstrip()
+                if not stripped:
+                    continue
+                if stripped[:1] == b"[":
+                    bare, head = True, b""
+                    start += len(buf) - len(stripped) + 1
+                    buf = stripped[1:]
+                elif stripped[:1] == b"{":
+                    m = _HEAD_RE.search(buf)
+                    if m is None:
+                        if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
+                            raise _NotStreamable
+                        continue
+                    head, buf = buf[:m.start()], buf[m.end():]
+                    start += m.end()
+                else:
+                    raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
+                lo = None if lo is None else max(lo, start)
+                hi = None if hi is None else max(hi, start)
+            if lo is not None:  # skipping to this span's first event
+                if lo - start >= len(buf):
+                    start += len(buf)
+                    buf = b""
+                    continue
+                buf, start = buf[lo - start:], lo
+                m = _SEP_RE.search(buf)
+                if m is None:
+                    if len(buf) > MAX_PIECE:
+                        raise _NotStreamable
+                    continue
+                buf, start, lo = buf[m.end() - 1:], start + m.end() - 1, None
+            if hi is not None and start + len(buf) > hi:  # this span's end is in buf
+                m = _SEP_RE.search(buf, max(0, hi - start))
+                if m is None:
+                    if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
+                        raise _NotStreamable
+                    continue  # wait for the whole separator
+                part = buf[:m.start() + 1]
+                pos = _add_pieces(part, 0, start, add, counts)
+                evs = _decode_piece(part[pos:], counts)
+                add(evs, start + pos, start + len(part))
+                return n, index, None
+            pos = _add_pieces(buf, 0, start, add, counts)
+            if pos:
+                buf = buf[pos:]
+                start += pos
+            elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
+                raise _NotStreamable
+    finally:
+        blocks.close()  # stops the gunzip thread when this span ends early
+    if head is None:
+        if not buf.strip():
+            raise TraceReadError(f"{path}: empty file")
+        raise _NotStreamable
+    if lo is not None:  # no separator after lo: the span before this one holds every event
+        return 0, [], None
+    # the last piece: events, "]", then the rest of the top-level object
+    for meta, last in _tails(buf, head, bare):
+        try:
+            evs = _decode_piece(last, counts) if last.strip() else []
+            break
+        except _NotStreamable:
+            continue
+    else:
+        raise _NotStreamable
+    add(evs, start, start + len(last))
+    return n, index, meta
+
+
+def _add_pieces(buf: bytes, pos: int, start: int, add: Any, counts: dict) -> int:
+    """Decode and add the whole pieces of buf[pos:] but the last event(s); the new pos."""
+    view = memoryview(buf)
+    try:
+        while True:
+            evs, cut = _next_piece(buf, view, pos, counts)
+            if evs is None:
+                return pos
+            add(evs, start + pos, start + cut[0])
+            pos = cut[1]
+    finally:
+        view.release()
+
+
+def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[list | None, Any]:
+    """Decode the events of buf[pos:cut] for a separator cut at most BLOCK bytes after pos (twice
+    that, and so on, after a longer event); (None, None) when no cut in buf decodes (wait for more
+    data)."""
+    size = max(BLOCK, 1)
+    while True:
+        hi = min(pos + size, len(buf))
+        for cut in _separators(buf, hi=hi, lo_bound=pos):
+            try:
+                return _decode_piece(view[pos:cut[0]], counts), cut
+            except _NotStreamable:  # cut inside a string: try an earlier separator
+                continue
+        if hi == len(buf):
+            return None, None
+        size *= 2
+
+
+def _separators(buf: bytes, tries: int = 8, hi: int | None = None,
+                lo_bound: int = 0) -> Iterator[tuple[int, int]]:
+    """(end of a piece, start of the rest) at the last few `}, {` of buf[lo_bound:hi], last first."""
+    window = 1 << 12  # a few events first, then 8x that per round
+    hi = len(buf) if hi is None else hi
+    lo = max(lo_bound, hi - window)
+    given = 0
+    while given < tries:
+        found = [(m.start() + 1, m.end() - 1) for m in _SEP_RE.finditer(buf, lo, hi)]
+        for cut in reversed(found):
+            yield cut
+            given += 1
+            if given >= tries:
+                return
+        if lo <= lo_bound:
+            return
+        lo, hi = max(lo_bound, lo - 8 * window), lo + 8  # overlap: a separator across the border
+
+
+def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
+    """Candidates (metadata, last events) for the `]` closing the event array, last first."""
+    q = len(buf)
+    for _ in range(64):
+        q = buf.rfind(b"]", 0, q)
+        if q < 0:
+            break
+        tail = buf[q + 1:]
+        if bare:
+            if not tail.strip():
+                yield {}, buf[:q]
+            continue
+        try:
+            meta = _ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(meta, dict):
+            meta.pop("traceEvents", None)
+            yield meta, buf[:q]
