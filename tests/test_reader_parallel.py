@@ -19,10 +19,10 @@ class _InlineSpan:
 
     started: list = []
 
-    def __init__(self, path, lo, hi):
+    def __init__(self, path, lo, hi, version):
         self.started.append((lo, hi))
         try:
-            self.data, self.error = stream._parse_span_job(path, lo, hi), None
+            self.data, self.error = stream._parse_span_job(path, lo, hi, version), None
         except BaseException as e:  # noqa: BLE001 - raised from result(), as a worker's would be
             self.data, self.error = None, e
 
@@ -215,3 +215,28 @@ def test_span_worker_command_line(tmp_path):
     usage = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker"], capture_output=True,
                            check=False)
     assert usage.returncode == 2 and b"PATH LO HI" in usage.stderr
+    size, mtime = stream.file_version(str(path))
+    other = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker", str(path), "0", "-",
+                            f"{size + 1}:{mtime}"], capture_output=True, check=False)
+    assert other.returncode == stream.SPAN_NOT_STREAMABLE and other.stdout == b""
+
+
+def test_a_file_replaced_before_a_worker_starts_is_read_serially(tmp_path, monkeypatch):
+    doc = _doc(3000)
+    path, text = _write(tmp_path, doc, True)
+    monkeypatch.setattr(stream, "BLOCK", 2048)
+    real = stream.file_version
+    calls = []
+
+    def changed_after_the_first_look(p):
+        calls.append(p)
+        size, mtime = real(p)
+        return (size, mtime) if len(calls) == 1 else (size + 1, mtime + 1)
+
+    monkeypatch.setattr(stream, "file_version", changed_after_the_first_look)
+    with pytest.raises(stream._NotStreamable):
+        _parallel(path, 1)
+    assert len(calls) == 2  # the main process, then the worker
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
+    _same(read_trace(path, processes=1), parse_trace(text, str(path)), doc)

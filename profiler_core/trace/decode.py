@@ -82,21 +82,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.g
 _NO_ARGS = _Args()
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    bp: Any = None
-    args: _Args = _NO_ARGS  # shared, read-only: events without args (flows ...) allocate none
-
-
 class _LooseEvent(msgspec.Struct, gc=False):
-    """Fallback when an event's args is not an object: its args are dropped."""
+    """An event's top-level fields; alone, the fallback when its args is not an object (dropped)."""
 
     ph: Any = None
     cat: Any = None
@@ -107,6 +94,10 @@ class _LooseEvent(msgspec.Struct, gc=False):
     dur: Any = None
     id: Any = None
     bp: Any = None
+
+
+class _Event(_LooseEvent, gc=False):
+    args: _Args = _NO_ARGS  # shared, read-only: events without args (flows ...) allocate none
 
 
 _CHUNK_DECODER = msgspec.json.Decoder(list[_Event])

@@ -1,6 +1,8 @@
 """A parser process of the parallel reader: parses one byte range of a trace, writes it to stdout.
 
-    python -m profiler_core.trace.span_worker PATH LO HI     (HI "-": to the end of the trace)
+    python -m profiler_core.trace.span_worker PATH LO HI [SIZE:MTIME_NS]
+
+(HI "-": to the end of the trace; SIZE:MTIME_NS, the file the reader expects: another one gives 4)
 
 Started by `profiler_core.trace.stream._SpanProcess`; the output is the pickled columns of the
 events between the cuts at LO and HI. Exit code 3 (with the message on stderr) is a TraceReadError,
@@ -14,7 +16,7 @@ import sys
 
 def main(argv: list[str]) -> int:
     """Parse the range named by argv and write it to stdout; the exit code says how it went."""
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         sys.stderr.write(__doc__)
         return 2
     gc.disable()  # millions of short-lived objects, no cycles
@@ -23,8 +25,9 @@ def main(argv: list[str]) -> int:
 
     tune_for_parsing()
     path, lo, hi = argv[0], int(argv[1]), None if argv[2] == "-" else int(argv[2])
+    version = tuple(int(x) for x in argv[3].split(":")) if len(argv) == 4 else None
     try:
-        data = stream._parse_span_job(path, lo, hi)  # noqa: SLF001 - the reader's own worker
+        data = stream._parse_span_job(path, lo, hi, version)  # noqa: SLF001 - the reader's own worker
     except stream.TraceReadError as e:
         sys.stderr.write(str(e))
         return stream.SPAN_READ_ERROR

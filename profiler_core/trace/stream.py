@@ -85,9 +85,22 @@ def _parse_processes(requested: int | None) -> int:
     return default_parse_processes() if requested is None else max(0, requested)
 
 
-def _parse_span_job(path: str, lo: int, hi: int | None) -> bytes:
+def file_version(path: str) -> tuple[int, int]:
+    """(size, mtime_ns) of the file: parser processes check that they read the same file."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = None) -> bytes:
     """A worker's job: the events between the cuts at `lo` and `hi` (see _parse_span) as one compact
-    chunk of columns, pickled for the main process to merge."""
+    chunk of columns, pickled for the main process to merge. A file whose (size, mtime) is no longer
+    `version` (replaced since the main process looked) raises _NotStreamable: read it serially."""
+    if version is not None:
+        try:
+            if file_version(path) != tuple(version):
+                raise _NotStreamable
+        except OSError:
+            raise _NotStreamable from None
     builder = _Builder()
     n, index, meta = _parse_span(path, builder, lo, hi)
     builder.compact()
@@ -103,7 +116,7 @@ class _SpanProcess:
     A plain child process, not a multiprocessing pool: it needs nothing from the caller's main
     module, and it exits with its job, so no idle worker holds memory afterwards."""
 
-    def __init__(self, path: str, lo: int, hi: int | None) -> None:
+    def __init__(self, path: str, lo: int, hi: int | None, version: tuple) -> None:
         import subprocess
 
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -111,7 +124,7 @@ class _SpanProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "profiler_core.trace.span_worker", path, str(lo),
-             "-" if hi is None else str(hi)],
+             "-" if hi is None else str(hi), "%d:%d" % tuple(version)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
     def result(self) -> bytes:
@@ -145,9 +158,10 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     the two processes that share it; the process on the left decodes its last events up to it, so
     a boundary that is not between two events (inside a string, an event or the metadata after
     the array) fails that decode and raises _NotStreamable (the caller reads serially instead).
-    `start(path, lo, hi)` starts a worker (a handle with result() and cancel()), by default a
+    `start(path, lo, hi, version)` starts a worker (a handle with result() and cancel()), by default a
     _SpanProcess."""
     start = start or _SpanProcess
+    version = file_version(path)
     total = uncompressed_size_hint(path)
     if total < 2 * BLOCK:
         return None
@@ -156,7 +170,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     spans: list = []
     try:
         for lo, hi in zip(bounds, bounds[1:] + [None]):
-            spans.append(start(path, lo, hi))
+            spans.append(start(path, lo, hi, version))
         builder = _Builder()
         n, index, meta = _parse_span(path, builder, None, bounds[0])
         for span in spans:
