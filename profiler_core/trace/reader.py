@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from profiler_core.trace import stream
 from profiler_core.trace.columns import (  # noqa: F401 - re-exported
     CATEGORY_MAP, GPU_CATEGORIES, _base_ns, _Builder, normalise_category,
 )
@@ -28,8 +29,8 @@ from profiler_core.trace.gunzip import GZIP_MAGIC, gunzip_blocks
 from profiler_core.trace.malloc_tuning import release_memory, tune_for_parsing
 from profiler_core.trace.malloc_tuning import tune_for_views as tune_memory_for_views  # noqa: F401
 from profiler_core.trace.model import TraceData
-from profiler_core.trace import stream
 from profiler_core.trace.stream import default_parse_processes  # noqa: F401 - re-exported
+
 
 # --------------------------------------------------------------------------- file access
 def read_bytes(path: str | os.PathLike) -> bytes:

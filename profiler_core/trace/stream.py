@@ -33,6 +33,7 @@ IO_BLOCK = 1 << 20
 #: a piece without any event boundary beyond this many bytes goes to the whole-file path
 MAX_PIECE = 16 << 20
 
+
 def _blocks(path: str) -> Iterator[bytes]:
     """The file's (gunzipped) bytes in blocks of about IO_BLOCK bytes or more.
 
