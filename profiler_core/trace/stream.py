@@ -121,7 +121,7 @@ class _SpanProcess:
         import subprocess
 
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ, GPUSCOPE_PARSE_PROCESSES="0")
+        env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "profiler_core.trace.span_worker", path, str(lo),
