@@ -17,6 +17,8 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from profiler_core.trace.identity import file_identity
+
 TRACE_RE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 PLAIN_RE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.json(?:\.gz)?$")
 _TEMP_PARTS = frozenset({"tmp", "temp", "part", "partial", "swp", "crdownload", "incomplete"})
@@ -36,11 +38,13 @@ class TraceFile:
     stamp_ns: int      # the file-name timestamp in ns, or the mtime when the name has none
     size: int
     mtime_ns: int
+    #: `identity.file_identity` of the file as scanned (size, mtime, inode, ctime)
+    ident: tuple = ()
 
     @property
     def key(self) -> tuple:
-        """Identity of this file's content: it changes when the file is rewritten."""
-        return (self.path, self.size, self.mtime_ns)
+        """Identity of this file's content: it changes when the file is rewritten or replaced."""
+        return (self.path, self.size, self.mtime_ns) + self.ident
 
 
 @dataclass
@@ -144,7 +148,7 @@ class Scanner:
             rel = os.path.relpath(path, self.logdir).replace(os.sep, "/")
             f = TraceFile(path=path, relpath=rel, run=run_name, worker=worker,
                           stamp_ns=stamp if stamp is not None else st.st_mtime_ns,
-                          size=st.st_size, mtime_ns=st.st_mtime_ns)
+                          size=st.st_size, mtime_ns=st.st_mtime_ns, ident=file_identity(st))
             found.setdefault(run_name, Run(run_name)).workers.setdefault(worker, []).append(f)
         for run in found.values():
             for files in run.workers.values():

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from profiler_core.trace import cache
+from profiler_core.trace.model import TraceChangedError
 from profiler_core.trace.reader import read_trace
 
 
@@ -17,8 +18,8 @@ def cache_env(tmp_path, monkeypatch) -> Path:
     return d
 
 
-def _trace(path: Path, n: int = 5) -> Path:
-    ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i * 10,
+def _trace(path: Path, n: int = 5, name: str = "op") -> Path:
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i}", "pid": 1, "tid": 1, "ts": i * 10,
            "dur": 5, "args": {"External id": i}} for i in range(n)]
     path.write_text(json.dumps({"baseTimeNanoseconds": 1000, "traceEvents": ev}))
     return path
@@ -27,9 +28,9 @@ def _trace(path: Path, n: int = 5) -> Path:
 def test_second_open_comes_from_cache(cache_env, tmp_path, monkeypatch):
     p = _trace(tmp_path / "w.pt.trace.json")
     t1 = cache.read_trace_cached(p)
-    entries = list(cache_env.glob("*.trace.pkl"))
+    entries = list(cache_env.glob("*" + cache.SUFFIX))
     assert len(entries) == 1
-    assert not list(tmp_path.glob("*.pkl"))  # nothing written next to the user's files
+    assert not list(tmp_path.glob("*" + cache.SUFFIX))  # nothing written next to the user's files
     import profiler_core.trace.reader as reader
 
     def boom(path):
@@ -115,3 +116,29 @@ def test_trim_drops_entries_of_vanished_traces(cache_env, tmp_path):
     gone.unlink()
     assert cache.trim() == 1
     assert not gone_entry.exists() and cache.entry_path(keep).exists()
+
+
+def _same_size_and_mtime(p: Path, name: str, replace: bool) -> None:
+    """Put a different trace of the same size and mtime at `p`: renamed over it, or rewritten."""
+    st = p.stat()
+    new = _trace(p.with_name("new.json"), 5, name=name)
+    assert new.stat().st_size == st.st_size
+    if replace:
+        os.replace(new, p)
+    else:
+        p.write_bytes(new.read_bytes())
+        new.unlink()
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (p.stat().st_size, p.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+@pytest.mark.parametrize("replace", [True, False], ids=["renamed-over", "rewritten-in-place"])
+def test_a_file_replaced_with_same_size_and_mtime_is_parsed_again(cache_env, tmp_path, replace):
+    p = _trace(tmp_path / "w.pt.trace.json", 5, name="old")
+    t_old = cache.read_trace_cached(p)
+    assert set(t_old.events["name"]) == {f"old{i}" for i in range(5)}
+    _same_size_and_mtime(p, "new", replace)
+    assert cache.load(p) is None
+    assert set(cache.read_trace_cached(p).events["name"]) == {f"new{i}" for i in range(5)}
+    with pytest.raises(TraceChangedError):  # the old parse knows its file is gone
+        t_old.event(0)

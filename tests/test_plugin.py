@@ -292,3 +292,25 @@ def test_loader_worker_processes_hand_over_through_the_cache(logdir):
         assert [f.relpath for f, _ in loader.errors()] == ["bad/trunc.pt.trace.json"]
     finally:
         loader.close()
+
+
+def test_a_trace_replaced_with_same_size_and_mtime_is_not_served_from_the_old_parse(logdir):
+    path = logdir / "run1" / "w1.1500.pt.trace.json"
+    scanner = Scanner(str(logdir))
+    loader = Loader(workers=1, processes=0)
+    try:
+        f = scanner.scan()["run1"].file("w1", "1")
+        assert set(loader.get(f).events["name"]) == {"ProfilerStep#1", "op0", "op1", "op2"}
+        st = path.stat()
+        new = path.with_name("new.json")  # same size: op -> xy
+        _put(new, {"schemaVersion": 1, "baseTimeNanoseconds": 10**18,
+                   "traceEvents": _events(6, name="xy")})
+        os.replace(new, path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+        files = [g for r in scanner.scan().values() for g in r.files()]
+        loader.prepare(files)
+        f2 = next(g for g in files if g.path == f.path)
+        assert set(loader.get(f2).events["name"]) == {"ProfilerStep#1", "xy0", "xy1", "xy2"}
+    finally:
+        loader.close()

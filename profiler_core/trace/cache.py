@@ -1,28 +1,37 @@
 """On-disk cache of parsed traces, so that a second open of a big trace takes well under a second.
 
 Entries live in `$GPUSCOPE_CACHE_DIR` (default `~/.cache/gpuscope`), never next to the user's
-files, keyed by the trace's absolute path, size, mtime and `FORMAT_VERSION`; they are pickles
-(protocol 5) of `TraceData`. A corrupt or stale entry is ignored, removed and rewritten.
+files, keyed by the trace's absolute path, its identity (`identity.file_identity`: size, mtime,
+inode, ctime) and `FORMAT_VERSION`. They are data only (`cache_format`: numpy buffers and a
+msgpack header), so reading an entry, even one planted by someone else, never runs code. The
+directory is created 0700; one owned by another user is refused (a warning, no cache).
+A corrupt or stale entry is ignored, removed and rewritten; files of the old pickle format
+(`*.trace.pkl`) are never opened, only removed by `trim`.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
-import pickle
+import stat
 import tempfile
 from pathlib import Path
 
+from profiler_core.trace import cache_format
+from profiler_core.trace.identity import file_identity
 from profiler_core.trace.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
 
 log = logging.getLogger(__name__)
 
 #: bump when TraceData's columns or the reader's semantics change
-FORMAT_VERSION = 1
-_MAGIC = b"GPUSCOPE-TRACE-CACHE\n"
+FORMAT_VERSION = 2
+SUFFIX = ".trace.gpc"
+#: entries of the old format (pickles): never read, removed by trim
+_OLD_SUFFIX = ".trace.pkl"
 #: total size the cache directory may grow to before old entries are removed
 MAX_BYTES = int(os.environ.get("GPUSCOPE_CACHE_MAX_BYTES", str(8 << 30)))
+_warned: set = set()
 
 
 def cache_dir() -> Path:
@@ -31,8 +40,8 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "gpuscope"
 
 
-def _key(path: str, st: os.stat_result) -> tuple:
-    return (os.path.abspath(path), st.st_size, st.st_mtime_ns, FORMAT_VERSION)
+def _key(path: str, st: os.stat_result) -> list:
+    return [os.path.abspath(path), *file_identity(st), FORMAT_VERSION]
 
 
 def entry_path(path: str | os.PathLike, st: os.stat_result | None = None) -> Path:
@@ -40,27 +49,84 @@ def entry_path(path: str | os.PathLike, st: os.stat_result | None = None) -> Pat
     path = os.fspath(path)
     st = st or os.stat(path)
     digest = hashlib.sha256(repr(_key(path, st)).encode()).hexdigest()[:32]
-    return cache_dir() / f"{digest}.trace.pkl"
+    return cache_dir() / f"{digest}{SUFFIX}"
+
+
+def _uid() -> int | None:
+    return os.getuid() if hasattr(os, "getuid") else None
+
+
+def _refuse(d: Path, why: str) -> None:
+    if str(d) not in _warned:
+        _warned.add(str(d))
+        log.warning("gpuscope: not using the trace cache %s: %s (set GPUSCOPE_CACHE_DIR to a "
+                    "directory of your own, or GPUSCOPE_CACHE=0)", d, why)
+
+
+def usable_dir(create: bool = False) -> Path | None:
+    """The cache directory if it is ours to use (created 0700 when `create`), else None.
+
+    A directory owned by another user, or one others may write into, is refused with a warning:
+    its entries could have been put there by someone else."""
+    d = cache_dir()
+    try:
+        if create and not d.exists():
+            d.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                d.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
+        st = d.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        _refuse(d, e.strerror or str(e))
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        _refuse(d, "not a directory")
+        return None
+    uid = _uid()
+    if uid is not None:
+        if st.st_uid != uid:
+            _refuse(d, f"it is owned by another user (uid {st.st_uid})")
+            return None
+        if st.st_mode & 0o022:
+            try:  # ours, but writable by others (an old 0755 one is fine, 0777 is not)
+                os.chmod(d, 0o700)
+            except OSError as e:
+                _refuse(d, f"others may write into it and it cannot be made private ({e})")
+                return None
+    return d
+
+
+def _open_entry(entry: Path):
+    """Open a cache file for reading only if it is a regular file of ours (never a link)."""
+    fd = os.open(entry, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        st = os.fstat(fd)
+        uid = _uid()
+        if not stat.S_ISREG(st.st_mode) or (uid is not None and st.st_uid != uid):
+            raise cache_format.CacheFormatError("not a regular file of this user")
+        return os.fdopen(fd, "rb", buffering=0), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def load(path: str | os.PathLike) -> TraceData | None:
-    """The cached TraceData of `path` if a valid entry for its current size and mtime exists."""
+    """The cached TraceData of `path` if a valid entry for its current version exists."""
     path = os.fspath(path)
     try:
         st = os.stat(path)
     except OSError:
         return None
+    if usable_dir() is None:
+        return None
     entry = entry_path(path, st)
     try:
-        with open(entry, "rb") as f:
-            if f.read(len(_MAGIC)) != _MAGIC:
-                raise ValueError("bad magic")
-            key = pickle.load(f)
-            if key != _key(path, st):
-                raise ValueError("key mismatch")
-            t = pickle.load(f)
-        if not isinstance(t, TraceData):
-            raise ValueError("not a TraceData")
+        f, size = _open_entry(entry)
+        with f:
+            t = cache_format.load(f, size, _key(path, st))
     except FileNotFoundError:
         return None
     except Exception as e:  # noqa: BLE001 - any damage means: drop the entry and re-parse
@@ -81,16 +147,15 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
     path = os.fspath(path)
     try:
         st = os.stat(path)
-        if t.source_stat not in ((-1, -1), (st.st_size, st.st_mtime_ns)):
+        if tuple(t.source_stat) not in ((-1, -1), file_identity(st)):
             return None  # the file changed while it was parsed: don't cache stale data
+        if usable_dir(create=True) is None:
+            return None
         entry = entry_path(path, st)
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".pkl")
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=SUFFIX)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC)
-                pickle.dump(_key(path, st), f, protocol=5)
-                pickle.dump(t, f, protocol=5)
+                cache_format.dump(f, _key(path, st), t)
             os.replace(tmp, entry)
         except BaseException:
             _remove(Path(tmp))
@@ -119,10 +184,17 @@ def trim(max_bytes: int | None = None) -> int:
     limit = MAX_BYTES if max_bytes is None else max_bytes
     entries = []
     removed = 0
+    d = usable_dir()
+    if d is None:
+        return 0
     try:
-        paths = list(cache_dir().glob("*.trace.pkl"))
+        paths = list(d.glob("*" + SUFFIX))
+        old = list(d.glob("*" + _OLD_SUFFIX))
     except OSError:
         return 0
+    for p in old:  # the old pickle format: never opened, only removed
+        _remove(p)
+        removed += 1
     for p in paths:
         try:
             st = p.stat()
@@ -147,11 +219,10 @@ def trim(max_bytes: int | None = None) -> int:
 def _source_of(entry: Path) -> str | None:
     """The trace path an entry was made from (read from its small header), or None."""
     try:
-        with open(entry, "rb") as f:
-            if f.read(len(_MAGIC)) != _MAGIC:
-                return None
-            key = pickle.load(f)
-        return key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else None
+        f, _ = _open_entry(entry)
+        with f:
+            key = cache_format.read_key(f)
+        return key[0] if isinstance(key, list) and key and isinstance(key[0], str) else None
     except Exception:  # noqa: BLE001 - unreadable header: leave it to the size limit
         return None
 

@@ -74,7 +74,7 @@ class TraceData:
     warnings: list = field(default_factory=list)
     #: negative pid/tid codes -> the original strings ("Spans", "PyTorch Profiler", ...)
     labels: dict = field(default_factory=dict)
-    #: (size, mtime_ns) of the file when it was parsed; event_args checks it
+    #: `identity.file_identity` of the file when it was parsed; event_args checks it
     source_stat: tuple = (-1, -1)
     #: (first event idx, start, end) byte ranges of the reader's pieces, for fast event look-ups
     event_index: tuple = ()
@@ -131,10 +131,10 @@ class TraceData:
 
     def event(self, idx: int) -> Any:
         """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
+        from profiler_core.trace.identity import file_identity
         from profiler_core.trace.reader import read_event
 
-        if self.source_stat != (-1, -1) and os.path.exists(self.path):
-            st = os.stat(self.path)
-            if (st.st_size, st.st_mtime_ns) != tuple(self.source_stat):
+        if tuple(self.source_stat) != (-1, -1) and os.path.exists(self.path):
+            if file_identity(os.stat(self.path)) != tuple(self.source_stat):
                 raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
         return read_event(self.path, int(idx), self.event_index)

@@ -26,6 +26,7 @@ from profiler_core.trace.decode import (  # noqa: F401 - re-exported
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.gunzip import GZIP_MAGIC, gunzip_blocks
+from profiler_core.trace.identity import file_identity
 from profiler_core.trace.malloc_tuning import release_memory, tune_for_parsing
 from profiler_core.trace.malloc_tuning import tune_for_views as tune_memory_for_views  # noqa: F401
 from profiler_core.trace.model import TraceData
@@ -207,7 +208,7 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     finally:
         if gc_was_enabled:
             gc.enable()
-    t.source_stat = (st.st_size, st.st_mtime_ns)
+    t.source_stat = file_identity(st)
     release_memory()
     tune_memory_for_views()
     return t
