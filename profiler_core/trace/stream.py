@@ -122,11 +122,16 @@ class _SpanProcess:
 
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = _worker_pythonpath(root, env.get("PYTHONPATH"))
+        # never import from the caller's working directory (a downloaded logdir may hold a
+        # msgspec.py): -P keeps it off sys.path (3.11+), and the worker runs in the package's
+        # own root, which is what `-m` puts first on 3.10
+        safe = ["-P"] if sys.version_info >= (3, 11) else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "profiler_core.trace.span_worker", path, str(lo),
-             "-" if hi is None else str(hi), "%d:%d" % tuple(version)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            [sys.executable, *safe, "-m", "profiler_core.trace.span_worker", os.path.abspath(path),
+             str(lo), "-" if hi is None else str(hi), "%d:%d" % tuple(version)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            cwd=root)
 
     def result(self) -> bytes:
         """The pickled columns; TraceReadError / _NotStreamable as the worker raised them."""
@@ -145,6 +150,13 @@ class _SpanProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.communicate()
+
+
+def _worker_pythonpath(root: str, current: str | None) -> str:
+    """PYTHONPATH for a worker: the package's root, then the caller's entries made absolute
+    (the worker runs elsewhere); empty entries, which mean the working directory, are dropped."""
+    entries = [root] + [os.path.abspath(p) for p in (current or "").split(os.pathsep) if p]
+    return os.pathsep.join(entries)
 
 
 #: exit codes of span_worker for the reader's own two outcomes
