@@ -176,3 +176,64 @@ def test_permission_denied_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(TraceWriteError, match="cannot write trace .*Permission denied"):
         write_trace({"traceEvents": []}, tmp_path / "t.json")
     assert os.listdir(tmp_path) == []
+
+
+def _read_fifo(path, out: list):
+    with open(path, "rb") as f:
+        out.append(f.read())
+
+
+def test_a_fifo_is_written_through_not_replaced(tmp_path):
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe.pt.trace.json"
+    os.mkfifo(fifo)
+    got: list = []
+    reader = threading.Thread(target=_read_fifo, args=(fifo, got), daemon=True)
+    reader.start()
+    _profiled().export_chrome_trace(str(fifo))
+    reader.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert json.loads(got[0])["traceEvents"]
+    assert os.listdir(tmp_path) == ["pipe.pt.trace.json"]  # no temporary left beside it
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_symlink_is_followed_to_its_target(tmp_path, dangling):
+    target = tmp_path / "real" / "t.pt.trace.json.gz"
+    target.parent.mkdir()
+    if not dangling:
+        target.write_bytes(b"old")
+    link = tmp_path / "link.pt.trace.json.gz"
+    link.symlink_to(target)
+    _profiled().export_chrome_trace(str(link))
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert json.loads(gzip.decompress(target.read_bytes()))["traceEvents"]
+    assert sorted(os.listdir(target.parent)) == ["t.pt.trace.json.gz"]
+
+
+def _char_device(tmp_path, name: str, minor: int):
+    """A private copy of /dev/null (minor 3) or /dev/full (minor 7); skips where mknod is refused."""
+    import stat
+
+    path = tmp_path / name
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    except (PermissionError, AttributeError, OSError) as e:
+        pytest.skip(f"cannot create a character device here ({e})")
+    return path
+
+
+def test_a_character_device_is_written_through_not_replaced(tmp_path):
+    import stat
+
+    null = _char_device(tmp_path, "null", 3)
+    _profiled().export_chrome_trace(str(null))
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+    full = _char_device(tmp_path, "full", 7)
+    with pytest.raises(TraceWriteError) as e:
+        _profiled().export_chrome_trace(str(full))
+    assert e.value.errno == errno.ENOSPC and "full" in str(e.value)
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["full", "null"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import zlib
 from typing import Any, Iterator
 
@@ -137,18 +138,49 @@ def _missing_directory(what: str, path: str, directory: str) -> TraceWriteError:
     return TraceWriteError(errno.ENOENT, f"cannot write {what} {path!r}: directory {directory!r} does not exist")
 
 
+def _special_file(path: str) -> bool:
+    """Whether `path` exists as something other than a regular file (a device, a FIFO, a socket)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _write_through(path: str, target: str, what: str) -> Iterator[Any]:
+    """Open an existing device or FIFO and write into it (renaming over it would replace it)."""
+    try:
+        fd = os.open(target, os.O_WRONLY)
+    except OSError as e:
+        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+            yield f, path
+    except OSError as e:
+        if isinstance(e, TraceWriteError):
+            raise
+        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
+
+
 @contextlib.contextmanager
 def atomic_file(path: "str | os.PathLike", what: str = "file") -> Iterator[Any]:
     """Open a temporary file beside ``path`` for writing; rename it over ``path`` on success.
 
     On any failure the temporary file is removed and nothing appears under ``path``; an OSError
     becomes a ``TraceWriteError`` naming the path and the reason. Yields ``(file, checked_path)``.
+    Only a new path or a regular file is replaced: a symlink is followed to its target (the link
+    stays), a device or a FIFO is written into directly (no atomicity: it is not a file to keep).
     """
     path = check_path(path, what)
-    directory = os.path.dirname(os.path.abspath(path))
+    target = os.path.realpath(path)
+    if _special_file(target):
+        with _write_through(path, target, what) as opened:
+            yield opened
+        return
+    directory = os.path.dirname(target)
     if not os.path.isdir(directory):
         raise _missing_directory(what, path, directory)
-    tmp = _tmp_path(os.path.abspath(path))
+    tmp = _tmp_path(target)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except OSError as e:
@@ -157,7 +189,7 @@ def atomic_file(path: "str | os.PathLike", what: str = "file") -> Iterator[Any]:
         with os.fdopen(fd, "wb", buffering=1 << 20) as f:
             yield f, path
             f.flush()
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as e:
         try:
             os.unlink(tmp)
