@@ -12,15 +12,19 @@ import logging
 import math
 import mimetypes
 import os
+import stat
 import threading
 import time
 import zlib
 from typing import Any, Callable
+from urllib.parse import quote
 
 import msgspec
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
+
+from profiler_core.trace.identity import file_identity
 
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound
 
@@ -37,6 +41,10 @@ CONTENT_TYPES = {
     ".woff2": "font/woff2", ".woff": "font/woff", ".ttf": "font/ttf", ".wasm": "application/wasm",
     ".txt": "text/plain",
 }
+#: on every response of the plugin: a JSON answer or a trace opened on its own runs nothing; the
+#: bundle is an ES module imported by TensorBoard's page, whose own policy governs it
+CONTENT_SECURITY_POLICY = ("default-src 'none'; base-uri 'none'; form-action 'none'; "
+                           "frame-ancestors 'self'")
 FALLBACK_INDEX_JS = """// gpuscope: minimal page shown until the frontend bundle is installed
 export function render() {
   const root = document.createElement('div');
@@ -122,6 +130,21 @@ def _route(fn: Callable) -> Callable:
 
     app.__name__ = fn.__name__
     return app
+
+
+def _with_security_headers(app: Callable) -> Callable:
+    """Wrap a WSGI app so that every response carries CONTENT_SECURITY_POLICY."""
+
+    def wrapped(environ: dict, start_response: Callable) -> Any:
+        def start(status: str, headers: list, exc_info: Any = None) -> Any:
+            headers = [(k, v) for k, v in headers if k.lower() != "content-security-policy"]
+            headers.append(("Content-Security-Policy", CONTENT_SECURITY_POLICY))
+            return start_response(status, headers, exc_info)
+
+        return app(environ, start)
+
+    wrapped.__name__ = getattr(app, "__name__", "app")
+    return wrapped
 
 
 # ------------------------------------------------------------------------ request parameters
@@ -239,11 +262,11 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             "/timeline": self._timeline, "/timeline/search": self._search,
             "/event": self._event,
         }
+        routes["/trace"] = self._trace
         apps = {path: _route(fn) for path, fn in routes.items()}
-        apps["/trace"] = self._trace
         apps["/index.js"] = self._static
         apps["/*"] = self._static
-        return apps
+        return {path: _with_security_headers(app) for path, app in apps.items()}
 
     # -------------------------------------------------------------- state and look-ups
     def state(self) -> _State:
@@ -397,25 +420,23 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 "args": args if isinstance(args, dict) else {}}
 
     # -------------------------------------------------------------- raw trace and static files
-    @wrappers.Request.application
     def _trace(self, request: wrappers.Request) -> wrappers.Response:
+        f = self._file(request)
+        t = self.state().loader.get(f)  # only a file that parsed as a trace (else LoadFailed: 422)
+        fh = _open_parsed(f, tuple(t.source_stat))
         try:
-            f = self._file(request)
-        except BadRequest as e:
-            return _respond(request, {"error": e.message}, 400)
-        except NotFound as e:
-            return _respond(request, {"error": e.message}, 404)
-        try:
-            with open(f.path, "rb") as fh:
-                gz = fh.read(2) == b"\x1f\x8b"
+            gz = fh.read(2) == b"\x1f\x8b"
+            fh.seek(0)
+            size = os.fstat(fh.fileno()).st_size
         except OSError as e:
-            return _respond(request, {"error": f"{f.relpath}: cannot read ({e.strerror})"}, 404)
-        body = _file_chunks(f.path) if gz else _gzip_chunks(f.path)
+            fh.close()
+            raise NotFound(f"{f.relpath}: cannot read ({e.strerror})") from None
+        body = _file_chunks(fh) if gz else _gzip_chunks(fh)
         headers = {"Content-Encoding": "gzip", "Cache-Control": "no-cache",
                    "X-Content-Type-Options": "nosniff",
-                   "Content-Disposition": f'inline; filename="{os.path.basename(f.path)}"'}
+                   "Content-Disposition": content_disposition(os.path.basename(f.path))}
         if gz:
-            headers["Content-Length"] = str(f.size)
+            headers["Content-Length"] = str(size)
         return wrappers.Response(body, status=200, content_type="application/json",
                                  headers=headers, direct_passthrough=True)
 
@@ -452,8 +473,29 @@ def _static_file(name: str) -> str | None:
     return path
 
 
-def _file_chunks(path: str, size: int = 1 << 20):
-    with open(path, "rb") as fh:
+def _open_parsed(f, source: tuple):
+    """The trace file `f`, opened only if it is still the regular file that was parsed (`source`
+    is its `file_identity` then): never a device or FIFO swapped in, never another file."""
+    try:  # non-blocking: opening a FIFO for reading must not wait for a writer
+        fd = os.open(f.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise NotFound(f"{f.relpath}: cannot read ({e.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (source != (-1, -1) and file_identity(st) != source):
+        os.close(fd)
+        raise NotFound(f"{f.relpath} changed on disk since it was loaded; reload the page")
+    return os.fdopen(fd, "rb")
+
+
+def content_disposition(name: str) -> str:
+    """`inline` with the file name: an ASCII fallback and the exact name as RFC 5987 `filename*`."""
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
+    exact = quote(name.encode("utf-8", "surrogateescape"), safe="")
+    return f"inline; filename=\"{fallback}\"; filename*=UTF-8''{exact}"
+
+
+def _file_chunks(fh, size: int = 1 << 20):
+    with fh:
         while True:
             block = fh.read(size)
             if not block:
@@ -461,9 +503,9 @@ def _file_chunks(path: str, size: int = 1 << 20):
             yield block
 
 
-def _gzip_chunks(path: str, size: int = 1 << 20):
+def _gzip_chunks(fh, size: int = 1 << 20):
     comp = zlib.compressobj(6, zlib.DEFLATED, 31)
-    for block in _file_chunks(path, size):
+    for block in _file_chunks(fh, size):
         out = comp.compress(block)
         if out:
             yield out

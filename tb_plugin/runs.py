@@ -59,8 +59,8 @@ class Run:
 
     def file(self, worker: str, span: str) -> TraceFile | None:
         files = self.workers.get(worker)
-        if not files or not span.isdigit():
-            return None
+        if not files or not (span.isascii() and span.isdigit()) or len(span) > 18:
+            return None  # "²" passes isdigit() alone and then fails int()
         i = int(span) - 1
         return files[i] if 0 <= i < len(files) else None
 

@@ -40,7 +40,11 @@ def _put(path: Path, doc, gz: bool = False) -> Path:
 @pytest.fixture
 def logdir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    root = tmp_path / "logs"
+    return make_logdir(tmp_path / "logs")
+
+
+def make_logdir(root: Path) -> Path:
+    """Runs run1 (w0 twice, w1), run2/nested and bad (unreadable files) under `root`."""
     doc = {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(6)}
     _put(root / "run1" / "w0.1000.pt.trace.json.gz", doc, gz=True)
     _put(root / "run1" / "w0.2000.pt.trace.json", doc)
