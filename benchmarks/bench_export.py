@@ -4,7 +4,7 @@
 
 Both sides profile a loop making ``--events`` tiny record_function events (CPU only), then time
 ``export_chrome_trace("....pt.trace.json.gz")``. torch runs in its own interpreter (env
-GPUSCOPE_TORCH_PYTHON, default /work/venvs/torch/bin/python). Also printed: our stop (trace-dict
+GPUSCOPE_TORCH_PYTHON, default .venvs/compat/bin/python in the repo). Also printed: our stop (trace-dict
 assembly) time, file sizes, and a plain .json export. Target (DESIGN.md §5): export <= 2x torch.
 """
 from __future__ import annotations
@@ -17,7 +17,9 @@ import sys
 import tempfile
 import textwrap
 
-TORCH_PY = os.environ.get("GPUSCOPE_TORCH_PYTHON", "/work/venvs/torch/bin/python")
+#: torch 2.13 lives in the compat venv .ci/run builds (.venvs/compat), or $GPUSCOPE_TORCH_PYTHON
+TORCH_PY = os.environ.get("GPUSCOPE_TORCH_PYTHON") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat", "bin", "python")
 
 _MEASURE = textwrap.dedent("""
     import json, os, sys, time, warnings

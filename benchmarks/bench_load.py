@@ -9,7 +9,7 @@ Times (wall and CPU) and peak RSS of, each in a fresh process:
     computes every view at once), run with the interpreter of a separate venv.
 and prints ratios (ours / theirs), ours as the median of --repeat runs. The trace is made by gen_trace.py unless --trace is given.
 
-    python benchmarks/bench_load.py                        # 2M events, /work/venvs/tbp
+    python benchmarks/bench_load.py                        # 2M events, torch-tb-profiler from .venvs/compat
     python benchmarks/bench_load.py --events 200000 --tbp-python none
 """
 from __future__ import annotations
@@ -25,7 +25,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DEFAULT_TBP = "/work/venvs/tbp/bin/python"
+#: torch-tb-profiler 0.4.3 lives in the compat venv .ci/run builds, or $GPUSCOPE_TBP_PYTHON
+DEFAULT_TBP = os.environ.get("GPUSCOPE_TBP_PYTHON") or os.path.join(ROOT, ".venvs", "compat", "bin", "python")
 
 OURS = r"""
 import json, os, resource, sys, threading, time

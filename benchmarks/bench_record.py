@@ -4,7 +4,7 @@
 
 Each figure is the best of ``--repeat`` short timings of ``with record_function("x"): pass`` in a
 loop, minus the empty loop, per event (short runs, best one: robust to a shared, loaded machine). torch runs in its own interpreter (env GPUSCOPE_TORCH_PYTHON,
-default /work/venvs/torch/bin/python); timings alternate ours/torch to share the machine's load.
+default .venvs/compat/bin/python in the repo); timings alternate ours/torch to share the machine's load.
 Targets (DESIGN.md §5): profiling <= 1/5 of torch's; not profiling < 0.3 us.
 """
 from __future__ import annotations
@@ -16,7 +16,9 @@ import subprocess
 import sys
 import textwrap
 
-TORCH_PY = os.environ.get("GPUSCOPE_TORCH_PYTHON", "/work/venvs/torch/bin/python")
+#: torch 2.13 lives in the compat venv .ci/run builds (.venvs/compat), or $GPUSCOPE_TORCH_PYTHON
+TORCH_PY = os.environ.get("GPUSCOPE_TORCH_PYTHON") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat", "bin", "python")
 
 _MEASURE = textwrap.dedent("""
     import json, sys, timeit, warnings

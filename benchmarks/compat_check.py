@@ -1,6 +1,6 @@
 """Compatibility proof: traces written by gpuscope open in torch-tb-profiler 0.4.3 and in HTA.
 
-    python3 benchmarks/compat_check.py [--venv /work/venvs/compat] [--keep DIR] [--json OUT]
+    python3 benchmarks/compat_check.py [--venv .venvs/compat] [--keep DIR] [--json OUT]
 
 1. With this interpreter (gpuscope installed): profile a small numpy training loop with
    ``profiler_core`` (schedule, ProfilerStep#N, record_shapes, profile_memory, with_stack) into a
@@ -14,10 +14,10 @@
 3. Compare: each tool must load without error and find the same operators (name -> calls),
    the same steps and, for the GPU trace, the same kernels. Exit status 0 only if all agree.
 
-The venv is made with:
-    python3 -m venv /work/venvs/compat
-    /work/venvs/compat/bin/pip install /opt/wheels/torch-2.13.0+cpu-*.whl   # local CPU wheel
-    /work/venvs/compat/bin/pip install torch-tb-profiler==0.4.3 HolisticTraceAnalysis
+The venv (default: .venvs/compat in the repo, as .ci/run builds it; or $GPUSCOPE_COMPAT_VENV):
+    python3 -m venv .venvs/compat
+    .venvs/compat/bin/pip install "torch==2.13.*"   # a CPU build (.ci/run uses a local wheel)
+    .venvs/compat/bin/pip install torch-tb-profiler==0.4.3 HolisticTraceAnalysis
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ import sys
 import tempfile
 import traceback
 
-DEFAULT_VENV = os.environ.get("GPUSCOPE_COMPAT_VENV", "/work/venvs/compat")
+DEFAULT_VENV = os.environ.get("GPUSCOPE_COMPAT_VENV") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat")
 CPU_WORKER = "worker0"
 GPU_WORKER = "gpuworker"
 

@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "compat_check.py"
-VENV = Path(os.environ.get("GPUSCOPE_COMPAT_VENV", "/work/venvs/compat"))
+#: the venv .ci/run builds (.venvs/compat in the repo), or $GPUSCOPE_COMPAT_VENV
+VENV = Path(os.environ.get("GPUSCOPE_COMPAT_VENV") or ROOT / ".venvs" / "compat")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,8 @@ def test_missing_venv_is_reported(compat, tmp_path, capsys):
 
 def test_torch_tb_profiler_and_hta_load_our_traces(tmp_path):
     if not _venv_ready():
-        pytest.skip(f"compat venv with torch-tb-profiler and HTA not found at {VENV}")
+        pytest.skip(f"compat venv with torch-tb-profiler and HTA not found at {VENV} "
+                    "(.ci/run builds it; or set GPUSCOPE_COMPAT_VENV)")
     report_path = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--venv", str(VENV), "--json", str(report_path)],
                           capture_output=True, text=True, timeout=900)

@@ -38,8 +38,9 @@ def test_view_renders_with_data(guarded_page, tensorboard, view, tmp_path):
         page.click("#tl-results-table tbody tr >> nth=3")
         page.evaluate("() => { const t = window.__gpuscope.timeline; const [a, b] = t.view(); const m = (a + b) / 2; t.setView(m - 1500, m + 3500); }")
         page.wait_for_function("() => !document.querySelector('#tl-details').textContent.includes('loading details')")
-        page.wait_for_timeout(500)
-        page.wait_for_function("() => window.__gpuscope.timeline.stats.flows > 0", timeout=10000)
+        # the tile of the new window has arrived and is drawn with its flows
+        page.wait_for_function("() => { const t = window.__gpuscope.timeline; return !t.pending && !t.queued && t.stats.flows > 0; }",
+                               timeout=10000)
     assert page.get_attribute(f".tab[data-view={view}]", "aria-selected") == "true"
     screenshot(page, view, tmp_path)
 

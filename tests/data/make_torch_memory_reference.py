@@ -1,7 +1,7 @@
 """Regenerate torch_cnn_memory_key_averages.json: PyTorch's own key_averages memory columns.
 
 Run with the torch venv (never a project dependency):
-    /work/venvs/torch/bin/python tests/data/make_torch_memory_reference.py
+    .venvs/compat/bin/python tests/data/make_torch_memory_reference.py
 
 For each torch_cpu_cnn trace, every cpu_op/user_annotation/python_function event becomes a
 torch.autograd.profiler_util.FunctionEvent whose cpu_memory_usage is the sum of the [memory]

@@ -1,6 +1,6 @@
 """Regenerate the torch 2.13 fixtures of tests/test_compat_tables.py (run with the torch venv).
 
-    /work/venvs/torch/bin/python tests/data/analysis/make_fixtures.py
+    .venvs/compat/bin/python tests/data/analysis/make_fixtures.py
 
 For each scenario it writes ``<name>.trace.json.gz`` (torch's exported Kineto trace) and
 ``<name>.expected.json.gz`` (torch's own tables, export_stacks output and per-event values

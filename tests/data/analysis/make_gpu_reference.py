@@ -1,7 +1,7 @@
 """Device-time tables computed by torch 2.13's own EventList code from a GPU trace (torch venv).
 
-    /work/venvs/torch/bin/python tests/data/analysis/make_gpu_reference.py TRACE[.gz] OUT.json.gz
-    /work/venvs/torch/bin/python tests/data/analysis/make_gpu_reference.py --make-ours-gpu OUT.json.gz
+    .venvs/compat/bin/python tests/data/analysis/make_gpu_reference.py TRACE[.gz] OUT.json.gz
+    .venvs/compat/bin/python tests/data/analysis/make_gpu_reference.py --make-ours-gpu OUT.json.gz
 
 The fixtures: ``ours_gpu.trace.json.gz`` (made by ``--make-ours-gpu``: our format from
 profiler_core.analysis.synthetic, plus Kineto-style GPU ProfilerStep spans) with
