@@ -161,14 +161,12 @@ def test_flops_from_arg_and_column():
 
 
 def test_flops_computed_when_trace_has_with_flops():
-    pytest.importorskip("profiler_core.flops")
     events = [op("aten::mm", 0, 10, 1, dims=[[4, 5], [5, 6]])]
     assert events_from_trace(trace(events, with_flops=1))[0].flops == 240
     assert events_from_trace(trace(events))[0].flops == 0   # without with_flops: none computed
 
 
 def test_composite_op_does_not_double_count_computed_flops():
-    pytest.importorskip("profiler_core.flops")
     ev = events_from_trace(trace([
         op("aten::matmul", 0, 30, 1, dims=[[4, 5], [5, 6]]),
         op("aten::mm", 5, 20, 2, dims=[[4, 5], [5, 6]]),
@@ -245,13 +243,11 @@ def test_function_event_rejects_unknown_keyword():
 
 def test_our_profiler_trace_round_trip(tmp_path):
     """A trace made by profiler_core itself reads back with the ops, shapes and memory it recorded."""
-    profiler_core = pytest.importorskip("profiler_core")
-    np = pytest.importorskip("numpy")
-    try:
-        profile = profiler_core.profile
-    except AttributeError:
-        pytest.skip("profiler_core.profile not available yet")
-    with profile(activities=[profiler_core.ProfilerActivity.CPU], record_shapes=True,
+    import numpy as np
+
+    import profiler_core
+
+    with profiler_core.profile(activities=[profiler_core.ProfilerActivity.CPU], record_shapes=True,
                  profile_memory=True, with_flops=True) as prof:
         with profiler_core.record_function("block"):
             a = np.ones((32, 16))

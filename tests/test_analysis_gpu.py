@@ -179,8 +179,8 @@ def test_resnet50_v100_operator_device_times_match_torch_tb_profiler(shared_trac
 
 def test_trace_from_our_cuda_converter_links_every_activity():
     """Raw CUPTI-style records -> profiler_core.cuda converter + linker -> our analysis."""
-    convert = pytest.importorskip("profiler_core.cuda.convert")
-    link = pytest.importorskip("profiler_core.cuda.link")
+    from profiler_core.cuda import convert
+    from profiler_core.cuda import link
     data = Path(__file__).resolve().parent / "data" / "cupti" / "synthetic_session.json"
     if not data.exists():
         pytest.skip("cupti fixture absent")

@@ -121,7 +121,7 @@ def test_four_ranks_slow_worker_makes_the_others_wait(tmp_path):
         if w != slow_worker:
             assert waits[w] > waits[slow_worker] + 4 * 50e6, waits   # 4 steps x (100 ms - noise)
 
-    distributed = pytest.importorskip("tb_plugin.views.distributed")
+    from tb_plugin.views import distributed
     view = distributed.distributed(data)
     json.dumps(view)                                   # JSON-able
     assert set(view["workers"]) == set(data)

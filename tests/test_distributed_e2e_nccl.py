@@ -5,8 +5,7 @@ import json
 import pytest
 
 from profiler_core.trace.reader import read_trace
-
-common = pytest.importorskip("tb_plugin.views.common")
+from tb_plugin.views import common
 
 
 def _gpu_trace(comm_launcher: str, shift_us: float = 0.0) -> dict:
@@ -58,7 +57,7 @@ def test_nccl_kernels_are_communication_by_name(tmp_path):
 
 
 def test_overview_counts_nccl_kernel_time_as_communication(tmp_path):
-    overview = pytest.importorskip("tb_plugin.views.overview")
+    from tb_plugin.views import overview
     t = _write(tmp_path, "w0", _gpu_trace("my_cupy_allreduce"))
     step = overview.overview(t)["steps"][0]
     assert step["total_us"] == pytest.approx(1000)
@@ -70,7 +69,7 @@ def test_overview_counts_nccl_kernel_time_as_communication(tmp_path):
 
 
 def test_distributed_view_sees_nccl_communication(tmp_path):
-    distributed = pytest.importorskip("tb_plugin.views.distributed")
+    from tb_plugin.views import distributed
     traces = {"w0": _write(tmp_path, "w0", _gpu_trace("my_cupy_allreduce")),
               "w1": _write(tmp_path, "w1", _gpu_trace("nccl:all_reduce", shift_us=50))}
     out = distributed.distributed(traces)

@@ -2,33 +2,17 @@
 
 Hand-made traces in the views' tests are written as Kineto events (µs, args as in real traces) and turned into
 the reader's columnar schema here, so the tests do not depend on the reader. `load_shared(path)` uses the real
-reader (`profiler_core.trace.reader.read_trace`) and skips the test when it is not available.
+reader (`profiler_core.trace.reader.read_trace`).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
-try:  # the real model when the backend engineer's module exists
-    from profiler_core.trace.model import TraceData  # type: ignore
-except Exception:  # pragma: no cover - stand-in with the same fields
-    @dataclass
-    class TraceData:  # type: ignore[no-redef]
-        path: str
-        metadata: dict
-        device_properties: list
-        base_ns: int
-        events: pd.DataFrame
-        memory: pd.DataFrame
-        flows: pd.DataFrame
-        names: pd.DataFrame
-        warnings: list = field(default_factory=list)
-        labels: dict = field(default_factory=dict)
+from profiler_core.trace.model import TraceData
 
 
 _CAT_MAP = {"operator": "cpu_op", "python": "python_function", "memcpy": "gpu_memcpy",
@@ -132,8 +116,8 @@ def make_trace(events: list[dict], metadata: dict | None = None, memory: pd.Data
 
 
 def load_shared(path: Path):
-    """The shared trace at `path` through the real reader; skip when the reader is not there yet."""
-    reader = pytest.importorskip("profiler_core.trace.reader")
+    """The shared trace at `path` through the real reader."""
+    from profiler_core.trace import reader
     return reader.read_trace(str(path))
 
 
