@@ -31,7 +31,7 @@ DEFAULT_MAX_BYTES = int(os.environ.get("GPUSCOPE_MAX_LOADED_BYTES", str(4 << 30)
 def default_processes() -> int:
     """Worker processes for parsing: env GPUSCOPE_LOAD_PROCESSES, else some when cores allow."""
     env = os.environ.get("GPUSCOPE_LOAD_PROCESSES")
-    if env is not None and env.strip().isdigit():
+    if env is not None and env.strip().isascii() and env.strip().isdigit():
         return int(env)
     cores = os.cpu_count() or 1
     return min(4, cores // 2) if cores >= 4 else 0

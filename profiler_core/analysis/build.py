@@ -186,7 +186,7 @@ class _Builder:
             return int(value)
         text = str(value)
         tail = text.rsplit(" ", 1)[-1]
-        if tail.lstrip("-").isdigit():
+        if tail.lstrip("-").isascii() and tail.lstrip("-").isdigit():
             return int(tail)
         code = self.labels.get(text)
         if code is None:

@@ -82,7 +82,7 @@ def default_parse_processes() -> int:
 def _parse_processes(requested: int | None) -> int:
     env = os.environ.get("GPUSCOPE_PARSE_PROCESSES")
     if env is not None:  # the environment wins (0 turns parallel parsing off)
-        return int(env) if env.strip().isdigit() else 0
+        return int(env) if env.strip().isascii() and env.strip().isdigit() else 0
     return default_parse_processes() if requested is None else max(0, requested)
 
 
