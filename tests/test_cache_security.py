@@ -65,9 +65,10 @@ def test_the_directory_is_created_private(cache_env, tmp_path):
     assert stat.S_IMODE(cache.entry_path(p).stat().st_mode) & 0o077 == 0
 
 
-def test_a_world_writable_directory_of_ours_is_made_private(cache_env, tmp_path):
-    cache_env.mkdir(mode=0o777)
-    os.chmod(cache_env, 0o777)
+@pytest.mark.parametrize("mode", [0o777, 0o755])
+def test_an_open_directory_of_ours_is_made_private(cache_env, tmp_path, mode):
+    cache_env.mkdir()
+    os.chmod(cache_env, mode)
     p = _trace(tmp_path / "w.pt.trace.json")
     assert cache.store(p, read_trace(p)) is not None
     assert stat.S_IMODE(cache_env.stat().st_mode) == 0o700

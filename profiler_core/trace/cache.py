@@ -90,12 +90,13 @@ def usable_dir(create: bool = False) -> Path | None:
         if st.st_uid != uid:
             _refuse(d, f"it is owned by another user (uid {st.st_uid})")
             return None
-        if st.st_mode & 0o022:
-            try:  # ours, but writable by others (an old 0755 one is fine, 0777 is not)
+        if st.st_mode & 0o077:
+            try:  # ours, but open to others (made 0755 by an older version, or 0777)
                 os.chmod(d, 0o700)
             except OSError as e:
-                _refuse(d, f"others may write into it and it cannot be made private ({e})")
-                return None
+                if st.st_mode & 0o022:  # others may plant entries: refuse
+                    _refuse(d, f"others may write into it and it cannot be made private ({e})")
+                    return None
     return d
 
 
