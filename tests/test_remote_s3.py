@@ -27,6 +27,7 @@ from . import s3_server
 from .s3_server import SECRET
 
 P = "/data/plugin/gpuscope"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout, for tensorboard
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +307,7 @@ def test_tensorboard_process_reads_an_s3_logdir(bucket, server, tmp_path):
     root = _fill(bucket)
     port = _free_port()
     env = dict(os.environ, **server.env, GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     log = open(tmp_path / "tensorboard.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tensorboard.main", "--logdir", root, "--host", "127.0.0.1",
