@@ -9,6 +9,7 @@ through the completed callback at flush time, like the real buffers.
 import ctypes
 import enum
 import importlib.machinery
+import json
 import sys
 import threading
 import time
@@ -19,12 +20,18 @@ from types import SimpleNamespace
 import pytest
 
 import profiler_core
+from .conftest import DATA
 import profiler_core.cuda as cuda
 from profiler_core import ProfilerActivity, record_function, record_op
 from profiler_core.cuda import collector as collector_mod
+from profiler_core.cuda import cupti_backend
 from profiler_core.cuda.cupti_backend import CuptiBackend, CuptiUnavailable, clean_api_name
 
 OFFSET = 5_000_000   # host = cupti + OFFSET
+# Callback ids and names as cupti-python's enums give them (checked by tests/test_cupti_real.py).
+CBID = json.loads((DATA / "cupti" / "callback_ids.json").read_text())
+CALLBACK_NAMES = {(1 if kind == "DRIVER" else 2, cbid): name
+                  for kind in ("DRIVER", "RUNTIME") for name, cbid in CBID[kind].items()}
 
 
 class ActivityKind(enum.IntEnum):
@@ -70,15 +77,11 @@ class FakeCupti(types.ModuleType):
     def activity_disable(self, kind):
         self.enabled.discard(ActivityKind(kind).name)
 
-    def get_version(self):
-        return 130001
-
     def get_timestamp(self):
         return time.time_ns() - OFFSET
 
     def get_callback_name(self, domain, cbid):
-        return {(1, 307): "cuLaunchKernel", (1, 279): b"cuMemcpyDtoH_v2", (2, 211): "cudaLaunchKernel_v7000",
-                (2, 10): "cudaGetDevice_v3020"}[(int(domain), cbid)]
+        return CALLBACK_NAMES[(int(domain), cbid)]
 
     def activity_flush_all(self, flag):
         self.flushes += 1
@@ -96,7 +99,8 @@ class FakeCupti(types.ModuleType):
         self.corr += 1
         t = self.get_timestamp()
         kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
-        self.pending.append(SimpleNamespace(kind=kind, cbid=211 if runtime else 307, start=t, end=t + 2000,
+        cbid = CBID["RUNTIME"]["cudaLaunchKernel_v7000"] if runtime else CBID["DRIVER"]["cuLaunchKernel"]
+        self.pending.append(SimpleNamespace(kind=kind, cbid=cbid, start=t, end=t + 2000,
                                             process_id=4242, thread_id=threading.get_native_id(),
                                             correlation_id=self.corr, return_value=0))
         self.pending.append(SimpleNamespace(
@@ -125,6 +129,7 @@ def fake_cupti(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti.cupti", fake)
     monkeypatch.setattr(collector_mod, "query_device_properties", lambda: [dict(H800)])
     monkeypatch.setattr(cuda, "_available", True)
+    monkeypatch.setattr(cupti_backend, "distribution_version", {"cupti-python": "13.0.1"}.get)
     CuptiBackend._reset_for_tests()
     yield fake
     CuptiBackend._reset_for_tests()
@@ -158,11 +163,12 @@ def test_backend_cycles_register_once_and_copy_records_to_plain_dicts(fake_cupti
 def test_dropped_records_and_noisy_api_calls(fake_cupti):
     be = CuptiBackend.instance()
     be.start()
-    fake_cupti.pending.append(SimpleNamespace(kind=ActivityKind.RUNTIME, cbid=10, start=1, end=2, process_id=1,
+    fake_cupti.pending.append(SimpleNamespace(kind=ActivityKind.RUNTIME,
+                                              cbid=CBID["RUNTIME"]["cudaGetLastError_v3020"], start=1, end=2, process_id=1,
                                               thread_id=1, correlation_id=1, return_value=0))
     fake_cupti.dropped = 17
     cap = be.stop()
-    assert cap.records == []    # cudaGetDevice is noise, as in Kineto
+    assert cap.records == []    # cudaGetLastError is noise, as in Kineto
     assert any("dropped 17 activity records" in w for w in cap.warnings)
 
 
@@ -206,7 +212,9 @@ def test_profile_with_cuda_links_kernels_to_their_ops(fake_cupti):
             c2 = fake_cupti.launch("bias_add", runtime=True)
     trace = prof.trace
     assert trace["deviceProperties"] == [{k: v for k, v in H800.items() if k != "reservedSharedMemPerBlock"}]
-    assert trace.get("trace_source") == "cupti" and trace.get("cupti_version") == 130001
+    assert trace.get("trace_source") == "cupti"
+    # the fake package's "installed" version; no libcupti is loaded here, so no API version is claimed
+    assert trace.get("cupti_python_version") == "13.0.1" and "cupti_version" not in trace
     ev = trace["traceEvents"]
     ops = {e["name"]: e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")}
     kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}

@@ -185,8 +185,8 @@ class CudaCollector:
         result.events = events
         result.warnings = warnings
         result.metadata = {"trace_source": self.source}
-        if self.source == "cupti" and self.backend.version() is not None:
-            result.metadata["cupti_version"] = self.backend.version()
+        if self.source == "cupti":
+            result.metadata.update(self.backend.versions())
         drv_version = driver_version()
         if drv_version is not None:
             result.metadata["cuda_driver_version"] = drv_version

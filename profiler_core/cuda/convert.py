@@ -232,7 +232,7 @@ def convert_records(records: list[dict], *, device_properties: list[dict] | None
                 ok.append(r)
         return ok
 
-    # External correlation: CUPTI correlation id -> the CPU op's External id (CUSTOM1 = annotations, unused).
+    # External correlation: CUPTI correlation id -> the CPU op's External id (CUSTOM1 = annotations: unused).
     ext = {}
     for r in valid(by_kind.pop("EXTERNAL_CORRELATION", []), "EXTERNAL_CORRELATION", "EXTERNAL_CORRELATION"):
         if int(r.get("external_kind", 0) or 0) != EXTERNAL_KIND_CUSTOM1:

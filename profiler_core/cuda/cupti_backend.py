@@ -7,6 +7,7 @@ are views into CUPTI's buffer and must not be kept), so the rest of gpuscope nev
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -28,6 +29,43 @@ _VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")
 def clean_api_name(name: str) -> str:
     """Runtime callback names end in the version that introduced them (`cudaLaunchKernel_v7000`); drop it."""
     return _VERSION_SUFFIX.sub("", name)
+
+
+def distribution_version(name: str) -> str | None:
+    """The installed version of distribution `name` (e.g. "cupti-python"), or None."""
+    try:
+        from importlib.metadata import version  # noqa: PLC0415
+        return version(name)
+    except Exception:
+        return None
+
+
+def _loaded_libcupti(maps_path: str = "/proc/self/maps") -> list[str]:
+    """Paths of the libcupti shared objects mapped into this process (cupti-python loads one lazily)."""
+    try:
+        with open(maps_path, encoding="utf-8", errors="replace") as f:
+            paths = {line.split(None, 5)[-1].strip() for line in f if "libcupti.so" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/") and os.path.basename(p).startswith("libcupti.so"))
+
+
+def loaded_cupti_api_version() -> int | None:
+    """CUPTI's API version (`cuptiGetVersion`) from the libcupti already loaded here, or None.
+
+    cupti-python has no binding for cuptiGetVersion, so the library it loaded is asked through ctypes;
+    nothing is loaded that was not loaded already.
+    """
+    import ctypes  # noqa: PLC0415
+    for path in _loaded_libcupti():
+        try:
+            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
+            out = ctypes.c_uint32(0)
+            if lib.cuptiGetVersion(ctypes.byref(out)) == 0 and out.value:
+                return int(out.value)
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 class CuptiUnavailable(RuntimeError):
@@ -140,13 +178,16 @@ class CuptiBackend:
             self._api_names[key] = name
         return name
 
-    def version(self) -> int | None:
-        """CUPTI's API version (Kineto's `cupti_version`), or None if it cannot be read."""
-        try:
-            v = self.cupti.get_version()
-            return int(v[0] if isinstance(v, tuple) else v)
-        except Exception:
-            return None
+    def versions(self) -> dict:
+        """Trace metadata on the CUPTI in use: cupti-python's version and CUPTI's API version, where known."""
+        out: dict = {}
+        dist = distribution_version("cupti-python")
+        if dist:
+            out["cupti_python_version"] = dist
+        api = loaded_cupti_api_version()
+        if api is not None:
+            out["cupti_version"] = api      # Kineto's key: cuptiGetVersion's number
+        return out
 
     # ---- cycle ----
     def start(self, kinds: tuple[str, ...] = ALL_KINDS) -> None:
