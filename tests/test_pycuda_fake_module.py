@@ -124,6 +124,12 @@ def _build():
     def memset_d8_async(dest, data, count, stream=None):
         LOG.append(("memset_d8_async", count, stream))
 
+    def memset_d2d16(dest, pitch, data, width, height):          # pycuda's signatures (pitch in bytes)
+        LOG.append(("memset_d2d16", width, height))
+
+    def memset_d2d32_async(dest, pitch, data, width, height, stream=None):
+        LOG.append(("memset_d2d32_async", width, height, stream))
+
     class Context:
         @staticmethod
         def synchronize():

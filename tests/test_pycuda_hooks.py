@@ -370,3 +370,24 @@ def test_kernel_object_call_on_one_thread_does_not_capture_other_threads_launche
 class SimpleDriver:
     def __init__(self, event_cls):
         self.Event = event_cls
+
+
+def test_2d_memsets_sync_and_async_are_ops_and_timed(fake_pycuda, session):
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    fb = event_backend.CudaEventBackend(drv)
+    fb.start()
+    try:
+        s = drv.Stream()
+        drv.memset_d2d16(0, 64, 7, 16, 3)
+        drv.memset_d2d32_async(0, 128, 7, 8, 5, s)
+    finally:
+        records = fb.stop()
+        pycuda_hooks.uninstall()
+    recording.stop_session()
+    assert [o["name"] for o in _ops(session)] == ["pycuda::memset_d2d16", "pycuda::memset_d2d32_async"]
+    sets = [(r["bytes"], r["stream_id"]) for r in records if r["kind"] == "MEMSET"]
+    assert sets[0] == (16 * 3 * 2, 7) and sets[1][0] == 8 * 5 * 4 and sets[1][1] != 7   # on the given stream
+    api = [r["name"] for r in records if r["kind"] == "DRIVER"]
+    assert api == ["cuMemsetD2D16_v2", "cuMemsetD2D32Async"]
+    assert ("memset_d2d32_async", 8, 5, s) in LOG

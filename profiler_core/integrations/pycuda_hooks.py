@@ -71,6 +71,8 @@ _SETS = {  # name: (bytes per element, 2D?, stream arg index, driver API name)
     "memset_d32_async": (4, False, 3, "cuMemsetD32Async"),
     "memset_d2d8": (1, True, None, "cuMemsetD2D8_v2"), "memset_d2d16": (2, True, None, "cuMemsetD2D16_v2"),
     "memset_d2d32": (4, True, None, "cuMemsetD2D32_v2"),
+    "memset_d2d8_async": (1, True, 5, "cuMemsetD2D8Async"), "memset_d2d16_async": (2, True, 5, "cuMemsetD2D16Async"),
+    "memset_d2d32_async": (4, True, 5, "cuMemsetD2D32Async"),
 }
 _GPUARRAY_METHODS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
                      "__rtruediv__", "__div__", "__rdiv__", "__neg__", "__iadd__", "__isub__", "__imul__",
