@@ -372,7 +372,7 @@ class SimpleDriver:
         self.Event = event_cls
 
 
-def test_2d_memsets_sync_and_async_are_ops_and_timed(fake_pycuda, session):
+def test_2d_memsets_and_array_copies_are_ops_and_timed(fake_pycuda, session):
     drv = fake_pycuda["pycuda.driver"]
     pycuda_hooks.install()
     fb = event_backend.CudaEventBackend(drv)
@@ -381,13 +381,17 @@ def test_2d_memsets_sync_and_async_are_ops_and_timed(fake_pycuda, session):
         s = drv.Stream()
         drv.memset_d2d16(0, 64, 7, 16, 3)
         drv.memset_d2d32_async(0, 128, 7, 8, 5, s)
+        drv.memcpy_dtoa(object(), 0, 0, 96)
     finally:
         records = fb.stop()
         pycuda_hooks.uninstall()
     recording.stop_session()
-    assert [o["name"] for o in _ops(session)] == ["pycuda::memset_d2d16", "pycuda::memset_d2d32_async"]
+    assert [o["name"] for o in _ops(session)] == ["pycuda::memset_d2d16", "pycuda::memset_d2d32_async",
+                                                  "pycuda::memcpy_dtoa"]
+    [copy] = [r for r in records if r["kind"] == "MEMCPY"]
+    assert (copy["bytes"], copy["copy_kind"], copy["dst_kind"]) == (96, 7, 4)   # DtoA, into an array
     sets = [(r["bytes"], r["stream_id"]) for r in records if r["kind"] == "MEMSET"]
     assert sets[0] == (16 * 3 * 2, 7) and sets[1][0] == 8 * 5 * 4 and sets[1][1] != 7   # on the given stream
     api = [r["name"] for r in records if r["kind"] == "DRIVER"]
-    assert api == ["cuMemsetD2D16_v2", "cuMemsetD2D32Async"]
+    assert api == ["cuMemsetD2D16_v2", "cuMemsetD2D32Async", "cuMemcpyDtoA_v2"]
     assert ("memset_d2d32_async", 8, 5, s) in LOG
