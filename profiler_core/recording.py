@@ -66,10 +66,11 @@ def flops_enabled() -> bool:
 class _ThreadBuffer:
     """One thread's recorded data for one session."""
 
-    __slots__ = ("tid", "name", "events", "memory", "python", "cur", "py")
+    __slots__ = ("tid", "ident", "name", "events", "memory", "python", "cur", "py")
 
-    def __init__(self, tid: int, name: str) -> None:
+    def __init__(self, tid: int, name: str, ident: int = 0) -> None:
         self.tid = tid
+        self.ident = ident          # threading.get_ident() (pthread_self): CUPTI's default thread id
         self.name = name
         self.events: list = []      # (t0, t1, name, external_id, cat, args, stack)
         self.memory: list = []      # (ts, bytes, total_allocated)
@@ -79,7 +80,7 @@ class _ThreadBuffer:
 
 
 def _new_buffer() -> _ThreadBuffer:
-    buf = _ThreadBuffer(threading.get_native_id(), threading.current_thread().name)
+    buf = _ThreadBuffer(threading.get_native_id(), threading.current_thread().name, threading.get_ident())
     session = _session
     if session is not None:
         session.buffers.append(buf)     # list.append is atomic under the GIL

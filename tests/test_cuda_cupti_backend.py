@@ -94,6 +94,12 @@ class FakeCupti(types.ModuleType):
         ctypes.c_uint64.from_address(ptr).value = self.dropped
 
     # --- the fake device ---
+    def thread_id(self):
+        """The calling thread's id as CUPTI records it: gettid with SYSTEM, else pthread_self (32 bits)."""
+        if self.thread_id_type == 1:
+            return threading.get_native_id()
+        return threading.get_ident() & 0xFFFFFFFF
+
     def launch(self, name, *, runtime=False, grid=(4, 1, 1), block=(128, 1, 1)):
         """What CUPTI would report for one kernel launched now from this thread."""
         self.corr += 1
@@ -101,7 +107,7 @@ class FakeCupti(types.ModuleType):
         kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
         cbid = CBID["RUNTIME"]["cudaLaunchKernel_v7000"] if runtime else CBID["DRIVER"]["cuLaunchKernel"]
         self.pending.append(SimpleNamespace(kind=kind, cbid=cbid, start=t, end=t + 2000,
-                                            process_id=4242, thread_id=threading.get_native_id(),
+                                            process_id=4242, thread_id=self.thread_id(),
                                             correlation_id=self.corr, return_value=0))
         self.pending.append(SimpleNamespace(
             kind=ActivityKind.CONCURRENT_KERNEL, start=t + 5000, end=t + 9000, queued=0, submitted=0,
@@ -278,3 +284,35 @@ def test_dropped_records_reach_the_user_as_one_warning(fake_cupti):
             fake_cupti.launch("k")
     msgs = [str(w.message) for w in caught if "dropped" in str(w.message)]
     assert len(msgs) == 1 and "3 activity records" in msgs[0]
+
+
+def test_refused_os_thread_ids_warn_once_and_still_link_kernels_to_their_threads(fake_cupti):
+    def refuse(t):
+        raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+    fake_cupti.set_thread_id_type = refuse
+    said = []
+    for _ in range(2):
+        corr = {}
+
+        def worker():
+            with record_op("worker::op"):
+                corr["worker"] = fake_cupti.launch("k_worker")
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                with record_op("main::op"):
+                    corr["main"] = fake_cupti.launch("k_main")
+                t = threading.Thread(target=worker)
+                t.start()
+                t.join()
+        said += [str(w.message) for w in caught if "thread ids" in str(w.message)]
+        ev = prof.trace["traceEvents"]
+        ops = {e["name"]: e for e in ev if e.get("cat") == "cpu_op"}
+        kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
+        calls = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_driver"}
+        for who in ("main", "worker"):
+            op = ops[f"{who}::op"]
+            assert kernels[corr[who]]["args"]["External id"] == op["args"]["External id"]
+            assert calls[corr[who]]["tid"] == op["tid"]          # the call sits on its thread's row
+    assert len(said) == 1 and "pthread ids" in said[0]

@@ -8,6 +8,7 @@ can instead call `profiler_core.cuda.link_trace(trace)` on the finished trace.
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from . import event_backend
@@ -68,6 +69,30 @@ def _cpu_ops_of(session) -> list[dict]:
     except Exception:
         return []
     return out
+
+
+def thread_id_map(session) -> dict[int, int]:
+    """{pthread id (full and its low 32 bits): OS thread id} for every thread alive or recorded in `session`.
+
+    CUPTI's default thread id is pthread_self(), truncated to 32 bits in its records; Python's
+    threading.get_ident() is the same pthread_self(), and recorded events use the OS thread id.
+    """
+    pairs = [(t.ident, t.native_id) for t in threading.enumerate()]
+    if session is not None:
+        pairs += [(getattr(b, "ident", 0), b.tid) for b in list(session.buffers)]
+    out: dict[int, int] = {}
+    for ident, native in pairs:
+        if ident and native:
+            out[int(ident)] = int(native)
+            out[int(ident) & 0xFFFFFFFF] = int(native)
+    return out
+
+
+def remap_thread_ids(records: list[dict], mapping: dict[int, int]) -> None:
+    """Give API records captured with pthread ids the OS thread id of their thread (in place)."""
+    for r in records:
+        if r.get("kind") in ("RUNTIME", "DRIVER") and r.get("thread_id") is not None:
+            r["thread_id"] = mapping.get(int(r["thread_id"]), r["thread_id"])
 
 
 def _rename_in_session(session, cpu_events: list[dict]) -> None:
@@ -158,6 +183,8 @@ class CudaCollector:
                 cap = self.backend.stop()
                 records, offset = cap.records, cap.clock_offset_ns
                 warnings += cap.warnings
+                if cap.thread_id_type != "system":
+                    remap_thread_ids(records, thread_id_map(self._session))
             else:
                 records = self.backend.stop()
                 warnings += self.backend.warnings

@@ -80,6 +80,7 @@ class Capture:
     clock_offset_ns: int = 0
     dropped: int = 0
     warnings: list = field(default_factory=list)
+    thread_id_type: str = "system"   # "default": API records carry pthread ids (see remap_thread_ids)
 
 
 def load_cupti():
@@ -108,6 +109,8 @@ class CuptiBackend:
         self._api_names: dict[tuple[str, int], str] = {}
         self._calib_start = (0, 0)
         self._start_warnings: list[str] = []
+        self.thread_id_type = "system"
+        self._thread_id_warning: str | None = None
 
     @classmethod
     def instance(cls, cupti_module=None) -> "CuptiBackend":
@@ -199,8 +202,12 @@ class CuptiBackend:
                                     for k in ALL_KINDS + ("KERNEL",) if hasattr(c.ActivityKind, k)}
                 try:  # OS thread ids (gettid), comparable with threading.get_native_id()
                     c.set_thread_id_type(c.ActivityThreadIdType.SYSTEM)
-                except Exception:
-                    pass
+                    self.thread_id_type = "system"
+                except Exception as exc:  # e.g. refused when several subscribers are allowed
+                    self.thread_id_type = "default"
+                    self._thread_id_warning = (
+                        f"CUPTI refused OS thread ids ({type(exc).__name__}: {exc}); its records carry "
+                        "pthread ids, which gpuscope maps to the recorded threads")
                 c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
                 self._registered = True
             with self._lock:
@@ -208,6 +215,9 @@ class CuptiBackend:
             self._active = True
             self._enabled = []
             self._start_warnings = []
+            if self._thread_id_warning:     # said once per process, on the first capture
+                self._start_warnings.append(self._thread_id_warning)
+                self._thread_id_warning = None
             for k in kinds:
                 if not hasattr(c.ActivityKind, k):
                     continue
@@ -252,7 +262,7 @@ class CuptiBackend:
     def stop(self) -> Capture:
         """Flush every buffer, disable the kinds and hand back this cycle's records."""
         c = self.cupti
-        cap = Capture(warnings=list(self._start_warnings))
+        cap = Capture(warnings=list(self._start_warnings), thread_id_type=self.thread_id_type)
         try:
             c.activity_flush_all(1)
         except Exception as exc:
