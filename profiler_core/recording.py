@@ -2,8 +2,9 @@
 
 Clock: every CPU timestamp is ``time.perf_counter_ns()`` (monotonic, never goes back) taken on the
 hot path; when a session starts we calibrate it once against ``time.time_ns()`` and store the
-offset, so the trace holds Unix-epoch nanoseconds (the clock GPU collectors use via
-``time.time_ns()``/``now_ns()``). Drift between the two clocks is bounded by one session.
+offset, so the trace holds Unix-epoch nanoseconds. ``now_ns()`` is this recording clock: the GPU
+capture backends stamp with it (and calibrate CUPTI's clock against it), so a step of the wall clock
+during a profile moves nothing. Drift between the two clocks is bounded by one session.
 
 Buffers: each thread that records gets its own ``_ThreadBuffer`` (found through a
 ``threading.local`` that is replaced at every session start, so old buffers are never reused).

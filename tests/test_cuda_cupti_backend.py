@@ -316,3 +316,30 @@ def test_refused_os_thread_ids_warn_once_and_still_link_kernels_to_their_threads
             assert kernels[corr[who]]["args"]["External id"] == op["args"]["External id"]
             assert calls[corr[who]]["tid"] == op["tid"]          # the call sits on its thread's row
     assert len(said) == 1 and "pthread ids" in said[0]
+
+
+def test_a_wall_clock_step_during_the_profile_moves_no_gpu_timestamp(fake_cupti, monkeypatch):
+    # CUPTI's clock and the recording clock run steadily; the wall clock steps an hour once recording has
+    # started. Every timestamp the capture makes or calibrates against is the recording clock's, so the
+    # trace keeps its shape: no event an hour away, kernels 5 µs after their launch, inside their op.
+    from profiler_core import recording
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() + (3_600 * 10**9 if recording.is_recording() else 0))
+    base = real() - time.perf_counter_ns() - OFFSET
+    monkeypatch.setattr(fake_cupti, "get_timestamp", lambda: time.perf_counter_ns() + base)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            with record_op("my::op"):
+                corr = fake_cupti.launch("k")
+    assert not [str(w.message) for w in caught if "drifted" in str(w.message)]
+    ev = prof.trace["traceEvents"]
+    span = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    assert all(-1 <= e.get("ts", 0) <= span + 1_000 for e in ev), \
+        sorted((e.get("ts"), e.get("name")) for e in ev)[-3:]
+    kernel = next(e for e in ev if e.get("cat") == "kernel" and e["args"]["correlation"] == corr)
+    call = next(e for e in ev if e.get("cat") == "cuda_driver" and e["args"]["correlation"] == corr)
+    op = next(e for e in ev if e.get("name") == "my::op")
+    assert kernel["ts"] - call["ts"] == pytest.approx(5.0, abs=0.01)
+    assert op["ts"] <= call["ts"] and call["ts"] + call["dur"] <= op["ts"] + op["dur"]
+    assert kernel["args"]["External id"] == op["args"]["External id"]

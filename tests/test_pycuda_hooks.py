@@ -395,3 +395,33 @@ def test_2d_memsets_and_array_copies_are_ops_and_timed(fake_pycuda, session):
     api = [r["name"] for r in records if r["kind"] == "DRIVER"]
     assert api == ["cuMemsetD2D16_v2", "cuMemsetD2D32Async", "cuMemcpyDtoA_v2"]
     assert ("memset_d2d32_async", 8, 5, s) in LOG
+
+
+def test_cuda_event_fallback_ignores_a_wall_clock_step(fake_pycuda, session, monkeypatch):
+    # The wall clock steps an hour forward once recording started (NTP, a VM resume, a pause between two
+    # reads): every timestamp the fallback makes is on the recording clock, so calls stay inside their ops.
+    import time as time_mod
+    real = time_mod.time_ns
+    monkeypatch.setattr(time_mod, "time_ns", lambda: real() + 3_600 * 10**9)
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    fb = event_backend.CudaEventBackend(drv)
+    fb.start()
+    try:
+        with record_op("outer"):
+            drv.Module().get_function("scale")((4, 1), block=(64, 1, 1))
+    finally:
+        records = fb.stop()
+        pycuda_hooks.uninstall()
+    recording.stop_session()
+    ops = {o["name"]: o for o in _ops(session)}
+    call = next(r for r in records if r["kind"] == "DRIVER")
+    launch = ops["scale"]
+    assert launch["t0"] + session.offset_ns <= call["start"] <= call["end"] <= launch["t1"] + session.offset_ns
+    conv = convert_records(records, device_properties=None)
+    cpu = [{"ph": "X", "cat": "cpu_op", "name": o["name"], "pid": 0, "tid": o["tid"],
+            "ts": o["t0"] + session.offset_ns, "dur": o["t1"] - o["t0"], "args": {"External id": o["ext"]}}
+           for o in ops.values()]
+    link_gpu_to_ops(conv.events, cpu)
+    [kernel] = [e for e in conv.events if e.get("cat") == "kernel"]
+    assert kernel["args"]["External id"] == launch["ext"]

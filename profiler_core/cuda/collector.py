@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
+from ..recording import now_ns
 from . import event_backend
 from .convert import convert_records
 from .cupti_backend import CuptiBackend, CuptiUnavailable
@@ -159,7 +159,7 @@ class CudaCollector:
     def start(self) -> None:
         """Begin capturing (prepares first if the profiler skipped warmup)."""
         self.prepare()
-        self._window_start = time.time_ns()
+        self._window_start = now_ns()
         self._session = _recording_session()
         if self.backend is None:
             return
