@@ -343,3 +343,25 @@ def test_a_wall_clock_step_during_the_profile_moves_no_gpu_timestamp(fake_cupti,
     assert kernel["ts"] - call["ts"] == pytest.approx(5.0, abs=0.01)
     assert op["ts"] <= call["ts"] and call["ts"] + call["dur"] <= op["ts"] + op["dur"]
     assert kernel["args"]["External id"] == op["args"]["External id"]
+
+
+def test_cupti_failing_to_start_is_torchs_device_stopped(fake_cupti):
+    real_enable = fake_cupti.activity_enable
+    fails = iter([True])
+
+    def enable(kind):
+        if next(fails, False):
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+        real_enable(kind)
+    fake_cupti.activity_enable = enable
+    actions = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                                   schedule=profiler_core.schedule(wait=0, warmup=1, active=2, repeat=2)) as p:
+            for _ in range(6):
+                actions.append(p.current_action.name)
+                p.step()
+    assert actions == ["WARMUP", "RECORD", "DEVICE_STOPPED", "WARMUP", "RECORD", "RECORD_AND_SAVE"]
+    assert any("stopped early at step 2" in str(w.message) for w in caught)
+    assert p.trace.get("trace_source") == "cupti"          # the next cycle captured again

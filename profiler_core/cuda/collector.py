@@ -122,6 +122,7 @@ class CudaCollector:
         self._prepared = False
         self._window_start = 0
         self._session = None
+        self._stopped_early = False
 
     def prepare(self) -> None:
         """Choose the backend once: CUPTI, else the CUDA-event fallback if pycuda works, else none."""
@@ -168,6 +169,11 @@ class CudaCollector:
         except CuptiUnavailable as exc:
             self.warnings.append(f"{exc}; GPU activity is not in this trace")
             self.backend, self.source = None, None
+            self._stopped_early = True
+
+    def stopped_early(self) -> bool:
+        """Did GPU collection stop while this window should be recording (torch's DEVICE_STOPPED)?"""
+        return self._stopped_early
 
     def stop(self, cpu_events: list[dict] | None = None) -> CollectorResult:
         """End the window; return its GPU events (absolute host ns) and trace-level data."""
