@@ -193,6 +193,8 @@ class profile:
         self.acc_events = bool(acc_events)
         self.post_processing_timeout_s = post_processing_timeout_s
         self._old_events: list = []     # earlier cycles' events, kept with acc_events
+        self._old_op_events: list = []  # the same without Python frames (key_averages, export_stacks)
+        self._op_events_cache = None
         if schedule:
             self.schedule = schedule
             self.record_steps = True
@@ -405,10 +407,11 @@ class profile:
         if self.acc_events and self.trace is not None:
             try:    # torch parses each cycle at its stop when accumulating: keep the events so far
                 self._old_events = list(self.events())
+                self._old_op_events = list(self._op_events())
             except Exception as e:
                 warnings.warn(f"gpuscope: could not keep the previous cycle's events ({type(e).__name__}: "
                               f"{e})", RuntimeWarning, stacklevel=4)
-        self._events = None
+        self._events = self._op_events_cache = None
         try:
             self.trace = self._build(session, results)
         except Exception as e:         # a bug of ours must not end the user's program
@@ -492,9 +495,31 @@ class profile:
             self._events = events
         return self._events
 
+    def _op_events(self):
+        """The ops and annotations, without with_stack's Python-frame events (their tree rebuilt without them).
+
+        A Python frame under an op (the function an ``@operator`` wraps) would otherwise take the op's self
+        time; its stack is already the op's ``Call stack`` (group_by_stack_n, export_stacks).
+        """
+        if not self.with_stack:
+            return self.events()
+        if self._op_events_cache is None:
+            from .analysis import events_from_trace
+            trace = self._require_trace("key_averages")
+            events = events_from_trace(dict(trace, traceEvents=[
+                e for e in trace.get("traceEvents", ()) if not (isinstance(e, dict)
+                                                                 and e.get("cat") == "python_function")]))
+            if self.acc_events and self._old_op_events:
+                events.extend(self._old_op_events)
+            self._op_events_cache = events
+        return self._op_events_cache
+
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
-        """Events averaged by name (and optionally input shapes / the top N stack frames)."""
-        return self.events().key_averages(group_by_input_shape, group_by_stack_n)
+        """Ops and annotations averaged by name (and optionally input shapes / the top N stack frames).
+
+        With ``with_stack=True`` the Python frames are not rows: stacks belong to the ops.
+        """
+        return self._op_events().key_averages(group_by_input_shape, group_by_stack_n)
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write the stacks of every event in flame-graph format (needs with_stack=True)."""
@@ -502,7 +527,7 @@ class profile:
             raise AssertionError("Profiler must be initialized before exporting stacks")
         if not self.with_stack:
             raise AssertionError("export_stacks() requires with_stack=True")
-        return self.events().export_stacks(path, metric)
+        return self._op_events().export_stacks(path, metric)
 
     def get_trace_id(self) -> Optional[str]:
         """The trace id of the last (or current) cycle."""

@@ -185,3 +185,35 @@ def test_package_namespace_is_its_all():
     public = {k for k in vars(profiler_core) if not k.startswith("_")} - set(profiler_core.__all__)
     assert public <= {"ops", "recording", "schedule", "profiler", "handlers", "flops", "stacks", "memory",
                       "analysis", "trace", "cuda", "integrations", "distinfo"}, public
+
+
+def _busy(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def test_with_stack_key_averages_lists_ops_and_annotations_and_stacks_stay_on_the_ops(tmp_path):
+    @profiler_core.operator("my::busy")
+    def busy(n):
+        return _busy(n)
+
+    with profile(activities=CPU, with_stack=True) as p:
+        with record_function("forward"):
+            for _ in range(3):
+                busy(20000)
+    rows = {k.key: k for k in p.key_averages()}
+    assert set(rows) == {"forward", "my::busy"}, sorted(rows)            # no Python-frame rows
+    op = rows["my::busy"]
+    assert op.count == 3 and op.self_cpu_time_total == op.cpu_time_total  # the frames it wraps don't take it
+    table = p.key_averages().table(sort_by="self_cpu_time_total", row_limit=1)
+    assert "my::busy" in table and "(" not in table.split("my::busy")[0].splitlines()[-1]
+    [by_stack] = [k for k in p.key_averages(group_by_stack_n=3) if k.key == "my::busy"]
+    assert any("test_with_stack_key_averages" in frame for frame in by_stack.stack), by_stack.stack
+    assert any(e.is_python_function for e in p.events())                  # events() keeps them, as torch's
+    out = tmp_path / "stacks.txt"
+    p.export_stacks(str(out))
+    lines = out.read_text().splitlines()
+    assert lines and all(int(line.rsplit(" ", 1)[1]) > 0 for line in lines)
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in lines) >= 0.9 * op.self_cpu_time_total
