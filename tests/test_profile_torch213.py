@@ -217,3 +217,20 @@ def test_with_stack_key_averages_lists_ops_and_annotations_and_stacks_stay_on_th
     lines = out.read_text().splitlines()
     assert lines and all(int(line.rsplit(" ", 1)[1]) > 0 for line in lines)
     assert sum(int(line.rsplit(" ", 1)[1]) for line in lines) >= 0.9 * op.self_cpu_time_total
+
+
+def test_readme_says_which_files_the_handler_writes(tmp_path):
+    import gzip
+    readme = (ROOT / "README.md").read_text()
+    assert "one gzip file per worker" not in readme
+    assert "plain JSON (`*.pt.trace.json`)" in readme and "use_gzip=True" in readme
+    for use_gzip, suffix, opener in ((False, ".pt.trace.json", open), (True, ".pt.trace.json.gz", gzip.open)):
+        out = tmp_path / str(use_gzip)
+        with profile(activities=CPU, on_trace_ready=profiler_core.tensorboard_trace_handler(
+                str(out), worker_name="w", use_gzip=use_gzip)):
+            with record_function("x"):
+                pass
+        [f] = list(out.iterdir())
+        assert f.name.endswith(suffix) and (use_gzip or not f.name.endswith(".gz"))
+        with opener(f, "rt") as fh:
+            assert "traceEvents" in json.load(fh)
