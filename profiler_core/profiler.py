@@ -217,6 +217,7 @@ class profile:
         self._dist_info: Optional[dict] = None
         self._events = None
         self._started = False
+        self._owner_pid = os.getpid()   # the process whose session this is (a fork() child never exports it)
 
     # --- context manager and explicit control ------------------------------------------------
     def __enter__(self) -> "profile":
@@ -225,7 +226,7 @@ class profile:
 
     def __exit__(self, exc_type, exc_val, exc_tb) -> None:
         self.stop()
-        if self.execution_trace_observer is not None and callable(
+        if self.execution_trace_observer is not None and os.getpid() == self._owner_pid and callable(
                 getattr(self.execution_trace_observer, "cleanup", None)):
             self.execution_trace_observer.cleanup()
 
@@ -236,6 +237,7 @@ class profile:
                           "(call stop() first)", RuntimeWarning, stacklevel=2)
             return
         self._started = True
+        self._owner_pid = os.getpid()
         self._transit(ProfilerAction.NONE, self.current_action)
         if self.record_steps:
             self._enter_step()
@@ -248,6 +250,8 @@ class profile:
         if not self._started:
             return
         self._started = False
+        if self._in_forked_child():
+            return
         if self.record_steps:
             self._exit_step()
         self._transit(self.current_action, None)
@@ -261,6 +265,8 @@ class profile:
         if not self._started:
             warnings.warn("gpuscope: profile.step() called while the profiler is not started "
                           "(before start() or after stop()); ignored", RuntimeWarning, stacklevel=2)
+            return
+        if self._in_forked_child():
             return
         if self.record_steps:
             self._exit_step()
@@ -281,6 +287,16 @@ class profile:
         self._transit(prev, self.current_action)
         if self.record_steps:
             self._enter_step()
+
+    def _in_forked_child(self) -> bool:
+        """Is this a fork() child of the process profiling? It then drops the session, exporting nothing."""
+        if os.getpid() == self._owner_pid:
+            return False
+        # the child's recording was already switched off at fork (recording._after_fork_in_child)
+        self._started = False
+        self._session = self._collector = self.step_rec_fn = None
+        self._prepared = False
+        return True
 
     def _device_collection_stopped(self) -> bool:
         """Did GPU collection stop early in this cycle (the collector gave up while CUDA was requested)?"""
