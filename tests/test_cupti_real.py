@@ -18,7 +18,7 @@ from .gpu_oracles import CUPTI_TARGETS, run_with
 from .test_cuda_cupti_backend import ActivityKind as FakeActivityKind, FakeCupti
 
 BACKEND = ROOT / "profiler_core" / "cuda" / "cupti_backend.py"
-FAKE_HELPERS = {"launch"}       # the fake device's own controls, not part of cupti's API
+FAKE_HELPERS = {"launch", "thread_id"}     # the fake device's own controls, not part of cupti's API
 
 
 def used_attribute_chains() -> set[tuple[str, ...]]:
