@@ -4,6 +4,9 @@ Reimplements the arithmetic of CUDA's occupancy calculator (the `cudaOccMaxActiv
 algorithm: warp, block, register and shared-memory limits) with the inputs Kineto gives it (default
 shared-memory carveout, default per-function shared-memory limit, partitioned global caching off), and
 Kineto's float32 arithmetic for the derived values, so the numbers match those in real Kineto traces.
+The tables cover every compute capability NVIDIA's `cuda_occupancy.h` (CUDA 12.9 and 13.x) knows:
+3.x, 5.x, 6.x, 7.x, 8.x, 9.x, 10.0/10.1/10.3/10.7, 11.0/11.1/11.3/11.7, 12.0/12.1
+(`SUPPORTED_CAPABILITIES`); tests/test_occupancy_oracle.py compiles that header and compares.
 """
 from __future__ import annotations
 
