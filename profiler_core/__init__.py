@@ -3,10 +3,6 @@
 Importing it is cheap: only the hot-path ``recording`` module and the small op API load eagerly;
 the profiler, handlers and FLOP registry load on first use.
 """
-from __future__ import annotations
-
-from typing import Any
-
 from .ops import operator, record_op
 from .recording import record_function
 from .schedule import ProfilerAction, ProfilerActivity, schedule
@@ -25,7 +21,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
         module, attr = _LAZY[name]

@@ -32,6 +32,13 @@ _TRANSITIONS: dict = {
     (_A.RECORD_AND_SAVE, _A.WARMUP): ("stop", "ready", "prepare"),
     (_A.RECORD_AND_SAVE, _A.RECORD): ("stop", "ready", "prepare", "start"),
     (_A.RECORD_AND_SAVE, _A.RECORD_AND_SAVE): ("stop", "ready", "prepare", "start"),
+    # DEVICE_STOPPED (torch 2.13): GPU collection stopped early; the rest of the cycle is absorbed and
+    # the cycle's trace is still delivered, then profiling resumes at the next cycle.
+    (_A.WARMUP, _A.DEVICE_STOPPED): ("start", "stop", "ready"),
+    (_A.RECORD, _A.DEVICE_STOPPED): ("stop", "ready"),
+    (_A.DEVICE_STOPPED, _A.WARMUP): ("prepare",),
+    (_A.DEVICE_STOPPED, _A.RECORD): ("prepare", "start"),
+    (_A.DEVICE_STOPPED, _A.RECORD_AND_SAVE): ("prepare", "start"),
     (_A.WARMUP, None): ("start", "stop"),
     (_A.RECORD, None): ("stop", "ready"),
     (_A.RECORD_AND_SAVE, None): ("stop", "ready"),
@@ -82,12 +89,16 @@ def _as_activities(activities: Any) -> set:
 
 
 def _as_action(value: Any) -> ProfilerAction:
-    if isinstance(value, ProfilerAction):
-        return value
+    action = value if isinstance(value, ProfilerAction) else None
     name = getattr(value, "name", None)         # a torch.profiler.ProfilerAction
-    if isinstance(name, str) and name in ProfilerAction.__members__:
-        return ProfilerAction[name]
-    raise ValueError(f"the profiler schedule returned {value!r}, not a ProfilerAction")
+    if action is None and isinstance(name, str) and name in ProfilerAction.__members__:
+        action = ProfilerAction[name]
+    if action is None:
+        raise ValueError(f"the profiler schedule returned {value!r}, not a ProfilerAction")
+    if action is ProfilerAction.DEVICE_STOPPED:
+        raise ValueError("ProfilerAction.DEVICE_STOPPED is set internally by the profiler and must not be "
+                         "returned by a user-provided schedule")
+    return action
 
 
 def _distributed_info() -> Optional[dict]:
@@ -124,8 +135,10 @@ class profile:
         schedule: Optional[Callable[[int], ProfilerAction]] = None,
         on_trace_ready: Optional[Callable[..., Any]] = None, record_shapes: bool = False,
         profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
-        with_modules: bool = False, use_cuda: Optional[bool] = None,
+        with_modules: bool = False, experimental_config: Any = None,
+        execution_trace_observer: Any = None, acc_events: bool = False, use_cuda: Optional[bool] = None,
         custom_trace_id_callback: Optional[Callable[[], str]] = None,
+        post_processing_timeout_s: Optional[float] = None,
     ) -> None:
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable (e.g. tensorboard_trace_handler(dir)), "
@@ -133,6 +146,22 @@ class profile:
         if schedule is not None and not callable(schedule):
             raise TypeError(f"schedule must be callable (e.g. schedule(wait=1, warmup=1, active=3)), "
                             f"got {type(schedule).__name__} {schedule!r}")
+        if post_processing_timeout_s is not None and (
+                isinstance(post_processing_timeout_s, bool)
+                or not isinstance(post_processing_timeout_s, (int, float)) or post_processing_timeout_s <= 0):
+            raise ValueError(f"post_processing_timeout_s must be a positive number of seconds or None, "
+                             f"got {post_processing_timeout_s!r}")
+        if execution_trace_observer is not None and not all(
+                callable(getattr(execution_trace_observer, m, None)) for m in ("start", "stop")):
+            raise TypeError("execution_trace_observer must have start() and stop() methods (torch's "
+                            f"_ITraceObserver), got {type(execution_trace_observer).__name__}")
+        ignored = [name for name, value in (("experimental_config", experimental_config),
+                                            ("post_processing_timeout_s", post_processing_timeout_s))
+                   if value is not None]
+        if ignored:
+            warnings.warn(f"gpuscope: {' and '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} accepted "
+                          "for torch.profiler compatibility and ignored (they configure Kineto's own collection "
+                          "and post-processing, which gpuscope does not use)", UserWarning, stacklevel=2)
         if custom_trace_id_callback is not None and not callable(custom_trace_id_callback):
             raise TypeError(f"custom_trace_id_callback must be callable (returning the trace id str), "
                             f"got {type(custom_trace_id_callback).__name__} {custom_trace_id_callback!r}")
@@ -159,6 +188,13 @@ class profile:
         self.with_flops = with_flops
         self.with_modules = with_modules
         self.custom_trace_id_callback = custom_trace_id_callback
+        self.experimental_config = experimental_config
+        self.execution_trace_observer = execution_trace_observer
+        self.acc_events = bool(acc_events)
+        self.post_processing_timeout_s = post_processing_timeout_s
+        self._old_events: list = []     # earlier cycles' events, kept with acc_events
+        self._old_op_events: list = []  # the same without Python frames (key_averages, export_stacks)
+        self._op_events_cache = None
         if schedule:
             self.schedule = schedule
             self.record_steps = True
@@ -168,6 +204,7 @@ class profile:
         self.on_trace_ready = on_trace_ready
         self.step_num = 0
         self.current_action = _as_action(self.schedule(self.step_num))
+        self._prev_schedule_action = self.current_action   # the schedule's own view (never DEVICE_STOPPED)
         self.step_rec_fn: Optional[record_function] = None
         self.trace: Optional[dict] = None          # the last finished cycle's trace dict
         self._session: Optional[recording.Session] = None
@@ -180,6 +217,7 @@ class profile:
         self._dist_info: Optional[dict] = None
         self._events = None
         self._started = False
+        self._owner_pid = os.getpid()   # the process whose session this is (a fork() child never exports it)
 
     # --- context manager and explicit control ------------------------------------------------
     def __enter__(self) -> "profile":
@@ -188,6 +226,9 @@ class profile:
 
     def __exit__(self, exc_type, exc_val, exc_tb) -> None:
         self.stop()
+        if self.execution_trace_observer is not None and os.getpid() == self._owner_pid and callable(
+                getattr(self.execution_trace_observer, "cleanup", None)):
+            self.execution_trace_observer.cleanup()
 
     def start(self) -> None:
         """Start profiling (enter the schedule's first action); ``__enter__`` calls this."""
@@ -196,6 +237,7 @@ class profile:
                           "(call stop() first)", RuntimeWarning, stacklevel=2)
             return
         self._started = True
+        self._owner_pid = os.getpid()
         self._transit(ProfilerAction.NONE, self.current_action)
         if self.record_steps:
             self._enter_step()
@@ -208,9 +250,12 @@ class profile:
         if not self._started:
             return
         self._started = False
+        if self._in_forked_child():
+            return
         if self.record_steps:
             self._exit_step()
         self._transit(self.current_action, None)
+        self.current_action = self._prev_schedule_action   # a later start() resumes the schedule's view
 
     def step(self) -> None:
         """Signal that the next training step starts (drives the schedule).
@@ -221,14 +266,46 @@ class profile:
             warnings.warn("gpuscope: profile.step() called while the profiler is not started "
                           "(before start() or after stop()); ignored", RuntimeWarning, stacklevel=2)
             return
+        if self._in_forked_child():
+            return
         if self.record_steps:
             self._exit_step()
-        prev = self.current_action
+        prev, prev_scheduled = self.current_action, self._prev_schedule_action
+        action = _as_action(self.schedule(self.step_num + 1))
         self.step_num += 1
-        self.current_action = _as_action(self.schedule(self.step_num))
+        self.current_action = self._prev_schedule_action = action
+        if prev is ProfilerAction.DEVICE_STOPPED:
+            # stay stopped until the cycle ends (after its RECORD_AND_SAVE, or when the schedule says NONE)
+            if not (prev_scheduled is ProfilerAction.RECORD_AND_SAVE or action is ProfilerAction.NONE):
+                self.current_action = ProfilerAction.DEVICE_STOPPED
+        elif prev in (ProfilerAction.WARMUP, ProfilerAction.RECORD) and action is not ProfilerAction.NONE \
+                and self._device_collection_stopped():
+            warnings.warn(f"Device profiling activity collection was stopped early at step {self.step_num}. "
+                          "Profiler schedule is proceeding until next cycle without actual profiler "
+                          "activity collection.", stacklevel=2)
+            self.current_action = ProfilerAction.DEVICE_STOPPED
         self._transit(prev, self.current_action)
         if self.record_steps:
             self._enter_step()
+
+    def _in_forked_child(self) -> bool:
+        """Is this a fork() child of the process profiling? It then drops the session, exporting nothing."""
+        if os.getpid() == self._owner_pid:
+            return False
+        # the child's recording was already switched off at fork (recording._after_fork_in_child)
+        self._started = False
+        self._session = self._collector = self.step_rec_fn = None
+        self._prepared = False
+        return True
+
+    def _device_collection_stopped(self) -> bool:
+        """Did GPU collection stop early in this cycle (the collector gave up while CUDA was requested)?"""
+        if ProfilerActivity.CUDA not in self.activities or self._collector is None:
+            return False
+        try:
+            return bool(self._collector.stopped_early())
+        except Exception:
+            return False
 
     def _enter_step(self) -> None:
         self.step_rec_fn = record_function("ProfilerStep#" + str(self.step_num))
@@ -261,9 +338,10 @@ class profile:
         self._prepared = True
         self._metadata = {}
         self._cycles += 1
-        if self._cycles == 2:
+        if self._cycles == 2 and not self.acc_events:
             warnings.warn("Profiler clears events at the end of each cycle. Only events from the "
-                          "current cycle will be reported.", stacklevel=4)
+                          "current cycle will be reported. To keep events across cycles, set "
+                          "acc_events=True.", stacklevel=4)
         self._trace_id = None
         if self.custom_trace_id_callback is not None:
             try:
@@ -290,6 +368,8 @@ class profile:
             return None
 
     def _start_trace(self) -> None:
+        if self.execution_trace_observer is not None:
+            self.execution_trace_observer.start()
         self._prepared = True
         self._dist_info = _distributed_info()
         self._session = recording.Session(
@@ -313,6 +393,8 @@ class profile:
                 self._collector = None
 
     def _stop_trace(self) -> None:
+        if self.execution_trace_observer is not None:
+            self.execution_trace_observer.stop()
         session = self._session
         if session is None:
             return
@@ -338,7 +420,14 @@ class profile:
             self._collector = None
         self._session = None
         self._prepared = False
-        self._events = None
+        if self.acc_events and self.trace is not None:
+            try:    # torch parses each cycle at its stop when accumulating: keep the events so far
+                self._old_events = list(self.events())
+                self._old_op_events = list(self._op_events())
+            except Exception as e:
+                warnings.warn(f"gpuscope: could not keep the previous cycle's events ({type(e).__name__}: "
+                              f"{e})", RuntimeWarning, stacklevel=4)
+        self._events = self._op_events_cache = None
         try:
             self.trace = self._build(session, results)
         except Exception as e:         # a bug of ours must not end the user's program
@@ -410,15 +499,43 @@ class profile:
         return write_trace(self._require_trace("export_chrome_trace"), path)
 
     def events(self):
-        """The last cycle's unaggregated events (an analysis.EventList of FunctionEvent)."""
+        """The last cycle's unaggregated events (an analysis.EventList of FunctionEvent).
+
+        With ``acc_events=True``, every earlier cycle's events follow the last cycle's (as torch's do).
+        """
         if self._events is None:
             from .analysis import events_from_trace
-            self._events = events_from_trace(self._require_trace("events"))
+            events = events_from_trace(self._require_trace("events"))
+            if self.acc_events and self._old_events:
+                events.extend(self._old_events)
+            self._events = events
         return self._events
 
+    def _op_events(self):
+        """The ops and annotations, without with_stack's Python-frame events (their tree rebuilt without them).
+
+        A Python frame under an op (the function an ``@operator`` wraps) would otherwise take the op's self
+        time; its stack is already the op's ``Call stack`` (group_by_stack_n, export_stacks).
+        """
+        if not self.with_stack:
+            return self.events()
+        if self._op_events_cache is None:
+            from .analysis import events_from_trace
+            trace = self._require_trace("key_averages")
+            events = events_from_trace(dict(trace, traceEvents=[
+                e for e in trace.get("traceEvents", ()) if not (isinstance(e, dict)
+                                                                 and e.get("cat") == "python_function")]))
+            if self.acc_events and self._old_op_events:
+                events.extend(self._old_op_events)
+            self._op_events_cache = events
+        return self._op_events_cache
+
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
-        """Events averaged by name (and optionally input shapes / the top N stack frames)."""
-        return self.events().key_averages(group_by_input_shape, group_by_stack_n)
+        """Ops and annotations averaged by name (and optionally input shapes / the top N stack frames).
+
+        With ``with_stack=True`` the Python frames are not rows: stacks belong to the ops.
+        """
+        return self._op_events().key_averages(group_by_input_shape, group_by_stack_n)
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write the stacks of every event in flame-graph format (needs with_stack=True)."""
@@ -426,7 +543,7 @@ class profile:
             raise AssertionError("Profiler must be initialized before exporting stacks")
         if not self.with_stack:
             raise AssertionError("export_stacks() requires with_stack=True")
-        return self.events().export_stacks(path, metric)
+        return self._op_events().export_stacks(path, metric)
 
     def get_trace_id(self) -> Optional[str]:
         """The trace id of the last (or current) cycle."""

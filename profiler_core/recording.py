@@ -2,8 +2,9 @@
 
 Clock: every CPU timestamp is ``time.perf_counter_ns()`` (monotonic, never goes back) taken on the
 hot path; when a session starts we calibrate it once against ``time.time_ns()`` and store the
-offset, so the trace holds Unix-epoch nanoseconds (the clock GPU collectors use via
-``time.time_ns()``/``now_ns()``). Drift between the two clocks is bounded by one session.
+offset, so the trace holds Unix-epoch nanoseconds. ``now_ns()`` is this recording clock: the GPU
+capture backends stamp with it (and calibrate CUPTI's clock against it), so a step of the wall clock
+during a profile moves nothing. Drift between the two clocks is bounded by one session.
 
 Buffers: each thread that records gets its own ``_ThreadBuffer`` (found through a
 ``threading.local`` that is replaced at every session start, so old buffers are never reused).
@@ -66,10 +67,11 @@ def flops_enabled() -> bool:
 class _ThreadBuffer:
     """One thread's recorded data for one session."""
 
-    __slots__ = ("tid", "name", "events", "memory", "python", "cur", "py")
+    __slots__ = ("tid", "ident", "name", "events", "memory", "python", "cur", "py")
 
-    def __init__(self, tid: int, name: str) -> None:
+    def __init__(self, tid: int, name: str, ident: int = 0) -> None:
         self.tid = tid
+        self.ident = ident          # threading.get_ident() (pthread_self): CUPTI's default thread id
         self.name = name
         self.events: list = []      # (t0, t1, name, external_id, cat, args, stack)
         self.memory: list = []      # (ts, bytes, total_allocated)
@@ -79,7 +81,7 @@ class _ThreadBuffer:
 
 
 def _new_buffer() -> _ThreadBuffer:
-    buf = _ThreadBuffer(threading.get_native_id(), threading.current_thread().name)
+    buf = _ThreadBuffer(threading.get_native_id(), threading.current_thread().name, threading.get_ident())
     session = _session
     if session is not None:
         session.buffers.append(buf)     # list.append is atomic under the GIL

@@ -7,12 +7,17 @@ from typing import Callable
 
 
 class ProfilerAction(enum.Enum):
-    """What the profiler does at a step (same members and values as torch.profiler)."""
+    """What the profiler does at a step (same members and values as torch.profiler).
+
+    DEVICE_STOPPED is set by the profiler itself when GPU collection stopped early (as torch 2.13 does);
+    a schedule must not return it.
+    """
 
     NONE = 0
     WARMUP = 1
     RECORD = 2
     RECORD_AND_SAVE = 3
+    DEVICE_STOPPED = 4
 
 
 class ProfilerActivity(enum.Enum):

@@ -12,12 +12,15 @@ must be importable for the sample's logdir check.
 
 Checks (each a named entry in gpu_check.json, with details):
 - capture: every launch (by every pycuda path, ElementwiseKernel, ReductionKernel, cupy RawKernel) yields
-  one kernel event linked (External id) to the op that launched it; copies and memsets carry their byte
-  counts; each API call lies inside its op's window; GPU work starts after its launch; kernels on a stream
-  are monotone; API thread ids are the OS thread id; nothing dropped; a second profile cycle works.
+  one kernel event linked (External id) to the op that launched it; copies and memsets (1D and 2D, sync
+  and async) carry their byte counts; each API call lies inside its op's window; GPU work starts after
+  its launch; kernels on a stream are monotone; API thread ids are the OS thread id (the thread-id type
+  CUPTI accepted is recorded); the trace names cupti-python's and CUPTI's versions; no clock drift
+  warning; nothing dropped; a second profile cycle works.
 - occupancy: our calculator vs Kineto's values on every kernel of a torch.profiler trace made in the same
   run (this device's deviceProperties + reservedSharedMemPerBlock), and the kernel arg keys vs Kineto's.
-- fallback: the CUDA-event backend on the pycuda workload (GPUSCOPE_CUDA_BACKEND=events, child process).
+- fallback: the CUDA-event backend on the pycuda workload (GPUSCOPE_CUDA_BACKEND=events, child process):
+  one kernel per launch, driver calls inside their op (one clock), memsets timed.
 - sample: samples/pycuda_train.py writes a trace with kernels into a logdir.
 - overhead: benchmarks/bench_launch.py.
 Files written to $OUT: gpu_check.json, raw_records.json.gz (with provenance), gpuscope_trace.json.gz,
@@ -157,6 +160,7 @@ def _pycuda_workload():
     n = 1 << 16
     host = np.arange(n, dtype=np.float32)
     dev = drv.mem_alloc(host.nbytes)
+    dev2 = drv.mem_alloc(4096)
     mod = SourceModule(SRC, no_extern_c=True)
     f = mod.get_function("scale").prepare("Pfi")
     heavy = mod.get_function("smem_heavy")
@@ -192,6 +196,15 @@ def _pycuda_workload():
         ("check::memcpy_htod_async", lambda: (drv.memcpy_htod_async(dev, host, stream), stream.synchronize(),
                                               (0, host.nbytes))[2]),
         ("check::memset", lambda: (drv.memset_d32(dev, 0, n), drv.Context.synchronize(), (0, 4 * n))[2]),
+        ("check::memset_d16_async", lambda: (drv.memset_d16_async(dev, 0, n, stream), stream.synchronize(),
+                                             (0, 2 * n))[2]),
+        # 2D memsets over the same linear allocation: 64 rows of 1 KiB, pitch 1 KiB
+        ("check::memset_d2d8", lambda: (drv.memset_d2d8(dev, 1024, 0, 1024, 64), drv.Context.synchronize(),
+                                        (0, 1024 * 64))[2]),
+        ("check::memset_d2d32_async", lambda: (drv.memset_d2d32_async(dev, 1024, 0, 256, 64, stream),
+                                               stream.synchronize(), (0, 256 * 64 * 4))[2]),
+        ("check::memcpy_dtod_async", lambda: (drv.memcpy_dtod_async(dev, dev2, 4096, stream),
+                                              stream.synchronize(), (0, 4096))[2]),
         ("check::pool_alloc", lambda: (pool.allocate(1 << 20), (0, None))[1]),
     ]
     return items, counter.close
@@ -248,11 +261,18 @@ def capture() -> None:
         skip("capture", "neither pycuda nor cupy works here")
         return
     expected = {}
-    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                               record_shapes=True, profile_memory=True) as prof:
-        for name, run in items:
-            with record_op(name):
-                expected[name] = run()
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                                   record_shapes=True, profile_memory=True) as prof:
+            for name, run in items:
+                with record_op(name):
+                    expected[name] = run()
+    RESULTS["info"]["capture_warnings"] = [str(w.message) for w in caught]
+    check("no clock drift between CUPTI and the recording clock", not any("drifted" in str(w.message)
+                                                                           for w in caught),
+          [str(w.message) for w in caught])
     for c in closers:
         if c:
             c()
@@ -262,6 +282,16 @@ def capture() -> None:
     _dump_gz({"provenance": {"captured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              **RESULTS["info"]}, **raw}, "raw_records.json.gz")
     check("trace source is CUPTI", trace.get("trace_source") == "cupti", trace.get("trace_source"))
+    versions = {k: trace.get(k) for k in ("cupti_python_version", "cupti_version", "cuda_driver_version")}
+    RESULTS["info"]["trace_versions"] = versions
+    check("trace names cupti-python's version and CUPTI's API version (cuptiGetVersion)",
+          versions["cupti_python_version"] == _version("cupti-python") and isinstance(versions["cupti_version"], int),
+          versions)
+    try:
+        from profiler_core.cuda.cupti_backend import CuptiBackend
+        RESULTS["info"]["cupti_thread_id_type"] = CuptiBackend.instance().thread_id_type
+    except Exception as exc:
+        RESULTS["info"]["cupti_thread_id_type"] = f"unknown ({exc})"
     ev = trace["traceEvents"]
     ops = [e for e in ev if e.get("cat") in ("cpu_op", "user_annotation") and e.get("ph") == "X"]
     api = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")}
@@ -388,8 +418,14 @@ with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CU
             exp[name] = run()
 ev = prof.trace["traceEvents"]
 k = [e for e in ev if e.get("cat") == "kernel"]
+ops = {e["args"]["External id"]: e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")}
+calls = [e for e in ev if e.get("cat") == "cuda_driver" and "External id" in e["args"]]
+outside = [c["name"] for c in calls if not (ops[c["args"]["External id"]]["ts"] <= c["ts"] and c["ts"] + c["dur"]
+           <= ops[c["args"]["External id"]]["ts"] + ops[c["args"]["External id"]]["dur"])]
+sets = sorted(e["args"].get("bytes") for e in ev if e.get("cat") == "gpu_memset")
 print(json.dumps({"source": prof.trace.get("trace_source"), "launches": sum(v[0] or 0 for v in exp.values()),
                   "kernels": len(k), "linked": sum(1 for e in k if "External id" in e["args"]),
+                  "calls_outside_their_op": outside, "memset_bytes": sets,
                   "durations_us": {e["name"]: e["dur"] for e in k}}))
 """
 
@@ -410,6 +446,9 @@ def fallback() -> None:
     RESULTS["info"]["fallback"] = r
     check("fallback marks the trace", r["source"] == "cuda_events", r["source"])
     check("fallback: one kernel per pycuda launch, all linked", r["kernels"] == r["launches"] == r["linked"], r)
+    check("fallback: driver calls lie inside their op (one clock)", not r["calls_outside_their_op"],
+          r["calls_outside_their_op"][:10])
+    check("fallback: 1D and 2D memsets (sync and async) are timed", len(r["memset_bytes"]) >= 4, r["memset_bytes"])
 
 
 @section

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from profiler_core.storage import redact
 from profiler_core.trace import cache
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
@@ -135,7 +136,7 @@ class Loader:
         text = text.replace(f.path, f.relpath)
         if text.startswith(f.relpath + ": "):
             text = text[len(f.relpath) + 2:]
-        return text
+        return redact(text)
 
     # ------------------------------------------------------------------ LRU
     def _keep(self, key: tuple, t: TraceData) -> None:

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 PLUGIN_NAME = "gpuscope"
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 RESCAN_S = 1.0
+#: rescan interval while the (remote) logdir cannot be listed: a refused connection may take
+#: seconds of the library's retries per listing
+ERROR_RESCAN_S = 10.0
 ACTIVE_TTL_S = 10.0
 CONTENT_TYPES = {
     ".js": "application/javascript", ".mjs": "application/javascript", ".css": "text/css",
@@ -104,6 +107,13 @@ def _respond(request: wrappers.Request, obj: Any, code: int = 200) -> wrappers.R
     return http_util.Respond(request, to_json(obj), "application/json", code=code)
 
 
+def _redact(message: str) -> str:
+    """An error message without credentials (URLs of remote logdirs may carry some)."""
+    from profiler_core.storage import redact
+
+    return redact(message)
+
+
 def _route(fn: Callable) -> Callable:
     """Wrap a route: JSON errors for BadRequest (400), NotFound (404), LoadFailed (422)."""
 
@@ -115,18 +125,21 @@ def _route(fn: Callable) -> Callable:
                 return result
             return _respond(request, result)
         except BadRequest as e:
-            return _respond(request, {"error": e.message}, 400)
+            return _respond(request, {"error": _redact(e.message)}, 400)
         except NotFound as e:
-            return _respond(request, {"error": e.message}, 404)
+            return _respond(request, {"error": _redact(e.message)}, 404)
         except LoadFailed as e:
-            return _respond(request, {"error": e.message}, 422)
+            return _respond(request, {"error": _redact(e.message)}, 422)
         except _Unavailable as e:
             return _respond(request, {"error": str(e)}, 501)
         except Exception as e:  # noqa: BLE001 - never a traceback page
             if type(e).__name__ == "BadRequest":  # a view's stand-in error class
-                return _respond(request, {"error": str(e)}, 400)
-            log.exception("gpuscope: %s failed", request.path)
-            return _respond(request, {"error": f"internal error: {type(e).__name__}: {e}"}, 500)
+                return _respond(request, {"error": _redact(str(e))}, 400)
+            # the traceback only in the log, and only where no message can hold a credential
+            log.error("gpuscope: %s failed: %s", request.path, _redact(f"{type(e).__name__}: {e}"),
+                      exc_info=_redact(str(e)) == str(e))
+            return _respond(request, {"error": _redact(f"internal error: {type(e).__name__}: {e}")},
+                            500)
 
     app.__name__ = fn.__name__
     return app
@@ -212,7 +225,8 @@ class _State:
 
     def refresh(self, force: bool = False) -> dict:
         with self.lock:
-            if force or time.monotonic() - self.scanned_at >= RESCAN_S:
+            interval = ERROR_RESCAN_S if self.scanner.error else RESCAN_S
+            if force or time.monotonic() - self.scanned_at >= interval:
                 self.runs = self.scanner.scan()
                 self.scanned_at = time.monotonic()
                 self.loader.prepare([f for r in self.runs.values() for f in r.files()])
@@ -308,6 +322,12 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         errors = [{"run": f.run, "file": f.relpath, "error": msg}
                   for f, msg in state.loader.errors()]
         errors.sort(key=lambda e: (e["run"], e["file"]))
+        if state.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)
+            where = _redact(state.scanner.logdir)
+            reason = state.scanner.error
+            errors.insert(0, {"run": "", "file": where,
+                              "error": reason[len(where) + 2:] if reason.startswith(where + ": ")
+                              else reason})
         if runs:
             self._active = (time.monotonic(), True)
         return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors}
@@ -427,16 +447,15 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         try:
             gz = fh.read(2) == b"\x1f\x8b"
             fh.seek(0)
-            size = os.fstat(fh.fileno()).st_size
         except OSError as e:
             fh.close()
-            raise NotFound(f"{f.relpath}: cannot read ({e.strerror})") from None
+            raise NotFound(f"{f.relpath}: cannot read ({e.strerror or e})") from None
         body = _file_chunks(fh) if gz else _gzip_chunks(fh)
         headers = {"Content-Encoding": "gzip", "Cache-Control": "no-cache",
                    "X-Content-Type-Options": "nosniff",
                    "Content-Disposition": content_disposition(os.path.basename(f.path))}
         if gz:
-            headers["Content-Length"] = str(size)
+            headers["Content-Length"] = str(t.source_stat[0] if t.source_stat[0] >= 0 else f.size)
         return wrappers.Response(body, status=200, content_type="application/json",
                                  headers=headers, direct_passthrough=True)
 
@@ -475,7 +494,18 @@ def _static_file(name: str) -> str | None:
 
 def _open_parsed(f, source: tuple):
     """The trace file `f`, opened only if it is still the regular file that was parsed (`source`
-    is its `file_identity` then): never a device or FIFO swapped in, never another file."""
+    is its `storage.fingerprint` then): never a device or FIFO swapped in, never another file."""
+    from profiler_core import storage
+
+    if storage.is_remote(f.path):
+        try:
+            changed = source != (-1, -1) and storage.fingerprint(f.path) != source
+            fh = None if changed else storage.open_read(f.path)
+        except OSError as e:
+            raise NotFound(f"{f.relpath}: cannot read ({e})") from None
+        if fh is None:
+            raise NotFound(f"{f.relpath} changed since it was loaded; reload the page")
+        return fh
     try:  # non-blocking: opening a FIFO for reading must not wait for a writer
         fd = os.open(f.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as e:

@@ -161,3 +161,20 @@ def test_linking_is_per_thread_and_nested_ops_resolve_to_the_innermost():
     link_gpu_to_ops(events, cpu)
     got = {e["args"]["correlation"]: e["args"].get("External id") for e in events}
     assert got == {1: 2, 2: 1, 3: 3, 4: 4, 5: None, 6: 2}
+
+
+@pytest.mark.parametrize("kind, linked", [(1, True), (3, True), (4, False), (5, True)])
+def test_external_correlation_kinds_use_cuptis_enum_values(kind, linked):
+    # CUpti_ExternalCorrelationKind: UNKNOWN=1, OPENACC=2, CUSTOM0=3 (ops), CUSTOM1=4 (annotations), CUSTOM2=5.
+    # Only annotation (CUSTOM1) records are left out of the op link; before, CUSTOM0=4/CUSTOM1=5 was
+    # assumed, so annotation records were used and CUSTOM2 records dropped.
+    recs = [dict(r, external_kind=kind) if r["kind"] == "EXTERNAL_CORRELATION" else r for r in S["records"]]
+    ev = _convert(recs).events
+    link_gpu_to_ops(ev, copy.deepcopy(S["cpu_ops"]))
+    got = _corr(ev, "kernel", 12)["args"].get("External id")
+    assert (got == 77) is linked, got
+
+
+def test_record_constants_are_cuptis():
+    from profiler_core.cuda import records
+    assert (records.EXTERNAL_KIND_CUSTOM0, records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2) == (3, 4, 5)

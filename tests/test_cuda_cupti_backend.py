@@ -9,6 +9,7 @@ through the completed callback at flush time, like the real buffers.
 import ctypes
 import enum
 import importlib.machinery
+import json
 import sys
 import threading
 import time
@@ -19,12 +20,18 @@ from types import SimpleNamespace
 import pytest
 
 import profiler_core
+from .conftest import DATA
 import profiler_core.cuda as cuda
 from profiler_core import ProfilerActivity, record_function, record_op
 from profiler_core.cuda import collector as collector_mod
+from profiler_core.cuda import cupti_backend
 from profiler_core.cuda.cupti_backend import CuptiBackend, CuptiUnavailable, clean_api_name
 
 OFFSET = 5_000_000   # host = cupti + OFFSET
+# Callback ids and names as cupti-python's enums give them (checked by tests/test_cupti_real.py).
+CBID = json.loads((DATA / "cupti" / "callback_ids.json").read_text())
+CALLBACK_NAMES = {(1 if kind == "DRIVER" else 2, cbid): name
+                  for kind in ("DRIVER", "RUNTIME") for name, cbid in CBID[kind].items()}
 
 
 class ActivityKind(enum.IntEnum):
@@ -70,15 +77,11 @@ class FakeCupti(types.ModuleType):
     def activity_disable(self, kind):
         self.enabled.discard(ActivityKind(kind).name)
 
-    def get_version(self):
-        return 130001
-
     def get_timestamp(self):
         return time.time_ns() - OFFSET
 
     def get_callback_name(self, domain, cbid):
-        return {(1, 307): "cuLaunchKernel", (1, 279): b"cuMemcpyDtoH_v2", (2, 211): "cudaLaunchKernel_v7000",
-                (2, 10): "cudaGetDevice_v3020"}[(int(domain), cbid)]
+        return CALLBACK_NAMES[(int(domain), cbid)]
 
     def activity_flush_all(self, flag):
         self.flushes += 1
@@ -91,13 +94,20 @@ class FakeCupti(types.ModuleType):
         ctypes.c_uint64.from_address(ptr).value = self.dropped
 
     # --- the fake device ---
+    def thread_id(self):
+        """The calling thread's id as CUPTI records it: gettid with SYSTEM, else pthread_self (32 bits)."""
+        if self.thread_id_type == 1:
+            return threading.get_native_id()
+        return threading.get_ident() & 0xFFFFFFFF
+
     def launch(self, name, *, runtime=False, grid=(4, 1, 1), block=(128, 1, 1)):
         """What CUPTI would report for one kernel launched now from this thread."""
         self.corr += 1
         t = self.get_timestamp()
         kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
-        self.pending.append(SimpleNamespace(kind=kind, cbid=211 if runtime else 307, start=t, end=t + 2000,
-                                            process_id=4242, thread_id=threading.get_native_id(),
+        cbid = CBID["RUNTIME"]["cudaLaunchKernel_v7000"] if runtime else CBID["DRIVER"]["cuLaunchKernel"]
+        self.pending.append(SimpleNamespace(kind=kind, cbid=cbid, start=t, end=t + 2000,
+                                            process_id=4242, thread_id=self.thread_id(),
                                             correlation_id=self.corr, return_value=0))
         self.pending.append(SimpleNamespace(
             kind=ActivityKind.CONCURRENT_KERNEL, start=t + 5000, end=t + 9000, queued=0, submitted=0,
@@ -125,6 +135,7 @@ def fake_cupti(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti.cupti", fake)
     monkeypatch.setattr(collector_mod, "query_device_properties", lambda: [dict(H800)])
     monkeypatch.setattr(cuda, "_available", True)
+    monkeypatch.setattr(cupti_backend, "distribution_version", {"cupti-python": "13.0.1"}.get)
     CuptiBackend._reset_for_tests()
     yield fake
     CuptiBackend._reset_for_tests()
@@ -158,11 +169,12 @@ def test_backend_cycles_register_once_and_copy_records_to_plain_dicts(fake_cupti
 def test_dropped_records_and_noisy_api_calls(fake_cupti):
     be = CuptiBackend.instance()
     be.start()
-    fake_cupti.pending.append(SimpleNamespace(kind=ActivityKind.RUNTIME, cbid=10, start=1, end=2, process_id=1,
+    fake_cupti.pending.append(SimpleNamespace(kind=ActivityKind.RUNTIME,
+                                              cbid=CBID["RUNTIME"]["cudaGetLastError_v3020"], start=1, end=2, process_id=1,
                                               thread_id=1, correlation_id=1, return_value=0))
     fake_cupti.dropped = 17
     cap = be.stop()
-    assert cap.records == []    # cudaGetDevice is noise, as in Kineto
+    assert cap.records == []    # cudaGetLastError is noise, as in Kineto
     assert any("dropped 17 activity records" in w for w in cap.warnings)
 
 
@@ -206,7 +218,9 @@ def test_profile_with_cuda_links_kernels_to_their_ops(fake_cupti):
             c2 = fake_cupti.launch("bias_add", runtime=True)
     trace = prof.trace
     assert trace["deviceProperties"] == [{k: v for k, v in H800.items() if k != "reservedSharedMemPerBlock"}]
-    assert trace.get("trace_source") == "cupti" and trace.get("cupti_version") == 130001
+    assert trace.get("trace_source") == "cupti"
+    # the fake package's "installed" version; no libcupti is loaded here, so no API version is claimed
+    assert trace.get("cupti_python_version") == "13.0.1" and "cupti_version" not in trace
     ev = trace["traceEvents"]
     ops = {e["name"]: e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")}
     kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
@@ -270,3 +284,84 @@ def test_dropped_records_reach_the_user_as_one_warning(fake_cupti):
             fake_cupti.launch("k")
     msgs = [str(w.message) for w in caught if "dropped" in str(w.message)]
     assert len(msgs) == 1 and "3 activity records" in msgs[0]
+
+
+def test_refused_os_thread_ids_warn_once_and_still_link_kernels_to_their_threads(fake_cupti):
+    def refuse(t):
+        raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+    fake_cupti.set_thread_id_type = refuse
+    said = []
+    for _ in range(2):
+        corr = {}
+
+        def worker():
+            with record_op("worker::op"):
+                corr["worker"] = fake_cupti.launch("k_worker")
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                with record_op("main::op"):
+                    corr["main"] = fake_cupti.launch("k_main")
+                t = threading.Thread(target=worker)
+                t.start()
+                t.join()
+        said += [str(w.message) for w in caught if "thread ids" in str(w.message)]
+        ev = prof.trace["traceEvents"]
+        ops = {e["name"]: e for e in ev if e.get("cat") == "cpu_op"}
+        kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
+        calls = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_driver"}
+        for who in ("main", "worker"):
+            op = ops[f"{who}::op"]
+            assert kernels[corr[who]]["args"]["External id"] == op["args"]["External id"]
+            assert calls[corr[who]]["tid"] == op["tid"]          # the call sits on its thread's row
+    assert len(said) == 1 and "pthread ids" in said[0]
+
+
+def test_a_wall_clock_step_during_the_profile_moves_no_gpu_timestamp(fake_cupti, monkeypatch):
+    # CUPTI's clock and the recording clock run steadily; the wall clock steps an hour once recording has
+    # started. Every timestamp the capture makes or calibrates against is the recording clock's, so the
+    # trace keeps its shape: no event an hour away, kernels 5 µs after their launch, inside their op.
+    from profiler_core import recording
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() + (3_600 * 10**9 if recording.is_recording() else 0))
+    base = real() - time.perf_counter_ns() - OFFSET
+    monkeypatch.setattr(fake_cupti, "get_timestamp", lambda: time.perf_counter_ns() + base)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            with record_op("my::op"):
+                corr = fake_cupti.launch("k")
+    assert not [str(w.message) for w in caught if "drifted" in str(w.message)]
+    ev = prof.trace["traceEvents"]
+    span = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    assert all(-1 <= e.get("ts", 0) <= span + 1_000 for e in ev), \
+        sorted((e.get("ts"), e.get("name")) for e in ev)[-3:]
+    kernel = next(e for e in ev if e.get("cat") == "kernel" and e["args"]["correlation"] == corr)
+    call = next(e for e in ev if e.get("cat") == "cuda_driver" and e["args"]["correlation"] == corr)
+    op = next(e for e in ev if e.get("name") == "my::op")
+    assert kernel["ts"] - call["ts"] == pytest.approx(5.0, abs=0.01)
+    assert op["ts"] <= call["ts"] and call["ts"] + call["dur"] <= op["ts"] + op["dur"]
+    assert kernel["args"]["External id"] == op["args"]["External id"]
+
+
+def test_cupti_failing_to_start_is_torchs_device_stopped(fake_cupti):
+    real_enable = fake_cupti.activity_enable
+    fails = iter([True])
+
+    def enable(kind):
+        if next(fails, False):
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+        real_enable(kind)
+    fake_cupti.activity_enable = enable
+    actions = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                                   schedule=profiler_core.schedule(wait=0, warmup=1, active=2, repeat=2)) as p:
+            for _ in range(6):
+                actions.append(p.current_action.name)
+                p.step()
+    assert actions == ["WARMUP", "RECORD", "DEVICE_STOPPED", "WARMUP", "RECORD", "RECORD_AND_SAVE"]
+    assert any("stopped early at step 2" in str(w.message) for w in caught)
+    assert p.trace.get("trace_source") == "cupti"          # the next cycle captured again

@@ -81,3 +81,24 @@ def test_unknown_device_or_missing_properties():
 def test_float32_printing_matches_kineto_style():
     assert shortest_f32(4096 / 132) == 31.030304  # the value in the real trace example
     assert shortest_f32(0.4625) == 0.4625
+
+
+# Blackwell, as NVIDIA's cuda_occupancy.h (CUDA 12.9) has it: 10.0 (B200) 32 blocks per SM and carveouts up to
+# 228 KiB; 12.0 (RTX 50xx) 24 blocks and carveouts up to 100 KiB. Properties are the devices' published ones.
+B200 = dict(H800, name="NVIDIA B200", computeMajor=10, computeMinor=0, numSms=148)
+RTX5090 = dict(H800, name="NVIDIA GeForce RTX 5090", computeMajor=12, computeMinor=0, numSms=170,
+               maxThreadsPerMultiprocessor=1536, sharedMemPerMultiprocessor=102400, sharedMemPerBlockOptin=101376)
+
+
+def test_blackwell_capabilities_are_computed():
+    r = active_blocks_per_sm(B200, 32, 16, 0)              # tiny blocks: the block limit decides
+    assert (r.active_blocks, r.limit_blocks) == (32, 32)
+    r = active_blocks_per_sm(B200, 64, 16, 40 * 1024)      # 41 KiB per block in a 228 KiB carveout
+    assert r.limit_shared_memory == (228 * 1024) // (41 * 1024)
+    r = active_blocks_per_sm(RTX5090, 32, 16, 0)
+    assert (r.active_blocks, r.limit_blocks) == (24, 24)
+    assert active_blocks_per_sm(RTX5090, 64, 16, 40 * 1024).limit_shared_memory == (100 * 1024) // (41 * 1024)
+    assert kernel_occupancy(B200, (296, 1, 1), (256, 1, 1), 32, 0) == {
+        "blocks per SM": 2.0, "warps per SM": 16.0, "est. achieved occupancy %": 25}
+    with pytest.raises(UnknownDevice):                     # 10.2 has no carveout table in NVIDIA's header
+        active_blocks_per_sm(dict(B200, computeMinor=2), 128, 32, 0)

@@ -124,6 +124,15 @@ def _build():
     def memset_d8_async(dest, data, count, stream=None):
         LOG.append(("memset_d8_async", count, stream))
 
+    def memcpy_dtoa(ary, index, src, len):                    # noqa: A002 (pycuda's argument name)
+        LOG.append(("dtoa", index, len))
+
+    def memset_d2d16(dest, pitch, data, width, height):          # pycuda's signatures (pitch in bytes)
+        LOG.append(("memset_d2d16", width, height))
+
+    def memset_d2d32_async(dest, pitch, data, width, height, stream=None):
+        LOG.append(("memset_d2d32_async", width, height, stream))
+
     class Context:
         @staticmethod
         def synchronize():

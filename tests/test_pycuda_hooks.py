@@ -370,3 +370,58 @@ def test_kernel_object_call_on_one_thread_does_not_capture_other_threads_launche
 class SimpleDriver:
     def __init__(self, event_cls):
         self.Event = event_cls
+
+
+def test_2d_memsets_and_array_copies_are_ops_and_timed(fake_pycuda, session):
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    fb = event_backend.CudaEventBackend(drv)
+    fb.start()
+    try:
+        s = drv.Stream()
+        drv.memset_d2d16(0, 64, 7, 16, 3)
+        drv.memset_d2d32_async(0, 128, 7, 8, 5, s)
+        drv.memcpy_dtoa(object(), 0, 0, 96)
+    finally:
+        records = fb.stop()
+        pycuda_hooks.uninstall()
+    recording.stop_session()
+    assert [o["name"] for o in _ops(session)] == ["pycuda::memset_d2d16", "pycuda::memset_d2d32_async",
+                                                  "pycuda::memcpy_dtoa"]
+    [copy] = [r for r in records if r["kind"] == "MEMCPY"]
+    assert (copy["bytes"], copy["copy_kind"], copy["dst_kind"]) == (96, 7, 4)   # DtoA, into an array
+    sets = [(r["bytes"], r["stream_id"]) for r in records if r["kind"] == "MEMSET"]
+    assert sets[0] == (16 * 3 * 2, 7) and sets[1][0] == 8 * 5 * 4 and sets[1][1] != 7   # on the given stream
+    api = [r["name"] for r in records if r["kind"] == "DRIVER"]
+    assert api == ["cuMemsetD2D16_v2", "cuMemsetD2D32Async", "cuMemcpyDtoA_v2"]
+    assert ("memset_d2d32_async", 8, 5, s) in LOG
+
+
+def test_cuda_event_fallback_ignores_a_wall_clock_step(fake_pycuda, session, monkeypatch):
+    # The wall clock steps an hour forward once recording started (NTP, a VM resume, a pause between two
+    # reads): every timestamp the fallback makes is on the recording clock, so calls stay inside their ops.
+    import time as time_mod
+    real = time_mod.time_ns
+    monkeypatch.setattr(time_mod, "time_ns", lambda: real() + 3_600 * 10**9)
+    drv = fake_pycuda["pycuda.driver"]
+    pycuda_hooks.install()
+    fb = event_backend.CudaEventBackend(drv)
+    fb.start()
+    try:
+        with record_op("outer"):
+            drv.Module().get_function("scale")((4, 1), block=(64, 1, 1))
+    finally:
+        records = fb.stop()
+        pycuda_hooks.uninstall()
+    recording.stop_session()
+    ops = {o["name"]: o for o in _ops(session)}
+    call = next(r for r in records if r["kind"] == "DRIVER")
+    launch = ops["scale"]
+    assert launch["t0"] + session.offset_ns <= call["start"] <= call["end"] <= launch["t1"] + session.offset_ns
+    conv = convert_records(records, device_properties=None)
+    cpu = [{"ph": "X", "cat": "cpu_op", "name": o["name"], "pid": 0, "tid": o["tid"],
+            "ts": o["t0"] + session.offset_ns, "dur": o["t1"] - o["t0"], "args": {"External id": o["ext"]}}
+           for o in ops.values()]
+    link_gpu_to_ops(conv.events, cpu)
+    [kernel] = [e for e in conv.events if e.get("cat") == "kernel"]
+    assert kernel["args"]["External id"] == launch["ext"]

@@ -1,17 +1,23 @@
-"""Clock calibration: the offset that moves a device-side clock (CUPTI's) onto the host's `time.time_ns`."""
+"""Clock calibration: the offset that moves a device-side clock (CUPTI's) onto the recording clock.
+
+The recording clock is `profiler_core.recording.now_ns()` (perf_counter_ns plus the session's epoch offset):
+every timestamp a capture backend makes comes from it, so a step of the wall clock during a profile moves
+nothing relative to the recorded ops.
+"""
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 
-def calibrate(device_ns: Callable[[], int], host_ns: Callable[[], int] = time.time_ns,
+def calibrate(device_ns: Callable[[], int], host_ns: Callable[[], int] | None = None,
               rounds: int = 10) -> tuple[int, int]:
     """(offset, uncertainty) with host = device + offset, from the tightest host bracket of `rounds` reads.
 
     Each round reads host `a`, device `c`, host `b`; the pair with the smallest `b - a` wins and the offset
     is `(a + b) // 2 - c`, uncertain by `(b - a) // 2` ns.
     """
+    if host_ns is None:
+        from ..recording import now_ns as host_ns  # noqa: PLC0415
     best = None
     for _ in range(max(1, rounds)):
         a = host_ns()

@@ -8,8 +8,9 @@ can instead call `profiler_core.cuda.link_trace(trace)` on the finished trace.
 from __future__ import annotations
 
 import os
-import time
+import threading
 
+from ..recording import now_ns
 from . import event_backend
 from .convert import convert_records
 from .cupti_backend import CuptiBackend, CuptiUnavailable
@@ -70,6 +71,30 @@ def _cpu_ops_of(session) -> list[dict]:
     return out
 
 
+def thread_id_map(session) -> dict[int, int]:
+    """{pthread id (full and its low 32 bits): OS thread id} for every thread alive or recorded in `session`.
+
+    CUPTI's default thread id is pthread_self(), truncated to 32 bits in its records; Python's
+    threading.get_ident() is the same pthread_self(), and recorded events use the OS thread id.
+    """
+    pairs = [(t.ident, t.native_id) for t in threading.enumerate()]
+    if session is not None:
+        pairs += [(getattr(b, "ident", 0), b.tid) for b in list(session.buffers)]
+    out: dict[int, int] = {}
+    for ident, native in pairs:
+        if ident and native:
+            out[int(ident)] = int(native)
+            out[int(ident) & 0xFFFFFFFF] = int(native)
+    return out
+
+
+def remap_thread_ids(records: list[dict], mapping: dict[int, int]) -> None:
+    """Give API records captured with pthread ids the OS thread id of their thread (in place)."""
+    for r in records:
+        if r.get("kind") in ("RUNTIME", "DRIVER") and r.get("thread_id") is not None:
+            r["thread_id"] = mapping.get(int(r["thread_id"]), r["thread_id"])
+
+
 def _rename_in_session(session, cpu_events: list[dict]) -> None:
     """Carry launch-op renames (placeholder -> kernel name) back into the session before the trace is built."""
     names = {e["args"]["External id"]: e["name"] for e in cpu_events if e["name"] != LAUNCH_PLACEHOLDER}
@@ -97,6 +122,7 @@ class CudaCollector:
         self._prepared = False
         self._window_start = 0
         self._session = None
+        self._stopped_early = False
 
     def prepare(self) -> None:
         """Choose the backend once: CUPTI, else the CUDA-event fallback if pycuda works, else none."""
@@ -134,7 +160,7 @@ class CudaCollector:
     def start(self) -> None:
         """Begin capturing (prepares first if the profiler skipped warmup)."""
         self.prepare()
-        self._window_start = time.time_ns()
+        self._window_start = now_ns()
         self._session = _recording_session()
         if self.backend is None:
             return
@@ -143,6 +169,11 @@ class CudaCollector:
         except CuptiUnavailable as exc:
             self.warnings.append(f"{exc}; GPU activity is not in this trace")
             self.backend, self.source = None, None
+            self._stopped_early = True
+
+    def stopped_early(self) -> bool:
+        """Did GPU collection stop while this window should be recording (torch's DEVICE_STOPPED)?"""
+        return self._stopped_early
 
     def stop(self, cpu_events: list[dict] | None = None) -> CollectorResult:
         """End the window; return its GPU events (absolute host ns) and trace-level data."""
@@ -158,6 +189,8 @@ class CudaCollector:
                 cap = self.backend.stop()
                 records, offset = cap.records, cap.clock_offset_ns
                 warnings += cap.warnings
+                if cap.thread_id_type != "system":
+                    remap_thread_ids(records, thread_id_map(self._session))
             else:
                 records = self.backend.stop()
                 warnings += self.backend.warnings
@@ -185,8 +218,8 @@ class CudaCollector:
         result.events = events
         result.warnings = warnings
         result.metadata = {"trace_source": self.source}
-        if self.source == "cupti" and self.backend.version() is not None:
-            result.metadata["cupti_version"] = self.backend.version()
+        if self.source == "cupti":
+            result.metadata.update(self.backend.versions())
         drv_version = driver_version()
         if drv_version is not None:
             result.metadata["cuda_driver_version"] = drv_version

@@ -2,7 +2,7 @@
 
 Input records are dicts as `records.py` describes; timestamps are in the capture clock's ns and are moved
 onto the host clock by adding `clock_offset_ns`. Output events carry `ts`/`dur` as integer absolute ns on
-the host (`time.time_ns`) clock; `to_trace_units` turns them into the trace's µs relative to a base.
+the recording clock (`profiler_core.recording.now_ns`, epoch ns); `to_trace_units` turns them into the trace's µs relative to a base.
 Linking to CPU ops (External id) is a separate step (`link.py`), since it needs the CPU events.
 """
 from __future__ import annotations
@@ -232,7 +232,7 @@ def convert_records(records: list[dict], *, device_properties: list[dict] | None
                 ok.append(r)
         return ok
 
-    # External correlation: CUPTI correlation id -> the CPU op's External id (CUSTOM1 = annotations, unused).
+    # External correlation: CUPTI correlation id -> the CPU op's External id (CUSTOM1 = annotations: unused).
     ext = {}
     for r in valid(by_kind.pop("EXTERNAL_CORRELATION", []), "EXTERNAL_CORRELATION", "EXTERNAL_CORRELATION"):
         if int(r.get("external_kind", 0) or 0) != EXTERNAL_KIND_CUSTOM1:

@@ -7,6 +7,7 @@ are views into CUPTI's buffer and must not be kept), so the rest of gpuscope nev
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -30,6 +31,43 @@ def clean_api_name(name: str) -> str:
     return _VERSION_SUFFIX.sub("", name)
 
 
+def distribution_version(name: str) -> str | None:
+    """The installed version of distribution `name` (e.g. "cupti-python"), or None."""
+    try:
+        from importlib.metadata import version  # noqa: PLC0415
+        return version(name)
+    except Exception:
+        return None
+
+
+def _loaded_libcupti(maps_path: str = "/proc/self/maps") -> list[str]:
+    """Paths of the libcupti shared objects mapped into this process (cupti-python loads one lazily)."""
+    try:
+        with open(maps_path, encoding="utf-8", errors="replace") as f:
+            paths = {line.split(None, 5)[-1].strip() for line in f if "libcupti.so" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/") and os.path.basename(p).startswith("libcupti.so"))
+
+
+def loaded_cupti_api_version() -> int | None:
+    """CUPTI's API version (`cuptiGetVersion`) from the libcupti already loaded here, or None.
+
+    cupti-python has no binding for cuptiGetVersion, so the library it loaded is asked through ctypes;
+    nothing is loaded that was not loaded already.
+    """
+    import ctypes  # noqa: PLC0415
+    for path in _loaded_libcupti():
+        try:
+            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
+            out = ctypes.c_uint32(0)
+            if lib.cuptiGetVersion(ctypes.byref(out)) == 0 and out.value:
+                return int(out.value)
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 class CuptiUnavailable(RuntimeError):
     """cupti-python cannot be imported or CUPTI cannot run here (no driver, no device, a second subscriber)."""
 
@@ -42,6 +80,7 @@ class Capture:
     clock_offset_ns: int = 0
     dropped: int = 0
     warnings: list = field(default_factory=list)
+    thread_id_type: str = "system"   # "default": API records carry pthread ids (see remap_thread_ids)
 
 
 def load_cupti():
@@ -70,6 +109,8 @@ class CuptiBackend:
         self._api_names: dict[tuple[str, int], str] = {}
         self._calib_start = (0, 0)
         self._start_warnings: list[str] = []
+        self.thread_id_type = "system"
+        self._thread_id_warning: str | None = None
 
     @classmethod
     def instance(cls, cupti_module=None) -> "CuptiBackend":
@@ -140,13 +181,16 @@ class CuptiBackend:
             self._api_names[key] = name
         return name
 
-    def version(self) -> int | None:
-        """CUPTI's API version (Kineto's `cupti_version`), or None if it cannot be read."""
-        try:
-            v = self.cupti.get_version()
-            return int(v[0] if isinstance(v, tuple) else v)
-        except Exception:
-            return None
+    def versions(self) -> dict:
+        """Trace metadata on the CUPTI in use: cupti-python's version and CUPTI's API version, where known."""
+        out: dict = {}
+        dist = distribution_version("cupti-python")
+        if dist:
+            out["cupti_python_version"] = dist
+        api = loaded_cupti_api_version()
+        if api is not None:
+            out["cupti_version"] = api      # Kineto's key: cuptiGetVersion's number
+        return out
 
     # ---- cycle ----
     def start(self, kinds: tuple[str, ...] = ALL_KINDS) -> None:
@@ -158,8 +202,12 @@ class CuptiBackend:
                                     for k in ALL_KINDS + ("KERNEL",) if hasattr(c.ActivityKind, k)}
                 try:  # OS thread ids (gettid), comparable with threading.get_native_id()
                     c.set_thread_id_type(c.ActivityThreadIdType.SYSTEM)
-                except Exception:
-                    pass
+                    self.thread_id_type = "system"
+                except Exception as exc:  # e.g. refused when several subscribers are allowed
+                    self.thread_id_type = "default"
+                    self._thread_id_warning = (
+                        f"CUPTI refused OS thread ids ({type(exc).__name__}: {exc}); its records carry "
+                        "pthread ids, which gpuscope maps to the recorded threads")
                 c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
                 self._registered = True
             with self._lock:
@@ -167,6 +215,9 @@ class CuptiBackend:
             self._active = True
             self._enabled = []
             self._start_warnings = []
+            if self._thread_id_warning:     # said once per process, on the first capture
+                self._start_warnings.append(self._thread_id_warning)
+                self._thread_id_warning = None
             for k in kinds:
                 if not hasattr(c.ActivityKind, k):
                     continue
@@ -211,7 +262,7 @@ class CuptiBackend:
     def stop(self) -> Capture:
         """Flush every buffer, disable the kinds and hand back this cycle's records."""
         c = self.cupti
-        cap = Capture(warnings=list(self._start_warnings))
+        cap = Capture(warnings=list(self._start_warnings), thread_id_type=self.thread_id_type)
         try:
             c.activity_flush_all(1)
         except Exception as exc:

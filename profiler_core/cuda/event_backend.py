@@ -15,8 +15,9 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 from contextlib import contextmanager
+
+from ..recording import now_ns
 
 _current: "CudaEventBackend | None" = None
 
@@ -58,7 +59,7 @@ class CudaEventBackend:
             ev = self.drv.Event()
             ev.record()
             ev.synchronize()
-            self._anchor_host_ns = time.time_ns()
+            self._anchor_host_ns = now_ns()
             self._anchor = ev
 
     def _stream_id(self, stream) -> int:
@@ -78,11 +79,11 @@ class CudaEventBackend:
             self.warnings.append(f"CUDA event timing failed ({exc})")
             yield
             return
-        t0 = time.time_ns()
+        t0 = now_ns()
         try:
             yield
         finally:
-            t1 = time.time_ns()
+            t1 = now_ns()
             try:
                 end.record(stream) if stream is not None else end.record()
                 with self._lock:
@@ -92,7 +93,7 @@ class CudaEventBackend:
                 self.warnings.append(f"CUDA event timing failed ({exc})")
 
     def stop(self) -> list[dict]:
-        """Resolve every pending span into plain records (host-clock ns, so no calibration is needed)."""
+        """Resolve every pending span into plain records (recording-clock ns, so no calibration is needed)."""
         global _current
         if _current is self:
             _current = None

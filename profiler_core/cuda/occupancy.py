@@ -4,6 +4,9 @@ Reimplements the arithmetic of CUDA's occupancy calculator (the `cudaOccMaxActiv
 algorithm: warp, block, register and shared-memory limits) with the inputs Kineto gives it (default
 shared-memory carveout, default per-function shared-memory limit, partitioned global caching off), and
 Kineto's float32 arithmetic for the derived values, so the numbers match those in real Kineto traces.
+The tables cover every compute capability NVIDIA's `cuda_occupancy.h` (CUDA 12.9 and 13.x) knows:
+3.x, 5.x, 6.x, 7.x, 8.x, 9.x, 10.0/10.1/10.3/10.7, 11.0/11.1/11.3/11.7, 12.0/12.1
+(`SUPPORTED_CAPABILITIES`); tests/test_occupancy_oracle.py compiles that header and compares.
 """
 from __future__ import annotations
 
@@ -14,16 +17,30 @@ from functools import lru_cache
 
 INT_MAX = 2**31 - 1
 
-# Per compute capability (major, minor) tables from the CUDA occupancy calculator. `None` minor = any.
+# Per compute capability tables, as NVIDIA's cuda_occupancy.h (CUDA 12.9 and 13.x) has them. Carveouts are
+# the per-SM shared memory sizes (KiB) a kernel's default carveout rounds up to; `None` minor = any minor.
 _KB = 1024
+_VOLTA_KB = (0, 8, 16, 32, 64, 96)
+_AMPERE_KB = (0, 8, 16, 32, 64, 100)                      # 8.x except 8.0/8.7; 12.x
+_A100_KB = _AMPERE_KB + (132, 164)                        # 8.0, 8.7
+_HOPPER_KB = _A100_KB + (196, 228)                        # 9.x, 10.0/10.1/10.3, 11.0/11.1/11.3
 _SMEM_CONFIGS_KB = {
-    (7, 0): (0, 8, 16, 32, 64, 96),
-    (7, 5): (32, 64),
-    (8, 0): (0, 8, 16, 32, 64, 100, 132, 164),
-    (8, 7): (0, 8, 16, 32, 64, 100, 132, 164),
-    (8, None): (0, 8, 16, 32, 64, 100),
-    (9, 0): (0, 8, 16, 32, 64, 100, 132, 164, 196, 228),
+    (7, 5): (32, 64), (7, None): _VOLTA_KB,
+    (8, 0): _A100_KB, (8, 7): _A100_KB, (8, None): _AMPERE_KB,
+    (9, None): _HOPPER_KB,
+    (10, 0): _HOPPER_KB, (10, 1): _HOPPER_KB, (10, 3): _HOPPER_KB, (10, 7): _HOPPER_KB + (328,),
+    (11, 0): _HOPPER_KB, (11, 1): _HOPPER_KB, (11, 3): _HOPPER_KB, (11, 7): _HOPPER_KB + (328,),
+    (12, 0): _AMPERE_KB, (12, 1): _AMPERE_KB,
 }
+# Resident blocks per SM: {(major, minor or None): blocks}.
+_MAX_BLOCKS = {(3, None): 16, (5, None): 32, (6, None): 32, (7, 5): 16, (7, None): 32,
+               (8, 0): 32, (8, 9): 24, (8, None): 16, (9, None): 32,
+               (10, 1): 24, (10, 7): 16, (10, None): 32, (11, 0): 24, (11, None): 32, (12, None): 24}
+_KNOWN_MAJORS = (3, 5, 6, 7, 8, 9, 10, 11, 12)
+# The compute capabilities whose occupancy is computed (every one NVIDIA's header knows: majors 3, 5 and 6
+# take any minor; from Volta on, a minor needs its shared memory carveouts).
+SUPPORTED_CAPABILITIES = tuple(f"{m}.x" for m in (3, 5, 6, 7, 8, 9)) + tuple(
+    f"{m}.{n}" for m, n in sorted(k for k in _SMEM_CONFIGS_KB if k[0] >= 10))
 
 
 def _lookup(table: dict, major: int, minor: int):
@@ -57,38 +74,36 @@ class OccupancyResult:
         return names
 
 
+_POSITIVE_PROPS = ("maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock", "regsPerMultiprocessor",
+                   "warpSize", "sharedMemPerBlock", "sharedMemPerMultiprocessor", "numSms")
+
+
+def _unknown(major: int, minor: int) -> UnknownDevice:
+    return UnknownDevice(f"compute capability {major}.{minor} is not in the occupancy tables "
+                         "(those of NVIDIA's cuda_occupancy.h, CUDA 12.9/13.x)")
+
+
 def _max_blocks_per_sm(major: int, minor: int) -> int:
-    if major == 7:
-        return 16 if minor == 5 else 32
-    if major == 8:
-        if minor == 0:
-            return 32
-        if minor == 9:
-            return 24
-        return 16
-    if major == 9:
-        return 32
-    if major in (5, 6):
-        return 32
-    if major == 3:
-        return 16
-    raise UnknownDevice(f"compute capability {major}.{minor} is not in the occupancy tables")
+    value = _lookup(_MAX_BLOCKS, major, minor)
+    if value is None:
+        raise _unknown(major, minor)
+    return value
 
 
-def _smem_granularity(major: int) -> int:
+def _smem_granularity(major: int, minor: int = 0) -> int:
     if major in (3, 5, 6, 7):
         return 256
-    if major in (8, 9):
+    if major in _KNOWN_MAJORS:
         return 128
-    raise UnknownDevice(f"compute capability {major}.x is not in the occupancy tables")
+    raise _unknown(major, minor)
 
 
-def _max_regs_per_thread(major: int) -> int:
+def _max_regs_per_thread(major: int, minor: int = 0) -> int:
     if major in (3, 5, 6):
         return 255
-    if major in (7, 8, 9):
+    if major in _KNOWN_MAJORS:
         return 256
-    raise UnknownDevice(f"compute capability {major}.x is not in the occupancy tables")
+    raise _unknown(major, minor)
 
 
 def _sub_partitions(major: int, minor: int) -> int:
@@ -101,7 +116,7 @@ def _align_up_smem_config(size: int, major: int, minor: int) -> int:
     """Round a per-SM shared memory size up to the next carveout the hardware offers (Volta and later)."""
     configs = _lookup(_SMEM_CONFIGS_KB, major, minor)
     if configs is None:
-        raise UnknownDevice(f"compute capability {major}.{minor} has no known shared memory carveouts")
+        raise _unknown(major, minor)
     for kb in configs:
         if size <= kb * _KB:
             return kb * _KB
@@ -110,6 +125,22 @@ def _align_up_smem_config(size: int, major: int, minor: int) -> int:
 
 def _round_up(x: int, y: int) -> int:
     return -(-x // y) * y
+
+
+def _register_limit(major: int, minor: int, warp: int, warps_per_block: int, regs_per_thread: int,
+                    regs_block: int, regs_sm: int) -> int:
+    """Blocks per SM the register file allows (allocated per warp, per sub-partition)."""
+    gran = 256
+    regs_per_warp = _round_up(regs_per_thread * warp, gran)
+    regs_per_cta = regs_per_warp * warps_per_block
+    subparts = _sub_partitions(major, minor)
+    regs_assumed = regs_per_warp * _round_up(warps_per_block, subparts)
+    if regs_block < regs_assumed or regs_block < regs_per_cta \
+            or regs_per_thread > _max_regs_per_thread(major, minor):
+        return 0
+    if regs_per_warp > 0:
+        return (((regs_sm // subparts) // regs_per_warp) * subparts) // warps_per_block
+    return INT_MAX
 
 
 def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int,
@@ -129,6 +160,9 @@ def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int
     smem_block = int(props["sharedMemPerBlock"])
     smem_sm = int(props["sharedMemPerMultiprocessor"])
     reserved = int(props.get("reservedSharedMemPerBlock", 1024 if major >= 8 else 0))
+    for key in _POSITIVE_PROPS:
+        if int(props.get(key, 1)) <= 0:
+            raise ValueError(f"device property {key} must be positive, got {props.get(key)!r}")
     if block_size <= 0:
         raise ValueError(f"block size must be positive, got {block_size}")
     if registers_per_thread < 0 or static_shared_memory < 0 or dynamic_shared_memory < 0:
@@ -140,21 +174,12 @@ def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int
     # Block limit.
     limit_blocks = _max_blocks_per_sm(major, minor)
     # Register limit (registers are allocated per warp, per sub-partition).
-    gran = 256
-    regs_per_warp = _round_up(registers_per_thread * warp, gran)
-    regs_per_cta = regs_per_warp * warps_per_block
-    subparts = _sub_partitions(major, minor)
-    regs_assumed = regs_per_warp * _round_up(warps_per_block, subparts)
-    if regs_block < regs_assumed or regs_block < regs_per_cta \
-            or registers_per_thread > _max_regs_per_thread(major):
-        limit_regs = 0
-    elif regs_per_warp > 0:
-        warps_per_sub = (regs_sm // subparts) // regs_per_warp
-        limit_regs = (warps_per_sub * subparts) // warps_per_block
-    else:
-        limit_regs = INT_MAX
+    limit_regs = _register_limit(major, minor, warp, warps_per_block, registers_per_thread, regs_block, regs_sm)
+    if major == 6 and minor == 0 and limit_regs and \
+            not _register_limit(6, 1, warp, warps_per_block, registers_per_thread, regs_block, regs_sm):
+        limit_regs = 0      # GP100: what cannot run on the 4-partition GP10x runs on no Pascal (as NVIDIA's)
     # Shared memory limit (default carveout: the whole per-SM shared memory, aligned to a carveout).
-    smem_gran = _smem_granularity(major)
+    smem_gran = _smem_granularity(major, minor)
     per_cta = _round_up(static_shared_memory + reserved + dynamic_shared_memory, smem_gran)
     limit_per_cta = smem_block + (reserved if major >= 8 else 0)
     if major >= 7:

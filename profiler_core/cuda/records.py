@@ -29,9 +29,13 @@ OVERHEAD_KIND = {0: "Unknown", 1: "Driver Compiler", 1 << 16: "Buffer Flush", 2 
                  3 << 16: "Resource", 4 << 16: "Runtime Triggered Module Loading",
                  5 << 16: "Lazy Function Loading", 6 << 16: "Command Buffer Full",
                  7 << 16: "Activity Buffer Request", 8 << 16: "UVM Activity Init"}
-# CUpti_ExternalCorrelationKind: Kineto uses CUSTOM0 for CPU ops and CUSTOM1 for user annotations.
-EXTERNAL_KIND_CUSTOM0 = 4
-EXTERNAL_KIND_CUSTOM1 = 5
+# CUpti_ExternalCorrelationKind (cupti_activity.h; cupti-python's ExternalCorrelationKind): Kineto uses
+# CUSTOM0 for CPU ops and CUSTOM1 for user annotations.
+EXTERNAL_KIND_UNKNOWN = 1
+EXTERNAL_KIND_OPENACC = 2
+EXTERNAL_KIND_CUSTOM0 = 3
+EXTERNAL_KIND_CUSTOM1 = 4
+EXTERNAL_KIND_CUSTOM2 = 5
 INVALID_STREAM = 0xFFFFFFFF
 
 # The fields each kind's backend copies out of a cupti record (everything the converter reads).

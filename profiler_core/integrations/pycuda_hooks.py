@@ -63,6 +63,11 @@ _COPIES = {  # name: (copy kind, src kind, dst kind, bytes from args, stream arg
     "memcpy_dtod_async": (8, 3, 3, lambda a: int(a[2]), 3, "cuMemcpyDtoDAsync_v2"),
     "memcpy_peer": (10, 3, 3, lambda a: int(a[2]), None, "cuMemcpyPeer"),
     "memcpy_peer_async": (10, 3, 3, lambda a: int(a[2]), 5, "cuMemcpyPeerAsync"),
+    # CUDA arrays (memory kind 4): memcpy_atod(dest, ary, index, len), memcpy_dtoa(ary, index, src, len),
+    # memcpy_atoa(dest, dest_index, src, src_index, len)
+    "memcpy_atod": (6, 4, 3, lambda a: int(a[3]), None, "cuMemcpyAtoD_v2"),
+    "memcpy_dtoa": (7, 3, 4, lambda a: int(a[3]), None, "cuMemcpyDtoA_v2"),
+    "memcpy_atoa": (5, 4, 4, lambda a: int(a[4]), None, "cuMemcpyAtoA_v2"),
 }
 _SETS = {  # name: (bytes per element, 2D?, stream arg index, driver API name)
     "memset_d8": (1, False, None, "cuMemsetD8_v2"), "memset_d16": (2, False, None, "cuMemsetD16_v2"),
@@ -71,6 +76,8 @@ _SETS = {  # name: (bytes per element, 2D?, stream arg index, driver API name)
     "memset_d32_async": (4, False, 3, "cuMemsetD32Async"),
     "memset_d2d8": (1, True, None, "cuMemsetD2D8_v2"), "memset_d2d16": (2, True, None, "cuMemsetD2D16_v2"),
     "memset_d2d32": (4, True, None, "cuMemsetD2D32_v2"),
+    "memset_d2d8_async": (1, True, 5, "cuMemsetD2D8Async"), "memset_d2d16_async": (2, True, 5, "cuMemsetD2D16Async"),
+    "memset_d2d32_async": (4, True, 5, "cuMemsetD2D32Async"),
 }
 _GPUARRAY_METHODS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
                      "__rtruediv__", "__div__", "__rdiv__", "__neg__", "__iadd__", "__isub__", "__imul__",

@@ -1,12 +1,13 @@
 """On-disk cache of parsed traces, so that a second open of a big trace takes well under a second.
 
 Entries live in `$GPUSCOPE_CACHE_DIR` (default `~/.cache/gpuscope`), never next to the user's
-files, keyed by the trace's absolute path, its identity (`identity.file_identity`: size, mtime,
-inode, ctime) and `FORMAT_VERSION`. They are data only (`cache_format`: numpy buffers and a
-msgpack header), so reading an entry, even one planted by someone else, never runs code. The
-directory is created 0700; one owned by another user is refused (a warning, no cache).
-A corrupt or stale entry is ignored, removed and rewritten; files of the old pickle format
-(`*.trace.pkl`) are never opened, only removed by `trim`.
+files, keyed by the trace's absolute path, its `storage.fingerprint` (a local file: size, mtime,
+inode, device, ctime from `identity.file_identity`; a remote trace: its URL, size and ETag, or
+mtime where the store has no ETag) and `FORMAT_VERSION`. They are data only (`cache_format`:
+numpy buffers and a msgpack header), so reading an entry, even one planted by someone else, never
+runs code. The directory is created 0700; one owned by another user is refused (a warning, no
+cache). A corrupt or stale entry is ignored, removed and rewritten; files of the old pickle
+format (`*.trace.pkl`) are never opened, only removed by `trim`.
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from profiler_core import storage
 from profiler_core.trace import cache_format
-from profiler_core.trace.identity import file_identity
 from profiler_core.trace.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
 
@@ -40,14 +41,22 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "gpuscope"
 
 
-def _key(path: str, st: os.stat_result) -> list:
-    return [os.path.abspath(path), *file_identity(st), FORMAT_VERSION]
+def _key(path: str, st: storage.FileInfo) -> list:
+    """The entry's key: what the trace is and which version of it (one place: the fingerprint)."""
+    if storage.is_remote(path):  # a remote object: its URL, size and ETag (or mtime)
+        return [path, st.size, st.version, FORMAT_VERSION]
+    return [os.path.abspath(path), *st.fingerprint, FORMAT_VERSION]
 
 
-def entry_path(path: str | os.PathLike, st: os.stat_result | None = None) -> Path:
+def _stat(path: str) -> storage.FileInfo:
+    """Size, mtime and identity (a local file) or version (a remote one) of the trace."""
+    return storage.stat(path)
+
+
+def entry_path(path: str | os.PathLike, st: storage.FileInfo | None = None) -> Path:
     """Where the cache entry of the trace at `path` (as it is now on disk) lives."""
     path = os.fspath(path)
-    st = st or os.stat(path)
+    st = st or _stat(path)
     digest = hashlib.sha256(repr(_key(path, st)).encode()).hexdigest()[:32]
     return cache_dir() / f"{digest}{SUFFIX}"
 
@@ -118,7 +127,7 @@ def load(path: str | os.PathLike) -> TraceData | None:
     """The cached TraceData of `path` if a valid entry for its current version exists."""
     path = os.fspath(path)
     try:
-        st = os.stat(path)
+        st = _stat(path)
     except OSError:
         return None
     if usable_dir() is None:
@@ -147,8 +156,8 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
     """Write `t` as the cache entry of `path` (atomically); returns the entry or None on failure."""
     path = os.fspath(path)
     try:
-        st = os.stat(path)
-        if tuple(t.source_stat) not in ((-1, -1), file_identity(st)):
+        st = _stat(path)
+        if tuple(t.source_stat) not in ((-1, -1), st.fingerprint):
             return None  # the file changed while it was parsed: don't cache stale data
         if usable_dir(create=True) is None:
             return None
@@ -162,7 +171,8 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
             _remove(Path(tmp))
             raise
     except Exception as e:  # noqa: BLE001 - a cache that cannot be written is not an error
-        log.warning("gpuscope: cannot write trace cache for %s (%s)", path, e)
+        log.warning("gpuscope: cannot write trace cache for %s (%s)", storage.redact(path),
+                    storage.redact(str(e)))
         return None
     trim()
     return entry
@@ -202,7 +212,7 @@ def trim(max_bytes: int | None = None) -> int:
         except OSError:
             continue
         source = _source_of(p)
-        if source is not None and not os.path.exists(source):
+        if source is not None and not storage.is_remote(source) and not os.path.exists(source):
             _remove(p)
             removed += 1
             continue

@@ -74,7 +74,7 @@ class TraceData:
     warnings: list = field(default_factory=list)
     #: negative pid/tid codes -> the original strings ("Spans", "PyTorch Profiler", ...)
     labels: dict = field(default_factory=dict)
-    #: `identity.file_identity` of the file when it was parsed; event_args checks it
+    #: `storage.fingerprint` of the file when it was parsed; event_args checks it
     source_stat: tuple = (-1, -1)
     #: (first event idx, start, end) byte ranges of the reader's pieces, for fast event look-ups
     event_index: tuple = ()
@@ -131,10 +131,12 @@ class TraceData:
 
     def event(self, idx: int) -> Any:
         """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
-        from profiler_core.trace.identity import file_identity
         from profiler_core.trace.reader import read_event
 
-        if tuple(self.source_stat) != (-1, -1) and os.path.exists(self.path):
-            if file_identity(os.stat(self.path)) != tuple(self.source_stat):
+        from profiler_core import storage
+
+        if self.source_stat != (-1, -1) and (storage.is_remote(self.path)
+                                             or os.path.exists(self.path)):
+            if storage.fingerprint(self.path) != tuple(self.source_stat):
                 raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
         return read_event(self.path, int(idx), self.event_index)

@@ -1,8 +1,9 @@
 """A parser process of the parallel reader: parses one byte range of a trace, writes it to stdout.
 
-    python -m profiler_core.trace.span_worker PATH LO HI [SIZE:MTIME_NS]
+    python -m profiler_core.trace.span_worker PATH LO HI [N:N:...]
 
-(HI "-": to the end of the trace; SIZE:MTIME_NS, the file the reader expects: another one gives 4)
+(HI "-": to the end of the trace; N:N:..., the `storage.fingerprint` of the file the reader
+expects: another one gives 4)
 
 Started by `profiler_core.trace.stream._SpanProcess`; the output is the pickled columns of the
 events between the cuts at LO and HI. Exit code 3 (with the message on stderr) is a TraceReadError,

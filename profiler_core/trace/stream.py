@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from profiler_core import storage
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
     _ANY_DECODER, MAX_TRACE_BYTES, TraceReadError, _decode_piece, _NotStreamable,
@@ -43,7 +44,7 @@ def _blocks(path: str) -> Iterator[bytes]:
     total = 0
     pending = b""
     try:
-        with open(path, "rb") as f:
+        with storage.open_read(path) as f:
             gz = f.read(2) == GZIP_MAGIC
             f.seek(0)
             chunk = max(512, min(1 << 20, IO_BLOCK // 8))
@@ -86,10 +87,10 @@ def _parse_processes(requested: int | None) -> int:
     return default_parse_processes() if requested is None else max(0, requested)
 
 
-def file_version(path: str) -> tuple[int, int]:
-    """(size, mtime_ns) of the file: parser processes check that they read the same file."""
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns
+def file_version(path: str) -> tuple[int, ...]:
+    """`storage.fingerprint` of the file (size, mtime, inode, device, ctime; size and ETag number
+    of a remote one): parser processes check that they read the same file."""
+    return storage.fingerprint(path)
 
 
 def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = None) -> bytes:
@@ -128,8 +129,9 @@ class _SpanProcess:
         # own root, which is what `-m` puts first on 3.10
         safe = ["-P"] if sys.version_info >= (3, 11) else []
         self.proc = subprocess.Popen(
-            [sys.executable, *safe, "-m", "profiler_core.trace.span_worker", os.path.abspath(path),
-             str(lo), "-" if hi is None else str(hi), "%d:%d" % tuple(version)],
+            [sys.executable, *safe, "-m", "profiler_core.trace.span_worker",
+             path if storage.is_remote(path) else os.path.abspath(path),
+             str(lo), "-" if hi is None else str(hi), ":".join(str(int(v)) for v in version)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
             cwd=root)
 
