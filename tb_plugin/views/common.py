@@ -25,7 +25,7 @@ STEP_PREFIX = "ProfilerStep#"
 
 __all__ = [
     "CPU_OP_CATS", "GPU_CATS", "LAUNCH_CATS", "is_communication", "communication_mask", "is_dataloader",
-    "category_mask", "name_mask", "steps", "link_gpu_to_ops", "link_launches_to_ops", "op_tree", "derived",
+    "category_mask", "name_mask", "steps", "early_gpu_rows", "link_gpu_to_ops", "link_launches_to_ops", "op_tree", "derived",
     "innermost_op_at", "sorted_unique", "device_properties", "blocks_per_sm",
     "ns_to_us", "uses_tensor_cores", "is_tc_eligible_op", "TC_KERNEL_PATTERNS",
 ]
@@ -437,15 +437,18 @@ def _steps(t: Any) -> pd.DataFrame:
         srows = srows[np.lexsort((srows, ts[srows]))]
         names = [_step_number(str(n)) for n in ev["name"].to_numpy()[srows]]
         hs, he = ts[srows], te[srows]
-    else:  # no ProfilerStep: one step "0" over the CPU ops (or every event on a GPU-only trace)
-        sel = is_cpu if is_cpu.any() else np.ones(len(ev), dtype=bool)
+    else:  # no ProfilerStep: one step "0" over the CPU ops (or the device and runtime activity)
+        sel = is_cpu if is_cpu.any() else category_mask(ev, GPU_CATS + LAUNCH_CATS)
+        if not sel.any():  # never the profiler's own `Trace` span
+            sel = ~category_mask(ev, ("trace",))
+        if not sel.any():
+            return empty
         names, hs, he = ["0"], np.array([ts[sel].min()]), np.array([te[sel].max()])
     n = len(hs)
 
     gl = link_gpu_to_ops(t)
     grow, grt = gl["row"].to_numpy(), gl["runtime"].to_numpy()
     matched_count = np.zeros(n, np.int64)
-    dev_min = np.full(n, np.iinfo(np.int64).max)
     dev_max = np.full(n, np.iinfo(np.int64).min)
     matched = np.zeros(len(grow), dtype=bool)
     has_rt = grt >= 0
@@ -457,16 +460,12 @@ def _steps(t: Any) -> pd.DataFrame:
         kk = k[inside]
         matched[idx] = True
         matched_count = np.bincount(kk, minlength=n).astype(np.int64)
-        np.minimum.at(dev_min, kk, ts[grow[idx]])
         np.maximum.at(dev_max, kk, te[grow[idx]])
     start, end = hs.copy(), he.copy()
     if matched.any():
+        # GPU work launched before the window (or whose launch record is missing) never moves a step: the
+        # first step starts with its CPU range (see early_gpu_rows; the breakdown leaves that work out)
         prev = int(hs[0])
-        if matched_count[0] > 0:  # GPU work launched before the first step that ended before its kernels
-            un_end = te[grow[~matched]]
-            early = un_end[un_end < dev_min[0]]
-            if len(early):
-                prev = max(prev, int(early.max()))
         for i in range(n):
             s = max(prev, int(hs[i]))
             e = int(he[i]) if matched_count[i] == 0 else max(int(he[i]), int(dev_max[i]))
@@ -491,11 +490,43 @@ def steps(t: Any) -> pd.DataFrame:
     """ProfilerStep ranges with torch-tb-profiler's rules: columns `step` ("5"), `start`, `end` (ns, after the
     GPU adjustment), `host_start`, `host_end` (the CPU range), `device_ops` (GPU activities launched inside).
 
-    Without ProfilerStep events: one step "0" over the CPU ops. When GPU work is linked to launches inside
+    Without ProfilerStep events: one step "0" over the CPU ops, or on a trace without CPU ops over its device
+    and runtime activity (never the profiler's own `Trace`-category span). When GPU work is linked to launches inside
     steps, each step runs from max(previous step end, its CPU start) to max(its CPU end, the end of the GPU
     work it launched); trailing steps that launched nothing, or under 80% of the previous step's GPU
-    activities (work not fully captured), are dropped."""
+    activities (work not fully captured), are dropped. Unlike torch-tb-profiler 0.4.3, GPU work launched
+    before the first step never moves its start (the first step starts with its CPU range, every step ends
+    no earlier than its CPU range); `early_gpu_rows` names that work so views can leave it out."""
     return derived(t, "steps", lambda: _steps(t))
+
+
+def _early_gpu_rows(t: Any) -> np.ndarray:
+    ev = t.events
+    st = steps(t)
+    gl = link_gpu_to_ops(t)
+    if len(st) == 0 or len(gl) == 0 or int(st["device_ops"].sum()) == 0:
+        return np.zeros(0, np.int64)
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    grow, grt = gl["row"].to_numpy(), gl["runtime"].to_numpy()
+    hs0 = int(st["host_start"].iloc[0])
+    he = st["host_end"].to_numpy(np.int64)
+    hs = st["host_start"].to_numpy(np.int64)
+    has_rt = grt >= 0
+    rs = np.where(has_rt, ts[np.maximum(grt, 0)], 0)
+    re_ = np.where(has_rt, te[np.maximum(grt, 0)], 0)
+    k = np.searchsorted(hs, rs, side="right") - 1
+    inside = has_rt & (k >= 0) & (re_ <= he[np.maximum(k, 0)])
+    first_inside = int(ts[grow[inside]].min()) if inside.any() else np.iinfo(np.int64).max
+    early = (has_rt & (rs < hs0)) | (~has_rt & (ts[grow] < first_inside))
+    return grow[early]
+
+
+def early_gpu_rows(t: Any) -> np.ndarray:
+    """Positions of the GPU activities launched before the profiled steps: their launch call starts before
+    the first ProfilerStep, or (launch not in the trace) they start before the first GPU activity launched
+    inside a step. Empty when no GPU work is linked to a step. The step-time breakdown leaves them out."""
+    return derived(t, "early_gpu_rows", lambda: _early_gpu_rows(t))
 
 
 # ---------------------------------------------------------------------------------------------- Tensor Cores

@@ -79,10 +79,12 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     cpu = category_mask(ev, CPU_OP_CATS)
     step = cpu & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
     loader = cpu & name_mask(ev, common.is_dataloader)
-    masks = [kernel & ~comm,
-             category_mask(ev, ("gpu_memcpy",)),
-             category_mask(ev, ("gpu_memset",)),
-             comm & (kernel | cpu),
+    early = np.zeros(len(ev), dtype=bool)  # GPU work launched before the first step is not a step's work
+    early[common.early_gpu_rows(t)] = True
+    masks = [kernel & ~comm & ~early,
+             category_mask(ev, ("gpu_memcpy",)) & ~early,
+             category_mask(ev, ("gpu_memset",)) & ~early,
+             comm & ((kernel & ~early) | cpu),
              category_mask(ev, LAUNCH_CATS),
              loader & ~step,
              cpu & ~step & ~comm & ~loader]

@@ -1,0 +1,98 @@
+"""Regenerate the small hand-made traces of tests/test_issue11_*.py (plain Python, no torch):
+
+    python3 tests/data/issue11/make_fixtures.py
+
+Each fixture has the *shape* of a real trace that gpuscope got wrong (see PROVENANCE.md next to this file):
+the same categories, names and args keys as Kineto writes them, with made-up, round numbers. Files are
+gzip with mtime 0, so regenerating them gives the same bytes.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BASE_US = 1_700_000_000_000_000  # an absolute epoch in µs, as Kineto writes ts
+CPU_PID = 4242
+H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85031714816, "computeMajor": 9,
+        "computeMinor": 0, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
+        "regsPerBlock": 65536, "warpSize": 32, "sharedMemPerBlock": 49152, "numSms": 132,
+        "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448, "sharedMemPerMultiprocessor": 233472}
+
+
+def X(cat, name, ts, dur, pid=CPU_PID, tid=CPU_PID, **args):
+    """One complete event; ts and dur in µs relative to BASE_US."""
+    e = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": BASE_US + ts, "dur": dur}
+    if args:
+        e["args"] = args
+    return e
+
+
+def launch(ts, corr, ext, name="cudaLaunchKernel", dur=4, cat="cuda_runtime", **extra):
+    return X(cat, name, ts, dur, correlation=corr, **{"External id": ext}, **extra)
+
+
+def kern(name, ts, dur, corr, ext=None, device=0, stream=7, cat="kernel", **extra):
+    args = {"device": device, "stream": stream, "correlation": corr, **extra}
+    if ext is not None:
+        args["External id"] = ext
+    return X(cat, name, ts, dur, pid=device, tid=stream, **args)
+
+
+def write(name: str, events: list, **top) -> None:
+    doc = {"schemaVersion": 1, **top, "traceEvents": events,
+           "traceName": f"{name}.pt.trace.json", "baseTimeNanoseconds": 0}
+    raw = json.dumps(doc, indent=None, separators=(",", ":")).encode()
+    with open(HERE / f"{name}.pt.trace.json.gz", "wb") as f:
+        with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
+            gz.write(raw)
+
+
+# ------------------------------------------------------------------------------------------- item 1
+def early_gpu_work() -> None:
+    """A trace that starts mid-stream: the GPU is still busy with 50 kernels launched before the profiler
+    started (their runtime records are not in the trace) during the first 99.865 ms of ProfilerStep#10;
+    the 10 kernels step 10 launches run after them, then step 11 runs with an idle GPU."""
+    ev = [X("user_annotation", "ProfilerStep#10", 0, 100_000), X("user_annotation", "ProfilerStep#11", 100_000, 100_000)]
+    for i in range(50):  # launched before the window: no launch event, correlation unknown to the trace
+        ev.append(kern("void at::native::vectorized_elementwise_kernel<4>(...)", 5 + i * 1997.2, 1997.2, corr=10 + i))
+    ext, corr = 100, 1000
+    for i in range(10):  # step 10: ops launch 10 kernels; the GPU runs them after the early work
+        ext += 1
+        corr += 1
+        ev.append(X("cpu_op", "aten::mm", 1000 + i * 9000, 50, **{"External id": ext}))
+        ev.append(launch(1010 + i * 9000, corr, ext))
+        ev.append(kern("sm90_xmma_gemm_f16f16_f32", 99_866 + i * 12, 12, corr, ext))
+    for i in range(10):  # step 11: the GPU is idle, each kernel runs right after its launch
+        ext += 1
+        corr += 1
+        t0 = 101_000 + i * 9000
+        ev.append(X("cpu_op", "aten::mm", t0, 50, **{"External id": ext}))
+        ev.append(launch(t0 + 10, corr, ext))
+        ev.append(kern("sm90_xmma_gemm_f16f16_f32", t0 + 20, 500, corr, ext))
+    write("early_gpu_work", ev, deviceProperties=[H100])
+
+
+# ------------------------------------------------------------------------------------------- item 2
+def gpu_only() -> None:
+    """A GPU-only trace in the old (torch 1.8 / libkineto on-demand) category names: no CPU ops, the
+    profiler's own `Trace` span of 1.05 s around 1.6 ms of `Runtime` launches and `Kernel`/`Memcpy`
+    activity, plus an `async_gpu` range."""
+    ev = [X("Trace", "PyTorch Profiler (0)", 0, 1_050_000, pid="Spans", tid="PyTorch Profiler")]
+    t = 500_000
+    for i in range(20):
+        ev.append(launch(t + i * 80, 1 + i, 0, cat="Runtime", dur=5))
+        ev.append(kern("volta_sgemm_128x64_nn", t + 20 + i * 80, 70, corr=1 + i, cat="Kernel"))
+    ev.append(launch(t + 1600, 100, 0, name="cudaMemcpyAsync", cat="Runtime", dur=6))
+    ev.append(kern("Memcpy DtoH (Device -> Pinned)", t + 1602, 3, corr=100, cat="Memcpy", bytes=4096))
+    ev.append(X("async_gpu", "gpu_range", t + 20, 1585, pid=0, tid=7))
+    write("gpu_only", ev, deviceProperties=[dict(H100, name="Tesla V100-SXM2-16GB", computeMajor=7, numSms=80)])
+
+
+FIXTURES = [early_gpu_work, gpu_only]
+
+if __name__ == "__main__":
+    for fn in FIXTURES:
+        fn()
+        print("wrote", fn.__name__)
