@@ -118,7 +118,7 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------------------------- GPU summary
-def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
+def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, s1: int) -> dict:
     ks = k["ts"].to_numpy(np.int64)
     ke = ks + k["dur"].to_numpy(np.int64)
     span = max(s1 - s0, 0)
@@ -135,7 +135,6 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
         lo, hi = np.clip(bounds[:-1], s0, s1), np.clip(bounds[1:], s0, s1)
         sm_eff = float((level * (hi - lo)).sum() / span)
 
-    occ = k["occupancy"].to_numpy(np.float64)
     has = np.isfinite(occ) & (occ >= 0)
     w = (ce - cs).astype(np.float64)
     achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
@@ -163,12 +162,14 @@ def gpu_summary(t: Any) -> dict | None:
         s0, s1 = int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max())
     k = ev.loc[kmask]
     props = common.device_properties(t)
-    bps = common.blocks_per_sm(k, props)
+    launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
+    bps = launches["blocks_per_sm"].to_numpy(np.float64)
+    occ = launches["occupancy"].to_numpy(np.float64)
     devices = []
     dev = k["device"].to_numpy()
     for d in common.sorted_unique(dev):
         sel = dev == d
-        summary = _device_summary(k.loc[sel], bps[sel], s0, s1)
+        summary = _device_summary(k.loc[sel], bps[sel], occ[sel], s0, s1)
         p = props.get(int(d)) or {}
         cc = (f"{p['computeMajor']}.{p['computeMinor']}"
               if p.get("computeMajor") is not None and p.get("computeMinor") is not None else None)

@@ -90,7 +90,38 @@ def gpu_only() -> None:
     write("gpu_only", ev, deviceProperties=[dict(H100, name="Tesla V100-SXM2-16GB", computeMajor=7, numSms=80)])
 
 
-FIXTURES = [early_gpu_work, gpu_only]
+# ------------------------------------------------------------------------------------------- item 3
+MI300X = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888, "computeMajor": 9,
+          "computeMinor": 4, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
+          "regsPerBlock": 65536, "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
+          "maxSharedMemoryPerMultiProcessor": 65536}
+
+
+def rocm_launches() -> None:
+    """A ROCm (roctracer Kineto) trace on an MI300X: kernels launched by hipExtModuleLaunchKernel (grid is
+    the global work size in work-items), by hipLaunchKernel (grid in blocks) and by hipModuleLaunchKernel
+    (blocks); as Kineto writes them, the launch calls and the kernels both carry grid and block, the launch
+    call also `shared memory`, and no kernel has `blocks per SM` or an occupancy."""
+    ev = [X("user_annotation", "ProfilerStep#3", 0, 10_000)]
+    shapes = [  # (launch call, grid as written, block, shared memory, name, dur)
+        ("hipExtModuleLaunchKernel", [38_477_888, 1, 1], [256, 1, 1], 16384, "Cijk_Ailk_Bljk_BBS_BH_MT256x256x64", 900),
+        ("hipHccModuleLaunchKernel", [4096, 64, 1], [64, 4, 1], 0, "triton_poi_fused_add_0", 100),
+        ("hipLaunchKernel", [1216, 1, 1], [256, 1, 1], 0,
+         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >", 200),
+        ("hipModuleLaunchKernel", [152, 1, 1], [1024, 1, 1], 65536, "rocprim_reduce_kernel", 300),
+    ]
+    t = 100
+    for i, (call, grid, block, shm, name, dur) in enumerate(shapes):
+        ext, corr = 10 + i, 100 + i
+        ev.append(X("cpu_op", "aten::mm" if i == 0 else "aten::add", t, 60, **{"External id": ext}))
+        ev.append(launch(t + 5, corr, ext, name=call, dur=20, grid=grid, block=block, **{"shared memory": shm},
+                         kernel=name))
+        ev.append(kern(name, t + 2000, dur, corr, ext, stream=0, kind="Dispatch Kernel", grid=grid, block=block))
+        t += 2000
+    write("rocm_launches", ev, deviceProperties=[MI300X])
+
+
+FIXTURES = [early_gpu_work, gpu_only, rocm_launches]
 
 if __name__ == "__main__":
     for fn in FIXTURES:
