@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-from profiler_core.trace.decode import _ANY_DECODER
+from profiler_core.trace.decode import _ANY_DECODER, old_spelling_dims
 from profiler_core.trace.model import (
     EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, TraceData,
     constant_column,
@@ -445,6 +445,8 @@ class _Builder:
                 continue
             values = list(map(attrgetter(field), args))
             if field in ("input_dims", "input_type"):
+                if field == "input_dims":  # torch <= 1.8 spelled it `Input dims`
+                    values = old_spelling_dims(values, args)
                 put(field, self.interners[field].add(_raw_bytes(values)))
                 continue
             column = _FIELD_COLUMN.get(field, field)

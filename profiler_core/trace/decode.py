@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -23,6 +24,7 @@ _ARG_NAMES = {
     "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM",
     "warps_per_sm": "warps per SM", "occupancy": "est. achieved occupancy %", "nbytes": "bytes",
     "input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
+    "input_dims_v18": "Input dims",  # torch <= 1.8's spelling (arg_spellings.py)
     "python_id": "Python id", "python_parent_id": "Python parent id",
     "python_module_id": "Python module id", "sequence_nr": "Sequence number",
     "fwd_thread": "Fwd thread id", "coll_name": "Collective name", "in_nelems": "In msg nelems",
@@ -43,6 +45,7 @@ class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.g
     fwd_thread: Any = None
     input_type: msgspec.Raw = msgspec.Raw(b"")
     input_dims: msgspec.Raw = msgspec.Raw(b"")
+    input_dims_v18: msgspec.Raw = msgspec.Raw(b"")
     call_stack: Any = None
     coll_name: Any = None
     dtype: Any = None
@@ -175,3 +178,14 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     except (msgspec.ValidationError, msgspec.DecodeError):
         raise _NotStreamable from None
     return _decode_chunk(raws, counts)
+
+
+def old_spelling_dims(values: list, args: list) -> list:
+    """`Input Dims` raws with the empty ones filled from torch 1.8's `Input dims` (same order as `args`)."""
+    old = list(map(_get_dims_v18, args))
+    if not any(map(len, old)):
+        return values
+    return [o if len(v) == 0 and len(o) else v for v, o in zip(values, old)]
+
+
+_get_dims_v18 = attrgetter("input_dims_v18")
