@@ -28,7 +28,8 @@ _ARG_NAMES = {
     "python_id": "Python id", "python_parent_id": "Python parent id",
     "python_module_id": "Python module id", "sequence_nr": "Sequence number",
     "fwd_thread": "Fwd thread id", "coll_name": "Collective name", "in_nelems": "In msg nelems",
-    "out_nelems": "Out msg nelems", "group_size": "Group size", "mem_bytes": "Bytes",
+    "out_nelems": "Out msg nelems", "group_size": "Group size", "pg_name": "Process Group Name",
+    "mem_bytes": "Bytes",
     "addr": "Addr", "total_allocated": "Total Allocated", "total_reserved": "Total Reserved",
     "device_type": "Device Type", "device_id": "Device Id", "m_name": "name",
     "m_labels": "labels", "m_sort_index": "sort_index",
@@ -52,6 +53,7 @@ class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.g
     in_nelems: Any = None
     out_nelems: Any = None
     group_size: Any = None
+    pg_name: Any = None
     # [memory] instant events
     total_reserved: Any = None
     total_allocated: Any = None

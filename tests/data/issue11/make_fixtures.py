@@ -139,7 +139,62 @@ def torch18_input_dims() -> None:
     write("torch18_input_dims", ev)
 
 
-FIXTURES = [early_gpu_work, gpu_only, rocm_launches, torch18_input_dims]
+# ------------------------------------------------------------------------------------------- item 4
+def _rpc_args(coll, nelems, dtype, rank, ext, out_nelems=None):
+    return {"External id": ext, "Collective name": coll, "dtype": dtype, "In msg nelems": nelems,
+            "Out msg nelems": nelems if out_nelems is None else out_nelems, "In split size": "[]",
+            "Out split size": "[]", "Global rank start": 0, "Global rank stride": 1, "Group size": 2,
+            "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1]",
+            "Rank": rank}
+
+
+def nccl_record_param_comms() -> None:
+    """Two ranks of a torch >= 2.1 DDP job on NCCL: per step 5 all_reduce and 2 broadcast collectives, each a
+    `c10d::allreduce_`/`c10d::broadcast_` op around a `record_param_comms` op (Collective name, dtype, In/Out
+    msg nelems, Group size, Process Group Name) that launches one `ncclDevKernel_*` on the NCCL stream, and a
+    `record_param_comms` "wait" after each; compute kernels on stream 7. The launches of the broadcasts of
+    step 3 are not in the trace (NCCL's cuLaunchKernelEx not captured), so those kernels have no link. Rank
+    1 reaches each collective later: its NCCL kernels are shorter (rank 0 waits in its kernels)."""
+    for rank in (0, 1):
+        ev = []
+        ext, corr = 1000, 5000
+        t0 = 0
+        for step in (1, 2, 3):
+            ev.append(X("user_annotation", f"ProfilerStep#{step}", t0, 20_000))
+            t = t0 + 100
+            for i in range(7):
+                coll = "allreduce" if i < 5 else "broadcast"
+                ext += 2
+                corr += 2
+                # compute: an op launching a GEMM
+                ev.append(X("cpu_op", "aten::mm", t, 100, **{"External id": ext}))
+                ev.append(launch(t + 10, corr, ext))
+                ev.append(kern("sm90_xmma_gemm_bf16bf16_bf16_f32", t + 50, 600, corr, ext))
+                # the collective
+                c_ext, c_corr = ext + 1, corr + 1
+                nel = 262_144 if coll == "allreduce" else 1024
+                ev.append(X("cpu_op", f"c10d::{coll}_", t + 200, 120, **{"External id": c_ext - 500}))
+                ev.append(X("cpu_op", "record_param_comms", t + 205, 100, **_rpc_args(coll, nel, "Float", rank, c_ext)))
+                kname = ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)" if coll == "allreduce"
+                         else "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+                kdur = (300 if rank == 0 else 200) if coll == "allreduce" else (150 if rank == 0 else 100)
+                if step == 3 and coll == "broadcast":  # launch not captured: no runtime event, no External id
+                    ev.append(kern(kname, t + 700, kdur, c_corr, stream=20))
+                else:
+                    ev.append(launch(t + 250, c_corr, c_ext, name="cudaLaunchKernelExC", dur=8))
+                    ev.append(kern(kname, t + 700, kdur, c_corr, c_ext, stream=20))
+                # the wait on the work
+                ev.append(X("cpu_op", "record_param_comms", t + 400, 30 if rank == 0 else 10,
+                            **_rpc_args("wait", 0, "Byte", rank, c_ext + 10000)))
+                t += 2500
+            t0 += 20_000
+        info = {"backend": "nccl", "rank": rank, "world_size": 2, "pg_count": 1,
+                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 2,
+                               "ranks": [0, 1]}], "nccl_version": "2.21.5"}
+        write(f"nccl_rpc_rank{rank}", ev, deviceProperties=[H100], distributedInfo=info)
+
+
+FIXTURES = [early_gpu_work, gpu_only, rocm_launches, torch18_input_dims, nccl_record_param_comms]
 
 if __name__ == "__main__":
     for fn in FIXTURES:
