@@ -1,6 +1,7 @@
 """Overview view: per-step time breakdown with torch-tb-profiler's priority rules, its average, the GPU summary
-(utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio), plain-text
-recommendations and the environment (DESIGN.md §4 `overview`)."""
+(utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio, and HTA's temporal
+breakdown: idle / compute / non-compute per step and device), plain-text recommendations and the environment
+(DESIGN.md §4 `overview`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import common
+from . import common, temporal
 from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
 
 # breakdown roles in priority order; whatever no role covers inside a step is "other"
@@ -180,6 +181,7 @@ def gpu_summary(t: Any) -> dict | None:
         vals = [d[key] for d in devices if d[key] is not None]
         out[key] = float(np.mean(vals)) if vals else None
     out["devices"] = devices
+    out["temporal"] = temporal.temporal_breakdown(t)  # HTA's idle / compute / non-compute, per step and device
     return out
 
 
@@ -237,6 +239,8 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
                 out.append(f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
                            "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
                            "(FP16/BF16) could speed them up.")
+    if gpu:
+        out.extend(temporal.idle_recommendations(gpu.get("temporal")))
     for dev, peak in sorted(_peak_device_memory(t).items()):
         p = props[dev] if 0 <= dev < len(props) else {}
         cap = p.get("totalGlobalMem")

@@ -194,7 +194,33 @@ def nccl_record_param_comms() -> None:
         write(f"nccl_rpc_rank{rank}", ev, deviceProperties=[H100], distributedInfo=info)
 
 
-FIXTURES = [early_gpu_work, gpu_only, rocm_launches, torch18_input_dims, nccl_record_param_comms]
+# ------------------------------------------------------------------------------------------- item 6
+def idle_gpu() -> None:
+    """Two 10 ms steps on one GPU with known gaps. Step 1: a 4 ms GEMM, a 1 ms copy, a 1 ms NCCL all_reduce
+    kernel half overlapping the GEMM -> busy 5.5 ms, compute 4, non-compute 1.5, idle 4.5. Step 2: an 8 ms
+    GEMM, a 0.5 ms copy and a 0.5 ms memset -> compute 8, non-compute 1, idle 1. Every op is a `user_annotation`/`cpu_op`,
+    so the step-time breakdown's "Other" stays near zero while the GPU idles."""
+    ev = []
+    corr = 0
+    for step, (t0, items) in enumerate([
+        (0, [("kernel", "sm90_xmma_gemm_f16f16_f32", 1000, 4000), ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 5500, 1000),
+             ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4500, 1000)]),
+        (10_000, [("kernel", "sm90_xmma_gemm_f16f16_f32", 10_500, 8000), ("gpu_memset", "Memset (Device)", 19_000, 500),
+                  ("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 18_500, 500)]),
+    ], start=1):
+        ev.append(X("user_annotation", f"ProfilerStep#{step}", t0, 10_000))
+        ev.append(X("user_annotation", "forward", t0 + 10, 9_980))
+        for cat, name, ts, dur in items:
+            corr += 1
+            api = {"kernel": "cudaLaunchKernel", "gpu_memcpy": "cudaMemcpyAsync", "gpu_memset": "cudaMemsetAsync"}[cat]
+            ev.append(X("cpu_op", "aten::op", t0 + 20 + corr * 10, 8, **{"External id": corr}))
+            ev.append(launch(t0 + 21 + corr * 10, corr, corr, name=api))
+            ev.append(kern(name, ts, dur, corr, corr, cat=cat, stream=20 if "nccl" in name else 7))
+    write("idle_gpu", ev, deviceProperties=[H100])
+
+
+FIXTURES = [early_gpu_work, gpu_only, rocm_launches, torch18_input_dims, nccl_record_param_comms,
+            idle_gpu]
 
 if __name__ == "__main__":
     for fn in FIXTURES:
