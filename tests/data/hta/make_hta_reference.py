@@ -7,7 +7,8 @@ Run with the compatibility venv (HolisticTraceAnalysis installed), from the repo
 Each trace file is analysed alone (copied into a temporary directory of its own, as rank 0). For each it
 records HTA's temporal breakdown, communication/computation overlap and kernel type breakdown, or the
 reason HTA's analysis does not run on it (e.g. a CPU-only trace). Keys are paths relative to the traces
-folder. tests/test_hta_agreement.py compares gpuscope's numbers with these.
+folder; `fixtures` holds the same for two of tests/data/issue11/'s hand-made traces that have NCCL kernels.
+tests/test_hta_agreement.py compares gpuscope's numbers with these.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FIXTURES = ("idle_gpu", "nccl_rpc_rank0")  # tests/data/issue11/, with communication kernels
 
 
 def _num(v):
@@ -82,6 +84,12 @@ def main() -> None:
         rel = p.relative_to(root).as_posix()
         print("analysing", rel, flush=True)
         result["traces"][rel] = analyse(p)
+    # our own hand-made fixtures with communication kernels (the shared traces have none)
+    result["fixtures"] = {}
+    for name in FIXTURES:
+        p = HERE.parent / "issue11" / f"{name}.pt.trace.json.gz"
+        print("analysing", name, flush=True)
+        result["fixtures"][name] = analyse(p)
     out = Path(os.environ.get("HTA_REFERENCE_OUT") or HERE / "hta_reference.json")
     out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print("wrote", out)
