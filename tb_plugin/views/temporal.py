@@ -31,17 +31,41 @@ def gpu_kinds(t: Any) -> tuple[np.ndarray, np.ndarray]:
     return rows, kind
 
 
-def _union_in(s: np.ndarray, e: np.ndarray, a: int, b: int) -> int:
-    s, e = np.clip(s, a, b), np.clip(e, a, b)
+def _prepared(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals sorted by start with the running maximum of their ends (for window slicing)."""
+    if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
+    return s, e, np.maximum.accumulate(e) if len(e) else e
+
+
+def _union_in(p: tuple[np.ndarray, np.ndarray, np.ndarray], a: int, b: int) -> int:
+    """Length of the union of prepared intervals clipped to [a, b) (only the overlapping slice is read)."""
+    s, e, reach = p
+    lo, hi = int(np.searchsorted(reach, a, side="right")), int(np.searchsorted(s, b, side="left"))
+    s, e = np.clip(s[lo:hi], a, b), np.clip(e[lo:hi], a, b)
     keep = e > s
     if not keep.any():
         return 0
     s, e = s[keep], e[keep]
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
     reach = np.maximum.accumulate(e)
     prev = np.concatenate(([a], reach[:-1]))
     return int(np.maximum(e - np.maximum(s, prev), 0).sum())
+
+
+def _prepare(t: Any, rows: np.ndarray, kinds: np.ndarray) -> tuple:
+    ev = t.events
+    s = ev["ts"].to_numpy(np.int64)[rows]
+    e = s + ev["dur"].to_numpy(np.int64)[rows]
+    comp = np.asarray(kinds) == 0
+    return _prepared(s, e), _prepared(s[comp], e[comp])
+
+
+def _window(prep: tuple, start: int, end: int) -> dict:
+    total = max(int(end) - int(start), 0)
+    busy = _union_in(prep[0], start, end)
+    compute = _union_in(prep[1], start, end)
+    return {"total": total, "idle": total - busy, "compute": compute, "non_compute": busy - compute}
 
 
 def window_breakdown(t: Any, start: int, end: int, rows: np.ndarray | None = None,
@@ -49,13 +73,7 @@ def window_breakdown(t: Any, start: int, end: int, rows: np.ndarray | None = Non
     """idle/compute/non-compute ns of the GPU activities at `rows` (default: all) within [start, end)."""
     if rows is None or kinds is None:
         rows, kinds = gpu_kinds(t)
-    ev = t.events
-    s = ev["ts"].to_numpy(np.int64)[rows]
-    e = s + ev["dur"].to_numpy(np.int64)[rows]
-    total = max(int(end) - int(start), 0)
-    busy = _union_in(s, e, start, end)
-    compute = _union_in(s[kinds == 0], e[kinds == 0], start, end)
-    return {"total": total, "idle": total - busy, "compute": compute, "non_compute": busy - compute}
+    return _window(_prepare(t, rows, kinds), start, end)
 
 
 def _shares(d: dict) -> dict:
@@ -77,7 +95,8 @@ def temporal_breakdown(t: Any) -> dict | None:
     devices = []
     for d in common.sorted_unique(dev).tolist():
         sel = dev == d
-        per = [(name, window_breakdown(t, a, b, rows[sel], kinds[sel])) for name, a, b in windows]
+        prep = _prepare(t, rows[sel], kinds[sel])
+        per = [(name, _window(prep, a, b)) for name, a, b in windows]
         mean = {k: float(np.mean([p[k] for _, p in per])) for k in ("total", "idle", "compute", "non_compute")}
         devices.append({"device": int(d), "average": _shares(mean),
                         "steps": [{"step": name, **_shares(p)} for name, p in per]})
