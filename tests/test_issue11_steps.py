@@ -76,3 +76,24 @@ def test_trace_category_events_never_define_a_step():
     only_trace = make_trace([{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": 0, "tid": 0,
                               "ts": 0, "dur": 1000}])
     assert common.steps(only_trace)["step"].tolist() == []
+
+
+def test_steps_never_shorter_than_their_cpu_ranges_on_real_traces(shared_traces):
+    from .test_views_common_support import load_shared
+
+    files = sorted(shared_traces.rglob("*.pt.trace.json*")) + sorted(DATA.glob("*.pt.trace.json.gz"))
+    checked = 0
+    for path in files:
+        st = common.steps(load_shared(path))
+        if not len(st):
+            continue
+        assert int(st["start"].iloc[0]) <= int(st["host_start"].iloc[0]), path
+        assert (st["end"] >= st["host_end"]).all(), path
+        # later steps start at max(previous step's end, their CPU start), as torch-tb-profiler does
+        assert (st["start"].iloc[1:].to_numpy() <= np.maximum(st["end"].iloc[:-1].to_numpy(),
+                                                              st["host_start"].iloc[1:].to_numpy())).all(), path
+        lengths = (st["end"] - st["start"]).mean()
+        cpu = (st["host_end"] - st["host_start"]).mean()
+        assert lengths >= cpu, (path, lengths, cpu)
+        checked += 1
+    assert checked >= 7
