@@ -33,7 +33,8 @@ def test_work_item_grids_are_divided_by_the_block_size():
     t = load()
     rows = by_name(kernels.kernels(t)["rows"])
     ext = rows["Cijk_Ailk_Bljk_BBS_BH_MT256x256x64"]
-    assert ext["blocks_per_sm"] == pytest.approx(math.ceil(38_477_888 / 256) / MI300X_CUS, abs=1e-3)  # 494.4, not 126,572
+    # 494.4, not 126,572
+    assert ext["blocks_per_sm"] == pytest.approx(math.ceil(38_477_888 / 256) / MI300X_CUS, abs=1e-3)
     hcc = rows["triton_poi_fused_add_0"]
     assert hcc["blocks_per_sm"] == pytest.approx((4096 / 64) * (64 / 4) / MI300X_CUS, abs=1e-3)
     # hipLaunchKernel and hipModuleLaunchKernel grids are already in blocks

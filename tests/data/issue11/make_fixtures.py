@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+OUT = HERE  # where `write` puts the files (tests point it elsewhere to compare)
 BASE_US = 1_700_000_000_000_000  # an absolute epoch in µs, as Kineto writes ts
 CPU_PID = 4242
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85031714816, "computeMajor": 9,
@@ -44,7 +45,7 @@ def write(name: str, events: list, **top) -> None:
     doc = {"schemaVersion": 1, **top, "traceEvents": events,
            "traceName": f"{name}.pt.trace.json", "baseTimeNanoseconds": 0}
     raw = json.dumps(doc, indent=None, separators=(",", ":")).encode()
-    with open(HERE / f"{name}.pt.trace.json.gz", "wb") as f:
+    with open(OUT / f"{name}.pt.trace.json.gz", "wb") as f:
         with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
             gz.write(raw)
 
@@ -54,7 +55,8 @@ def early_gpu_work() -> None:
     """A trace that starts mid-stream: the GPU is still busy with 50 kernels launched before the profiler
     started (their runtime records are not in the trace) during the first 99.865 ms of ProfilerStep#10;
     the 10 kernels step 10 launches run after them, then step 11 runs with an idle GPU."""
-    ev = [X("user_annotation", "ProfilerStep#10", 0, 100_000), X("user_annotation", "ProfilerStep#11", 100_000, 100_000)]
+    ev = [X("user_annotation", "ProfilerStep#10", 0, 100_000),
+          X("user_annotation", "ProfilerStep#11", 100_000, 100_000)]
     for i in range(50):  # launched before the window: no launch event, correlation unknown to the trace
         ev.append(kern("void at::native::vectorized_elementwise_kernel<4>(...)", 5 + i * 1997.2, 1997.2, corr=10 + i))
     ext, corr = 100, 1000
@@ -175,8 +177,8 @@ def nccl_record_param_comms() -> None:
                 nel = 262_144 if coll == "allreduce" else 1024
                 ev.append(X("cpu_op", f"c10d::{coll}_", t + 200, 120, **{"External id": c_ext - 500}))
                 ev.append(X("cpu_op", "record_param_comms", t + 205, 100, **_rpc_args(coll, nel, "Float", rank, c_ext)))
-                kname = ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)" if coll == "allreduce"
-                         else "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+                kname = ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+                         if coll == "allreduce" else "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
                 kdur = (300 if rank == 0 else 200) if coll == "allreduce" else (150 if rank == 0 else 100)
                 if step == 3 and coll == "broadcast":  # launch not captured: no runtime event, no External id
                     ev.append(kern(kname, t + 700, kdur, c_corr, stream=20))
@@ -198,12 +200,13 @@ def nccl_record_param_comms() -> None:
 def idle_gpu() -> None:
     """Two 10 ms steps on one GPU with known gaps. Step 1: a 4 ms GEMM, a 1 ms copy, a 1 ms NCCL all_reduce
     kernel half overlapping the GEMM -> busy 5.5 ms, compute 4, non-compute 1.5, idle 4.5. Step 2: an 8 ms
-    GEMM, a 0.5 ms copy and a 0.5 ms memset -> compute 8, non-compute 1, idle 1. Every op is a `user_annotation`/`cpu_op`,
-    so the step-time breakdown's "Other" stays near zero while the GPU idles."""
+    GEMM, a 0.5 ms copy and a 0.5 ms memset -> compute 8, non-compute 1, idle 1. Every op is a
+    `user_annotation`/`cpu_op`, so the step-time breakdown's "Other" stays near zero while the GPU idles."""
     ev = []
     corr = 0
     for step, (t0, items) in enumerate([
-        (0, [("kernel", "sm90_xmma_gemm_f16f16_f32", 1000, 4000), ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 5500, 1000),
+        (0, [("kernel", "sm90_xmma_gemm_f16f16_f32", 1000, 4000),
+             ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 5500, 1000),
              ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4500, 1000)]),
         (10_000, [("kernel", "sm90_xmma_gemm_f16f16_f32", 10_500, 8000), ("gpu_memset", "Memset (Device)", 19_000, 500),
                   ("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 18_500, 500)]),
