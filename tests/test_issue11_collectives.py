@@ -76,3 +76,21 @@ def test_collective_names_follow_older_traces():
     assert collectives.kernel_kind("volta_sgemm") is None
     assert collectives.dtype_bytes("BFloat16") == 2 and collectives.dtype_bytes("c10::Half") == 2
     assert collectives.dtype_bytes("Long") == 8 and collectives.dtype_bytes("mystery") is None
+
+
+def test_ddp_on_nccl_via_record_param_comms_gets_no_use_nccl_advice():
+    from tb_plugin.views import overview
+
+    from .test_views_common_support import kernel, make_trace, op, runtime
+
+    gpu = {"id": 0, "name": "NVIDIA H100", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
+    ev = [op("ProfilerStep#1", 0, 100, ext=1, cat="user_annotation"),
+          op("DistributedDataParallel.forward", 1, 50, ext=2, cat="user_annotation"),
+          op("record_param_comms", 60, 10, ext=3, **{"Collective name": "allreduce", "dtype": "Float",
+                                                     "In msg nelems": 4, "Out msg nelems": 4, "Group size": 2}),
+          runtime("cudaLaunchKernelExC", 61, 2, corr=5, ext=3),
+          kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 70, 20, corr=5)]
+    recs = overview.overview(make_trace(ev, {"deviceProperties": [gpu]}))["recommendations"]
+    assert not any("without the NCCL backend" in r for r in recs)
+    gloo = make_trace(ev[:3], {"deviceProperties": [gpu], "distributedInfo": {"backend": "gloo"}})
+    assert any("without the NCCL backend" in r for r in overview.overview(gloo)["recommendations"])

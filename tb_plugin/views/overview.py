@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import common, temporal
+from . import collectives, common, temporal
 from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
 
 # breakdown roles in priority order; whatever no role covers inside a step is "other"
@@ -215,7 +215,10 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
     if "DataParallel.forward" in names and len(kdev) > 1:
         out.append("DataParallel is used on several GPUs: DistributedDataParallel is faster for multi-GPU training.")
     comm_names = {n for n in names if common.is_communication(n, "cpu_op")}
-    if "DistributedDataParallel.forward" in names and not any(n.startswith("nccl:") for n in comm_names):
+    # NCCL in use: nccl:* ranges (torch < 2.1), or NCCL kernels / a nccl backend (record_param_comms traces)
+    uses_nccl = any(n.startswith("nccl:") for n in comm_names) or any("nccl" in n.lower() for n in names) or \
+        collectives.backend_of(t, False) == "nccl"
+    if "DistributedDataParallel.forward" in names and not uses_nccl:
         for p in props:
             major, minor = p.get("computeMajor"), p.get("computeMinor")
             if major is not None and minor is not None and float(f"{major}.{minor}") >= 3.5:
