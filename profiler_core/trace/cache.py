@@ -21,7 +21,7 @@ from profiler_core.trace.model import TraceData
 log = logging.getLogger(__name__)
 
 #: bump when TraceData's columns or the reader's semantics change
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: pg_name column, torch 1.8 `Input dims`
 _MAGIC = b"GPUSCOPE-TRACE-CACHE\n"
 #: total size the cache directory may grow to before old entries are removed
 MAX_BYTES = int(os.environ.get("GPUSCOPE_CACHE_MAX_BYTES", str(8 << 30)))
