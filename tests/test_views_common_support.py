@@ -28,7 +28,7 @@ _INT32 = {"registers": ("registers per thread",), "shared_memory": ("shared memo
 _FLOAT = {"blocks_per_sm": ("blocks per SM",), "warps_per_sm": ("warps per SM",),
           "occupancy": ("est. achieved occupancy %",)}
 _TEXT = {"input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
-         "coll_name": "Collective name", "dtype": "dtype"}
+         "coll_name": "Collective name", "dtype": "dtype", "pg_name": "Process Group Name"}
 
 
 def _arg(args: dict, keys: tuple, default):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 from typing import Any, Callable, Optional
 
+from ..trace.arg_spellings import shape_arg
 from .eventlist import EventList
 from .events import DeviceType, FunctionEvent
 from .linking import attribute_memory, link_gpu, memory_events, resolve_pending, roll_up_memory
@@ -286,7 +287,7 @@ class _Builder:
         if is_gpu:
             self._add_gpu(cat, name, start, dur, index, pid, tid, ext, args)
             return
-        dims = args.get("Input Dims")
+        dims = shape_arg(args, "Input Dims")  # torch 1.8 wrote "Input dims"
         flops = 0
         computed = False
         if "flops" in args:
@@ -317,8 +318,8 @@ class _Builder:
         )
         if dims is not None:
             fe.structured_input_shapes = dims
-            fe.structured_input_strides = args.get("Input Strides")
-            fe.input_dtypes = args.get("Input type")
+            fe.structured_input_strides = shape_arg(args, "Input Strides")
+            fe.input_dtypes = shape_arg(args, "Input type")
         if cat == "python_function":
             fe.is_python_function = True
             fe.python_id = _int_arg(args, "Python id")

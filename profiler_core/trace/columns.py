@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-from profiler_core.trace.decode import _ANY_DECODER
+from profiler_core.trace.decode import _ANY_DECODER, old_spelling_dims
 from profiler_core.trace.model import (
     EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, TraceData,
     constant_column,
@@ -282,7 +282,7 @@ def _flow_id(v: Any) -> Any:
 
 #: which arg fields each family of (normalised) categories carries; "other" gets all of them
 _OP_FIELDS = ("ext_id", "input_dims", "input_type", "call_stack", "sequence_nr", "fwd_thread",
-              "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "nbytes")
+              "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "nbytes")
 _GPU_FIELDS = ("ext_id", "ext_id_lc", "correlation", "device", "stream", "grid", "block",
                "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy",
                "nbytes")
@@ -301,7 +301,7 @@ _FAMILY = {"cpu_op": "op", "user_annotation": "op", "python_function": "python",
 _FAMILY_NAMES = ("op", "gpu", "python", "trace", "other")
 _FIELD_COLUMN = {"nbytes": "bytes"}
 #: args that Kineto writes together: when the first is absent from a chunk, so are the others
-_TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size"),
+_TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size", "pg_name"),
              "sequence_nr": ("fwd_thread",), "grid": ("block",),
              "blocks_per_sm": ("warps_per_sm",)}
 _PLAIN_INT_COLUMNS = frozenset(
@@ -445,6 +445,8 @@ class _Builder:
                 continue
             values = list(map(attrgetter(field), args))
             if field in ("input_dims", "input_type"):
+                if field == "input_dims":  # torch <= 1.8 spelled it `Input dims`
+                    values = old_spelling_dims(values, args)
                 put(field, self.interners[field].add(_raw_bytes(values)))
                 continue
             column = _FIELD_COLUMN.get(field, field)
@@ -469,7 +471,7 @@ class _Builder:
                 xyz = self._triples(field, values)
                 for j, axis in enumerate("xyz"):
                     put(f"{field}_{axis}", xyz[:, j])
-            elif field in ("call_stack", "coll_name", "dtype"):
+            elif field in ("call_stack", "coll_name", "dtype", "pg_name"):
                 put(field, self.interners[field].add(values))
             elif field in EVENT_FLOAT:
                 put(field, co.floats(field, values))

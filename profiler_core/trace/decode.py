@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -23,10 +24,12 @@ _ARG_NAMES = {
     "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM",
     "warps_per_sm": "warps per SM", "occupancy": "est. achieved occupancy %", "nbytes": "bytes",
     "input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
+    "input_dims_v18": "Input dims",  # torch <= 1.8's spelling (arg_spellings.py)
     "python_id": "Python id", "python_parent_id": "Python parent id",
     "python_module_id": "Python module id", "sequence_nr": "Sequence number",
     "fwd_thread": "Fwd thread id", "coll_name": "Collective name", "in_nelems": "In msg nelems",
-    "out_nelems": "Out msg nelems", "group_size": "Group size", "mem_bytes": "Bytes",
+    "out_nelems": "Out msg nelems", "group_size": "Group size", "pg_name": "Process Group Name",
+    "mem_bytes": "Bytes",
     "addr": "Addr", "total_allocated": "Total Allocated", "total_reserved": "Total Reserved",
     "device_type": "Device Type", "device_id": "Device Id", "m_name": "name",
     "m_labels": "labels", "m_sort_index": "sort_index",
@@ -43,12 +46,14 @@ class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.g
     fwd_thread: Any = None
     input_type: msgspec.Raw = msgspec.Raw(b"")
     input_dims: msgspec.Raw = msgspec.Raw(b"")
+    input_dims_v18: msgspec.Raw = msgspec.Raw(b"")
     call_stack: Any = None
     coll_name: Any = None
     dtype: Any = None
     in_nelems: Any = None
     out_nelems: Any = None
     group_size: Any = None
+    pg_name: Any = None
     # [memory] instant events
     total_reserved: Any = None
     total_allocated: Any = None
@@ -175,3 +180,14 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     except (msgspec.ValidationError, msgspec.DecodeError):
         raise _NotStreamable from None
     return _decode_chunk(raws, counts)
+
+
+def old_spelling_dims(values: list, args: list) -> list:
+    """`Input Dims` raws with the empty ones filled from torch 1.8's `Input dims` (same order as `args`)."""
+    old = list(map(_get_dims_v18, args))
+    if not any(map(len, old)):
+        return values
+    return [o if len(v) == 0 and len(o) else v for v, o in zip(values, old)]
+
+
+_get_dims_v18 = attrgetter("input_dims_v18")

@@ -25,13 +25,13 @@ EVENT_INT32 = {
     "registers": -1, "shared_memory": -1,
 }
 EVENT_FLOAT = ("blocks_per_sm", "warps_per_sm", "occupancy")
-EVENT_CATEGORY = ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype")
+EVENT_CATEGORY = ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype", "pg_name")
 EVENT_COLUMNS = (
     "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "device", "stream",
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_memory",
     "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "input_dims", "input_type",
     "call_stack", "python_id", "python_parent_id", "python_module_id", "sequence_nr",
-    "fwd_thread", "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "idx",
+    "fwd_thread", "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "idx",
 )
 MEMORY_COLUMNS = (
     "ts", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",

@@ -25,9 +25,10 @@ STEP_PREFIX = "ProfilerStep#"
 
 __all__ = [
     "CPU_OP_CATS", "GPU_CATS", "LAUNCH_CATS", "is_communication", "communication_mask", "is_dataloader",
-    "category_mask", "name_mask", "steps", "link_gpu_to_ops", "link_launches_to_ops", "op_tree", "derived",
-    "innermost_op_at", "sorted_unique", "device_properties", "blocks_per_sm",
-    "ns_to_us", "uses_tensor_cores", "is_tc_eligible_op", "TC_KERNEL_PATTERNS",
+    "category_mask", "name_mask", "steps", "early_gpu_rows", "link_gpu_to_ops", "link_launches_to_ops", "op_tree",
+    "derived", "innermost_op_at", "sorted_unique", "device_properties", "blocks_per_sm", "launch_stats",
+    "cdna_occupancy", "is_amd_device", "WORK_ITEM_GRID_LAUNCHES", "ns_to_us", "uses_tensor_cores",
+    "is_tc_eligible_op", "TC_KERNEL_PATTERNS",
 ]
 
 
@@ -437,15 +438,18 @@ def _steps(t: Any) -> pd.DataFrame:
         srows = srows[np.lexsort((srows, ts[srows]))]
         names = [_step_number(str(n)) for n in ev["name"].to_numpy()[srows]]
         hs, he = ts[srows], te[srows]
-    else:  # no ProfilerStep: one step "0" over the CPU ops (or every event on a GPU-only trace)
-        sel = is_cpu if is_cpu.any() else np.ones(len(ev), dtype=bool)
+    else:  # no ProfilerStep: one step "0" over the CPU ops (or the device and runtime activity)
+        sel = is_cpu if is_cpu.any() else category_mask(ev, GPU_CATS + LAUNCH_CATS)
+        if not sel.any():  # never the profiler's own `Trace` span
+            sel = ~category_mask(ev, ("trace",))
+        if not sel.any():
+            return empty
         names, hs, he = ["0"], np.array([ts[sel].min()]), np.array([te[sel].max()])
     n = len(hs)
 
     gl = link_gpu_to_ops(t)
     grow, grt = gl["row"].to_numpy(), gl["runtime"].to_numpy()
     matched_count = np.zeros(n, np.int64)
-    dev_min = np.full(n, np.iinfo(np.int64).max)
     dev_max = np.full(n, np.iinfo(np.int64).min)
     matched = np.zeros(len(grow), dtype=bool)
     has_rt = grt >= 0
@@ -457,16 +461,12 @@ def _steps(t: Any) -> pd.DataFrame:
         kk = k[inside]
         matched[idx] = True
         matched_count = np.bincount(kk, minlength=n).astype(np.int64)
-        np.minimum.at(dev_min, kk, ts[grow[idx]])
         np.maximum.at(dev_max, kk, te[grow[idx]])
     start, end = hs.copy(), he.copy()
     if matched.any():
+        # GPU work launched before the window (or whose launch record is missing) never moves a step: the
+        # first step starts with its CPU range (see early_gpu_rows; the breakdown leaves that work out)
         prev = int(hs[0])
-        if matched_count[0] > 0:  # GPU work launched before the first step that ended before its kernels
-            un_end = te[grow[~matched]]
-            early = un_end[un_end < dev_min[0]]
-            if len(early):
-                prev = max(prev, int(early.max()))
         for i in range(n):
             s = max(prev, int(hs[i]))
             e = int(he[i]) if matched_count[i] == 0 else max(int(he[i]), int(dev_max[i]))
@@ -491,11 +491,43 @@ def steps(t: Any) -> pd.DataFrame:
     """ProfilerStep ranges with torch-tb-profiler's rules: columns `step` ("5"), `start`, `end` (ns, after the
     GPU adjustment), `host_start`, `host_end` (the CPU range), `device_ops` (GPU activities launched inside).
 
-    Without ProfilerStep events: one step "0" over the CPU ops. When GPU work is linked to launches inside
+    Without ProfilerStep events: one step "0" over the CPU ops, or on a trace without CPU ops over its device
+    and runtime activity (never the profiler's own `Trace`-category span). When GPU work is linked to launches inside
     steps, each step runs from max(previous step end, its CPU start) to max(its CPU end, the end of the GPU
     work it launched); trailing steps that launched nothing, or under 80% of the previous step's GPU
-    activities (work not fully captured), are dropped."""
+    activities (work not fully captured), are dropped. Unlike torch-tb-profiler 0.4.3, GPU work launched
+    before the first step never moves its start (the first step starts with its CPU range, every step ends
+    no earlier than its CPU range); `early_gpu_rows` names that work so views can leave it out."""
     return derived(t, "steps", lambda: _steps(t))
+
+
+def _early_gpu_rows(t: Any) -> np.ndarray:
+    ev = t.events
+    st = steps(t)
+    gl = link_gpu_to_ops(t)
+    if len(st) == 0 or len(gl) == 0 or int(st["device_ops"].sum()) == 0:
+        return np.zeros(0, np.int64)
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    grow, grt = gl["row"].to_numpy(), gl["runtime"].to_numpy()
+    hs0 = int(st["host_start"].iloc[0])
+    he = st["host_end"].to_numpy(np.int64)
+    hs = st["host_start"].to_numpy(np.int64)
+    has_rt = grt >= 0
+    rs = np.where(has_rt, ts[np.maximum(grt, 0)], 0)
+    re_ = np.where(has_rt, te[np.maximum(grt, 0)], 0)
+    k = np.searchsorted(hs, rs, side="right") - 1
+    inside = has_rt & (k >= 0) & (re_ <= he[np.maximum(k, 0)])
+    first_inside = int(ts[grow[inside]].min()) if inside.any() else np.iinfo(np.int64).max
+    early = (has_rt & (rs < hs0)) | (~has_rt & (ts[grow] < first_inside))
+    return grow[early]
+
+
+def early_gpu_rows(t: Any) -> np.ndarray:
+    """Positions of the GPU activities launched before the profiled steps: their launch call starts before
+    the first ProfilerStep, or (launch not in the trace) they start before the first GPU activity launched
+    inside a step. Empty when no GPU work is linked to a step. The step-time breakdown leaves them out."""
+    return derived(t, "early_gpu_rows", lambda: _early_gpu_rows(t))
 
 
 # ---------------------------------------------------------------------------------------------- Tensor Cores
@@ -572,3 +604,101 @@ def blocks_per_sm(kernels: pd.DataFrame, props: dict[int, dict]) -> np.ndarray:
         blocks = grid[0] * grid[1] * grid[2]
         bps[missing] = np.where((blocks > 0) & (sms > 0), blocks / sms, np.nan)
     return bps
+
+
+# ------------------------------------------------------------------------------------------- launch shapes
+#: ROCm launch calls whose `grid` is the global work size in work-items (hipLaunchKernel's is in blocks)
+WORK_ITEM_GRID_LAUNCHES = frozenset({"hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel"})
+_AMD_NAME_HINTS = ("amd", "instinct", "radeon", "gfx")
+
+
+def is_amd_device(p: dict | None) -> bool:
+    """True for an AMD GPU's deviceProperties entry (its name, or a 64-wide wavefront)."""
+    if not isinstance(p, dict):
+        return False
+    name = str(p.get("name") or "").lower()
+    return any(h in name for h in _AMD_NAME_HINTS) or p.get("warpSize") == 64
+
+
+def _launch_stats(t: Any) -> pd.DataFrame:
+    ev = t.events
+    rows = np.flatnonzero(category_mask(ev, ("kernel",)))
+    k = ev.iloc[rows]
+    grid = np.stack([k[c].to_numpy(np.int64) for c in ("grid_x", "grid_y", "grid_z")], axis=1)
+    block = np.stack([k[c].to_numpy(np.int64) for c in ("block_x", "block_y", "block_z")], axis=1)
+    shared = k["shared_memory"].to_numpy(np.int64).copy()
+    launch = np.full(len(rows), -1, np.int64)
+    if len(rows):
+        gl = link_gpu_to_ops(t)
+        rt_of = np.full(len(ev), -1, np.int64)
+        rt_of[gl["row"].to_numpy()] = gl["runtime"].to_numpy()
+        launch = rt_of[rows]
+        has = launch >= 0
+        if has.any():  # ROCm kernels may carry the shape only on their launch call
+            lr = launch[has]
+            for j, c in enumerate(("grid_x", "grid_y", "grid_z")):
+                v = ev[c].to_numpy(np.int64)[lr]
+                grid[has, j] = np.where(grid[has, j] > 0, grid[has, j], v)
+            for j, c in enumerate(("block_x", "block_y", "block_z")):
+                v = ev[c].to_numpy(np.int64)[lr]
+                block[has, j] = np.where(block[has, j] > 0, block[has, j], v)
+            sh = ev["shared_memory"].to_numpy(np.int64)[lr]
+            shared[has] = np.where(shared[has] >= 0, shared[has], sh)
+            work_items = np.zeros(len(rows), dtype=bool)
+            work_items[has] = name_mask(ev, WORK_ITEM_GRID_LAUNCHES.__contains__)[lr]
+            if work_items.any():  # global work size -> work-groups, axis by axis
+                b = np.maximum(block[work_items], 1)
+                grid[work_items] = (grid[work_items] + b - 1) // b
+    blocks = np.where(grid[:, 0] > 0, grid[:, 0] * np.maximum(grid[:, 1], 1) * np.maximum(grid[:, 2], 1), 0)
+    threads = np.where(block[:, 0] > 0, block[:, 0] * np.maximum(block[:, 1], 1) * np.maximum(block[:, 2], 1), 0)
+    props = device_properties(t)
+    dev = k["device"].to_numpy(np.int64)
+    bps = k["blocks_per_sm"].to_numpy(np.float64).copy()
+    bps[~np.isfinite(bps) | (bps < 0)] = np.nan  # CUPTI can report "inf" (no SM count): estimate instead
+    occ = k["occupancy"].to_numpy(np.float64).copy()
+    amd = np.zeros(len(rows), dtype=bool)
+    for d in sorted_unique(dev).tolist():
+        sel = dev == d
+        p = props.get(int(d)) or {}
+        sms = float(p.get("numSms") or np.nan)
+        est = np.where((blocks[sel] > 0) & (sms > 0), blocks[sel] / sms, np.nan)
+        if is_amd_device(p):
+            amd[sel] = True
+            bps[sel] = est  # Kineto's ROCm args never hold blocks per CU; NVIDIA formulas never apply
+            occ[sel] = cdna_occupancy(est, threads[sel], shared[sel], p) * 100.0
+        else:
+            bps[sel] = np.where(np.isnan(bps[sel]), est, bps[sel])
+    return pd.DataFrame({"row": rows, "blocks": blocks, "threads": threads, "blocks_per_sm": bps,
+                         "occupancy": occ, "amd": amd}, copy=False)
+
+
+def launch_stats(t: Any) -> pd.DataFrame:
+    """Per kernel (in event order): `row`, `blocks` (grid size in blocks/work-groups: ROCm work-item grids of
+    hipExtModuleLaunchKernel/hipHccModuleLaunchKernel divided by the block size), `threads` per block,
+    `blocks_per_sm` (the trace's value, else blocks / SMs; on AMD always blocks / CUs), `occupancy` (% : the
+    trace's est. achieved occupancy on NVIDIA, `cdna_occupancy` on AMD, NaN when unknown), `amd`."""
+    return derived(t, "launch_stats", lambda: _launch_stats(t))
+
+
+def cdna_occupancy(blocks_per_cu: np.ndarray, threads: np.ndarray, shared_bytes: np.ndarray,
+                   p: dict) -> np.ndarray:
+    """Estimated achieved occupancy (fraction) of AMD CDNA kernels: resident work-groups per CU, limited by
+    the wavefront slots (maxThreadsPerMultiprocessor / warpSize) and the LDS (maxSharedMemoryPerMultiProcessor
+    / the kernel's shared memory), times waves per work-group over the CU's wave slots. An upper bound:
+    ROCm traces carry no register counts. NaN when the launch shape or the device is unknown."""
+    bpc = np.asarray(blocks_per_cu, np.float64)
+    threads = np.asarray(threads, np.float64)
+    shared = np.asarray(shared_bytes, np.float64)
+    wave = float(p.get("warpSize") or 64)
+    slots = float(p.get("maxThreadsPerMultiprocessor") or 0) / wave
+    if slots <= 0:
+        return np.full(len(bpc), np.nan)
+    waves = np.ceil(threads / wave)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        limit = np.floor(slots / waves)
+        lds = float(p.get("maxSharedMemoryPerMultiProcessor") or p.get("sharedMemPerMultiprocessor") or 0)
+        if lds > 0:
+            limit = np.where(shared > 0, np.minimum(limit, np.floor(lds / shared)), limit)
+        occ = np.minimum(bpc, limit) * waves / slots
+    ok = np.isfinite(bpc) & (waves > 0) & (limit >= 0)
+    return np.where(ok, np.clip(occ, 0.0, 1.0), np.nan)

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from tb_plugin.errors import BadRequest
-from tb_plugin.views import common
+from tb_plugin.views import collectives, common
 
 _TIER1 = ("nccl:", "gloo:", "mpi::")
 _DTYPE_BYTES = {
@@ -167,6 +167,9 @@ def _worker_data(t: Any) -> dict:
         is_step = common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
         ops = common.category_mask(ev, ("cpu_op",)) & ~is_step & ~cpu_coll
         comp = merge_ranges(ts[ops], te[ops])
+    rpc = collectives.collectives(t)
+    if len(rpc) and (nccl_k.any() or not tier1.any()):  # torch >= 2.1: named record_param_comms calls
+        return _worker_with_rpc(t, ev, ts, te, comp, nccl_k, cpu_coll, rpc)
     if nccl_k.any():
         inst = np.flatnonzero(nccl_k)
         links = common.link_gpu_to_ops(t)
@@ -187,11 +190,54 @@ def _worker_data(t: Any) -> dict:
     o = np.argsort(ts[inst], kind="stable")
     coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o],
                          "bytes": bytes_[o]})
-    coll["k"] = coll.groupby("name").cumcount()
+    return _worker_dict(t, comp, commr, coll)
+
+
+def _worker_dict(t: Any, comp: np.ndarray, commr: np.ndarray, coll: pd.DataFrame) -> dict:
+    for c, v in (("pg", ""), ("group_size", -1), ("is_wait", False)):
+        if c not in coll:
+            coll[c] = v
+    coll["k"] = coll.groupby(["name", "pg"]).cumcount()
     st = common.steps(t)
     info = t.metadata.get("distributedInfo") if isinstance(getattr(t, "metadata", None), dict) else None
     return {"comp": comp, "comm": commr, "coll": coll, "steps": st, "info": info if isinstance(info, dict) else {},
             "props": getattr(t, "device_properties", None) or []}
+
+
+def _worker_with_rpc(t: Any, ev: pd.DataFrame, ts: np.ndarray, te: np.ndarray, comp: np.ndarray,
+                     nccl_k: np.ndarray, cpu_coll: np.ndarray, rpc: pd.DataFrame) -> dict:
+    """Collectives named by record_param_comms (collectives.py): their NCCL kernels, or their CPU calls, are the
+    instances; `wait` calls are waiting time; NCCL kernels no call launched stay instances of their own."""
+    if nccl_k.any():
+        commr = merge_ranges(ts[nccl_k], te[nccl_k])
+        owned = np.zeros(len(ev), dtype=bool)
+        rest = np.flatnonzero(nccl_k)
+        own_rows = _owned_kernels(t, rpc)
+        owned[own_rows] = True
+        rest = rest[~owned[rest]]
+        links = common.link_gpu_to_ops(t)
+        op_of = np.full(len(ev), -1, np.int64)
+        op_of[links["row"].to_numpy()] = links["op"].to_numpy()
+        nm = ev["name"].astype(str).to_numpy()
+        launch = op_of[rest]
+        extra = pd.DataFrame({"name": np.where(launch >= 0, nm[np.maximum(launch, 0)], nm[rest]),
+                              "start": ts[rest], "dur": (te - ts)[rest], "bytes": np.full(len(rest), -1, np.int64)})
+    else:
+        commr = merge_ranges(ts[cpu_coll], te[cpu_coll])
+        extra = pd.DataFrame({"name": [], "start": [], "dur": [], "bytes": []})
+    mine = pd.DataFrame({"name": rpc["name"].to_numpy(), "start": rpc["start"].to_numpy(np.int64),
+                         "dur": rpc["dur"].to_numpy(np.int64), "bytes": rpc["bytes"].to_numpy(np.int64),
+                         "pg": rpc["pg"].to_numpy(), "group_size": rpc["group_size"].to_numpy(np.int64),
+                         "is_wait": rpc["is_wait"].to_numpy(bool)})
+    coll = pd.concat([mine, extra.astype({"start": np.int64, "dur": np.int64, "bytes": np.int64})],
+                     ignore_index=True) if len(extra) else mine
+    coll = coll.sort_values("start", kind="stable").reset_index(drop=True)
+    return _worker_dict(t, comp, commr, coll)
+
+
+def _owned_kernels(t: Any, rpc: pd.DataFrame) -> np.ndarray:
+    """Rows of the NCCL kernels some record_param_comms call launched."""
+    return collectives.kernel_owners(t)[0]
 
 
 def _gpus(props: list) -> dict:
@@ -230,11 +276,12 @@ def distributed(traces: dict) -> dict:
     # align collectives: (name, k) across workers; transfer = shortest duration seen
     all_coll = pd.concat([d["coll"].assign(worker=w) for w, d in data.items()], ignore_index=True)
     if len(all_coll):
-        grp = all_coll.groupby(["name", "k"], sort=False)
+        grp = all_coll.groupby(["name", "pg", "k"], sort=False)
         nworkers = grp["worker"].transform("nunique")
         shortest = grp["dur"].transform("min")
         aligned = nworkers.to_numpy() == len(workers)
         all_coll["transfer"] = np.where(aligned, shortest.to_numpy(), all_coll["dur"].to_numpy())
+        all_coll["transfer"] = np.where(all_coll["is_wait"].to_numpy(bool), 0, all_coll["transfer"].to_numpy())
         all_coll["wait"] = all_coll["dur"] - all_coll["transfer"]
         if len(workers) > 1:
             counts = all_coll.groupby(["worker", "name"]).size().unstack(fill_value=0).reindex(workers, fill_value=0)
@@ -281,16 +328,21 @@ def distributed(traces: dict) -> dict:
         workers_out[w] = {k: _r(v / n) for k, v in zip(_PARTS, sums)}
         rows = []
         if len(mine):
-            g = mine.groupby("name", sort=False)
+            g = mine.groupby(["name", "pg"], sort=False)
             agg = pd.DataFrame({"calls": g.size(), "lat": g["dur"].sum(), "tr": g["transfer"].sum(),
-                                "bytes": g["bytes"].apply(lambda x: int(x[x >= 0].sum()) if (x >= 0).any() else -1)})
-            for name, r in agg.iterrows():
+                                "bytes": g["bytes"].apply(lambda x: int(x[x >= 0].sum()) if (x >= 0).any() else -1),
+                                "gs": g["group_size"].max()})
+            for (name, pg), r in agg.iterrows():
                 calls = int(r["calls"])
                 b = int(r["bytes"])
-                rows.append({"name": str(name), "calls": calls, "total_bytes": b if b >= 0 else None,
-                             "avg_bytes": (b / calls) if b >= 0 else None,
-                             "total_latency_us": _r(r["lat"]), "avg_latency_us": _r(r["lat"] / calls),
-                             "transfer_us": _r(r["tr"]), "avg_transfer_us": _r(r["tr"] / calls)})
+                row = {"name": str(name), "calls": calls, "total_bytes": b if b >= 0 else None,
+                       "avg_bytes": (b / calls) if b >= 0 else None,
+                       "total_latency_us": _r(r["lat"]), "avg_latency_us": _r(r["lat"] / calls),
+                       "transfer_us": _r(r["tr"]), "avg_transfer_us": _r(r["tr"] / calls)}
+                if pg or int(r["gs"]) > 0:  # record_param_comms collectives: their group
+                    row["group_size"] = int(r["gs"]) if int(r["gs"]) > 0 else None
+                    row["process_group"] = str(pg) or None
+                rows.append(row)
         rows.sort(key=lambda x: (-x["total_latency_us"], x["name"]))
         comm_ops[w] = rows
     devices = {w: {"rank": data[w]["info"].get("rank"), "world_size": data[w]["info"].get("world_size"),

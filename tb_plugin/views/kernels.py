@@ -26,11 +26,12 @@ def _kernel_frame(t: Any) -> pd.DataFrame:
     names = ev["name"].to_numpy()
     op_name = np.where(op >= 0, names[np.maximum(op, 0)].astype(object), NO_OP) if len(rows) else np.array([])
     k = ev.iloc[rows]
+    launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
     return pd.DataFrame({
         "name": k["name"].astype(str).to_numpy(), "op": op_name.astype(str),
         "dur": k["dur"].to_numpy(np.float64),
-        "bps": common.blocks_per_sm(k, common.device_properties(t)) if len(rows) else np.zeros(0),
-        "occ": k["occupancy"].to_numpy(np.float64),
+        "bps": launches["blocks_per_sm"].to_numpy(np.float64),
+        "occ": launches["occupancy"].to_numpy(np.float64),
     })
 
 

@@ -1,6 +1,7 @@
 """Overview view: per-step time breakdown with torch-tb-profiler's priority rules, its average, the GPU summary
-(utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio), plain-text
-recommendations and the environment (DESIGN.md §4 `overview`)."""
+(utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio, and HTA's temporal
+breakdown: idle / compute / non-compute per step and device), plain-text recommendations and the environment
+(DESIGN.md §4 `overview`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import common
+from . import collectives, common, temporal
 from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
 
 # breakdown roles in priority order; whatever no role covers inside a step is "other"
@@ -79,10 +80,12 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     cpu = category_mask(ev, CPU_OP_CATS)
     step = cpu & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
     loader = cpu & name_mask(ev, common.is_dataloader)
-    masks = [kernel & ~comm,
-             category_mask(ev, ("gpu_memcpy",)),
-             category_mask(ev, ("gpu_memset",)),
-             comm & (kernel | cpu),
+    early = np.zeros(len(ev), dtype=bool)  # GPU work launched before the first step is not a step's work
+    early[common.early_gpu_rows(t)] = True
+    masks = [kernel & ~comm & ~early,
+             category_mask(ev, ("gpu_memcpy",)) & ~early,
+             category_mask(ev, ("gpu_memset",)) & ~early,
+             comm & ((kernel & ~early) | cpu),
              category_mask(ev, LAUNCH_CATS),
              loader & ~step,
              cpu & ~step & ~comm & ~loader]
@@ -116,7 +119,7 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------------------------- GPU summary
-def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
+def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, s1: int) -> dict:
     ks = k["ts"].to_numpy(np.int64)
     ke = ks + k["dur"].to_numpy(np.int64)
     span = max(s1 - s0, 0)
@@ -133,7 +136,6 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, s0: int, s1: int) -> dict:
         lo, hi = np.clip(bounds[:-1], s0, s1), np.clip(bounds[1:], s0, s1)
         sm_eff = float((level * (hi - lo)).sum() / span)
 
-    occ = k["occupancy"].to_numpy(np.float64)
     has = np.isfinite(occ) & (occ >= 0)
     w = (ce - cs).astype(np.float64)
     achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
@@ -161,12 +163,14 @@ def gpu_summary(t: Any) -> dict | None:
         s0, s1 = int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max())
     k = ev.loc[kmask]
     props = common.device_properties(t)
-    bps = common.blocks_per_sm(k, props)
+    launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
+    bps = launches["blocks_per_sm"].to_numpy(np.float64)
+    occ = launches["occupancy"].to_numpy(np.float64)
     devices = []
     dev = k["device"].to_numpy()
     for d in common.sorted_unique(dev):
         sel = dev == d
-        summary = _device_summary(k.loc[sel], bps[sel], s0, s1)
+        summary = _device_summary(k.loc[sel], bps[sel], occ[sel], s0, s1)
         p = props.get(int(d)) or {}
         cc = (f"{p['computeMajor']}.{p['computeMinor']}"
               if p.get("computeMajor") is not None and p.get("computeMinor") is not None else None)
@@ -177,6 +181,7 @@ def gpu_summary(t: Any) -> dict | None:
         vals = [d[key] for d in devices if d[key] is not None]
         out[key] = float(np.mean(vals)) if vals else None
     out["devices"] = devices
+    out["temporal"] = temporal.temporal_breakdown(t)  # HTA's idle / compute / non-compute, per step and device
     return out
 
 
@@ -210,7 +215,10 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
     if "DataParallel.forward" in names and len(kdev) > 1:
         out.append("DataParallel is used on several GPUs: DistributedDataParallel is faster for multi-GPU training.")
     comm_names = {n for n in names if common.is_communication(n, "cpu_op")}
-    if "DistributedDataParallel.forward" in names and not any(n.startswith("nccl:") for n in comm_names):
+    # NCCL in use: nccl:* ranges (torch < 2.1), or NCCL kernels / a nccl backend (record_param_comms traces)
+    uses_nccl = any(n.startswith("nccl:") for n in comm_names) or any("nccl" in n.lower() for n in names) or \
+        collectives.backend_of(t, False) == "nccl"
+    if "DistributedDataParallel.forward" in names and not uses_nccl:
         for p in props:
             major, minor = p.get("computeMajor"), p.get("computeMinor")
             if major is not None and minor is not None and float(f"{major}.{minor}") >= 3.5:
@@ -234,6 +242,8 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
                 out.append(f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
                            "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
                            "(FP16/BF16) could speed them up.")
+    if gpu:
+        out.extend(temporal.idle_recommendations(gpu.get("temporal")))
     for dev, peak in sorted(_peak_device_memory(t).items()):
         p = props[dev] if 0 <= dev < len(props) else {}
         cap = p.get("totalGlobalMem")

@@ -29,8 +29,9 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
       h("dl", { class: "kv" },
         [["GPU utilization", g.utilization], ["Est. SM efficiency", g.sm_efficiency], ["Est. achieved occupancy", g.achieved_occupancy], ["Kernel time using Tensor Cores", g.tensor_core_ratio]]
           .map(([k, v]) => [h("dt", null, k as string), h("dd", null, fmtPct(v as number))]),
-        Object.entries(g).filter(([k]) => !["utilization", "sm_efficiency", "achieved_occupancy", "tensor_core_ratio"].includes(k))
-          .map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))]))));
+        Object.entries(g).filter(([k]) => !["utilization", "sm_efficiency", "achieved_occupancy", "tensor_core_ratio", "temporal"].includes(k))
+          .map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))])),
+      temporalTable(g.temporal)));
   }
   const parts = STEP_PARTS.filter(([k]) => steps.some((s) => (s[k] ?? 0) > 0) || (avg[k] ?? 0) > 0);
   const charts = h("div", { class: "grid2" },
@@ -49,4 +50,22 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
 
 function pieOfAverage(avg: any, parts: [string, string][]): HTMLElement {
   return pie(parts.map(([k, label]) => ({ name: label, value: Number(avg[k]) || 0, color: COLORS[STEP_PARTS.findIndex((p) => p[0] === k)] })), fmtUs, { title: "Average step", top: 8 });
+}
+
+/** HTA's temporal breakdown: per device, the average step and each step split into GPU idle / compute / non-compute. */
+function temporalTable(tb: any): HTMLElement | null {
+  const devices: any[] = tb && Array.isArray(tb.devices) ? tb.devices : [];
+  if (!devices.length) return null;
+  const cell = (r: any, k: string) => h("td", { class: "num" }, `${fmtUs(r?.[`${k}_us`])} (${fmtPct(r?.[`${k}_share`])})`);
+  const row = (dev: any, step: string, r: any) => h("tr", step === "average" ? { class: "avg" } : null,
+    h("td", null, `GPU ${dev.device}`), h("td", null, step), cell(r, "idle"), cell(r, "compute"), cell(r, "non_compute"));
+  return h("div", { id: "gpu-temporal" },
+    h("h4", null, "GPU time: idle / compute / non-compute (HTA temporal breakdown)"),
+    h("table", { class: "data-table" },
+      h("thead", null, h("tr", null, h("th", null, "Device"), h("th", null, "Step"), h("th", { class: "num" }, "Idle"),
+        h("th", { class: "num" }, "Compute"), h("th", { class: "num" }, "Non-compute"))),
+      h("tbody", null, devices.flatMap((d) => [row(d, "average", d.average),
+        ...(Array.isArray(d.steps) ? d.steps : []).map((s: any) => row(d, String(s.step), s))]))),
+    typeof tb.idle_threshold === "number" ? h("p", { class: "muted" },
+      `Non-compute: communication kernels, memcpy, memset. A recommendation is given above ${fmtPct(tb.idle_threshold)} idle.`) : null);
 }
