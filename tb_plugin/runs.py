@@ -106,7 +106,19 @@ class Scanner:
     def _candidates(self):
         if not self.logdir or not os.path.isdir(self.logdir):
             return
-        for root, dirs, names in os.walk(self.logdir, followlinks=False):
+        # symlinked run folders are followed (as torch-tb-profiler does); a folder reached twice
+        # (a link cycle, or two links to one place) is walked once
+        visited: set[tuple[int, int]] = set()
+        for root, dirs, names in os.walk(self.logdir, followlinks=True):
+            try:
+                st = os.stat(root)
+            except OSError:
+                dirs[:] = []
+                continue
+            if (st.st_dev, st.st_ino) in visited:
+                dirs[:] = []
+                continue
+            visited.add((st.st_dev, st.st_ino))
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(names):
                 parsed = parse_name(name)
