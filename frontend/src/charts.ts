@@ -13,6 +13,15 @@ function niceMax(v: number): number {
   return 10 * p;
 }
 
+/** A label cut to `n` characters. */
+const short = (t: string, n: number) => (t.length > n ? t.slice(0, n - 1) + "…" : t);
+
+/** Every how many bars an axis label fits without overlapping its neighbours (11 px text). */
+export function labelStride(labels: string[], slotW: number): number {
+  const widest = Math.max(1, ...labels.map((l) => l.length)) * 6.6 + 6;
+  return Math.max(1, Math.ceil(widest / Math.max(1e-6, slotW)));
+}
+
 function legend(items: { name: string; color: string }[]): HTMLElement {
   return h("div", { class: "legend" }, items.map((it) =>
     h("span", { class: "legend-item" }, h("span", { class: "swatch", style: `background:${it.color}` }), it.name)));
@@ -31,6 +40,7 @@ export function stackedBars(categories: string[], series: Series[], fmt: (v: num
     svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
   }
   const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const stride = labelStride(categories.map((c) => short(c, 12)), bw);
   categories.forEach((cat, i) => {
     let acc = 0;
     const x = PAD.l + i * bw + bw * 0.15, w = Math.max(1, bw * 0.7);
@@ -43,8 +53,7 @@ export function stackedBars(categories: string[], series: Series[], fmt: (v: num
       svg.appendChild(s("rect", { x, y: y0, width: w, height: Math.max(0.5, hh), fill: colors[j], class: "bar" },
         s("title", null, `${cat}\n${se.name}: ${fmt(v)}${pct}\nTotal: ${fmt(totals[i])}`)));
     });
-    if (categories.length <= 40 || i % Math.ceil(categories.length / 40) === 0)
-      svg.appendChild(s("text", { x: x + w / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis" }, cat.length > 12 ? cat.slice(0, 11) + "…" : cat));
+    if (i % stride === 0) svg.appendChild(s("text", { x: x + w / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis xlabel" }, short(cat, 12)));
   });
   return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
@@ -166,13 +175,14 @@ export function groupedBars(categories: string[], series: Series[], fmt: (v: num
     svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
   }
   const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const stride = labelStride(categories.map((c) => short(c, 14)), gw);
   categories.forEach((cat, i) => {
     series.forEach((se, j) => {
       const v = Math.max(0, se.values[i] || 0), hh = (ih * v) / ymax;
       svg.appendChild(s("rect", { x: PAD.l + i * gw + gw * 0.1 + j * bw, y: PAD.t + ih - hh, width: Math.max(1, bw - 1), height: Math.max(0.5, hh), fill: colors[j], class: "bar" },
         s("title", null, `${cat}\n${se.name}: ${fmt(se.values[i] || 0)}`)));
     });
-    svg.appendChild(s("text", { x: PAD.l + i * gw + gw / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis" }, cat.length > 14 ? cat.slice(0, 13) + "…" : cat));
+    if (i % stride === 0) svg.appendChild(s("text", { x: PAD.l + i * gw + gw / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis xlabel" }, short(cat, 14)));
   });
   return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));

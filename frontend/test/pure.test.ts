@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { lowerBound, hitEvent, tickStep, validateTile, EventsRow } from "../src/timeline/tiles";
+import { lowerBound, hitEvent, tickStep, validateTile, EventsRow, fmtTick } from "../src/timeline/tiles";
 import { readHash, writeHash } from "../src/state";
 import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
 import { parseCurves } from "../src/views/memory";
@@ -58,4 +58,15 @@ test("parseCurves reads the backend's memory curve shape", () => {
   assert.deepEqual(c[1].alloc, [30]);
   assert.deepEqual(c[1].reserved, [64]);
   assert.deepEqual(parseCurves({ curves: {} }), []);
+});
+
+test("fmtTick: an 85 µs window at 56 ms gives distinct labels in ms", () => {
+  const step = tickStep(85, 8);
+  const labels = [];
+  for (let k = Math.ceil(56000 / step); k * step <= 56085; k++) labels.push(fmtTick(k * step, step, 56085));
+  assert.equal(new Set(labels).size, labels.length);
+  assert.ok(labels.length >= 4 && labels.every((l) => l.endsWith(" ms")), labels.join());
+  assert.equal(fmtTick(56010, 10, 56085), "56.01 ms");
+  assert.equal(fmtTick(0.04, 0.005, 0.1), "40 ns");
+  assert.equal(fmtTick(2.5e6, 5e5, 3e6), "2.5 s");
 });

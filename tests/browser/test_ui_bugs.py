@@ -5,7 +5,7 @@ from urllib.parse import quote
 
 import pytest
 
-from .conftest import LINKED_RUN, HTML_RUN, open_view, TRACES
+from .conftest import LINKED_RUN, HTML_RUN, MANY_STEPS_RUN, open_view, TRACES
 
 
 def need_shared() -> None:
@@ -90,3 +90,50 @@ def test_state_survives_a_tensorboard_reload_and_copy_link(browser, tensorboard)
         assert frame2.input_value("#gs-run") == "resnet50"
     finally:
         context.close()
+
+
+def test_timeline_ruler_labels_are_distinct_when_zoomed_in(guarded_page, tensorboard):
+    """Bug 4: an 85 µs window 56 ms into the trace reads distinct ruler labels."""
+    need_shared()
+    page = open_view(guarded_page, tensorboard, "timeline", "resnet50")
+    page.wait_for_function("() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.frames > 0")
+    page.evaluate("() => { const t = window.__gpuscope.timeline; const [a] = t.extent(); t.setView(a + 56000, a + 56085); }")
+    page.wait_for_function("() => { const [a, b] = window.__gpuscope.timeline.view(); return b - a < 100; }")
+    page.wait_for_function("() => (window.__gpuscope.timeline.stats.ruler || []).length >= 3 && window.__gpuscope.timeline.view()[1] - window.__gpuscope.timeline.view()[0] < 100")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    labels = page.evaluate("window.__gpuscope.timeline.stats.ruler")
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+
+
+def _overlaps(page, selector: str) -> list:
+    return page.evaluate("""(sel) => {
+        const boxes = [...document.querySelectorAll(sel)].map(t => t.getBoundingClientRect()).sort((a, b) => a.left - b.left);
+        const bad = [];
+        for (let i = 1; i < boxes.length; i++) if (boxes[i].left < boxes[i - 1].right - 0.5) bad.push([boxes[i - 1].right, boxes[i].left]);
+        return [boxes.length, bad];
+    }""", selector)
+
+
+def test_axis_labels_never_overlap_with_many_steps(guarded_page, tensorboard):
+    """Bug 5: 464 steps on the overview: labels are thinned, none overlaps another."""
+    page = open_view(guarded_page, tensorboard, "overview", MANY_STEPS_RUN)
+    page.wait_for_selector("#view-overview svg.chart rect.bar")
+    assert page.locator("#view-overview svg.chart rect.bar").count() >= 464
+    n, bad = _overlaps(page, "#view-overview svg.chart .xlabel")
+    assert n >= 3 and not bad, (n, bad[:5])
+
+
+def test_modules_empty_state_has_no_stray_text(guarded_page, tensorboard):
+    """Bug 7: a trace without modules shows only the empty-state message."""
+    page = open_view(guarded_page, tensorboard, "modules", HTML_RUN)
+    page.wait_for_selector("#no-modules")
+    text = page.inner_text("#view-modules")
+    assert text.strip() == page.inner_text("#no-modules").strip(), text
+
+
+def test_memory_says_reserved_is_not_recorded(guarded_page, tensorboard):
+    """Bug 9: a trace whose memory events carry no reserved bytes does not claim "Reserved 0 B"."""
+    page = open_view(guarded_page, tensorboard, "memory", HTML_RUN)
+    page.wait_for_selector("#mem-peak")
+    assert "not recorded" in page.inner_text("#mem-no-reserved")
+    assert "0 B" not in page.inner_text("#mem-peak")

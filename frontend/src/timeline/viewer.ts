@@ -1,7 +1,7 @@
 // The canvas timeline: draws the backend's tiles, zooms and pans (wheel, drag, W/A/S/D), draws
 // flow arrows, hit-tests clicks. Each frame only binary-searches the cached tile, so its cost
 // depends on the pixels, not on the number of events in the trace.
-import { Tile, Track, EventsRow, BucketsRow, lowerBound, hitEvent, tickStep } from "./tiles";
+import { Tile, Track, EventsRow, BucketsRow, lowerBound, hitEvent, tickStep, fmtTick } from "./tiles";
 import { fmtUs } from "../dom";
 
 export interface Selection { track: number; depth: number; idx: number; name: string; cat: string; ts_us: number; dur_us: number }
@@ -34,7 +34,7 @@ export class TimelineViewer {
   private lastKeyT = 0;
   showFlows = true;
   dark = false;
-  stats = { frames: 0, lastDrawMs: 0, totalDrawMs: 0, rects: 0, flows: 0, fetches: 0, lastFetchMs: 0 };
+  stats: { [k: string]: any } = { ruler: [] as string[], frames: 0, lastDrawMs: 0, totalDrawMs: 0, rects: 0, flows: 0, fetches: 0, lastFetchMs: 0 };
   private destroyed = false;
   private ro: ResizeObserver;
 
@@ -358,11 +358,17 @@ export class TimelineViewer {
     const step = tickStep(span, Math.max(2, Math.floor(this.plotW() / 110)));
     c.font = "11px system-ui,sans-serif"; c.textBaseline = "middle";
     c.strokeStyle = line; c.beginPath();
-    for (let t = Math.ceil(this.v0 / step) * step; t <= this.v1; t += step) {
-      const x = Math.round(this.xOf(t)) + 0.5;
+    const largest = Math.max(Math.abs(this.v0), Math.abs(this.v1));
+    const labels: string[] = [];
+    for (let k = Math.ceil(this.v0 / step); k * step <= this.v1; k++) {
+      const t = k * step, x = Math.round(this.xOf(t)) + 0.5;
+      if (x < GUTTER) continue;
+      const text = fmtTick(t, step, largest);
       c.moveTo(x, RULER - 8); c.lineTo(x, RULER);
-      c.fillStyle = muted; c.fillText(fmtUs(t), x + 3, RULER / 2 - 2);
+      c.fillStyle = muted; c.fillText(text, x + 3, RULER / 2 - 2);
+      labels.push(text);
     }
+    this.stats.ruler = labels;
     c.stroke();
     c.fillStyle = fg; c.fillText(`window ${fmtUs(span)}`, 6, RULER / 2);
   }

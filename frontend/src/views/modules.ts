@@ -1,7 +1,6 @@
 // Modules: the module hierarchy (python_function module events) as a collapsible tree with times.
 import { h, mount, fmtUs, fmtNum } from "../dom";
 import { getJSON } from "../api";
-import { genericValue } from "../table";
 import { treeTable, findRoots, numericKeys } from "./tree";
 import type { Ctx } from "../ctx";
 
@@ -10,8 +9,7 @@ export async function modulesView(ctx: Ctx, el: HTMLElement): Promise<void> {
   if (!ctx.alive()) return;
   const roots = findRoots(d, ["modules", "tree", "roots", "nodes", "rows"]);
   if (!roots || !roots.length) {
-    mount(el, h("div", { class: "banner info", id: "no-modules" }, "No module information in this profile (needs python_function events from with_stack=True)."),
-      d && typeof d === "object" && Object.keys(d).length ? genericValue(d) : null);
+    mount(el, h("div", { class: "banner info", id: "no-modules" }, "No module information in this profile (needs python_function events from with_stack=True)."));
     return;
   }
   const nk = numericKeys(roots).filter((k) => !/(^|_)id$/.test(k));
