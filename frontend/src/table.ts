@@ -1,5 +1,6 @@
 // A small data table: click a header to sort, type to filter by name, pages of 50 rows, row click.
 import { h, mount, fmtNum, fmtBytes } from "./dom";
+import { exportButtons } from "./export";
 
 export interface Column<R = any> {
   key: string;
@@ -17,6 +18,8 @@ export interface TableOpts<R> {
   sortKey?: string;
   sortDesc?: boolean;
   caption?: string;
+  /** The CSV file's name (default: the caption). */
+  exportName?: string;
 }
 
 /** Builds the table element; the rows are kept in memory, only one page is in the DOM. */
@@ -68,7 +71,8 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
   }
   draw();
   return h("div", { class: "table-box" }, opts.caption ? h("h3", null, opts.caption) : null,
-    h("div", { class: "table-tools" }, input, info, prev, next), h("div", { class: "table-scroll" }, table));
+    h("div", { class: "table-tools" }, input, info, prev, next,
+      exportButtons(() => opts.exportName ?? opts.caption ?? "table", () => ({ header: columns.map((c) => c.key), rows: view().map((r) => columns.map((c) => r[c.key])) }))), h("div", { class: "table-scroll" }, table));
 }
 
 /** Renders any JSON value readably (objects as key/value lists, arrays of objects as tables). */

@@ -4,6 +4,7 @@ import { lowerBound, hitEvent, tickStep, validateTile, EventsRow, fmtTick } from
 import { readHash, writeHash } from "../src/state";
 import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
 import { parseCurves } from "../src/views/memory";
+import { toCSV, toTSV, fileName } from "../src/export";
 
 test("lowerBound finds the first index >= x", () => {
   const a = [1, 3, 3, 7];
@@ -69,4 +70,11 @@ test("fmtTick: an 85 µs window at 56 ms gives distinct labels in ms", () => {
   assert.equal(fmtTick(56010, 10, 56085), "56.01 ms");
   assert.equal(fmtTick(0.04, 0.005, 0.1), "40 ns");
   assert.equal(fmtTick(2.5e6, 5e5, 3e6), "2.5 s");
+});
+
+test("toCSV quotes, keeps raw numbers, defuses formulas; toTSV flattens tabs", () => {
+  const csv = toCSV(["name", "total_us"], [["a,b", 1234.5678], ['say "hi"', null], ["=cmd()", 1e-7], [{ x: 1 }, NaN]]);
+  assert.equal(csv, 'name,total_us\r\n"a,b",1234.5678\r\n"say ""hi""",\r\n\'=cmd(),1e-7\r\n"{""x"":1}",\r\n');
+  assert.equal(toTSV(["a", "b"], [["x\ty", 2]]), "a\tb\nx y\t2\n");
+  assert.equal(fileName("Operators — run/1"), "operators-run-1.csv");
 });

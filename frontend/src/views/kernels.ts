@@ -34,5 +34,5 @@ export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("div", { class: "grid2" },
       pie(rows.map((r) => ({ name: groupBy === "name_op" ? `${r.name} (${r.op})` : String(r.name), value: Number(r.total_us) || 0 })), fmtUs, { title: "Top kernels by total time" }),
       pie([...byTc].map(([name, value]) => ({ name, value })), fmtUs, { title: "Tensor Cores utilization" })),
-    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us" }));
+    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us", exportName: `kernels-${ctx.run}` }));
 }

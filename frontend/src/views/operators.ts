@@ -28,7 +28,7 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
   ];
   let selected: HTMLTableRowElement | null = null;
   const table = dataTable(cols, rows, {
-    filterKeys: ["name"], sortKey: metric, sortDesc: true,
+    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`,
     onRowClick: async (r, tr) => {
       selected?.classList.remove("selected"); selected = tr; tr.classList.add("selected");
       if (r.has_call_stack === false) { mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "No call stack recorded for this operator (profile with with_stack=True).")); return; }

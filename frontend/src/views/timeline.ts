@@ -2,6 +2,7 @@
 import { h, mount, fmtUs } from "../dom";
 import { getJSON, url } from "../api";
 import { genericValue } from "../table";
+import { exportButtons } from "../export";
 import { TimelineViewer, Selection } from "../timeline/viewer";
 import { Tile, validateTile } from "../timeline/tiles";
 import type { Ctx } from "../ctx";
@@ -72,6 +73,8 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
       if (!ctx.alive() || q !== search.value.trim()) return;
       const rs: any[] = Array.isArray(d.results) ? d.results : [];
       mount(results, h("h3", null, `${(d.total ?? rs.length).toLocaleString("en-US")} matches for “`, q, "”", rs.length < (d.total ?? 0) ? ` (first ${rs.length})` : ""),
+        h("div", { class: "table-tools" }, exportButtons(() => `timeline-search-${q}`, () => ({ header: ["name", "cat", "ts_us", "dur_us", "track"],
+          rows: rs.map((r) => [r.name, r.cat ?? "", r.ts_us, r.dur_us, v.tracks()[r.track]?.label ?? r.track]) }))),
         h("table", { class: "data-table", id: "tl-results-table" }, h("thead", null, h("tr", null, ["Name", "Category", "Start", "Duration", "Track"].map((x) => h("th", null, x)))),
           h("tbody", null, rs.map((r) => {
             const tr = h("tr", { class: "clickable" }, h("td", null, String(r.name)), h("td", null, String(r.cat ?? "")), h("td", { class: "num" }, fmtUs(r.ts_us)), h("td", { class: "num" }, fmtUs(r.dur_us)), h("td", null, v.tracks()[r.track]?.label ?? String(r.track)));
