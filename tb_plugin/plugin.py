@@ -229,6 +229,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def get_plugin_apps(self) -> dict:
         routes = {
             "/runs": self._runs, "/workers": self._workers, "/spans": self._spans,
+            "/file_status": self._file_status,
             "/overview": self._simple("overview", "overview"),
             "/operators": self._operators, "/operators/stack": self._operator_stack,
             "/kernels": self._kernels,
@@ -288,6 +289,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if runs:
             self._active = (time.monotonic(), True)
         return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors}
+
+    def _file_status(self, request: wrappers.Request) -> dict:
+        """How far the loading of one run/worker/span's file is, and of all files together."""
+        state = self.state()
+        out = state.loader.file_status(self._file(request))
+        out["all"] = state.loader.progress()
+        return out
 
     def _workers(self, request: wrappers.Request) -> dict:
         return {"workers": sorted(self._run(request).workers)}

@@ -57,6 +57,7 @@ class App {
   private banners = h("div", { id: "gs-banners" });
   private notice = h("div");
   private linkBox = h("div");
+  private fileProg = h("div", { id: "gs-file-progress", class: "file-progress", role: "status" });
   private main = h("main", { id: "gs-main" });
   private themeBtn = h("button", { type: "button", class: "btn small", id: "gs-theme", title: "theme: follows TensorBoard (auto), light or dark" });
   private generation = 0;
@@ -72,7 +73,7 @@ class App {
         h("button", { type: "button", class: "btn small", id: "gs-link", title: "copy a link that opens this view with its options", onclick: () => this.copyLink() }, "🔗 Copy link"),
         h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => this.reload() }, "⟳ Reload"),
         this.themeBtn),
-      this.linkBox, this.progress, this.banners, this.notice, this.tabs, this.main);
+      this.linkBox, this.progress, this.banners, this.notice, this.tabs, this.fileProg, this.main);
     this.runSel.addEventListener("change", () => { this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
     this.workerSel.addEventListener("change", () => { this.st.worker = this.workerSel.value; delete this.st.span; void this.loadSpans(); });
     this.spanSel.addEventListener("change", () => { this.st.span = this.spanSel.value; this.show(); });
@@ -245,6 +246,24 @@ class App {
     this.show();
   }
 
+  /** While the view waits for its file, shows that file's own progress and how many are loaded. */
+  private watchFile(gen: number, el: HTMLElement): void {
+    const sel = { run: this.st.run, worker: this.st.worker, span: this.st.span };
+    const waiting = () => gen === this.generation && el.dataset.ready === "0";
+    const tick = async () => {
+      if (!waiting()) { if (gen === this.generation) this.fileProg.replaceChildren(); return; }
+      try {
+        const st = await getJSON<any>("file_status", sel);
+        if (!waiting()) { if (gen === this.generation) this.fileProg.replaceChildren(); return; }
+        const text = fileProgressText(st);
+        if (text) mount(this.fileProg, h("div", { class: "banner info" }, text));
+        if (st.state === "done" || st.state === "failed") return; // the view request answers now
+      } catch { /* the view's own request reports errors */ }
+      setTimeout(() => void tick(), 500);
+    };
+    setTimeout(() => void tick(), 250);
+  }
+
   private fail(e: unknown): void {
     mount(this.main, h("div", { class: "banner", role: "alert" }, e instanceof ApiError ? e.message : `Unexpected error: ${(e as Error)?.message ?? e}`));
   }
@@ -277,12 +296,15 @@ class App {
       alive: () => gen === this.generation,
     };
     this.debug.ready = true;
+    this.fileProg.replaceChildren();
+    if (spec[3]) this.watchFile(gen, el);
     Promise.resolve().then(() => spec[2](ctx, el)).then(() => {
-      if (gen === this.generation) { el.dataset.ready = "1"; this.debug.renders++; }
+      if (gen === this.generation) { el.dataset.ready = "1"; this.debug.renders++; this.fileProg.replaceChildren(); }
     }).catch((e) => {
       if (gen !== this.generation) return;
       mount(el, h("div", { class: "banner", role: "alert" }, e instanceof ApiError ? e.message : `This view failed: ${(e as Error)?.message ?? e}`));
       el.dataset.ready = "error";
+      this.fileProg.replaceChildren();
       if (!(e instanceof ApiError)) console.warn(e);
     });
   }
@@ -290,4 +312,20 @@ class App {
 
 function fillSelect(sel: HTMLSelectElement, items: string[]): void {
   mount(sel, items.map((x) => h("option", { value: x }, x)));
+}
+
+const MB = (b: number) => (b / 1e6).toFixed(b >= 1e8 ? 0 : 1) + " MB";
+
+/** "Reading f: ≈ 120 MB of 837 MB (68 MB/s, about 10 s left) · 3 of 9 files loaded", or null. */
+export function fileProgressText(st: any): string | null {
+  if (!st || typeof st !== "object") return null;
+  const all = st.all && typeof st.all.files_total === "number" ? ` · ${st.all.files_done ?? 0} of ${st.all.files_total} files loaded` : "";
+  const name = String(st.file ?? "the trace");
+  if (st.state === "reading") {
+    const rate = Number(st.rate_bps) || 0, eta = Number(st.eta_s);
+    return `Reading ${name}: ≈ ${MB(Number(st.bytes_done_est) || 0)} of ${MB(Number(st.bytes_total) || 0)}` +
+      (rate ? ` (${(rate / 1e6).toFixed(1)} MB/s` + (isFinite(eta) ? `, about ${Math.max(1, Math.round(eta))} s left)` : ")") : "") + all;
+  }
+  if (st.state === "queued") return `Waiting to read ${name} (${MB(Number(st.bytes_total) || 0)})` + (st.position ? `, place ${st.position} in the queue` : "") + all;
+  return null;
 }

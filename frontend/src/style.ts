@@ -26,6 +26,7 @@ button{cursor:pointer}button:disabled{opacity:.45;cursor:default}
 main{padding:12px;flex:1;min-width:0}
 .banner{margin:8px 12px;padding:8px 12px;border-radius:4px;background:var(--errbg);color:var(--err);white-space:pre-wrap}
 .banner.info{background:var(--panel);color:var(--muted)}
+.file-progress .banner{margin:8px 12px 0}
 .linkbox{display:flex;gap:8px;align-items:center}
 .banner ul{margin:4px 0 0 16px;padding:0}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin-bottom:12px}
