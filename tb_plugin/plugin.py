@@ -238,6 +238,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             "/modules": self._simple("modules", "modules"),
             "/diff": self._diff, "/distributed": self._distributed,
             "/timeline": self._timeline, "/timeline/search": self._search,
+            "/timeline/summary": self._timeline_tool("range_summary", "start_us", "end_us", "tracks"),
+            "/timeline/counters": self._timeline_tool("counters", "start_us", "end_us", "width_px"),
+            "/timeline/occurrences": self._timeline_tool("occurrences", "name", "limit"),
+            "/timeline/locate": self._timeline_tool("locate", "idx"),
             "/event": self._event,
         }
         apps = {path: _route(fn) for path, fn in routes.items()}
@@ -379,6 +383,14 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         width = _int(request, "width_px", default=1000, minimum=1)
         return self._call("timeline", "timeline", self._trace_data(request), start, end,
                           width_px=width)
+
+    def _timeline_tool(self, function: str, *params: str) -> Callable:
+        """A route calling views.timeline_tools.<function>(trace, **the given query parameters)."""
+        def route(request: wrappers.Request) -> Any:
+            kwargs = {p: request.args[p] for p in params if p in request.args}
+            return self._call("timeline_tools", function, self._trace_data(request), **kwargs)
+        route.__name__ = f"_{function}"
+        return route
 
     def _search(self, request: wrappers.Request) -> Any:
         query = request.args.get("query")
