@@ -294,6 +294,12 @@ class App {
       get: (k) => this.st[k],
       set: (k, v) => { if (gen !== this.generation) return; if (v === undefined || v === "") delete this.st[k]; else this.st[k] = v; this.setHash(); },
       alive: () => gen === this.generation,
+      go: (v, params = {}) => {
+        if (gen !== this.generation) return;
+        for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k];
+        Object.assign(this.st, params, { view: v });
+        this.show();
+      },
     };
     this.debug.ready = true;
     this.fileProg.replaceChildren();

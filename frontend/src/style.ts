@@ -76,6 +76,8 @@ main{padding:12px;flex:1;min-width:0}
 .tl-wrap canvas{position:absolute;left:0;top:0}
 .tl-details{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px;min-height:40px}
 .tl-help{color:var(--muted);font-size:12px}
+.tl-keys{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px 12px;max-width:560px}
+kbd{font:11px ui-monospace,monospace;border:1px solid var(--line);border-radius:3px;padding:0 4px;background:var(--bg)}
 .tree{font-size:12px}.tree td:first-child{white-space:nowrap}
 .tree .toggle{display:inline-block;width:14px;cursor:pointer;color:var(--muted)}
 `;

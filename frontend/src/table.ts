@@ -18,6 +18,8 @@ export interface TableOpts<R> {
   sortKey?: string;
   sortDesc?: boolean;
   caption?: string;
+  /** Buttons or links shown in a last column of each row (not exported). */
+  actions?: (row: R) => Node | null;
   /** The CSV file's name (default: the caption). */
   exportName?: string;
 }
@@ -38,7 +40,7 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
     th.addEventListener("click", () => { if (sortKey === c.key) desc = !desc; else { sortKey = c.key; desc = !!c.numeric; } page = 0; draw(); });
     return th;
   });
-  const table = h("table", { class: "data-table" }, h("thead", null, h("tr", null, heads)), body);
+  const table = h("table", { class: "data-table" }, h("thead", null, h("tr", null, heads, opts.actions ? h("th", { class: "actions" }, "") : null)), body);
 
   function view(): R[] {
     let out = rows;
@@ -60,11 +62,12 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
     const slice = v.slice(page * pageSize, (page + 1) * pageSize);
     mount(body, slice.map((r) => {
       const tr = h("tr", { class: opts.rowClass ? opts.rowClass(r) : "" }, columns.map((c) =>
-        h("td", { class: c.numeric ? "num" : "" }, c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]))));
+        h("td", { class: c.numeric ? "num" : "" }, c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]))),
+        opts.actions ? h("td", { class: "actions" }, opts.actions(r)) : null);
       if (opts.onRowClick) { tr.classList.add("clickable"); tr.addEventListener("click", () => opts.onRowClick!(r, tr)); }
       return tr;
     }));
-    if (!slice.length) mount(body, h("tr", null, h("td", { colspan: columns.length, class: "empty" }, rows.length ? "No row matches the filter." : "No data.")));
+    if (!slice.length) mount(body, h("tr", null, h("td", { colspan: columns.length + (opts.actions ? 1 : 0), class: "empty" }, rows.length ? "No row matches the filter." : "No data.")));
     heads.forEach((th, i) => { th.dataset.sort = columns[i].key === sortKey ? (desc ? "desc" : "asc") : ""; });
     info.textContent = `${v.length.toLocaleString("en-US")} rows` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
     prev.disabled = page <= 0; next.disabled = page >= pages - 1;

@@ -34,3 +34,106 @@ def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard
     assert all(re.fullmatch(r"\[\d+, \d+, \d+\]", c["grid"]) and re.fullmatch(r"\[\d+, \d+, \d+\]", c["block"]) for c in cells), cells[:3]
     assert all(c["theoretical_occupancy"].endswith("%") for c in cells)
     assert any(c["shared_memory"].endswith("B") for c in cells)
+
+
+def _timeline(page, tb, run, extra=""):
+    open_view(page, tb, "timeline", run, extra)
+    page.wait_for_function("() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.frames > 0 && window.__gpuscope.timeline.tracks().length > 0")
+    return page
+
+
+def test_timeline_range_selection_summary(guarded_page, tensorboard):
+    need_shared()
+    page = _timeline(guarded_page, tensorboard, "resnet50")
+    box = page.locator("#tl-canvas canvas").bounding_box()
+    # drag on the ruler: all tracks
+    page.mouse.move(box["x"] + 300, box["y"] + 10)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 700, box["y"] + 10, steps=5)
+    page.mouse.up()
+    page.wait_for_selector("#tl-summary-head")
+    head = page.inner_text("#tl-summary-head")
+    n_tracks = page.evaluate("window.__gpuscope.timeline.tracks().length")
+    assert f"{n_tracks} tracks" in head, head
+    assert page.locator("#tl-summary table.data-table tbody tr").count() > 3
+    assert "range=" in page.evaluate("location.hash")
+    # Shift+drag inside the first track only: fewer tracks, fewer events
+    all_events = int(head.split("·")[-1].split()[0].replace(",", ""))
+    y0 = page.evaluate("window.__gpuscope.timeline.trackY(0)")
+    page.keyboard.down("Shift")
+    page.mouse.move(box["x"] + 300, box["y"] + y0 + 22)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 700, box["y"] + y0 + 26, steps=5)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_function("() => (document.querySelector('#tl-summary-head')?.textContent || '').includes('1 track ')")
+    one = int(page.inner_text("#tl-summary-head").split("·")[-1].split()[0].replace(",", ""))
+    assert 0 < one < all_events
+    cols = page.eval_on_selector_all("#tl-summary th", "ths => ths.map(t => t.dataset.key)")
+    assert {"name", "count", "total_us", "self_us"} <= set(cols)
+    # F frames the range
+    page.focus("#tl-canvas")
+    page.keyboard.press("f")
+    page.wait_for_function("() => { const t = window.__gpuscope.timeline, [a, b] = t.view(), r = t.range; return r && a <= r.a && b >= r.b && (b - a) < (r.b - r.a) * 1.2; }")
+
+
+def test_timeline_counter_tracks(guarded_page, tensorboard):
+    need_shared()
+    page = _timeline(guarded_page, tensorboard, "resnet50")
+    page.wait_for_function("() => window.__gpuscope.timeline.counterNames().some(n => n.includes('utilization'))")
+    page2 = page.context.new_page()
+    _timeline(page2, tensorboard, "cnn_single")
+    page2.wait_for_function("() => window.__gpuscope.timeline.counterNames().some(n => n.startsWith('Memory allocated'))")
+    page2.close()
+
+
+def test_show_in_timeline_next_previous_and_selected_event_in_url(guarded_page, tensorboard):
+    need_shared()
+    page = open_view(guarded_page, tensorboard, "operators", "cnn_single")
+    name = page.inner_text("#view-operators table.data-table tbody tr >> nth=0 >> td >> nth=0")
+    page.click("#view-operators table.data-table tbody tr >> nth=0 >> .tl-jump")
+    page.wait_for_selector("#view-timeline[data-ready='1']")
+    page.wait_for_function("() => (document.querySelector('#tl-occ-label')?.textContent || '').includes('occurrence 1 of')")
+    assert page.inner_text("#tl-sel-name") == name
+    total = int(page.inner_text("#tl-occ-label").split(" of ")[1].split()[0].replace(",", ""))
+    assert total >= 2
+    first = page.evaluate("window.__gpuscope.timeline.view()")
+    page.click("#tl-occ-next")
+    page.wait_for_function("() => document.querySelector('#tl-occ-label').textContent.includes('occurrence 2 of')")
+    assert page.evaluate("window.__gpuscope.timeline.view()") != first
+    page.click("#tl-occ-prev")
+    page.click("#tl-occ-prev")
+    page.wait_for_function(f"() => document.querySelector('#tl-occ-label').textContent.includes('occurrence {total} of')")
+    # the selected event is in the URL: a reload (without the search) selects it again
+    page.wait_for_function("() => /[#&]sel=\\d+/.test(location.hash)")
+    sel = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('sel')")
+    page.evaluate("() => { const p = new URLSearchParams(location.hash.slice(1)); p.delete('find'); p.delete('occ'); p.delete('win'); location.hash = p.toString(); }")
+    page.reload()
+    page.wait_for_selector("#view-timeline[data-ready='1']")
+    page.wait_for_function("() => document.querySelector('#tl-sel-name')")
+    assert page.inner_text("#tl-sel-name") == name
+    assert page.evaluate("new URLSearchParams(location.hash.slice(1)).get('sel')") == sel
+
+
+def test_timeline_keys_and_collapsing(guarded_page, tensorboard):
+    need_shared()
+    page = _timeline(guarded_page, tensorboard, "resnet50")
+    assert page.locator("#tl-keys").is_hidden()
+    page.focus("#tl-canvas")
+    page.keyboard.press("?")
+    page.wait_for_selector("#tl-keys", state="visible")
+    assert "frame" in page.inner_text("#tl-keys")
+    n = page.evaluate("window.__gpuscope.timeline.tracks().length")
+    y1 = page.evaluate("window.__gpuscope.timeline.trackY(1)")
+    page.click("#tl-collapse")
+    assert page.evaluate(f"[...Array({n}).keys()].every(i => window.__gpuscope.timeline.isCollapsed(i))")
+    assert page.evaluate("window.__gpuscope.timeline.trackY(1)") < y1
+    page.click("#tl-expand")
+    assert not page.evaluate("window.__gpuscope.timeline.isCollapsed(0)")
+    # a click on a track's name collapses that track only
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    page.locator("#tl-canvas").scroll_into_view_if_needed()
+    box = page.locator("#tl-canvas canvas").bounding_box()
+    y0 = page.evaluate("window.__gpuscope.timeline.trackY(0)")
+    page.mouse.click(box["x"] + 40, box["y"] + y0 + 8)
+    assert page.evaluate("window.__gpuscope.timeline.isCollapsed(0) && !window.__gpuscope.timeline.isCollapsed(1)")

@@ -3,7 +3,7 @@ import { h, mount, fmtUs, fmtNum, fmtPct, fmtBytes } from "../dom";
 import { getJSON } from "../api";
 import { pie } from "../charts";
 import { dataTable, Column } from "../table";
-import { segmented } from "./widgets";
+import { segmented, timelineButton } from "./widgets";
 import type { Ctx } from "../ctx";
 
 export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
@@ -41,7 +41,7 @@ export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("div", { class: "grid2" },
       pie(rows.map((r) => ({ name: groupBy !== "name" ? `${r.name} (${r.op})` + (groupBy === "name_op_config" ? ` ${r.grid ?? ""} ${r.block ?? ""}` : "") : String(r.name), value: Number(r.total_us) || 0 })), fmtUs, { title: "Top kernels by total time" }),
       pie([...byTc].map(([name, value]) => ({ name, value })), fmtUs, { title: "Tensor Cores utilization" })),
-    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us", exportName: `kernels-${ctx.run}` }));
+    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us", exportName: `kernels-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name)) }));
 }
 
 /** A launch-configuration cell: "varies" when the group's launches differ in it. */

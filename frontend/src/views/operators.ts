@@ -3,7 +3,7 @@ import { h, mount, fmtUs } from "../dom";
 import { getJSON } from "../api";
 import { pie } from "../charts";
 import { dataTable, Column } from "../table";
-import { segmented } from "./widgets";
+import { segmented, timelineButton } from "./widgets";
 import type { Ctx } from "../ctx";
 
 const METRICS: [string, string][] = [["device_self_us", "Device self"], ["device_total_us", "Device total"], ["host_self_us", "Host self"], ["host_total_us", "Host total"]];
@@ -28,7 +28,7 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
   ];
   let selected: HTMLTableRowElement | null = null;
   const table = dataTable(cols, rows, {
-    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`,
+    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name)),
     onRowClick: async (r, tr) => {
       selected?.classList.remove("selected"); selected = tr; tr.classList.add("selected");
       if (r.has_call_stack === false) { mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "No call stack recorded for this operator (profile with with_stack=True).")); return; }
