@@ -78,6 +78,11 @@ main{padding:12px;flex:1;min-width:0}
 .tl-help{color:var(--muted);font-size:12px}
 .tl-keys{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px 12px;max-width:560px}
 kbd{font:11px ui-monospace,monospace;border:1px solid var(--line);border-radius:3px;padding:0 4px;background:var(--bg)}
+.icicle{margin-bottom:12px}
+.ic-crumbs{font-size:12px;margin-bottom:4px;overflow-wrap:anywhere}
+.ic-box{position:relative;overflow:hidden}
+.ic-node{position:absolute;height:19px;box-sizing:border-box;border-right:1px solid var(--bg);font-size:11px;line-height:19px;color:#111;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;padding:0 3px;cursor:pointer}
+.ic-node:hover{filter:brightness(1.1)}
 .tree{font-size:12px}.tree td:first-child{white-space:nowrap}
 .tree .toggle{display:inline-block;width:14px;cursor:pointer;color:var(--muted)}
 `;

@@ -137,3 +137,37 @@ def test_timeline_keys_and_collapsing(guarded_page, tensorboard):
     y0 = page.evaluate("window.__gpuscope.timeline.trackY(0)")
     page.mouse.click(box["x"] + 40, box["y"] + y0 + 8)
     assert page.evaluate("window.__gpuscope.timeline.isCollapsed(0) && !window.__gpuscope.timeline.isCollapsed(1)")
+
+
+def _widths(page, sel):
+    return page.eval_on_selector_all(sel, "ns => ns.map(n => [Number(n.dataset.depth), n.getBoundingClientRect().left, n.getBoundingClientRect().width, n.textContent])")
+
+
+def test_modules_icicle_sized_by_host_or_device_and_zooms(guarded_page, tensorboard):
+    need_shared()
+    page = open_view(guarded_page, tensorboard, "modules", "cnn_single")
+    page.wait_for_selector("#modules-icicle .ic-node")
+    nodes = _widths(page, "#modules-icicle .ic-node")
+    assert len(nodes) > 3 and max(d for d, *_ in nodes) >= 2
+    root = [n for n in nodes if n[0] == 0]
+    assert len(root) == 1
+    assert all(w <= root[0][2] + 0.5 for _, _, w, _ in nodes)
+    # a click on a deeper node zooms: it becomes the full-width root, the path above links back
+    target = page.locator("#modules-icicle .ic-node[data-depth='1']").first
+    name = target.inner_text()
+    target.click()
+    page.wait_for_function("(n) => document.querySelector('#modules-icicle .ic-node[data-depth=\"0\"]').textContent === n", arg=name)
+    assert page.locator("#modules-icicle .ic-crumb").count() >= 1
+    page.click("#modules-icicle .ic-crumb >> nth=0")
+    page.wait_for_function("() => document.querySelectorAll('#modules-icicle .ic-crumb').length === 0")
+    assert page.locator("#view-modules .seg button[data-value=host]").get_attribute("aria-pressed") == "true"
+
+
+def test_call_stack_icicle(guarded_page, tensorboard):
+    from .conftest import HTML_RUN
+    page = open_view(guarded_page, tensorboard, "operators", HTML_RUN)
+    page.click("#view-operators table.data-table tbody tr >> nth=0")
+    page.wait_for_selector("#stack-icicle .ic-node")
+    texts = page.eval_on_selector_all("#stack-icicle .ic-node", "ns => ns.map(n => n.textContent)")
+    assert any("<script>" in t for t in texts)  # shown as text, never run
+    assert page.evaluate("window.__xss") is None
