@@ -54,6 +54,9 @@ main{padding:12px;flex:1;min-width:0}
 .table-box{margin-bottom:12px}
 .table-tools{display:flex;gap:8px;align-items:center;margin-bottom:4px}
 .table-info{color:var(--muted);flex:1}
+.cols{position:relative;font-size:12px}.cols summary{cursor:pointer;color:var(--accent2)}
+.cols-list{position:absolute;right:0;z-index:4;background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:6px 10px;display:flex;flex-direction:column;gap:2px;white-space:nowrap}
+@media (max-width:1299px){.data-table td{max-width:260px}.data-table th{white-space:normal;vertical-align:bottom}.data-table th,.data-table td{padding:3px 5px}}
 .table-scroll{overflow:auto;max-height:70vh;border:1px solid var(--line);border-radius:4px}
 .data-table{border-collapse:collapse;width:100%;font-size:12px}
 .data-table th{position:sticky;top:0;background:var(--panel);text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);white-space:nowrap;cursor:pointer}

@@ -12,5 +12,5 @@ export function segmented(label: string, options: [string, string][], current: s
 /** A "show in timeline" button: opens the timeline on every occurrence of `name`. */
 export function timelineButton(ctx: Ctx, name: string): HTMLElement {
   return h("button", { type: "button", class: "btn small tl-jump", title: "show its occurrences in the timeline (next / previous)",
-    onclick: (e: Event) => { e.stopPropagation(); ctx.go("timeline", { find: name }); } }, "⤷ timeline");
+    onclick: (e: Event) => { e.stopPropagation(); ctx.go("timeline", { find: name }); }, "aria-label": "show in timeline" }, "⤷");
 }
