@@ -264,12 +264,17 @@ class Loader:
         with self._lock:
             entries = list(self._entries.values())
         done = [e for e in entries if e.done]
+        now = time.monotonic()
+        reading = sum(min(e.file.size * 0.99, (now - e.started) * self.rate(e.file))
+                      for e in entries if not e.done and e.started is not None)
         return {
             "loading": len(done) < len(entries),
             "files_done": len(done),
             "files_total": len(entries),
             "bytes_done": sum(e.file.size for e in done),
             "bytes_total": sum(e.file.size for e in entries),
+            # plus an estimate of the files being read (by the throughput measured so far)
+            "bytes_done_est": int(sum(e.file.size for e in done) + reading),
         }
 
     def rate(self, f: TraceFile) -> float:

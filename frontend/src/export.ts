@@ -31,11 +31,11 @@ export function fileName(base: string): string {
   return (base.toLowerCase().replace(/[^a-z0-9.]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 80) || "table") + ".csv";
 }
 
-/** "⤓ CSV" and "⧉ Copy" buttons over whatever `get` returns when clicked. */
+/** "⤓ CSV" and "Copy" buttons over whatever `get` returns when clicked. */
 export function exportButtons(name: () => string, get: () => { header: string[]; rows: unknown[][] }): HTMLElement {
   const msg = h("span", { class: "muted export-msg" });
   const csv = h("button", { type: "button", class: "btn small export-csv", title: "download the rows shown (after filter and sort) as CSV" }, "⤓ CSV");
-  const copy = h("button", { type: "button", class: "btn small export-copy", title: "copy the rows shown (tab-separated, pastes into a spreadsheet)" }, "⧉ Copy");
+  const copy = h("button", { type: "button", class: "btn small export-copy", title: "copy the rows shown (tab-separated, pastes into a spreadsheet)" }, "Copy");
   csv.addEventListener("click", () => {
     const { header, rows } = get();
     const a = h("a", { href: URL.createObjectURL(new Blob([toCSV(header, rows)], { type: "text/csv" })), download: fileName(name()) });

@@ -70,7 +70,7 @@ class App {
       h("header", { class: "topbar" }, h("span", { class: "brand" }, "gpuscope"),
         h("label", null, "Run", this.runSel), h("label", null, "Worker", this.workerSel), h("label", null, "Span", this.spanSel),
         h("span", { style: "flex:1" }),
-        h("button", { type: "button", class: "btn small", id: "gs-link", title: "copy a link that opens this view with its options", onclick: () => this.copyLink() }, "🔗 Copy link"),
+        h("button", { type: "button", class: "btn small", id: "gs-link", title: "copy a link that opens this view with its options", onclick: () => this.copyLink() }, "Copy link"),
         h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => this.reload() }, "⟳ Reload"),
         this.themeBtn),
       this.linkBox, this.progress, this.banners, this.notice, this.tabs, this.fileProg, this.main);
@@ -201,7 +201,7 @@ class App {
   private showLoadProgress(ans: RunsAnswer): void {
     const p = (ans.progress ?? ans) as Record<string, unknown>;
     const num = (k: string) => (typeof p[k] === "number" ? (p[k] as number) : null);
-    const fd = num("files_done"), ft = num("files_total"), bd = num("bytes_done"), bt = num("bytes_total");
+    const fd = num("files_done"), ft = num("files_total"), bd = num("bytes_done_est") ?? num("bytes_done"), bt = num("bytes_total");
     const frac = bt ? (bd ?? 0) / bt : ft ? (fd ?? 0) / ft : null;
     this.progress.style.setProperty("--done", frac === null ? "0" : String(Math.min(1, frac)));
     this.progress.classList.toggle("determinate", this.loading && frac !== null);

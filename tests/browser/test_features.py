@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from .conftest import open_view, TRACES
+from .conftest import open_view, screenshot, TRACES
 
 
 def need_shared() -> None:
@@ -14,7 +14,7 @@ def need_shared() -> None:
         pytest.skip("../shared/traces not present")
 
 
-def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard):
+def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard, tmp_path):
     need_shared()
     page = open_view(guarded_page, tensorboard, "kernels", "resnet50", "group_by=name_op")
     for key in ("registers_per_thread", "shared_memory", "theoretical_occupancy"):
@@ -41,6 +41,7 @@ def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard
     assert all(re.fullmatch(r"\[\d+, \d+, \d+\]", c["grid"]) and re.fullmatch(r"\[\d+, \d+, \d+\]", c["block"]) for c in cells), cells[:3]
     assert all(c["theoretical_occupancy"].endswith("%") for c in cells)
     assert any(c["shared_memory"].endswith("B") for c in cells)
+    screenshot(page, "kernels-launch", tmp_path)
 
 
 def _timeline(page, tb, run, extra=""):
@@ -49,7 +50,7 @@ def _timeline(page, tb, run, extra=""):
     return page
 
 
-def test_timeline_range_selection_summary(guarded_page, tensorboard):
+def test_timeline_range_selection_summary(guarded_page, tensorboard, tmp_path):
     need_shared()
     page = _timeline(guarded_page, tensorboard, "resnet50")
     box = page.locator("#tl-canvas canvas").bounding_box()
@@ -59,6 +60,8 @@ def test_timeline_range_selection_summary(guarded_page, tensorboard):
     page.mouse.move(box["x"] + 700, box["y"] + 10, steps=5)
     page.mouse.up()
     page.wait_for_selector("#tl-summary-head")
+    page.wait_for_function("() => window.__gpuscope.timeline.counterNames().length > 0")
+    screenshot(page, "timeline-range", tmp_path)
     head = page.inner_text("#tl-summary-head")
     n_tracks = page.evaluate("window.__gpuscope.timeline.tracks().length")
     assert f"{n_tracks} tracks" in head, head
@@ -150,12 +153,13 @@ def _widths(page, sel):
     return page.eval_on_selector_all(sel, "ns => ns.map(n => [Number(n.dataset.depth), n.getBoundingClientRect().left, n.getBoundingClientRect().width, n.textContent])")
 
 
-def test_modules_icicle_sized_by_host_or_device_and_zooms(guarded_page, tensorboard):
+def test_modules_icicle_sized_by_host_or_device_and_zooms(guarded_page, tensorboard, tmp_path):
     need_shared()
     page = open_view(guarded_page, tensorboard, "modules", "cnn_single")
     page.wait_for_selector("#modules-icicle .ic-node")
     nodes = _widths(page, "#modules-icicle .ic-node")
     assert len(nodes) > 3 and max(d for d, *_ in nodes) >= 2
+    screenshot(page, "modules-icicle", tmp_path)
     root = [n for n in nodes if n[0] == 0]
     assert len(root) == 1
     assert all(w <= root[0][2] + 0.5 for _, _, w, _ in nodes)

@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from .conftest import TensorBoard, get_json
+from .conftest import TensorBoard, get_json, screenshot
 
 OLD = time.time() - 3600
 
@@ -44,6 +44,7 @@ def test_requested_file_first_with_its_own_progress(browser, tmp_path):
         page.goto(f"{tb.url}/data/plugin_entry.html?name=gpuscope#run=z_big&view=operators")
         page.wait_for_function("() => /MB\\/s|in the queue/.test(document.querySelector('#gs-file-progress')?.textContent || '')", timeout=120000)
         text = page.inner_text("#gs-file-progress")
+        screenshot(page, "loading", tmp_path)
         assert "z_big/w.1.pt.trace.json" in text and " MB" in text and "files loaded" in text, text
         page.wait_for_selector("#view-operators[data-ready='1'], #view-operators[data-ready='error']", timeout=300000)
         done_when_shown = get_json(f"{tb.api}/runs")["progress"]["files_done"]
