@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import contextlib
 import threading
 import time
 from collections import OrderedDict, deque
@@ -68,6 +69,7 @@ class _Entry:
     done: bool = False
     started: float | None = None   # time.monotonic() when its read began
     seconds: float | None = None   # how long the read took
+    shown: int = 0                 # the largest bytes-parsed estimate given (estimates never go back)
 
 
 class Loader:
@@ -277,6 +279,18 @@ class Loader:
             "bytes_done_est": int(sum(e.file.size for e in done) + reading),
         }
 
+    @contextlib.contextmanager
+    def hold(self):
+        """While a request computes a view, no queued file starts (it would slow the answer down)."""
+        with self._lock:
+            self._urgent += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._urgent -= 1
+            self._pump()
+
     def rate(self, f: TraceFile) -> float:
         """Parse throughput in file bytes per second for files like `f`: measured on the files of its
         kind (gzip or not) read here so far, else a default."""
@@ -307,7 +321,7 @@ class Loader:
         else:
             rate = self.rate(f)
             elapsed = time.monotonic() - e.started
-            done = min(f.size * 0.99, elapsed * rate)
+            done = e.shown = max(e.shown, int(min(f.size * 0.99, elapsed * rate)))
             out.update(state="reading", elapsed_s=round(elapsed, 2), bytes_done_est=int(done), rate_bps=rate,
                        eta_s=round(max(0.0, (f.size - done) / rate), 1))
         return out

@@ -244,11 +244,21 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             "/timeline/locate": self._timeline_tool("locate", "idx"),
             "/event": self._event,
         }
-        apps = {path: _route(fn) for path, fn in routes.items()}
+        light = {"/runs", "/workers", "/spans", "/file_status"}
+        apps = {path: _route(fn if path in light else self._held(fn)) for path, fn in routes.items()}
         apps["/trace"] = self._trace
         apps["/index.js"] = self._static
         apps["/*"] = self._static
         return apps
+
+    def _held(self, fn: Callable) -> Callable:
+        """`fn` with the loader's queue held while it runs: a view is computed before the next
+        background file starts (a file it asks for is read first anyway)."""
+        def route(request: wrappers.Request) -> Any:
+            with self.state().loader.hold():
+                return fn(request)
+        route.__name__ = getattr(fn, "__name__", "route")
+        return route
 
     # -------------------------------------------------------------- state and look-ups
     def state(self) -> _State:
