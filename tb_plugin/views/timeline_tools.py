@@ -174,10 +174,10 @@ def _result(t: Any, tl: Any, pos: np.ndarray) -> list[dict]:
                                         tsu, du, pos.tolist(), idx)]
 
 
-def occurrences(t: Any, name: str, limit: Any = 10000) -> dict:
+def occurrences(t: Any, name: Any = None, limit: Any = 10000) -> dict:
     """Every event named exactly `name` (first `limit`), in time order, with its track and depth."""
     if not isinstance(name, str) or not name:
-        raise BadRequest("name must be a non-empty string")
+        raise BadRequest("missing parameter 'name' (the exact event name)")
     lim = int_param(limit, "limit", 1, 100000)
     tl = tiles_for(t)
     ev = t.events
@@ -189,8 +189,10 @@ def occurrences(t: Any, name: str, limit: Any = 10000) -> dict:
     return {"name": name, "total": int(len(pos)), "results": _result(t, tl, pos[:lim])}
 
 
-def locate(t: Any, idx: Any) -> dict:
+def locate(t: Any, idx: Any = None) -> dict:
     """Where the event at traceEvents index `idx` is drawn (track, depth, times)."""
+    if idx is None:
+        raise BadRequest("missing parameter 'idx'")
     i = int_param(idx, "idx", 0, 2 ** 62)
     tl = tiles_for(t)
     ev = t.events
