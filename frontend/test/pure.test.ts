@@ -5,6 +5,8 @@ import { readHash, writeHash } from "../src/state";
 import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
 import { parseCurves } from "../src/views/memory";
 import { toCSV, toTSV, fileName } from "../src/export";
+import { fileProgressText } from "../src/progress";
+import { hostURL, parseHostHash } from "../src/tburl";
 
 test("lowerBound finds the first index >= x", () => {
   const a = [1, 3, 3, 7];
@@ -77,4 +79,20 @@ test("toCSV quotes, keeps raw numbers, defuses formulas; toTSV flattens tabs", (
   assert.equal(csv, 'name,total_us\r\n"a,b",1234.5678\r\n"say ""hi""",\r\n\'=cmd(),1e-7\r\n"{""x"":1}",\r\n');
   assert.equal(toTSV(["a", "b"], [["x\ty", 2]]), "a\tb\nx y\t2\n");
   assert.equal(fileName("Operators — run/1"), "operators-run-1.csv");
+});
+
+test("fileProgressText: reading, queued, nothing for done", () => {
+  const all = { files_done: 3, files_total: 9 };
+  assert.equal(fileProgressText({ state: "reading", file: "r/w.json", bytes_done_est: 12.3e6, bytes_total: 837e6, rate_bps: 68e6, eta_s: 12.1, all }),
+    "Reading r/w.json: ≈ 12.3 MB of 837 MB (68.0 MB/s, about 12 s left) · 3 of 9 files loaded");
+  assert.equal(fileProgressText({ state: "queued", file: "r/w.json", bytes_total: 5e6, position: 2, all }), "Waiting to read r/w.json (5.0 MB), place 2 in the queue · 3 of 9 files loaded");
+  assert.equal(fileProgressText({ state: "done", file: "x" }), null);
+});
+
+test("TensorBoard URL state: p.gpuscope.* entries written and read back, others kept", () => {
+  const u = hostURL("http://h:6006/#gpuscope&p.gpuscope.run=old&p.other.x=1", { run: "a b&c", view: "kernels" });
+  assert.equal(u, "http://h:6006/#gpuscope&p.other.x=1&p.gpuscope.run=a%20b%26c&p.gpuscope.view=kernels");
+  assert.deepEqual(parseHostHash(new URL(u).hash), { run: "a b&c", view: "kernels" });
+  assert.equal(hostURL("http://h:6006/", { run: "r" }), "http://h:6006/#gpuscope&p.gpuscope.run=r");
+  assert.deepEqual(parseHostHash("#gpuscope&p.gpuscope.run=%E0%A4%A"), {});
 });
