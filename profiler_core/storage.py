@@ -392,7 +392,19 @@ def walk_files(root: str, accept: Callable[[str], bool] | None = None) -> Iterat
 def _walk_local(root: str, accept: Callable[[str], bool] | None) -> Iterator[FileInfo]:
     if not os.path.isdir(root):
         return
-    for d, dirs, names in os.walk(root, followlinks=False):
+    # symlinked run folders are followed (as torch-tb-profiler does); a folder reached twice
+    # (a link cycle, or two links to one place) is walked once
+    visited: set[tuple[int, int]] = set()
+    for d, dirs, names in os.walk(root, followlinks=True):
+        try:
+            dst = os.stat(d)
+        except OSError:
+            dirs[:] = []
+            continue
+        if (dst.st_dev, dst.st_ino) in visited:
+            dirs[:] = []
+            continue
+        visited.add((dst.st_dev, dst.st_ino))
         dirs[:] = sorted(x for x in dirs if not x.startswith("."))
         for name in sorted(names):
             if accept is not None and not accept(name):

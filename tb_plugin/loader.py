@@ -5,13 +5,21 @@ cache of `profiler_core.trace.cache`); the most recently used parsed traces stay
 to a byte budget. With `processes > 0` files are parsed in worker processes that hand their
 result over through the disk cache; otherwise on threads. Bad files are remembered with their
 reason and logged; requests for them raise `LoadFailed`.
+
+Files wait in a queue and only as many as the pool has slots are handed to it, so a request for
+a file still queued takes it out of the queue and loads it at once, and no other queued file
+starts until it is ready (the files already being read go on). `file_status` says how far one
+file is: queued (and where), being read (bytes by the throughput measured on earlier files, as
+an estimate, and the time left), done, or failed.
 """
 from __future__ import annotations
 
 import logging
 import os
+import contextlib
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -50,12 +58,19 @@ def _prepare_in_process(path: str) -> TraceData | None:
     return None if cache.store(path, t) is not None else t
 
 
+#: parse throughput (file bytes per second) assumed before any file was timed here
+DEFAULT_RATE = {"gz": 3e6, "json": 40e6}
+
+
 @dataclass
 class _Entry:
     file: TraceFile
     future: Future | None = None
     error: str | None = None
     done: bool = False
+    started: float | None = None   # time.monotonic() when its read began
+    seconds: float | None = None   # how long the read took
+    shown: int = 0                 # the largest bytes-parsed estimate given (estimates never go back)
 
 
 class Loader:
@@ -76,6 +91,10 @@ class Loader:
         else:
             self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="gpuscope-load")
         self._lock = threading.RLock()
+        self._slots = max(1, self.processes or workers)
+        self._queue: deque[_Entry] = deque()   # waiting for a pool slot, in scan order
+        self._running = 0                       # entries handed to the pool and not finished
+        self._urgent = 0                        # requested files being read now: the queue waits
         self._entries: dict[tuple, _Entry] = {}
         self._lru: OrderedDict[tuple, TraceData] = OrderedDict()
         self._lru_bytes: dict[tuple, int] = {}
@@ -87,16 +106,27 @@ class Loader:
         with self._lock:
             for key in [k for k in self._entries if k not in keys]:
                 entry = self._entries.pop(key)
+                if entry in self._queue:
+                    self._queue.remove(entry)
                 if entry.future is not None:
                     entry.future.cancel()
                 self._drop(key)
             for f in files:
                 if f.key not in self._entries:
                     entry = self._entries[f.key] = _Entry(f)
-                    self._submit(entry)
+                    self._queue.append(entry)
+            self._pump()
+
+    def _pump(self) -> None:
+        """Hands queued files to the pool while it has free slots and no requested file is being read."""
+        with self._lock:
+            while self._queue and self._running < self._slots and not self._urgent:
+                self._submit(self._queue.popleft())
 
     def _submit(self, entry: _Entry) -> None:
         f = entry.file
+        self._running += 1
+        entry.started = time.monotonic()
         if self.processes:
             fut = self._pool.submit(_prepare_in_process, f.path)
         else:
@@ -113,12 +143,19 @@ class Loader:
         return t
 
     def _finished(self, entry: _Entry, fut: Future) -> None:
+        with self._lock:
+            if not getattr(fut, "_gpuscope_counted", False):
+                fut._gpuscope_counted = True  # type: ignore[attr-defined]
+                self._running -= 1
+        self._pump()
         if fut.cancelled():
             return
         err = fut.exception()
         with self._lock:
             if self._entries.get(entry.file.key) is not entry:
                 return  # forgotten meanwhile
+            if not entry.done and entry.started is not None:
+                entry.seconds = time.monotonic() - entry.started
             entry.done = True
             if err is not None:
                 entry.error = self._message(entry.file, err)
@@ -166,14 +203,33 @@ class Loader:
             entry = self._entries.get(f.key)
             if entry is None:
                 entry = self._entries[f.key] = _Entry(f)
-                self._submit(entry)
             elif entry.error is not None:
                 raise LoadFailed(entry.error)
+            queued = entry.future is None and not entry.done
+            if queued:  # not started: read it now, in this thread, ahead of the queue
+                if entry in self._queue:
+                    self._queue.remove(entry)
+                entry.started = time.monotonic()
+                self._urgent += 1
             fut = entry.future
-        if fut is not None and fut.cancel():  # still queued: load it now, in this thread
+        if queued:
+            try:
+                return self._load_now(entry)
+            finally:
+                with self._lock:
+                    self._urgent -= 1
+                self._pump()
+        if fut is not None and fut.cancel():  # handed to the pool but not started there
             with self._lock:
                 entry.future = None
-            return self._load_now(entry)
+                entry.started = time.monotonic()
+                self._urgent += 1
+            try:
+                return self._load_now(entry)
+            finally:
+                with self._lock:
+                    self._urgent -= 1
+                self._finished(entry, fut)
         if fut is not None:
             try:
                 fut.result(timeout=timeout)
@@ -198,6 +254,8 @@ class Loader:
             log.warning("gpuscope: cannot load %s: %s", entry.file.relpath, entry.error)
             raise LoadFailed(entry.error) from None
         with self._lock:
+            if not entry.done and entry.started is not None:
+                entry.seconds = time.monotonic() - entry.started
             entry.done = True
             if self._entries.get(entry.file.key) is entry:
                 self._keep(entry.file.key, t)
@@ -209,13 +267,65 @@ class Loader:
         with self._lock:
             entries = list(self._entries.values())
         done = [e for e in entries if e.done]
+        now = time.monotonic()
+        reading = sum(min(e.file.size * 0.99, (now - e.started) * self.rate(e.file))
+                      for e in entries if not e.done and e.started is not None)
         return {
             "loading": len(done) < len(entries),
             "files_done": len(done),
             "files_total": len(entries),
             "bytes_done": sum(e.file.size for e in done),
             "bytes_total": sum(e.file.size for e in entries),
+            # plus an estimate of the files being read (by the throughput measured so far)
+            "bytes_done_est": int(sum(e.file.size for e in done) + reading),
         }
+
+    @contextlib.contextmanager
+    def hold(self):
+        """While a request computes a view, no queued file starts (it would slow the answer down)."""
+        with self._lock:
+            self._urgent += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._urgent -= 1
+            self._pump()
+
+    def rate(self, f: TraceFile) -> float:
+        """Parse throughput in file bytes per second for files like `f`: measured on the files of its
+        kind (gzip or not) read here so far, else a default."""
+        kind = "gz" if f.path.endswith(".gz") else "json"
+        with self._lock:
+            timed = [(e.file.size, e.seconds) for e in self._entries.values()
+                     if e.seconds and e.error is None and e.file.path.endswith(".gz") == (kind == "gz")]
+        size, secs = sum(x for x, _ in timed), sum(y for _, y in timed)
+        return size / secs if secs > 0.05 and size > 0 else DEFAULT_RATE[kind]
+
+    def file_status(self, f: TraceFile) -> dict:
+        """How far `f` is: state (queued, reading, done, failed, unknown), its size, and while it is
+        read the estimated bytes parsed, the throughput and the seconds left; queued: its place."""
+        with self._lock:
+            e = self._entries.get(f.key)
+            loaded = f.key in self._lru
+            queue = list(self._queue)
+        out: dict = {"file": f.relpath, "bytes_total": f.size}
+        if e is None:
+            out["state"] = "done" if loaded else "unknown"
+            return out
+        if e.error is not None:
+            out.update(state="failed", error=e.error)
+        elif e.done:
+            out.update(state="done", seconds=e.seconds)
+        elif e.started is None:
+            out.update(state="queued", position=queue.index(e) + 1 if e in queue else None, rate_bps=self.rate(f))
+        else:
+            rate = self.rate(f)
+            elapsed = time.monotonic() - e.started
+            done = e.shown = max(e.shown, int(min(f.size * 0.99, elapsed * rate)))
+            out.update(state="reading", elapsed_s=round(elapsed, 2), bytes_done_est=int(done), rate_bps=rate,
+                       eta_s=round(max(0.0, (f.size - done) / rate), 1))
+        return out
 
     def errors(self) -> list[tuple[TraceFile, str]]:
         """(file, reason) for every known file that could not be read."""

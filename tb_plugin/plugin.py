@@ -266,6 +266,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def get_plugin_apps(self) -> dict:
         routes = {
             "/runs": self._runs, "/workers": self._workers, "/spans": self._spans,
+            "/file_status": self._file_status,
             "/overview": self._simple("overview", "overview"),
             "/operators": self._operators, "/operators/stack": self._operator_stack,
             "/kernels": self._kernels,
@@ -274,13 +275,27 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             "/modules": self._simple("modules", "modules"),
             "/diff": self._diff, "/distributed": self._distributed,
             "/timeline": self._timeline, "/timeline/search": self._search,
+            "/timeline/summary": self._timeline_tool("range_summary", "start_us", "end_us", "tracks"),
+            "/timeline/counters": self._timeline_tool("counters", "start_us", "end_us", "width_px"),
+            "/timeline/occurrences": self._timeline_tool("occurrences", "name", "limit"),
+            "/timeline/locate": self._timeline_tool("locate", "idx"),
             "/event": self._event,
         }
         routes["/trace"] = self._trace
-        apps = {path: _route(fn) for path, fn in routes.items()}
+        light = {"/runs", "/workers", "/spans", "/file_status"}
+        apps = {path: _route(fn if path in light else self._held(fn)) for path, fn in routes.items()}
         apps["/index.js"] = self._static
         apps["/*"] = self._static
         return {path: _with_security_headers(app) for path, app in apps.items()}
+
+    def _held(self, fn: Callable) -> Callable:
+        """`fn` with the loader's queue held while it runs: a view is computed before the next
+        background file starts (a file it asks for is read first anyway)."""
+        def route(request: wrappers.Request) -> Any:
+            with self.state().loader.hold():
+                return fn(request)
+        route.__name__ = getattr(fn, "__name__", "route")
+        return route
 
     # -------------------------------------------------------------- state and look-ups
     def state(self) -> _State:
@@ -331,6 +346,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if runs:
             self._active = (time.monotonic(), True)
         return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors}
+
+    def _file_status(self, request: wrappers.Request) -> dict:
+        """How far the loading of one run/worker/span's file is, and of all files together."""
+        state = self.state()
+        out = state.loader.file_status(self._file(request))
+        out["all"] = state.loader.progress()
+        return out
 
     def _workers(self, request: wrappers.Request) -> dict:
         return {"workers": sorted(self._run(request).workers)}
@@ -414,6 +436,14 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         width = _int(request, "width_px", default=1000, minimum=1)
         return self._call("timeline", "timeline", self._trace_data(request), start, end,
                           width_px=width)
+
+    def _timeline_tool(self, function: str, *params: str) -> Callable:
+        """A route calling views.timeline_tools.<function>(trace, **the given query parameters)."""
+        def route(request: wrappers.Request) -> Any:
+            kwargs = {p: request.args[p] for p in params if p in request.args}
+            return self._call("timeline_tools", function, self._trace_data(request), **kwargs)
+        route.__name__ = f"_{function}"
+        return route
 
     def _search(self, request: wrappers.Request) -> Any:
         query = request.args.get("query")

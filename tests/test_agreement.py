@@ -314,6 +314,33 @@ def test_kernel_tables_match_reference(shared_traces, group_by, ref_key):
     assert checked > 100
 
 
+def test_kernel_launch_configuration_rows_match_reference(shared_traces):
+    """group_by=name_op_config has torch-tb-profiler's rows: one per kernel, operator and launch configuration."""
+    from tb_plugin.views import kernels
+
+    checked = 0
+    for run, worker, span, path, views in all_cases(shared_traces):
+        if "kernel_table_KernelNameAndOpName" not in views:
+            continue
+        table = views["kernel_table_KernelNameAndOpName"]["data"]
+        cols = [c["name"] for c in table["columns"]]
+        ref = {}
+        for row in table["rows"]:
+            d = dict(zip(cols, row))
+            key = (d["Name"], d["Operator"], d["Grid"], d["Block"], int(d["Register Per Thread"]), int(d["Shared Memory"]))
+            ref[key] = d
+        mine = {(r["name"], r["op"], r["grid"], r["block"], r["registers_per_thread"], r["shared_memory"]): r
+                for r in kernels.kernels(trace(path), "name_op_config")["rows"]}
+        assert set(mine) == set(ref), (run, worker, span, set(mine) ^ set(ref))
+        for key, d in ref.items():
+            assert mine[key]["calls"] == d["Calls"] and close(mine[key]["total_us"], d["Total Duration (us)"]), key
+            assert mine[key]["launch_configs"] == 1
+            occ = mine[key]["theoretical_occupancy"]
+            assert occ is None or occ * 100 + 0.5 >= d["Mean Est. Achieved Occupancy (%)"], (key, occ, d)
+            checked += 1
+    assert checked > 100
+
+
 def test_cuda_runtime_category_keeps_device_times(shared_traces):
     """CUDA_RUNTIME: the same V100 trace with its launches relabelled `cuda_runtime` (the category of every trace
     since torch 1.11) keeps the reference's device times; 0.4.3 ignores `cuda_runtime` and reports 0 (kineto #843)."""

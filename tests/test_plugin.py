@@ -318,3 +318,23 @@ def test_a_trace_replaced_with_same_size_and_mtime_is_not_served_from_the_old_pa
         assert set(loader.get(f2).events["name"]) == {"ProfilerStep#1", "xy0", "xy1", "xy2"}
     finally:
         loader.close()
+
+
+def test_timeline_tool_routes_and_file_status(logdir):
+    """The timeline tools answer through their routes (bad parameters: 400); /file_status says a
+    loaded file is done and counts all files."""
+    c, _ = _client(logdir)
+    q = "run=run1&worker=w0&span=1"
+    for route in ("timeline/summary", "timeline/counters", "timeline/occurrences?name=op1&", "timeline/locate?idx=0&"):
+        path, _, extra = route.partition("?")
+        r = c.get(f"{P}/{path}?{extra}{q}")
+        assert r.status_code == 200, (route, r.get_data())
+    assert c.get(f"{P}/timeline/summary?{q}&tracks=0").json["events"] >= 1
+    for url in (f"timeline/summary?{q}&start_us=5&end_us=1", f"timeline/summary?{q}&tracks=x",
+                f"timeline/counters?{q}&width_px=0", f"timeline/occurrences?{q}", f"timeline/locate?{q}&idx=-3",
+                f"timeline/locate?{q}"):
+        r = c.get(f"{P}/{url}")
+        assert r.status_code == 400, (url, r.get_data())
+    st = c.get(f"{P}/file_status?{q}").json
+    assert st["state"] == "done" and st["file"].startswith("run1/w0.") and st["all"]["files_total"] >= 2
+    assert c.get(f"{P}/file_status?run=run1&worker=w0&span=9").status_code == 404

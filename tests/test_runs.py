@@ -86,3 +86,15 @@ def test_has_traces_and_missing_logdir(tmp_path):
 def test_looks_like_trace(tmp_path):
     assert looks_like_trace(str(_put(tmp_path / "t.json", {"traceEvents": []})))
     assert not looks_like_trace(str(_put(tmp_path / "c.json", {"a": 1})))
+
+
+def test_symlinked_run_folders_are_followed_and_cycles_walked_once(tmp_path):
+    logdir, data = tmp_path / "logdir", tmp_path / "data"
+    _put(data / "job1" / "w.1.pt.trace.json")
+    _put(logdir / "local" / "w.1.pt.trace.json")
+    (logdir / "job1").symlink_to(data / "job1", target_is_directory=True)
+    (data / "job1" / "loop").symlink_to(data, target_is_directory=True)   # a cycle through the link
+    (logdir / "local" / "self").symlink_to(logdir, target_is_directory=True)  # a cycle to the root
+    runs = Scanner(str(logdir)).scan()
+    assert list(runs) == ["job1", "local"]
+    assert runs["job1"].file("w", "1").relpath == "job1/w.1.pt.trace.json"

@@ -27,7 +27,9 @@ def test_group_by_name():
     assert [r["name"] for r in rows] == ["volta_sgemm_128x64_nn", "volta_h884gemm_64x64_nt", "orphan_kernel"]
     gemm = rows[1]
     assert gemm == {"name": "volta_h884gemm_64x64_nt", "calls": 2, "total_us": 40.0, "mean_us": 20.0, "min_us": 10.0,
-                    "max_us": 30.0, "blocks_per_sm": 2.5, "achieved_occupancy": 0.3125, "tensor_cores": True}
+                    "max_us": 30.0, "blocks_per_sm": 2.5, "achieved_occupancy": 0.3125, "tensor_cores": True,
+                    "grid": None, "block": None, "registers_per_thread": None, "shared_memory": None,
+                    "theoretical_occupancy": None, "launch_configs": 1}
     assert rows[0]["blocks_per_sm"] is None and rows[0]["achieved_occupancy"] is None
     assert rows[0]["tensor_cores"] is False
     json.dumps(rows)
@@ -83,3 +85,37 @@ def test_non_finite_kernel_args_are_estimated_or_ignored():
     gpu = overview.overview(t)["gpu"]
     assert gpu["sm_efficiency"] == pytest.approx((0.5 * 40 + 1.0 * 10) / 100)
     assert gpu["achieved_occupancy"] == pytest.approx(0.30)
+
+
+V100 = {"id": 0, "name": "Tesla V100", "computeMajor": 7, "computeMinor": 0, "maxThreadsPerBlock": 1024,
+        "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,
+        "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 98304, "numSms": 80, "sharedMemPerBlockOptin": 98304}
+
+
+def _launch(name, ts, corr, grid, block, regs, smem):
+    return kernel(name, ts, 10, corr=corr, grid=grid, block=block, **{"registers per thread": regs, "shared memory": smem})
+
+
+def config_trace():
+    t = make_trace([
+        op("aten::conv2d", 0, 100, ext=1), runtime("cudaLaunchKernel", 1, 1, corr=1, ext=1),
+        runtime("cudaLaunchKernel", 2, 1, corr=2, ext=1), runtime("cudaLaunchKernel", 3, 1, corr=3, ext=1),
+        _launch("dgrad", 10, 1, [8, 8, 1], [64, 1, 1], 88, 3328),
+        _launch("dgrad", 30, 2, [8, 8, 1], [64, 1, 1], 88, 3328),
+        _launch("dgrad", 50, 3, [16, 4, 1], [64, 1, 1], 88, 3328),
+    ])
+    t.device_properties = [V100]
+    return t
+
+
+def test_launch_configuration_columns_and_split():
+    """Grid, block, registers, shared memory and theoretical occupancy; name_op_config splits by them."""
+    rows = kernels.kernels(config_trace(), "name_op")["rows"]
+    assert len(rows) == 1
+    r = rows[0]
+    # 88 registers x 2 warps per block: 10 blocks = 20 of 64 warps fit on a V100 SM
+    assert (r["grid"], r["block"], r["registers_per_thread"], r["shared_memory"]) == (None, "[64, 1, 1]", 88, 3328)
+    assert r["theoretical_occupancy"] == 0.3125 and r["launch_configs"] == 2
+    split = kernels.kernels(config_trace(), "name_op_config")["rows"]
+    assert [(x["grid"], x["calls"], x["launch_configs"]) for x in split] == [("[8, 8, 1]", 2, 1), ("[16, 4, 1]", 1, 1)]
+    assert all(x["op"] == "aten::conv2d" and x["theoretical_occupancy"] == 0.3125 for x in split)

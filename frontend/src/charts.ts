@@ -1,16 +1,41 @@
 // Hand-written SVG charts: stacked bars, pie, and a zoomable line chart (a few KB instead of a
 // chart library). Labels are text nodes; tooltips are SVG <title> text.
-import { s, h, PALETTE, fmtNum } from "./dom";
+import { s, h, mount, PALETTE, fmtNum } from "./dom";
 
 export interface Series { name: string; values: number[]; color?: string }
 
-const W = 640, H = 260, PAD = { l: 64, r: 12, t: 12, b: 36 };
+const W0 = 640, H = 260, PAD = { l: 64, r: 12, t: 12, b: 36 };
+
+/** Builds an SVG at the width its box has (one SVG unit = one CSS pixel, so 11 px text stays 11 px
+ * on any screen) and again when the box is resized. */
+function responsive(build: (w: number) => SVGElement, initial = W0): HTMLElement {
+  const holder = h("div", { class: "chart-holder" });
+  let cur = 0;
+  const draw = (w: number) => {
+    w = Math.max(260, Math.round(w));
+    if (Math.abs(w - cur) < 2) return;
+    cur = w;
+    mount(holder, build(w));
+  };
+  draw(initial);
+  if (typeof ResizeObserver !== "undefined") new ResizeObserver(() => { if (holder.clientWidth) draw(holder.clientWidth); }).observe(holder);
+  return holder;
+}
 
 function niceMax(v: number): number {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
   return 10 * p;
+}
+
+/** A label cut to `n` characters. */
+const short = (t: string, n: number) => (t.length > n ? t.slice(0, n - 1) + "…" : t);
+
+/** Every how many bars an axis label fits without overlapping its neighbours (11 px text). */
+export function labelStride(labels: string[], slotW: number): number {
+  const widest = Math.max(1, ...labels.map((l) => l.length)) * 6.6 + 6;
+  return Math.max(1, Math.ceil(widest / Math.max(1e-6, slotW)));
 }
 
 function legend(items: { name: string; color: string }[]): HTMLElement {
@@ -22,15 +47,17 @@ function legend(items: { name: string; color: string }[]): HTMLElement {
 export function stackedBars(categories: string[], series: Series[], fmt: (v: number) => string, opts: { title?: string } = {}): HTMLElement {
   const totals = categories.map((_, i) => series.reduce((a, se) => a + (se.values[i] || 0), 0));
   const ymax = niceMax(Math.max(0, ...totals));
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const build = (W: number) => {
   const iw = W - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
   const bw = categories.length ? iw / categories.length : iw;
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img" });
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "chart", role: "img" });
   for (let k = 0; k <= 4; k++) {
     const y = PAD.t + ih - (ih * k) / 4;
     svg.appendChild(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y, class: "grid" }));
     svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
   }
-  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const stride = labelStride(categories.map((c) => short(c, 12)), bw);
   categories.forEach((cat, i) => {
     let acc = 0;
     const x = PAD.l + i * bw + bw * 0.15, w = Math.max(1, bw * 0.7);
@@ -43,10 +70,11 @@ export function stackedBars(categories: string[], series: Series[], fmt: (v: num
       svg.appendChild(s("rect", { x, y: y0, width: w, height: Math.max(0.5, hh), fill: colors[j], class: "bar" },
         s("title", null, `${cat}\n${se.name}: ${fmt(v)}${pct}\nTotal: ${fmt(totals[i])}`)));
     });
-    if (categories.length <= 40 || i % Math.ceil(categories.length / 40) === 0)
-      svg.appendChild(s("text", { x: x + w / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis" }, cat.length > 12 ? cat.slice(0, 11) + "…" : cat));
+    if (i % stride === 0) svg.appendChild(s("text", { x: x + w / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis xlabel" }, short(cat, 12)));
   });
-  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+  return svg;
+  };
+  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build),
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
 }
 
@@ -97,11 +125,13 @@ export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmt
   if (!isFinite(xmin)) { xmin = 0; xmax = 1; }
   if (xmax === xmin) xmax = xmin + 1;
   const ymax = niceMax(ymaxRaw);
-  const W = 1000, H = 300;
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const H = 300;
+  const build = (W: number) => {
   const iw = W - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
   const X = (v: number) => PAD.l + ((v - xmin) / (xmax - xmin)) * iw;
   const Y = (v: number) => PAD.t + ih - (v / ymax) * ih;
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart line-chart", role: "img" });
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "chart line-chart", role: "img" });
   for (let k = 0; k <= 4; k++) {
     const y = PAD.t + ih - (ih * k) / 4;
     svg.appendChild(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y, class: "grid" }));
@@ -109,7 +139,6 @@ export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmt
     const xv = xmin + ((xmax - xmin) * k) / 4;
     svg.appendChild(s("text", { x: X(xv), y: H - PAD.b + 16, "text-anchor": k === 0 ? "start" : k === 4 ? "end" : "middle", class: "axis" }, fmtX(xv)));
   }
-  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
   series.forEach((se, j) => {
     const pts: string[] = [];
     let peak = -1;
@@ -148,7 +177,9 @@ export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmt
   svg.addEventListener("mouseup", finish);
   svg.addEventListener("mouseleave", finish);
   svg.addEventListener("dblclick", () => opts.onReset?.());
-  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+  return svg;
+  };
+  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build, 1000),
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
 }
 
@@ -157,23 +188,27 @@ export { fmtNum };
 /** Grouped vertical bars: per category, one bar per series side by side (e.g. base vs exp). */
 export function groupedBars(categories: string[], series: Series[], fmt: (v: number) => string, opts: { title?: string } = {}): HTMLElement {
   const ymax = niceMax(Math.max(0, ...series.flatMap((se) => se.values)));
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const build = (W: number) => {
   const iw = W - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
   const gw = categories.length ? iw / categories.length : iw, bw = (gw * 0.8) / Math.max(1, series.length);
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img" });
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "chart", role: "img" });
   for (let k = 0; k <= 4; k++) {
     const y = PAD.t + ih - (ih * k) / 4;
     svg.appendChild(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y, class: "grid" }));
     svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
   }
-  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const stride = labelStride(categories.map((c) => short(c, 14)), gw);
   categories.forEach((cat, i) => {
     series.forEach((se, j) => {
       const v = Math.max(0, se.values[i] || 0), hh = (ih * v) / ymax;
       svg.appendChild(s("rect", { x: PAD.l + i * gw + gw * 0.1 + j * bw, y: PAD.t + ih - hh, width: Math.max(1, bw - 1), height: Math.max(0.5, hh), fill: colors[j], class: "bar" },
         s("title", null, `${cat}\n${se.name}: ${fmt(se.values[i] || 0)}`)));
     });
-    svg.appendChild(s("text", { x: PAD.l + i * gw + gw / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis" }, cat.length > 14 ? cat.slice(0, 13) + "…" : cat));
+    if (i % stride === 0) svg.appendChild(s("text", { x: PAD.l + i * gw + gw / 2, y: H - PAD.b + 14, "text-anchor": "middle", class: "axis xlabel" }, short(cat, 14)));
   });
-  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+  return svg;
+  };
+  return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build),
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
 }

@@ -13,4 +13,6 @@ export interface Ctx {
   /** True while this view is still the one shown (async renders check it before writing). */
   alive(): boolean;
   dark: boolean;
+  /** Opens another view of the same run/worker/span with the given options (e.g. the timeline on a name). */
+  go(view: string, params?: Record<string, string>): void;
 }

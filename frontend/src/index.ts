@@ -2,6 +2,8 @@
 import { h, mount } from "./dom";
 import { getJSON, onPending, ApiError, clearCache } from "./api";
 import { readHash, writeHash, State } from "./state";
+import { readHostState, writeHostState, shareLink } from "./tburl";
+import { fileProgressText } from "./progress";
 import { CSS } from "./style";
 import type { Ctx } from "./ctx";
 import { overviewView } from "./views/overview";
@@ -54,6 +56,9 @@ class App {
   private tabs = h("nav", { class: "tabs", role: "tablist" });
   private progress = h("div", { class: "progress", id: "gs-progress", role: "progressbar" });
   private banners = h("div", { id: "gs-banners" });
+  private notice = h("div");
+  private linkBox = h("div");
+  private fileProg = h("div", { id: "gs-file-progress", class: "file-progress", role: "status" });
   private main = h("main", { id: "gs-main" });
   private themeBtn = h("button", { type: "button", class: "btn small", id: "gs-theme", title: "theme: follows TensorBoard (auto), light or dark" });
   private generation = 0;
@@ -66,9 +71,10 @@ class App {
       h("header", { class: "topbar" }, h("span", { class: "brand" }, "gpuscope"),
         h("label", null, "Run", this.runSel), h("label", null, "Worker", this.workerSel), h("label", null, "Span", this.spanSel),
         h("span", { style: "flex:1" }),
+        h("button", { type: "button", class: "btn small", id: "gs-link", title: "copy a link that opens this view with its options", onclick: () => this.copyLink() }, "Copy link"),
         h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => this.reload() }, "⟳ Reload"),
         this.themeBtn),
-      this.progress, this.banners, this.tabs, this.main);
+      this.linkBox, this.progress, this.banners, this.notice, this.tabs, this.fileProg, this.main);
     this.runSel.addEventListener("change", () => { this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
     this.workerSel.addEventListener("change", () => { this.st.worker = this.workerSel.value; delete this.st.span; void this.loadSpans(); });
     this.spanSel.addEventListener("change", () => { this.st.span = this.spanSel.value; this.show(); });
@@ -84,6 +90,7 @@ class App {
       if (writeHash(nst) === writeHash(this.st)) return;
       const changedSel = nst.run !== this.st.run || nst.worker !== this.st.worker || nst.span !== this.st.span;
       this.st = nst;
+      if (this.runs.length) this.checkRun();
       if (changedSel) void this.loadWorkers(); else this.show();
     });
     this.applyTheme();
@@ -124,6 +131,18 @@ class App {
     const u = new URL(location.href);
     u.hash = hsh;
     history.replaceState(null, "", u.href);
+    writeHostState(this.st);
+  }
+
+  /** Copies a link to this view (TensorBoard's URL with p.gpuscope.* entries) and shows it. */
+  private copyLink(): void {
+    const link = shareLink(this.st);
+    const input = h("input", { type: "text", id: "gs-link-text", readonly: true, value: link, "aria-label": "link to this view", style: "flex:1" }) as HTMLInputElement;
+    const msg = h("span", { class: "muted", id: "gs-link-msg" }, "");
+    mount(this.linkBox, h("div", { class: "banner info linkbox" }, "Link to this view: ", input, msg,
+      h("button", { type: "button", class: "btn small", onclick: () => this.linkBox.replaceChildren() }, "✕")));
+    input.select();
+    navigator.clipboard?.writeText(link).then(() => { msg.textContent = " copied"; }, () => { msg.textContent = " (select and copy it)"; });
   }
 
   private banner(kind: "error" | "info" | "files", title: string, lines: string[] = []): void {
@@ -132,7 +151,11 @@ class App {
       title, lines.length ? h("ul", null, lines.map((l) => h("li", null, l))) : null));
   }
 
-  async start(): Promise<void> { await this.loadRuns(false); }
+  async start(): Promise<void> {
+    // a reload of TensorBoard keeps its own URL, not the iframe's: take the state from there
+    if (!Object.keys(this.st).length) { const host = await readHostState(); if (host && !Object.keys(this.st).length) this.st = host; }
+    await this.loadRuns(false);
+  }
 
   /** Rescans the log directory and redraws the current view with fresh data. */
   reload(): void { clearCache(); void this.loadRuns(true); }
@@ -157,16 +180,29 @@ class App {
       mount(this.tabs);
       return;
     }
-    if (!this.st.run || !this.runs.includes(this.st.run)) this.st.run = this.runs[this.runs.length - 1];
+    this.checkRun();
     this.runSel.value = this.st.run;
     if (reload || finished || before !== this.st.run || !this.debug.ready) await this.loadWorkers();
+  }
+
+  /** Falls back to the latest run when the state names none or one that is not there (with a notice). */
+  private checkRun(): void {
+    if (this.st.run && this.runs.includes(this.st.run)) return;
+    const fallback = this.runs[this.runs.length - 1];
+    this.notice.replaceChildren();
+    if (this.st.run) {
+      this.notice.append(h("div", { class: "banner info", id: "gs-notice", role: "status" }, `There is no run "${this.st.run}" in the log directory; showing "${fallback}".`,
+        " ", h("button", { type: "button", class: "btn small", onclick: () => this.notice.replaceChildren() }, "✕")));
+      delete this.st.worker; delete this.st.span;
+    }
+    this.st.run = fallback;
   }
 
   /** While the backend parses, says how far it got (files and bytes, when it tells). */
   private showLoadProgress(ans: RunsAnswer): void {
     const p = (ans.progress ?? ans) as Record<string, unknown>;
     const num = (k: string) => (typeof p[k] === "number" ? (p[k] as number) : null);
-    const fd = num("files_done"), ft = num("files_total"), bd = num("bytes_done"), bt = num("bytes_total");
+    const fd = num("files_done"), ft = num("files_total"), bd = num("bytes_done_est") ?? num("bytes_done"), bt = num("bytes_total");
     const frac = bt ? (bd ?? 0) / bt : ft ? (fd ?? 0) / ft : null;
     this.progress.style.setProperty("--done", frac === null ? "0" : String(Math.min(1, frac)));
     this.progress.classList.toggle("determinate", this.loading && frac !== null);
@@ -192,6 +228,7 @@ class App {
     try { this.workers = (await getJSON<{ workers: string[] }>("workers", { run })).workers.map(String); }
     catch (e) { this.fail(e); return; }
     if (run !== this.st.run) return;
+    if (this.runSel.value !== run) this.runSel.value = run;
     fillSelect(this.workerSel, this.workers);
     if (!this.st.worker || !this.workers.includes(this.st.worker)) this.st.worker = this.workers[0] ?? "";
     this.workerSel.value = this.st.worker;
@@ -208,6 +245,24 @@ class App {
     this.spanSel.value = this.st.span;
     this.spanSel.disabled = this.spans.length <= 1;
     this.show();
+  }
+
+  /** While the view waits for its file, shows that file's own progress and how many are loaded. */
+  private watchFile(gen: number, el: HTMLElement): void {
+    const sel = { run: this.st.run, worker: this.st.worker, span: this.st.span };
+    const waiting = () => gen === this.generation && el.dataset.ready === "0";
+    const tick = async () => {
+      if (!waiting()) { if (gen === this.generation) this.fileProg.replaceChildren(); return; }
+      try {
+        const st = await getJSON<any>("file_status", sel);
+        if (!waiting()) { if (gen === this.generation) this.fileProg.replaceChildren(); return; }
+        const text = fileProgressText(st);
+        if (text) mount(this.fileProg, h("div", { class: "banner info" }, text));
+        if (st.state === "done" || st.state === "failed") return; // the view request answers now
+      } catch { /* the view's own request reports errors */ }
+      setTimeout(() => void tick(), 500);
+    };
+    setTimeout(() => void tick(), 250);
   }
 
   private fail(e: unknown): void {
@@ -240,14 +295,23 @@ class App {
       get: (k) => this.st[k],
       set: (k, v) => { if (gen !== this.generation) return; if (v === undefined || v === "") delete this.st[k]; else this.st[k] = v; this.setHash(); },
       alive: () => gen === this.generation,
+      go: (v, params = {}) => {
+        if (gen !== this.generation) return;
+        for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k];
+        Object.assign(this.st, params, { view: v });
+        this.show();
+      },
     };
     this.debug.ready = true;
+    this.fileProg.replaceChildren();
+    if (spec[3]) this.watchFile(gen, el);
     Promise.resolve().then(() => spec[2](ctx, el)).then(() => {
-      if (gen === this.generation) { el.dataset.ready = "1"; this.debug.renders++; }
+      if (gen === this.generation) { el.dataset.ready = "1"; this.debug.renders++; this.fileProg.replaceChildren(); }
     }).catch((e) => {
       if (gen !== this.generation) return;
       mount(el, h("div", { class: "banner", role: "alert" }, e instanceof ApiError ? e.message : `This view failed: ${(e as Error)?.message ?? e}`));
       el.dataset.ready = "error";
+      this.fileProg.replaceChildren();
       if (!(e instanceof ApiError)) console.warn(e);
     });
   }
@@ -256,3 +320,4 @@ class App {
 function fillSelect(sel: HTMLSelectElement, items: string[]): void {
   mount(sel, items.map((x) => h("option", { value: x }, x)));
 }
+

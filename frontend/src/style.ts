@@ -26,6 +26,8 @@ button{cursor:pointer}button:disabled{opacity:.45;cursor:default}
 main{padding:12px;flex:1;min-width:0}
 .banner{margin:8px 12px;padding:8px 12px;border-radius:4px;background:var(--errbg);color:var(--err);white-space:pre-wrap}
 .banner.info{background:var(--panel);color:var(--muted)}
+.file-progress .banner{margin:8px 12px 0}
+.linkbox{display:flex;gap:8px;align-items:center}
 .banner ul{margin:4px 0 0 16px;padding:0}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin-bottom:12px}
 .card{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:10px 14px;min-width:220px;flex:1}
@@ -52,6 +54,9 @@ main{padding:12px;flex:1;min-width:0}
 .table-box{margin-bottom:12px}
 .table-tools{display:flex;gap:8px;align-items:center;margin-bottom:4px}
 .table-info{color:var(--muted);flex:1}
+.cols{position:relative;font-size:12px}.cols summary{cursor:pointer;color:var(--accent2)}
+.cols-list{position:absolute;right:0;z-index:4;background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:6px 10px;display:flex;flex-direction:column;gap:2px;white-space:nowrap}
+@media (max-width:1299px){.data-table td{max-width:260px}.data-table th{white-space:normal;vertical-align:bottom}.data-table th,.data-table td{padding:3px 5px}}
 .table-scroll{overflow:auto;max-height:70vh;border:1px solid var(--line);border-radius:4px}
 .data-table{border-collapse:collapse;width:100%;font-size:12px}
 .data-table th{position:sticky;top:0;background:var(--panel);text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);white-space:nowrap;cursor:pointer}
@@ -74,6 +79,13 @@ main{padding:12px;flex:1;min-width:0}
 .tl-wrap canvas{position:absolute;left:0;top:0}
 .tl-details{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px;min-height:40px}
 .tl-help{color:var(--muted);font-size:12px}
+.tl-keys{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px 12px;max-width:560px}
+kbd{font:11px ui-monospace,monospace;border:1px solid var(--line);border-radius:3px;padding:0 4px;background:var(--bg)}
+.icicle{margin-bottom:12px}
+.ic-crumbs{font-size:12px;margin-bottom:4px;overflow-wrap:anywhere}
+.ic-box{position:relative;overflow:hidden}
+.ic-node{position:absolute;height:19px;box-sizing:border-box;border-right:1px solid var(--bg);font-size:11px;line-height:19px;color:#111;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;padding:0 3px;cursor:pointer}
+.ic-node:hover{filter:brightness(1.1)}
 .tree{font-size:12px}.tree td:first-child{white-space:nowrap}
 .tree .toggle{display:inline-block;width:14px;cursor:pointer;color:var(--muted)}
 `;

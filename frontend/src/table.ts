@@ -1,5 +1,6 @@
 // A small data table: click a header to sort, type to filter by name, pages of 50 rows, row click.
 import { h, mount, fmtNum, fmtBytes } from "./dom";
+import { exportButtons } from "./export";
 
 export interface Column<R = any> {
   key: string;
@@ -7,6 +8,8 @@ export interface Column<R = any> {
   fmt?: (v: any, row: R) => string;
   numeric?: boolean;
   title?: string;
+  /** Hidden at first on narrow screens (the Columns menu shows it; exports always have it). */
+  optional?: boolean;
 }
 
 export interface TableOpts<R> {
@@ -17,6 +20,10 @@ export interface TableOpts<R> {
   sortKey?: string;
   sortDesc?: boolean;
   caption?: string;
+  /** Buttons or links shown in a last column of each row (not exported). */
+  actions?: (row: R) => Node | null;
+  /** The CSV file's name (default: the caption). */
+  exportName?: string;
 }
 
 /** Builds the table element; the rows are kept in memory, only one page is in the DOM. */
@@ -35,7 +42,16 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
     th.addEventListener("click", () => { if (sortKey === c.key) desc = !desc; else { sortKey = c.key; desc = !!c.numeric; } page = 0; draw(); });
     return th;
   });
-  const table = h("table", { class: "data-table" }, h("thead", null, h("tr", null, heads)), body);
+  // narrow screens start without the optional columns; the Columns menu brings them back
+  const off = new Set(window.innerWidth < 1300 ? columns.filter((c) => c.optional).map((c) => c.key) : []);
+  const headRow = h("tr");
+  const colsMenu = columns.some((c) => c.optional) ? h("details", { class: "cols" }, h("summary", null, "Columns"),
+    h("div", { class: "cols-list" }, columns.map((c) => {
+      const cb = h("input", { type: "checkbox", "data-key": c.key, checked: !off.has(c.key) }) as HTMLInputElement;
+      cb.addEventListener("change", () => { if (cb.checked) off.delete(c.key); else off.add(c.key); draw(); });
+      return h("label", null, cb, " ", c.label);
+    }))) : null;
+  const table = h("table", { class: "data-table" }, h("thead", null, headRow), body);
 
   function view(): R[] {
     let out = rows;
@@ -51,24 +67,28 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
     return out;
   }
   function draw(): void {
+    const shownCols = columns.filter((c) => !off.has(c.key));
+    mount(headRow, heads.filter((_, i) => !off.has(columns[i].key)), opts.actions ? h("th", { class: "actions" }, "") : null);
     const v = view();
     const pages = Math.max(1, Math.ceil(v.length / pageSize));
     page = Math.min(Math.max(0, page), pages - 1);
     const slice = v.slice(page * pageSize, (page + 1) * pageSize);
     mount(body, slice.map((r) => {
-      const tr = h("tr", { class: opts.rowClass ? opts.rowClass(r) : "" }, columns.map((c) =>
-        h("td", { class: c.numeric ? "num" : "" }, c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]))));
+      const tr = h("tr", { class: opts.rowClass ? opts.rowClass(r) : "" }, shownCols.map((c) =>
+        h("td", { class: c.numeric ? "num" : "" }, c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]))),
+        opts.actions ? h("td", { class: "actions" }, opts.actions(r)) : null);
       if (opts.onRowClick) { tr.classList.add("clickable"); tr.addEventListener("click", () => opts.onRowClick!(r, tr)); }
       return tr;
     }));
-    if (!slice.length) mount(body, h("tr", null, h("td", { colspan: columns.length, class: "empty" }, rows.length ? "No row matches the filter." : "No data.")));
+    if (!slice.length) mount(body, h("tr", null, h("td", { colspan: shownCols.length + (opts.actions ? 1 : 0), class: "empty" }, rows.length ? "No row matches the filter." : "No data.")));
     heads.forEach((th, i) => { th.dataset.sort = columns[i].key === sortKey ? (desc ? "desc" : "asc") : ""; });
     info.textContent = `${v.length.toLocaleString("en-US")} rows` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
     prev.disabled = page <= 0; next.disabled = page >= pages - 1;
   }
   draw();
   return h("div", { class: "table-box" }, opts.caption ? h("h3", null, opts.caption) : null,
-    h("div", { class: "table-tools" }, input, info, prev, next), h("div", { class: "table-scroll" }, table));
+    h("div", { class: "table-tools" }, input, info, prev, next, colsMenu,
+      exportButtons(() => opts.exportName ?? opts.caption ?? "table", () => ({ header: columns.map((c) => c.key), rows: view().map((r) => columns.map((c) => r[c.key])) }))), h("div", { class: "table-scroll" }, table));
 }
 
 /** Renders any JSON value readably (objects as key/value lists, arrays of objects as tables). */

@@ -1,9 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { lowerBound, hitEvent, tickStep, validateTile, EventsRow } from "../src/timeline/tiles";
+import { lowerBound, hitEvent, tickStep, validateTile, EventsRow, fmtTick } from "../src/timeline/tiles";
 import { readHash, writeHash } from "../src/state";
 import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
 import { parseCurves } from "../src/views/memory";
+import { toCSV, toTSV, fileName } from "../src/export";
+import { fileProgressText } from "../src/progress";
+import { hostURL, parseHostHash } from "../src/tburl";
 
 test("lowerBound finds the first index >= x", () => {
   const a = [1, 3, 3, 7];
@@ -58,4 +61,38 @@ test("parseCurves reads the backend's memory curve shape", () => {
   assert.deepEqual(c[1].alloc, [30]);
   assert.deepEqual(c[1].reserved, [64]);
   assert.deepEqual(parseCurves({ curves: {} }), []);
+});
+
+test("fmtTick: an 85 µs window at 56 ms gives distinct labels in ms", () => {
+  const step = tickStep(85, 8);
+  const labels = [];
+  for (let k = Math.ceil(56000 / step); k * step <= 56085; k++) labels.push(fmtTick(k * step, step, 56085));
+  assert.equal(new Set(labels).size, labels.length);
+  assert.ok(labels.length >= 4 && labels.every((l) => l.endsWith(" ms")), labels.join());
+  assert.equal(fmtTick(56010, 10, 56085), "56.01 ms");
+  assert.equal(fmtTick(0.04, 0.005, 0.1), "40 ns");
+  assert.equal(fmtTick(2.5e6, 5e5, 3e6), "2.5 s");
+});
+
+test("toCSV quotes, keeps raw numbers, defuses formulas; toTSV flattens tabs", () => {
+  const csv = toCSV(["name", "total_us"], [["a,b", 1234.5678], ['say "hi"', null], ["=cmd()", 1e-7], [{ x: 1 }, NaN]]);
+  assert.equal(csv, 'name,total_us\r\n"a,b",1234.5678\r\n"say ""hi""",\r\n\'=cmd(),1e-7\r\n"{""x"":1}",\r\n');
+  assert.equal(toTSV(["a", "b"], [["x\ty", 2]]), "a\tb\nx y\t2\n");
+  assert.equal(fileName("Operators — run/1"), "operators-run-1.csv");
+});
+
+test("fileProgressText: reading, queued, nothing for done", () => {
+  const all = { files_done: 3, files_total: 9 };
+  assert.equal(fileProgressText({ state: "reading", file: "r/w.json", bytes_done_est: 12.3e6, bytes_total: 837e6, rate_bps: 68e6, eta_s: 12.1, all }),
+    "Reading r/w.json: ≈ 12.3 MB of 837 MB (68.0 MB/s, about 12 s left) · 3 of 9 files loaded");
+  assert.equal(fileProgressText({ state: "queued", file: "r/w.json", bytes_total: 5e6, position: 2, all }), "Waiting to read r/w.json (5.0 MB), place 2 in the queue · 3 of 9 files loaded");
+  assert.equal(fileProgressText({ state: "done", file: "x" }), null);
+});
+
+test("TensorBoard URL state: p.gpuscope.* entries written and read back, others kept", () => {
+  const u = hostURL("http://h:6006/#gpuscope&p.gpuscope.run=old&p.other.x=1", { run: "a b&c", view: "kernels" });
+  assert.equal(u, "http://h:6006/#gpuscope&p.other.x=1&p.gpuscope.run=a%20b%26c&p.gpuscope.view=kernels");
+  assert.deepEqual(parseHostHash(new URL(u).hash), { run: "a b&c", view: "kernels" });
+  assert.equal(hostURL("http://h:6006/", { run: "r" }), "http://h:6006/#gpuscope&p.gpuscope.run=r");
+  assert.deepEqual(parseHostHash("#gpuscope&p.gpuscope.run=%E0%A4%A"), {});
 });

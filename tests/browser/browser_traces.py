@@ -42,3 +42,16 @@ def write(trace: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(trace), encoding="utf-8")
     return path
+
+
+def many_steps_trace(steps: int = 464) -> dict:
+    """A CPU trace with many short ProfilerStep#N ranges (an overview with hundreds of bars)."""
+    pid, tid = 77, 78
+    ev: list[dict] = []
+    for s in range(steps):
+        t = s * 100.0
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s + 1000}", "pid": pid, "tid": tid,
+                   "ts": t, "dur": 90.0, "args": {"External id": 10 * s + 1}})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": pid, "tid": tid, "ts": t + 5,
+                   "dur": 40.0 + s % 7, "args": {"External id": 10 * s + 2}})
+    return {"schemaVersion": 1, "deviceProperties": [], "traceEvents": ev, "displayTimeUnit": "ms"}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .browser_traces import html_names_trace, write
+from .browser_traces import html_names_trace, many_steps_trace, write
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(os.environ.get("GPUSCOPE_SHARED", ROOT.parent / "shared")) / "traces"
@@ -28,6 +28,8 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 HTML_RUN = "xss<img src=x onerror=alert(1)>"
 HTML_WORKER = "html<b>worker&amp;"
 BROKEN_RUN = "broken"
+LINKED_RUN = "linked_job"
+MANY_STEPS_RUN = "many_steps"
 
 # shared trace folder -> run name in the test logdir
 SHARED_RUNS = {
@@ -61,6 +63,12 @@ def logdir(tmp_path_factory) -> Path:
             if (TRACES / src).is_dir():
                 shutil.copytree(TRACES / src, d / run)
     write(html_names_trace(), d / HTML_RUN / f"{HTML_WORKER}.1700000000000.pt.trace.json")
+    # a run folder that is a symlink to a folder elsewhere, with a link cycle inside
+    linked = d.parent / (d.name + "_elsewhere") / "job1"
+    write(html_names_trace(), linked / "linkedworker.1700000000000.pt.trace.json")
+    (linked / "loop").symlink_to(linked.parent, target_is_directory=True)
+    (d / LINKED_RUN).symlink_to(linked, target_is_directory=True)
+    write(many_steps_trace(), d / MANY_STEPS_RUN / "w.1700000000000.pt.trace.json")
     # an unreadable file: the page must list it and keep serving the rest
     (d / BROKEN_RUN).mkdir()
     (d / BROKEN_RUN / "bad.1700000000000.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "na', encoding="utf-8")

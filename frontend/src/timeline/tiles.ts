@@ -48,3 +48,13 @@ export function tickStep(span: number, n: number): number {
   for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
   return 10 * p;
 }
+
+/** A ruler label for time `t` (µs) on ticks `step` µs apart: the unit suits the labels' size and
+ * the decimals the step, so neighbouring ticks never read the same. */
+export function fmtTick(t: number, step: number, largest: number = Math.abs(t)): string {
+  const units: [number, string][] = [[1e6, "s"], [1e3, "ms"], [1, "µs"], [1e-3, "ns"]];
+  const [size, name] = units.find(([u]) => largest >= u) ?? units[units.length - 1];
+  const dec = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / size) - 1e-9)));
+  const v = t / size;
+  return (Math.abs(v) < 0.5 * Math.pow(10, -dec) ? 0 : v).toFixed(dec) + " " + name;
+}

@@ -1,8 +1,8 @@
 // The canvas timeline: draws the backend's tiles, zooms and pans (wheel, drag, W/A/S/D), draws
 // flow arrows, hit-tests clicks. Each frame only binary-searches the cached tile, so its cost
 // depends on the pixels, not on the number of events in the trace.
-import { Tile, Track, EventsRow, BucketsRow, lowerBound, hitEvent, tickStep } from "./tiles";
-import { fmtUs } from "../dom";
+import { Tile, Track, EventsRow, BucketsRow, lowerBound, hitEvent, tickStep, fmtTick } from "./tiles";
+import { fmtUs, fmtBytes } from "../dom";
 
 export interface Selection { track: number; depth: number; idx: number; name: string; cat: string; ts_us: number; dur_us: number }
 export interface ViewerHooks {
@@ -10,11 +10,20 @@ export interface ViewerHooks {
   onSelect(sel: Selection | null, info?: string): void;
   onView?(v0: number, v1: number): void;
   onError(msg: string): void;
+  /** A time range was selected (tracks: the chosen track indexes, null for all); null: cleared. */
+  onRange?(range: RangeSel | null): void;
+  /** The user asked for the list of keys (`?`). */
+  onHelp?(): void;
 }
 
-const RULER = 26, ROW = 16, TRACK_HEAD = 18, GAP = 6, GUTTER = 200;
+/** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1). */
+export interface Counter { name: string; unit: string; ts_us: number[]; values: number[] }
+export interface RangeSel { a: number; b: number; tracks: number[] | null }
+
+const RULER = 26, ROW = 16, TRACK_HEAD = 18, GAP = 6, GUTTER = 200, COUNTER_H = 36;
 
 interface Layout { track: Track; y: number; h: number }
+interface CounterLayout { c: Counter; y: number; h: number; max: number }
 
 export class TimelineViewer {
   readonly canvas = document.createElement("canvas");
@@ -29,12 +38,16 @@ export class TimelineViewer {
   private totalH = 0;
   private pending = false; private queued = false; private frameReq = 0;
   private sel: Selection | null = null;
+  private counters: CounterLayout[] = [];
+  private collapsed = new Set<number>();
+  /** The selected time range, if any. */
+  range: RangeSel | null = null;
   private keys = new Set<string>();
   private keyLoop = 0;
   private lastKeyT = 0;
   showFlows = true;
   dark = false;
-  stats = { frames: 0, lastDrawMs: 0, totalDrawMs: 0, rects: 0, flows: 0, fetches: 0, lastFetchMs: 0 };
+  stats: { [k: string]: any } = { ruler: [] as string[], frames: 0, lastDrawMs: 0, totalDrawMs: 0, rects: 0, flows: 0, fetches: 0, lastFetchMs: 0 };
   private destroyed = false;
   private ro: ResizeObserver;
 
@@ -75,12 +88,55 @@ export class TimelineViewer {
     this.rgb = t.names.map((n) => nameRGB(n, this.dark));
     this.rgba = this.rgb.map(pack);
     this.darker = this.rgb.map(([r, g, b]) => pack([r * 0.75, g * 0.75, b * 0.75]));
-    this.layout = []; let y = 0;
-    for (const tr of t.tracks) { const hh = TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP; this.layout.push({ track: tr, y, h: hh }); y += hh; }
+    this.relayout();
+  }
+
+  /** Recomputes track positions (counters first, collapsed tracks show their header only). */
+  private relayout(): void {
+    let y = 0;
+    this.counters = this.counters.map((L) => { const o = { ...L, y }; y += L.h; return o; });
+    this.layout = [];
+    for (const tr of this.tile?.tracks ?? []) {
+      const hh = this.collapsed.has(tr.index) ? TRACK_HEAD + GAP : TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP;
+      this.layout.push({ track: tr, y, h: hh }); y += hh;
+    }
     this.totalH = y;
     // the viewer is as tall as its tracks, up to 72 % of the window (then Shift+wheel/drag scroll)
     const want = Math.max(160, Math.min(RULER + y + 2, Math.round(window.innerHeight * 0.72)));
     if (Math.abs(this.wrap.clientHeight - want) > 2) this.wrap.style.height = want + "px";
+    this.scrollY = Math.max(0, Math.min(this.scrollY, Math.max(0, this.totalH - (want - RULER))));
+  }
+
+  /** Shows counter tracks above the event tracks. */
+  setCounters(list: Counter[]): void {
+    this.counters = list.map((c) => ({ c, y: 0, h: COUNTER_H, max: Math.max(c.unit === "fraction" ? 1 : 0, ...c.values.filter(isFinite)) }));
+    this.relayout(); this.redraw();
+  }
+  counterNames(): string[] { return this.counters.map((L) => L.c.name); }
+
+  /** Collapses or expands one track (by index), or all of them. */
+  toggleTrack(i: number, collapse?: boolean): void {
+    if (collapse ?? !this.collapsed.has(i)) this.collapsed.add(i); else this.collapsed.delete(i);
+    this.relayout(); this.redraw();
+  }
+  setAllCollapsed(collapse: boolean): void {
+    this.collapsed.clear();
+    if (collapse) for (const tr of this.tracks()) this.collapsed.add(tr.index);
+    this.relayout(); this.redraw();
+  }
+  isCollapsed(i: number): boolean { return this.collapsed.has(i); }
+  trackY(i: number): number | null { const L = this.layout[i]; return L ? RULER + L.y - this.scrollY : null; }
+
+  /** Selects a time range (and its tracks), or clears it with null. */
+  setRange(r: RangeSel | null): void {
+    this.range = r && r.b > r.a ? r : null;
+    this.hooks.onRange?.(this.range); this.redraw();
+  }
+
+  /** F: zooms to the selected range, else to the selected event. */
+  frame(): void {
+    if (this.range) { const pad = (this.range.b - this.range.a) * 0.05; this.setView(this.range.a - pad, this.range.b + pad); return; }
+    if (this.sel) { const pad = Math.max(this.sel.dur_us * 0.25, 1); this.setView(this.sel.ts_us - pad, this.sel.ts_us + this.sel.dur_us + pad); }
   }
 
   /** Sets the visible window (clamped to the trace, at least 10 ns wide) and redraws. */
@@ -183,6 +239,7 @@ export class TimelineViewer {
         if (y0 > H || y0 + L.h < RULER) continue;
         this.fill(0, pw, Math.max(clipTop, Math.round(y0 * dpr)), Math.min(ph, Math.round((y0 + L.h - GAP / 2) * dpr)), li % 2 ? th.bg : th.track);
         this.fill(0, pw, Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr)), Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr) + 1), th.line);
+        if (this.collapsed.has(L.track.index)) continue;
         for (const row of L.track.rows) {
           const ry = y0 + TRACK_HEAD + row.depth * ROW;
           if (ry > H || ry + ROW < RULER) continue;
@@ -205,14 +262,21 @@ export class TimelineViewer {
       for (let li = 0; li < this.layout.length; li++) {
         const L = this.layout[li], y0 = RULER + L.y - this.scrollY;
         if (y0 > H || y0 + L.h < RULER) continue;
-        c.fillStyle = th.fg; c.fillText(clip(L.track.label, GUTTER - 10), 6, y0 + TRACK_HEAD / 2);
-        c.fillStyle = th.muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 6, y0 + TRACK_HEAD / 2 + 14);
+        const shut = this.collapsed.has(L.track.index);
+        c.fillStyle = th.fg; c.fillText((shut ? "▸ " : "▾ ") + clip(L.track.label, GUTTER - 22), 4, y0 + TRACK_HEAD / 2);
+        if (!shut) { c.fillStyle = th.muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 16, y0 + TRACK_HEAD / 2 + 14); }
+      }
+      for (const C of this.counters) {
+        const y0 = RULER + C.y - this.scrollY;
+        if (y0 > H || y0 + C.h < RULER) continue;
+        this.drawCounter(C, y0, th);
       }
       c.beginPath(); c.rect(GUTTER, RULER, W - GUTTER, H - RULER); c.clip();
       c.fillStyle = "#111";
       for (const [x, w, y, name] of labels) c.fillText(clip(name, w - 6), x + 3, y + ROW / 2);
       if (this.showFlows && tile.flows) this.drawFlows(tile, th.muted); else this.stats.flows = 0;
       if (this.sel) this.drawSelection(th.fgCss);
+      if (this.range) this.drawRange(th.fgCss);
       c.restore();
     } else {
       c.fillStyle = th.muted; c.font = "13px system-ui,sans-serif"; c.fillText("loading…", GUTTER + 10, RULER + 20);
@@ -343,6 +407,45 @@ export class TimelineViewer {
     c.globalAlpha = 1;
   }
 
+  private drawCounter(C: CounterLayout, y0: number, th: Theme): void {
+    const c = this.ctx2d, { ts_us: ts, values: vs } = C.c, top = y0 + 3, hh = C.h - 8;
+    c.fillStyle = th.bgCss; c.fillRect(0, y0, this.w, C.h);
+    c.fillStyle = th.lineCss; c.fillRect(0, y0 + C.h - 1, this.w, 1);
+    const last = vs.length ? vs[Math.min(vs.length - 1, Math.max(0, lowerBound(ts, this.v1) - 1))] : 0;
+    const fmtV = (v: number) => (C.c.unit === "fraction" ? `${Math.round(v * 100)} %` : fmtBytes(v));
+    c.fillStyle = th.fg; c.fillText(clip(C.c.name, GUTTER - 8), 4, y0 + 9);
+    c.fillStyle = th.muted; c.fillText(`max ${fmtV(C.max)}`, 4, y0 + 23);
+    if (!ts.length || !(C.max > 0)) return;
+    c.save(); c.beginPath(); c.rect(GUTTER, y0, this.w - GUTTER, C.h); c.clip();
+    const Y = (v: number) => top + hh - (Math.max(0, v) / C.max) * hh;
+    c.beginPath(); c.moveTo(GUTTER, top + hh);
+    let i = Math.max(0, lowerBound(ts, this.v0) - 1), prevY = Y(vs[i] ?? 0);
+    c.lineTo(GUTTER, prevY);
+    for (; i < ts.length; i++) {
+      const x = Math.max(GUTTER, this.xOf(ts[i]));
+      if (x > this.w) break;
+      const y = Y(vs[i]);
+      c.lineTo(x, prevY); c.lineTo(x, y); prevY = y;
+    }
+    c.lineTo(this.w, prevY); c.lineTo(this.w, top + hh); c.closePath();
+    c.fillStyle = C.c.unit === "fraction" ? "rgba(89,161,79,.55)" : C.c.name.includes("reserved") ? "rgba(245,124,0,.45)" : "rgba(25,118,210,.5)";
+    c.fill(); c.restore();
+    void last;
+  }
+
+  private drawRange(fg: string): void {
+    const r = this.range!, c = this.ctx2d;
+    const xa = Math.max(GUTTER, this.xOf(r.a)), xb = Math.min(this.w, this.xOf(r.b));
+    if (xb <= xa) return;
+    const spans: [number, number][] = r.tracks === null ? [[RULER, this.h]] : r.tracks.map((i) => {
+      const L = this.layout[i]; return L ? [RULER + L.y - this.scrollY, L.h] as [number, number] : [0, 0] as [number, number];
+    }).map(([y, hh]) => [y, y + hh] as [number, number]);
+    c.fillStyle = "rgba(25,118,210,.16)";
+    for (const [ya, yb] of spans) if (yb > ya) c.fillRect(xa, ya, xb - xa, yb - ya);
+    c.strokeStyle = fg; c.lineWidth = 1; c.beginPath();
+    c.moveTo(xa + 0.5, RULER); c.lineTo(xa + 0.5, this.h); c.moveTo(xb - 0.5, RULER); c.lineTo(xb - 0.5, this.h); c.stroke();
+  }
+
   private drawSelection(fg: string): void {
     const s = this.sel!, y = this.rowY(s.track, s.depth);
     if (y === null) return;
@@ -358,13 +461,23 @@ export class TimelineViewer {
     const step = tickStep(span, Math.max(2, Math.floor(this.plotW() / 110)));
     c.font = "11px system-ui,sans-serif"; c.textBaseline = "middle";
     c.strokeStyle = line; c.beginPath();
-    for (let t = Math.ceil(this.v0 / step) * step; t <= this.v1; t += step) {
-      const x = Math.round(this.xOf(t)) + 0.5;
+    const largest = Math.max(Math.abs(this.v0), Math.abs(this.v1));
+    const labels: string[] = [];
+    for (let k = Math.ceil(this.v0 / step); k * step <= this.v1; k++) {
+      const t = k * step, x = Math.round(this.xOf(t)) + 0.5;
+      if (x < GUTTER) continue;
+      const text = fmtTick(t, step, largest);
       c.moveTo(x, RULER - 8); c.lineTo(x, RULER);
-      c.fillStyle = muted; c.fillText(fmtUs(t), x + 3, RULER / 2 - 2);
+      c.fillStyle = muted; c.fillText(text, x + 3, RULER / 2 - 2);
+      labels.push(text);
     }
+    this.stats.ruler = labels;
     c.stroke();
-    c.fillStyle = fg; c.fillText(`window ${fmtUs(span)}`, 6, RULER / 2);
+    if (this.range) {
+      const xa = Math.max(GUTTER, this.xOf(this.range.a)), xb = Math.min(this.w, this.xOf(this.range.b));
+      if (xb > xa) { c.fillStyle = "rgba(25,118,210,.35)"; c.fillRect(xa, 0, xb - xa, RULER - 1); }
+    }
+    c.fillStyle = fg; c.fillText(this.range ? `range ${fmtUs(this.range.b - this.range.a)}` : `window ${fmtUs(span)}`, 6, RULER / 2);
   }
 
   /** Finds what is under a canvas point: an event, a bucket, or nothing. */
@@ -372,9 +485,15 @@ export class TimelineViewer {
     const tile = this.tile;
     if (!tile || x < GUTTER || y < RULER) return { sel: null };
     const yy = y - RULER + this.scrollY;
+    const C = this.counters.find((K) => yy >= K.y && yy < K.y + K.h);
+    if (C) {
+      const t = this.tOf(x), i = Math.max(0, lowerBound(C.c.ts_us, t + 1e-9) - 1), v = C.c.values[i] ?? 0;
+      return { sel: null, info: `${C.c.name}: ${C.c.unit === "fraction" ? Math.round(v * 100) + " %" : fmtBytes(v)} at ${fmtUs(t)}` };
+    }
     const li = this.layout.findIndex((L) => yy >= L.y && yy < L.y + L.h);
     if (li < 0) return { sel: null };
     const L = this.layout[li];
+    if (this.collapsed.has(L.track.index)) return { sel: null };
     const depth = Math.floor((yy - L.y - TRACK_HEAD) / ROW);
     const row = L.track.rows.find((r) => r.depth === depth);
     if (!row) return { sel: null };
@@ -400,14 +519,39 @@ export class TimelineViewer {
       this.zoom(Math.exp(dy * 0.002), e.clientX - r.left);
     }, { passive: false });
     let drag: { x: number; y: number; moved: boolean } | null = null;
-    wrap.addEventListener("mousedown", (e) => { drag = { x: e.clientX, y: e.clientY, moved: false }; wrap.focus(); });
+    let rsel: { x0: number; y0: number; ruler: boolean } | null = null;
+    const local = (e: MouseEvent) => { const r = this.canvas.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
+    const rangeFrom = (e: MouseEvent): RangeSel => {
+      const [x, y] = local(e), r = rsel!;
+      const a = this.tOf(Math.max(GUTTER, Math.min(r.x0, x))), b = this.tOf(Math.max(GUTTER, Math.max(r.x0, x)));
+      if (r.ruler) return { a, b, tracks: null };
+      const ya = Math.min(r.y0, y) - RULER + this.scrollY, yb = Math.max(r.y0, y) - RULER + this.scrollY;
+      return { a, b, tracks: this.layout.filter((L) => L.y + L.h > ya && L.y < yb).map((L) => L.track.index) };
+    };
+    wrap.addEventListener("mousedown", (e) => {
+      wrap.focus();
+      const [x, y] = local(e);
+      if (x < GUTTER && y >= RULER) {  // a track header: collapse / expand it
+        const yy = y - RULER + this.scrollY, L = this.layout.find((K) => yy >= K.y && yy < K.y + TRACK_HEAD);
+        if (L) { this.toggleTrack(L.track.index); e.preventDefault(); }
+        return;
+      }
+      if (y < RULER || e.shiftKey || e.altKey) { rsel = { x0: Math.max(GUTTER, x), y0: y, ruler: y < RULER }; e.preventDefault(); return; }
+      drag = { x: e.clientX, y: e.clientY, moved: false };
+    });
     window.addEventListener("mousemove", (e) => {
+      if (rsel) { const r = rangeFrom(e); this.range = r.b > r.a ? r : null; this.redraw(); return; }
       if (!drag) return;
       const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
       if (Math.abs(dx) + Math.abs(dy) > 2) drag.moved = true;
       if (drag.moved) { this.pan(-dx, -dy); drag.x = e.clientX; drag.y = e.clientY; }
     });
     window.addEventListener("mouseup", (e) => {
+      if (rsel) {
+        const r = rangeFrom(e); rsel = null;
+        this.setRange(Math.abs(this.xOf(r.b) - this.xOf(r.a)) >= 3 && (r.tracks === null || r.tracks.length) ? r : null);
+        return;
+      }
       if (!drag) return;
       const moved = drag.moved; drag = null;
       if (moved) return;
@@ -416,6 +560,9 @@ export class TimelineViewer {
       this.sel = hit.sel; this.hooks.onSelect(hit.sel, hit.info); this.redraw();
     });
     wrap.addEventListener("keydown", (e) => {
+      if (e.key === "?") { e.preventDefault(); this.hooks.onHelp?.(); return; }
+      if (e.key === "Escape") { this.setRange(null); return; }
+      if (e.key === "f" || e.key === "F") { e.preventDefault(); this.frame(); return; }
       const k = e.key.toLowerCase();
       if (!"wasd".includes(k) || k.length !== 1) return;
       e.preventDefault();

@@ -50,7 +50,9 @@ export async function memoryView(ctx: Ctx, el: HTMLElement): Promise<void> {
   devSel.addEventListener("change", () => { ctx.set("device", devSel.value); ctx.set("range", undefined); void memoryView(ctx, el); });
   const cur = curves.find((c) => c.device === device)!;
   const series: LineSeries[] = [{ name: "Allocated", x: cur.t, y: cur.alloc, color: "#1976d2" }];
-  if (cur.reserved.some((v) => isFinite(v) && v > 0)) series.push({ name: "Reserved", x: cur.t, y: cur.reserved.map((v) => (isFinite(v) ? v : 0)), color: "#f57c00" });
+  // a trace without the allocator's "Total Reserved" (or with 0 throughout) has no reserved curve
+  const hasReserved = cur.reserved.some((v) => isFinite(v) && v > 0) || (curveAns?.peaks?.[device]?.reserved_bytes ?? 0) > 0;
+  if (hasReserved) series.push({ name: "Reserved", x: cur.t, y: cur.reserved.map((v) => (isFinite(v) ? v : 0)), color: "#f57c00" });
   const chart = lineChart(series, fmtUs, fmtBytes, {
     title: `Memory usage on ${device}` + (range ? ` (${fmtUs(range[0])} – ${fmtUs(range[1])})` : ""), range,
     onSelect: (a, b) => { ctx.set("range", `${a.toFixed(1)},${b.toFixed(1)}`); void memoryView(ctx, el); },
@@ -61,7 +63,8 @@ export async function memoryView(ctx: Ctx, el: HTMLElement): Promise<void> {
   const total = curveAns?.total_bytes?.[device];
   mount(el, h("div", { class: "cards" }, h("section", { class: "card", id: "mem-peak" }, h("h3", null, `Peak memory on ${device}`), h("dl", { class: "kv" },
       h("dt", null, "Allocated"), h("dd", null, fmtBytes(peak?.allocated_bytes ?? Math.max(0, ...cur.alloc)), peak?.allocated_ts_us !== undefined ? ` at ${fmtUs(peak.allocated_ts_us)}` : ""),
-      h("dt", null, "Reserved"), h("dd", null, fmtBytes(peak?.reserved_bytes ?? null), peak?.reserved_ts_us !== undefined && peak?.reserved_ts_us !== null ? ` at ${fmtUs(peak.reserved_ts_us)}` : ""),
+      h("dt", null, "Reserved"), hasReserved ? h("dd", null, fmtBytes(peak?.reserved_bytes ?? null), peak?.reserved_ts_us !== undefined && peak?.reserved_ts_us !== null ? ` at ${fmtUs(peak.reserved_ts_us)}` : "")
+        : h("dd", { class: "muted", id: "mem-no-reserved" }, "not recorded in this trace"),
       total ? [h("dt", null, "Device memory"), h("dd", null, fmtBytes(total))] : null))),
     h("div", { class: "toolbar" }, h("label", null, "Device ", devSel),
     h("span", { class: "muted" }, "Drag on the chart to select a time range (filters the tables), double-click to reset."),

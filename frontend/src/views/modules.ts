@@ -1,8 +1,9 @@
 // Modules: the module hierarchy (python_function module events) as a collapsible tree with times.
 import { h, mount, fmtUs, fmtNum } from "../dom";
 import { getJSON } from "../api";
-import { genericValue } from "../table";
 import { treeTable, findRoots, numericKeys } from "./tree";
+import { icicle } from "../icicle";
+import { segmented } from "./widgets";
 import type { Ctx } from "../ctx";
 
 export async function modulesView(ctx: Ctx, el: HTMLElement): Promise<void> {
@@ -10,11 +11,16 @@ export async function modulesView(ctx: Ctx, el: HTMLElement): Promise<void> {
   if (!ctx.alive()) return;
   const roots = findRoots(d, ["modules", "tree", "roots", "nodes", "rows"]);
   if (!roots || !roots.length) {
-    mount(el, h("div", { class: "banner info", id: "no-modules" }, "No module information in this profile (needs python_function events from with_stack=True)."),
-      d && typeof d === "object" && Object.keys(d).length ? genericValue(d) : null);
+    mount(el, h("div", { class: "banner info", id: "no-modules" }, "No module information in this profile (needs python_function events from with_stack=True)."));
     return;
   }
   const nk = numericKeys(roots).filter((k) => !/(^|_)id$/.test(k));
-  mount(el, h("h3", null, "Module view"),
+  const hasDevice = (function any(ns: any[]): boolean { return ns.some((n) => (n.device_total_us ?? 0) > 0 || any(n.children ?? [])); })(roots);
+  const size = hasDevice && ctx.get("size") === "device" ? "device" : "host";
+  const key = size === "device" ? "device_total_us" : "host_total_us";
+  mount(el, h("div", { class: "toolbar" }, segmented("Size by", hasDevice ? [["host", "Host time"], ["device", "Device time"]] : [["host", "Host time"]], size,
+      (v) => { ctx.set("size", v); void modulesView(ctx, el); })),
+    icicle(roots, (n) => Number(n[key]) || 0, fmtUs, { id: "modules-icicle", title: `Module icicle, sized by ${size} time (click to zoom)`, rootName: "all modules" }),
+    h("h3", null, "Module view"),
     treeTable([{ key: "name", label: "Module" }, ...nk.map((k) => ({ key: k, label: k.replace(/_us$/, "").replace(/_/g, " "), numeric: true, fmt: k.endsWith("_us") ? fmtUs : fmtNum }))], roots, 2, "modules-tree"));
 }

@@ -3,7 +3,8 @@ import { h, mount, fmtUs } from "../dom";
 import { getJSON } from "../api";
 import { pie } from "../charts";
 import { dataTable, Column } from "../table";
-import { segmented } from "./widgets";
+import { segmented, timelineButton } from "./widgets";
+import { icicle, stackTree } from "../icicle";
 import type { Ctx } from "../ctx";
 
 const METRICS: [string, string][] = [["device_self_us", "Device self"], ["device_total_us", "Device total"], ["host_self_us", "Host self"], ["host_total_us", "Host total"]];
@@ -28,14 +29,14 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
   ];
   let selected: HTMLTableRowElement | null = null;
   const table = dataTable(cols, rows, {
-    filterKeys: ["name"], sortKey: metric, sortDesc: true,
+    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name)),
     onRowClick: async (r, tr) => {
       selected?.classList.remove("selected"); selected = tr; tr.classList.add("selected");
       if (r.has_call_stack === false) { mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "No call stack recorded for this operator (profile with with_stack=True).")); return; }
       mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "loading…"));
       try {
         const st = await getJSON<any>("operators/stack", { ...ctx.sel(), name: r.name, input_shape: groupBy === "name_shape" ? (typeof r.input_shape === "string" ? r.input_shape : JSON.stringify(r.input_shape)) : undefined });
-        mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), renderStacks(st));
+        mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), stackIcicle(String(r.name), st, hasDevice), renderStacks(st));
       } catch (e) { mount(stackBox, h("div", { class: "banner" }, (e as Error).message)); }
     },
   });
@@ -65,4 +66,14 @@ function renderStacks(st: any): HTMLElement {
       .map(([k, v]) => `${k.replace(/_us$/, "").replace(/_/g, " ")}: ${typeof v === "number" && k.endsWith("_us") ? fmtUs(v) : String(v)}`).join(" · ") : "";
     return h("div", null, meta ? h("div", { class: "muted" }, meta) : null, h("pre", { class: "stack" }, text || "(empty stack)"));
   }));
+}
+
+/** The operator's call stacks as an icicle (outermost frame on top), sized by device or host time. */
+function stackIcicle(name: string, st: any, device: boolean): HTMLElement | null {
+  const list: any[] = Array.isArray(st) ? st : Array.isArray(st?.stacks) ? st.stacks : Array.isArray(st?.rows) ? st.rows : [];
+  const key = device ? "device_total_us" : "host_total_us";
+  const stacks = list.filter((x) => x && typeof x === "object" && Array.isArray(x.call_stack) && x.call_stack.length)
+    .map((x) => ({ frames: (x.call_stack as unknown[]).map(String).reverse(), values: { v: Number(x[key]) || 0 } }));
+  if (!stacks.length) return null;
+  return icicle([stackTree(name, stacks)], (n) => Number(n.v) || 0, fmtUs, { id: "stack-icicle", title: `Call stacks, sized by ${device ? "device" : "host"} time (outermost frame on top; click to zoom)` });
 }

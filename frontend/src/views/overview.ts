@@ -3,6 +3,7 @@ import { h, mount, fmtUs, fmtPct, fmtNum } from "../dom";
 import { getJSON } from "../api";
 import { stackedBars, pie } from "../charts";
 import { genericValue } from "../table";
+import { exportButtons } from "../export";
 import type { Ctx } from "../ctx";
 
 /** The breakdown categories in DESIGN.md §4 order, with display names. */
@@ -43,7 +44,9 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("tbody", null, STEP_PARTS.map(([k, label]) => h("tr", null, h("td", null, label), h("td", { class: "num" }, fmtUs(avg[k])),
       h("td", { class: "num" }, avg.total_us ? fmtPct((avg[k] ?? 0) / avg.total_us) : "–")))));
   const recs: string[] = Array.isArray(d.recommendations) ? d.recommendations.map(String) : [];
-  mount(el, cards, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"), table),
+  mount(el, cards, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"),
+      h("div", { class: "table-tools" }, exportButtons(() => `overview-${ctx.run}`, () => ({ header: ["category", "avg_us", "share"],
+        rows: STEP_PARTS.map(([k, label]) => [label, avg[k] ?? null, avg.total_us ? (avg[k] ?? 0) / avg.total_us : null]) }))), table),
     h("section", { class: "section", id: "recommendations" }, h("h3", null, "Recommendations"),
       recs.length ? h("ul", { class: "recs" }, recs.map((r) => h("li", null, r))) : h("p", { class: "muted" }, "Nothing to recommend.")));
 }

@@ -1,6 +1,7 @@
 // A collapsible tree table (modules, diff): nodes have a name, numeric fields and children.
 import { h, mount, fmtNum } from "../dom";
 import type { Column } from "../table";
+import { exportButtons } from "../export";
 
 export interface TreeNode { name: string; children?: TreeNode[]; [k: string]: any }
 
@@ -8,6 +9,7 @@ export interface TreeNode { name: string; children?: TreeNode[]; [k: string]: an
 export function treeTable(columns: Column[], roots: TreeNode[], openDepth = 1, id?: string): HTMLElement {
   const body = h("tbody");
   const open = new Set<TreeNode>();
+  const shown: [number, TreeNode][] = [];
   const walk = (n: TreeNode, d: number) => { if (d < openDepth) open.add(n); (n.children ?? []).forEach((c) => walk(c, d + 1)); };
   roots.forEach((r) => walk(r, 0));
   function draw(): void {
@@ -18,14 +20,17 @@ export function treeTable(columns: Column[], roots: TreeNode[], openDepth = 1, i
       const tr = h("tr", { class: kids.length ? "clickable" : "", "data-depth": d }, columns.map((c, i) => h("td", { class: c.numeric ? "num" : "", style: i === 0 ? `padding-left:${8 + d * 16}px` : "" },
         i === 0 ? [tog, c.fmt ? c.fmt(n[c.key], n) : String(n[c.key] ?? "")] : c.fmt ? c.fmt(n[c.key], n) : fmtNum(n[c.key]))));
       if (kids.length) tr.addEventListener("click", () => { if (open.has(n)) open.delete(n); else open.add(n); draw(); });
-      trs.push(tr);
+      trs.push(tr); shown.push([d, n]);
       if (open.has(n)) kids.forEach((k) => visit(k, d + 1));
     };
+    shown.length = 0;
     roots.forEach((r) => visit(r, 0));
     mount(body, trs.length ? trs : h("tr", null, h("td", { colspan: columns.length, class: "empty" }, "No data.")));
   }
   draw();
-  return h("div", { class: "table-scroll" }, h("table", { class: "data-table tree", id: id ?? null }, h("thead", null, h("tr", null, columns.map((c) => h("th", { class: c.numeric ? "num" : "" }, c.label)))), body));
+  const tools = h("div", { class: "table-tools" }, h("span", { class: "table-info" }, "click a row to expand or collapse it"),
+    exportButtons(() => id ?? "tree", () => ({ header: ["depth", ...columns.map((c) => c.key)], rows: shown.map(([d, n]) => [d, ...columns.map((c) => n[c.key])]) })));
+  return h("div", null, tools, h("div", { class: "table-scroll" }, h("table", { class: "data-table tree", id: id ?? null }, h("thead", null, h("tr", null, columns.map((c) => h("th", { class: c.numeric ? "num" : "" }, c.label)))), body)));
 }
 
 /** Finds the tree roots in an answer shaped {tree|modules|roots|nodes: ...} or as a node/array. */

@@ -1,0 +1,16 @@
+// The text of one file's loading progress (pure: unit-tested).
+const MB = (b: number) => (b / 1e6).toFixed(b >= 1e8 ? 0 : 1) + " MB";
+
+/** "Reading f: ≈ 120 MB of 837 MB (68 MB/s, about 10 s left) · 3 of 9 files loaded", or null. */
+export function fileProgressText(st: any): string | null {
+  if (!st || typeof st !== "object") return null;
+  const all = st.all && typeof st.all.files_total === "number" ? ` · ${st.all.files_done ?? 0} of ${st.all.files_total} files loaded` : "";
+  const name = String(st.file ?? "the trace");
+  if (st.state === "reading") {
+    const rate = Number(st.rate_bps) || 0, eta = Number(st.eta_s);
+    return `Reading ${name}: ≈ ${MB(Number(st.bytes_done_est) || 0)} of ${MB(Number(st.bytes_total) || 0)}` +
+      (rate ? ` (${(rate / 1e6).toFixed(1)} MB/s` + (isFinite(eta) ? `, about ${Math.max(1, Math.round(eta))} s left)` : ")") : "") + all;
+  }
+  if (st.state === "queued") return `Waiting to read ${name} (${MB(Number(st.bytes_total) || 0)})` + (st.position ? `, place ${st.position} in the queue` : "") + all;
+  return null;
+}

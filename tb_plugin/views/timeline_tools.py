@@ -1,0 +1,203 @@
+"""Timeline helpers beside the tiles: a time range's summary, counter tracks, exact-name
+occurrences and locating one event (for links to a selected event).
+
+All times are µs relative to the trace's first event, as in `timeline`.
+
+``range_summary(t, start_us, end_us, tracks=None)`` -> {"start_us", "end_us", "tracks": [i...],
+    "events": n, "rows": [{"name", "count", "total_us", "self_us"}...]}: the events of the chosen
+    tracks (all when None) that overlap the range, by name, largest total first; times are clipped
+    to the range and self time excludes the (clipped) time of the events nested directly inside.
+``counters(t, start_us, end_us, width_px)`` -> {"counters": [{"name", "unit": "bytes"|"fraction",
+    "device", "ts_us": [...], "values": [...]}...]}: allocated and reserved memory per device (the
+    memory view's curve) and, per GPU, the fraction of each pixel bucket with a kernel running.
+``occurrences(t, name, limit)`` -> search-like results for one exact name, in time order.
+``locate(t, idx)`` -> the search-like result for the event at traceEvents index `idx`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_plugin.errors import BadRequest, NotFound
+from tb_plugin.views.timeline import MAX_WIDTH_PX, int_param, number_param, tiles_for
+
+MAX_ROWS = 1000
+
+
+def _window(tl: Any, start_us: Any, end_us: Any) -> tuple[float, float]:
+    a = number_param(start_us, "start_us")
+    b = number_param(end_us, "end_us")
+    a = 0.0 if a is None else a
+    b = tl.trace_end_us if b is None else b
+    if b <= a:
+        raise BadRequest(f"end_us ({b}) must be greater than start_us ({a})")
+    return a, b
+
+
+def _tracks_param(tracks: Any, n: int) -> np.ndarray:
+    if tracks is None or tracks == "":
+        return np.arange(n)
+    try:
+        out = np.array(sorted({int(x) for x in str(tracks).split(",") if x.strip() != ""}), dtype=np.int64)
+    except ValueError:
+        raise BadRequest(f"tracks must be a comma-separated list of track indexes, got {tracks!r}") from None
+    if len(out) and (out.min() < 0 or out.max() >= n):
+        raise BadRequest(f"tracks must be between 0 and {n - 1}, got {tracks!r}")
+    return out
+
+
+def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any = None) -> dict:
+    """Count, total and self time by name of the chosen tracks' events overlapping [start_us, end_us]."""
+    tl = tiles_for(t)
+    a_us, b_us = _window(tl, start_us, end_us)
+    chosen = _tracks_param(tracks, len(tl.tracks))
+    a, b = a_us * 1e3, b_us * 1e3
+    names: list[np.ndarray] = []
+    totals: list[np.ndarray] = []
+    selfs: list[np.ndarray] = []
+    rows_of = {}
+    for r in np.flatnonzero(np.isin(tl.row_track, chosen)).tolist():
+        lo, hi = int(tl.row_lo[r]), int(tl.row_hi[r])
+        # within a row events never overlap: ends ascend with starts
+        i0 = lo + int(np.searchsorted(tl.end[lo:hi], a, side="right"))
+        i1 = lo + int(np.searchsorted(tl.start[lo:hi], b, side="right"))
+        if i1 > i0:
+            rows_of[(int(tl.row_track[r]), int(tl.row_depth[r]))] = (i0, i1)
+    for (track, depth), (i0, i1) in rows_of.items():
+        s, e = tl.start[i0:i1], tl.end[i0:i1]
+        clipped = np.maximum(np.minimum(e, b) - np.maximum(s, a), 0.0)
+        own = clipped.copy()
+        child = rows_of.get((track, depth + 1))
+        if child is not None:  # subtract each child's clipped time from the event containing it
+            cs, ce = tl.start[child[0]:child[1]], tl.end[child[0]:child[1]]
+            cc = np.maximum(np.minimum(ce, b) - np.maximum(cs, a), 0.0)
+            parent = np.searchsorted(s, cs, side="right") - 1
+            ok = (parent >= 0) & (cs < e[np.maximum(parent, 0)])
+            np.subtract.at(own, parent[ok], cc[ok])
+        names.append(tl.name[i0:i1])
+        totals.append(clipped)
+        selfs.append(np.maximum(own, 0.0))
+    out: dict = {"start_us": a_us, "end_us": b_us, "tracks": chosen.tolist(), "events": 0, "rows": []}
+    if not names:
+        return out
+    nm, tot, own = np.concatenate(names), np.concatenate(totals), np.concatenate(selfs)
+    size = len(tl.name_table)
+    count = np.bincount(nm, minlength=size)
+    total = np.bincount(nm, weights=tot, minlength=size)
+    selft = np.bincount(nm, weights=own, minlength=size)
+    present = np.flatnonzero(count)
+    order = present[np.lexsort((present, -total[present]))][:MAX_ROWS]
+    out["events"] = int(len(nm))
+    out["rows"] = [{"name": str(tl.name_table[c]), "count": int(count[c]), "total_us": round(float(total[c]) / 1e3, 3),
+                    "self_us": round(float(selft[c]) / 1e3, 3)} for c in order.tolist()]
+    out["truncated"] = bool(len(present) > MAX_ROWS)
+    return out
+
+
+def _busy_before(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Union busy time of sorted, merged [starts, ends) intervals before each time in x."""
+    if not len(starts):
+        return np.zeros(len(x))
+    dur = ends - starts
+    cum = np.concatenate([[0.0], np.cumsum(dur)])
+    k = np.searchsorted(starts, x, side="right")  # intervals starting before x
+    prev = np.maximum(k - 1, 0)
+    partial = np.where(k > 0, np.clip(x - starts[prev], 0.0, dur[prev]), 0.0)
+    return cum[np.maximum(k - 1, 0)] * (k > 0) + partial
+
+
+def _merge(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted union of intervals."""
+    if not len(s):
+        return s, e
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    grp = np.cumsum(new) - 1
+    ms = s[new]
+    me = np.zeros(len(ms))
+    np.maximum.at(me, grp, e)
+    return ms, me
+
+
+def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1000) -> dict:
+    """Counter tracks for [start_us, end_us]: memory allocated/reserved per device, GPU utilization."""
+    from tb_plugin.views import memory
+    from tb_plugin.views.common import category_mask
+
+    tl = tiles_for(t)
+    w = int_param(width_px, "width_px", 1, MAX_WIDTH_PX)
+    a_us, b_us = _window(tl, start_us, end_us)
+    out: list[dict] = []
+    mem = memory.memory_curve(t, a_us, b_us, max_points=max(10, w))
+    for dev in mem.get("devices", []):
+        c = mem["curves"].get(dev) or {}
+        if not c.get("ts_us"):
+            continue
+        out.append({"name": f"Memory allocated ({dev})", "unit": "bytes", "device": dev,
+                    "ts_us": c["ts_us"], "values": c["allocated_bytes"]})
+        if any(v > 0 for v in c["reserved_bytes"]):
+            out.append({"name": f"Memory reserved ({dev})", "unit": "bytes", "device": dev,
+                        "ts_us": c["ts_us"], "values": c["reserved_bytes"]})
+    ev = t.events
+    if len(ev):
+        km = category_mask(ev, ("kernel",))
+        if km.any():
+            k = ev[km]
+            origin = tl.origin
+            s_all = (k["ts"].to_numpy(np.int64) - origin).astype(np.float64)
+            e_all = s_all + np.maximum(k["dur"].to_numpy(np.int64), 0)
+            dev_all = k["device"].to_numpy(np.int64)
+            edges = np.linspace(a_us * 1e3, b_us * 1e3, w + 1)
+            bucket = (edges[1] - edges[0]) or 1.0
+            for d in sorted(set(dev_all.tolist())):
+                ms, me = _merge(s_all[dev_all == d], e_all[dev_all == d])
+                busy = np.diff(_busy_before(ms, me, edges)) / bucket
+                out.append({"name": f"GPU {d} utilization", "unit": "fraction", "device": f"GPU {d}",
+                            "ts_us": np.round(edges[:-1] / 1e3, 3).tolist(),
+                            "values": np.round(np.clip(busy, 0.0, 1.0), 4).tolist()})
+    return {"start_us": a_us, "end_us": b_us, "counters": out}
+
+
+def _result(t: Any, tl: Any, pos: np.ndarray) -> list[dict]:
+    ev = t.events
+    sub = ev.iloc[pos]
+    idx = sub["idx"].tolist() if "idx" in sub else pos.tolist()
+    tsu = np.round((sub["ts"].to_numpy(np.int64) - tl.origin) / 1e3, 3).tolist()
+    du = np.round(np.maximum(sub["dur"].to_numpy(np.int64), 0) / 1e3, 3).tolist()
+    return [{"name": str(n), "cat": str(c), "ts_us": s, "dur_us": d, "track": int(tl.ev_track[p]),
+             "depth": int(tl.ev_depth[p]), "idx": int(i)}
+            for n, c, s, d, p, i in zip(sub["name"].astype(str).tolist(), sub["cat"].astype(str).tolist(),
+                                        tsu, du, pos.tolist(), idx)]
+
+
+def occurrences(t: Any, name: Any = None, limit: Any = 10000) -> dict:
+    """Every event named exactly `name` (first `limit`), in time order, with its track and depth."""
+    if not isinstance(name, str) or not name:
+        raise BadRequest("missing parameter 'name' (the exact event name)")
+    lim = int_param(limit, "limit", 1, 100000)
+    tl = tiles_for(t)
+    ev = t.events
+    if not len(ev):
+        return {"name": name, "total": 0, "results": []}
+    pos = np.flatnonzero((ev["name"] == name).to_numpy())
+    ts = ev["ts"].to_numpy(np.int64)
+    pos = pos[np.argsort(ts[pos], kind="stable")]
+    return {"name": name, "total": int(len(pos)), "results": _result(t, tl, pos[:lim])}
+
+
+def locate(t: Any, idx: Any = None) -> dict:
+    """Where the event at traceEvents index `idx` is drawn (track, depth, times)."""
+    if idx is None:
+        raise BadRequest("missing parameter 'idx'")
+    i = int_param(idx, "idx", 0, 2 ** 62)
+    tl = tiles_for(t)
+    ev = t.events
+    col = ev["idx"].to_numpy(np.int64) if "idx" in ev else np.arange(len(ev))
+    pos = np.flatnonzero(col == i)
+    if not len(pos):
+        raise NotFound(f"no drawn event has index {i}")
+    return _result(t, tl, pos[:1])[0]

@@ -1,0 +1,66 @@
+"""Loader queue: a requested file that is still queued is read at once, ahead of the queue, and
+no other queued file starts until it is ready; file_status says how far one file is."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+from tb_plugin.loader import Loader
+from tb_plugin.runs import Scanner
+
+OLD = time.time() - 3600
+
+
+def _trace(path, n: int) -> None:
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": i * 10.0, "dur": 5.0,
+           "args": {"External id": i}} for i in range(n)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"traceEvents": ev}))
+    os.utime(path, (OLD, OLD))
+
+
+def test_requested_file_jumps_the_queue_and_the_rest_waits(tmp_path):
+    for i in range(8):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 3000)
+    _trace(tmp_path / "z_big" / "w.1.pt.trace.json", 120_000)
+    runs = Scanner(str(tmp_path)).scan()
+    files = [f for r in runs.values() for f in r.files()]
+    big = runs["z_big"].files()[0]
+    assert files[-1] == big  # last in the queue
+    loader = Loader(workers=1, processes=0, use_cache=False)
+    try:
+        loader.prepare(files)
+        before = loader.file_status(big)
+        assert before["state"] == "queued" and before["position"] >= 6 and before["bytes_total"] == big.size
+        seen: list[dict] = []
+        stop = threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                seen.append(loader.file_status(big))
+                time.sleep(0.01)
+        th = threading.Thread(target=watch)
+        th.start()
+        t = loader.get(big)
+        stop.set()
+        th.join()
+        assert len(t.events) == 120_000
+        entries = {e.file.key: e for e in loader._entries.values()}
+        b = entries[big.key]
+        big_end = b.started + b.seconds
+        started_before = [e for e in entries.values() if e is not b and e.started is not None and e.started <= b.started]
+        assert len(started_before) <= 1  # only what the one pool slot already held
+        for e in entries.values():
+            if e is not b and e.started is not None and e.started > b.started:
+                assert e.started >= big_end - 1e-6, "a queued file started while the requested one was read"
+        reading = [s for s in seen if s["state"] == "reading"]
+        assert reading and all(0 <= s["bytes_done_est"] < big.size and s["rate_bps"] > 0 and s["eta_s"] >= 0 for s in reading)
+        assert loader.file_status(big)["state"] == "done"
+        deadline = time.time() + 120
+        while loader.progress()["files_done"] < 9 and time.time() < deadline:
+            time.sleep(0.05)
+        assert loader.progress()["files_done"] == 9  # the queue resumed afterwards
+    finally:
+        loader.close()
