@@ -9,8 +9,38 @@ from typing import Any
 import msgspec
 
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
-#: refuse traces whose uncompressed JSON is larger than this (bytes); env GPUSCOPE_MAX_TRACE_BYTES
-MAX_TRACE_BYTES = int(os.environ.get("GPUSCOPE_MAX_TRACE_BYTES", str(16 << 30)))
+#: the memory budget for parsed traces when GPUSCOPE_MAX_LOADED_BYTES is not set (bytes)
+DEFAULT_LOADED_BYTES = 4 << 30
+#: uncompressed JSON bytes read per byte of that budget (a parsed trace holds far less than its JSON)
+JSON_PER_LOADED_BYTE = 2
+
+
+def _env_bytes(name: str) -> int | None:
+    text = os.environ.get(name, "").strip()
+    return int(text) if text.isdigit() and text.isascii() else None
+
+
+def max_trace_bytes() -> int:
+    """Largest uncompressed trace the reader reads (bytes): GPUSCOPE_MAX_TRACE_BYTES when set,
+    else JSON_PER_LOADED_BYTE times the memory budget GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB)."""
+    explicit = _env_bytes("GPUSCOPE_MAX_TRACE_BYTES")
+    if explicit is not None:
+        return explicit
+    budget = _env_bytes("GPUSCOPE_MAX_LOADED_BYTES")
+    return JSON_PER_LOADED_BYTE * (DEFAULT_LOADED_BYTES if budget is None else budget)
+
+
+def too_big(path: str, limit: int) -> "TraceReadError":
+    """The error for a trace over `limit` uncompressed bytes, naming the setting that raises it."""
+    how = ("GPUSCOPE_MAX_TRACE_BYTES" if _env_bytes("GPUSCOPE_MAX_TRACE_BYTES") is not None else
+           f"GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces (the limit is "
+           f"{JSON_PER_LOADED_BYTE}x it)")
+    return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed "
+                          f"(raise {how} to read it)")
+
+
+#: the limit at import time (read again by max_trace_bytes() at each read)
+MAX_TRACE_BYTES = max_trace_bytes()
 
 
 class TraceReadError(ValueError):

@@ -14,10 +14,12 @@ import msgspec
 
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
-    _ANY_DECODER, MAX_TRACE_BYTES, TraceReadError, _decode_piece, _NotStreamable,
+    _ANY_DECODER, TraceReadError, _decode_piece, _NotStreamable, max_trace_bytes, too_big,
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
-from profiler_core.trace.gunzip import GZIP_MAGIC, TruncatedGzip, gunzip_blocks, uncompressed_size_hint
+from profiler_core.trace.gunzip import (
+    GZIP_MAGIC, TruncatedGzip, gunzip_blocks, trailer_size, uncompressed_size_hint,
+)
 from profiler_core.trace.model import TraceData
 
 _HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -42,17 +44,18 @@ def _blocks(path: str) -> Iterator[bytes]:
     pages again and again (another thread's malloc arena)."""
     total = 0
     pending = b""
+    limit = max_trace_bytes()
     try:
         with open(path, "rb") as f:
             gz = f.read(2) == GZIP_MAGIC
             f.seek(0)
+            if (trailer_size(f) or 0) > limit if gz else os.fstat(f.fileno()).st_size > limit:
+                raise too_big(path, limit)  # known before inflating anything
             chunk = max(512, min(1 << 20, IO_BLOCK // 8))
             for out in gunzip_blocks(f, chunk) if gz else iter(lambda: f.read(IO_BLOCK), b""):
                 total += len(out)
-                if total > MAX_TRACE_BYTES:
-                    raise TraceReadError(
-                        f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
-                        f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
+                if total > limit:
+                    raise too_big(path, limit)
                 pending += out
                 if len(pending) >= IO_BLOCK:
                     yield pending
@@ -233,7 +236,9 @@ def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
             buf = buf + block if buf else block
             if head is None:
                 stripped = buf.lstrip()
-                if not stripped:
+                if not stripped:  # leading whitespace: counted, never kept
+                    start += len(buf)
+                    buf = b""
                     continue
                 if stripped[:1] == b"[":
                     bare, head = True, b""
