@@ -146,10 +146,33 @@ def _byte_range(path: str, begin: int, end: int) -> bytes:
 
 
 def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
-    """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list)."""
+    """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list).
+
+    Raises TraceReadError (a ValueError) with a clear message on anything unreadable."""
+    if not isinstance(data, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"parse_trace takes the JSON bytes of a trace, not {type(data).__name__}")
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_bytes(bytes(data) if not isinstance(data, (bytes, str)) else data, path)
+    except TraceReadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - last resort: a clear message, never a deep traceback
+        raise TraceReadError(f"{path}: unreadable trace ({type(e).__name__}: {e})") from e
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _parse_bytes(data: bytes, path: str) -> TraceData:
     builder = _Builder()
     try:
         meta, events_raw = _split_top(data, path)
+    except RecursionError:  # an event nesting too deeply for the whole-document decode
+        try:
+            return stream._stream_parse(path, iter((data,)))
+        except (_NotStreamable, RecursionError):
+            raise TraceReadError(f"{path}: JSON nested too deeply to read") from None
     except TraceReadError:
         fixed = repair_json(data)
         if fixed is None:

@@ -194,17 +194,19 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     return t
 
 
-def _stream_parse(path: str) -> TraceData:
-    """Parse a whole trace while it is decompressed (see _parse_span)."""
+def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData:
+    """Parse a whole trace while it is decompressed (see _parse_span); `blocks`: its bytes, when
+    they are not to be read from `path`."""
     builder = _Builder()
-    _, index, meta = _parse_span(path, builder)
+    _, index, meta = _parse_span(path, builder, blocks=blocks)
     t = builder.finish(path, meta, _base_ns(meta))
     t.event_index = tuple(index)
     return t
 
 
 def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
-                hi: int | None = None) -> tuple[int, list, dict | None]:
+                hi: int | None = None, blocks: Iterator[bytes] | None = None,
+                ) -> tuple[int, list, dict | None]:
     """Parse events into `builder` while the file is decompressed, cutting the event array at
     `}, {` separators; returns (events added, piece index, top-level metadata).
 
@@ -230,7 +232,7 @@ def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
         index.append((n, begin, end))
         n += len(evs)
 
-    blocks = _blocks(path)
+    blocks = _blocks(path) if blocks is None else blocks
     try:
         for block in blocks:
             buf = buf + block if buf else block
@@ -286,7 +288,8 @@ def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
             elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                 raise _NotStreamable
     finally:
-        blocks.close()  # stops the gunzip thread when this span ends early
+        if hasattr(blocks, "close"):
+            blocks.close()  # closes the file when this span ends early
     if head is None:
         if not buf.strip():
             raise TraceReadError(f"{path}: empty file")
@@ -370,7 +373,7 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
             continue
         try:
             meta = _ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue
         if isinstance(meta, dict):
             meta.pop("traceEvents", None)
