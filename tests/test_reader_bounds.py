@@ -104,3 +104,63 @@ def test_read_bytes_reads_incrementally_under_an_address_space_limit(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["10"]
+
+
+class _Counting:
+    """A decoder that adds the bytes it is given to a shared tally."""
+
+    def __init__(self, inner, tally: list) -> None:
+        self.inner, self.tally = inner, tally
+
+    def decode(self, data):
+        self.tally[0] += len(data)
+        return self.inner.decode(data)
+
+
+def _count_work(monkeypatch) -> list:
+    """Bytes handed to every JSON decoder and to repair_json from now on (one tally)."""
+    tally = [0]
+    names = ("_CHUNK_DECODER", "_RAW_LIST_DECODER", "_EVENT_DECODER", "_LOOSE_DECODER",
+             "_TOP_DECODER", "_ANY_DECODER")
+    for name in names:
+        wrapped = _Counting(getattr(decode, name), tally)
+        for mod in (decode, stream, reader):
+            if hasattr(mod, name):
+                monkeypatch.setattr(mod, name, wrapped)
+    repair = decode.repair_json
+
+    def counted_repair(data):
+        tally[0] += len(data)
+        return repair(data)
+
+    for mod in (decode, reader):
+        monkeypatch.setattr(mod, "repair_json", counted_repair)
+    return tally
+
+
+def _adversarial(kind: str, n: int = 20000) -> bytes:
+    name = {"clean": "op", "separator names": "a}, {b", "many separators": "}, {" * 40}.get(kind, "op")
+    evs = [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i % 50}", "pid": 1, "tid": 1,
+            "ts": 10 * i, "dur": 5, "args": {"External id": i, "Input Dims": [[8, 8]]}}
+           for i in range(n)]
+    data = json.dumps({"traceEvents": evs}).encode()
+    if kind == "one bad byte":
+        k = data.index(b'"ph"', len(data) // 3)
+        data = data[:k] + b"x" + data[k + 1:]
+    return data
+
+
+@pytest.mark.parametrize("kind", ["clean", "separator names", "many separators", "one bad byte"])
+def test_any_input_costs_a_few_decodes_of_its_size(tmp_path, monkeypatch, kind):
+    """Work (bytes decoded or repaired) stays a small multiple of the file: a bad byte cost 76x,
+    names full of `}, {` 33x (retries over doubling windows, repairs after each failed cut)."""
+    data = _adversarial(kind)
+    path = tmp_path / "t.pt.trace.json"
+    path.write_bytes(data)
+    tally = _count_work(monkeypatch)
+    if kind == "one bad byte":
+        with pytest.raises(TraceReadError, match="invalid or truncated JSON"):
+            read_trace(path, processes=0)
+    else:
+        assert len(read_trace(path, processes=0).events) == 20000
+    assert tally[0] <= 6 * len(data), tally[0] / len(data)

@@ -182,10 +182,13 @@ def _decode_chunk(raws: list, counts: dict) -> list:
 _TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
 
 
-def element_bounds(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> tuple[list, int]:
-    """(start, end) of each complete element of a JSON array's content buf[pos:end] (the text
-    between its brackets), found by a scan that skips strings and tracks nesting without
-    recursion; and where the incomplete rest begins. Linear in the bytes scanned."""
+def element_bounds(buf: bytes | memoryview, pos: int = 0, end: int | None = None,
+                   stop_after: int | None = None) -> tuple[list, int]:
+    """(start, end) of each element of a JSON array's content buf[pos:end] (the text between its
+    brackets) that a comma closes, found by a scan that skips strings and tracks nesting without
+    recursion (linear in the bytes scanned); and where the rest begins (the element after the
+    last comma, or the array's closing bracket). With `stop_after`, the scan stops at the first
+    comma past that offset."""
     end = len(buf) if end is None else end
     depth, start, out = 0, pos, []
     for m in _TOKENS.finditer(buf, pos, end):
@@ -196,12 +199,13 @@ def element_bounds(buf: bytes | memoryview, pos: int = 0, end: int | None = None
             depth += 1
         elif c in (125, 93):
             depth -= 1
-            if depth < 0:  # the array's own end: what came before is its last element
-                out.append((start, m.start()))
-                return out, m.start()
+            if depth < 0:  # the array's own end
+                return out, start
         elif depth == 0:  # a comma between two elements
             out.append((start, m.start()))
             start = m.end()
+            if stop_after is not None and start > stop_after:
+                break
     return out, start
 
 

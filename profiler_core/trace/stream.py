@@ -14,7 +14,8 @@ import msgspec
 
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
-    _ANY_DECODER, TraceReadError, _decode_piece, _NotStreamable, max_trace_bytes, too_big,
+    _ANY_DECODER, TraceReadError, _decode_piece, _NotStreamable, element_bounds, max_trace_bytes,
+    too_big,
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.gunzip import (
@@ -324,39 +325,34 @@ def _add_pieces(buf: bytes, pos: int, start: int, add: Any, counts: dict) -> int
 
 
 def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[list | None, Any]:
-    """Decode the events of buf[pos:cut] for a separator cut at most BLOCK bytes after pos (twice
-    that, and so on, after a longer event); (None, None) when no cut in buf decodes (wait for more
-    data)."""
-    size = max(BLOCK, 1)
-    while True:
-        hi = min(pos + size, len(buf))
-        for cut in _separators(buf, hi=hi, lo_bound=pos):
-            try:
-                return _decode_piece(view[pos:cut[0]], counts), cut
-            except _NotStreamable:  # cut inside a string: try an earlier separator
-                continue
-        if hi == len(buf):
-            return None, None
-        size *= 2
+    """Decode the events of buf[pos:cut] for a cut about BLOCK bytes after pos (or after the
+    first event, when it is longer); (None, None) when buf holds no whole event yet.
+
+    The quick cut is the last `}, {` before pos + BLOCK; when that piece does not decode (the
+    separator was inside a string), the exact cut comes from a scan of the bytes that skips
+    strings (`element_bounds`), and a piece that fails even then is invalid JSON: _NotStreamable,
+    at once (the whole-file path says what is wrong). No byte is decoded more than a few times."""
+    hi = min(pos + max(BLOCK, 1), len(buf))
+    m = None
+    for m in _SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):
+        pass
+    if m is None:
+        m = _SEP_RE.search(buf, hi)  # an event longer than the window: the first cut after it
+    if m is not None:
+        cut = (m.start() + 1, m.end() - 1)
+        try:
+            return _decode_piece(view[pos:cut[0]], counts), cut
+        except _NotStreamable:
+            pass
+    bounds, _ = element_bounds(buf, pos, len(buf), stop_after=hi)
+    if not bounds:
+        return None, None
+    end = bounds[-1][1]
+    return _decode_piece(view[pos:end], counts), (end, end + 1)
 
 
-def _separators(buf: bytes, tries: int = 8, hi: int | None = None,
-                lo_bound: int = 0) -> Iterator[tuple[int, int]]:
-    """(end of a piece, start of the rest) at the last few `}, {` of buf[lo_bound:hi], last first."""
-    window = 1 << 12  # a few events first, then 8x that per round
-    hi = len(buf) if hi is None else hi
-    lo = max(lo_bound, hi - window)
-    given = 0
-    while given < tries:
-        found = [(m.start() + 1, m.end() - 1) for m in _SEP_RE.finditer(buf, lo, hi)]
-        for cut in reversed(found):
-            yield cut
-            given += 1
-            if given >= tries:
-                return
-        if lo <= lo_bound:
-            return
-        lo, hi = max(lo_bound, lo - 8 * window), lo + 8  # overlap: a separator across the border
+#: bytes before the window's end searched for the quick cut (a few events)
+_QUICK_WINDOW = 1 << 12
 
 
 def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
