@@ -344,8 +344,11 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
             return _decode_piece(view[pos:cut[0]], counts), cut
         except _NotStreamable:
             pass
-    bounds, _ = element_bounds(buf, pos, len(buf), stop_after=hi)
+    end = min(len(buf), hi + max(BLOCK, 1))  # the scan never reads more than two windows
+    bounds, _ = element_bounds(buf, pos, end, stop_after=hi)
     if not bounds:
+        if end < len(buf):  # no event ends within two windows: the whole-file path reads it
+            raise _NotStreamable
         return None, None
     end = bounds[-1][1]
     return _decode_piece(view[pos:end], counts), (end, end + 1)
