@@ -344,10 +344,10 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
             return _decode_piece(view[pos:cut[0]], counts), cut
         except _NotStreamable:
             pass
-    end = min(len(buf), hi + max(BLOCK, 1))  # the scan never reads more than two windows
+    end = min(len(buf), hi + max(BLOCK, MAX_EVENT_SCAN))  # a bounded scan: never the whole buffer
     bounds, _ = element_bounds(buf, pos, end, stop_after=hi)
     if not bounds:
-        if end < len(buf):  # no event ends within two windows: the whole-file path reads it
+        if end < len(buf):  # no event ends within the scan: the whole-file path reads it
             raise _NotStreamable
         return None, None
     end = bounds[-1][1]
@@ -356,6 +356,8 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
 
 #: bytes before the window's end searched for the quick cut (a few events)
 _QUICK_WINDOW = 1 << 12
+#: bytes past the window the exact scan reads at most for the end of an event
+MAX_EVENT_SCAN = 1 << 20
 
 
 def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
