@@ -6,6 +6,8 @@ Rows (each a run folder of one or more trace files):
     compatibility venv's torch: DIR/t220k (`OUTDIR 10 2000`) and DIR/t2m (`OUTDIR 10 20000`);
     DIR is --real-dir or $GPUSCOPE_REAL_TRACES (rows whose folder is missing are skipped, with
     the command that makes them);
+  * DIR/t11m, when present: ~11M real-shaped events made by gen_real_big.py from t2m (5 copies),
+    ours only (load time and peak memory; torch-tb-profiler would need ~25 GB);
   * with --synthetic N, an extra row from gen_trace.py (not representative of real events).
 
 Per row, each side in a fresh process with its imports done before the clock starts:
@@ -174,6 +176,7 @@ def _measure(python: str, code: str, args: list, env: dict) -> dict:
         raise RuntimeError(f"{python} failed:\n{err[-3000:]}")
     res = json.loads(out.strip().splitlines()[-1])
     res["peak_mb"] = peak / 1024
+    res["base_mb"] = base / 1024  # after the imports, before the clock started
     return res
 
 
@@ -188,6 +191,9 @@ def _rows(args: argparse.Namespace) -> list:
         else:
             print(f"skipped {label}: make it with $GPUSCOPE_COMPAT_VENV/bin/python "
                   f"{os.path.normpath(TOOL)} DIR/{sub} {steps_ops}, then pass --real-dir DIR")
+    big = os.path.join(real, "t11m") if real else None
+    if big and os.path.isdir(big):  # ours only: torch-tb-profiler would need ~25 GB here
+        rows.append(("real-shaped, 11M events (ours only)", big))
     if args.synthetic:
         path = os.path.join(args.workdir, "synthetic", f"bench_{args.synthetic}.1.pt.trace.json.gz")
         if not os.path.exists(path):
@@ -245,22 +251,25 @@ def main() -> None:
             ours.append(_measure(sys.executable, OURS.format(root=ROOT), [logdir], env))
             shutil.rmtree(cache_dir, ignore_errors=True)
             print(f"{label}: ours   {json.dumps(ours[-1])}", flush=True)
-            if args.theirs != "0":
+            if args.theirs != "0" and "ours only" not in label:
                 tenv = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
                 theirs.append(_measure(tbp, THEIRS, [logdir], tenv))
                 print(f"{label}: theirs {json.dumps(theirs[-1])}", flush=True)
-        ph_proc = subprocess.run([sys.executable, "-c", PHASES.format(root=ROOT), *_files(run_dir)],
-                                 capture_output=True, text=True, env=env, check=False)
-        if ph_proc.returncode != 0:
-            raise RuntimeError(ph_proc.stderr[-3000:])
-        ph = json.loads(ph_proc.stdout.strip().splitlines()[-1])
+        ph = None
+        if "ours only" not in label:
+            ph_proc = subprocess.run([sys.executable, "-c", PHASES.format(root=ROOT),
+                                      *_files(run_dir)], capture_output=True, text=True, env=env,
+                                     check=False)
+            if ph_proc.returncode != 0:
+                raise RuntimeError(ph_proc.stderr[-3000:])
+            ph = json.loads(ph_proc.stdout.strip().splitlines()[-1])
         shutil.rmtree(logdir, ignore_errors=True)
         table.append((label, ours, theirs, ph))
 
     med = statistics.median
     print()
     print(f"{'trace':34} {'theirs s':>9} {'ours s':>8} {'ratio':>6} {'worst':>6} "
-          f"{'their MB':>9} {'our MB':>8} {'mem':>6}")
+          f"{'their MB':>9} {'our MB':>8} {'mem':>6} {'added':>6}")
     for label, ours, theirs, ph in table:
         o = med(r["wall_s"] for r in ours)
         ow = max(r["wall_s"] for r in ours)
@@ -270,15 +279,21 @@ def main() -> None:
             tm = med(r["peak_mb"] for r in theirs)
             # ratio: median over the paired runs; worst: the worst pairing
             ratios = [b["wall_s"] / a["wall_s"] for a, b in zip(ours, theirs)]
+            added = (med(r["peak_mb"] - r["base_mb"] for r in theirs)
+                     / max(1.0, max(r["peak_mb"] - r["base_mb"] for r in ours)))
             print(f"{label:34} {t:9.2f} {o:8.2f} {med(ratios):5.1f}x {t / ow:5.1f}x "
-                  f"{tm:9.0f} {om:8.0f} {tm / om:5.1f}x")
+                  f"{tm:9.0f} {om:8.0f} {tm / om:5.1f}x {added:5.1f}x")
         else:
             print(f"{label:34} {'-':>9} {o:8.2f} {'-':>6} {'-':>6} {'-':>9} {om:8.0f}")
+    print("(ratio: median over paired runs of theirs / ours; worst: theirs / our slowest; mem: "
+          "their peak / our peak, all processes; added: the same above each side's imports)")
     print()
     print(f"ours, one serial read in one process, s per million events (cores here: {cores}):")
     print(f"{'trace':34} {'events':>9} {'inflate':>8} {'decode':>7} {'columns':>8} {'views':>6}"
           f" {'total':>6} {'floor':>6}")
     for label, _, _, ph in table:
+        if ph is None:
+            continue
         m = ph["events"] / 1e6
         inflate = ph["inflate_s"]
         decode = max(0.0, ph["cut_decode_s"] - inflate)
