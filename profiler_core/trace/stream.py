@@ -184,6 +184,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
             index.extend((first_idx + n, begin, end) for first_idx, begin, end in part["index"])
             n += part["n"]
             meta = part["meta"] if meta is None else meta
+            del part  # its arrays that merge replaced (remapped codes, shifted idx) go now
     except BaseException:
         for span in spans:
             span.cancel()
