@@ -11,8 +11,9 @@ import msgspec
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
 #: the memory budget for parsed traces when GPUSCOPE_MAX_LOADED_BYTES is not set (bytes)
 DEFAULT_LOADED_BYTES = 4 << 30
-#: uncompressed JSON bytes read per byte of that budget (a parsed trace holds far less than its JSON)
-JSON_PER_LOADED_BYTE = 2
+#: uncompressed JSON bytes read per byte of that budget (reading a trace peaks at about 0.6-1 byte
+#: of memory per byte of its JSON, so a trace at the limit stays within the budget)
+JSON_PER_LOADED_BYTE = 1
 
 
 def _env_bytes(name: str) -> int | None:
@@ -33,8 +34,7 @@ def max_trace_bytes() -> int:
 def too_big(path: str, limit: int) -> "TraceReadError":
     """The error for a trace over `limit` uncompressed bytes, naming the setting that raises it."""
     how = ("GPUSCOPE_MAX_TRACE_BYTES" if _env_bytes("GPUSCOPE_MAX_TRACE_BYTES") is not None else
-           f"GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces (the limit is "
-           f"{JSON_PER_LOADED_BYTE}x it)")
+           "GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces,")
     return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed "
                           f"(raise {how} to read it)")
 
