@@ -20,7 +20,7 @@ here every 10 ms), for both sides. Then, in one more process of ours, the cost p
 of each phase of one serial read (inflate, decode, columns, views) and the floor: one ISA-L
 inflate plus one decode pass split over the cores.
 
-    python benchmarks/bench_real.py --real-dir /tmp/realtraces --repeat 3
+    python benchmarks/bench_real.py --real-dir DIR --repeat 3
 """
 from __future__ import annotations
 
