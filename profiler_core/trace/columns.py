@@ -43,6 +43,7 @@ def normalise_category(cat: Any) -> str:
     return CATEGORY_MAP.get(text.lower(), text.lower())
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NUMERIC_ID = re.compile(r"^\s*(?:stream\s*)?(-?\d+)\s*$", re.IGNORECASE)
 
 
@@ -52,19 +53,32 @@ class _Labels:
     def __init__(self) -> None:
         self.by_text: dict[str, int] = {}
         self.by_code: dict[int, str] = {}
+        self.beyond = 0  # distinct values beyond 64 bits kept as text
+
+    def _number(self, value: int, counted: bool = False) -> int | None:
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return value
+        self.beyond += not counted
+        return None
 
     def code(self, value: Any) -> int:
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, int):
-            return value
+            found = self._number(value)
+            if found is not None:
+                return found
         if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
             if value.is_integer():
-                return int(value)
+                found = self._number(int(value))
+                if found is not None:
+                    return found
         text = _to_text(value)
         m = _NUMERIC_ID.match(text)
         if m:
-            return int(m.group(1))
+            found = self._number(int(m.group(1)), counted=not isinstance(value, str))
+            if found is not None:
+                return found
         found = self.by_text.get(text)
         if found is not None:
             return found
@@ -91,11 +105,12 @@ class _Labels:
 class _Interner:
     """Builds one pandas category column across chunks (value -> code)."""
 
-    def __init__(self, convert=None) -> None:
+    def __init__(self, convert=None, strict: bool = False) -> None:
         self.codes: dict[str, int] = {"": 0}   # text -> code
         self.values: list[str] = [""]
         self.raw: dict[Any, int] = {}           # raw decoded value -> code
         self.convert = convert or _to_text
+        self.strict = strict  # lists/objects raise TypeError (else: keyed by their JSON text)
 
     def intern(self, text: str) -> int:
         """The code of an already converted text."""
@@ -118,8 +133,13 @@ class _Interner:
         except KeyError:
             pass
         except TypeError:  # unhashable values: key them by their text
-            values = [json.dumps(v) if isinstance(v, (list, dict)) else v for v in values]
-        for v in set(values) - raw.keys():
+            values = self._hashable(values)
+        try:
+            new = set(values) - raw.keys()
+        except TypeError:
+            values = self._hashable(values)
+            new = set(values) - raw.keys()
+        for v in new:
             text = self.convert(v)
             c = self.codes.get(text)
             if c is None:
@@ -127,6 +147,11 @@ class _Interner:
                 self.values.append(text)
             raw[v] = c
         return np.fromiter(map(raw.__getitem__, values), dtype=np.int32, count=n)
+
+    def _hashable(self, values: list) -> list:
+        if self.strict:
+            raise TypeError("a list or an object where a text belongs")
+        return [json.dumps(v) if isinstance(v, (list, dict)) else v for v in values]
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         """Codes -> a Categorical holding only the values that occur."""
@@ -239,6 +264,15 @@ class _Coerce:
         return out
 
 
+#: |ts| and |dur| at or beyond this many µs (146 years) do not fit int64 ns once rebased: invalid
+_MAX_US = float(1 << 62) / 1000.0
+
+
+def _valid_ts(ts_us: np.ndarray) -> np.ndarray:
+    """Which µs timestamps are finite and within int64 ns (the others are skipped, counted)."""
+    return np.abs(ts_us) < _MAX_US  # NaN and ±inf compare False
+
+
 #: below this many µs, rint(us * 1000) is the exact ns of a 3-decimal value (error < 1e-3 ns)
 _FAST_NS_LIMIT = float(1 << 31)
 
@@ -337,7 +371,8 @@ class _Builder:
         self.co = _Coerce(self.bad)
         self.labels = _Labels()
         self.interners = {c: _Interner() for c in EVENT_CATEGORY}
-        self.interners["cat"] = _Interner(normalise_category)
+        self.interners["cat"] = _Interner(normalise_category, strict=True)
+        self.interners["name"] = _Interner(strict=True)
         self.interners["input_dims"] = _Interner(_compact_json)
         self.interners["input_type"] = _Interner(_compact_json)
         self.ev: dict[str, list] = {c: [] for c in EVENT_COLUMNS}  # per chunk; None = missing
@@ -345,8 +380,8 @@ class _Builder:
         self.mem: list[dict] = []
         self.flows: list[dict] = []
         self.names: list[tuple] = []
-        self.flow_cat = _Interner()
-        self.flow_name = _Interner()
+        self.flow_cat = _Interner(strict=True)
+        self.flow_name = _Interner(strict=True)
         self.flow_ph = _Interner()
         self.flow_bp = _Interner()
 
@@ -386,14 +421,28 @@ class _Builder:
 
     def _complete(self, evs: list, idx: np.ndarray) -> None:
         co, col = self.co, self.ev
+        cats, names = list(map(_get_cat, evs)), list(map(_get_name, evs))
+        try:
+            cat_codes = self.interners["cat"].add(cats)
+            name_codes = self.interners["name"].add(names)
+        except TypeError:  # a list or an object as name or cat: that event goes
+            self._complete(*self._without_unhashable(evs, idx, cats, names, "complete"))
+            return
         ts_us = co.floats("ts", list(map(_get_ts, evs)))
         dur_us = co.floats("dur", list(map(_get_dur, evs)))
-        keep = np.isfinite(ts_us)
-        if not keep.all():
-            self._count("complete events without a valid ts skipped", int((~keep).sum()))
+        keep = _valid_ts(ts_us)
+        huge_dur = np.abs(dur_us) >= _MAX_US  # (NaN: False)
+        if not keep.all() or huge_dur.any():
+            if not keep.all():
+                self._count("complete events without a valid ts skipped", int((~keep).sum()))
+            if huge_dur.any():
+                self._count(f"complete events with a dur beyond {_MAX_US:.0e} us skipped",
+                            int((huge_dur & keep).sum()))
+                keep &= ~huge_dur
             where = np.flatnonzero(keep)
             evs = [evs[i] for i in where]
             ts_us, dur_us, idx = ts_us[where], dur_us[where], idx[where]
+            cat_codes, name_codes = cat_codes[where], name_codes[where]
         n = len(evs)
         no_dur = ~np.isfinite(dur_us)
         if no_dur.any():
@@ -406,9 +455,8 @@ class _Builder:
         col["ts"].append(_to_ns(ts_us))
         col["dur"].append(dur)
         col["idx"].append(idx)
-        cat_codes = self.interners["cat"].add(list(map(_get_cat, evs)))
         col["cat"].append(cat_codes)
-        col["name"].append(self.interners["name"].add(list(map(_get_name, evs))))
+        col["name"].append(name_codes)
         col["pid"].append(self.labels.column(list(map(_get_pid, evs))))
         col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
         # args: each family of categories carries its own keys; only those are extracted
@@ -479,6 +527,15 @@ class _Builder:
                 dtype = np.int32 if column in EVENT_INT32 else np.int64
                 put(column, co.ints(column, values, -1, dtype))
 
+    def _without_unhashable(self, evs: list, idx: np.ndarray, cats: list, names: list,
+                            kind: str) -> tuple[list, np.ndarray]:
+        """The events whose name and cat are not lists or objects (the others are counted)."""
+        good = [i for i, (c, nm) in enumerate(zip(cats, names))
+                if not isinstance(c, (list, dict)) and not isinstance(nm, (list, dict))]
+        self._count(f"{kind} events with a list or an object as name or cat skipped",
+                    len(evs) - len(good))
+        return [evs[i] for i in good], idx[np.asarray(good, dtype=np.int64)]
+
     def _count(self, what: str, n: int) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
 
@@ -513,7 +570,7 @@ class _Builder:
             return list(map(attrgetter(name), args))
 
         ts_us = co.floats("ts", list(map(_get_ts, evs)))
-        keep = np.isfinite(ts_us)
+        keep = _valid_ts(ts_us)
         if not keep.all():
             self._count("memory events without a valid ts skipped", int((~keep).sum()))
         self.mem.append({
@@ -531,18 +588,24 @@ class _Builder:
 
     def _flows(self, evs: list, idx: np.ndarray) -> None:
         co = self.co
+        cats, names = list(map(_get_cat, evs)), list(map(_get_name, evs))
+        try:
+            cat_codes, name_codes = self.flow_cat.add(cats), self.flow_name.add(names)
+        except TypeError:
+            self._flows(*self._without_unhashable(evs, idx, cats, names, "flow"))
+            return
         ids = list(map(_get_id, evs))
         try:
             id_col = np.fromiter(ids, dtype=np.int64, count=len(ids))
         except (TypeError, ValueError, OverflowError):
             id_col = co.ints("flow id", [_flow_id(v) for v in ids], -1)
         ts_us = co.floats("ts", list(map(_get_ts, evs)))
-        keep = np.isfinite(ts_us)
+        keep = _valid_ts(ts_us)
         if not keep.all():
             self._count("flow events without a valid ts skipped", int((~keep).sum()))
         self.flows.append({
-            "cat": self.flow_cat.add(list(map(_get_cat, evs)))[keep],
-            "name": self.flow_name.add(list(map(_get_name, evs)))[keep],
+            "cat": cat_codes[keep],
+            "name": name_codes[keep],
             "id": id_col[keep],
             "ph": self.flow_ph.add(list(map(_get_ph, evs)))[keep],
             "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
@@ -569,7 +632,7 @@ class _Builder:
         return {
             "ev": self.ev, "ev_len": self.ev_len, "mem": self.mem, "flows": self.flows,
             "names": self.names, "counts": self.counts, "bad": self.bad,
-            "labels": self.labels.by_code,
+            "labels": self.labels.by_code, "labels_beyond": self.labels.beyond,
             "interners": {c: i.values for c, i in self.interners.items()},
             "flow_interners": {k: getattr(self, k).values for k in self._FLOW_INTERNERS},
         }
@@ -592,10 +655,12 @@ class _Builder:
     def merge(self, part: dict, offset: int) -> None:
         """Append an exported builder whose events start at traceEvents[offset]."""
         fix = {}
+        beyond = self.labels.beyond
         for code, text in part["labels"].items():
             mine = self.labels.code(text)
             if mine != code:
                 fix[code] = mine
+        self.labels.beyond = beyond + part.get("labels_beyond", 0)
 
         def relabel(arr: np.ndarray) -> np.ndarray:
             for old, new in fix.items():
@@ -702,6 +767,8 @@ class _Builder:
         warnings = [f"{n} {what}" for what, n in sorted(self.counts.items())]
         warnings += [f"{n} non-numeric values of {c!r} treated as missing"
                      for c, n in sorted(self.bad.items())]
+        if self.labels.beyond:
+            warnings.append(f"{self.labels.beyond} pid/tid values beyond 64 bits kept as text labels")
         props = meta.get("deviceProperties")
         return TraceData(
             path=path, metadata=meta,

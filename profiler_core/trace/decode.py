@@ -10,8 +10,38 @@ from typing import Any
 import msgspec
 
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
-#: refuse traces whose uncompressed JSON is larger than this (bytes); env GPUSCOPE_MAX_TRACE_BYTES
-MAX_TRACE_BYTES = int(os.environ.get("GPUSCOPE_MAX_TRACE_BYTES", str(16 << 30)))
+#: the memory budget for parsed traces when GPUSCOPE_MAX_LOADED_BYTES is not set (bytes)
+DEFAULT_LOADED_BYTES = 4 << 30
+#: uncompressed JSON bytes read per byte of that budget (reading a trace peaks at about 0.6-1 byte
+#: of memory per byte of its JSON, so a trace at the limit stays within the budget)
+JSON_PER_LOADED_BYTE = 1
+
+
+def _env_bytes(name: str) -> int | None:
+    text = os.environ.get(name, "").strip()
+    return int(text) if text.isdigit() and text.isascii() else None
+
+
+def max_trace_bytes() -> int:
+    """Largest uncompressed trace the reader reads (bytes): GPUSCOPE_MAX_TRACE_BYTES when set,
+    else JSON_PER_LOADED_BYTE times the memory budget GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB)."""
+    explicit = _env_bytes("GPUSCOPE_MAX_TRACE_BYTES")
+    if explicit is not None:
+        return explicit
+    budget = _env_bytes("GPUSCOPE_MAX_LOADED_BYTES")
+    return JSON_PER_LOADED_BYTE * (DEFAULT_LOADED_BYTES if budget is None else budget)
+
+
+def too_big(path: str, limit: int) -> "TraceReadError":
+    """The error for a trace over `limit` uncompressed bytes, naming the setting that raises it."""
+    how = ("GPUSCOPE_MAX_TRACE_BYTES" if _env_bytes("GPUSCOPE_MAX_TRACE_BYTES") is not None else
+           "GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces,")
+    return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed "
+                          f"(raise {how} to read it)")
+
+
+#: the limit at import time (read again by max_trace_bytes() at each read)
+MAX_TRACE_BYTES = max_trace_bytes()
 
 
 class TraceReadError(ValueError):
@@ -113,30 +143,84 @@ _TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY_DECODER = msgspec.json.Decoder()
 
 
+TOO_DEEP = "events nested too deeply to read skipped"
+_NOT_EVENT_OBJECT = "entries of traceEvents that are not event objects"
+
+
+def _count(counts: dict, what: str) -> None:
+    counts[what] = counts.get(what, 0) + 1
+
+
+def _decode_one(raw: Any, counts: dict) -> Any:
+    """One raw event -> an `_Event`; its args dropped when unreadable; None when it is not an
+    event object or nests too deeply to decode (each counted)."""
+    try:
+        return _EVENT_DECODER.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    except RecursionError:
+        _count(counts, TOO_DEEP)
+        return None
+    try:
+        loose = _LOOSE_DECODER.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        _count(counts, _NOT_EVENT_OBJECT)
+        return None
+    except RecursionError:
+        _count(counts, TOO_DEEP)
+        return None
+    _count(counts, "events with unreadable args (args dropped)")
+    return _Event(**{f: getattr(loose, f) for f in loose.__struct_fields__})
+
+
 def _decode_chunk(raws: list, counts: dict) -> list:
     """Decode a slice of raw events into `_Event`s; undecodable ones become None (counted)."""
     buf = b"[" + b",".join(raws) + b"]"
     try:
         return _CHUNK_DECODER.decode(buf)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         pass
-    out: list = []
-    for raw in raws:
-        try:
-            out.append(_EVENT_DECODER.decode(raw))
+    return [_decode_one(raw, counts) for raw in raws]
+
+
+#: a JSON string, or one of the characters that shape the structure around it
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
+
+
+def element_bounds(buf: bytes | memoryview, pos: int = 0, end: int | None = None,
+                   stop_after: int | None = None) -> tuple[list, int]:
+    """(start, end) of each element of a JSON array's content buf[pos:end] (the text between its
+    brackets) that a comma closes, found by a scan that skips strings and tracks nesting without
+    recursion (linear in the bytes scanned); and where the rest begins (the element after the
+    last comma, or the array's closing bracket). With `stop_after`, the scan stops at the first
+    comma past that offset."""
+    end = len(buf) if end is None else end
+    depth, start, out = 0, pos, []
+    for m in _TOKENS.finditer(buf, pos, end):
+        c = buf[m.start()]
+        if c == 34:  # a string
             continue
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass
-        try:
-            loose = _LOOSE_DECODER.decode(raw)
-            counts["events with unreadable args (args dropped)"] = counts.get(
-                "events with unreadable args (args dropped)", 0) + 1
-            out.append(_Event(**{f: getattr(loose, f) for f in loose.__struct_fields__}))
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            counts["entries of traceEvents that are not event objects"] = counts.get(
-                "entries of traceEvents that are not event objects", 0) + 1
-            out.append(None)
-    return out
+        if c in (123, 91):
+            depth += 1
+        elif c in (125, 93):
+            depth -= 1
+            if depth < 0:  # the array's own end
+                return out, start
+        elif depth == 0:  # a comma between two elements
+            out.append((start, m.start()))
+            start = m.end()
+            if stop_after is not None and start > stop_after:
+                break
+    return out, start
+
+
+def _decode_elements(inner: bytes, counts: dict) -> list:
+    """Decode array content element by element (after a whole-piece failure such as one event
+    nesting too deeply): every element that reads is kept, the others are counted."""
+    bounds, rest = element_bounds(inner)
+    if inner[rest:].strip():
+        bounds.append((rest, len(inner)))
+    return [_decode_one(inner[a:b], counts) for a, b in bounds if inner[a:b].strip()]
 
 
 class _NotStreamable(Exception):
@@ -162,6 +246,8 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
         return _CHUNK_DECODER.decode(buf)
     except msgspec.ValidationError:
         pass
+    except RecursionError:
+        return _decode_elements(buf[1:-1], counts)
     except msgspec.DecodeError:
         fixed = repair_json(buf)
         if fixed is None:
@@ -179,6 +265,8 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
         raws = _RAW_LIST_DECODER.decode(buf)
     except (msgspec.ValidationError, msgspec.DecodeError):
         raise _NotStreamable from None
+    except RecursionError:
+        return _decode_elements(buf[1:-1], counts)
     return _decode_chunk(raws, counts)
 
 

@@ -36,8 +36,13 @@ class TruncatedGzip(EOFError):
     """The compressed stream ended before its end marker."""
 
 
+#: most bytes one inflate step returns: bounds memory on streams that inflate 1000:1
+MAX_BLOCK_OUT = 2 << 20
+
+
 def gunzip_blocks(f: IO[bytes], chunk: int = 1 << 17, impl: Any = None) -> Iterator[bytes]:
-    """The decompressed bytes of the gzip file `f` (concatenated members too), block by block.
+    """The decompressed bytes of the gzip file `f` (concatenated members too), block by block,
+    each at most MAX_BLOCK_OUT bytes (however well the input compresses).
 
     Raises `TruncatedGzip` when the file ends inside a member, one of `ERRORS` when it is corrupt."""
     impl = impl or _IMPL
@@ -48,13 +53,29 @@ def gunzip_blocks(f: IO[bytes], chunk: int = 1 << 17, impl: Any = None) -> Itera
             if not d.eof:
                 raise TruncatedGzip("gzip stream ended before its end marker")
             return
-        out = d.decompress(comp)
-        while d.eof and d.unused_data:  # concatenated gzip members
-            rest = d.unused_data
-            d = impl.decompressobj(31)
-            out += d.decompress(rest)
-        if out:
-            yield out
+        while comp:
+            out = d.decompress(comp, MAX_BLOCK_OUT)
+            comp = d.unconsumed_tail
+            if d.eof:  # the next member (concatenated gzip) starts in unused_data
+                comp = d.unused_data
+                if comp:
+                    d = impl.decompressobj(31)
+            if out:
+                yield out
+
+
+def trailer_size(f: IO[bytes]) -> int | None:
+    """ISIZE of the gzip file's last member (its size mod 2**32): a lower bound of the whole
+    stream's size, read before inflating anything; None when `f` is too short to hold one."""
+    pos = f.tell()
+    try:
+        f.seek(0, os.SEEK_END)
+        if f.tell() < 18:
+            return None
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
+    finally:
+        f.seek(pos)
 
 
 def uncompressed_size_hint(path: str) -> int:

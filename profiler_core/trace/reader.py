@@ -23,10 +23,10 @@ from profiler_core.trace.columns import (  # noqa: F401 - re-exported
 )
 from profiler_core.trace.decode import (  # noqa: F401 - re-exported
     _ANY_DECODER, _RAW_LIST_DECODER, _TOP_DECODER, CHUNK, MAX_TRACE_BYTES, REPAIRED, TraceReadError,
-    _decode_chunk, _NotStreamable, repair_json,
+    _decode_chunk, _NotStreamable, max_trace_bytes, repair_json, too_big,
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
-from profiler_core.trace.gunzip import GZIP_MAGIC, gunzip_blocks
+from profiler_core.trace.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
 from profiler_core.trace.malloc_tuning import release_memory, tune_for_parsing
 from profiler_core.trace.malloc_tuning import tune_for_views as tune_memory_for_views  # noqa: F401
 from profiler_core.trace.model import TraceData
@@ -35,23 +35,26 @@ from profiler_core.trace.stream import default_parse_processes  # noqa: F401 - r
 
 # --------------------------------------------------------------------------- file access
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name)."""
+    """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name), read block
+    by block up to max_trace_bytes() (a gzip file whose trailer says more is refused unread)."""
     path = os.fspath(path)
+    limit = max_trace_bytes()
+    parts, total = [], 0
     try:
         with storage.open_read(path) as f:
             head = f.read(2)
             f.seek(0)
             if head == GZIP_MAGIC:
-                parts, total = [], 0
-                for block in gunzip_blocks(f, 1 << 20):
-                    parts.append(block)
-                    total += len(block)
-                    if total > MAX_TRACE_BYTES:
-                        break
-                data = b"".join(parts)
-                del parts
+                if (trailer_size(f) or 0) > limit:
+                    raise too_big(path, limit)
+                blocks = gunzip_blocks(f, 1 << 20)
             else:
-                data = f.read(MAX_TRACE_BYTES + 1)
+                blocks = iter(lambda: f.read(1 << 24), b"")
+            for block in blocks:
+                total += len(block)
+                if total > limit:
+                    raise too_big(path, limit)
+                parts.append(block)
     except FileNotFoundError:
         raise TraceReadError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -60,10 +63,8 @@ def read_bytes(path: str | os.PathLike) -> bytes:
         raise TraceReadError(f"{path}: truncated gzip file (ended before its end marker)") from None
     except (OSError, *GUNZIP_ERRORS) as e:
         raise TraceReadError(f"{path}: corrupt gzip file ({e})") from None
-    if len(data) > MAX_TRACE_BYTES:
-        raise TraceReadError(
-            f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
-            f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    del parts
     return data
 
 
@@ -149,10 +150,33 @@ def _byte_range(path: str, begin: int, end: int) -> bytes:
 
 
 def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
-    """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list)."""
+    """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list).
+
+    Raises TraceReadError (a ValueError) with a clear message on anything unreadable."""
+    if not isinstance(data, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"parse_trace takes the JSON bytes of a trace, not {type(data).__name__}")
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_bytes(bytes(data) if not isinstance(data, (bytes, str)) else data, path)
+    except TraceReadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - last resort: a clear message, never a deep traceback
+        raise TraceReadError(f"{path}: unreadable trace ({type(e).__name__}: {e})") from e
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _parse_bytes(data: bytes, path: str) -> TraceData:
     builder = _Builder()
     try:
         meta, events_raw = _split_top(data, path)
+    except RecursionError:  # an event nesting too deeply for the whole-document decode
+        try:
+            return stream._stream_parse(path, iter((data,)))
+        except (_NotStreamable, RecursionError):
+            raise TraceReadError(f"{path}: JSON nested too deeply to read") from None
     except TraceReadError:
         fixed = repair_json(data)
         if fixed is None:

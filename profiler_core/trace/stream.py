@@ -15,10 +15,13 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
-    _ANY_DECODER, MAX_TRACE_BYTES, TraceReadError, _decode_piece, _NotStreamable,
+    _ANY_DECODER, TraceReadError, _decode_piece, _NotStreamable, element_bounds, max_trace_bytes,
+    too_big,
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
-from profiler_core.trace.gunzip import GZIP_MAGIC, TruncatedGzip, gunzip_blocks, uncompressed_size_hint
+from profiler_core.trace.gunzip import (
+    GZIP_MAGIC, TruncatedGzip, gunzip_blocks, trailer_size, uncompressed_size_hint,
+)
 from profiler_core.trace.model import TraceData
 
 _HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -43,17 +46,18 @@ def _blocks(path: str) -> Iterator[bytes]:
     pages again and again (another thread's malloc arena)."""
     total = 0
     pending = b""
+    limit = max_trace_bytes()
     try:
         with storage.open_read(path) as f:
             gz = f.read(2) == GZIP_MAGIC
             f.seek(0)
+            if (trailer_size(f) or 0) > limit if gz else os.fstat(f.fileno()).st_size > limit:
+                raise too_big(path, limit)  # known before inflating anything
             chunk = max(512, min(1 << 20, IO_BLOCK // 8))
             for out in gunzip_blocks(f, chunk) if gz else iter(lambda: f.read(IO_BLOCK), b""):
                 total += len(out)
-                if total > MAX_TRACE_BYTES:
-                    raise TraceReadError(
-                        f"{path}: trace is larger than {MAX_TRACE_BYTES} bytes uncompressed "
-                        f"(raise GPUSCOPE_MAX_TRACE_BYTES to read it)")
+                if total > limit:
+                    raise too_big(path, limit)
                 pending += out
                 if len(pending) >= IO_BLOCK:
                     yield pending
@@ -194,6 +198,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
             index.extend((first_idx + n, begin, end) for first_idx, begin, end in part["index"])
             n += part["n"]
             meta = part["meta"] if meta is None else meta
+            del part  # its arrays that merge replaced (remapped codes, shifted idx) go now
     except BaseException:
         for span in spans:
             span.cancel()
@@ -205,17 +210,19 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     return t
 
 
-def _stream_parse(path: str) -> TraceData:
-    """Parse a whole trace while it is decompressed (see _parse_span)."""
+def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData:
+    """Parse a whole trace while it is decompressed (see _parse_span); `blocks`: its bytes, when
+    they are not to be read from `path`."""
     builder = _Builder()
-    _, index, meta = _parse_span(path, builder)
+    _, index, meta = _parse_span(path, builder, blocks=blocks)
     t = builder.finish(path, meta, _base_ns(meta))
     t.event_index = tuple(index)
     return t
 
 
 def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
-                hi: int | None = None) -> tuple[int, list, dict | None]:
+                hi: int | None = None, blocks: Iterator[bytes] | None = None,
+                ) -> tuple[int, list, dict | None]:
     """Parse events into `builder` while the file is decompressed, cutting the event array at
     `}, {` separators; returns (events added, piece index, top-level metadata).
 
@@ -241,13 +248,15 @@ def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
         index.append((n, begin, end))
         n += len(evs)
 
-    blocks = _blocks(path)
+    blocks = _blocks(path) if blocks is None else blocks
     try:
         for block in blocks:
             buf = buf + block if buf else block
             if head is None:
                 stripped = buf.lstrip()
-                if not stripped:
+                if not stripped:  # leading whitespace: counted, never kept
+                    start += len(buf)
+                    buf = b""
                     continue
                 if stripped[:1] == b"[":
                     bare, head = True, b""
@@ -295,7 +304,8 @@ def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
             elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                 raise _NotStreamable
     finally:
-        blocks.close()  # stops the gunzip thread when this span ends early
+        if hasattr(blocks, "close"):
+            blocks.close()  # closes the file when this span ends early
     if head is None:
         if not buf.strip():
             raise TraceReadError(f"{path}: empty file")
@@ -330,39 +340,39 @@ def _add_pieces(buf: bytes, pos: int, start: int, add: Any, counts: dict) -> int
 
 
 def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[list | None, Any]:
-    """Decode the events of buf[pos:cut] for a separator cut at most BLOCK bytes after pos (twice
-    that, and so on, after a longer event); (None, None) when no cut in buf decodes (wait for more
-    data)."""
-    size = max(BLOCK, 1)
-    while True:
-        hi = min(pos + size, len(buf))
-        for cut in _separators(buf, hi=hi, lo_bound=pos):
-            try:
-                return _decode_piece(view[pos:cut[0]], counts), cut
-            except _NotStreamable:  # cut inside a string: try an earlier separator
-                continue
-        if hi == len(buf):
-            return None, None
-        size *= 2
+    """Decode the events of buf[pos:cut] for a cut about BLOCK bytes after pos (or after the
+    first event, when it is longer); (None, None) when buf holds no whole event yet.
+
+    The quick cut is the last `}, {` before pos + BLOCK; when that piece does not decode (the
+    separator was inside a string), the exact cut comes from a scan of the bytes that skips
+    strings (`element_bounds`), and a piece that fails even then is invalid JSON: _NotStreamable,
+    at once (the whole-file path says what is wrong). No byte is decoded more than a few times."""
+    hi = min(pos + max(BLOCK, 1), len(buf))
+    m = None
+    for m in _SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):
+        pass
+    if m is None:
+        m = _SEP_RE.search(buf, hi)  # an event longer than the window: the first cut after it
+    if m is not None:
+        cut = (m.start() + 1, m.end() - 1)
+        try:
+            return _decode_piece(view[pos:cut[0]], counts), cut
+        except _NotStreamable:
+            pass
+    end = min(len(buf), hi + max(BLOCK, MAX_EVENT_SCAN))  # a bounded scan: never the whole buffer
+    bounds, _ = element_bounds(buf, pos, end, stop_after=hi)
+    if not bounds:
+        if end < len(buf):  # no event ends within the scan: the whole-file path reads it
+            raise _NotStreamable
+        return None, None
+    end = bounds[-1][1]
+    return _decode_piece(view[pos:end], counts), (end, end + 1)
 
 
-def _separators(buf: bytes, tries: int = 8, hi: int | None = None,
-                lo_bound: int = 0) -> Iterator[tuple[int, int]]:
-    """(end of a piece, start of the rest) at the last few `}, {` of buf[lo_bound:hi], last first."""
-    window = 1 << 12  # a few events first, then 8x that per round
-    hi = len(buf) if hi is None else hi
-    lo = max(lo_bound, hi - window)
-    given = 0
-    while given < tries:
-        found = [(m.start() + 1, m.end() - 1) for m in _SEP_RE.finditer(buf, lo, hi)]
-        for cut in reversed(found):
-            yield cut
-            given += 1
-            if given >= tries:
-                return
-        if lo <= lo_bound:
-            return
-        lo, hi = max(lo_bound, lo - 8 * window), lo + 8  # overlap: a separator across the border
+#: bytes before the window's end searched for the quick cut (a few events)
+_QUICK_WINDOW = 1 << 12
+#: bytes past the window the exact scan reads at most for the end of an event
+MAX_EVENT_SCAN = 1 << 20
 
 
 def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
@@ -379,7 +389,7 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
             continue
         try:
             meta = _ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue
         if isinstance(meta, dict):
             meta.pop("traceEvents", None)
