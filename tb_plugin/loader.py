@@ -98,6 +98,7 @@ class Loader:
         self._entries: dict[tuple, _Entry] = {}
         self._lru: OrderedDict[tuple, TraceData] = OrderedDict()
         self._lru_bytes: dict[tuple, int] = {}
+        self._closed = False
 
     # ------------------------------------------------------------------ background preparation
     def prepare(self, files: list[TraceFile]) -> None:
@@ -120,7 +121,7 @@ class Loader:
     def _pump(self) -> None:
         """Hands queued files to the pool while it has free slots and no requested file is being read."""
         with self._lock:
-            while self._queue and self._running < self._slots and not self._urgent:
+            while self._queue and self._running < self._slots and not self._urgent and not self._closed:
                 self._submit(self._queue.popleft())
 
     def _submit(self, entry: _Entry) -> None:
@@ -338,5 +339,9 @@ class Loader:
             return None if e is None else e.error
 
     def close(self) -> None:
-        """Stop the pool (pending loads are cancelled)."""
+        """Stop the pool (pending loads are cancelled). Closed first: a cancelled load's callback
+        must not hand the next queued file to the pool while it shuts down (that deadlocks)."""
+        with self._lock:
+            self._closed = True
+            self._queue.clear()
         self._pool.shutdown(wait=False, cancel_futures=True)

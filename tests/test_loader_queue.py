@@ -64,3 +64,21 @@ def test_requested_file_jumps_the_queue_and_the_rest_waits(tmp_path):
         assert loader.progress()["files_done"] == 9  # the queue resumed afterwards
     finally:
         loader.close()
+
+
+def test_close_with_loads_pending_in_the_pool_and_files_queued_returns(tmp_path, monkeypatch):
+    """close() cancels a load waiting in the pool; its callback must not hand the next queued file to
+    the pool while it shuts down (that deadlocked: test_plugin hung in Loader.close)."""
+    for i in range(3):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 10)
+    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
+    release = threading.Event()
+    monkeypatch.setattr(Loader, "_load_here", lambda self, f: release.wait(30))
+    loader = Loader(workers=1, processes=0, use_cache=False)
+    loader._slots = 2  # one load runs in the pool's only thread, one waits in the pool, one is queued
+    loader.prepare(files)
+    closer = threading.Thread(target=loader.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    release.set()
+    assert not closer.is_alive(), "Loader.close() deadlocked"
