@@ -23,10 +23,12 @@ setup(
     extras_require={
         "cuda": ["cupti-python>=12.6", "pycuda>=2024.1"],
         "mpi": ["mpi4py>=3.1"],
-        "test": ["pytest>=7.4", "playwright>=1.40"],
+        "dask": ["dask[distributed]>=2024.1"],
+        "test": ["pytest>=7.4", "playwright>=1.40", "dask[distributed]>=2024.1"],
     },
     entry_points={
-        "tensorboard_plugins": ["gpuscope = tb_plugin.plugin:GpuscopePlugin"],
+        "tensorboard_plugins": ["gpuscope = tb_plugin.plugin:GpuscopeLoader"],
+        "console_scripts": ["gpuscope = tb_plugin.summaries.cli:main"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -214,21 +214,65 @@ def _r(ns: float) -> float:
     return round(float(ns) / 1e3, 3)
 
 
-def distributed(traces: dict) -> dict:
-    """The distributed view over the workers of one run and span (worker name -> TraceData)."""
-    if not isinstance(traces, dict) or not traces:
-        raise BadRequest("distributed view needs at least one worker trace")
-    notes: list[str] = []
-    workers = sorted(traces)
-    data = {w: _worker_data(traces[w]) for w in workers}
-    if len(workers) == 1:
-        notes.append(f"only one worker ({workers[0]}): no wait time can be measured")
-    for w in workers:
-        if not len(data[w]["coll"]):
-            notes.append(f"worker {w} has no communication ops")
+# ------------------------------------------------------------------------------ per-worker summary
+def worker_summary(t: Any) -> dict:
+    """What the distributed view needs of one worker, as plain JSON-able lists (a few KB): its steps
+    with computation, communication and overlap ns, its collectives in time order (name index, step
+    index or -1, duration ns, bytes or -1), distributedInfo and GPUs."""
+    d = _worker_data(t)
+    st = d["steps"]
+    both = intersect_ranges(d["comp"], d["comm"])
+    starts = st["start"].to_numpy(np.int64)
+    ends = st["end"].to_numpy(np.int64)
+    comp, comm, ovl = [], [], []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        comp.append(total_length(clip_ranges(d["comp"], a, b)))
+        comm.append(total_length(clip_ranges(d["comm"], a, b)))
+        ovl.append(total_length(clip_ranges(both, a, b)))
+    coll = d["coll"]
+    names = sorted(set(coll["name"].astype(str).tolist()))
+    code = {n: i for i, n in enumerate(names)}
+    cstart = coll["start"].to_numpy(np.int64)
+    # the step whose [start, end] holds the collective's start (the later one on a shared edge), else -1
+    step = np.full(len(cstart), -1, np.int64)
+    if len(starts):
+        k = np.searchsorted(starts, cstart, side="right") - 1
+        step = np.where((k >= 0) & (cstart <= ends[np.maximum(k, 0)]), k, -1)
+    return {
+        "steps": {"step": st["step"].astype(str).tolist(), "start": starts.tolist(), "end": ends.tolist(),
+                  "comp": comp, "comm": comm, "overlap": ovl},
+        "collectives": {"names": names, "name": [code[n] for n in coll["name"].astype(str).tolist()],
+                        "step": step.tolist(), "dur": coll["dur"].to_numpy(np.int64).tolist(),
+                        "bytes": coll["bytes"].to_numpy(np.int64).tolist()},
+        "info": {k2: v for k2, v in d["info"].items() if isinstance(v, (str, int, float, bool)) or v is None},
+        "gpus": _gpus(d["props"]),
+    }
 
-    # align collectives: (name, k) across workers; transfer = shortest duration seen
-    all_coll = pd.concat([d["coll"].assign(worker=w) for w, d in data.items()], ignore_index=True)
+
+def _collective_frame(parts: dict, workers: list[str]) -> pd.DataFrame:
+    """All workers' collectives: worker, name, k (its call number per name), step, dur, bytes."""
+    frames = []
+    for w in workers:
+        c = parts[w].get("collectives") or {}
+        names = np.asarray(c.get("names") or [], dtype=object)
+        codes = np.asarray(c.get("name") or [], np.int64)
+        if not len(codes):
+            continue
+        f = pd.DataFrame({"name": names[codes].astype(str), "step": np.asarray(c["step"], np.int64),
+                          "dur": np.asarray(c["dur"], np.int64), "bytes": np.asarray(c["bytes"], np.int64)})
+        f["k"] = f.groupby("name").cumcount()
+        f["worker"] = w
+        frames.append(f)
+    if not frames:
+        return pd.DataFrame({"name": pd.Series([], dtype=object), "step": pd.Series([], dtype=np.int64),
+                             "dur": pd.Series([], dtype=np.int64), "bytes": pd.Series([], dtype=np.int64),
+                             "k": pd.Series([], dtype=np.int64), "worker": pd.Series([], dtype=object)})
+    return pd.concat(frames, ignore_index=True)
+
+
+def _align(all_coll: pd.DataFrame, workers: list[str], notes: list[str]) -> pd.DataFrame:
+    """Adds transfer and wait (ns) to every collective: the k-th call of a name on every worker is one
+    collective; its transfer is the shortest duration any worker saw."""
     if len(all_coll):
         grp = all_coll.groupby(["name", "k"], sort=False)
         nworkers = grp["worker"].transform("nunique")
@@ -236,64 +280,169 @@ def distributed(traces: dict) -> dict:
         aligned = nworkers.to_numpy() == len(workers)
         all_coll["transfer"] = np.where(aligned, shortest.to_numpy(), all_coll["dur"].to_numpy())
         all_coll["wait"] = all_coll["dur"] - all_coll["transfer"]
+        all_coll["aligned"] = aligned
         if len(workers) > 1:
             counts = all_coll.groupby(["worker", "name"]).size().unstack(fill_value=0).reindex(workers, fill_value=0)
             for name in counts.columns:
                 col = counts[name]
                 if col.nunique() > 1:
-                    desc = ", ".join(f"{w}: {int(col.get(w, 0))}" for w in workers)
+                    if len(workers) <= 16:
+                        desc = ", ".join(f"{w}: {int(col.get(w, 0))}" for w in workers)
+                    else:
+                        desc = f"from {int(col.min())} to {int(col.max())} calls"
                     notes.append(f"{name} was called a different number of times per worker ({desc}); "
                                  f"calls without a partner on every worker count as transfer only")
     else:
         all_coll["transfer"] = pd.Series(dtype=np.int64)
         all_coll["wait"] = pd.Series(dtype=np.int64)
+        all_coll["aligned"] = pd.Series(dtype=bool)
+    return all_coll
 
-    step_names = {w: data[w]["steps"]["step"].astype(str).tolist() for w in workers}
+
+def _stragglers(parts: dict, workers: list[str], all_coll: pd.DataFrame, limit: int = 20) -> list[dict]:
+    """(worker, step) pairs whose busy time (step time minus own wait) exceeds the step's median over
+    the workers, largest excess first, each with the collective that waited longest for it."""
+    if len(workers) < 2:
+        return []
+    rows = []
+    for w in workers:
+        s = parts[w]["steps"]
+        for i, name in enumerate(s["step"]):
+            rows.append((w, i, str(name), s["end"][i] - s["start"][i]))
+    if not rows:
+        return []
+    f = pd.DataFrame(rows, columns=["worker", "si", "step", "length"])
+    if len(all_coll):
+        own = all_coll[all_coll["step"] >= 0].groupby(["worker", "step"])["wait"].sum()
+        f["wait"] = [int(own.get((w, i), 0)) for w, i in zip(f["worker"], f["si"])]
+    else:
+        f["wait"] = 0
+    f["busy"] = f["length"] - f["wait"]
+    f["median"] = f.groupby("step")["busy"].transform("median")
+    f["n"] = f.groupby("step")["worker"].transform("size")
+    f = f[(f["n"] >= 2) & (f["busy"] > f["median"])]
+    f = f.assign(excess=f["busy"] - f["median"]).sort_values(["excess", "worker"], ascending=[False, True]).head(limit)
+    out = []
+    coll = all_coll[all_coll["aligned"]] if len(all_coll) else all_coll
+    for r in f.itertuples():
+        name, waited = None, 0.0
+        if len(coll):
+            mine = coll[(coll["worker"] == r.worker) & (coll["step"] == r.si)]
+            if len(mine):
+                # the collectives this worker reached last (it waited least); others' wait on them
+                keys = set(zip(mine["name"], mine["k"]))
+                same = coll[[(n, k) in keys for n, k in zip(coll["name"], coll["k"])]]
+                others = same[same["worker"] != r.worker].groupby(["name", "k"])["wait"].sum()
+                if len(others):
+                    (n, k), v = max(others.items(), key=lambda kv: kv[1])
+                    name, waited = f"{n} #{int(k) + 1}", float(v)
+        out.append({"worker": r.worker, "step": r.step, "busy_us": _r(r.busy), "median_us": _r(r.median),
+                    "excess_us": _r(r.excess), "collective": name, "others_wait_us": _r(waited)})
+    return out
+
+
+def from_summaries(parts: dict) -> dict:
+    """The distributed view over the workers of one run and span (worker name -> worker_summary)."""
+    if not isinstance(parts, dict) or not parts:
+        raise BadRequest("distributed view needs at least one worker trace")
+    notes: list[str] = []
+    workers = sorted(parts)
+    if len(workers) == 1:
+        notes.append(f"only one worker ({workers[0]}): no wait time can be measured")
+    for w in workers:
+        if not (parts[w].get("collectives") or {}).get("name"):
+            notes.append(f"worker {w} has no communication ops")
+    all_coll = _align(_collective_frame(parts, workers), workers, notes)
+
+    step_names = {w: [str(s) for s in parts[w]["steps"]["step"]] for w in workers}
     if len({tuple(s) for s in step_names.values()}) > 1:
-        desc = "; ".join(f"{w}: {', '.join(step_names[w]) or 'none'}" for w in workers)
+        if len(workers) <= 16:
+            desc = "; ".join(f"{w}: {', '.join(step_names[w]) or 'none'}" for w in workers)
+        else:
+            desc = f"{len({tuple(s) for s in step_names.values()})} different step lists"
         notes.append(f"workers recorded different steps ({desc}); each is shown with its own steps")
     order: list[str] = []
+    seen: set = set()
     for w in workers:
         for s in step_names[w]:
-            if s not in order:
+            if s not in seen:
+                seen.add(s)
                 order.append(s)
     steps_out: dict = {s: {} for s in order}
     workers_out: dict = {}
     comm_ops: dict = {}
+    by_worker = dict(tuple(all_coll.groupby("worker", sort=False))) if len(all_coll) else {}
     for w in workers:
-        d = data[w]
-        mine = all_coll[all_coll["worker"] == w] if len(all_coll) else all_coll
-        cstart = mine["start"].to_numpy(np.int64) if len(mine) else np.zeros(0, np.int64)
+        ps = parts[w]["steps"]
+        mine = by_worker.get(w)
+        nsteps = len(ps["step"])
+        tr_step = np.zeros(nsteps)
+        wt_step = np.zeros(nsteps)
+        if mine is not None and nsteps:
+            inside = mine[mine["step"] >= 0]
+            np.add.at(tr_step, inside["step"].to_numpy(np.int64), inside["transfer"].to_numpy(np.float64))
+            np.add.at(wt_step, inside["step"].to_numpy(np.int64), inside["wait"].to_numpy(np.float64))
         sums = np.zeros(len(_PARTS))
-        st = d["steps"]
-        both = intersect_ranges(d["comp"], d["comm"])
-        for s, a, b in zip(st["step"].astype(str), st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)):
-            comp = total_length(clip_ranges(d["comp"], a, b))
-            comm = total_length(clip_ranges(d["comm"], a, b))
-            ovl = total_length(clip_ranges(both, a, b))
-            in_step = (cstart >= a) & (cstart <= b)
-            tr = float(mine["transfer"].to_numpy()[in_step].sum()) if len(mine) else 0.0
-            wt = float(mine["wait"].to_numpy()[in_step].sum()) if len(mine) else 0.0
-            vals = [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm, tr, wt]
+        for i in range(nsteps):
+            a, b = ps["start"][i], ps["end"][i]
+            comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
+            vals = [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm, tr_step[i], wt_step[i]]
             sums += vals
-            steps_out[s][w] = {k: _r(v) for k, v in zip(_PARTS, vals)}
-        n = max(len(st), 1)
+            steps_out[str(ps["step"][i])][w] = {k: _r(v) for k, v in zip(_PARTS, vals)}
+        n = max(nsteps, 1)
         workers_out[w] = {k: _r(v / n) for k, v in zip(_PARTS, sums)}
         rows = []
-        if len(mine):
+        if mine is not None and len(mine):
             g = mine.groupby("name", sort=False)
+            known = mine["bytes"].where(mine["bytes"] >= 0)
             agg = pd.DataFrame({"calls": g.size(), "lat": g["dur"].sum(), "tr": g["transfer"].sum(),
-                                "bytes": g["bytes"].apply(lambda x: int(x[x >= 0].sum()) if (x >= 0).any() else -1)})
+                                "bytes": known.groupby(mine["name"], sort=False).sum(min_count=1)})
             for name, r in agg.iterrows():
                 calls = int(r["calls"])
-                b = int(r["bytes"])
+                b = int(r["bytes"]) if pd.notna(r["bytes"]) else -1
+                tr = float(r["tr"])
                 rows.append({"name": str(name), "calls": calls, "total_bytes": b if b >= 0 else None,
                              "avg_bytes": (b / calls) if b >= 0 else None,
                              "total_latency_us": _r(r["lat"]), "avg_latency_us": _r(r["lat"] / calls),
-                             "transfer_us": _r(r["tr"]), "avg_transfer_us": _r(r["tr"] / calls)})
+                             "transfer_us": _r(tr), "avg_transfer_us": _r(tr / calls),
+                             # bytes per transfer time: bytes/ns is GB/s
+                             "bandwidth_gbps": round(b / tr, 3) if b >= 0 and tr > 0 else None})
         rows.sort(key=lambda x: (-x["total_latency_us"], x["name"]))
         comm_ops[w] = rows
-    devices = {w: {"rank": data[w]["info"].get("rank"), "world_size": data[w]["info"].get("world_size"),
-                   "backend": data[w]["info"].get("backend"), "gpus": _gpus(data[w]["props"])}
+    devices = {w: {"rank": parts[w].get("info", {}).get("rank"),
+                   "world_size": parts[w].get("info", {}).get("world_size"),
+                   "backend": parts[w].get("info", {}).get("backend"), "gpus": parts[w].get("gpus") or {}}
                for w in workers}
-    return {"workers": workers_out, "steps": steps_out, "comm_ops": comm_ops, "devices": devices, "notes": notes}
+    return {"workers": workers_out, "steps": steps_out, "comm_ops": comm_ops, "devices": devices,
+            "stragglers": _stragglers(parts, workers, all_coll), "notes": notes}
+
+
+def step_detail(parts: dict, worker: str, step: str) -> dict:
+    """One worker's step: its time parts and each collective it ran there with wait and transfer."""
+    workers = sorted(parts)
+    if worker not in parts:
+        raise BadRequest(f"unknown worker {worker!r}")
+    ps = parts[worker]["steps"]
+    names = [str(s) for s in ps["step"]]
+    if step not in names:
+        raise BadRequest(f"worker {worker!r} has no step {step!r}")
+    i = names.index(step)
+    all_coll = _align(_collective_frame(parts, workers), workers, [])
+    mine = all_coll[(all_coll["worker"] == worker) & (all_coll["step"] == i)] if len(all_coll) else all_coll
+    rows = [{"name": str(r.name), "call": int(r.k) + 1, "duration_us": _r(r.dur), "transfer_us": _r(r.transfer),
+             "wait_us": _r(r.wait), "bytes": int(r.bytes) if r.bytes >= 0 else None,
+             "bandwidth_gbps": round(r.bytes / r.transfer, 3) if r.bytes >= 0 and r.transfer > 0 else None}
+            for r in mine.itertuples()]
+    a, b = ps["start"][i], ps["end"][i]
+    comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
+    vals = [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm,
+            float(mine["transfer"].sum()) if len(mine) else 0.0, float(mine["wait"].sum()) if len(mine) else 0.0]
+    return {"worker": worker, "step": step, "start_us": _r(a), "end_us": _r(b),
+            "parts": {k: _r(v) for k, v in zip(_PARTS, vals)}, "collectives": rows}
+
+
+def distributed(traces: dict) -> dict:
+    """The distributed view over the workers of one run and span (worker name -> TraceData)."""
+    if not isinstance(traces, dict) or not traces:
+        raise BadRequest("distributed view needs at least one worker trace")
+    return from_summaries({w: worker_summary(traces[w]) for w in traces})
