@@ -216,7 +216,8 @@ def _r(ns: float) -> float:
 
 # ------------------------------------------------------------------------------ per-worker summary
 def worker_summary(t: Any) -> dict:
-    """What the distributed view needs of one worker, as plain JSON-able lists (a few KB): its steps
+    """What the distributed view needs of one worker, as plain JSON-able lists (a few KB): its origin
+    (first event's ts), its steps
     with computation, communication and overlap ns, its collectives in time order (name index, step
     index or -1, duration ns, bytes or -1), distributedInfo and GPUs."""
     d = _worker_data(t)
@@ -238,7 +239,10 @@ def worker_summary(t: Any) -> dict:
     if len(starts):
         k = np.searchsorted(starts, cstart, side="right") - 1
         step = np.where((k >= 0) & (cstart <= ends[np.maximum(k, 0)]), k, -1)
+    from tb_plugin.views.timeline import trace_origin_ns
+
     return {
+        "origin": trace_origin_ns(t),   # the zero of the other views' µs times
         "steps": {"step": st["step"].astype(str).tolist(), "start": starts.tolist(), "end": ends.tolist(),
                   "comp": comp, "comm": comm, "overlap": ovl},
         "collectives": {"names": names, "name": [code[n] for n in coll["name"].astype(str).tolist()],
@@ -437,7 +441,8 @@ def step_detail(parts: dict, worker: str, step: str) -> dict:
     comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
     vals = [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm,
             float(mine["transfer"].sum()) if len(mine) else 0.0, float(mine["wait"].sum()) if len(mine) else 0.0]
-    return {"worker": worker, "step": step, "start_us": _r(a), "end_us": _r(b),
+    origin = int(parts[worker].get("origin") or 0)
+    return {"worker": worker, "step": step, "start_us": _r(a - origin), "end_us": _r(b - origin),
             "parts": {k: _r(v) for k, v in zip(_PARTS, vals)}, "collectives": rows}
 
 
