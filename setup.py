@@ -19,12 +19,17 @@ setup(
         "isal>=1.6",
         "werkzeug>=2.2",
         "tensorboard>=2.14",
+        "fsspec>=2023.1",
     ],
     extras_require={
         "cuda": ["cupti-python>=12.6", "pycuda>=2024.1"],
         "mpi": ["mpi4py>=3.1"],
+        "s3": ["s3fs>=2023.1"],
+        "gcs": ["gcsfs>=2023.1"],
+        "azure": ["adlfs>=2023.1"],
         "dask": ["dask[distributed]>=2024.1"],
-        "test": ["pytest>=7.4", "playwright>=1.40", "dask[distributed]>=2024.1"],
+        "test": ["pytest>=7.4", "playwright>=1.40", "moto[server]>=5.0", "s3fs>=2023.1",
+                 "dask[distributed]>=2024.1"],
     },
     entry_points={
         "tensorboard_plugins": ["gpuscope = tb_plugin.plugin:GpuscopeLoader"],

@@ -33,8 +33,10 @@ def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Option
                               use_gzip: bool = False) -> Callable[[Any], None]:
     """Return an ``on_trace_ready`` callback that writes each trace into ``dir_name`` (created if needed).
 
-    Files are named like torch's and written atomically. Errors (directory cannot be created,
-    disk full) raise from the callback; the profiler turns them into a warning.
+    Files are named like torch's and written atomically. ``dir_name`` may be an fsspec URL
+    (``s3://bucket/prefix``, ``gs://...``): each trace is then one whole object (see
+    ``profiler_core.storage``). Errors (directory cannot be created, disk full, bucket missing)
+    raise from the callback; the profiler turns them into a warning.
     """
     try:
         dir_name = os.fspath(dir_name)
@@ -50,15 +52,22 @@ def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Option
         raise ValueError(f"tensorboard_trace_handler: worker_name must be a plain name, got {worker_name!r}")
     state = {"worker": worker_name}
 
+    from . import storage
+
     def handler_fn(prof: Any) -> None:
-        if not os.path.isdir(dir_name):
+        if storage.is_remote(dir_name):  # an fsspec URL (s3://bucket/prefix, ...): no local directory
+            try:
+                storage.makedirs(dir_name)
+            except Exception as e:
+                raise RuntimeError(f"Can't create directory: {storage.redact(dir_name)} ({e})") from None
+        elif not os.path.isdir(dir_name):
             try:
                 os.makedirs(dir_name, exist_ok=True)
             except Exception as e:
                 raise RuntimeError(f"Can't create directory: {dir_name} ({e})") from e
         if not state["worker"]:
             state["worker"] = default_worker_name()
-        path = os.path.join(dir_name, trace_file_name(state["worker"], use_gzip))
+        path = storage.join(dir_name, trace_file_name(state["worker"], use_gzip))
         prof.export_chrome_trace(path)
 
     return handler_fn

@@ -16,6 +16,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from dataclasses import dataclass
 from typing import Callable
 
+from profiler_core.storage import redact
 from profiler_core.trace import cache
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
@@ -137,7 +138,7 @@ class Loader:
         text = text.replace(f.path, f.relpath)
         if text.startswith(f.relpath + ": "):
             text = text[len(f.relpath) + 2:]
-        return text
+        return redact(text)
 
     # ------------------------------------------------------------------ LRU
     def _keep(self, key: tuple, t: TraceData) -> None:

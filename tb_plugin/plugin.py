@@ -96,6 +96,13 @@ def _respond(request: wrappers.Request, obj: Any, code: int = 200) -> wrappers.R
     return http_util.Respond(request, to_json(obj), "application/json", code=code)
 
 
+def _redact(message: str) -> str:
+    """An error message without credentials (URLs of remote logdirs may carry some)."""
+    from profiler_core.storage import redact
+
+    return redact(message)
+
+
 def _route(fn: Callable) -> Callable:
     """Wrap a route: JSON errors for BadRequest (400), NotFound (404), LoadFailed (422)."""
 
@@ -107,18 +114,21 @@ def _route(fn: Callable) -> Callable:
                 return result
             return _respond(request, result)
         except BadRequest as e:
-            return _respond(request, {"error": e.message}, 400)
+            return _respond(request, {"error": _redact(e.message)}, 400)
         except NotFound as e:
-            return _respond(request, {"error": e.message}, 404)
+            return _respond(request, {"error": _redact(e.message)}, 404)
         except LoadFailed as e:
-            return _respond(request, {"error": e.message}, 422)
+            return _respond(request, {"error": _redact(e.message)}, 422)
         except _Unavailable as e:
             return _respond(request, {"error": str(e)}, 501)
         except Exception as e:  # noqa: BLE001 - never a traceback page
             if type(e).__name__ == "BadRequest":  # a view's stand-in error class
-                return _respond(request, {"error": str(e)}, 400)
-            log.exception("gpuscope: %s failed", request.path)
-            return _respond(request, {"error": f"internal error: {type(e).__name__}: {e}"}, 500)
+                return _respond(request, {"error": _redact(str(e))}, 400)
+            # the traceback only in the log, and only where no message can hold a credential
+            log.error("gpuscope: %s failed: %s", request.path, _redact(f"{type(e).__name__}: {e}"),
+                      exc_info=_redact(str(e)) == str(e))
+            return _respond(request, {"error": _redact(f"internal error: {type(e).__name__}: {e}")},
+                            500)
 
     app.__name__ = fn.__name__
     return app
@@ -309,6 +319,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         errors = [{"run": f.run, "file": f.relpath, "error": msg}
                   for f, msg in state.loader.errors()]
         errors.sort(key=lambda e: (e["run"], e["file"]))
+        if state.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)
+            errors.insert(0, {"run": "", "file": _redact(self._logdir),
+                              "error": state.scanner.error})
         if runs:
             self._active = (time.monotonic(), True)
         return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors}
@@ -452,11 +465,14 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             return _respond(request, {"error": e.message}, 400)
         except NotFound as e:
             return _respond(request, {"error": e.message}, 404)
+        from profiler_core import storage
+
         try:
-            with open(f.path, "rb") as fh:
-                gz = fh.read(2) == b"\x1f\x8b"
+            gz = storage.read_range(f.path, 0, 2) == b"\x1f\x8b"
         except OSError as e:
-            return _respond(request, {"error": f"{f.relpath}: cannot read ({e.strerror})"}, 404)
+            reason = e.strerror or "not found" if not storage.is_remote(f.path) else \
+                str(e).replace(f.path, f.relpath)
+            return _respond(request, {"error": _redact(f"{f.relpath}: cannot read ({reason})")}, 404)
         body = _file_chunks(f.path) if gz else _gzip_chunks(f.path)
         headers = {"Content-Encoding": "gzip", "Cache-Control": "no-cache",
                    "X-Content-Type-Options": "nosniff",
@@ -500,7 +516,9 @@ def _static_file(name: str) -> str | None:
 
 
 def _file_chunks(path: str, size: int = 1 << 20):
-    with open(path, "rb") as fh:
+    from profiler_core import storage
+
+    with storage.open_read(path) as fh:
         while True:
             block = fh.read(size)
             if not block:

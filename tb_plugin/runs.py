@@ -6,7 +6,10 @@ relative to the logdir ("." for the logdir itself). File names follow
 `{worker}[.{timestamp}].json[.gz]` files count when their first bytes look like a trace. Spans
 are numbered "1".."N" per worker in time order. A file is listed only once it is stable (same
 size and mtime on two scans, or untouched for `stable_age_s`), so a trace being written is never
-read half-way; hidden and temporary names are ignored.
+read half-way (on object stores, where an object appears only once whole, at once); hidden and
+temporary names are ignored. The logdir may be an fsspec URL (`s3://bucket/prefix`, ...): files are
+then listed through `profiler_core.storage` in one recursive listing per scan, and a listing that
+fails leaves the previous runs in place and its reason in `Scanner.error`.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import re
 import time
 import zlib
 from dataclasses import dataclass, field
+
+from profiler_core import storage
 
 TRACE_RE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 PLAIN_RE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.json(?:\.gz)?$")
@@ -29,17 +34,20 @@ _MS_LIMIT = 10 ** 14
 class TraceFile:
     """One trace file found by a scan."""
 
-    path: str          # absolute path
+    path: str          # absolute path, or the URL of a remote file
     relpath: str       # path relative to the logdir, "/"-separated (for messages)
     run: str
     worker: str
     stamp_ns: int      # the file-name timestamp in ns, or the mtime when the name has none
     size: int
     mtime_ns: int
+    version: str = ""  # a remote object's ETag (or generation); "" for a local file
 
     @property
     def key(self) -> tuple:
         """Identity of this file's content: it changes when the file is rewritten."""
+        if self.version:
+            return (self.path, self.size, self.mtime_ns, self.version)
         return (self.path, self.size, self.mtime_ns)
 
 
@@ -81,8 +89,11 @@ def parse_name(name: str) -> tuple[str, int | None] | None:
 def looks_like_trace(path: str) -> bool:
     """Cheap sniff of a plain .json file: does its beginning look like a chrome trace?"""
     try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
+        if storage.is_remote(path):
+            head = storage.read_range(path, 0, 65536)
+        else:
+            with open(path, "rb") as f:
+                head = f.read(65536)
         if head[:2] == b"\x1f\x8b":
             head = zlib.decompressobj(31).decompress(head, 65536)
     except (OSError, zlib.error, EOFError, gzip.BadGzipFile):
@@ -97,40 +108,48 @@ class Scanner:
     """Scans a logdir; remembers the previous scan to tell stable files from growing ones."""
 
     def __init__(self, logdir: str, stable_age_s: float = STABLE_AGE_S) -> None:
-        self.logdir = os.path.abspath(logdir) if logdir else ""
-        self.stable_age_s = stable_age_s
-        self._seen: dict[str, tuple[int, int]] = {}
+        self.logdir = storage.normalize_root(logdir) if logdir else ""
+        self.remote = storage.is_remote(self.logdir)
+        self.stable_age_s = 0.0 if storage.is_object_store(self.logdir) else stable_age_s
+        self._seen: dict[str, tuple] = {}
         self._sniffed: dict[tuple, bool] = {}
+        self._last: dict[str, Run] = {}
         self.unstable = 0  # files seen but not listed yet because they may still be written
+        self.error: str | None = None  # why the last listing of a remote logdir failed
 
     def _candidates(self):
-        if not self.logdir or not os.path.isdir(self.logdir):
+        """(file info, (worker, stamp)) of every trace-like file name under the logdir."""
+        if not self.logdir:
             return
-        for root, dirs, names in os.walk(self.logdir, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(names):
-                parsed = parse_name(name)
-                if parsed is not None:
-                    yield root, name, parsed
+        for info in storage.walk_files(self.logdir, accept=lambda n: parse_name(n) is not None):
+            yield info, parse_name(storage.split(info.path)[1])
 
     def scan(self) -> dict[str, Run]:
-        """Runs found now (only stable files), sorted by name."""
+        """Runs found now (only stable files), sorted by name. A remote listing that fails keeps
+        the previous runs and sets `error` (a message without credentials)."""
+        try:
+            runs = self._scan()
+        except OSError as e:
+            if not self.remote:
+                raise
+            self.error = storage.redact(str(e))
+            return self._last
+        self.error = None
+        self._last = runs
+        return runs
+
+    def _scan(self) -> dict[str, Run]:
         now_ns = time.time_ns()
-        seen: dict[str, tuple[int, int]] = {}
+        seen: dict[str, tuple] = {}
         found: dict[str, Run] = {}
         unstable = 0
-        for root, name, (worker, stamp) in self._candidates():
-            path = os.path.join(root, name)
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            if not os.path.isfile(path):
-                continue
-            sig = (st.st_size, st.st_mtime_ns)
+        for st, (worker, stamp) in self._candidates():
+            path = st.path
+            root, name = storage.split(path)
+            sig = (st.size, st.mtime_ns, st.version)
             seen[path] = sig
             old = self._seen.get(path) == sig
-            if not old and now_ns - st.st_mtime_ns < self.stable_age_s * 1e9:
+            if not old and now_ns - st.mtime_ns < self.stable_age_s * 1e9:
                 unstable += 1
                 continue
             if not TRACE_RE.match(name):
@@ -139,12 +158,11 @@ class Scanner:
                     self._sniffed[key] = looks_like_trace(path)
                 if not self._sniffed[key]:
                     continue
-            rel_dir = os.path.relpath(root, self.logdir)
-            run_name = "." if rel_dir == "." else rel_dir.replace(os.sep, "/")
-            rel = os.path.relpath(path, self.logdir).replace(os.sep, "/")
+            run_name = storage.relpath(root, self.logdir)
+            rel = storage.relpath(path, self.logdir)
             f = TraceFile(path=path, relpath=rel, run=run_name, worker=worker,
-                          stamp_ns=stamp if stamp is not None else st.st_mtime_ns,
-                          size=st.st_size, mtime_ns=st.st_mtime_ns)
+                          stamp_ns=stamp if stamp is not None else st.mtime_ns,
+                          size=st.size, mtime_ns=st.mtime_ns, version=st.version)
             found.setdefault(run_name, Run(run_name)).workers.setdefault(worker, []).append(f)
         for run in found.values():
             for files in run.workers.values():
@@ -155,7 +173,14 @@ class Scanner:
         return dict(sorted(found.items()))
 
     def has_traces(self) -> bool:
-        """Whether any trace-like file name exists under the logdir (stops at the first)."""
-        for _ in self._candidates():
+        """Whether any trace-like file name exists under the logdir (stops at the first); True for
+        a remote logdir that cannot be listed, so that the plugin's page says why."""
+        try:
+            for _ in self._candidates():
+                return True
+        except OSError as e:
+            if not self.remote:
+                raise
+            self.error = storage.redact(str(e))
             return True
         return False

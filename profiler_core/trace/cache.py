@@ -1,7 +1,8 @@
 """On-disk cache of parsed traces, so that a second open of a big trace takes well under a second.
 
 Entries live in `$GPUSCOPE_CACHE_DIR` (default `~/.cache/gpuscope`), never next to the user's
-files, keyed by the trace's absolute path, size, mtime and `FORMAT_VERSION`; they are pickles
+files, keyed by the trace's absolute path, size, mtime and `FORMAT_VERSION` (a remote trace: its
+URL, size and ETag, or mtime where the store has no ETag; see `profiler_core.storage`); they are pickles
 (protocol 5) of `TraceData`. A corrupt or stale entry is ignored, removed and rewritten.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pickle
 import tempfile
 from pathlib import Path
 
+from profiler_core import storage
 from profiler_core.trace.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
 
@@ -31,14 +33,25 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "gpuscope"
 
 
-def _key(path: str, st: os.stat_result) -> tuple:
+def _key(path: str, st: "os.stat_result | storage.FileInfo") -> tuple:
+    if isinstance(st, storage.FileInfo):  # a remote object: its URL, size and ETag (or mtime)
+        return (path, st.size, st.version, FORMAT_VERSION)
     return (os.path.abspath(path), st.st_size, st.st_mtime_ns, FORMAT_VERSION)
 
 
-def entry_path(path: str | os.PathLike, st: os.stat_result | None = None) -> Path:
+def _stat(path: str) -> "os.stat_result | storage.FileInfo":
+    """os.stat of a local file; storage.stat (size, mtime, version) of a remote one."""
+    return storage.stat(path) if storage.is_remote(path) else os.stat(path)
+
+
+def _fingerprint(st: "os.stat_result | storage.FileInfo") -> tuple:
+    return st.fingerprint if isinstance(st, storage.FileInfo) else (st.st_size, st.st_mtime_ns)
+
+
+def entry_path(path: str | os.PathLike, st: "os.stat_result | storage.FileInfo | None" = None) -> Path:
     """Where the cache entry of the trace at `path` (as it is now on disk) lives."""
     path = os.fspath(path)
-    st = st or os.stat(path)
+    st = st or _stat(path)
     digest = hashlib.sha256(repr(_key(path, st)).encode()).hexdigest()[:32]
     return cache_dir() / f"{digest}.trace.pkl"
 
@@ -47,7 +60,7 @@ def load(path: str | os.PathLike) -> TraceData | None:
     """The cached TraceData of `path` if a valid entry for its current size and mtime exists."""
     path = os.fspath(path)
     try:
-        st = os.stat(path)
+        st = _stat(path)
     except OSError:
         return None
     entry = entry_path(path, st)
@@ -80,8 +93,8 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
     """Write `t` as the cache entry of `path` (atomically); returns the entry or None on failure."""
     path = os.fspath(path)
     try:
-        st = os.stat(path)
-        if t.source_stat not in ((-1, -1), (st.st_size, st.st_mtime_ns)):
+        st = _stat(path)
+        if t.source_stat not in ((-1, -1), _fingerprint(st)):
             return None  # the file changed while it was parsed: don't cache stale data
         entry = entry_path(path, st)
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +109,8 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
             _remove(Path(tmp))
             raise
     except Exception as e:  # noqa: BLE001 - a cache that cannot be written is not an error
-        log.warning("gpuscope: cannot write trace cache for %s (%s)", path, e)
+        log.warning("gpuscope: cannot write trace cache for %s (%s)", storage.redact(path),
+                    storage.redact(str(e)))
         return None
     trim()
     return entry
@@ -129,7 +143,7 @@ def trim(max_bytes: int | None = None) -> int:
         except OSError:
             continue
         source = _source_of(p)
-        if source is not None and not os.path.exists(source):
+        if source is not None and not storage.is_remote(source) and not os.path.exists(source):
             _remove(p)
             removed += 1
             continue

@@ -62,8 +62,10 @@ def uncompressed_size_hint(path: str) -> int:
 
     The gzip trailer's ISIZE is exact for one member under 4 GiB; a value below the compressed
     size (several members, or wrapped past 4 GiB) is replaced by an 8x-ratio guess."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
+    from profiler_core import storage
+
+    size = storage.stat(path).size if storage.is_remote(path) else os.path.getsize(path)
+    with storage.open_read(path, block_size=1 << 16) as f:
         if f.read(2) != GZIP_MAGIC or size < 18:
             return size
         f.seek(-4, os.SEEK_END)

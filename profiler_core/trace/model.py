@@ -133,8 +133,10 @@ class TraceData:
         """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
         from profiler_core.trace.reader import read_event
 
-        if self.source_stat != (-1, -1) and os.path.exists(self.path):
-            st = os.stat(self.path)
-            if (st.st_size, st.st_mtime_ns) != tuple(self.source_stat):
+        from profiler_core import storage
+
+        if self.source_stat != (-1, -1) and (storage.is_remote(self.path)
+                                             or os.path.exists(self.path)):
+            if storage.fingerprint(self.path) != tuple(self.source_stat):
                 raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
         return read_event(self.path, int(idx), self.event_index)

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from profiler_core import storage
 from profiler_core.trace import stream
 from profiler_core.trace.columns import (  # noqa: F401 - re-exported
     CATEGORY_MAP, GPU_CATEGORIES, _base_ns, _Builder, normalise_category,
@@ -37,7 +38,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name)."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with storage.open_read(path) as f:
             head = f.read(2)
             f.seek(0)
             if head == GZIP_MAGIC:
@@ -132,7 +133,10 @@ def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
 
 
 def _byte_range(path: str, begin: int, end: int) -> bytes:
-    """Bytes [begin, end) of the file's decompressed stream (decompressing what comes before)."""
+    """Bytes [begin, end) of the file's decompressed stream (decompressing what comes before; one
+    range read for a plain JSON file)."""
+    if storage.read_range(path, 0, 2) != GZIP_MAGIC:
+        return storage.read_range(path, begin, end)
     out = []
     pos = 0
     for block in stream._blocks(path):
@@ -176,17 +180,21 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     workers = stream._parse_processes(processes)
     tune_for_parsing()
     try:
-        st = os.stat(path)
+        fingerprint = storage.fingerprint(path)
     except FileNotFoundError:
         raise TraceReadError(f"{path}: file not found") from None
-    if os.path.isdir(path):
+    except OSError as e:  # a remote file that cannot be stat'ed: storage says why
+        if not storage.is_remote(path):
+            raise
+        raise TraceReadError(str(e)) from None
+    if not storage.is_remote(path) and os.path.isdir(path):
         raise TraceReadError(f"{path}: is a directory")
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, no cycles: collection passes are waste
     try:
         try:
             t = None
-            if workers and st.st_size >= stream.PARALLEL_MIN_BYTES and sys.executable:
+            if workers and fingerprint[0] >= stream.PARALLEL_MIN_BYTES and sys.executable:
                 try:
                     t = stream._parallel_parse(path, workers)
                 except TraceReadError:  # the file's own fault: reading it here says the same
@@ -207,7 +215,7 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     finally:
         if gc_was_enabled:
             gc.enable()
-    t.source_stat = (st.st_size, st.st_mtime_ns)
+    t.source_stat = fingerprint
     release_memory()
     tune_memory_for_views()
     return t

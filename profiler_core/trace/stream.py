@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from profiler_core import storage
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
     _ANY_DECODER, MAX_TRACE_BYTES, TraceReadError, _decode_piece, _NotStreamable,
@@ -43,7 +44,7 @@ def _blocks(path: str) -> Iterator[bytes]:
     total = 0
     pending = b""
     try:
-        with open(path, "rb") as f:
+        with storage.open_read(path) as f:
             gz = f.read(2) == GZIP_MAGIC
             f.seek(0)
             chunk = max(512, min(1 << 20, IO_BLOCK // 8))
@@ -87,9 +88,9 @@ def _parse_processes(requested: int | None) -> int:
 
 
 def file_version(path: str) -> tuple[int, int]:
-    """(size, mtime_ns) of the file: parser processes check that they read the same file."""
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns
+    """(size, mtime_ns) of the file (size and ETag number of a remote one, see
+    storage.FileInfo.fingerprint): parser processes check that they read the same file."""
+    return storage.fingerprint(path)
 
 
 def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = None) -> bytes:

@@ -1,7 +1,8 @@
 """Write a trace dict as Kineto chrome-trace JSON (``.gz`` suffix: gzip), atomically.
 
 The file is written under a hidden temporary name in the destination directory and renamed over
-the final name only when complete, so a reader never sees half a trace and a failure (unwritable
+the final name only when complete (an fsspec URL, `s3://...`: see `profiler_core.storage`,
+buffered and published as one object), so a reader never sees half a trace and a failure (unwritable
 directory, full disk) leaves no file under the final name. Strings are always escaped correctly
 (msgspec's encoder), so any name or metadata value gives valid JSON; values JSON cannot express
 (numpy scalars, arbitrary objects) are converted (``.item()`` / ``str``), lone surrogates replaced.
@@ -16,6 +17,8 @@ import zlib
 from typing import Any, Iterator
 
 import msgspec
+
+from profiler_core import storage
 
 GZIP_LEVEL = 6          # zlib default; torch's exporter uses gzip's 9 (slower, ~same size)
 _CHUNK = 4096           # events encoded per write
@@ -125,7 +128,7 @@ def check_path(path: Any, what: str) -> str:
         raise TraceWriteError(errno.ENOENT, f"cannot write {what}: the path is empty")
     if "\0" in path:
         raise ValueError(f"cannot write {what} {path!r}: the path contains a NUL character")
-    if os.path.isdir(path):
+    if not storage.is_remote(path) and os.path.isdir(path):
         raise TraceWriteError(errno.EISDIR, f"cannot write {what} {path!r}: it is a directory (give a file name)")
     return path
 
@@ -145,6 +148,17 @@ def atomic_file(path: "str | os.PathLike", what: str = "file") -> Iterator[Any]:
     becomes a ``TraceWriteError`` naming the path and the reason. Yields ``(file, checked_path)``.
     """
     path = check_path(path, what)
+    if storage.is_remote(path):  # an fsspec URL: buffered, then published whole
+        try:
+            with storage.atomic_writer(path) as f:
+                yield f, path
+        except OSError as e:
+            if isinstance(e, TraceWriteError):
+                raise
+            raise TraceWriteError(e.errno, f"cannot write {what} {storage.redact(path)}: "
+                                  f"{storage.redact(str(e)).replace(storage.redact(path) + ': ', '')}"
+                                  ) from None
+        return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise _missing_directory(what, path, directory)
