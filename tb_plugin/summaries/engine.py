@@ -24,7 +24,7 @@ MEMORY_ENTRIES = int(os.environ.get("GPUSCOPE_SUMMARY_MEMORY", "2048"))
 
 def source_of(f: Any) -> fs.Stat:
     """The identity of a scanned trace file (size, mtime, etag when the store gives one)."""
-    return fs.Stat(int(f.size), int(f.mtime_ns), str(getattr(f, "etag", "") or ""))
+    return fs.Stat(int(f.size), int(f.mtime_ns), str(getattr(f, "version", "") or ""))
 
 
 def summarize_bytes(path: str) -> bytes:
