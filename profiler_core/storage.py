@@ -119,6 +119,7 @@ def split(path: str) -> tuple[str, str]:
 def normalize_root(path: str) -> str:
     """A logdir as the scanner keeps it: absolute local path, or the URL without a trailing "/"."""
     if is_remote(path):
+        _remember_secrets(path)
         scheme = protocol(path)
         rest = path[len(scheme) + 3:].rstrip("/")
         return f"{scheme}://{rest}"
@@ -132,11 +133,33 @@ _SECRET_KV_RE = re.compile(
     r"sas|key)[\w\-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&'\")]+)", re.IGNORECASE)
 
 
+#: credentials seen inside URLs given to this module (user:password, query values): a library's
+#: message may quote them outside a URL (e.g. as part of a bucket name), so redact scrubs them too
+_URL_SECRETS: set[str] = set()
+
+
+def _remember_secrets(url: str) -> None:
+    """Note the userinfo and query values of `url`, for `redact`."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    found = {userinfo, *userinfo.split(":")} if userinfo else set()
+    found.update(v for _, v in parse_qsl(parts.query))
+    _URL_SECRETS.update(x for x in found if len(x) >= 4)
+
+
 def redact(text: str) -> str:
     """`text` with credentials removed: `user:password@` of URLs, URL query strings (SAS tokens,
-    signatures), `secret=...`-like pairs and the values of the SECRET_ENV variables."""
+    signatures), `secret=...`-like pairs, the values of the SECRET_ENV variables and any credential
+    seen inside a URL given to this module."""
     if not text:
         return text
+    for secret in sorted(_URL_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, "***")
     text = _USERINFO_RE.sub(r"\1***@", text)
     text = _QUERY_RE.sub(r"\1?***", text)
     text = _SECRET_KV_RE.sub(r"\1***", text)
@@ -155,6 +178,8 @@ def filesystem(url: str) -> tuple[Any, str]:
         from fsspec.core import url_to_fs
     except ImportError:
         raise StorageError(f"{redact(url)}: reading URLs needs fsspec (pip install fsspec)") from None
+    if "@" in url or "?" in url:
+        _remember_secrets(url)
     try:
         return url_to_fs(url)
     except Exception as e:  # noqa: BLE001 - an unknown protocol or a missing package

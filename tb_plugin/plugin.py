@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 PLUGIN_NAME = "gpuscope"
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 RESCAN_S = 1.0
+#: rescan interval while the (remote) logdir cannot be listed: a refused connection may take
+#: seconds of the library's retries per listing
+ERROR_RESCAN_S = 10.0
 ACTIVE_TTL_S = 10.0
 CONTENT_TYPES = {
     ".js": "application/javascript", ".mjs": "application/javascript", ".css": "text/css",
@@ -207,7 +210,8 @@ class _State:
 
     def refresh(self, force: bool = False) -> dict:
         with self.lock:
-            if force or time.monotonic() - self.scanned_at >= RESCAN_S:
+            interval = ERROR_RESCAN_S if self.scanner.error else RESCAN_S
+            if force or time.monotonic() - self.scanned_at >= interval:
                 self.runs = self.scanner.scan()
                 self.scanned_at = time.monotonic()
                 self.big = {f.key for r in self.runs.values() if len(r.workers) > PREPARE_MAX_WORKERS

@@ -155,9 +155,9 @@ def atomic_file(path: "str | os.PathLike", what: str = "file") -> Iterator[Any]:
         except OSError as e:
             if isinstance(e, TraceWriteError):
                 raise
-            raise TraceWriteError(e.errno, f"cannot write {what} {storage.redact(path)}: "
-                                  f"{storage.redact(str(e)).replace(storage.redact(path) + ': ', '')}"
-                                  ) from None
+            shown = storage.redact(path)
+            reason = storage.redact(str(e)).replace(shown + ": ", "")
+            raise TraceWriteError(e.errno or errno.EIO, f"cannot write {what} {shown}: {reason}") from None
         return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
