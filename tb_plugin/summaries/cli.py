@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tb_plugin.summaries import fs, store
-from tb_plugin.summaries.engine import source_of, summarize_bytes
+from tb_plugin.summaries.engine import IO_THREADS, source_of, summarize_bytes
 
 
 def _files(logdir: str) -> list:
@@ -27,7 +28,9 @@ def _todo(files: list, out: str, force: bool) -> list:
     """The files whose summary under `out` is missing, stale or unreadable."""
     if force:
         return list(files)
-    return [f for f in files if store.read(store.out_path(out, f.relpath), source_of(f)) is None]
+    with ThreadPoolExecutor(IO_THREADS) as pool:   # small reads, slow on object stores: in parallel
+        found = list(pool.map(lambda f: store.read(store.out_path(out, f.relpath), source_of(f)), files))
+    return [f for f, s in zip(files, found) if s is None]
 
 
 def _client(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -52,18 +55,26 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
     files = _files(logdir)
     todo = _todo(files, out, force)
     failed: list[tuple[str, str]] = []
-    done = 0
+
+    writer = ThreadPoolExecutor(IO_THREADS)   # writes overlap with the cluster's work
+    writes: list = []
+
+    def write(f: Any, data: bytes) -> bool:
+        try:
+            fs.write_bytes(store.out_path(out, f.relpath), data)
+            return True
+        except Exception as e:  # noqa: BLE001
+            failed.append((f.relpath, _reason(f, e)))
+            return False
 
     def keep(f: Any, data: bytes) -> None:
-        nonlocal done
         from tb_plugin.summaries.summary import decode
 
         s = decode(data)
         if s.get("source", {}).get("size") != f.size:
             failed.append((f.relpath, "the file changed while it was summarized"))
             return
-        fs.write_bytes(store.out_path(out, f.relpath), data)
-        done += 1
+        writes.append(writer.submit(write, f, data))
 
     if todo and (scheduler or local):
         args = argparse.Namespace(scheduler=scheduler, local=local)
@@ -89,6 +100,9 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
                 keep(f, summarize_bytes(f.path))
             except Exception as e:  # noqa: BLE001
                 failed.append((f.relpath, _reason(f, e)))
+    writer.shutdown(wait=True)
+    done = sum(w.result() for w in writes)
+    failed.sort()
     for rel, why in failed:
         log(f"gpuscope summarize: {rel}: {why}")
     return {"files": len(files), "done": done, "skipped": len(files) - len(todo), "failed": failed,

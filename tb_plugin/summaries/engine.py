@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 #: summaries kept in memory (each a few hundred KB at most)
 MEMORY_ENTRIES = int(os.environ.get("GPUSCOPE_SUMMARY_MEMORY", "2048"))
+IO_THREADS = 16
 
 
 def source_of(f: Any) -> fs.Stat:
@@ -39,6 +40,8 @@ class Summaries:
         self.logdir = logdir
         self.scheduler = scheduler or None
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="gpuscope-summary")
+        # finding stored summaries is I/O (one or two small reads each, remote ones slow): in parallel
+        self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gpuscope-summary-io")
         self._lock = threading.Lock()
         self._memory: OrderedDict[tuple, dict] = OrderedDict()
         self._pending: dict[tuple, Future] = {}
@@ -69,8 +72,11 @@ class Summaries:
 
     # ------------------------------------------------------------------ computing
     def prepare(self, files: list, loaded: Callable[[Any], Any] | None = None) -> None:
-        """Starts computing, in the background, the summaries of `files` that have none."""
+        """Starts finding or computing, in the background, the summaries of `files`."""
         for f in files:
+            with self._lock:
+                if f.key in self._memory:
+                    continue
             self._future(f, loaded)
 
     def _future(self, f: Any, loaded: Callable[[Any], Any] | None) -> Future:
@@ -78,7 +84,7 @@ class Summaries:
             fut = self._pending.get(f.key)
             if fut is not None:
                 return fut
-            fut = self._pending[f.key] = self._pool.submit(self._compute, f, loaded)
+            fut = self._pending[f.key] = self._io.submit(self._find_or_compute, f, loaded)
         fut.add_done_callback(lambda _fu, k=f.key: self._forget(k))
         return fut
 
@@ -98,7 +104,8 @@ class Summaries:
         """Summaries of `files` (in order); a file that fails gives its exception in its place."""
         futs: list = []
         for f in files:
-            s = self.find(f)
+            with self._lock:
+                s = self._memory.get(f.key)
             futs.append(s if s is not None else self._future(f, loaded))
         out = []
         for x in futs:
@@ -111,10 +118,13 @@ class Summaries:
                 out.append(e)
         return out
 
-    def _compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> dict:
+    def _find_or_compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> dict:
         s = self.find(f)
         if s is not None:
             return s
+        return self._pool.submit(self._compute, f, loaded).result()
+
+    def _compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> dict:
         src = source_of(f)
         t = loaded(f) if loaded is not None else None
         if t is not None:
@@ -143,6 +153,7 @@ class Summaries:
 
     def close(self) -> None:
         """Stops the background pool and the Dask client."""
+        self._io.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             try:
