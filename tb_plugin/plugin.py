@@ -204,6 +204,8 @@ class _State:
         self.loader = Loader()
         self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler)
         self.big: set = set()  # keys of files of runs with more than PREPARE_MAX_WORKERS workers
+        # the views' imports (pandas) take a second or more: done while the page asks for its lists
+        threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
         self.runs: dict = {}
         self.scanned_at = 0.0
         self.lock = threading.Lock()
@@ -228,6 +230,13 @@ class _State:
         if f.key in self.big:
             return self.loader.peek(f)
         return self.loader.get(f)
+
+
+def _warm_up() -> None:
+    try:
+        importlib.import_module("tb_plugin.views.distributed")
+    except Exception:  # noqa: BLE001 - the route reports import errors itself
+        pass
 
 
 class GpuscopePlugin(base_plugin.TBPlugin):

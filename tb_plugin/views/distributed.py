@@ -253,96 +253,162 @@ def worker_summary(t: Any) -> dict:
     }
 
 
-def _collective_frame(parts: dict, workers: list[str]) -> pd.DataFrame:
-    """All workers' collectives: worker, name, k (its call number per name), step, dur, bytes."""
-    frames = []
-    for w in workers:
-        c = parts[w].get("collectives") or {}
-        names = np.asarray(c.get("names") or [], dtype=object)
-        codes = np.asarray(c.get("name") or [], np.int64)
-        if not len(codes):
-            continue
-        f = pd.DataFrame({"name": names[codes].astype(str), "step": np.asarray(c["step"], np.int64),
-                          "dur": np.asarray(c["dur"], np.int64), "bytes": np.asarray(c["bytes"], np.int64)})
-        f["k"] = f.groupby("name").cumcount()
-        f["worker"] = w
-        frames.append(f)
-    if not frames:
-        return pd.DataFrame({"name": pd.Series([], dtype=object), "step": pd.Series([], dtype=np.int64),
-                             "dur": pd.Series([], dtype=np.int64), "bytes": pd.Series([], dtype=np.int64),
-                             "k": pd.Series([], dtype=np.int64), "worker": pd.Series([], dtype=object)})
-    return pd.concat(frames, ignore_index=True)
+def _cumcount(keys: np.ndarray) -> np.ndarray:
+    """For each element, how many earlier elements have the same key (pandas' cumcount)."""
+    n = len(keys)
+    if not n:
+        return np.zeros(0, np.int64)
+    o = np.argsort(keys, kind="stable")
+    sk = keys[o]
+    first = np.ones(n, dtype=bool)
+    first[1:] = sk[1:] != sk[:-1]
+    pos = np.arange(n)
+    rank = pos - np.maximum.accumulate(np.where(first, pos, 0))
+    out = np.empty(n, np.int64)
+    out[o] = rank
+    return out
 
 
-def _align(all_coll: pd.DataFrame, workers: list[str], notes: list[str]) -> pd.DataFrame:
-    """Adds transfer and wait (ns) to every collective: the k-th call of a name on every worker is one
-    collective; its transfer is the shortest duration any worker saw."""
-    if len(all_coll):
-        grp = all_coll.groupby(["name", "k"], sort=False)
-        nworkers = grp["worker"].transform("nunique")
-        shortest = grp["dur"].transform("min")
-        aligned = nworkers.to_numpy() == len(workers)
-        all_coll["transfer"] = np.where(aligned, shortest.to_numpy(), all_coll["dur"].to_numpy())
-        all_coll["wait"] = all_coll["dur"] - all_coll["transfer"]
-        all_coll["aligned"] = aligned
-        if len(workers) > 1:
-            counts = all_coll.groupby(["worker", "name"]).size().unstack(fill_value=0).reindex(workers, fill_value=0)
-            for name in counts.columns:
-                col = counts[name]
-                if col.nunique() > 1:
-                    if len(workers) <= 16:
-                        desc = ", ".join(f"{w}: {int(col.get(w, 0))}" for w in workers)
-                    else:
-                        desc = f"from {int(col.min())} to {int(col.max())} calls"
-                    notes.append(f"{name} was called a different number of times per worker ({desc}); "
-                                 f"calls without a partner on every worker count as transfer only")
-    else:
-        all_coll["transfer"] = pd.Series(dtype=np.int64)
-        all_coll["wait"] = pd.Series(dtype=np.int64)
-        all_coll["aligned"] = pd.Series(dtype=bool)
-    return all_coll
+class _Collectives:
+    """Every worker's collectives as flat arrays, aligned across workers: the k-th call of a name on
+    every worker is one collective; its transfer is the shortest duration any worker saw, each
+    worker's wait its own duration minus that (no clock alignment between hosts needed)."""
+
+    def __init__(self, parts: dict, workers: list[str]) -> None:
+        self.workers = workers
+        names: dict[str, int] = {}
+        w_, c_, s_, d_, b_ = [], [], [], [], []
+        for wi, w in enumerate(workers):
+            c = parts[w].get("collectives") or {}
+            codes = np.asarray(c.get("name") or [], np.int64)
+            if not len(codes):
+                continue
+            glob = np.array([names.setdefault(str(n), len(names)) for n in c.get("names") or []], np.int64)
+            c_.append(glob[codes])
+            w_.append(np.full(len(codes), wi, np.int64))
+            s_.append(np.asarray(c["step"], np.int64))
+            d_.append(np.asarray(c["dur"], np.int64))
+            b_.append(np.asarray(c["bytes"], np.int64))
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))
+        self.names = list(names)
+        self.worker, self.name, self.step, self.dur, self.bytes = cat(w_), cat(c_), cat(s_), cat(d_), cat(b_)
+        G = max(len(self.names), 1)
+        self.k = _cumcount(self.worker * G + self.name)   # per worker, in time order
+        kmax = int(self.k.max()) + 1 if len(self.k) else 1
+        self.group = self.name * kmax + self.k
+        ngroups = G * kmax
+        n_in = np.bincount(self.group, minlength=ngroups)
+        shortest = np.full(ngroups, np.iinfo(np.int64).max)
+        np.minimum.at(shortest, self.group, self.dur)
+        self.aligned = n_in[self.group] == len(workers)
+        self.transfer = np.where(self.aligned, shortest[self.group], self.dur)
+        self.wait = self.dur - self.transfer
+        self.group_wait = np.bincount(self.group, weights=self.wait.astype(np.float64), minlength=ngroups)
+
+    def __len__(self) -> int:
+        return len(self.dur)
+
+    def count_notes(self) -> list[str]:
+        """A note for every collective name called a different number of times per worker."""
+        W, G = len(self.workers), len(self.names)
+        if W < 2 or not G:
+            return []
+        counts = np.bincount(self.worker * G + self.name, minlength=W * G).reshape(W, G)
+        notes = []
+        for g in range(G):
+            col = counts[:, g]
+            if col.min() != col.max():
+                if W <= 16:
+                    desc = ", ".join(f"{w}: {int(col[i])}" for i, w in enumerate(self.workers))
+                else:
+                    desc = f"from {int(col.min())} to {int(col.max())} calls"
+                notes.append(f"{self.names[g]} was called a different number of times per worker ({desc}); "
+                             f"calls without a partner on every worker count as transfer only")
+        return notes
+
+    def per_step(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+        """[workers x steps] transfer and wait sums (ns) of the collectives inside each step."""
+        W = len(self.workers)
+        n = max(nsteps, 1)
+        m = (self.step >= 0) & (self.step < n)
+        key = self.worker[m] * n + self.step[m]
+        tr = np.bincount(key, weights=self.transfer[m].astype(np.float64), minlength=W * n).reshape(W, n)
+        wt = np.bincount(key, weights=self.wait[m].astype(np.float64), minlength=W * n).reshape(W, n)
+        return tr, wt
 
 
-def _stragglers(parts: dict, workers: list[str], all_coll: pd.DataFrame, limit: int = 20) -> list[dict]:
+def _comm_rows(c: _Collectives) -> dict:
+    """Per worker: one row per collective name (calls, bytes, latency, transfer, bandwidth)."""
+    W, G = len(c.workers), max(len(c.names), 1)
+    key = c.worker * G + c.name
+    size = W * G
+    calls = np.bincount(key, minlength=size)
+    lat = np.bincount(key, weights=c.dur.astype(np.float64), minlength=size)
+    tr = np.bincount(key, weights=c.transfer.astype(np.float64), minlength=size)
+    known = c.bytes >= 0
+    nbytes = np.bincount(key[known], weights=c.bytes[known].astype(np.float64), minlength=size)
+    has_bytes = np.bincount(key[known], minlength=size) > 0
+    out: dict = {w: [] for w in c.workers}
+    for i in np.flatnonzero(calls).tolist():
+        w, g = divmod(i, G)
+        n = int(calls[i])
+        b = int(nbytes[i]) if has_bytes[i] else -1
+        t = float(tr[i])
+        out[c.workers[w]].append({
+            "name": c.names[g], "calls": n, "total_bytes": b if b >= 0 else None,
+            "avg_bytes": (b / n) if b >= 0 else None,
+            "total_latency_us": _r(lat[i]), "avg_latency_us": _r(lat[i] / n),
+            "transfer_us": _r(t), "avg_transfer_us": _r(t / n),
+            # bytes per transfer time: bytes/ns is GB/s
+            "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None})
+    for rows in out.values():
+        rows.sort(key=lambda x: (-x["total_latency_us"], x["name"]))
+    return out
+
+
+def _stragglers(parts: dict, c: _Collectives, wait: np.ndarray, limit: int = 20) -> list[dict]:
     """(worker, step) pairs whose busy time (step time minus own wait) exceeds the step's median over
-    the workers, largest excess first, each with the collective that waited longest for it."""
+    the workers, largest excess first, each with the collective whose other workers waited longest
+    for it."""
+    workers = c.workers
     if len(workers) < 2:
         return []
-    rows = []
-    for w in workers:
+    wi, si, names, length = [], [], [], []
+    for i, w in enumerate(workers):
         s = parts[w]["steps"]
-        for i, name in enumerate(s["step"]):
-            rows.append((w, i, str(name), s["end"][i] - s["start"][i]))
-    if not rows:
+        n = len(s["step"])
+        wi.extend([i] * n)
+        si.extend(range(n))
+        names.extend(str(x) for x in s["step"])
+        length.extend(e - a for a, e in zip(s["start"], s["end"]))
+    if not wi:
         return []
-    f = pd.DataFrame(rows, columns=["worker", "si", "step", "length"])
-    if len(all_coll):
-        own = all_coll[all_coll["step"] >= 0].groupby(["worker", "step"])["wait"].sum()
-        f["wait"] = [int(own.get((w, i), 0)) for w, i in zip(f["worker"], f["si"])]
-    else:
-        f["wait"] = 0
+    f = pd.DataFrame({"w": wi, "si": si, "step": names, "length": np.asarray(length, np.float64)})
+    f["wait"] = wait[f["w"].to_numpy(), f["si"].to_numpy()] if wait.size else 0.0
     f["busy"] = f["length"] - f["wait"]
-    f["median"] = f.groupby("step")["busy"].transform("median")
-    f["n"] = f.groupby("step")["worker"].transform("size")
+    g = f.groupby("step", sort=False)["busy"]
+    f["median"] = g.transform("median")
+    f["n"] = g.transform("size")
     f = f[(f["n"] >= 2) & (f["busy"] > f["median"])]
-    f = f.assign(excess=f["busy"] - f["median"]).sort_values(["excess", "worker"], ascending=[False, True]).head(limit)
+    f = f.assign(excess=f["busy"] - f["median"], worker=[workers[i] for i in f["w"]])
+    f = f.sort_values(["excess", "worker"], ascending=[False, True]).head(limit)
     out = []
-    coll = all_coll[all_coll["aligned"]] if len(all_coll) else all_coll
     for r in f.itertuples():
         name, waited = None, 0.0
-        if len(coll):
-            mine = coll[(coll["worker"] == r.worker) & (coll["step"] == r.si)]
-            if len(mine):
-                # the collectives this worker reached last (it waited least); others' wait on them
-                keys = set(zip(mine["name"], mine["k"]))
-                same = coll[[(n, k) in keys for n, k in zip(coll["name"], coll["k"])]]
-                others = same[same["worker"] != r.worker].groupby(["name", "k"])["wait"].sum()
-                if len(others):
-                    (n, k), v = max(others.items(), key=lambda kv: kv[1])
-                    name, waited = f"{n} #{int(k) + 1}", float(v)
+        mine = np.flatnonzero((c.worker == r.w) & (c.step == r.si) & c.aligned) if len(c) else []
+        if len(mine):
+            others = c.group_wait[c.group[mine]] - c.wait[mine]
+            best = mine[int(np.argmax(others))]
+            name, waited = f"{c.names[c.name[best]]} #{int(c.k[best]) + 1}", float(others.max())
         out.append({"worker": r.worker, "step": r.step, "busy_us": _r(r.busy), "median_us": _r(r.median),
                     "excess_us": _r(r.excess), "collective": name, "others_wait_us": _r(waited)})
     return out
+
+
+def _parts_of(ps: dict, i: int, tr: float, wt: float) -> list:
+    a, b = ps["start"][i], ps["end"][i]
+    comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
+    return [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm, tr, wt]
 
 
 def from_summaries(parts: dict) -> dict:
@@ -356,69 +422,43 @@ def from_summaries(parts: dict) -> dict:
     for w in workers:
         if not (parts[w].get("collectives") or {}).get("name"):
             notes.append(f"worker {w} has no communication ops")
-    all_coll = _align(_collective_frame(parts, workers), workers, notes)
+    c = _Collectives(parts, workers)
+    notes.extend(c.count_notes())
 
     step_names = {w: [str(s) for s in parts[w]["steps"]["step"]] for w in workers}
-    if len({tuple(s) for s in step_names.values()}) > 1:
+    distinct = {tuple(s) for s in step_names.values()}
+    if len(distinct) > 1:
         if len(workers) <= 16:
             desc = "; ".join(f"{w}: {', '.join(step_names[w]) or 'none'}" for w in workers)
         else:
-            desc = f"{len({tuple(s) for s in step_names.values()})} different step lists"
+            desc = f"{len(distinct)} different step lists"
         notes.append(f"workers recorded different steps ({desc}); each is shown with its own steps")
     order: list[str] = []
     seen: set = set()
-    for w in workers:
-        for s in step_names[w]:
+    for lst in distinct if len(distinct) == 1 else (step_names[w] for w in workers):
+        for s in lst:
             if s not in seen:
                 seen.add(s)
                 order.append(s)
+    nsteps = max((len(v) for v in step_names.values()), default=0)
+    tr, wt = c.per_step(nsteps)
     steps_out: dict = {s: {} for s in order}
     workers_out: dict = {}
-    comm_ops: dict = {}
-    by_worker = dict(tuple(all_coll.groupby("worker", sort=False))) if len(all_coll) else {}
-    for w in workers:
+    for wi, w in enumerate(workers):
         ps = parts[w]["steps"]
-        mine = by_worker.get(w)
-        nsteps = len(ps["step"])
-        tr_step = np.zeros(nsteps)
-        wt_step = np.zeros(nsteps)
-        if mine is not None and nsteps:
-            inside = mine[mine["step"] >= 0]
-            np.add.at(tr_step, inside["step"].to_numpy(np.int64), inside["transfer"].to_numpy(np.float64))
-            np.add.at(wt_step, inside["step"].to_numpy(np.int64), inside["wait"].to_numpy(np.float64))
         sums = np.zeros(len(_PARTS))
-        for i in range(nsteps):
-            a, b = ps["start"][i], ps["end"][i]
-            comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
-            vals = [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm, tr_step[i], wt_step[i]]
+        for i, name in enumerate(step_names[w]):
+            vals = _parts_of(ps, i, tr[wi, i], wt[wi, i])
             sums += vals
-            steps_out[str(ps["step"][i])][w] = {k: _r(v) for k, v in zip(_PARTS, vals)}
-        n = max(nsteps, 1)
+            steps_out[name][w] = {k: _r(v) for k, v in zip(_PARTS, vals)}
+        n = max(len(step_names[w]), 1)
         workers_out[w] = {k: _r(v / n) for k, v in zip(_PARTS, sums)}
-        rows = []
-        if mine is not None and len(mine):
-            g = mine.groupby("name", sort=False)
-            known = mine["bytes"].where(mine["bytes"] >= 0)
-            agg = pd.DataFrame({"calls": g.size(), "lat": g["dur"].sum(), "tr": g["transfer"].sum(),
-                                "bytes": known.groupby(mine["name"], sort=False).sum(min_count=1)})
-            for name, r in agg.iterrows():
-                calls = int(r["calls"])
-                b = int(r["bytes"]) if pd.notna(r["bytes"]) else -1
-                tr = float(r["tr"])
-                rows.append({"name": str(name), "calls": calls, "total_bytes": b if b >= 0 else None,
-                             "avg_bytes": (b / calls) if b >= 0 else None,
-                             "total_latency_us": _r(r["lat"]), "avg_latency_us": _r(r["lat"] / calls),
-                             "transfer_us": _r(tr), "avg_transfer_us": _r(tr / calls),
-                             # bytes per transfer time: bytes/ns is GB/s
-                             "bandwidth_gbps": round(b / tr, 3) if b >= 0 and tr > 0 else None})
-        rows.sort(key=lambda x: (-x["total_latency_us"], x["name"]))
-        comm_ops[w] = rows
     devices = {w: {"rank": parts[w].get("info", {}).get("rank"),
                    "world_size": parts[w].get("info", {}).get("world_size"),
                    "backend": parts[w].get("info", {}).get("backend"), "gpus": parts[w].get("gpus") or {}}
                for w in workers}
-    return {"workers": workers_out, "steps": steps_out, "comm_ops": comm_ops, "devices": devices,
-            "stragglers": _stragglers(parts, workers, all_coll), "notes": notes}
+    return {"workers": workers_out, "steps": steps_out, "comm_ops": _comm_rows(c), "devices": devices,
+            "stragglers": _stragglers(parts, c, wt), "notes": notes}
 
 
 def step_detail(parts: dict, worker: str, step: str) -> dict:
@@ -431,19 +471,19 @@ def step_detail(parts: dict, worker: str, step: str) -> dict:
     if step not in names:
         raise BadRequest(f"worker {worker!r} has no step {step!r}")
     i = names.index(step)
-    all_coll = _align(_collective_frame(parts, workers), workers, [])
-    mine = all_coll[(all_coll["worker"] == worker) & (all_coll["step"] == i)] if len(all_coll) else all_coll
-    rows = [{"name": str(r.name), "call": int(r.k) + 1, "duration_us": _r(r.dur), "transfer_us": _r(r.transfer),
-             "wait_us": _r(r.wait), "bytes": int(r.bytes) if r.bytes >= 0 else None,
-             "bandwidth_gbps": round(r.bytes / r.transfer, 3) if r.bytes >= 0 and r.transfer > 0 else None}
-            for r in mine.itertuples()]
-    a, b = ps["start"][i], ps["end"][i]
-    comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
-    vals = [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm,
-            float(mine["transfer"].sum()) if len(mine) else 0.0, float(mine["wait"].sum()) if len(mine) else 0.0]
+    c = _Collectives(parts, workers)
+    mine = np.flatnonzero((c.worker == workers.index(worker)) & (c.step == i)) if len(c) else np.zeros(0, np.int64)
+    rows = []
+    for j in mine.tolist():
+        b, t = int(c.bytes[j]), int(c.transfer[j])
+        rows.append({"name": c.names[c.name[j]], "call": int(c.k[j]) + 1, "duration_us": _r(c.dur[j]),
+                     "transfer_us": _r(t), "wait_us": _r(c.wait[j]), "bytes": b if b >= 0 else None,
+                     "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None})
+    vals = _parts_of(ps, i, float(c.transfer[mine].sum()), float(c.wait[mine].sum()))
     origin = int(parts[worker].get("origin") or 0)
-    return {"worker": worker, "step": step, "start_us": _r(a - origin), "end_us": _r(b - origin),
-            "parts": {k: _r(v) for k, v in zip(_PARTS, vals)}, "collectives": rows}
+    return {"worker": worker, "step": step, "start_us": _r(ps["start"][i] - origin),
+            "end_us": _r(ps["end"][i] - origin), "parts": {k: _r(v) for k, v in zip(_PARTS, vals)},
+            "collectives": rows}
 
 
 def distributed(traces: dict) -> dict:
