@@ -99,3 +99,30 @@ def test_cli_local_cluster_of_two_processes(logdir, tmp_path):
     r = subprocess.run([sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", "0"],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and "--local needs at least 1 worker" in r.stderr
+
+
+def test_plugin_flag_sends_missing_summaries_to_the_cluster(cluster, logdir, monkeypatch):
+    import argparse
+
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    import tb_plugin.plugin as plugin_mod
+
+    def no_read(*a, **k):
+        raise AssertionError("TensorBoard's process read a whole trace")
+
+    # this process may not summarize: only the cluster's worker processes can
+    monkeypatch.setattr("tb_plugin.summaries.engine.summarize_path", no_read)
+    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 2)
+    flags = argparse.Namespace(gpuscope_dask_scheduler=cluster.scheduler_address)
+    p = plugin_mod.GpuscopePlugin(base_plugin.TBContext(logdir=str(logdir), flags=flags))
+    c = Client(application.TensorBoardWSGI([p]))
+    try:
+        d = c.get("/data/plugin/gpuscope/distributed?run=job&span=1")
+        assert d.status_code == 200, d.json
+        assert len(d.json["workers"]) == 4 and p.state().summaries.computed == 4
+        assert p.state().loader.loaded_keys() == []
+    finally:
+        p.state().summaries.close()
