@@ -6,10 +6,17 @@ distributed(traces: {worker: TraceData}) ->
                    "transfer_us", "wait_us"}},            # mean per step
    "steps":   {step: {w: {same keys}}},                    # per step (steps in time order)
    "comm_ops": {w: [{"name", "calls", "total_bytes", "avg_bytes", "total_latency_us",
-                     "avg_latency_us", "transfer_us", "avg_transfer_us"}]},
+                     "avg_latency_us", "transfer_us", "avg_transfer_us", "bandwidth_gbps"}]},
    "devices": {w: {"rank", "world_size", "backend", "gpus": {"GPU0": {"name", "memory_bytes",
                    "compute_capability"}}}},
+   "stragglers": [{"worker", "step", "busy_us", "median_us", "excess_us", "collective",
+                   "others_wait_us"}],                     # largest excess first, at most 20
    "notes": [text...]}
+It is computed in two halves: `worker_summary(t)` per worker (JSON, kept in the per-worker
+summaries), then `from_summaries({worker: summary})` across workers, so the view of a 256-worker
+run never needs a whole trace. Bandwidth is bytes / transfer time (GB/s). A straggler is a
+(worker, step) whose busy time (step time minus its own wait) exceeds the step's median over the
+workers; its collective is the one of that step whose other workers waited longest.
 The four time parts follow torch-tb-profiler's bars and add up to the step time:
 computation_us = computation not overlapped by communication, overlap_us = both at once,
 communication_us = communication alone, other_us = neither. Computation is the non-communication
