@@ -180,6 +180,12 @@ def filesystem(url: str) -> tuple[Any, str]:
         raise StorageError(f"{redact(url)}: reading URLs needs fsspec (pip install fsspec)") from None
     if "@" in url or "?" in url:
         _remember_secrets(url)
+        scheme = protocol(url)
+        if scheme in OBJECT_STORES and "@" in url.split("/", 3)[2]:
+            family = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az"}.get(scheme, scheme)
+            where = _CREDENTIAL_HINTS.get(family, "the storage library's standard environment")
+            raise StorageError(f"{redact(url)}: credentials in a {scheme}:// URL are not used "
+                               f"(set {where})")
     try:
         return url_to_fs(url)
     except Exception as e:  # noqa: BLE001 - an unknown protocol or a missing package

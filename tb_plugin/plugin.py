@@ -333,8 +333,11 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                   for f, msg in state.loader.errors()]
         errors.sort(key=lambda e: (e["run"], e["file"]))
         if state.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)
-            errors.insert(0, {"run": "", "file": _redact(self._logdir),
-                              "error": state.scanner.error})
+            where = _redact(state.scanner.logdir)
+            reason = state.scanner.error
+            errors.insert(0, {"run": "", "file": where,
+                              "error": reason[len(where) + 2:] if reason.startswith(where + ": ")
+                              else reason})
         if runs:
             self._active = (time.monotonic(), True)
         return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors}

@@ -14,7 +14,6 @@ fails leaves the previous runs in place and its reason in `Scanner.error`.
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import time
 import zlib

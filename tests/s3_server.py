@@ -22,7 +22,11 @@ class S3Server:
     """A running ThreadedMotoServer and the environment that points s3fs at it."""
 
     def __init__(self) -> None:
+        import logging
+
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()

@@ -1,7 +1,6 @@
 """profiler_core.storage without a network: names, redaction, error messages, and fsspec's in-memory
 filesystem (`memory://`, a non-object store: temporary name then rename) end to end."""
 import gzip
-import json
 import os
 import time
 
