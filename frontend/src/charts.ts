@@ -194,7 +194,7 @@ function shortLabel(cat: string, max: number): string {
 /** Stacked bars for many categories (e.g. 256 workers): labels thinned so they never overlap. */
 export function stackedBarsMany(categories: string[], series: Series[], fmt: (v: number) => string,
   opts: { title?: string; label?: (cat: string) => string; id?: string; highlight?: string } = {}): HTMLElement {
-  const W2 = 1000, H2 = 260;
+  const W2 = W, H2 = H; // as stackedBars: text stays readable in a half-width panel
   const totals = categories.map((_, i) => series.reduce((a, se) => a + (se.values[i] || 0), 0));
   const ymax = niceMax(Math.max(0, ...totals));
   const iw = W2 - PAD.l - PAD.r, ih = H2 - PAD.t - PAD.b;

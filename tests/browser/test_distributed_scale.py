@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import (HTML_RUN, Guard, TensorBoard, browser_available, get_json,
-                       open_view)
+                       open_view, screenshot)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -200,7 +200,7 @@ class TensorBoard_s3(TensorBoard):
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
-def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb):
+def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb, tmp_path):
     page = open_view(page_factory(s3_tb), s3_tb, "distributed", "job256", timeout=120000)
     assert page.locator("#dist-heatmap rect.cell").count() == 256 * STEPS
     assert page.locator("#dist-bars g.bar-group").count() == 256
@@ -208,11 +208,15 @@ def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb):
     # readable: at least a label every 32 workers, at most one per 3 % of the width
     n = page.locator("#dist-heatmap text.xlabel").count()
     assert 8 <= n <= 34, n
+    # workers in rank order, not in the text order of their names ("node10_..." < "node2_...")
+    ranks = [int(t[1:]) for t in page.eval_on_selector_all("#dist-heatmap text.xlabel", "ts => ts.map(t => t.textContent)")]
+    assert ranks[0] == 0 and ranks == sorted(ranks), ranks
     first = page.locator("#dist-stragglers tbody tr >> nth=0")
     assert "node10_rank00085" in first.inner_text()       # rank 256 // 3
     page.click("#dist-heatmap rect.cell[data-row='1'][data-col='node31_rank00255']")
     page.wait_for_selector("#dist-drill #dist-drill-table tbody tr")
     assert "node31_rank00255 · step 1" in page.inner_text("#dist-drill h3")
+    screenshot(page, "distributed_256", tmp_path)
     # the view came from the summaries: TensorBoard parsed no trace of this 256-worker run
     runs = get_json(f"{s3_tb.api}/runs")
     assert runs["progress"]["files_total"] == 0, runs["progress"]

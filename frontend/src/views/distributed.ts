@@ -33,7 +33,10 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
   const d = await getJSON<any>("distributed", { run: ctx.run, span: ctx.span }, { cache: true });
   if (!ctx.alive()) return;
   const workers = obj(d?.workers);
-  const names = Object.keys(workers).sort();
+  // workers in rank order (names as "node10_rank00080" sort badly as text)
+  const devs = obj(d?.devices);
+  const rankOf = (w: string): number => (typeof devs[w]?.rank === "number" ? devs[w].rank : Infinity);
+  const names = Object.keys(workers).sort((a, b) => (rankOf(a) - rankOf(b)) || a.localeCompare(b, undefined, { numeric: true }));
   const commOps = obj(d?.comm_ops);
   const hasComm = names.some((w) => Array.isArray(commOps[w]) && commOps[w].length);
   const notes: string[] = Array.isArray(d?.notes) ? d.notes.map(String) : [];
