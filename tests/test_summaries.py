@@ -155,6 +155,11 @@ def test_plugin_computes_missing_summaries_and_keeps_them_in_the_cache(tmp_path,
     (run / "node9_rank00099.1790900000099.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "na')
     os.utime(run / "node9_rank00099.1790900000099.pt.trace.json", (OLD, OLD))
     monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 2)
+    from tb_plugin.summaries import engine
+
+    reads: list = []
+    real = engine.summarize_path
+    monkeypatch.setattr(engine, "summarize_path", lambda path: (reads.append(path), real(path))[1])
     c, p = _plugin(logdir)
     d = c.get(f"{P}/distributed?run=job&span=1").json
     assert sorted(d["workers"]) == ["node0_rank00000", "node0_rank00001", "node0_rank00002"]
@@ -163,6 +168,12 @@ def test_plugin_computes_missing_summaries_and_keeps_them_in_the_cache(tmp_path,
     assert p.state().summaries.computed == 3
     assert len(list((cache / "summaries").glob("*.summary.json.gz"))) == 3
     assert not (logdir / ".gpuscope").exists()      # the plugin never writes into the logdir
+    # a file that failed is not retried in the background at every rescan (only when asked for)
+    for _ in range(3):
+        p.state().refresh(force=True)
+        for fut in list(p.state().summaries._pending.values()):
+            fut.result(timeout=60)
+    assert sum("rank00099" in r for r in reads) == 1, reads
     # a new process finds them beside the parse cache
     fresh = Summaries(str(logdir))
     files = [f for r in Scanner(str(logdir)).scan().values() for f in r.files()]

@@ -45,6 +45,7 @@ class Summaries:
         self._lock = threading.Lock()
         self._memory: OrderedDict[tuple, dict] = OrderedDict()
         self._pending: dict[tuple, Future] = {}
+        self._failed: dict[tuple, BaseException] = {}   # files whose summary failed (until they change)
         self._client = None
         self.computed = 0  # how many summaries this process computed (tests, benchmarks)
 
@@ -73,9 +74,13 @@ class Summaries:
     # ------------------------------------------------------------------ computing
     def prepare(self, files: list, loaded: Callable[[Any], Any] | None = None) -> None:
         """Starts finding or computing, in the background, the summaries of `files`."""
+        keys = {f.key for f in files}
+        with self._lock:
+            for k in [k for k in self._failed if k not in keys]:
+                del self._failed[k]
         for f in files:
             with self._lock:
-                if f.key in self._memory:
+                if f.key in self._memory or f.key in self._failed:
                     continue
             self._future(f, loaded)
 
@@ -85,12 +90,14 @@ class Summaries:
             if fut is not None:
                 return fut
             fut = self._pending[f.key] = self._io.submit(self._find_or_compute, f, loaded)
-        fut.add_done_callback(lambda _fu, k=f.key: self._forget(k))
+        fut.add_done_callback(lambda fu, k=f.key: self._forget(k, fu))
         return fut
 
-    def _forget(self, key: tuple) -> None:
+    def _forget(self, key: tuple, fut: Future) -> None:
         with self._lock:
             self._pending.pop(key, None)
+            if not fut.cancelled() and fut.exception() is not None:
+                self._failed[key] = fut.exception()
 
     def get(self, f: Any, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> dict:
         """The summary of `f`: found, or computed now (errors of the trace file propagate)."""
