@@ -23,7 +23,8 @@ import msgspec
 BASE_NS = 1_790_900_000_000_000_000
 PID, TID, DEVICE, STREAM, COMM_STREAM = 1000, 1000, 0, 7, 20
 EVENTS_PER_OP = 3          # cpu_op, cudaLaunchKernel, kernel
-FWD_KERNELS = ["ampere_sgemm_128x64_nn", "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
+FWD_KERNELS = ["ampere_sgemm_128x64_nn",
+               "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
                "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>",
                "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8"]
 FWD_OPS = ["aten::mm", "aten::gelu", "aten::native_layer_norm", "aten::addmm"]
@@ -127,7 +128,8 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
         ev.append({"ph": "X", "cat": "cpu_op", "name": op_name, "pid": PID, "tid": TID, "ts": round(cpu_ts, 3),
                    "dur": 9.0, "args": a})
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": TID,
-                   "ts": round(cpu_ts + 2.0, 3), "dur": 5.0, "args": {"External id": ext, "correlation": corr, "cbid": 211}})
+                   "ts": round(cpu_ts + 2.0, 3), "dur": 5.0,
+                   "args": {"External id": ext, "correlation": corr, "cbid": 211}})
         ev.append({"ph": "X", "cat": "kernel", "name": kname, "pid": DEVICE, "tid": stream, "ts": round(gpu_ts, 3),
                    "dur": round(gpu_dur, 3), "args": {
                        "External id": ext, "correlation": corr, "device": DEVICE, "stream": stream,

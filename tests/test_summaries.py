@@ -189,7 +189,8 @@ def test_tensorboard_flag_names_the_scheduler():
     flags = parser.parse_args(["--gpuscope_dask_scheduler", "tcp://127.0.0.1:1"])
     p = loader.load(base_plugin.TBContext(logdir="", flags=flags))
     assert p._scheduler == "tcp://127.0.0.1:1"
-    assert plugin_mod.GpuscopeLoader().load(base_plugin.TBContext(logdir="", flags=parser.parse_args([])))._scheduler is None
+    none = plugin_mod.GpuscopeLoader().load(base_plugin.TBContext(logdir="", flags=parser.parse_args([])))
+    assert none._scheduler is None
 
 
 def test_cli_in_process_skips_up_to_date_and_reports_bad_files(tmp_path, cache, capsys):

@@ -209,7 +209,8 @@ def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb, tmp_path):
     n = page.locator("#dist-heatmap text.xlabel").count()
     assert 8 <= n <= 34, n
     # workers in rank order, not in the text order of their names ("node10_..." < "node2_...")
-    ranks = [int(t[1:]) for t in page.eval_on_selector_all("#dist-heatmap text.xlabel", "ts => ts.map(t => t.textContent)")]
+    texts = page.eval_on_selector_all("#dist-heatmap text.xlabel", "ts => ts.map(t => t.textContent)")
+    ranks = [int(t[1:]) for t in texts]
     assert ranks[0] == 0 and ranks == sorted(ranks), ranks
     first = page.locator("#dist-stragglers tbody tr >> nth=0")
     assert "node10_rank00085" in first.inner_text()       # rank 256 // 3
