@@ -210,3 +210,26 @@ def test_cli_in_process_skips_up_to_date_and_reports_bad_files(tmp_path, cache, 
     assert "Traceback" not in o.err and str(tmp_path) not in o.err
     assert len(list(out.rglob("*.summary.json.gz"))) == 2
     assert cli.main(["summarize", str(tmp_path / "missing")]) == 2
+
+
+def test_cli_on_s3_writes_beside_the_traces_and_reports_a_missing_bucket(tmp_path, cache, monkeypatch, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import s3_server
+
+    server = s3_server.start()
+    try:
+        s3_server.use(server, monkeypatch)
+        server.make_bucket("bkt")
+        generate(str(tmp_path / "job"), 2, events=600, steps=2)
+        server.fs().put(str(tmp_path / "job") + "/", "bkt/logs/job/", recursive=True)
+        assert cli.main(["summarize", "s3://bkt/logs"]) == 0
+        assert "2 summarized" in capsys.readouterr().out
+        names = sorted(server.fs().find("bkt/logs/.gpuscope/summaries"))
+        assert len(names) == 2 and all(n.endswith(".summary.json.gz") for n in names)
+        assert cli.main(["summarize", "s3://bkt/logs"]) == 0           # ETags match: nothing to do
+        assert "0 summarized, 2 up to date" in capsys.readouterr().out
+        assert cli.main(["summarize", "s3://no-such-bucket-gpuscope/logs"]) == 2
+        err = capsys.readouterr().err
+        assert "cannot list the logdir" in err and "Traceback" not in err and s3_server.SECRET not in err
+    finally:
+        server.stop()

@@ -17,10 +17,17 @@ from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.engine import IO_THREADS, source_of, summarize_bytes
 
 
+class ScanFailed(Exception):
+    """The logdir could not be listed (message without credentials)."""
+
+
 def _files(logdir: str) -> list:
     from tb_plugin.runs import Scanner
 
-    runs = Scanner(logdir, stable_age_s=0.0).scan()
+    scanner = Scanner(logdir, stable_age_s=0.0)
+    runs = scanner.scan()
+    if getattr(scanner, "error", None):
+        raise ScanFailed(scanner.error)
     return [f for r in runs.values() for f in r.files()]
 
 
@@ -135,8 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isdir(args.logdir):
             print(f"gpuscope summarize: {args.logdir}: no such directory", file=sys.stderr)
             return 2
-    res = summarize_logdir(args.logdir, args.out, args.scheduler, args.local, args.force,
-                           log=lambda m: print(m, file=sys.stderr))
+    try:
+        res = summarize_logdir(args.logdir, args.out, args.scheduler, args.local, args.force,
+                               log=lambda m: print(m, file=sys.stderr))
+    except ScanFailed as e:
+        print(f"gpuscope summarize: cannot list the logdir: {e}", file=sys.stderr)
+        return 2
     print(f"gpuscope summarize: {res['done']} summarized, {res['skipped']} up to date, "
           f"{len(res['failed'])} failed, of {res['files']} trace files in {res['seconds']:.1f} s -> {res['out']}")
     return 1 if res["failed"] else 0

@@ -59,6 +59,11 @@ def write_bytes(path: str, data: bytes) -> None:
         raise
 
 
+def redact(text: str) -> str:
+    """`text` without credentials (user:password@, URL queries, secret values)."""
+    return storage.redact(text)
+
+
 def join(base: str, *parts: str) -> str:
     """`base` / parts, with "/" for URLs and the OS separator for local paths."""
     return storage.join(base, *parts)
