@@ -131,7 +131,8 @@ def test_sixteen_workers_labels_never_overlap_and_stragglers(page_factory, local
     _labels_never_overlap(page)
     # the straggler (rank 16 // 3 = 5) is ranked first; its row opens its step
     first = page.locator("#dist-stragglers tbody tr >> nth=0")
-    assert "node0_rank00005" in first.inner_text() and "record_param_comms #" in first.inner_text()
+    coll = page.inner_text("#comm-table tbody tr >> nth=0 >> td >> nth=1")   # the all-reduce's name
+    assert "node0_rank00005" in first.inner_text() and f"{coll} #" in first.inner_text()
     first.click()
     page.wait_for_selector("#dist-drill #dist-drill-table tbody tr")
     assert "node0_rank00005" in page.inner_text("#dist-drill h3")
