@@ -277,6 +277,6 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
     h("span", { class: "heat-lo" }, fmt(lo)),
     h("span", { class: "heat-bar", style: `background:linear-gradient(to right,${stops.map((t) => heatColor(t)).join(",")})` }),
     h("span", { class: "heat-hi" }, fmt(hi)),
-    opts.caption ? h("span", { class: "muted" }, opts.caption) : null);
+    opts.caption ? h("span", { class: "muted heat-caption" }, opts.caption) : null);
   return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, svg, scale);
 }

@@ -222,3 +222,28 @@ def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb, tmp_path):
     # the view came from the summaries: TensorBoard parsed no trace of this 256-worker run
     runs = get_json(f"{s3_tb.api}/runs")
     assert runs["progress"]["files_total"] == 0, runs["progress"]
+
+
+def test_heatmap_draws_a_window_of_steps_when_there_are_too_many_cells(page_factory, local_tb):
+    """300 steps x 64 workers: the heatmap draws at most 16384 cells, around the chosen step."""
+    import json
+
+    parts = {"computation_us": 10.0, "overlap_us": 1.0, "communication_us": 2.0, "other_us": 0.5,
+             "transfer_us": 1.5, "wait_us": 1.5}
+    workers = [f"w{i:03d}" for i in range(64)]
+    body = {"workers": {w: parts for w in workers},
+            "steps": {str(s): {w: {**parts, "wait_us": float(s % 7 + i % 5)} for i, w in enumerate(workers)}
+                      for s in range(1, 301)},
+            "comm_ops": {w: [] for w in workers}, "devices": {}, "stragglers": [], "notes": []}
+    page = page_factory(local_tb)
+    page.route("**/data/plugin/gpuscope/distributed?*",
+               lambda r: r.fulfill(status=200, content_type="application/json", body=json.dumps(body)))
+    open_view(page, local_tb, "distributed", "job2")
+    assert page.locator("#dist-heatmap rect.cell").count() == 256 * 64
+    assert "steps 1–256 of 300" in page.inner_text(".heat-caption")
+    page.select_option("#dist-step", "290")
+    page.wait_for_function("() => document.querySelector('.heat-caption')?.textContent.includes('steps 45–300')")
+    assert page.locator("#dist-heatmap rect.cell[data-row='290']").count() == 64
+    assert page.locator("#dist-heatmap rect.cell").count() == 256 * 64
+    n, bad = page.evaluate(NO_OVERLAP_JS, "#dist-heatmap text.ylabel")
+    assert n >= 8 and bad == 0, (n, bad)

@@ -11,6 +11,7 @@ const PARTS: [string, string, string][] = [["computation_us", "Computation", "#4
 const WAIT: [string, string, string][] = [["transfer_us", "Data transfer", "#59a14f"], ["wait_us", "Synchronizing (wait)", "#edc948"]];
 const METRICS: [string, string][] = [["computation", "Computation"], ["communication", "Communication"], ["wait", "Wait"]];
 type Parts = Record<string, number>;
+const MAX_CELLS = 16384; // heatmap cells drawn at once (SVG stays responsive)
 
 /** The value a heatmap cell shows: all computation (alone + overlapped), all communication, or wait. */
 function metricOf(p: Parts | undefined, metric: string): number {
@@ -81,11 +82,19 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
   let selected: [number, number] | null = null;
   const [cw, cs] = cellKey.split("|");
   if (cw && names.includes(cw) && stepNames.includes(cs)) selected = [stepNames.indexOf(cs), names.indexOf(cw)];
-  const values = stepNames.map((s) => names.map((w) => metricOf(obj(steps[s])[w] as Parts, metric)));
-  const heat = stepNames.length ? heatmap(stepNames, names, values, fmtUs, {
+  // at most MAX_CELLS cells: a window of steps around the chosen one (or the first ones)
+  const maxRows = Math.max(1, Math.floor(MAX_CELLS / Math.max(1, names.length)));
+  const at = step ? stepNames.indexOf(step) : selected ? selected[0] : 0;
+  const lo = Math.max(0, Math.min(at - Math.floor(maxRows / 2), stepNames.length - maxRows));
+  const rowNames = stepNames.slice(lo, lo + maxRows);
+  if (selected) selected = selected[0] >= lo && selected[0] < lo + maxRows ? [selected[0] - lo, selected[1]] : null;
+  const values = rowNames.map((s) => names.map((w) => metricOf(obj(steps[s])[w] as Parts, metric)));
+  const heat = rowNames.length ? heatmap(rowNames, names, values, fmtUs, {
     id: "dist-heatmap", title: `${METRICS.find(([m]) => m === metric)![1]} per step and worker (click a cell for its detail)`,
-    colLabel: workerLabel, selected, caption: metric === "wait" ? "time waiting for the slowest worker in collectives" : undefined,
-    onCell: (i, j) => { ctx.set("cell", `${names[j]}|${stepNames[i]}`); rerender(); },
+    colLabel: workerLabel, selected,
+    caption: (metric === "wait" ? "time waiting for the slowest worker in collectives" : "") +
+      (rowNames.length < stepNames.length ? ` · steps ${rowNames[0]}–${rowNames[rowNames.length - 1]} of ${stepNames.length} (pick a step to move)` : ""),
+    onCell: (i, j) => { ctx.set("cell", `${names[j]}|${rowNames[i]}`); rerender(); },
   }) : h("div", { class: "banner info" }, "No steps recorded.");
   const heatTools = h("div", { class: "toolbar" }, segmented("Heatmap", METRICS, metric, (v) => { ctx.set("metric", v); rerender(); }));
 
