@@ -89,10 +89,12 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
         try:
             from distributed import as_completed
 
-            futs = {client.submit(summarize_bytes, f.path, pure=False, key=f"gpuscope-summary-{i}"): f
-                    for i, f in enumerate(todo)}
-            for fut in as_completed(futs):
+            # pure=False: a fresh random key per task (never another client's result on a shared scheduler)
+            futs = {client.submit(summarize_bytes, f.path, pure=False): f for f in todo}
+            for n, fut in enumerate(as_completed(futs), 1):
                 f = futs[fut]
+                if n % max(1, len(futs) // 10) == 0 and n < len(futs):
+                    log(f"gpuscope summarize: {n} of {len(futs)} files")
                 try:
                     keep(f, fut.result())
                 except Exception as e:  # noqa: BLE001 - one bad file must not stop the others
