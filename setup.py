@@ -27,10 +27,13 @@ setup(
         "s3": ["s3fs>=2023.1"],
         "gcs": ["gcsfs>=2023.1"],
         "azure": ["adlfs>=2023.1"],
-        "test": ["pytest>=7.4", "playwright>=1.40", "moto[server]>=5.0", "s3fs>=2023.1"],
+        "dask": ["dask[distributed]>=2024.1"],
+        "test": ["pytest>=7.4", "playwright>=1.40", "moto[server]>=5.0", "s3fs>=2023.1",
+                 "dask[distributed]>=2024.1"],
     },
     entry_points={
-        "tensorboard_plugins": ["gpuscope = tb_plugin.plugin:GpuscopePlugin"],
+        "tensorboard_plugins": ["gpuscope = tb_plugin.plugin:GpuscopeLoader"],
+        "console_scripts": ["gpuscope = tb_plugin.summaries.cli:main"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict, deque
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 from profiler_core.storage import redact
 from profiler_core.trace import cache
@@ -101,8 +102,9 @@ class Loader:
         self._closed = False
 
     # ------------------------------------------------------------------ background preparation
-    def prepare(self, files: list[TraceFile]) -> None:
-        """Start loading every file not seen before; forget files that vanished or changed."""
+    def prepare(self, files: list[TraceFile], lazy: Callable[[TraceFile], bool] | None = None) -> None:
+        """Start loading every file not seen before (except those `lazy` picks: they load when asked
+        for); forget files that vanished or changed."""
         keys = {f.key for f in files}
         with self._lock:
             for key in [k for k in self._entries if k not in keys]:
@@ -113,7 +115,7 @@ class Loader:
                     entry.future.cancel()
                 self._drop(key)
             for f in files:
-                if f.key not in self._entries:
+                if f.key not in self._entries and not (lazy is not None and lazy(f)):
                     entry = self._entries[f.key] = _Entry(f)
                     self._queue.append(entry)
             self._pump()
@@ -188,6 +190,11 @@ class Loader:
     def _drop(self, key: tuple) -> None:
         self._lru.pop(key, None)
         self._lru_bytes.pop(key, None)
+
+    def peek(self, f: TraceFile) -> TraceData | None:
+        """The parsed trace of `f` if it is in memory now (never loads)."""
+        with self._lock:
+            return self._lru.get(f.key)
 
     def loaded_keys(self) -> list[tuple]:
         with self._lock:

@@ -210,15 +210,25 @@ class _Unavailable(Exception):
 
 
 # ------------------------------------------------------------------------ the plugin
-class _State:
-    """Scanner + loader + the latest scan, created on first use."""
+#: runs with more workers than this are not parsed in the background: their traces load when a
+#: per-worker view asks, and the run-level views read only the per-worker summaries
+PREPARE_MAX_WORKERS = int(os.environ.get("GPUSCOPE_PREPARE_MAX_WORKERS", "8"))
 
-    def __init__(self, logdir: str) -> None:
+
+class _State:
+    """Scanner + loader + summaries + the latest scan, created on first use."""
+
+    def __init__(self, logdir: str, scheduler: str | None = None) -> None:
         from tb_plugin.loader import Loader
         from tb_plugin.runs import Scanner
+        from tb_plugin.summaries.engine import Summaries
 
         self.scanner = Scanner(logdir)
         self.loader = Loader()
+        self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler)
+        self.big: set = set()  # keys of files of runs with more than PREPARE_MAX_WORKERS workers
+        # the views' imports (pandas) take a second or more: done while the page asks for its lists
+        threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
         self.runs: dict = {}
         self.scanned_at = 0.0
         self.lock = threading.Lock()
@@ -229,8 +239,27 @@ class _State:
             if force or time.monotonic() - self.scanned_at >= interval:
                 self.runs = self.scanner.scan()
                 self.scanned_at = time.monotonic()
-                self.loader.prepare([f for r in self.runs.values() for f in r.files()])
+                self.big = {f.key for r in self.runs.values() if len(r.workers) > PREPARE_MAX_WORKERS
+                            for f in r.files()}
+                self.loader.prepare([f for r in self.runs.values() for f in r.files()],
+                                    lazy=lambda f: f.key in self.big)
+                self.summaries.prepare([f for r in self.runs.values() if len(r.workers) > 1
+                                        for f in r.files()], loaded=self.trace_for_summary)
             return self.runs
+
+    def trace_for_summary(self, f: Any) -> Any:
+        """The parsed trace to summarize `f` from: the loader's (waiting for it) for files it
+        prepares, the one in memory or None (read the file alone) for big runs' files."""
+        if f.key in self.big:
+            return self.loader.peek(f)
+        return self.loader.get(f)
+
+
+def _warm_up() -> None:
+    try:
+        importlib.import_module("tb_plugin.views.distributed")
+    except Exception:  # noqa: BLE001 - the route reports import errors itself
+        pass
 
 
 class GpuscopePlugin(base_plugin.TBPlugin):
@@ -240,6 +269,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext) -> None:
         self._logdir = getattr(context, "logdir", "") or ""
+        flags = getattr(context, "flags", None)
+        self._scheduler = (getattr(flags, "gpuscope_dask_scheduler", None)
+                           or os.environ.get("GPUSCOPE_DASK_SCHEDULER") or None)
         self._state: _State | None = None
         self._state_lock = threading.Lock()
         self._active: tuple[float, bool] = (0.0, False)
@@ -274,6 +306,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             "/memory/stats": self._memory_range("memory_stats"),
             "/modules": self._simple("modules", "modules"),
             "/diff": self._diff, "/distributed": self._distributed,
+            "/distributed/step": self._distributed_step,
             "/timeline": self._timeline, "/timeline/search": self._search,
             "/timeline/summary": self._timeline_tool("range_summary", "start_us", "end_us", "tracks"),
             "/timeline/counters": self._timeline_tool("counters", "start_us", "end_us", "width_px"),
@@ -301,7 +334,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def state(self) -> _State:
         with self._state_lock:
             if self._state is None:
-                self._state = _State(self._logdir)
+                self._state = _State(self._logdir, scheduler=self._scheduler)
             return self._state
 
     def _run(self, request: wrappers.Request, key: str = "run"):
@@ -408,28 +441,51 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         exp = self._trace_data(request, prefix="exp_")
         return self._call("diff", "diff", base, exp)
 
-    def _distributed(self, request: wrappers.Request) -> Any:
+    def _worker_summaries(self, request: wrappers.Request) -> tuple[dict, list]:
+        """worker -> summary of the requested run and span, and the files that failed."""
+        from tb_plugin.loader import Loader
+
         run = self._run(request)
         span = _param(request, "span")
-        loader = self.state().loader
-        traces, errors = {}, []
-        for worker in sorted(run.workers):
-            f = run.file(worker, span)
-            if f is None:
-                continue
-            try:
-                traces[worker] = loader.get(f)
-            except LoadFailed as e:
-                errors.append({"worker": worker, "file": f.relpath, "error": e.message})
-        if not traces and not errors:
+        state = self.state()
+        files = [(w, run.file(w, span)) for w in sorted(run.workers)]
+        files = [(w, f) for w, f in files if f is not None]
+        if not files:
             raise NotFound(f"no worker of run {run.name!r} has span {span!r}")
-        if not traces:
+        got = state.summaries.get_many([f for _, f in files], loaded=state.trace_for_summary)
+        summaries, errors = {}, []
+        for (w, f), s in zip(files, got):
+            if isinstance(s, BaseException):
+                errors.append({"worker": w, "file": f.relpath, "error": Loader._message(f, s)})
+            else:
+                summaries[w] = s
+        if not summaries:
             raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
-        result = self._call("distributed", "distributed", traces)
-        if errors and isinstance(result, dict):
-            result = dict(result)
+        return summaries, errors
+
+    def _distributed(self, request: wrappers.Request) -> Any:
+        summaries, errors = self._worker_summaries(request)
+        mod = _view("distributed", "from_summaries")
+        result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
+        devices = result.get("devices")
+        if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
+            for w, d in devices.items():
+                s = summaries[w]
+                d["events"] = s.get("events")
+                d["memory_peak"] = s.get("memory_peak")
+                d["step_avg_us"] = (s.get("overview") or {}).get("average", {}).get("total_us")
+        if errors:
             result["errors"] = errors
         return result
+
+    def _distributed_step(self, request: wrappers.Request) -> Any:
+        worker = _param(request, "worker")
+        step = _param(request, "step")
+        summaries, _ = self._worker_summaries(request)
+        if worker not in summaries:
+            raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
+        return self._call("distributed", "step_detail", {w: s["distributed"] for w, s in summaries.items()},
+                          worker, step)
 
     def _timeline(self, request: wrappers.Request) -> Any:
         start, end = _float(request, "start_us"), _float(request, "end_us")
@@ -570,3 +626,16 @@ def _gzip_chunks(fh, size: int = 1 << 20):
         if out:
             yield out
     yield comp.flush()
+
+
+class GpuscopeLoader(base_plugin.TBLoader):
+    """TensorBoard's entry point for gpuscope: adds its flags, then builds the plugin."""
+
+    def define_flags(self, parser) -> None:
+        parser.add_argument(
+            "--gpuscope_dask_scheduler", metavar="ADDRESS", default=None,
+            help="gpuscope: a Dask scheduler (tcp://host:8786) that computes the per-worker summaries "
+                 "missing from LOGDIR/.gpuscope/summaries (default: computed in TensorBoard's process)")
+
+    def load(self, context: base_plugin.TBContext) -> GpuscopePlugin:
+        return GpuscopePlugin(context)

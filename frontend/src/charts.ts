@@ -212,3 +212,106 @@ export function groupedBars(categories: string[], series: Series[], fmt: (v: num
   return h("figure", { class: "chart-box" }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build),
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
 }
+
+// ---------------------------------------------------------------- many categories (additive helpers)
+const CHAR_W = 6.6; // approximate width of one 11 px axis character, in viewBox units
+
+/** Every k-th label is drawn so that labels `labelW` wide never overlap on slots `slotW` apart. */
+export function labelStride(count: number, slotW: number, labelW: number): number {
+  if (count <= 0 || slotW <= 0) return 1;
+  return Math.max(1, Math.ceil((labelW + 6) / slotW));
+}
+
+function shortLabel(cat: string, max: number): string {
+  return cat.length > max ? cat.slice(0, max - 1) + "…" : cat;
+}
+
+/** Stacked bars for many categories (e.g. 256 workers): labels thinned so they never overlap. */
+export function stackedBarsMany(categories: string[], series: Series[], fmt: (v: number) => string,
+  opts: { title?: string; label?: (cat: string) => string; id?: string; highlight?: string } = {}): HTMLElement {
+  const W2 = W, H2 = H; // as stackedBars: text stays readable in a half-width panel
+  const totals = categories.map((_, i) => series.reduce((a, se) => a + (se.values[i] || 0), 0));
+  const ymax = niceMax(Math.max(0, ...totals));
+  const iw = W2 - PAD.l - PAD.r, ih = H2 - PAD.t - PAD.b;
+  const bw = categories.length ? iw / categories.length : iw;
+  const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, class: "chart many", role: "img" });
+  for (let k = 0; k <= 4; k++) {
+    const y = PAD.t + ih - (ih * k) / 4;
+    svg.appendChild(s("line", { x1: PAD.l, x2: W2 - PAD.r, y1: y, y2: y, class: "grid" }));
+    svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
+  }
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const labels = categories.map((c) => shortLabel(opts.label ? opts.label(c) : c, 14));
+  const stride = labelStride(categories.length, bw, Math.max(0, ...labels.map((l) => l.length)) * CHAR_W);
+  categories.forEach((cat, i) => {
+    let acc = 0;
+    const x = PAD.l + i * bw + (bw > 4 ? bw * 0.15 : 0), w = Math.max(0.6, bw > 4 ? bw * 0.7 : bw - 0.2);
+    const g = s("g", { class: "bar-group" + (cat === opts.highlight ? " hl" : ""), "data-cat": cat });
+    series.forEach((se, j) => {
+      const v = se.values[i] || 0;
+      if (v <= 0) return;
+      const y0 = PAD.t + ih - (ih * (acc + v)) / ymax, hh = (ih * v) / ymax;
+      acc += v;
+      g.appendChild(s("rect", { x, y: y0, width: w, height: Math.max(0.5, hh), fill: colors[j], class: "bar" },
+        s("title", null, `${cat}\n${se.name}: ${fmt(v)}\nTotal: ${fmt(totals[i])}`)));
+    });
+    svg.appendChild(g);
+    if (i % stride === 0) svg.appendChild(s("text", { x: PAD.l + i * bw + bw / 2, y: H2 - PAD.b + 14, "text-anchor": "middle", class: "axis xlabel" }, labels[i]));
+  });
+  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+    legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
+}
+
+/** A sequential colour (light yellow → dark blue) for t in [0, 1]. */
+export function heatColor(t: number): string {
+  const stops = [[255, 247, 188], [254, 196, 79], [236, 112, 20], [153, 52, 4], [37, 52, 148]];
+  const x = Math.min(1, Math.max(0, t)) * (stops.length - 1), i = Math.min(stops.length - 2, Math.floor(x)), f = x - i;
+  const c = stops[i].map((v, k) => Math.round(v + (stops[i + 1][k] - v) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+/** A rows × columns heatmap (NaN: no value) with a colour-scale legend; onCell(row, col) on click. */
+export function heatmap(rows: string[], cols: string[], values: number[][], fmt: (v: number) => string,
+  opts: { title?: string; id?: string; colLabel?: (c: string) => string; rowLabel?: (r: string) => string;
+    onCell?: (r: number, c: number) => void; selected?: [number, number] | null; caption?: string } = {}): HTMLElement {
+  const rowLabels = rows.map((r) => shortLabel(opts.rowLabel ? opts.rowLabel(r) : r, 10));
+  const colLabels = cols.map((c) => shortLabel(opts.colLabel ? opts.colLabel(c) : c, 10));
+  const padL = Math.max(40, 10 + Math.max(0, ...rowLabels.map((l) => l.length)) * CHAR_W);
+  const W2 = 1000, padT = 8, padB = 34, padR = 12;
+  const iw = W2 - padL - padR;
+  const cw = cols.length ? iw / cols.length : iw;
+  const ch = Math.max(8, Math.min(28, 360 / Math.max(1, rows.length)));
+  const H2 = padT + ch * rows.length + padB;
+  let lo = Infinity, hi = -Infinity;
+  for (const row of values) for (const v of row) if (isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  if (!isFinite(lo)) { lo = 0; hi = 1; }
+  const span = hi > lo ? hi - lo : 1;
+  const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, class: "chart heatmap", role: "img" });
+  const yStride = labelStride(rows.length, ch, 12);
+  rows.forEach((r, i) => {
+    const y = padT + i * ch;
+    if (i % yStride === 0) svg.appendChild(s("text", { x: padL - 6, y: y + ch / 2 + 4, "text-anchor": "end", class: "axis ylabel" }, rowLabels[i]));
+    cols.forEach((c, j) => {
+      const v = values[i]?.[j];
+      const ok = typeof v === "number" && isFinite(v);
+      const sel = opts.selected && opts.selected[0] === i && opts.selected[1] === j;
+      const cell = s("rect", { x: padL + j * cw, y, width: Math.max(0.5, cw - (cw > 3 ? 1 : 0)), height: ch - 1,
+        fill: ok ? heatColor((v - lo) / span) : "var(--line)", class: "cell" + (sel ? " selected" : ""),
+        "data-row": r, "data-col": c }, s("title", null, `${c} · step ${r}\n${ok ? fmt(v) : "no data"}`));
+      if (opts.onCell) cell.addEventListener("click", () => opts.onCell!(i, j));
+      svg.appendChild(cell);
+    });
+  });
+  const xStride = labelStride(cols.length, cw, Math.max(0, ...colLabels.map((l) => l.length)) * CHAR_W);
+  cols.forEach((_, j) => {
+    if (j % xStride === 0) svg.appendChild(s("text", { x: padL + j * cw + cw / 2, y: H2 - padB + 14, "text-anchor": "middle", class: "axis xlabel" }, colLabels[j]));
+  });
+  // the colour scale: a gradient bar from the lowest to the highest value
+  const stops = [0, 0.25, 0.5, 0.75, 1];
+  const scale = h("div", { class: "heat-scale", "aria-label": "colour scale" },
+    h("span", { class: "heat-lo" }, fmt(lo)),
+    h("span", { class: "heat-bar", style: `background:linear-gradient(to right,${stops.map((t) => heatColor(t)).join(",")})` }),
+    h("span", { class: "heat-hi" }, fmt(hi)),
+    opts.caption ? h("span", { class: "muted heat-caption" }, opts.caption) : null);
+  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, svg, scale);
+}

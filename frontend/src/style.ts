@@ -88,4 +88,9 @@ kbd{font:11px ui-monospace,monospace;border:1px solid var(--line);border-radius:
 .ic-node:hover{filter:brightness(1.1)}
 .tree{font-size:12px}.tree td:first-child{white-space:nowrap}
 .tree .toggle{display:inline-block;width:14px;cursor:pointer;color:var(--muted)}
+.heatmap .cell{cursor:pointer}.heatmap .cell:hover{stroke:var(--fg);stroke-width:1}
+.heatmap .cell.selected{stroke:var(--fg);stroke-width:2}
+.heat-scale{display:flex;align-items:center;gap:6px;font-size:12px;margin-top:4px}
+.heat-bar{display:inline-block;width:180px;height:10px;border-radius:2px;border:1px solid var(--line)}
+.chart .bar-group.hl rect{stroke:var(--fg);stroke-width:1}
 `;

@@ -6,10 +6,17 @@ distributed(traces: {worker: TraceData}) ->
                    "transfer_us", "wait_us"}},            # mean per step
    "steps":   {step: {w: {same keys}}},                    # per step (steps in time order)
    "comm_ops": {w: [{"name", "calls", "total_bytes", "avg_bytes", "total_latency_us",
-                     "avg_latency_us", "transfer_us", "avg_transfer_us"}]},
+                     "avg_latency_us", "transfer_us", "avg_transfer_us", "bandwidth_gbps"}]},
    "devices": {w: {"rank", "world_size", "backend", "gpus": {"GPU0": {"name", "memory_bytes",
                    "compute_capability"}}}},
+   "stragglers": [{"worker", "step", "busy_us", "median_us", "excess_us", "collective",
+                   "others_wait_us"}],                     # largest excess first, at most 20
    "notes": [text...]}
+It is computed in two halves: `worker_summary(t)` per worker (JSON, kept in the per-worker
+summaries), then `from_summaries({worker: summary})` across workers, so the view of a 256-worker
+run never needs a whole trace. Bandwidth is bytes / transfer time (GB/s). A straggler is a
+(worker, step) whose busy time (step time minus its own wait) exceeds the step's median over the
+workers; its collective is the one of that step whose other workers waited longest.
 The four time parts follow torch-tb-profiler's bars and add up to the step time:
 computation_us = computation not overlapped by communication, overlap_us = both at once,
 communication_us = communication alone, other_us = neither. Computation is the non-communication
@@ -260,92 +267,302 @@ def _r(ns: float) -> float:
     return round(float(ns) / 1e3, 3)
 
 
+# ------------------------------------------------------------------------------ per-worker summary
+def worker_summary(t: Any) -> dict:
+    """What the distributed view needs of one worker, as plain JSON-able lists (a few KB): its origin
+    (first event's ts), its steps
+    with computation, communication and overlap ns, its collectives in time order (name index, step
+    index or -1, duration ns, bytes or -1), distributedInfo and GPUs."""
+    d = _worker_data(t)
+    st = d["steps"]
+    both = intersect_ranges(d["comp"], d["comm"])
+    starts = st["start"].to_numpy(np.int64)
+    ends = st["end"].to_numpy(np.int64)
+    comp, comm, ovl = [], [], []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        comp.append(total_length(clip_ranges(d["comp"], a, b)))
+        comm.append(total_length(clip_ranges(d["comm"], a, b)))
+        ovl.append(total_length(clip_ranges(both, a, b)))
+    coll = d["coll"]
+    # a collective is named per process group (record_param_comms calls carry one; others have "")
+    keys = list(zip(coll["name"].astype(str).tolist(), coll["pg"].astype(str).tolist()))
+    uniq = sorted(set(keys))
+    code = {k2: i for i, k2 in enumerate(uniq)}
+    gsize = dict.fromkeys(uniq, -1)
+    for k2, g in zip(keys, coll["group_size"].to_numpy(np.int64).tolist()):
+        gsize[k2] = max(gsize[k2], int(g))
+    cstart = coll["start"].to_numpy(np.int64)
+    # the step whose [start, end] holds the collective's start (the later one on a shared edge), else -1
+    step = np.full(len(cstart), -1, np.int64)
+    if len(starts):
+        k = np.searchsorted(starts, cstart, side="right") - 1
+        step = np.where((k >= 0) & (cstart <= ends[np.maximum(k, 0)]), k, -1)
+    from tb_plugin.views.timeline import trace_origin_ns
+
+    return {
+        "origin": trace_origin_ns(t),   # the zero of the other views' µs times
+        "steps": {"step": st["step"].astype(str).tolist(), "start": starts.tolist(), "end": ends.tolist(),
+                  "comp": comp, "comm": comm, "overlap": ovl},
+        "collectives": {"names": [n for n, _ in uniq], "pg": [g for _, g in uniq],
+                        "group_size": [gsize[k2] for k2 in uniq], "name": [code[k2] for k2 in keys],
+                        "step": step.tolist(), "dur": coll["dur"].to_numpy(np.int64).tolist(),
+                        "bytes": coll["bytes"].to_numpy(np.int64).tolist(),
+                        "wait": coll["is_wait"].to_numpy(bool).astype(np.int64).tolist()},
+        "info": {k2: v for k2, v in d["info"].items() if isinstance(v, (str, int, float, bool)) or v is None},
+        "gpus": _gpus(d["props"]),
+    }
+
+
+def _cumcount(keys: np.ndarray) -> np.ndarray:
+    """For each element, how many earlier elements have the same key (pandas' cumcount)."""
+    n = len(keys)
+    if not n:
+        return np.zeros(0, np.int64)
+    o = np.argsort(keys, kind="stable")
+    sk = keys[o]
+    first = np.ones(n, dtype=bool)
+    first[1:] = sk[1:] != sk[:-1]
+    pos = np.arange(n)
+    rank = pos - np.maximum.accumulate(np.where(first, pos, 0))
+    out = np.empty(n, np.int64)
+    out[o] = rank
+    return out
+
+
+class _Collectives:
+    """Every worker's collectives as flat arrays, aligned across workers: the k-th call of a name on
+    every worker is one collective; its transfer is the shortest duration any worker saw, each
+    worker's wait its own duration minus that (no clock alignment between hosts needed)."""
+
+    def __init__(self, parts: dict, workers: list[str]) -> None:
+        self.workers = workers
+        names: dict[tuple[str, str], int] = {}   # (name, process group) -> global code
+        gsize: dict[tuple[str, str], int] = {}
+        w_, c_, s_, d_, b_, x_ = [], [], [], [], [], []
+        for wi, w in enumerate(workers):
+            c = parts[w].get("collectives") or {}
+            codes = np.asarray(c.get("name") or [], np.int64)
+            if not len(codes):
+                continue
+            local = [str(n) for n in c.get("names") or []]
+            pgs = [str(g) for g in (c.get("pg") or [""] * len(local))]
+            sizes = [int(g) for g in (c.get("group_size") or [-1] * len(local))]
+            for key, g in zip(zip(local, pgs), sizes):
+                gsize[key] = max(gsize.get(key, -1), g)
+            glob = np.array([names.setdefault(key, len(names)) for key in zip(local, pgs)], np.int64)
+            c_.append(glob[codes])
+            w_.append(np.full(len(codes), wi, np.int64))
+            s_.append(np.asarray(c["step"], np.int64))
+            d_.append(np.asarray(c["dur"], np.int64))
+            b_.append(np.asarray(c["bytes"], np.int64))
+            x_.append(np.asarray(c.get("wait") or np.zeros(len(codes)), np.int64))
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))
+        self.names = [n for n, _ in names]
+        self.pgs = [g for _, g in names]
+        self.group_sizes = [gsize[key] for key in names]
+        self.worker, self.name, self.step, self.dur, self.bytes = cat(w_), cat(c_), cat(s_), cat(d_), cat(b_)
+        is_wait = cat(x_).astype(bool)
+        G = max(len(self.names), 1)
+        self.k = _cumcount(self.worker * G + self.name)   # per worker, in time order
+        kmax = int(self.k.max()) + 1 if len(self.k) else 1
+        self.group = self.name * kmax + self.k
+        ngroups = G * kmax
+        n_in = np.bincount(self.group, minlength=ngroups)
+        shortest = np.full(ngroups, np.iinfo(np.int64).max)
+        np.minimum.at(shortest, self.group, self.dur)
+        self.aligned = n_in[self.group] == len(workers)
+        self.transfer = np.where(self.aligned, shortest[self.group], self.dur)
+        self.transfer = np.where(is_wait, 0, self.transfer)   # a `wait` collective only waits
+        self.wait = self.dur - self.transfer
+        self.group_wait = np.bincount(self.group, weights=self.wait.astype(np.float64), minlength=ngroups)
+
+    def __len__(self) -> int:
+        return len(self.dur)
+
+    def count_notes(self) -> list[str]:
+        """A note for every collective name called a different number of times per worker."""
+        W, G = len(self.workers), len(self.names)
+        if W < 2 or not G:
+            return []
+        counts = np.bincount(self.worker * G + self.name, minlength=W * G).reshape(W, G)
+        notes = []
+        for g in range(G):
+            col = counts[:, g]
+            if col.min() != col.max():
+                if W <= 16:
+                    desc = ", ".join(f"{w}: {int(col[i])}" for i, w in enumerate(self.workers))
+                else:
+                    desc = f"from {int(col.min())} to {int(col.max())} calls"
+                notes.append(f"{self.names[g]} was called a different number of times per worker ({desc}); "
+                             f"calls without a partner on every worker count as transfer only")
+        return notes
+
+    def per_step(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+        """[workers x steps] transfer and wait sums (ns) of the collectives inside each step."""
+        W = len(self.workers)
+        n = max(nsteps, 1)
+        m = (self.step >= 0) & (self.step < n)
+        key = self.worker[m] * n + self.step[m]
+        tr = np.bincount(key, weights=self.transfer[m].astype(np.float64), minlength=W * n).reshape(W, n)
+        wt = np.bincount(key, weights=self.wait[m].astype(np.float64), minlength=W * n).reshape(W, n)
+        return tr, wt
+
+
+def _comm_rows(c: _Collectives) -> dict:
+    """Per worker: one row per collective name (calls, bytes, latency, transfer, bandwidth)."""
+    W, G = len(c.workers), max(len(c.names), 1)
+    key = c.worker * G + c.name
+    size = W * G
+    calls = np.bincount(key, minlength=size)
+    lat = np.bincount(key, weights=c.dur.astype(np.float64), minlength=size)
+    tr = np.bincount(key, weights=c.transfer.astype(np.float64), minlength=size)
+    known = c.bytes >= 0
+    nbytes = np.bincount(key[known], weights=c.bytes[known].astype(np.float64), minlength=size)
+    has_bytes = np.bincount(key[known], minlength=size) > 0
+    out: dict = {w: [] for w in c.workers}
+    for i in np.flatnonzero(calls).tolist():
+        w, g = divmod(i, G)
+        n = int(calls[i])
+        b = int(nbytes[i]) if has_bytes[i] else -1
+        t = float(tr[i])
+        row = {
+            "name": c.names[g], "calls": n, "total_bytes": b if b >= 0 else None,
+            "avg_bytes": (b / n) if b >= 0 else None,
+            "total_latency_us": _r(lat[i]), "avg_latency_us": _r(lat[i] / n),
+            "transfer_us": _r(t), "avg_transfer_us": _r(t / n),
+            # bytes per transfer time: bytes/ns is GB/s
+            "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None}
+        if c.pgs[g] or c.group_sizes[g] > 0:  # record_param_comms collectives: their group
+            row["group_size"] = c.group_sizes[g] if c.group_sizes[g] > 0 else None
+            row["process_group"] = c.pgs[g] or None
+        out[c.workers[w]].append(row)
+    for rows in out.values():
+        rows.sort(key=lambda x: (-x["total_latency_us"], x["name"]))
+    return out
+
+
+def _stragglers(parts: dict, c: _Collectives, wait: np.ndarray, limit: int = 20) -> list[dict]:
+    """(worker, step) pairs whose busy time (step time minus own wait) exceeds the step's median over
+    the workers, largest excess first, each with the collective whose other workers waited longest
+    for it."""
+    workers = c.workers
+    if len(workers) < 2:
+        return []
+    wi, si, names, length = [], [], [], []
+    for i, w in enumerate(workers):
+        s = parts[w]["steps"]
+        n = len(s["step"])
+        wi.extend([i] * n)
+        si.extend(range(n))
+        names.extend(str(x) for x in s["step"])
+        length.extend(e - a for a, e in zip(s["start"], s["end"]))
+    if not wi:
+        return []
+    f = pd.DataFrame({"w": wi, "si": si, "step": names, "length": np.asarray(length, np.float64)})
+    f["wait"] = wait[f["w"].to_numpy(), f["si"].to_numpy()] if wait.size else 0.0
+    f["busy"] = f["length"] - f["wait"]
+    g = f.groupby("step", sort=False)["busy"]
+    f["median"] = g.transform("median")
+    f["n"] = g.transform("size")
+    f = f[(f["n"] >= 2) & (f["busy"] > f["median"])]
+    f = f.assign(excess=f["busy"] - f["median"], worker=[workers[i] for i in f["w"]])
+    f = f.sort_values(["excess", "worker"], ascending=[False, True]).head(limit)
+    out = []
+    for r in f.itertuples():
+        name, waited = None, 0.0
+        mine = np.flatnonzero((c.worker == r.w) & (c.step == r.si) & c.aligned) if len(c) else []
+        if len(mine):
+            others = c.group_wait[c.group[mine]] - c.wait[mine]
+            best = mine[int(np.argmax(others))]
+            name, waited = f"{c.names[c.name[best]]} #{int(c.k[best]) + 1}", float(others.max())
+        out.append({"worker": r.worker, "step": r.step, "busy_us": _r(r.busy), "median_us": _r(r.median),
+                    "excess_us": _r(r.excess), "collective": name, "others_wait_us": _r(waited)})
+    return out
+
+
+def _parts_of(ps: dict, i: int, tr: float, wt: float) -> list:
+    a, b = ps["start"][i], ps["end"][i]
+    comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
+    return [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm, tr, wt]
+
+
+def from_summaries(parts: dict) -> dict:
+    """The distributed view over the workers of one run and span (worker name -> worker_summary)."""
+    if not isinstance(parts, dict) or not parts:
+        raise BadRequest("distributed view needs at least one worker trace")
+    notes: list[str] = []
+    workers = sorted(parts)
+    if len(workers) == 1:
+        notes.append(f"only one worker ({workers[0]}): no wait time can be measured")
+    for w in workers:
+        if not (parts[w].get("collectives") or {}).get("name"):
+            notes.append(f"worker {w} has no communication ops")
+    c = _Collectives(parts, workers)
+    notes.extend(c.count_notes())
+
+    step_names = {w: [str(s) for s in parts[w]["steps"]["step"]] for w in workers}
+    distinct = {tuple(s) for s in step_names.values()}
+    if len(distinct) > 1:
+        if len(workers) <= 16:
+            desc = "; ".join(f"{w}: {', '.join(step_names[w]) or 'none'}" for w in workers)
+        else:
+            desc = f"{len(distinct)} different step lists"
+        notes.append(f"workers recorded different steps ({desc}); each is shown with its own steps")
+    order: list[str] = []
+    seen: set = set()
+    for lst in distinct if len(distinct) == 1 else (step_names[w] for w in workers):
+        for s in lst:
+            if s not in seen:
+                seen.add(s)
+                order.append(s)
+    nsteps = max((len(v) for v in step_names.values()), default=0)
+    tr, wt = c.per_step(nsteps)
+    steps_out: dict = {s: {} for s in order}
+    workers_out: dict = {}
+    for wi, w in enumerate(workers):
+        ps = parts[w]["steps"]
+        sums = np.zeros(len(_PARTS))
+        for i, name in enumerate(step_names[w]):
+            vals = _parts_of(ps, i, tr[wi, i], wt[wi, i])
+            sums += vals
+            steps_out[name][w] = {k: _r(v) for k, v in zip(_PARTS, vals)}
+        n = max(len(step_names[w]), 1)
+        workers_out[w] = {k: _r(v / n) for k, v in zip(_PARTS, sums)}
+    devices = {w: {"rank": parts[w].get("info", {}).get("rank"),
+                   "world_size": parts[w].get("info", {}).get("world_size"),
+                   "backend": parts[w].get("info", {}).get("backend"), "gpus": parts[w].get("gpus") or {}}
+               for w in workers}
+    return {"workers": workers_out, "steps": steps_out, "comm_ops": _comm_rows(c), "devices": devices,
+            "stragglers": _stragglers(parts, c, wt), "notes": notes}
+
+
+def step_detail(parts: dict, worker: str, step: str) -> dict:
+    """One worker's step: its time parts and each collective it ran there with wait and transfer."""
+    workers = sorted(parts)
+    if worker not in parts:
+        raise BadRequest(f"unknown worker {worker!r}")
+    ps = parts[worker]["steps"]
+    names = [str(s) for s in ps["step"]]
+    if step not in names:
+        raise BadRequest(f"worker {worker!r} has no step {step!r}")
+    i = names.index(step)
+    c = _Collectives(parts, workers)
+    mine = np.flatnonzero((c.worker == workers.index(worker)) & (c.step == i)) if len(c) else np.zeros(0, np.int64)
+    rows = []
+    for j in mine.tolist():
+        b, t = int(c.bytes[j]), int(c.transfer[j])
+        rows.append({"name": c.names[c.name[j]], "call": int(c.k[j]) + 1, "duration_us": _r(c.dur[j]),
+                     "transfer_us": _r(t), "wait_us": _r(c.wait[j]), "bytes": b if b >= 0 else None,
+                     "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None})
+    vals = _parts_of(ps, i, float(c.transfer[mine].sum()), float(c.wait[mine].sum()))
+    origin = int(parts[worker].get("origin") or 0)
+    return {"worker": worker, "step": step, "start_us": _r(ps["start"][i] - origin),
+            "end_us": _r(ps["end"][i] - origin), "parts": {k: _r(v) for k, v in zip(_PARTS, vals)},
+            "collectives": rows}
+
+
 def distributed(traces: dict) -> dict:
     """The distributed view over the workers of one run and span (worker name -> TraceData)."""
     if not isinstance(traces, dict) or not traces:
         raise BadRequest("distributed view needs at least one worker trace")
-    notes: list[str] = []
-    workers = sorted(traces)
-    data = {w: _worker_data(traces[w]) for w in workers}
-    if len(workers) == 1:
-        notes.append(f"only one worker ({workers[0]}): no wait time can be measured")
-    for w in workers:
-        if not len(data[w]["coll"]):
-            notes.append(f"worker {w} has no communication ops")
-
-    # align collectives: (name, k) across workers; transfer = shortest duration seen
-    all_coll = pd.concat([d["coll"].assign(worker=w) for w, d in data.items()], ignore_index=True)
-    if len(all_coll):
-        grp = all_coll.groupby(["name", "pg", "k"], sort=False)
-        nworkers = grp["worker"].transform("nunique")
-        shortest = grp["dur"].transform("min")
-        aligned = nworkers.to_numpy() == len(workers)
-        all_coll["transfer"] = np.where(aligned, shortest.to_numpy(), all_coll["dur"].to_numpy())
-        all_coll["transfer"] = np.where(all_coll["is_wait"].to_numpy(bool), 0, all_coll["transfer"].to_numpy())
-        all_coll["wait"] = all_coll["dur"] - all_coll["transfer"]
-        if len(workers) > 1:
-            counts = all_coll.groupby(["worker", "name"]).size().unstack(fill_value=0).reindex(workers, fill_value=0)
-            for name in counts.columns:
-                col = counts[name]
-                if col.nunique() > 1:
-                    desc = ", ".join(f"{w}: {int(col.get(w, 0))}" for w in workers)
-                    notes.append(f"{name} was called a different number of times per worker ({desc}); "
-                                 f"calls without a partner on every worker count as transfer only")
-    else:
-        all_coll["transfer"] = pd.Series(dtype=np.int64)
-        all_coll["wait"] = pd.Series(dtype=np.int64)
-
-    step_names = {w: data[w]["steps"]["step"].astype(str).tolist() for w in workers}
-    if len({tuple(s) for s in step_names.values()}) > 1:
-        desc = "; ".join(f"{w}: {', '.join(step_names[w]) or 'none'}" for w in workers)
-        notes.append(f"workers recorded different steps ({desc}); each is shown with its own steps")
-    order: list[str] = []
-    for w in workers:
-        for s in step_names[w]:
-            if s not in order:
-                order.append(s)
-    steps_out: dict = {s: {} for s in order}
-    workers_out: dict = {}
-    comm_ops: dict = {}
-    for w in workers:
-        d = data[w]
-        mine = all_coll[all_coll["worker"] == w] if len(all_coll) else all_coll
-        cstart = mine["start"].to_numpy(np.int64) if len(mine) else np.zeros(0, np.int64)
-        sums = np.zeros(len(_PARTS))
-        st = d["steps"]
-        both = intersect_ranges(d["comp"], d["comm"])
-        for s, a, b in zip(st["step"].astype(str), st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)):
-            comp = total_length(clip_ranges(d["comp"], a, b))
-            comm = total_length(clip_ranges(d["comm"], a, b))
-            ovl = total_length(clip_ranges(both, a, b))
-            in_step = (cstart >= a) & (cstart <= b)
-            tr = float(mine["transfer"].to_numpy()[in_step].sum()) if len(mine) else 0.0
-            wt = float(mine["wait"].to_numpy()[in_step].sum()) if len(mine) else 0.0
-            vals = [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm, tr, wt]
-            sums += vals
-            steps_out[s][w] = {k: _r(v) for k, v in zip(_PARTS, vals)}
-        n = max(len(st), 1)
-        workers_out[w] = {k: _r(v / n) for k, v in zip(_PARTS, sums)}
-        rows = []
-        if len(mine):
-            g = mine.groupby(["name", "pg"], sort=False)
-            agg = pd.DataFrame({"calls": g.size(), "lat": g["dur"].sum(), "tr": g["transfer"].sum(),
-                                "bytes": g["bytes"].apply(lambda x: int(x[x >= 0].sum()) if (x >= 0).any() else -1),
-                                "gs": g["group_size"].max()})
-            for (name, pg), r in agg.iterrows():
-                calls = int(r["calls"])
-                b = int(r["bytes"])
-                row = {"name": str(name), "calls": calls, "total_bytes": b if b >= 0 else None,
-                       "avg_bytes": (b / calls) if b >= 0 else None,
-                       "total_latency_us": _r(r["lat"]), "avg_latency_us": _r(r["lat"] / calls),
-                       "transfer_us": _r(r["tr"]), "avg_transfer_us": _r(r["tr"] / calls)}
-                if pg or int(r["gs"]) > 0:  # record_param_comms collectives: their group
-                    row["group_size"] = int(r["gs"]) if int(r["gs"]) > 0 else None
-                    row["process_group"] = str(pg) or None
-                rows.append(row)
-        rows.sort(key=lambda x: (-x["total_latency_us"], x["name"]))
-        comm_ops[w] = rows
-    devices = {w: {"rank": data[w]["info"].get("rank"), "world_size": data[w]["info"].get("world_size"),
-                   "backend": data[w]["info"].get("backend"), "gpus": _gpus(data[w]["props"])}
-               for w in workers}
-    return {"workers": workers_out, "steps": steps_out, "comm_ops": comm_ops, "devices": devices, "notes": notes}
+    return from_summaries({w: worker_summary(traces[w]) for w in traces})

@@ -1,62 +1,181 @@
-// Distributed: computation/communication per worker as stacked bars, per step, and the comm-op table.
+// Distributed: all workers at once (readable at 2 and at 256): a step selector, per-worker bars, a
+// step × worker heatmap with drill-down into one worker's step, stragglers, collectives with bandwidth.
 import { h, mount, fmtUs, fmtNum, fmtBytes } from "../dom";
 import { getJSON } from "../api";
-import { stackedBars } from "../charts";
-import { dataTable, Column, genericValue } from "../table";
+import { stackedBarsMany, heatmap } from "../charts";
+import { dataTable, Column } from "../table";
+import { segmented } from "./widgets";
 import type { Ctx } from "../ctx";
 
 const PARTS: [string, string, string][] = [["computation_us", "Computation", "#4e79a7"], ["overlap_us", "Overlapping", "#76b7b2"], ["communication_us", "Communication", "#e15759"], ["other_us", "Other", "#bab0ac"]];
+const WAIT: [string, string, string][] = [["transfer_us", "Data transfer", "#59a14f"], ["wait_us", "Synchronizing (wait)", "#edc948"]];
+const METRICS: [string, string][] = [["computation", "Computation"], ["communication", "Communication"], ["wait", "Wait"]];
+type Parts = Record<string, number>;
+const MAX_CELLS = 16384; // heatmap cells drawn at once (SVG stays responsive)
+
+/** The value a heatmap cell shows: all computation (alone + overlapped), all communication, or wait. */
+function metricOf(p: Parts | undefined, metric: string): number {
+  if (!p) return NaN;
+  const n = (k: string) => (typeof p[k] === "number" ? p[k] : 0);
+  if (metric === "communication") return n("communication_us") + n("overlap_us");
+  if (metric === "wait") return n("wait_us");
+  return n("computation_us") + n("overlap_us");
+}
+
+/** "node3_rank00025" → "r25": short worker labels for axes with many workers. */
+function workerLabel(w: string): string {
+  const m = /rank[_-]?0*(\d+)$/i.exec(w);
+  return m ? "r" + m[1] : w;
+}
+
+function obj(v: any): Record<string, any> { return v && typeof v === "object" && !Array.isArray(v) ? v : {}; }
 
 export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> {
   const d = await getJSON<any>("distributed", { run: ctx.run, span: ctx.span }, { cache: true });
   if (!ctx.alive()) return;
-  const workers = d?.workers && typeof d.workers === "object" ? d.workers : {};
-  const names = Object.keys(workers);
-  if (!names.length) { mount(el, h("div", { class: "banner info", id: "no-distributed" }, "No distributed information: this run has a single worker without communication.")); return; }
-  const parts: HTMLElement[] = [];
-  parts.push(stackedBars(names, PARTS.map(([k, label, color]) => ({ name: label, color, values: names.map((w) => Number(workers[w][k]) || 0) })), fmtUs, { title: "Computation / communication per worker" }));
-  parts.push(stepsPart(d.steps));
-  parts.push(commPart(d.comm_ops));
-  const hasWait = names.some((w) => typeof workers[w].wait_us === "number");
-  const wait = hasWait ? stackedBars(names, [["transfer_us", "Data transfer", "#59a14f"], ["wait_us", "Synchronizing (wait)", "#edc948"]]
-    .map(([k, label, color]) => ({ name: label, color, values: names.map((w) => Number(workers[w][k]) || 0) })), fmtUs, { title: "Communication: transfer vs wait, per worker" }) : null;
-  const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
-  const devRows = d.devices && typeof d.devices === "object" ? Object.entries<any>(d.devices).map(([w, v]) => ({
-    worker: w, rank: v?.rank ?? "–", world_size: v?.world_size ?? "–", backend: v?.backend ?? "–",
-    gpus: v?.gpus && typeof v.gpus === "object" ? Object.entries<any>(v.gpus).map(([g, x]) => `${g}: ${x?.name ?? ""}`).join(", ") || "none" : "none",
-  })) : [];
-  const devices = devRows.length ? h("div", { id: "dist-devices" }, dataTable([{ key: "worker", label: "Worker" }, { key: "rank", label: "Rank" }, { key: "world_size", label: "World size" },
-    { key: "backend", label: "Backend" }, { key: "gpus", label: "GPUs" }], devRows, { caption: "Workers", filterKeys: ["worker"], sortKey: "worker", sortDesc: false })) : h("div");
-  mount(el, h("div", { class: "grid2" }, parts[0], wait), h("div", { class: "grid2" }, parts[1], devices), parts[2],
+  const workers = obj(d?.workers);
+  // workers in rank order (names as "node10_rank00080" sort badly as text)
+  const devs = obj(d?.devices);
+  const rankOf = (w: string): number => (typeof devs[w]?.rank === "number" ? devs[w].rank : Infinity);
+  const names = Object.keys(workers).sort((a, b) => (rankOf(a) - rankOf(b)) || a.localeCompare(b, undefined, { numeric: true }));
+  const commOps = obj(d?.comm_ops);
+  const hasComm = names.some((w) => Array.isArray(commOps[w]) && commOps[w].length);
+  const notes: string[] = Array.isArray(d?.notes) ? d.notes.map(String) : [];
+  if (!names.length || (names.length === 1 && !hasComm)) {
+    mount(el, h("div", { class: "banner info", id: "no-distributed" },
+      names.length === 1 ? `No distributed information: this run has a single worker (${names[0]}) without communication.`
+        : "No distributed information: no worker of this run can be read."));
+    return;
+  }
+  const steps = obj(d?.steps);
+  const stepNames = Object.keys(steps);
+  let step = ctx.get("step") ?? "";
+  if (step && !stepNames.includes(step)) step = "";
+  let dw = ctx.get("dworker") ?? "";
+  if (dw && !names.includes(dw)) dw = "";
+  const metric = METRICS.some(([m]) => m === ctx.get("metric")) ? ctx.get("metric")! : "wait";
+  const cellKey = ctx.get("cell") ?? "";
+  const rerender = () => void distributedView(ctx, el);
+
+  const stepSel = h("select", { id: "dist-step", "aria-label": "step" },
+    h("option", { value: "" }, "All steps (mean)"), stepNames.map((s) => h("option", { value: s }, `Step ${s}`))) as HTMLSelectElement;
+  stepSel.value = step;
+  stepSel.addEventListener("change", () => { ctx.set("step", stepSel.value || undefined); rerender(); });
+  const workerSel = h("select", { id: "dist-worker", "aria-label": "worker" },
+    h("option", { value: "" }, "All"), names.map((w) => h("option", { value: w }, w))) as HTMLSelectElement;
+  workerSel.value = dw;
+  workerSel.addEventListener("change", () => { ctx.set("dworker", workerSel.value || undefined); rerender(); });
+  const toolbar = h("div", { class: "toolbar" }, h("label", null, "Step ", stepSel), h("label", null, "Worker ", workerSel),
+    h("span", { class: "muted" }, `${names.length} workers · ${stepNames.length} steps`));
+
+  // per-worker bars: the mean step, or the chosen step
+  const partsOf = (w: string): Parts => (step ? obj(obj(steps[step])[w]) : obj(workers[w])) as Parts;
+  const shown = names.filter((w) => !step || obj(steps[step])[w]);
+  const scope = step ? `step ${step}` : "mean per step";
+  const bars = stackedBarsMany(shown, PARTS.map(([k, label, color]) => ({ name: label, color, values: shown.map((w) => Number(partsOf(w)[k]) || 0) })), fmtUs,
+    { title: `Computation / communication per worker (${scope})`, label: workerLabel, id: "dist-bars", highlight: dw });
+  const wait = stackedBarsMany(shown, WAIT.map(([k, label, color]) => ({ name: label, color, values: shown.map((w) => Number(partsOf(w)[k]) || 0) })), fmtUs,
+    { title: `Communication: transfer vs wait, per worker (${scope})`, label: workerLabel, id: "dist-wait", highlight: dw });
+
+  // step × worker heatmap; a click drills into that worker's step
+  const drill = h("section", { class: "section", id: "dist-drill" });
+  let selected: [number, number] | null = null;
+  const [cw, cs] = cellKey.split("|");
+  if (cw && names.includes(cw) && stepNames.includes(cs)) selected = [stepNames.indexOf(cs), names.indexOf(cw)];
+  // at most MAX_CELLS cells: a window of steps around the chosen one (or the first ones)
+  const maxRows = Math.max(1, Math.floor(MAX_CELLS / Math.max(1, names.length)));
+  const at = step ? stepNames.indexOf(step) : selected ? selected[0] : 0;
+  const lo = Math.max(0, Math.min(at - Math.floor(maxRows / 2), stepNames.length - maxRows));
+  const rowNames = stepNames.slice(lo, lo + maxRows);
+  if (selected) selected = selected[0] >= lo && selected[0] < lo + maxRows ? [selected[0] - lo, selected[1]] : null;
+  const values = rowNames.map((s) => names.map((w) => metricOf(obj(steps[s])[w] as Parts, metric)));
+  const heat = rowNames.length ? heatmap(rowNames, names, values, fmtUs, {
+    id: "dist-heatmap", title: `${METRICS.find(([m]) => m === metric)![1]} per step and worker (click a cell for its detail)`,
+    colLabel: workerLabel, selected,
+    caption: (metric === "wait" ? "time waiting for the slowest worker in collectives" : "") +
+      (rowNames.length < stepNames.length ? ` · steps ${rowNames[0]}–${rowNames[rowNames.length - 1]} of ${stepNames.length} (pick a step to move)` : ""),
+    onCell: (i, j) => { ctx.set("cell", `${names[j]}|${rowNames[i]}`); rerender(); },
+  }) : h("div", { class: "banner info" }, "No steps recorded.");
+  const heatTools = h("div", { class: "toolbar" }, segmented("Heatmap", METRICS, metric, (v) => { ctx.set("metric", v); rerender(); }));
+
+  // stragglers: (worker, step) busy longest over the step's median; a row opens that cell
+  const strag: any[] = Array.isArray(d?.stragglers) ? d.stragglers : [];
+  const stragTable = strag.length ? h("div", { id: "dist-stragglers" }, dataTable([
+    { key: "worker", label: "Worker" }, { key: "step", label: "Step" },
+    { key: "excess_us", label: "Excess over median", numeric: true, fmt: fmtUs },
+    { key: "busy_us", label: "Busy", numeric: true, fmt: fmtUs, title: "step time minus its own wait in collectives" },
+    { key: "median_us", label: "Median busy", numeric: true, fmt: fmtUs },
+    { key: "collective", label: "Collective that waited on it", fmt: (v) => (v ? String(v) : "–") },
+    { key: "others_wait_us", label: "Others' wait there", numeric: true, fmt: fmtUs },
+  ] as Column[], strag, { caption: "Stragglers", filterKeys: ["worker"], sortKey: "excess_us", pageSize: 10,
+    onRowClick: (r) => { ctx.set("cell", `${r.worker}|${r.step}`); if (step && step !== String(r.step)) ctx.set("step", String(r.step)); rerender(); } }))
+    : h("div", { class: "banner info", id: "dist-stragglers" }, names.length > 1 ? "No straggler: no worker is busier than its step's median." : "Stragglers need two workers or more.");
+
+  // collectives per worker (the chosen worker, or all)
+  const commRows: any[] = [];
+  for (const w of dw ? [dw] : names) for (const r of Array.isArray(commOps[w]) ? commOps[w] : []) commRows.push({ worker: w, ...r });
+  const commCols: Column[] = [
+    { key: "worker", label: "Worker" }, { key: "name", label: "Name" }, { key: "calls", label: "Calls", numeric: true },
+    { key: "total_bytes", label: "Total bytes", numeric: true, fmt: fmtBytes }, { key: "avg_bytes", label: "Mean bytes", numeric: true, fmt: fmtBytes },
+    { key: "total_latency_us", label: "Total time", numeric: true, fmt: fmtUs }, { key: "avg_latency_us", label: "Mean time", numeric: true, fmt: fmtUs },
+    { key: "transfer_us", label: "Transfer", numeric: true, fmt: fmtUs },
+    { key: "bandwidth_gbps", label: "Bandwidth", numeric: true, fmt: (v) => (typeof v === "number" ? `${fmtNum(v)} GB/s` : "–"), title: "bytes / transfer time" },
+  ];
+  const comm = commRows.length ? h("div", { id: "comm-table" }, dataTable(commCols, commRows,
+    { caption: `Collectives${dw ? ` of ${dw}` : " per worker"}`, filterKeys: ["name", "worker"], sortKey: "total_latency_us", pageSize: 20 }))
+    : h("div", { class: "banner info", id: "comm-table" }, "No communication operators.");
+
+  const devRows = Object.entries<any>(obj(d?.devices)).map(([w, v]) => {
+    const peaks = obj(v?.memory_peak);
+    const peak = Math.max(-1, ...Object.entries<any>(peaks).filter(([k]) => k !== "CPU").map(([, x]) => Number(x?.allocated) || -1));
+    return {
+      worker: w, rank: v?.rank ?? "–", world_size: v?.world_size ?? "–", backend: v?.backend ?? "–",
+      gpus: Object.entries<any>(obj(v?.gpus)).map(([g, x]) => `${g}: ${x?.name ?? ""}`).join(", ") || "none",
+      step_avg_us: typeof v?.step_avg_us === "number" ? v.step_avg_us : null, memory_peak: peak >= 0 ? peak : null,
+      events: typeof v?.events === "number" ? v.events : null,
+    };
+  });
+  const devices = devRows.length ? h("div", { id: "dist-devices" }, dataTable([
+    { key: "worker", label: "Worker" }, { key: "rank", label: "Rank" }, { key: "world_size", label: "World size" },
+    { key: "backend", label: "Backend" }, { key: "gpus", label: "GPUs" },
+    { key: "step_avg_us", label: "Mean step", numeric: true, fmt: fmtUs }, { key: "memory_peak", label: "GPU memory peak", numeric: true, fmt: fmtBytes },
+    { key: "events", label: "Events", numeric: true },
+  ] as Column[], devRows, { caption: "Workers", filterKeys: ["worker"], sortKey: "worker", sortDesc: false, pageSize: 20 })) : null;
+
+  const errors: any[] = Array.isArray(d?.errors) ? d.errors : [];
+  mount(el, toolbar,
+    errors.length ? h("div", { class: "banner", id: "dist-errors" }, "Some workers could not be read (the others are shown):",
+      h("ul", null, errors.map((e) => h("li", null, `${e?.file ?? e?.worker ?? ""}: ${e?.error ?? ""}`)))) : null,
+    h("div", { class: "grid2" }, bars, wait),
+    h("section", { class: "section" }, heatTools, heat), drill, stragTable, comm, devices,
     notes.length ? h("section", { class: "section" }, h("h3", null, "Notes"), h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
+  if (selected) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
 }
 
-/** steps: {step: {worker: {..._us}}} → stacked bars per (step, worker); anything else shown as data. */
-function stepsPart(steps: any): HTMLElement {
-  if (!steps || typeof steps !== "object" || !Object.keys(steps).length) return h("div", { class: "banner info" }, "No per-step data.");
-  const cats: string[] = [], rows: any[] = [];
-  for (const [step, per] of Object.entries<any>(steps)) {
-    if (per && typeof per === "object" && !Array.isArray(per)) for (const [w, v] of Object.entries<any>(per)) {
-      if (v && typeof v === "object") { cats.push(`${step} · ${w}`); rows.push(v); }
-    }
-  }
-  if (!rows.length) return h("div", { class: "section" }, h("h3", null, "Per step"), genericValue(steps));
-  const keys = PARTS.filter(([k]) => rows.some((r) => typeof r[k] === "number"));
-  // one bar per (step, worker): the grid would be unreadable past a few dozen
-  const use = keys.length ? keys : Object.keys(rows[0]).filter((k) => typeof rows[0][k] === "number").map((k, i) => [k, k, ["#4e79a7", "#e15759", "#76b7b2", "#bab0ac"][i % 4]] as [string, string, string]);
-  return stackedBars(cats, use.map(([k, label, color]) => ({ name: label, color, values: rows.map((r) => Number(r[k]) || 0) })), fmtUs, { title: "Per step and worker" });
+/** The drill-down: one worker's step, its parts and each collective with wait and transfer. */
+async function showCell(ctx: Ctx, box: HTMLElement, worker: string, step: string): Promise<void> {
+  mount(box, h("h3", null, `${worker} · step ${step}`), h("p", { class: "muted" }, "loading…"));
+  let d: any;
+  try { d = await getJSON<any>("distributed/step", { run: ctx.run, span: ctx.span, worker, step }, { cache: true }); }
+  catch (e) { if (ctx.alive()) mount(box, h("h3", null, `${worker} · step ${step}`), h("div", { class: "banner" }, (e as Error).message)); return; }
+  if (!ctx.alive()) return;
+  const parts = obj(d?.parts);
+  const kv = h("dl", { class: "kv" }, [...PARTS, ...WAIT].map(([k, label]) => [h("dt", null, label), h("dd", { "data-key": k }, fmtUs(parts[k]))]));
+  const rows: any[] = Array.isArray(d?.collectives) ? d.collectives : [];
+  const open = h("button", { type: "button", class: "btn small", id: "dist-open-timeline",
+    onclick: () => {
+      const q = new URLSearchParams({ run: ctx.run, worker, span: ctx.span, view: "timeline" });
+      if (typeof d?.start_us === "number" && typeof d?.end_us === "number") q.set("win", `${d.start_us.toFixed(3)},${d.end_us.toFixed(3)}`);
+      const u = new URL(location.href);
+      u.hash = "#" + q.toString();
+      location.assign(u.href);
+    } }, "Open this step in the timeline");
+  mount(box, h("h3", null, `${worker} · step ${step}`),
+    h("div", { class: "toolbar" }, open, h("span", { class: "muted" }, `${fmtUs(d?.start_us)} – ${fmtUs(d?.end_us)}`)), kv,
+    rows.length ? h("div", { id: "dist-drill-table" }, dataTable([
+      { key: "name", label: "Collective" }, { key: "call", label: "Call #", numeric: true },
+      { key: "duration_us", label: "Duration", numeric: true, fmt: fmtUs }, { key: "transfer_us", label: "Transfer", numeric: true, fmt: fmtUs },
+      { key: "wait_us", label: "Wait", numeric: true, fmt: fmtUs }, { key: "bytes", label: "Bytes", numeric: true, fmt: fmtBytes },
+      { key: "bandwidth_gbps", label: "Bandwidth", numeric: true, fmt: (v) => (typeof v === "number" ? `${fmtNum(v)} GB/s` : "–") },
+    ] as Column[], rows, { caption: "Collectives in this step", sortKey: "wait_us", pageSize: 20 })) : h("p", { class: "muted" }, "No collective in this step."));
 }
-
-function commPart(ops: any): HTMLElement {
-  let rows: any[] = [];
-  if (Array.isArray(ops)) rows = ops;
-  else if (ops && typeof ops === "object") for (const [w, v] of Object.entries<any>(ops)) {
-    if (Array.isArray(v)) rows.push(...v.map((r) => ({ worker: w, ...r })));
-    else if (v && typeof v === "object") for (const [name, r] of Object.entries<any>(v)) rows.push({ worker: w, name, ...(typeof r === "object" ? r : { value: r }) });
-  }
-  if (!rows.length) return h("div", { class: "banner info" }, "No communication operators.");
-  const keys = Array.from(new Set(rows.slice(0, 50).flatMap((r) => Object.keys(r))));
-  const cols: Column[] = keys.map((k) => ({ key: k, label: k.replace(/_/g, " "), numeric: typeof rows[0][k] === "number", fmt: k.endsWith("_us") ? fmtUs : /bytes/.test(k) ? fmtBytes : undefined }));
-  return h("div", { id: "comm-table" }, dataTable(cols, rows, { caption: "Communication operators", filterKeys: ["name", "worker"], sortKey: keys.find((k) => k.endsWith("_us")) }));
-}
-export { fmtNum };

@@ -1,0 +1,159 @@
+"""`gpuscope summarize LOGDIR [--scheduler ADDRESS | --local N] [--out DIR] [--force]`
+
+Computes the summary of every trace file under LOGDIR, each on a Dask worker that reads its own file
+straight from the storage and sends back only the summary (a few KB), then writes them under --out
+(default LOGDIR/.gpuscope/summaries, where the plugin finds them). Without --scheduler or --local
+the files are summarized one after the other in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tb_plugin.summaries import fs, store
+from tb_plugin.summaries.engine import IO_THREADS, source_of, summarize_bytes
+
+
+class ScanFailed(Exception):
+    """The logdir could not be listed (message without credentials)."""
+
+
+def _files(logdir: str) -> list:
+    from tb_plugin.runs import Scanner
+
+    scanner = Scanner(logdir, stable_age_s=0.0)
+    runs = scanner.scan()
+    if getattr(scanner, "error", None):
+        raise ScanFailed(scanner.error)
+    return [f for r in runs.values() for f in r.files()]
+
+
+def _todo(files: list, out: str, force: bool) -> list:
+    """The files whose summary under `out` is missing, stale or unreadable."""
+    if force:
+        return list(files)
+    with ThreadPoolExecutor(IO_THREADS) as pool:   # small reads, slow on object stores: in parallel
+        found = list(pool.map(lambda f: store.read(store.out_path(out, f.relpath), source_of(f)), files))
+    return [f for f, s in zip(files, found) if s is None]
+
+
+def _client(args: argparse.Namespace) -> tuple[Any, Any]:
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SystemExit("gpuscope summarize: --scheduler and --local need Dask: "
+                         "pip install 'gpuscope[dask]'") from None
+    if args.scheduler:
+        return Client(args.scheduler, timeout="30s"), None
+    cluster = LocalCluster(n_workers=args.local, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    return Client(cluster), cluster
+
+
+def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None = None,
+                     local: int | None = None, force: bool = False, log=print) -> dict:
+    """Summarizes every trace file of `logdir` that lacks a valid summary under `out`; returns counts
+    (files, done, skipped, failed: [(relpath, reason)]) and the wall time."""
+    t0 = time.perf_counter()
+    out = out or store.default_out(logdir)
+    files = _files(logdir)
+    todo = _todo(files, out, force)
+    failed: list[tuple[str, str]] = []
+
+    writer = ThreadPoolExecutor(IO_THREADS)   # writes overlap with the cluster's work
+    writes: list = []
+
+    def write(f: Any, data: bytes) -> bool:
+        try:
+            fs.write_bytes(store.out_path(out, f.relpath), data)
+            return True
+        except Exception as e:  # noqa: BLE001
+            failed.append((f.relpath, _reason(f, e)))
+            return False
+
+    def keep(f: Any, data: bytes) -> None:
+        from tb_plugin.summaries.summary import decode
+
+        s = decode(data)
+        if s.get("source", {}).get("size") != f.size:
+            failed.append((f.relpath, "the file changed while it was summarized"))
+            return
+        writes.append(writer.submit(write, f, data))
+
+    if todo and (scheduler or local):
+        args = argparse.Namespace(scheduler=scheduler, local=local)
+        client, cluster = _client(args)
+        try:
+            from distributed import as_completed
+
+            # pure=False: a fresh random key per task (never another client's result on a shared scheduler)
+            futs = {client.submit(summarize_bytes, f.path, pure=False): f for f in todo}
+            for n, fut in enumerate(as_completed(futs), 1):
+                f = futs[fut]
+                if n % max(1, len(futs) // 10) == 0 and n < len(futs):
+                    log(f"gpuscope summarize: {n} of {len(futs)} files")
+                try:
+                    keep(f, fut.result())
+                except Exception as e:  # noqa: BLE001 - one bad file must not stop the others
+                    failed.append((f.relpath, _reason(f, e)))
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    else:
+        for f in todo:
+            try:
+                keep(f, summarize_bytes(f.path))
+            except Exception as e:  # noqa: BLE001
+                failed.append((f.relpath, _reason(f, e)))
+    writer.shutdown(wait=True)
+    done = sum(w.result() for w in writes)
+    failed.sort()
+    for rel, why in failed:
+        log(f"gpuscope summarize: {rel}: {why}")
+    return {"files": len(files), "done": done, "skipped": len(files) - len(todo), "failed": failed,
+            "out": out, "seconds": time.perf_counter() - t0}
+
+
+def _reason(f: Any, e: BaseException) -> str:
+    text = str(e).replace(f.path, f.relpath)
+    return text if type(e).__name__ in ("TraceReadError", "SummaryError") else f"{type(e).__name__}: {text}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `gpuscope` command (subcommand `summarize`)."""
+    p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("summarize", help="compute the per-worker summaries of a logdir (optionally on Dask)",
+                       description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("logdir", help="the log directory (a local path, or a URL where fsspec can read it)")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://host:8786")
+    where.add_argument("--local", metavar="N", type=int, help="start a local Dask cluster of N worker processes")
+    s.add_argument("--out", metavar="DIR", help="where to write the summaries (default LOGDIR/.gpuscope/summaries)")
+    s.add_argument("--force", action="store_true", help="recompute summaries that are already up to date")
+    args = p.parse_args(argv)
+    if args.local is not None and args.local < 1:
+        p.error("--local needs at least 1 worker")
+    if not fs.is_url(args.logdir):
+        import os
+
+        if not os.path.isdir(args.logdir):
+            print(f"gpuscope summarize: {args.logdir}: no such directory", file=sys.stderr)
+            return 2
+    try:
+        res = summarize_logdir(args.logdir, args.out, args.scheduler, args.local, args.force,
+                               log=lambda m: print(m, file=sys.stderr))
+    except ScanFailed as e:
+        print(f"gpuscope summarize: cannot list the logdir: {e}", file=sys.stderr)
+        return 2
+    print(f"gpuscope summarize: {res['done']} summarized, {res['skipped']} up to date, "
+          f"{len(res['failed'])} failed, of {res['files']} trace files in {res['seconds']:.1f} s -> {res['out']}")
+    return 1 if res["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

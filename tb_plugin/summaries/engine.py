@@ -1,0 +1,169 @@
+"""The plugin's summaries: found in the logdir's `.gpuscope/summaries/`, else in the cache, else
+computed (from an already loaded trace, on a Dask scheduler when one is configured, or on a
+background thread reading the file) and kept in the cache.
+
+Nothing here holds a parsed trace longer than one summary's computation.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+from tb_plugin.summaries import fs, store
+from tb_plugin.summaries.summary import encode, summarize, summarize_path
+
+log = logging.getLogger(__name__)
+
+#: summaries kept in memory (each a few hundred KB at most)
+MEMORY_ENTRIES = int(os.environ.get("GPUSCOPE_SUMMARY_MEMORY", "2048"))
+IO_THREADS = 16
+
+
+def source_of(f: Any) -> fs.Stat:
+    """The identity of a scanned trace file (size, mtime, etag when the store gives one)."""
+    return fs.Stat(int(f.size), int(f.mtime_ns), str(getattr(f, "version", "") or ""))
+
+
+def summarize_bytes(path: str) -> bytes:
+    """Dask task: read one trace file straight from its storage, return only its summary's file bytes."""
+    return encode(summarize_path(path))
+
+
+class Summaries:
+    """Summaries of the trace files of one logdir, for the run-level views."""
+
+    def __init__(self, logdir: str, scheduler: str | None = None, threads: int = 1) -> None:
+        self.logdir = logdir
+        self.scheduler = scheduler or None
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="gpuscope-summary")
+        # finding stored summaries is I/O (one or two small reads each, remote ones slow): in parallel
+        self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gpuscope-summary-io")
+        self._lock = threading.Lock()
+        self._memory: OrderedDict[tuple, dict] = OrderedDict()
+        self._pending: dict[tuple, Future] = {}
+        self._failed: dict[tuple, BaseException] = {}   # files whose summary failed (until they change)
+        self._client = None
+        self.computed = 0  # how many summaries this process computed (tests, benchmarks)
+
+    # ------------------------------------------------------------------ look-ups
+    def find(self, f: Any) -> dict | None:
+        """A stored valid summary of `f` (memory, logdir's hidden folder, cache), or None."""
+        with self._lock:
+            s = self._memory.get(f.key)
+            if s is not None:
+                self._memory.move_to_end(f.key)
+                return s
+        src = source_of(f)
+        s = store.read(store.out_path(store.default_out(self.logdir), f.relpath), src) \
+            or store.read(store.cache_path(f.path, src), src)
+        if s is not None:
+            self._remember(f.key, s)
+        return s
+
+    def _remember(self, key: tuple, s: dict) -> None:
+        with self._lock:
+            self._memory[key] = s
+            self._memory.move_to_end(key)
+            while len(self._memory) > MEMORY_ENTRIES:
+                self._memory.popitem(last=False)
+
+    # ------------------------------------------------------------------ computing
+    def prepare(self, files: list, loaded: Callable[[Any], Any] | None = None) -> None:
+        """Starts finding or computing, in the background, the summaries of `files`."""
+        keys = {f.key for f in files}
+        with self._lock:
+            for k in [k for k in self._failed if k not in keys]:
+                del self._failed[k]
+        for f in files:
+            with self._lock:
+                if f.key in self._memory or f.key in self._failed:
+                    continue
+            self._future(f, loaded)
+
+    def _future(self, f: Any, loaded: Callable[[Any], Any] | None) -> Future:
+        with self._lock:
+            fut = self._pending.get(f.key)
+            if fut is not None:
+                return fut
+            fut = self._pending[f.key] = self._io.submit(self._find_or_compute, f, loaded)
+        fut.add_done_callback(lambda fu, k=f.key: self._forget(k, fu))
+        return fut
+
+    def _forget(self, key: tuple, fut: Future) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+            if not fut.cancelled() and fut.exception() is not None:
+                self._failed[key] = fut.exception()
+
+    def get(self, f: Any, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> dict:
+        """The summary of `f`: found, or computed now (errors of the trace file propagate)."""
+        s = self.find(f)
+        if s is not None:
+            return s
+        return self._future(f, loaded).result(timeout=timeout)
+
+    def get_many(self, files: list, loaded: Callable[[Any], Any] | None = None,
+                 timeout: float | None = 900) -> list:
+        """Summaries of `files` (in order); a file that fails gives its exception in its place."""
+        futs: list = []
+        for f in files:
+            with self._lock:
+                s = self._memory.get(f.key)
+            futs.append(s if s is not None else self._future(f, loaded))
+        out = []
+        for x in futs:
+            if isinstance(x, dict):
+                out.append(x)
+                continue
+            try:
+                out.append(x.result(timeout=timeout))
+            except Exception as e:  # noqa: BLE001 - reported per file by the caller
+                out.append(e)
+        return out
+
+    def _find_or_compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> dict:
+        s = self.find(f)
+        if s is not None:
+            return s
+        return self._pool.submit(self._compute, f, loaded).result()
+
+    def _compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> dict:
+        src = source_of(f)
+        t = loaded(f) if loaded is not None else None
+        if t is not None:
+            s = summarize(t, src)
+        elif self.scheduler:
+            s = self._on_cluster(f.path)
+        else:
+            s = summarize_path(f.path)
+        s["source"] = {"size": src.size, "mtime_ns": src.mtime_ns, "etag": src.etag}
+        store.write(store.cache_path(f.path, src), s)
+        self._remember(f.key, s)
+        with self._lock:
+            self.computed += 1
+        return s
+
+    def _on_cluster(self, path: str) -> dict:
+        from tb_plugin.summaries.summary import decode
+
+        with self._lock:
+            if self._client is None:
+                from distributed import Client
+
+                self._client = Client(self.scheduler, timeout="30s")
+            client = self._client
+        return decode(client.submit(summarize_bytes, path, pure=False).result())
+
+    def close(self) -> None:
+        """Stops the background pool and the Dask client."""
+        self._io.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # noqa: BLE001
+                pass

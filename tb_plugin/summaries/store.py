@@ -1,0 +1,67 @@
+"""Where summaries live: the logdir's hidden `.gpuscope/summaries/` folder (written by
+`gpuscope summarize`, found by the plugin; scans skip hidden folders) and the parse cache's
+directory (`$GPUSCOPE_CACHE_DIR/summaries/`, written by the plugin for the ones it computed).
+
+Both are keyed by the trace file (its path relative to the logdir, or its absolute path for the
+cache) and validated against its size and mtime (or etag) when read; a stale, damaged or
+other-version summary is ignored and recomputed.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+
+from tb_plugin.summaries import fs
+from tb_plugin.summaries.summary import VERSION, SummaryError, decode, encode
+
+log = logging.getLogger(__name__)
+
+HIDDEN_DIR = ".gpuscope"
+SUFFIX = ".summary.json.gz"
+
+
+def default_out(logdir: str) -> str:
+    """`gpuscope summarize`'s default output folder: LOGDIR/.gpuscope/summaries."""
+    return fs.join(logdir, HIDDEN_DIR, "summaries")
+
+
+def out_path(out: str, relpath: str) -> str:
+    """The summary file of the trace at `relpath` (relative to the logdir, "/"-separated) under `out`."""
+    parts = [p for p in relpath.split("/") if p not in ("", ".", "..")]
+    return fs.join(out, *parts[:-1], parts[-1] + SUFFIX)
+
+
+def cache_path(path: str, source: fs.Stat) -> str:
+    """The plugin's own copy of a summary, beside the parse cache."""
+    from profiler_core.trace.cache import cache_dir
+
+    key = repr((path if fs.is_url(path) else os.path.abspath(path), source.size, source.mtime_ns,
+                source.etag, VERSION))
+    return os.path.join(str(cache_dir()), "summaries", hashlib.sha256(key.encode()).hexdigest()[:32] + SUFFIX)
+
+
+def read(where: str, source: fs.Stat | None) -> dict | None:
+    """The summary stored at `where` if it is valid for `source`, else None (never raises)."""
+    try:
+        data = fs.read_bytes(where)
+    except (OSError, ValueError):
+        return None
+    except Exception as e:  # noqa: BLE001 - a store error means: no summary there
+        log.debug("gpuscope: cannot read summary %s: %s", where, e)
+        return None
+    try:
+        return decode(data, source)
+    except SummaryError as e:
+        log.info("gpuscope: ignoring summary %s: %s", where, e)
+        return None
+
+
+def write(where: str, summary: dict) -> bool:
+    """Stores a summary atomically; False (logged) when the place cannot be written."""
+    try:
+        fs.write_bytes(where, encode(summary))
+        return True
+    except Exception as e:  # noqa: BLE001 - a read-only logdir or full disk must not fail the view
+        log.warning("gpuscope: cannot write summary %s: %s", where, e)
+        return False
