@@ -217,7 +217,7 @@ export function groupedBars(categories: string[], series: Series[], fmt: (v: num
 const CHAR_W = 6.6; // approximate width of one 11 px axis character, in viewBox units
 
 /** Every k-th label is drawn so that labels `labelW` wide never overlap on slots `slotW` apart. */
-export function labelStride(count: number, slotW: number, labelW: number): number {
+export function strideFor(count: number, slotW: number, labelW: number): number {
   if (count <= 0 || slotW <= 0) return 1;
   return Math.max(1, Math.ceil((labelW + 6) / slotW));
 }
@@ -229,7 +229,7 @@ function shortLabel(cat: string, max: number): string {
 /** Stacked bars for many categories (e.g. 256 workers): labels thinned so they never overlap. */
 export function stackedBarsMany(categories: string[], series: Series[], fmt: (v: number) => string,
   opts: { title?: string; label?: (cat: string) => string; id?: string; highlight?: string } = {}): HTMLElement {
-  const W2 = W, H2 = H; // as stackedBars: text stays readable in a half-width panel
+  const W2 = W0, H2 = H; // as stackedBars: text stays readable in a half-width panel
   const totals = categories.map((_, i) => series.reduce((a, se) => a + (se.values[i] || 0), 0));
   const ymax = niceMax(Math.max(0, ...totals));
   const iw = W2 - PAD.l - PAD.r, ih = H2 - PAD.t - PAD.b;
@@ -242,7 +242,7 @@ export function stackedBarsMany(categories: string[], series: Series[], fmt: (v:
   }
   const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
   const labels = categories.map((c) => shortLabel(opts.label ? opts.label(c) : c, 14));
-  const stride = labelStride(categories.length, bw, Math.max(0, ...labels.map((l) => l.length)) * CHAR_W);
+  const stride = strideFor(categories.length, bw, Math.max(0, ...labels.map((l) => l.length)) * CHAR_W);
   categories.forEach((cat, i) => {
     let acc = 0;
     const x = PAD.l + i * bw + (bw > 4 ? bw * 0.15 : 0), w = Math.max(0.6, bw > 4 ? bw * 0.7 : bw - 0.2);
@@ -287,7 +287,7 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
   if (!isFinite(lo)) { lo = 0; hi = 1; }
   const span = hi > lo ? hi - lo : 1;
   const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, class: "chart heatmap", role: "img" });
-  const yStride = labelStride(rows.length, ch, 12);
+  const yStride = strideFor(rows.length, ch, 12);
   rows.forEach((r, i) => {
     const y = padT + i * ch;
     if (i % yStride === 0) svg.appendChild(s("text", { x: padL - 6, y: y + ch / 2 + 4, "text-anchor": "end", class: "axis ylabel" }, rowLabels[i]));
@@ -302,7 +302,7 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
       svg.appendChild(cell);
     });
   });
-  const xStride = labelStride(cols.length, cw, Math.max(0, ...colLabels.map((l) => l.length)) * CHAR_W);
+  const xStride = strideFor(cols.length, cw, Math.max(0, ...colLabels.map((l) => l.length)) * CHAR_W);
   cols.forEach((_, j) => {
     if (j % xStride === 0) svg.appendChild(s("text", { x: padL + j * cw + cw / 2, y: H2 - padB + 14, "text-anchor": "middle", class: "axis xlabel" }, colLabels[j]));
   });
