@@ -38,6 +38,14 @@ IO_BLOCK = 1 << 20
 MAX_PIECE = 16 << 20
 
 
+def _stream_size(f) -> int:
+    """Size in bytes of an open binary file: local or fsspec (no fileno), by seeking to its end."""
+    pos = f.tell()
+    size = f.seek(0, os.SEEK_END)
+    f.seek(pos)
+    return int(size)
+
+
 def _blocks(path: str) -> Iterator[bytes]:
     """The file's (gunzipped) bytes in blocks of about IO_BLOCK bytes or more.
 
@@ -51,7 +59,7 @@ def _blocks(path: str) -> Iterator[bytes]:
         with storage.open_read(path) as f:
             gz = f.read(2) == GZIP_MAGIC
             f.seek(0)
-            if (trailer_size(f) or 0) > limit if gz else os.fstat(f.fileno()).st_size > limit:
+            if (trailer_size(f) or 0) > limit if gz else _stream_size(f) > limit:
                 raise too_big(path, limit)  # known before inflating anything
             chunk = max(512, min(1 << 20, IO_BLOCK // 8))
             for out in gunzip_blocks(f, chunk) if gz else iter(lambda: f.read(IO_BLOCK), b""):
