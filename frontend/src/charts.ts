@@ -229,19 +229,20 @@ function shortLabel(cat: string, max: number): string {
 /** Stacked bars for many categories (e.g. 256 workers): labels thinned so they never overlap. */
 export function stackedBarsMany(categories: string[], series: Series[], fmt: (v: number) => string,
   opts: { title?: string; label?: (cat: string) => string; id?: string; highlight?: string } = {}): HTMLElement {
-  const W2 = W0, H2 = H; // as stackedBars: text stays readable in a half-width panel
   const totals = categories.map((_, i) => series.reduce((a, se) => a + (se.values[i] || 0), 0));
   const ymax = niceMax(Math.max(0, ...totals));
+  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
+  const labels = categories.map((c) => shortLabel(opts.label ? opts.label(c) : c, 14));
+  const build = (W2: number) => { // drawn at its box's width, as stackedBars: text stays 11 px
+  const H2 = H;
   const iw = W2 - PAD.l - PAD.r, ih = H2 - PAD.t - PAD.b;
   const bw = categories.length ? iw / categories.length : iw;
-  const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, class: "chart many", role: "img" });
+  const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, width: W2, height: H2, class: "chart many", role: "img" });
   for (let k = 0; k <= 4; k++) {
     const y = PAD.t + ih - (ih * k) / 4;
     svg.appendChild(s("line", { x1: PAD.l, x2: W2 - PAD.r, y1: y, y2: y, class: "grid" }));
     svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
   }
-  const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
-  const labels = categories.map((c) => shortLabel(opts.label ? opts.label(c) : c, 14));
   const stride = strideFor(categories.length, bw, Math.max(0, ...labels.map((l) => l.length)) * CHAR_W);
   categories.forEach((cat, i) => {
     let acc = 0;
@@ -258,7 +259,9 @@ export function stackedBarsMany(categories: string[], series: Series[], fmt: (v:
     svg.appendChild(g);
     if (i % stride === 0) svg.appendChild(s("text", { x: PAD.l + i * bw + bw / 2, y: H2 - PAD.b + 14, "text-anchor": "middle", class: "axis xlabel" }, labels[i]));
   });
-  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, svg,
+  return svg;
+  };
+  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build),
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
 }
 
@@ -277,16 +280,17 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
   const rowLabels = rows.map((r) => shortLabel(opts.rowLabel ? opts.rowLabel(r) : r, 10));
   const colLabels = cols.map((c) => shortLabel(opts.colLabel ? opts.colLabel(c) : c, 10));
   const padL = Math.max(40, 10 + Math.max(0, ...rowLabels.map((l) => l.length)) * CHAR_W);
-  const W2 = 1000, padT = 8, padB = 34, padR = 12;
-  const iw = W2 - padL - padR;
-  const cw = cols.length ? iw / cols.length : iw;
-  const ch = Math.max(8, Math.min(28, 360 / Math.max(1, rows.length)));
-  const H2 = padT + ch * rows.length + padB;
   let lo = Infinity, hi = -Infinity;
   for (const row of values) for (const v of row) if (isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
   if (!isFinite(lo)) { lo = 0; hi = 1; }
   const span = hi > lo ? hi - lo : 1;
-  const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, class: "chart heatmap", role: "img" });
+  const build = (W2: number) => { // drawn at its box's width: text stays 11 px on any screen
+  const padT = 8, padB = 34, padR = 12;
+  const iw = W2 - padL - padR;
+  const cw = cols.length ? iw / cols.length : iw;
+  const ch = Math.max(8, Math.min(28, 360 / Math.max(1, rows.length)));
+  const H2 = padT + ch * rows.length + padB;
+  const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, width: W2, height: H2, class: "chart heatmap", role: "img" });
   const yStride = strideFor(rows.length, ch, 12);
   rows.forEach((r, i) => {
     const y = padT + i * ch;
@@ -306,6 +310,8 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
   cols.forEach((_, j) => {
     if (j % xStride === 0) svg.appendChild(s("text", { x: padL + j * cw + cw / 2, y: H2 - padB + 14, "text-anchor": "middle", class: "axis xlabel" }, colLabels[j]));
   });
+  return svg;
+  };
   // the colour scale: a gradient bar from the lowest to the highest value
   const stops = [0, 0.25, 0.5, 0.75, 1];
   const scale = h("div", { class: "heat-scale", "aria-label": "colour scale" },
@@ -313,5 +319,5 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
     h("span", { class: "heat-bar", style: `background:linear-gradient(to right,${stops.map((t) => heatColor(t)).join(",")})` }),
     h("span", { class: "heat-hi" }, fmt(hi)),
     opts.caption ? h("span", { class: "muted heat-caption" }, opts.caption) : null);
-  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, svg, scale);
+  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build, 1000), scale);
 }

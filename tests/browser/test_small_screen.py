@@ -46,7 +46,11 @@ def test_readable_at_1000_by_700(browser, tensorboard, view, run, extra):
         open_view(page, tensorboard, view, run, extra)
         if view == "kernels":
             page.wait_for_selector("#view-kernels table.data-table tbody tr")
-        page.wait_for_timeout(300)  # let resize observers settle
+        # resize observers settled: every responsive chart is drawn at its box's width
+        page.wait_for_function("""() => [...document.querySelectorAll('.chart-holder')].every(h => {
+            const svg = h.querySelector('svg');
+            return !svg || !h.clientWidth || Math.abs(Number(svg.getAttribute('width')) - Math.max(260, Math.round(h.clientWidth))) < 2;
+        })""")
         page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
         m = page.evaluate(MEASURE)
         assert not m["small"], m["small"][:10]
