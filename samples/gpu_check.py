@@ -18,7 +18,8 @@ Checks (each a named entry in gpu_check.json, with details):
   CUPTI accepted is recorded); the trace names cupti-python's and CUPTI's versions; no clock drift
   warning; nothing dropped; a second profile cycle works.
 - occupancy: our calculator vs Kineto's values on every kernel of a torch.profiler trace made in the same
-  run (this device's deviceProperties + reservedSharedMemPerBlock), and the kernel arg keys vs Kineto's.
+  run (this device's deviceProperties + reservedSharedMemPerBlock), and the kernel arg keys vs Kineto's
+  (plus our static/dynamic shared-memory split, which must add up to Kineto's total).
 - fallback: the CUDA-event backend on the pycuda workload (GPUSCOPE_CUDA_BACKEND=events, child process):
   one kernel per launch, driver calls inside their op (one clock), memsets timed.
 - sample: samples/pycuda_train.py writes a trace with kernels into a logdir.
@@ -399,8 +400,13 @@ def occupancy(props: list) -> None:
     if ours:
         our_kernel = next((e for e in json.loads(ours)["traceEvents"] if e.get("cat") == "kernel"), None)
         if our_kernel and kernels:
-            missing = sorted(set(our_kernel["args"]) - set(kernels[0]["args"]))
+            ours_only = ("static shared memory", "dynamic shared memory")  # our split of Kineto's total
+            missing = sorted(set(our_kernel["args"]) - set(kernels[0]["args"]) - set(ours_only))
             check("our kernel arg keys are Kineto's", not missing, missing)
+            a = our_kernel["args"]
+            check("our static + dynamic shared memory = Kineto's total",
+                  all(k in a for k in ours_only) and a[ours_only[0]] + a[ours_only[1]] == a.get("shared memory"),
+                  {k: a.get(k) for k in ("shared memory", *ours_only)})
             RESULTS["info"]["kineto_kernel_keys_we_lack"] = sorted(set(kernels[0]["args"]) - set(our_kernel["args"]))
 
 

@@ -34,7 +34,8 @@ def test_kernel_events_have_kineto_shape_and_calibrated_time():
     assert (k["pid"], k["tid"], k["ts"], k["dur"]) == (0, 11 - 4, H + 3400, 1600)
     a = k["args"]
     assert list(a) == ["queued", "device", "context", "stream", "correlation", "registers per thread",
-                       "shared memory", "blocks per SM", "warps per SM", "grid", "block",
+                       "shared memory", "static shared memory", "dynamic shared memory",
+                       "blocks per SM", "warps per SM", "grid", "block",
                        "est. achieved occupancy %"]
     assert a["grid"] == [64, 64, 1] and a["block"] == [16, 16, 1] and a["shared memory"] == 2048
     assert a["blocks per SM"] == pytest.approx(4096 / 132, rel=1e-6)
@@ -42,6 +43,14 @@ def test_kernel_events_have_kineto_shape_and_calibrated_time():
     assert _corr(res.events, "kernel", 12)["args"]["shared memory"] == 4096
     # 256 threads x 40 regs: register limit 6 blocks -> 6*256/2048 = 75 %
     assert a["est. achieved occupancy %"] == 75
+
+
+def test_kernel_events_split_static_and_dynamic_shared_memory():
+    """Besides Kineto's total, our converter writes the static/dynamic split it knows."""
+    ev = _convert().events
+    split = {c: (_corr(ev, "kernel", c)["args"]["static shared memory"],
+                 _corr(ev, "kernel", c)["args"]["dynamic shared memory"]) for c in (11, 12)}
+    assert split == {11: (2048, 0), 12: (0, 4096)}
 
 
 def test_memcpy_memset_carry_bytes_and_bandwidth():

@@ -253,3 +253,16 @@ def test_bare_na_nan_and_control_characters_are_repaired(tmp_path):
         assert np.isnan(e["blocks_per_sm"].iloc[1]) and e["warps_per_sm"].iloc[1] == np.inf
         assert any("repaired" in w for w in t.warnings)
         assert t.event_args(0)["memory bandwidth (GB/s)"] == "N/A"
+
+
+def test_static_dynamic_shared_memory_columns(tmp_path):
+    """Our converter's split shared-memory args become int32 columns; -1 where a kernel lacks them (Kineto)."""
+    args = [{"shared memory": 3072, "static shared memory": 1024, "dynamic shared memory": 2048},
+            {"shared memory": 512}]
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 + i, "dur": 1,
+           "args": {"device": 0, "stream": 7, "correlation": i + 1, **a}} for i, a in enumerate(args)]
+    t = read_trace(_write(tmp_path / "split.json", {"traceEvents": ev}))
+    e = t.events
+    assert e["static_shared_memory"].dtype == np.int32 and e["dynamic_shared_memory"].dtype == np.int32
+    assert list(zip(e["shared_memory"], e["static_shared_memory"], e["dynamic_shared_memory"])) == \
+        [(3072, 1024, 2048), (512, -1, -1)]

@@ -119,3 +119,30 @@ def test_launch_configuration_columns_and_split():
     split = kernels.kernels(config_trace(), "name_op_config")["rows"]
     assert [(x["grid"], x["calls"], x["launch_configs"]) for x in split] == [("[8, 8, 1]", 2, 1), ("[16, 4, 1]", 1, 1)]
     assert all(x["op"] == "aten::conv2d" and x["theoretical_occupancy"] == 0.3125 for x in split)
+    # a Kineto trace records only the total: no static/dynamic split in any row
+    assert not any({"static_shared_memory", "dynamic_shared_memory"} & set(x) for x in rows + split)
+
+
+def _split_launch(ts, corr, static, dynamic):
+    return kernel("reduce", ts, 10, corr=corr, grid=[8, 1, 1], block=[128, 1, 1],
+                  **{"registers per thread": 32, "shared memory": static + dynamic,
+                     "static shared memory": static, "dynamic shared memory": dynamic})
+
+
+def test_static_dynamic_shared_memory_split():
+    """Our converter's static/dynamic shared-memory args: shown per group, None where the group's launches differ."""
+    t = make_trace([
+        op("aten::sum", 0, 100, ext=1), op("aten::mean", 200, 100, ext=2),
+        *(runtime("cudaLaunchKernel", ts, 1, corr=c, ext=e) for ts, c, e in ((1, 1, 1), (2, 2, 1), (201, 3, 2))),
+        _split_launch(10, 1, 1024, 0), _split_launch(30, 2, 1024, 0), _split_launch(210, 3, 512, 512),
+    ])
+    by_op = {r["op"]: r for r in kernels.kernels(t, "name_op")["rows"]}
+    assert {o: (r["shared_memory"], r["static_shared_memory"], r["dynamic_shared_memory"], r["launch_configs"])
+            for o, r in by_op.items()} == {"aten::sum": (1024, 1024, 0, 1), "aten::mean": (1024, 512, 512, 1)}
+    [r] = kernels.kernels(t, "name")["rows"]
+    # same Kineto configuration (total 1024 B), different split: the split varies, the total does not
+    assert (r["shared_memory"], r["static_shared_memory"], r["dynamic_shared_memory"], r["launch_configs"]) == \
+        (1024, None, None, 2)
+    cfg = kernels.kernels(t, "name_op_config")["rows"]
+    assert sorted((x["op"], x["static_shared_memory"], x["dynamic_shared_memory"]) for x in cfg) == \
+        [("aten::mean", 512, 512), ("aten::sum", 1024, 0)]

@@ -24,7 +24,8 @@ _INT64 = {"external_id": ("External id", "external id"), "correlation": ("correl
           "python_module_id": ("Python module id",), "sequence_nr": ("Sequence number",),
           "fwd_thread": ("Fwd thread id",), "in_nelems": ("In msg nelems",),
           "out_nelems": ("Out msg nelems",), "group_size": ("Group size",)}
-_INT32 = {"registers": ("registers per thread",), "shared_memory": ("shared memory",)}
+_INT32 = {"registers": ("registers per thread",), "shared_memory": ("shared memory",),
+          "static_shared_memory": ("static shared memory",), "dynamic_shared_memory": ("dynamic shared memory",)}
 _FLOAT = {"blocks_per_sm": ("blocks per SM",), "warps_per_sm": ("warps per SM",),
           "occupancy": ("est. achieved occupancy %",)}
 _TEXT = {"input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
@@ -194,7 +195,7 @@ def synthetic_gpu_trace(n_ops: int = 500_000, ops_per_step: int = 5000, seed: in
     n = len(ev)
     for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
         ev[c] = np.zeros(n, np.int32)
-    for c in ("registers", "shared_memory"):
+    for c in ("registers", "shared_memory", "static_shared_memory", "dynamic_shared_memory"):
         ev[c] = np.full(n, -1, np.int32)
     for c in ("bytes", "python_id", "python_parent_id", "python_module_id", "sequence_nr", "fwd_thread",
               "in_nelems", "out_nelems", "group_size"):

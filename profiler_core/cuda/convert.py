@@ -69,7 +69,8 @@ def _kernel_event(r: dict, off: int, props: dict | None, memo: dict) -> dict:
     dev, stream = int(r["device_id"]), int(r["stream_id"])
     args = {"queued": int(r.get("queued", 0) or 0), "device": dev, "context": int(r.get("context_id", 0)),
             "stream": stream, "correlation": int(r["correlation_id"]), "registers per thread": regs,
-            "shared memory": static + dynamic,
+            "shared memory": static + dynamic,  # Kineto's key (the total); the split is ours
+            "static shared memory": static, "dynamic shared memory": dynamic,
             "blocks per SM": occ["blocks per SM"] if math.isfinite(occ["blocks per SM"]) else "inf",
             "warps per SM": occ["warps per SM"] if math.isfinite(occ["warps per SM"]) else "inf",
             "grid": grid, "block": block}

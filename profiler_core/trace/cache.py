@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: bump when TraceData's columns or the reader's semantics change
 #: (2: pg_name column, torch 1.8 `Input dims`; 3: data-only entries keyed on the file's identity)
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 SUFFIX = ".trace.gpc"
 #: entries of the old format (pickles): never read, removed by trim
 _OLD_SUFFIX = ".trace.pkl"

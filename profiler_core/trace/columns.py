@@ -319,7 +319,7 @@ _OP_FIELDS = ("ext_id", "input_dims", "input_type", "call_stack", "sequence_nr",
               "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "nbytes")
 _GPU_FIELDS = ("ext_id", "ext_id_lc", "correlation", "device", "stream", "grid", "block",
                "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy",
-               "nbytes")
+               "nbytes", "static_shared_memory", "dynamic_shared_memory")
 _PY_FIELDS = ("python_id", "python_parent_id", "python_module_id")
 _FAMILY_FIELDS = {
     "op": _OP_FIELDS,
@@ -339,7 +339,8 @@ _TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size", "pg
              "sequence_nr": ("fwd_thread",), "grid": ("block",),
              "blocks_per_sm": ("warps_per_sm",)}
 _PLAIN_INT_COLUMNS = frozenset(
-    {"correlation", "device", "stream", "registers", "shared_memory", "bytes", "python_id",
+    {"correlation", "device", "stream", "registers", "shared_memory", "static_shared_memory",
+     "dynamic_shared_memory", "bytes", "python_id",
      "python_module_id", "sequence_nr", "fwd_thread", "in_nelems", "out_nelems", "group_size"})
 _ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS
                      if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))

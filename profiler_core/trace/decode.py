@@ -52,6 +52,7 @@ class TraceReadError(ValueError):
 _ARG_NAMES = {
     "ext_id": "External id", "ext_id_lc": "external id", "registers": "registers per thread",
     "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM",
+    "static_shared_memory": "static shared memory", "dynamic_shared_memory": "dynamic shared memory",
     "warps_per_sm": "warps per SM", "occupancy": "est. achieved occupancy %", "nbytes": "bytes",
     "input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
     "input_dims_v18": "Input dims",  # torch <= 1.8's spelling (arg_spellings.py)
@@ -102,6 +103,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.g
     ext_id_lc: Any = None
     registers: Any = None
     shared_memory: Any = None
+    static_shared_memory: Any = None
+    dynamic_shared_memory: Any = None
     blocks_per_sm: Any = None
     warps_per_sm: Any = None
     grid: Any = None

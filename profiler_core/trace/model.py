@@ -22,14 +22,14 @@ EVENT_INT64 = {
 }
 EVENT_INT32 = {
     "grid_x": 0, "grid_y": 0, "grid_z": 0, "block_x": 0, "block_y": 0, "block_z": 0,
-    "registers": -1, "shared_memory": -1,
+    "registers": -1, "shared_memory": -1, "static_shared_memory": -1, "dynamic_shared_memory": -1,
 }
 EVENT_FLOAT = ("blocks_per_sm", "warps_per_sm", "occupancy")
 EVENT_CATEGORY = ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype", "pg_name")
 EVENT_COLUMNS = (
     "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "device", "stream",
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_memory",
-    "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "input_dims", "input_type",
+    "static_shared_memory", "dynamic_shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "input_dims", "input_type",
     "call_stack", "python_id", "python_parent_id", "python_module_id", "sequence_nr",
     "fwd_thread", "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "idx",
 )

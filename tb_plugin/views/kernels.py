@@ -2,7 +2,8 @@
 configuration as torch-tb-profiler's "kernel properties + op name" table) with calls, total/mean/min/max
 duration, duration-weighted mean blocks per SM and est. achieved occupancy, Tensor Core use (DESIGN.md §4),
 and the launch configuration: grid, block, registers per thread, shared memory (bytes per block, static +
-dynamic as Kineto records it) and the theoretical occupancy it allows (duration-weighted over the group).
+dynamic as Kineto records it; `static_shared_memory`/`dynamic_shared_memory` too where the trace splits it,
+as our CUPTI converter does) and the theoretical occupancy it allows (duration-weighted over the group).
 A field the group's launches do not share is None; `launch_configs` counts the distinct configurations."""
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..errors import BadRequest
 
 GROUP_BY = ("name", "name_op", "name_op_config")
 CONFIG = ("grid", "block", "registers_per_thread", "shared_memory")
+SPLIT = ("static_shared_memory", "dynamic_shared_memory")  # our converter's args; Kineto writes no split
 NO_OP = "N/A"  # kernels whose launch could not be tied to an operator
 
 
@@ -46,6 +48,7 @@ def _kernel_frame(t: Any) -> pd.DataFrame:
         "grid": _dims(dims["grid_x"], dims["grid_y"], dims["grid_z"]),
         "block": _dims(dims["block_x"], dims["block_y"], dims["block_z"]),
         "registers_per_thread": regs, "shared_memory": smem,
+        **{c: k[c].to_numpy(np.int64) for c in SPLIT},
         "theo": np.where(amd, np.nan, theo),  # NVIDIA's calculator never applies to AMD devices
     })
 
@@ -101,6 +104,9 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     if len(k) == 0:
         return {"rows": []}
     k["config"] = k["grid"] + "|" + k["block"] + "|" + k["registers_per_thread"].astype(str) + "|" + k["shared_memory"].astype(str)
+    split = bool((k[list(SPLIT)] >= 0).to_numpy().any())
+    if split:
+        k["config"] += "|" + k[SPLIT[0]].astype(str) + "|" + k[SPLIT[1]].astype(str)
     g = k.groupby(keys, sort=False)
     agg = g["dur"].agg(calls="size", total="sum", min="min", max="max")
     key_series = [k[c] for c in keys]
@@ -111,6 +117,8 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     if group_by != "name_op_config":
         for c in CONFIG:  # each field shown when the whole group shares it
             agg[c] = g[c].first().where(g[c].nunique() == 1, other=pd.NA)
+    for c in SPLIT if split else ():  # the split may vary even within one (Kineto) launch configuration
+        agg[c] = g[c].first().where(g[c].nunique() == 1, other=pd.NA)
     agg = agg.reset_index()
     agg["tc"] = common._per_value(agg["name"], common.uses_tensor_cores)
     agg = agg.sort_values(["total"] + keys, ascending=[False] + [True] * len(keys), kind="stable")
@@ -128,6 +136,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
         row.update(grid=r.grid if known(r.grid) else None, block=r.block if known(r.block) else None,
                    registers_per_thread=int(r.registers_per_thread) if known(r.registers_per_thread) else None,
                    shared_memory=int(r.shared_memory) if known(r.shared_memory) else None,
+                   **{c: int(getattr(r, c)) if known(getattr(r, c)) else None for c in SPLIT if split},
                    theoretical_occupancy=None if pd.isna(r.theo) else round(float(r.theo), 6),
                    launch_configs=int(r.configs))
         rows.append(row)

@@ -55,3 +55,26 @@ def many_steps_trace(steps: int = 464) -> dict:
         ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": pid, "tid": tid, "ts": t + 5,
                    "dur": 40.0 + s % 7, "args": {"External id": 10 * s + 2}})
     return {"schemaVersion": 1, "deviceProperties": [], "traceEvents": ev, "displayTimeUnit": "ms"}
+
+
+def split_smem_trace() -> dict:
+    """A GPU trace as our CUPTI converter writes it: kernels with the static/dynamic shared-memory split."""
+    pid, tid = 4242, 4243
+    props = {"id": 0, "name": "NVIDIA H100", "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
+             "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "regsPerMultiprocessor": 65536,
+             "warpSize": 32, "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 233472, "numSms": 132,
+             "sharedMemPerBlockOptin": 232448}
+    ev: list[dict] = []
+    for i, (name, static, dynamic) in enumerate([("reduce_kernel", 1024, 0), ("reduce_kernel", 0, 1024),
+                                                 ("scan_kernel", 512, 2048)]):
+        t, corr = 100.0 * i, i + 1
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": pid, "tid": tid, "ts": t, "dur": 50.0,
+                   "args": {"External id": corr}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
+                   "ts": t + 5, "dur": 5.0, "args": {"External id": corr, "correlation": corr}})
+        ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t + 20, "dur": 30.0,
+                   "args": {"External id": corr, "device": 0, "stream": 7, "correlation": corr,
+                            "registers per thread": 32, "shared memory": static + dynamic,
+                            "static shared memory": static, "dynamic shared memory": dynamic,
+                            "grid": [64, 1, 1], "block": [256, 1, 1]}})
+    return {"schemaVersion": 1, "deviceProperties": [props], "traceEvents": ev}

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from .conftest import open_view, screenshot, TRACES
+from .conftest import SPLIT_SMEM_RUN, open_view, screenshot, TRACES
 
 
 def need_shared() -> None:
@@ -22,6 +22,9 @@ def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard
     # below 1300 px the optional columns start hidden; the Columns menu shows them
     assert page.locator("#view-kernels th[data-key=launch_configs]").count() == 0
     page.click("#view-kernels details.cols summary")
+    # a Kineto trace records only the total shared memory: no static/dynamic columns, not even in the menu
+    for key in ("static_shared_memory", "dynamic_shared_memory"):
+        assert page.locator(f"#view-kernels .cols-list input[data-key={key}]").count() == 0, key
     page.check("#view-kernels .cols-list input[data-key=launch_configs]")
     page.check("#view-kernels .cols-list input[data-key=grid]")
     assert page.locator("#view-kernels th[data-key=launch_configs]").count() == 1
@@ -42,6 +45,27 @@ def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard
     assert all(c["theoretical_occupancy"].endswith("%") for c in cells)
     assert any(c["shared_memory"].endswith("B") for c in cells)
     screenshot(page, "kernels-launch", tmp_path)
+
+
+def _kernel_cells(page) -> list[dict]:
+    return page.eval_on_selector_all("#view-kernels table.data-table tbody tr", """trs => trs.map(tr => {
+        const th = [...document.querySelectorAll('#view-kernels th')].map(t => t.dataset.key);
+        return Object.fromEntries(th.map((k, i) => [k, tr.children[i].textContent]));
+    })""")
+
+
+def test_kernel_static_dynamic_shared_memory_columns(guarded_page, tensorboard):
+    """Our CUPTI converter's static/dynamic split: optional columns (hidden at 1200 px), "varies" per group."""
+    page = open_view(guarded_page, tensorboard, "kernels", SPLIT_SMEM_RUN, "group_by=name")
+    page.wait_for_selector("#view-kernels th[data-key=shared_memory]")
+    assert page.locator("#view-kernels th[data-key=static_shared_memory]").count() == 0
+    page.click("#view-kernels details.cols summary")
+    for key in ("static_shared_memory", "dynamic_shared_memory"):
+        page.check(f"#view-kernels .cols-list input[data-key={key}]")
+        page.wait_for_selector(f"#view-kernels th[data-key={key}]")
+    got = {c["name"]: (c["shared_memory"], c["static_shared_memory"], c["dynamic_shared_memory"])
+           for c in _kernel_cells(page)}
+    assert got == {"reduce_kernel": ("1.00 KiB", "varies", "varies"), "scan_kernel": ("2.50 KiB", "512 B", "2.00 KiB")}
 
 
 def _timeline(page, tb, run, extra=""):

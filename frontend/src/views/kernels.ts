@@ -31,6 +31,11 @@ export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     { key: "block", label: "Block", fmt: varies((v) => String(v)), optional: groupBy !== "name_op_config" },
     { key: "registers_per_thread", label: "Registers/thread", numeric: true, fmt: varies(fmtNum) },
     { key: "shared_memory", label: "Shared memory", numeric: true, fmt: varies(fmtBytes), title: "bytes per block, static + dynamic (as Kineto records it)" },
+    // only traces from our CUPTI converter split it (Kineto records the total only)
+    ...(rows.some((r) => "static_shared_memory" in r) ? [
+      { optional: true, key: "static_shared_memory", label: "Static shared memory", numeric: true, fmt: varies(fmtBytes), title: "bytes per block, declared in the kernel" },
+      { optional: true, key: "dynamic_shared_memory", label: "Dynamic shared memory", numeric: true, fmt: varies(fmtBytes), title: "bytes per block, given at launch" },
+    ] : []),
     { key: "theoretical_occupancy", label: "Theoretical occupancy", numeric: true, fmt: fmtPct, title: "the occupancy the launch configuration allows on its GPU (CUDA occupancy calculator)" },
     ...(groupBy !== "name_op_config" ? [{ optional: true, key: "launch_configs", label: "Launch configs", numeric: true }] : []),
   ];
