@@ -6,7 +6,7 @@ What it needs: a CUDA driver and GPU; cupti-python (for CUPTI capture) and pycud
 workloads (pycuda exercises the PyCUDA hooks, cupy the runtime/driver path of any library); torch for the
 reference trace (run in a child process: torch's CUPTI must not share ours). Missing pieces are reported
 as skipped, never as passed. On the device machine, wheels carried in `.whl/` are installed to
-/tmp/site and put on PYTHONPATH first (see README / /work/.library/device/README.md); this script puts the
+/tmp/site and put on PYTHONPATH first (see the device tool's README in the tool library); this script puts the
 repository root on sys.path itself, so gpuscope needs no install. msgspec (the trace writer's dependency)
 must be importable for the sample's logdir check.
 
