@@ -64,3 +64,39 @@ def test_requested_file_jumps_the_queue_and_the_rest_waits(tmp_path):
         assert loader.progress()["files_done"] == 9  # the queue resumed afterwards
     finally:
         loader.close()
+
+
+def test_background_reads_in_process_run_one_at_a_time(tmp_path, monkeypatch):
+    """Reads on threads hold the GIL: by default the loader reads one file at a time, never two
+    that slow each other down."""
+    import tb_plugin.loader as loader_mod
+
+    for i in range(4):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 2000)
+    runs = Scanner(str(tmp_path)).scan()
+    files = [f for r in runs.values() for f in r.files()]
+    lock = threading.Lock()
+    active, most = [0], [0]
+    real = loader_mod.read_trace
+
+    def counting(path, **kw):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            return real(path, **kw)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(loader_mod, "read_trace", counting)
+    loader = Loader(processes=0, use_cache=False)
+    try:
+        loader.prepare(files)
+        deadline = time.time() + 120
+        while loader.progress()["loading"] and time.time() < deadline:
+            time.sleep(0.02)
+        assert loader.progress()["files_done"] == 4 and not loader.errors()
+        assert most[0] == 1
+    finally:
+        loader.close()
