@@ -34,8 +34,8 @@ def _coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     """Per elementary segment [bounds[k], bounds[k+1]): how many (or how much weight of) intervals cover it."""
     n = len(bounds)
     if weights is None:  # sorted queries make searchsorted cache-friendly; counts do not care about order
-        si = np.searchsorted(bounds, np.sort(starts))
-        ei = np.searchsorted(bounds, np.sort(ends))
+        si = np.searchsorted(bounds, np.sort(starts, kind="stable"))  # (nearly sorted: timsort/radix)
+        ei = np.searchsorted(bounds, np.sort(ends, kind="stable"))
         delta = np.bincount(si, minlength=n) - np.bincount(ei, minlength=n)
     else:
         si = np.searchsorted(bounds, starts)
