@@ -87,6 +87,8 @@ def _per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
         cats = col.cat.categories
         vals = np.fromiter((bool(fn(c)) for c in cats), dtype=bool, count=len(cats))
         codes = col.cat.codes.to_numpy()
+        if not len(codes) or codes.min() >= 0:  # no missing value (the reader's columns): one gather
+            return vals.take(codes)
         out = np.zeros(len(codes), dtype=bool)
         ok = codes >= 0
         out[ok] = vals[codes[ok]]
