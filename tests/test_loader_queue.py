@@ -100,3 +100,34 @@ def test_background_reads_in_process_run_one_at_a_time(tmp_path, monkeypatch):
         assert most[0] == 1
     finally:
         loader.close()
+
+
+def test_trace_is_served_while_its_cache_entry_is_written(tmp_path, monkeypatch):
+    """The disk-cache write runs after the read, on a thread of its own: the parsed trace is served
+    at once, and the entry is there once the write is done."""
+    import tb_plugin.loader as loader_mod
+    from profiler_core.trace import cache
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    _trace(tmp_path / "logs" / "run0" / "w.1.pt.trace.json", 2000)
+    f = Scanner(str(tmp_path / "logs")).scan()["run0"].files()[0]
+    release, writing = threading.Event(), threading.Event()
+    real = cache.store
+
+    def slow_store(path, t):
+        writing.set()
+        assert release.wait(60)
+        return real(path, t)
+
+    monkeypatch.setattr(loader_mod.cache, "store", slow_store)
+    loader = Loader(processes=0)
+    try:
+        t = loader.get(f)  # returns while the write waits
+        assert len(t.events) == 2000 and writing.wait(60)
+        assert cache.load(f.path) is None
+        release.set()
+        loader.flush(timeout=60)
+        assert cache.load(f.path) is not None
+    finally:
+        release.set()
+        loader.close()
