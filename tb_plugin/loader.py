@@ -3,7 +3,9 @@
 Every file a scan finds is prepared in the background (parsed once, then kept in the on-disk
 cache of `profiler_core.trace.cache`); the most recently used parsed traces stay in memory up
 to a byte budget. With `processes > 0` files are parsed in worker processes that hand their
-result over through the disk cache; otherwise on threads. Bad files are remembered with their
+result over through the disk cache; otherwise on threads, by default one: reads are Python work
+that holds the GIL, so two threads only slow each other down (the shared V100 run's two files:
+1.2 s on two threads, 0.95 s one after the other on 2 cores). Bad files are remembered with their
 reason and logged; requests for them raise `LoadFailed`.
 
 Files wait in a queue and only as many as the pool has slots are handed to it, so a request for
@@ -77,7 +79,7 @@ class _Entry:
 class Loader:
     """Loads trace files in the background and serves parsed `TraceData` (LRU in memory)."""
 
-    def __init__(self, workers: int = 2, processes: int | None = None,
+    def __init__(self, workers: int = 1, processes: int | None = None,
                  max_bytes: int | None = None, use_cache: bool = True) -> None:
         self.max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
         self.use_cache = use_cache and os.environ.get("GPUSCOPE_CACHE", "1") != "0"
@@ -99,6 +101,8 @@ class Loader:
         self._entries: dict[tuple, _Entry] = {}
         self._lru: OrderedDict[tuple, TraceData] = OrderedDict()
         self._lru_bytes: dict[tuple, int] = {}
+        self._storer: ThreadPoolExecutor | None = None  # cache writes (see _store_later)
+        self._stores: list[Future] = []
         self._closed = False
 
     # ------------------------------------------------------------------ background preparation
@@ -142,8 +146,24 @@ class Loader:
         if t is None:  # a big file is split across parser processes (cores - 1)
             t = read_trace(f.path, processes=default_parse_processes())
             if self.use_cache:
-                cache.store(f.path, t)
+                self._store_later(f.path, t)
         return t
+
+    def _store_later(self, path: str, t: TraceData) -> None:
+        """Write `t` to the disk cache on a thread of its own: the trace is served meanwhile (the
+        writes release the GIL; 0.3 s for the 2.2M-event trace, which views no longer wait for)."""
+        with self._lock:
+            if self._storer is None:
+                self._storer = ThreadPoolExecutor(1, thread_name_prefix="gpuscope-cache")
+            self._stores.append(self._storer.submit(cache.store, path, t))
+            self._stores = [s for s in self._stores if not s.done()]
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until the cache writes started so far are done."""
+        with self._lock:
+            pending = list(self._stores)
+        for fut in pending:
+            fut.exception(timeout=timeout)
 
     def _finished(self, entry: _Entry, fut: Future) -> None:
         with self._lock:
@@ -346,9 +366,12 @@ class Loader:
             return None if e is None else e.error
 
     def close(self) -> None:
-        """Stop the pool (pending loads are cancelled). Closed first: a cancelled load's callback
-        must not hand the next queued file to the pool while it shuts down (that deadlocks)."""
+        """Stop the pool (pending loads are cancelled); cache writes under way finish. Closed first:
+        a cancelled load's callback must not hand the next queued file to the pool while it shuts
+        down (that deadlocks)."""
         with self._lock:
             self._closed = True
             self._queue.clear()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._storer is not None:
+            self._storer.shutdown(wait=True)

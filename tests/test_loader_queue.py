@@ -82,3 +82,70 @@ def test_close_with_loads_pending_in_the_pool_and_files_queued_returns(tmp_path,
     closer.join(10)
     release.set()
     assert not closer.is_alive(), "Loader.close() deadlocked"
+
+
+def test_background_reads_in_process_run_one_at_a_time(tmp_path, monkeypatch):
+    """Reads on threads hold the GIL: by default the loader reads one file at a time, never two
+    that slow each other down."""
+    import tb_plugin.loader as loader_mod
+
+    for i in range(4):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 2000)
+    runs = Scanner(str(tmp_path)).scan()
+    files = [f for r in runs.values() for f in r.files()]
+    lock = threading.Lock()
+    active, most = [0], [0]
+    real = loader_mod.read_trace
+
+    def counting(path, **kw):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            return real(path, **kw)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(loader_mod, "read_trace", counting)
+    loader = Loader(processes=0, use_cache=False)
+    try:
+        loader.prepare(files)
+        deadline = time.time() + 120
+        while loader.progress()["loading"] and time.time() < deadline:
+            time.sleep(0.02)
+        assert loader.progress()["files_done"] == 4 and not loader.errors()
+        assert most[0] == 1
+    finally:
+        loader.close()
+
+
+def test_trace_is_served_while_its_cache_entry_is_written(tmp_path, monkeypatch):
+    """The disk-cache write runs after the read, on a thread of its own: the parsed trace is served
+    at once, and the entry is there once the write is done."""
+    import tb_plugin.loader as loader_mod
+    from profiler_core.trace import cache
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    _trace(tmp_path / "logs" / "run0" / "w.1.pt.trace.json", 2000)
+    f = Scanner(str(tmp_path / "logs")).scan()["run0"].files()[0]
+    release, writing = threading.Event(), threading.Event()
+    real = cache.store
+
+    def slow_store(path, t):
+        writing.set()
+        assert release.wait(60)
+        return real(path, t)
+
+    monkeypatch.setattr(loader_mod.cache, "store", slow_store)
+    loader = Loader(processes=0)
+    try:
+        t = loader.get(f)  # returns while the write waits
+        assert len(t.events) == 2000 and writing.wait(60)
+        assert cache.load(f.path) is None
+        release.set()
+        loader.flush(timeout=60)
+        assert cache.load(f.path) is not None
+    finally:
+        release.set()
+        loader.close()

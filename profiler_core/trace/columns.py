@@ -6,7 +6,7 @@ import json
 import re
 import zlib
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_not, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -44,6 +44,7 @@ def normalise_category(cat: Any) -> str:
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NUMERIC_ID = re.compile(r"^\s*(?:stream\s*)?(-?\d+)\s*$", re.IGNORECASE)
 
 
@@ -541,6 +542,27 @@ class _Builder:
         self.counts[what] = self.counts.get(what, 0) + n
 
     def _triples(self, key: str, values: list) -> np.ndarray:
+        """[x, y, z] lists -> an (n, 3) int32 array (zeros where missing); in bulk when every
+        present value is a list of 3 ints, else value by value (bad ones counted)."""
+        n = len(values)
+        present = np.fromiter(map(is_not, values, repeat(None)), dtype=bool, count=n)
+        some = values if present.all() else [v for v in values if v is not None]
+        try:
+            arr = np.array(some)
+        except (TypeError, ValueError, OverflowError):  # ragged lists and the like
+            arr = None
+        if (arr is not None and arr.dtype.kind == "i" and arr.shape == (len(some), 3)
+                and all(type(v) is list for v in some)
+                and (not len(arr) or (_INT32_MIN <= arr.min() and arr.max() <= _INT32_MAX))):
+            arr = arr.astype(np.int32)
+            if len(some) == n:
+                return arr
+            out = np.zeros((n, 3), dtype=np.int32)
+            out[present] = arr
+            return out
+        return self._triples_slow(key, values)
+
+    def _triples_slow(self, key: str, values: list) -> np.ndarray:
         out = np.zeros((len(values), 3), dtype=np.int32)
         for i, v in enumerate(values):
             if v is None:

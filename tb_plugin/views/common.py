@@ -87,6 +87,8 @@ def _per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
         cats = col.cat.categories
         vals = np.fromiter((bool(fn(c)) for c in cats), dtype=bool, count=len(cats))
         codes = col.cat.codes.to_numpy()
+        if not len(codes) or codes.min() >= 0:  # no missing value (the reader's columns): one gather
+            return vals.take(codes)
         out = np.zeros(len(codes), dtype=bool)
         ok = codes >= 0
         out[ok] = vals[codes[ok]]
@@ -192,6 +194,7 @@ def _op_tree(t: Any) -> pd.DataFrame:
     grp = _group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
     order = _tree_order(grp, start, end, rows)
     rows, start, end, grp = rows[order], start[order], end[order], grp[order]
+    del order  # (temporaries go as soon as they are used: the tree's peak memory is the views' peak)
     pos = np.arange(n, dtype=np.int64)
 
     # depth_i = number of earlier nodes (tree order) of the same thread still open at start_i (end_j > start_i)
@@ -199,20 +202,30 @@ def _op_tree(t: Any) -> pd.DataFrame:
     span = int(max(start.max(), end.max())) - lo + 2
     if (int(grp.max()) + 1) * span >= 2 ** 62:  # pragma: no cover - absurd time ranges
         raise ValueError("trace time range too large for the op tree")
-    end_keys = np.sort(_composite(grp, end, lo, span))
-    first = np.searchsorted(grp, grp, side="left")
-    closed = (np.searchsorted(end_keys, _composite(grp, start, lo, span), side="right")
-              - np.searchsorted(end_keys, grp.astype(np.int64) * span, side="left"))
+    end_keys = _composite(grp, end, lo, span)
+    end_keys.sort(kind="stable")  # ends come nearly in order: 10x quicker than quicksort (2.2M nodes: 0.13 s)
+    closed = np.searchsorted(end_keys, _composite(grp, start, lo, span), side="right")
+    closed -= np.searchsorted(end_keys, grp.astype(np.int64) * span, side="left")
+    del end_keys
     zero = end == start
     run_change = np.ones(n, dtype=bool)
     run_change[1:] = (grp[1:] != grp[:-1]) | (start[1:] != start[:-1])
     run_id = np.cumsum(run_change) - 1
     run_start = np.flatnonzero(run_change)
+    del run_change
     run_end = np.append(run_start[1:], n)[run_id]
+    del run_start
     nz_run = np.bincount(run_id, weights=zero).astype(np.int64)[run_id]
-    z = np.where(zero, run_end - pos, nz_run)
-    depth = (pos - first) - (closed - z)
-    depth = np.maximum(depth, 0)
+    del run_id
+    run_end -= pos
+    z = np.where(zero, run_end, nz_run)
+    del run_end, nz_run
+    closed -= z
+    del z
+    depth = pos - np.searchsorted(grp, grp, side="left")
+    depth -= closed
+    del closed
+    np.maximum(depth, 0, out=depth)
 
     # candidate parent: the last earlier node one level up. Keys depth * n + pos in (depth, pos) order
     # (a radix sort of small depths); the queries (depth - 1) * n + pos are then sorted too, which
@@ -223,6 +236,7 @@ def _op_tree(t: Any) -> pd.DataFrame:
     cand = np.where(ks >= 0, dk[np.maximum(ks, 0)], -1)
     parent = np.empty(n, np.int64)
     parent[by_level] = np.where((dk >= n) & (ks >= 0) & (cand // n == dk // n - 1), cand % n, -1)
+    del by_level, dk, ks, cand
 
     # repair nodes whose candidate does not contain them (partially overlapping siblings): walk up
     def bad_mask(p: np.ndarray) -> np.ndarray:

@@ -37,13 +37,19 @@ def _node_stats(t: Any) -> pd.DataFrame:
     """Per op-tree node (merged nodes dropped): host/device self and total ns, TC eligibility."""
     ev = t.events
     tree = common.op_tree(t)
-    tree = tree[tree["merged_into"] < 0].reset_index(drop=True)
-    n = len(tree)
-    rows = tree["row"].to_numpy()
+    # the columns of the unmerged nodes, one at a time (not a copy of the whole tree frame: this is
+    # the operators view's peak memory on a big trace)
+    kept = np.flatnonzero(tree["merged_into"].to_numpy() < 0)
+    n = len(kept)
+    rows = tree["row"].to_numpy()[kept]
     node_of = np.full(len(ev), -1, np.int64)
     node_of[rows] = np.arange(n)
-    parent = np.where(tree["parent"].to_numpy() >= 0, node_of[np.maximum(tree["parent"].to_numpy(), 0)], -1)
-    host_total = (tree["end"] - tree["start"]).to_numpy(np.float64)
+    parent = tree["parent"].to_numpy()[kept]
+    parent = np.where(parent >= 0, node_of[np.maximum(parent, 0)], -1)
+    host_total = (tree["end"].to_numpy()[kept] - tree["start"].to_numpy()[kept]).astype(np.float64)
+    is_op = tree["is_op"].to_numpy()[kept]
+    depth = tree["depth"].to_numpy()[kept]
+    del tree, kept
     dur = ev["dur"].to_numpy(np.float64)
 
     has_parent = parent >= 0
@@ -66,11 +72,9 @@ def _node_stats(t: Any) -> pd.DataFrame:
     tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
 
     names = ev["name"].array.take(rows)  # stays categorical: cheap grouping
-    is_op = tree["is_op"].to_numpy()
     eligible = common._per_value(ev["name"], common.is_tc_eligible_op)[rows] | (is_op & (tc_self > 0))
     device_total = device_self.copy()
     has_eligible_below = np.zeros(n, dtype=bool)
-    depth = tree["depth"].to_numpy()
     for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
         sel = np.flatnonzero((depth == d) & has_parent)
         if len(sel) == 0:

@@ -34,8 +34,8 @@ def _coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     """Per elementary segment [bounds[k], bounds[k+1]): how many (or how much weight of) intervals cover it."""
     n = len(bounds)
     if weights is None:  # sorted queries make searchsorted cache-friendly; counts do not care about order
-        si = np.searchsorted(bounds, np.sort(starts))
-        ei = np.searchsorted(bounds, np.sort(ends))
+        si = np.searchsorted(bounds, np.sort(starts, kind="stable"))  # (nearly sorted: timsort/radix)
+        ei = np.searchsorted(bounds, np.sort(ends, kind="stable"))
         delta = np.bincount(si, minlength=n) - np.bincount(ei, minlength=n)
     else:
         si = np.searchsorted(bounds, starts)
@@ -105,16 +105,22 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     bounds = common.sorted_unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
     if len(bounds) < 2:
         return st, costs
-    seg_len = np.diff(bounds).astype(np.float64)
-    owner = np.full(len(seg_len), len(ROLES), dtype=np.int64)
-    for r in range(len(ROLES) - 1, -1, -1):  # lowest priority first, so higher priorities overwrite
-        s, e = roles[r]
+    owner = np.full(len(bounds) - 1, len(ROLES), dtype=np.int8)  # (small dtypes, temporaries
+    for r in range(len(ROLES) - 1, -1, -1):  # freed early: this is the overview's peak memory)
+        s, e = roles[r]  # lowest priority first, so higher priorities overwrite
         if len(s):
             owner[_covered(bounds, s, e)] = r
+    del roles, s, e
     k = np.searchsorted(ss, bounds[:-1], side="right") - 1
     inside = (k >= 0) & (bounds[:-1] < se[np.maximum(k, 0)])
-    flat = np.bincount(k[inside] * (len(ROLES) + 1) + owner[inside], weights=seg_len[inside],
-                       minlength=n * (len(ROLES) + 1))
+    seg_len = np.diff(bounds)[inside].astype(np.float64)
+    del bounds
+    key = k[inside]
+    del k
+    key *= len(ROLES) + 1
+    key += owner[inside]
+    del owner, inside
+    flat = np.bincount(key, weights=seg_len, minlength=n * (len(ROLES) + 1))
     return st, flat.reshape(n, len(ROLES) + 1)
 
 
