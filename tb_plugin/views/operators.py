@@ -63,31 +63,37 @@ def _node_stats(t: Any) -> pd.DataFrame:
     gl = common.link_gpu_to_ops(t)
     gop = node_of[np.maximum(gl["op"].to_numpy(), 0)]
     ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
-    grow = gl["row"].to_numpy()[ok]
-    gdur = dur[grow]
-    device_self = np.bincount(gop[ok], weights=gdur, minlength=n)
-    is_kernel = category_mask(ev, ("kernel",))[grow]
-    tc_kernel = is_kernel & common._per_value(ev["name"], common.uses_tensor_cores)[grow]
-    kernel_self = np.bincount(gop[ok], weights=np.where(is_kernel, gdur, 0.0), minlength=n)
-    tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
-
+    del node_of
     names = ev["name"].array.take(rows)  # stays categorical: cheap grouping
-    eligible = common._per_value(ev["name"], common.is_tc_eligible_op)[rows] | (is_op & (tc_self > 0))
-    device_total = device_self.copy()
+    eligible = common._per_value(ev["name"], common.is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
+    if ok.any():
+        grow = gl["row"].to_numpy()[ok]
+        gdur = dur[grow]
+        device_self = np.bincount(gop[ok], weights=gdur, minlength=n)
+        is_kernel = category_mask(ev, ("kernel",))[grow]
+        tc_kernel = is_kernel & common._per_value(ev["name"], common.uses_tensor_cores)[grow]
+        kernel_self = np.bincount(gop[ok], weights=np.where(is_kernel, gdur, 0.0), minlength=n)
+        tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
+        eligible |= is_op & (tc_self > 0)
+        device_total = device_self.copy()
+    else:  # no device activity under any op (a CPU trace): one shared read-only zero, no memory
+        device_self = device_total = kernel_self = tc_self = common.zeros_column(n)
+    del gl, gop, ok
     for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
         sel = np.flatnonzero((depth == d) & has_parent)
         if len(sel) == 0:
             continue
         p = parent[sel]
-        np.add.at(device_total, p, device_total[sel])
+        if device_total.flags.writeable:
+            np.add.at(device_total, p, device_total[sel])
         below = eligible[sel] | has_eligible_below[sel]
         has_eligible_below[p[below]] = True
         inherit = np.zeros(n, dtype=bool)
         inherit[p[eligible[sel]]] = True
         eligible |= inherit & is_op
     return pd.DataFrame({
-        "row": rows, "name": names, "is_op": is_op,
+        "row": rows.astype(np.int32) if len(ev) < 2 ** 31 else rows, "name": names, "is_op": is_op,
         "host_total": host_total, "host_self": host_total - child_sum - runtime_sum,
         "device_self": device_self, "device_total": device_total, "kernel_self": kernel_self,
         "tc_self": tc_self, "tc_eligible": eligible, "bottom_eligible": eligible & ~has_eligible_below,
@@ -157,20 +163,41 @@ def _python_stack(names: pd.Series, parent_of: np.ndarray, leaf: int, memo: dict
     return memo[leaf]
 
 
-def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
-    """The operator-table nodes (optionally of one name) with input dims, call stack and stack availability."""
+def _table_rows(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.ndarray:
+    """Positions in `st` (node_stats) of the operator-table nodes, optionally of one name."""
     ev = t.events
-    st = node_stats(t)
     rows = st["row"].to_numpy()
     keep = st["is_op"].to_numpy() & common._per_value(ev["name"], _is_table_op)[rows]
     if only_name is not None:
         keep &= common._per_value(ev["name"], lambda n: n == only_name)[rows]
-    ops = st.loc[keep]
-    rows = ops["row"].to_numpy()
-    ops = ops.assign(input_dims=ev["input_dims"].array.take(rows), call_stack=ev["call_stack"].array.take(rows))
-    ops["py_leaf"] = python_leaf_frames(t, rows)
-    ops["has_stack"] = common._per_value(ops["call_stack"], bool) | (ops["py_leaf"].to_numpy() >= 0)
-    return ops
+    return np.flatnonzero(keep)
+
+
+def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For events at `rows`: their `Call stack` texts (categorical), with_stack leaf frames, and whether
+    either gives a stack."""
+    call_stack = t.events["call_stack"].array.take(rows)
+    py_leaf = python_leaf_frames(t, rows)
+    return call_stack, py_leaf, common._per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
+
+
+def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
+    """The operator-table nodes (optionally of one name) with input dims, call stack and stack availability."""
+    st = node_stats(t)
+    where = _table_rows(t, st, only_name)
+    # only the columns the tables use, each taken once (a copy of every node column is this view's peak)
+    cols = {c: st[c].array.take(where) if c == "name" else st[c].to_numpy()[where] for c in _TABLE_COLUMNS}
+    rows = cols["row"]
+    call_stack, py_leaf, has_stack = _has_stack(t, rows)
+    cols.update(input_dims=t.events["input_dims"].array.take(rows), call_stack=call_stack, py_leaf=py_leaf,
+                has_stack=has_stack)
+    return pd.DataFrame(cols, copy=False)
+
+
+#: the node_stats columns the operator tables use
+_TABLE_COLUMNS = ("row", "name", "host_self", "host_total", "device_self", "device_total", "kernel_self",
+                  "tc_eligible")
+_SUMS = ("host_self", "host_total", "device_self", "device_total")
 
 
 def tensor_core_eligible_kernel_ratio(t: Any) -> float:
@@ -179,11 +206,10 @@ def tensor_core_eligible_kernel_ratio(t: Any) -> float:
 
 
 def _tc_eligible_kernel_ratio(t: Any) -> float:
-    ops = _table_ops(t)
-    total = ops["kernel_self"].sum()
+    st = node_stats(t)
+    total = st["kernel_self"].to_numpy()[_table_rows(t, st)].sum()
     if total <= 0:
         return 0.0
-    st = node_stats(t)
     return float(st.loc[st["bottom_eligible"], "kernel_self"].sum() / total)
 
 
@@ -211,29 +237,46 @@ def operators(t: Any, group_by: str = "name") -> dict:
 
 
 def _operators(t: Any, group_by: str) -> dict:
-    ops = _table_ops(t)
-    keys = ["name"] + (["input_dims"] if group_by == "name_shape" else [])
-    agg = _aggregate(ops, keys)
+    """The table, aggregated with bincounts over group codes (no per-node frame: the table's nodes are
+    most of a trace's events, and a frame of them was this view's peak memory)."""
+    st = node_stats(t)
+    where = _table_rows(t, st)
+    rows = st["row"].to_numpy()[where]
+    names = st["name"].array.take(where)
+    name_codes = np.asarray(names.codes, dtype=np.int64)
+    name_values = [str(v) for v in names.categories]
+    shape_values: list[str] = []
+    if group_by == "name_shape":  # distinct Input Dims texts that display alike form one group
+        dims = t.events["input_dims"].array.take(rows)
+        shown = pd.Index([_display_shape(str(d)) for d in dims.categories], dtype=object)
+        shape_of_dims, uniq = pd.factorize(shown)
+        shape_values = [str(v) for v in uniq]
+        shape_codes = shape_of_dims[np.asarray(dims.codes, dtype=np.int64)]
+        keys = name_codes * max(1, len(shape_values)) + shape_codes
+    else:
+        keys = name_codes
+    inverse, groups = pd.factorize(keys)  # hashing: leaner than np.unique's sorts
+    m = len(groups)
+    calls = np.bincount(inverse, minlength=m)
+    sums = {c: np.bincount(inverse, weights=st[c].to_numpy()[where], minlength=m) for c in _SUMS}
+    tc = np.bincount(inverse, weights=st["tc_eligible"].to_numpy()[where], minlength=m) > 0
+    stack = np.bincount(inverse, weights=_has_stack(t, rows)[2], minlength=m) > 0
     device = _has_device(t)
-    if group_by == "name_shape":
-        agg["input_shape"] = [_display_shape(d) for d in agg["input_dims"]]
-        agg = agg.groupby(["name", "input_shape"], sort=False).agg(
-            calls=("calls", "sum"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
-            device_self=("device_self", "sum"), device_total=("device_total", "sum"),
-            tc_eligible=("tc_eligible", "any"), has_call_stack=("has_call_stack", "any")).reset_index()
     metric = "device_self" if device else "host_self"
-    sort_cols = [metric, "name"] + (["input_shape"] if group_by == "name_shape" else [])
-    agg = agg.sort_values(sort_cols, ascending=[False] + [True] * (len(sort_cols) - 1), kind="stable")
     out = []
-    for r in agg.itertuples(index=False):
-        row: dict[str, Any] = {"name": r.name}
+    for g in range(m):
+        key = int(groups[g])
+        row: dict[str, Any] = {"name": name_values[key // max(1, len(shape_values))] if shape_values
+                               else name_values[key]}
         if group_by == "name_shape":
-            row["input_shape"] = r.input_shape
-        row.update(calls=int(r.calls), host_self_us=ns_to_us(r.host_self), host_total_us=ns_to_us(r.host_total),
-                   device_self_us=ns_to_us(r.device_self), device_total_us=ns_to_us(r.device_total),
-                   tc_eligible=bool(r.tc_eligible), has_call_stack=bool(r.has_call_stack))
-        out.append(row)
-    return {"rows": out, "device": device, "sort": f"{metric}_us"}
+            row["input_shape"] = shape_values[key % max(1, len(shape_values))]
+        row.update(calls=int(calls[g]), host_self_us=ns_to_us(sums["host_self"][g]),
+                   host_total_us=ns_to_us(sums["host_total"][g]), device_self_us=ns_to_us(sums["device_self"][g]),
+                   device_total_us=ns_to_us(sums["device_total"][g]), tc_eligible=bool(tc[g]),
+                   has_call_stack=bool(stack[g]))
+        out.append((-sums[metric][g], row))
+    out.sort(key=lambda kr: (kr[0], kr[1]["name"], kr[1].get("input_shape", "")))
+    return {"rows": [r for _, r in out], "device": device, "sort": f"{metric}_us"}
 
 
 def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
