@@ -343,6 +343,8 @@ _PLAIN_INT_COLUMNS = frozenset(
     {"correlation", "device", "stream", "registers", "shared_memory", "static_shared_memory",
      "dynamic_shared_memory", "bytes", "python_id",
      "python_module_id", "sequence_nr", "fwd_thread", "in_nelems", "out_nelems", "group_size"})
+#: args whose decoded default is -1, the column's missing value, not None (decode._Args)
+_MINUS_ONE_DEFAULT = frozenset({"sequence_nr", "fwd_thread"})
 _ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS
                      if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
 
@@ -500,6 +502,9 @@ class _Builder:
                 put(field, self.interners[field].add(_raw_bytes(values)))
                 continue
             column = _FIELD_COLUMN.get(field, field)
+            if field in _MINUS_ONE_DEFAULT and values.count(-1) == len(values):
+                skip.update(_TOGETHER.get(field, ()))
+                continue  # absent everywhere (or -1, the missing value, everywhere)
             if column in _PLAIN_INT_COLUMNS:  # dense ones convert on the first try
                 dtype = np.int32 if column in EVENT_INT32 else np.int64
                 try:

@@ -67,17 +67,22 @@ _ARG_NAMES = {
 }
 
 
+_NO_RAW = msgspec.Raw(b"")  # the default of absent raw args (one shared object)
+
+
 class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.get(f, f)):
     """The args keys the columns need, under Kineto's names; every other key is skipped.
 
     Fields follow Kineto's key order (cpu_op first): msgspec looks keys up fastest that way."""
 
     ext_id: Any = None
-    sequence_nr: Any = None
-    fwd_thread: Any = None
+    # -1 (the column's missing value) when absent: cpu_op events carry these and user annotations do
+    # not, and a default the column takes as it is converts the mix in one pass
+    sequence_nr: Any = -1
+    fwd_thread: Any = -1
     input_type: msgspec.Raw = msgspec.Raw(b"")
     input_dims: msgspec.Raw = msgspec.Raw(b"")
-    input_dims_v18: msgspec.Raw = msgspec.Raw(b"")
+    input_dims_v18: msgspec.Raw = _NO_RAW
     call_stack: Any = None
     coll_name: Any = None
     dtype: Any = None
@@ -276,6 +281,8 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
 def old_spelling_dims(values: list, args: list) -> list:
     """`Input Dims` raws with the empty ones filled from torch 1.8's `Input dims` (same order as `args`)."""
     old = list(map(_get_dims_v18, args))
+    if old.count(_NO_RAW) == len(old):  # the shared default everywhere (an identity test per item)
+        return values
     if not any(map(len, old)):
         return values
     return [o if len(v) == 0 and len(o) else v for v, o in zip(values, old)]
