@@ -1,5 +1,6 @@
 """Speed rewrites in the views agree with the plain computation they replace."""
 import numpy as np
+import pytest
 
 from tb_plugin.views.common import sorted_unique
 from tb_plugin.views.overview import _coverage, _covered
@@ -23,3 +24,92 @@ def test_covered_matches_interval_counting():
         assert np.array_equal(got, _coverage(b, s, e) > 0)
         checked += 1
     assert checked > 300
+
+
+# ------------------------------------------------------------------ operators: bincount aggregation
+def _groupby_reference(t, group_by: str) -> list[dict]:
+    """The operator table by a plain pandas groupby over the table's nodes (the computation that
+    `operators._operators` replaces with bincounts over group codes)."""
+    from tb_plugin.views import operators
+    from tb_plugin.views.common import ns_to_us
+
+    ops = operators._table_ops(t)
+    keys = ["name"] + (["input_dims"] if group_by == "name_shape" else [])
+    how = dict(calls=("row", "size"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
+               device_self=("device_self", "sum"), device_total=("device_total", "sum"),
+               tc_eligible=("tc_eligible", "any"), has_call_stack=("has_stack", "any"))
+    agg = ops.groupby(keys, sort=False, observed=True).agg(**how).reset_index()
+    for k in keys:
+        agg[k] = agg[k].astype(str)
+    if group_by == "name_shape":
+        agg["input_shape"] = [operators._display_shape(d) for d in agg["input_dims"]]
+        agg = agg.groupby(["name", "input_shape"], sort=False).agg(
+            calls=("calls", "sum"), **{c: (c, "sum") for c in ("host_self", "host_total", "device_self",
+                                                               "device_total")},
+            tc_eligible=("tc_eligible", "any"), has_call_stack=("has_call_stack", "any")).reset_index()
+    metric = "device_self" if operators._has_device(t) else "host_self"
+    cols = [metric, "name"] + (["input_shape"] if group_by == "name_shape" else [])
+    agg = agg.sort_values(cols, ascending=[False] + [True] * (len(cols) - 1), kind="stable")
+    out = []
+    for r in agg.to_dict("records"):
+        row = {"name": r["name"]}
+        if group_by == "name_shape":
+            row["input_shape"] = r["input_shape"]
+        row.update(calls=int(r["calls"]), host_self_us=ns_to_us(r["host_self"]),
+                   host_total_us=ns_to_us(r["host_total"]), device_self_us=ns_to_us(r["device_self"]),
+                   device_total_us=ns_to_us(r["device_total"]), tc_eligible=bool(r["tc_eligible"]),
+                   has_call_stack=bool(r["has_call_stack"]))
+        out.append(row)
+    return out
+
+
+def _shapes_trace():
+    from .test_views_common_support import make_trace, op
+
+    events, ts = [op("ProfilerStep#1", 0, 10_000, ext=1)], 1
+    rng = np.random.default_rng(7)
+    dims = [None, [], [[2, 3]], [[2, 3], [3]], [[4]]]  # missing and [] both show as "[]"
+    for k in range(600):
+        d = dims[int(rng.integers(0, len(dims)))]
+        extra = {} if d is None else {"Input Dims": d}
+        if rng.random() < 0.1:
+            extra["Call stack"] = "m.py(1): f"
+        name = f"aten::op{int(rng.integers(0, 12))}"
+        events.append(op(name, ts, 10, ext=k + 2, **extra))
+        if rng.random() < 0.3:  # a child: the parent's self time shrinks
+            events.append(op("aten::empty", ts + 2, 3, ext=10_000 + k))
+        ts += 12
+    return make_trace(events)
+
+
+@pytest.mark.parametrize("group_by", ["name", "name_shape"])
+def test_operators_bincount_aggregation_matches_a_groupby(group_by):
+    from tb_plugin.views import operators
+
+    from .test_views_common_support import synthetic_gpu_trace
+
+    for t in (synthetic_gpu_trace(n_ops=2000, ops_per_step=400), _shapes_trace()):
+        got = operators.operators(t, group_by)["rows"]
+        assert len(got) > 10
+        assert got == _groupby_reference(t, group_by)
+    shapes = {r["input_shape"] for r in operators.operators(_shapes_trace(), "name_shape")["rows"]}
+    assert "[]" in shapes and "[[2, 3], [3]]" in shapes
+
+
+def test_derived_op_data_is_compact():
+    """The op tree keeps positions as int32, and a CPU trace's node stats hold no device-time arrays
+    (one shared read-only zero), while a GPU trace's are real."""
+    from tb_plugin.views import common, operators
+
+    from .test_views_common_support import synthetic_gpu_trace
+
+    cpu = _shapes_trace()
+    tree = common.op_tree(cpu)
+    assert all(tree[c].dtype == np.int32 for c in ("row", "parent", "depth", "group", "merged_into"))
+    assert tree["start"].dtype == np.int64 and tree["end"].dtype == np.int64
+    st = operators.node_stats(cpu)
+    for c in ("device_self", "device_total", "kernel_self", "tc_self"):
+        arr = st[c].to_numpy()
+        assert arr.strides == (0,) and not arr.flags.writeable and not arr.any()
+    gpu = operators.node_stats(synthetic_gpu_trace(n_ops=500, ops_per_step=100))
+    assert gpu["device_self"].to_numpy().strides == (8,) and gpu["device_self"].to_numpy().sum() > 0
