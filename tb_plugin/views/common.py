@@ -297,6 +297,7 @@ def op_tree(t: Any) -> pd.DataFrame:
     code), `start`, `end` (ns), `merged_into` (position of the op this one was merged into by torch's
     same-name single-child rule, else -1; merged nodes are not separate calls), `is_op` (cpu_op or
     user_annotation). Partially overlapping nodes hang under the innermost node that fully contains them.
+    Positions, depth and group are int32 (the tree lives as long as its trace), start and end int64.
     """
     return derived(t, "op_tree", lambda: _op_tree(t))
 
