@@ -146,3 +146,86 @@ def test_static_dynamic_shared_memory_split():
     cfg = kernels.kernels(t, "name_op_config")["rows"]
     assert sorted((x["op"], x["static_shared_memory"], x["dynamic_shared_memory"]) for x in cfg) == \
         [("aten::mean", 512, 512), ("aten::sum", 1024, 0)]
+
+
+def _random_kernel_trace(seed: int):
+    """Kernels of a few names launched by a few ops (some by none), with random durations, launch sizes
+    (some missing), blocks per SM and occupancy (some missing or not finite)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    events, ts = [], 0
+    for i in range(300):
+        ext = i + 1
+        opname = f"aten::op{int(rng.integers(0, 4))}"
+        events.append(op(opname, ts, 50, ext=ext))
+        corr = i + 1 if rng.random() < 0.9 else 10_000 + i  # 10 %: no launch found -> op "N/A"
+        events.append(runtime("cudaLaunchKernel", ts + 1, 1, corr=i + 1, ext=ext))
+        args = {}
+        if rng.random() < 0.8:
+            args["grid"] = [int(rng.choice([8, 16])), 1, 1]
+            args["block"] = [int(rng.choice([64, 128])), 1, 1]
+            args["registers per thread"] = int(rng.choice([32, 64]))
+            args["shared memory"] = 0
+        if rng.random() < 0.7:
+            args["blocks per SM"] = float(rng.choice([0.0, 0.5, 2.0, 3.25]))
+        if rng.random() < 0.7:
+            args["est. achieved occupancy %"] = float(rng.choice([10, 25, 50]))
+        name = f"kernel_{int(rng.integers(0, 6))}"
+        events.append(kernel(name, ts + 5, int(rng.integers(1, 40)), corr=corr, **args))
+        ts += 60
+    return make_trace(events)
+
+
+def _naive(t, group_by: str) -> list[tuple]:
+    """calls, total, min, max, weighted blocks per SM and occupancy, launch configurations per group, by a
+    loop over the kernels (independent of the view's vectorised grouping)."""
+    rows = {}
+    ev = t.events
+    op_of = {}
+    for r in ev.itertuples():
+        op_of.setdefault(r.external_id, r.name) if r.cat == "cpu_op" else None
+    launch_ext = {r.correlation: r.external_id for r in ev.itertuples() if r.cat == "cuda_runtime"}
+    for r in ev.itertuples():
+        if r.cat != "kernel":
+            continue
+        opn = op_of.get(launch_ext.get(r.correlation, -2), kernels.NO_OP)
+        key = (r.name, opn) if group_by == "name_op" else (r.name,)
+        g = rows.setdefault(key, {"durs": [], "bps": [], "occ": [], "cfg": set()})
+        d = float(r.dur)
+        g["durs"].append(d)
+        if r.blocks_per_sm > 0:
+            g["bps"].append((r.blocks_per_sm, d))
+        if r.occupancy >= 0:
+            g["occ"].append((r.occupancy, d))
+        g["cfg"].add((r.grid_x, r.grid_y, r.grid_z, r.block_x, r.block_y, r.block_z, r.registers, r.shared_memory)
+                     if r.grid_x > 0 else (0, 0, 0, r.block_x, r.block_y, r.block_z, r.registers, r.shared_memory))
+
+    def wmean(pairs):
+        w = sum(d for _, d in pairs)
+        return None if not pairs or w == 0 else sum(v * d for v, d in pairs) / w
+
+    out = []
+    for key, g in rows.items():
+        b, o = wmean(g["bps"]), wmean(g["occ"])
+        out.append((key, len(g["durs"]), sum(g["durs"]) / 1000, min(g["durs"]) / 1000, max(g["durs"]) / 1000,
+                    None if b is None else round(b, 4), None if o is None else round(o / 100, 6), len(g["cfg"])))
+    out.sort(key=lambda x: (-x[2], x[0]))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("group_by", ["name", "name_op"])
+def test_grouping_matches_a_loop_over_the_kernels(seed, group_by):
+    t = _random_kernel_trace(seed)
+    got = [((r["name"], r["op"]) if group_by == "name_op" else (r["name"],), r["calls"], r["total_us"], r["min_us"],
+            r["max_us"], r["blocks_per_sm"], r["achieved_occupancy"], r["launch_configs"])
+           for r in kernels.kernels(t, group_by)["rows"]]
+    want = _naive(t, group_by)
+    assert len(got) == len(want) > 5
+    for g, w in zip(got, want):
+        assert g[:2] == w[:2] and g[7] == w[7]
+        assert g[2:5] == pytest.approx(w[2:5])
+        for a, b in zip(g[5:7], w[5:7]):
+            assert (a is None and b is None) or a == pytest.approx(b, abs=1e-6)
+    assert any(r["op"] == kernels.NO_OP for r in kernels.kernels(t, "name_op")["rows"])

@@ -22,41 +22,56 @@ SPLIT = ("static_shared_memory", "dynamic_shared_memory")  # our converter's arg
 NO_OP = "N/A"  # kernels whose launch could not be tied to an operator
 
 
-def _kernel_frame(t: Any) -> pd.DataFrame:
+def _kernel_columns(t: Any) -> dict[str, np.ndarray]:
+    """Per kernel (event order): name and launching-op name codes, duration, blocks per SM, occupancy, the
+    launch configuration (grid/block normalised to 0 where the trace has no launch size) and the theoretical
+    occupancy. Plain arrays: the view groups on integer codes, never on per-kernel strings."""
     ev = t.events
-    kmask = category_mask(ev, ("kernel",))
-    rows = np.flatnonzero(kmask)
+    rows = np.flatnonzero(category_mask(ev, ("kernel",)))
     links = common.link_gpu_to_ops(t)
     op_of = np.full(len(ev), -1, np.int64)
     op_of[links["row"].to_numpy()] = links["op"].to_numpy()
     op = op_of[rows]
-    names = ev["name"].to_numpy()
-    op_name = np.where(op >= 0, names[np.maximum(op, 0)].astype(object), NO_OP) if len(rows) else np.array([])
-    k = ev.iloc[rows]
+    del op_of
+    name_codes = np.asarray(ev["name"].cat.codes.to_numpy(), np.int64)
     launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
-    props = common.device_properties(t)
-    dims = {c: k[c].to_numpy(np.int64) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")}
-    regs, smem = k["registers"].to_numpy(np.int64), k["shared_memory"].to_numpy(np.int64)
+    col = {c: ev[c].to_numpy(np.int64)[rows] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                                                         "block_z", "registers", "shared_memory", *SPLIT)}
+    for dims in ("grid", "block"):  # '' in the table when the trace has no launch size: one code for all
+        none = col[f"{dims}_x"] <= 0
+        for a in "xyz":
+            col[f"{dims}_{a}"] = np.where(none, 0, col[f"{dims}_{a}"])
     amd = launches["amd"].to_numpy(bool) if len(rows) else np.zeros(0, dtype=bool)
-    theo = _theoretical(props, k["device"].to_numpy(np.int64),
-                        dims["block_x"] * np.maximum(dims["block_y"], 1) * np.maximum(dims["block_z"], 1), regs, smem)
-    return pd.DataFrame({
-        "name": k["name"].astype(str).to_numpy(), "op": op_name.astype(str),
-        "dur": k["dur"].to_numpy(np.float64),
-        "bps": launches["blocks_per_sm"].to_numpy(np.float64),
-        "occ": launches["occupancy"].to_numpy(np.float64),
-        "grid": _dims(dims["grid_x"], dims["grid_y"], dims["grid_z"]),
-        "block": _dims(dims["block_x"], dims["block_y"], dims["block_z"]),
-        "registers_per_thread": regs, "shared_memory": smem,
-        **{c: k[c].to_numpy(np.int64) for c in SPLIT},
-        "theo": np.where(amd, np.nan, theo),  # NVIDIA's calculator never applies to AMD devices
-    })
+    block_size = col["block_x"] * np.maximum(col["block_y"], 1) * np.maximum(col["block_z"], 1)
+    theo = _theoretical(common.device_properties(t), ev["device"].to_numpy(np.int64)[rows], block_size,
+                        col["registers"], col["shared_memory"])
+    col.update(name=name_codes[rows], op=np.where(op >= 0, name_codes[np.maximum(op, 0)], -1),
+               dur=ev["dur"].to_numpy(np.float64)[rows],
+               bps=launches["blocks_per_sm"].to_numpy(np.float64), occ=launches["occupancy"].to_numpy(np.float64),
+               theo=np.where(amd, np.nan, theo))  # NVIDIA's calculator never applies to AMD devices
+    return col
 
 
-def _dims(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """'[x, y, z]' per kernel as torch-tb-profiler prints it; '' when the trace has no launch size."""
-    return np.array(["" if a <= 0 else f"[{a}, {b}, {c}]" for a, b, c in zip(x.tolist(), y.tolist(), z.tolist())],
-                    dtype=object)
+def _dims_text(x: int, y: int, z: int) -> str:
+    """'[x, y, z]' as torch-tb-profiler prints it; '' when the trace has no launch size."""
+    return "" if x <= 0 else f"[{x}, {y}, {z}]"
+
+
+def _codes(*cols: np.ndarray) -> np.ndarray:
+    """Dense int64 codes of the row tuples of equal-length integer columns (first-appearance order)."""
+    if len(cols) == 1:
+        return pd.factorize(cols[0])[0].astype(np.int64)
+    codes = pd.factorize(cols[0])[0].astype(np.int64)
+    for c in cols[1:]:
+        part, uniq = pd.factorize(c)
+        codes = pd.factorize(codes * max(1, len(uniq)) + part)[0].astype(np.int64)
+    return codes
+
+
+def _per_group_unique(gid: np.ndarray, codes: np.ndarray, m: int) -> np.ndarray:
+    """How many distinct `codes` each of the `m` groups holds."""
+    pairs = pd.unique(gid * (int(codes.max()) + 1 if len(codes) else 1) + codes)
+    return np.bincount(pairs // (int(codes.max()) + 1 if len(codes) else 1), minlength=m)
 
 
 def _theoretical(props: dict[int, dict], device: np.ndarray, block_size: np.ndarray, regs: np.ndarray,
@@ -84,60 +99,88 @@ def _theoretical(props: dict[int, dict], device: np.ndarray, block_size: np.ndar
     return out
 
 
-def _weighted(values: pd.Series, weights: pd.Series, keys: list[pd.Series]) -> pd.Series:
-    """Duration-weighted mean per group over the rows that have a value (NaN -> no value)."""
-    has = values.notna()
-    frame = pd.DataFrame({"vw": np.where(has, values.fillna(0) * weights, 0.0),
-                          "w": np.where(has, weights, 0.0), "n": has.astype(np.int64)})
-    g = frame.groupby(keys, sort=False).sum()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = g["vw"] / g["w"]
-    return mean.where(g["n"] > 0)
-
-
 def kernels(t: Any, group_by: str = "name") -> dict:
-    """Kernel table rows grouped by `name` or `name_op`, sorted by total time descending, then name (and op)."""
+    """Kernel table rows grouped by `name` or `name_op` (or name, op and launch configuration), sorted by total
+    time descending, then the group keys."""
     if group_by not in GROUP_BY:
         raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
-    k = _kernel_frame(t)
-    keys = ["name"] + (["op"] if group_by != "name" else []) + (list(CONFIG) if group_by == "name_op_config" else [])
-    if len(k) == 0:
+    k = _kernel_columns(t)
+    if len(k["dur"]) == 0:
         return {"rows": []}
-    k["config"] = k["grid"] + "|" + k["block"] + "|" + k["registers_per_thread"].astype(str) + "|" + k["shared_memory"].astype(str)
-    split = bool((k[list(SPLIT)] >= 0).to_numpy().any())
-    if split:
-        k["config"] += "|" + k[SPLIT[0]].astype(str) + "|" + k[SPLIT[1]].astype(str)
-    g = k.groupby(keys, sort=False)
-    agg = g["dur"].agg(calls="size", total="sum", min="min", max="max")
-    key_series = [k[c] for c in keys]
-    agg["bps"] = _weighted(k["bps"].where(k["bps"] > 0), k["dur"], key_series)
-    agg["occ"] = _weighted(k["occ"].where(np.isfinite(k["occ"]) & (k["occ"] >= 0)), k["dur"], key_series)
-    agg["theo"] = _weighted(k["theo"], k["dur"], key_series)
-    agg["configs"] = g["config"].nunique()
-    if group_by != "name_op_config":
-        for c in CONFIG:  # each field shown when the whole group shares it
-            agg[c] = g[c].first().where(g[c].nunique() == 1, other=pd.NA)
-    for c in SPLIT if split else ():  # the split may vary even within one (Kineto) launch configuration
-        agg[c] = g[c].first().where(g[c].nunique() == 1, other=pd.NA)
-    agg = agg.reset_index()
-    agg["tc"] = common._per_value(agg["name"], common.uses_tensor_cores)
-    agg = agg.sort_values(["total"] + keys, ascending=[False] + [True] * len(keys), kind="stable")
+    names = [str(v) for v in t.events["name"].cat.categories]
+    # the launching op by its name (kernels of ops with one name, or of none, group together)
+    op_inverse, op_uniq = pd.factorize(k["op"])
+    text_codes, op_values = pd.factorize(pd.Index([names[int(c)] if c >= 0 else NO_OP for c in op_uniq],
+                                                  dtype=object))
+    op_codes = text_codes[op_inverse].astype(np.int64)
+    grid = _codes(k["grid_x"], k["grid_y"], k["grid_z"])
+    block = _codes(k["block_x"], k["block_y"], k["block_z"])
+    split = bool((k[SPLIT[0]] >= 0).any() or (k[SPLIT[1]] >= 0).any())
+    config = _codes(grid, block, k["registers"], k["shared_memory"], *((k[c] for c in SPLIT) if split else ()))
+    parts = [k["name"]] + ([op_codes] if group_by != "name" else []) + \
+        ([grid, block, k["registers"], k["shared_memory"]] if group_by == "name_op_config" else [])
+    gid = _codes(*parts)
+    m = int(gid.max()) + 1
+    first = np.full(m, len(gid), np.int64)
+    np.minimum.at(first, gid, np.arange(len(gid)))  # each group's first kernel: where its keys are read
+
+    dur = k["dur"]
+    frame = {"dur": dur}
+    for c, has in (("bps", k["bps"] > 0), ("occ", np.isfinite(k["occ"]) & (k["occ"] >= 0)),
+                   ("theo", np.isfinite(k["theo"]))):  # duration-weighted over the kernels with a value
+        frame[f"{c}_vw"] = np.where(has, np.where(has, k[c], 0.0) * dur, 0.0)
+        frame[f"{c}_w"] = np.where(has, dur, 0.0)
+        frame[f"{c}_n"] = has.astype(np.int64)
+    g = pd.DataFrame(frame).groupby(gid, sort=True)
+    sums = g.sum()
+    lo, hi = g["dur"].min().to_numpy(), g["dur"].max().to_numpy()
+    calls = np.bincount(gid, minlength=m)
+    total = sums["dur"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = {c: np.where(sums[f"{c}_n"].to_numpy() > 0, sums[f"{c}_vw"].to_numpy() / sums[f"{c}_w"].to_numpy(),
+                            np.nan) for c in ("bps", "occ", "theo")}
+    configs = _per_group_unique(gid, config, m)
+    shared = {}  # a launch field is shown when the whole group shares it
+    fields = {"grid": grid, "block": block, "registers_per_thread": k["registers"], "shared_memory": k["shared_memory"]}
+    if group_by == "name_op_config":
+        fields = {}  # the configuration is part of the key: one value per group
+    fields.update({c: k[c] for c in SPLIT} if split else {})
+    for c, codes in fields.items():
+        shared[c] = _per_group_unique(gid, _codes(codes), m) == 1
+    everywhere = np.ones(m, dtype=bool)  # (name_op_config: the launch fields are keys, shared by the group)
+    tc: dict[str, bool] = {}
     rows = []
-    for r in agg.itertuples(index=False):
-        row: dict[str, Any] = {"name": r.name}
+    for gi in range(m):
+        i = int(first[gi])
+        name = names[int(k["name"][i])]
+        row: dict[str, Any] = {"name": name}
         if group_by != "name":
-            row["op"] = r.op
-        row.update(calls=int(r.calls), total_us=ns_to_us(r.total), mean_us=ns_to_us(r.total / r.calls),
-                   min_us=ns_to_us(r.min), max_us=ns_to_us(r.max),
-                   blocks_per_sm=None if pd.isna(r.bps) else round(float(r.bps), 4),
-                   achieved_occupancy=None if pd.isna(r.occ) else round(float(r.occ) / 100.0, 6),
-                   tensor_cores=bool(r.tc))
-        known = lambda v: v is not None and not pd.isna(v) and v != "" and not (isinstance(v, (int, np.integer)) and v < 0)  # noqa: E731
-        row.update(grid=r.grid if known(r.grid) else None, block=r.block if known(r.block) else None,
-                   registers_per_thread=int(r.registers_per_thread) if known(r.registers_per_thread) else None,
-                   shared_memory=int(r.shared_memory) if known(r.shared_memory) else None,
-                   **{c: int(getattr(r, c)) if known(getattr(r, c)) else None for c in SPLIT if split},
-                   theoretical_occupancy=None if pd.isna(r.theo) else round(float(r.theo), 6),
-                   launch_configs=int(r.configs))
-        rows.append(row)
-    return {"rows": rows}
+            row["op"] = str(op_values[int(op_codes[i])])
+        if name not in tc:
+            tc[name] = bool(common.uses_tensor_cores(name))
+        row.update(calls=int(calls[gi]), total_us=ns_to_us(total[gi]), mean_us=ns_to_us(total[gi] / calls[gi]),
+                   min_us=ns_to_us(lo[gi]), max_us=ns_to_us(hi[gi]),
+                   blocks_per_sm=None if np.isnan(mean["bps"][gi]) else round(float(mean["bps"][gi]), 4),
+                   achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
+                   tensor_cores=tc[name])
+
+        def value(field: str, src: str) -> Any:
+            if field in shared and not shared[field][gi]:
+                return None
+            v = int(k[src][i])
+            return v if v >= 0 else None
+
+        gtext = _dims_text(int(k["grid_x"][i]), int(k["grid_y"][i]), int(k["grid_z"][i]))
+        btext = _dims_text(int(k["block_x"][i]), int(k["block_y"][i]), int(k["block_z"][i]))
+        row.update(grid=gtext if gtext and shared.get("grid", everywhere)[gi] else None,
+                   block=btext if btext and shared.get("block", everywhere)[gi] else None,
+                   registers_per_thread=value("registers_per_thread", "registers"),
+                   shared_memory=value("shared_memory", "shared_memory"),
+                   **{c: value(c, c) for c in SPLIT if split},
+                   theoretical_occupancy=None if np.isnan(mean["theo"][gi]) else round(float(mean["theo"][gi]), 6),
+                   launch_configs=int(configs[gi]))
+        keys = (name, row.get("op", "")) + ((gtext, btext, int(k["registers"][i]), int(k["shared_memory"][i]))
+                                            if group_by == "name_op_config" else ())
+        rows.append((-total[gi], keys, row))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return {"rows": [r for _, _, r in rows]}
