@@ -50,6 +50,10 @@ from tb_plugin.plugin import GpuscopePlugin
 import tb_plugin.views.overview, tb_plugin.views.operators, tb_plugin.views.kernels  # noqa: F401
 import pandas, numpy, msgspec  # noqa: F401
 from profiler_core.trace import reader  # noqa: F401
+# what the plugin imports on its first request (it stays light at TensorBoard's start) and the test
+# client's host-name encoding: imports, excluded like the rest
+import tb_plugin.loader, tb_plugin.runs, tb_plugin.summaries.engine, tb_plugin.views.distributed  # noqa: F401
+import profiler_core.trace.cache, profiler_core.cuda.occupancy, encodings.idna  # noqa: F401
 P = "/data/plugin/gpuscope"
 sys.stdout.write("ready\n"); sys.stdout.flush(); sys.stdin.readline()
 w0 = time.perf_counter()
@@ -84,6 +88,9 @@ logdir = sys.argv[1]
 from torch_tb_profiler import io
 from torch_tb_profiler.profiler.loader import RunLoader
 import torch_tb_profiler.profiler.data, torch_tb_profiler.profiler.run_generator  # noqa: F401
+# what RunLoader.load() imports on its first call (its worker processes are started inside the clock)
+import multiprocessing.pool, multiprocessing.managers, multiprocessing.shared_memory  # noqa: F401
+import multiprocessing.popen_spawn_posix, multiprocessing.queues, multiprocessing.synchronize  # noqa: F401
 sys.stdout.write("ready\n"); sys.stdout.flush(); sys.stdin.readline()
 w0 = time.perf_counter()
 n = 0
