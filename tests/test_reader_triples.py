@@ -31,3 +31,22 @@ def test_odd_triples_read_one_by_one_and_counted(tmp_path):
     assert xyz.dtype == np.int32
     assert xyz.tolist() == [[1, 2, 3], [1, 2, 3], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [7, 8, 9]]
     assert any(w.startswith("4 non-numeric values of 'grid'") for w in warnings), warnings
+
+
+ODD = [[1.5, 2, 3], [True, 2, 3], ["8", 2, 3], ["x", 2, 3], [float("nan"), 1, 1], [1e30, 1, 1], [1e10, 1, 1],
+       [1 << 40, 1, 1], [1 << 70, 1, 1], [1, 2], [1, 2, 3, 4], (1, 2, 3), "abc", [-5, 1, 1], [[1], 2, 3], {}]
+
+
+def test_bulk_path_equals_the_value_by_value_path():
+    """Every odd value, alone or among good ones: the bulk conversion gives what the value-by-value one
+    gives, and counts the same bad values."""
+    from profiler_core.trace.columns import _Builder
+
+    for odd in ODD:
+        for values in ([odd], [[1, 2, 3], odd, None], [None, odd, [4, 5, 6]]):
+            bulk, slow = _Builder(), _Builder()
+            got = bulk._triples("grid", values)
+            want = slow._triples_slow("grid", values)
+            assert got.dtype == np.int32 and got.shape == (len(values), 3)
+            assert np.array_equal(got, want), (odd, got.tolist(), want.tolist())
+            assert bulk.bad == slow.bad, odd
