@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, is_not, itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -550,8 +550,9 @@ class _Builder:
         """[x, y, z] lists -> an (n, 3) int32 array (zeros where missing); in bulk when every
         present value is a list of 3 ints, else value by value (bad ones counted)."""
         n = len(values)
-        present = np.fromiter(map(is_not, values, repeat(None)), dtype=bool, count=n)
-        some = values if present.all() else [v for v in values if v is not None]
+        flags = list(map(is_not, values, repeat(None)))
+        present = np.array(flags, dtype=bool)
+        some = values if all(flags) else list(compress(values, flags))
         arr = None
         # lists of 3 ints (type and length checked in C, one pass each): flattened by one fromiter,
         # far quicker than np.array's discovery of nested sequences
