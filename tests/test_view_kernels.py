@@ -229,3 +229,12 @@ def test_grouping_matches_a_loop_over_the_kernels(seed, group_by):
         for a, b in zip(g[5:7], w[5:7]):
             assert (a is None and b is None) or a == pytest.approx(b, abs=1e-6)
     assert any(r["op"] == kernels.NO_OP for r in kernels.kernels(t, "name_op")["rows"])
+
+
+def test_plain_text_names_group_like_categorical_ones():
+    """A trace built elsewhere may hold names as plain text, not the reader's categorical column."""
+    a = _random_kernel_trace(4)
+    b = _random_kernel_trace(4)
+    b.events["name"] = b.events["name"].astype(object)
+    for group_by in kernels.GROUP_BY:
+        assert kernels.kernels(b, group_by) == kernels.kernels(a, group_by)
