@@ -113,3 +113,14 @@ def test_derived_op_data_is_compact():
         assert arr.strides == (0,) and not arr.flags.writeable and not arr.any()
     gpu = operators.node_stats(synthetic_gpu_trace(n_ops=500, ops_per_step=100))
     assert gpu["device_self"].to_numpy().strides == (8,) and gpu["device_self"].to_numpy().sum() > 0
+
+
+def test_operators_with_plain_text_columns():
+    """A trace built elsewhere may hold names and Input Dims as plain text, not categorical columns."""
+    from tb_plugin.views import operators
+
+    a, b = _shapes_trace(), _shapes_trace()
+    for c in ("name", "input_dims"):
+        b.events[c] = b.events[c].astype(object)
+    for group_by in ("name", "name_shape"):
+        assert operators.operators(b, group_by) == operators.operators(a, group_by)
