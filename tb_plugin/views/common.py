@@ -199,8 +199,13 @@ def _op_tree(t: Any) -> pd.DataFrame:
     end = start + ev["dur"].to_numpy(np.int64)[rows]
     grp = _group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
     order = _tree_order(grp, start, end, rows)
-    rows, start, end, grp = rows[order], start[order], end[order], grp[order]
-    del order  # (temporaries go as soon as they are used: the tree's peak memory is the views' peak)
+    # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
+    # they are used: the tree's peak memory is the views' peak)
+    rows = rows[order]
+    start = start[order]
+    end = end[order]
+    grp = grp[order]
+    del order
     pos = np.arange(n, dtype=np.int64)
 
     # depth_i = number of earlier nodes (tree order) of the same thread still open at start_i (end_j > start_i)
@@ -230,19 +235,30 @@ def _op_tree(t: Any) -> pd.DataFrame:
     del z
     depth = pos - np.searchsorted(grp, grp, side="left")
     depth -= closed
-    del closed
+    del closed, pos  # (an arange: made again where needed)
     np.maximum(depth, 0, out=depth)
 
     # candidate parent: the last earlier node one level up. Keys depth * n + pos in (depth, pos) order
     # (a radix sort of small depths); the queries (depth - 1) * n + pos are then sorted too, which
     # makes searchsorted and the gathers sequential.
     by_level = np.argsort(depth.astype(np.int16) if int(depth.max()) < 2 ** 15 else depth, kind="stable")
-    dk = depth[by_level] * n + by_level
-    ks = np.searchsorted(dk, dk - n, side="left") - 1
-    cand = np.where(ks >= 0, dk[np.maximum(ks, 0)], -1)
-    parent = np.empty(n, np.int64)
-    parent[by_level] = np.where((dk >= n) & (ks >= 0) & (cand // n == dk // n - 1), cand % n, -1)
-    del by_level, dk, ks, cand
+    dk = depth[by_level]
+    dk *= n
+    dk += by_level
+    ks = dk - n
+    ks = np.searchsorted(dk, ks, side="left")
+    ks -= 1
+    found = ks >= 0
+    np.maximum(ks, 0, out=ks)
+    cand = dk[ks]
+    del ks
+    found &= dk >= n
+    found &= cand // n == dk // n - 1
+    del dk
+    cand %= n
+    parent = np.full(n, -1, np.int64)
+    parent[by_level[found]] = cand[found]
+    del by_level, cand, found
 
     # repair nodes whose candidate does not contain them (partially overlapping siblings): walk up
     def bad_mask(p: np.ndarray) -> np.ndarray:
@@ -268,8 +284,7 @@ def _op_tree(t: Any) -> pd.DataFrame:
     pp = np.maximum(parent, 0)
     merge = (parent >= 0) & (nchild[pp] == 1) & (names[pp] == names) & cpu_op & cpu_op[pp]
     del nchild, names, cpu_op, pp
-    rep = np.where(merge, parent, pos)
-    del pos
+    rep = np.where(merge, parent, np.arange(n, dtype=np.int64))
     for _ in range(int(depth.max()) + 2):
         nxt = rep[rep]
         if np.array_equal(nxt, rep):
