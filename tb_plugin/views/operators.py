@@ -264,9 +264,10 @@ def _operators(t: Any, group_by: str) -> dict:
         shape_values = [str(v) for v in uniq]
         shape_codes = shape_of_dims[dims_codes]
         keys = name_codes * max(1, len(shape_values)) + shape_codes
-    else:
-        keys = name_codes
-    inverse, groups = pd.factorize(keys)  # hashing: leaner than np.unique's sorts
+        inverse, groups = pd.factorize(keys)  # hashing: leaner than np.unique's sorts
+        del keys, shape_codes
+    else:  # the name codes are the groups already (names without a table op have no calls)
+        inverse, groups = name_codes, np.arange(len(name_values))
     m = len(groups)
     calls = np.bincount(inverse, minlength=m)
     sums = {c: np.bincount(inverse, weights=st[c].to_numpy()[where], minlength=m) for c in _SUMS}
@@ -276,6 +277,8 @@ def _operators(t: Any, group_by: str) -> dict:
     metric = "device_self" if device else "host_self"
     out = []
     for g in range(m):
+        if not calls[g]:
+            continue
         key = int(groups[g])
         row: dict[str, Any] = {"name": name_values[key // max(1, len(shape_values))] if shape_values
                                else name_values[key]}
