@@ -238,3 +238,24 @@ def test_plain_text_names_group_like_categorical_ones():
     b.events["name"] = b.events["name"].astype(object)
     for group_by in kernels.GROUP_BY:
         assert kernels.kernels(b, group_by) == kernels.kernels(a, group_by)
+
+
+def test_a_missing_kernel_name_groups_as_empty_text_not_as_another_name():
+    """A missing name (a NaN in the categorical column, or None in a plain one) is its own group, shown as "",
+    and never borrows the name of another kernel."""
+    import numpy as np
+
+    a = _random_kernel_trace(5)
+    kernel_rows = np.flatnonzero((a.events["cat"] == "kernel").to_numpy())
+    want_total = sum(r["total_us"] for r in kernels.kernels(a)["rows"])
+    a.events.loc[kernel_rows[0], "name"] = np.nan
+    b = _random_kernel_trace(5)
+    b.events["name"] = b.events["name"].astype(object)
+    b.events.loc[kernel_rows[0], "name"] = None
+    for t in (a, b):
+        rows = kernels.kernels(t)["rows"]
+        blank = [r for r in rows if r["name"] == ""]
+        assert len(blank) == 1 and blank[0]["calls"] == 1, rows
+        assert sum(r["calls"] for r in rows) == len(kernel_rows)
+        assert sum(r["total_us"] for r in rows) == pytest.approx(want_total)
+    assert kernels.kernels(a) == kernels.kernels(b)

@@ -69,6 +69,20 @@ def zeros_column(n: int) -> np.ndarray:
     return np.broadcast_to(np.float64(0.0), (n,))
 
 
+def codes_and_texts(values: Any) -> tuple[np.ndarray, list[str]]:
+    """int64 codes of a column's values and the text of each code (categorical as the reader makes it,
+    or plain values from elsewhere; missing values read as "")."""
+    if isinstance(values, pd.Categorical):
+        codes = np.asarray(values.codes, dtype=np.int64)
+        texts = [str(v) for v in values.categories]
+        if len(codes) and codes.min() < 0:  # missing: its own code, shown as ""
+            codes = np.where(codes < 0, len(texts), codes)
+            texts.append("")
+        return codes, texts
+    codes, uniq = pd.factorize(pd.Series(np.asarray(values, dtype=object)).fillna("").astype(str))
+    return codes.astype(np.int64), [str(v) for v in uniq]
+
+
 # ------------------------------------------------------------------------------------------ classification
 def is_communication(name: str, cat: str) -> bool:
     """True for communication: CPU ops named nccl:*, gloo:*, c10d::*, mpi::*, record_param_comms; NCCL kernels."""

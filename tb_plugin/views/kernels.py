@@ -22,7 +22,7 @@ SPLIT = ("static_shared_memory", "dynamic_shared_memory")  # our converter's arg
 NO_OP = "N/A"  # kernels whose launch could not be tied to an operator
 
 
-def _kernel_columns(t: Any) -> dict[str, np.ndarray]:
+def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
     """Per kernel (event order): name and launching-op name codes, duration, blocks per SM, occupancy, the
     launch configuration (grid/block normalised to 0 where the trace has no launch size) and the theoretical
     occupancy. Plain arrays: the view groups on integer codes, never on per-kernel strings."""
@@ -33,7 +33,6 @@ def _kernel_columns(t: Any) -> dict[str, np.ndarray]:
     op_of[links["row"].to_numpy()] = links["op"].to_numpy()
     op = op_of[rows]
     del op_of
-    name_codes, _ = _name_codes(ev)
     launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
     col = {c: ev[c].to_numpy(np.int64)[rows] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y",
                                                          "block_z", "registers", "shared_memory", *SPLIT)}
@@ -50,15 +49,6 @@ def _kernel_columns(t: Any) -> dict[str, np.ndarray]:
                bps=launches["blocks_per_sm"].to_numpy(np.float64), occ=launches["occupancy"].to_numpy(np.float64),
                theo=np.where(amd, np.nan, theo))  # NVIDIA's calculator never applies to AMD devices
     return col
-
-
-def _name_codes(ev: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """Codes of the events' names and the name of each code (the reader's column is categorical)."""
-    col = ev["name"]
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return np.asarray(col.cat.codes.to_numpy(), np.int64), [str(v) for v in col.cat.categories]
-    codes, uniq = pd.factorize(col.astype(str))
-    return codes.astype(np.int64), [str(v) for v in uniq]
 
 
 def _dims_text(x: int, y: int, z: int) -> str:
@@ -113,10 +103,10 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     time descending, then the group keys."""
     if group_by not in GROUP_BY:
         raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
-    k = _kernel_columns(t)
+    name_codes, names = common.codes_and_texts(t.events["name"].array)
+    k = _kernel_columns(t, name_codes)
     if len(k["dur"]) == 0:
         return {"rows": []}
-    names = _name_codes(t.events)[1]
     # the launching op by its name (kernels of ops with one name, or of none, group together)
     op_inverse, op_uniq = pd.factorize(k["op"])
     text_codes, op_values = pd.factorize(pd.Index([names[int(c)] if c >= 0 else NO_OP for c in op_uniq],

@@ -259,7 +259,7 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
     in_win = (nend >= a) & (nstart <= b)
     ev = t.events
     npid, ntid = ev["pid"].to_numpy(np.int64)[nrow], ev["tid"].to_numpy(np.int64)[nrow]
-    name_codes, name_table = _name_codes(ev)
+    name_codes, name_table = common.codes_and_texts(ev["name"].array)
     ncode = name_codes[nrow]
     ts = rec["ts"].to_numpy()
     rwin = (ts >= a) & (ts <= b)
@@ -311,11 +311,3 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
         out["rows"][dname] = [{"name": r[0], **{c: int(v) for c, v in zip(cols, r[1:])}}
                               for r in agg.itertuples(index=False, name=None)]
     return out
-
-
-def _name_codes(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    col = ev["name"]
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy(np.int64), np.asarray(col.cat.categories, dtype=object)
-    codes, uniq = pd.factorize(col)
-    return codes.astype(np.int64), np.asarray(uniq, dtype=object)

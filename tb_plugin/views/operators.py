@@ -236,30 +236,16 @@ def operators(t: Any, group_by: str = "name") -> dict:
     return {**res, "rows": [dict(r) for r in res["rows"]]}  # callers may edit their copy
 
 
-def _codes_and_texts(values: Any) -> tuple[np.ndarray, list[str]]:
-    """int64 codes of a column's values and the text of each code (categorical as the reader makes it,
-    or plain values from elsewhere; missing values read as "")."""
-    if isinstance(values, pd.Categorical):
-        codes = np.asarray(values.codes, dtype=np.int64)
-        texts = [str(v) for v in values.categories]
-        if len(codes) and codes.min() < 0:  # missing: its own code, shown as ""
-            codes = np.where(codes < 0, len(texts), codes)
-            texts.append("")
-        return codes, texts
-    codes, uniq = pd.factorize(pd.Series(np.asarray(values, dtype=object)).fillna("").astype(str))
-    return codes.astype(np.int64), [str(v) for v in uniq]
-
-
 def _operators(t: Any, group_by: str) -> dict:
     """The table, aggregated with bincounts over group codes (no per-node frame: the table's nodes are
     most of a trace's events, and a frame of them was this view's peak memory)."""
     st = node_stats(t)
     where = _table_rows(t, st)
     rows = st["row"].to_numpy()[where]
-    name_codes, name_values = _codes_and_texts(st["name"].array.take(where))
+    name_codes, name_values = common.codes_and_texts(st["name"].array.take(where))
     shape_values: list[str] = []
     if group_by == "name_shape":  # distinct Input Dims texts that display alike form one group
-        dims_codes, dims_values = _codes_and_texts(t.events["input_dims"].array.take(rows))
+        dims_codes, dims_values = common.codes_and_texts(t.events["input_dims"].array.take(rows))
         shape_of_dims, uniq = pd.factorize(pd.Index([_display_shape(d) for d in dims_values], dtype=object))
         shape_values = [str(v) for v in uniq]
         shape_codes = shape_of_dims[dims_codes]
