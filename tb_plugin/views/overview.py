@@ -80,12 +80,10 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     cpu = category_mask(ev, CPU_OP_CATS)
     step = cpu & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
     loader = cpu & name_mask(ev, common.is_dataloader)
-    early = np.zeros(len(ev), dtype=bool)  # GPU work launched before the first step is not a step's work
-    early[common.early_gpu_rows(t)] = True
-    masks = [kernel & ~comm & ~early,
-             category_mask(ev, ("gpu_memcpy",)) & ~early,
-             category_mask(ev, ("gpu_memset",)) & ~early,
-             comm & ((kernel & ~early) | cpu),
+    masks = [kernel & ~comm,
+             category_mask(ev, ("gpu_memcpy",)),
+             category_mask(ev, ("gpu_memset",)),
+             comm & (kernel | cpu),
              category_mask(ev, LAUNCH_CATS),
              loader & ~step,
              cpu & ~step & ~comm & ~loader]
@@ -122,6 +120,52 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     del owner, inside
     flat = np.bincount(key, weights=seg_len, minlength=n * (len(ROLES) + 1))
     return st, flat.reshape(n, len(ROLES) + 1)
+
+
+def has_profiler_steps(t: Any) -> bool:
+    """True when the trace holds ProfilerStep# ranges (else the breakdown covers the whole trace window)."""
+    ev = t.events
+    if len(ev) == 0:
+        return False
+    return bool((category_mask(ev, CPU_OP_CATS) & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))).any())
+
+
+def _in_step_ns(st: pd.DataFrame, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per step: the length of the union of the intervals [s, e) clipped to the step window."""
+    out = np.zeros(len(st), np.int64)
+    for i, (a, b) in enumerate(zip(st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64))):
+        sel = (s < b) & (e > a)
+        if sel.any():
+            out[i] = union_length(np.clip(s[sel], a, b), np.clip(e[sel], a, b))
+    return out
+
+
+def gpu_work_notes(t: Any) -> list[str]:
+    """Plain-text labels for GPU work the breakdown counts by when it ran rather than where it was launched:
+    work launched before the first profiled step that runs inside a step, and kernels with no launch record."""
+    ev = t.events
+    st = common.steps(t)
+    if len(st) == 0 or len(ev) == 0:
+        return []
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    links = common.link_gpu_to_ops(t)
+    grow, grt = links["row"].to_numpy(), links["runtime"].to_numpy()
+    notes = []
+    before = grow[(grt >= 0) & (ts[np.maximum(grt, 0)] < int(st["host_start"].iloc[0]))]
+    if len(before):
+        for name, ns in zip(st["step"].astype(str), _in_step_ns(st, ts[before], te[before])):
+            if ns > 0:
+                notes.append(f"Step {name}: {ns_to_us(ns):,.3f} µs of GPU work launched before the profiled steps "
+                             "runs in this step and counts as its GPU time.")
+    kernel = category_mask(ev, ("kernel",))
+    no_launch = grow[(grt < 0) & kernel[grow]]
+    if len(no_launch):
+        inside = int(_in_step_ns(st, ts[no_launch], te[no_launch]).sum())
+        if inside > 0:
+            notes.append(f"{len(no_launch):,} of {int(kernel.sum()):,} kernels have no launch record in the trace; "
+                         f"they count as GPU time of the steps they ran in ({ns_to_us(inside):,.3f} µs).")
+    return notes
 
 
 # ----------------------------------------------------------------------------------------------- GPU summary
@@ -298,5 +342,10 @@ def overview(t: Any) -> dict:
         avg = {k: 0.0 for k in KEYS}
     avg.pop("step", None)
     gpu = gpu_summary(t)
+    has_steps = has_profiler_steps(t)
+    notes = gpu_work_notes(t)
+    if not has_steps and rows:
+        notes.insert(0, "No steps in this trace (no ProfilerStep# ranges): the breakdown covers the whole trace "
+                        "window.")
     return {"steps": rows, "average": avg, "gpu": gpu, "recommendations": recommendations(t, avg, gpu),
-            "environment": environment(t, gpu)}
+            "environment": environment(t, gpu), "has_steps": has_steps, "notes": notes}
