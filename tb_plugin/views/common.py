@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from .tensor_cores import TC_KERNEL_PATTERNS, uses_tensor_cores
+
 CPU_OP_CATS = ("cpu_op", "user_annotation")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -591,17 +593,6 @@ def early_gpu_rows(t: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- Tensor Cores
-# Kernel-name fragments of Tensor Core kernels. torch-tb-profiler's PyProf-era list (Volta/Turing cuDNN and
-# cuBLAS: h884/s884/h1688/s1688/hmma/i8816/16816/xmma_*, cuDNN TC convolutions) plus Ampere/Hopper names:
-# xmma (cuBLAS/cuDNN sm75+ MMA kernels), imma/16832 (int8), wmma (CUDA WMMA API), gmma/wgmma and
-# "warpgroup" (Hopper warp-group MMA), tensorop (CUTLASS TensorOp), nvjet (cuBLAS Hopper/Blackwell GEMMs),
-# flash_fwd/flash_bwd (FlashAttention-2). CUTLASS SIMT kernels ("simt") never use Tensor Cores.
-TC_KERNEL_PATTERNS = (
-    "h884", "s884", "h1688", "s1688", "c1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
-    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma", "imma", "16832", "wmma",
-    "gmma", "warpgroup", "tensorop", "nvjet", "flash_fwd", "flash_bwd",
-)
-
 # Operators that can use Tensor Cores (autocast's lower-precision list and their backward ops).
 TC_ELIGIBLE_OPS = frozenset({
     "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
@@ -622,14 +613,6 @@ TC_ELIGIBLE_OPS = frozenset({
     "aten::_flash_attention_forward", "aten::_flash_attention_backward", "aten::_efficient_attention_forward",
     "aten::_efficient_attention_backward", "aten::scaled_dot_product_attention",
 })
-
-
-def uses_tensor_cores(kernel_name: str) -> bool:
-    """True if a kernel's name says it runs on Tensor Cores (see TC_KERNEL_PATTERNS)."""
-    name = str(kernel_name).lower()
-    if "simt" in name:
-        return False
-    return any(p in name for p in TC_KERNEL_PATTERNS)
 
 
 def is_tc_eligible_op(op_name: str) -> bool:

@@ -1,0 +1,38 @@
+"""Tensor Core (NVIDIA) and Matrix Core (AMD MFMA/WMMA) kernels recognised by the name families their libraries
+use. A name counts when it holds a matrix-instruction family and no marker of the scalar FMA path:
+
+- MMA instruction names: hmma/imma/bmma/dmma (Volta-Ampere mma.sync), wmma (CUDA WMMA API, RDNA WMMA),
+  gmma/wgmma/hgmma/qgmma and "warpgroup" (Hopper warp-group MMA), mfma and Tensile's `_MI<m>x<n>x<k>` token
+  (AMD matrix instructions), Composable Kernel's xdl/xdlops;
+- cuBLAS/cuDNN families: h884/s884/h1688/s1688/c1688/i8816/16816/16832 (the MMA shape in the name), xmma
+  (sm75+ cuBLAS/cuDNN kernels: Tensor Core unless the name says ffma/hfma2/dfma, the FP32/FP16/FP64 FMA
+  variants), nvjet (cuBLASLt Hopper/Blackwell GEMMs), torch-tb-profiler's cuDNN Tensor Core convolutions;
+- CUTLASS: `tensorop` as a word of the kernel name (`cutlass_80_tensorop_...`), or anywhere in a CUTLASS
+  kernel's name (`OpClassTensorOp`, `MmaTensorOp`, `TensorOpMultiplicand` template arguments), never inside
+  another word of another library's name (MIOpen's element-wise `SubTensorOp*` kernels);
+- FlashAttention-2/3: flash_fwd/flash_bwd.
+"""
+from __future__ import annotations
+
+import re
+
+#: plain name fragments (lower case) of Tensor Core / Matrix Core kernels
+TC_KERNEL_PATTERNS = (
+    "h884", "s884", "h1688", "s1688", "c1688", "hmma", "imma", "bmma", "dmma", "i8816", "16816", "16832",
+    "dgrad_1x1_stride_2x2", "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma",
+    "wmma", "gmma", "warpgroup", "nvjet", "flash_fwd", "flash_bwd", "mfma", "xdlops",
+)
+#: fragments that need word boundaries: CUTLASS's tensorop, Tensile's matrix-instruction token, CK's xdl
+_TC_WORDS = re.compile(r"(?:^|[^a-z0-9])tensorop|_mi\d+x\d+x\d+|(?:^|[^a-z0-9])xdl(?:[^a-z]|$)")
+#: markers of the scalar (SIMT / FMA) path: such a kernel never runs on Tensor Cores
+NOT_TC_MARKERS = ("simt", "ffma", "hfma2", "dfma")
+
+
+def uses_tensor_cores(kernel_name: str) -> bool:
+    """True if a kernel's name places it in a Tensor Core / Matrix Core family (see the module docstring)."""
+    name = str(kernel_name).lower()
+    if any(m in name for m in NOT_TC_MARKERS):
+        return False
+    if any(p in name for p in TC_KERNEL_PATTERNS) or _TC_WORDS.search(name) is not None:
+        return True
+    return "cutlass" in name and "tensorop" in name
