@@ -36,9 +36,10 @@ def _compile(tag: str, tmp_path_factory):
                     str(ROOT / "tests" / "oracles" / "occupancy_oracle.cpp"), "-o", str(exe)],
                    check=True, capture_output=True, timeout=300)
 
-    def run(cases: list[tuple]) -> list[tuple]:
+    def run(cases: list[tuple], opt_in: bool = False) -> list[tuple]:
         text = "".join(" ".join(str(int(v)) for v in props_and_kernel) + "\n" for props_and_kernel in cases)
-        out = subprocess.run([str(exe)], input=text, capture_output=True, text=True, check=True, timeout=300)
+        out = subprocess.run([str(exe)] + (["optin"] if opt_in else []), input=text, capture_output=True,
+                             text=True, check=True, timeout=300)
         return [tuple(line.split()) for line in out.stdout.splitlines()]
     run.tag = tag
     _BUILT[tag] = run
@@ -66,9 +67,9 @@ def _case(props: dict, block: int, regs: int, static: int, dynamic: int) -> tupl
     return tuple(props[f] for f in FIELDS) + (block, regs, static, dynamic)
 
 
-def _ours(props: dict, block: int, regs: int, static: int, dynamic: int) -> tuple:
+def _ours(props: dict, block: int, regs: int, static: int, dynamic: int, opt_in: bool = False) -> tuple:
     try:
-        r = active_blocks_per_sm(props, block, regs, static, dynamic)
+        r = active_blocks_per_sm(props, block, regs, static, dynamic, opt_in=opt_in)
     except UnknownDevice:
         return ("ERR", "2")
     except ValueError:
@@ -134,3 +135,48 @@ def test_random_configurations_match_nvidia(oracle):
     diffs = [(p["computeMajor"], p["computeMinor"], k, t, _ours(p, *k))
              for (p, k), t in zip(inputs, theirs) if _ours(p, *k) != t]
     assert not diffs, f"{len(diffs)} of {len(cases)} differ, e.g. (major, minor, kernel, nvidia, ours): {diffs[:5]}"
+
+
+def _random_optin_case(rng: random.Random, major: int, minor: int) -> tuple[dict, tuple]:
+    """A device with an opt-in limit above 48 KiB (as real ones: per-SM shared memory = opt-in + 1 KiB) and a
+    kernel whose dynamic shared memory is anywhere up to it (and a bit beyond)."""
+    optin = rng.choice([64, 96, 99, 163, 227]) * 1024
+    props = _props(major, minor,
+                   maxThreadsPerMultiprocessor=rng.choice([1024, 1536, 2048]),
+                   regsPerMultiprocessor=rng.choice([65536, 65536, 131072]),
+                   sharedMemPerBlockOptin=optin,
+                   sharedMemPerMultiprocessor=optin + rng.choice([0, 1024, 1024, 2048]),
+                   reservedSharedMemPerBlock=rng.choice([0, 1024]) if major >= 8 else 0,
+                   numSms=rng.randint(1, 200))
+    block = rng.choice([rng.randint(1, 1024), rng.choice([128, 256, 384, 512])])
+    regs = rng.choice([0, rng.randint(1, 64), rng.randint(1, 255)])
+    static = rng.choice([0, 0, rng.randint(0, 4096)])
+    dynamic = rng.choice([rng.randint(0, 49152), rng.randint(49152, optin), rng.randint(optin - 4096, optin + 4096)])
+    return props, (block, regs, static, max(dynamic, 0))
+
+
+def test_opted_in_shared_memory_matches_nvidia(oracle):
+    rng = random.Random(f"gpuscope-occupancy-optin-{oracle.tag}")
+    cases, inputs = [], []
+    for major, minor in sorted(_known_to(oracle)):
+        for _ in range(CASES_PER_CAPABILITY // 2):
+            props, kernel = _random_optin_case(rng, major, minor)
+            cases.append(_case(props, *kernel))
+            inputs.append((props, kernel))
+    theirs = oracle(cases, opt_in=True)
+    assert len(theirs) == len(cases)
+    diffs = [(p["computeMajor"], p["computeMinor"], p["sharedMemPerBlockOptin"], k, t, _ours(p, *k, opt_in=True))
+             for (p, k), t in zip(inputs, theirs) if _ours(p, *k, opt_in=True) != t]
+    assert not diffs, f"{len(diffs)} of {len(cases)} differ, e.g. (major, minor, optin, kernel, nvidia, ours): {diffs[:5]}"
+    big = [t for (p, k), t in zip(inputs, theirs) if p["computeMajor"] >= 8 and k[2] + k[3] > 64 * 1024
+           and t[0] != "ERR" and int(t[0]) > 0]
+    assert big, "some kernels above 64 KiB fit once opted in"
+
+
+def test_hopper_gemm_with_226_kib_fits_one_block_when_opted_in(oracle):
+    """The issue's sm90_xmma_gemm_bf16 launch: block 384, 168 registers, 226 KiB on an H100 (9.0, 227 KiB opt-in)."""
+    h100 = _props(9, 0, sharedMemPerMultiprocessor=233472, sharedMemPerBlockOptin=232448, numSms=132)
+    kernel = (384, 168, 0, 226 * 1024)
+    default, opted = oracle([_case(h100, *kernel)]), oracle([_case(h100, *kernel)], opt_in=True)
+    assert default[0][0] == "0" and opted[0][0] == "1"  # NVIDIA: 0 blocks with the 48 KiB default, 1 opted in
+    assert _ours(h100, *kernel, opt_in=True) == opted[0]

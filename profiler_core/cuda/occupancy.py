@@ -37,6 +37,16 @@ _MAX_BLOCKS = {(3, None): 16, (5, None): 32, (6, None): 32, (7, 5): 16, (7, None
                (8, 0): 32, (8, 9): 24, (8, None): 16, (9, None): 32,
                (10, 1): 24, (10, 7): 16, (10, None): 32, (11, 0): 24, (11, None): 32, (12, None): 24}
 _KNOWN_MAJORS = (3, 5, 6, 7, 8, 9, 10, 11, 12)
+# The most shared memory one block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin), by compute
+# capability, as NVIDIA's programming guide lists it: 96 KiB on 7.0/7.2, 64 KiB on 7.5, 163 KiB on 8.0/8.7,
+# 99 KiB on 8.6/8.9 and 12.x, 227 KiB on 9.0 and 10.x/11.0. Used when deviceProperties lack
+# `sharedMemPerBlockOptin` (Kineto writes it since 2023: 98304 on V100, 166912 on A100, 232448 on H100/B200).
+OPTIN_SHARED_MEMORY_PER_BLOCK = {
+    (7, 0): 96 * _KB, (7, 2): 96 * _KB, (7, 5): 64 * _KB,
+    (8, 0): 163 * _KB, (8, 6): 99 * _KB, (8, 7): 163 * _KB, (8, 9): 99 * _KB,
+    (9, 0): 227 * _KB, (10, 0): 227 * _KB, (10, 1): 227 * _KB, (10, 3): 227 * _KB, (11, 0): 227 * _KB,
+    (12, 0): 99 * _KB, (12, 1): 99 * _KB,
+}
 # The compute capabilities whose occupancy is computed (every one NVIDIA's header knows: majors 3, 5 and 6
 # take any minor; from Volta on, a minor needs its shared memory carveouts).
 SUPPORTED_CAPABILITIES = tuple(f"{m}.x" for m in (3, 5, 6, 7, 8, 9)) + tuple(
@@ -123,6 +133,18 @@ def _align_up_smem_config(size: int, major: int, minor: int) -> int:
     raise ValueError(f"shared memory {size} B exceeds the largest carveout of cc {major}.{minor}")
 
 
+def optin_shared_memory_per_block(props: dict) -> int | None:
+    """The device's opt-in per-block shared memory limit: `sharedMemPerBlockOptin` from its properties when
+    positive, else NVIDIA's figure for its compute capability; None when neither is known."""
+    value = props.get("sharedMemPerBlockOptin")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    try:
+        return OPTIN_SHARED_MEMORY_PER_BLOCK.get((int(props["computeMajor"]), int(props["computeMinor"])))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _round_up(x: int, y: int) -> int:
     return -(-x // y) * y
 
@@ -144,12 +166,16 @@ def _register_limit(major: int, minor: int, warp: int, warps_per_block: int, reg
 
 
 def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int,
-                         static_shared_memory: int, dynamic_shared_memory: int = 0) -> OccupancyResult:
+                         static_shared_memory: int, dynamic_shared_memory: int = 0,
+                         opt_in: bool = False) -> OccupancyResult:
     """Blocks per SM that can be resident at once, as CUDA's occupancy calculator computes it.
 
     `props` uses Kineto's deviceProperties keys (computeMajor, maxThreadsPerMultiprocessor, ...), plus the
     optional `reservedSharedMemPerBlock` (1 KiB on cc >= 8; Kineto's traces lack it, so it defaults to 1024
-    there and to 0 on older devices).
+    there and to 0 on older devices). With `opt_in` the kernel is taken to have opted in to its dynamic shared
+    memory (the calculator's FUNC_SHMEM_LIMIT_OPTIN with maxDynamicSharedSizeBytes = the launch's dynamic
+    size): on cc >= 7 a block may then use up to `optin_shared_memory_per_block` (UnknownDevice when that
+    limit is needed and unknown). Without it, the default 48 KiB per-block limit applies, as in Kineto.
     """
     major, minor = int(props["computeMajor"]), int(props["computeMinor"])
     warp = int(props.get("warpSize", 32))
@@ -181,7 +207,14 @@ def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int
     # Shared memory limit (default carveout: the whole per-SM shared memory, aligned to a carveout).
     smem_gran = _smem_granularity(major, minor)
     per_cta = _round_up(static_shared_memory + reserved + dynamic_shared_memory, smem_gran)
-    limit_per_cta = smem_block + (reserved if major >= 8 else 0)
+    limit_per_cta = smem_block
+    if opt_in and major >= 7 and static_shared_memory + reserved + dynamic_shared_memory > smem_block:
+        optin = optin_shared_memory_per_block(props)
+        if optin is None:
+            raise UnknownDevice(f"the opt-in shared memory limit of compute capability {major}.{minor} is unknown "
+                                "(no sharedMemPerBlockOptin in the device properties)")
+        limit_per_cta = optin
+    limit_per_cta += reserved if major >= 8 else 0
     if major >= 7:
         preference = _align_up_smem_config(smem_sm, major, minor)
     else:

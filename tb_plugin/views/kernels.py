@@ -76,7 +76,8 @@ def _per_group_unique(gid: np.ndarray, codes: np.ndarray, m: int) -> np.ndarray:
 def _theoretical(props: dict[int, dict], device: np.ndarray, block_size: np.ndarray, regs: np.ndarray,
                  smem: np.ndarray) -> np.ndarray:
     """The occupancy (0..1) the launch configuration allows on its device: resident warps / the SM's
-    maximum, by CUDA's occupancy calculator; NaN when the device or the configuration is unknown."""
+    maximum, by CUDA's occupancy calculator with the kernel's shared memory opted in (a kernel that ran with
+    more than 48 KiB did opt in); NaN when the device or the configuration is unknown."""
     from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm
 
     out = np.full(len(device), np.nan)
@@ -89,7 +90,7 @@ def _theoretical(props: dict[int, dict], device: np.ndarray, block_size: np.ndar
             if p and bs > 0 and r >= 0 and sm >= 0:
                 try:
                     warp = int(p.get("warpSize", 32))
-                    res = active_blocks_per_sm(p, bs, r, sm)
+                    res = active_blocks_per_sm(p, bs, r, 0, sm, opt_in=True)  # it ran: it opted in
                     val = min(1.0, res.active_blocks * (-(-bs // warp)) * warp / int(p["maxThreadsPerMultiprocessor"]))
                 except (UnknownDevice, ValueError, KeyError, TypeError, ZeroDivisionError):
                     val = np.nan
