@@ -772,6 +772,9 @@ class _Builder:
                 data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
             else:
                 data[c] = arr
+        if legacy_export_categories(data, self.labels.by_text.get(LEGACY_DEVICE_PID)):
+            self._count("events of a pre-Kineto torch.autograd.profiler export (no categories) read as CPU "
+                        "ops, and those of its \"CUDA functions\" process as kernels", len(data["cat"]))
         # GPU activities carry device/stream in pid/tid when their args lack them
         gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in GPU_CATEGORIES]
         if gpu_codes:
@@ -807,6 +810,29 @@ class _Builder:
             base_ns=int(base_ns), events=events, memory=memory, flows=flows_df, names=names,
             warnings=warnings, labels=dict(self.labels.by_code),
         )
+
+
+#: the pid label of the device events in torch.autograd.profiler's pre-Kineto chrome export
+LEGACY_DEVICE_PID = "CUDA functions"
+
+
+def legacy_export_categories(data: dict, device_pid: int | None) -> bool:
+    """Categories for torch.autograd.profiler's pre-Kineto `export_chrome_trace` (complete events without a
+    `cat`, CPU ops under pid "CPU functions", kernels under pid "CUDA functions" with the device as tid):
+    when no complete event has a category, each becomes a cpu_op, or a kernel on device `tid` when its pid
+    is `device_pid`. Rewrites `data["cat"]` (and `device`) in place; False when the events have categories."""
+    import pandas as pd
+
+    cat = data["cat"]
+    if len(cat) == 0 or any(cat.categories[c] != "" for c in np.unique(cat.codes) if c >= 0):
+        return False
+    kernel = data["pid"] == device_pid if device_pid is not None else np.zeros(len(cat), dtype=bool)
+    data["cat"] = pd.Categorical.from_codes(kernel.astype(np.int8), categories=["cpu_op", "kernel"])
+    if kernel.any():
+        device = np.array(data["device"], dtype=np.int64, copy=True)
+        device[kernel] = np.where(data["tid"][kernel] >= 0, data["tid"][kernel], 0)
+        data["device"] = device
+    return True
 
 
 def _event_order(ts: np.ndarray, dur: np.ndarray, idx: np.ndarray) -> np.ndarray:

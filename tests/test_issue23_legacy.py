@@ -1,0 +1,66 @@
+"""Issue 23, item 7 (first half): pre-Kineto exports (torch.autograd.profiler's export_chrome_trace: complete
+events without `cat`) are read as CPU ops (and their "CUDA functions" events as kernels), not as an empty
+operator table. Expected values come from the raw JSON."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from profiler_core.trace.reader import read_trace
+from tb_plugin.views import common, kernels, operators
+
+LEGACY = Path(__file__).parent / "data" / "issue23" / "legacy_export.json"
+
+
+def test_legacy_export_operators_are_the_named_events():
+    raw = json.loads(LEGACY.read_text())
+    assert isinstance(raw, list) and all("cat" not in e for e in raw)
+    calls = Counter(e["name"] for e in raw if e["ph"] == "X")
+    t = read_trace(LEGACY, processes=0)
+    assert set(t.events["cat"].astype(str)) == {"cpu_op"}
+    rows = operators.operators(t)["rows"]
+    got = {r["name"]: r["calls"] for r in rows}
+    # every named event is an operator call (torch's same-name single-child merge can fold nested calls)
+    assert set(got) == set(calls)
+    assert all(1 <= got[n] <= calls[n] for n in calls)
+    addmm = [e for e in raw if e["name"] == "aten::addmm"]
+    assert got["aten::addmm"] == len(addmm) == 6
+    total = next(r for r in rows if r["name"] == "train_step")["host_total_us"]
+    assert total == pytest.approx(sum(e["dur"] for e in raw if e["name"] == "train_step"), abs=0.01)
+    assert any("pre-Kineto" in w for w in t.warnings)
+
+
+def test_legacy_export_cuda_functions_are_kernels(tmp_path):
+    # the shape torch <= 1.7 wrote with use_cuda=True: the op, a cpu_to_cuda flow, the kernel on pid
+    # "CUDA functions" with the device index as tid
+    events = [
+        {"name": "aten::mm", "ph": "X", "ts": 100.0, "dur": 20.0, "tid": 7, "pid": "CPU functions", "args": {}},
+        {"name": "aten::mm", "ph": "s", "ts": 100.0, "tid": 7, "pid": "CPU functions", "id": 1,
+         "cat": "cpu_to_cuda", "args": {}},
+        {"name": "volta_sgemm_128x64_nn", "ph": "f", "ts": 110.0, "tid": 1, "pid": "CUDA functions", "id": 1,
+         "cat": "cpu_to_cuda", "args": {}},
+        {"name": "volta_sgemm_128x64_nn", "ph": "X", "ts": 110.0, "dur": 50.0, "tid": 1, "pid": "CUDA functions",
+         "args": {}},
+    ]
+    path = tmp_path / "legacy_gpu.json"
+    path.write_text(json.dumps(events))
+    t = read_trace(path, processes=0)
+    ev = t.events
+    k = ev[ev["cat"].astype(str) == "kernel"]
+    assert k["name"].astype(str).tolist() == ["volta_sgemm_128x64_nn"] and k["device"].tolist() == [1]
+    assert ev[ev["cat"].astype(str) == "cpu_op"]["name"].astype(str).tolist() == ["aten::mm"]
+    rows = kernels.kernels(t)["rows"]
+    assert [(r["name"], r["calls"], r["total_us"]) for r in rows] == [("volta_sgemm_128x64_nn", 1, 50.0)]
+    assert common.category_mask(ev, ("cpu_op",)).sum() == 1
+
+
+def test_events_with_categories_are_left_alone(tmp_path):
+    events = [{"name": "aten::mm", "ph": "X", "ts": 100.0, "dur": 20.0, "tid": 7, "pid": 1, "cat": "cpu_op"},
+              {"name": "free text", "ph": "X", "ts": 130.0, "dur": 5.0, "tid": 7, "pid": 1}]
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    t = read_trace(path, processes=0)
+    assert sorted(t.events["cat"].astype(str)) == ["", "cpu_op"]
