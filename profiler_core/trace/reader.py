@@ -25,6 +25,7 @@ from profiler_core.trace.decode import (  # noqa: F401 - re-exported
     _ANY_DECODER, _RAW_LIST_DECODER, _TOP_DECODER, CHUNK, MAX_TRACE_BYTES, REPAIRED, TraceReadError,
     _decode_chunk, _NotStreamable, max_trace_bytes, repair_json, too_big,
 )
+from profiler_core.trace.fused import refuse_fused
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
 from profiler_core.trace.malloc_tuning import release_memory, tune_for_parsing
@@ -239,6 +240,7 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     finally:
         if gc_was_enabled:
             gc.enable()
+    refuse_fused(t, path)
     t.source_stat = fingerprint
     release_memory()
     tune_memory_for_views()
