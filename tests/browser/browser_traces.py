@@ -38,6 +38,14 @@ def html_names_trace() -> dict:
             "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000, "<i>meta</i>": "<script>x()</script>"}
 
 
+def no_steps_trace() -> dict:
+    """A CPU trace of a few ops and no ProfilerStep# range (a script profiled without a schedule)."""
+    pid, tid = 5151, 5152
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": pid, "tid": tid, "ts": 100.0 * i, "dur": 60.0,
+           "args": {"External id": 10 + i}} for i in range(5)]
+    return {"schemaVersion": 1, "deviceProperties": [], "traceEvents": ev, "baseTimeNanoseconds": 1700000000000000000}
+
+
 def write(trace: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(trace), encoding="utf-8")

@@ -18,10 +18,12 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
   if (!ctx.alive()) return;
   const steps: any[] = Array.isArray(d.steps) ? d.steps : [];
   const avg = d.average ?? {};
+  const noSteps = d.has_steps === false;  // the one row covers the whole trace window
+  const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
   const cards = h("div", { class: "cards" });
   const env = d.environment && typeof d.environment === "object" ? d.environment : {};
   cards.append(h("section", { class: "card", id: "card-config" }, h("h3", null, "Configuration"),
-    h("dl", { class: "kv" }, h("dt", null, "Worker"), h("dd", null, ctx.worker), h("dt", null, "Steps"), h("dd", null, String(steps.length)),
+    h("dl", { class: "kv" }, h("dt", null, "Worker"), h("dd", null, ctx.worker), h("dt", null, "Steps"), h("dd", { id: "steps-count" }, noSteps ? "no steps in this trace (whole trace window)" : String(steps.length)),
       h("dt", null, "Average step time"), h("dd", null, fmtUs(avg.total_us)),
       Object.entries(env).map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))]))));
   if (d.gpu) {
@@ -36,7 +38,7 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
   }
   const parts = STEP_PARTS.filter(([k]) => steps.some((s) => (s[k] ?? 0) > 0) || (avg[k] ?? 0) > 0);
   const charts = h("div", { class: "grid2" },
-    steps.length ? stackedBars(steps.map((s) => String(s.step)), parts.map(([k, label]) => ({ name: label, values: steps.map((s) => Number(s[k]) || 0), color: COLORS[STEP_PARTS.findIndex((p) => p[0] === k)] })), fmtUs, { title: "Step time breakdown" })
+    steps.length ? stackedBars(steps.map((s) => (noSteps ? "whole trace" : String(s.step))), parts.map(([k, label]) => ({ name: label, values: steps.map((s) => Number(s[k]) || 0), color: COLORS[STEP_PARTS.findIndex((p) => p[0] === k)] })), fmtUs, { title: "Step time breakdown" })
       : h("div", { class: "banner info" }, "No ProfilerStep found: the breakdown covers the whole span."),
     pieOfAverage(avg, parts));
   const table = h("table", { class: "data-table", id: "avg-table" },
@@ -47,6 +49,8 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
   mount(el, cards, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"),
       h("div", { class: "table-tools" }, exportButtons(() => `overview-${ctx.run}`, () => ({ header: ["category", "avg_us", "share"],
         rows: STEP_PARTS.map(([k, label]) => [label, avg[k] ?? null, avg.total_us ? (avg[k] ?? 0) / avg.total_us : null]) }))), table),
+    notes.length ? h("section", { class: "section", id: "overview-notes" }, h("h3", null, "Notes"),
+      h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null,
     h("section", { class: "section", id: "recommendations" }, h("h3", null, "Recommendations"),
       recs.length ? h("ul", { class: "recs" }, recs.map((r) => h("li", null, r))) : h("p", { class: "muted" }, "Nothing to recommend.")));
 }
