@@ -116,3 +116,17 @@ def test_work_launched_before_the_first_step_is_labelled_in_the_step_it_runs_in(
     s = ov["steps"][0]
     assert s["kernel_us"] == pytest.approx((120 - 100) + 10)  # the warmup kernel's part inside the step + relu
     assert "Step 3: 20.000 µs of GPU work launched before the profiled steps" in ov["notes"][0]
+
+
+@pytest.mark.parametrize("run", ["hta_mtia_inference/mtia_inference_rank_0.json.gz",
+                                 "hta_cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"])
+def test_real_traces_without_steps_use_the_whole_window(run):
+    path = SHARED / "traces" / "public" / run
+    if not path.is_file():
+        pytest.skip(f"../shared/traces/public/{run} is absent")
+    raw = [e for e in _raw_events(path) if e.get("ph") == "X" and str(e.get("cat", "")).lower() != "trace"]
+    assert not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in raw)
+    window = max(Decimal(e["ts"]) + Decimal(e.get("dur", 0)) for e in raw) - min(Decimal(e["ts"]) for e in raw)
+    ov = overview.overview(read_trace(path, processes=0))
+    assert ov["has_steps"] is False and len(ov["steps"]) == 1
+    assert ov["average"]["total_us"] == pytest.approx(float(window), abs=0.01)

@@ -500,10 +500,8 @@ def _steps(t: Any) -> pd.DataFrame:
         srows = srows[np.lexsort((srows, ts[srows]))]
         names = [_step_number(str(n)) for n in ev["name"].to_numpy()[srows]]
         hs, he = ts[srows], te[srows]
-    else:  # no ProfilerStep: one step "0" over the CPU ops (or the device and runtime activity)
-        sel = is_cpu if is_cpu.any() else category_mask(ev, GPU_CATS + LAUNCH_CATS)
-        if not sel.any():  # never the profiler's own `Trace` span
-            sel = ~category_mask(ev, ("trace",))
+    else:  # no ProfilerStep: one step "0" over the whole trace window (never the profiler's own `Trace` span)
+        sel = ~category_mask(ev, ("trace",))
         if not sel.any():
             return empty
         names, hs, he = ["0"], np.array([ts[sel].min()]), np.array([te[sel].max()])
@@ -553,8 +551,8 @@ def steps(t: Any) -> pd.DataFrame:
     """ProfilerStep ranges with torch-tb-profiler's rules: columns `step` ("5"), `start`, `end` (ns, after the
     GPU adjustment), `host_start`, `host_end` (the CPU range), `device_ops` (GPU activities launched inside).
 
-    Without ProfilerStep events: one step "0" over the CPU ops, or on a trace without CPU ops over its device
-    and runtime activity (never the profiler's own `Trace`-category span). When GPU work is linked to launches inside
+    Without ProfilerStep events: one step "0" over the whole trace window, every event but the profiler's own
+    `Trace`-category span (torch-tb-profiler's rule; HTA's temporal breakdown covers the same window). When GPU work is linked to launches inside
     steps, each step runs from max(previous step end, its CPU start) to max(its CPU end, the end of the GPU
     work it launched); trailing steps that launched nothing, or under 80% of the previous step's GPU
     activities (work not fully captured), are dropped. Unlike torch-tb-profiler 0.4.3, GPU work launched
