@@ -23,7 +23,8 @@ import numpy as np
 from tb_plugin.summaries import fs
 
 #: bump when a summary's fields or the views' definitions they hold change
-VERSION = 1
+#: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names)
+VERSION = 2
 KIND = "gpuscope-summary"
 TOP = 20
 
