@@ -89,3 +89,19 @@ def test_optin_limit_from_properties_else_the_capability_table():
         pytest.skip("no shared trace records sharedMemPerBlockOptin")
     for cc, value in recorded.items():
         assert OPTIN_SHARED_MEMORY_PER_BLOCK[cc] == value, cc
+
+
+def test_h800_opted_in_gemms_achieved_occupancy_is_not_kinetos_zero():
+    """Kineto writes `est. achieved occupancy %` 0 for these kernels (it leaves the opt-in out). Grid 112 on
+    132 SMs = 0.848 blocks per SM (Kineto's own `blocks per SM`), 1 block fits: min(1, 0.848) x 384 / 2048
+    threads = 15.9 % -> 16 % (Kineto rounds to a whole percent)."""
+    path = _path("ds_train_h800")
+    raw = _raw(path)
+    sel = [e for e in raw["traceEvents"] if e.get("cat") == "kernel" and e["args"].get("grid") == [112, 1, 1]
+           and e["args"]["block"] == [384, 1, 1] and e["args"].get("registers per thread") == 168]
+    assert sel and all(e["args"]["est. achieved occupancy %"] == 0 for e in sel)
+    assert {round(e["args"]["blocks per SM"], 4) for e in sel} == {round(112 / 132, 4)}
+    names = {e["name"] for e in sel}
+    rows = kernels.kernels(read_trace(path, processes=0), group_by="name_op_config")["rows"]
+    hits = [r for r in rows if r["name"] in names and r.get("grid") == "[112, 1, 1]"]
+    assert hits and all(r["achieved_occupancy"] == pytest.approx(0.16) for r in hits)

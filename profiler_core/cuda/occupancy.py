@@ -253,6 +253,22 @@ def shortest_f32(x: float) -> float:
     return x32
 
 
+def optin_achieved_occupancy(props: dict, blocks_per_sm: float, block_size: int, registers_per_thread: int,
+                             shared_memory: int) -> float:
+    """Kineto's `est. achieved occupancy %` (min(resident blocks, blocks per SM) x threads / the SM's threads,
+    in float32, rounded to a whole percent) with the kernel's shared memory opted in: what Kineto would write
+    for a kernel above the 48 KiB default had it known of the opt-in (it writes 0). NaN when unknown."""
+    try:
+        res = active_blocks_per_sm(props, block_size, registers_per_thread, 0, shared_memory, opt_in=True)
+        max_threads = float(props["maxThreadsPerMultiprocessor"])
+    except (UnknownDevice, ValueError, KeyError, TypeError):
+        return math.nan
+    if not (blocks_per_sm >= 0) or max_threads <= 0:
+        return math.nan
+    resident = min(float(res.active_blocks), _f32(blocks_per_sm))
+    return float(math.floor(_f32(_f32(resident * block_size) / _f32(max_threads)) * 100 + 0.5))
+
+
 def kernel_occupancy(props: dict | None, grid: tuple[int, int, int], block: tuple[int, int, int],
                      registers_per_thread: int, static_shared_memory: int,
                      dynamic_shared_memory: int = 0) -> dict:

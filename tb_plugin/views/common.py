@@ -709,15 +709,35 @@ def _launch_stats(t: Any) -> pd.DataFrame:
             occ[sel] = cdna_occupancy(est, threads[sel], shared[sel], p) * 100.0
         else:
             bps[sel] = np.where(np.isnan(bps[sel]), est, bps[sel])
+            _optin_occupancy(occ, sel, p, bps, threads, k["registers"].to_numpy(np.int64), shared)
     return pd.DataFrame({"row": rows, "blocks": blocks, "threads": threads, "blocks_per_sm": bps,
                          "occupancy": occ, "amd": amd}, copy=False)
+
+
+def _optin_occupancy(occ: np.ndarray, sel: np.ndarray, p: dict, bps: np.ndarray, threads: np.ndarray,
+                     regs: np.ndarray, shared: np.ndarray) -> None:
+    """Replace, in place, the 0 % Kineto writes for kernels above the default 48 KiB of shared memory per block
+    (it leaves the opt-in out) by the same estimate with the shared memory opted in."""
+    from profiler_core.cuda.occupancy import optin_achieved_occupancy
+
+    limit = p.get("sharedMemPerBlock")
+    if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit <= 0:
+        return
+    fix = np.flatnonzero(sel & (occ == 0) & (shared > limit) & (threads > 0) & np.isfinite(bps) & (regs >= 0))
+    memo: dict[tuple, float] = {}
+    for i in fix.tolist():
+        key = (float(bps[i]), int(threads[i]), int(regs[i]), int(shared[i]))
+        if key not in memo:
+            memo[key] = optin_achieved_occupancy(p, *key)
+        occ[i] = memo[key]
 
 
 def launch_stats(t: Any) -> pd.DataFrame:
     """Per kernel (in event order): `row`, `blocks` (grid size in blocks/work-groups: ROCm work-item grids of
     hipExtModuleLaunchKernel/hipHccModuleLaunchKernel divided by the block size), `threads` per block,
     `blocks_per_sm` (the trace's value, else blocks / SMs; on AMD always blocks / CUs), `occupancy` (% : the
-    trace's est. achieved occupancy on NVIDIA, `cdna_occupancy` on AMD, NaN when unknown), `amd`."""
+    trace's est. achieved occupancy on NVIDIA, recomputed with the shared memory opted in where Kineto wrote 0
+    for a kernel above 48 KiB; `cdna_occupancy` on AMD; NaN when unknown), `amd`."""
     return derived(t, "launch_stats", lambda: _launch_stats(t))
 
 
