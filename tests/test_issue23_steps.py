@@ -11,7 +11,6 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from profiler_core.trace.reader import read_trace
