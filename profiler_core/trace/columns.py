@@ -336,9 +336,9 @@ _FAMILY = {"cpu_op": "op", "user_annotation": "op", "python_function": "python",
 _FAMILY_NAMES = ("op", "gpu", "python", "trace", "other")
 _FIELD_COLUMN = {"nbytes": "bytes"}
 #: args that Kineto writes together: when the first is absent from a chunk, so are the others
+#: (not 'blocks per SM' / 'warps per SM': torch 1.8 writes the warps alone)
 _TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size", "pg_name"),
-             "sequence_nr": ("fwd_thread",), "grid": ("block",),
-             "blocks_per_sm": ("warps_per_sm",)}
+             "sequence_nr": ("fwd_thread",), "grid": ("block",)}
 _PLAIN_INT_COLUMNS = frozenset(
     {"correlation", "device", "stream", "registers", "shared_memory", "static_shared_memory",
      "dynamic_shared_memory", "bytes", "python_id",
