@@ -90,3 +90,22 @@ def test_pg_ranks_from_distributed_info():
 def test_no_collectives_say_so():
     res = group_waits.wait_transfer_by_group({"w": make_trace([op("aten::add", 0, 10)])})
     assert res["reason"] and res["totals"] is None
+
+
+def test_world_group_agrees_with_the_distributed_view():
+    # where every worker runs every collective (one world group), the per-group split is the distributed view's
+    from pathlib import Path
+
+    from tb_plugin.views import distributed
+    from .test_views_common_support import load_shared
+
+    d = Path(__file__).parent / "data" / "issue11"
+    traces = {f"r{i}": load_shared(d / f"nccl_rpc_rank{i}.pt.trace.json.gz") for i in (0, 1)}
+    res = group_waits.wait_transfer_by_group(traces)
+    view = distributed.distributed(traces)
+    for w in traces:
+        (row,) = res["totals"][res["totals"]["worker"] == w].itertuples()
+        per_step = view["steps"].values()
+        assert row.transfer / 1000 == sum(s[w]["transfer_us"] for s in per_step)
+        assert row.wait / 1000 == sum(s[w]["wait_us"] for s in per_step)
+    assert res["totals"]["wait"].max() > 0 and res["notes"] == []
