@@ -56,7 +56,9 @@ def gpu_activities(t: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
     te = ts + ev["dur"].to_numpy(np.int64)
     has = launch >= 0
     lr = np.maximum(launch, 0)
-    names = np.asarray(ev["name"].to_numpy(), dtype=object)
+    launch_name = np.full(len(all_rows), "", dtype=object)
+    if has.any():
+        launch_name[has] = ev["name"].iloc[launch[has]].astype(str).to_numpy()
     return pd.DataFrame({
         "row": all_rows,
         "device": ev["device"].to_numpy(np.int64)[all_rows],
@@ -64,7 +66,7 @@ def gpu_activities(t: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
         "start": ts[all_rows], "end": te[all_rows],
         "correlation": ev["correlation"].to_numpy(np.int64)[all_rows],
         "launch": launch,
-        "launch_name": np.where(has, names[lr] if len(names) else "", "").astype(object),
+        "launch_name": launch_name,
         "launch_start": np.where(has, ts[lr] if len(ts) else -1, -1),
         "launch_end": np.where(has, te[lr] if len(te) else -1, -1),
     })
