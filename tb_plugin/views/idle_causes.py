@@ -50,9 +50,7 @@ def idle_gaps(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
     new = np.ones(len(a), dtype=bool)
     new[1:] = (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])
     group = np.cumsum(new) - 1
-    # latest end so far within the stream: a running maximum that restarts at each stream
-    offset = np.int64(end.max() - min(start.min(), end.min()) + 1)
-    reach = np.maximum.accumulate(end + group * offset) - group * offset
+    reach = pd.Series(end).groupby(group).cummax().to_numpy(np.int64)  # latest end so far on the stream
     prev = np.empty_like(reach)
     prev[1:] = reach[:-1]
     gap = ~new & (start > prev)
