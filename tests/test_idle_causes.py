@@ -152,3 +152,31 @@ def test_no_launch_calls_say_so():
     assert queue_length.queue_length(t)["reason"] == queue_length.NO_QUEUE
     assert gpu_launches.launch_stats_summary(gpu_launches.kernel_launch_stats(t))["reason"] == \
         gpu_launches.NO_LAUNCHES
+
+
+def test_device_idle_is_no_activity_on_any_stream():
+    """Device 0 (µs): stream 7 runs A [0, 10) and C [50, 60); stream 8 runs B [20, 40). Per stream (HTA): stream 7
+    idles [10, 50) = 40 µs; stream 8 has one activity, no gap. The device as a whole idles [10, 20) = 10 µs before
+    B (launched at 15, after the gap began: host wait) and [40, 50) = 10 µs before C (launched at 2: kernel
+    wait)."""
+    t = make_trace([runtime("cudaLaunchKernel", 0, 1, corr=1), runtime("cudaLaunchKernel", 2, 1, corr=3),
+                    runtime("cudaLaunchKernel", 15, 1, corr=2),
+                    kernel("A", 0, 10, corr=1), kernel("B", 20, 20, corr=2, stream=8), kernel("C", 50, 10, corr=3)])
+    per_stream = idle_causes.idle_gaps(t)
+    assert [(int(r.stream), r.duration // 1000, r.category) for r in per_stream.itertuples()] == [(7, 40, "other")]
+    dev = idle_causes.idle_gaps(t, per_stream=False)
+    assert [(int(r.stream), r.start // 1000, r.end // 1000, r.category) for r in dev.itertuples()] == \
+        [(idle_causes.ALL_STREAMS, 10, 20, "host_wait"), (idle_causes.ALL_STREAMS, 40, 50, "kernel_wait")]
+    b = idle_causes.idle_breakdown(t)
+    (d,) = b["devices"]
+    assert (d["device"], d["host_wait_us"], d["kernel_wait_us"], d["other_us"], d["idle_us"]) == (0, 10.0, 10.0, 0.0, 20.0)
+    assert b["total"]["idle_us"] == 40.0
+
+
+def test_summaries_are_json():
+    import json
+
+    t = trace()
+    for d in (idle_causes.idle_breakdown(t), queue_length.queue_length(t),
+              gpu_launches.launch_stats_summary(gpu_launches.kernel_launch_stats(t))):
+        assert json.loads(json.dumps(d)) == d

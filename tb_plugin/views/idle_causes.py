@@ -32,18 +32,23 @@ CATEGORIES = (HOST_WAIT, KERNEL_WAIT, OTHER)
 #: HTA's default consecutive_kernel_delay (30, in the trace's µs)
 KERNEL_WAIT_THRESHOLD_NS = 30_000
 OUTSIDE_STEPS = ""
+ALL_STREAMS = -1
 NO_LAUNCH_LINKS = ("no launch calls linked to the GPU activities after idle gaps (no cuda_runtime/cuda_driver "
                    "events with their correlation): host wait cannot be told from other idle time")
 
 
 def idle_gaps(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
-              rows: np.ndarray | None = None) -> pd.DataFrame:
+              rows: np.ndarray | None = None, per_stream: bool = True) -> pd.DataFrame:
     """Every idle gap on every stream (of all GPU activities, or of those at `rows`), with HTA's category:
     columns `device`, `stream`, `start`, `end`, `duration` (ns), `category` (host_wait / kernel_wait / other),
-    `row` (the activity after the gap), `launch_known` (its launch call is in the trace)."""
+    `row` (the activity after the gap), `launch_known` (its launch call is in the trace). With
+    `per_stream=False`, the gaps of each device as a whole (no activity on any of its streams; `stream` is
+    ALL_STREAMS), classified by the activity that ends the gap by the same rule."""
     a = gpu_activities(t, rows)
     if not len(a):
         return _empty_gaps()
+    if not per_stream:
+        a = a.assign(stream=ALL_STREAMS)
     a = a.sort_values(["device", "stream", "start", "row"], kind="stable")
     dev, stream = a["device"].to_numpy(np.int64), a["stream"].to_numpy(np.int64)
     start, end = a["start"].to_numpy(np.int64), a["end"].to_numpy(np.int64)
@@ -112,15 +117,19 @@ def _us(ns: float) -> float:
 
 def idle_breakdown(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
                    rows: np.ndarray | None = None) -> dict:
-    """The idle time breakdown as a JSON-able dict: `streams` (per device and stream: µs per category, `idle_us`,
-    `unknown_launch_us`, and `steps` with the same per step), `total` (over all streams), `reason` (why there
-    is nothing, or why host wait is unknown; else None), `kernel_wait_threshold_us`. Host wait is None where no
-    idle gap's next activity has its launch call in the trace."""
+    """The idle time breakdown as a JSON-able dict: `streams` (HTA's: per device and stream, µs per category,
+    `idle_us`, `unknown_launch_us`, and `steps` with the same per step), `total` (summed over the streams, as
+    HTA's per-stream numbers add up), `devices` (the same per device as a whole: time with no activity on any
+    of its streams, which is what a step's wall time can lose), `reason` (why there is nothing, or why host
+    wait is unknown; else None), `kernel_wait_threshold_us`. Host wait is None where no idle gap's next
+    activity has its launch call in the trace."""
     if not len(gpu_activities(t, rows)):
         return {"kernel_wait_threshold_us": _us(kernel_wait_threshold_ns), "reason": NO_GPU, "streams": [],
-                "total": None}
+                "devices": [], "total": None}
+    st = common.steps(t)
     gaps = idle_gaps(t, kernel_wait_threshold_ns, rows)
-    per = idle_by_step(gaps, common.steps(t))
+    per = idle_by_step(gaps, st)
+    per_dev = idle_by_step(idle_gaps(t, kernel_wait_threshold_ns, rows, per_stream=False), st)
     host_known = bool(gaps["launch_known"].any()) if len(gaps) else True
     keys = (*CATEGORIES, "idle", "unknown_launch")
 
@@ -130,9 +139,14 @@ def idle_breakdown(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD
             d[f"{HOST_WAIT}_us"] = None
         return d
 
-    streams = []
-    for (dev, stream), g in per.groupby(["device", "stream"], sort=True):
-        streams.append({"device": int(dev), "stream": int(stream), **amounts(g),
-                        "steps": [{"step": r.step, **amounts(pd.DataFrame([r]))} for r in g.itertuples(index=False)]})
+    def listed(df: pd.DataFrame, with_stream: bool) -> list[dict]:
+        out = []
+        for (dev, stream), g in df.groupby(["device", "stream"], sort=True):
+            key = {"device": int(dev), "stream": int(stream)} if with_stream else {"device": int(dev)}
+            out.append({**key, **amounts(g), "steps": [{"step": r.step, **amounts(pd.DataFrame([r]))}
+                                                       for r in g.itertuples(index=False)]})
+        return out
+
     return {"kernel_wait_threshold_us": _us(kernel_wait_threshold_ns),
-            "reason": None if host_known else NO_LAUNCH_LINKS, "streams": streams, "total": amounts(per)}
+            "reason": None if host_known else NO_LAUNCH_LINKS, "streams": listed(per, True),
+            "devices": listed(per_dev, False), "total": amounts(per)}
