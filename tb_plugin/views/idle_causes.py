@@ -133,8 +133,8 @@ def idle_breakdown(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD
     host_known = bool(gaps["launch_known"].any()) if len(gaps) else True
     keys = (*CATEGORIES, "idle", "unknown_launch")
 
-    def amounts(df: pd.DataFrame) -> dict:
-        d = {f"{k}_us": _us(df[k].sum()) for k in keys}
+    def amounts(sums: Any) -> dict:
+        d = {f"{k}_us": _us(sums[k]) for k in keys}
         if not host_known:
             d[f"{HOST_WAIT}_us"] = None
         return d
@@ -143,10 +143,10 @@ def idle_breakdown(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD
         out = []
         for (dev, stream), g in df.groupby(["device", "stream"], sort=True):
             key = {"device": int(dev), "stream": int(stream)} if with_stream else {"device": int(dev)}
-            out.append({**key, **amounts(g), "steps": [{"step": r.step, **amounts(pd.DataFrame([r]))}
-                                                       for r in g.itertuples(index=False)]})
+            out.append({**key, **amounts(g[list(keys)].sum()),
+                        "steps": [{"step": r["step"], **amounts(r)} for r in g.to_dict(orient="records")]})
         return out
 
     return {"kernel_wait_threshold_us": _us(kernel_wait_threshold_ns),
             "reason": None if host_known else NO_LAUNCH_LINKS, "streams": listed(per, True),
-            "devices": listed(per_dev, False), "total": amounts(per)}
+            "devices": listed(per_dev, False), "total": amounts(per[list(keys)].sum())}
