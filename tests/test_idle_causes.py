@@ -180,3 +180,15 @@ def test_summaries_are_json():
     for d in (idle_causes.idle_breakdown(t), queue_length.queue_length(t),
               gpu_launches.launch_stats_summary(gpu_launches.kernel_launch_stats(t))):
         assert json.loads(json.dumps(d)) == d
+
+
+def test_launch_stats_by_step():
+    # launches at 1, 5, 8, 40 (step "1" = [0, 30)... split here at 30): K1, K2, K4 in "1"; K3 in "2" = [30, 100);
+    # the memcpy launched at 170 is outside every step
+    steps = pd.DataFrame({"step": ["1", "2"], "start": [0, 30_000], "end": [30_000, 100_000]})
+    per = gpu_launches.launch_stats_by_step(gpu_launches.kernel_launch_stats(trace()), steps)
+    got = {r.step: (r.count, r.cpu_duration // 1000, r.launch_delay // 1000, r.shorter_than_launch)
+           for r in per.itertuples()}
+    assert got == {"1": (3, 2 + 8 + 1, 7 + 12 + 141, 1), "2": (1, 4, 6, 0), "": (1, 10, 0, 1)}
+    inside = pd.DataFrame({"step": ["1"], "start": [0], "end": [200_000]})
+    assert list(gpu_launches.launch_stats_by_step(gpu_launches.kernel_launch_stats(trace()), inside)["step"]) == ["1"]

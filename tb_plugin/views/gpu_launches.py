@@ -82,9 +82,9 @@ def stats_launch_names(include_memory: bool = True) -> frozenset[str]:
 def kernel_launch_stats(t: Any, rows: np.ndarray | None = None,
                         launch_names: Iterable[str] | None = None) -> pd.DataFrame:
     """HTA's CUDA kernel launch statistics: one row per GPU activity launched by one of `launch_names` (default
-    `stats_launch_names()`): `row`, `launch`, `correlation`, `device`, `stream`, `cpu_duration` (the launch
-    call's duration), `gpu_duration`, `launch_delay` (GPU start - launch end, clipped at 0), all ns, and
-    `shorter_than_launch` (GPU duration < CPU duration)."""
+    `stats_launch_names()`): `row`, `launch`, `correlation`, `device`, `stream`, `launch_start`,
+    `cpu_duration` (the launch call's duration), `gpu_duration`, `launch_delay` (GPU start - launch end, clipped
+    at 0), all ns, and `shorter_than_launch` (GPU duration < CPU duration)."""
     names = frozenset(stats_launch_names() if launch_names is None else launch_names)
     a = gpu_activities(t, rows)
     a = a[(a["launch"] >= 0) & a["launch_name"].isin(names).to_numpy()]
@@ -93,7 +93,8 @@ def kernel_launch_stats(t: Any, rows: np.ndarray | None = None,
     delay = np.maximum(a["start"].to_numpy(np.int64) - a["launch_end"].to_numpy(np.int64), 0)
     return pd.DataFrame({"row": a["row"].to_numpy(), "launch": a["launch"].to_numpy(),
                          "correlation": a["correlation"].to_numpy(), "device": a["device"].to_numpy(),
-                         "stream": a["stream"].to_numpy(), "cpu_duration": cpu, "gpu_duration": gpu,
+                         "stream": a["stream"].to_numpy(), "launch_start": a["launch_start"].to_numpy(np.int64),
+                         "cpu_duration": cpu, "gpu_duration": gpu,
                          "launch_delay": delay, "shorter_than_launch": gpu < cpu})
 
 
@@ -119,3 +120,22 @@ def launch_stats_summary(stats: pd.DataFrame, runtime_cutoff_ns: int = RUNTIME_C
 def has_gpu_activity(t: Any) -> bool:
     """True when the trace holds any kernel, memcpy or memset."""
     return bool(category_mask(t.events, GPU_CATS).any())
+
+
+def launch_stats_by_step(stats: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """`kernel_launch_stats` per step, by the launch call's start (in [start, end) of `steps`; "" outside every
+    step): columns `step`, `count`, `cpu_duration`, `gpu_duration`, `launch_delay` (sums, ns),
+    `shorter_than_launch` (count); one row per step of `steps` in order, then "" if any launch is outside."""
+    names = [str(x) for x in steps["step"]] if len(steps) else []
+    s_start = steps["start"].to_numpy(np.int64) if len(steps) else np.zeros(0, np.int64)
+    s_end = steps["end"].to_numpy(np.int64) if len(steps) else np.zeros(0, np.int64)
+    ls = stats["launch_start"].to_numpy(np.int64)
+    k = np.searchsorted(s_start, ls, side="right") - 1
+    inside = (k >= 0) & (ls < s_end[np.maximum(k, 0)]) if len(s_start) else np.zeros(len(ls), dtype=bool)
+    idx = np.where(inside, k, len(names))
+    n = len(names) + 1
+    cols = {"count": np.bincount(idx, minlength=n).astype(np.int64)}
+    for c in ("cpu_duration", "gpu_duration", "launch_delay", "shorter_than_launch"):
+        cols[c] = np.bincount(idx, weights=stats[c].to_numpy(np.float64), minlength=n).astype(np.int64)
+    out = pd.DataFrame({"step": names + [""], **cols})
+    return out if cols["count"][-1] else out.iloc[:-1].reset_index(drop=True)
