@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import common
-from .gpu_launches import NO_GPU, NO_LAUNCHES, kernel_launch_stats, launch_stats_by_step
+from .gpu_launches import NO_GPU, NO_LAUNCHES, has_gpu_activity, kernel_launch_stats, launch_stats_by_step
 from .idle_causes import CATEGORIES, KERNEL_WAIT_THRESHOLD_NS, NO_LAUNCH_LINKS, idle_by_step, idle_gaps
 from .queue_length import queue_length_series
 
@@ -26,17 +26,16 @@ def gpu_idle_summary(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHO
     names = [str(s) for s in st["step"]]
     out: dict = {"steps": names, "kernel_wait_threshold_ns": int(kernel_wait_threshold_ns), "devices": None,
                  "launches": None, "queue_max": {}, "reasons": []}
-    gaps = idle_gaps(t, kernel_wait_threshold_ns, per_stream=False)
-    has_gpu = bool(common.category_mask(t.events, common.GPU_CATS).any())
-    if not has_gpu:
+    if not has_gpu_activity(t):
         out["reasons"].append(NO_GPU)
         return out
+    gaps = idle_gaps(t, kernel_wait_threshold_ns, per_stream=False)
     per = idle_by_step(gaps, st)
     per = per[per["step"] != ""]
     pos = {n: i for i, n in enumerate(names)}
     devices: dict[str, dict] = {}
-    dev_all = common.sorted_unique(t.events["device"].to_numpy(np.int64)[common.category_mask(t.events, common.GPU_CATS)])
-    for d in dev_all.tolist():
+    gpu = common.category_mask(t.events, common.GPU_CATS)
+    for d in common.sorted_unique(t.events["device"].to_numpy(np.int64)[gpu]).tolist():
         devices[str(d)] = {k: [0] * len(names) for k in (*CATEGORIES, "unknown_launch")}
     for r in per.to_dict(orient="records"):
         for k in (*CATEGORIES, "unknown_launch"):

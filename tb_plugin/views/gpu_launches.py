@@ -67,8 +67,8 @@ def gpu_activities(t: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
         "correlation": ev["correlation"].to_numpy(np.int64)[all_rows],
         "launch": launch,
         "launch_name": launch_name,
-        "launch_start": np.where(has, ts[lr] if len(ts) else -1, -1),
-        "launch_end": np.where(has, te[lr] if len(te) else -1, -1),
+        "launch_start": np.where(has, ts[lr], -1),
+        "launch_end": np.where(has, te[lr], -1),
     })
 
 
