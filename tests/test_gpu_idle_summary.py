@@ -6,6 +6,7 @@ import json
 from tb_plugin.views import gpu_idle_summary as gis
 from tb_plugin.views.gpu_launches import NO_GPU, NO_LAUNCHES
 from tb_plugin.views.idle_causes import NO_LAUNCH_LINKS
+
 from .test_views_common_support import kernel, make_trace, op, runtime
 
 

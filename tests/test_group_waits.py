@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tb_plugin.views import group_waits
+
 from .test_views_common_support import make_trace, op
 
 GROUPS = {"0": [0, 1, 2, 3], "1": [0, 1], "2": [2, 3]}
@@ -75,8 +76,8 @@ def test_missing_member_and_name_mismatch_are_named():
     assert list(matched["aligned"]) == [True, True, False, False, False]
     assert list(matched["transfer"]) == [4000, 4000, 3000, 5000, 9000]
     assert list(matched["wait"]) == [0, 2000, 0, 0, 0]
-    assert notes == ["process group 5 [0, 1]: call #2 not matched (names differ (nccl:all_reduce, nccl:broadcast)); "
-                     "counted as transfer only",
+    assert notes == [("process group 5 [0, 1]: call #2 not matched (names differ (nccl:all_reduce, "
+                      "nccl:broadcast)); counted as transfer only"),
                      "process group 5 [0, 1]: call #3 not matched (1 of 2 members have it); counted as transfer only"]
 
 
@@ -97,6 +98,7 @@ def test_world_group_agrees_with_the_distributed_view():
     from pathlib import Path
 
     from tb_plugin.views import distributed
+
     from .test_views_common_support import load_shared
 
     d = Path(__file__).parent / "data" / "issue11"

@@ -93,7 +93,7 @@ def hta_rows(t) -> np.ndarray:
     return rows[np.isin(corr[rows], early)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def prepared(path: str):
     t = hta_clock(load_shared(Path(path)))
     return t, hta_rows(t)

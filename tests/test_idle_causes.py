@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from tb_plugin.views import gpu_launches, idle_causes, queue_length
+
 from .test_views_common_support import kernel, make_trace, op, runtime
 
 

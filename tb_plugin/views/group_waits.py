@@ -13,7 +13,8 @@ every worker. Pure functions of DataFrames (`worker_calls` reads one `TraceData`
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd

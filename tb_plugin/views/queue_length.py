@@ -8,7 +8,8 @@ Difference from HTA, on purpose: HTA keys the series by stream number alone; our
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -88,7 +88,7 @@ def _idle(ta, rank: int, delay: int) -> list[dict]:
 
 def _launch_stats(ta, rank: int) -> dict:
     df = ta.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
-    out = {"count": int(len(df)), "shorter_than_launch": int((df["gpu_duration"] < df["cpu_duration"]).sum()),
+    out = {"count": len(df), "shorter_than_launch": int((df["gpu_duration"] < df["cpu_duration"]).sum()),
            "runtime_outliers": int((df["cpu_duration"] > RUNTIME_CUTOFF).sum()),
            "launch_delay_outliers": int((df["launch_delay"] > LAUNCH_DELAY_CUTOFF).sum())}
     for c in ("cpu_duration", "gpu_duration", "launch_delay"):
@@ -102,7 +102,7 @@ def _queue(ta, rank: int) -> list[dict]:
     if df is None:
         return []
     rows = []
-    for (rank, stream), r in df.iterrows():
+    for (_, stream), r in df.iterrows():
         rows.append({"stream": int(stream), **{str(stat): _num(v) for (_, stat), v in r.items()}})
     return sorted(rows, key=lambda r: r["stream"])
 
