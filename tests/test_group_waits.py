@@ -83,7 +83,8 @@ def test_missing_member_and_name_mismatch_are_named():
 
 def test_pg_ranks_from_distributed_info():
     info = {"pg_config": [{"pg_name": "0", "ranks": [0, 1]}, {"pg_name": "3", "ranks": "[2, 5]"},
-                          {"pg_name": "x", "ranks": "bad"}, {"ranks": [1]}]}
+                          {"pg_name": "x", "ranks": "bad"}, {"ranks": [1]}, {"pg_name": "w", "ranks": "all"}]}
+    # "all" (benchmarks/gen_distributed.py's world group) names no ranks: such a group is matched by its size
     assert group_waits.pg_ranks_of(info) == {"0": (0, 1), "3": (2, 5)}
     assert group_waits.pg_ranks_of(None) == {}
 
