@@ -141,9 +141,11 @@ def main() -> None:
             "tool": "HolisticTraceAnalysis", "version": getattr(hta, "__version__", None) or _version(),
             "generated_by": "tests/data/hta/make_hta_idle_reference.py", "python": sys.version.split()[0],
             "date": datetime.date.today().isoformat(),
-            "inputs": "../shared/traces (the team's shared real GPU traces), each file analysed alone (as its rank)",
-            "calls": "get_idle_time_breakdown(visualize=False, consecutive_kernel_delay=30 and 5), "
-                     "get_cuda_kernel_launch_stats(visualize=False)[0] (summarised), get_queue_length_summary()",
+            "inputs": "../shared/traces (the team's shared real traces, TRACES in the generator), each file "
+                      "analysed alone (as its rank)",
+            "calls": "get_idle_time_breakdown(ranks=[rank], visualize=False, consecutive_kernel_delay=30 and 5), "
+                     "get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank] (summarised), "
+                     "get_queue_length_summary(ranks=[rank]); rank = the trace's own (TraceAnalysis' only rank)",
         },
         "traces": {},
     }
