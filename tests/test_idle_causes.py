@@ -170,7 +170,8 @@ def test_device_idle_is_no_activity_on_any_stream():
         [(idle_causes.ALL_STREAMS, 10, 20, "host_wait"), (idle_causes.ALL_STREAMS, 40, 50, "kernel_wait")]
     b = idle_causes.idle_breakdown(t)
     (d,) = b["devices"]
-    assert (d["device"], d["host_wait_us"], d["kernel_wait_us"], d["other_us"], d["idle_us"]) == (0, 10.0, 10.0, 0.0, 20.0)
+    assert (d["device"], d["host_wait_us"], d["kernel_wait_us"], d["other_us"], d["idle_us"]) == \
+        (0, 10.0, 10.0, 0.0, 20.0)
     assert b["total"]["idle_us"] == 40.0
 
 
