@@ -194,3 +194,14 @@ def test_launch_stats_by_step():
     assert got == {"1": (3, 2 + 8 + 1, 7 + 12 + 141, 1), "2": (1, 4, 6, 0), "": (1, 10, 0, 1)}
     inside = pd.DataFrame({"step": ["1"], "start": [0], "end": [200_000]})
     assert list(gpu_launches.launch_stats_by_step(gpu_launches.kernel_launch_stats(trace()), inside)["step"]) == ["1"]
+
+
+def test_time_at_queue_length():
+    # stream 7 (see test_queue_length_series) holds 2 or more over [5, 25) and [40, 50): 20 + 10 µs; 3 or more
+    # over [8, 10); never 4
+    s = queue_length.queue_length_series(trace())
+    at2 = queue_length.time_at_queue_length(s, at_least=2)
+    assert at2.to_dict(orient="records") == [{"device": 0, "stream": 7, "ns": 30_000}]
+    assert queue_length.time_at_queue_length(s, at_least=3)["ns"].tolist() == [2_000]
+    assert len(queue_length.time_at_queue_length(s, at_least=4)) == 0
+    assert len(queue_length.time_at_queue_length(s)) == 0  # far from CUDA's 1024 pending launches

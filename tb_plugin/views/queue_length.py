@@ -17,6 +17,8 @@ import pandas as pd
 from .gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES, gpu_activities
 
 NO_QUEUE = "no GPU activity launched by a kernel/memcpy/memset launch call in the trace"
+#: HTA's CUDA_MAX_LAUNCH_QUEUE_PER_STREAM: a launch blocks the CPU when its stream has this many pending
+MAX_LAUNCH_QUEUE = 1024
 STATS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
 
@@ -57,6 +59,19 @@ def queue_length_summary(series: pd.DataFrame) -> pd.DataFrame:
                      "time_weighted_mean": twm})
     cols = ["device", "stream", *STATS, "time_weighted_mean"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def time_at_queue_length(series: pd.DataFrame, at_least: int = MAX_LAUNCH_QUEUE) -> pd.DataFrame:
+    """Per (device, stream): `ns` during which the queue length is >= `at_least` (each value holds until the
+    stream's next change; HTA's get_time_spent_blocked_on_full_queue per stream); streams that never reach it
+    are left out."""
+    rows = []
+    for (dev, stream), g in series.groupby(["device", "stream"], sort=True):
+        ts = g["ts"].to_numpy(np.int64)
+        full = g["queue_length"].to_numpy(np.int64)[:-1] >= at_least
+        if full.any():
+            rows.append({"device": int(dev), "stream": int(stream), "ns": int(np.diff(ts)[full].sum())})
+    return pd.DataFrame(rows, columns=["device", "stream", "ns"])
 
 
 def queue_length_counter(series: pd.DataFrame, base_ns: int = 0) -> list[dict]:
