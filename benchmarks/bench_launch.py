@@ -163,7 +163,8 @@ def main(argv=None) -> int:
             res["torch_error"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(res, indent=1))
     print(f"per launch: plain {plain:.2f} us, gpuscope +{res['gpuscope_added_us']:.2f} us"
-          + (f", torch.profiler +{res['torch_added_us']:.2f} us, ratio {res.get('ratio_gpuscope_to_torch', float('nan')):.2f}"
+          + (f", torch.profiler +{res['torch_added_us']:.2f} us, "
+             f"ratio {res.get('ratio_gpuscope_to_torch', float('nan')):.2f}"
              if "torch_added_us" in res else ""))
     if args.json:
         with open(args.json, "w") as f:

@@ -228,7 +228,8 @@ def inner(paths: list) -> dict:
     for item in paths:
         worker, path = item.split("=", 1)
         found[worker] = {}
-        for tool, fn in (("torch-tb-profiler", lambda: _tb_profiler(path, worker)), ("hta", lambda: _hta(path))):
+        for tool, fn in (("torch-tb-profiler", lambda p=path, w=worker: _tb_profiler(p, w)),
+                         ("hta", lambda p=path: _hta(p))):
             try:
                 found[worker][tool] = fn()
             except Exception:  # noqa: BLE001 - the traceback is the report

@@ -9,8 +9,9 @@ during a profile moves nothing. Drift between the two clocks is bounded by one s
 Buffers: each thread that records gets its own ``_ThreadBuffer`` (found through a
 ``threading.local`` that is replaced at every session start, so old buffers are never reused).
 A finished event is ONE tuple ``(t0, t1, name, external_id, cat, args, stack)`` appended to the
-thread's list (``args``: a record_function's string or an op's trace-args dict): about 200 bytes per event (tuple + two ints; ``args``/``stack`` are ``None`` unless
-shapes, stacks or extra args were asked for). No dict per event on the hot path.
+thread's list (``args``: a record_function's string or an op's trace-args dict): about 200 bytes
+per event (tuple + two ints; ``args``/``stack`` are ``None`` unless shapes, stacks or extra args
+were asked for). No dict per event on the hot path.
 All threads are recorded (torch records only the profiling thread by default): each gets its own
 ``tid`` (the OS thread id) whether it started before or after the profiler.
 """

@@ -294,7 +294,7 @@ def test_refused_os_thread_ids_warn_once_and_still_link_kernels_to_their_threads
     for _ in range(2):
         corr = {}
 
-        def worker():
+        def worker(corr=corr):
             with record_op("worker::op"):
                 corr["worker"] = fake_cupti.launch("k_worker")
 

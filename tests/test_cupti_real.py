@@ -62,7 +62,8 @@ enum = lambda *names: next(getattr(cupti, n) for n in names if hasattr(cupti, n)
 drv, rt = enum("DriverApiTraceCbid", "driver_api_trace_cbid"), enum("RuntimeApiTraceCbid", "runtime_api_trace_cbid")
 classes = [getattr(cupti, n) for n in dir(cupti) if n.startswith("Activity") and isinstance(getattr(cupti, n), type)]
 fields_ok = {k: any(all(hasattr(cls, f) for f in fs) for cls in classes) for k, fs in req["fields"].items()}
-lib = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(cupti.__file__)), "nvidia", "**", "libcupti.so.*"), recursive=True))
+nvidia_root = os.path.dirname(os.path.dirname(cupti.__file__))
+lib = sorted(glob.glob(os.path.join(nvidia_root, "nvidia", "**", "libcupti.so.*"), recursive=True))
 if lib:
     ctypes.CDLL(lib[0])          # what cupti-python loads when it starts; loaded here without a driver
 from profiler_core.cuda import cupti_backend
@@ -75,7 +76,8 @@ print(json.dumps({
     "external": {m.name: int(m) for m in cupti.ExternalCorrelationKind},
     "driver": {n: int(drv[n]) for n in req["driver"] if n in drv.__members__},
     "runtime": {n: int(rt[n]) for n in req["runtime"] if n in rt.__members__},
-    "callback_domain": {"DRIVER_API": int(cupti.CallbackDomain.DRIVER_API), "RUNTIME_API": int(cupti.CallbackDomain.RUNTIME_API)},
+    "callback_domain": {"DRIVER_API": int(cupti.CallbackDomain.DRIVER_API),
+                        "RUNTIME_API": int(cupti.CallbackDomain.RUNTIME_API)},
     "thread_id_system": int(cupti.ActivityThreadIdType.SYSTEM),
     "libcupti": bool(lib),
     "versions": cupti_backend.CuptiBackend(cupti).versions(),

@@ -31,7 +31,8 @@ def test_every_v100_launch_configuration_matches_kineto(k):
 def test_every_kernel_of_the_shared_resnet50_traces(shared_traces):
     n = 0
     for path in sorted((shared_traces / "kineto_resnet50_v100").glob("*/*.pt.trace.json.gz")):
-        trace = json.load(gzip.open(path))
+        with gzip.open(path) as f:
+            trace = json.load(f)
         props = {p["id"]: p for p in trace["deviceProperties"]}
         for e in trace["traceEvents"]:
             if e.get("cat") == "Kernel":

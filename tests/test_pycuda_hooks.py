@@ -32,7 +32,7 @@ def _snapshot(mods):
 def _ops(session):
     out = []
     for buf in session.buffers:
-        for t0, t1, name, ext, cat, args, stack in buf.events:
+        for t0, t1, name, ext, _cat, args, _stack in buf.events:
             out.append({"name": name, "ext": ext, "t0": t0, "t1": t1, "args": args or {}, "tid": buf.tid})
     return sorted(out, key=lambda o: (o["t0"], -o["t1"]))
 

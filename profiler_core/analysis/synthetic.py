@@ -111,7 +111,7 @@ def trace(events: list, *, gpu: bool = False, **top: Any) -> dict:
               "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 167936, "numSms": 80,
               "sharedMemPerBlockOptin": 166912}] if gpu else []
     out: dict = {"schemaVersion": 1, "deviceProperties": props, "trace_id": "0" * 32}
-    out.update({k: v for k, v in top.items()})
+    out.update(top)
     out["displayTimeUnit"] = "ms"
     out["baseTimeNanoseconds"] = BASE_NS
     meta = [{"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0.0, "args": {"name": "python"}},

@@ -69,11 +69,11 @@ class _Labels:
             found = self._number(value)
             if found is not None:
                 return found
-        if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
-            if value.is_integer():
-                found = self._number(int(value))
-                if found is not None:
-                    return found
+        if (isinstance(value, float) and value == value and value not in (float("inf"), float("-inf"))
+                and value.is_integer()):
+            found = self._number(int(value))
+            if found is not None:
+                return found
         text = _to_text(value)
         m = _NUMERIC_ID.match(text)
         if m:
@@ -764,10 +764,8 @@ class _Builder:
             if c in data:
                 continue
             arr = column(c)
-            if arr is None:  # absent from the whole trace: one shared read-only value
-                arr = constant_column(_missing_column(c, 1)[0], total)
-            else:
-                arr = arr[order]
+            # absent from the whole trace: one shared read-only value
+            arr = constant_column(_missing_column(c, 1)[0], total) if arr is None else arr[order]
             if c in EVENT_CATEGORY:
                 data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
             else:

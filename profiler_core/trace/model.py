@@ -135,8 +135,7 @@ class TraceData:
 
         from profiler_core import storage
 
-        if self.source_stat != (-1, -1) and (storage.is_remote(self.path)
-                                             or os.path.exists(self.path)):
-            if storage.fingerprint(self.path) != tuple(self.source_stat):
-                raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
+        if (self.source_stat != (-1, -1) and (storage.is_remote(self.path) or os.path.exists(self.path))
+                and storage.fingerprint(self.path) != tuple(self.source_stat)):
+            raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
         return read_event(self.path, int(idx), self.event_index)

@@ -323,7 +323,7 @@ def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
     if lo is not None:  # no separator after lo: the span before this one holds every event
         return 0, [], None
     # the last piece: events, "]", then the rest of the top-level object
-    for meta, last in _tails(buf, head, bare):
+    for meta, last in _tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
         try:
             evs = _decode_piece(last, counts) if last.strip() else []
             break
@@ -359,7 +359,7 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
     at once (the whole-file path says what is wrong). No byte is decoded more than a few times."""
     hi = min(pos + max(BLOCK, 1), len(buf))
     m = None
-    for m in _SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):
+    for m in _SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):  # noqa: B007 - keeps the last match
         pass
     if m is None:
         m = _SEP_RE.search(buf, hi)  # an event longer than the window: the first cut after it

@@ -164,7 +164,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
                    achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
                    tensor_cores=tc[name])
 
-        def value(field: str, src: str) -> Any:
+        def value(field: str, src: str, gi: int = gi, i: int = i) -> Any:
             if field in shared and not shared[field][gi]:
                 return None
             v = int(k[src][i])

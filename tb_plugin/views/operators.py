@@ -19,8 +19,7 @@ _EXCLUDED = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"
 
 
 def _is_table_op(name: str) -> bool:
-    return not (name.startswith(common.STEP_PREFIX) or name.startswith("Optimizer.") or name in _EXCLUDED
-                or common.is_dataloader(name))
+    return not (name.startswith((common.STEP_PREFIX, "Optimizer.")) or name in _EXCLUDED or common.is_dataloader(name))
 
 
 def _display_shape(dims: str) -> str:

@@ -66,9 +66,10 @@ event, i.e. the same origin as every other view)
     }
 
 Rules: the window is inclusive at both ends. A row is sent as "events" (ascending ts_us) when
-it has at most ``width_px`` events in the window, else as "buckets". Tracks are ordered CPU first (by process/thread sort index from the M events, else
-pid/tid), then GPU (by device, stream). Within a track, events of one depth never overlap, so a
-renderer can draw each row left to right. Track ``index`` values are stable for one trace.
+it has at most ``width_px`` events in the window, else as "buckets". Tracks are ordered CPU
+first (by process/thread sort index from the M events, else pid/tid), then GPU (by device,
+stream). Within a track, events of one depth never overlap, so a renderer can draw each row
+left to right. Track ``index`` values are stable for one trace.
 
 ``search(t, query, limit=100)`` (case-insensitive name substring) returns::
 
