@@ -11,15 +11,12 @@ def default_worker_name() -> str:
     """The worker part of trace file names: distinfo's (rank-aware) name, else ``{hostname}_{pid}``."""
     try:
         from .distinfo import default_worker_name as from_distinfo
-    except ImportError:
-        from_distinfo = None
-    if from_distinfo is not None:
-        try:
-            name = from_distinfo()
-            if name:
-                return str(name)
-        except Exception:
-            pass
+
+        name = from_distinfo()
+        if name:
+            return str(name)
+    except Exception:
+        pass
     return f"{socket.gethostname()}_{os.getpid()}"
 
 
@@ -65,9 +62,9 @@ def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Option
                 os.makedirs(dir_name, exist_ok=True)
             except Exception as e:
                 raise RuntimeError(f"Can't create directory: {dir_name} ({e})") from e
-        if not state["worker"]:
-            state["worker"] = default_worker_name()
-        path = storage.join(dir_name, trace_file_name(state["worker"], use_gzip))
+        worker = state["worker"] or default_worker_name()
+        state["worker"] = worker
+        path = storage.join(dir_name, trace_file_name(worker, use_gzip))
         prof.export_chrome_trace(path)
 
     return handler_fn

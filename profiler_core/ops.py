@@ -15,8 +15,10 @@ communication args). When no profiler records, ``record_op`` returns a shared no
 from __future__ import annotations
 
 import functools
+from contextlib import AbstractContextManager
 from operator import index as _index
-from typing import Any, Callable, Optional
+from types import TracebackType
+from typing import Any, Callable, Literal, Optional
 
 from . import recording
 from .recording import CAT_OP, _Record
@@ -175,17 +177,19 @@ class _NullContext:
 
     __slots__ = ()
 
-    def __enter__(self):
+    def __enter__(self) -> _NullContext:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         return False
 
 
 _NULL = _NullContext()
 
 
-def record_op(name: str, *inputs: Any, args: Optional[dict] = None, **kwinputs: Any):
+def record_op(name: str, *inputs: Any, args: Optional[dict] = None,
+              **kwinputs: Any) -> AbstractContextManager[Any]:
     """Context manager recording a ``cpu_op`` named ``name`` with its inputs (shapes/types/FLOPs)."""
     if not recording._active:
         return _NULL
@@ -208,7 +212,7 @@ def operator(name: Optional[str] = None) -> Callable:
         opname = name or getattr(func, "__qualname__", None) or repr(func)
 
         @functools.wraps(func)
-        def wrapper(*a, **kw):
+        def wrapper(*a: Any, **kw: Any) -> Any:
             if not recording._active:
                 return func(*a, **kw)
             with _OpRecord(opname, a, kw, None):

@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any, Callable, Iterable, Optional
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from . import recording
 from .recording import record_function
 from .schedule import ProfilerAction, ProfilerActivity, _default_schedule_fn
+
+if TYPE_CHECKING:
+    from .analysis import EventList
 
 _A = ProfilerAction
 # (prev, new) -> actions; new=None is the final stop. Pairs not listed do nothing.
@@ -45,7 +49,7 @@ _TRANSITIONS: dict = {
 }
 
 
-def _cuda_module():
+def _cuda_module() -> ModuleType | None:
     try:
         from . import cuda
         return cuda
@@ -194,7 +198,7 @@ class profile:
         self.post_processing_timeout_s = post_processing_timeout_s
         self._old_events: list = []     # earlier cycles' events, kept with acc_events
         self._old_op_events: list = []  # the same without Python frames (key_averages, export_stacks)
-        self._op_events_cache = None
+        self._op_events_cache: EventList | None = None
         if schedule:
             self.schedule = schedule
             self.record_steps = True
@@ -215,7 +219,7 @@ class profile:
         self._trace_id: Optional[str] = None
         self._cycles = 0
         self._dist_info: Optional[dict] = None
-        self._events = None
+        self._events: Optional[EventList] = None
         self._started = False
         self._owner_pid = os.getpid()   # the process whose session this is (a fork() child never exports it)
 
@@ -224,7 +228,8 @@ class profile:
         self.start()
         return self
 
-    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc_val: BaseException | None,
+                 exc_tb: TracebackType | None) -> None:
         self.stop()
         if self.execution_trace_observer is not None and os.getpid() == self._owner_pid and callable(
                 getattr(self.execution_trace_observer, "cleanup", None)):
@@ -353,9 +358,11 @@ class profile:
         if ProfilerActivity.CUDA in self.activities:
             self._collector = self._make_collector()
 
-    def _make_collector(self):
+    def _make_collector(self) -> Any:
         cuda = _cuda_module()
         try:
+            if cuda is None:
+                raise ImportError("profiler_core.cuda cannot be imported")
             collector = cuda.make_collector({
                 "record_shapes": self.record_shapes, "profile_memory": self.profile_memory,
                 "with_stack": self.with_stack, "with_flops": self.with_flops,
@@ -407,7 +414,7 @@ class profile:
             integrations.deactivate()
         else:
             session.stop_ns = recording.now_ns()
-        results = []
+        results: list = []
         if self._collector is not None:
             try:
                 res = self._collector.stop()
@@ -498,7 +505,7 @@ class profile:
         from .trace.writer import write_trace
         return write_trace(self._require_trace("export_chrome_trace"), path)
 
-    def events(self):
+    def events(self) -> EventList:
         """The last cycle's unaggregated events (an analysis.EventList of FunctionEvent).
 
         With ``acc_events=True``, every earlier cycle's events follow the last cycle's (as torch's do).
@@ -511,7 +518,7 @@ class profile:
             self._events = events
         return self._events
 
-    def _op_events(self):
+    def _op_events(self) -> EventList:
         """The ops and annotations, without with_stack's Python-frame events (their tree rebuilt without them).
 
         A Python frame under an op (the function an ``@operator`` wraps) would otherwise take the op's self
@@ -530,7 +537,7 @@ class profile:
             self._op_events_cache = events
         return self._op_events_cache
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> EventList:
         """Ops and annotations averaged by name (and optionally input shapes / the top N stack frames).
 
         With ``with_stack=True`` the Python frames are not rows: stacks belong to the ops.

@@ -22,7 +22,12 @@ import itertools
 import os
 import threading
 import time
-from typing import Any, Callable, Optional
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar
+
+if TYPE_CHECKING:
+    from .memory import MemoryTracker
+    from .stacks import PythonTracer
 
 CAT_USER = 0        # user_annotation (record_function, ProfilerStep#N)
 CAT_OP = 1          # cpu_op (record_op / operator)
@@ -110,17 +115,21 @@ def current_external_id() -> Optional[int]:
     return buf.cur._id
 
 
+_R = TypeVar("_R", bound="_Record")
+
+
 class _Record:
     """Base of record_function and ops: one open event on the hot path."""
 
     __slots__ = ("name", "args", "_buf", "_t0", "_id", "_parent", "_stack")
     _cat = CAT_USER
+    _stack: str | None
 
     def __init__(self, name: str, args: Any = None) -> None:
         self.name = name
         self.args = args
 
-    def __enter__(self):
+    def __enter__(self: _R) -> _R:
         if _active:
             try:
                 buf = _tls.buf
@@ -138,7 +147,8 @@ class _Record:
             self._t0 = _clock()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         # Only records entered while recording and closing while recording are kept: one that
         # spans the end of the window is dropped (as Kineto drops it).
         if _active:
@@ -190,7 +200,7 @@ class record_function(_Record):
         args = self.args
 
         @functools.wraps(func)
-        def wrapper(*a, **kw):
+        def wrapper(*a: Any, **kw: Any) -> Any:
             if not _active:
                 return func(*a, **kw)
             with record_function(name, args):
@@ -213,9 +223,9 @@ class Session:
         self.stop_ns = 0
         self.offset_ns = 0
         self.pid = os.getpid()
-        self.memory = None          # memory.MemoryTracker when profile_memory
-        self.tracer = None          # stacks.PythonTracer when with_stack
-        self.stack_capture = None   # stacks.capture_stack when with_stack
+        self.memory: MemoryTracker | None = None        # when profile_memory
+        self.tracer: PythonTracer | None = None          # when with_stack
+        self.stack_capture: Callable[..., str] | None = None   # stacks.capture_stack when with_stack
 
     # -- slow-path hooks, called only when profile_memory or with_stack -------------------------
     def on_enter(self, rec: _Record, buf: _ThreadBuffer) -> None:

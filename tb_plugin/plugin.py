@@ -545,7 +545,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return wrappers.Response(body, status=200, content_type="application/json",
                                  headers=headers, direct_passthrough=True)
 
-    @wrappers.Request.application
+    @wrappers.Request.application  # type: ignore[arg-type]  # typed for functions; binds methods too
     def _static(self, request: wrappers.Request) -> wrappers.Response:
         marker = f"/data/plugin/{PLUGIN_NAME}/"
         path = request.path

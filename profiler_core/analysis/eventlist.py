@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from .events import DeviceType, FunctionEvent, FunctionEventAvg
 from .table import build_table, sort_attribute
@@ -23,7 +23,7 @@ _FRAME_TRANSLATION = str.maketrans(" ;\t\n", "____")
 class EventList(list):
     """A list of FunctionEvent (or FunctionEventAvg) with torch's EventList methods."""
 
-    def __init__(self, *args, use_device: Optional[str] = None, profile_memory: bool = False,
+    def __init__(self, *args: Any, use_device: Optional[str] = None, profile_memory: bool = False,
                  with_flops: bool = False) -> None:
         super().__init__(*args)
         self._use_device = use_device
