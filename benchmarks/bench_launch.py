@@ -81,8 +81,9 @@ def hooks_only(n: int) -> int:
     """CPU-only: per-launch cost the PyCUDA hook adds while recording, vs one bare record_op."""
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from test_pycuda_fake_module import LOG, _build
     import numpy as np
+    from test_pycuda_fake_module import LOG, _build
+
     from profiler_core import record_op, recording
     from profiler_core.integrations import pycuda_hooks
     mods = _build()

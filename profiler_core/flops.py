@@ -10,7 +10,7 @@ import ast
 import math
 import operator
 import warnings
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 FlopsFormula = Callable[[list, list], int]
 _FORMULAS: dict[str, FlopsFormula] = {}
@@ -145,7 +145,7 @@ def compute_flops(name: str, input_dims: list, concrete_inputs: list | None = No
 _MAX_FLOPS = 2 ** 63 - 1
 
 
-def _flop_count(n: object) -> "int | None":
+def _flop_count(n: object) -> int | None:
     """A formula's result as a non-negative int (0 for None/<= 0), None when it is not a number."""
     if n is None:
         return 0

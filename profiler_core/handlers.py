@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 
 def default_worker_name() -> str:
@@ -20,13 +21,13 @@ def default_worker_name() -> str:
     return f"{socket.gethostname()}_{os.getpid()}"
 
 
-def trace_file_name(worker_name: str, use_gzip: bool = False, time_ns: Optional[int] = None) -> str:
+def trace_file_name(worker_name: str, use_gzip: bool = False, time_ns: int | None = None) -> str:
     """torch's file name: ``{worker}.{time_ns}.pt.trace.json[.gz]``."""
     stamp = time.time_ns() if time_ns is None else time_ns
     return f"{worker_name}.{stamp}.pt.trace.json" + (".gz" if use_gzip else "")
 
 
-def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Optional[str] = None,
+def tensorboard_trace_handler(dir_name: str | os.PathLike, worker_name: str | None = None,
                               use_gzip: bool = False) -> Callable[[Any], None]:
     """Return an ``on_trace_ready`` callback that writes each trace into ``dir_name`` (created if needed).
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable, Iterable
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any
 
 from . import recording
 from .recording import record_function
@@ -105,7 +106,7 @@ def _as_action(value: Any) -> ProfilerAction:
     return action
 
 
-def _distributed_info() -> Optional[dict]:
+def _distributed_info() -> dict | None:
     try:
         from .distinfo import distributed_info
     except ImportError:
@@ -135,14 +136,14 @@ class profile:
     """Profiler context manager with torch.profiler.profile's arguments and state transitions."""
 
     def __init__(
-        self, *, activities: Optional[Iterable] = None,
-        schedule: Optional[Callable[[int], ProfilerAction]] = None,
-        on_trace_ready: Optional[Callable[..., Any]] = None, record_shapes: bool = False,
+        self, *, activities: Iterable | None = None,
+        schedule: Callable[[int], ProfilerAction] | None = None,
+        on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
         profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
         with_modules: bool = False, experimental_config: Any = None,
-        execution_trace_observer: Any = None, acc_events: bool = False, use_cuda: Optional[bool] = None,
-        custom_trace_id_callback: Optional[Callable[[], str]] = None,
-        post_processing_timeout_s: Optional[float] = None,
+        execution_trace_observer: Any = None, acc_events: bool = False, use_cuda: bool | None = None,
+        custom_trace_id_callback: Callable[[], str] | None = None,
+        post_processing_timeout_s: float | None = None,
     ) -> None:
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable (e.g. tensorboard_trace_handler(dir)), "
@@ -209,22 +210,22 @@ class profile:
         self.step_num = 0
         self.current_action = _as_action(self.schedule(self.step_num))
         self._prev_schedule_action = self.current_action   # the schedule's own view (never DEVICE_STOPPED)
-        self.step_rec_fn: Optional[record_function] = None
-        self.trace: Optional[dict] = None          # the last finished cycle's trace dict
-        self._session: Optional[recording.Session] = None
+        self.step_rec_fn: record_function | None = None
+        self.trace: dict | None = None          # the last finished cycle's trace dict
+        self._session: recording.Session | None = None
         self._collector = None
         self._prepared = False
         self._metadata: dict = {}
         self._preset_metadata: dict = {}
-        self._trace_id: Optional[str] = None
+        self._trace_id: str | None = None
         self._cycles = 0
-        self._dist_info: Optional[dict] = None
-        self._events: Optional[EventList] = None
+        self._dist_info: dict | None = None
+        self._events: EventList | None = None
         self._started = False
         self._owner_pid = os.getpid()   # the process whose session this is (a fork() child never exports it)
 
     # --- context manager and explicit control ------------------------------------------------
-    def __enter__(self) -> "profile":
+    def __enter__(self) -> profile:
         self.start()
         return self
 
@@ -322,7 +323,7 @@ class profile:
             self.step_rec_fn = None
 
     # --- transitions -------------------------------------------------------------------------
-    def _transit(self, prev: ProfilerAction, new: Optional[ProfilerAction]) -> None:
+    def _transit(self, prev: ProfilerAction, new: ProfilerAction | None) -> None:
         for action in _TRANSITIONS.get((prev, new), ()):
             if action == "warn":
                 warnings.warn(f"Incorrect schedule: {prev.name} followed by {new.name if new else None}",
@@ -500,7 +501,7 @@ class profile:
                                "a full cycle; with a schedule, results exist only after an active phase)")
         return self.trace
 
-    def export_chrome_trace(self, path: "str | os.PathLike") -> str:
+    def export_chrome_trace(self, path: str | os.PathLike) -> str:
         """Write the last cycle's trace as Kineto JSON (gzipped if ``path`` ends in .gz), atomically."""
         from .trace.writer import write_trace
         return write_trace(self._require_trace("export_chrome_trace"), path)
@@ -552,7 +553,7 @@ class profile:
             raise AssertionError("export_stacks() requires with_stack=True")
         return self._op_events().export_stacks(path, metric)
 
-    def get_trace_id(self) -> Optional[str]:
+    def get_trace_id(self) -> str | None:
         """The trace id of the last (or current) cycle."""
         if self.trace is not None:
             return self.trace.get("trace_id")

@@ -22,8 +22,9 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:
     from .memory import MemoryTracker
@@ -41,7 +42,7 @@ _record_shapes = False
 _with_flops = False
 _tls = threading.local()
 _ids = itertools.count(1)
-_session: Optional["Session"] = None
+_session: Session | None = None
 _offset_ns = time.time_ns() - time.perf_counter_ns()
 
 
@@ -95,7 +96,7 @@ def _new_buffer() -> _ThreadBuffer:
     return buf
 
 
-def current_buffer() -> Optional[_ThreadBuffer]:
+def current_buffer() -> _ThreadBuffer | None:
     """This thread's buffer in the recording session (created on first use), or None if not recording."""
     if not _active:
         return None
@@ -105,7 +106,7 @@ def current_buffer() -> Optional[_ThreadBuffer]:
         return _new_buffer()
 
 
-def current_external_id() -> Optional[int]:
+def current_external_id() -> int | None:
     """External id of the innermost open op/annotation on this thread, or None."""
     if not _active:
         return None
@@ -266,7 +267,7 @@ def start_session(session: Session) -> None:
         session.tracer.install()
 
 
-def stop_session() -> Optional[Session]:
+def stop_session() -> Session | None:
     """Stop recording; return the finished session (None if none was recording)."""
     global _active, _extras, _session
     session = _session
@@ -308,6 +309,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def active_session() -> Optional[Session]:
+def active_session() -> Session | None:
     """The session recording now, if any."""
     return _session if _active else None

@@ -106,6 +106,7 @@ def environment() -> None:
     except Exception as exc:
         info["nvidia_smi"] = f"unavailable: {exc}"
     import ctypes
+
     from profiler_core.cuda.device_props import libcuda
     lib = libcuda()
     if lib is not None:

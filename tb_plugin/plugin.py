@@ -16,7 +16,8 @@ import stat
 import threading
 import time
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 import msgspec
@@ -25,7 +26,6 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from profiler_core.trace.identity import file_identity
-
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TRACES
 from profiler_core.analysis import events_from_trace
+
+from .conftest import TRACES
 
 DATA = Path(__file__).resolve().parent / "data" / "analysis"
 SCENARIOS = ["matmuls", "module_mem", "verbose_stacks", "scheduled"]

@@ -11,11 +11,12 @@ import json
 
 import pytest
 
-from profiler_core.cuda import cupti_backend, records
+from profiler_core.cuda import records
 
 from .conftest import DATA, ROOT
 from .gpu_oracles import CUPTI_TARGETS, run_with
-from .test_cuda_cupti_backend import ActivityKind as FakeActivityKind, FakeCupti
+from .test_cuda_cupti_backend import ActivityKind as FakeActivityKind
+from .test_cuda_cupti_backend import FakeCupti
 
 BACKEND = ROOT / "profiler_core" / "cuda" / "cupti_backend.py"
 FAKE_HELPERS = {"launch", "thread_id"}     # the fake device's own controls, not part of cupti's API
@@ -122,9 +123,9 @@ def test_every_copied_record_field_is_a_record_property(real):
 def test_hard_coded_enum_values_are_cuptis(real):
     out, _, _ = real
     ext = out["external"]
-    assert (records.EXTERNAL_KIND_UNKNOWN, records.EXTERNAL_KIND_OPENACC, records.EXTERNAL_KIND_CUSTOM0,
-            records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2) == \
-        (ext["UNKNOWN"], ext["OPENACC"], ext["CUSTOM0"], ext["CUSTOM1"], ext["CUSTOM2"])
+    assert (ext["UNKNOWN"], ext["OPENACC"], ext["CUSTOM0"], ext["CUSTOM1"], ext["CUSTOM2"]) == \
+        (records.EXTERNAL_KIND_UNKNOWN, records.EXTERNAL_KIND_OPENACC, records.EXTERNAL_KIND_CUSTOM0,
+            records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2)
     assert {k.name: int(k) for k in FakeActivityKind} == {k: out["kind_values"][k] for k in FakeActivityKind.__members__}
     assert out["callback_domain"] == {"DRIVER_API": 1, "RUNTIME_API": 2} and out["thread_id_system"] == 1
 

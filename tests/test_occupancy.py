@@ -5,9 +5,9 @@ import math
 
 import pytest
 
+from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm, kernel_occupancy, shortest_f32
+
 from .conftest import DATA
-from profiler_core.cuda.occupancy import (UnknownDevice, active_blocks_per_sm, kernel_occupancy,
-                                          shortest_f32)
 
 KEYS = ("blocks per SM", "warps per SM", "est. achieved occupancy %")
 V100 = json.loads((DATA / "cupti" / "v100_kernel_occupancy.json").read_text())

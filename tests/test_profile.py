@@ -1,11 +1,9 @@
 """The profile state machine: torch 2.13's transitions, callbacks, step annotations and errors."""
-import warnings
 
 import pytest
 
 import profiler_core
-from profiler_core import ProfilerActivity, profile, record_function, schedule, supported_activities
-from profiler_core import recording
+from profiler_core import ProfilerActivity, profile, record_function, recording, schedule, supported_activities
 
 CPU = [ProfilerActivity.CPU]
 

@@ -1,8 +1,7 @@
 """record_function, threads, External ids and the cheap recording checks."""
 import threading
 
-from profiler_core import ProfilerActivity, profile, record_function
-from profiler_core import recording
+from profiler_core import ProfilerActivity, profile, record_function, recording
 
 CPU = [ProfilerActivity.CPU]
 
@@ -166,6 +165,7 @@ def test_timestamps_exact_to_the_nanosecond():
 
 def test_forked_child_stops_recording():
     import os
+
     import pytest
     if not hasattr(os, "fork"):
         pytest.skip("no fork")

@@ -14,8 +14,17 @@ from dataclasses import dataclass, field
 
 from .demangle import demangle
 from .occupancy import kernel_occupancy
-from .records import (EXTERNAL_KIND_CUSTOM1, INVALID_STREAM, KERNEL_KINDS, MEMCPY_KIND, MEMORY_KIND,
-                      MEMORY_OP_ALLOCATION, MEMORY_OP_RELEASE, OVERHEAD_KIND, SYNC_TYPE)
+from .records import (
+    EXTERNAL_KIND_CUSTOM1,
+    INVALID_STREAM,
+    KERNEL_KINDS,
+    MEMCPY_KIND,
+    MEMORY_KIND,
+    MEMORY_OP_ALLOCATION,
+    MEMORY_OP_RELEASE,
+    OVERHEAD_KIND,
+    SYNC_TYPE,
+)
 
 GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
 API_CATS = ("cuda_runtime", "cuda_driver")

@@ -16,8 +16,8 @@ import importlib.abc
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 BUILTIN = ("profiler_core.integrations.pycuda_hooks", "profiler_core.integrations.mpi")
 

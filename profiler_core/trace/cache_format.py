@@ -13,7 +13,6 @@ and object columns are msgpack lists. Anything unexpected raises
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import IO, Any
 
 import msgspec
@@ -160,7 +159,7 @@ def _buffer(spec: Any, data: np.ndarray) -> np.ndarray:
         raise CacheFormatError("bad column")
     dt = _numeric_dtype(spec.get("dtype"))
     offset, count = spec.get("offset"), spec.get("count")
-    if not (isinstance(offset, int) and isinstance(count, int) and 0 <= offset and 0 <= count
+    if not (isinstance(offset, int) and isinstance(count, int) and offset >= 0 and count >= 0
             and offset % _ALIGN == 0 and offset + count * dt.itemsize <= data.nbytes):
         raise CacheFormatError("column outside the file")
     return np.frombuffer(data, dtype=dt, count=count, offset=offset)

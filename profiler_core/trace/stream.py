@@ -15,12 +15,21 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
-    _ANY_DECODER, TraceReadError, _decode_piece, _NotStreamable, element_bounds, max_trace_bytes,
+    _ANY_DECODER,
+    TraceReadError,
+    _decode_piece,
+    _NotStreamable,
+    element_bounds,
+    max_trace_bytes,
     too_big,
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.gunzip import (
-    GZIP_MAGIC, TruncatedGzip, gunzip_blocks, trailer_size, uncompressed_size_hint,
+    GZIP_MAGIC,
+    TruncatedGzip,
+    gunzip_blocks,
+    trailer_size,
+    uncompressed_size_hint,
 )
 from profiler_core.trace.model import TraceData
 
@@ -230,7 +239,7 @@ def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData
     return t
 
 
-def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
+def _parse_span(path: str, builder: _Builder, lo: int | None = None,
                 hi: int | None = None, blocks: Iterator[bytes] | None = None,
                 ) -> tuple[int, list, dict | None]:
     """Parse events into `builder` while the file is decompressed, cutting the event array at

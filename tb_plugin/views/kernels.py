@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import BadRequest
 from . import common
 from .common import category_mask, ns_to_us
-from ..errors import BadRequest
 
 GROUP_BY = ("name", "name_op", "name_op_config")
 CONFIG = ("grid", "block", "registers_per_thread", "shared_memory")

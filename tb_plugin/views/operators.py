@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import BadRequest
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
-
-from ..errors import BadRequest
 
 GROUP_BY = ("name", "name_shape")
 # ops left out of the table, as torch-tb-profiler does: wrappers whose time is their children's

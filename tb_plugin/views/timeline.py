@@ -474,7 +474,7 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
             L = np.searchsorted(tl.gkey, rr * tl.span + edges[None, :], side="left")
             L = np.minimum(np.maximum(L, rlo), rhi)
             prev = np.clip(L - 1, 0, len(tl.gkey) - 1)          # last event starting before the edge
-            has_prev = L > rlo
+            has_prev = rlo < L
             running = has_prev & (tl.end[prev] > edges[None, :])  # still open at the edge
             busy_before = np.where(has_prev, tl.cum[prev] + np.clip(edges[None, :] - tl.start[prev], 0.0,
                                                                     tl.dur[prev]), 0.0)

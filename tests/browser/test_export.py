@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import open_view, TRACES
+from .conftest import TRACES, open_view
 
 
 def need_shared() -> None:

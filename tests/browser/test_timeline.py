@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import open_view, TRACES
+from .conftest import TRACES, open_view
 
 
 @pytest.fixture
