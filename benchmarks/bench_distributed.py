@@ -67,7 +67,7 @@ def open_view(logdir: Path, run: str) -> tuple[float, int, dict]:
     cache = logdir.parent / "bench-cache"   # a fresh parse cache: nothing from earlier runs
     env = _env()
     env["GPUSCOPE_CACHE_DIR"] = str(cache)
-    log = open(logdir.parent / "tensorboard.log", "wb")
+    log = open(logdir.parent / "tensorboard.log", "wb")  # noqa: SIM115 - open for the server process's lifetime
     proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
                              "127.0.0.1", "--port", str(port), "--load_fast=false"], env=env, stdout=log,
                             stderr=subprocess.STDOUT)
@@ -79,7 +79,7 @@ def open_view(logdir: Path, run: str) -> tuple[float, int, dict]:
                 break
             except OSError:
                 if proc.poll() is not None:
-                    raise SystemExit((logdir.parent / "tensorboard.log").read_text()[-3000:])
+                    raise SystemExit((logdir.parent / "tensorboard.log").read_text()[-3000:]) from None
                 time.sleep(0.2)
         t0 = time.perf_counter()
         runs = _get(f"{api}/runs")

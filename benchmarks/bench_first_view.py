@@ -57,7 +57,7 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, GPUSCOPE_CACHE_DIR=os.path.join(tmp, "cache"), PYTHONPATH=os.path.abspath(args.root))
-    log = open(os.path.join(tmp, "tb.log"), "w")
+    log = open(os.path.join(tmp, "tb.log"), "w")  # noqa: SIM115 - open for the server process's lifetime
     proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
                              "--port", str(port), "--load_fast=false"], cwd=os.path.abspath(args.root), env=env,
                             stdout=log, stderr=subprocess.STDOUT)

@@ -81,8 +81,9 @@ def hooks_only(n: int) -> int:
     """CPU-only: per-launch cost the PyCUDA hook adds while recording, vs one bare record_op."""
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from test_pycuda_fake_module import LOG, _build
     import numpy as np
+    from test_pycuda_fake_module import LOG, _build
+
     from profiler_core import record_op, recording
     from profiler_core.integrations import pycuda_hooks
     mods = _build()
@@ -163,7 +164,8 @@ def main(argv=None) -> int:
             res["torch_error"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(res, indent=1))
     print(f"per launch: plain {plain:.2f} us, gpuscope +{res['gpuscope_added_us']:.2f} us"
-          + (f", torch.profiler +{res['torch_added_us']:.2f} us, ratio {res.get('ratio_gpuscope_to_torch', float('nan')):.2f}"
+          + (f", torch.profiler +{res['torch_added_us']:.2f} us, "
+             f"ratio {res.get('ratio_gpuscope_to_torch', float('nan')):.2f}"
              if "torch_added_us" in res else ""))
     if args.json:
         with open(args.json, "w") as f:

@@ -7,7 +7,8 @@ Times (wall and CPU) and peak RSS of, each in a fresh process:
   * gpuscope warm: the same trace opened from the on-disk cache (+ the same views);
   * torch-tb-profiler: RunProfileData.parse + RunGenerator.generate_run_profile (its load
     computes every view at once), run with the interpreter of a separate venv.
-and prints ratios (ours / theirs), ours as the median of --repeat runs. The trace is made by gen_trace.py unless --trace is given.
+and prints ratios (ours / theirs), ours as the median of --repeat runs. The trace is made by
+gen_trace.py unless --trace is given.
 
     python benchmarks/bench_load.py                        # 2M events, torch-tb-profiler from .venvs/compat
     python benchmarks/bench_load.py --events 200000 --tbp-python none
@@ -127,7 +128,7 @@ def main() -> None:
     code = OURS.format(root=ROOT)
     env = dict(os.environ)
     colds, warms = [], []
-    for i in range(args.repeat):  # each in a fresh process with an empty cache
+    for _i in range(args.repeat):  # each in a fresh process with an empty cache
         env["GPUSCOPE_CACHE_DIR"] = cache_dir = tempfile.mkdtemp(prefix="cache-", dir=args.workdir)
         colds.append(_run(sys.executable, code, path, "cold", env=env))
         print(f"gpuscope cold : {json.dumps(colds[-1])}", flush=True)

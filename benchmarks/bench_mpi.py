@@ -21,7 +21,6 @@ from mpi4py import MPI
 from profiler_core import ProfilerActivity, profile, schedule
 from profiler_core.integrations import mpi as mpi_integration
 
-
 CLOCK = time.thread_time_ns   # CPU time of this thread: the machine's other load does not inflate it
 
 

@@ -277,7 +277,7 @@ def main() -> None:
     print()
     print(f"{'trace':34} {'theirs s':>9} {'ours s':>8} {'ratio':>6} {'worst':>6} "
           f"{'their MB':>9} {'our MB':>8} {'mem':>6} {'added':>6}")
-    for label, ours, theirs, ph in table:
+    for label, ours, theirs, _ph in table:
         o = med(r["wall_s"] for r in ours)
         ow = max(r["wall_s"] for r in ours)
         om = max(r["peak_mb"] for r in ours)

@@ -43,7 +43,8 @@ def million_event_trace(path: Path, n: int, threads: int = 8) -> int:
                     buf.append(f'{{"ph":"X","cat":"cpu_op","name":"{names[(k + j + 1) % 40]}","pid":1000,"tid":{2000 + th},"ts":{t + 1 + 6 * j:.3f},"dur":5.0}}')
                 k += 4
                 t += 25.0
-            f.write(sep + ",\n".join(buf)); sep = ",\n"
+            f.write(sep + ",\n".join(buf))
+            sep = ",\n"
             count += k
         for stream in (7, 8):
             buf = [f'{{"ph":"X","cat":"kernel","name":"{names[k % 40]}_kernel","pid":0,"tid":{stream},"ts":{k * 6.25:.3f},"dur":4.0,'
@@ -141,7 +142,7 @@ def main() -> None:
         n = million_event_trace(run / "bench.1700000000000.pt.trace.json", args.events)
         print(f"generated {n:,} events in {time.time() - t0:.1f}s")
         port = free_port()
-        log = open(Path(d) / "tb.log", "w")
+        log = open(Path(d) / "tb.log", "w")  # noqa: SIM115 - open for the server process's lifetime
         cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", d, "--host", "127.0.0.1", "--port", str(port), "--load_fast=false"]
         if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the stand-in backend
             cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), d, str(port)]

@@ -111,7 +111,8 @@ def main() -> None:
     rows = sum(len(tr["rows"]) for tr in out["tracks"])
     print(f"timeline first call (builds per-row arrays): {first * 1e3:.0f} ms")
     print(f"timeline zoomed-out tile, {args.width} px, {len(out['tracks'])} tracks, {rows} rows: "
-          f"median {req * 1e3:.1f} ms, best {req_best * 1e3:.1f} ms (target < 50 ms) + json.dumps {enc * 1e3:.1f} ms, {len(text) / 1e6:.2f} MB; "
+          f"median {req * 1e3:.1f} ms, best {req_best * 1e3:.1f} ms (target < 50 ms) "
+          f"+ json.dumps {enc * 1e3:.1f} ms, {len(text) / 1e6:.2f} MB; "
           f"ratio to one O(events) binning pass ({base * 1e3:.1f} ms): {req / base:.2f}x")
     print(f"timeline zoomed-in tile (1/1000 of the trace): {zoom * 1e3:.1f} ms; "
           f"search 'conv' ({res['total']:,} matches): {srch * 1e3:.1f} ms")

@@ -43,8 +43,7 @@ def make_cpu_trace(logdir: str) -> str:
     """Profile a numpy MLP for 6 steps (wait 1, warmup 1, active 3) into ``logdir``."""
     import numpy as np
 
-    from profiler_core import (ProfilerActivity, profile, record_function, record_op, schedule,
-                               tensorboard_trace_handler)
+    from profiler_core import ProfilerActivity, profile, record_function, record_op, schedule, tensorboard_trace_handler
 
     rng = np.random.default_rng(0)
     w1 = rng.standard_normal((64, 128))
@@ -111,7 +110,7 @@ def make_gpu_trace(logdir: str) -> str:
     return path
 
 
-def make_converted_gpu_trace(logdir: str) -> "str | None":
+def make_converted_gpu_trace(logdir: str) -> str | None:
     """The GPU capture path without a GPU: our CUPTI-record converter and linker run on the
     hand-written raw records of tests/data/cupti/synthetic_session.json, written by our writer.
     None when that fixture or those modules are absent."""
@@ -228,7 +227,8 @@ def inner(paths: list) -> dict:
     for item in paths:
         worker, path = item.split("=", 1)
         found[worker] = {}
-        for tool, fn in (("torch-tb-profiler", lambda: _tb_profiler(path, worker)), ("hta", lambda: _hta(path))):
+        for tool, fn in (("torch-tb-profiler", lambda p=path, w=worker: _tb_profiler(p, w)),
+                         ("hta", lambda p=path: _hta(p))):
             try:
                 found[worker][tool] = fn()
             except Exception:  # noqa: BLE001 - the traceback is the report

@@ -214,9 +214,8 @@ def generate(path: str, events: int, seed: int = 0, layers: int = 240) -> int:
             f'  "baseTimeNanoseconds": {BASE_NS},\n  "traceEvents": [')
     body_parts = meta + [p[1] for p in g.ops] + [p[1] for p in g.mem] + tail
     tmp = path + ".tmp"
-    opener = gzip.open(tmp, "wt", compresslevel=6, encoding="utf-8") if path.endswith(".gz") \
-        else open(tmp, "w", encoding="utf-8")
-    with opener as f:
+    gz = path.endswith(".gz")
+    with (gzip.open(tmp, "wt", compresslevel=6, encoding="utf-8") if gz else open(tmp, "w", encoding="utf-8")) as f:
         f.write(head)
         for i in range(0, len(body_parts), 100_000):
             f.write(",".join(body_parts[i:i + 100_000]))

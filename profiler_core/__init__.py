@@ -13,6 +13,8 @@ __all__ = [
     "register_flops_formula",
 ]
 
+__version__: str  # the installed distribution's version, read on first access (profiler_core._version)
+
 _LAZY = {
     "profile": ("profiler", "profile"),
     "supported_activities": ("profiler", "supported_activities"),
@@ -22,6 +24,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
+    if name == "__version__":
+        from ._version import get_version
+
+        globals()[name] = value = get_version()
+        return value
     if name in _LAZY:
         import importlib
         module, attr = _LAZY[name]

@@ -11,7 +11,7 @@ import re
 import socket
 import sys
 import warnings
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["distributed_info", "detect", "default_worker_name", "hostname", "warn_once", "MPI_NOT_INITIALISED"]
 

@@ -10,14 +10,14 @@ import ast
 import math
 import operator
 import warnings
-from typing import Callable, Sequence
+from collections.abc import Callable, Iterable
 
 FlopsFormula = Callable[[list, list], int]
 _FORMULAS: dict[str, FlopsFormula] = {}
 _warned: set = set()
 
 
-def _prod(xs: Sequence[int]) -> int:
+def _prod(xs: Iterable[int]) -> int:
     return math.prod(int(x) for x in xs)
 
 
@@ -114,7 +114,7 @@ def register_flops_formula(name: str, fn: FlopsFormula) -> None:
     _FORMULAS[name] = fn
 
 
-def _lookup(name: str):
+def _lookup(name: str) -> Callable | None:
     if not isinstance(name, str):       # record_op(5, ...): no formula (and no error from here)
         return None
     f = _FORMULAS.get(name)
@@ -145,7 +145,7 @@ def compute_flops(name: str, input_dims: list, concrete_inputs: list | None = No
 _MAX_FLOPS = 2 ** 63 - 1
 
 
-def _flop_count(n: object) -> "int | None":
+def _flop_count(n: object) -> int | None:
     """A formula's result as a non-negative int (0 for None/<= 0), None when it is not a number."""
     if n is None:
         return 0
@@ -155,7 +155,7 @@ def _flop_count(n: object) -> "int | None":
         n = int(n)
     else:
         try:
-            n = operator.index(n)       # int, bool, numpy ints
+            n = operator.index(n)  # type: ignore[arg-type]  # int, bool, numpy ints; TypeError otherwise
         except TypeError:
             try:
                 n = int(float(n)) if hasattr(n, "__float__") and not isinstance(n, (str, bytes)) else None

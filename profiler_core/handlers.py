@@ -4,32 +4,30 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 
 def default_worker_name() -> str:
     """The worker part of trace file names: distinfo's (rank-aware) name, else ``{hostname}_{pid}``."""
     try:
         from .distinfo import default_worker_name as from_distinfo
-    except ImportError:
-        from_distinfo = None
-    if from_distinfo is not None:
-        try:
-            name = from_distinfo()
-            if name:
-                return str(name)
-        except Exception:
-            pass
+
+        name = from_distinfo()
+        if name:
+            return str(name)
+    except Exception:
+        pass
     return f"{socket.gethostname()}_{os.getpid()}"
 
 
-def trace_file_name(worker_name: str, use_gzip: bool = False, time_ns: Optional[int] = None) -> str:
+def trace_file_name(worker_name: str, use_gzip: bool = False, time_ns: int | None = None) -> str:
     """torch's file name: ``{worker}.{time_ns}.pt.trace.json[.gz]``."""
     stamp = time.time_ns() if time_ns is None else time_ns
     return f"{worker_name}.{stamp}.pt.trace.json" + (".gz" if use_gzip else "")
 
 
-def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Optional[str] = None,
+def tensorboard_trace_handler(dir_name: str | os.PathLike, worker_name: str | None = None,
                               use_gzip: bool = False) -> Callable[[Any], None]:
     """Return an ``on_trace_ready`` callback that writes each trace into ``dir_name`` (created if needed).
 
@@ -65,9 +63,9 @@ def tensorboard_trace_handler(dir_name: "str | os.PathLike", worker_name: Option
                 os.makedirs(dir_name, exist_ok=True)
             except Exception as e:
                 raise RuntimeError(f"Can't create directory: {dir_name} ({e})") from e
-        if not state["worker"]:
-            state["worker"] = default_worker_name()
-        path = storage.join(dir_name, trace_file_name(state["worker"], use_gzip))
+        worker = state["worker"] or default_worker_name()
+        state["worker"] = worker
+        path = storage.join(dir_name, trace_file_name(worker, use_gzip))
         prof.export_chrome_trace(path)
 
     return handler_fn

@@ -16,7 +16,7 @@ CPU memory. Cost: tracemalloc slows every Python allocation while recording (onl
 from __future__ import annotations
 
 import tracemalloc
-from typing import Callable
+from collections.abc import Callable
 
 MEMORY_EVENT_NAME = "[memory]"
 

@@ -15,8 +15,11 @@ communication args). When no profiler records, ``record_op`` returns a shared no
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from operator import index as _index
-from typing import Any, Callable, Optional
+from types import TracebackType
+from typing import Any, Literal
 
 from . import recording
 from .recording import CAT_OP, _Record
@@ -140,7 +143,7 @@ def describe_input(x: Any) -> tuple:
     return [], "", [], ""
 
 
-def describe_inputs(inputs: tuple, kwinputs: Optional[dict] = None) -> dict:
+def describe_inputs(inputs: tuple, kwinputs: dict | None = None) -> dict:
     """torch's shape args for a call: Concrete Inputs, Input type, Input Strides, Input Dims."""
     if kwinputs:
         inputs = tuple(inputs) + tuple(kwinputs.values())
@@ -155,7 +158,7 @@ class _OpRecord(_Record):
     __slots__ = ()
     _cat = CAT_OP
 
-    def __init__(self, name: str, inputs: tuple, kwinputs: Optional[dict], extra: Optional[dict]) -> None:
+    def __init__(self, name: str, inputs: tuple, kwinputs: dict | None, extra: dict | None) -> None:
         self.name = name
         args = None
         if recording._record_shapes:
@@ -175,17 +178,19 @@ class _NullContext:
 
     __slots__ = ()
 
-    def __enter__(self):
+    def __enter__(self) -> _NullContext:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         return False
 
 
 _NULL = _NullContext()
 
 
-def record_op(name: str, *inputs: Any, args: Optional[dict] = None, **kwinputs: Any):
+def record_op(name: str, *inputs: Any, args: dict | None = None,
+              **kwinputs: Any) -> AbstractContextManager[Any]:
     """Context manager recording a ``cpu_op`` named ``name`` with its inputs (shapes/types/FLOPs)."""
     if not recording._active:
         return _NULL
@@ -195,7 +200,7 @@ def record_op(name: str, *inputs: Any, args: Optional[dict] = None, **kwinputs: 
     return _OpRecord(name, inputs, kwinputs, args)
 
 
-def operator(name: Optional[str] = None) -> Callable:
+def operator(name: str | None = None) -> Callable:
     """Decorator: every call of the function is a ``cpu_op`` (name defaults to its __qualname__)."""
     if callable(name):              # used bare: @operator
         return operator(None)(name)
@@ -208,7 +213,7 @@ def operator(name: Optional[str] = None) -> Callable:
         opname = name or getattr(func, "__qualname__", None) or repr(func)
 
         @functools.wraps(func)
-        def wrapper(*a, **kw):
+        def wrapper(*a: Any, **kw: Any) -> Any:
             if not recording._active:
                 return func(*a, **kw)
             with _OpRecord(opname, a, kw, None):

@@ -11,11 +11,16 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any
 
 from . import recording
 from .recording import record_function
 from .schedule import ProfilerAction, ProfilerActivity, _default_schedule_fn
+
+if TYPE_CHECKING:
+    from .analysis import EventList
 
 _A = ProfilerAction
 # (prev, new) -> actions; new=None is the final stop. Pairs not listed do nothing.
@@ -45,7 +50,7 @@ _TRANSITIONS: dict = {
 }
 
 
-def _cuda_module():
+def _cuda_module() -> ModuleType | None:
     try:
         from . import cuda
         return cuda
@@ -101,7 +106,7 @@ def _as_action(value: Any) -> ProfilerAction:
     return action
 
 
-def _distributed_info() -> Optional[dict]:
+def _distributed_info() -> dict | None:
     try:
         from .distinfo import distributed_info
     except ImportError:
@@ -131,14 +136,14 @@ class profile:
     """Profiler context manager with torch.profiler.profile's arguments and state transitions."""
 
     def __init__(
-        self, *, activities: Optional[Iterable] = None,
-        schedule: Optional[Callable[[int], ProfilerAction]] = None,
-        on_trace_ready: Optional[Callable[..., Any]] = None, record_shapes: bool = False,
+        self, *, activities: Iterable | None = None,
+        schedule: Callable[[int], ProfilerAction] | None = None,
+        on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
         profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
         with_modules: bool = False, experimental_config: Any = None,
-        execution_trace_observer: Any = None, acc_events: bool = False, use_cuda: Optional[bool] = None,
-        custom_trace_id_callback: Optional[Callable[[], str]] = None,
-        post_processing_timeout_s: Optional[float] = None,
+        execution_trace_observer: Any = None, acc_events: bool = False, use_cuda: bool | None = None,
+        custom_trace_id_callback: Callable[[], str] | None = None,
+        post_processing_timeout_s: float | None = None,
     ) -> None:
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable (e.g. tensorboard_trace_handler(dir)), "
@@ -194,7 +199,7 @@ class profile:
         self.post_processing_timeout_s = post_processing_timeout_s
         self._old_events: list = []     # earlier cycles' events, kept with acc_events
         self._old_op_events: list = []  # the same without Python frames (key_averages, export_stacks)
-        self._op_events_cache = None
+        self._op_events_cache: EventList | None = None
         if schedule:
             self.schedule = schedule
             self.record_steps = True
@@ -205,26 +210,27 @@ class profile:
         self.step_num = 0
         self.current_action = _as_action(self.schedule(self.step_num))
         self._prev_schedule_action = self.current_action   # the schedule's own view (never DEVICE_STOPPED)
-        self.step_rec_fn: Optional[record_function] = None
-        self.trace: Optional[dict] = None          # the last finished cycle's trace dict
-        self._session: Optional[recording.Session] = None
+        self.step_rec_fn: record_function | None = None
+        self.trace: dict | None = None          # the last finished cycle's trace dict
+        self._session: recording.Session | None = None
         self._collector = None
         self._prepared = False
         self._metadata: dict = {}
         self._preset_metadata: dict = {}
-        self._trace_id: Optional[str] = None
+        self._trace_id: str | None = None
         self._cycles = 0
-        self._dist_info: Optional[dict] = None
-        self._events = None
+        self._dist_info: dict | None = None
+        self._events: EventList | None = None
         self._started = False
         self._owner_pid = os.getpid()   # the process whose session this is (a fork() child never exports it)
 
     # --- context manager and explicit control ------------------------------------------------
-    def __enter__(self) -> "profile":
+    def __enter__(self) -> profile:
         self.start()
         return self
 
-    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc_val: BaseException | None,
+                 exc_tb: TracebackType | None) -> None:
         self.stop()
         if self.execution_trace_observer is not None and os.getpid() == self._owner_pid and callable(
                 getattr(self.execution_trace_observer, "cleanup", None)):
@@ -317,7 +323,7 @@ class profile:
             self.step_rec_fn = None
 
     # --- transitions -------------------------------------------------------------------------
-    def _transit(self, prev: ProfilerAction, new: Optional[ProfilerAction]) -> None:
+    def _transit(self, prev: ProfilerAction, new: ProfilerAction | None) -> None:
         for action in _TRANSITIONS.get((prev, new), ()):
             if action == "warn":
                 warnings.warn(f"Incorrect schedule: {prev.name} followed by {new.name if new else None}",
@@ -353,9 +359,11 @@ class profile:
         if ProfilerActivity.CUDA in self.activities:
             self._collector = self._make_collector()
 
-    def _make_collector(self):
+    def _make_collector(self) -> Any:
         cuda = _cuda_module()
         try:
+            if cuda is None:
+                raise ImportError("profiler_core.cuda cannot be imported")
             collector = cuda.make_collector({
                 "record_shapes": self.record_shapes, "profile_memory": self.profile_memory,
                 "with_stack": self.with_stack, "with_flops": self.with_flops,
@@ -407,7 +415,7 @@ class profile:
             integrations.deactivate()
         else:
             session.stop_ns = recording.now_ns()
-        results = []
+        results: list = []
         if self._collector is not None:
             try:
                 res = self._collector.stop()
@@ -493,12 +501,12 @@ class profile:
                                "a full cycle; with a schedule, results exist only after an active phase)")
         return self.trace
 
-    def export_chrome_trace(self, path: "str | os.PathLike") -> str:
+    def export_chrome_trace(self, path: str | os.PathLike) -> str:
         """Write the last cycle's trace as Kineto JSON (gzipped if ``path`` ends in .gz), atomically."""
         from .trace.writer import write_trace
         return write_trace(self._require_trace("export_chrome_trace"), path)
 
-    def events(self):
+    def events(self) -> EventList:
         """The last cycle's unaggregated events (an analysis.EventList of FunctionEvent).
 
         With ``acc_events=True``, every earlier cycle's events follow the last cycle's (as torch's do).
@@ -511,7 +519,7 @@ class profile:
             self._events = events
         return self._events
 
-    def _op_events(self):
+    def _op_events(self) -> EventList:
         """The ops and annotations, without with_stack's Python-frame events (their tree rebuilt without them).
 
         A Python frame under an op (the function an ``@operator`` wraps) would otherwise take the op's self
@@ -530,7 +538,7 @@ class profile:
             self._op_events_cache = events
         return self._op_events_cache
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> EventList:
         """Ops and annotations averaged by name (and optionally input shapes / the top N stack frames).
 
         With ``with_stack=True`` the Python frames are not rows: stacks belong to the ops.
@@ -545,7 +553,7 @@ class profile:
             raise AssertionError("export_stacks() requires with_stack=True")
         return self._op_events().export_stacks(path, metric)
 
-    def get_trace_id(self) -> Optional[str]:
+    def get_trace_id(self) -> str | None:
         """The trace id of the last (or current) cycle."""
         if self.trace is not None:
             return self.trace.get("trace_id")

@@ -9,8 +9,9 @@ during a profile moves nothing. Drift between the two clocks is bounded by one s
 Buffers: each thread that records gets its own ``_ThreadBuffer`` (found through a
 ``threading.local`` that is replaced at every session start, so old buffers are never reused).
 A finished event is ONE tuple ``(t0, t1, name, external_id, cat, args, stack)`` appended to the
-thread's list (``args``: a record_function's string or an op's trace-args dict): about 200 bytes per event (tuple + two ints; ``args``/``stack`` are ``None`` unless
-shapes, stacks or extra args were asked for). No dict per event on the hot path.
+thread's list (``args``: a record_function's string or an op's trace-args dict): about 200 bytes
+per event (tuple + two ints; ``args``/``stack`` are ``None`` unless shapes, stacks or extra args
+were asked for). No dict per event on the hot path.
 All threads are recorded (torch records only the profiling thread by default): each gets its own
 ``tid`` (the OS thread id) whether it started before or after the profiler.
 """
@@ -21,7 +22,13 @@ import itertools
 import os
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from .memory import MemoryTracker
+    from .stacks import PythonTracer
 
 CAT_USER = 0        # user_annotation (record_function, ProfilerStep#N)
 CAT_OP = 1          # cpu_op (record_op / operator)
@@ -35,7 +42,7 @@ _record_shapes = False
 _with_flops = False
 _tls = threading.local()
 _ids = itertools.count(1)
-_session: Optional["Session"] = None
+_session: Session | None = None
 _offset_ns = time.time_ns() - time.perf_counter_ns()
 
 
@@ -89,7 +96,7 @@ def _new_buffer() -> _ThreadBuffer:
     return buf
 
 
-def current_buffer() -> Optional[_ThreadBuffer]:
+def current_buffer() -> _ThreadBuffer | None:
     """This thread's buffer in the recording session (created on first use), or None if not recording."""
     if not _active:
         return None
@@ -99,7 +106,7 @@ def current_buffer() -> Optional[_ThreadBuffer]:
         return _new_buffer()
 
 
-def current_external_id() -> Optional[int]:
+def current_external_id() -> int | None:
     """External id of the innermost open op/annotation on this thread, or None."""
     if not _active:
         return None
@@ -109,17 +116,21 @@ def current_external_id() -> Optional[int]:
     return buf.cur._id
 
 
+_R = TypeVar("_R", bound="_Record")
+
+
 class _Record:
     """Base of record_function and ops: one open event on the hot path."""
 
     __slots__ = ("name", "args", "_buf", "_t0", "_id", "_parent", "_stack")
     _cat = CAT_USER
+    _stack: str | None
 
     def __init__(self, name: str, args: Any = None) -> None:
         self.name = name
         self.args = args
 
-    def __enter__(self):
+    def __enter__(self: _R) -> _R:
         if _active:
             try:
                 buf = _tls.buf
@@ -137,7 +148,8 @@ class _Record:
             self._t0 = _clock()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         # Only records entered while recording and closing while recording are kept: one that
         # spans the end of the window is dropped (as Kineto drops it).
         if _active:
@@ -189,7 +201,7 @@ class record_function(_Record):
         args = self.args
 
         @functools.wraps(func)
-        def wrapper(*a, **kw):
+        def wrapper(*a: Any, **kw: Any) -> Any:
             if not _active:
                 return func(*a, **kw)
             with record_function(name, args):
@@ -212,9 +224,9 @@ class Session:
         self.stop_ns = 0
         self.offset_ns = 0
         self.pid = os.getpid()
-        self.memory = None          # memory.MemoryTracker when profile_memory
-        self.tracer = None          # stacks.PythonTracer when with_stack
-        self.stack_capture = None   # stacks.capture_stack when with_stack
+        self.memory: MemoryTracker | None = None        # when profile_memory
+        self.tracer: PythonTracer | None = None          # when with_stack
+        self.stack_capture: Callable[..., str] | None = None   # stacks.capture_stack when with_stack
 
     # -- slow-path hooks, called only when profile_memory or with_stack -------------------------
     def on_enter(self, rec: _Record, buf: _ThreadBuffer) -> None:
@@ -255,7 +267,7 @@ def start_session(session: Session) -> None:
         session.tracer.install()
 
 
-def stop_session() -> Optional[Session]:
+def stop_session() -> Session | None:
     """Stop recording; return the finished session (None if none was recording)."""
     global _active, _extras, _session
     session = _session
@@ -297,6 +309,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def active_session() -> Optional[Session]:
+def active_session() -> Session | None:
     """The session recording now, if any."""
     return _session if _active else None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 
 class ProfilerAction(enum.Enum):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Callable, Optional
+from collections.abc import Callable
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _name_cache: dict = {}
@@ -55,7 +55,7 @@ def short_path(filename: str) -> str:
     return r
 
 
-def frame_name(code, line: Optional[int] = None) -> str:
+def frame_name(code, line: int | None = None) -> str:
     """torch's frame label: ``"path(line): func"`` (line defaults to the function's first line)."""
     if line is None:
         r = _name_cache.get(code)

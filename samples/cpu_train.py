@@ -13,8 +13,15 @@ import sys
 
 import numpy as np
 
-from profiler_core import (ProfilerActivity, operator, profile, record_function, register_flops_formula,
-                           schedule, tensorboard_trace_handler)
+from profiler_core import (
+    ProfilerActivity,
+    operator,
+    profile,
+    record_function,
+    register_flops_formula,
+    schedule,
+    tensorboard_trace_handler,
+)
 
 # A formula for our own fused op name: 2*M*K*N for the matmul plus the bias add.
 register_flops_formula("mlp::linear", lambda dims, _c: 2 * dims[0][0] * dims[0][1] * dims[1][1])

@@ -29,9 +29,15 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from profiler_core import (ProfilerActivity, profile, record_function, record_op, schedule,
-                           supported_activities, tensorboard_trace_handler)
-
+from profiler_core import (  # noqa: E402
+    ProfilerActivity,
+    profile,
+    record_function,
+    record_op,
+    schedule,
+    supported_activities,
+    tensorboard_trace_handler,
+)
 
 # --- array backends: the same math on numpy or on a GPU through PyCUDA ------------------------
 
@@ -178,7 +184,7 @@ def make_ops(device: str) -> Any:
         return GpuOps()
     except Exception as exc:
         if device == "gpu":
-            raise SystemExit(f"--device gpu: no usable GPU through PyCUDA ({type(exc).__name__}: {exc})")
+            raise SystemExit(f"--device gpu: no usable GPU through PyCUDA ({type(exc).__name__}: {exc})") from exc
         return CpuOps()
 
 

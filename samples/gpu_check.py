@@ -106,6 +106,7 @@ def environment() -> None:
     except Exception as exc:
         info["nvidia_smi"] = f"unavailable: {exc}"
     import ctypes
+
     from profiler_core.cuda.device_props import libcuda
     lib = libcuda()
     if lib is not None:
@@ -396,7 +397,11 @@ def occupancy(props: list) -> None:
     RESULTS["info"]["torch_kernels_compared"] = compared
     check("occupancy matches Kineto on every torch kernel", compared > 0 and not mismatches,
           {"compared": compared, "mismatches": mismatches[:20]})
-    ours = gzip.open(OUT / "gpuscope_trace.json.gz", "rt").read() if (OUT / "gpuscope_trace.json.gz").exists() else None
+    ours_path = OUT / "gpuscope_trace.json.gz"
+    ours = None
+    if ours_path.exists():
+        with gzip.open(ours_path, "rt") as f:
+            ours = f.read()
     if ours:
         our_kernel = next((e for e in json.loads(ours)["traceEvents"] if e.get("cat") == "kernel"), None)
         if our_kernel and kernels:

@@ -16,21 +16,20 @@ an estimate, and the time left), done, or failed.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import contextlib
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 from profiler_core.storage import redact
 from profiler_core.trace import cache
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
-
 from tb_plugin.errors import LoadFailed
 from tb_plugin.runs import TraceFile
 

@@ -16,7 +16,8 @@ import stat
 import threading
 import time
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 import msgspec
@@ -25,7 +26,6 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from profiler_core.trace.identity import file_identity
-
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound
 
 log = logging.getLogger(__name__)
@@ -545,7 +545,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return wrappers.Response(body, status=200, content_type="application/json",
                                  headers=headers, direct_passthrough=True)
 
-    @wrappers.Request.application
+    @wrappers.Request.application  # type: ignore[arg-type]  # typed for functions; binds methods too
     def _static(self, request: wrappers.Request) -> wrappers.Response:
         marker = f"/data/plugin/{PLUGIN_NAME}/"
         path = request.path

@@ -159,7 +159,7 @@ def test_overview_breakdown_matches_reference(shared_traces):
 def test_gpu_summary_and_recommendations_match_reference(shared_traces):
     from tb_plugin.views import overview
 
-    for run, worker, span, path, views in all_cases(shared_traces):
+    for run, _worker, _span, path, views in all_cases(shared_traces):
         ours = overview.overview(trace(path))
         ref = views["overview"].get("gpu_metrics")
         if ref is None:

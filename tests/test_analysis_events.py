@@ -4,8 +4,14 @@ import warnings
 
 import pytest
 
-from profiler_core.analysis import (DeviceType, EventList, FunctionEvent, FunctionEventAvg,
-                                    TraceFormatError, events_from_trace)
+from profiler_core.analysis import (
+    DeviceType,
+    EventList,
+    FunctionEvent,
+    FunctionEventAvg,
+    TraceFormatError,
+    events_from_trace,
+)
 from profiler_core.analysis.synthetic import TID, annotation, memory, op, python_frame, trace
 
 

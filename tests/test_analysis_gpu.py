@@ -7,8 +7,17 @@ from pathlib import Path
 import pytest
 
 from profiler_core.analysis import DeviceType, events_from_trace
-from profiler_core.analysis.synthetic import (annotation, gpu_annotation, kernel, memcpy, memory,
-                                              memset, op, runtime, trace)
+from profiler_core.analysis.synthetic import (
+    annotation,
+    gpu_annotation,
+    kernel,
+    memcpy,
+    memory,
+    memset,
+    op,
+    runtime,
+    trace,
+)
 
 
 def gpu_trace():
@@ -179,8 +188,7 @@ def test_resnet50_v100_operator_device_times_match_torch_tb_profiler(shared_trac
 
 def test_trace_from_our_cuda_converter_links_every_activity():
     """Raw CUPTI-style records -> profiler_core.cuda converter + linker -> our analysis."""
-    from profiler_core.cuda import convert
-    from profiler_core.cuda import link
+    from profiler_core.cuda import convert, link
     data = Path(__file__).resolve().parent / "data" / "cupti" / "synthetic_session.json"
     if not data.exists():
         pytest.skip("cupti fixture absent")

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import profiler_core
-from profiler_core import (ProfilerActivity, operator, profile, record_function, record_op, recording,
-                           schedule)
+from profiler_core import ProfilerActivity, operator, profile, record_function, record_op, recording, schedule
 from profiler_core.trace import reader
 from profiler_core.trace.writer import TraceWriteError
 

@@ -60,7 +60,7 @@ def test_cuda_requested_without_gpu_gives_one_warning_and_a_cpu_trace(fresh):
 
 
 def test_collector_without_any_backend_reports_why(monkeypatch):
-    monkeypatch.setattr("profiler_core.cuda.collector.query_device_properties", lambda: [])
+    monkeypatch.setattr("profiler_core.cuda.collector.query_device_properties", list)
     col = CudaCollector({})
     col.start()
     res = col.stop()

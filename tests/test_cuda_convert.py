@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from .conftest import DATA
 from profiler_core.cuda.convert import convert_records, to_trace_units
 from profiler_core.cuda.link import link_gpu_to_ops, link_trace
+
+from .conftest import DATA
 
 S = json.loads((DATA / "cupti" / "synthetic_session.json").read_text())
 H, OFF = S["host_base_ns"], S["clock_offset_ns"]

@@ -20,12 +20,13 @@ from types import SimpleNamespace
 import pytest
 
 import profiler_core
-from .conftest import DATA
 import profiler_core.cuda as cuda
 from profiler_core import ProfilerActivity, record_function, record_op
 from profiler_core.cuda import collector as collector_mod
 from profiler_core.cuda import cupti_backend
 from profiler_core.cuda.cupti_backend import CuptiBackend, CuptiUnavailable, clean_api_name
+
+from .conftest import DATA
 
 OFFSET = 5_000_000   # host = cupti + OFFSET
 # Callback ids and names as cupti-python's enums give them (checked by tests/test_cupti_real.py).
@@ -294,7 +295,7 @@ def test_refused_os_thread_ids_warn_once_and_still_link_kernels_to_their_threads
     for _ in range(2):
         corr = {}
 
-        def worker():
+        def worker(corr=corr):
             with record_op("worker::op"):
                 corr["worker"] = fake_cupti.launch("k_worker")
 

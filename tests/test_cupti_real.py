@@ -11,11 +11,12 @@ import json
 
 import pytest
 
-from profiler_core.cuda import cupti_backend, records
+from profiler_core.cuda import records
 
 from .conftest import DATA, ROOT
 from .gpu_oracles import CUPTI_TARGETS, run_with
-from .test_cuda_cupti_backend import ActivityKind as FakeActivityKind, FakeCupti
+from .test_cuda_cupti_backend import ActivityKind as FakeActivityKind
+from .test_cuda_cupti_backend import FakeCupti
 
 BACKEND = ROOT / "profiler_core" / "cuda" / "cupti_backend.py"
 FAKE_HELPERS = {"launch", "thread_id"}     # the fake device's own controls, not part of cupti's API
@@ -62,7 +63,8 @@ enum = lambda *names: next(getattr(cupti, n) for n in names if hasattr(cupti, n)
 drv, rt = enum("DriverApiTraceCbid", "driver_api_trace_cbid"), enum("RuntimeApiTraceCbid", "runtime_api_trace_cbid")
 classes = [getattr(cupti, n) for n in dir(cupti) if n.startswith("Activity") and isinstance(getattr(cupti, n), type)]
 fields_ok = {k: any(all(hasattr(cls, f) for f in fs) for cls in classes) for k, fs in req["fields"].items()}
-lib = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(cupti.__file__)), "nvidia", "**", "libcupti.so.*"), recursive=True))
+nvidia_root = os.path.dirname(os.path.dirname(cupti.__file__))
+lib = sorted(glob.glob(os.path.join(nvidia_root, "nvidia", "**", "libcupti.so.*"), recursive=True))
 if lib:
     ctypes.CDLL(lib[0])          # what cupti-python loads when it starts; loaded here without a driver
 from profiler_core.cuda import cupti_backend
@@ -75,7 +77,8 @@ print(json.dumps({
     "external": {m.name: int(m) for m in cupti.ExternalCorrelationKind},
     "driver": {n: int(drv[n]) for n in req["driver"] if n in drv.__members__},
     "runtime": {n: int(rt[n]) for n in req["runtime"] if n in rt.__members__},
-    "callback_domain": {"DRIVER_API": int(cupti.CallbackDomain.DRIVER_API), "RUNTIME_API": int(cupti.CallbackDomain.RUNTIME_API)},
+    "callback_domain": {"DRIVER_API": int(cupti.CallbackDomain.DRIVER_API),
+                        "RUNTIME_API": int(cupti.CallbackDomain.RUNTIME_API)},
     "thread_id_system": int(cupti.ActivityThreadIdType.SYSTEM),
     "libcupti": bool(lib),
     "versions": cupti_backend.CuptiBackend(cupti).versions(),
@@ -120,9 +123,9 @@ def test_every_copied_record_field_is_a_record_property(real):
 def test_hard_coded_enum_values_are_cuptis(real):
     out, _, _ = real
     ext = out["external"]
-    assert (records.EXTERNAL_KIND_UNKNOWN, records.EXTERNAL_KIND_OPENACC, records.EXTERNAL_KIND_CUSTOM0,
-            records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2) == \
-        (ext["UNKNOWN"], ext["OPENACC"], ext["CUSTOM0"], ext["CUSTOM1"], ext["CUSTOM2"])
+    assert (ext["UNKNOWN"], ext["OPENACC"], ext["CUSTOM0"], ext["CUSTOM1"], ext["CUSTOM2"]) == \
+        (records.EXTERNAL_KIND_UNKNOWN, records.EXTERNAL_KIND_OPENACC, records.EXTERNAL_KIND_CUSTOM0,
+            records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2)
     assert {k.name: int(k) for k in FakeActivityKind} == {k: out["kind_values"][k] for k in FakeActivityKind.__members__}
     assert out["callback_domain"] == {"DRIVER_API": 1, "RUNTIME_API": 2} and out["thread_id_system"] == 1
 

@@ -7,8 +7,7 @@ import socket
 
 import pytest
 
-from profiler_core import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler
-from profiler_core import handlers
+from profiler_core import ProfilerActivity, handlers, profile, record_function, schedule, tensorboard_trace_handler
 
 CPU = [ProfilerActivity.CPU]
 
@@ -59,6 +58,7 @@ def test_uncreatable_directory_becomes_a_warning(tmp_path):
 
 def test_full_disk_becomes_a_warning_and_no_file(tmp_path, monkeypatch):
     import errno
+
     from profiler_core.trace import writer
 
     def boom(trace, name):

@@ -236,7 +236,8 @@ with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
 prof.export_chrome_trace({str(trace)!r})
 after = m.is_installed()
 wrapped_left = [n for n in m.METHODS for c in (MPI.Comm, MPI.Intracomm, MPI.Request)
-                if n in c.__dict__ and getattr(getattr(c.__dict__[n], "__func__", c.__dict__[n]), "_gpuscope_wrapper", False)]
+                if n in c.__dict__
+                and getattr(getattr(c.__dict__[n], "__func__", c.__dict__[n]), "_gpuscope_wrapper", False)]
 print(json.dumps({{"during": during, "after": after, "left": wrapped_left}}))
 """)
     res = json.loads(out.strip().splitlines()[-1])

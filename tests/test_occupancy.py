@@ -5,9 +5,9 @@ import math
 
 import pytest
 
+from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm, kernel_occupancy, shortest_f32
+
 from .conftest import DATA
-from profiler_core.cuda.occupancy import (UnknownDevice, active_blocks_per_sm, kernel_occupancy,
-                                          shortest_f32)
 
 KEYS = ("blocks per SM", "warps per SM", "est. achieved occupancy %")
 V100 = json.loads((DATA / "cupti" / "v100_kernel_occupancy.json").read_text())
@@ -31,7 +31,8 @@ def test_every_v100_launch_configuration_matches_kineto(k):
 def test_every_kernel_of_the_shared_resnet50_traces(shared_traces):
     n = 0
     for path in sorted((shared_traces / "kineto_resnet50_v100").glob("*/*.pt.trace.json.gz")):
-        trace = json.load(gzip.open(path))
+        with gzip.open(path) as f:
+            trace = json.load(f)
         props = {p["id"]: p for p in trace["deviceProperties"]}
         for e in trace["traceEvents"]:
             if e.get("cat") == "Kernel":

@@ -14,7 +14,7 @@ from .conftest import ROOT
 from .gpu_oracles import occupancy_headers
 
 CASES_PER_CAPABILITY = 600
-MAJORS, MINORS = range(0, 16), range(0, 10)
+MAJORS, MINORS = range(16), range(10)
 FIELDS = ("computeMajor", "computeMinor", "maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock",
           "regsPerMultiprocessor", "warpSize", "sharedMemPerBlock", "sharedMemPerMultiprocessor",
           "sharedMemPerBlockOptin", "reservedSharedMemPerBlock", "numSms")

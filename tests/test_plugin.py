@@ -188,7 +188,7 @@ def test_bad_parameters_give_400(logdir):
     for url in (f"memory/curve?{q}&start_us=abc", f"memory/curve?{q}&max_points=1",
                 f"timeline?{q}&width_px=wide", f"timeline/search?{q}",
                 f"operators/stack?{q}", f"event?{q}", f"event?{q}&idx=-1",
-                f"diff?{q}&exp_run=run1", f"overview?run=run1&worker=w0",
+                f"diff?{q}&exp_run=run1", "overview?run=run1&worker=w0",
                 f"memory/events?{q}&end_us=inf"):
         r = c.get(f"{P}/{url}")
         assert r.status_code == 400, url

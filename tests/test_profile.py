@@ -1,11 +1,9 @@
 """The profile state machine: torch 2.13's transitions, callbacks, step annotations and errors."""
-import warnings
 
 import pytest
 
 import profiler_core
-from profiler_core import ProfilerActivity, profile, record_function, schedule, supported_activities
-from profiler_core import recording
+from profiler_core import ProfilerActivity, profile, record_function, recording, schedule, supported_activities
 
 CPU = [ProfilerActivity.CPU]
 
@@ -101,7 +99,7 @@ def test_exception_in_block_delivers_trace_and_propagates():
     with pytest.raises(ZeroDivisionError):
         with profile(activities=CPU, on_trace_ready=rec):
             with record_function("boom"):
-                1 / 0
+                _ = 1 / 0
     assert len(rec.calls) == 1 and "boom" in rec.calls[0][2]
     assert not recording.is_recording()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import profiler_core
-from profiler_core import ProfilerAction, ProfilerActivity, profile, record_function, recording, schedule
+from profiler_core import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
 from .conftest import ROOT
 

@@ -5,12 +5,13 @@ import threading
 import numpy as np
 import pytest
 
-from .test_pycuda_fake_module import LOG, fake_pycuda  # noqa: F401 (fixture)
 from profiler_core import integrations, record_op, recording
 from profiler_core.cuda import event_backend
 from profiler_core.cuda.convert import convert_records
 from profiler_core.cuda.link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
 from profiler_core.integrations import pycuda_hooks
+
+from .test_pycuda_fake_module import LOG, fake_pycuda  # noqa: F401 (fixture)
 
 
 def _snapshot(mods):
@@ -32,7 +33,7 @@ def _snapshot(mods):
 def _ops(session):
     out = []
     for buf in session.buffers:
-        for t0, t1, name, ext, cat, args, stack in buf.events:
+        for t0, t1, name, ext, _cat, args, _stack in buf.events:
             out.append({"name": name, "ext": ext, "t0": t0, "t1": t1, "args": args or {}, "tid": buf.tid})
     return sorted(out, key=lambda o: (o["t0"], -o["t1"]))
 

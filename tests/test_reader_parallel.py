@@ -6,9 +6,9 @@ import json
 import pandas as pd
 import pytest
 
+import profiler_core.trace.columns as columns
 import profiler_core.trace.reader as reader
 import profiler_core.trace.stream as stream
-import profiler_core.trace.columns as columns
 from profiler_core.trace.reader import parse_trace, read_trace
 
 from .test_reader_pieces import _doc

@@ -7,9 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import profiler_core.trace.reader as reader
-import profiler_core.trace.stream as stream
 import profiler_core.trace.columns as columns
+import profiler_core.trace.stream as stream
 from profiler_core.trace.reader import parse_trace, read_trace
 
 

@@ -1,8 +1,7 @@
 """record_function, threads, External ids and the cheap recording checks."""
 import threading
 
-from profiler_core import ProfilerActivity, profile, record_function
-from profiler_core import recording
+from profiler_core import ProfilerActivity, profile, record_function, recording
 
 CPU = [ProfilerActivity.CPU]
 
@@ -73,14 +72,14 @@ def test_threads_started_before_and_after_each_get_their_tid():
         with record_function("in main"):
             pass
     t1.join()
-    (e,), (l,), (m,) = _x(p.trace, "in early thread"), _x(p.trace, "in late thread"), _x(p.trace, "in main")
-    assert e["tid"] == tids["early"] and l["tid"] == tids["late"] and m["tid"] == threading.get_native_id()
-    assert len({e["tid"], l["tid"], m["tid"]}) == 3
+    (e,), (la,), (m,) = _x(p.trace, "in early thread"), _x(p.trace, "in late thread"), _x(p.trace, "in main")
+    assert e["tid"] == tids["early"] and la["tid"] == tids["late"] and m["tid"] == threading.get_native_id()
+    assert len({e["tid"], la["tid"], m["tid"]}) == 3
     names = {ev["tid"]: ev["args"]["name"] for ev in p.trace["traceEvents"]
              if ev.get("ph") == "M" and ev["name"] == "thread_name"}
     assert names[e["tid"]] == f"thread {e['tid']} (early-worker)"
-    assert names[l["tid"]] == f"thread {l['tid']} (late-worker)"
-    ids = [ev["args"]["External id"] for ev in (e, l, m)]
+    assert names[la["tid"]] == f"thread {la['tid']} (late-worker)"
+    ids = [ev["args"]["External id"] for ev in (e, la, m)]
     assert len(set(ids)) == 3
 
 
@@ -166,6 +165,7 @@ def test_timestamps_exact_to_the_nanosecond():
 
 def test_forked_child_stops_recording():
     import os
+
     import pytest
     if not hasattr(os, "fork"):
         pytest.skip("no fork")

@@ -308,7 +308,7 @@ def test_tensorboard_process_reads_an_s3_logdir(bucket, server, tmp_path):
     port = _free_port()
     env = dict(os.environ, **server.env, GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
-    log = open(tmp_path / "tensorboard.log", "wb")
+    log = open(tmp_path / "tensorboard.log", "wb")  # noqa: SIM115 - open for the server process's lifetime
     proc = subprocess.Popen(
         [sys.executable, "-m", "tensorboard.main", "--logdir", root, "--host", "127.0.0.1",
          "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -17,7 +17,7 @@ def code_to_profile():
 
 
 def code_iteration_to_profile(i):
-    with profiler_mod.record_function(f"iteration"):
+    with profiler_mod.record_function("iteration"):
         code_to_profile()
 
 

@@ -101,4 +101,4 @@ def test_export_stacks_writes_flamegraph_lines(tmp_path):
     out = tmp_path / "stacks.txt"
     p.export_stacks(str(out))
     lines = out.read_text().splitlines()
-    assert lines and all(l.rsplit(" ", 1)[1].isdigit() for l in lines)
+    assert lines and all(ln.rsplit(" ", 1)[1].isdigit() for ln in lines)

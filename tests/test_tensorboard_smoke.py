@@ -7,7 +7,6 @@ import sys
 import time
 import urllib.request
 from importlib.metadata import entry_points
-from pathlib import Path
 
 import pytest
 

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import kernels
+
+from .test_views_common_support import kernel, make_trace, op, runtime
 
 
 def trace():
@@ -72,6 +73,7 @@ def test_bad_request_is_the_plugin_error():
 def test_non_finite_kernel_args_are_estimated_or_ignored():
     """CUPTI-derived traces may carry "inf" blocks per SM (no SM count): estimate from the grid, skip bad occupancy."""
     import numpy as np
+
     from tb_plugin.views import overview
 
     props = {"deviceProperties": [{"id": 0, "name": "GPU", "numSms": 10, "computeMajor": 8, "computeMinor": 6}]}

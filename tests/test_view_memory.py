@@ -43,8 +43,8 @@ def mk(events, mem, props=()):
 
 def small():
     # op A [0,100us] contains B [10,50us]; allocations: 100B in B (addr 1),
-    # alloc of 50B in A after B at 55us, free of addr 1 in A at 60us; GPU 0 alloc 1000B at 20us never freed; a free at 5us of an
-    # address allocated before the trace (addr 9)
+    # alloc of 50B in A after B at 55us, free of addr 1 in A at 60us; GPU 0 alloc 1000B at 20us never
+    # freed; a free at 5us of an address allocated before the trace (addr 9)
     us = 1000
     ev = [("cpu_op", "A", 1, 1, 0, 100 * us), ("cpu_op", "B", 1, 1, 10 * us, 40 * us)]
     mem = [(5 * us, 0, -1, 9, -8, 0, 0),

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import operators
+
+from .test_views_common_support import kernel, make_trace, op, runtime
 
 
 def gpu_trace():
@@ -120,8 +121,9 @@ def test_empty_trace():
 
 def test_invariants_on_a_synthetic_gpu_trace():
     """Every kernel is launched inside an op: device self times add up to the kernel time, totals to self."""
-    from .test_views_common_support import synthetic_gpu_trace
     from tb_plugin.views import kernels
+
+    from .test_views_common_support import synthetic_gpu_trace
 
     t = synthetic_gpu_trace(n_ops=3000, ops_per_step=500)
     rows = operators.operators(t)["rows"]

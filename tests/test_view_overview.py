@@ -6,8 +6,9 @@ import json
 import pandas as pd
 import pytest
 
-from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import overview
+
+from .test_views_common_support import kernel, make_trace, op, runtime
 
 V100 = {"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16 * 2 ** 30, "computeMajor": 7,
         "computeMinor": 0, "numSms": 80}

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .test_views_common_support import kernel, make_trace, op, runtime
 from tb_plugin.views import common
+
+from .test_views_common_support import kernel, make_trace, op, runtime
 
 
 @pytest.mark.parametrize("name,cat,expected", [

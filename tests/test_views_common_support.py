@@ -14,7 +14,6 @@ import pandas as pd
 
 from profiler_core.trace.model import TraceData
 
-
 _CAT_MAP = {"operator": "cpu_op", "python": "python_function", "memcpy": "gpu_memcpy",
             "memset": "gpu_memset", "runtime": "cuda_runtime"}
 

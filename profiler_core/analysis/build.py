@@ -8,14 +8,14 @@ innermost CPU event on their thread.
 from __future__ import annotations
 
 import gc
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from ..trace.arg_spellings import shape_arg
 from .eventlist import EventList
 from .events import DeviceType, FunctionEvent
 from .linking import attribute_memory, link_gpu, memory_events, resolve_pending, roll_up_memory
-from .treeops import (SCOPE_USER, assign_scopes, drop_nested_computed_flops,
-                      set_backward_stacks)
+from .treeops import SCOPE_USER, assign_scopes, drop_nested_computed_flops, set_backward_stacks
 
 __all__ = ["events_from_trace", "TraceFormatError"]
 
@@ -140,7 +140,7 @@ def _stack(call_stack: Any) -> list:
     return frames
 
 
-def _lookup_flops() -> Optional[Callable]:
+def _lookup_flops() -> Callable | None:
     try:
         from profiler_core.flops import compute_flops  # lazy: owned by the collection core
     except Exception:  # noqa: BLE001 - absent or broken module means "no computed FLOPs"
@@ -165,7 +165,7 @@ class _Builder:
         self.has_flops_arg = False
         self.computed_flops: set[int] = set()
         self.has_gpu = bool(meta.get("deviceProperties"))
-        self.origin_ns: Optional[int] = None
+        self.origin_ns: int | None = None
 
     # -- identifiers -----------------------------------------------------------------
     def _ident(self, value: Any) -> int:
@@ -250,7 +250,7 @@ class _Builder:
         result._tree_built = True
         return result
 
-    def _parse_complete(self, index: int, ev: dict, flops_fn: Optional[Callable]) -> None:
+    def _parse_complete(self, index: int, ev: dict, flops_fn: Callable | None) -> None:
         raw_cat = ev.get("cat")
         cat_l = raw_cat.lower() if type(raw_cat) is str else ""
         cat = _CPU_CATS.get(cat_l)

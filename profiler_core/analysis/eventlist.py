@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from typing import Optional
+from typing import Any
 
 from .events import DeviceType, FunctionEvent, FunctionEventAvg
 from .table import build_table, sort_attribute
@@ -23,7 +23,7 @@ _FRAME_TRANSLATION = str.maketrans(" ;\t\n", "____")
 class EventList(list):
     """A list of FunctionEvent (or FunctionEventAvg) with torch's EventList methods."""
 
-    def __init__(self, *args, use_device: Optional[str] = None, profile_memory: bool = False,
+    def __init__(self, *args: Any, use_device: str | None = None, profile_memory: bool = False,
                  with_flops: bool = False) -> None:
         super().__init__(*args)
         self._use_device = use_device
@@ -89,7 +89,7 @@ class EventList(list):
 
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_overload_name: bool = False, *,
-                     group_by_input_shapes: Optional[bool] = None) -> "EventList":
+                     group_by_input_shapes: bool | None = None) -> EventList:
         """Sum events that share (name, node, device type, legacy, annotation[, shapes, stack])."""
         if group_by_input_shapes is not None:
             group_by_input_shape = group_by_input_shapes
@@ -135,10 +135,10 @@ class EventList(list):
         return total
 
     # ---- output -----------------------------------------------------------------------
-    def table(self, sort_by: Optional[str] = None, row_limit: int = 100,
+    def table(self, sort_by: str | None = None, row_limit: int = 100,
               max_src_column_width: int = 75, max_name_column_width: int = 55,
-              max_shapes_column_width: int = 80, header: Optional[str] = None,
-              top_level_events_only: bool = False, time_unit: Optional[str] = None) -> str:
+              max_shapes_column_width: int = 80, header: str | None = None,
+              top_level_events_only: bool = False, time_unit: str | None = None) -> str:
         """torch's summary table; ``sort_by`` is any attribute name (AttributeError if unknown)."""
         if sort_by is not None and not isinstance(sort_by, str):
             raise TypeError(f"sort_by must be an attribute name (str), got {type(sort_by).__name__}")

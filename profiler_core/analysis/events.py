@@ -9,7 +9,7 @@ import enum
 import warnings
 from collections import namedtuple
 from types import MappingProxyType
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
     "DeviceType",
@@ -182,23 +182,23 @@ class FunctionEvent(_TimesMixin):
         thread: int,
         start_us: float,
         end_us: float,
-        trace_name: Optional[str] = None,
-        input_shapes: Optional[list] = None,
-        stack: Optional[list] = None,
+        trace_name: str | None = None,
+        input_shapes: list | None = None,
+        stack: list | None = None,
         device_type: DeviceType = DeviceType.CPU,
         device_index: int = 0,
-        device_resource_id: Optional[int] = None,
+        device_resource_id: int | None = None,
         *,
-        fwd_thread: Optional[int] = None,
-        concrete_inputs: Optional[list] = None,
+        fwd_thread: int | None = None,
+        concrete_inputs: list | None = None,
         scope: int = 0,
-        use_device: Optional[str] = None,
+        use_device: str | None = None,
         cpu_memory_usage: int = 0,
         device_memory_usage: int = 0,
         sequence_nr: int = -1,
         flops: int = 0,
         is_user_annotation: bool = False,
-        activity_type: Optional[str] = None,
+        activity_type: str | None = None,
         external_id: int = 0,
         **rare: Any,
     ) -> None:
@@ -210,7 +210,7 @@ class FunctionEvent(_TimesMixin):
         self.fwd_thread = fwd_thread
         self.kernels: list = []
         self.cpu_children: list = []
-        self.cpu_parent: Optional[FunctionEvent] = None
+        self.cpu_parent: FunctionEvent | None = None
         self.input_shapes = input_shapes if input_shapes is not None else []
         self.concrete_inputs = concrete_inputs
         self.stack = stack if stack is not None else []
@@ -226,12 +226,12 @@ class FunctionEvent(_TimesMixin):
         self.is_user_annotation = is_user_annotation
         self.activity_type = activity_type
         self.external_id = external_id
-        self.structured_input_shapes: Optional[list] = None
-        self.structured_input_strides: Optional[list] = None
-        self.input_dtypes: Optional[list] = None
+        self.structured_input_shapes: list | None = None
+        self.structured_input_strides: list | None = None
+        self.input_dtypes: list | None = None
         self.linked_correlation_id = 0
-        self.event_metadata: Optional[dict] = None
-        self._device_total: Optional[float] = None
+        self.event_metadata: dict | None = None
+        self._device_total: float | None = None
         for key, value in rare.items():
             if key not in _RARE_FIELDS:
                 raise TypeError(f"FunctionEvent() got an unexpected keyword argument {key!r}")
@@ -244,11 +244,11 @@ class FunctionEvent(_TimesMixin):
         self.kernels.append(Kernel(name, device, duration))
         self._device_total = None
 
-    def append_cpu_child(self, child: "FunctionEvent") -> None:
+    def append_cpu_child(self, child: FunctionEvent) -> None:
         """Add a direct CPU child (used for self times)."""
         self.cpu_children.append(child)
 
-    def set_cpu_parent(self, parent: "FunctionEvent") -> None:
+    def set_cpu_parent(self, parent: FunctionEvent) -> None:
         """Set the direct CPU parent."""
         self.cpu_parent = parent
 
@@ -343,26 +343,26 @@ class FunctionEventAvg(_TimesMixin):
     )
 
     def __init__(self) -> None:
-        self.key: Optional[str] = None
+        self.key: str | None = None
         self.count = 0
         self.node_id = 0
         self.is_async = False
         self.is_remote = False
-        self.use_device: Optional[str] = None
+        self.use_device: str | None = None
         self.cpu_time_total: float = 0
         self.device_time_total: float = 0
         self.self_cpu_time_total: float = 0
         self.self_device_time_total: float = 0
         self.input_shapes: Any = None
-        self.overload_name: Optional[str] = None
-        self.stack: Optional[list] = None
-        self.scope: Optional[int] = None
+        self.overload_name: str | None = None
+        self.stack: list | None = None
+        self.scope: int | None = None
         self.cpu_memory_usage = 0
         self.device_memory_usage = 0
         self.self_cpu_memory_usage = 0
         self.self_device_memory_usage = 0
-        self.cpu_children: Optional[list] = None
-        self.cpu_parent: Optional[FunctionEvent] = None
+        self.cpu_children: list | None = None
+        self.cpu_parent: FunctionEvent | None = None
         self.device_type = DeviceType.CPU
         self.is_legacy = False
         self.flops = 0
@@ -371,7 +371,7 @@ class FunctionEventAvg(_TimesMixin):
         self.total_cpu_percent = -1
         self.total_device_percent = -1
 
-    def add(self, other: "FunctionEvent | FunctionEventAvg") -> "FunctionEventAvg":
+    def add(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
         """Accumulate another event (or average) with the same key."""
         if not isinstance(other, (FunctionEvent, FunctionEventAvg)):
             raise TypeError(f"can only add a FunctionEvent or FunctionEventAvg, got {type(other).__name__}")
@@ -429,7 +429,7 @@ class FunctionEventAvg(_TimesMixin):
             self.flops += other.flops
         return self
 
-    def __iadd__(self, other: "FunctionEvent | FunctionEventAvg") -> "FunctionEventAvg":
+    def __iadd__(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
         return self.add(other)
 
     def __repr__(self) -> str:

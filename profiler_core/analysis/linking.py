@@ -5,7 +5,6 @@ Pure functions over the builder's entries ``(start_ns, end_ns, order, FunctionEv
 from __future__ import annotations
 
 import bisect
-from typing import Optional
 
 from .events import FunctionEvent
 
@@ -100,7 +99,7 @@ def attribute_memory(cpu_entries: list, records: list) -> tuple[dict, list]:
 
 
 def memory_events(unattributed: list, origin_ns: int, first_id: int,
-                  use_device: Optional[str]) -> list:
+                  use_device: str | None) -> list:
     """torch's top-level ``[memory]`` events for records no CPU event holds (as builder entries)."""
     out = []
     for n, rec in enumerate(unattributed, 1):

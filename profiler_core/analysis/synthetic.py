@@ -6,7 +6,7 @@ trace in a few lines (``trace([op("aten::mm", 0, 10), kernel("k", 2, 5, ext=1)])
 from __future__ import annotations
 
 import random
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["trace", "op", "annotation", "python_frame", "runtime", "kernel", "memcpy", "memset",
            "gpu_annotation", "memory", "large_trace"]
@@ -22,8 +22,8 @@ def _x(cat: str, name: str, ts: float, dur: float, pid: Any, tid: Any, args: dic
 
 
 def op(name: str, ts: float, dur: float, ext: int = 0, *, tid: Any = TID, pid: Any = PID,
-       dims: Optional[list] = None, types: Optional[list] = None, stack: Optional[str] = None,
-       flops: Optional[int] = None, cat: str = "cpu_op", **extra: Any) -> dict:
+       dims: list | None = None, types: list | None = None, stack: str | None = None,
+       flops: int | None = None, cat: str = "cpu_op", **extra: Any) -> dict:
     """A ``cpu_op`` (or other CPU category) X event."""
     args: dict = {"External id": ext, "Record function id": 0}
     if dims is not None:
@@ -43,13 +43,13 @@ def annotation(name: str, ts: float, dur: float, ext: int = 0, **kw: Any) -> dic
     return op(name, ts, dur, ext, cat="user_annotation", **kw)
 
 
-def python_frame(name: str, ts: float, dur: float, pyid: int, parent: Optional[int] = None, *,
+def python_frame(name: str, ts: float, dur: float, pyid: int, parent: int | None = None, *,
                  tid: Any = TID, pid: Any = PID) -> dict:
     """A ``python_function`` event (with_stack)."""
     return _x("python_function", name, ts, dur, pid, tid, {"Python parent id": parent, "Python id": pyid})
 
 
-def runtime(name: str, ts: float, dur: float, corr: int, ext: Optional[int] = None, *,
+def runtime(name: str, ts: float, dur: float, corr: int, ext: int | None = None, *,
             tid: Any = TID, pid: Any = PID, cat: str = "cuda_runtime") -> dict:
     """A ``cuda_runtime`` / ``cuda_driver`` API call."""
     args: dict = {"cbid": 211, "correlation": corr}
@@ -58,7 +58,7 @@ def runtime(name: str, ts: float, dur: float, corr: int, ext: Optional[int] = No
     return _x(cat, name, ts, dur, pid, tid, args)
 
 
-def _gpu(cat: str, name: str, ts: float, dur: float, corr: int, ext: Optional[int], device: int,
+def _gpu(cat: str, name: str, ts: float, dur: float, corr: int, ext: int | None, device: int,
          stream: int, extra: dict) -> dict:
     args: dict = {"device": device, "context": 1, "stream": stream, "correlation": corr, **extra}
     if ext is not None:
@@ -66,7 +66,7 @@ def _gpu(cat: str, name: str, ts: float, dur: float, corr: int, ext: Optional[in
     return _x(cat, name, ts, dur, device, stream, args)
 
 
-def kernel(name: str, ts: float, dur: float, corr: int = -1, ext: Optional[int] = None, *,
+def kernel(name: str, ts: float, dur: float, corr: int = -1, ext: int | None = None, *,
            device: int = 0, stream: int = 7) -> dict:
     """A ``kernel`` activity on device/stream."""
     return _gpu("kernel", name, ts, dur, corr, ext, device, stream, {
@@ -74,14 +74,14 @@ def kernel(name: str, ts: float, dur: float, corr: int = -1, ext: Optional[int] 
         "grid": [80, 1, 1], "block": [128, 1, 1], "est. achieved occupancy %": 50})
 
 
-def memcpy(ts: float, dur: float, corr: int = -1, ext: Optional[int] = None, nbytes: int = 4096, *,
+def memcpy(ts: float, dur: float, corr: int = -1, ext: int | None = None, nbytes: int = 4096, *,
            device: int = 0, stream: int = 7) -> dict:
     """A host-to-device ``gpu_memcpy``."""
     return _gpu("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", ts, dur, corr, ext, device, stream,
                 {"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / max(dur * 1000, 1)})
 
 
-def memset(ts: float, dur: float, corr: int = -1, ext: Optional[int] = None, nbytes: int = 4096, *,
+def memset(ts: float, dur: float, corr: int = -1, ext: int | None = None, nbytes: int = 4096, *,
            device: int = 0, stream: int = 7) -> dict:
     """A ``gpu_memset``."""
     return _gpu("gpu_memset", "Memset (Device)", ts, dur, corr, ext, device, stream,
@@ -111,7 +111,7 @@ def trace(events: list, *, gpu: bool = False, **top: Any) -> dict:
               "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 167936, "numSms": 80,
               "sharedMemPerBlockOptin": 166912}] if gpu else []
     out: dict = {"schemaVersion": 1, "deviceProperties": props, "trace_id": "0" * 32}
-    out.update({k: v for k, v in top.items()})
+    out.update(top)
     out["displayTimeUnit"] = "ms"
     out["baseTimeNanoseconds"] = BASE_NS
     meta = [{"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0.0, "args": {"name": "python"}},

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .events import DeviceType, format_memory, format_time
 
@@ -24,7 +24,7 @@ def _time_share(time_us: float, total_us: float) -> str:
     return f"{time_us * 100.0 / total_us:.2f}%"
 
 
-def _time(time_us: float, time_unit: Optional[str]) -> str:
+def _time(time_us: float, time_unit: str | None) -> str:
     if time_unit == "s":
         return f"{time_us / 1e6:.3f}s"
     if time_unit == "ms":
@@ -64,8 +64,8 @@ class _Layout:
 
 def build_table(
     events: Sequence,
-    sort_by: Optional[str] = None,
-    header: Optional[str] = None,
+    sort_by: str | None = None,
+    header: str | None = None,
     row_limit: int = 100,
     max_src_column_width: int = 75,
     max_name_column_width: int = 55,
@@ -73,7 +73,7 @@ def build_table(
     with_flops: bool = False,
     profile_memory: bool = False,
     top_level_events_only: bool = False,
-    time_unit: Optional[str] = None,
+    time_unit: str | None = None,
 ) -> str:
     """Render FunctionEvents or FunctionEventAvgs as torch's profiler summary table."""
     if len(events) == 0:
@@ -148,9 +148,7 @@ def build_table(
     total_self_device = 0.0
     for e in events:
         total_self_cpu += e.self_cpu_time_total
-        if e.device_type == DeviceType.CPU and e.is_legacy:
-            total_self_device += e.self_device_time_total
-        elif e.device_type != DeviceType.CPU and not e.is_user_annotation:
+        if e.device_type == DeviceType.CPU and e.is_legacy or e.device_type != DeviceType.CPU and not e.is_user_annotation:
             total_self_device += e.self_device_time_total
 
     out: list[str] = []

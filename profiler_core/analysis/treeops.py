@@ -1,8 +1,6 @@
 """Post-processing of the CPU tree in events_from_trace: scopes, FLOPs de-duplication, stacks."""
 from __future__ import annotations
 
-from typing import Optional
-
 from .events import DeviceType, FunctionEvent
 
 __all__ = ["assign_scopes", "drop_nested_computed_flops", "set_backward_stacks", "SCOPE_BACKWARD",
@@ -57,7 +55,7 @@ def set_backward_stacks(events: list) -> None:
         if e.device_type == DeviceType.CPU:
             thread_index.setdefault((e.device_index, e.thread), len(thread_index) + 1)
 
-    def bw_parent(evt: Optional[FunctionEvent]) -> Optional[FunctionEvent]:
+    def bw_parent(evt: FunctionEvent | None) -> FunctionEvent | None:
         while evt is not None and evt.scope != SCOPE_BACKWARD:
             evt = evt.cpu_parent
         return evt

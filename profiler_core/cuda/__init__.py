@@ -28,9 +28,7 @@ def is_available() -> bool:
     global _available
     if _available is None:
         try:
-            if os.environ.get("GPUSCOPE_DISABLE_CUDA", "") not in ("", "0"):
-                _available = False
-            elif not (_has_module("cupti") or _has_module("pycuda")):
+            if os.environ.get("GPUSCOPE_DISABLE_CUDA", "") not in ("", "0") or not (_has_module("cupti") or _has_module("pycuda")):
                 _available = False
             else:
                 from .device_props import device_count

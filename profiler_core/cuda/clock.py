@@ -6,7 +6,7 @@ nothing relative to the recorded ops.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def calibrate(device_ns: Callable[[], int], host_ns: Callable[[], int] | None = None,

@@ -2,7 +2,8 @@
 
 Input records are dicts as `records.py` describes; timestamps are in the capture clock's ns and are moved
 onto the host clock by adding `clock_offset_ns`. Output events carry `ts`/`dur` as integer absolute ns on
-the recording clock (`profiler_core.recording.now_ns`, epoch ns); `to_trace_units` turns them into the trace's µs relative to a base.
+the recording clock (`profiler_core.recording.now_ns`, epoch ns); `to_trace_units` turns them into the
+trace's µs relative to a base.
 Linking to CPU ops (External id) is a separate step (`link.py`), since it needs the CPU events.
 """
 from __future__ import annotations
@@ -13,8 +14,17 @@ from dataclasses import dataclass, field
 
 from .demangle import demangle
 from .occupancy import kernel_occupancy
-from .records import (EXTERNAL_KIND_CUSTOM1, INVALID_STREAM, KERNEL_KINDS, MEMCPY_KIND, MEMORY_KIND,
-                      MEMORY_OP_ALLOCATION, MEMORY_OP_RELEASE, OVERHEAD_KIND, SYNC_TYPE)
+from .records import (
+    EXTERNAL_KIND_CUSTOM1,
+    INVALID_STREAM,
+    KERNEL_KINDS,
+    MEMCPY_KIND,
+    MEMORY_KIND,
+    MEMORY_OP_ALLOCATION,
+    MEMORY_OP_RELEASE,
+    OVERHEAD_KIND,
+    SYNC_TYPE,
+)
 
 GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
 API_CATS = ("cuda_runtime", "cuda_driver")

@@ -95,7 +95,7 @@ def load_cupti():
 class CuptiBackend:
     """The process-wide CUPTI activity capture (use `CuptiBackend.instance()`)."""
 
-    _instance: "CuptiBackend | None" = None
+    _instance: CuptiBackend | None = None
     _instance_lock = threading.Lock()
 
     def __init__(self, cupti_module) -> None:
@@ -113,7 +113,7 @@ class CuptiBackend:
         self._thread_id_warning: str | None = None
 
     @classmethod
-    def instance(cls, cupti_module=None) -> "CuptiBackend":
+    def instance(cls, cupti_module=None) -> CuptiBackend:
         """The one backend of this process (created on first use; `cupti_module` is for tests)."""
         with cls._instance_lock:
             if cls._instance is None:

@@ -19,10 +19,10 @@ from contextlib import contextmanager
 
 from ..recording import now_ns
 
-_current: "CudaEventBackend | None" = None
+_current: CudaEventBackend | None = None
 
 
-def current() -> "CudaEventBackend | None":
+def current() -> CudaEventBackend | None:
     """The running fallback capture, or None (the hooks' cheap check)."""
     return _current
 

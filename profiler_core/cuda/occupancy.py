@@ -215,10 +215,7 @@ def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int
                                 "(no sharedMemPerBlockOptin in the device properties)")
         limit_per_cta = optin
     limit_per_cta += reserved if major >= 8 else 0
-    if major >= 7:
-        preference = _align_up_smem_config(smem_sm, major, minor)
-    else:
-        preference = smem_sm
+    preference = _align_up_smem_config(smem_sm, major, minor) if major >= 7 else smem_sm
     if per_cta > limit_per_cta:
         limit_smem = 0
     else:
@@ -281,10 +278,7 @@ def kernel_occupancy(props: dict | None, grid: tuple[int, int, int], block: tupl
     n_blocks = int(grid[0]) * int(grid[1]) * int(grid[2])
     block_size = int(block[0]) * int(block[1]) * int(block[2])
     num_sms = int(props.get("numSms", 0)) if props else 0
-    if num_sms > 0:
-        bps = _f32(_f32(float(n_blocks)) / _f32(float(num_sms)))
-    else:
-        bps = math.inf
+    bps = _f32(_f32(float(n_blocks)) / _f32(float(num_sms))) if num_sms > 0 else math.inf
     # Kineto divides by a hard-coded 32 threads per warp, in float32 at each step.
     wps = _f32(_f32(bps * block_size) / 32.0) if not math.isinf(bps) else math.inf
     out: dict = {"blocks per SM": shortest_f32(bps), "warps per SM": shortest_f32(wps)}

@@ -16,8 +16,8 @@ import importlib.abc
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 BUILTIN = ("profiler_core.integrations.pycuda_hooks", "profiler_core.integrations.mpi")
 
@@ -36,7 +36,7 @@ _installed: dict[str, Integration] = {}
 _lock = threading.RLock()
 _active = False
 _builtins_loaded = False
-_watcher: Optional["_ImportWatcher"] = None
+_watcher: _ImportWatcher | None = None
 
 
 def register(integration: Integration) -> None:

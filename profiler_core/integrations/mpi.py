@@ -19,32 +19,27 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["install", "uninstall", "is_installed", "METHODS", "message_info"]
 
 # Method tables: name -> (send position, send keyword, recv position, recv keyword,
 #                         peer position, peer keyword). -1 / None: the call has no such argument.
 # Collective buffer methods: (sendbuf, recvbuf); Bcast's single buffer is both.
-_COLL_BUF = {n: (0, "sendbuf", 1, "recvbuf", -1, None) for n in (
-    "Reduce", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Gather", "Gatherv",
-    "Scatter", "Scatterv", "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan",
-    "Ireduce", "Iallreduce", "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Igather",
-    "Igatherv", "Iscatter", "Iscatterv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan")}
-_COLL_BUF.update({n: (0, "buf", 0, "buf", -1, None) for n in ("Bcast", "Ibcast")})
-_COLL_BUF.update({n: (-1, None, -1, None, -1, None) for n in ("Barrier", "Ibarrier")})
+_COLL_BUF = dict.fromkeys(("Reduce", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Gather", "Gatherv", "Scatter", "Scatterv", "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan", "Ireduce", "Iallreduce", "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Igather", "Igatherv", "Iscatter", "Iscatterv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan"), (0, "sendbuf", 1, "recvbuf", -1, None))
+_COLL_BUF.update(dict.fromkeys(("Bcast", "Ibcast"), (0, "buf", 0, "buf", -1, None)))
+_COLL_BUF.update(dict.fromkeys(("Barrier", "Ibarrier"), (-1, None, -1, None, -1, None)))
 # Point-to-point buffer methods.
-_P2P_BUF = {n: (0, "buf", -1, None, 1, "dest") for n in (
-    "Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend")}
-_P2P_BUF.update({n: (-1, None, 0, "buf", 1, "source") for n in ("Recv", "Irecv")})
+_P2P_BUF = dict.fromkeys(("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend"), (0, "buf", -1, None, 1, "dest"))
+_P2P_BUF.update(dict.fromkeys(("Recv", "Irecv"), (-1, None, 0, "buf", 1, "source")))
 _P2P_BUF["Sendrecv"] = (0, "sendbuf", 3, "recvbuf", 1, "dest")
 _P2P_BUF["Sendrecv_replace"] = (0, "buf", 0, "buf", 1, "dest")
 # Pickle-based (lower-case) forms: the object is the message.
 _COLL_OBJ = {"bcast": (0, "obj", -1, None, -1, None), "barrier": (-1, None, -1, None, -1, None)}
-_COLL_OBJ.update({n: (0, "sendobj", -1, None, -1, None) for n in (
-    "reduce", "allreduce", "allgather", "alltoall", "gather", "scatter", "scan", "exscan")})
-_P2P_OBJ = {n: (0, "obj", -1, None, 1, "dest") for n in ("send", "ssend", "bsend", "isend", "issend", "ibsend")}
-_P2P_OBJ.update({n: (-1, None, 0, "buf", 1, "source") for n in ("recv", "irecv")})
+_COLL_OBJ.update(dict.fromkeys(("reduce", "allreduce", "allgather", "alltoall", "gather", "scatter", "scan", "exscan"), (0, "sendobj", -1, None, -1, None)))
+_P2P_OBJ = dict.fromkeys(("send", "ssend", "bsend", "isend", "issend", "ibsend"), (0, "obj", -1, None, 1, "dest"))
+_P2P_OBJ.update(dict.fromkeys(("recv", "irecv"), (-1, None, 0, "buf", 1, "source")))
 _P2P_OBJ["sendrecv"] = (0, "sendobj", 3, "recvbuf", 1, "dest")
 # Request completion: instance methods and class methods (Waitall(requests)).
 _REQ_INSTANCE = ("Wait", "Test", "wait", "test")

@@ -30,10 +30,9 @@ import threading
 
 from .. import recording
 from ..cuda import event_backend
+from ..cuda.link import LAUNCH_PLACEHOLDER  # noqa: E402  (shared with the linker)
 from ..ops import _OpRecord, record_op
 from ..recording import CAT_OP
-
-from ..cuda.link import LAUNCH_PLACEHOLDER  # noqa: E402  (shared with the linker)
 
 _saved: dict[str, list[tuple[object, str, object, bool]]] = {}   # group (module name) -> patches
 _orig_mem_alloc = None
@@ -43,7 +42,7 @@ _lock = threading.RLock()
 class _KernelCallState(threading.local):
     """Per thread: the name of the ElementwiseKernel/ReductionKernel op in progress (it owns the launches)."""
 
-    kernel_name: "str | None" = None
+    kernel_name: str | None = None
 
 
 _tls = _KernelCallState()

@@ -3,16 +3,16 @@
     MAGIC | u64 n | msgpack key (n bytes) | u64 m | msgpack header (m bytes) | padding |
     raw numpy buffers (64-byte aligned)
 
-The key (small: `trim` reads only it) names the trace and its version. The header (decoded by msgspec into plain dicts, lists, str and numbers: never objects) holds the
-entry's key, the plain fields of `TraceData` and, per DataFrame column, where its buffer lies and
-its dtype. Buffers are read back with `np.frombuffer` for numeric dtypes only (no object dtype,
-so no pickle); categories and object columns are msgpack lists. Anything unexpected raises
+The key (small: `trim` reads only it) names the trace and its version. The header (decoded by
+msgspec into plain dicts, lists, str and numbers: never objects) holds the entry's key, the plain
+fields of `TraceData` and, per DataFrame column, where its buffer lies and its dtype. Buffers are
+read back with `np.frombuffer` for numeric dtypes only (no object dtype, so no pickle); categories
+and object columns are msgpack lists. Anything unexpected raises
 `CacheFormatError`; the caller drops the entry.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import IO, Any
 
 import msgspec
@@ -88,7 +88,7 @@ def _frame_spec(df: Any, arrays: list, offset: int) -> tuple[dict, int]:
                 spec = {"kind": "constant", "dtype": values.dtype.str, "value": values[0].item()}
             else:
                 spec = {"kind": "array", **add(values)}
-        elif dtype == object:
+        elif dtype == object:  # noqa: E721 - a numpy or pandas dtype equal to object's, not a type check
             spec = {"kind": "object", "values": col.tolist()}
         else:
             raise CacheFormatError(f"column {name!r} of dtype {dtype} cannot be cached")
@@ -159,7 +159,7 @@ def _buffer(spec: Any, data: np.ndarray) -> np.ndarray:
         raise CacheFormatError("bad column")
     dt = _numeric_dtype(spec.get("dtype"))
     offset, count = spec.get("offset"), spec.get("count")
-    if not (isinstance(offset, int) and isinstance(count, int) and 0 <= offset and 0 <= count
+    if not (isinstance(offset, int) and isinstance(count, int) and offset >= 0 and count >= 0
             and offset % _ALIGN == 0 and offset + count * dt.itemsize <= data.nbytes):
         raise CacheFormatError("column outside the file")
     return np.frombuffer(data, dtype=dt, count=count, offset=offset)

@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 
 from profiler_core.trace.decode import _ANY_DECODER, old_spelling_dims
 from profiler_core.trace.model import (
-    EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, TraceData,
+    EVENT_CATEGORY,
+    EVENT_COLUMNS,
+    EVENT_FLOAT,
+    EVENT_INT32,
+    TraceData,
     constant_column,
 )
 
@@ -69,11 +73,11 @@ class _Labels:
             found = self._number(value)
             if found is not None:
                 return found
-        if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
-            if value.is_integer():
-                found = self._number(int(value))
-                if found is not None:
-                    return found
+        if (isinstance(value, float) and value == value and value not in (float("inf"), float("-inf"))
+                and value.is_integer()):
+            found = self._number(int(value))
+            if found is not None:
+                return found
         text = _to_text(value)
         m = _NUMERIC_ID.match(text)
         if m:
@@ -280,7 +284,7 @@ _FAST_NS_LIMIT = float(1 << 31)
 
 def _to_ns(us: np.ndarray) -> np.ndarray:
     """µs floats -> exact int64 ns (Kineto writes at most 3 decimals; exact below 2**43 µs)."""
-    if len(us) and -_FAST_NS_LIMIT < us.min() and us.max() < _FAST_NS_LIMIT:  # (NaN fails both)
+    if len(us) and us.min() > -_FAST_NS_LIMIT and us.max() < _FAST_NS_LIMIT:  # (NaN fails both)
         return np.rint(us * 1000.0).astype(np.int64)
     finite = np.isfinite(us)
     us = np.where(finite, us, 0.0)
@@ -464,7 +468,7 @@ class _Builder:
         col["pid"].append(self.labels.column(list(map(_get_pid, evs))))
         col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
         # args: each family of categories carries its own keys; only those are extracted
-        out: dict = {c: None for c in _ARG_COLUMNS}
+        out: dict = dict.fromkeys(_ARG_COLUMNS)
         family_of_code = np.array([_FAMILY_NAMES.index(_FAMILY.get(v, "other"))
                                    for v in self.interners["cat"].values], dtype=np.int8)
         families = family_of_code[cat_codes]
@@ -561,7 +565,7 @@ class _Builder:
                 arr = np.fromiter(chain.from_iterable(some), dtype=np.int64, count=3 * len(some))
             except (TypeError, ValueError, OverflowError):  # floats, texts, big numbers ...
                 arr = None
-        if arr is not None and (not len(arr) or (_INT32_MIN <= arr.min() and arr.max() <= _INT32_MAX)):
+        if arr is not None and (not len(arr) or (arr.min() >= _INT32_MIN and arr.max() <= _INT32_MAX)):
             arr = arr.astype(np.int32).reshape(len(some), 3)
             if len(some) == n:
                 return arr
@@ -764,10 +768,8 @@ class _Builder:
             if c in data:
                 continue
             arr = column(c)
-            if arr is None:  # absent from the whole trace: one shared read-only value
-                arr = constant_column(_missing_column(c, 1)[0], total)
-            else:
-                arr = arr[order]
+            # absent from the whole trace: one shared read-only value
+            arr = constant_column(_missing_column(c, 1)[0], total) if arr is None else arr[order]
             if c in EVENT_CATEGORY:
                 data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
             else:

@@ -32,7 +32,7 @@ def max_trace_bytes() -> int:
     return JSON_PER_LOADED_BYTE * (DEFAULT_LOADED_BYTES if budget is None else budget)
 
 
-def too_big(path: str, limit: int) -> "TraceReadError":
+def too_big(path: str, limit: int) -> TraceReadError:
     """The error for a trace over `limit` uncompressed bytes, naming the setting that raises it."""
     how = ("GPUSCOPE_MAX_TRACE_BYTES" if _env_bytes("GPUSCOPE_MAX_TRACE_BYTES") is not None else
            "GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces,")

@@ -67,10 +67,10 @@ class TraceData:
     metadata: dict
     device_properties: list
     base_ns: int
-    events: "pd.DataFrame"
-    memory: "pd.DataFrame"
-    flows: "pd.DataFrame"
-    names: "pd.DataFrame"
+    events: pd.DataFrame
+    memory: pd.DataFrame
+    flows: pd.DataFrame
+    names: pd.DataFrame
     warnings: list = field(default_factory=list)
     #: negative pid/tid codes -> the original strings ("Spans", "PyTorch Profiler", ...)
     labels: dict = field(default_factory=dict)
@@ -131,12 +131,10 @@ class TraceData:
 
     def event(self, idx: int) -> Any:
         """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
+        from profiler_core import storage
         from profiler_core.trace.reader import read_event
 
-        from profiler_core import storage
-
-        if self.source_stat != (-1, -1) and (storage.is_remote(self.path)
-                                             or os.path.exists(self.path)):
-            if storage.fingerprint(self.path) != tuple(self.source_stat):
-                raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
+        if (self.source_stat != (-1, -1) and (storage.is_remote(self.path) or os.path.exists(self.path))
+                and storage.fingerprint(self.path) != tuple(self.source_stat)):
+            raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
         return read_event(self.path, int(idx), self.event_index)

@@ -19,11 +19,25 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace import stream
 from profiler_core.trace.columns import (  # noqa: F401 - re-exported
-    CATEGORY_MAP, GPU_CATEGORIES, _base_ns, _Builder, normalise_category,
+    CATEGORY_MAP,
+    GPU_CATEGORIES,
+    _base_ns,
+    _Builder,
+    normalise_category,
 )
 from profiler_core.trace.decode import (  # noqa: F401 - re-exported
-    _ANY_DECODER, _RAW_LIST_DECODER, _TOP_DECODER, CHUNK, MAX_TRACE_BYTES, REPAIRED, TraceReadError,
-    _decode_chunk, _NotStreamable, max_trace_bytes, repair_json, too_big,
+    _ANY_DECODER,
+    _RAW_LIST_DECODER,
+    _TOP_DECODER,
+    CHUNK,
+    MAX_TRACE_BYTES,
+    REPAIRED,
+    TraceReadError,
+    _decode_chunk,
+    _NotStreamable,
+    max_trace_bytes,
+    repair_json,
+    too_big,
 )
 from profiler_core.trace.fused import refuse_fused
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS

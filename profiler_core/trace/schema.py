@@ -13,8 +13,9 @@ import os
 import socket
 import sys
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 SCHEMA_VERSION = 1
 BASE_TIME_GRANULARITY_NS = 7_889_238 * 1_000_000_000     # Kineto floors the base to ~3 months
@@ -163,8 +164,8 @@ def build_trace(**kwargs: Any) -> dict:
 
 def _build_trace(
     *, pid: int, threads: list, offset_ns: int, start_ns: int, stop_ns: int,
-    flags: dict, metadata: Optional[dict] = None, trace_id: Optional[str] = None,
-    distributed_info: Optional[dict] = None, collector_results: Iterable[CollectorResult] = (),
+    flags: dict, metadata: dict | None = None, trace_id: str | None = None,
+    distributed_info: dict | None = None, collector_results: Iterable[CollectorResult] = (),
 ) -> dict:
     base = base_time_ns(start_ns)
     shift = offset_ns - base                 # raw perf ns + shift = ns relative to base

@@ -15,12 +15,21 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
-    _ANY_DECODER, TraceReadError, _decode_piece, _NotStreamable, element_bounds, max_trace_bytes,
+    _ANY_DECODER,
+    TraceReadError,
+    _decode_piece,
+    _NotStreamable,
+    element_bounds,
+    max_trace_bytes,
     too_big,
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.gunzip import (
-    GZIP_MAGIC, TruncatedGzip, gunzip_blocks, trailer_size, uncompressed_size_hint,
+    GZIP_MAGIC,
+    TruncatedGzip,
+    gunzip_blocks,
+    trailer_size,
+    uncompressed_size_hint,
 )
 from profiler_core.trace.model import TraceData
 
@@ -230,7 +239,7 @@ def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData
     return t
 
 
-def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
+def _parse_span(path: str, builder: _Builder, lo: int | None = None,
                 hi: int | None = None, blocks: Iterator[bytes] | None = None,
                 ) -> tuple[int, list, dict | None]:
     """Parse events into `builder` while the file is decompressed, cutting the event array at
@@ -323,7 +332,7 @@ def _parse_span(path: str, builder: "_Builder", lo: int | None = None,
     if lo is not None:  # no separator after lo: the span before this one holds every event
         return 0, [], None
     # the last piece: events, "]", then the rest of the top-level object
-    for meta, last in _tails(buf, head, bare):
+    for meta, last in _tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
         try:
             evs = _decode_piece(last, counts) if last.strip() else []
             break
@@ -359,7 +368,7 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
     at once (the whole-file path says what is wrong). No byte is decoded more than a few times."""
     hi = min(pos + max(BLOCK, 1), len(buf))
     m = None
-    for m in _SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):
+    for m in _SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):  # noqa: B007 - keeps the last match
         pass
     if m is None:
         m = _SEP_RE.search(buf, hi)  # an event longer than the window: the first cut after it

@@ -15,7 +15,8 @@ import errno
 import os
 import stat
 import zlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 
@@ -52,7 +53,7 @@ _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 _MAX_DEPTH = 64         # deeper containers (or cycles) in args/metadata are written as a placeholder
 
 
-def _clean(obj: Any, depth: int = 0, open_ids: "set | None" = None) -> Any:
+def _clean(obj: Any, depth: int = 0, open_ids: set | None = None) -> Any:
     """``obj`` made encodable: lone surrogates replaced in every string, cycles and containers
     nested deeper than _MAX_DEPTH replaced by a placeholder string."""
     if isinstance(obj, str):
@@ -166,7 +167,7 @@ def _write_through(path: str, target: str, what: str) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def atomic_file(path: "str | os.PathLike", what: str = "file") -> Iterator[Any]:
+def atomic_file(path: str | os.PathLike, what: str = "file") -> Iterator[Any]:
     """Open a temporary file beside ``path`` for writing; rename it over ``path`` on success.
 
     On any failure the temporary file is removed and nothing appears under ``path``; an OSError
@@ -214,14 +215,14 @@ def atomic_file(path: "str | os.PathLike", what: str = "file") -> Iterator[Any]:
         raise
 
 
-def write_bytes_atomic(data: bytes, path: "str | os.PathLike", what: str = "file") -> str:
+def write_bytes_atomic(data: bytes, path: str | os.PathLike, what: str = "file") -> str:
     """Write ``data`` to ``path`` through a temporary file renamed over it: never a half-written file."""
     with atomic_file(path, what) as (f, checked):
         f.write(data)
     return checked
 
 
-def write_trace(trace: Any, path: "str | os.PathLike", *, gzip_level: int = GZIP_LEVEL) -> str:
+def write_trace(trace: Any, path: str | os.PathLike, *, gzip_level: int = GZIP_LEVEL) -> str:
     """Write ``trace`` to ``path`` atomically (gzip if it ends in .gz); return the path.
 
     Raises ``TraceWriteError`` (an OSError) naming the path and the reason when it cannot be

@@ -125,7 +125,10 @@ def _reason(f: Any, e: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The `gpuscope` command (subcommand `summarize`)."""
+    from profiler_core import __version__
+
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
+    p.add_argument("--version", action="version", version=f"gpuscope {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("summarize", help="compute the per-worker summaries of a logdir (optionally on Dask)",
                        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)

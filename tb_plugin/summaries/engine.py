@@ -10,8 +10,9 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.summary import encode, summarize, summarize_path

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -552,12 +553,12 @@ def steps(t: Any) -> pd.DataFrame:
     GPU adjustment), `host_start`, `host_end` (the CPU range), `device_ops` (GPU activities launched inside).
 
     Without ProfilerStep events: one step "0" over the whole trace window, every event but the profiler's own
-    `Trace`-category span (torch-tb-profiler's rule; HTA's temporal breakdown covers the same window). When GPU work is linked to launches inside
-    steps, each step runs from max(previous step end, its CPU start) to max(its CPU end, the end of the GPU
-    work it launched); trailing steps that launched nothing, or under 80% of the previous step's GPU
-    activities (work not fully captured), are dropped. Unlike torch-tb-profiler 0.4.3, GPU work launched
-    before the first step never moves its start (the first step starts with its CPU range, every step ends
-    no earlier than its CPU range); `early_gpu_rows` names that work so views can leave it out."""
+    `Trace`-category span (torch-tb-profiler's rule; HTA's temporal breakdown covers the same window). When GPU work
+    is linked to launches inside steps, each step runs from max(previous step end, its CPU start) to max(its CPU
+    end, the end of the GPU work it launched); trailing steps that launched nothing, or under 80% of the previous
+    step's GPU activities (work not fully captured), are dropped. Unlike torch-tb-profiler 0.4.3, GPU work launched
+    before the first step never moves its start (the first step starts with its CPU range, every step ends no
+    earlier than its CPU range); `early_gpu_rows` names that work so views can leave it out."""
     return derived(t, "steps", lambda: _steps(t))
 
 

@@ -38,8 +38,7 @@ _SUM_KEYS = ("host_us", "device_us", "calls")
 
 
 def _is_backward(name: str) -> bool:
-    return ("Backward" in name or name.startswith("autograd::engine::evaluate_function")
-            or name.startswith("torch::autograd::"))
+    return ("Backward" in name or name.startswith(("autograd::engine::evaluate_function", "torch::autograd::")))
 
 
 def _phase_of_top(name: str, cat: str) -> str:
@@ -241,8 +240,8 @@ def _sum_of(rec: Any) -> dict:
 def _phase_rows(pa: pd.DataFrame, pb: pd.DataFrame, ops_a: Any, ops_b: Any, limit: int = PHASE_OPS_LIMIT) -> list:
     """Phases of both sides aligned by name in order; ops_x(phase) gives that side's op table."""
     la, lb = pa["phase"].tolist(), pb["phase"].tolist()
-    ra = {p: r for p, r in zip(la, pa.to_dict("records"))}
-    rb = {p: r for p, r in zip(lb, pb.to_dict("records"))}
+    ra = dict(zip(la, pa.to_dict("records")))
+    rb = dict(zip(lb, pb.to_dict("records")))
     pairs: list[tuple] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=la, b=lb, autojunk=False).get_opcodes():
         if tag == "equal":

@@ -356,7 +356,8 @@ class _Collectives:
             d_.append(np.asarray(c["dur"], np.int64))
             b_.append(np.asarray(c["bytes"], np.int64))
             x_.append(np.asarray(c.get("wait") or np.zeros(len(codes)), np.int64))
-        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))
+        def cat(xs):
+            return (np.concatenate(xs) if xs else np.zeros(0, np.int64))
         self.names = [n for n, _ in names]
         self.pgs = [g for _, g in names]
         self.group_sizes = [gsize[key] for key in names]

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import BadRequest
 from . import common
 from .common import category_mask, ns_to_us
-from ..errors import BadRequest
 
 GROUP_BY = ("name", "name_op", "name_op_config")
 CONFIG = ("grid", "block", "registers_per_thread", "shared_memory")
@@ -164,7 +164,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
                    achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
                    tensor_cores=tc[name])
 
-        def value(field: str, src: str) -> Any:
+        def value(field: str, src: str, gi: int = gi, i: int = i) -> Any:
             if field in shared and not shared[field][gi]:
                 return None
             v = int(k[src][i])

@@ -47,7 +47,7 @@ def _device_names(dtype: np.ndarray, did: np.ndarray) -> tuple[np.ndarray, list[
             labels[(t_, i_)] = ((1, i_), f"GPU{max(i_, 0)}")
         else:
             labels[(t_, i_)] = ((2, t_ * 1000 + i_), f"device{t_}:{i_}")
-    names = sorted({v for v in labels.values()})
+    names = sorted(set(labels.values()))
     order = []
     for _, nm in names:
         if nm not in order:

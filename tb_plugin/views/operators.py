@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import BadRequest
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
-
-from ..errors import BadRequest
 
 GROUP_BY = ("name", "name_shape")
 # ops left out of the table, as torch-tb-profiler does: wrappers whose time is their children's
@@ -19,8 +18,7 @@ _EXCLUDED = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"
 
 
 def _is_table_op(name: str) -> bool:
-    return not (name.startswith(common.STEP_PREFIX) or name.startswith("Optimizer.") or name in _EXCLUDED
-                or common.is_dataloader(name))
+    return not (name.startswith((common.STEP_PREFIX, "Optimizer.")) or name in _EXCLUDED or common.is_dataloader(name))
 
 
 def _display_shape(dims: str) -> str:

@@ -336,10 +336,7 @@ def overview(t: Any) -> dict:
     st, costs = breakdown(t)
     lengths = (st["end"] - st["start"]).to_numpy(np.float64)
     rows = [_row(str(s), costs[i], lengths[i]) for i, s in enumerate(st["step"])]
-    if len(rows):
-        avg = _row("average", costs.mean(axis=0), float(lengths.mean()))
-    else:
-        avg = {k: 0.0 for k in KEYS}
+    avg = _row("average", costs.mean(axis=0), float(lengths.mean())) if len(rows) else dict.fromkeys(KEYS, 0.0)
     avg.pop("step", None)
     gpu = gpu_summary(t)
     has_steps = has_profiler_steps(t)

@@ -66,9 +66,10 @@ event, i.e. the same origin as every other view)
     }
 
 Rules: the window is inclusive at both ends. A row is sent as "events" (ascending ts_us) when
-it has at most ``width_px`` events in the window, else as "buckets". Tracks are ordered CPU first (by process/thread sort index from the M events, else
-pid/tid), then GPU (by device, stream). Within a track, events of one depth never overlap, so a
-renderer can draw each row left to right. Track ``index`` values are stable for one trace.
+it has at most ``width_px`` events in the window, else as "buckets". Tracks are ordered CPU
+first (by process/thread sort index from the M events, else pid/tid), then GPU (by device,
+stream). Within a track, events of one depth never overlap, so a renderer can draw each row
+left to right. Track ``index`` values are stable for one trace.
 
 ``search(t, query, limit=100)`` (case-insensitive name substring) returns::
 
@@ -473,7 +474,7 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
             L = np.searchsorted(tl.gkey, rr * tl.span + edges[None, :], side="left")
             L = np.minimum(np.maximum(L, rlo), rhi)
             prev = np.clip(L - 1, 0, len(tl.gkey) - 1)          # last event starting before the edge
-            has_prev = L > rlo
+            has_prev = rlo < L
             running = has_prev & (tl.end[prev] > edges[None, :])  # still open at the edge
             busy_before = np.where(has_prev, tl.cum[prev] + np.clip(edges[None, :] - tl.start[prev], 0.0,
                                                                     tl.dur[prev]), 0.0)

@@ -91,7 +91,7 @@ class TensorBoard:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api = f"{self.url}/data/plugin/gpuscope"
-        self.log = open(logdir.parent / f"tensorboard_{self.port}.log", "w+")
+        self.log = open(logdir.parent / f"tensorboard_{self.port}.log", "w+")  # noqa: SIM115 - open for the server process's lifetime
         cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
                "--port", str(self.port), "--load_fast=false"]
         if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the stand-in

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import (HTML_RUN, Guard, TensorBoard, browser_available, get_json,
-                       open_view, screenshot)
+from .conftest import HTML_RUN, Guard, TensorBoard, browser_available, get_json, open_view, screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -231,7 +230,7 @@ def test_heatmap_draws_a_window_of_steps_when_there_are_too_many_cells(page_fact
     parts = {"computation_us": 10.0, "overlap_us": 1.0, "communication_us": 2.0, "other_us": 0.5,
              "transfer_us": 1.5, "wait_us": 1.5}
     workers = [f"w{i:03d}" for i in range(64)]
-    body = {"workers": {w: parts for w in workers},
+    body = {"workers": dict.fromkeys(workers, parts),
             "steps": {str(s): {w: {**parts, "wait_us": float(s % 7 + i % 5)} for i, w in enumerate(workers)}
                       for s in range(1, 301)},
             "comm_ops": {w: [] for w in workers}, "devices": {}, "stragglers": [], "notes": []}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import pytest
 
-from .conftest import open_view, TRACES
+from .conftest import TRACES, open_view
 
 
 def need_shared() -> None:
@@ -28,7 +29,7 @@ def test_operator_table_csv_and_copy_follow_filter_and_sort(guarded_page, tensor
         page.click("#view-operators .export-csv")
     download = dl.value
     assert download.suggested_filename.endswith(".csv") and "operators" in download.suggested_filename
-    rows = list(csv.DictReader(io.StringIO(open(download.path(), encoding="utf-8").read())))
+    rows = list(csv.DictReader(io.StringIO(Path(download.path()).read_text(encoding="utf-8"))))
     assert len(rows) == int(info.split()[0].replace(",", "")) and rows, (len(rows), info)
     assert all("conv" in r["name"].lower() for r in rows)
     assert [r["name"] for r in rows[:len(shown)]] == shown
@@ -56,6 +57,6 @@ def test_tables_offer_export(guarded_page, tensorboard, view, run, selector):
     page.wait_for_selector(f"{selector} .export-csv")
     with page.expect_download() as dl:
         page.locator(f"{selector} .export-csv").first.click()
-    text = open(dl.value.path(), encoding="utf-8").read()
+    text = Path(dl.value.path()).read_text(encoding="utf-8")
     rows = list(csv.reader(io.StringIO(text)))
     assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows), text[:500]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from .conftest import SPLIT_SMEM_RUN, open_view, screenshot, TRACES
+from .conftest import SPLIT_SMEM_RUN, TRACES, open_view, screenshot
 
 
 def need_shared() -> None:

@@ -2,8 +2,8 @@
 iframe (its CSP), and no request leaves the server (the guarded_page fixture checks that)."""
 from __future__ import annotations
 
-from .conftest import open_view, HTML_RUN, HTML_WORKER, BROKEN_RUN
 from .browser_traces import HOSTILE
+from .conftest import BROKEN_RUN, HTML_RUN, HTML_WORKER, open_view
 
 
 def test_html_in_names_renders_literally(guarded_page, tensorboard):

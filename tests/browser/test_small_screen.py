@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import open_view, TRACES, Guard
+from .conftest import TRACES, Guard, open_view
 
 VIEWS = [("overview", "resnet50", ""), ("operators", "cnn_single", ""), ("kernels", "resnet50", ""),
          ("kernels", "resnet50", "group_by=name_op_config"), ("memory", "cnn_single", ""), ("modules", "cnn_single", ""),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import open_view, TRACES
+from .conftest import TRACES, open_view
 
 
 @pytest.fixture
@@ -48,7 +48,9 @@ def test_wheel_and_keys_zoom_and_pan(timeline):
     assert a3 > a2 and abs((b3 - a3) - (b2 - a2)) < 1e-6 * (b2 - a2) + 1e-9
     # drag right moves the window left
     page.mouse.move(box["x"] + 500, box["y"] + 200)
-    page.mouse.down(); page.mouse.move(box["x"] + 700, box["y"] + 200, steps=4); page.mouse.up()
+    page.mouse.down()
+    page.mouse.move(box["x"] + 700, box["y"] + 200, steps=4)
+    page.mouse.up()
     a4, _ = view(page)
     assert a4 < a3
     # a finer tile was fetched for the zoomed window

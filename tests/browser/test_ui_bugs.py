@@ -1,11 +1,9 @@
 """Issue 14's visible bugs, each reproduced in headless Chromium against a real TensorBoard."""
 from __future__ import annotations
 
-from urllib.parse import quote
-
 import pytest
 
-from .conftest import LINKED_RUN, HTML_RUN, MANY_STEPS_RUN, open_view, TRACES
+from .conftest import HTML_RUN, LINKED_RUN, MANY_STEPS_RUN, TRACES, open_view
 
 
 def need_shared() -> None:

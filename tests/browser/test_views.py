@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import open_view, screenshot, SHARED_RUNS, TRACES
+from .conftest import SHARED_RUNS, TRACES, open_view, screenshot
 
 # view -> (run, extra hash state, selector that proves data was drawn, minimal count)
 CASES = {

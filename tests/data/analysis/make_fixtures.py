@@ -13,8 +13,7 @@ import tempfile
 import threading
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-from torch.profiler import _ExperimentalConfig
+from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile, record_function, schedule
 
 HERE = os.environ.get("FIXTURE_OUT") or os.path.dirname(os.path.abspath(__file__))
 TABLES = [

@@ -130,7 +130,7 @@ def torch18_input_dims() -> None:
     ev = [X("Operator", "ProfilerStep#1", 0, 5000)]
     shapes = [[[2, 3], [3, 4]], [[8, 16], [16, 32]], [[64, 64], [64, 64]]]
     t = 10
-    for rep in range(4):
+    for _rep in range(4):
         for dims in shapes:
             ev.append(X("Operator", "aten::mm", t, 20, **{"Input dims": dims, "Input type": ["float", "float"],
                                                        "External id": len(ev)}))
