@@ -54,9 +54,18 @@ def trace_nbytes(t: TraceData) -> int:
                    for df in (t.events, t.memory, t.flows, t.names)))
 
 
+def check_is_trace(path: str, t: TraceData) -> TraceData:
+    """`t` if the file held a trace: some event, or a Kineto document's metadata. A JSON array of
+    anything else (`[]`, `["a token"]`) parses without error yet is no trace: it is never served."""
+    if len(t.events) or len(t.memory) or len(t.flows) or len(t.names) or t.metadata:
+        return t
+    skipped = "; ".join(t.warnings)
+    raise TraceReadError(f"{path}: no trace events (not a trace{': ' + skipped if skipped else ''})")
+
+
 def _prepare_in_process(path: str) -> TraceData | None:
     """Worker-process job: parse and store in the disk cache; return the data only if that failed."""
-    t = read_trace(path, processes=0)
+    t = check_is_trace(path, read_trace(path, processes=0))
     return None if cache.store(path, t) is not None else t
 
 
@@ -143,10 +152,10 @@ class Loader:
     def _load_here(self, f: TraceFile) -> TraceData:
         t = cache.load(f.path) if self.use_cache else None
         if t is None:  # a big file is split across parser processes (cores - 1)
-            t = read_trace(f.path, processes=default_parse_processes())
+            t = check_is_trace(f.path, read_trace(f.path, processes=default_parse_processes()))
             if self.use_cache:
                 self._store_later(f.path, t)
-        return t
+        return check_is_trace(f.path, t)
 
     def _store_later(self, path: str, t: TraceData) -> None:
         """Write `t` to the disk cache on a thread of its own: the trace is served meanwhile (the

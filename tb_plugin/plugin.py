@@ -83,11 +83,24 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
+def _text(s: str) -> str:
+    """`s` encodable as UTF-8: lone surrogates (undecodable bytes of a file name) as `\\xNN`."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") \
+            if all(not 0xD800 <= ord(c) < 0xDC80 for c in s) else s.encode("utf-8", "backslashreplace").decode()
+
+
 def _clean(o: Any) -> Any:
+    if isinstance(o, str):
+        return _text(o)
     if isinstance(o, float):
         return o if math.isfinite(o) else None
     if isinstance(o, dict):
-        return {str(_default(k)) if not isinstance(k, str) else k: _clean(v) for k, v in o.items()}
+        return {_text(str(_default(k)) if not isinstance(k, str) else k): _clean(v)
+                for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_clean(v) for v in o]
     if type(o).__module__ == "numpy" or hasattr(o, "tolist"):
@@ -99,7 +112,7 @@ def to_json(obj: Any) -> bytes:
     """Encode a view's result (NaN/inf become null; numpy values become plain numbers)."""
     try:
         return _encoder.encode(obj)
-    except (TypeError, msgspec.EncodeError, OverflowError):
+    except (TypeError, msgspec.EncodeError, OverflowError, UnicodeEncodeError):
         return json.dumps(_clean(obj), allow_nan=False, default=_default).encode()
 
 

@@ -73,6 +73,17 @@ class Run:
         return [f for fs in self.workers.values() for f in fs]
 
 
+def display_name(name: str) -> str:
+    """`name` as valid text: bytes that are not UTF-8 (kept by the OS as surrogates) are written
+    as `\\xNN` escapes, so a folder or file with such a name is listed instead of breaking the
+    JSON answers; the scan maps the escaped name back to the file."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def parse_name(name: str) -> tuple[str, int | None] | None:
     """(worker, timestamp in ns or None) for a trace file name, or None if it is not one."""
     if name.startswith(".") or name.endswith("~") or _TEMP_PARTS & set(name.lower().split(".")):
@@ -159,8 +170,9 @@ class Scanner:
                     self._sniffed[key] = looks_like_trace(path)
                 if not self._sniffed[key]:
                     continue
-            run_name = storage.relpath(root, self.logdir)
-            rel = storage.relpath(path, self.logdir)
+            run_name = display_name(storage.relpath(root, self.logdir))
+            rel = display_name(storage.relpath(path, self.logdir))
+            worker = display_name(worker)
             f = TraceFile(path=path, relpath=rel, run=run_name, worker=worker,
                           stamp_ns=stamp if stamp is not None else st.mtime_ns,
                           size=st.size, mtime_ns=st.mtime_ns, version=st.version,

@@ -18,7 +18,7 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
-from profiler_core.trace.model import TraceData, constant_column
+from profiler_core.trace.model import TraceData, clean_device_properties, constant_column
 
 MAGIC = b"GPUSCOPE-TRACE-CACHE-2\n"
 _ALIGN = 64
@@ -238,6 +238,8 @@ def load(f: IO[bytes], size: int, key: list) -> TraceData:
                 raise CacheFormatError(f"field {fld.name!r} is not a {fld.type}")
         elif fld.default is dataclasses.MISSING and fld.default_factory is dataclasses.MISSING:
             raise CacheFormatError(f"missing field {fld.name!r}")
+    if "device_properties" in kwargs:  # entries written before the reader checked their types
+        kwargs["device_properties"] = clean_device_properties(kwargs["device_properties"])[0]
     try:
         return TraceData(**kwargs)
     except TypeError as e:

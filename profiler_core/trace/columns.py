@@ -22,6 +22,7 @@ from profiler_core.trace.model import (
     EVENT_FLOAT,
     EVENT_INT32,
     TraceData,
+    clean_device_properties,
     constant_column,
 )
 
@@ -805,10 +806,12 @@ class _Builder:
                      for c, n in sorted(self.bad.items())]
         if self.labels.beyond:
             warnings.append(f"{self.labels.beyond} pid/tid values beyond 64 bits kept as text labels")
-        props = meta.get("deviceProperties")
+        props, dropped = clean_device_properties(meta.get("deviceProperties"))
+        if dropped:
+            warnings.append(f"{dropped} deviceProperties values of the wrong type ignored")
         return TraceData(
             path=path, metadata=meta,
-            device_properties=props if isinstance(props, list) else [],
+            device_properties=props,
             base_ns=int(base_ns), events=events, memory=memory, flows=flows_df, names=names,
             warnings=warnings, labels=dict(self.labels.by_code),
         )

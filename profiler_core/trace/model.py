@@ -59,6 +59,35 @@ class TraceChangedError(RuntimeError):
     """The trace file changed on disk since it was parsed, so `event_args` cannot trust `idx`."""
 
 
+#: deviceProperties keys whose value is text; every other key must be a number
+_TEXT_PROPERTIES = frozenset({"name", "uuid", "pciBusId", "arch", "gcnArchName"})
+
+
+def clean_device_properties(props: Any) -> tuple[list, int]:
+    """The trace's `deviceProperties` with values of the wrong type left out (a number given as
+    text, a name given as a number, an entry that is not an object), and how many were left out."""
+    if not isinstance(props, list):
+        return [], 0 if props is None else 1
+    out, dropped = [], 0
+    for p in props:
+        if not isinstance(p, dict):
+            dropped += 1
+            continue
+        kept = {}
+        for k, v in p.items():
+            if k in _TEXT_PROPERTIES:
+                ok = isinstance(v, str)
+            else:
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v \
+                    and v not in (float("inf"), float("-inf"))
+            if ok or v is None:
+                kept[k] = v
+            else:
+                dropped += 1
+        out.append(kept)
+    return out, dropped
+
+
 @dataclass
 class TraceData:
     """One parsed Kineto trace in columns; times are int64 ns relative to `base_ns`."""

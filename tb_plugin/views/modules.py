@@ -116,6 +116,11 @@ def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     return source, df
 
 
+#: deepest level of the tree answered: each level is two levels of JSON nesting, which every JSON
+#: encoder and the page walk recursively
+MAX_DEPTH = 100
+
+
 def _r(ns: float) -> float:
     return round(float(ns) / 1e3, 3)
 
@@ -133,6 +138,8 @@ def modules(t: Any) -> dict:
     order = sorted(agg.index, key=lambda p: (len(p), agg.at[p, "first"], p))
     roots: list[tuple] = []
     kids: dict[tuple, list] = {}
+    hidden = sum(1 for p in order if len(p) > MAX_DEPTH)
+    order = [p for p in order if len(p) <= MAX_DEPTH]
     for p in order:
         r = agg.loc[[p]].iloc[0]
         occ = int(r["occ"])
@@ -145,4 +152,7 @@ def modules(t: Any) -> dict:
         children.sort(key=lambda c: (agg.at[c, "first"], c))
         nodes[parent_path]["children"] = [nodes[c] for c in children]
     roots.sort(key=lambda c: (agg.at[c, "first"], c))
-    return {"source": source, "tree": [nodes[p] for p in roots]}
+    out = {"source": source, "tree": [nodes[p] for p in roots]}
+    if hidden:
+        out["note"] = f"{hidden} modules nested deeper than {MAX_DEPTH} levels are not shown"
+    return out
