@@ -97,8 +97,12 @@ def test_summary_content_and_size(tmp_path):
 
 def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     src = S.fs.Stat(100, 5)
+    steps = {k: [] for k in ("step", "start", "end", "comp", "comm", "overlap")}
+    coll = {k: [] for k in ("names", "pg", "group_size", "name", "step", "dur", "bytes", "wait")}
     s = {"kind": S.KIND, "version": S.VERSION, "source": {"size": 100, "mtime_ns": 5, "etag": ""},
-         "distributed": {"steps": {}, "collectives": {}}}
+         "events": 0, "overview": {"steps": [], "average": {}, "gpu": None}, "memory_peak": {},
+         "top_operators": [], "top_kernels": [], "devices": {},
+         "distributed": {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}}}
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)
     assert store.read(where, src) == s

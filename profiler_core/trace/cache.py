@@ -18,7 +18,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from profiler_core import storage
+from profiler_core import safe_open, storage
 from profiler_core.trace import cache_format
 from profiler_core.trace.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
@@ -112,17 +112,11 @@ def usable_dir(create: bool = False) -> Path | None:
 
 
 def _open_entry(entry: Path):
-    """Open a cache file for reading only if it is a regular file of ours (never a link)."""
-    fd = os.open(entry, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        st = os.fstat(fd)
-        uid = _uid()
-        if not stat.S_ISREG(st.st_mode) or (uid is not None and st.st_uid != uid):
-            raise cache_format.CacheFormatError("not a regular file of this user")
-        return os.fdopen(fd, "rb", buffering=0), st.st_size
-    except BaseException:
-        os.close(fd)
-        raise
+    """Open a cache file for reading only if it is a regular file of ours (never a link, and
+    never waiting on a FIFO or device planted at its name)."""
+    uid = _uid()
+    f, st = safe_open.open_regular(entry, follow=False, owners=None if uid is None else (uid,))
+    return f, st.st_size
 
 
 def load(path: str | os.PathLike) -> TraceData | None:

@@ -59,11 +59,30 @@ class Summaries:
                 self._memory.move_to_end(f.key)
                 return s
         src = source_of(f)
-        s = store.read(store.out_path(store.default_out(self.logdir), f.relpath), src) \
-            or store.read(store.cache_path(f.path, src), src)
+        s = self._stored(f, src)
         if s is not None:
             self._remember(f.key, s)
         return s
+
+    def _stored(self, f: Any, src: fs.Stat) -> dict | None:
+        """The summary of `f` from the logdir's hidden folder (only where it and its folders belong
+        to this user or to the trace's owner), else from the cache (only where it is ours)."""
+        hidden = store.out_path(store.default_out(self.logdir), f.relpath)
+        if fs.is_url(hidden):
+            s = store.read(hidden, src)
+        else:
+            owners = {os.getuid()} if hasattr(os, "getuid") else None
+            if owners is not None:
+                try:
+                    owners.add(os.stat(f.path).st_uid)
+                except OSError:
+                    pass
+            s = store.read(hidden, src, trusted_top=fs.join(self.logdir, store.HIDDEN_DIR), owners=owners)
+        if s is not None:
+            return s
+        from profiler_core.trace.cache import cache_dir
+
+        return store.read(store.cache_path(f.path, src), src, trusted_top=str(cache_dir()))
 
     def _remember(self, key: tuple, s: dict) -> None:
         with self._lock:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
-from profiler_core import storage
+from profiler_core import safe_open, storage
 
 
 class Stat(NamedTuple):
@@ -32,10 +32,21 @@ def stat(path: str) -> Stat:
     return Stat(int(info.size), int(info.mtime_ns), str(info.version or ""))
 
 
-def read_bytes(path: str) -> bytes:
-    """The whole content of `path`."""
+def read_bytes(path: str, max_bytes: int | None = None, owners: Iterable[int] | None = None) -> bytes:
+    """The whole content of `path`; with `max_bytes`, ValueError beyond it. A local path is read
+    only if it is a regular file (owned by one of `owners` when given), never waiting on a FIFO
+    (`safe_open.UnsafeFile` otherwise)."""
+    if not is_url(path):
+        if max_bytes is None:
+            f, _ = safe_open.open_regular(path, owners=owners)
+            with f:
+                return f.read()
+        return safe_open.read_regular(path, max_bytes, owners=owners)
     with storage.open_read(path) as f:
-        return f.read()
+        data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"more than {max_bytes} bytes")
+    return data
 
 
 def write_bytes(path: str, data: bytes) -> None:

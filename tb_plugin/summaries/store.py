@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from typing import Iterable
 
+from profiler_core import safe_open
 from tb_plugin.summaries import fs
-from tb_plugin.summaries.summary import VERSION, SummaryError, decode, encode
+from tb_plugin.summaries.summary import MAX_FILE_BYTES, VERSION, SummaryError, decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +43,26 @@ def cache_path(path: str, source: fs.Stat) -> str:
     return os.path.join(str(cache_dir()), "summaries", hashlib.sha256(key.encode()).hexdigest()[:32] + SUFFIX)
 
 
-def read(where: str, source: fs.Stat | None) -> dict | None:
-    """The summary stored at `where` if it is valid for `source`, else None (never raises)."""
+def read(where: str, source: fs.Stat | None, trusted_top: str | None = None,
+         owners: Iterable[int] | None = None) -> dict | None:
+    """The summary stored at `where` if it is valid for `source`, else None (never raises).
+
+    A local summary is read only from a regular file of at most `summary.MAX_FILE_BYTES`; with
+    `trusted_top`, only when every directory from it down to the file, and the file, belong to
+    one of `owners` (default: this user) and no one else may write into them."""
+    if trusted_top is not None and not fs.is_url(where):
+        why = safe_open.trusted_dirs(trusted_top, os.path.dirname(os.path.abspath(where)), owners)
+        if why is not None:
+            _note_refused(where, why)
+            return None
+        if owners is None and hasattr(os, "getuid"):
+            owners = (os.getuid(),)
     try:
-        data = fs.read_bytes(where)
-    except (OSError, ValueError):
+        data = fs.read_bytes(where, MAX_FILE_BYTES, owners=owners)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        _note_refused(where, str(e))
         return None
     except Exception as e:  # noqa: BLE001 - a store error means: no summary there
         log.debug("gpuscope: cannot read summary %s: %s", where, e)
@@ -55,6 +72,10 @@ def read(where: str, source: fs.Stat | None) -> dict | None:
     except SummaryError as e:
         log.info("gpuscope: ignoring summary %s: %s", where, e)
         return None
+
+
+def _note_refused(where: str, why: str) -> None:
+    log.warning("gpuscope: not reading summary %s: %s", fs.redact(where), fs.redact(why))
 
 
 def write(where: str, summary: dict) -> bool:

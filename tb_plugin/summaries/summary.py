@@ -15,7 +15,10 @@ Never pickle: summaries may be computed on another machine and are read by the p
 from __future__ import annotations
 
 import gzip
-from typing import Any
+import math
+import os
+import zlib
+from typing import Any, Callable
 
 import msgspec
 import numpy as np
@@ -86,12 +89,38 @@ def encode(summary: dict) -> bytes:
     return gzip.compress(msgspec.json.encode(summary, enc_hook=_plain), compresslevel=6, mtime=0)
 
 
-def decode(data: bytes, source: fs.Stat | None = None) -> dict:
-    """A summary from its file's bytes; SummaryError when damaged, of another version, or (with
-    `source`) computed from another content of the trace file."""
+#: a summary file bigger than this (on disk, then as JSON) is refused unread: real ones hold a few
+#: hundred KB, and every JSON number becomes a Python object of about 30 bytes when decoded
+MAX_FILE_BYTES = int(os.environ.get("GPUSCOPE_MAX_SUMMARY_BYTES", str(16 << 20)))
+
+
+def _json_bytes(data: bytes) -> bytes:
+    """The JSON text of a summary file (gunzipped, never beyond MAX_FILE_BYTES)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise SummaryError(f"{len(data)} bytes, more than the {MAX_FILE_BYTES} a summary may hold")
+    if data[:2] != b"\x1f\x8b":
+        return data
+    d = zlib.decompressobj(31)
     try:
-        obj = msgspec.json.decode(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
-    except (OSError, EOFError, msgspec.DecodeError, ValueError) as e:
+        out = d.decompress(data, MAX_FILE_BYTES + 1)
+    except zlib.error as e:
+        raise SummaryError(f"damaged summary ({e})") from None
+    if len(out) > MAX_FILE_BYTES:
+        raise SummaryError(f"more than {MAX_FILE_BYTES} bytes once gunzipped")
+    if not d.eof:
+        raise SummaryError("damaged summary (truncated gzip)")
+    return out
+
+
+def decode(data: bytes, source: fs.Stat | None = None) -> dict:
+    """A summary from its file's bytes; SummaryError when damaged, too big, of another version,
+    not of the expected shape (`validate`), or (with `source`) computed from another content of
+    the trace file."""
+    try:
+        obj = msgspec.json.decode(_json_bytes(data))
+    except (msgspec.DecodeError, ValueError, RecursionError) as e:
+        if isinstance(e, SummaryError):
+            raise
         raise SummaryError(f"damaged summary ({e})") from None
     if not isinstance(obj, dict) or obj.get("kind") != KIND:
         raise SummaryError("not a gpuscope summary")
@@ -99,10 +128,82 @@ def decode(data: bytes, source: fs.Stat | None = None) -> dict:
         raise SummaryError(f"summary version {obj.get('version')!r}, this gpuscope reads {VERSION}")
     if source is not None and not matches(obj, source):
         raise SummaryError("summary of another version of the trace file")
-    d = obj.get("distributed")
-    if not isinstance(d, dict) or not isinstance(d.get("steps"), dict) or not isinstance(d.get("collectives"), dict):
-        raise SummaryError("summary without its distributed part")
+    validate(obj)
     return obj
+
+
+_INT64 = 1 << 63
+
+
+def _is_num(x: Any) -> bool:
+    return (isinstance(x, int) and not isinstance(x, bool) and -_INT64 <= x < _INT64) or \
+        (isinstance(x, float) and math.isfinite(x))
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and -_INT64 <= x < _INT64
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise SummaryError(f"malformed summary: {what}")
+
+
+def _lists(d: dict, keys: tuple, item: Callable[[Any], bool], what: str) -> int:
+    """The common length of the lists d[k] for k in keys, each of items `item` accepts."""
+    n = None
+    for k in keys:
+        v = d.get(k)
+        _check(isinstance(v, list) and all(item(x) for x in v), f"{what}.{k} is not a list of the expected type")
+        _check(n is None or len(v) == n, f"{what}.{k} has {len(v)} entries, not {n}")
+        n = len(v)
+    return n or 0
+
+
+def _is_str(x: Any) -> bool:
+    return isinstance(x, str)
+
+
+def _is_scalar(x: Any) -> bool:
+    return x is None or isinstance(x, (str, bool)) or _is_num(x)
+
+
+def validate(obj: dict) -> None:
+    """SummaryError unless every field the run-level views read has its type and the lists that
+    go together have one length (a planted or damaged file is recomputed, never served)."""
+    d = obj.get("distributed")
+    _check(isinstance(d, dict), "no distributed part")
+    _check(d.get("origin") is None or _is_num(d.get("origin")), "distributed.origin is not a number")
+    steps = d.get("steps")
+    _check(isinstance(steps, dict), "distributed.steps is not an object")
+    n = _lists(steps, ("step",), _is_str, "distributed.steps")
+    _check(_lists(steps, ("start", "end", "comp", "comm", "overlap"), _is_num, "distributed.steps") == n,
+           "distributed.steps lists differ in length")
+    coll = d.get("collectives")
+    _check(isinstance(coll, dict), "distributed.collectives is not an object")
+    names = _lists(coll, ("names", "pg"), _is_str, "distributed.collectives")
+    _lists(coll, ("group_size",), _is_int, "distributed.collectives")
+    _check(len(coll["group_size"]) == names, "distributed.collectives.group_size does not match names")
+    _lists(coll, ("name", "step", "dur", "bytes", "wait"), _is_int, "distributed.collectives")
+    _check(all(0 <= x < names for x in coll["name"]), "distributed.collectives.name out of range")
+    info = d.get("info")
+    _check(isinstance(info, dict) and all(_is_scalar(v) for v in info.values()),
+           "distributed.info is not an object of plain values")
+    gpus = d.get("gpus")
+    _check(isinstance(gpus, dict) and all(isinstance(v, dict) and all(_is_scalar(x) for x in v.values())
+                                          for v in gpus.values()), "distributed.gpus is not an object of objects")
+    _check(_is_int(obj.get("events")) and obj["events"] >= 0, "events is not a count")
+    peak = obj.get("memory_peak")
+    _check(isinstance(peak, dict) and all(isinstance(v, dict) and all(_is_int(x) for x in v.values())
+                                          for v in peak.values()), "memory_peak is not an object of byte counts")
+    ov = obj.get("overview")
+    _check(isinstance(ov, dict) and isinstance(ov.get("average"), dict)
+           and all(_is_scalar(v) for v in ov["average"].values()), "overview.average is not an object of numbers")
+    _check(isinstance(ov.get("steps"), list) and (ov.get("gpu") is None or isinstance(ov.get("gpu"), dict)),
+           "overview is not of the expected shape")
+    for k in ("top_operators", "top_kernels"):
+        _check(isinstance(obj.get(k), list) and all(isinstance(r, dict) for r in obj[k]), f"{k} is not a list of rows")
+    _check(isinstance(obj.get("devices"), dict), "devices is not an object")
 
 
 def matches(summary: dict, source: fs.Stat) -> bool:

@@ -366,8 +366,11 @@ class _Collectives:
         G = max(len(self.names), 1)
         self.k = _cumcount(self.worker * G + self.name)   # per worker, in time order
         kmax = int(self.k.max()) + 1 if len(self.k) else 1
-        self.group = self.name * kmax + self.k
-        ngroups = G * kmax
+        # one group per (name, k) that occurs: never G * kmax (a planted summary's 50k names and
+        # 50k calls of one of them would ask for 2.5e9)
+        uniq, inverse = np.unique(self.name * kmax + self.k, return_inverse=True)
+        self.group = inverse.reshape(-1).astype(np.int64)
+        ngroups = len(uniq)
         n_in = np.bincount(self.group, minlength=ngroups)
         shortest = np.full(ngroups, np.iinfo(np.int64).max)
         np.minimum.at(shortest, self.group, self.dur)

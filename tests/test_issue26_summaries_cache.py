@@ -1,0 +1,154 @@
+"""Issue 26, items 18 and 23: planted or corrupt summary files and FIFOs at cache entry paths."""
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from profiler_core.trace import cache
+from profiler_core.trace.reader import read_trace
+from tb_plugin.summaries import cli, store
+from tb_plugin.summaries import summary as S
+
+from .test_summaries import P, _job, _plugin
+
+
+def _answer(fn, timeout: float = 60):
+    """fn() in a thread: something that blocks fails the test instead of hanging it."""
+    out: list = []
+    th = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    th.start()
+    th.join(timeout)
+    assert out, f"no answer in {timeout} s"
+    return out[0]
+
+
+def test_a_fifo_at_a_cache_entry_path_is_not_waited_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    trace = tmp_path / "w.pt.trace.json"
+    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [
+        {"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}))
+    assert cache.usable_dir(create=True) is not None
+    entry = cache.entry_path(str(trace))
+    os.mkfifo(entry)
+    assert _answer(lambda: cache.load(str(trace))) is None
+    assert not entry.exists()                 # removed, so that the next store writes a real one
+    t = read_trace(trace)
+    assert cache.store(str(trace), t) == entry and cache.load(str(trace)) is not None
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """A 3-rank job with stored summaries (made once), and the distributed view they give."""
+    root = tmp_path_factory.mktemp("job")
+    logdir = root / "logs"
+    _job(logdir, ranks=3, events=1500, steps=3)
+    res = cli.summarize_logdir(str(logdir))
+    assert res["done"] == 3 and not res["failed"]
+    return logdir
+
+
+def _summary_file(logdir: Path) -> Path:
+    return sorted((logdir / ".gpuscope" / "summaries" / "job").glob("*" + store.SUFFIX))[0]
+
+
+def _variants(s: dict) -> dict:
+    out = {}
+
+    def v(name, fn):
+        c = copy.deepcopy(s)
+        fn(c)
+        out[name] = c
+
+    v("steps not an object", lambda c: c["distributed"].update(steps=[1, 2]))
+    v("step names numbers", lambda c: c["distributed"]["steps"].update(step=[1, 2, 3]))
+    v("start strings", lambda c: c["distributed"]["steps"].update(start=["a"] * len(c["distributed"]["steps"]["start"])))
+    v("short end", lambda c: c["distributed"]["steps"]["end"].pop())
+    v("collective name out of range", lambda c: c["distributed"]["collectives"]["name"].__setitem__(0, 10**9))
+    v("dur text", lambda c: c["distributed"]["collectives"]["dur"].__setitem__(0, "x"))
+    v("collectives null", lambda c: c["distributed"].update(collectives=None))
+    v("info a list", lambda c: c["distributed"].update(info=[1]))
+    v("origin text", lambda c: c["distributed"].update(origin="now"))
+    v("average a list", lambda c: c["overview"].update(average=[]))
+    v("memory_peak text", lambda c: c.update(memory_peak="lots"))
+    v("events text", lambda c: c.update(events="many"))
+    v("gpus a list", lambda c: c["distributed"].update(gpus=[1]))
+    return out
+
+
+def test_every_malformed_summary_is_refused_by_decode(job):
+    good = S.decode(_summary_file(job).read_bytes())
+    for name, bad in _variants(good).items():
+        with pytest.raises(S.SummaryError, match="malformed"):
+            S.decode(S.encode(bad))
+        assert name
+
+
+def _view(logdir: Path, monkeypatch):
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(logdir.parent / f"cache-{os.urandom(4).hex()}"))
+    c, p = _plugin(logdir)
+    r = _answer(lambda: c.get(f"{P}/distributed?run=job&span=1"))
+    return r, p
+
+
+def test_planted_summaries_are_recomputed_never_served(job, monkeypatch):
+    expected, p = _view(job, monkeypatch)
+    assert expected.status_code == 200 and p.state().summaries.computed == 0
+    path = _summary_file(job)
+    original = path.read_bytes()
+    good = S.decode(original)
+    try:
+        for name, bad in _variants(good).items():
+            path.write_bytes(S.encode(bad))
+            r, p = _view(job, monkeypatch)
+            assert r.status_code == 200, (name, r.json)
+            assert r.json["workers"] == expected.json["workers"], name
+            assert p.state().summaries.computed == 1, name
+    finally:
+        path.write_bytes(original)
+
+
+def test_big_fifo_device_and_foreign_summaries_are_not_read(job, monkeypatch):
+    expected, _ = _view(job, monkeypatch)
+    path = _summary_file(job)
+    original = path.read_bytes()
+    folder = path.parent
+    monkeypatch.setattr(S, "MAX_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(store, "MAX_FILE_BYTES", 1 << 20)
+    bomb = gzip.compress(b" " * (8 << 20) + original[:0])
+    try:
+        for name, plant in [("gzip bomb", lambda: path.write_bytes(bomb)),
+                            ("too big", lambda: path.write_bytes(b" " * (2 << 20))),
+                            ("fifo", lambda: os.mkfifo(path)),
+                            ("zero device", lambda: path.symlink_to("/dev/zero"))]:
+            path.unlink()
+            plant()
+            r, p = _view(job, monkeypatch)
+            assert r.status_code == 200 and r.json["workers"] == expected.json["workers"], name
+            assert p.state().summaries.computed == 1, name
+        path.unlink()
+        path.write_bytes(original)
+        if os.getuid() == 0:  # another user's folder (root can make one): refused
+            os.chown(folder, 12345, 12345)
+            try:
+                r, p = _view(job, monkeypatch)
+                assert r.status_code == 200 and p.state().summaries.computed == 3
+            finally:
+                os.chown(folder, 0, 0)
+        os.chmod(folder, 0o777)  # a folder anyone may write into: refused too
+        try:
+            r, p = _view(job, monkeypatch)
+            assert r.status_code == 200 and p.state().summaries.computed == 3
+        finally:
+            os.chmod(folder, 0o755)
+        r, p = _view(job, monkeypatch)
+        assert p.state().summaries.computed == 0
+    finally:
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        path.write_bytes(original)
