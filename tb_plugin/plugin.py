@@ -37,6 +37,11 @@ RESCAN_S = 1.0
 #: seconds of the library's retries per listing
 ERROR_RESCAN_S = 10.0
 ACTIVE_TTL_S = 10.0
+#: least time between two rescans forced by requests naming a run the last scan did not find (a
+#: run that just appeared opens at once; a stream of unknown names cannot keep the scan lock)
+FORCED_RESCAN_S = 5.0
+#: scans never take more than about 1 / SCAN_SHARE of the time: slow listings are spaced out
+SCAN_SHARE = 3.0
 CONTENT_TYPES = {
     ".js": "application/javascript", ".mjs": "application/javascript", ".css": "text/css",
     ".html": "text/html", ".json": "application/json", ".map": "application/json",
@@ -243,15 +248,29 @@ class _State:
         # the views' imports (pandas) take a second or more: done while the page asks for its lists
         threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
         self.runs: dict = {}
-        self.scanned_at = 0.0
+        self.scanned_at = -math.inf
+        self.scan_s = 0.0           # how long the last scan took
+        self.began_at = -math.inf   # when the last scan began
+        self.forced_at = -math.inf  # when the last forced rescan began
         self.lock = threading.Lock()
 
     def refresh(self, force: bool = False) -> dict:
+        """The runs of the latest scan; rescans when it is older than the rescan interval (longer
+        for slow scans), or with `force` when no scan began since the call and the last forced
+        one is FORCED_RESCAN_S old."""
+        asked = time.monotonic()
         with self.lock:
-            interval = ERROR_RESCAN_S if self.scanner.error else RESCAN_S
-            if force or time.monotonic() - self.scanned_at >= interval:
+            now = time.monotonic()
+            interval = max(ERROR_RESCAN_S if self.scanner.error else RESCAN_S, SCAN_SHARE * self.scan_s)
+            due = now - self.scanned_at >= interval
+            if force and not due and self.began_at < asked and \
+                    now - self.forced_at >= max(FORCED_RESCAN_S, SCAN_SHARE * self.scan_s):
+                due, self.forced_at = True, now
+            if due:
+                self.began_at = time.monotonic()
                 self.runs = self.scanner.scan()
                 self.scanned_at = time.monotonic()
+                self.scan_s = self.scanned_at - self.began_at
                 self.big = {f.key for r in self.runs.values() if len(r.workers) > PREPARE_MAX_WORKERS
                             for f in r.files()}
                 self.loader.prepare([f for r in self.runs.values() for f in r.files()],
