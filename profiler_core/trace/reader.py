@@ -208,26 +208,62 @@ def _parse_bytes(data: bytes, path: str) -> TraceData:
     return builder.finish(path, meta, _base_ns(meta))
 
 
-def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceData:
-    """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`.
+#: reads of a file that changed while it was read, before giving up on it
+READ_ATTEMPTS = 3
 
-    Big files (>= stream.PARALLEL_MIN_BYTES on disk) are split across `processes` extra parser processes
-    (default: `default_parse_processes()`, cores - 1; 0: this process only), each started for the
-    read and gone after it; the environment variable GPUSCOPE_PARSE_PROCESSES overrides it.
-    """
-    path = os.fspath(path)
-    workers = stream._parse_processes(processes)
-    tune_for_parsing()
+
+def _fingerprint(path: str) -> tuple:
     try:
-        fingerprint = storage.fingerprint(path)
+        return storage.fingerprint(path)
     except FileNotFoundError:
         raise TraceReadError(f"{path}: file not found") from None
     except OSError as e:  # a remote file that cannot be stat'ed: storage says why
         if not storage.is_remote(path):
             raise
         raise TraceReadError(str(e)) from None
+
+
+def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceData:
+    """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`.
+
+    Big files (>= stream.PARALLEL_MIN_BYTES on disk) are split across `processes` extra parser processes
+    (default: `default_parse_processes()`, cores - 1; 0: this process only), each started for the
+    read and gone after it; the environment variable GPUSCOPE_PARSE_PROCESSES overrides it.
+    A file whose identity (`storage.fingerprint`) changes while it is read (rewritten in place) is
+    read again, up to READ_ATTEMPTS times, then refused: a torn parse is never returned.
+    """
+    path = os.fspath(path)
+    workers = stream._parse_processes(processes)
+    tune_for_parsing()
+    fingerprint = _fingerprint(path)
     if not storage.is_remote(path) and os.path.isdir(path):
         raise TraceReadError(f"{path}: is a directory")
+    for _ in range(READ_ATTEMPTS):
+        try:
+            t = _read_once(path, workers, fingerprint)
+        except TraceReadError:
+            after = _fingerprint(path)
+            if after == fingerprint:
+                raise  # the file's own fault, not a rewrite under way
+            fingerprint = after
+            continue
+        after = _fingerprint(path)
+        if after == fingerprint:
+            break
+        del t
+        fingerprint = after
+    else:
+        raise TraceReadError(f"{path}: the file changed while it was read ({READ_ATTEMPTS} times); "
+                             "it is read again once it stays the same")
+    refuse_fused(t, path)
+    t.source_stat = fingerprint
+    release_memory()
+    tune_memory_for_views()
+    return t
+
+
+def _read_once(path: str, workers: int, fingerprint: tuple) -> TraceData:
+    """One parse of the file at `path` (whose fingerprint was `fingerprint` before it began)."""
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, no cycles: collection passes are waste
     try:
@@ -254,8 +290,4 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     finally:
         if gc_was_enabled:
             gc.enable()
-    refuse_fused(t, path)
-    t.source_stat = fingerprint
-    release_memory()
-    tune_memory_for_views()
     return t
