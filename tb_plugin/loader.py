@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from profiler_core import child_env
 from profiler_core.storage import redact
 from profiler_core.trace import cache
 from profiler_core.trace.model import TraceData
@@ -97,8 +98,9 @@ class Loader:
         if self.processes:
             import multiprocessing
 
-            self._pool = ProcessPoolExecutor(self.processes,
-                                             mp_context=multiprocessing.get_context("spawn"))
+            with child_env.safe_path():  # its queues start multiprocessing's resource tracker
+                self._pool = ProcessPoolExecutor(self.processes,
+                                                 mp_context=multiprocessing.get_context("spawn"))
         else:
             self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="gpuscope-load")
         self._lock = threading.RLock()
@@ -143,7 +145,8 @@ class Loader:
         self._running += 1
         entry.started = time.monotonic()
         if self.processes:
-            fut = self._pool.submit(_prepare_in_process, f.path)
+            with child_env.safe_path():  # the pool starts its processes here, on demand
+                fut = self._pool.submit(_prepare_in_process, f.path)
         else:
             fut = self._pool.submit(self._load_here, f)
         entry.future = fut

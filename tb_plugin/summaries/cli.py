@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from profiler_core import child_env
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.engine import IO_THREADS, source_of, summarize_bytes
 
@@ -84,25 +85,27 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
         writes.append(writer.submit(write, f, data))
 
     if todo and (scheduler or local):
-        args = argparse.Namespace(scheduler=scheduler, local=local)
-        client, cluster = _client(args)
-        try:
-            from distributed import as_completed
+        # local workers (and their restarts) never import from the working directory
+        with child_env.safe_path():
+            args = argparse.Namespace(scheduler=scheduler, local=local)
+            client, cluster = _client(args)
+            try:
+                from distributed import as_completed
 
-            # pure=False: a fresh random key per task (never another client's result on a shared scheduler)
-            futs = {client.submit(summarize_bytes, f.path, pure=False): f for f in todo}
-            for n, fut in enumerate(as_completed(futs), 1):
-                f = futs[fut]
-                if n % max(1, len(futs) // 10) == 0 and n < len(futs):
-                    log(f"gpuscope summarize: {n} of {len(futs)} files")
-                try:
-                    keep(f, fut.result())
-                except Exception as e:  # noqa: BLE001 - one bad file must not stop the others
-                    failed.append((f.relpath, _reason(f, e)))
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+                # pure=False: a fresh random key per task (never another client's result on a shared scheduler)
+                futs = {client.submit(summarize_bytes, f.path, pure=False): f for f in todo}
+                for n, fut in enumerate(as_completed(futs), 1):
+                    f = futs[fut]
+                    if n % max(1, len(futs) // 10) == 0 and n < len(futs):
+                        log(f"gpuscope summarize: {n} of {len(futs)} files")
+                    try:
+                        keep(f, fut.result())
+                    except Exception as e:  # noqa: BLE001 - one bad file must not stop the others
+                        failed.append((f.relpath, _reason(f, e)))
+            finally:
+                client.close()
+                if cluster is not None:
+                    cluster.close()
     else:
         for f in todo:
             try:
