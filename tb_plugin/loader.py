@@ -64,10 +64,26 @@ def check_is_trace(path: str, t: TraceData) -> TraceData:
     raise TraceReadError(f"{path}: no trace events (not a trace{': ' + skipped if skipped else ''})")
 
 
-def _prepare_in_process(path: str) -> TraceData | None:
-    """Worker-process job: parse and store in the disk cache; return the data only if that failed."""
+def _prepare_in_process(path: str) -> TraceData | list:
+    """Worker-process job: parse and store in the disk cache; return the data only if that failed,
+    else the trace's warnings (what the reader skipped or repaired)."""
     t = check_is_trace(path, read_trace(path, processes=0))
-    return None if cache.store(path, t) is not None else t
+    return list(t.warnings) if cache.store(path, t) is not None else t
+
+
+def skip_message(warnings: list) -> str | None:
+    """One line for a file's reader warnings: "N events skipped (reason: n; ...)" first, then the
+    other warnings (values treated as missing, repaired JSON); None when there are none."""
+    skipped, total, other = [], 0, []
+    for w in warnings:
+        head, _, rest = str(w).partition(" ")
+        if head.isdigit() and rest.endswith(" skipped"):
+            total += int(head)
+            skipped.append(f"{rest[:-len(' skipped')]}: {head}")
+        else:
+            other.append(str(w))
+    parts = ([f"{total} events skipped ({'; '.join(skipped)})"] if skipped else []) + other
+    return "; ".join(parts) or None
 
 
 #: parse throughput (file bytes per second) assumed before any file was timed here
@@ -83,6 +99,7 @@ class _Entry:
     started: float | None = None   # time.monotonic() when its read began
     seconds: float | None = None   # how long the read took
     shown: int = 0                 # the largest bytes-parsed estimate given (estimates never go back)
+    warnings: tuple = ()           # the reader's warnings for the file (events skipped, ...)
 
 
 class Loader:
@@ -197,7 +214,10 @@ class Loader:
                 return
             result = fut.result()
             if isinstance(result, TraceData):
+                entry.warnings = tuple(result.warnings)
                 self._keep(entry.file.key, result)
+            elif isinstance(result, list):
+                entry.warnings = tuple(result)
 
     @staticmethod
     def _message(f: TraceFile, err: BaseException) -> str:
@@ -296,6 +316,7 @@ class Loader:
             if not entry.done and entry.started is not None:
                 entry.seconds = time.monotonic() - entry.started
             entry.done = True
+            entry.warnings = tuple(t.warnings)
             if self._entries.get(entry.file.key) is entry:
                 self._keep(entry.file.key, t)
         return t
@@ -370,6 +391,12 @@ class Loader:
         """(file, reason) for every known file that could not be read."""
         with self._lock:
             return [(e.file, e.error) for e in self._entries.values() if e.error is not None]
+
+    def warnings(self) -> list[tuple[TraceFile, str]]:
+        """(file, "N events skipped (reason: n)...") for every loaded file the reader warned about."""
+        with self._lock:
+            entries = [(e.file, e.warnings) for e in self._entries.values() if e.warnings and e.error is None]
+        return [(f, msg) for f, w in entries if (msg := skip_message(list(w)))]
 
     def error(self, f: TraceFile) -> str | None:
         with self._lock:

@@ -408,9 +408,12 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             errors.insert(0, {"run": "", "file": where,
                               "error": reason[len(where) + 2:] if reason.startswith(where + ": ")
                               else reason})
+        warnings = sorted(({"run": f.run, "file": f.relpath, "message": msg}
+                           for f, msg in state.loader.warnings()), key=lambda w: (w["run"], w["file"]))
         if runs:
             self._active = (time.monotonic(), True)
-        return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors}
+        return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors,
+                "warnings": warnings}
 
     def _file_status(self, request: wrappers.Request) -> dict:
         """How far the loading of one run/worker/span's file is, and of all files together."""

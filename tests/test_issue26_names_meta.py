@@ -100,3 +100,36 @@ def test_json_arrays_without_trace_events_are_never_served(tmp_path, monkeypatch
         assert r.status_code == 422 and "no trace events" in r.json["error"]
         assert b"SECRET" not in r.get_data()
     assert c.get(f"{P}/trace?run=links&worker=trace&span=1").status_code == 200
+
+
+def _skipping_doc() -> dict:
+    ev = DOC["traceEvents"] + [{"ph": "Q", "name": "odd", "ts": 5, "pid": 1, "tid": 1}] * 2
+    return dict(DOC, traceEvents=ev + [{"ph": "X", "name": "no_ts", "dur": 5, "pid": 1, "tid": 1}])
+
+
+def test_runs_says_how_many_events_of_each_file_were_skipped(tmp_path, monkeypatch):
+    logs = _logs(tmp_path, monkeypatch)
+    _put(logs / "r" / "odd.pt.trace.json", _skipping_doc())
+    _put(logs / "r" / "fine.pt.trace.json", DOC)
+    c, _ = _client(logs)
+    d = _wait_loaded(c)
+    assert [(w["run"], w["file"]) for w in d["warnings"]] == [("r", "r/odd.pt.trace.json")]
+    msg = d["warnings"][0]["message"]
+    assert msg.startswith("3 events skipped (") and "unsupported phase 'Q'" in msg, msg
+
+
+def test_skipped_events_reach_the_loader_from_worker_processes(tmp_path, monkeypatch):
+    from tb_plugin.loader import Loader
+    from tb_plugin.runs import Scanner
+
+    logs = _logs(tmp_path, monkeypatch)
+    _put(logs / "r" / "odd.pt.trace.json", _skipping_doc())
+    files = [f for r in Scanner(str(logs)).scan().values() for f in r.files()]
+    loader = Loader(processes=1)
+    try:
+        loader.prepare(files)
+        loader.get(files[0])
+        [(f, msg)] = loader.warnings()
+        assert f.relpath == "r/odd.pt.trace.json" and msg.startswith("3 events skipped (")
+    finally:
+        loader.close()

@@ -145,9 +145,9 @@ class App {
     navigator.clipboard?.writeText(link).then(() => { msg.textContent = " copied"; }, () => { msg.textContent = " (select and copy it)"; });
   }
 
-  private banner(kind: "error" | "info" | "files", title: string, lines: string[] = []): void {
+  private banner(kind: "error" | "info" | "files", title: string, lines: string[] = [], id: string | null = null): void {
     // "files": unreadable trace files, shown in error colours but not as a failure of the page
-    this.banners.append(h("div", { class: kind === "info" ? "banner info" : "banner", role: kind === "error" ? "alert" : "status", id: kind === "files" ? "gs-bad-files" : null },
+    this.banners.append(h("div", { class: kind === "info" ? "banner info" : "banner", role: kind === "error" ? "alert" : "status", id: kind === "files" ? "gs-bad-files" : id },
       title, lines.length ? h("ul", null, lines.map((l) => h("li", null, l))) : null));
   }
 
@@ -219,7 +219,8 @@ class App {
       if (Array.isArray(v)) for (const x of v) lines.push(typeof x === "string" ? x : x && typeof x === "object" ?
         [x.file ?? x.path ?? x.name ?? "", x.error ?? x.message ?? x.reason ?? ""].filter(Boolean).join(": ") || JSON.stringify(x) : String(x));
       else if (typeof v === "object") for (const [f, m] of Object.entries(v as object)) lines.push(`${f}: ${typeof m === "string" ? m : JSON.stringify(m)}`);
-      this.banner(key === "warnings" ? "info" : "files", key === "warnings" ? "Warnings while reading traces:" : "Some files could not be read (the others are shown):", lines);
+      if (key === "warnings") this.banner("info", "Some events could not be read (the rest of each file is shown):", lines, "gs-warnings");
+      else this.banner("files", "Some files could not be read (the others are shown):", lines);
     }
   }
 

@@ -86,3 +86,12 @@ def split_smem_trace() -> dict:
                             "static shared memory": static, "dynamic shared memory": dynamic,
                             "grid": [64, 1, 1], "block": [256, 1, 1]}})
     return {"schemaVersion": 1, "deviceProperties": [props], "traceEvents": ev}
+
+
+def skipped_events_trace() -> dict:
+    """A CPU trace the reader reads with 3 events skipped: two of an unknown phase, one without ts."""
+    ev: list[dict] = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "ts": 1000 + 100 * i, "dur": 50,
+                       "pid": 1, "tid": 1} for i in range(20)]
+    ev += [{"ph": "Q", "name": "<b>odd</b>", "ts": 1200, "pid": 1, "tid": 1}] * 2
+    ev.append({"ph": "X", "cat": "cpu_op", "name": "no_ts", "dur": 5, "pid": 1, "tid": 1})
+    return {"schemaVersion": 1, "traceEvents": ev}
