@@ -32,6 +32,25 @@ def max_trace_bytes() -> int:
     return JSON_PER_LOADED_BYTE * (DEFAULT_LOADED_BYTES if budget is None else budget)
 
 
+#: memory one event may take while a trace is read (its columns, about 220 bytes, and the sorting
+#: and merging copies of them): a trace of tiny events (a gzip bomb of `{"ph":"X"}` repeated) is
+#: bounded by its event count, not by its JSON size
+EVENT_PEAK_BYTES = 400
+
+
+def max_trace_events() -> int:
+    """Most events (entries of traceEvents) the reader reads: the memory budget
+    GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB) over EVENT_PEAK_BYTES."""
+    budget = _env_bytes("GPUSCOPE_MAX_LOADED_BYTES")
+    return (DEFAULT_LOADED_BYTES if budget is None else budget) // EVENT_PEAK_BYTES
+
+
+def too_many_events(path: str, limit: int) -> TraceReadError:
+    """The error for a trace of more than `limit` events."""
+    return TraceReadError(f"{path}: trace has more than {limit} events, more than the memory budget "
+                          "holds (raise GPUSCOPE_MAX_LOADED_BYTES to read it)")
+
+
 def too_big(path: str, limit: int) -> TraceReadError:
     """The error for a trace over `limit` uncompressed bytes, naming the setting that raises it."""
     how = ("GPUSCOPE_MAX_TRACE_BYTES" if _env_bytes("GPUSCOPE_MAX_TRACE_BYTES") is not None else

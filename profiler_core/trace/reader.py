@@ -36,8 +36,10 @@ from profiler_core.trace.decode import (  # noqa: F401 - re-exported
     _decode_chunk,
     _NotStreamable,
     max_trace_bytes,
+    max_trace_events,
     repair_json,
     too_big,
+    too_many_events,
 )
 from profiler_core.trace.fused import refuse_fused
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
@@ -200,6 +202,8 @@ def _parse_bytes(data: bytes, path: str) -> TraceData:
         meta, events_raw = _split_top(data, path)
         builder.counts[REPAIRED] = 1
     raws = _event_raws(events_raw, path)
+    if len(raws) > max_trace_events():
+        raise too_many_events(path, max_trace_events())
     for start in range(0, len(raws), CHUNK):
         chunk = raws[start:start + CHUNK]
         evs = _decode_chunk(chunk, builder.counts)

@@ -21,7 +21,9 @@ from profiler_core.trace.decode import (
     _NotStreamable,
     element_bounds,
     max_trace_bytes,
+    max_trace_events,
     too_big,
+    too_many_events,
 )
 from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.gunzip import (
@@ -213,6 +215,8 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
         n, index, meta = _parse_span(path, builder, None, bounds[0])
         for span in spans:
             part = pickle.loads(span.result())
+            if n + part["n"] > max_trace_events():
+                raise too_many_events(path, max_trace_events())
             builder.merge(part, n)
             index.extend((first_idx + n, begin, end) for first_idx, begin, end in part["index"])
             n += part["n"]
@@ -261,8 +265,12 @@ def _parse_span(path: str, builder: _Builder, lo: int | None = None,
     index: list[tuple[int, int, int]] = []  # (first event idx, start, end) of every piece
     counts = builder.counts
 
+    limit = max_trace_events()
+
     def add(evs: list, begin: int, end: int) -> None:
         nonlocal n
+        if n + len(evs) > limit:
+            raise too_many_events(path, limit)
         builder.add_chunk(evs, n)
         index.append((n, begin, end))
         n += len(evs)
