@@ -67,11 +67,11 @@ def test_wrong_typed_device_properties_are_ignored_with_a_warning(tmp_path, monk
               "args": {"device": 0, "stream": 7}}
     doc = dict(DOC, traceEvents=DOC["traceEvents"] + [kernel], deviceProperties=[
         {"id": 0, "name": "GPU", "computeMajor": "8", "computeMinor": 0, "totalGlobalMem": "lots",
-         "numSms": [1]}, "not an object"])
+         "numSms": [1], "maxThreadsPerBlock": 10**30}, "not an object"])
     path = _put(logs / "props" / "w.pt.trace.json", doc)
     t = read_trace(path)
     assert t.device_properties == [{"id": 0, "name": "GPU", "computeMinor": 0}]
-    assert "4 deviceProperties values of the wrong type ignored" in t.warnings
+    assert "5 deviceProperties values of the wrong type ignored" in t.warnings
     c, _ = _client(logs)
     r = c.get(f"{P}/overview?run=props&worker=w&span=1")
     assert r.status_code == 200, r.json

@@ -78,8 +78,8 @@ def clean_device_properties(props: Any) -> tuple[list, int]:
             if k in _TEXT_PROPERTIES:
                 ok = isinstance(v, str)
             else:
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v \
-                    and v not in (float("inf"), float("-inf"))
+                ok = (isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63) or \
+                    (isinstance(v, float) and v == v and v not in (float("inf"), float("-inf")))
             if ok or v is None:
                 kept[k] = v
             else:
