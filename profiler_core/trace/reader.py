@@ -51,11 +51,12 @@ from profiler_core.trace.stream import default_parse_processes  # noqa: F401 - r
 
 
 # --------------------------------------------------------------------------- file access
-def read_bytes(path: str | os.PathLike) -> bytes:
+def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name), read block
-    by block up to max_trace_bytes() (a gzip file whose trailer says more is refused unread)."""
+    by block up to `limit` (default max_trace_bytes(); a gzip file whose trailer says more is
+    refused unread)."""
     path = os.fspath(path)
-    limit = max_trace_bytes()
+    limit = max_trace_bytes() if limit is None else limit
     parts, total = [], 0
     try:
         with storage.open_read(path) as f:
@@ -212,6 +213,9 @@ def _parse_bytes(data: bytes, path: str) -> TraceData:
     return builder.finish(path, meta, _base_ns(meta))
 
 
+#: the whole-file path (files the streaming reader cannot cut) holds the JSON and a list of one
+#: object per entry (as big again) at once: it reads traces up to max_trace_bytes() / this
+WHOLE_FILE_FACTOR = 2
 #: reads of a file that changed while it was read, before giving up on it
 READ_ATTEMPTS = 3
 
@@ -285,8 +289,8 @@ def _read_once(path: str, workers: int, fingerprint: tuple) -> TraceData:
                         "gpuscope: parallel parsing failed (%s); parsing in this process", e)
             if t is None:
                 t = stream._stream_parse(path)
-        except _NotStreamable:
-            t = parse_trace(read_bytes(path), path)
+        except _NotStreamable:  # the whole document at once: its bytes and one object per entry
+            t = parse_trace(read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR), path)
     except TraceReadError:
         raise
     except Exception as e:  # noqa: BLE001 - last resort: a clear message, never a deep traceback
