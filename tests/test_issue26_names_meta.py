@@ -133,3 +133,16 @@ def test_skipped_events_reach_the_loader_from_worker_processes(tmp_path, monkeyp
         assert f.relpath == "r/odd.pt.trace.json" and msg.startswith("3 events skipped (")
     finally:
         loader.close()
+
+
+def test_a_trace_with_an_undecodable_name_is_cached(tmp_path, monkeypatch):
+    from profiler_core.trace import cache
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    path = _put(Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"w\xff.pt.trace.json"))), DOC)
+    t = read_trace(path)
+    assert cache.store(str(path), t) is not None
+    got = cache.load(str(path))
+    assert got is not None and got.path == str(path) and len(got.events) == len(t.events)
+    cache.trim()
+    assert cache.load(str(path)) is not None

@@ -11,6 +11,7 @@ format (`*.trace.pkl`) are never opened, only removed by `trim`.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -47,7 +48,16 @@ def _key(path: str, st: storage.FileInfo) -> list:
     """The entry's key: what the trace is and which version of it (one place: the fingerprint)."""
     if storage.is_remote(path):  # a remote object: its URL, size and ETag (or mtime)
         return [path, st.size, st.version, FORMAT_VERSION]
-    return [os.path.abspath(path), *st.fingerprint, FORMAT_VERSION]
+    return [_key_path(os.path.abspath(path)), *st.fingerprint, FORMAT_VERSION]
+
+
+def _key_path(path: str) -> str | bytes:
+    """`path` as stored in a key: its bytes when it is not valid UTF-8 (an undecodable name)."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path)
 
 
 def _stat(path: str) -> storage.FileInfo:
@@ -160,6 +170,8 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
         entry = entry_path(path, st)
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=SUFFIX)
         try:
+            if isinstance(_key_path(t.path), bytes):  # the entry's copy of the path is text
+                t = dataclasses.replace(t, path=os.fsencode(t.path).decode("utf-8", "replace"))
             with os.fdopen(fd, "wb") as f:
                 cache_format.dump(f, _key(path, st), t)
             os.replace(tmp, entry)
