@@ -77,9 +77,9 @@ def skip_message(warnings: list) -> str | None:
     skipped, total, other = [], 0, []
     for w in warnings:
         head, _, rest = str(w).partition(" ")
-        if head.isdigit() and rest.endswith(" skipped"):
+        if head.isdigit() and (rest.endswith(" skipped") or rest.endswith("not event objects")):
             total += int(head)
-            skipped.append(f"{rest[:-len(' skipped')]}: {head}")
+            skipped.append(f"{rest.removesuffix(' skipped')}: {head}")
         else:
             other.append(str(w))
     parts = ([f"{total} events skipped ({'; '.join(skipped)})"] if skipped else []) + other

@@ -146,3 +146,13 @@ def test_a_trace_with_an_undecodable_name_is_cached(tmp_path, monkeypatch):
     assert got is not None and got.path == str(path) and len(got.events) == len(t.events)
     cache.trim()
     assert cache.load(str(path)) is not None
+
+
+def test_skip_message():
+    from tb_plugin.loader import skip_message
+
+    assert skip_message([]) is None
+    assert skip_message(["2 events of unsupported phase 'Q' skipped", "1 entries of traceEvents that are "
+                         "not event objects", "3 negative durations clamped to 0"]) == (
+        "3 events skipped (events of unsupported phase 'Q': 2; entries of traceEvents that are not event "
+        "objects: 1); 3 negative durations clamped to 0")
