@@ -152,3 +152,29 @@ def test_big_fifo_device_and_foreign_summaries_are_not_read(job, monkeypatch):
         if path.is_symlink() or path.exists():
             path.unlink()
         path.write_bytes(original)
+
+
+GROUPING = r"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # fail fast instead of taking the machine
+from tb_plugin.views.distributed import from_summaries
+N = 20000   # 20000 names, and 20000 calls of the first: 4e8 (name, call) pairs if grouped densely
+def part():
+    steps = {"step": ["1"], "start": [0], "end": [10**9], "comp": [0], "comm": [0], "overlap": [0]}
+    coll = {"names": [f"n{i}" for i in range(N)], "pg": [""] * N, "group_size": [2] * N,
+            "name": list(range(N)) + [0] * N, "step": [0] * (2 * N), "dur": [5] * (2 * N),
+            "bytes": [1] * (2 * N), "wait": [0] * (2 * N)}
+    return {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}}
+r = from_summaries({"a": part(), "b": part()})
+print("OK", len(r["comm_ops"]))
+"""
+
+
+def test_collectives_of_a_planted_summary_group_in_memory_linear_in_their_count():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", GROUPING], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-2000:]
