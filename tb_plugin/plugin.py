@@ -89,13 +89,17 @@ def _default(o: Any) -> Any:
 
 
 def _text(s: str) -> str:
-    """`s` encodable as UTF-8: lone surrogates (undecodable bytes of a file name) as `\\xNN`."""
+    """`s` encodable as UTF-8: the bytes an undecodable file name stands for as `\\xNN`, any
+    other lone surrogate as `\\uNNNN`."""
     try:
         s.encode("utf-8")
         return s
     except UnicodeEncodeError:
-        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") \
-            if all(not 0xD800 <= ord(c) < 0xDC80 for c in s) else s.encode("utf-8", "backslashreplace").decode()
+        pass
+    try:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that surrogateescape does not map to a byte
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _clean(o: Any) -> Any:
