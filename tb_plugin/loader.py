@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from profiler_core import child_env
 from profiler_core.storage import redact
 from profiler_core.trace import cache
+from profiler_core.trace.gunzip import uncompressed_size_hint
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
 from tb_plugin.errors import LoadFailed
@@ -170,6 +171,7 @@ class Loader:
         fut.add_done_callback(lambda fu, e=entry: self._finished(e, fu))
 
     def _load_here(self, f: TraceFile) -> TraceData:
+        self._make_room(f)
         t = cache.load(f.path) if self.use_cache else None
         if t is None:  # a big file is split across parser processes (cores - 1)
             t = check_is_trace(f.path, read_trace(f.path, processes=default_parse_processes()))
@@ -237,6 +239,18 @@ class Loader:
         while len(self._lru) > 1 and sum(self._lru_bytes.values()) > self.max_bytes:
             old, _ = self._lru.popitem(last=False)
             self._lru_bytes.pop(old, None)
+
+    def _make_room(self, f: TraceFile) -> None:
+        """Before `f` is read: drop the least recently used traces until those kept and `f` (about
+        its JSON size, at most the whole budget) fit in the budget together."""
+        try:
+            need = min(self.max_bytes, uncompressed_size_hint(f.path))
+        except (OSError, ValueError):
+            need = min(self.max_bytes, f.size)
+        with self._lock:
+            while self._lru and sum(self._lru_bytes.values()) + need > self.max_bytes:
+                old, _ = self._lru.popitem(last=False)
+                self._lru_bytes.pop(old, None)
 
     def _drop(self, key: tuple) -> None:
         self._lru.pop(key, None)

@@ -91,3 +91,37 @@ def test_the_event_limit_follows_the_budget(tmp_path, monkeypatch):
         read_trace(path, processes=0)
     monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(40 * 400))
     assert len(read_trace(path, processes=0).events) == 30
+
+
+def test_kept_traces_make_room_before_the_next_one_is_read(tmp_path, monkeypatch):
+    """The loader's kept traces and the one being read share the budget: the oldest go first."""
+    from tb_plugin import loader as loader_mod
+    from tb_plugin.loader import Loader, trace_nbytes
+    from tb_plugin.runs import Scanner
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    ev = [{"ph": "X", "name": "a", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(2000)]
+    for name in ("a", "b"):
+        p = tmp_path / "logs" / "run" / f"{name}.pt.trace.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+        os.utime(p, (1, 1))
+    files = sorted((f for r in Scanner(str(tmp_path / "logs")).scan().values() for f in r.files()),
+                   key=lambda f: f.worker)
+    size = files[1].size
+    kept_during_read: list = []
+    real = loader_mod.read_trace
+
+    def spy(path, *a, **k):
+        kept_during_read.append(list(loader.loaded_keys()))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(loader_mod, "read_trace", spy)
+    first = read_trace(files[0].path)
+    loader = Loader(processes=0, max_bytes=trace_nbytes(first) + size // 2, use_cache=False)
+    loader.get(files[0])
+    assert loader.loaded_keys() == [files[0].key]
+    loader.get(files[1])
+    assert kept_during_read == [[], []]      # "a" was let go before "b" was read
+    assert loader.loaded_keys() == [files[1].key]
+    loader.close()
