@@ -95,3 +95,10 @@ def skipped_events_trace() -> dict:
     ev += [{"ph": "Q", "name": "<b>odd</b>", "ts": 1200, "pid": 1, "tid": 1}] * 2
     ev.append({"ph": "X", "cat": "cpu_op", "name": "no_ts", "dur": 5, "pid": 1, "tid": 1})
     return {"schemaVersion": 1, "traceEvents": ev}
+
+
+def deep_modules_trace(depth: int = 150) -> dict:
+    """User annotations nested `depth` deep (the modules view shows 100 levels and says so)."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": f"M{i}", "ts": 1000 + i, "dur": 10_000 - 2 * i,
+           "pid": 1, "tid": 1} for i in range(depth)]
+    return {"schemaVersion": 1, "traceEvents": ev}

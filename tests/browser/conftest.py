@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from .browser_traces import (html_names_trace, many_steps_trace, no_steps_trace, skipped_events_trace,
-                             split_smem_trace, write)
+from .browser_traces import (deep_modules_trace, html_names_trace, many_steps_trace, no_steps_trace,
+                             skipped_events_trace, split_smem_trace, write)
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(os.environ.get("GPUSCOPE_SHARED", ROOT.parent / "shared")) / "traces"
@@ -34,6 +34,7 @@ MANY_STEPS_RUN = "many_steps"
 SPLIT_SMEM_RUN = "split_smem"
 NO_STEPS_RUN = "no_steps"
 SKIPPED_RUN = "skipped_events"
+DEEP_RUN = "deep_modules"
 
 # shared trace folder -> run name in the test logdir
 SHARED_RUNS = {
@@ -76,6 +77,7 @@ def logdir(tmp_path_factory) -> Path:
     write(split_smem_trace(), d / SPLIT_SMEM_RUN / "w.1700000000000.pt.trace.json")
     write(no_steps_trace(), d / NO_STEPS_RUN / "w.1700000000000.pt.trace.json")
     write(skipped_events_trace(), d / SKIPPED_RUN / "w.1700000000000.pt.trace.json")
+    write(deep_modules_trace(), d / DEEP_RUN / "w.1700000000000.pt.trace.json")
     # an unreadable file: the page must list it and keep serving the rest
     (d / BROKEN_RUN).mkdir()
     (d / BROKEN_RUN / "bad.1700000000000.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "na', encoding="utf-8")

@@ -20,6 +20,7 @@ export async function modulesView(ctx: Ctx, el: HTMLElement): Promise<void> {
   const key = size === "device" ? "device_total_us" : "host_total_us";
   mount(el, h("div", { class: "toolbar" }, segmented("Size by", hasDevice ? [["host", "Host time"], ["device", "Device time"]] : [["host", "Host time"]], size,
       (v) => { ctx.set("size", v); void modulesView(ctx, el); })),
+    typeof d.note === "string" ? h("div", { class: "banner info", id: "modules-note", role: "status" }, d.note) : null,
     icicle(roots, (n) => Number(n[key]) || 0, fmtUs, { id: "modules-icicle", title: `Module icicle, sized by ${size} time (click to zoom)`, rootName: "all modules" }),
     h("h3", null, "Module view"),
     treeTable([{ key: "name", label: "Module" }, ...nk.map((k) => ({ key: k, label: k.replace(/_us$/, "").replace(/_/g, " "), numeric: true, fmt: k.endsWith("_us") ? fmtUs : fmtNum }))], roots, 2, "modules-tree"));
