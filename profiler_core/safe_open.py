@@ -6,6 +6,7 @@ and the owner can be required to be one of a set of users.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import BinaryIO, Iterable
@@ -35,6 +36,8 @@ def open_regular(path: str | os.PathLike, *, max_bytes: int | None = None, follo
         raise UnsafeFile(e.errno, f"cannot open ({e.strerror})") from None
     try:
         st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(path))
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFile(f"not a regular file (mode {stat.filemode(st.st_mode)})")
         if max_bytes is not None and st.st_size > max_bytes:

@@ -313,10 +313,14 @@ def fingerprint(path: str) -> tuple[int, ...]:
 
 
 def open_read(path: str, block_size: int | None = None) -> IO[bytes]:
-    """A seekable binary file object: `open(path, "rb")` locally, else fsspec's file, which reads
+    """A seekable binary file object: a local regular file (opened without blocking: a FIFO or
+    device swapped in raises `safe_open.UnsafeFile`, an OSError), else fsspec's file, which reads
     with HTTP range requests (`block_size` bytes at a time)."""
     if not is_remote(path):
-        return open(path, "rb")
+        from profiler_core.safe_open import open_regular
+
+        f, _ = open_regular(path)
+        return io.BufferedReader(f, buffer_size=block_size or io.DEFAULT_BUFFER_SIZE)
     fs, p = filesystem(path)
     try:
         kwargs = {"block_size": block_size} if block_size else {}

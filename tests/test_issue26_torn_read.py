@@ -83,3 +83,23 @@ def test_a_bad_file_that_does_not_change_fails_once(tmp_path, monkeypatch):
     with pytest.raises(TraceReadError):
         read_trace(path, processes=0)
     assert len(calls) == 1
+
+
+def test_a_fifo_or_device_at_a_trace_path_is_refused_without_waiting(tmp_path):
+    import threading
+
+    fifo = tmp_path / "f.pt.trace.json"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        out: list = []
+
+        def read(p=path):
+            try:
+                read_trace(p, processes=0)
+            except TraceReadError as e:
+                out.append(str(e))
+
+        th = threading.Thread(target=read, daemon=True)
+        th.start()
+        th.join(60)
+        assert out and "not a regular file" in out[0], (path, out)
