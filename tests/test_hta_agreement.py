@@ -80,7 +80,8 @@ def stream_arg_ops(t, path: Path) -> np.ndarray:
     by External id and name, kept as HTA_WINDOW keeps CPU events (start before the last ProfilerStep)."""
     from tb_plugin.views.common import GPU_CATS, category_mask
 
-    raw = json.loads((gzip.open if path.suffix == ".gz" else open)(path, "rb").read())
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+        raw = json.load(f)
     keys = {(e["args"].get("External id"), e.get("name")) for e in raw.get("traceEvents", [])
             if isinstance(e.get("args"), dict) and "stream" in e["args"] and e.get("cat") not in GPU_CATS}
     if not keys:
