@@ -477,8 +477,41 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
     def _diff(self, request: wrappers.Request) -> Any:
         base = self._trace_data(request)
-        exp = self._trace_data(request, prefix="exp_")
-        return self._call("diff", "diff", base, exp)
+        if any(k in request.args for k in ("exp_run", "exp_worker", "exp_span")):
+            exp, other = self._trace_data(request, prefix="exp_"), None
+        else:
+            other = self._other_profile(self._run(request), _param(request, "worker"), _param(request, "span"))
+            exp = self.state().loader.get(other[0].file(other[1], other[2]))
+        out = self._call("diff", "diff", base, exp)
+        if other is not None and isinstance(out, dict):
+            out["compared_with"] = {"run": other[0].name, "worker": other[1], "span": other[2]}
+        return out
+
+    def _other_profile(self, run: Any, worker: str, span: str) -> tuple:
+        """What a diff without exp_* compares with: the run listed before `run` (else after it), the
+        same worker there when it has one, else another worker of `run`, else another span."""
+        state = self.state()
+        runs = state.refresh()
+
+        def readable(r: Any, w: str) -> str | None:
+            spans = [s for s in r.spans(w) if state.loader.error(r.file(w, s)) is None]
+            return spans[-1] if spans else None
+
+        names = list(runs)
+        i = names.index(run.name) if run.name in names else 0
+        for name in names[:i][::-1] + names[i + 1:]:
+            other = runs[name]
+            for w in ([worker] if worker in other.workers else []) + sorted(other.workers):
+                s = readable(other, w)
+                if s is not None:
+                    return other, w, s
+        for w in sorted(run.workers):
+            if w != worker and readable(run, w) is not None:
+                return run, w, readable(run, w)
+        for s in run.spans(worker):
+            if s != span and state.loader.error(run.file(worker, s)) is None:
+                return run, worker, s
+        raise BadRequest("there is only one profile in the log directory: nothing to compare it with")
 
     def _worker_summaries(self, request: wrappers.Request) -> tuple[dict, list]:
         """worker -> summary of the requested run and span, and the files that failed."""
@@ -578,7 +611,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         body = _file_chunks(fh) if gz else _gzip_chunks(fh)
         headers = {"Content-Encoding": "gzip", "Cache-Control": "no-cache",
                    "X-Content-Type-Options": "nosniff",
-                   "Content-Disposition": content_disposition(os.path.basename(f.path))}
+                   "Content-Disposition": content_disposition(download_name(f.path))}
         if gz:
             headers["Content-Length"] = str(t.source_stat[0] if t.source_stat[0] >= 0 else f.size)
         return wrappers.Response(body, status=200, content_type="application/json",
@@ -640,6 +673,13 @@ def _open_parsed(f, source: tuple):
         os.close(fd)
         raise NotFound(f"{f.relpath} changed on disk since it was loaded; reload the page")
     return os.fdopen(fd, "rb")
+
+
+def download_name(path: str) -> str:
+    """The name a downloaded trace is saved under: the browser undoes the gzip Content-Encoding,
+    so the bytes saved are JSON even when the file on disk is `.json.gz`."""
+    name = os.path.basename(path)
+    return name[:-3] if name.lower().endswith(".gz") and len(name) > 3 else name
 
 
 def content_disposition(name: str) -> str:

@@ -1,0 +1,36 @@
+"""Issue 23 items 12, 14 and 15 at the HTTP level: the downloaded trace's name matches its bytes,
+a diff without a comparison target compares with another profile, a missing logdir is named."""
+import gzip
+
+from .test_plugin import P, _client, _events, _put, _wait_loaded, logdir  # noqa: F401
+
+DOC = {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(6)}
+
+
+def test_a_gzipped_trace_downloads_under_a_json_name(logdir):
+    c, _ = _client(logdir)
+    _wait_loaded(c)
+    r = c.get(f"{P}/trace?run=run1&worker=w0&span=1")   # w0.1000.pt.trace.json.gz
+    assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip"
+    cd = r.headers["Content-Disposition"]
+    # the browser undoes Content-Encoding: what it saves is JSON, so the name ends in .json
+    assert 'filename="w0.1000.pt.trace.json"' in cd and ".gz" not in cd, cd
+    assert gzip.decompress(r.get_data()).lstrip().startswith(b"{")
+
+
+def test_diff_without_a_target_compares_with_another_profile(logdir):
+    c, _ = _client(logdir)
+    _wait_loaded(c)
+    r = c.get(f"{P}/diff?run=run1&worker=w1&span=1")
+    assert r.status_code == 200, r.get_data(as_text=True)
+    assert r.json["compared_with"]["run"] == "bad" and r.json["compared_with"]["worker"] == "good"
+    r = c.get(f"{P}/diff?run=bad&worker=good&span=1")
+    assert r.json["compared_with"] == {"run": "run1", "worker": "w0", "span": "2"}
+
+
+def test_diff_with_a_single_profile_says_so(tmp_path):
+    _put(tmp_path / "only" / "w.pt.trace.json", DOC)
+    c, _ = _client(tmp_path)
+    _wait_loaded(c)
+    r = c.get(f"{P}/diff?run=only&worker=w&span=1")
+    assert r.status_code == 400 and "only one profile" in r.json["error"]
