@@ -314,8 +314,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
     # -------------------------------------------------------------- TBPlugin API
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        # TensorBoard's reload (button and auto-reload) calls the frame's reload(), which index.js defines
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="gpuscope",
-                                            disable_reload=True)
+                                            disable_reload=False)
 
     def is_active(self) -> bool:
         """True when the logdir holds trace files; cached for ACTIVE_TTL_S, True once found."""
@@ -400,7 +401,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     # -------------------------------------------------------------- listing routes
     def _runs(self, request: wrappers.Request) -> dict:
         state = self.state()
-        runs = state.refresh()
+        runs = state.refresh(force=request.args.get("rescan") == "1")   # a reload: list the logdir now
         progress = state.loader.progress()
         loading = progress.pop("loading") or state.scanner.unstable > 0
         errors = [{"run": f.run, "file": f.relpath, "error": msg}

@@ -34,3 +34,16 @@ def test_diff_with_a_single_profile_says_so(tmp_path):
     _wait_loaded(c)
     r = c.get(f"{P}/diff?run=only&worker=w&span=1")
     assert r.status_code == 400 and "only one profile" in r.json["error"]
+
+
+def test_runs_with_rescan_lists_a_run_written_just_now(logdir):
+    """Item 11: a reload (TensorBoard's or the tab's) asks `runs?rescan=1`, which lists the logdir now."""
+    c, _ = _client(logdir)
+    _wait_loaded(c)
+    _put(logdir / "fresh" / "w.pt.trace.json", DOC)
+    assert "fresh" in c.get(f"{P}/runs?rescan=1").json["runs"]
+
+
+def test_tensorboard_reload_is_enabled_on_the_tab(logdir):
+    c, _ = _client(logdir)
+    assert c.get("/data/plugins_listing").json["gpuscope"]["disable_reload"] is False
