@@ -536,10 +536,46 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
         return summaries, errors
 
+    def _summaries_now(self, request: wrappers.Request) -> tuple[dict, list, list]:
+        """Without waiting: the summaries of the run's workers that exist now, the failed files and
+        the workers still being read (their summaries are started in the background)."""
+        from tb_plugin.loader import Loader
+
+        run = self._run(request)
+        span = _param(request, "span")
+        state = self.state()
+        files = [(w, run.file(w, span)) for w in sorted(run.workers)]
+        files = [(w, f) for w, f in files if f is not None]
+        if not files:
+            raise NotFound(f"no worker of run {run.name!r} has span {span!r}")
+        summaries, errors, pending = {}, [], []
+        for w, f in files:
+            s = state.summaries.find(f)
+            failed = state.summaries.failure(f) or (state.loader.error(f) if s is None else None)
+            if s is not None:
+                summaries[w] = s
+            elif failed is not None:
+                errors.append({"worker": w, "file": f.relpath,
+                               "error": failed if isinstance(failed, str) else Loader._message(f, failed)})
+            else:
+                pending.append(w)
+        if pending:
+            state.summaries.prepare([f for w, f in files if w in pending], loaded=state.trace_for_summary)
+        return summaries, errors, pending
+
     def _distributed(self, request: wrappers.Request) -> Any:
-        summaries, errors = self._worker_summaries(request)
+        pending: list = []
+        if request.args.get("partial") == "1":   # what is known now; `pending` names the workers still read
+            summaries, errors, pending = self._summaries_now(request)
+            if not summaries:
+                return {"workers": {}, "steps": {}, "comm_ops": {}, "pending": pending,
+                        **({"errors": errors} if errors else {})}
+        else:
+            summaries, errors = self._worker_summaries(request)
         mod = _view("distributed", "from_summaries")
         result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
+        if pending:
+            result["pending"] = pending
         devices = result.get("devices")
         if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
             for w, d in devices.items():
