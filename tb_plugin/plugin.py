@@ -565,7 +565,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
     def _distributed(self, request: wrappers.Request) -> Any:
         pending: list = []
-        if request.args.get("partial") == "1":   # what is known now; `pending` names the workers still read
+        # partial: what is known now, `pending` naming the workers still read (one worker: nothing to show early)
+        if request.args.get("partial") == "1" and len(self._run(request).workers) > 1:
             summaries, errors, pending = self._summaries_now(request)
             if not summaries:
                 return {"workers": {}, "steps": {}, "comm_ops": {}, "pending": pending,

@@ -35,16 +35,22 @@ const PENDING_POLL_MS = 1000;
 let pollToken = 0;
 
 export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> {
-  const q = { run: ctx.run, span: ctx.span, partial: 1 };
-  const d = await getJSON<any>("distributed", q, { cache: true });
-  if (!ctx.alive()) return;
-  const pending: string[] = Array.isArray(d?.pending) ? d.pending.map(String) : [];
+  // draws what is known at once, then again as more workers' traces are read; resolves when complete
   const token = ++pollToken;
-  if (pending.length) {
-    // what is known is drawn now; the rest fills in as the traces are read
+  const q = { run: ctx.run, span: ctx.span, partial: 1 };
+  for (;;) {
+    const d = await getJSON<any>("distributed", q, { cache: true });
+    if (!ctx.alive() || token !== pollToken) return;
+    const pending: string[] = Array.isArray(d?.pending) ? d.pending.map(String) : [];
+    if (!pending.length) return drawDistributed(ctx, el, d, []);
     forget("distributed", q);
-    setTimeout(() => { if (ctx.alive() && token === pollToken) void distributedView(ctx, el).catch(() => undefined); }, PENDING_POLL_MS);
+    await drawDistributed(ctx, el, d, pending);
+    await new Promise((r) => setTimeout(r, PENDING_POLL_MS));
+    if (!ctx.alive() || token !== pollToken) return;
   }
+}
+
+async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: string[]): Promise<void> {
   const pendingBox = pending.length ? h("div", { class: "banner info", id: "dist-pending", role: "status" },
     `Reading the traces of ${pending.length} of ${pending.length + Object.keys(obj(d?.workers)).length + (Array.isArray(d?.errors) ? d.errors.length : 0)} workers; `
     + "the view fills in as they are read: ", pending.join(", ")) : null;
@@ -168,7 +174,7 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
     h("div", { class: "grid2" }, bars, wait),
     h("section", { class: "section" }, heatTools, heat), drill, stragTable, comm, devices,
     notes.length ? h("section", { class: "section" }, h("h3", null, "Notes"), h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
-  if (selected) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
+  if (selected && !pending.length) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
 }
 
 /** The drill-down: one worker's step, its parts and each collective with wait and transfer. */
