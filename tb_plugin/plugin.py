@@ -417,8 +417,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                            for f, msg in state.loader.warnings()), key=lambda w: (w["run"], w["file"]))
         if runs:
             self._active = (time.monotonic(), True)
-        return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors,
-                "warnings": warnings}
+        out = {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors,
+               "warnings": warnings}
+        if not runs:   # say where nothing was found (a mistyped --logdir is the usual cause)
+            out["logdir"] = _redact(state.scanner.logdir or self._logdir)
+            if not state.scanner.remote and state.scanner.logdir and not os.path.isdir(state.scanner.logdir):
+                out["logdir_missing"] = True
+        return out
 
     def _file_status(self, request: wrappers.Request) -> dict:
         """How far the loading of one run/worker/span's file is, and of all files together."""

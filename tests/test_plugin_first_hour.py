@@ -47,3 +47,15 @@ def test_runs_with_rescan_lists_a_run_written_just_now(logdir):
 def test_tensorboard_reload_is_enabled_on_the_tab(logdir):
     c, _ = _client(logdir)
     assert c.get("/data/plugins_listing").json["gpuscope"]["disable_reload"] is False
+
+
+def test_an_empty_answer_names_the_logdir(tmp_path):
+    """Item 15: a mistyped --logdir shows which directory was searched, and that it does not exist."""
+    missing = tmp_path / "no_such_dir"
+    c, _ = _client(missing)
+    d = c.get(f"{P}/runs").json
+    assert d["runs"] == [] and d["logdir"] == str(missing) and d["logdir_missing"] is True
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    d = _client(empty)[0].get(f"{P}/runs").json
+    assert d["logdir"] == str(empty) and "logdir_missing" not in d

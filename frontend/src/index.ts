@@ -192,8 +192,10 @@ class App {
     const before = this.runSel.value;
     fillSelect(this.runSel, this.runs);
     if (!this.runs.length) {
-      mount(this.main, h("div", { class: "banner info", id: "gs-empty" }, this.loading ? "Reading the traces in the log directory…" :
-        "No profile found in the log directory. Write traces with profiler_core.tensorboard_trace_handler(logdir) and reload."));
+      const where = typeof ans.logdir === "string" && ans.logdir ? ans.logdir : "the log directory";
+      mount(this.main, h("div", { class: "banner info", id: "gs-empty" }, this.loading ? `Reading the traces in ${where}…` :
+        `No profile found in ${where}` + (ans.logdir_missing ? " (there is no such directory: check --logdir)." : ".") +
+        " Write traces there with torch.profiler.tensorboard_trace_handler(logdir) or profiler_core.tensorboard_trace_handler(logdir) and reload."));
       mount(this.tabs);
       return;
     }

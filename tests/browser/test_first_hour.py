@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from .conftest import TensorBoard, TRACES, browser_available, screenshot
+from .conftest import TensorBoard, TRACES, browser_available, get_json, screenshot
 from .issue23_traces import gpu_steps_trace, phases_trace, write_json
 
 H800 = TRACES / "public" / "ds_train_h800" / "train.json"
@@ -168,3 +168,27 @@ def test_tensorboard_reload_shows_new_runs(browser, tb):
         assert frame.evaluate("window.__gpuscope.hostReloads") >= 1
     finally:
         context.close()
+
+
+def test_a_mistyped_logdir_is_named(browser, tmp_path):
+    """Item 15: "No profile found" names the directory searched and says it does not exist."""
+    missing = tmp_path / "logz"
+    server = TensorBoard(missing)
+    context = browser.new_context(viewport={"width": 1200, "height": 820})
+    try:
+        end = time.time() + 120
+        while time.time() < end:
+            try:
+                if "gpuscope" in get_json(f"{server.url}/data/plugins_listing"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        page = context.new_page()
+        page.goto(f"{server.url}/data/plugin_entry.html?name=gpuscope")
+        page.wait_for_selector("#gs-empty", timeout=60000)
+        text = page.inner_text("#gs-empty")
+        assert str(missing) in text and "no such directory" in text, text
+    finally:
+        context.close()
+        server.stop()
