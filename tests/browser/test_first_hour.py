@@ -110,6 +110,9 @@ def test_a_long_per_step_table_collapses(browser, tb, tmp_path):
             .find(x => /Step time breakdown/.test(x.textContent)); return f.getBoundingClientRect().top; }""")
         screenshot(page, "overview_400_steps", tmp_path)
         assert chart_top < 2 * 820, chart_top
+        # the small key/value tables of the cards keep their headers on one line
+        heads = page.eval_on_selector_all(".card .data-table.mini th", "ths => ths.map(t => t.getBoundingClientRect().height)")
+        assert heads and max(heads) < 30, heads
         page.click("#gpu-temporal-all")
         page.wait_for_function("() => document.querySelectorAll('#gpu-temporal tbody tr').length === 401")
         assert page.locator("#gpu-temporal-all").count() == 0
