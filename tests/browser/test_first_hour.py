@@ -26,6 +26,7 @@ def tb(tmp_path_factory):
         (d / "h800").mkdir()
         shutil.copy(H800, d / "h800" / "train.pt.trace.json")
     write_json(gpu_steps_trace(400), d / "steps400" / "w.1700000000000.pt.trace.json")
+    write_json(gpu_steps_trace(30), d / "steps30" / "w.1700000000000.pt.trace.json")
     write_json(phases_trace(loader_first=True), d / "diff_a" / "w.1700000000000.pt.trace.json")
     write_json(phases_trace(loader_first=False), d / "diff_b" / "w.1700000000000.pt.trace.json")
     write_json(gpu_steps_trace(3), d / "gz" / "w.1700000000000.pt.trace.json.gz")
@@ -116,6 +117,18 @@ def test_a_long_per_step_table_collapses(browser, tb, tmp_path):
         page.click("#gpu-temporal-all")
         page.wait_for_function("() => document.querySelectorAll('#gpu-temporal tbody tr').length === 401")
         assert page.locator("#gpu-temporal-all").count() == 0
+    finally:
+        context.close()
+
+
+def test_a_long_diff_tree_collapses(browser, tb):
+    """Item 13 in the diff: 30 aligned steps list 10 (each with its phases) and "Show all" the 30."""
+    context, page = _open(browser, tb, "diff", "steps30", extra="exp_run=steps400&exp_worker=w&exp_span=1")
+    try:
+        page.wait_for_selector("#diff-tree tbody tr")
+        assert page.locator("#diff-tree tbody tr[data-depth='0']").count() == 10
+        page.click("#diff-tree-all")
+        page.wait_for_function("() => document.querySelectorAll(\"#diff-tree tbody tr[data-depth='0']\").length === 30")
     finally:
         context.close()
 

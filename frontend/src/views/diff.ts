@@ -113,9 +113,22 @@ function renderAligned(d: any): HTMLElement {
     fmt: k === "calls" ? (side === "delta" ? sgnN : fmtNum) : side === "delta" ? sgn : fmtUs })))];
   const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
   return h("div", null, cards, chart,
-    h("h3", null, "Aligned steps, phases and operators"), treeTable(cols, roots, 1, "diff-tree"),
+    h("h3", null, "Aligned steps, phases and operators"), collapsedTree(cols, roots),
     h("div", { id: "diff-table", style: "margin-top:12px" }, dataTable(ocols, rows, { caption: "Operator deltas (largest change first)", rowClass: (r) => (r.delta_host_total_us > 0 ? "pos" : r.delta_host_total_us < 0 ? "neg" : "") })),
     notes.length ? h("ul", { class: "recs muted" }, notes.map((n) => h("li", null, n))) : null);
+}
+
+/** Steps shown in the aligned tree before "Show all". */
+const STEP_ROOTS = 10;
+
+/** The aligned tree with its first STEP_ROOTS steps, and a button for all of them when there are more. */
+function collapsedTree(cols: Column[], roots: TreeNode[]): HTMLElement {
+  const box = h("div", { id: "diff-tree-box" });
+  const draw = (all: boolean) => mount(box, treeTable(cols, all ? roots : roots.slice(0, STEP_ROOTS), 1, "diff-tree"),
+    all ? null : h("p", { class: "muted" }, `The first ${STEP_ROOTS} of ${roots.length} aligned steps. `,
+      h("button", { type: "button", class: "btn small", id: "diff-tree-all", onclick: () => draw(true) }, `Show all ${roots.length} steps`)));
+  draw(roots.length <= STEP_ROOTS + 2);
+  return box;
 }
 
 function renderDiff(d: any): HTMLElement {
