@@ -208,3 +208,22 @@ def test_a_mistyped_logdir_is_named(browser, tmp_path):
     finally:
         context.close()
         server.stop()
+
+
+def test_tensorboard_auto_reload_shows_new_runs(browser, tb):
+    """Item 11: TensorBoard's auto-reload (off by default in TensorBoard 2.21; on, every 30 s) also
+    brings a new run, no click needed."""
+    context = browser.new_context(viewport={"width": 1200, "height": 820})
+    context.add_init_script("localStorage.setItem('_tb_global_settings', JSON.stringify({autoReload: true}))")
+    try:
+        page = context.new_page()
+        page.goto(f"{tb.url}/#gpuscope")
+        frame = _plugin_frame(page)
+        frame.wait_for_selector("#gs-main .view[data-ready='1']", timeout=120000)
+        new = "zz_auto_reloaded"
+        write_json(phases_trace(loader_first=True, steps=1), tb.logdir / new / "w.1700000000000.pt.trace.json")
+        frame.wait_for_function(f"() => [...document.querySelectorAll('#gs-run option')].some(o => o.value === '{new}')",
+                                timeout=90000)
+        assert frame.evaluate("window.__gpuscope.hostReloads") >= 1
+    finally:
+        context.close()
