@@ -59,3 +59,25 @@ def test_an_empty_answer_names_the_logdir(tmp_path):
     empty.mkdir()
     d = _client(empty)[0].get(f"{P}/runs").json
     assert d["logdir"] == str(empty) and "logdir_missing" not in d
+
+
+def test_distributed_partial_answers_without_waiting_and_completes(tmp_path):
+    """Item 10: `distributed?partial=1` answers from what exists (naming the workers still read in
+    `pending`) and, asked again, completes; a broken worker is an error, not pending forever."""
+    import time
+
+    for w in ("w0", "w1"):
+        _put(tmp_path / "job" / f"{w}.pt.trace.json", DOC)
+    _put(tmp_path / "job" / "w2.pt.trace.json", b'{"traceEvents": [{"ph": "X", "na')
+    c, _ = _client(tmp_path)
+    first = c.get(f"{P}/distributed?run=job&span=1&partial=1")
+    assert first.status_code == 200
+    assert set(first.json.get("pending", [])) | set(first.json["workers"]) | \
+        {e["worker"] for e in first.json.get("errors", [])} == {"w0", "w1", "w2"}
+    end = time.time() + 60
+    d = first.json
+    while d.get("pending") and time.time() < end:
+        time.sleep(0.1)
+        d = c.get(f"{P}/distributed?run=job&span=1&partial=1").json
+    assert "pending" not in d and set(d["workers"]) == {"w0", "w1"}
+    assert [e["worker"] for e in d["errors"]] == ["w2"]
