@@ -575,7 +575,8 @@ def _warn_if_torch() -> None:
     if _torch_warned or "torch" not in sys.modules:
         return
     _torch_warned = True
-    frame, level, here = sys._getframe(0), 1, os.path.dirname(os.path.abspath(__file__))
+    frame: Any = sys._getframe(0)
+    level, here = 1, os.path.dirname(os.path.abspath(__file__))
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here + os.sep):
         frame, level = frame.f_back, level + 1     # point at the user's line, not ours
     warnings.warn(TORCH_HINT, UserWarning, stacklevel=level)

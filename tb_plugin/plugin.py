@@ -486,7 +486,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if any(k in request.args for k in ("exp_run", "exp_worker", "exp_span")):
             exp, other = self._trace_data(request, prefix="exp_"), None
         else:
-            other = self._other_profile(self._run(request), _param(request, "worker"), _param(request, "span"))
+            other = self._other_profile(self._run(request), str(_param(request, "worker")),
+                                        str(_param(request, "span")))
             exp = self.state().loader.get(other[0].file(other[1], other[2]))
         out = self._call("diff", "diff", base, exp)
         if other is not None and isinstance(out, dict):

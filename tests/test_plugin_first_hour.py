@@ -1,10 +1,24 @@
 """Issue 23 items 12, 14 and 15 at the HTTP level: the downloaded trace's name matches its bytes,
 a diff without a comparison target compares with another profile, a missing logdir is named."""
 import gzip
+import time
 
-from .test_plugin import P, _client, _events, _put, _wait_loaded, logdir  # noqa: F401
+import pytest
+
+from .test_plugin import P, _client, _events, _put, _wait_loaded, make_logdir
 
 DOC = {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(6)}
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def logdir(tmp_path):
+    """test_plugin's logdir: run1 (w0 with a .json.gz and a .json span, w1), run2, bad (three broken files, good)."""
+    return make_logdir(tmp_path / "logs")
 
 
 def test_a_gzipped_trace_downloads_under_a_json_name(logdir):
@@ -64,8 +78,6 @@ def test_an_empty_answer_names_the_logdir(tmp_path):
 def test_distributed_partial_answers_without_waiting_and_completes(tmp_path):
     """Item 10: `distributed?partial=1` answers from what exists (naming the workers still read in
     `pending`) and, asked again, completes; a broken worker is an error, not pending forever."""
-    import time
-
     for w in ("w0", "w1"):
         _put(tmp_path / "job" / f"{w}.pt.trace.json", DOC)
     _put(tmp_path / "job" / "w2.pt.trace.json", b'{"traceEvents": [{"ph": "X", "na')

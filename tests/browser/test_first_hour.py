@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from .conftest import TensorBoard, TRACES, browser_available, get_json, screenshot
+from .conftest import TRACES, TensorBoard, browser_available, get_json, screenshot
 from .issue23_traces import gpu_steps_trace, phases_trace, write_json
 
 H800 = TRACES / "public" / "ds_train_h800" / "train.json"
@@ -75,7 +75,8 @@ def test_long_kernel_names_stay_readable(browser, tb, width, tmp_path):
         assert m["cut"] > 0 and m["title"] == m["text"] and len(m["text"]) > 100, m
         with page.expect_download() as dl:
             page.click("#view-kernels .export-csv")
-        csv = open(dl.value.path(), encoding="utf-8").read()
+        with open(dl.value.path(), encoding="utf-8") as f:
+            csv = f.read()
         assert m["text"].replace('"', '""') in csv
     finally:
         context.close()
@@ -89,7 +90,8 @@ def test_download_trace_name_matches_its_bytes(browser, tb):
         with page.expect_download() as dl:
             page.click("#tl-download")
         name = dl.value.suggested_filename
-        data = open(dl.value.path(), "rb").read()
+        with open(dl.value.path(), "rb") as f:
+            data = f.read()
         if name.endswith(".gz"):
             assert data[:2] == b"\x1f\x8b", f"{name} holds plain JSON"
             data = gzip.decompress(data)
