@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterable
 from types import ModuleType, TracebackType
@@ -244,6 +245,7 @@ class profile:
             return
         self._started = True
         self._owner_pid = os.getpid()
+        _warn_if_torch()
         self._transit(ProfilerAction.NONE, self.current_action)
         if self.record_steps:
             self._enter_step()
@@ -558,3 +560,23 @@ class profile:
         if self.trace is not None:
             return self.trace.get("trace_id")
         return self._trace_id
+
+
+TORCH_HINT = ("gpuscope: this process has imported torch, but gpuscope's profiler records only its own "
+              "record_function ranges (and pycuda / mpi4py calls), not PyTorch's operators or kernels. To "
+              "profile a PyTorch program use torch.profiler.profile(on_trace_ready=torch.profiler."
+              "tensorboard_trace_handler(logdir)): the gpuscope TensorBoard tab reads those traces too.")
+_torch_warned = False
+
+
+def _warn_if_torch() -> None:
+    """Once per process: profiling a PyTorch program with gpuscope's profiler misses PyTorch's work."""
+    global _torch_warned
+    if _torch_warned or "torch" not in sys.modules:
+        return
+    _torch_warned = True
+    frame: Any = sys._getframe(0)
+    level, here = 1, os.path.dirname(os.path.abspath(__file__))
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here + os.sep):
+        frame, level = frame.f_back, level + 1     # point at the user's line, not ours
+    warnings.warn(TORCH_HINT, UserWarning, stacklevel=level)

@@ -1,4 +1,5 @@
-"""GPU check for gpuscope's CUDA capture: run once on a GPU machine (< 5 minutes), read $OUT/gpu_check.json.
+"""GPU check for gpuscope's CUDA capture: run once on a GPU machine (< 5 minutes), read $OUT/gpu_check.json
+(without $OUT: gpuscope_gpu_check/ in the temp directory).
 
     OUT=/tmp/out python3 samples/gpu_check.py
 
@@ -44,7 +45,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-OUT = Path(os.environ.get("OUT") or "gpu_check_out")
+# $OUT, else a folder in the temp directory: never the clone (the output is the device machine's to return)
+OUT = Path(os.environ.get("OUT") or os.path.join(tempfile.gettempdir(), "gpuscope_gpu_check"))
 T0 = time.time()
 RESULTS: dict = {"checks": {}, "skipped": {}, "errors": {}, "info": {}}
 
@@ -508,6 +510,7 @@ def main() -> int:
                           "skipped": list(RESULTS["skipped"]), "errors": list(RESULTS["errors"])}
     (OUT / "gpu_check.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     print(json.dumps(RESULTS["summary"], indent=1))
+    print(f"details in {OUT / 'gpu_check.json'}")
     return 1 if failed or RESULTS["errors"] else 0
 
 

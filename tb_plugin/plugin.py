@@ -314,8 +314,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
     # -------------------------------------------------------------- TBPlugin API
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        # TensorBoard's reload (button and auto-reload) calls the frame's reload(), which index.js defines
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="gpuscope",
-                                            disable_reload=True)
+                                            disable_reload=False)
 
     def is_active(self) -> bool:
         """True when the logdir holds trace files; cached for ACTIVE_TTL_S, True once found."""
@@ -400,7 +401,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     # -------------------------------------------------------------- listing routes
     def _runs(self, request: wrappers.Request) -> dict:
         state = self.state()
-        runs = state.refresh()
+        runs = state.refresh(force=request.args.get("rescan") == "1")   # a reload: list the logdir now
         progress = state.loader.progress()
         loading = progress.pop("loading") or state.scanner.unstable > 0
         errors = [{"run": f.run, "file": f.relpath, "error": msg}
@@ -416,8 +417,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                            for f, msg in state.loader.warnings()), key=lambda w: (w["run"], w["file"]))
         if runs:
             self._active = (time.monotonic(), True)
-        return {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors,
-                "warnings": warnings}
+        out = {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors,
+               "warnings": warnings}
+        if not runs:   # say where nothing was found (a mistyped --logdir is the usual cause)
+            out["logdir"] = _redact(state.scanner.logdir or self._logdir)
+            if not state.scanner.remote and state.scanner.logdir and not os.path.isdir(state.scanner.logdir):
+                out["logdir_missing"] = True
+        return out
 
     def _file_status(self, request: wrappers.Request) -> dict:
         """How far the loading of one run/worker/span's file is, and of all files together."""
@@ -477,8 +483,42 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
     def _diff(self, request: wrappers.Request) -> Any:
         base = self._trace_data(request)
-        exp = self._trace_data(request, prefix="exp_")
-        return self._call("diff", "diff", base, exp)
+        if any(k in request.args for k in ("exp_run", "exp_worker", "exp_span")):
+            exp, other = self._trace_data(request, prefix="exp_"), None
+        else:
+            other = self._other_profile(self._run(request), str(_param(request, "worker")),
+                                        str(_param(request, "span")))
+            exp = self.state().loader.get(other[0].file(other[1], other[2]))
+        out = self._call("diff", "diff", base, exp)
+        if other is not None and isinstance(out, dict):
+            out["compared_with"] = {"run": other[0].name, "worker": other[1], "span": other[2]}
+        return out
+
+    def _other_profile(self, run: Any, worker: str, span: str) -> tuple:
+        """What a diff without exp_* compares with: the run listed before `run` (else after it), the
+        same worker there when it has one, else another worker of `run`, else another span."""
+        state = self.state()
+        runs = state.refresh()
+
+        def readable(r: Any, w: str) -> str | None:
+            spans = [s for s in r.spans(w) if state.loader.error(r.file(w, s)) is None]
+            return spans[-1] if spans else None
+
+        names = list(runs)
+        i = names.index(run.name) if run.name in names else 0
+        for name in names[:i][::-1] + names[i + 1:]:
+            other = runs[name]
+            for w in ([worker] if worker in other.workers else []) + sorted(other.workers):
+                s = readable(other, w)
+                if s is not None:
+                    return other, w, s
+        for w in sorted(run.workers):
+            if w != worker and readable(run, w) is not None:
+                return run, w, readable(run, w)
+        for s in run.spans(worker):
+            if s != span and state.loader.error(run.file(worker, s)) is None:
+                return run, worker, s
+        raise BadRequest("there is only one profile in the log directory: nothing to compare it with")
 
     def _worker_summaries(self, request: wrappers.Request) -> tuple[dict, list]:
         """worker -> summary of the requested run and span, and the files that failed."""
@@ -502,10 +542,47 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
         return summaries, errors
 
+    def _summaries_now(self, request: wrappers.Request) -> tuple[dict, list, list]:
+        """Without waiting: the summaries of the run's workers that exist now, the failed files and
+        the workers still being read (their summaries are started in the background)."""
+        from tb_plugin.loader import Loader
+
+        run = self._run(request)
+        span = _param(request, "span")
+        state = self.state()
+        files = [(w, run.file(w, span)) for w in sorted(run.workers)]
+        files = [(w, f) for w, f in files if f is not None]
+        if not files:
+            raise NotFound(f"no worker of run {run.name!r} has span {span!r}")
+        summaries, errors, pending = {}, [], []
+        for w, f in files:
+            s = state.summaries.find(f)
+            failed = state.summaries.failure(f) or (state.loader.error(f) if s is None else None)
+            if s is not None:
+                summaries[w] = s
+            elif failed is not None:
+                errors.append({"worker": w, "file": f.relpath,
+                               "error": failed if isinstance(failed, str) else Loader._message(f, failed)})
+            else:
+                pending.append(w)
+        if pending:
+            state.summaries.prepare([f for w, f in files if w in pending], loaded=state.trace_for_summary)
+        return summaries, errors, pending
+
     def _distributed(self, request: wrappers.Request) -> Any:
-        summaries, errors = self._worker_summaries(request)
+        pending: list = []
+        # partial: what is known now, `pending` naming the workers still read (one worker: nothing to show early)
+        if request.args.get("partial") == "1" and len(self._run(request).workers) > 1:
+            summaries, errors, pending = self._summaries_now(request)
+            if not summaries:
+                return {"workers": {}, "steps": {}, "comm_ops": {}, "pending": pending,
+                        **({"errors": errors} if errors else {})}
+        else:
+            summaries, errors = self._worker_summaries(request)
         mod = _view("distributed", "from_summaries")
         result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
+        if pending:
+            result["pending"] = pending
         devices = result.get("devices")
         if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
             for w, d in devices.items():
@@ -578,7 +655,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         body = _file_chunks(fh) if gz else _gzip_chunks(fh)
         headers = {"Content-Encoding": "gzip", "Cache-Control": "no-cache",
                    "X-Content-Type-Options": "nosniff",
-                   "Content-Disposition": content_disposition(os.path.basename(f.path))}
+                   "Content-Disposition": content_disposition(download_name(f.path))}
         if gz:
             headers["Content-Length"] = str(t.source_stat[0] if t.source_stat[0] >= 0 else f.size)
         return wrappers.Response(body, status=200, content_type="application/json",
@@ -640,6 +717,13 @@ def _open_parsed(f, source: tuple):
         os.close(fd)
         raise NotFound(f"{f.relpath} changed on disk since it was loaded; reload the page")
     return os.fdopen(fd, "rb")
+
+
+def download_name(path: str) -> str:
+    """The name a downloaded trace is saved under: the browser undoes the gzip Content-Encoding,
+    so the bytes saved are JSON even when the file on disk is `.json.gz`."""
+    name = os.path.basename(path)
+    return name[:-3] if name.lower().endswith(".gz") and len(name) > 3 else name
 
 
 def content_disposition(name: str) -> str:

@@ -98,3 +98,36 @@ def test_real_traces(shared_traces):
     assert {"data loading", "forward_pass", "backward", "optimizer"} <= set(phases)
     assert any(p["phase"] == "gloo:all_reduce" and p["base"] is None for p in out["phases"])
     assert len(out["steps"]) == 4
+
+
+def _loader_last(n_steps):
+    """Like training(n, 1, 10) but each step loads its data at the end (prefetch) instead of first."""
+    rows = []
+    for i in range(n_steps):
+        b = i * 100 * US
+        rows += [("user_annotation", f"ProfilerStep#{1 + i}", 1, 1, b, 100 * US),
+                 ("user_annotation", "fwd", 1, 1, b + 1 * US, 40 * US),
+                 ("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 1, 1, b + 50 * US, 30 * US),
+                 ("user_annotation", "enumerate(DataLoader)#_Iter.__next__", 1, 1, b + 85 * US, 12 * US)]
+    return mk(rows)
+
+
+def test_phases_in_another_order_are_aligned_by_name():
+    """Issue 23 item 14: data loading first in one run and last in the other is one row per step."""
+    out = diff(training(2, 1, 10, with_opt=False), _loader_last(2))
+    for s in out["steps"] + [{"phases": out["phases"]}]:
+        names = [p["phase"] for p in s["phases"]]
+        assert names == ["data loading", "fwd", "backward"], names
+        dl = s["phases"][0]
+        assert dl["base"] is not None and dl["exp"] is not None
+    dl = out["steps"][0]["phases"][0]
+    assert (dl["base"]["host_us"], dl["exp"]["host_us"], dl["delta"]["host_us"]) == (10.0, 12.0, 2.0)
+
+
+def test_align_by_name_places_one_sided_names_after_their_predecessor():
+    from tb_plugin.views.diff import align_by_name
+
+    assert align_by_name(["a", "b", "c"], ["c", "a", "x", "b", "y"]) == \
+        [("a", "a"), (None, "x"), ("b", "b"), (None, "y"), ("c", "c")]
+    assert align_by_name(["a", "b"], ["z", "b"]) == [(None, "z"), ("a", None), ("b", "b")]
+    assert align_by_name([], ["p"]) == [(None, "p")]

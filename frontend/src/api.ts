@@ -47,5 +47,8 @@ async function fetchJSON<T>(u: string, route: string): Promise<T> {
   } finally { bump(-1); }
 }
 
+/** Forgets one cached answer (a partial one that will be asked again). */
+export function forget(route: string, params: Record<string, string | number | undefined | null> = {}): void { cache.delete(url(route, params)); }
+
 /** Forgets cached answers (after a reload of the runs). */
 export function clearCache(): void { cache.clear(); }

@@ -39,8 +39,8 @@ export function render(): void {
   const app = new App();
   document.body.appendChild(app.root);
   (window as any).__gpuscope = app.debug;
-  // TensorBoard's reload button calls reload() on our iframe element when we define it
-  try { if (window.frameElement) (window.frameElement as any).reload = () => app.reload(); } catch { /* not same-origin */ }
+  // TensorBoard's reload (its button and its auto-reload timer) calls reload() on our iframe element
+  try { if (window.frameElement) (window.frameElement as any).reload = () => void app.followHostReload(); } catch { /* not same-origin */ }
   void app.start();
 }
 
@@ -160,9 +160,26 @@ class App {
   /** Rescans the log directory and redraws the current view with fresh data. */
   reload(): void { clearCache(); void this.loadRuns(true); }
 
-  private async loadRuns(reload: boolean): Promise<void> {
+  /** TensorBoard reloaded (button or timer): new runs, workers and spans appear in the selectors; the
+   * view is redrawn only when its run's workers or its worker's spans changed, so nothing flickers. */
+  async followHostReload(): Promise<void> {
+    this.debug.hostReloads = (this.debug.hostReloads ?? 0) + 1;
+    if (this.loading || !this.debug.ready) { await this.loadRuns(false, true); return; }
+    const { run, worker } = this.st;
+    await this.loadRuns(false, true);
+    if (run !== this.st.run || !this.runs.includes(run)) return;
+    try {
+      const ws = (await getJSON<{ workers: string[] }>("workers", { run })).workers.map(String);
+      const ss = ws.includes(worker) ? (await getJSON<{ spans: string[] }>("spans", { run, worker })).spans.map(String) : [];
+      if (run !== this.st.run || worker !== this.st.worker) return;
+      if (!sameList(ws, this.workers) || !sameList(ss, this.spans)) { clearCache(); await this.loadWorkers(); }
+    } catch { /* the next reload or the view's own request reports it */ }
+  }
+
+  /** Lists the runs (`rescan`: the backend lists the log directory again now) and redraws what changed. */
+  private async loadRuns(reload: boolean, rescan = reload): Promise<void> {
     let ans: RunsAnswer;
-    try { ans = await getJSON<RunsAnswer>("runs"); }
+    try { ans = await getJSON<RunsAnswer>("runs", rescan ? { rescan: 1 } : {}); }
     catch (e) { mount(this.banners); this.banner("error", (e as Error).message); return; }
     mount(this.banners);
     this.runs = Array.isArray(ans.runs) ? ans.runs.map(String) : [];
@@ -175,8 +192,10 @@ class App {
     const before = this.runSel.value;
     fillSelect(this.runSel, this.runs);
     if (!this.runs.length) {
-      mount(this.main, h("div", { class: "banner info", id: "gs-empty" }, this.loading ? "Reading the traces in the log directory…" :
-        "No profile found in the log directory. Write traces with profiler_core.tensorboard_trace_handler(logdir) and reload."));
+      const where = typeof ans.logdir === "string" && ans.logdir ? ans.logdir : "the log directory";
+      mount(this.main, h("div", { class: "banner info", id: "gs-empty" }, this.loading ? `Reading the traces in ${where}…` :
+        `No profile found in ${where}` + (ans.logdir_missing ? " (there is no such directory: check --logdir)." : ".") +
+        " Write traces there with torch.profiler.tensorboard_trace_handler(logdir) or profiler_core.tensorboard_trace_handler(logdir) and reload."));
       mount(this.tabs);
       return;
     }
@@ -316,6 +335,10 @@ class App {
       if (!(e instanceof ApiError)) console.warn(e);
     });
   }
+}
+
+function sameList(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 function fillSelect(sel: HTMLSelectElement, items: string[]): void {

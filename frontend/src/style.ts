@@ -10,7 +10,7 @@ html,body{margin:0;padding:0;background:var(--bg);color:var(--fg);font:13px/1.4 
 .topbar label{display:flex;gap:4px;align-items:center;color:var(--muted)}
 a{color:var(--accent2)}
 a.btn{text-decoration:none;border:1px solid var(--line);border-radius:4px;padding:1px 6px}
-.data-table.mini{width:auto}.data-table.mini th{cursor:default}.data-table.mini td{white-space:nowrap}
+.data-table.mini{width:auto}.data-table.mini th{cursor:default;white-space:nowrap}.data-table.mini td{white-space:nowrap}
 select,input,button{font:inherit;color:var(--fg);background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:3px 6px}
 select{max-width:260px}
 button{cursor:pointer}button:disabled{opacity:.45;cursor:default}
@@ -56,13 +56,17 @@ main{padding:12px;flex:1;min-width:0}
 .table-info{color:var(--muted);flex:1}
 .cols{position:relative;font-size:12px}.cols summary{cursor:pointer;color:var(--accent2)}
 .cols-list{position:absolute;right:0;z-index:4;background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:6px 10px;display:flex;flex-direction:column;gap:2px;white-space:nowrap}
-@media (max-width:1299px){.data-table td{max-width:260px}.data-table th{white-space:normal;vertical-align:bottom}.data-table th,.data-table td{padding:3px 5px}}
+@media (max-width:1299px){.data-table td{max-width:260px}.data-table th,.data-table td{padding:3px 5px}}
 .table-scroll{overflow:auto;max-height:70vh;border:1px solid var(--line);border-radius:4px}
 .data-table{border-collapse:collapse;width:100%;font-size:12px}
-.data-table th{position:sticky;top:0;background:var(--panel);text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);white-space:nowrap;cursor:pointer}
+.data-table th{position:sticky;top:0;background:var(--panel);text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);white-space:normal;overflow-wrap:normal;vertical-align:bottom;cursor:pointer}
+.data-table td.txt{max-width:none}
+.data-table .clip{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:clamp(80px,8vw,320px)}
+.data-table .clip.first{max-width:clamp(200px,22vw,640px)}
 .data-table th[data-sort=desc]::after{content:" ▼"}.data-table th[data-sort=asc]::after{content:" ▲"}
 .data-table td{padding:3px 8px;border-bottom:1px solid var(--line);max-width:520px;overflow-wrap:anywhere}
 .data-table .num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.data-table th.num{white-space:normal}
 .data-table tr.clickable{cursor:pointer}.data-table tr:hover td{background:var(--hover)}
 .data-table tr.selected td{background:var(--sel)}
 .data-table td.empty{color:var(--muted);text-align:center}

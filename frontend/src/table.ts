@@ -26,6 +26,9 @@ export interface TableOpts<R> {
   exportName?: string;
 }
 
+/** From this window width on, tables start with their optional columns shown. */
+export const WIDE_PX = 1600;
+
 /** Builds the table element; the rows are kept in memory, only one page is in the DOM. */
 export function dataTable<R extends Record<string, any>>(columns: Column<R>[], rows: R[], opts: TableOpts<R> = {}): HTMLElement {
   const pageSize = opts.pageSize ?? 50;
@@ -43,7 +46,7 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
     return th;
   });
   // narrow screens start without the optional columns; the Columns menu brings them back
-  const off = new Set(window.innerWidth < 1300 ? columns.filter((c) => c.optional).map((c) => c.key) : []);
+  const off = new Set(window.innerWidth < WIDE_PX ? columns.filter((c) => c.optional).map((c) => c.key) : []);
   const headRow = h("tr");
   const colsMenu = columns.some((c) => c.optional) ? h("details", { class: "cols" }, h("summary", null, "Columns"),
     h("div", { class: "cols-list" }, columns.map((c) => {
@@ -74,8 +77,7 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
     page = Math.min(Math.max(0, page), pages - 1);
     const slice = v.slice(page * pageSize, (page + 1) * pageSize);
     mount(body, slice.map((r) => {
-      const tr = h("tr", { class: opts.rowClass ? opts.rowClass(r) : "" }, shownCols.map((c) =>
-        h("td", { class: c.numeric ? "num" : "" }, c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]))),
+      const tr = h("tr", { class: opts.rowClass ? opts.rowClass(r) : "" }, shownCols.map((c, i) => cell(c, r, i === 0)),
         opts.actions ? h("td", { class: "actions" }, opts.actions(r)) : null);
       if (opts.onRowClick) { tr.classList.add("clickable"); tr.addEventListener("click", () => opts.onRowClick!(r, tr)); }
       return tr;
@@ -89,6 +91,13 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
   return h("div", { class: "table-box" }, opts.caption ? h("h3", null, opts.caption) : null,
     h("div", { class: "table-tools" }, input, info, prev, next, colsMenu,
       exportButtons(() => opts.exportName ?? opts.caption ?? "table", () => ({ header: columns.map((c) => c.key), rows: view().map((r) => columns.map((c) => r[c.key])) }))), h("div", { class: "table-scroll" }, table));
+}
+
+/** One cell: numbers as they are; text on one line, cut with an ellipsis, the whole of it on hover. */
+function cell<R extends Record<string, any>>(c: Column<R>, r: R, first: boolean): HTMLTableCellElement {
+  const text = c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]);
+  if (c.numeric) return h("td", { class: "num" }, text);
+  return h("td", { class: "txt" }, h("span", { class: first ? "clip first" : "clip", title: text }, text));
 }
 
 /** Renders any JSON value readably (objects as key/value lists, arrays of objects as tables). */

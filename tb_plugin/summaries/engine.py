@@ -84,6 +84,11 @@ class Summaries:
 
         return store.read(store.cache_path(f.path, src), src, trusted_top=str(cache_dir()))
 
+    def failure(self, f: Any) -> BaseException | None:
+        """Why the summary of `f` failed (until the file changes), or None."""
+        with self._lock:
+            return self._failed.get(f.key)
+
     def _remember(self, key: tuple, s: dict) -> None:
         with self._lock:
             self._memory[key] = s

@@ -15,13 +15,13 @@ diff(base, exp) ->
 delta = exp - base. Phases are the top-level work of a step in execution order: "data loading"
 (enumerate(DataLoader)...), "forward", "backward" (autograd nodes, and work on threads that run
 autograd), "optimizer" (Optimizer.*), any other top-level user annotation under its own name, and
-"other" (plain ops after backward). Phases of one step are aligned by name in order (difflib).
+"other" (plain ops after backward). Phases of one step are aligned by name, whatever their order on
+either side (base's order; a phase only in exp follows its predecessor there).
 Op rows are sorted by |delta host_total_us| descending, then name; phase op lists keep the top 50
 (20 in the per-step phases).
 """
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import numpy as np
@@ -237,18 +237,29 @@ def _sum_of(rec: Any) -> dict:
     return {"host_us": _r(rec["host"]), "device_us": _r(rec["device"]), "calls": int(rec["calls"])}
 
 
+def align_by_name(la: list, lb: list) -> list[tuple]:
+    """Pairs (base name | None, exp name | None) of two lists of distinct names: a name on both sides
+    is one pair, wherever it stands; in base's order, a name only in exp right after its exp predecessor."""
+    inb, ina = set(lb), set(la)
+    pairs: list[tuple] = [(x, x if x in inb else None) for x in la]
+    for j, y in enumerate(lb):
+        if y in ina:
+            continue
+        pos = 0
+        if j:
+            prev = lb[j - 1]
+            pos = next(k for k, p in enumerate(pairs) if p[1] == prev) + 1
+        pairs.insert(pos, (None, y))
+    return pairs
+
+
 def _phase_rows(pa: pd.DataFrame, pb: pd.DataFrame, ops_a: Any, ops_b: Any, limit: int = PHASE_OPS_LIMIT) -> list:
-    """Phases of both sides aligned by name in order; ops_x(phase) gives that side's op table."""
+    """Phases of both sides aligned by name; ops_x(phase) gives that side's op table."""
     la, lb = pa["phase"].tolist(), pb["phase"].tolist()
     ra = dict(zip(la, pa.to_dict("records")))
     rb = dict(zip(lb, pb.to_dict("records")))
-    pairs: list[tuple] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=la, b=lb, autojunk=False).get_opcodes():
-        if tag == "equal":
-            pairs += [(la[i], lb[j]) for i, j in zip(range(i1, i2), range(j1, j2))]
-        else:
-            pairs += [(la[i], None) for i in range(i1, i2)] + [(None, lb[j]) for j in range(j1, j2)]
     rows = []
+    pairs = align_by_name(la, lb)
     for x, y in pairs:
         sa = _sum_of(ra[x]) if x is not None else None
         sb = _sum_of(rb[y]) if y is not None else None

@@ -14,10 +14,10 @@ export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
   mount(el, h("div", { class: "toolbar" }, h("strong", null, "Baseline: "), `${ctx.run} / ${ctx.worker} / span ${ctx.span}`, h("span", { class: "muted" }, " compared with "),
     h("label", null, "Run ", runSel), h("label", null, "Worker ", workerSel), h("label", null, "Span ", spanSel)), out);
   const fill = (sel: HTMLSelectElement, items: string[], want?: string) => { mount(sel, items.map((x) => h("option", { value: x }, x))); sel.value = want && items.includes(want) ? want : items[items.length - 1] ?? ""; };
-  runSel.value = ctx.get("exp_run") && ctx.runs.includes(ctx.get("exp_run")!) ? ctx.get("exp_run")! : ctx.run;
+  runSel.value = ctx.get("exp_run") && ctx.runs.includes(ctx.get("exp_run")!) ? ctx.get("exp_run")! : otherRun(ctx.runs, ctx.run);
   const loadWorkers = async () => {
     const ws = (await getJSON<{ workers: string[] }>("workers", { run: runSel.value }, { cache: true })).workers.map(String);
-    fill(workerSel, ws, ctx.get("exp_worker") ?? ctx.worker);
+    fill(workerSel, ws, ctx.get("exp_worker") ?? otherWorker(ws, ctx.worker, runSel.value === ctx.run));
     await loadSpans();
   };
   const loadSpans = async () => {
@@ -28,6 +28,12 @@ export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
   };
   const compare = async () => {
     ctx.set("exp_run", runSel.value); ctx.set("exp_worker", workerSel.value); ctx.set("exp_span", spanSel.value);
+    if (runSel.value === ctx.run && workerSel.value === ctx.worker && spanSel.value === ctx.span) {
+      mount(out, h("div", { class: "banner info", id: "diff-same" }, ctx.runs.length > 1 || workerSel.options.length > 1 || spanSel.options.length > 1
+        ? "This is the baseline itself: pick another run, worker or span to compare with."
+        : "There is only one profile in the log directory: add another run to compare with."));
+      return;
+    }
     mount(out, h("p", { class: "muted" }, "comparing…"));
     const d = await getJSON<any>("diff", { ...ctx.sel(), exp_run: runSel.value, exp_worker: workerSel.value, exp_span: spanSel.value }, { cache: true });
     if (!ctx.alive()) return;
@@ -38,6 +44,19 @@ export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
   spanSel.addEventListener("change", () => void compare().catch(showErr));
   const showErr = (e: Error) => mount(out, h("div", { class: "banner" }, e.message));
   await loadWorkers();
+}
+
+/** The run to compare with by default: the one listed before the baseline's, else after it, else itself. */
+export function otherRun(runs: string[], run: string): string {
+  const i = runs.indexOf(run);
+  if (i > 0) return runs[i - 1];
+  return runs.find((r) => r !== run) ?? run;
+}
+
+/** The worker to compare with by default: in the baseline's own run another one; elsewhere the same name. */
+export function otherWorker(workers: string[], worker: string, sameRun: boolean): string | undefined {
+  if (sameRun) return workers.find((w) => w !== worker) ?? worker;
+  return workers.includes(worker) ? worker : workers[0];
 }
 
 /** Adds delta_<k> = exp_<k> - base_<k> to every node that has both. */
@@ -94,9 +113,22 @@ function renderAligned(d: any): HTMLElement {
     fmt: k === "calls" ? (side === "delta" ? sgnN : fmtNum) : side === "delta" ? sgn : fmtUs })))];
   const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
   return h("div", null, cards, chart,
-    h("h3", null, "Aligned steps, phases and operators"), treeTable(cols, roots, 1, "diff-tree"),
+    h("h3", null, "Aligned steps, phases and operators"), collapsedTree(cols, roots),
     h("div", { id: "diff-table", style: "margin-top:12px" }, dataTable(ocols, rows, { caption: "Operator deltas (largest change first)", rowClass: (r) => (r.delta_host_total_us > 0 ? "pos" : r.delta_host_total_us < 0 ? "neg" : "") })),
     notes.length ? h("ul", { class: "recs muted" }, notes.map((n) => h("li", null, n))) : null);
+}
+
+/** Steps shown in the aligned tree before "Show all". */
+const STEP_ROOTS = 10;
+
+/** The aligned tree with its first STEP_ROOTS steps, and a button for all of them when there are more. */
+function collapsedTree(cols: Column[], roots: TreeNode[]): HTMLElement {
+  const box = h("div", { id: "diff-tree-box" });
+  const draw = (all: boolean) => mount(box, treeTable(cols, all ? roots : roots.slice(0, STEP_ROOTS), 1, "diff-tree"),
+    all ? null : h("p", { class: "muted" }, `The first ${STEP_ROOTS} of ${roots.length} aligned steps. `,
+      h("button", { type: "button", class: "btn small", id: "diff-tree-all", onclick: () => draw(true) }, `Show all ${roots.length} steps`)));
+  draw(roots.length <= STEP_ROOTS + 2);
+  return box;
 }
 
 function renderDiff(d: any): HTMLElement {

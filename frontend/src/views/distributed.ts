@@ -1,7 +1,7 @@
 // Distributed: all workers at once (readable at 2 and at 256): a step selector, per-worker bars, a
 // step × worker heatmap with drill-down into one worker's step, stragglers, collectives with bandwidth.
 import { h, mount, fmtUs, fmtNum, fmtBytes } from "../dom";
-import { getJSON } from "../api";
+import { getJSON, forget } from "../api";
 import { stackedBarsMany, heatmap } from "../charts";
 import { dataTable, Column } from "../table";
 import { segmented } from "./widgets";
@@ -30,9 +30,30 @@ function workerLabel(w: string): string {
 
 function obj(v: any): Record<string, any> { return v && typeof v === "object" && !Array.isArray(v) ? v : {}; }
 
+/** How often the view asks again while some workers' traces are still being read (ms). */
+const PENDING_POLL_MS = 1000;
+let pollToken = 0;
+
 export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> {
-  const d = await getJSON<any>("distributed", { run: ctx.run, span: ctx.span }, { cache: true });
-  if (!ctx.alive()) return;
+  // draws what is known at once, then again as more workers' traces are read; resolves when complete
+  const token = ++pollToken;
+  const q = { run: ctx.run, span: ctx.span, partial: 1 };
+  for (;;) {
+    const d = await getJSON<any>("distributed", q, { cache: true });
+    if (!ctx.alive() || token !== pollToken) return;
+    const pending: string[] = Array.isArray(d?.pending) ? d.pending.map(String) : [];
+    if (!pending.length) return drawDistributed(ctx, el, d, []);
+    forget("distributed", q);
+    await drawDistributed(ctx, el, d, pending);
+    await new Promise((r) => setTimeout(r, PENDING_POLL_MS));
+    if (!ctx.alive() || token !== pollToken) return;
+  }
+}
+
+async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: string[]): Promise<void> {
+  const pendingBox = pending.length ? h("div", { class: "banner info", id: "dist-pending", role: "status" },
+    `Reading the traces of ${pending.length} of ${pending.length + Object.keys(obj(d?.workers)).length + (Array.isArray(d?.errors) ? d.errors.length : 0)} workers; `
+    + "the view fills in as they are read: ", pending.join(", ")) : null;
   const workers = obj(d?.workers);
   // workers in rank order (names as "node10_rank00080" sort badly as text)
   const devs = obj(d?.devices);
@@ -41,6 +62,10 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
   const commOps = obj(d?.comm_ops);
   const hasComm = names.some((w) => Array.isArray(commOps[w]) && commOps[w].length);
   const notes: string[] = Array.isArray(d?.notes) ? d.notes.map(String) : [];
+  if (pending.length && names.length < 2) {
+    mount(el, pendingBox, names.length ? h("p", { class: "muted", id: "dist-ready-workers" }, "Read so far: ", names.join(", ")) : null);
+    return;
+  }
   if (!names.length || (names.length === 1 && !hasComm)) {
     mount(el, h("div", { class: "banner info", id: "no-distributed" },
       names.length === 1 ? `No distributed information: this run has a single worker (${names[0]}) without communication.`
@@ -143,13 +168,13 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
   ] as Column[], devRows, { caption: "Workers", filterKeys: ["worker"], sortKey: "worker", sortDesc: false, pageSize: 20 })) : null;
 
   const errors: any[] = Array.isArray(d?.errors) ? d.errors : [];
-  mount(el, toolbar,
+  mount(el, pendingBox, toolbar,
     errors.length ? h("div", { class: "banner", id: "dist-errors" }, "Some workers could not be read (the others are shown):",
       h("ul", null, errors.map((e) => h("li", null, `${e?.file ?? e?.worker ?? ""}: ${e?.error ?? ""}`)))) : null,
     h("div", { class: "grid2" }, bars, wait),
     h("section", { class: "section" }, heatTools, heat), drill, stragTable, comm, devices,
     notes.length ? h("section", { class: "section" }, h("h3", null, "Notes"), h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
-  if (selected) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
+  if (selected && !pending.length) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
 }
 
 /** The drill-down: one worker's step, its parts and each collective with wait and transfer. */

@@ -11,6 +11,8 @@ export const STEP_PARTS: [string, string][] = [
   ["kernel_us", "Kernel"], ["memcpy_us", "Memcpy"], ["memset_us", "Memset"], ["communication_us", "Communication"],
   ["runtime_us", "Runtime"], ["dataloader_us", "DataLoader"], ["cpu_exec_us", "CPU Exec"], ["other_us", "Other"],
 ];
+/** Per-step rows shown before "Show all" in per-step tables. */
+const STEP_ROWS = 10;
 const COLORS = ["#4e79a7", "#f28e2b", "#edc948", "#e15759", "#76b7b2", "#b07aa1", "#59a14f", "#bab0ac"];
 
 export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
@@ -66,13 +68,23 @@ function temporalTable(tb: any): HTMLElement | null {
   const cell = (r: any, k: string) => h("td", { class: "num" }, `${fmtUs(r?.[`${k}_us`])} (${fmtPct(r?.[`${k}_share`])})`);
   const row = (dev: any, step: string, r: any) => h("tr", step === "average" ? { class: "avg" } : null,
     h("td", null, `GPU ${dev.device}`), h("td", null, step), cell(r, "idle"), cell(r, "compute"), cell(r, "non_compute"));
+  const nSteps = Math.max(0, ...devices.map((d) => (Array.isArray(d.steps) ? d.steps.length : 0)));
+  const body = h("tbody");
+  const more = h("p", { class: "muted" });
+  const fill = (limit: number) => {
+    mount(body, devices.flatMap((d) => [row(d, "average", d.average),
+      ...(Array.isArray(d.steps) ? d.steps : []).slice(0, limit).map((s: any) => row(d, String(s.step), s))]));
+    if (limit >= nSteps) { more.replaceChildren(); return; }
+    mount(more, `The first ${limit} of ${nSteps} steps. `, h("button", { type: "button", class: "btn small", id: "gpu-temporal-all",
+      onclick: () => fill(Infinity) }, `Show all ${nSteps} steps`));
+  };
+  fill(nSteps > STEP_ROWS + 2 ? STEP_ROWS : Infinity);
   return h("div", { id: "gpu-temporal" },
     h("h4", null, "GPU time: idle / compute / non-compute (HTA temporal breakdown)"),
     h("table", { class: "data-table" },
       h("thead", null, h("tr", null, h("th", null, "Device"), h("th", null, "Step"), h("th", { class: "num" }, "Idle"),
         h("th", { class: "num" }, "Compute"), h("th", { class: "num" }, "Non-compute"))),
-      h("tbody", null, devices.flatMap((d) => [row(d, "average", d.average),
-        ...(Array.isArray(d.steps) ? d.steps : []).map((s: any) => row(d, String(s.step), s))]))),
+      body), more,
     typeof tb.idle_threshold === "number" ? h("p", { class: "muted" },
       `Non-compute: communication kernels, memcpy, memset. A recommendation is given above ${fmtPct(tb.idle_threshold)} idle.`) : null);
 }
