@@ -19,6 +19,8 @@ from profiler_core.analysis.synthetic import (
     trace,
 )
 
+from .conftest import missing
+
 
 def gpu_trace():
     """One step: linear (addmm via External id on the kernel), copy (via runtime's External id),
@@ -160,7 +162,7 @@ def _resnet_path(shared_traces):
     path = shared_traces / "kineto_resnet50_v100" / "num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
     ref = shared_traces / "reference" / "kineto_resnet50_v100.torch-tb-profiler-0.4.3.json"
     if not path.exists() or not ref.exists():
-        pytest.skip("resnet50 trace or its reference absent")
+        missing("resnet50 trace or its reference absent")
     return path, ref
 
 
@@ -191,7 +193,7 @@ def test_trace_from_our_cuda_converter_links_every_activity():
     from profiler_core.cuda import convert, link
     data = Path(__file__).resolve().parent / "data" / "cupti" / "synthetic_session.json"
     if not data.exists():
-        pytest.skip("cupti fixture absent")
+        missing("cupti fixture absent")
     s = json.loads(data.read_text())
     res = convert.convert_records(copy.deepcopy(s["records"]), device_properties=s["device_properties"],
                                   clock_offset_ns=s["clock_offset_ns"], pid=s["pid"])
