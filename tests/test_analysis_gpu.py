@@ -18,6 +18,7 @@ from profiler_core.analysis.synthetic import (
     runtime,
     trace,
 )
+from profiler_core.trace.schema import convert_collector_events
 
 from .conftest import missing
 
@@ -199,7 +200,7 @@ def test_trace_from_our_cuda_converter_links_every_activity():
                                   clock_offset_ns=s["clock_offset_ns"], pid=s["pid"])
     base = s["host_base_ns"]
     t = {"schemaVersion": 1, "deviceProperties": s["device_properties"], "baseTimeNanoseconds": base,
-         "traceEvents": convert.to_trace_units(copy.deepcopy(s["cpu_ops"]) + res.events, base)}
+         "traceEvents": convert_collector_events(copy.deepcopy(s["cpu_ops"]) + res.events, base)}
     link.link_trace(t)
     ev = events_from_trace(t)
     activities = [e for e in ev if e.activity_type in ("kernel", "gpu_memcpy", "gpu_memset")]
