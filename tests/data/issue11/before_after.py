@@ -14,7 +14,7 @@ FIX = Path("tests/data/issue11")  # read relative to the cwd: the fixtures are t
 
 def main() -> None:
     from profiler_core.trace.reader import read_trace
-    from tb_plugin.views import common, distributed, kernels, operators, overview
+    from tb_plugin.views import common, distributed, kernels, overview
 
     def load(name):
         return read_trace(FIX / f"{name}.pt.trace.json.gz", processes=0)
@@ -36,9 +36,6 @@ def main() -> None:
     out = distributed.distributed(ranks)
     print("4 nccl_rpc: rank0 comm rows", [(r["name"][:40], r["calls"]) for r in out["comm_ops"]["rank0"]],
           "| rank0 wait_us", out["workers"]["rank0"]["wait_us"])
-    t = load("torch18_input_dims")
-    print("5 torch18_input_dims: name+shape rows", len(operators.operators(t, group_by="name_shape")["rows"]),
-          "name rows", len(operators.operators(t)["rows"]))
     t = load("idle_gpu")
     ov = overview.overview(t)
     tb = (ov["gpu"] or {}).get("temporal")

@@ -123,24 +123,6 @@ def rocm_launches() -> None:
     write("rocm_launches", ev, deviceProperties=[MI300X])
 
 
-# ------------------------------------------------------------------------------------------- item 5
-def torch18_input_dims() -> None:
-    """A torch 1.8 trace (`Operator` category, `Input dims` spelled with a lower-case d, `Input type`):
-    the same op name called with several input shapes."""
-    ev = [X("Operator", "ProfilerStep#1", 0, 5000)]
-    shapes = [[[2, 3], [3, 4]], [[8, 16], [16, 32]], [[64, 64], [64, 64]]]
-    t = 10
-    for _rep in range(4):
-        for dims in shapes:
-            ev.append(X("Operator", "aten::mm", t, 20, **{"Input dims": dims, "Input type": ["float", "float"],
-                                                       "External id": len(ev)}))
-            ev.append(X("Operator", "aten::add", t + 30, 10, **{"Input dims": [dims[0], dims[0], []],
-                                                                "Input type": ["float", "float", "Scalar"],
-                                                                "External id": len(ev) + 1}))
-            t += 100
-    write("torch18_input_dims", ev)
-
-
 # ------------------------------------------------------------------------------------------- item 4
 def _rpc_args(coll, nelems, dtype, rank, ext, out_nelems=None):
     return {"External id": ext, "Collective name": coll, "dtype": dtype, "In msg nelems": nelems,
@@ -222,7 +204,7 @@ def idle_gpu() -> None:
     write("idle_gpu", ev, deviceProperties=[H100])
 
 
-FIXTURES = [early_gpu_work, gpu_only, rocm_launches, torch18_input_dims, nccl_record_param_comms,
+FIXTURES = [early_gpu_work, gpu_only, rocm_launches, nccl_record_param_comms,
             idle_gpu]
 
 if __name__ == "__main__":
