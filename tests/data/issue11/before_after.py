@@ -24,9 +24,6 @@ def main() -> None:
     ov = overview.overview(t)
     print("1 early_gpu_work: step lengths us", [round((e - s) / 1000, 3) for s, e in zip(st["start"], st["end"])],
           "| step 10 kernel_us", ov["steps"][0]["kernel_us"], "| average step us", ov["average"]["total_us"])
-    t = load("gpu_only")
-    st = common.steps(t)
-    print("2 gpu_only: step 0 length us", [round((e - s) / 1000, 3) for s, e in zip(st["start"], st["end"])])
     t = load("rocm_launches")
     rows = kernels.kernels(t)["rows"]
     print("3 rocm_launches: blocks per SM", {r["name"][:24]: r["blocks_per_sm"] for r in rows},

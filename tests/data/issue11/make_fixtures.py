@@ -76,22 +76,6 @@ def early_gpu_work() -> None:
     write("early_gpu_work", ev, deviceProperties=[H100])
 
 
-# ------------------------------------------------------------------------------------------- item 2
-def gpu_only() -> None:
-    """A GPU-only trace in the old (torch 1.8 / libkineto on-demand) category names: no CPU ops, the
-    profiler's own `Trace` span of 1.05 s around 1.6 ms of `Runtime` launches and `Kernel`/`Memcpy`
-    activity, plus an `async_gpu` range."""
-    ev = [X("Trace", "PyTorch Profiler (0)", 0, 1_050_000, pid="Spans", tid="PyTorch Profiler")]
-    t = 500_000
-    for i in range(20):
-        ev.append(launch(t + i * 80, 1 + i, 0, cat="Runtime", dur=5))
-        ev.append(kern("volta_sgemm_128x64_nn", t + 20 + i * 80, 70, corr=1 + i, cat="Kernel"))
-    ev.append(launch(t + 1600, 100, 0, name="cudaMemcpyAsync", cat="Runtime", dur=6))
-    ev.append(kern("Memcpy DtoH (Device -> Pinned)", t + 1602, 3, corr=100, cat="Memcpy", bytes=4096))
-    ev.append(X("async_gpu", "gpu_range", t + 20, 1585, pid=0, tid=7))
-    write("gpu_only", ev, deviceProperties=[dict(H100, name="Tesla V100-SXM2-16GB", computeMajor=7, numSms=80)])
-
-
 # ------------------------------------------------------------------------------------------- item 3
 MI300X = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888, "computeMajor": 9,
           "computeMinor": 4, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
@@ -204,7 +188,7 @@ def idle_gpu() -> None:
     write("idle_gpu", ev, deviceProperties=[H100])
 
 
-FIXTURES = [early_gpu_work, gpu_only, rocm_launches, nccl_record_param_comms,
+FIXTURES = [early_gpu_work, rocm_launches, nccl_record_param_comms,
             idle_gpu]
 
 if __name__ == "__main__":
