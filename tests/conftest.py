@@ -20,6 +20,7 @@ IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 def missing(reason: str) -> NoReturn:
     """Something this test checks against is absent: skip with `reason` locally, fail with it under CI."""
+    __tracebackhide__ = True  # report the test's line, not this one
     if IN_CI:
         pytest.fail(f"required under CI=true (.ci/run installs it): {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
@@ -33,6 +34,7 @@ def requires(why: str | None) -> Callable:
 
         @functools.wraps(test)
         def absent(*args, **kwargs):
+            __tracebackhide__ = True
             missing(why)
         return absent
     return decorate
@@ -40,6 +42,7 @@ def requires(why: str | None) -> Callable:
 
 def require_module(name: str, reason: str):
     """Import `name` (pytest.importorskip), or `missing(reason)` when it is not installed."""
+    __tracebackhide__ = True
     try:
         return pytest.importorskip(name, reason=reason)
     except pytest.skip.Exception:
