@@ -32,7 +32,7 @@ def _pytest(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess:
     if ci is not None:
         env["CI"] = ci
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-c", str(ROOT / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path)],
+                           "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), str(tmp_path)],
                           capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path))
 
 
@@ -40,7 +40,7 @@ def test_missing_oracle_skips_locally_with_its_reason_printed(tmp_path):
     proc = _pytest(tmp_path, None)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed, 2 skipped" in proc.stdout
-    assert "the frobnicator oracle is not installed" in proc.stdout  # -rs from pytest.ini, even with -q
+    assert "the frobnicator oracle is not installed" in proc.stdout  # -rs from pyproject.toml, even with -q
     assert "the widget tool is absent" in proc.stdout
 
 
