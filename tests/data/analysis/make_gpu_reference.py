@@ -17,8 +17,9 @@ thread fix-ups, the sort), then ``EventList._build_tree``, ``key_averages`` and 
 accessors of torch's C++ ``KinetoEvent`` (device type from the category as torch's
 deviceTypeFromActivity maps it; ``linked_correlation_id`` = the External id a kernel, copy, memset or
 runtime call carries, 0 for a GPU user annotation, which Kineto creates without a linked activity and
-whose id is its CPU annotation's, as its ``External id`` in the JSON says). So the comparison is an oracle for the aggregation and table code and for torch's
-attribution rules, and a differential test (not an oracle) for the event -> KinetoEvent mapping.
+whose id is its CPU annotation's, as its ``External id`` in the JSON says). So the comparison is an oracle
+for the aggregation and table code and for torch's attribution rules, and a differential test (not an
+oracle) for the event -> KinetoEvent mapping.
 Memory is left out (torch attributes it by time across threads, our contract per thread).
 """
 import gzip
@@ -73,7 +74,9 @@ class KinetoEventView:
     def start_ns(self): return self.start
     def end_ns(self): return self.end
     def device_type(self): return DeviceType.CUDA if self.gpu else DeviceType.CPU
-    def device_index(self): return _num(self.args.get("device", self.e.get("pid", 0))) if self.gpu else _tid(self.e.get("pid", 0))
+    def device_index(self):
+        return _num(self.args.get("device", self.e.get("pid", 0))) if self.gpu else _tid(self.e.get("pid", 0))
+
     def device_resource_id(self): return _tid(self.e.get("tid", 0))
     def start_thread_id(self): return _tid(self.e.get("tid", 0))
     def end_thread_id(self): return _tid(self.e.get("tid", 0))
