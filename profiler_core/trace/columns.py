@@ -751,8 +751,8 @@ class _Builder:
         import pandas as pd
 
         if self.entries and not self.with_phase:
-            raise TraceReadError(f"{path}: not a trace: none of its {self.entries} entries is a chrome-trace "
-                                 "event (an object with a \"ph\" phase)")
+            raise TraceReadError(f"{path}: no trace events (not a trace: none of its {self.entries} entries is "
+                                 "a chrome-trace event, an object with a \"ph\" phase)")
 
         col, lens = self.ev, self.ev_len
         total = int(sum(lens))
