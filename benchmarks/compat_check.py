@@ -119,8 +119,9 @@ def make_converted_gpu_trace(logdir: str) -> str | None:
     fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "data",
                            "cupti", "synthetic_session.json")
     try:
-        from profiler_core.cuda.convert import convert_records, to_trace_units
+        from profiler_core.cuda.convert import convert_records
         from profiler_core.cuda.link import link_trace
+        from profiler_core.trace.schema import convert_collector_events
         from profiler_core.trace.writer import write_trace
         with open(fixture, encoding="utf-8") as f:
             session = json.load(f)
@@ -132,7 +133,7 @@ def make_converted_gpu_trace(logdir: str) -> str | None:
     trace = {"schemaVersion": 1, "deviceProperties": session["device_properties"],
              "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
              "displayTimeUnit": "ms", "baseTimeNanoseconds": base,
-             "traceEvents": to_trace_units(copy.deepcopy(session["cpu_ops"]) + res.events, base),
+             "traceEvents": convert_collector_events(copy.deepcopy(session["cpu_ops"]) + res.events, base),
              "traceName": "cuptiworker"}
     link_trace(trace)
     path = os.path.join(logdir, "cuptiworker.1796214884100354306.pt.trace.json")

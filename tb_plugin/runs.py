@@ -98,8 +98,12 @@ def parse_name(name: str) -> tuple[str, int | None] | None:
     return m.group("worker"), value * 1_000_000 if value < _MS_LIMIT else value
 
 
+_EXECUTION_TRACE_RE = re.compile(rb'"nodes"\s*:\s*\[')
+
+
 def looks_like_trace(path: str) -> bool:
-    """Cheap sniff of a plain .json file: does its beginning look like a chrome trace?"""
+    """Cheap sniff of a plain .json file: does its beginning look like a chrome trace, or like a PyTorch
+    execution trace (listed, so that the reader says why it cannot be opened, instead of ignored)?"""
     try:
         if storage.is_remote(path):
             head = storage.read_range(path, 0, 65536)
@@ -112,6 +116,8 @@ def looks_like_trace(path: str) -> bool:
         return True  # unreadable: let the reader report why
     text = head.lstrip()
     if text[:1] == b"{":
+        if _EXECUTION_TRACE_RE.search(head) and b'"schema"' in head:
+            return True
         return b'"traceEvents"' in head or len(head) >= 65536 and b'"ph"' in head
     return text[:1] == b"[" and (b'"ph"' in head or len(text) < 3)
 

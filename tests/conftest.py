@@ -1,6 +1,9 @@
-"""Shared pytest fixtures: where the team's reference traces live."""
+"""Shared pytest fixtures: where the team's reference traces live, and what a missing one means."""
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -8,13 +11,52 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("GPUSCOPE_SHARED", ROOT.parent / "shared"))
 TRACES = SHARED / "traces"
 DATA = Path(__file__).resolve().parent / "data"
+#: the venv with torch 2.13 CPU, torch-tb-profiler 0.4.3 and HTA that .ci/run builds
+COMPAT_VENV = Path(os.environ.get("GPUSCOPE_COMPAT_VENV") or ROOT / ".venvs" / "compat")
+#: Under CI (`CI=true`, as CI services set it) every oracle, reference and tool that .ci/run installs is
+#: required: a test that would skip for lack of one fails instead, with the same reason.
+IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def missing(reason: str) -> NoReturn:
+    """Something this test checks against is absent: skip with `reason` locally, fail with it under CI."""
+    __tracebackhide__ = True  # report the test's line, not this one
+    if IN_CI:
+        pytest.fail(f"required under CI=true (.ci/run installs it): {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def requires(why: str | None) -> Callable:
+    """Decorator (the skipif of this suite): when `why` is not None the test skips with it, or under CI
+    fails with it (see missing())."""
+    if why is None:
+        return lambda test: test
+    if not IN_CI:
+        return pytest.mark.skipif(True, reason=why)
+
+    def decorate(test: Callable) -> Callable:
+        @functools.wraps(test)
+        def absent(*args, **kwargs):
+            __tracebackhide__ = True
+            missing(why)
+        return absent
+    return decorate
+
+
+def require_module(name: str, reason: str):
+    """Import `name` (pytest.importorskip), or `missing(reason)` when it is not installed."""
+    __tracebackhide__ = True
+    try:
+        return pytest.importorskip(name, reason=reason)
+    except pytest.skip.Exception:
+        missing(reason)
 
 
 @pytest.fixture
 def shared_traces() -> Path:
-    """The reference traces from real PyTorch runs (../shared/traces); skip if absent."""
+    """The reference traces from real PyTorch runs (../shared/traces); missing() if absent."""
     if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing(f"the shared traces are not at {TRACES} (set GPUSCOPE_SHARED to the folder holding traces/)")
     return TRACES
 
 

@@ -11,7 +11,7 @@ the secret key is `SECRET`, so a test can check it never shows up anywhere.
 """
 from __future__ import annotations
 
-import pytest
+from .conftest import require_module
 
 #: the secret access key the tests' server is reached with (must never appear in any output)
 SECRET = "gpuscope-test-SECRET-4f9a1c"
@@ -57,9 +57,9 @@ class S3Server:
 
 def start() -> S3Server:
     """Start a moto S3 server (skip the calling test when moto's server mode or s3fs is missing)."""
-    pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e '.[test]')")
-    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[test]')")
-    pytest.importorskip("flask", reason="moto[server] is not installed (pip install -e '.[test]')")
+    require_module("s3fs", "s3fs is not installed (pip install -e '.[test]')")
+    require_module("moto.server", "moto[server] is not installed (pip install -e '.[test]')")
+    require_module("flask", "moto[server] is not installed (pip install -e '.[test]')")
     return S3Server()
 
 

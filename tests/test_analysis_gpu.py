@@ -18,6 +18,9 @@ from profiler_core.analysis.synthetic import (
     runtime,
     trace,
 )
+from profiler_core.trace.schema import convert_collector_events
+
+from .conftest import missing
 
 
 def gpu_trace():
@@ -160,7 +163,7 @@ def _resnet_path(shared_traces):
     path = shared_traces / "kineto_resnet50_v100" / "num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
     ref = shared_traces / "reference" / "kineto_resnet50_v100.torch-tb-profiler-0.4.3.json"
     if not path.exists() or not ref.exists():
-        pytest.skip("resnet50 trace or its reference absent")
+        missing("resnet50 trace or its reference absent")
     return path, ref
 
 
@@ -191,13 +194,13 @@ def test_trace_from_our_cuda_converter_links_every_activity():
     from profiler_core.cuda import convert, link
     data = Path(__file__).resolve().parent / "data" / "cupti" / "synthetic_session.json"
     if not data.exists():
-        pytest.skip("cupti fixture absent")
+        missing("cupti fixture absent")
     s = json.loads(data.read_text())
     res = convert.convert_records(copy.deepcopy(s["records"]), device_properties=s["device_properties"],
                                   clock_offset_ns=s["clock_offset_ns"], pid=s["pid"])
     base = s["host_base_ns"]
     t = {"schemaVersion": 1, "deviceProperties": s["device_properties"], "baseTimeNanoseconds": base,
-         "traceEvents": convert.to_trace_units(copy.deepcopy(s["cpu_ops"]) + res.events, base)}
+         "traceEvents": convert_collector_events(copy.deepcopy(s["cpu_ops"]) + res.events, base)}
     link.link_trace(t)
     ev = events_from_trace(t)
     activities = [e for e in ev if e.activity_type in ("kernel", "gpu_memcpy", "gpu_memset")]

@@ -6,6 +6,8 @@ import pytest
 
 from profiler_core.analysis import DeviceType, events_from_trace
 
+from .conftest import missing
+
 CASES = [("single", "vm_7929"), ("ddp_gloo", "worker0"), ("ddp_gloo", "worker1")]
 
 
@@ -14,7 +16,7 @@ def test_cpu_operator_table_matches_reference(shared_traces, run, worker):
     ref_path = shared_traces / "reference" / "torch_cpu_cnn.torch-tb-profiler-0.4.3.json"
     files = sorted((shared_traces / "torch_cpu_cnn" / run).glob(f"{worker}.*"))
     if not ref_path.exists() or len(files) != 1:
-        pytest.skip("torch_cpu_cnn trace or reference absent")
+        missing("torch_cpu_cnn trace or reference absent")
     rows = json.loads(ref_path.read_text())[run]["workers"][worker]["1"]["operation_table_Operation"]["data"]
     with gzip.open(files[0], "rt") as f:
         events = events_from_trace(json.load(f))

@@ -6,17 +6,17 @@ logic and the trace makers are tested here without it.
 """
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from .conftest import COMPAT_VENV, missing
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "compat_check.py"
-#: the venv .ci/run builds (.venvs/compat in the repo), or $GPUSCOPE_COMPAT_VENV
-VENV = Path(os.environ.get("GPUSCOPE_COMPAT_VENV") or ROOT / ".venvs" / "compat")
+VENV = COMPAT_VENV
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_missing_venv_is_reported(compat, tmp_path, capsys):
 
 def test_torch_tb_profiler_and_hta_load_our_traces(tmp_path):
     if not _venv_ready():
-        pytest.skip(f"compat venv with torch-tb-profiler and HTA not found at {VENV} "
+        missing(f"compat venv with torch-tb-profiler and HTA not found at {VENV} "
                     "(.ci/run builds it; or set GPUSCOPE_COMPAT_VENV)")
     report_path = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--venv", str(VENV), "--json", str(report_path)],

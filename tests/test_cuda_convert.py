@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from profiler_core.cuda.convert import convert_records, to_trace_units
+from profiler_core.cuda.convert import convert_records
 from profiler_core.cuda.link import link_gpu_to_ops, link_trace
+from profiler_core.trace.schema import convert_collector_events
 
 from .conftest import DATA
 
@@ -121,7 +122,7 @@ def test_linking_innermost_op_and_external_correlation_wins():
 
 def test_link_trace_on_a_trace_dict_in_microseconds_is_idempotent():
     base = H - 10_000
-    events = to_trace_units(_convert().events + copy.deepcopy(S["cpu_ops"]), base)
+    events = convert_collector_events(_convert().events + copy.deepcopy(S["cpu_ops"]), base)
     k = _corr(events, "kernel", 11)
     assert k["ts"] == pytest.approx(13.4) and k["dur"] == pytest.approx(1.6)
     trace = {"traceEvents": events}

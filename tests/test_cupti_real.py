@@ -13,7 +13,7 @@ import pytest
 
 from profiler_core.cuda import records
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, missing
 from .gpu_oracles import CUPTI_TARGETS, run_with
 from .test_cuda_cupti_backend import ActivityKind as FakeActivityKind
 from .test_cuda_cupti_backend import FakeCupti
@@ -91,7 +91,7 @@ def real(request):
     """What the installed cupti-python of one major says about the names gpuscope relies on."""
     target = CUPTI_TARGETS[request.param]
     if not (target / "cupti").is_dir():
-        pytest.skip(f"cupti-python {request.param}.x is not installed at {target} (.ci/run installs it)")
+        missing(f"cupti-python {request.param}.x is not installed at {target} (.ci/run installs it)")
     table = json.loads((DATA / "cupti" / "callback_ids.json").read_text())
     fake_api = [(n,) for n in vars(FakeCupti) if not n.startswith("_") and n not in FAKE_HELPERS]
     fake_api += [("ActivityKind", k.name) for k in FakeActivityKind]

@@ -15,6 +15,8 @@ import pytest
 
 from profiler_core.trace.reader import read_trace
 
+from .conftest import missing, requires
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "distributed_train.py"
 TRACE_RE = re.compile(r"^(?P<worker>.+)\.(?P<stamp>\d+)\.pt\.trace\.json(\.gz)?$")
@@ -42,7 +44,7 @@ def _mpiexec() -> list[str] | None:
 
 
 MPIEXEC = _mpiexec()
-needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="mpiexec or mpi4py absent (pip install mpi4py mpich)")
+needs_mpi = requires(None if MPIEXEC else "mpiexec or mpi4py absent (pip install mpi4py mpich)")
 
 
 def _clean_env() -> dict:
@@ -175,7 +177,7 @@ def test_a_rank_that_dies_leaves_the_other_traces_intact(tmp_path):
 
 def test_without_mpi_initialised_a_single_worker_with_a_note(tmp_path):
     if find_spec("mpi4py") is None:
-        pytest.skip("mpi4py not installed")
+        missing("mpi4py not installed (pip install mpi4py)")
     code = textwrap.dedent(f"""
         import json, os, socket, warnings
         import mpi4py

@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from .conftest import COMPAT_VENV, missing
 from .test_hta_idle import hta_clock, hta_rows
 from .test_views_common_support import load_shared
 
@@ -128,7 +129,7 @@ def cases(shared: Path):
     for rel, r in sorted(ref["traces"].items()):
         path = shared / rel
         if not path.exists():
-            pytest.skip(f"{path} is missing")
+            missing(f"{path} is missing")
         yield rel, path, r
     for name, r in sorted(ref["fixtures"].items()):
         yield name, FIXTURES / f"{name}.pt.trace.json.gz", r
@@ -244,7 +245,7 @@ def test_cpu_ops_with_a_stream_arg_are_not_gpu_time(shared_traces):
     (rel,) = [k for k in ref if k.startswith("public/tl_vllm_graph_capture/")]
     path = shared_traces / rel
     if not path.exists():
-        pytest.skip(f"{path} is missing")
+        missing(f"{path} is missing")
     t = hta_clock(load_shared(path))
     rows, kinds = temporal.gpu_kinds(t)
     extra = stream_arg_ops(t, path)
@@ -261,12 +262,10 @@ def test_cpu_ops_with_a_stream_arg_are_not_gpu_time(shared_traces):
     assert ours["COMPUTATION"] + launcher == hta["COMPUTATION"] * 1000
 
 
-@pytest.mark.skipif(not os.environ.get("GPUSCOPE_COMPAT_VENV"), reason="GPUSCOPE_COMPAT_VENV not set (needs HTA)")
 def test_reference_is_current(shared_traces, tmp_path):
-    venv = Path(os.environ["GPUSCOPE_COMPAT_VENV"])
-    py = venv / "bin" / "python"
+    py = COMPAT_VENV / "bin" / "python"
     if not py.exists():
-        pytest.skip(f"{py} does not exist")
+        missing(f"no venv with HTA at {COMPAT_VENV} (.ci/run builds it; or set GPUSCOPE_COMPAT_VENV)")
     script = REF.parent / "make_hta_reference.py"
     env = dict(os.environ, HTA_REFERENCE_OUT=str(tmp_path / "ref.json"))
     subprocess.run([str(py), str(script), str(shared_traces)], check=True, env=env, capture_output=True, timeout=900)

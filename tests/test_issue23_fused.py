@@ -13,7 +13,7 @@ import pytest
 from profiler_core.trace.decode import TraceReadError
 from profiler_core.trace.reader import read_trace
 
-from .conftest import SHARED
+from .conftest import SHARED, missing
 
 RANKS = [SHARED / "traces" / "public" / "hta_trace_filter" / f"sampled_rank-{r}.json.gz" for r in (0, 1)]
 
@@ -22,7 +22,7 @@ def _fuse(out, ranks=RANKS):
     docs = []
     for p in ranks:
         if not p.is_file():
-            pytest.skip(f"{p} is absent")
+            missing(f"{p} is absent")
         with gzip.open(p, "rt") as f:
             docs.append(json.load(f))
     events = []
@@ -62,7 +62,7 @@ def test_fused_ranks_are_refused_with_the_reason(tmp_path):
 def test_each_rank_alone_is_read(tmp_path):
     for p in RANKS:
         if not p.is_file():
-            pytest.skip(f"{p} is absent")
+            missing(f"{p} is absent")
         assert len(read_trace(p, processes=0).events)
 
 

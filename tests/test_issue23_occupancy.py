@@ -12,7 +12,7 @@ from profiler_core.cuda.occupancy import OPTIN_SHARED_MEMORY_PER_BLOCK, optin_sh
 from profiler_core.trace.reader import read_trace
 from tb_plugin.views import kernels
 
-from .conftest import SHARED
+from .conftest import SHARED, missing
 
 PUBLIC = SHARED / "traces" / "public"
 RUNS = {"ds_train_h800": "train.json", "tl_b200_eager": "eager_trace.json.gz"}
@@ -21,7 +21,7 @@ RUNS = {"ds_train_h800": "train.json", "tl_b200_eager": "eager_trace.json.gz"}
 def _path(run: str):
     p = PUBLIC / run / RUNS[run]
     if not p.is_file():
-        pytest.skip(f"../shared/traces/public/{run} is absent")
+        missing(f"../shared/traces/public/{run} is absent")
     return p
 
 
@@ -86,7 +86,7 @@ def test_optin_limit_from_properties_else_the_capability_table():
             if dev.get("sharedMemPerBlockOptin") and dev.get("warpSize") == 32:
                 recorded[(dev["computeMajor"], dev["computeMinor"])] = dev["sharedMemPerBlockOptin"]
     if not recorded:
-        pytest.skip("no shared trace records sharedMemPerBlockOptin")
+        missing("no shared trace records sharedMemPerBlockOptin")
     for cc, value in recorded.items():
         assert OPTIN_SHARED_MEMORY_PER_BLOCK[cc] == value, cc
 

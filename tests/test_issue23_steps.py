@@ -16,7 +16,7 @@ import pytest
 from profiler_core.trace.reader import read_trace
 from tb_plugin.views import common, overview
 
-from .conftest import SHARED
+from .conftest import SHARED, missing, requires
 from .test_views_common_support import kernel, make_trace, op, runtime
 
 DATA = Path(__file__).parent / "data" / "issue11"
@@ -56,7 +56,7 @@ def test_early_gpu_work_running_in_the_first_step_is_its_kernel_time():
     assert any(n.startswith("50 of 70 kernels have no launch record") for n in ov["notes"])
 
 
-@pytest.mark.skipif(not MI300_CKPT.is_file(), reason="../shared/traces/public/tl_mi300_resnet_ckpt is absent")
+@requires(None if MI300_CKPT.is_file() else "../shared/traces/public/tl_mi300_resnet_ckpt is absent")
 def test_mi300_first_step_kernel_time_matches_the_gpu_timeline_and_the_temporal_breakdown():
     raw = _raw_events(MI300_CKPT)
     t = read_trace(MI300_CKPT, processes=0)
@@ -122,7 +122,7 @@ def test_work_launched_before_the_first_step_is_labelled_in_the_step_it_runs_in(
 def test_real_traces_without_steps_use_the_whole_window(run):
     path = SHARED / "traces" / "public" / run
     if not path.is_file():
-        pytest.skip(f"../shared/traces/public/{run} is absent")
+        missing(f"../shared/traces/public/{run} is absent")
     raw = [e for e in _raw_events(path) if e.get("ph") == "X" and str(e.get("cat", "")).lower() != "trace"]
     assert not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in raw)
     window = max(Decimal(e["ts"]) + Decimal(e.get("dur", 0)) for e in raw) - min(Decimal(e["ts"]) for e in raw)

@@ -11,13 +11,12 @@ import textwrap
 import types
 from importlib.util import find_spec
 
-import pytest
-
 from profiler_core.integrations import mpi as mpi_integration
 from profiler_core.integrations.mpi import message_info
 
-needs_mpi4py = pytest.mark.skipif(find_spec("mpi4py") is None,
-                                  reason="mpi4py not installed (pip install mpi4py mpich)")
+from .conftest import requires
+
+needs_mpi4py = requires("mpi4py not installed (pip install mpi4py mpich)" if find_spec("mpi4py") is None else None)
 
 
 class _Datatype:

@@ -10,7 +10,7 @@ import pytest
 
 from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm
 
-from .conftest import ROOT
+from .conftest import ROOT, missing
 from .gpu_oracles import occupancy_headers
 
 CASES_PER_CAPABILITY = 600
@@ -30,7 +30,7 @@ def _compile(tag: str, tmp_path_factory):
         return _BUILT[tag]
     gxx = shutil.which("g++")
     if gxx is None:
-        pytest.skip("g++ is not installed")
+        missing("g++ is not installed")
     exe = tmp_path_factory.mktemp(f"occ-{tag}") / "occupancy_oracle"
     subprocess.run([gxx, "-O1", "-I", str(HEADERS[tag].parent),
                     str(ROOT / "tests" / "oracles" / "occupancy_oracle.cpp"), "-o", str(exe)],
@@ -50,7 +50,7 @@ def _compile(tag: str, tmp_path_factory):
 def oracle(request, tmp_path_factory):
     """NVIDIA's calculator from one installed header (cu12, cu13)."""
     if request.param == "none":
-        pytest.skip("NVIDIA's cuda_occupancy.h is not installed (.ci/run puts it in .venvs/cuda-headers)")
+        missing("NVIDIA's cuda_occupancy.h is not installed (.ci/run puts it in .venvs/cuda-headers)")
     return _compile(request.param, tmp_path_factory)
 
 
@@ -114,7 +114,7 @@ def test_every_capability_the_header_knows_is_computed(oracle):
 
 def test_no_capability_is_claimed_that_no_header_knows(tmp_path_factory):
     if set(HEADERS) != {"cu12", "cu13"}:
-        pytest.skip("needs both the CUDA 12 and 13 headers (.ci/run installs them)")
+        missing("needs both the CUDA 12 and 13 headers (.ci/run installs them)")
     known = set()
     for tag in HEADERS:
         known |= _known_to(_compile(tag, tmp_path_factory))

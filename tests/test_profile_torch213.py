@@ -12,7 +12,7 @@ import pytest
 import profiler_core
 from profiler_core import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
-from .conftest import ROOT
+from .conftest import COMPAT_VENV, ROOT, missing
 
 CPU = [ProfilerActivity.CPU]
 
@@ -57,10 +57,9 @@ def test_acc_events_accumulates_across_cycles_as_torch_does():
 
 
 def test_acc_events_matches_torch_2_13():
-    venv = os.environ.get("GPUSCOPE_COMPAT_VENV")
-    python = Path(venv) / "bin" / "python" if venv else None
-    if python is None or not python.exists():
-        pytest.skip("GPUSCOPE_COMPAT_VENV (a venv with torch) is not set")
+    python = COMPAT_VENV / "bin" / "python"
+    if not python.exists():
+        missing(f"no venv with torch at {COMPAT_VENV} (.ci/run builds it; or set GPUSCOPE_COMPAT_VENV)")
     assert _run_program("gpuscope") == _run_program("torch", str(python))
 
 

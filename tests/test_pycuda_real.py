@@ -8,6 +8,7 @@ device stays with the fake (test_pycuda_hooks.py) and samples/gpu_check.py.
 """
 import pytest
 
+from .conftest import missing
 from .gpu_oracles import PYCUDA_TARGET, build_libcuda_stub, run_with
 
 SCRIPT = r'''
@@ -59,10 +60,10 @@ print(json.dumps({"patches": n, "changed": len(changed), "restored_diff": restor
 def real_pycuda(tmp_path_factory):
     """The result of installing and uninstalling the hooks on the real PyCUDA, under the stub libcuda."""
     if not (PYCUDA_TARGET / "pycuda" / "driver.py").is_file():
-        pytest.skip(f"the real PyCUDA is not installed at {PYCUDA_TARGET} (.ci/run installs it from ../shared/wheels)")
+        missing(f"the real PyCUDA is not installed at {PYCUDA_TARGET} (.ci/run installs it from ../shared/wheels)")
     stub = build_libcuda_stub(tmp_path_factory.mktemp("libcuda-stub"))
     if stub is None:
-        pytest.skip("no C compiler or no ../shared/tools/gpu_oracles/libcuda_symbols.txt for the libcuda stub")
+        missing("no C compiler or no ../shared/tools/gpu_oracles/libcuda_symbols.txt for the libcuda stub")
     return run_with(PYCUDA_TARGET, SCRIPT, env={"LD_PRELOAD": str(stub)})
 
 

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from profiler_core.trace.model import EVENT_COLUMNS, TraceData
-from profiler_core.trace.reader import TraceReadError, normalise_category, read_trace
+from profiler_core.trace.reader import TraceReadError, normalise_category, parse_trace, read_trace
+
+from .conftest import missing
 
 CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
         "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Trace": "trace"}
@@ -287,3 +289,38 @@ def test_static_dynamic_shared_memory_columns(tmp_path):
     assert e["static_shared_memory"].dtype == np.int32 and e["dynamic_shared_memory"].dtype == np.int32
     assert list(zip(e["shared_memory"], e["static_shared_memory"], e["dynamic_shared_memory"])) == \
         [(3072, 1024, 2048), (512, -1, -1)]
+
+
+@pytest.mark.parametrize("doc", [
+    ["SECRET-TOKEN-123", "hunter2"],
+    [1, 2, 3],
+    [{"foo": 1}, {"bar": [2]}],
+    {"traceEvents": [{"name": "x", "ts": 1}]},
+    {"schema": "1.0.1", "nodes": [{"name": "aten::add", "id": 1}], "traceEvents": [{"id": 1}]},
+], ids=["strings", "numbers", "objects-without-ph", "events-without-ph", "et-like-with-traceEvents"])
+def test_json_that_is_not_a_trace_is_refused(tmp_path, doc):
+    """No entry is a chrome-trace event (an object with "ph"): unreadable with the reason, not an empty run."""
+    path = _write(tmp_path / "w.pt.trace.json", doc, gz=False)
+    with pytest.raises(TraceReadError, match=r"no trace events \(not a trace: none of its \d+ entries is a chrome"):
+        read_trace(path)
+    with pytest.raises(TraceReadError, match="not a trace"):
+        parse_trace(path.read_bytes(), str(path))
+
+
+@pytest.mark.parametrize("doc", [
+    [{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}],  # a bare list, no cat (legacy)
+    {"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, "junk"]},
+    {"traceEvents": [{"ph": "B", "name": "a", "ts": 1, "pid": 1, "tid": 1}]},  # a phase we skip, still a trace
+    {"traceEvents": []},
+])
+def test_documents_with_a_chrome_trace_event_are_traces(tmp_path, doc):
+    read_trace(_write(tmp_path / "w.pt.trace.json", doc, gz=False))
+
+
+def test_execution_trace_is_refused(shared_traces):
+    """The public execution trace (HTA's benchmark_simple_add_et) is not a Kineto trace."""
+    et = shared_traces / "public" / "hta_et_file" / "benchmark_simple_add_et.json.gz"
+    if not et.exists():
+        missing(f"{et} is absent")
+    with pytest.raises(TraceReadError, match=r"a PyTorch execution trace \(schema, nodes; no traceEvents\)"):
+        read_trace(et)

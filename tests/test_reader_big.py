@@ -12,12 +12,14 @@ N_BLOCK = 1000
 REPEAT = int(os.environ.get("GPUSCOPE_BIG_TRACE_EVENTS", "2000000")) // N_BLOCK
 
 
-def test_two_million_events(tmp_path):
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A 2M-event trace read once: (trace, peak RSS growth in MB or None where it cannot be measured)."""
     block = b",\n".join(
         b'{"ph": "X", "cat": "cpu_op", "name": "aten::op%d", "pid": 7, "tid": %d, '
         b'"ts": %d.%03d, "dur": 1.250, "args": {"External id": %d, "Input Dims": [[%d, 3]]}}'
         % (i % 37, 7 + i % 2, 1000 + i, i % 1000, i, i % 5) for i in range(N_BLOCK))
-    path = tmp_path / "big.1796207156519141535.pt.trace.json"
+    path = tmp_path_factory.mktemp("big") / "big.1796207156519141535.pt.trace.json"
     with open(path, "wb") as f:
         f.write(b'{"schemaVersion": 1, "baseTimeNanoseconds": 1790857026000000000, '
                 b'"traceEvents": [')
@@ -30,6 +32,12 @@ def test_two_million_events(tmp_path):
     t0 = time.perf_counter()
     t = read_trace(path)
     print(f"\n{REPEAT * N_BLOCK} events read in {time.perf_counter() - t0:.1f} s")
+    grown_mb = (_peak_rss_kb() - before) / 1024 if measured else None
+    return t, grown_mb
+
+
+def test_two_million_events(big):
+    t, _ = big
     ev = t.events
     n = REPEAT * N_BLOCK
     assert len(ev) == n and not t.warnings
@@ -45,10 +53,13 @@ def test_two_million_events(tmp_path):
     assert set(ev["input_dims"].cat.categories) == {f"[[{k},3]]" for k in range(5)}
     assert len(t.event_index) > 1  # read piece by piece
     assert t.event_args(n - 1) == {"External id": N_BLOCK - 1, "Input Dims": [[4, 3]]}
-    # memory: far below a dict per event (2M dicts alone would take > 1 GB)
-    if not measured:
+
+
+def test_two_million_events_peak_memory(big):
+    """Far below a dict per event (2M dicts alone would take > 1 GB)."""
+    _, grown_mb = big
+    if grown_mb is None:
         pytest.skip("the peak RSS cannot be reset here (no /proc/self/clear_refs): not measured")
-    grown_mb = (_peak_rss_kb() - before) / 1024
     print(f"peak RSS grew by {grown_mb:.0f} MB")
     assert grown_mb < 1500
 

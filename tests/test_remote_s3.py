@@ -24,6 +24,7 @@ from profiler_core.trace import cache, stream, writer
 from profiler_core.trace.reader import TraceReadError, read_trace
 
 from . import s3_server
+from .conftest import missing
 from .s3_server import SECRET
 
 P = "/data/plugin/gpuscope"
@@ -303,7 +304,7 @@ def _fetch(url: str):
 
 def test_tensorboard_process_reads_an_s3_logdir(bucket, server, tmp_path):
     if not any(e.name == "gpuscope" for e in entry_points(group="tensorboard_plugins")):
-        pytest.skip("gpuscope is not installed (pip install -e .)")
+        missing("gpuscope is not installed (pip install -e .)")
     root = _fill(bucket)
     port = _free_port()
     env = dict(os.environ, **server.env, GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"),

@@ -86,6 +86,10 @@ def test_has_traces_and_missing_logdir(tmp_path):
 def test_looks_like_trace(tmp_path):
     assert looks_like_trace(str(_put(tmp_path / "t.json", {"traceEvents": []})))
     assert not looks_like_trace(str(_put(tmp_path / "c.json", {"a": 1})))
+    # an execution trace is listed (the reader then says why it is not a Kineto trace); other JSON is not
+    et = {"schema": "1.0.1", "pid": 1, "time": "2023-07-14 11:53:07", "nodes": [{"name": "aten::add"}]}
+    assert looks_like_trace(str(_put(tmp_path / "et.json", et)))
+    assert not looks_like_trace(str(_put(tmp_path / "n.json", {"nodes": [1, 2]})))
 
 
 def test_symlinked_run_folders_are_followed_and_cycles_walked_once(tmp_path):

@@ -11,7 +11,9 @@ from profiler_core import storage
 from profiler_core.trace import cache, writer
 from profiler_core.trace.reader import parse_trace, read_trace
 
-fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip install -e .)")
+from .conftest import require_module
+
+fsspec = require_module("fsspec", "fsspec is not installed (pip install -e .)")
 
 
 @pytest.fixture

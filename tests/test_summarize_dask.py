@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("distributed", reason="Dask is an extra: pip install 'gpuscope[dask]'")
+from .conftest import require_module
+
+require_module("distributed", "Dask is an extra: pip install 'gpuscope[dask]'")
 
 from tb_plugin.runs import Scanner  # noqa: E402
 from tb_plugin.summaries import cli, store  # noqa: E402

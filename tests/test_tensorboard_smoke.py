@@ -10,6 +10,8 @@ from importlib.metadata import entry_points
 
 import pytest
 
+from .conftest import missing
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -24,7 +26,7 @@ def _get(url: str) -> dict:
 
 def test_tensorboard_serves_gpuscope(tmp_path):
     if not any(e.name == "gpuscope" for e in entry_points(group="tensorboard_plugins")):
-        pytest.skip("gpuscope is not installed (pip install -e .)")
+        missing("gpuscope is not installed (pip install -e .)")
     run = tmp_path / "logs" / "myrun"
     run.mkdir(parents=True)
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1,

@@ -1,34 +1,18 @@
 """Diff view: steps aligned in order, phases aligned by name, operator deltas with device time."""
 import json
 
-import numpy as np
-import pandas as pd
-
 from tb_plugin.views.diff import diff
 
-
-class FakeTrace:
-    """Stands in for TraceData (weak-referenceable, like the real dataclass)."""
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
+from . import trace_builder as tb
+from .trace_builder import read_events
 
 COLS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation"]
 US = 1000
 
 
 def mk(rows):
-    rows = [tuple(r) + (-1,) * (len(COLS) - len(r)) for r in rows]
-    ev = pd.DataFrame(rows, columns=COLS)
-    for c in ("cat", "name"):
-        ev[c] = ev[c].astype("category")
-    for c in COLS[2:]:
-        ev[c] = ev[c].astype("int64")
-    ev["python_module_id"] = np.int64(-1)
-    ev["idx"] = np.arange(len(ev), dtype=np.int64)
-    ev = ev.sort_values("ts", kind="stable").reset_index(drop=True)
-    return FakeTrace(events=ev, labels={})
+    """A trace of rows (cat, name, pid, tid, ts_ns, dur_ns, external_id, correlation) through the reader."""
+    return read_events(tb.rows(rows, COLS))
 
 
 def training(n_steps, first_step, mm_us, with_opt=True):

@@ -3,39 +3,20 @@ recognition, wait vs transfer alignment, and clear notes for mismatched workers.
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from tb_plugin.views import distributed as dv
 
-
-class FakeTrace:
-    """Stands in for TraceData (weak-referenceable, like the real dataclass)."""
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
+from . import trace_builder as tb
+from .trace_builder import read_events
 
 COLS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "bytes", "in_nelems", "dtype",
         "coll_name"]
 
 
 def mk(rows, info=None):
-    text = ("cat", "name", "dtype", "coll_name")
-    rows = [tuple(r) + tuple("" if c in text else -1 for c in COLS[len(r):]) for r in rows]
-    ev = pd.DataFrame(rows, columns=COLS)
-    for c in text:
-        ev[c] = ev[c].astype(str).astype("category")
-    for c in COLS:
-        if c not in text:
-            ev[c] = ev[c].astype("int64")
-    for c in ("python_module_id", "out_nelems", "group_size"):
-        ev[c] = np.int64(-1)
-    for c in ("input_dims", "input_type"):
-        ev[c] = pd.Categorical([""] * len(ev))
-    ev["idx"] = np.arange(len(ev), dtype=np.int64)
-    ev = ev.sort_values("ts", kind="stable").reset_index(drop=True)
-    return FakeTrace(events=ev, metadata={"distributedInfo": info or {}}, device_properties=[], labels={})
+    """A worker's trace of rows (cat, name, pid, tid, ts_ns, dur_ns, *COLS[6:]) with its distributedInfo."""
+    return read_events(tb.rows(rows, COLS), metadata={"distributedInfo": info or {}})
 
 
 US = 1000

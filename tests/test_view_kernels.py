@@ -79,8 +79,11 @@ def test_non_finite_kernel_args_are_estimated_or_ignored():
     props = {"deviceProperties": [{"id": 0, "name": "GPU", "numSms": 10, "computeMajor": 8, "computeMinor": 6}]}
     t = make_trace([op("ProfilerStep#1", 0, 100, ext=1), kernel("k", 0, 40, corr=1, grid=[5, 1, 1]),
                     kernel("k", 50, 10, corr=2, grid=[20, 1, 1], **{"est. achieved occupancy %": 30})], props)
-    t.events.loc[t.events["cat"] == "kernel", "blocks_per_sm"] = [np.inf, -1.0]
-    t.events.loc[t.events["name"] == "k", "occupancy"] = [np.inf, 30.0]
+    kern = (t.events["cat"] == "kernel").to_numpy()
+    for col, values in (("blocks_per_sm", [np.inf, -1.0]), ("occupancy", [np.inf, 30.0])):  # JSON has no inf
+        arr = t.events[col].to_numpy(dtype=np.float64, copy=True)
+        arr[kern] = values
+        t.events[col] = arr
     (row,) = kernels.kernels(t)["rows"]
     assert row["blocks_per_sm"] == pytest.approx((0.5 * 40 + 2.0 * 10) / 50)  # 5/10 and 20/10 blocks per SM
     assert row["achieved_occupancy"] == pytest.approx(0.30)

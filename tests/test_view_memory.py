@@ -3,42 +3,20 @@ and agreement with PyTorch's own key_averages memory columns on the torch_cpu_cn
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from tb_plugin.views import memory as mv
 
+from . import trace_builder as tb
+from .trace_builder import read_events
+
 DATA = __import__("pathlib").Path(__file__).parent / "data"
 
 
-class FakeTrace:
-    """Stands in for TraceData (weak-referenceable, like the real dataclass)."""
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
-
-def _events(rows):
-    ev = pd.DataFrame(list(rows), columns=["cat", "name", "pid", "tid", "ts", "dur"])
-    ev["cat"] = ev["cat"].astype("category")
-    ev["name"] = ev["name"].astype("category")
-    for c in ("pid", "tid", "ts", "dur"):
-        ev[c] = ev[c].astype("int64")
-    ev["python_module_id"] = np.int64(-1)
-    ev["external_id"] = np.int64(-1)
-    ev["correlation"] = np.int64(-1)
-    ev["idx"] = np.arange(len(ev), dtype=np.int64)
-    return ev.sort_values("ts", kind="stable").reset_index(drop=True)
-
-
 def mk(events, mem, props=()):
-    """mem rows: (ts_ns, device_type, device_id, addr, bytes, total_allocated, total_reserved)."""
-    m = pd.DataFrame(list(mem), columns=["ts", "device_type", "device_id", "addr", "bytes",
-                                         "total_allocated", "total_reserved"]).astype("int64")
-    m["pid"] = np.int64(1)
-    m["tid"] = np.int64(1)
-    m["idx"] = np.arange(len(m), dtype=np.int64)
-    return FakeTrace(events=_events(events), memory=m, device_properties=list(props), labels={})
+    """events: (cat, name, pid, tid, ts_ns, dur_ns); mem rows: (ts_ns, device_type, device_id, addr, bytes,
+    total_allocated, total_reserved), as `[memory]` events of pid 1, tid 1."""
+    return read_events(tb.rows(events, []) + [tb.memory_event(*m) for m in mem], device_properties=props)
 
 
 def small():

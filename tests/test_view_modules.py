@@ -2,33 +2,18 @@
 host/device self/total, merged occurrences."""
 import json
 
-import numpy as np
-import pandas as pd
-
 from tb_plugin.views.modules import modules
 
-
-class FakeTrace:
-    """Stands in for TraceData (weak-referenceable, like the real dataclass)."""
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
+from . import trace_builder as tb
+from .trace_builder import read_events
 
 COLS = ["cat", "name", "pid", "tid", "ts", "dur", "python_module_id", "external_id", "correlation"]
 US = 1000
 
 
 def mk(rows):
-    rows = [tuple(r) + (-1,) * (len(COLS) - len(r)) for r in rows]
-    ev = pd.DataFrame(rows, columns=COLS)
-    for c in ("cat", "name"):
-        ev[c] = ev[c].astype("category")
-    for c in COLS[2:]:
-        ev[c] = ev[c].astype("int64")
-    ev["idx"] = np.arange(len(ev), dtype=np.int64)
-    ev = ev.sort_values("ts", kind="stable").reset_index(drop=True)
-    return FakeTrace(events=ev, labels={})
+    """A trace of rows (cat, name, pid, tid, ts_ns, dur_ns, python_module_id, external_id, correlation)."""
+    return read_events(tb.rows(rows, COLS))
 
 
 def model_trace():

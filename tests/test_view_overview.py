@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 
 from tb_plugin.views import overview
 
 from .test_views_common_support import kernel, make_trace, op, runtime
+from .trace_builder import memory_event
 
 V100 = {"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16 * 2 ** 30, "computeMajor": 7,
         "computeMinor": 0, "numSms": 80}
@@ -95,12 +95,11 @@ def test_recommendations_are_plain_text_with_the_triggers():
 
 
 def test_amp_and_memory_recommendations():
-    memory = pd.DataFrame({"ts": [0, 10_000], "pid": [0, 0], "tid": [0, 0], "device_type": [1, 1],
-                           "device_id": [0, 0], "addr": [1, 2], "bytes": [1, 1],
-                           "total_allocated": [2 ** 30, int(15.5 * 2 ** 30)], "total_reserved": [-1, -1]})
+    memory = [memory_event(0, 1, 0, 1, 1, 2 ** 30, -1, pid=0, tid=0),
+              memory_event(10_000, 1, 0, 2, 1, int(15.5 * 2 ** 30), -1, pid=0, tid=0)]
     t = make_trace([op("ProfilerStep#1", 0, 100, ext=1), op("aten::mm", 5, 90, ext=2),
-                    runtime("cudaLaunchKernel", 6, 1, corr=1, ext=2), kernel("volta_sgemm_128x64_nn", 7, 90, corr=1)],
-                   {"deviceProperties": [V100]}, memory=memory)
+                    runtime("cudaLaunchKernel", 6, 1, corr=1, ext=2), kernel("volta_sgemm_128x64_nn", 7, 90, corr=1),
+                    *memory], {"deviceProperties": [V100]})
     text = " ".join(overview.overview(t)["recommendations"])
     assert "Kernels with 100% of the time are launched by Tensor Core eligible operators" in text
     assert "96.9% of the 16.0 GB of GPU 0" in text

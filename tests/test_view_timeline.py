@@ -2,31 +2,19 @@
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from tb_plugin.views import timeline as tv
 
-
-class FakeTrace:
-    """Stands in for TraceData (weak-referenceable, like the real dataclass)."""
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
+from . import trace_builder as tb
+from .trace_builder import read_events
 
 
 def mk(events, flows=(), names=()):
-    """A hand-built TraceData stand-in: events as (cat, name, pid, tid, ts_ns, dur_ns)."""
-    ev = pd.DataFrame(list(events), columns=["cat", "name", "pid", "tid", "ts", "dur"])
-    ev["cat"] = ev["cat"].astype("category")
-    ev["name"] = ev["name"].astype("category")
-    for c in ("pid", "tid", "ts", "dur"):
-        ev[c] = ev[c].astype("int64")
-    ev["idx"] = np.arange(len(ev), dtype=np.int64)
-    ev = ev.sort_values("ts", kind="stable").reset_index(drop=True)
-    fl = pd.DataFrame(list(flows), columns=["cat", "id", "ph", "pid", "tid", "ts", "bp"])
-    nm = pd.DataFrame(list(names), columns=["pid", "tid", "kind", "value"])
-    return FakeTrace(events=ev, flows=fl, names=nm, memory=pd.DataFrame(), labels={})
+    """events: (cat, name, pid, tid, ts_ns, dur_ns); flows: (cat, id, ph, pid, tid, ts_ns, bp);
+    names: (pid, tid, kind, value) metadata events."""
+    return read_events([tb.name_event(*n) for n in names] + tb.rows(events, [])
+                       + [tb.flow_event(*f) for f in flows])
 
 
 def nested_trace():

@@ -1,12 +1,7 @@
-"""Test helpers for the views: build a columnar TraceData (docs/internals.md §3) from Kineto event dicts.
-
-Hand-made traces in the views' tests are written as Kineto events (µs, args as in real traces) and turned into
-the reader's columnar schema here, so the tests do not depend on the reader. `load_shared(path)` uses the real
-reader (`profiler_core.trace.reader.read_trace`).
-"""
+"""Test helpers for the views: hand-made traces written as Kineto events (µs, args as in real traces) and read
+by the real reader (`make_trace`, through tests/trace_builder.py); `load_shared(path)` reads a shared trace."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,105 +9,17 @@ import pandas as pd
 
 from profiler_core.trace.model import TraceData
 
-_CAT_MAP = {"operator": "cpu_op", "python": "python_function", "memcpy": "gpu_memcpy",
-            "memset": "gpu_memset", "runtime": "cuda_runtime"}
-
-_INT64 = {"external_id": ("External id", "external id"), "correlation": ("correlation",),
-          "device": ("device",), "stream": ("stream",), "bytes": ("bytes",),
-          "python_id": ("Python id",), "python_parent_id": ("Python parent id",),
-          "python_module_id": ("Python module id",), "sequence_nr": ("Sequence number",),
-          "fwd_thread": ("Fwd thread id",), "in_nelems": ("In msg nelems",),
-          "out_nelems": ("Out msg nelems",), "group_size": ("Group size",)}
-_INT32 = {"registers": ("registers per thread",), "shared_memory": ("shared memory",),
-          "static_shared_memory": ("static shared memory",), "dynamic_shared_memory": ("dynamic shared memory",)}
-_FLOAT = {"blocks_per_sm": ("blocks per SM",), "warps_per_sm": ("warps per SM",),
-          "occupancy": ("est. achieved occupancy %",)}
-_TEXT = {"input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
-         "coll_name": "Collective name", "dtype": "dtype", "pg_name": "Process Group Name"}
+from .trace_builder import read_events
 
 
-def _arg(args: dict, keys: tuple, default):
-    for k in keys:
-        v = args.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return v
-    return default
-
-
-def _num(v) -> int:
-    if isinstance(v, (int, float)):
-        return int(v)
-    digits = "".join(ch for ch in str(v) if ch.isdigit())
-    return int(digits) if digits else -1
-
-
-def events_frame(events: list[dict]) -> pd.DataFrame:
-    """The `events` DataFrame of the schema for the complete ("X") events among `events` (µs in, ns out)."""
-    rows = []
-    for idx, e in enumerate(events):
-        if e.get("ph", "X") != "X":
-            continue
-        args = e.get("args") or {}
-        cat = str(e.get("cat", "")).lower()
-        cat = _CAT_MAP.get(cat, cat)
-        r = {"cat": cat, "name": e.get("name", ""), "pid": _num(e.get("pid", 0)), "tid": _num(e.get("tid", 0)),
-             "ts": int(round(float(e["ts"]) * 1000)), "dur": max(0, int(round(float(e.get("dur", 0)) * 1000))),
-             "idx": idx}
-        for col, keys in _INT64.items():
-            r[col] = int(_arg(args, keys, -1))
-        for col, keys in _INT32.items():
-            r[col] = int(_arg(args, keys, -1))
-        for col, keys in _FLOAT.items():
-            r[col] = float(_arg(args, keys, np.nan))
-        for col, key in _TEXT.items():
-            v = args.get(key)
-            r[col] = "" if v is None else (v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))
-        for prefix, key in (("grid", "grid"), ("block", "block")):
-            dims = list(args.get(key) or [0, 0, 0]) + [0, 0, 0]
-            for ax, v in zip("xyz", dims[:3]):
-                r[f"{prefix}_{ax}"] = int(v)
-        if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-            if r["device"] < 0:
-                r["device"] = r["pid"]
-            if r["stream"] < 0:
-                r["stream"] = r["tid"]
-        rows.append(r)
-    df = pd.DataFrame(rows)
-    if df.empty:
-        df = pd.DataFrame({c: pd.Series([], dtype="int64") for c in ["pid", "tid", "ts", "dur", "idx"]})
-        for c in ["cat", "name", *list(_TEXT)]:
-            df[c] = pd.Series([], dtype="object")
-        for c in [*_INT64]:
-            df[c] = pd.Series([], dtype="int64")
-        for c in [*_INT32, "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]:
-            df[c] = pd.Series([], dtype="int32")
-        for c in _FLOAT:
-            df[c] = pd.Series([], dtype="float64")
-    df = df.sort_values(["ts", "idx"], kind="stable").reset_index(drop=True)
-    for c in ["cat", "name", *list(_TEXT)]:
-        df[c] = df[c].astype("category")
-    for c in [*_INT32, "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]:
-        df[c] = df[c].astype("int32")
-    return df
-
-
-def make_trace(events: list[dict], metadata: dict | None = None, memory: pd.DataFrame | None = None) -> TraceData:
-    """A TraceData built by hand from Kineto event dicts (µs) plus optional top-level metadata."""
+def make_trace(events: list[dict], metadata: dict | None = None) -> TraceData:
+    """Kineto event dicts (µs) plus optional top-level metadata, written as a trace file and read back by the
+    real reader (tests/trace_builder.py); times are rebased on the first event, as for traces without
+    baseTimeNanoseconds."""
     metadata = dict(metadata or {})
-    ev = events_frame(events)
-    base = min((int(round(float(e["ts"]) * 1000)) for e in events if "ts" in e), default=0)
-    ev["ts"] = ev["ts"] - base
-    empty = pd.DataFrame()
-    kwargs = dict(path="<hand-made>", metadata=metadata, device_properties=list(metadata.get("deviceProperties", [])),
-                  base_ns=base, events=ev, memory=memory if memory is not None else empty, flows=empty,
-                  names=empty, warnings=[])
-    try:
-        return TraceData(**kwargs)
-    except TypeError:  # the real model may take more fields with defaults, or fewer
-        t = TraceData.__new__(TraceData)
-        for k, v in kwargs.items():
-            setattr(t, k, v)
-        return t
+    props = metadata.pop("deviceProperties", [])
+    base = metadata.pop("baseTimeNanoseconds", None)
+    return read_events(events, metadata=metadata, device_properties=props, base_ns=base)
 
 
 def load_shared(path: Path):
@@ -190,7 +97,8 @@ def synthetic_gpu_trace(n_ops: int = 500_000, ops_per_step: int = 5000, seed: in
     part("cuda_runtime", "cudaLaunchKernel", 1, 1, rt_ts, 3_000, ext=2 * i + 2, corr=i + 1)
     part("kernel", knames[i % 200], 0, 7, k_ts, k_dur, corr=i + 1, dev=0, bps=rng.random(n_ops) * 4,
          occ=rng.random(n_ops) * 100)
-    ev = pd.concat(parts, ignore_index=True).sort_values("ts", kind="stable").reset_index(drop=True)
+    ev = pd.concat(parts, ignore_index=True)  # in the reader's order: (ts, -dur, idx), idx = file position
+    ev = ev.sort_values(["ts", "dur"], ascending=[True, False], kind="stable").reset_index(drop=True)
     n = len(ev)
     for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
         ev[c] = np.zeros(n, np.int32)

@@ -3,6 +3,10 @@ import errno
 import gzip
 import json
 import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,16 +90,61 @@ def test_missing_directory_is_a_clear_error(tmp_path):
         write_trace({"traceEvents": []}, tmp_path / "nope" / "t.json")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+NOBODY = 65534
+
+
+def _as_nobody(action) -> str:
+    """Run `action()` in a forked child that dropped root to uid/gid 65534; "" or its "Type: message"."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 0
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                action()
+                out = ""
+            except Exception as e:  # reported to the parent, which asserts on it
+                out = f"{type(e).__name__}: {e}"
+            os.write(write_end, out.encode("utf-8", "replace"))
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        out = f.read().decode("utf-8")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged child could not drop root"
+    return out
+
+
 def test_unwritable_directory_is_a_clear_error(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
+    """As root (how CI runs) the write is tried by an unprivileged child, since root can write anywhere."""
+    write_trace({"traceEvents": []}, tmp_path / "warm.json")  # imports done before any fork
+    base = Path(tempfile.mkdtemp(prefix="gpuscope-ro-"))  # under the system temp dir, reachable by all
     try:
-        with pytest.raises(TraceWriteError, match="cannot write trace .*Permission denied"):
+        base.chmod(0o755)
+        ro = base / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+
+        def write():
             write_trace({"traceEvents": []}, ro / "t.json")
+
+        if os.geteuid() == 0:
+            error = _as_nobody(write)
+        else:
+            with pytest.raises(TraceWriteError) as info:
+                write()
+            error = f"TraceWriteError: {info.value}"
+        assert re.match(r"TraceWriteError: .*cannot write trace .*Permission denied", error), error
+        assert os.listdir(ro) == []
     finally:
-        ro.chmod(0o700)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])

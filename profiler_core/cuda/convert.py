@@ -2,8 +2,9 @@
 
 Input records are dicts as `records.py` describes; timestamps are in the capture clock's ns and are moved
 onto the host clock by adding `clock_offset_ns`. Output events carry `ts`/`dur` as integer absolute ns on
-the recording clock (`profiler_core.recording.now_ns`, epoch ns); `to_trace_units` turns them into the
-trace's µs relative to a base.
+the recording clock (`profiler_core.recording.now_ns`, epoch ns);
+`profiler_core.trace.schema.convert_collector_events` turns them into the trace's µs relative to a base, as the
+profiler writes them.
 Linking to CPU ops (External id) is a separate step (`link.py`), since it needs the CPU events.
 """
 from __future__ import annotations
@@ -310,16 +311,3 @@ def convert_records(records: list[dict], *, device_properties: list[dict] | None
     for kind, n in sorted(unknown.items()):
         res.warnings.append(f"ignored {n} record(s) of unsupported kind {kind!r}")
     return res
-
-
-def to_trace_units(events: list[dict], base_ns: int) -> list[dict]:
-    """Events with absolute-ns `ts`/`dur` -> the trace's µs floats (3 decimals) relative to `base_ns`."""
-    out = []
-    for e in events:
-        e = dict(e)
-        if "ts" in e:
-            e["ts"] = round((e["ts"] - base_ns) / 1000.0, 3)
-        if "dur" in e:
-            e["dur"] = round(e["dur"] / 1000.0, 3)
-        out.append(e)
-    return out

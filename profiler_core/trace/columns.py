@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-from profiler_core.trace.decode import _ANY_DECODER, old_spelling_dims
+from profiler_core.trace.decode import _ANY_DECODER, TraceReadError, old_spelling_dims
 from profiler_core.trace.model import (
     EVENT_CATEGORY,
     EVENT_COLUMNS,
@@ -393,6 +393,8 @@ class _Builder:
         self.flow_name = _Interner(strict=True)
         self.flow_ph = _Interner()
         self.flow_bp = _Interner()
+        self.entries = 0  # entries of traceEvents seen
+        self.with_phase = 0  # of which event objects with a string "ph" (chrome-trace events)
 
     # ---- per chunk
     def add_chunk(self, evs: list, first_idx: int) -> None:
@@ -407,6 +409,8 @@ class _Builder:
         except TypeError:  # unhashable ph values
             kinds = np.fromiter((_PHASES.get(str(p), _UNSUPPORTED) for p in phs), np.int8, n)
         idx = np.arange(first_idx, first_idx + n, dtype=np.int64)
+        self.entries += n
+        self.with_phase += int(np.count_nonzero(kinds < _UNSUPPORTED))
         for kind in np.flatnonzero(np.bincount(kinds, minlength=1)):  # kinds are 0..5
             where = np.flatnonzero(kinds == kind) if len(kinds) else kinds
             if len(where) == n:
@@ -424,6 +428,7 @@ class _Builder:
             elif kind == 3:
                 self._metadata(sel)
             elif kind == _UNSUPPORTED:
+                self.with_phase += sum(1 for i in where if isinstance(phs[i], str))
                 for ph in sorted({str(phs[i]) for i in where}):
                     k = sum(1 for i in where if str(phs[i]) == ph)
                     self._count(f"events of unsupported phase {ph!r} skipped", k)
@@ -668,6 +673,7 @@ class _Builder:
         return {
             "ev": self.ev, "ev_len": self.ev_len, "mem": self.mem, "flows": self.flows,
             "names": self.names, "counts": self.counts, "bad": self.bad,
+            "entries": self.entries, "with_phase": self.with_phase,
             "labels": self.labels.by_code, "labels_beyond": self.labels.beyond,
             "interners": {c: i.values for c, i in self.interners.items()},
             "flow_interners": {k: getattr(self, k).values for k in self._FLOW_INTERNERS},
@@ -731,13 +737,22 @@ class _Builder:
             self.flows.append(f)
         for pid, tid, kind, value in part["names"]:
             self.names.append((fix.get(pid, pid), fix.get(tid, tid), kind, value))
+        self.entries += part["entries"]
+        self.with_phase += part["with_phase"]
         for src, dst in ((part["counts"], self.counts), (part["bad"], self.bad)):
             for k, v in src.items():
                 dst[k] = dst.get(k, 0) + v
 
     def finish(self, path: str, meta: dict, base_ns: int | None) -> TraceData:
-        """Concatenate, rebase and sort the chunks into the final frames, a column at a time."""
+        """Concatenate, rebase and sort the chunks into the final frames, a column at a time.
+
+        A document none of whose entries is a chrome-trace event (an object with a "ph") is not a
+        trace: TraceReadError, so that it is listed as unreadable instead of served as an empty run."""
         import pandas as pd
+
+        if self.entries and not self.with_phase:
+            raise TraceReadError(f"{path}: no trace events (not a trace: none of its {self.entries} entries is "
+                                 "a chrome-trace event, an object with a \"ph\" phase)")
 
         col, lens = self.ev, self.ev_len
         total = int(sum(lens))

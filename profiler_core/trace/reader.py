@@ -99,6 +99,9 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
         top = _TOP_DECODER.decode(data)
     except msgspec.DecodeError as e:
         raise TraceReadError(f"{path}: invalid or truncated JSON ({e})") from None
+    if "traceEvents" not in top and "nodes" in top and "schema" in top:
+        raise TraceReadError(f"{path}: a PyTorch execution trace (schema, nodes; no traceEvents), "
+                             "not a Kineto trace: open the Kineto trace recorded with it")
     if "traceEvents" not in top:
         raise TraceReadError(f"{path}: no 'traceEvents' key (not a Kineto/chrome trace)")
     meta = {}

@@ -125,7 +125,14 @@ def span_events(start_rel_ns: int, stop_rel_ns: int) -> list:
     ]
 
 
+def convert_collector_events(events: list[dict], base_ns: int) -> list[dict]:
+    """A collector's events (absolute recording-clock ns) -> the trace's µs relative to `base_ns`, as
+    build_trace writes them."""
+    return [_convert_collector_event(e, base_ns) for e in events]
+
+
 def _convert_collector_event(ev: dict, base_ns: int) -> dict:
+    """One event: an absolute-ns `ts` (an int, or a float >= 1e15) and its `dur` to relative µs."""
     ev = dict(ev)
     ts = ev.get("ts")
     if isinstance(ts, (int, float)) and not isinstance(ts, bool) and (isinstance(ts, int) or ts >= 1e15):
@@ -230,7 +237,7 @@ def _build_trace(
             idx += 1
     # M events of collectors go with ours, at the front (as Kineto orders them)
     for r in results:
-        converted = [_convert_collector_event(e, base) for e in r.events]
+        converted = convert_collector_events(r.events, base)
         meta = [e for e in converted if e.get("ph") == "M"]
         if meta:
             events[n_meta:n_meta] = meta

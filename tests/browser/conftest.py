@@ -1,6 +1,6 @@
 """Browser-test fixtures: a real `tensorboard --logdir` on a free localhost port over the shared
 traces plus generated ones, and headless Debian Chromium driven by Playwright (never
-`playwright install`). Everything skips cleanly when chromium or playwright is absent."""
+`playwright install`). Everything skips cleanly when chromium or playwright is absent (fails under CI=true, which installs them)."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,8 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from .browser_traces import (deep_modules_trace, html_names_trace, many_steps_trace, no_steps_trace,
-                             skipped_events_trace, split_smem_trace, write)
+from ..conftest import missing, require_module  # noqa: F401 (re-exported to the browser tests)
+from .browser_traces import (
+    deep_modules_trace,
+    html_names_trace,
+    many_steps_trace,
+    no_steps_trace,
+    skipped_events_trace,
+    split_smem_trace,
+    write,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(os.environ.get("GPUSCOPE_SHARED", ROOT.parent / "shared")) / "traces"
@@ -141,9 +149,9 @@ class TensorBoard:
 @pytest.fixture(scope="session")
 def tensorboard(logdir):
     if browser_available():
-        pytest.skip(browser_available())
+        missing(browser_available())
     if importlib.util.find_spec("tb_plugin.plugin") is None and os.environ.get("GPUSCOPE_DEV_BACKEND") != "1":
-        pytest.skip("tb_plugin.plugin (the backend) is not there yet")
+        missing("tb_plugin.plugin (the backend) is not there yet")
     tb = TensorBoard(logdir)
     try:
         tb.wait_ready()
@@ -156,7 +164,7 @@ def tensorboard(logdir):
 def browser():
     why = browser_available()
     if why:
-        pytest.skip(why)
+        missing(why)
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

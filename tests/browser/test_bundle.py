@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from .conftest import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "tb_plugin" / "static"
@@ -39,9 +39,9 @@ def test_bundle_is_small():
     assert size < 60_000, f"index.js is {size} bytes gzipped (the budget is 60 KB)"
 
 
-@pytest.mark.skipif(shutil.which("node") is None or not (FRONTEND / "node_modules" / "esbuild").is_dir(),
-                    reason="node or frontend/node_modules absent (npm ci in frontend/)")
 def test_frontend_unit_tests_and_bundle_up_to_date():
+    if shutil.which("node") is None or not (FRONTEND / "node_modules" / "esbuild").is_dir():
+        missing("node or frontend/node_modules absent (npm ci in frontend/)")
     r = subprocess.run(["node", "test/run.mjs"], cwd=FRONTEND, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "# fail 0" in r.stdout

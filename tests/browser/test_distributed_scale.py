@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import HTML_RUN, Guard, TensorBoard, browser_available, get_json, open_view, screenshot
+from .conftest import (
+    HTML_RUN,
+    Guard,
+    TensorBoard,
+    browser_available,
+    get_json,
+    missing,
+    open_view,
+    require_module,
+    screenshot,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -67,8 +77,8 @@ def page_factory(browser):
 @pytest.fixture(scope="module")
 def local_tb(tmp_path_factory):
     if browser_available():
-        pytest.skip(browser_available())
-    pytest.importorskip("distributed", reason="Dask is an extra: pip install 'gpuscope[dask]'")
+        missing(browser_available())
+    require_module("distributed", "Dask is an extra: pip install 'gpuscope[dask]'")
     d = tmp_path_factory.mktemp("dist_logdir")
     for ranks in (2, 16):
         for p in generate(str(d / f"job{ranks}"), ranks, events=600, steps=STEPS):
@@ -153,8 +163,8 @@ def test_single_worker_shows_the_empty_state(guarded_page, tensorboard):
 @pytest.fixture(scope="module")
 def s3_tb(tmp_path_factory):
     if browser_available():
-        pytest.skip(browser_available())
-    pytest.importorskip("distributed", reason="Dask is an extra: pip install 'gpuscope[dask]'")
+        missing(browser_available())
+    require_module("distributed", "Dask is an extra: pip install 'gpuscope[dask]'")
     import s3_server
 
     server = s3_server.start()

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TRACES, open_view
+from .conftest import TRACES, missing, open_view
 
 
 def need_shared() -> None:
     if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
 
 
 def test_operator_table_csv_and_copy_follow_filter_and_sort(guarded_page, tensorboard):

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
-from .conftest import SPLIT_SMEM_RUN, TRACES, open_view, screenshot
+from .conftest import SPLIT_SMEM_RUN, TRACES, missing, open_view, screenshot
 
 
 def need_shared() -> None:
     if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
 
 
 def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard, tmp_path):

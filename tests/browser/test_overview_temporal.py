@@ -1,14 +1,12 @@
 """The overview's GPU summary shows HTA's temporal breakdown (issue 11 item 6) in headless Chromium."""
 from __future__ import annotations
 
-import pytest
-
-from .conftest import TRACES, open_view
+from .conftest import TRACES, missing, open_view
 
 
 def test_gpu_summary_shows_idle_compute_non_compute(guarded_page, tensorboard):
     if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
     page = open_view(guarded_page, tensorboard, "overview", "resnet50", "")
     page.wait_for_function("() => document.querySelectorAll('#gpu-temporal tbody tr').length >= 2", timeout=30000)
     rows = page.locator("#gpu-temporal tbody tr")

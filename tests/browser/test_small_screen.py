@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import TRACES, Guard, open_view
+from .conftest import TRACES, Guard, missing, open_view
 
 VIEWS = [("overview", "resnet50", ""), ("operators", "cnn_single", ""), ("kernels", "resnet50", ""),
          ("kernels", "resnet50", "group_by=name_op_config"), ("memory", "cnn_single", ""), ("modules", "cnn_single", ""),
@@ -37,7 +37,7 @@ MEASURE = """() => {
 @pytest.mark.parametrize("view,run,extra", VIEWS)
 def test_readable_at_1000_by_700(browser, tensorboard, view, run, extra):
     if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
     context = browser.new_context(viewport={"width": 1000, "height": 700})
     page = context.new_page()
     guard = Guard(tensorboard.url)

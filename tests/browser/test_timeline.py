@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import TRACES, open_view
+from .conftest import TRACES, missing, open_view
 
 
 @pytest.fixture
 def timeline(guarded_page, tensorboard):
     if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
     page = open_view(guarded_page, tensorboard, "timeline", "resnet50")
     page.wait_for_function("() => window.__gpuscope.timeline.stats.rects > 50")
     return page

@@ -1,14 +1,12 @@
 """Issue 14's visible bugs, each reproduced in headless Chromium against a real TensorBoard."""
 from __future__ import annotations
 
-import pytest
-
-from .conftest import HTML_RUN, LINKED_RUN, MANY_STEPS_RUN, TRACES, open_view
+from .conftest import HTML_RUN, LINKED_RUN, MANY_STEPS_RUN, TRACES, missing, open_view
 
 
 def need_shared() -> None:
     if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
 
 
 def plugin_frame(page, timeout: float = 60000):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import SHARED_RUNS, TRACES, open_view, screenshot
+from .conftest import SHARED_RUNS, TRACES, missing, open_view, screenshot
 
 # view -> (run, extra hash state, selector that proves data was drawn, minimal count)
 CASES = {
@@ -21,7 +21,7 @@ CASES = {
 
 def need_shared(run: str) -> None:
     if run in SHARED_RUNS.values() and not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
 
 
 @pytest.mark.parametrize("view", list(CASES))

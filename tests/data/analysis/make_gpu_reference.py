@@ -1,4 +1,4 @@
-"""Device-time tables computed by torch 2.13's own EventList code from a GPU trace (torch venv).
+"""Device-time tables computed by torch 2.13's own post-processing from a GPU trace (torch venv).
 
     .venvs/compat/bin/python tests/data/analysis/make_gpu_reference.py TRACE[.gz] OUT.json.gz
     .venvs/compat/bin/python tests/data/analysis/make_gpu_reference.py --make-ours-gpu OUT.json.gz
@@ -8,12 +8,18 @@ profiler_core.analysis.synthetic, plus Kineto-style GPU ProfilerStep spans) with
 ``ours_gpu.expected.json.gz``, and ``resnet50_v100.expected.json.gz`` for the shared trace
 kineto_resnet50_v100/num_workers_0/worker0.1623143089861.pt.trace.json.gz.
 
-No GPU is available here, so torch cannot profile one; instead this replays a Kineto GPU trace
-through torch's post-processing: one ``torch.autograd.profiler_util.FunctionEvent`` per kineto
-event as ``torch.autograd.profiler._parse_kineto_results`` builds it (CPU ops, annotations,
-Python frames and runtime calls as CPU events; kernels, memcpy, memset and GPU annotations as
-CUDA events; each GPU activity appended as a kernel to the op whose id equals its External id),
-then torch's ``EventList._build_tree``, ``key_averages`` and ``table`` (use_device="cuda").
+What is torch's and what is ours. No GPU is available here, so torch cannot profile one and hand its
+C++ profiler result (``_ProfilerResult``) to Python. Everything from there on is torch's own code:
+``torch.autograd.profiler.profile._parse_kineto_results`` (which events are dropped, naming and
+``ProfilerStep*``, async detection, which GPU activity and runtime call is attributed to which op,
+thread fix-ups, the sort), then ``EventList._build_tree``, ``key_averages`` and ``table``
+(use_device="cuda"). Ours is only the thin adapter below that presents each Kineto JSON event with the
+accessors of torch's C++ ``KinetoEvent`` (device type from the category as torch's
+deviceTypeFromActivity maps it; ``linked_correlation_id`` = the External id a kernel, copy, memset or
+runtime call carries, 0 for a GPU user annotation, which Kineto creates without a linked activity and
+whose id is its CPU annotation's, as its ``External id`` in the JSON says). So the comparison is an oracle
+for the aggregation and table code and for torch's attribution rules, and a differential test (not an
+oracle) for the event -> KinetoEvent mapping.
 Memory is left out (torch attributes it by time across threads, our contract per thread).
 """
 import gzip
@@ -21,14 +27,15 @@ import json
 import sys
 
 from torch.autograd import DeviceType
-from torch.autograd.profiler_util import EventList, FunctionEvent
+from torch.autograd.profiler import profile
+from torch.autograd.profiler_util import EventList
 
-CPU_CATS = {"cpu_op", "operator", "user_annotation", "python_function", "cuda_runtime", "runtime",
-            "cuda_driver"}
+#: Kineto JSON categories of device-side activities (DeviceType.CUDA in torch's KinetoEvent)
 GPU_CATS = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "gpu_user_annotation"}
-FILTERED = {"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
-            "profiler::_record_function_enter_new", "profiler::_record_function_exit",
-            "aten::is_leaf", "aten::output_nr", "aten::_version"}
+#: categories of CPU-side events carrying a link to the op that caused them
+LINKED_CPU_CATS = {"cuda_runtime", "runtime", "cuda_driver"}
+#: categories torch's KinetoEvent list holds at all (others, e.g. the "Trace" span, are not events there)
+EVENT_CATS = GPU_CATS | LINKED_CPU_CATS | {"cpu_op", "operator", "user_annotation", "python_function"}
 TABLES = [
     ("self_cuda", {}, {"sort_by": "self_cuda_time_total", "row_limit": 25}),
     ("cuda_total", {}, {"sort_by": "cuda_time_total", "row_limit": 15}),
@@ -49,43 +56,91 @@ def _tid(v):
     return int(tail) if tail.lstrip("-").isdigit() else hash(v) % 100000
 
 
+class KinetoEventView:
+    """One Kineto JSON "X" event behind the accessors torch's C++ KinetoEvent offers to Python."""
+
+    def __init__(self, e: dict, origin_ns: int):
+        self.e, args = e, e.get("args") or {}
+        self.cat = str(e.get("cat", "")).lower()
+        self.gpu = self.cat in GPU_CATS
+        self.ext = _num(args.get("External id", args.get("external id", 0)))
+        self.start = round(e["ts"] * 1000) - origin_ns
+        self.end = self.start + max(round(e.get("dur", 0) * 1000), 0)
+        dims = args.get("Input Dims") or []
+        self.dims = [d if isinstance(d, list) and (not d or isinstance(d[0], int)) else [] for d in dims]
+        self.args = args
+
+    def name(self): return self.e["name"]
+    def start_ns(self): return self.start
+    def end_ns(self): return self.end
+    def device_type(self): return DeviceType.CUDA if self.gpu else DeviceType.CPU
+    def device_index(self):
+        return _num(self.args.get("device", self.e.get("pid", 0))) if self.gpu else _tid(self.e.get("pid", 0))
+
+    def device_resource_id(self): return _tid(self.e.get("tid", 0))
+    def start_thread_id(self): return _tid(self.e.get("tid", 0))
+    def end_thread_id(self): return _tid(self.e.get("tid", 0))
+    def fwd_thread_id(self): return _num(self.args.get("Fwd thread id", 0))
+    def is_async(self): return False
+    def correlation_id(self):  # GPU activities and runtime calls: their own (CUPTI) correlation
+        if self.cat in LINKED_CPU_CATS or (self.gpu and self.cat != "gpu_user_annotation"):
+            return _num(self.args.get("correlation", self.ext))
+        return self.ext
+
+    def linked_correlation_id(self):  # Kineto links activities and runtime calls to their op; a GPU user
+        linked = self.cat in LINKED_CPU_CATS or (self.gpu and self.cat != "gpu_user_annotation")
+        return self.ext if linked else 0  # annotation has no linked activity (its id is the annotation's)
+
+    def external_id(self): return self.ext
+    def shapes(self): return [] if self.gpu else self.dims
+    def structured_input_shapes(self): return []
+    def structured_input_strides(self): return []
+    def dtypes(self): return []
+    def concrete_inputs(self): return []
+    def kwinputs(self): return {}
+    def stack(self): return []
+    def scope(self): return 0
+    def sequence_nr(self): return _num(self.args.get("Sequence number", -1), -1)
+    def flops(self): return 0
+    def is_user_annotation(self): return self.cat in ("user_annotation", "gpu_user_annotation")
+    def is_python_function(self): return self.cat == "python_function"
+    def activity_type(self): return self.cat
+    def metadata_json(self): return ""
+    def extra_meta(self): return None
+    def flow_id(self): return 0
+    def flow_type(self): return 0
+    def flow_start(self): return False
+    def overload_name(self): return ""
+    def cuda_elapsed_us(self): return -1
+    def privateuse1_elapsed_us(self): return -1
+    def python_id(self): return 0
+    def python_parent_id(self): return 0
+    def python_module_id(self): return 0
+    def nbytes(self): return 0
+
+
+class ProfilerResultView:
+    """The two members of torch's _ProfilerResult that _parse_kineto_results reads."""
+
+    def __init__(self, events):
+        self._events = events
+
+    def events(self):
+        return self._events
+
+    def trace_start_ns(self):
+        return 0
+
+
 def replay(trace):
+    """torch's EventList for a Kineto trace: torch's own _parse_kineto_results over the adapter above."""
     evs = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
     span = [e for e in evs if str(e.get("cat", "")).lower() == "trace"]
     origin = round(span[0]["ts"] * 1000) if span else min(round(e["ts"] * 1000) for e in evs)
-    all_events, frontend, by_corr = [], [], {}
-    for e in evs:
-        cat = str(e.get("cat", "")).lower()
-        if (cat not in CPU_CATS and cat not in GPU_CATS) or e.get("name") in FILTERED:
-            continue
-        args = e.get("args") or {}
-        ext = _num(args.get("External id", args.get("external id", 0)))
-        start = round(e["ts"] * 1000) - origin
-        end = start + max(round(e.get("dur", 0) * 1000), 0)
-        is_gpu = cat in GPU_CATS
-        dims = args.get("Input Dims") or []
-        shapes = [d if isinstance(d, list) and (not d or isinstance(d[0], int)) else [] for d in dims]
-        name = e["name"]
-        fe = FunctionEvent(
-            id=ext, name="ProfilerStep*" if name.startswith("ProfilerStep#") else name, trace_name=name,
-            thread=_tid(e.get("tid", 0)), start_us=start / 1000, end_us=end / 1000,
-            input_shapes=[] if is_gpu else shapes, stack=[], use_device="cuda",
-            device_type=DeviceType.CUDA if is_gpu else DeviceType.CPU,
-            device_index=_num(args.get("device", e.get("pid", 0))) if is_gpu else _tid(e.get("pid", 0)),
-            is_user_annotation=cat in ("user_annotation", "gpu_user_annotation"), flops=0,
-        )
-        all_events.append(fe)
-        linked = ext if (is_gpu or cat in ("cuda_runtime", "runtime", "cuda_driver")) else 0
-        if linked > 0:
-            by_corr.setdefault(linked, []).append(fe)
-        else:
-            frontend.append(fe)
-    for fe in frontend:
-        for f_evt in by_corr.get(fe.id, ()) if fe.id else ():
-            if f_evt.device_type == DeviceType.CUDA and not f_evt.is_user_annotation:
-                fe.append_kernel(f_evt.name, f_evt.device_index, f_evt.time_range.end - f_evt.time_range.start)
-    all_events.sort(key=lambda evt: [evt.time_range.start, -evt.time_range.end])
-    result = EventList(all_events, use_device="cuda", profile_memory=False, with_flops=False)
+    kineto = [KinetoEventView(e, origin) for e in evs if str(e.get("cat", "")).lower() in EVENT_CATS]
+    owner = type("ProfileState", (), {"use_device": "cuda"})()
+    function_events = profile._parse_kineto_results(owner, ProfilerResultView(kineto))
+    result = EventList(function_events, use_device="cuda", profile_memory=False, with_flops=False)
     result._build_tree()
     return result
 

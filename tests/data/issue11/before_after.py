@@ -14,7 +14,7 @@ FIX = Path("tests/data/issue11")  # read relative to the cwd: the fixtures are t
 
 def main() -> None:
     from profiler_core.trace.reader import read_trace
-    from tb_plugin.views import common, distributed, kernels, operators, overview
+    from tb_plugin.views import common, distributed, kernels, overview
 
     def load(name):
         return read_trace(FIX / f"{name}.pt.trace.json.gz", processes=0)
@@ -24,9 +24,6 @@ def main() -> None:
     ov = overview.overview(t)
     print("1 early_gpu_work: step lengths us", [round((e - s) / 1000, 3) for s, e in zip(st["start"], st["end"])],
           "| step 10 kernel_us", ov["steps"][0]["kernel_us"], "| average step us", ov["average"]["total_us"])
-    t = load("gpu_only")
-    st = common.steps(t)
-    print("2 gpu_only: step 0 length us", [round((e - s) / 1000, 3) for s, e in zip(st["start"], st["end"])])
     t = load("rocm_launches")
     rows = kernels.kernels(t)["rows"]
     print("3 rocm_launches: blocks per SM", {r["name"][:24]: r["blocks_per_sm"] for r in rows},
@@ -36,9 +33,6 @@ def main() -> None:
     out = distributed.distributed(ranks)
     print("4 nccl_rpc: rank0 comm rows", [(r["name"][:40], r["calls"]) for r in out["comm_ops"]["rank0"]],
           "| rank0 wait_us", out["workers"]["rank0"]["wait_us"])
-    t = load("torch18_input_dims")
-    print("5 torch18_input_dims: name+shape rows", len(operators.operators(t, group_by="name_shape")["rows"]),
-          "name rows", len(operators.operators(t)["rows"]))
     t = load("idle_gpu")
     ov = overview.overview(t)
     tb = (ov["gpu"] or {}).get("temporal")

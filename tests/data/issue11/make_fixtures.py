@@ -76,22 +76,6 @@ def early_gpu_work() -> None:
     write("early_gpu_work", ev, deviceProperties=[H100])
 
 
-# ------------------------------------------------------------------------------------------- item 2
-def gpu_only() -> None:
-    """A GPU-only trace in the old (torch 1.8 / libkineto on-demand) category names: no CPU ops, the
-    profiler's own `Trace` span of 1.05 s around 1.6 ms of `Runtime` launches and `Kernel`/`Memcpy`
-    activity, plus an `async_gpu` range."""
-    ev = [X("Trace", "PyTorch Profiler (0)", 0, 1_050_000, pid="Spans", tid="PyTorch Profiler")]
-    t = 500_000
-    for i in range(20):
-        ev.append(launch(t + i * 80, 1 + i, 0, cat="Runtime", dur=5))
-        ev.append(kern("volta_sgemm_128x64_nn", t + 20 + i * 80, 70, corr=1 + i, cat="Kernel"))
-    ev.append(launch(t + 1600, 100, 0, name="cudaMemcpyAsync", cat="Runtime", dur=6))
-    ev.append(kern("Memcpy DtoH (Device -> Pinned)", t + 1602, 3, corr=100, cat="Memcpy", bytes=4096))
-    ev.append(X("async_gpu", "gpu_range", t + 20, 1585, pid=0, tid=7))
-    write("gpu_only", ev, deviceProperties=[dict(H100, name="Tesla V100-SXM2-16GB", computeMajor=7, numSms=80)])
-
-
 # ------------------------------------------------------------------------------------------- item 3
 MI300X = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888, "computeMajor": 9,
           "computeMinor": 4, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
@@ -121,24 +105,6 @@ def rocm_launches() -> None:
         ev.append(kern(name, t + 2000, dur, corr, ext, stream=0, kind="Dispatch Kernel", grid=grid, block=block))
         t += 2000
     write("rocm_launches", ev, deviceProperties=[MI300X])
-
-
-# ------------------------------------------------------------------------------------------- item 5
-def torch18_input_dims() -> None:
-    """A torch 1.8 trace (`Operator` category, `Input dims` spelled with a lower-case d, `Input type`):
-    the same op name called with several input shapes."""
-    ev = [X("Operator", "ProfilerStep#1", 0, 5000)]
-    shapes = [[[2, 3], [3, 4]], [[8, 16], [16, 32]], [[64, 64], [64, 64]]]
-    t = 10
-    for _rep in range(4):
-        for dims in shapes:
-            ev.append(X("Operator", "aten::mm", t, 20, **{"Input dims": dims, "Input type": ["float", "float"],
-                                                       "External id": len(ev)}))
-            ev.append(X("Operator", "aten::add", t + 30, 10, **{"Input dims": [dims[0], dims[0], []],
-                                                                "Input type": ["float", "float", "Scalar"],
-                                                                "External id": len(ev) + 1}))
-            t += 100
-    write("torch18_input_dims", ev)
 
 
 # ------------------------------------------------------------------------------------------- item 4
@@ -222,7 +188,7 @@ def idle_gpu() -> None:
     write("idle_gpu", ev, deviceProperties=[H100])
 
 
-FIXTURES = [early_gpu_work, gpu_only, rocm_launches, torch18_input_dims, nccl_record_param_comms,
+FIXTURES = [early_gpu_work, rocm_launches, nccl_record_param_comms,
             idle_gpu]
 
 if __name__ == "__main__":
