@@ -1,26 +1,36 @@
-"""Errors that routes turn into JSON HTTP answers (400 bad parameter, 404 unknown name)."""
+"""Errors that routes turn into JSON HTTP answers: each class carries its HTTP status."""
 from __future__ import annotations
 
 
-class BadRequest(ValueError):
-    """A request parameter is missing or invalid; the route answers 400 `{"error": message}`."""
+class RequestError(Exception):
+    """An answer other than 200: the route replies `status` with `{"error": message}`."""
+
+    status = 500
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
-class NotFound(LookupError):
-    """An unknown run, worker, span or event; the route answers 404 `{"error": message}`."""
+class BadRequest(RequestError, ValueError):
+    """A request parameter is missing or invalid (400)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    status = 400
 
 
-class LoadFailed(RuntimeError):
-    """A trace file could not be read; the message says which and why."""
+class NotFound(RequestError, LookupError):
+    """An unknown run, worker, span or event (404)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    status = 404
+
+
+class LoadFailed(RequestError, RuntimeError):
+    """A trace file could not be read; the message says which and why (422)."""
+
+    status = 422
+
+
+class Unavailable(RequestError):
+    """A view module cannot be imported in this installation (501)."""
+
+    status = 501

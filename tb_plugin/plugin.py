@@ -26,7 +26,8 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from profiler_core.trace.identity import file_identity
-from tb_plugin.errors import BadRequest, LoadFailed, NotFound
+from tb_plugin.errors import BadRequest, LoadFailed, NotFound, RequestError, Unavailable
+from tb_plugin.routes import ROUTES, Route
 
 log = logging.getLogger(__name__)
 
@@ -136,27 +137,20 @@ def _redact(message: str) -> str:
     return redact(message)
 
 
-def _route(fn: Callable) -> Callable:
-    """Wrap a route: JSON errors for BadRequest (400), NotFound (404), LoadFailed (422)."""
+def _route(route: Route, fn: Callable) -> Callable:
+    """Wrap a handler: parse the request's parameters with `route`, then call `fn(request, args)`;
+    a RequestError answers its status with `{"error": message}`, anything else a JSON 500."""
 
     @wrappers.Request.application
     def app(request: wrappers.Request) -> wrappers.Response:
         try:
-            result = fn(request)
+            result = fn(request, route.parse(request.args))
             if isinstance(result, wrappers.Response):
                 return result
             return _respond(request, result)
-        except BadRequest as e:
-            return _respond(request, {"error": _redact(e.message)}, 400)
-        except NotFound as e:
-            return _respond(request, {"error": _redact(e.message)}, 404)
-        except LoadFailed as e:
-            return _respond(request, {"error": _redact(e.message)}, 422)
-        except _Unavailable as e:
-            return _respond(request, {"error": str(e)}, 501)
+        except RequestError as e:
+            return _respond(request, {"error": _redact(e.message)}, e.status)
         except Exception as e:  # noqa: BLE001 - never a traceback page
-            if type(e).__name__ == "BadRequest":  # a view's stand-in error class
-                return _respond(request, {"error": _redact(str(e))}, 400)
             # the traceback only in the log, and only where no message can hold a credential
             log.error("gpuscope: %s failed: %s", request.path, _redact(f"{type(e).__name__}: {e}"),
                       exc_info=_redact(str(e)) == str(e))
@@ -182,53 +176,13 @@ def _with_security_headers(app: Callable) -> Callable:
     return wrapped
 
 
-# ------------------------------------------------------------------------ request parameters
-def _param(request: wrappers.Request, name: str, required: bool = True) -> str | None:
-    value = request.args.get(name)
-    if value is None or value == "":
-        if required:
-            raise BadRequest(f"missing parameter {name!r}")
-        return None
-    return value
-
-
-def _float(request: wrappers.Request, name: str) -> float | None:
-    value = _param(request, name, required=False)
-    if value is None:
-        return None
-    try:
-        f = float(value)
-    except ValueError:
-        raise BadRequest(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(f):
-        raise BadRequest(f"{name} must be a finite number, got {value!r}")
-    return f
-
-
-def _int(request: wrappers.Request, name: str, default: int | None = None,
-         minimum: int | None = None) -> int | None:
-    value = _param(request, name, required=False)
-    if value is None:
-        return default
-    try:
-        i = int(value)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {value!r}") from None
-    if minimum is not None and i < minimum:
-        raise BadRequest(f"{name} must be at least {minimum}, got {i}")
-    return i
-
-
+# ------------------------------------------------------------------------ views
 def _view(module: str, function: str) -> Callable:
     try:
         mod = importlib.import_module(f"tb_plugin.views.{module}")
         return getattr(mod, function)
     except (ImportError, AttributeError) as e:
-        raise _Unavailable(f"view {module}.{function} is not available ({e})") from None
-
-
-class _Unavailable(Exception):
-    pass
+        raise Unavailable(f"view {module}.{function} is not available ({e})") from None
 
 
 # ------------------------------------------------------------------------ the plugin
@@ -333,27 +287,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return active
 
     def get_plugin_apps(self) -> dict:
-        routes = {
-            "/runs": self._runs, "/workers": self._workers, "/spans": self._spans,
-            "/file_status": self._file_status,
-            "/overview": self._simple("overview", "overview"),
-            "/operators": self._operators, "/operators/stack": self._operator_stack,
-            "/kernels": self._kernels,
-            "/memory/curve": self._memory_curve, "/memory/events": self._memory_range("memory_events"),
-            "/memory/stats": self._memory_range("memory_stats"),
-            "/modules": self._simple("modules", "modules"),
-            "/diff": self._diff, "/distributed": self._distributed,
-            "/distributed/step": self._distributed_step,
-            "/timeline": self._timeline, "/timeline/search": self._search,
-            "/timeline/summary": self._timeline_tool("range_summary", "start_us", "end_us", "tracks"),
-            "/timeline/counters": self._timeline_tool("counters", "start_us", "end_us", "width_px"),
-            "/timeline/occurrences": self._timeline_tool("occurrences", "name", "limit"),
-            "/timeline/locate": self._timeline_tool("locate", "idx"),
-            "/event": self._event,
-        }
-        routes["/trace"] = self._trace
-        light = {"/runs", "/workers", "/spans", "/file_status"}
-        apps = {path: _route(fn if path in light else self._held(fn)) for path, fn in routes.items()}
+        apps = {}
+        for route in ROUTES:
+            fn = getattr(self, route.handler)
+            apps[route.path] = _route(route, self._held(fn) if route.held else fn)
         apps["/index.js"] = self._static
         apps["/*"] = self._static
         return {path: _with_security_headers(app) for path, app in apps.items()}
@@ -361,9 +298,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def _held(self, fn: Callable) -> Callable:
         """`fn` with the loader's queue held while it runs: a view is computed before the next
         background file starts (a file it asks for is read first anyway)."""
-        def route(request: wrappers.Request) -> Any:
+        def route(request: wrappers.Request, args: dict) -> Any:
             with self.state().loader.hold():
-                return fn(request)
+                return fn(request, args)
         route.__name__ = getattr(fn, "__name__", "route")
         return route
 
@@ -374,8 +311,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 self._state = _State(self._logdir, scheduler=self._scheduler)
             return self._state
 
-    def _run(self, request: wrappers.Request, key: str = "run"):
-        name = _param(request, key)
+    def _run(self, name: str) -> Any:
         state = self.state()
         run = state.refresh().get(name)
         if run is None:
@@ -384,10 +320,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise NotFound(f"unknown run {name!r}")
         return run
 
-    def _file(self, request: wrappers.Request, prefix: str = ""):
-        run = self._run(request, prefix + "run")
-        worker = _param(request, prefix + "worker")
-        span = _param(request, prefix + "span")
+    def _file(self, args: dict, prefix: str = "") -> Any:
+        run = self._run(args[prefix + "run"])
+        worker, span = args[prefix + "worker"], args[prefix + "span"]
         if worker not in run.workers:
             raise NotFound(f"unknown worker {worker!r} in run {run.name!r}")
         f = run.file(worker, span)
@@ -395,13 +330,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise NotFound(f"unknown span {span!r} of worker {worker!r} in run {run.name!r}")
         return f
 
-    def _trace_data(self, request: wrappers.Request, prefix: str = ""):
-        return self.state().loader.get(self._file(request, prefix))
+    def _trace_data(self, args: dict, prefix: str = "") -> Any:
+        return self.state().loader.get(self._file(args, prefix))
 
     # -------------------------------------------------------------- listing routes
-    def _runs(self, request: wrappers.Request) -> dict:
+    def _runs(self, request: wrappers.Request, args: dict) -> dict:
         state = self.state()
-        runs = state.refresh(force=request.args.get("rescan") == "1")   # a reload: list the logdir now
+        runs = state.refresh(force=args["rescan"] == "1")   # a reload: list the logdir now
         progress = state.loader.progress()
         loading = progress.pop("loading") or state.scanner.unstable > 0
         errors = [{"run": f.run, "file": f.relpath, "error": msg}
@@ -425,69 +360,64 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 out["logdir_missing"] = True
         return out
 
-    def _file_status(self, request: wrappers.Request) -> dict:
+    def _file_status(self, request: wrappers.Request, args: dict) -> dict:
         """How far the loading of one run/worker/span's file is, and of all files together."""
         state = self.state()
-        out = state.loader.file_status(self._file(request))
+        out = state.loader.file_status(self._file(args))
         out["all"] = state.loader.progress()
         return out
 
-    def _workers(self, request: wrappers.Request) -> dict:
-        return {"workers": sorted(self._run(request).workers)}
+    def _workers(self, request: wrappers.Request, args: dict) -> dict:
+        return {"workers": sorted(self._run(args["run"]).workers)}
 
-    def _spans(self, request: wrappers.Request) -> dict:
-        run = self._run(request)
-        worker = _param(request, "worker")
+    def _spans(self, request: wrappers.Request, args: dict) -> dict:
+        run = self._run(args["run"])
+        worker = args["worker"]
         if worker not in run.workers:
             raise NotFound(f"unknown worker {worker!r} in run {run.name!r}")
         return {"spans": run.spans(worker)}
 
     # -------------------------------------------------------------- view routes
-    def _call(self, module: str, function: str, *args, **kwargs) -> Any:
+    def _call(self, module: str, function: str, *args: Any, **kwargs: Any) -> Any:
         return _view(module, function)(*args, **kwargs)
 
-    def _simple(self, module: str, function: str) -> Callable:
-        def route(request: wrappers.Request) -> Any:
-            return self._call(module, function, self._trace_data(request))
+    def _overview(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("overview", "overview", self._trace_data(a))
 
-        route.__name__ = f"_{function}"
-        return route
+    def _modules(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("modules", "modules", self._trace_data(a))
 
-    def _operators(self, request: wrappers.Request) -> Any:
-        group_by = _param(request, "group_by", required=False) or "name"
-        return self._call("operators", "operators", self._trace_data(request), group_by=group_by)
+    def _operators(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("operators", "operators", self._trace_data(a), group_by=a["group_by"])
 
-    def _operator_stack(self, request: wrappers.Request) -> Any:
-        name = _param(request, "name")
-        shape = _param(request, "input_shape", required=False)
-        return self._call("operators", "operator_stacks", self._trace_data(request), name,
-                          input_shape=shape)
+    def _operator_stack(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("operators", "operator_stacks", self._trace_data(a), a["name"],
+                          input_shape=a["input_shape"])
 
-    def _kernels(self, request: wrappers.Request) -> Any:
-        group_by = _param(request, "group_by", required=False) or "name"
-        return self._call("kernels", "kernels", self._trace_data(request), group_by=group_by)
+    def _kernels(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("kernels", "kernels", self._trace_data(a), group_by=a["group_by"])
 
-    def _memory_curve(self, request: wrappers.Request) -> Any:
-        start, end = _float(request, "start_us"), _float(request, "end_us")
-        points = _int(request, "max_points", default=2000, minimum=2)
-        return self._call("memory", "memory_curve", self._trace_data(request), start, end,
-                          max_points=points)
+    def _memory_curve(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("memory", "memory_curve", self._trace_data(a), a["start_us"], a["end_us"],
+                          max_points=a["max_points"])
 
-    def _memory_range(self, function: str) -> Callable:
-        def route(request: wrappers.Request) -> Any:
-            start, end = _float(request, "start_us"), _float(request, "end_us")
-            return self._call("memory", function, self._trace_data(request), start, end)
+    def _memory_events(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("memory", "memory_events", self._trace_data(a), a["start_us"], a["end_us"])
 
-        route.__name__ = f"_{function}"
-        return route
+    def _memory_stats(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("memory", "memory_stats", self._trace_data(a), a["start_us"], a["end_us"])
 
-    def _diff(self, request: wrappers.Request) -> Any:
-        base = self._trace_data(request)
-        if any(k in request.args for k in ("exp_run", "exp_worker", "exp_span")):
-            exp, other = self._trace_data(request, prefix="exp_"), None
+    def _diff(self, request: wrappers.Request, a: dict) -> Any:
+        base = self._trace_data(a)
+        compared = ("exp_run", "exp_worker", "exp_span")
+        if any(a[k] is not None for k in compared):
+            missing = [k for k in compared if a[k] is None]
+            if missing:
+                raise BadRequest(f"missing parameter {missing[0]!r} (give all of exp_run, exp_worker "
+                                 "and exp_span, or none)")
+            exp, other = self._trace_data(a, prefix="exp_"), None
         else:
-            other = self._other_profile(self._run(request), str(_param(request, "worker")),
-                                        str(_param(request, "span")))
+            other = self._other_profile(self._run(a["run"]), a["worker"], a["span"])
             exp = self.state().loader.get(other[0].file(other[1], other[2]))
         out = self._call("diff", "diff", base, exp)
         if other is not None and isinstance(out, dict):
@@ -520,12 +450,12 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 return run, worker, s
         raise BadRequest("there is only one profile in the log directory: nothing to compare it with")
 
-    def _worker_summaries(self, request: wrappers.Request) -> tuple[dict, list]:
+    def _worker_summaries(self, a: dict) -> tuple[dict, list]:
         """worker -> summary of the requested run and span, and the files that failed."""
         from tb_plugin.loader import Loader
 
-        run = self._run(request)
-        span = _param(request, "span")
+        run = self._run(a["run"])
+        span = a["span"]
         state = self.state()
         files = [(w, run.file(w, span)) for w in sorted(run.workers)]
         files = [(w, f) for w, f in files if f is not None]
@@ -542,13 +472,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
         return summaries, errors
 
-    def _summaries_now(self, request: wrappers.Request) -> tuple[dict, list, list]:
+    def _summaries_now(self, a: dict) -> tuple[dict, list, list]:
         """Without waiting: the summaries of the run's workers that exist now, the failed files and
         the workers still being read (their summaries are started in the background)."""
         from tb_plugin.loader import Loader
 
-        run = self._run(request)
-        span = _param(request, "span")
+        run = self._run(a["run"])
+        span = a["span"]
         state = self.state()
         files = [(w, run.file(w, span)) for w in sorted(run.workers)]
         files = [(w, f) for w, f in files if f is not None]
@@ -569,16 +499,16 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             state.summaries.prepare([f for w, f in files if w in pending], loaded=state.trace_for_summary)
         return summaries, errors, pending
 
-    def _distributed(self, request: wrappers.Request) -> Any:
+    def _distributed(self, request: wrappers.Request, a: dict) -> Any:
         pending: list = []
         # partial: what is known now, `pending` naming the workers still read (one worker: nothing to show early)
-        if request.args.get("partial") == "1" and len(self._run(request).workers) > 1:
-            summaries, errors, pending = self._summaries_now(request)
+        if a["partial"] == "1" and len(self._run(a["run"]).workers) > 1:
+            summaries, errors, pending = self._summaries_now(a)
             if not summaries:
                 return {"workers": {}, "steps": {}, "comm_ops": {}, "pending": pending,
                         **({"errors": errors} if errors else {})}
         else:
-            summaries, errors = self._worker_summaries(request)
+            summaries, errors = self._worker_summaries(a)
         mod = _view("distributed", "from_summaries")
         result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
         if pending:
@@ -594,41 +524,39 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             result["errors"] = errors
         return result
 
-    def _distributed_step(self, request: wrappers.Request) -> Any:
-        worker = _param(request, "worker")
-        step = _param(request, "step")
-        summaries, _ = self._worker_summaries(request)
+    def _distributed_step(self, request: wrappers.Request, a: dict) -> Any:
+        worker, step = a["worker"], a["step"]
+        summaries, _ = self._worker_summaries(a)
         if worker not in summaries:
             raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
         return self._call("distributed", "step_detail", {w: s["distributed"] for w, s in summaries.items()},
                           worker, step)
 
-    def _timeline(self, request: wrappers.Request) -> Any:
-        start, end = _float(request, "start_us"), _float(request, "end_us")
-        width = _int(request, "width_px", default=1000, minimum=1)
-        return self._call("timeline", "timeline", self._trace_data(request), start, end,
-                          width_px=width)
+    def _timeline(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("timeline", "timeline", self._trace_data(a), a["start_us"], a["end_us"],
+                          width_px=a["width_px"])
 
-    def _timeline_tool(self, function: str, *params: str) -> Callable:
-        """A route calling views.timeline_tools.<function>(trace, **the given query parameters)."""
-        def route(request: wrappers.Request) -> Any:
-            kwargs = {p: request.args[p] for p in params if p in request.args}
-            return self._call("timeline_tools", function, self._trace_data(request), **kwargs)
-        route.__name__ = f"_{function}"
-        return route
+    def _search(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("timeline", "search", self._trace_data(a), a["query"], limit=a["limit"])
 
-    def _search(self, request: wrappers.Request) -> Any:
-        query = request.args.get("query")
-        if query is None:
-            raise BadRequest("missing parameter 'query'")
-        limit = _int(request, "limit", default=100, minimum=1)
-        return self._call("timeline", "search", self._trace_data(request), query, limit=limit)
+    def _range_summary(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("timeline_tools", "range_summary", self._trace_data(a), a["start_us"],
+                          a["end_us"], tracks=a["tracks"])
 
-    def _event(self, request: wrappers.Request) -> dict:
-        idx = _int(request, "idx", default=None, minimum=0)
-        if idx is None:
-            raise BadRequest("missing parameter 'idx'")
-        t = self._trace_data(request)
+    def _counters(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("timeline_tools", "counters", self._trace_data(a), a["start_us"],
+                          a["end_us"], a["width_px"])
+
+    def _occurrences(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("timeline_tools", "occurrences", self._trace_data(a), a["name"],
+                          limit=a["limit"])
+
+    def _locate(self, request: wrappers.Request, a: dict) -> Any:
+        return self._call("timeline_tools", "locate", self._trace_data(a), a["idx"])
+
+    def _event(self, request: wrappers.Request, a: dict) -> dict:
+        idx = a["idx"]
+        t = self._trace_data(a)
         try:
             event = t.event(idx)
         except IndexError as e:
@@ -642,8 +570,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 "args": args if isinstance(args, dict) else {}}
 
     # -------------------------------------------------------------- raw trace and static files
-    def _trace(self, request: wrappers.Request) -> wrappers.Response:
-        f = self._file(request)
+    def _trace(self, request: wrappers.Request, a: dict) -> wrappers.Response:
+        f = self._file(a)
         t = self.state().loader.get(f)  # only a file that parsed as a trace (else LoadFailed: 422)
         fh = _open_parsed(f, tuple(t.source_stat))
         try:

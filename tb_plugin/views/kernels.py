@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadRequest
+from ..params import KERNELS_GROUP_BY
 from . import common
 from .common import category_mask, ns_to_us
 
-GROUP_BY = ("name", "name_op", "name_op_config")
+GROUP_BY = KERNELS_GROUP_BY.choices
 CONFIG = ("grid", "block", "registers_per_thread", "shared_memory")
 SPLIT = ("static_shared_memory", "dynamic_shared_memory")  # our converter's args; Kineto writes no split
 NO_OP = "N/A"  # kernels whose launch could not be tied to an operator

@@ -29,7 +29,8 @@ import pandas as pd
 
 from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
-from tb_plugin.views.timeline import int_param, number_param, trace_origin_ns
+from tb_plugin.params import MAX_POINTS, number_param
+from tb_plugin.views.timeline import trace_origin_ns
 
 _CPU_TYPES = (0, 2, 5)      # CPU, MKLDNN, IDEEP
 _GPU_TYPES = (1, 6)         # CUDA, HIP
@@ -132,7 +133,7 @@ def _downsample(ts: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: 
 def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = None,
                  max_points: int = 2000) -> dict:
     """Allocated and reserved bytes over time per device, downsampled to ~max_points keeping peaks."""
-    mp = int_param(max_points, "max_points", 10, 1_000_000)
+    mp = MAX_POINTS.parse(max_points)
     a, b = _window(start_us, end_us)
     rec, names = _records(t)
     totals = _device_totals(t)

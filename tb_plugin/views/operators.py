@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadRequest
+from ..params import OPERATORS_GROUP_BY
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
 
-GROUP_BY = ("name", "name_shape")
+GROUP_BY = OPERATORS_GROUP_BY.choices
 # ops left out of the table, as torch-tb-profiler does: wrappers whose time is their children's
 _EXCLUDED = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
 

@@ -81,7 +81,6 @@ An empty trace gives an empty "tracks" list and zero times; a bad parameter rais
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,11 +88,11 @@ import numpy as np
 import pandas as pd
 
 from tb_plugin.errors import BadRequest
+from tb_plugin.params import SEARCH_LIMIT, WIDTH_PX, number_param
 from tb_plugin.views.common import derived
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 MAX_FLOWS = 5000
-MAX_WIDTH_PX = 20000
 
 # --------------------------------------------------------------------------------------------
 # per-trace derived data (computed once, cached on the TraceData object)
@@ -403,34 +402,10 @@ def tiles_for(t: Any) -> _Tiles:
 # --------------------------------------------------------------------------------------------
 # requests
 # --------------------------------------------------------------------------------------------
-def number_param(v: Any, what: str) -> float | None:
-    """A finite float request parameter (None stays None); BadRequest naming it otherwise."""
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise BadRequest(f"{what} must be a number, got {v!r}") from None
-    if not math.isfinite(f):
-        raise BadRequest(f"{what} must be finite, got {v!r}")
-    return f
-
-
-def int_param(v: Any, what: str, lo: int, hi: int) -> int:
-    """An integer request parameter within [lo, hi]; BadRequest naming it otherwise."""
-    try:
-        i = int(v)
-    except (TypeError, ValueError):
-        raise BadRequest(f"{what} must be an integer, got {v!r}") from None
-    if i < lo or i > hi:
-        raise BadRequest(f"{what} must be between {lo} and {hi}, got {i}")
-    return i
-
-
 def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
              width_px: int = 1000) -> dict:
     """One level-of-detail tile of the whole trace for [start_us, end_us] at width_px pixels."""
-    w = int_param(width_px, "width_px", 1, MAX_WIDTH_PX)
+    w = WIDTH_PX.parse(width_px)
     tl = tiles_for(t)
     a_us = number_param(start_us, "start_us")
     b_us = number_param(end_us, "end_us")
@@ -543,7 +518,7 @@ def search(t: Any, query: str, limit: int = 100) -> dict:
     """Events whose name contains `query` (case-insensitive): total count and the first `limit`."""
     if not isinstance(query, str) or not query.strip():
         raise BadRequest("query must be a non-empty string")
-    lim = int_param(limit, "limit", 1, 10000)
+    lim = SEARCH_LIMIT.parse(limit)
     tl = tiles_for(t)
     ev = t.events
     if not len(ev):

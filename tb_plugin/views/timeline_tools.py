@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from tb_plugin.errors import BadRequest, NotFound
-from tb_plugin.views.timeline import MAX_WIDTH_PX, int_param, number_param, tiles_for
+from tb_plugin.params import EVENT_IDX, MAX_POINTS, OCCURRENCE_LIMIT, TRACKS, WIDTH_PX, number_param
+from tb_plugin.views.timeline import tiles_for
 
 MAX_ROWS = 1000
 
@@ -36,14 +37,12 @@ def _window(tl: Any, start_us: Any, end_us: Any) -> tuple[float, float]:
 
 
 def _tracks_param(tracks: Any, n: int) -> np.ndarray:
-    if tracks is None or tracks == "":
+    chosen = TRACKS.parse(tracks)
+    if chosen is None:
         return np.arange(n)
-    try:
-        out = np.array(sorted({int(x) for x in str(tracks).split(",") if x.strip() != ""}), dtype=np.int64)
-    except ValueError:
-        raise BadRequest(f"tracks must be a comma-separated list of track indexes, got {tracks!r}") from None
-    if len(out) and (out.min() < 0 or out.max() >= n):
-        raise BadRequest(f"tracks must be between 0 and {n - 1}, got {tracks!r}")
+    out = np.array(chosen, dtype=np.int64)
+    if len(out) and out.max() >= n:
+        raise BadRequest(f"tracks must be between 0 and {n - 1}, got {out.max()}")
     return out
 
 
@@ -129,10 +128,10 @@ def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1
     from tb_plugin.views.common import category_mask
 
     tl = tiles_for(t)
-    w = int_param(width_px, "width_px", 1, MAX_WIDTH_PX)
+    w = WIDTH_PX.parse(width_px)
     a_us, b_us = _window(tl, start_us, end_us)
     out: list[dict] = []
-    mem = memory.memory_curve(t, a_us, b_us, max_points=max(10, w))
+    mem = memory.memory_curve(t, a_us, b_us, max_points=max(MAX_POINTS.lo, w))
     for dev in mem.get("devices", []):
         c = mem["curves"].get(dev) or {}
         if not c.get("ts_us"):
@@ -178,7 +177,7 @@ def occurrences(t: Any, name: Any = None, limit: Any = 10000) -> dict:
     """Every event named exactly `name` (first `limit`), in time order, with its track and depth."""
     if not isinstance(name, str) or not name:
         raise BadRequest("missing parameter 'name' (the exact event name)")
-    lim = int_param(limit, "limit", 1, 100000)
+    lim = OCCURRENCE_LIMIT.parse(limit)
     tl = tiles_for(t)
     ev = t.events
     if not len(ev):
@@ -191,9 +190,7 @@ def occurrences(t: Any, name: Any = None, limit: Any = 10000) -> dict:
 
 def locate(t: Any, idx: Any = None) -> dict:
     """Where the event at traceEvents index `idx` is drawn (track, depth, times)."""
-    if idx is None:
-        raise BadRequest("missing parameter 'idx'")
-    i = int_param(idx, "idx", 0, 2 ** 62)
+    i = EVENT_IDX.parse(idx)
     tl = tiles_for(t)
     ev = t.events
     col = ev["idx"].to_numpy(np.int64) if "idx" in ev else np.arange(len(ev))
