@@ -130,11 +130,46 @@ def normalize_root(path: str) -> str:
     return os.path.abspath(path)
 
 
-_USERINFO_RE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/@\s\"']*@")
-_QUERY_RE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'?#]*)\?[^\s\"'#]*")
-_SECRET_KV_RE = re.compile(
-    r"(\b(?:secret|password|passwd|token|signature|sig|credential|accountkey|account_key|"
-    r"sas|key)[\w\-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&'\")]+)", re.IGNORECASE)
+# Redaction is linear in the text's length whatever it holds (error messages may quote request
+# parameters): each pattern starts only where a run of its leading characters starts (negative
+# lookbehind) and a URL is consumed whole, so no character is scanned by more than a few attempts.
+_SCHEME_CHARS = r"a-zA-Z0-9+.\-"
+#: a URL: scheme, then the rest up to whitespace, a quote, "?" or "#", then its query if any
+_URL_PART_RE = re.compile(rf"(?<![{_SCHEME_CHARS}])([{_SCHEME_CHARS}]+://)"
+                          r"([^\s\"'?#]*)(\?[^\s\"'#]*)?")
+#: a `name=` / `name:` pair (the value is matched separately, only for secret-like names)
+_KEY_RE = re.compile(r"(?<![\w\-])([\w\-]+)\s*[=:]\s*")
+_VALUE_RE = re.compile(r"\"[^\"]*\"|'[^']*'|[^\s,;&'\")]+")
+_SECRET_WORDS = ("secret", "password", "passwd", "token", "signature", "sig", "credential",
+                 "accountkey", "account_key", "sas", "key")
+
+
+def _redact_url(m: re.Match) -> str:
+    scheme, rest, query = m.group(1), m.group(2), m.group(3)
+    authority = rest.split("/", 1)[0]
+    if "@" in authority:
+        rest = "***@" + rest[len(authority.rpartition("@")[0]) + 1:]
+    return scheme + rest + ("?***" if query else "")
+
+
+def _is_secret_name(name: str) -> bool:
+    """True when a part of `name` (split at "-" and "_") starts with a secret word."""
+    return any(part.lower().startswith(_SECRET_WORDS) for part in re.split(r"[-_]", name))
+
+
+def _redact_pairs(text: str) -> str:
+    out: list[str] = []
+    done = 0
+    for m in _KEY_RE.finditer(text):
+        if m.start() < done or not _is_secret_name(m.group(1)):
+            continue
+        v = _VALUE_RE.match(text, m.end())
+        if v is None:
+            continue
+        out += [text[done:m.end()], "***"]
+        done = v.end()
+    out.append(text[done:])
+    return "".join(out)
 
 
 #: credentials seen inside URLs given to this module (user:password, query values): a library's
@@ -164,9 +199,8 @@ def redact(text: str) -> str:
         return text
     for secret in sorted(_URL_SECRETS, key=len, reverse=True):
         text = text.replace(secret, "***")
-    text = _USERINFO_RE.sub(r"\1***@", text)
-    text = _QUERY_RE.sub(r"\1?***", text)
-    text = _SECRET_KV_RE.sub(r"\1***", text)
+    text = _URL_PART_RE.sub(_redact_url, text)
+    text = _redact_pairs(text)
     for name in SECRET_ENV:
         value = os.environ.get(name)
         if value and len(value) >= 4:

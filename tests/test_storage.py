@@ -2,7 +2,10 @@
 filesystem (`memory://`, a non-object store: temporary name then rename) end to end."""
 import gzip
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -52,10 +55,39 @@ def test_names():
     ("https://acct.blob.core.windows.net/c/x?sv=2020&sig=abcdEFGH1234", "abcdEFGH1234"),
     ("failed: secret_access_key=abcd1234zz, retry", "abcd1234zz"),
     ("password: 'p4ssw0rd!'", "p4ssw0rd!"),
+    ("GET /x?X-Amz-Security-Token=tok3nVALUE&y=1 refused", "tok3nVALUE"),
+    ("header x-amz-security-token: tok3nVALUE", "tok3nVALUE"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCY==", "wJalrXUtnFEMI"),
+    ("at 9s3://AKIAXX:hunter2secret@bucket/logs", "hunter2secret"),
+    ("s3://bucket/a?X-Amz-Signature=f00dcafe#frag", "f00dcafe"),
 ])
 def test_redact_removes_credentials(text, secret):
     out = storage.redact(text)
     assert secret not in out and "***" in out
+
+
+def test_redact_keeps_text_without_credentials():
+    for text in ("run1/w0.1.pt.trace.json: not found", "s3://bucket/logs/run1 is empty",
+                 "size = 3", "limit must be an integer, got 'abc'"):
+        assert storage.redact(text) == text
+
+
+#: inputs on which a backtracking pattern scans the rest of the text from every position
+ADVERSARIAL = ("a", "a://", "key-", "a://b", "token=", 'token="', "s3://b?", "x=" , "-", "9a-")
+
+
+def test_redact_is_linear_on_adversarial_megabyte_inputs():
+    # 60 KB of "a://" took 11.7 s to redact (quadratic): 1 MB would take hours. Run in a child so
+    # that a regression fails on the timeout instead of hanging the suite.
+    code = ("import sys; from profiler_core.storage import redact\n"
+            f"for unit in {ADVERSARIAL!r}:\n"
+            "    text = unit * (1_000_000 // len(unit))\n"
+            "    assert len(redact(text)) <= len(text)\n"
+            "print('ok')")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 def test_redact_removes_secret_environment_values_and_url_credentials_quoted_elsewhere(monkeypatch):
