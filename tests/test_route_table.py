@@ -143,3 +143,20 @@ def test_the_frontend_asks_only_for_routes_of_the_table():
         used |= set(re.findall(r"url\(\s*[\"'`]([\w/]+)", text))
     assert used, "no route found in the frontend's sources"
     assert {"/" + u for u in used} <= {r.path for r in ROUTES}
+
+
+def test_the_frontend_dev_server_serves_the_plugins_routes(tmp_path, monkeypatch):
+    import importlib.util
+
+    from werkzeug.test import Client
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    spec = importlib.util.spec_from_file_location("dev_server", ROOT / "frontend" / "dev" / "dev_server.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    c = Client(dev.Backend(str(make_logdir(tmp_path / "logs"))))
+    assert "run1" in c.get(f"{P}/runs").json["runs"]
+    for r in ROUTES:  # every route of the table, with the plugin's own parameter checks
+        resp = c.get(f"{P}{r.path}?{urlencode({p.name: 'x' * 70000 for p in r.params[:1]})}")
+        assert resp.status_code == (200 if not r.params else 400), r.path
+    assert c.get("/").status_code == 200

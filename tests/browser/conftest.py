@@ -107,7 +107,7 @@ class TensorBoard:
         self.log = open(logdir.parent / f"tensorboard_{self.port}.log", "w+")  # noqa: SIM115 - open for the server process's lifetime
         cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
                "--port", str(self.port), "--load_fast=false"]
-        if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the stand-in
+        if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the plugin without TensorBoard
             cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), str(logdir), str(self.port)]
         self.proc = subprocess.Popen(cmd,
             stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
