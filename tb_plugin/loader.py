@@ -33,18 +33,19 @@ from profiler_core.trace.model import TraceData
 from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
 from tb_plugin.errors import LoadFailed
 from tb_plugin.runs import TraceFile
+from profiler_core import settings
 
 log = logging.getLogger(__name__)
 
 #: memory budget for parsed traces kept in memory (bytes); env GPUSCOPE_MAX_LOADED_BYTES
-DEFAULT_MAX_BYTES = int(os.environ.get("GPUSCOPE_MAX_LOADED_BYTES", str(4 << 30)))
+DEFAULT_MAX_BYTES = settings.get("GPUSCOPE_MAX_LOADED_BYTES")
 
 
 def default_processes() -> int:
     """Worker processes for parsing: env GPUSCOPE_LOAD_PROCESSES, else some when cores allow."""
-    env = os.environ.get("GPUSCOPE_LOAD_PROCESSES")
-    if env is not None and env.strip().isascii() and env.strip().isdigit():
-        return int(env)
+    env = settings.get("GPUSCOPE_LOAD_PROCESSES")
+    if env is not None:
+        return env
     cores = os.cpu_count() or 1
     return min(4, cores // 2) if cores >= 4 else 0
 
@@ -108,7 +109,7 @@ class Loader:
     def __init__(self, workers: int = 1, processes: int | None = None,
                  max_bytes: int | None = None, use_cache: bool = True) -> None:
         self.max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
-        self.use_cache = use_cache and os.environ.get("GPUSCOPE_CACHE", "1") != "0"
+        self.use_cache = use_cache and settings.get("GPUSCOPE_CACHE")
         processes = default_processes() if processes is None else processes
         self.processes = processes if self.use_cache else 0
         self._pool: Executor

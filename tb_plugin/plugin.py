@@ -28,6 +28,7 @@ from werkzeug import wrappers
 from profiler_core.trace.identity import file_identity
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, RequestError, Unavailable
 from tb_plugin.routes import ROUTES, Route
+from profiler_core import settings
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ def _view(module: str, function: str) -> Callable:
 # ------------------------------------------------------------------------ the plugin
 #: runs with more workers than this are not parsed in the background: their traces load when a
 #: per-worker view asks, and the run-level views read only the per-worker summaries
-PREPARE_MAX_WORKERS = int(os.environ.get("GPUSCOPE_PREPARE_MAX_WORKERS", "8"))
+PREPARE_MAX_WORKERS = settings.get("GPUSCOPE_PREPARE_MAX_WORKERS")
 
 
 class _State:
@@ -261,7 +262,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         self._logdir = getattr(context, "logdir", "") or ""
         flags = getattr(context, "flags", None)
         self._scheduler = (getattr(flags, "gpuscope_dask_scheduler", None)
-                           or os.environ.get("GPUSCOPE_DASK_SCHEDULER") or None)
+                           or settings.get("GPUSCOPE_DASK_SCHEDULER") or None)
         self._state: _State | None = None
         self._state_lock = threading.Lock()
         self._active: tuple[float, bool] = (0.0, False)

@@ -5,9 +5,9 @@ from profiler_core.trace import stream
 from tb_plugin import loader
 
 
-def test_a_superscript_in_a_setting_is_ignored(monkeypatch):
+def test_a_superscript_in_a_setting_is_not_a_number(monkeypatch):
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "²")
-    assert stream._parse_processes(3) == 0
+    assert stream._parse_processes(3) == 3  # reported and ignored: tests/test_settings.py
     monkeypatch.setenv("GPUSCOPE_LOAD_PROCESSES", "²")
     monkeypatch.setattr(loader.os, "cpu_count", lambda: 8)
     assert loader.default_processes() == 4

@@ -8,7 +8,7 @@ Nothing heavy (cupti, pycuda, numpy) is imported until a collector is prepared.
 from __future__ import annotations
 
 import importlib.util
-import os
+from profiler_core import settings
 
 _available: bool | None = None
 
@@ -28,7 +28,7 @@ def is_available() -> bool:
     global _available
     if _available is None:
         try:
-            if os.environ.get("GPUSCOPE_DISABLE_CUDA", "") not in ("", "0") or not (_has_module("cupti") or _has_module("pycuda")):
+            if settings.get("GPUSCOPE_DISABLE_CUDA") or not (_has_module("cupti") or _has_module("pycuda")):
                 _available = False
             else:
                 from .device_props import device_count

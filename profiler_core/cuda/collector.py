@@ -16,6 +16,7 @@ from .convert import convert_records
 from .cupti_backend import CuptiBackend, CuptiUnavailable
 from .device_props import driver_version, kineto_view, query_device_properties
 from .link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
+from profiler_core import settings
 
 try:
     from ..trace.schema import CollectorResult
@@ -134,7 +135,7 @@ class CudaCollector:
         except Exception as exc:
             self.warnings.append(f"could not read device properties ({exc})")
         reason = None
-        if os.environ.get("GPUSCOPE_CUDA_BACKEND", "") != "events":
+        if settings.get("GPUSCOPE_CUDA_BACKEND") != "events":
             try:
                 self.backend = CuptiBackend.instance(self._cupti_module)
                 self.source = "cupti"
@@ -223,7 +224,7 @@ class CudaCollector:
         drv_version = driver_version()
         if drv_version is not None:
             result.metadata["cuda_driver_version"] = drv_version
-        if self.config.get("keep_raw_records") or os.environ.get("GPUSCOPE_KEEP_RAW_RECORDS"):
+        if self.config.get("keep_raw_records") or settings.get("GPUSCOPE_KEEP_RAW_RECORDS"):
             global last_raw_records
             last_raw_records = {"source": self.source, "clock_offset_ns": offset, "records": records,
                                 "device_properties": self.props}

@@ -23,6 +23,7 @@ from profiler_core import safe_open, storage
 from profiler_core.trace import cache_format
 from profiler_core.trace.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
+from profiler_core import settings
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,13 @@ SUFFIX = ".trace.gpc"
 #: entries of the old format (pickles): never read, removed by trim
 _OLD_SUFFIX = ".trace.pkl"
 #: total size the cache directory may grow to before old entries are removed
-MAX_BYTES = int(os.environ.get("GPUSCOPE_CACHE_MAX_BYTES", str(8 << 30)))
+MAX_BYTES = settings.get("GPUSCOPE_CACHE_MAX_BYTES")
 _warned: set = set()
 
 
 def cache_dir() -> Path:
     """The cache directory ($GPUSCOPE_CACHE_DIR or ~/.cache/gpuscope)."""
-    env = os.environ.get("GPUSCOPE_CACHE_DIR")
+    env = settings.get("GPUSCOPE_CACHE_DIR")
     return Path(env) if env else Path.home() / ".cache" / "gpuscope"
 
 

@@ -2,34 +2,26 @@
 decoding of pieces (repairing what old writers leave in, skipping entries that are not events)."""
 from __future__ import annotations
 
-import os
 import re
 from operator import attrgetter
 from typing import Any
 
 import msgspec
+from profiler_core import settings
 
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
-#: the memory budget for parsed traces when GPUSCOPE_MAX_LOADED_BYTES is not set (bytes)
-DEFAULT_LOADED_BYTES = 4 << 30
 #: uncompressed JSON bytes read per byte of that budget (reading a trace peaks at about 0.6-1 byte
 #: of memory per byte of its JSON, so a trace at the limit stays within the budget)
 JSON_PER_LOADED_BYTE = 1
 
 
-def _env_bytes(name: str) -> int | None:
-    text = os.environ.get(name, "").strip()
-    return int(text) if text.isdigit() and text.isascii() else None
-
-
 def max_trace_bytes() -> int:
     """Largest uncompressed trace the reader reads (bytes): GPUSCOPE_MAX_TRACE_BYTES when set,
     else JSON_PER_LOADED_BYTE times the memory budget GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB)."""
-    explicit = _env_bytes("GPUSCOPE_MAX_TRACE_BYTES")
+    explicit = settings.get("GPUSCOPE_MAX_TRACE_BYTES")
     if explicit is not None:
         return explicit
-    budget = _env_bytes("GPUSCOPE_MAX_LOADED_BYTES")
-    return JSON_PER_LOADED_BYTE * (DEFAULT_LOADED_BYTES if budget is None else budget)
+    return JSON_PER_LOADED_BYTE * settings.get("GPUSCOPE_MAX_LOADED_BYTES")
 
 
 #: memory one event may take while a trace is read (its columns, about 220 bytes, and the sorting
@@ -53,7 +45,7 @@ def too_many_events(path: str, limit: int) -> TraceReadError:
 
 def too_big(path: str, limit: int) -> TraceReadError:
     """The error for a trace over `limit` uncompressed bytes, naming the setting that raises it."""
-    how = ("GPUSCOPE_MAX_TRACE_BYTES" if _env_bytes("GPUSCOPE_MAX_TRACE_BYTES") is not None else
+    how = ("GPUSCOPE_MAX_TRACE_BYTES" if settings.get("GPUSCOPE_MAX_TRACE_BYTES") is not None else
            "GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces,")
     return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed "
                           f"(raise {how} to read it)")

@@ -10,13 +10,14 @@ import os
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any
+from profiler_core import settings
 
 GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _implementation(name: str | None = None) -> Any:
     """The zlib-compatible module to inflate with: "isal" (when installed) or "zlib"."""
-    name = name or os.environ.get("GPUSCOPE_GUNZIP", "isal")
+    name = name or settings.get("GPUSCOPE_GUNZIP")
     if name == "isal":
         try:
             from isal import isal_zlib

@@ -14,9 +14,9 @@ GPUSCOPE_NO_MALLOC_TUNING=1 turns all of it off.
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
+from profiler_core import settings
 
 PARSE_MMAP_THRESHOLD = 4 << 20
 VIEWS_MMAP_THRESHOLD = 256 << 20
@@ -31,7 +31,7 @@ def libc() -> Any:
     global _LIBC
     if _LIBC is None:
         _LIBC = False
-        if sys.platform.startswith("linux") and os.environ.get("GPUSCOPE_NO_MALLOC_TUNING") != "1":
+        if sys.platform.startswith("linux") and not settings.get("GPUSCOPE_NO_MALLOC_TUNING"):
             try:
                 import ctypes
 

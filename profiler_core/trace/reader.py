@@ -238,7 +238,7 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
     """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`.
 
     Big files (>= stream.PARALLEL_MIN_BYTES on disk) are split across `processes` extra parser processes
-    (default: `default_parse_processes()`, cores - 1; 0: this process only), each started for the
+    (default: `default_parse_processes()`, cores - 1, at most 3; 0: this process only), each started for the
     read and gone after it; the environment variable GPUSCOPE_PARSE_PROCESSES overrides it.
     A file whose identity (`storage.fingerprint`) changes while it is read (rewritten in place) is
     read again, up to READ_ATTEMPTS times, then refused: a torn parse is never returned.

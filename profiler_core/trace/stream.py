@@ -34,6 +34,7 @@ from profiler_core.trace.gunzip import (
     uncompressed_size_hint,
 )
 from profiler_core.trace.model import TraceData
+from profiler_core import settings
 
 _HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SEP_RE = re.compile(rb"\}\s*,\s*\{")
@@ -106,9 +107,9 @@ def default_parse_processes() -> int:
 
 
 def _parse_processes(requested: int | None) -> int:
-    env = os.environ.get("GPUSCOPE_PARSE_PROCESSES")
+    env = settings.get("GPUSCOPE_PARSE_PROCESSES")
     if env is not None:  # the environment wins (0 turns parallel parsing off)
-        return int(env) if env.strip().isascii() and env.strip().isdigit() else 0
+        return env
     return default_parse_processes() if requested is None else max(0, requested)
 
 

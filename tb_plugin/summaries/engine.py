@@ -7,7 +7,6 @@ Nothing here holds a parsed trace longer than one summary's computation.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -16,11 +15,12 @@ from typing import Any
 
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.summary import encode, summarize, summarize_path
+from profiler_core import settings
 
 log = logging.getLogger(__name__)
 
 #: summaries kept in memory (each a few hundred KB at most)
-MEMORY_ENTRIES = int(os.environ.get("GPUSCOPE_SUMMARY_MEMORY", "2048"))
+MEMORY_ENTRIES = settings.get("GPUSCOPE_SUMMARY_MEMORY")
 IO_THREADS = 16
 
 

@@ -1,0 +1,154 @@
+"""Every `GPUSCOPE_*` environment setting, in one registry: its type, default and meaning.
+
+`get(name)` reads the variable through its one parser. A value that does not parse is reported
+once (a warning naming the variable, the value and what it expects) and the default is used:
+never a crash at import, never silently ignored. The README's settings table is `markdown()` of
+this registry (a test keeps them equal). Light: imports nothing beyond the standard library.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: `kind` is count (integer >= 0), bytes (integer >= 0), flag
+    (1/0, true/false, yes/no, on/off), choice (one of `choices`), or text (a path, an address)."""
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+    #: for development tools (tests, benchmarks), not the profiler or the plugin
+    dev: bool = False
+
+    def parse(self, raw: str) -> Any:
+        """The value of `raw`; ValueError saying what is expected when it does not parse."""
+        text = raw.strip()
+        if self.kind in ("count", "bytes"):
+            if not (text.isascii() and text.isdigit()) or int(text) < self.minimum:
+                raise ValueError(f"an integer >= {self.minimum}")
+            return int(text)
+        if self.kind == "flag":
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise ValueError("1 or 0 (true/false, yes/no, on/off)")
+        if self.kind == "choice":
+            if text not in self.choices:
+                raise ValueError(f"one of {', '.join(self.choices)}")
+            return text
+        return raw
+
+    def expects(self) -> str:
+        """What a value looks like, in words (for the README)."""
+        return {"count": f"integer >= {self.minimum}", "bytes": "bytes (integer)",
+                "flag": "1 / 0", "choice": " \\| ".join(self.choices), "text": "text"}[self.kind]
+
+
+def _s(name: str, kind: str, default: Any, doc: str, **kw: Any) -> Setting:
+    return Setting(f"GPUSCOPE_{name}", kind, default, doc, **kw)
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    _s("CACHE_DIR", "text", None, "where parsed traces and plugin-made summaries are cached "
+       "(default `~/.cache/gpuscope`; created 0700, refused when another user owns it)"),
+    _s("CACHE", "flag", True, "0 turns the parse cache off"),
+    _s("CACHE_MAX_BYTES", "bytes", 8 << 30, "size the parse cache may grow to before old "
+       "entries are removed"),
+    _s("PARSE_PROCESSES", "count", None, "extra processes that parse one trace of 16 MB or more "
+       "in byte ranges (default: cores - 1, at most 3; 0 turns it off)"),
+    _s("LOAD_PROCESSES", "count", None, "plugin processes that parse different trace files at "
+       "once (default: half the cores, at most 4, from 4 cores; else 0)"),
+    _s("MAX_LOADED_BYTES", "bytes", 4 << 30, "the plugin's memory budget for parsed traces; a "
+       "trace may hold at most this much uncompressed JSON"),
+    _s("MAX_TRACE_BYTES", "bytes", None, "the largest uncompressed trace read (default: "
+       "GPUSCOPE_MAX_LOADED_BYTES)"),
+    _s("GUNZIP", "choice", "isal", "gzip inflater: ISA-L (when installed) or the standard "
+       "library's zlib", choices=("isal", "zlib")),
+    _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
+    _s("PREPARE_MAX_WORKERS", "count", 8, "runs with more workers are not parsed in the "
+       "background; their run-level views read per-worker summaries only"),
+    _s("SUMMARY_MEMORY", "count", 2048, "per-worker summaries kept in the plugin's memory",
+       minimum=1),
+    _s("DASK_SCHEDULER", "text", None, "a Dask scheduler (tcp://host:8786) that computes missing "
+       "summaries (also the flag --gpuscope_dask_scheduler)"),
+    _s("DISABLE_CUDA", "flag", False, "1 turns CUDA capture off (CPU-only traces)"),
+    _s("CUDA_BACKEND", "choice", "cupti", "CUDA capture backend: CUPTI, or CUDA events around "
+       "PyCUDA launches", choices=("cupti", "events")),
+    _s("KEEP_RAW_RECORDS", "flag", False, "1 keeps CUPTI's raw records on the collector (debugging)"),
+    _s("SHARED", "text", None, "the team's shared folder with real traces (default `../shared`)",
+       dev=True),
+    _s("ORACLES_DIR", "text", None, "where the GPU oracles of tests live (default `.venvs`)",
+       dev=True),
+    _s("BIG_TRACE_EVENTS", "count", 2000000, "events of tests/test_reader_big.py's trace",
+       dev=True),
+    _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/",
+       dev=True),
+    _s("DEV_BACKEND", "flag", False, "1 runs browser tests and the FPS benchmark against "
+       "frontend/dev/dev_server.py instead of TensorBoard", dev=True),
+    _s("COMPAT_VENV", "text", None, "the venv with torch, torch-tb-profiler and HTA for the "
+       "comparisons (default `.venvs/compat`)", dev=True),
+    _s("TORCH_PYTHON", "text", None, "the python with torch for the recording and export "
+       "benchmarks (default the compat venv's)", dev=True),
+    _s("TBP_PYTHON", "text", None, "the python with torch-tb-profiler for bench_load.py",
+       dev=True),
+    _s("REAL_TRACES", "text", None, "folder with the big real traces of bench_real.py", dev=True),
+    _s("CHROMIUM", "text", "/usr/bin/chromium", "the browser of bench_timeline_fps.py", dev=True),
+)}
+
+_parsed: dict[tuple[str, str], Any] = {}
+_lock = threading.Lock()
+
+
+def get(name: str) -> Any:
+    """The value of setting `name` from the environment now: its default when unset, empty or
+    not parseable (the last reported once, as a warning naming the variable)."""
+    setting = SETTINGS[name]
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return setting.default
+    key = (name, raw)
+    with _lock:
+        if key in _parsed:
+            return _parsed[key]
+    try:
+        value = setting.parse(raw)
+    except ValueError as e:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        log.warning("gpuscope: ignoring %s=%r: expected %s; using the default (%s)", name, shown,
+                    e, "none" if setting.default is None else setting.default)
+        value = setting.default
+    with _lock:
+        _parsed[key] = value
+    return value
+
+
+def markdown() -> str:
+    """The README's table of settings."""
+    lines = ["| variable | value | default | meaning |", "| --- | --- | --- | --- |"]
+    for dev in (False, True):
+        for s in SETTINGS.values():
+            if s.dev == dev:
+                default = "" if s.default is None else f"`{s.default}`"
+                if isinstance(s.default, bool):
+                    default = f"`{int(s.default)}`"
+                lines.append(f"| `{s.name}` | {s.expects()} | {default} | "
+                             f"{'(development) ' if dev else ''}{s.doc} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
