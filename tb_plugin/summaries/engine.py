@@ -7,6 +7,7 @@ Nothing here holds a parsed trace longer than one summary's computation.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -14,7 +15,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from tb_plugin.summaries import fs, store
-from tb_plugin.summaries.summary import encode, summarize, summarize_path
+from tb_plugin.summaries.summary import encode, source_fields, summarize, summarize_path
+from profiler_core.trace.identity import portable_identity
 from profiler_core import settings
 
 log = logging.getLogger(__name__)
@@ -26,7 +28,8 @@ IO_THREADS = 16
 
 def source_of(f: Any) -> fs.Stat:
     """The identity of a scanned trace file (size, mtime, etag when the store gives one)."""
-    return fs.Stat(int(f.size), int(f.mtime_ns), str(getattr(f, "version", "") or ""))
+    return fs.Stat(int(f.size), int(f.mtime_ns), str(getattr(f, "version", "") or ""),
+                   portable_identity(getattr(f, "ident", ())))
 
 
 def summarize_bytes(path: str) -> bytes:
@@ -165,7 +168,7 @@ class Summaries:
             s = self._on_cluster(f.path)
         else:
             s = summarize_path(f.path)
-        s["source"] = {"size": src.size, "mtime_ns": src.mtime_ns, "etag": src.etag}
+        s["source"] = source_fields(src)
         store.write(store.cache_path(f.path, src), s)
         self._remember(f.key, s)
         with self._lock:

@@ -10,15 +10,18 @@ import tempfile
 from typing import Iterable, NamedTuple
 
 from profiler_core import safe_open, storage
+from profiler_core.trace.identity import portable_identity
 
 
 class Stat(NamedTuple):
     """What identifies a file's content: size and modification time (ns); the ETag (or generation)
-    of a remote object, "" for a local file."""
+    of a remote object, "" for a local file; a local file's `identity.portable_identity` (inode and
+    ctime tell a rewrite of the same size and mtime apart), () for a remote one."""
 
     size: int
     mtime_ns: int
     etag: str = ""
+    ident: tuple = ()
 
 
 def is_url(path: str) -> bool:
@@ -29,7 +32,8 @@ def is_url(path: str) -> bool:
 def stat(path: str) -> Stat:
     """Size, mtime and version of `path` (OSError when it is missing or unreadable)."""
     info = storage.stat(path)
-    return Stat(int(info.size), int(info.mtime_ns), str(info.version or ""))
+    return Stat(int(info.size), int(info.mtime_ns), str(info.version or ""),
+                portable_identity(info.ident))
 
 
 def read_bytes(path: str, max_bytes: int | None = None, owners: Iterable[int] | None = None) -> bytes:

@@ -3,7 +3,7 @@
 directory (`$GPUSCOPE_CACHE_DIR/summaries/`, written by the plugin for the ones it computed).
 
 Both are keyed by the trace file (its path relative to the logdir, or its absolute path for the
-cache) and validated against its size and mtime (or etag) when read; a stale, damaged or
+cache) and validated against its identity when read (size and ETag remotely; size, mtime, inode and ctime locally: the parse cache's rule); a stale, damaged or
 other-version summary is ignored and recomputed.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ def cache_path(path: str, source: fs.Stat) -> str:
     from profiler_core.trace.cache import cache_dir
 
     key = repr((path if fs.is_url(path) else os.path.abspath(path), source.size, source.mtime_ns,
-                source.etag, VERSION))
+                source.etag, tuple(source.ident), VERSION))
     return os.path.join(str(cache_dir()), "summaries", hashlib.sha256(key.encode()).hexdigest()[:32] + SUFFIX)
 
 

@@ -2,7 +2,7 @@
 
 A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the trace):
   {"kind": "gpuscope-summary", "version": VERSION,
-   "source": {"size", "mtime_ns", "etag"},       # the file it was computed from
+   "source": {"size", "mtime_ns", "etag", "ident"},   # the file it was computed from
    "events": N,                                  # complete events in the trace
    "overview": {"steps": [...], "average": {...}, "gpu": {...} | None},   # views.overview.overview
    "distributed": {...},                         # views.distributed.worker_summary: per-step
@@ -59,7 +59,7 @@ def summarize(t: Any, source: fs.Stat | None = None) -> dict:
     src = source or fs.Stat(0, 0)
     out = {
         "kind": KIND, "version": VERSION,
-        "source": {"size": int(src.size), "mtime_ns": int(src.mtime_ns), "etag": src.etag},
+        "source": source_fields(src),
         "events": int(len(t.events)),
         "overview": {"steps": ov["steps"], "average": ov["average"], "gpu": ov["gpu"]},
         "distributed": dist,
@@ -206,13 +206,22 @@ def validate(obj: dict) -> None:
     _check(isinstance(obj.get("devices"), dict), "devices is not an object")
 
 
+def source_fields(src: fs.Stat) -> dict:
+    """The summary's record of the trace file it was computed from."""
+    return {"size": int(src.size), "mtime_ns": int(src.mtime_ns), "etag": src.etag,
+            "ident": [int(x) for x in src.ident]}
+
+
 def matches(summary: dict, source: fs.Stat) -> bool:
-    """Whether `summary` was computed from the file content `source` describes."""
+    """Whether `summary` was computed from the file content `source` describes: the parse cache's
+    rule (size and ETag remotely; size, mtime, inode and ctime locally)."""
     s = summary.get("source") or {}
     if s.get("size") != source.size:
         return False
     if source.etag and s.get("etag"):
         return s.get("etag") == source.etag
+    if source.ident:
+        return s.get("ident") == list(source.ident)
     return s.get("mtime_ns") == source.mtime_ns
 
 
