@@ -18,6 +18,7 @@ elsewhere), so a reader never sees a partial file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import os
@@ -486,6 +487,48 @@ def makedirs(path: str) -> None:
 def _tmp_name(path: str) -> str:
     parent, name = split(path)
     return join(parent, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+
+
+_KINDS = ((_stat.S_ISLNK, "a symbolic link"), (_stat.S_ISFIFO, "a FIFO"),
+          (_stat.S_ISCHR, "a character device"), (_stat.S_ISBLK, "a block device"),
+          (_stat.S_ISSOCK, "a socket"), (_stat.S_ISDIR, "a directory"))
+
+
+class NotAFile(OSError):
+    """The path to write exists and is not a regular file (a symlink, FIFO, device ...)."""
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+@contextlib.contextmanager
+def write_beside(path: str, mode: int = 0o644) -> Iterator[IO[bytes]]:
+    """A new file beside the local `path`, renamed over it when the block ends without an
+    exception (removed otherwise): a reader sees the old file or the new one, never a part.
+    Only a missing path or a regular file is replaced; anything else (a symlink, dangling or not,
+    a FIFO, a device, a socket, a directory) raises NotAFile naming it, and nothing at `path` is
+    ever opened (no wait on a FIFO). A replaced file keeps its permission bits; a new one gets
+    `mode` less the umask."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not _stat.S_ISREG(st.st_mode):
+        raise NotAFile(errno.EEXIST, f"it is {_kind(st.st_mode)}; only a regular file is replaced",
+                       path)
+    tmp = _tmp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        if st is not None:
+            os.fchmod(fd, _stat.S_IMODE(st.st_mode))
+        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 @contextlib.contextmanager

@@ -208,3 +208,31 @@ def test_scanner_over_a_url_lists_runs_and_notices_new_files(mem):
     assert f.path == storage.join(mem, "run1/w0.2000.pt.trace.json") and f.relpath == "run1/w0.2000.pt.trace.json"
     writer.write_trace(_doc(3), storage.join(mem, "run1", "w2.1.pt.trace.json"))
     assert sorted(sc.scan()["run1"].workers) == ["w0", "w1", "w2"]
+
+
+def test_write_beside_replaces_only_a_regular_file(tmp_path):
+    from tb_plugin.summaries import store
+
+    new = tmp_path / "new.bin"
+    with storage.write_beside(str(new)) as f:
+        f.write(b"one")
+    assert new.read_bytes() == b"one"
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"keep")
+    link = tmp_path / "planted.summary.json.gz"
+    link.symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo")
+    for bad in (link, tmp_path / "fifo", tmp_path):
+        with pytest.raises(storage.NotAFile):
+            with storage.write_beside(str(bad)) as f:
+                f.write(b"x")
+    # the summaries and the parse cache write through it: a planted link is not followed
+    assert store.write(str(link), {"kind": "x"}) is False
+    assert secret.read_bytes() == b"keep" and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "new.bin", "planted.summary.json.gz",
+                                                          "secret"]
+    with pytest.raises(RuntimeError):  # a failed write leaves the old content and no temporary
+        with storage.write_beside(str(new)) as f:
+            f.write(b"two")
+            raise RuntimeError
+    assert new.read_bytes() == b"one" and len(list(tmp_path.iterdir())) == 4

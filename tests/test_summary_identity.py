@@ -10,6 +10,7 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
+import tb_plugin.loader  # noqa: F401 - bound to the real reader before any test patches it
 from tb_plugin.plugin import GpuscopePlugin
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries import summary as S

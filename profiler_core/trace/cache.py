@@ -16,7 +16,6 @@ import hashlib
 import logging
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from profiler_core import safe_open, storage
@@ -169,16 +168,10 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
         if usable_dir(create=True) is None:
             return None
         entry = entry_path(path, st)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=SUFFIX)
-        try:
-            if isinstance(_key_path(t.path), bytes):  # the entry's copy of the path is text
-                t = dataclasses.replace(t, path=os.fsencode(t.path).decode("utf-8", "replace"))
-            with os.fdopen(fd, "wb") as f:
-                cache_format.dump(f, _key(path, st), t)
-            os.replace(tmp, entry)
-        except BaseException:
-            _remove(Path(tmp))
-            raise
+        if isinstance(_key_path(t.path), bytes):  # the entry's copy of the path is text
+            t = dataclasses.replace(t, path=os.fsencode(t.path).decode("utf-8", "replace"))
+        with storage.write_beside(str(entry), mode=0o600) as f:
+            cache_format.dump(f, _key(path, st), t)
     except Exception as e:  # noqa: BLE001 - a cache that cannot be written is not an error
         log.warning("gpuscope: cannot write trace cache for %s (%s)", storage.redact(path),
                     storage.redact(str(e)))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -112,11 +111,6 @@ def iter_json(trace: Any, trace_name: str) -> Iterator[bytes]:
     yield b'\n  ],\n  "traceName": ' + encode(trace_name) + b"\n}\n"
 
 
-def _tmp_path(path: str) -> str:
-    d, base = os.path.split(path)
-    return os.path.join(d, f".{base}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-
-
 def check_path(path: Any, what: str) -> str:
     """``path`` as a str file path, or a clear error naming what was wrong with it."""
     try:
@@ -142,38 +136,14 @@ def _missing_directory(what: str, path: str, directory: str) -> TraceWriteError:
     return TraceWriteError(errno.ENOENT, f"cannot write {what} {path!r}: directory {directory!r} does not exist")
 
 
-def _special_file(path: str) -> bool:
-    """Whether `path` exists as something other than a regular file (a device, a FIFO, a socket)."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def _write_through(path: str, target: str, what: str) -> Iterator[Any]:
-    """Open an existing device or FIFO and write into it (renaming over it would replace it)."""
-    try:
-        fd = os.open(target, os.O_WRONLY)
-    except OSError as e:
-        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
-            yield f, path
-    except OSError as e:
-        if isinstance(e, TraceWriteError):
-            raise
-        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
-
-
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, what: str = "file") -> Iterator[Any]:
     """Open a temporary file beside ``path`` for writing; rename it over ``path`` on success.
 
     On any failure the temporary file is removed and nothing appears under ``path``; an OSError
     becomes a ``TraceWriteError`` naming the path and the reason. Yields ``(file, checked_path)``.
-    Only a new path or a regular file is replaced: a symlink is followed to its target (the link
-    stays), a device or a FIFO is written into directly (no atomicity: it is not a file to keep).
+    Only a new path or a regular file is replaced (`storage.write_beside`): a symlink, a FIFO,
+    a device or a socket at ``path`` is refused with a TraceWriteError, never opened or followed.
     """
     path = check_path(path, what)
     if storage.is_remote(path):  # an fsspec URL: buffered, then published whole
@@ -187,32 +157,19 @@ def atomic_file(path: str | os.PathLike, what: str = "file") -> Iterator[Any]:
             reason = storage.redact(str(e)).replace(shown + ": ", "")
             raise TraceWriteError(e.errno or errno.EIO, f"cannot write {what} {shown}: {reason}") from None
         return
-    target = os.path.realpath(path)
-    if _special_file(target):
-        with _write_through(path, target, what) as opened:
-            yield opened
-        return
-    directory = os.path.dirname(target)
+    directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise _missing_directory(what, path, directory)
-    tmp = _tmp_path(target)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError as e:
-        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+        with storage.write_beside(path) as f:
             yield f, path
-            f.flush()
-        os.replace(tmp, target)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError) and not isinstance(e, TraceWriteError):
-            raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
-        raise
+    except storage.NotAFile as e:
+        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: "
+                                       f"{e.strerror}") from None
+    except OSError as e:
+        if isinstance(e, TraceWriteError):
+            raise
+        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror or e}") from e
 
 
 def write_bytes_atomic(data: bytes, path: str | os.PathLike, what: str = "file") -> str:

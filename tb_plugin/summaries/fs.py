@@ -6,7 +6,6 @@ Paths are local paths or fsspec URLs (`s3://...`); everything goes through `prof
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Iterable, NamedTuple
 
 from profiler_core import safe_open, storage
@@ -61,17 +60,8 @@ def write_bytes(path: str, data: bytes) -> None:
         return
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with storage.write_beside(path) as f:
+        f.write(data)
 
 
 def redact(text: str) -> str:
