@@ -8,7 +8,11 @@ the files are summarized one after the other in this process.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -20,6 +24,10 @@ from tb_plugin.summaries.engine import IO_THREADS, source_of, summarize_bytes
 
 class ScanFailed(Exception):
     """The logdir could not be listed (message without credentials)."""
+
+
+class SchedulerUnavailable(Exception):
+    """The Dask scheduler given with --scheduler cannot be reached (or is not an address)."""
 
 
 def _files(logdir: str) -> list:
@@ -41,17 +49,64 @@ def _todo(files: list, out: str, force: bool) -> list:
     return [f for f, s in zip(files, found) if s is None]
 
 
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Any:
+    """Processes started in the block ignore SIGINT (an ignored signal stays ignored in children):
+    Ctrl-C then reaches only this process, which stops them, instead of each worker printing its
+    traceback. SIGINT is also blocked in this thread meanwhile, so that a Ctrl-C during the block
+    stays pending (Linux keeps a blocked signal even while it is ignored) and arrives when it ends;
+    one that the kernel hands to another thread of the process (a BLAS pool's) is lost."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def local_workers(asked: int, files: int) -> int:
+    """Worker processes of a --local cluster: as asked, but no more than files or cores."""
+    return max(1, min(asked, files, os.cpu_count() or 1))
+
+
 def _client(args: argparse.Namespace) -> tuple[Any, Any]:
+    if args.scheduler:
+        Client, _ = _dask()
+        try:
+            return Client(args.scheduler, timeout="30s"), None
+        except (OSError, ValueError, TypeError) as e:
+            raise SchedulerUnavailable(f"cannot connect to the Dask scheduler {args.scheduler!r}: "
+                                       f"{fs.redact(str(e))}") from None
+    # the workers report failures through their results; their log lines (a task cancelled by
+    # Ctrl-C, say) would only repeat them
+    quiet = {"DASK_LOGGING__DISTRIBUTED": "error"}
+    saved = {k: os.environ.get(k) for k in quiet}
+    with _children_ignore_sigint():
+        os.environ.update(quiet)
+        try:
+            Client, LocalCluster = _dask()
+            cluster = LocalCluster(n_workers=args.local, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            return Client(cluster), cluster
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _dask() -> tuple[Any, Any]:
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise SystemExit("gpuscope summarize: --scheduler and --local need Dask: "
                          "pip install 'gpuscope[dask]'") from None
-    if args.scheduler:
-        return Client(args.scheduler, timeout="30s"), None
-    cluster = LocalCluster(n_workers=args.local, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
-    return Client(cluster), cluster
+    return Client, LocalCluster
 
 
 def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None = None,
@@ -85,6 +140,11 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
         writes.append(writer.submit(write, f, data))
 
     if todo and (scheduler or local):
+        if local:
+            workers = local_workers(local, len(todo))
+            log(f"gpuscope summarize: {len(todo)} files on {workers} local worker processes"
+                + (f" ({local} asked; at most one per file and per core)" if workers != local else ""))
+            local = workers
         # local workers (and their restarts) never import from the working directory
         with child_env.safe_path():
             args = argparse.Namespace(scheduler=scheduler, local=local)
@@ -152,10 +212,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         res = summarize_logdir(args.logdir, args.out, args.scheduler, args.local, args.force,
-                               log=lambda m: print(m, file=sys.stderr))
+                               log=lambda m: print(m, file=sys.stderr, flush=True))
     except ScanFailed as e:
         print(f"gpuscope summarize: cannot list the logdir: {e}", file=sys.stderr)
         return 2
+    except SchedulerUnavailable as e:
+        print(f"gpuscope summarize: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpuscope summarize: interrupted", file=sys.stderr)
+        return 130
     print(f"gpuscope summarize: {res['done']} summarized, {res['skipped']} up to date, "
           f"{len(res['failed'])} failed, of {res['files']} trace files in {res['seconds']:.1f} s -> {res['out']}")
     return 1 if res["failed"] else 0
