@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from . import recording
-from .recording import CAT_OP, _Record
+from .recording import CAT_OP, Record, is_recording
 
 # numpy dtype name -> the name torch writes in "Input type"
 DTYPE_NAMES = {
@@ -152,7 +152,7 @@ def describe_inputs(inputs: tuple, kwinputs: dict | None = None) -> dict:
             "Input Strides": [d[2] for d in described], "Input Dims": [d[0] for d in described]}
 
 
-class _OpRecord(_Record):
+class _OpRecord(Record):
     """An open cpu_op; its args are computed when it is created (outside its own timing)."""
 
     __slots__ = ()
@@ -161,9 +161,9 @@ class _OpRecord(_Record):
     def __init__(self, name: str, inputs: tuple, kwinputs: dict | None, extra: dict | None) -> None:
         self.name = name
         args = None
-        if recording._record_shapes:
+        if recording.record_shapes_enabled():
             args = describe_inputs(inputs, kwinputs)
-            if recording._with_flops:
+            if recording.flops_enabled():
                 from .flops import compute_flops
                 n = compute_flops(name, args["Input Dims"], args["Concrete Inputs"])
                 if n > 0:
@@ -192,7 +192,7 @@ _NULL = _NullContext()
 def record_op(name: str, *inputs: Any, args: dict | None = None,
               **kwinputs: Any) -> AbstractContextManager[Any]:
     """Context manager recording a ``cpu_op`` named ``name`` with its inputs (shapes/types/FLOPs)."""
-    if not recording._active:
+    if not is_recording():
         return _NULL
     if args is not None and not isinstance(args, dict):
         raise TypeError(f"record_op({name!r}, args=...): args must be a dict of extra trace args, "
@@ -214,7 +214,7 @@ def operator(name: str | None = None) -> Callable:
 
         @functools.wraps(func)
         def wrapper(*a: Any, **kw: Any) -> Any:
-            if not recording._active:
+            if not is_recording():
                 return func(*a, **kw)
             with _OpRecord(opname, a, kw, None):
                 return func(*a, **kw)

@@ -83,7 +83,7 @@ class _ThreadBuffer:
         self.events: list = []      # (t0, t1, name, external_id, cat, args, stack)
         self.memory: list = []      # (ts, bytes, total_allocated)
         self.python: list = []      # (t0, t1, name, python_id, parent_id)
-        self.cur = None             # innermost open _Record on this thread
+        self.cur = None             # innermost open Record on this thread
         self.py = None              # python call-tracer state (stacks.py), if with_stack
 
 
@@ -116,11 +116,48 @@ def current_external_id() -> int | None:
     return buf.cur._id
 
 
-_R = TypeVar("_R", bound="_Record")
+def plain_ops() -> bool:
+    """True while recording with nothing attached to op boundaries (no shapes, FLOPs, stacks or
+    memory): an op may then be recorded with `begin_op`/`end_op` alone (the integrations' fast path)."""
+    return _active and not _extras and not _record_shapes
 
 
-class _Record:
-    """Base of record_function and ops: one open event on the hot path."""
+class _OpenOp:
+    """An op opened by `begin_op`: the thread's innermost record until `end_op`."""
+
+    __slots__ = ("_id",)
+
+
+def begin_op(name: str, args: dict | None = None) -> tuple | None:
+    """Open a ``cpu_op`` named `name` (trace args `args`) on this thread, as `Record` does when
+    `plain_ops()`; returns the token for `end_op`, or None when not recording."""
+    if not _active:
+        return None
+    try:
+        buf = _tls.buf
+    except AttributeError:
+        buf = _new_buffer()
+    op = _OpenOp()
+    op._id = next(_ids)
+    parent = buf.cur
+    buf.cur = op
+    return (buf, op, parent, name, args, _clock())
+
+
+def end_op(token: tuple | None) -> None:
+    """Close the op `begin_op` opened (nothing for None; dropped when recording stopped meanwhile)."""
+    if token is None or not _active:
+        return
+    buf, op, parent, name, args, t0 = token
+    buf.events.append((t0, _clock(), name, op._id, CAT_OP, args, None))
+    buf.cur = parent
+
+
+_R = TypeVar("_R", bound="Record")
+
+
+class Record:
+    """Base of record_function and ops (subclasses set `_cat`): one open event on the hot path."""
 
     __slots__ = ("name", "args", "_buf", "_t0", "_id", "_parent", "_stack")
     _cat = CAT_USER
@@ -172,7 +209,7 @@ class _Record:
         return False
 
 
-class record_function(_Record):
+class record_function(Record):
     """Label a block of code: ``with record_function("name"):`` or ``@record_function("name")``.
 
     Recorded as a ``user_annotation`` event on the calling thread while a profiler records;
@@ -229,13 +266,13 @@ class Session:
         self.stack_capture: Callable[..., str] | None = None   # stacks.capture_stack when with_stack
 
     # -- slow-path hooks, called only when profile_memory or with_stack -------------------------
-    def on_enter(self, rec: _Record, buf: _ThreadBuffer) -> None:
+    def on_enter(self, rec: Record, buf: _ThreadBuffer) -> None:
         """At an op's start: capture its Python stack, close the parent's memory interval."""
         rec._stack = self.stack_capture() if self.stack_capture is not None else None
         if self.memory is not None:
             self.memory.boundary(buf)
 
-    def on_exit(self, rec: _Record, buf: _ThreadBuffer) -> None:
+    def on_exit(self, rec: Record, buf: _ThreadBuffer) -> None:
         """At an op's end: attribute memory changed since the last boundary to this op."""
         if self.memory is not None:
             self.memory.boundary(buf)

@@ -17,11 +17,11 @@ When the CUDA-event fallback is capturing (no CUPTI), launches and copies are al
 
 Hot path (DESIGN §5: < 2 us per auto-instrumented call): a launch, copy, memset or mem_alloc is a leaf op
 (pycuda's C++ does not call back into Python), so in the common case (no shapes, stacks, memory, event fallback or
-enclosing kernel-object call) it is recorded inline (`_make_launch`, `_make_leaf`) instead of through
-`record_op`'s context manager: one event tuple (t0, t1, name, external id, CAT_OP, args, None) exactly as
-`recording._Record` writes it, with the op open as the thread's innermost record (`current_external_id()`)
-while the call runs; tests/test_pycuda_hooks.py::test_fast_path_events_match_record_op keeps the two in
-step. Every other case goes through `record_op` as before.
+enclosing kernel-object call: `recording.plain_ops()`) it is recorded with `recording.begin_op`/`end_op`
+(`_make_launch`, `_make_leaf`) instead of `record_op`'s context manager: the same event, with the op open
+as the thread's innermost record (`current_external_id()`) while the call runs;
+tests/test_pycuda_hooks.py::test_fast_path_events_match_record_op keeps the two in step. Every other case
+goes through `record_op`.
 """
 from __future__ import annotations
 
@@ -31,8 +31,7 @@ import threading
 from .. import recording
 from ..cuda import event_backend
 from ..cuda.link import LAUNCH_PLACEHOLDER  # noqa: E402  (shared with the linker)
-from ..ops import _OpRecord, record_op
-from ..recording import CAT_OP
+from ..ops import record_op
 
 _saved: dict[str, list[tuple[object, str, object, bool]]] = {}   # group (module name) -> patches
 _orig_mem_alloc = None
@@ -50,7 +49,6 @@ _tls = _KernelCallState()
 # thread-local look-up. set.add/discard are atomic, so no lock is needed.
 _in_kernel_call: set[int] = set()
 _get_ident = threading.get_ident
-_new_record = object.__new__
 
 
 _COPIES = {  # name: (copy kind, src kind, dst kind, bytes from args, stream arg index, driver API name)
@@ -144,39 +142,24 @@ def _kernel_fields(func, name: str, grid, block, shared) -> dict:
 
 def _make_launch(orig):
     # Locals bound once: this wrapper runs on every kernel launch while profiling.
-    rec, backend, in_kernel_call, placeholder, slow = (recording, event_backend, _in_kernel_call,
-                                                       LAUNCH_PLACEHOLDER, _launch_slow)
-    new_record, op_record, cat_op = _new_record, _OpRecord, CAT_OP
+    backend, in_kernel_call, placeholder, slow = event_backend, _in_kernel_call, LAUNCH_PLACEHOLDER, _launch_slow
+    is_recording, plain_ops, begin_op, end_op = (recording.is_recording, recording.plain_ops,
+                                                 recording.begin_op, recording.end_op)
 
     def _launch_kernel(self, grid, block, arg_buf, shared, stream):
-        if not rec._active:
+        if not is_recording():
             return orig(self, grid, block, arg_buf, shared, stream)
         try:
             name = self.__dict__.get("_gpuscope_name", placeholder)
         except AttributeError:
             name = placeholder
-        if in_kernel_call or backend._current is not None or rec._extras or rec._record_shapes:
+        if in_kernel_call or backend._current is not None or not plain_ops():
             return slow(orig, self, name, grid, block, arg_buf, shared, stream)
-        # the leaf op, recorded inline (as in _make_leaf)
-        try:
-            buf = rec._tls.buf
-        except AttributeError:
-            buf = rec.current_buffer()
-            if buf is None:  # recording stopped meanwhile
-                return orig(self, grid, block, arg_buf, shared, stream)
-        r = new_record(op_record)
-        r.name, r.args = name, None
-        r._id = ext = next(rec._ids)
-        r._parent = parent = buf.cur
-        buf.cur = r
-        clock = rec._clock
-        t0 = clock()
+        token = begin_op(name)
         try:
             return orig(self, grid, block, arg_buf, shared, stream)
         finally:
-            if rec._active:
-                buf.events.append((t0, clock(), name, ext, cat_op, None, None))
-                buf.cur = parent
+            end_op(token)
     return _launch_kernel
 
 
@@ -224,7 +207,7 @@ def _kernel_object_name(obj, default: str) -> str:
 
 def _make_kernel_call(orig, default: str):
     def __call__(self, *args, **kwargs):
-        if not recording._active:
+        if not recording.is_recording():
             return orig(self, *args, **kwargs)
         name = _kernel_object_name(self, default)
         with record_op(name, *args):
@@ -250,12 +233,14 @@ def _make_leaf(name: str, op_name: str, orig, slow, nbytes_of=None, timed: bool 
     memory are recorded, with a frame and a context manager less per call. `nbytes_of(args)` gives the
     `bytes` trace arg (allocations); `timed`: the CUDA-event fallback times this call (copies, memsets).
     """
-    rec, backend, new_record, op_record, cat_op = recording, event_backend, _new_record, _OpRecord, CAT_OP
+    backend = event_backend
+    is_recording, plain_ops, begin_op, end_op = (recording.is_recording, recording.plain_ops,
+                                                 recording.begin_op, recording.end_op)
 
     def wrapper(*args, **kwargs):
-        if not rec._active:
+        if not is_recording():
             return orig(*args, **kwargs)
-        if rec._extras or rec._record_shapes or (timed and backend._current is not None):
+        if not plain_ops() or (timed and backend._current is not None):
             return slow(*args, **kwargs)
         trace_args = None
         if nbytes_of is not None:
@@ -263,25 +248,11 @@ def _make_leaf(name: str, op_name: str, orig, slow, nbytes_of=None, timed: bool 
                 trace_args = {"bytes": int(nbytes_of(args))}
             except Exception:
                 trace_args = {"bytes": 0}
-        try:
-            buf = rec._tls.buf
-        except AttributeError:
-            buf = rec.current_buffer()
-            if buf is None:  # recording stopped meanwhile
-                return orig(*args, **kwargs)
-        r = new_record(op_record)
-        r.name, r.args = op_name, trace_args
-        r._id = ext = next(rec._ids)
-        r._parent = parent = buf.cur
-        buf.cur = r
-        clock = rec._clock
-        t0 = clock()
+        token = begin_op(op_name, trace_args)
         try:
             return orig(*args, **kwargs)
         finally:
-            if rec._active:
-                buf.events.append((t0, clock(), op_name, ext, cat_op, trace_args, None))
-                buf.cur = parent
+            end_op(token)
     wrapper.__name__ = name
     return wrapper
 
@@ -341,7 +312,7 @@ def _make_op(name, orig):
     op_name = f"gpuarray::{name}"
 
     def wrapper(*args, **kwargs):
-        if not recording._active:
+        if not recording.is_recording():
             return orig(*args, **kwargs)
         with record_op(op_name, *args, **kwargs):
             return orig(*args, **kwargs)
@@ -355,7 +326,7 @@ def _make_pool_op(name, orig, nbytes_of=None):
     op_name = f"pycuda::DeviceMemoryPool.{name}"
 
     def wrapper(self, *args, **kwargs):
-        if not recording._active:
+        if not recording.is_recording():
             return orig(self, *args, **kwargs)
         extra = None
         if nbytes_of is not None:
