@@ -4,21 +4,22 @@ from __future__ import annotations
 import os
 import socket
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 
 def default_worker_name() -> str:
     """The worker part of trace file names: distinfo's (rank-aware) name, else ``{hostname}_{pid}``."""
-    try:
-        from .distinfo import default_worker_name as from_distinfo
+    from .distinfo import default_worker_name as from_distinfo
 
+    try:
         name = from_distinfo()
-        if name:
-            return str(name)
-    except Exception:
-        pass
-    return f"{socket.gethostname()}_{os.getpid()}"
+    except Exception as e:  # noqa: BLE001 - an odd environment must not lose the trace
+        warnings.warn(f"gpuscope: cannot name the worker from the distributed setup ({e}); "
+                      "using hostname_pid", RuntimeWarning, stacklevel=2)
+        name = None
+    return str(name) if name else f"{socket.gethostname()}_{os.getpid()}"
 
 
 def trace_file_name(worker_name: str, use_gzip: bool = False, time_ns: int | None = None) -> str:

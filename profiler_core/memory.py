@@ -45,12 +45,3 @@ class MemoryTracker:
         if self._we_started and tracemalloc.is_tracing():
             tracemalloc.stop()
 
-
-def memory_event(pid: int, tid: int, ts_us: float, nbytes: int, total: int) -> dict:
-    """One Kineto ``[memory]`` instant event for host (CPU) memory."""
-    return {
-        "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": MEMORY_EVENT_NAME,
-        "pid": pid, "tid": tid, "ts": ts_us,
-        "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": nbytes,
-                 "Device Id": -1, "Device Type": 0, "Addr": 0},
-    }

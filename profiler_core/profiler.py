@@ -51,22 +51,14 @@ _TRANSITIONS: dict = {
 }
 
 
-def _cuda_module() -> ModuleType | None:
-    try:
-        from . import cuda
-        return cuda
-    except Exception:
-        return None
+def _cuda_module() -> ModuleType:
+    from . import cuda
+
+    return cuda
 
 
 def _cuda_available() -> bool:
-    cuda = _cuda_module()
-    if cuda is None or not hasattr(cuda, "is_available"):
-        return False
-    try:
-        return bool(cuda.is_available())
-    except Exception:
-        return False
+    return _cuda_module().is_available()
 
 
 def supported_activities() -> set:
@@ -108,10 +100,8 @@ def _as_action(value: Any) -> ProfilerAction:
 
 
 def _distributed_info() -> dict | None:
-    try:
-        from .distinfo import distributed_info
-    except ImportError:
-        return None
+    from .distinfo import distributed_info
+
     try:
         return distributed_info()
     except Exception as e:

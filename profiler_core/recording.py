@@ -51,11 +51,6 @@ def now_ns() -> int:
     return _clock() + _offset_ns
 
 
-def to_epoch_ns(raw: int) -> int:
-    """Convert a raw hot-path timestamp (perf_counter_ns) to Unix-epoch ns."""
-    return raw + _offset_ns
-
-
 def is_recording() -> bool:
     """True while a profiler session records CPU activity (cheap; integrations check it first)."""
     return _active

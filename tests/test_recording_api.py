@@ -50,3 +50,16 @@ def test_begin_op_records_what_record_op_records():
         [("outer", ["leaf"]), ("leaf", ["inner"]), ("inner", [])]
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True):
         assert not recording.plain_ops()  # shapes need record_op's full path
+
+
+def test_the_package_imports_its_own_modules_without_tolerating_their_failure():
+    # a broken profiler_core module must fail loudly, not turn CUDA or worker naming off silently
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Try):
+                continue
+            own = [n for n in node.body if isinstance(n, ast.ImportFrom) and n.level > 0]
+            catches = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
+            assert not (own and catches & {"ImportError", "Exception", "ModuleNotFoundError"}), \
+                f"{path.relative_to(ROOT)}:{node.lineno}"

@@ -18,17 +18,7 @@ from .device_props import driver_version, kineto_view, query_device_properties
 from .link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
 from profiler_core import settings
 
-try:
-    from ..trace.schema import CollectorResult
-except ImportError:  # the core's schema module not there yet: same shape, local stand-in
-    from dataclasses import dataclass, field
-
-    @dataclass
-    class CollectorResult:  # type: ignore[no-redef]
-        events: list = field(default_factory=list)
-        device_properties: list = field(default_factory=list)
-        metadata: dict = field(default_factory=dict)
-        warnings: list = field(default_factory=list)
+from ..trace.schema import CollectorResult
 
 
 last_raw_records: dict | None = None   # the last window's raw records, when asked to keep them (GPU check)
@@ -44,11 +34,9 @@ def _process_name() -> str:
 
 def _recording_session():
     """The CPU recording session running now (the profiler starts it before the collector), or None."""
-    try:
-        from .. import recording
-        return recording.active_session()
-    except Exception:
-        return None
+    from .. import recording
+
+    return recording.active_session()
 
 
 def _cpu_ops_of(session) -> list[dict]:

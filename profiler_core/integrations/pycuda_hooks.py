@@ -2,7 +2,7 @@
 
 Installed by the integration registry while a profile records CPU activity and pycuda is imported;
 uninstalled after, restoring every patched attribute (PyCUDA is then exactly as before: with profiling
-off, no gpuscope code runs on its paths). Patch points (shared/notes/cupti-pycuda.md §2):
+off, no gpuscope code runs on its paths). Patch points:
 - `Function._launch_kernel`, through which `__call__` and every `prepared_*` launch pass: one op per launch,
   named by the kernel's function name (learnt from `Module.get_function` while installed; launches of
   functions fetched earlier get a placeholder name that `profiler_core.cuda.link_trace` replaces with the
@@ -116,13 +116,6 @@ def _stream_arg(args, kwargs, index):
 
 
 # ---- launches ----------------------------------------------------------------------------------
-def _func_name(func) -> str:
-    try:
-        return func.__dict__.get("_gpuscope_name", LAUNCH_PLACEHOLDER)
-    except AttributeError:
-        return LAUNCH_PLACEHOLDER
-
-
 def _kernel_fields(func, name: str, grid, block, shared) -> dict:
     """Launch configuration for the CUDA-event fallback (CUPTI reports it itself)."""
     grid = tuple(grid) + (1,) * (3 - len(grid))
@@ -481,10 +474,8 @@ def is_installed() -> bool:
 
 
 def _register() -> None:
-    try:
-        from . import Integration, register
-    except ImportError:  # registry not available: install()/uninstall() still work when called directly
-        return
+    from . import Integration, register
+
     for group in _INSTALLERS:
         register(Integration(group, lambda g=group: _install_group(g), lambda g=group: _restore_locked(g)))
 

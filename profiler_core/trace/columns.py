@@ -177,9 +177,6 @@ def _to_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-_COMPACT_CACHE: dict[bytes, str] = {}
-
-
 def _compact_json(raw: Any) -> str:
     """Raw JSON bytes of an args list -> compact JSON text ("" when missing or null)."""
     raw = bytes(raw)
