@@ -10,6 +10,8 @@ from profiler_core.trace import cache
 from profiler_core.trace.model import TraceChangedError
 from profiler_core.trace.reader import read_trace
 
+from .cache_support import read_trace_cached
+
 
 @pytest.fixture
 def cache_env(tmp_path, monkeypatch) -> Path:
@@ -27,7 +29,7 @@ def _trace(path: Path, n: int = 5, name: str = "op") -> Path:
 
 def test_second_open_comes_from_cache(cache_env, tmp_path, monkeypatch):
     p = _trace(tmp_path / "w.pt.trace.json")
-    t1 = cache.read_trace_cached(p)
+    t1 = read_trace_cached(p)
     entries = list(cache_env.glob("*" + cache.SUFFIX))
     assert len(entries) == 1
     assert not list(tmp_path.glob("*" + cache.SUFFIX))  # nothing written next to the user's files
@@ -37,28 +39,28 @@ def test_second_open_comes_from_cache(cache_env, tmp_path, monkeypatch):
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(reader, "read_trace", boom)
-    t2 = cache.read_trace_cached(p)
+    t2 = read_trace_cached(p)
     pd.testing.assert_frame_equal(t1.events, t2.events)
     assert t2.base_ns == 1000 and t2.metadata == t1.metadata
 
 
 def test_changed_file_is_parsed_again(cache_env, tmp_path):
     p = _trace(tmp_path / "w.pt.trace.json", 5)
-    assert len(cache.read_trace_cached(p).events) == 5
+    assert len(read_trace_cached(p).events) == 5
     _trace(p, 7)
     os.utime(p, ns=(1, 1))
-    assert len(cache.read_trace_cached(p).events) == 7
+    assert len(read_trace_cached(p).events) == 7
 
 
 def test_corrupt_entry_is_ignored_and_rewritten(cache_env, tmp_path):
     p = _trace(tmp_path / "w.pt.trace.json")
-    cache.read_trace_cached(p)
+    read_trace_cached(p)
     entry = cache.entry_path(p)
     for garbage in (b"junk", entry.read_bytes()[:40], b""):
         entry.write_bytes(garbage)
         assert cache.load(p) is None
         assert not entry.exists()
-        t = cache.read_trace_cached(p)
+        t = read_trace_cached(p)
         assert len(t.events) == 5 and entry.exists()
 
 
@@ -74,7 +76,7 @@ def test_stale_parse_is_not_stored(cache_env, tmp_path):
 def test_trim_removes_least_recently_used(cache_env, tmp_path):
     paths = [_trace(tmp_path / f"w{i}.pt.trace.json") for i in range(3)]
     for i, p in enumerate(paths):
-        cache.read_trace_cached(p)
+        read_trace_cached(p)
         os.utime(cache.entry_path(p), (100 + i, 100 + i))
     size = cache.entry_path(paths[0]).stat().st_size
     assert cache.trim(max_bytes=2 * size + 10) == 1
@@ -110,8 +112,8 @@ def entry_size_kb(path: Path) -> float:
 def test_trim_drops_entries_of_vanished_traces(cache_env, tmp_path):
     keep = _trace(tmp_path / "keep.pt.trace.json")
     gone = _trace(tmp_path / "gone.pt.trace.json")
-    cache.read_trace_cached(keep)
-    cache.read_trace_cached(gone)
+    read_trace_cached(keep)
+    read_trace_cached(gone)
     gone_entry = cache.entry_path(gone)
     gone.unlink()
     assert cache.trim() == 1
@@ -135,10 +137,10 @@ def _same_size_and_mtime(p: Path, name: str, replace: bool) -> None:
 @pytest.mark.parametrize("replace", [True, False], ids=["renamed-over", "rewritten-in-place"])
 def test_a_file_replaced_with_same_size_and_mtime_is_parsed_again(cache_env, tmp_path, replace):
     p = _trace(tmp_path / "w.pt.trace.json", 5, name="old")
-    t_old = cache.read_trace_cached(p)
+    t_old = read_trace_cached(p)
     assert set(t_old.events["name"]) == {f"old{i}" for i in range(5)}
     _same_size_and_mtime(p, "new", replace)
     assert cache.load(p) is None
-    assert set(cache.read_trace_cached(p).events["name"]) == {f"new{i}" for i in range(5)}
+    assert set(read_trace_cached(p).events["name"]) == {f"new{i}" for i in range(5)}
     with pytest.raises(TraceChangedError):  # the old parse knows its file is gone
         t_old.event(0)

@@ -12,6 +12,8 @@ import pytest
 from profiler_core.trace import cache, cache_format
 from profiler_core.trace.reader import read_trace
 
+from .cache_support import read_trace_cached
+
 OLD_MAGIC = b"GPUSCOPE-TRACE-CACHE\n"  # the header of the old pickle entries
 
 
@@ -42,7 +44,7 @@ class _Payload:
 
 def test_a_planted_pickle_is_never_executed(cache_env, tmp_path):
     p = _trace(tmp_path / "w.pt.trace.json")
-    cache.read_trace_cached(p)
+    read_trace_cached(p)
     marker = tmp_path / "pwned"
     evil = OLD_MAGIC + pickle.dumps(_Payload(marker)) + pickle.dumps(_Payload(marker))
     # where this trace's entry lives, and an entry of the old format (trim used to read those)
@@ -51,7 +53,7 @@ def test_a_planted_pickle_is_never_executed(cache_env, tmp_path):
         entry.write_bytes(evil)
     t = cache.load(p)
     assert t is None  # the planted entry is not a valid one: dropped, never unpickled
-    t = cache.read_trace_cached(p)
+    t = read_trace_cached(p)
     assert list(t.events["name"]) == [f"op{i}" for i in range(5)]
     cache.trim()
     assert not marker.exists()
@@ -98,12 +100,12 @@ def test_a_directory_owned_by_someone_else_is_refused(cache_env, tmp_path, monke
     assert entry.exists()  # left alone, not read, not removed
     assert "owned by another user" in caplog.text and str(cache_env) in caplog.text
     assert caplog.text.count("not using the trace cache") == 1  # said once, not per file
-    assert len(cache.read_trace_cached(p).events) == 5  # reading works, without a cache
+    assert len(read_trace_cached(p).events) == 5  # reading works, without a cache
 
 
 def test_an_entry_that_is_a_symlink_is_not_followed(cache_env, tmp_path):
     p = _trace(tmp_path / "w.pt.trace.json")
-    cache.read_trace_cached(p)
+    read_trace_cached(p)
     entry = cache.entry_path(p)
     real = tmp_path / "elsewhere.gpc"
     entry.rename(real)
@@ -139,7 +141,7 @@ def _events_column(header: dict, name: str) -> dict:
 ])
 def test_forged_entries_are_rejected_not_trusted(cache_env, tmp_path, change):
     p = _trace(tmp_path / "w.pt.trace.json")
-    cache.read_trace_cached(p)
+    read_trace_cached(p)
     entry = cache.entry_path(p)
     _rewrite_header(entry, lambda h: None)
     assert cache.load(p) is not None  # the rewrite itself keeps a valid entry

@@ -14,6 +14,7 @@ from profiler_core import storage
 from profiler_core.trace import cache, writer
 from profiler_core.trace.reader import parse_trace, read_trace
 
+from .cache_support import read_trace_cached
 from .conftest import require_module
 
 fsspec = require_module("fsspec", "fsspec is not installed (pip install -e .)")
@@ -183,7 +184,7 @@ def test_a_rewritten_remote_file_is_a_cache_miss(mem, tmp_path, monkeypatch):
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     url = storage.join(mem, "t.pt.trace.json")
     writer.write_trace(_doc(20), url)
-    t = cache.read_trace_cached(url)
+    t = read_trace_cached(url)
     assert cache.load(url) is not None and len(t.events) == 21
     cache.trim()
     assert cache.load(url) is not None  # trimming does not take a URL for a vanished file
@@ -191,7 +192,7 @@ def test_a_rewritten_remote_file_is_a_cache_miss(mem, tmp_path, monkeypatch):
     doc["traceEvents"][1]["name"] = "op9"  # same size, other content: another version
     writer.write_trace(doc, url)
     assert cache.load(url) is None
-    assert set(cache.read_trace_cached(url).events["name"]) >= {"op9"}
+    assert set(read_trace_cached(url).events["name"]) >= {"op9"}
 
 
 def test_scanner_over_a_url_lists_runs_and_notices_new_files(mem):

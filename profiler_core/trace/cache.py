@@ -180,17 +180,6 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
     return entry
 
 
-def read_trace_cached(path: str | os.PathLike) -> TraceData:
-    """`read_trace` through the cache: a cached parse when valid, else parse and store."""
-    from profiler_core.trace.reader import read_trace
-
-    t = load(path)
-    if t is None:
-        t = read_trace(path)
-        store(path, t)
-    return t
-
-
 def trim(max_bytes: int | None = None) -> int:
     """Drop entries of traces that no longer exist, then least recently used entries until the
     cache is under `max_bytes`; returns how many entries were removed."""

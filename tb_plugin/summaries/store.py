@@ -3,8 +3,9 @@
 directory (`$GPUSCOPE_CACHE_DIR/summaries/`, written by the plugin for the ones it computed).
 
 Both are keyed by the trace file (its path relative to the logdir, or its absolute path for the
-cache) and validated against its identity when read (size and ETag remotely; size, mtime, inode and ctime locally: the parse cache's rule); a stale, damaged or
-other-version summary is ignored and recomputed.
+cache) and validated against its identity when read (size and ETag remotely; size, mtime, inode
+and ctime locally: the parse cache's rule); a stale, damaged or other-version summary is ignored
+and recomputed.
 """
 from __future__ import annotations
 

@@ -1,0 +1,17 @@
+"""Test helper: read a trace the way the plugin's loader does, through the parse cache."""
+from __future__ import annotations
+
+import os
+
+from profiler_core.trace import cache
+from profiler_core.trace.model import TraceData
+from profiler_core.trace.reader import read_trace
+
+
+def read_trace_cached(path: str | os.PathLike) -> TraceData:
+    """A cached parse of `path` when valid, else parse it and store the parse."""
+    t = cache.load(path)
+    if t is None:
+        t = read_trace(path)
+        cache.store(path, t)
+    return t
