@@ -121,6 +121,7 @@ class _OpenOp:
     """An op opened by `begin_op`: the thread's innermost record until `end_op`."""
 
     __slots__ = ("_id",)
+    _id: int
 
 
 def begin_op(name: str, args: dict | None = None) -> tuple | None:

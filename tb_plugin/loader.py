@@ -26,14 +26,13 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from profiler_core import child_env
+from profiler_core import child_env, settings
 from profiler_core.storage import redact
 from profiler_core.trace import cache
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
 from tb_plugin.errors import LoadFailed
 from tb_plugin.runs import TraceFile
-from profiler_core import settings
 
 log = logging.getLogger(__name__)
 

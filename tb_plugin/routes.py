@@ -12,9 +12,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_plugin.errors import BadRequest
-from tb_plugin.params import (END_US, EVENT_IDX, KERNELS_GROUP_BY, MAX_POINTS, MAX_TEXT_LEN,
-                              OCCURRENCE_LIMIT, OPERATORS_GROUP_BY, SEARCH_LIMIT, START_US, TRACKS,
-                              WIDTH_PX, Param, Text)
+from tb_plugin.params import (
+    END_US,
+    EVENT_IDX,
+    KERNELS_GROUP_BY,
+    MAX_POINTS,
+    MAX_TEXT_LEN,
+    OCCURRENCE_LIMIT,
+    OPERATORS_GROUP_BY,
+    SEARCH_LIMIT,
+    START_US,
+    TRACKS,
+    WIDTH_PX,
+    Param,
+    Text,
+)
 
 PREFIX = "/data/plugin/gpuscope"
 

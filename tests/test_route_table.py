@@ -13,8 +13,8 @@ from .test_plugin import P, _client, make_logdir
 
 ROOT = Path(__file__).resolve().parents[1]
 #: valid values of the identity parameters for the make_logdir fixture
-NAMES = {"start_us": "0", "end_us": "50", "run": "run1", "worker": "w0", "span": "1", "exp_run": "run1", "exp_worker": "w1",
-         "exp_span": "1", "step": "1", "name": "op1", "query": "op", "idx": "1"}
+NAMES = {"start_us": "0", "end_us": "50", "run": "run1", "worker": "w0", "span": "1", "exp_run": "run1",
+         "exp_worker": "w1", "exp_span": "1", "step": "1", "name": "op1", "query": "op", "idx": "1"}
 GARBAGE = ["abc", "-1", "0", "1.5", "99999999999999999999", "-99999999999999999999", "9" * 5000,
            "1e999", "-1e308", "1e308", "nan", "inf", "\x00", "²", "日本", ",", ",,,", "1,2,3",
            "0,99999999999999999999", "-5,1", "%", "[[", " ", "x" * 70000]

@@ -8,6 +8,7 @@ Nothing heavy (cupti, pycuda, numpy) is imported until a collector is prepared.
 from __future__ import annotations
 
 import importlib.util
+
 from profiler_core import settings
 
 _available: bool | None = None

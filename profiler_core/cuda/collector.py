@@ -10,16 +10,15 @@ from __future__ import annotations
 import os
 import threading
 
+from profiler_core import settings
+
 from ..recording import now_ns
+from ..trace.schema import CollectorResult
 from . import event_backend
 from .convert import convert_records
 from .cupti_backend import CuptiBackend, CuptiUnavailable
 from .device_props import driver_version, kineto_view, query_device_properties
 from .link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
-from profiler_core import settings
-
-from ..trace.schema import CollectorResult
-
 
 last_raw_records: dict | None = None   # the last window's raw records, when asked to keep them (GPU check)
 

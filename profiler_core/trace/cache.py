@@ -18,11 +18,10 @@ import os
 import stat
 from pathlib import Path
 
-from profiler_core import safe_open, storage
+from profiler_core import safe_open, settings, storage
 from profiler_core.trace import cache_format
 from profiler_core.trace.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
-from profiler_core import settings
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ from operator import attrgetter
 from typing import Any
 
 import msgspec
+
 from profiler_core import settings
 
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)

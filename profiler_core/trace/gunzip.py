@@ -10,6 +10,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any
+
 from profiler_core import settings
 
 GZIP_MAGIC = b"\x1f\x8b"

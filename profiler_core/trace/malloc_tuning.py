@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from typing import Any
+
 from profiler_core import settings
 
 PARSE_MMAP_THRESHOLD = 4 << 20

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from profiler_core import storage
+from profiler_core import settings, storage
 from profiler_core.trace.columns import _base_ns, _Builder
 from profiler_core.trace.decode import (
     _ANY_DECODER,
@@ -34,7 +34,6 @@ from profiler_core.trace.gunzip import (
     uncompressed_size_hint,
 )
 from profiler_core.trace.model import TraceData
-from profiler_core import settings
 
 _HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SEP_RE = re.compile(rb"\}\s*,\s*\{")

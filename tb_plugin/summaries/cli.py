@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -100,6 +101,24 @@ def _client(args: argparse.Namespace) -> tuple[Any, Any]:
                     os.environ[k] = v
 
 
+@contextlib.contextmanager
+def _quiet_local_cluster() -> Any:
+    """This process's Dask and Tornado logging silenced while a local cluster runs and closes:
+    failures are reported per file from the results, and a Ctrl-C makes their event loop log
+    cancelled callbacks and forgotten keys."""
+    names = [n for n in list(logging.root.manager.loggerDict)
+             if n.split(".")[0] in ("distributed", "tornado")]
+    loggers = [logging.getLogger(n) for n in ("distributed", "tornado", *names)]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 def _dask() -> tuple[Any, Any]:
     try:
         from distributed import Client, LocalCluster
@@ -149,6 +168,9 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
         with child_env.safe_path():
             args = argparse.Namespace(scheduler=scheduler, local=local)
             client, cluster = _client(args)
+            stack = contextlib.ExitStack()
+            if cluster is not None:
+                stack.enter_context(_quiet_local_cluster())
             try:
                 from distributed import as_completed
 
@@ -163,9 +185,10 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
                     except Exception as e:  # noqa: BLE001 - one bad file must not stop the others
                         failed.append((f.relpath, _reason(f, e)))
             finally:
-                client.close()
-                if cluster is not None:
-                    cluster.close()
+                with stack:
+                    client.close()
+                    if cluster is not None:
+                        cluster.close()
     else:
         for f in todo:
             try:

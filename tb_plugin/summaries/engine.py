@@ -14,10 +14,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from profiler_core import settings
+from profiler_core.trace.identity import portable_identity
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.summary import encode, source_fields, summarize, summarize_path
-from profiler_core.trace.identity import portable_identity
-from profiler_core import settings
 
 log = logging.getLogger(__name__)
 

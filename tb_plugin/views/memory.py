@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from tb_plugin.errors import BadRequest
-from tb_plugin.views import common
 from tb_plugin.params import MAX_POINTS, number_param
+from tb_plugin.views import common
 from tb_plugin.views.timeline import trace_origin_ns
 
 _CPU_TYPES = (0, 2, 5)      # CPU, MKLDNN, IDEEP
