@@ -24,6 +24,7 @@ from profiler_core.trace import cache, stream, writer
 from profiler_core.trace.reader import TraceReadError, read_trace
 
 from . import s3_server
+from .cache_support import read_trace_cached
 from .conftest import missing
 from .s3_server import SECRET
 
@@ -144,7 +145,7 @@ def test_a_missing_object_and_a_corrupt_one_are_read_errors(bucket):
 
 def test_parse_cache_is_keyed_by_the_etag(bucket):
     url = _put(f"s3://{bucket}/logs/w0.1.pt.trace.json", _doc(50))
-    t = cache.read_trace_cached(url)
+    t = read_trace_cached(url)
     entry = cache.entry_path(url)
     assert entry.exists() and cache.load(url) is not None
     info = storage.stat(url)
@@ -154,7 +155,7 @@ def test_parse_cache_is_keyed_by_the_etag(bucket):
     _put(url, doc)
     assert storage.stat(url).size == info.size and storage.stat(url).version != info.version
     assert cache.entry_path(url) != entry and cache.load(url) is None
-    assert "opX" in set(cache.read_trace_cached(url).events["name"])
+    assert "opX" in set(read_trace_cached(url).events["name"])
 
 
 # ----------------------------------------------------------------------------- listing and the plugin
