@@ -120,6 +120,19 @@ def test_trim_drops_entries_of_vanished_traces(cache_env, tmp_path):
     assert not gone_entry.exists() and cache.entry_path(keep).exists()
 
 
+def test_trim_removes_temporaries_a_killed_writer_left(cache_env, tmp_path):
+    read_trace_cached(_trace(tmp_path / "t.pt.trace.json"))  # creates the cache directory
+    entry = cache.entry_path(tmp_path / "t.pt.trace.json")
+    stale = entry.parent / f".{entry.name}.4242.deadbeef.tmp"
+    fresh = entry.parent / f".{entry.name}.4243.cafe0000.tmp"  # a write in progress
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    old = stale.stat().st_mtime - cache.STALE_TEMPORARY_S - 60
+    os.utime(stale, (old, old))
+    cache.trim()
+    assert not stale.exists() and fresh.exists() and entry.exists()
+
+
 def _same_size_and_mtime(p: Path, name: str, replace: bool) -> None:
     """Put a different trace of the same size and mtime at `p`: renamed over it, or rewritten."""
     st = p.stat()

@@ -11,11 +11,13 @@ format (`*.trace.pkl`) are never opened, only removed by `trim`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
 import stat
+import time
 from pathlib import Path
 
 from profiler_core import safe_open, settings, storage
@@ -34,6 +36,8 @@ SUFFIX = ".trace.gpc"
 _OLD_SUFFIX = ".trace.pkl"
 #: total size the cache directory may grow to before old entries are removed
 MAX_BYTES = settings.get("GPUSCOPE_CACHE_MAX_BYTES")
+#: a temporary entry file older than this was left by a killed process
+STALE_TEMPORARY_S = 3600
 _warned: set = set()
 
 
@@ -191,11 +195,16 @@ def trim(max_bytes: int | None = None) -> int:
     try:
         paths = list(d.glob("*" + SUFFIX))
         old = list(d.glob("*" + _OLD_SUFFIX))
+        temporary = list(d.glob(f".*{SUFFIX}.*.tmp"))
     except OSError:
         return 0
     for p in old:  # the old pickle format: never opened, only removed
         _remove(p)
         removed += 1
+    for p in temporary:  # left by a process killed while it wrote (storage.write_beside)
+        with contextlib.suppress(OSError):
+            if time.time() - p.stat().st_mtime > STALE_TEMPORARY_S:
+                _remove(p)
     for p in paths:
         try:
             st = p.stat()
