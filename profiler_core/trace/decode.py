@@ -34,8 +34,7 @@ EVENT_PEAK_BYTES = 400
 def max_trace_events() -> int:
     """Most events (entries of traceEvents) the reader reads: the memory budget
     GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB) over EVENT_PEAK_BYTES."""
-    budget = _env_bytes("GPUSCOPE_MAX_LOADED_BYTES")
-    return (DEFAULT_LOADED_BYTES if budget is None else budget) // EVENT_PEAK_BYTES
+    return settings.get("GPUSCOPE_MAX_LOADED_BYTES") // EVENT_PEAK_BYTES
 
 
 def too_many_events(path: str, limit: int) -> TraceReadError:

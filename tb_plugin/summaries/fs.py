@@ -6,7 +6,8 @@ Paths are local paths or fsspec URLs (`s3://...`); everything goes through `prof
 from __future__ import annotations
 
 import os
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from profiler_core import safe_open, storage
 from profiler_core.trace.identity import portable_identity

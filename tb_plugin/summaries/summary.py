@@ -18,7 +18,8 @@ import gzip
 import math
 import os
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import numpy as np
