@@ -81,6 +81,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
     _s("PREPARE_MAX_WORKERS", "count", 8, "runs with more workers are not parsed in the "
        "background; their run-level views read per-worker summaries only"),
+    _s("MAX_SUMMARY_BYTES", "bytes", 16 << 20, "largest per-worker summary file read (also once "
+       "gunzipped); a bigger one is recomputed"),
     _s("SUMMARY_MEMORY", "count", 2048, "per-worker summaries kept in the plugin's memory",
        minimum=1),
     _s("DASK_SCHEDULER", "text", None, "a Dask scheduler (tcp://host:8786) that computes missing "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import math
-import os
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from profiler_core import settings
 from tb_plugin.summaries import fs
 
 #: bump when a summary's fields or the views' definitions they hold change
@@ -92,7 +92,7 @@ def encode(summary: dict) -> bytes:
 
 #: a summary file bigger than this (on disk, then as JSON) is refused unread: real ones hold a few
 #: hundred KB, and every JSON number becomes a Python object of about 30 bytes when decoded
-MAX_FILE_BYTES = int(os.environ.get("GPUSCOPE_MAX_SUMMARY_BYTES", str(16 << 20)))
+MAX_FILE_BYTES = settings.get("GPUSCOPE_MAX_SUMMARY_BYTES")
 
 
 def _json_bytes(data: bytes) -> bytes:
