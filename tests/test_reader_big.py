@@ -1,15 +1,15 @@
 """read_trace at scale: a 2M-event trace is read in one go with bounded memory (timing: benchmarks/)."""
-import os
 import resource
 import time
 
 import numpy as np
 import pytest
 
+from profiler_core import settings
 from profiler_core.trace.reader import read_trace
 
 N_BLOCK = 1000
-REPEAT = int(os.environ.get("GPUSCOPE_BIG_TRACE_EVENTS", "2000000")) // N_BLOCK
+REPEAT = settings.get("GPUSCOPE_BIG_TRACE_EVENTS") // N_BLOCK
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core import settings
+
 from ..conftest import missing, require_module  # noqa: F401 (re-exported to the browser tests)
 from .browser_traces import (
     deep_modules_trace,
@@ -107,7 +109,7 @@ class TensorBoard:
         self.log = open(logdir.parent / f"tensorboard_{self.port}.log", "w+")  # noqa: SIM115 - open for the server process's lifetime
         cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
                "--port", str(self.port), "--load_fast=false"]
-        if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the plugin without TensorBoard
+        if settings.get("GPUSCOPE_DEV_BACKEND"):  # frontend development only: the plugin without TensorBoard
             cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), str(logdir), str(self.port)]
         self.proc = subprocess.Popen(cmd,
             stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
@@ -150,7 +152,7 @@ class TensorBoard:
 def tensorboard(logdir):
     if browser_available():
         missing(browser_available())
-    if importlib.util.find_spec("tb_plugin.plugin") is None and os.environ.get("GPUSCOPE_DEV_BACKEND") != "1":
+    if importlib.util.find_spec("tb_plugin.plugin") is None and not settings.get("GPUSCOPE_DEV_BACKEND"):
         missing("tb_plugin.plugin (the backend) is not there yet")
     tb = TensorBoard(logdir)
     try:
@@ -222,7 +224,7 @@ def open_view(page, tb: TensorBoard, view: str, run: str, extra: str = "", timeo
 
 def screenshot(page, name: str, tmp_path: Path) -> Path:
     """Saves a screenshot; into docs/screenshots/ when GPUSCOPE_SCREENSHOTS=1 (commit-worthy)."""
-    out = SCREENSHOTS if os.environ.get("GPUSCOPE_SCREENSHOTS") == "1" else tmp_path
+    out = SCREENSHOTS if settings.get("GPUSCOPE_SCREENSHOTS") else tmp_path
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.png"
     page.screenshot(path=str(path))
