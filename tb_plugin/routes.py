@@ -66,8 +66,9 @@ class Route:
     def parse(self, args: Mapping[str, str]) -> dict[str, Any]:
         """The parameters of a request as typed values; BadRequest for the first bad one.
         Values longer than any real one are refused before anything reads them."""
-        for name in args:
-            value = args.get(name) or ""
+        lists = args.lists() if hasattr(args, "lists") else ((k, [v]) for k, v in args.items())
+        for name, values in lists:  # every value of a repeated parameter too
+            value = max(values, key=len, default="")
             if len(name) > 100 or len(value) > MAX_TEXT_LEN:
                 raise BadRequest(f"parameter {name[:100]!r} is longer than any valid value "
                                  f"({len(value)} characters)")

@@ -95,6 +95,11 @@ def test_a_value_longer_than_any_real_one_is_refused_first(client, name):
     assert "longer than" in resp.json["error"] and len(resp.json["error"]) < 300
 
 
+def test_a_repeated_parameter_is_bounded_too(client):
+    resp = client.get(f"{P}/workers?run=run1&run={'a' * (params.MAX_TEXT_LEN + 1)}")
+    assert resp.status_code == 400 and "longer than" in resp.json["error"]
+
+
 def test_max_points_has_one_bound_for_plugin_and_view(client, tmp_path):
     from profiler_core.trace.reader import read_trace
     from tb_plugin.views import memory
