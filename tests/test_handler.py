@@ -46,14 +46,15 @@ def test_default_worker_name(monkeypatch, tmp_path):
     monkeypatch.setattr(distinfo, "default_worker_name", lambda: "")    # no name from the setup
     assert handlers.default_worker_name() == f"{socket.gethostname()}_{os.getpid()}"
 
+    _run(tensorboard_trace_handler(tmp_path))
+    (name,) = os.listdir(tmp_path)
+    assert name.startswith(f"{socket.gethostname()}_{os.getpid()}.")
+
     def broken():
         raise RuntimeError("odd MPI")
     monkeypatch.setattr(distinfo, "default_worker_name", broken)        # said, not silent
     with pytest.warns(RuntimeWarning, match="odd MPI"):
         assert handlers.default_worker_name() == f"{socket.gethostname()}_{os.getpid()}"
-    _run(tensorboard_trace_handler(tmp_path))
-    (name,) = os.listdir(tmp_path)
-    assert name.startswith(f"{socket.gethostname()}_{os.getpid()}.")
 
 
 def test_uncreatable_directory_becomes_a_warning(tmp_path):
