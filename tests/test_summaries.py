@@ -218,8 +218,7 @@ def test_cli_in_process_skips_up_to_date_and_reports_bad_files(tmp_path, cache, 
 
 
 def test_cli_on_s3_writes_beside_the_traces_and_reports_a_missing_bucket(tmp_path, cache, monkeypatch, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import s3_server
+    from . import s3_server
 
     server = s3_server.start()
     try:
