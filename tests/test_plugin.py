@@ -251,6 +251,7 @@ def test_static_files(logdir, tmp_path, monkeypatch):
 def test_rescan_without_restart(logdir, monkeypatch):
     c, _ = _client(logdir)
     monkeypatch.setattr(plugin_mod, "RESCAN_S", 0.0)
+    monkeypatch.setattr(plugin_mod, "SCAN_SHARE", 0.0)  # else a slow scan under load spaces the next one out
     assert "run3" not in c.get(f"{P}/runs").json["runs"]
     doc = {"traceEvents": _events(2)}
     _put(logdir / "run3" / "w9.pt.trace.json", doc)
