@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 
+from ..trace.categories import OP_CATS
 from .events import FunctionEvent
 
 __all__ = ["link_gpu", "resolve_pending", "attribute_memory", "memory_events", "roll_up_memory",
@@ -13,7 +14,7 @@ __all__ = ["link_gpu", "resolve_pending", "attribute_memory", "memory_events", "
 
 CPU_MEM_DEVICES = (0, 2, 5)        # c10 DeviceType: CPU, MKLDNN, IDEEP
 GPU_MEM_DEVICES = (1, 6, 12, 20)   # CUDA, HIP, XPU, PrivateUse1
-_OWNER_KINDS = ("cpu_op", "user_annotation")
+_OWNER_KINDS = OP_CATS
 
 
 def link_gpu(cpu_entries: list, gpu_links: list, runtime_by_corr: dict) -> list:

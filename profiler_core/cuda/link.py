@@ -12,9 +12,9 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+from ..trace.categories import OP_CATS, USER_ANNOTATION
 from .convert import API_CATS, GPU_ACTIVITY_CATS
 
-OP_CATS = ("cpu_op", "user_annotation")
 # Name the PyCUDA hooks give a launch whose function name they could not learn (see pycuda_hooks).
 LAUNCH_PLACEHOLDER = "pycuda::launch_kernel"
 
@@ -59,7 +59,7 @@ def _innermost(ops: list[dict], calls: list[dict]) -> dict[int, tuple[dict | Non
             if o["ts"] <= t <= o["ts"] + o.get("dur", 0):
                 if op is None:
                     op = o
-                if o.get("cat") == "user_annotation":
+                if o.get("cat") == USER_ANNOTATION:
                     ann = o
                     break
         out[id(c)] = (op, ann)

@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.trace import categories
+
 from .tensor_cores import TC_KERNEL_PATTERNS, uses_tensor_cores
 
-CPU_OP_CATS = ("cpu_op", "user_annotation")
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+CPU_OP_CATS = categories.OP_CATS
+GPU_CATS = categories.GPU_ACTIVITY_CATS
+LAUNCH_CATS = categories.LAUNCH_CATS
 COMM_PREFIXES = ("nccl:", "gloo:", "c10d::", "mpi::")
 COMM_NAMES = frozenset({"record_param_comms"})
 _NOT_COMM_CATS = frozenset({"gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "python_function",
