@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from profiler_core.analysis import intervals
 from tb_plugin.views import distributed as dv
 
 from . import trace_builder as tb
@@ -91,11 +92,11 @@ def test_mismatched_workers_get_notes():
 
 
 def test_interval_algebra():
-    a = dv.merge_ranges(np.array([0, 5, 20]), np.array([10, 12, 30]))
+    a = intervals.merge_ranges(np.array([0, 5, 20]), np.array([10, 12, 30]))
     assert a.tolist() == [[0, 12], [20, 30]]
-    b = dv.merge_ranges(np.array([8, 25]), np.array([22, 40]))
-    assert dv.intersect_ranges(a, b).tolist() == [[8, 12], [20, 22], [25, 30]]
-    assert dv.total_length(dv.intersect_ranges(a, b)) == 11
+    b = intervals.merge_ranges(np.array([8, 25]), np.array([22, 40]))
+    assert intervals.intersect_ranges(a, b).tolist() == [[8, 12], [20, 22], [25, 30]]
+    assert intervals.total_length(intervals.intersect_ranges(a, b)) == 11
 
 
 def test_bad_input():
@@ -141,7 +142,7 @@ def test_matches_torch_tb_profiler_on_ddp_gloo(shared_traces):
 def test_clip_ranges_matches_intersection():
     rng = np.random.default_rng(3)
     s = np.sort(rng.integers(0, 10_000, 300))
-    r = dv.merge_ranges(s, s + rng.integers(1, 100, 300))
+    r = intervals.merge_ranges(s, s + rng.integers(1, 100, 300))
     for a, b in [(0, 10_000), (55, 56), (1234, 5678), (-5, 3), (9_990, 20_000), (400, 400)]:
-        expect = dv.intersect_ranges(r, np.array([[a, b]]))
-        assert dv.clip_ranges(r, a, b).tolist() == expect.tolist()
+        expect = intervals.intersect_ranges(r, np.array([[a, b]]))
+        assert intervals.clip_ranges(r, a, b).tolist() == expect.tolist()
