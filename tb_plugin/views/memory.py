@@ -94,7 +94,7 @@ def _record_ops(t: Any) -> np.ndarray:
         rec, _ = _records(t)
         if not len(rec) or not len(t.events):
             return np.full(len(rec), -1, np.int64)
-        return common._innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
+        return common.innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
     return common.derived(t, "memory_record_ops", build)
 
 

@@ -63,14 +63,14 @@ def _node_stats(t: Any) -> pd.DataFrame:
     ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
     del node_of
     names = ev["name"].array.take(rows)  # stays categorical: cheap grouping
-    eligible = common._per_value(ev["name"], common.is_tc_eligible_op)[rows]
+    eligible = common.per_value(ev["name"], common.is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
     if ok.any():
         grow = gl["row"].to_numpy()[ok]
         gdur = dur[grow]
         device_self = np.bincount(gop[ok], weights=gdur, minlength=n)
         is_kernel = category_mask(ev, ("kernel",))[grow]
-        tc_kernel = is_kernel & common._per_value(ev["name"], common.uses_tensor_cores)[grow]
+        tc_kernel = is_kernel & common.per_value(ev["name"], common.uses_tensor_cores)[grow]
         kernel_self = np.bincount(gop[ok], weights=np.where(is_kernel, gdur, 0.0), minlength=n)
         tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
         eligible |= is_op & (tc_self > 0)
@@ -110,8 +110,8 @@ def _python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
     rows = np.flatnonzero(category_mask(ev, ("python_function",)))
     pid_of = ev["python_id"].to_numpy(np.int64)[rows]
     parent_id = ev["python_parent_id"].to_numpy(np.int64)[rows]
-    keys, vals = common._first_position_by_key(pid_of[pid_of >= 0], rows[pid_of >= 0])
-    parent = common._lookup(keys, vals, np.where(parent_id >= 0, parent_id, -2))
+    keys, vals = common.first_position_by_key(pid_of[pid_of >= 0], rows[pid_of >= 0])
+    parent = common.lookup(keys, vals, np.where(parent_id >= 0, parent_id, -2))
     return rows, parent
 
 
@@ -126,14 +126,14 @@ def python_leaf_frames(t: Any, rows: np.ndarray) -> np.ndarray:
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
-    g = common._group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
+    g = common.group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
     gp, gq = g[: len(prow)], g[len(prow):]
     order = np.lexsort((-te[prow], ts[prow], gp))
     sp, gp = prow[order], gp[order]
     lo = int(min(ts[sp].min(), ts[rows].min()))
     span = int(max(te[sp].max(), ts[rows].max())) - lo + 2
-    cand = np.searchsorted(common._composite(gp, ts[sp], lo, span),
-                           common._composite(gq, ts[rows], lo, span), side="right") - 1
+    cand = np.searchsorted(common.composite(gp, ts[sp], lo, span),
+                           common.composite(gq, ts[rows], lo, span), side="right") - 1
     ok = cand >= 0
     same = np.zeros(len(rows), dtype=bool)
     same[ok] = gp[cand[ok]] == gq[ok]
@@ -165,9 +165,9 @@ def _table_rows(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.nd
     """Positions in `st` (node_stats) of the operator-table nodes, optionally of one name."""
     ev = t.events
     rows = st["row"].to_numpy()
-    keep = st["is_op"].to_numpy() & common._per_value(ev["name"], _is_table_op)[rows]
+    keep = st["is_op"].to_numpy() & common.per_value(ev["name"], _is_table_op)[rows]
     if only_name is not None:
-        keep &= common._per_value(ev["name"], lambda n: n == only_name)[rows]
+        keep &= common.per_value(ev["name"], lambda n: n == only_name)[rows]
     return np.flatnonzero(keep)
 
 
@@ -176,7 +176,7 @@ def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     either gives a stack."""
     call_stack = t.events["call_stack"].array.take(rows)
     py_leaf = python_leaf_frames(t, rows)
-    return call_stack, py_leaf, common._per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
+    return call_stack, py_leaf, common.per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
 
 
 def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
@@ -285,7 +285,7 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
         raise BadRequest("name is required")
     ops = _table_ops(t, only_name=name)
     if input_shape is not None:
-        ops = ops[common._per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
+        ops = ops[common.per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
     ops = ops[ops["has_stack"]]
     memo: dict = {}
     prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))

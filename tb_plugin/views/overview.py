@@ -144,7 +144,7 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, 
     achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
 
     dur = k["dur"].to_numpy(np.float64)
-    tc = common._per_value(k["name"], uses_tensor_cores)
+    tc = common.per_value(k["name"], uses_tensor_cores)
     total = dur.sum()
     tc_ratio = float(dur[tc].sum() / total) if total > 0 else 0.0
     return {"utilization": util, "sm_efficiency": sm_eff, "achieved_occupancy": achieved,

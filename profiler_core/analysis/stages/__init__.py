@@ -1,0 +1,15 @@
+"""Named analysis stages over a `TraceData` (DESIGN.md §8): each a public function `stage(t) -> table` in its
+own module, computed once per trace (`registry`), the views and summaries only select and render them.
+
+GRAPH is the one written list of which stage reads which; `registry.DEPENDENCIES` (filled by the `@stage`
+declarations) must equal it (tests/test_stages.py). Importing this package imports pandas: profiler_core
+itself never does at import time.
+"""
+from __future__ import annotations
+
+GRAPH: dict[str, tuple[str, ...]] = {
+    "op_tree": (),                                            # stages/op_tree.py
+    "ext_to_op": (),                                          # stages/gpu_links.py
+    "link_launches_to_ops": ("op_tree", "ext_to_op"),         # stages/gpu_links.py
+    "link_gpu_to_ops": ("link_launches_to_ops", "ext_to_op", "op_tree"),
+}
