@@ -8,6 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.node_stats import node_stats as stages_node_stats
+from profiler_core.analysis.stages.registry import stage
+
 from ..errors import BadRequest
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
@@ -31,77 +34,47 @@ def _display_shape(dims: str) -> str:
         return dims
 
 
-def _node_stats(t: Any) -> pd.DataFrame:
-    """Per op-tree node (merged nodes dropped): host/device self and total ns, TC eligibility."""
+@stage(stages_node_stats)
+def op_stats(t: Any) -> pd.DataFrame:
+    """`stages.node_stats` plus Tensor Core columns: `tc_self` (Tensor Core kernel ns launched by the node),
+    `tc_eligible` (the node, or an op it calls, can use Tensor Cores), `bottom_eligible` (eligible with no
+    eligible op below)."""
     ev = t.events
-    tree = common.op_tree(t)
-    # the columns of the unmerged nodes, one at a time (not a copy of the whole tree frame: this is
-    # the operators view's peak memory on a big trace)
-    kept = np.flatnonzero(tree["merged_into"].to_numpy() < 0)
-    n = len(kept)
-    rows = tree["row"].to_numpy()[kept]
-    node_of = np.full(len(ev), -1, np.int64)
-    node_of[rows] = np.arange(n)
-    parent = tree["parent"].to_numpy()[kept]
-    parent = np.where(parent >= 0, node_of[np.maximum(parent, 0)], -1)
-    host_total = (tree["end"].to_numpy()[kept] - tree["start"].to_numpy()[kept]).astype(np.float64)
-    is_op = tree["is_op"].to_numpy()[kept]
-    depth = tree["depth"].to_numpy()[kept]
-    del tree, kept
-    dur = ev["dur"].to_numpy(np.float64)
-
-    has_parent = parent >= 0
-    child_sum = np.bincount(parent[has_parent], weights=host_total[has_parent], minlength=n)
-
-    launches = common.link_launches_to_ops(t)
-    lop = node_of[np.maximum(launches["op"].to_numpy(), 0)]
-    ok = (launches["op"].to_numpy() >= 0) & (lop >= 0)
-    runtime_sum = np.bincount(lop[ok], weights=dur[launches["row"].to_numpy()[ok]], minlength=n)
-
-    gl = common.link_gpu_to_ops(t)
-    gop = node_of[np.maximum(gl["op"].to_numpy(), 0)]
-    ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
-    del node_of
-    names = ev["name"].array.take(rows)  # stays categorical: cheap grouping
+    st = stages_node_stats(t)
+    n = len(st)
+    is_op = st["is_op"].to_numpy()
+    parent = st["parent"].to_numpy().astype(np.int64)
+    depth = st["depth"].to_numpy()
+    rows = st["row"].to_numpy()
     eligible = common.per_value(ev["name"], common.is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
-    if ok.any():
-        grow = gl["row"].to_numpy()[ok]
-        gdur = dur[grow]
-        device_self = np.bincount(gop[ok], weights=gdur, minlength=n)
-        is_kernel = category_mask(ev, ("kernel",))[grow]
-        tc_kernel = is_kernel & common.per_value(ev["name"], common.uses_tensor_cores)[grow]
-        kernel_self = np.bincount(gop[ok], weights=np.where(is_kernel, gdur, 0.0), minlength=n)
-        tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
+    gnode, grow = st.attrs["device_node"], st.attrs["device_rows"]
+    if len(grow):
+        tc_kernel = category_mask(ev, ("kernel",))[grow] & common.per_value(ev["name"], common.uses_tensor_cores)[grow]
+        tc_self = np.bincount(gnode, weights=np.where(tc_kernel, ev["dur"].to_numpy(np.float64)[grow], 0.0),
+                              minlength=n)
         eligible |= is_op & (tc_self > 0)
-        device_total = device_self.copy()
-    else:  # no device activity under any op (a CPU trace): one shared read-only zero, no memory
-        device_self = device_total = kernel_self = tc_self = common.zeros_column(n)
-    del gl, gop, ok
+    else:
+        tc_self = common.zeros_column(n)
+    has_parent = parent >= 0
     for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
         sel = np.flatnonzero((depth == d) & has_parent)
         if len(sel) == 0:
             continue
         p = parent[sel]
-        if device_total.flags.writeable:
-            np.add.at(device_total, p, device_total[sel])
         below = eligible[sel] | has_eligible_below[sel]
         has_eligible_below[p[below]] = True
         inherit = np.zeros(n, dtype=bool)
         inherit[p[eligible[sel]]] = True
         eligible |= inherit & is_op
-    return pd.DataFrame({
-        "row": rows.astype(np.int32) if len(ev) < 2 ** 31 else rows, "name": names, "is_op": is_op,
-        "host_total": host_total, "host_self": host_total - child_sum - runtime_sum,
-        "device_self": device_self, "device_total": device_total, "kernel_self": kernel_self,
-        "tc_self": tc_self, "tc_eligible": eligible, "bottom_eligible": eligible & ~has_eligible_below,
-    }, copy=False)
+    cols = {c: st[c].array if c == "name" else st[c].to_numpy() for c in st.columns}
+    cols.update(tc_self=tc_self, tc_eligible=eligible, bottom_eligible=eligible & ~has_eligible_below)
+    return pd.DataFrame(cols, copy=False)
 
 
 def node_stats(t: Any) -> pd.DataFrame:
-    """Per op-tree node: `row`, `name`, `host_total`, `host_self`, `device_self`, `device_total` (ns),
-    `kernel_self`, `tc_self`, `tc_eligible`, `bottom_eligible`; memoised per trace."""
-    return common.derived(t, "op_node_stats", lambda: _node_stats(t))
+    """Per op-tree node: `stages.node_stats`' columns with the Tensor Core ones (`op_stats`)."""
+    return op_stats(t)
 
 
 def _python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
