@@ -12,4 +12,6 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "ext_to_op": (),                                          # stages/gpu_links.py
     "link_launches_to_ops": ("op_tree", "ext_to_op"),         # stages/gpu_links.py
     "link_gpu_to_ops": ("link_launches_to_ops", "ext_to_op", "op_tree"),
+    "node_stats": ("op_tree", "link_launches_to_ops", "link_gpu_to_ops"),  # stages/node_stats.py
+    "op_stats": ("node_stats",),                              # tb_plugin/views/operators.py (Tensor Cores)
 }
