@@ -9,6 +9,7 @@ from __future__ import annotations
 
 GRAPH: dict[str, tuple[str, ...]] = {
     "op_tree": (),                                            # stages/op_tree.py
+    "tree_index": ("op_tree",),                               # stages/op_tree.py
     "ext_to_op": (),                                          # stages/gpu_links.py
     "link_launches_to_ops": ("op_tree", "ext_to_op"),         # stages/gpu_links.py
     "link_gpu_to_ops": ("link_launches_to_ops", "ext_to_op", "op_tree"),

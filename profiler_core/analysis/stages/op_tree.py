@@ -12,7 +12,7 @@ from ..intervals import holds
 from .columns import category_mask
 from .registry import stage
 
-__all__ = ["op_tree", "innermost_op_at", "group_codes", "composite"]
+__all__ = ["op_tree", "tree_index", "innermost_op_at", "group_codes", "composite"]
 
 
 def group_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -179,6 +179,27 @@ def op_tree(t: Any) -> pd.DataFrame:
     return _build_op_tree(t)
 
 
+@stage(op_tree)
+def tree_index(t: Any) -> dict:
+    """Search arrays over `op_tree` for `innermost_op_at`: each node's thread code, a sorted (thread, start) key,
+    its parent's tree position, and each thread code's (pid, tid)."""
+    tree = op_tree(t)
+    ev = t.events
+    rows = tree["row"].to_numpy()
+    g = tree["group"].to_numpy().astype(np.int64)
+    start = tree["start"].to_numpy()
+    end = tree["end"].to_numpy()
+    lo = int(start.min()) - 1 if len(tree) else 0
+    span = (int(end.max()) - lo + 2) if len(tree) else 1
+    first = np.unique(g, return_index=True)[1] if len(g) else np.zeros(0, np.int64)
+    pos_of_row = np.full(len(ev), -1, np.int64)
+    pos_of_row[rows] = np.arange(len(rows))
+    parent = tree["parent"].to_numpy()
+    return {"g": g, "keys": composite(g, start, lo, span), "lo": lo, "span": span,
+            "parent_pos": np.where(parent >= 0, pos_of_row[np.maximum(parent, 0)], -1),
+            "group_pid": ev["pid"].to_numpy()[rows[first]], "group_tid": ev["tid"].to_numpy()[rows[first]]}
+
+
 def innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, *,
                     ops_only: bool = True) -> np.ndarray:
     """Position in t.events of the innermost cpu_op/user_annotation on the same (pid, tid) whose range holds
@@ -190,21 +211,21 @@ def innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, *,
     m = len(ts)
     if m == 0 or len(tree) == 0:
         return np.full(m, -1, np.int64)
-    ev = t.events
+    ix = tree_index(t)
+    g_nodes, lo, span = ix["g"], ix["lo"], ix["span"]
+    ng = len(ix["group_pid"])
+    # the queries' threads in the tree's thread codes (-1: a thread without nodes)
+    joint = group_codes(np.concatenate([ix["group_pid"], pid]), np.concatenate([ix["group_tid"], tid]))
+    code_of = np.full(int(joint.max()) + 1, -1, np.int64)
+    code_of[joint[:ng]] = np.arange(ng)
+    g_q = code_of[joint[ng:]]
+    qkey = composite(np.maximum(g_q, 0), np.clip(ts, lo, lo + span - 1), lo, span)
+    p = np.searchsorted(ix["keys"], qkey, side="right") - 1
+    p[g_q < 0] = -1
     rows = tree["row"].to_numpy()
-    npid, ntid = ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows]
-    both = group_codes(np.concatenate([npid, pid]), np.concatenate([ntid, tid]))
-    g_nodes, g_q = both[: len(rows)], both[len(rows):]
-    # the node groups from op_tree are dense codes of the same sort: re-derive keys on the joint codes
     start = tree["start"].to_numpy()
     end = tree["end"].to_numpy()
-    lo = int(min(start.min(), ts.min()))
-    span = int(max(end.max(), ts.max())) - lo + 2
-    keys = composite(g_nodes, start, lo, span)  # non-decreasing in tree order
-    p = np.searchsorted(keys, composite(g_q, ts, lo, span), side="right") - 1
-    pos_of_row = np.full(len(ev), -1, np.int64)
-    pos_of_row[rows] = np.arange(len(rows))
-    parent_pos = np.where(tree["parent"].to_numpy() >= 0, pos_of_row[np.maximum(tree["parent"].to_numpy(), 0)], -1)
+    parent_pos = ix["parent_pos"]
     merged = tree["merged_into"].to_numpy()
     is_op = tree["is_op"].to_numpy() if ops_only else np.ones(len(tree), dtype=bool)
 
@@ -220,4 +241,3 @@ def innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, *,
         bad = miss(p)
     p[bad] = -1
     return np.where(p >= 0, rows[np.maximum(p, 0)], -1)
-
