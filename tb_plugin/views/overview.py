@@ -89,7 +89,7 @@ def _in_step_ns(st: pd.DataFrame, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     for i, (a, b) in enumerate(zip(st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64))):
         sel = (s < b) & (e > a)
         if sel.any():
-            out[i] = union_length(np.clip(s[sel], a, b), np.clip(e[sel], a, b))
+            out[i] = intervals.union_length(np.clip(s[sel], a, b), np.clip(e[sel], a, b))
     return out
 
 

@@ -13,6 +13,9 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "ext_to_op": (),                                          # stages/gpu_links.py
     "link_launches_to_ops": ("op_tree", "ext_to_op"),         # stages/gpu_links.py
     "link_gpu_to_ops": ("link_launches_to_ops", "ext_to_op", "op_tree"),
+    "steps": ("link_gpu_to_ops",),                           # stages/steps.py
+    "early_gpu_rows": ("steps", "link_gpu_to_ops"),           # stages/steps.py
+    "launch_stats": ("link_gpu_to_ops",),                     # stages/launch_stats.py
     "node_stats": ("op_tree", "link_launches_to_ops", "link_gpu_to_ops"),  # stages/node_stats.py
     "op_stats": ("node_stats",),                              # tb_plugin/views/operators.py (Tensor Cores)
 }
