@@ -28,6 +28,9 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.stages.node_stats import node_stats
+from profiler_core.analysis.stages.op_tree import op_tree
+from profiler_core.analysis.stages.registry import stage
+from profiler_core.analysis.stages.steps import steps
 from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
 from tb_plugin.views.modules import nearest_flagged
@@ -54,9 +57,10 @@ def _phase_of_top(name: str, cat: str) -> str:
     return ""   # plain op: forward or other, decided by position
 
 
+@stage(op_tree, node_stats, steps)
 def op_nodes(t: Any) -> pd.DataFrame:
-    """Per op occurrence inside a step (cached): name, step index, phase, start, host/device times."""
-    return common.derived(t, "diff_op_nodes", lambda: _op_nodes(t))
+    """The diff's op occurrences stage: per op inside a step, name, step index, phase, start, host/device times."""
+    return _op_nodes(t)
 
 
 def _op_nodes(t: Any) -> pd.DataFrame:

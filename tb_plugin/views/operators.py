@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.stages.node_stats import node_stats as stages_node_stats
-from profiler_core.analysis.stages.registry import stage
+from profiler_core.analysis.stages.registry import cached, stage
 
 from ..errors import BadRequest
 from . import common
@@ -77,8 +77,9 @@ def node_stats(t: Any) -> pd.DataFrame:
     return op_stats(t)
 
 
-def _python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
-    """python_function rows in (thread, start, longest-first) order and each one's parent frame (row or -1)."""
+@stage()
+def python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The with_stack frames stage: python_function rows and each one's parent frame (row or -1)."""
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, ("python_function",)))
     pid_of = ev["python_id"].to_numpy(np.int64)[rows]
@@ -92,7 +93,7 @@ def python_leaf_frames(t: Any, rows: np.ndarray) -> np.ndarray:
     """For events at `rows`: the innermost python_function on the same thread running at the event's start
     (the leaf of its with_stack call stack), or -1. Current PyTorch records stacks this way, not as args."""
     ev = t.events
-    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
+    prow, prow_parent = python_parents(t)
     out = np.full(len(rows), -1, np.int64)
     if len(prow) == 0 or len(rows) == 0:
         return out
@@ -171,13 +172,10 @@ _TABLE_COLUMNS = ("row", "name", "host_self", "host_total", "device_self", "devi
 _SUMS = ("host_self", "host_total", "device_self", "device_total")
 
 
+@stage(op_stats)
 def tensor_core_eligible_kernel_ratio(t: Any) -> float:
     """Kernel time of the lowest Tensor Core eligible ops / kernel time of all table ops (for the AMP advice)."""
-    return common.derived(t, "tc_eligible_kernel_ratio", lambda: _tc_eligible_kernel_ratio(t))
-
-
-def _tc_eligible_kernel_ratio(t: Any) -> float:
-    st = node_stats(t)
+    st = op_stats(t)
     total = st["kernel_self"].to_numpy()[_table_rows(t, st)].sum()
     if total <= 0:
         return 0.0
@@ -203,7 +201,7 @@ def operators(t: Any, group_by: str = "name") -> dict:
     CPU-only trace) descending, then name and input shape."""
     if group_by not in GROUP_BY:
         raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
-    res = common.derived(t, f"operators:{group_by}", lambda: _operators(t, group_by))
+    res = cached(t, f"operators:{group_by}", lambda: _operators(t, group_by))  # the view's answer, not a stage
     return {**res, "rows": [dict(r) for r in res["rows"]]}  # callers may edit their copy
 
 
@@ -261,7 +259,7 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
         ops = ops[common.per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
     ops = ops[ops["has_stack"]]
     memo: dict = {}
-    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
+    prow, prow_parent = python_parents(t)
     parent_of = np.full(len(t.events), -1, np.int64)
     parent_of[prow] = prow_parent
     legacy = ops["call_stack"].astype(str).to_numpy()
