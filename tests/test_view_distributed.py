@@ -72,12 +72,12 @@ def test_nccl_kernels_are_communication_on_gpu():
             ("kernel", "volta_sgemm", 0, 7, 40 * US, 60 * US, -1, 100)])
     out = dv.distributed({"a": t})
     p = out["workers"]["a"]
-    # kernels: compute [40,100), comm [20,70) -> overlap [40,70) = 30. Step "0" spans the CPU ops [0,10]
-    # and ends with the GPU work launched inside it (the NCCL kernel, to 70; the sgemm has no launch): [0,70].
-    # In it: computation alone 0, both 30, communication alone [20,40) = 20, neither [0,20) = 20.
+    # kernels: compute [40,100), comm [20,70) -> overlap [40,70) = 30. Without ProfilerStep, step "0" is the
+    # whole trace window [0,100). In it: computation alone [70,100) = 30, both 30, communication alone
+    # [20,40) = 20, neither [0,20) = 20.
     row = out["comm_ops"]["a"][0]
     assert row["name"] == "nccl:all_reduce" and row["total_latency_us"] == 50.0
-    want = {"computation_us": 0.0, "overlap_us": 30.0, "communication_us": 20.0, "other_us": 20.0}
+    want = {"computation_us": 30.0, "overlap_us": 30.0, "communication_us": 20.0, "other_us": 20.0}
     assert {k: p[k] for k in want} == want
     assert {k: out["steps"]["0"]["a"][k] for k in want} == want
 
