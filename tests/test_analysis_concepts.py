@@ -212,3 +212,13 @@ def test_stage_declarations_match_the_written_graph():
     declared = {k: v for k, v in registry.DEPENDENCIES.items() if k in GRAPH}
     assert declared == GRAPH
     assert set(registry.DEPENDENCIES) == set(GRAPH)
+
+
+def test_children_cover_holds_for_long_traces_too():
+    # 2**20 nodes over a 2**45 ns span: (node, time) keys would overflow int64, so times are ranked first.
+    # node 0: children [4,38) and [5,39) -> 35; the last node: [0,10) and [2**44, 2**45) (clipped) -> 10 + 2**44
+    from profiler_core.analysis.stages.node_stats import _children_cover
+    n = 2 ** 20
+    got = _children_cover(n, np.zeros(n, np.int64), np.full(n, 2 ** 45, np.int64), np.array([0, 0, n - 1, n - 1]),
+                          np.array([4, 5, 0, 2 ** 44]), np.array([38, 39, 10, 2 ** 45 + 5]))
+    assert (got[0], got[n - 1]) == (35.0, 10.0 + 2 ** 44)

@@ -32,21 +32,35 @@ def _children_cover(n: int, start: np.ndarray, end: np.ndarray, parent: np.ndarr
                     ce: np.ndarray) -> np.ndarray:
     """Per node (0..n-1): the length of the union of its children's ranges [cs, ce) clipped to the node's own
     [start, end) (`parent` gives each child's node)."""
-    if len(parent) == 0:
+    m = len(parent)
+    if m == 0:
         return np.zeros(n)
     cs = np.maximum(cs, start[parent])
     ce = np.maximum(np.minimum(ce, end[parent]), cs)
-    order = np.lexsort((cs, parent))
-    p, cs, ce = parent[order], cs[order], ce[order]
     lo = int(cs.min())
-    span = np.int64(int(ce.max()) - lo + 1)
-    reach = np.maximum.accumulate(p * span + (ce - lo))  # running end within each node: the node term dominates
+    span = int(ce.max()) - lo + 1
+    if (int(parent.max()) + 1) * span < 2 ** 62:
+        vals = None
+        rs, re_ = cs - lo, ce - lo
+    else:  # times as ranks, so that (node, time) keys fit in int64
+        vals, inv = np.unique(np.concatenate([cs, ce]), return_inverse=True)
+        rs, re_ = inv[:m].astype(np.int64), inv[m:].astype(np.int64)
+        span = len(vals)
+    span = np.int64(span)
+    key = parent.astype(np.int64) * span
+    order = np.argsort(key + rs, kind="stable")
+    p, key, rs, re_ = parent[order], key[order], rs[order], re_[order]
+    reach = np.maximum.accumulate(key + re_)  # running end within each node: the node term dominates
     prev = np.empty_like(reach)
     prev[0] = -1
     prev[1:] = reach[:-1]
-    same = prev >= p * span
-    prev_end = np.where(same, prev - p * span + lo, np.iinfo(np.int64).min)
-    return np.bincount(p, weights=np.maximum(ce - np.maximum(cs, prev_end), 0).astype(np.float64), minlength=n)
+    prev = np.where(prev >= key, prev - key, -1)  # the end reached by the node's earlier children, or none
+    begin = np.maximum(rs, prev)
+    if vals is None:
+        covered = np.maximum(re_ - begin, 0)
+    else:
+        covered = np.where(re_ > begin, vals[re_] - vals[np.maximum(begin, 0)], 0)
+    return np.bincount(p, weights=covered.astype(np.float64), minlength=n)
 
 
 @stage(op_tree, link_launches_to_ops, link_gpu_to_ops)

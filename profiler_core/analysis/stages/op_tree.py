@@ -219,7 +219,7 @@ def innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, *,
     code_of = np.full(int(joint.max()) + 1, -1, np.int64)
     code_of[joint[:ng]] = np.arange(ng)
     g_q = code_of[joint[ng:]]
-    qkey = composite(np.maximum(g_q, 0), np.clip(ts, lo, lo + span - 1), lo, span)
+    qkey = composite(np.maximum(g_q, 0), np.minimum(np.maximum(ts, np.int64(lo)), np.int64(lo + span - 1)), lo, span)
     p = np.searchsorted(ix["keys"], qkey, side="right") - 1
     p[g_q < 0] = -1
     rows = tree["row"].to_numpy()
