@@ -367,7 +367,8 @@ def test_cuda_runtime_category_keeps_device_times(shared_traces):
 
 def test_outputs_are_json_and_deterministic(shared_traces):
     """Same trace loaded twice -> byte-identical JSON (rows ordered by metric, then name), no NaN anywhere."""
-    from tb_plugin.views import common, kernels, operators, overview
+    from profiler_core.analysis.stages import registry
+    from tb_plugin.views import kernels, operators, overview
 
     run, worker, span, path, views = next(c for c in all_cases(shared_traces) if c[0] == "num_workers_4")
     outs = []
@@ -376,5 +377,5 @@ def test_outputs_are_json_and_deterministic(shared_traces):
         outs.append(json.dumps([overview.overview(t), operators.operators(t, "name_shape"),
                                 kernels.kernels(t, "name_op"), operators.operator_stacks(t, "aten::cudnn_convolution")],
                                allow_nan=False, sort_keys=True))
-        common._cache.pop(id(t), None)
+        registry.forget(t)
     assert outs[0] == outs[1]

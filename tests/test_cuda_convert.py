@@ -168,10 +168,10 @@ def test_linking_is_per_thread_and_nested_ops_resolve_to_the_innermost():
     cpu = [op("outer", 1, 10, 0, 100), op("inner", 2, 10, 10, 20), op("later", 3, 10, 50, 10),
            op("other_thread", 4, 11, 0, 100)]
     events = [call(1, 10, 15), call(2, 10, 40), call(3, 10, 55), call(4, 11, 15), call(5, 12, 15),
-              call(6, 10, 30)]   # 30 is the inner op's last ns: still inside it
+              call(6, 10, 30)]   # 30 is the inner op's end: outside it ([start, end), torch's op-tree rule)
     link_gpu_to_ops(events, cpu)
     got = {e["args"]["correlation"]: e["args"].get("External id") for e in events}
-    assert got == {1: 2, 2: 1, 3: 3, 4: 4, 5: None, 6: 2}
+    assert got == {1: 2, 2: 1, 3: 3, 4: 4, 5: None, 6: 1}
 
 
 @pytest.mark.parametrize("kind, linked", [(1, True), (3, True), (4, False), (5, True)])

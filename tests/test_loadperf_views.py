@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tb_plugin.views.common import sorted_unique
-from tb_plugin.views.overview import _coverage, _covered
+from profiler_core.analysis.intervals import coverage as _coverage, covered as _covered
 
 
 def test_covered_matches_interval_counting():

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..trace.arg_spellings import shape_arg
+from ..trace.categories import GPU_ACTIVITY_CATS, GPU_USER_ANNOTATION, HOST_CATS, SPELLINGS
 from .eventlist import EventList
 from .events import DeviceType, FunctionEvent
 from .linking import attribute_memory, link_gpu, memory_events, resolve_pending, roll_up_memory
@@ -24,19 +25,9 @@ class TraceFormatError(ValueError):
     """The trace dict is not a Kineto trace we can read."""
 
 
-# Normalised category for every category spelling we accept (lower-cased first).
-_CPU_CATS = {
-    "cpu_op": "cpu_op", "operator": "cpu_op",
-    "user_annotation": "user_annotation",
-    "python_function": "python_function", "python": "python_function",
-    "cuda_runtime": "cuda_runtime", "runtime": "cuda_runtime",
-    "cuda_driver": "cuda_driver", "driver": "cuda_driver",
-}
-_GPU_CATS = {
-    "kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "memcpy": "gpu_memcpy",
-    "gpu_memset": "gpu_memset", "memset": "gpu_memset",
-    "gpu_user_annotation": "gpu_user_annotation",
-}
+# Normalised category for every category spelling key_averages() reads, host side and device side.
+_CPU_CATS = {k: v for k, v in SPELLINGS.items() if v in HOST_CATS}
+_GPU_CATS = {k: v for k, v in SPELLINGS.items() if v in GPU_ACTIVITY_CATS or v == GPU_USER_ANNOTATION}
 _FILTERED_NAMES = frozenset({
     "[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
     "profiler::_record_function_enter_new", "profiler::_record_function_exit",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import bisect
 
+from ..trace.categories import OP_CATS
+from .intervals import holds
 from .events import FunctionEvent
 
 __all__ = ["link_gpu", "resolve_pending", "attribute_memory", "memory_events", "roll_up_memory",
@@ -13,7 +15,7 @@ __all__ = ["link_gpu", "resolve_pending", "attribute_memory", "memory_events", "
 
 CPU_MEM_DEVICES = (0, 2, 5)        # c10 DeviceType: CPU, MKLDNN, IDEEP
 GPU_MEM_DEVICES = (1, 6, 12, 20)   # CUDA, HIP, XPU, PrivateUse1
-_OWNER_KINDS = ("cpu_op", "user_annotation")
+_OWNER_KINDS = OP_CATS
 
 
 def link_gpu(cpu_entries: list, gpu_links: list, runtime_by_corr: dict) -> list:
@@ -55,7 +57,7 @@ def resolve_pending(pending: list) -> None:
 
 def attribute_memory(cpu_entries: list, records: list) -> tuple[dict, list]:
     """Find, per record ``(ts_ns, pid, tid, bytes, device_type, order)``, the innermost CPU event
-    of its thread whose [start, end] holds ts.
+    of its thread whose range holds ts (``intervals.holds``: [start, end), the op tree's rule).
 
     Returns ``({id(event): [event, cpu_bytes, device_bytes]}, unattributed_records)``.
     """
@@ -84,7 +86,7 @@ def attribute_memory(cpu_entries: list, records: list) -> tuple[dict, list]:
                     stack.pop()
                 stack.append(c)
                 pos += 1
-            while stack and stack[-1][1] < ts:
+            while stack and not holds(stack[-1][0], stack[-1][1], ts):
                 stack.pop()
             if not stack:
                 unattributed.append(rec)

@@ -13,6 +13,7 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from ..trace import categories
 from .demangle import demangle
 from .occupancy import kernel_occupancy
 from .records import (
@@ -27,8 +28,9 @@ from .records import (
     SYNC_TYPE,
 )
 
-GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
-API_CATS = ("cuda_runtime", "cuda_driver")
+#: device records the capture side links to their launching op (synchronisations too)
+GPU_ACTIVITY_CATS = categories.GPU_ACTIVITY_CATS + (categories.CUDA_SYNC,)
+API_CATS = categories.LAUNCH_CATS
 
 _REQUIRED = {
     "kernel": ("start", "end", "device_id", "stream_id", "correlation_id"),

@@ -1,7 +1,7 @@
 """Link GPU work to the CPU ops that launched it, after the fact (docs/internals.md §1).
 
 A runtime/driver API event belongs to the innermost CPU op (`cpu_op` or `user_annotation`) on the same OS
-thread whose [ts, ts + dur] holds the call's start; its `External id` goes onto the API event and every GPU
+thread whose range holds the call's start (`analysis.intervals.holds`: [ts, ts + dur)); its `External id` goes onto the API event and every GPU
 activity with the same `correlation`. API events that already carry an `External id` (from CUPTI
 external-correlation records) keep it. Each user annotation also gets a `gpu_user_annotation` span per
 stream covering the GPU work launched directly inside it. Works in any time unit, as long as CPU and GPU
@@ -12,9 +12,10 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+from ..analysis.intervals import holds
+from ..trace.categories import OP_CATS, USER_ANNOTATION
 from .convert import API_CATS, GPU_ACTIVITY_CATS
 
-OP_CATS = ("cpu_op", "user_annotation")
 # Name the PyCUDA hooks give a launch whose function name they could not learn (see pycuda_hooks).
 LAUNCH_PLACEHOLDER = "pycuda::launch_kernel"
 
@@ -47,19 +48,19 @@ def _innermost(ops: list[dict], calls: list[dict]) -> dict[int, tuple[dict | Non
         j = bisect.bisect_right(starts, t)
         while i < j:
             o = ops[i]
-            while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) < o["ts"]:
+            while stack and not holds(stack[-1]["ts"], stack[-1]["ts"] + stack[-1].get("dur", 0), o["ts"]):
                 stack.pop()
             stack.append(o)
             i += 1
-        while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) < t:
+        while stack and not holds(stack[-1]["ts"], stack[-1]["ts"] + stack[-1].get("dur", 0), t):
             stack.pop()
         # The stack may hold ops that ended before t below a still-open one; check containment.
         op = ann = None
         for o in reversed(stack):
-            if o["ts"] <= t <= o["ts"] + o.get("dur", 0):
+            if holds(o["ts"], o["ts"] + o.get("dur", 0), t):
                 if op is None:
                     op = o
-                if o.get("cat") == "user_annotation":
+                if o.get("cat") == USER_ANNOTATION:
                     ann = o
                     break
         out[id(c)] = (op, ann)

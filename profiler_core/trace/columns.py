@@ -15,6 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+from profiler_core.trace.categories import DEVICE_CATS, SPELLINGS, normalise_category
 from profiler_core.trace.decode import _ANY_DECODER, TraceReadError, old_spelling_dims
 from profiler_core.trace.model import (
     EVENT_CATEGORY,
@@ -27,25 +28,8 @@ from profiler_core.trace.model import (
 )
 
 # --------------------------------------------------------------------------- normalisation
-CATEGORY_MAP = {
-    "operator": "cpu_op", "cpu_op": "cpu_op", "user_annotation": "user_annotation",
-    "python_function": "python_function", "python": "python_function", "kernel": "kernel",
-    "memcpy": "gpu_memcpy", "gpu_memcpy": "gpu_memcpy", "memset": "gpu_memset",
-    "gpu_memset": "gpu_memset", "runtime": "cuda_runtime", "cuda_runtime": "cuda_runtime",
-    "driver": "cuda_driver", "cuda_driver": "cuda_driver",
-    "gpu_user_annotation": "gpu_user_annotation", "cuda_sync": "cuda_sync", "trace": "trace",
-}
-#: categories whose pid/tid are device/stream
-GPU_CATEGORIES = frozenset(
-    {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync"})
-
-
-def normalise_category(cat: Any) -> str:
-    """Kineto category of any torch version -> the normalised name used in `events.cat`."""
-    if cat is None:
-        return ""
-    text = str(cat)
-    return CATEGORY_MAP.get(text.lower(), text.lower())
+CATEGORY_MAP = SPELLINGS
+GPU_CATEGORIES = DEVICE_CATS  # categories whose pid/tid are device/stream
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.registry import stage
+
 from . import common
 
 RPC = "record_param_comms"
@@ -173,6 +176,12 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     return frame, nccl[owner >= 0], owner[owner >= 0]
 
 
+@stage(link_gpu_to_ops)
+def collective_analysis(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The collectives stage: (`collectives`' frame, NCCL kernel rows, the record_param_comms row owning each)."""
+    return _analyse(t)
+
+
 def collectives(t: Any) -> pd.DataFrame:
     """One row per record_param_comms call that names its collective, in event order: `row`, `name`
     (`nccl:all_reduce`), `coll` (the raw `Collective name`), `pg` (process group name, "" if absent),
@@ -180,11 +189,11 @@ def collectives(t: Any) -> pd.DataFrame:
     their summed time, else the CPU call), `bytes` (max(In, Out msg nelems) x dtype size; -1 unknown or a
     wait), `is_wait` (a `wait` collective: time spent waiting), `kernels` (NCCL kernels it launched, found by
     the launch call inside its range, else by order among kernels of the same family)."""
-    return common.derived(t, "collectives", lambda: _analyse(t))[0]
+    return collective_analysis(t)[0]
 
 
 def kernel_owners(t: Any) -> tuple[np.ndarray, np.ndarray]:
     """(rows of the NCCL kernels a record_param_comms call launched, the row of that call), as `collectives`
     assigns them."""
-    _, rows, owners = common.derived(t, "collectives", lambda: _analyse(t))
+    _, rows, owners = collective_analysis(t)
     return rows, owners

@@ -27,6 +27,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.node_stats import node_stats
+from profiler_core.analysis.stages.op_tree import op_tree
+from profiler_core.analysis.stages.registry import stage
+from profiler_core.analysis.stages.steps import steps
 from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
 from tb_plugin.views.modules import nearest_flagged
@@ -53,9 +57,10 @@ def _phase_of_top(name: str, cat: str) -> str:
     return ""   # plain op: forward or other, decided by position
 
 
+@stage(op_tree, node_stats, steps)
 def op_nodes(t: Any) -> pd.DataFrame:
-    """Per op occurrence inside a step (cached): name, step index, phase, start, host/device times."""
-    return common.derived(t, "diff_op_nodes", lambda: _op_nodes(t))
+    """The diff's op occurrences stage: per op inside a step, name, step index, phase, start, host/device times."""
+    return _op_nodes(t)
 
 
 def _op_nodes(t: Any) -> pd.DataFrame:
@@ -87,30 +92,16 @@ def _op_nodes(t: Any) -> pd.DataFrame:
         if not move.any():
             break
         top = np.where(move, p, top)
-    # host self and device times
-    child = is_op & (pop >= 0)
-    child_sum = np.bincount(pop[child], weights=dur[child], minlength=n)
-    host_self = dur - child_sum
-    dev_self = np.zeros(n)
-    links = common.link_gpu_to_ops(t)
-    if len(links):
-        op = links["op"].to_numpy()
-        gp = np.where(op >= 0, pos_of[np.maximum(op, 0)], -1)
-        gp = np.where(gp >= 0, np.where(is_op[np.maximum(gp, 0)], gp, pop[np.maximum(gp, 0)]), -1)
-        ok = gp >= 0
-        dev_self = np.bincount(gp[ok], weights=ev["dur"].to_numpy(np.float64)[links["row"].to_numpy()][ok], minlength=n)
-    depth = np.zeros(n, np.int64)
-    cur = pop.copy()
-    for _ in range(n + 1):
-        ok = cur >= 0
-        if not ok.any():
-            break
-        depth[ok] += 1
-        cur[ok] = pop[cur[ok]]
-    dev_total = dev_self.copy()
-    for d in range(int(depth.max()), 0, -1):
-        sel = np.flatnonzero((depth == d) & is_op & (pop >= 0))
-        np.add.at(dev_total, pop[sel], dev_total[sel])
+    # host self and device times: the node stats stage's (one definition of "self")
+    st = node_stats(t)
+    at = np.full(len(ev), -1, np.int64)
+    at[st["row"].to_numpy()] = np.arange(len(st))
+    node = at[rows]
+    has = node >= 0
+    host_self = np.where(has, st["host_self"].to_numpy()[np.maximum(node, 0)], 0.0)
+    dev_self = np.where(has, st["device_self"].to_numpy()[np.maximum(node, 0)], 0.0)
+    dev_total = np.where(has, st["device_total"].to_numpy()[np.maximum(node, 0)], 0.0)
+    del at, node, has
     # steps by time
     st = common.steps(t)
     s0, s1 = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis import intervals
 from tb_plugin.errors import BadRequest
 from tb_plugin.views import collectives, common
 
@@ -54,55 +55,6 @@ _PARTS = ("computation_us", "overlap_us", "communication_us", "other_us", "trans
 
 
 # ------------------------------------------------------------------------------------ interval algebra
-def merge_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Union of [start, end) ranges as sorted disjoint (n, 2) int64 ranges."""
-    start = np.asarray(start, np.int64)
-    end = np.asarray(end, np.int64)
-    if not len(start):
-        return np.zeros((0, 2), np.int64)
-    o = np.lexsort((end, start))
-    s, e = start[o], end[o]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    grp = np.cumsum(new) - 1
-    out_e = np.zeros(int(new.sum()), np.int64)
-    np.maximum.at(out_e, grp, e)
-    return np.stack([s[new], out_e], axis=1)
-
-
-def intersect_ranges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Intersection of two sorted disjoint range lists."""
-    if not len(a) or not len(b):
-        return np.zeros((0, 2), np.int64)
-    pts = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
-    d = np.concatenate([np.ones(len(a)), -np.ones(len(a)), np.ones(len(b)), -np.ones(len(b))]).astype(np.int64)
-    o = np.lexsort((d, pts))
-    pts, d = pts[o], d[o]
-    cover = np.cumsum(d)
-    i = np.flatnonzero(cover == 2)
-    out = np.stack([pts[i], pts[i + 1]], axis=1)
-    return out[out[:, 1] > out[:, 0]]
-
-
-def clip_ranges(r: np.ndarray, a: int, b: int) -> np.ndarray:
-    """Sorted disjoint ranges cut to [a, b] (binary search: cost independent of the list length)."""
-    if not len(r):
-        return r
-    i = np.searchsorted(r[:, 1], a, side="right")
-    j = np.searchsorted(r[:, 0], b, side="left")
-    out = r[i:j].copy()
-    if len(out):
-        out[0, 0] = max(out[0, 0], a)
-        out[-1, 1] = min(out[-1, 1], b)
-    return out[out[:, 1] > out[:, 0]]
-
-
-def total_length(r: np.ndarray) -> int:
-    """Summed length of disjoint ranges."""
-    return int((r[:, 1] - r[:, 0]).sum()) if len(r) else 0
-
-
 # ---------------------------------------------------------------------------------------- per worker
 def _dtype_size(name: str) -> int | None:
     return _DTYPE_BYTES.get(str(name).strip().lower())
@@ -169,11 +121,11 @@ def _worker_data(t: Any) -> dict:
     cpu_coll = tier1 if tier1.any() else tier2 if tier2.any() else tier3
     nccl_k = is_kernel & comm
     if is_kernel.any():
-        comp = merge_ranges(ts[is_kernel & ~comm], te[is_kernel & ~comm])
+        comp = intervals.merge_ranges(ts[is_kernel & ~comm], te[is_kernel & ~comm])
     else:
         is_step = common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
         ops = common.category_mask(ev, ("cpu_op",)) & ~is_step & ~cpu_coll
-        comp = merge_ranges(ts[ops], te[ops])
+        comp = intervals.merge_ranges(ts[ops], te[ops])
     rpc = collectives.collectives(t)
     if len(rpc) and (nccl_k.any() or not tier1.any()):  # torch >= 2.1: named record_param_comms calls
         return _worker_with_rpc(t, ev, ts, te, comp, nccl_k, cpu_coll, rpc)
@@ -193,7 +145,7 @@ def _worker_data(t: Any) -> dict:
             inst_names = np.where((inst_names == "record_param_comms") & (coll != ""),
                                   np.char.add("record_param_comms:", coll.astype(str)), inst_names)
         bytes_ = _collective_bytes(ev, inst)
-    commr = merge_ranges(ts[inst], te[inst])
+    commr = intervals.merge_ranges(ts[inst], te[inst])
     o = np.argsort(ts[inst], kind="stable")
     coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o],
                          "bytes": bytes_[o]})
@@ -216,7 +168,7 @@ def _worker_with_rpc(t: Any, ev: pd.DataFrame, ts: np.ndarray, te: np.ndarray, c
     """Collectives named by record_param_comms (collectives.py): their NCCL kernels, or their CPU calls, are the
     instances; `wait` calls are waiting time; NCCL kernels no call launched stay instances of their own."""
     if nccl_k.any():
-        commr = merge_ranges(ts[nccl_k], te[nccl_k])
+        commr = intervals.merge_ranges(ts[nccl_k], te[nccl_k])
         owned = np.zeros(len(ev), dtype=bool)
         rest = np.flatnonzero(nccl_k)
         own_rows = _owned_kernels(t, rpc)
@@ -230,7 +182,7 @@ def _worker_with_rpc(t: Any, ev: pd.DataFrame, ts: np.ndarray, te: np.ndarray, c
         extra = pd.DataFrame({"name": np.where(launch >= 0, nm[np.maximum(launch, 0)], nm[rest]),
                               "start": ts[rest], "dur": (te - ts)[rest], "bytes": np.full(len(rest), -1, np.int64)})
     else:
-        commr = merge_ranges(ts[cpu_coll], te[cpu_coll])
+        commr = intervals.merge_ranges(ts[cpu_coll], te[cpu_coll])
         extra = pd.DataFrame({"name": [], "start": [], "dur": [], "bytes": []})
     mine = pd.DataFrame({"name": rpc["name"].to_numpy(), "start": rpc["start"].to_numpy(np.int64),
                          "dur": rpc["dur"].to_numpy(np.int64), "bytes": rpc["bytes"].to_numpy(np.int64),
@@ -275,14 +227,14 @@ def worker_summary(t: Any) -> dict:
     index or -1, duration ns, bytes or -1), distributedInfo and GPUs."""
     d = _worker_data(t)
     st = d["steps"]
-    both = intersect_ranges(d["comp"], d["comm"])
+    both = intervals.intersect_ranges(d["comp"], d["comm"])
     starts = st["start"].to_numpy(np.int64)
     ends = st["end"].to_numpy(np.int64)
     comp, comm, ovl = [], [], []
     for a, b in zip(starts.tolist(), ends.tolist()):
-        comp.append(total_length(clip_ranges(d["comp"], a, b)))
-        comm.append(total_length(clip_ranges(d["comm"], a, b)))
-        ovl.append(total_length(clip_ranges(both, a, b)))
+        comp.append(intervals.total_length(intervals.clip_ranges(d["comp"], a, b)))
+        comm.append(intervals.total_length(intervals.clip_ranges(d["comm"], a, b)))
+        ovl.append(intervals.total_length(intervals.clip_ranges(both, a, b)))
     coll = d["coll"]
     # a collective is named per process group (record_param_comms calls carry one; others have "")
     keys = list(zip(coll["name"].astype(str).tolist(), coll["pg"].astype(str).tolist()))

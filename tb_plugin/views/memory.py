@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.op_tree import op_tree
+from profiler_core.analysis.stages.registry import stage
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import MAX_POINTS, number_param
 from tb_plugin.views import common
@@ -62,41 +64,40 @@ def _device_names(dtype: np.ndarray, did: np.ndarray) -> tuple[np.ndarray, list[
     return codes, order
 
 
-def _records(t: Any) -> tuple[pd.DataFrame, list[str]]:
-    """Memory records with derived columns (cached): dev, rel ts (ns), allocated, reserved, op."""
-    def build() -> tuple[pd.DataFrame, list[str]]:
-        m = t.memory
-        if m is None or not len(m):
-            return pd.DataFrame({c: np.zeros(0, np.int64) for c in
-                                 ("ts", "dev", "bytes", "addr", "alloc", "reserved", "pid", "tid", "abs_ts")}), []
-        origin = trace_origin_ns(t)
-        dev, names = _device_names(m["device_type"].to_numpy(np.int64), m["device_id"].to_numpy(np.int64))
-        ts = m["ts"].to_numpy(np.int64)
-        order = np.lexsort((m["idx"].to_numpy(np.int64) if "idx" in m else np.arange(len(m)), ts))
-        b = m["bytes"].to_numpy(np.int64)[order]
-        dev = dev[order]
-        alloc = m["total_allocated"].to_numpy(np.int64)[order].copy()
-        missing = alloc < 0
-        if missing.any():  # no Total Allocated: running sum of the sizes, per device
-            run = pd.Series(b).groupby(dev).cumsum().to_numpy()
-            alloc[missing] = run[missing]
-        reserved = m["total_reserved"].to_numpy(np.int64)[order]
-        pid, tid = m["pid"].to_numpy(np.int64)[order], m["tid"].to_numpy(np.int64)[order]
-        df = pd.DataFrame({"ts": ts[order] - origin, "dev": dev, "bytes": b,
-                           "addr": m["addr"].to_numpy(np.int64)[order], "alloc": alloc,
-                           "reserved": reserved, "pid": pid, "tid": tid, "abs_ts": ts[order]})
-        return df, names
-    return common.derived(t, "memory_records", build)
+@stage()
+def memory_records(t: Any) -> tuple[pd.DataFrame, list[str]]:
+    """The memory records stage: per device-sorted record, dev, rel ts (ns), allocated, reserved, pid, tid, abs ts;
+    and the device names."""
+    m = t.memory
+    if m is None or not len(m):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in
+                             ("ts", "dev", "bytes", "addr", "alloc", "reserved", "pid", "tid", "abs_ts")}), []
+    origin = trace_origin_ns(t)
+    dev, names = _device_names(m["device_type"].to_numpy(np.int64), m["device_id"].to_numpy(np.int64))
+    ts = m["ts"].to_numpy(np.int64)
+    order = np.lexsort((m["idx"].to_numpy(np.int64) if "idx" in m else np.arange(len(m)), ts))
+    b = m["bytes"].to_numpy(np.int64)[order]
+    dev = dev[order]
+    alloc = m["total_allocated"].to_numpy(np.int64)[order].copy()
+    missing = alloc < 0
+    if missing.any():  # no Total Allocated: running sum of the sizes, per device
+        run = pd.Series(b).groupby(dev).cumsum().to_numpy()
+        alloc[missing] = run[missing]
+    reserved = m["total_reserved"].to_numpy(np.int64)[order]
+    pid, tid = m["pid"].to_numpy(np.int64)[order], m["tid"].to_numpy(np.int64)[order]
+    df = pd.DataFrame({"ts": ts[order] - origin, "dev": dev, "bytes": b,
+                       "addr": m["addr"].to_numpy(np.int64)[order], "alloc": alloc,
+                       "reserved": reserved, "pid": pid, "tid": tid, "abs_ts": ts[order]})
+    return df, names
 
 
-def _record_ops(t: Any) -> np.ndarray:
-    """Per record (in _records order): position in t.events of the innermost op around it, or -1."""
-    def build() -> np.ndarray:
-        rec, _ = _records(t)
-        if not len(rec) or not len(t.events):
-            return np.full(len(rec), -1, np.int64)
-        return common._innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
-    return common.derived(t, "memory_record_ops", build)
+@stage(memory_records, op_tree)
+def memory_record_ops(t: Any) -> np.ndarray:
+    """Per record (in memory_records order): position in t.events of the innermost op around it, or -1."""
+    rec, _ = memory_records(t)
+    if not len(rec) or not len(t.events):
+        return np.full(len(rec), -1, np.int64)
+    return common.innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
 
 
 def _window(start_us: Any, end_us: Any) -> tuple[float, float]:
@@ -135,7 +136,7 @@ def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = N
     """Allocated and reserved bytes over time per device, downsampled to ~max_points keeping peaks."""
     mp = MAX_POINTS.parse(max_points)
     a, b = _window(start_us, end_us)
-    rec, names = _records(t)
+    rec, names = memory_records(t)
     totals = _device_totals(t)
     out: dict = {"devices": names, "default_device": _default_device(names),
                  "start_us": None if start_us is None else a / 1e3,
@@ -198,11 +199,11 @@ def _op_names(t: Any, op: np.ndarray) -> list:
 def memory_events(t: Any, start_us: float | None = None, end_us: float | None = None) -> dict:
     """Allocations paired with their frees by address, per device, overlapping [start_us, end_us]."""
     a, b = _window(start_us, end_us)
-    rec, names = _records(t)
+    rec, names = memory_records(t)
     out: dict = {"devices": names, "rows": {n: [] for n in names}}
     if not len(rec):
         return out
-    r = rec.reset_index(drop=True).assign(op=_record_ops(t))
+    r = rec.reset_index(drop=True).assign(op=memory_record_ops(t))
     order = np.lexsort((np.arange(len(r)), r["ts"].to_numpy(), r["addr"].to_numpy(), r["dev"].to_numpy()))
     s = r.iloc[order].reset_index(drop=True)
     is_alloc = s["bytes"].to_numpy() > 0
@@ -249,7 +250,7 @@ def memory_events(t: Any, start_us: float | None = None, end_us: float | None = 
 def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = None) -> dict:
     """Per device and op name: calls, size increase, allocation count and size, self and total."""
     a, b = _window(start_us, end_us)
-    rec, names = _records(t)
+    rec, names = memory_records(t)
     out: dict = {"devices": names, "rows": {n: [] for n in names}}
     if not len(rec) or not len(t.events):
         return out
@@ -273,7 +274,7 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
     span = int(max(nend.max() if len(nend) else 0, ts.max())) - lo_t + 2
     pos_of_row = np.full(len(ev), -1, np.int64)
     pos_of_row[nrow] = np.arange(len(nrow))
-    rec_op = _record_ops(t)
+    rec_op = memory_record_ops(t)
     for code, dname in enumerate(names):
         sel = np.flatnonzero((rec["dev"].to_numpy() == code) & rwin)
         if not len(sel):

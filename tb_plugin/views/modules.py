@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.op_tree import op_tree
+from profiler_core.analysis.stages.registry import stage
 from tb_plugin.views import common
 
 
@@ -36,10 +39,11 @@ def nearest_flagged(parent: np.ndarray, is_node: np.ndarray, start: np.ndarray) 
     return anc
 
 
+@stage(op_tree, link_gpu_to_ops)
 def module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     """The hierarchy nodes with their per-occurrence numbers (cached): columns path (tuple), start,
     host_total, host_self, device_self, device_total, ops_self, ops_total."""
-    return common.derived(t, "module_nodes", lambda: _module_nodes(t))
+    return _module_nodes(t)
 
 
 def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:

@@ -8,6 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.node_stats import node_stats as stages_node_stats
+from profiler_core.analysis.stages.registry import cached, stage
+
 from ..errors import BadRequest
 from ..params import OPERATORS_GROUP_BY
 from . import common
@@ -32,87 +35,58 @@ def _display_shape(dims: str) -> str:
         return dims
 
 
-def _node_stats(t: Any) -> pd.DataFrame:
-    """Per op-tree node (merged nodes dropped): host/device self and total ns, TC eligibility."""
+@stage(stages_node_stats)
+def op_stats(t: Any) -> pd.DataFrame:
+    """`stages.node_stats` plus Tensor Core columns: `tc_self` (Tensor Core kernel ns launched by the node),
+    `tc_eligible` (the node, or an op it calls, can use Tensor Cores), `bottom_eligible` (eligible with no
+    eligible op below)."""
     ev = t.events
-    tree = common.op_tree(t)
-    # the columns of the unmerged nodes, one at a time (not a copy of the whole tree frame: this is
-    # the operators view's peak memory on a big trace)
-    kept = np.flatnonzero(tree["merged_into"].to_numpy() < 0)
-    n = len(kept)
-    rows = tree["row"].to_numpy()[kept]
-    node_of = np.full(len(ev), -1, np.int64)
-    node_of[rows] = np.arange(n)
-    parent = tree["parent"].to_numpy()[kept]
-    parent = np.where(parent >= 0, node_of[np.maximum(parent, 0)], -1)
-    host_total = (tree["end"].to_numpy()[kept] - tree["start"].to_numpy()[kept]).astype(np.float64)
-    is_op = tree["is_op"].to_numpy()[kept]
-    depth = tree["depth"].to_numpy()[kept]
-    del tree, kept
-    dur = ev["dur"].to_numpy(np.float64)
-
-    has_parent = parent >= 0
-    child_sum = np.bincount(parent[has_parent], weights=host_total[has_parent], minlength=n)
-
-    launches = common.link_launches_to_ops(t)
-    lop = node_of[np.maximum(launches["op"].to_numpy(), 0)]
-    ok = (launches["op"].to_numpy() >= 0) & (lop >= 0)
-    runtime_sum = np.bincount(lop[ok], weights=dur[launches["row"].to_numpy()[ok]], minlength=n)
-
-    gl = common.link_gpu_to_ops(t)
-    gop = node_of[np.maximum(gl["op"].to_numpy(), 0)]
-    ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
-    del node_of
-    names = ev["name"].array.take(rows)  # stays categorical: cheap grouping
-    eligible = common._per_value(ev["name"], common.is_tc_eligible_op)[rows]
+    st = stages_node_stats(t)
+    n = len(st)
+    is_op = st["is_op"].to_numpy()
+    parent = st["parent"].to_numpy().astype(np.int64)
+    depth = st["depth"].to_numpy()
+    rows = st["row"].to_numpy()
+    eligible = common.per_value(ev["name"], common.is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
-    if ok.any():
-        grow = gl["row"].to_numpy()[ok]
-        gdur = dur[grow]
-        device_self = np.bincount(gop[ok], weights=gdur, minlength=n)
-        is_kernel = category_mask(ev, ("kernel",))[grow]
-        tc_kernel = is_kernel & common._per_value(ev["name"], common.uses_tensor_cores)[grow]
-        kernel_self = np.bincount(gop[ok], weights=np.where(is_kernel, gdur, 0.0), minlength=n)
-        tc_self = np.bincount(gop[ok], weights=np.where(tc_kernel, gdur, 0.0), minlength=n)
+    gnode, grow = st.attrs["device_node"], st.attrs["device_rows"]
+    if len(grow):
+        tc_kernel = category_mask(ev, ("kernel",))[grow] & common.per_value(ev["name"], common.uses_tensor_cores)[grow]
+        tc_self = np.bincount(gnode, weights=np.where(tc_kernel, ev["dur"].to_numpy(np.float64)[grow], 0.0),
+                              minlength=n)
         eligible |= is_op & (tc_self > 0)
-        device_total = device_self.copy()
-    else:  # no device activity under any op (a CPU trace): one shared read-only zero, no memory
-        device_self = device_total = kernel_self = tc_self = common.zeros_column(n)
-    del gl, gop, ok
+    else:
+        tc_self = common.zeros_column(n)
+    has_parent = parent >= 0
     for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
         sel = np.flatnonzero((depth == d) & has_parent)
         if len(sel) == 0:
             continue
         p = parent[sel]
-        if device_total.flags.writeable:
-            np.add.at(device_total, p, device_total[sel])
         below = eligible[sel] | has_eligible_below[sel]
         has_eligible_below[p[below]] = True
         inherit = np.zeros(n, dtype=bool)
         inherit[p[eligible[sel]]] = True
         eligible |= inherit & is_op
-    return pd.DataFrame({
-        "row": rows.astype(np.int32) if len(ev) < 2 ** 31 else rows, "name": names, "is_op": is_op,
-        "host_total": host_total, "host_self": host_total - child_sum - runtime_sum,
-        "device_self": device_self, "device_total": device_total, "kernel_self": kernel_self,
-        "tc_self": tc_self, "tc_eligible": eligible, "bottom_eligible": eligible & ~has_eligible_below,
-    }, copy=False)
+    cols = {c: st[c].array if c == "name" else st[c].to_numpy() for c in st.columns}
+    cols.update(tc_self=tc_self, tc_eligible=eligible, bottom_eligible=eligible & ~has_eligible_below)
+    return pd.DataFrame(cols, copy=False)
 
 
 def node_stats(t: Any) -> pd.DataFrame:
-    """Per op-tree node: `row`, `name`, `host_total`, `host_self`, `device_self`, `device_total` (ns),
-    `kernel_self`, `tc_self`, `tc_eligible`, `bottom_eligible`; memoised per trace."""
-    return common.derived(t, "op_node_stats", lambda: _node_stats(t))
+    """Per op-tree node: `stages.node_stats`' columns with the Tensor Core ones (`op_stats`)."""
+    return op_stats(t)
 
 
-def _python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
-    """python_function rows in (thread, start, longest-first) order and each one's parent frame (row or -1)."""
+@stage()
+def python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The with_stack frames stage: python_function rows and each one's parent frame (row or -1)."""
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, ("python_function",)))
     pid_of = ev["python_id"].to_numpy(np.int64)[rows]
     parent_id = ev["python_parent_id"].to_numpy(np.int64)[rows]
-    keys, vals = common._first_position_by_key(pid_of[pid_of >= 0], rows[pid_of >= 0])
-    parent = common._lookup(keys, vals, np.where(parent_id >= 0, parent_id, -2))
+    keys, vals = common.first_position_by_key(pid_of[pid_of >= 0], rows[pid_of >= 0])
+    parent = common.lookup(keys, vals, np.where(parent_id >= 0, parent_id, -2))
     return rows, parent
 
 
@@ -120,21 +94,21 @@ def python_leaf_frames(t: Any, rows: np.ndarray) -> np.ndarray:
     """For events at `rows`: the innermost python_function on the same thread running at the event's start
     (the leaf of its with_stack call stack), or -1. Current PyTorch records stacks this way, not as args."""
     ev = t.events
-    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
+    prow, prow_parent = python_parents(t)
     out = np.full(len(rows), -1, np.int64)
     if len(prow) == 0 or len(rows) == 0:
         return out
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
-    g = common._group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
+    g = common.group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
     gp, gq = g[: len(prow)], g[len(prow):]
     order = np.lexsort((-te[prow], ts[prow], gp))
     sp, gp = prow[order], gp[order]
     lo = int(min(ts[sp].min(), ts[rows].min()))
     span = int(max(te[sp].max(), ts[rows].max())) - lo + 2
-    cand = np.searchsorted(common._composite(gp, ts[sp], lo, span),
-                           common._composite(gq, ts[rows], lo, span), side="right") - 1
+    cand = np.searchsorted(common.composite(gp, ts[sp], lo, span),
+                           common.composite(gq, ts[rows], lo, span), side="right") - 1
     ok = cand >= 0
     same = np.zeros(len(rows), dtype=bool)
     same[ok] = gp[cand[ok]] == gq[ok]
@@ -166,9 +140,9 @@ def _table_rows(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.nd
     """Positions in `st` (node_stats) of the operator-table nodes, optionally of one name."""
     ev = t.events
     rows = st["row"].to_numpy()
-    keep = st["is_op"].to_numpy() & common._per_value(ev["name"], _is_table_op)[rows]
+    keep = st["is_op"].to_numpy() & common.per_value(ev["name"], _is_table_op)[rows]
     if only_name is not None:
-        keep &= common._per_value(ev["name"], lambda n: n == only_name)[rows]
+        keep &= common.per_value(ev["name"], lambda n: n == only_name)[rows]
     return np.flatnonzero(keep)
 
 
@@ -177,7 +151,7 @@ def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     either gives a stack."""
     call_stack = t.events["call_stack"].array.take(rows)
     py_leaf = python_leaf_frames(t, rows)
-    return call_stack, py_leaf, common._per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
+    return call_stack, py_leaf, common.per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
 
 
 def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
@@ -199,13 +173,10 @@ _TABLE_COLUMNS = ("row", "name", "host_self", "host_total", "device_self", "devi
 _SUMS = ("host_self", "host_total", "device_self", "device_total")
 
 
+@stage(op_stats)
 def tensor_core_eligible_kernel_ratio(t: Any) -> float:
     """Kernel time of the lowest Tensor Core eligible ops / kernel time of all table ops (for the AMP advice)."""
-    return common.derived(t, "tc_eligible_kernel_ratio", lambda: _tc_eligible_kernel_ratio(t))
-
-
-def _tc_eligible_kernel_ratio(t: Any) -> float:
-    st = node_stats(t)
+    st = op_stats(t)
     total = st["kernel_self"].to_numpy()[_table_rows(t, st)].sum()
     if total <= 0:
         return 0.0
@@ -231,7 +202,7 @@ def operators(t: Any, group_by: str = "name") -> dict:
     CPU-only trace) descending, then name and input shape."""
     if group_by not in GROUP_BY:
         raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
-    res = common.derived(t, f"operators:{group_by}", lambda: _operators(t, group_by))
+    res = cached(t, f"operators:{group_by}", lambda: _operators(t, group_by))  # the view's answer, not a stage
     return {**res, "rows": [dict(r) for r in res["rows"]]}  # callers may edit their copy
 
 
@@ -286,10 +257,10 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
         raise BadRequest("name is required")
     ops = _table_ops(t, only_name=name)
     if input_shape is not None:
-        ops = ops[common._per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
+        ops = ops[common.per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
     ops = ops[ops["has_stack"]]
     memo: dict = {}
-    prow, prow_parent = common.derived(t, "python_parents", lambda: _python_parents(t))
+    prow, prow_parent = python_parents(t)
     parent_of = np.full(len(t.events), -1, np.int64)
     parent_of[prow] = prow_parent
     legacy = ops["call_stack"].astype(str).to_numpy()

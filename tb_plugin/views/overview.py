@@ -9,60 +9,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis import intervals
 from . import collectives, common, temporal
 from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
 
 # breakdown roles in priority order; whatever no role covers inside a step is "other"
 ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 KEYS = ("total_us",) + tuple(f"{r}_us" for r in ROLES) + ("other_us",)
-
-
-# ------------------------------------------------------------------------------------------ interval algebra
-def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of [start, end) intervals."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
-    reach = np.maximum.accumulate(e)
-    prev = np.concatenate(([np.iinfo(np.int64).min], reach[:-1]))
-    return int(np.maximum(e - np.maximum(s, prev), 0).sum())
-
-
-def _coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-              weights: np.ndarray | None = None) -> np.ndarray:
-    """Per elementary segment [bounds[k], bounds[k+1]): how many (or how much weight of) intervals cover it."""
-    n = len(bounds)
-    if weights is None:  # sorted queries make searchsorted cache-friendly; counts do not care about order
-        si = np.searchsorted(bounds, np.sort(starts, kind="stable"))  # (nearly sorted: timsort/radix)
-        ei = np.searchsorted(bounds, np.sort(ends, kind="stable"))
-        delta = np.bincount(si, minlength=n) - np.bincount(ei, minlength=n)
-    else:
-        si = np.searchsorted(bounds, starts)
-        ei = np.searchsorted(bounds, ends)
-        delta = np.bincount(si, weights=weights, minlength=n) - np.bincount(ei, weights=weights, minlength=n)
-    return np.cumsum(delta)[:-1]
-
-
-def _covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per elementary segment [bounds[k], bounds[k+1]): whether any interval covers it (bounds must hold every
-    start and end). Merges the intervals first, so it only searches the few merged ranges."""
-    if len(starts) == 0:
-        return np.zeros(max(len(bounds) - 1, 0), dtype=bool)
-    if len(starts) > 1 and not bool((starts[1:] >= starts[:-1]).all()):
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    new = np.ones(len(starts), dtype=bool)
-    new[1:] = starts[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    ms = starts[first]
-    me = reach[np.append(first[1:], len(starts)) - 1]
-    # merged ranges are disjoint and sorted: mark [first segment, last + 1) of each, then a running sum
-    delta = np.zeros(len(bounds), dtype=np.int8)
-    delta[np.searchsorted(bounds, ms)] = 1
-    delta[np.searchsorted(bounds, me)] -= 1  # a zero-length range cancels its own start
-    return np.cumsum(delta[:-1], dtype=np.int8) > 0
 
 
 def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -107,7 +60,7 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     for r in range(len(ROLES) - 1, -1, -1):  # freed early: this is the overview's peak memory)
         s, e = roles[r]  # lowest priority first, so higher priorities overwrite
         if len(s):
-            owner[_covered(bounds, s, e)] = r
+            owner[intervals.covered(bounds, s, e)] = r
     del roles, s, e
     k = np.searchsorted(ss, bounds[:-1], side="right") - 1
     inside = (k >= 0) & (bounds[:-1] < se[np.maximum(k, 0)])
@@ -136,7 +89,7 @@ def _in_step_ns(st: pd.DataFrame, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     for i, (a, b) in enumerate(zip(st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64))):
         sel = (s < b) & (e > a)
         if sel.any():
-            out[i] = union_length(np.clip(s[sel], a, b), np.clip(e[sel], a, b))
+            out[i] = intervals.union_length(np.clip(s[sel], a, b), np.clip(e[sel], a, b))
     return out
 
 
@@ -174,14 +127,14 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, 
     ke = ks + k["dur"].to_numpy(np.int64)
     span = max(s1 - s0, 0)
     cs, ce = np.clip(ks, s0, s1), np.clip(ke, s0, s1)
-    util = union_length(cs, ce) / span if span > 0 else None
+    util = intervals.union_length(cs, ce) / span if span > 0 else None
 
     sm_eff = None
     has = bps > 0
     if span > 0 and has.any():
         s, e, w = ks[has], ke[has], bps[has]
         bounds = common.sorted_unique(np.concatenate([s, e, [s0, s1]]))
-        level = _coverage(bounds, s, e, w)
+        level = intervals.coverage(bounds, s, e, w)
         level = np.where(level > 1e-9, np.minimum(level, 1.0), 0.0)
         lo, hi = np.clip(bounds[:-1], s0, s1), np.clip(bounds[1:], s0, s1)
         sm_eff = float((level * (hi - lo)).sum() / span)
@@ -191,7 +144,7 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, 
     achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
 
     dur = k["dur"].to_numpy(np.float64)
-    tc = common._per_value(k["name"], uses_tensor_cores)
+    tc = common.per_value(k["name"], uses_tensor_cores)
     total = dur.sum()
     tc_ratio = float(dur[tc].sum() / total) if total > 0 else 0.0
     return {"utilization": util, "sm_efficiency": sm_eff, "achieved_occupancy": achieved,

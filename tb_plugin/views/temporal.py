@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler_core.analysis import intervals
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
 
@@ -31,40 +32,18 @@ def gpu_kinds(t: Any) -> tuple[np.ndarray, np.ndarray]:
     return rows, kind
 
 
-def _prepared(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Intervals sorted by start with the running maximum of their ends (for window slicing)."""
-    if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):
-        o = np.argsort(s, kind="stable")
-        s, e = s[o], e[o]
-    return s, e, np.maximum.accumulate(e) if len(e) else e
-
-
-def _union_in(p: tuple[np.ndarray, np.ndarray, np.ndarray], a: int, b: int) -> int:
-    """Length of the union of prepared intervals clipped to [a, b) (only the overlapping slice is read)."""
-    s, e, reach = p
-    lo, hi = int(np.searchsorted(reach, a, side="right")), int(np.searchsorted(s, b, side="left"))
-    s, e = np.clip(s[lo:hi], a, b), np.clip(e[lo:hi], a, b)
-    keep = e > s
-    if not keep.any():
-        return 0
-    s, e = s[keep], e[keep]
-    reach = np.maximum.accumulate(e)
-    prev = np.concatenate(([a], reach[:-1]))
-    return int(np.maximum(e - np.maximum(s, prev), 0).sum())
-
-
 def _prepare(t: Any, rows: np.ndarray, kinds: np.ndarray) -> tuple:
     ev = t.events
     s = ev["ts"].to_numpy(np.int64)[rows]
     e = s + ev["dur"].to_numpy(np.int64)[rows]
     comp = np.asarray(kinds) == 0
-    return _prepared(s, e), _prepared(s[comp], e[comp])
+    return intervals.prepare(s, e), intervals.prepare(s[comp], e[comp])
 
 
 def _window(prep: tuple, start: int, end: int) -> dict:
     total = max(int(end) - int(start), 0)
-    busy = _union_in(prep[0], start, end)
-    compute = _union_in(prep[1], start, end)
+    busy = intervals.union_in(prep[0], start, end)
+    compute = intervals.union_in(prep[1], start, end)
     return {"total": total, "idle": total - busy, "compute": compute, "non_compute": busy - compute}
 
 

@@ -89,7 +89,7 @@ import pandas as pd
 
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import SEARCH_LIMIT, WIDTH_PX, number_param
-from tb_plugin.views.common import derived
+from profiler_core.analysis.stages.registry import stage
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 MAX_FLOWS = 5000
@@ -394,9 +394,10 @@ def _build_flows(t: Any, tl: _Tiles, tr_uniques: Any, order_of: np.ndarray) -> N
     tl.flow_cat_table = [str(c) for c in cat_table]
 
 
+@stage()
 def tiles_for(t: Any) -> _Tiles:
-    """The cached derived timeline arrays of trace `t` (built on first use)."""
-    return derived(t, "timeline_tiles", lambda: _build(t))
+    """The timeline tiles stage: the level-of-detail arrays of trace `t` (built on first use)."""
+    return _build(t)
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler_core.analysis import intervals
 from tb_plugin.errors import BadRequest, NotFound
 from tb_plugin.params import EVENT_IDX, MAX_POINTS, OCCURRENCE_LIMIT, TRACKS, WIDTH_PX, number_param
 from tb_plugin.views.timeline import tiles_for
@@ -94,34 +95,6 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
     return out
 
 
-def _busy_before(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Union busy time of sorted, merged [starts, ends) intervals before each time in x."""
-    if not len(starts):
-        return np.zeros(len(x))
-    dur = ends - starts
-    cum = np.concatenate([[0.0], np.cumsum(dur)])
-    k = np.searchsorted(starts, x, side="right")  # intervals starting before x
-    prev = np.maximum(k - 1, 0)
-    partial = np.where(k > 0, np.clip(x - starts[prev], 0.0, dur[prev]), 0.0)
-    return cum[np.maximum(k - 1, 0)] * (k > 0) + partial
-
-
-def _merge(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted union of intervals."""
-    if not len(s):
-        return s, e
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    grp = np.cumsum(new) - 1
-    ms = s[new]
-    me = np.zeros(len(ms))
-    np.maximum.at(me, grp, e)
-    return ms, me
-
-
 def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1000) -> dict:
     """Counter tracks for [start_us, end_us]: memory allocated/reserved per device, GPU utilization."""
     from tb_plugin.views import memory
@@ -153,8 +126,9 @@ def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1
             edges = np.linspace(a_us * 1e3, b_us * 1e3, w + 1)
             bucket = (edges[1] - edges[0]) or 1.0
             for d in sorted(set(dev_all.tolist())):
-                ms, me = _merge(s_all[dev_all == d], e_all[dev_all == d])
-                busy = np.diff(_busy_before(ms, me, edges)) / bucket
+                merged = intervals.merge_ranges(s_all[dev_all == d], e_all[dev_all == d])
+                ms, me = merged[:, 0], merged[:, 1]
+                busy = np.diff(intervals.busy_before(ms, me, edges)) / bucket
                 out.append({"name": f"GPU {d} utilization", "unit": "fraction", "device": f"GPU {d}",
                             "ts_us": np.round(edges[:-1] / 1e3, 3).tolist(),
                             "values": np.round(np.clip(busy, 0.0, 1.0), 4).tolist()})

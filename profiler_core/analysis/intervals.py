@@ -1,0 +1,150 @@
+"""Time intervals: the one boundary rule (`holds`) and union, intersection, clipping and coverage of ranges.
+
+Every range is half-open, [start, end): a time equal to a range's end is outside it. That is the rule torch
+builds its op tree by (`EventList._populate_cpu_children`: an event starting at its parent's end is not its
+child) and torch-tb-profiler attributes memory records by; so an event starting where an op ends belongs to
+whatever encloses (or follows) that op, and a zero-length range holds nothing. Times are int64 ns.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["holds", "merge_ranges", "intersect_ranges", "clip_ranges", "total_length", "union_length",
+           "coverage", "covered", "prepare", "union_in", "busy_before"]
+
+
+def holds(start: Any, end: Any, t: Any) -> Any:
+    """True where the range [start, end) holds time `t` (scalars or arrays alike)."""
+    return (start <= t) & (t < end)
+
+
+def merge_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Union of [start, end) ranges as sorted disjoint (n, 2) int64 ranges."""
+    start = np.asarray(start, np.int64)
+    end = np.asarray(end, np.int64)
+    if not len(start):
+        return np.zeros((0, 2), np.int64)
+    o = np.lexsort((end, start))
+    s, e = start[o], end[o]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    grp = np.cumsum(new) - 1
+    out_e = np.zeros(int(new.sum()), np.int64)
+    np.maximum.at(out_e, grp, e)
+    return np.stack([s[new], out_e], axis=1)
+
+
+def intersect_ranges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Intersection of two sorted disjoint range lists."""
+    if not len(a) or not len(b):
+        return np.zeros((0, 2), np.int64)
+    pts = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
+    d = np.concatenate([np.ones(len(a)), -np.ones(len(a)), np.ones(len(b)), -np.ones(len(b))]).astype(np.int64)
+    o = np.lexsort((d, pts))
+    pts, d = pts[o], d[o]
+    cover = np.cumsum(d)
+    i = np.flatnonzero(cover == 2)
+    out = np.stack([pts[i], pts[i + 1]], axis=1)
+    return out[out[:, 1] > out[:, 0]]
+
+
+def clip_ranges(r: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Sorted disjoint ranges cut to [a, b] (binary search: cost independent of the list length)."""
+    if not len(r):
+        return r
+    i = np.searchsorted(r[:, 1], a, side="right")
+    j = np.searchsorted(r[:, 0], b, side="left")
+    out = r[i:j].copy()
+    if len(out):
+        out[0, 0] = max(out[0, 0], a)
+        out[-1, 1] = min(out[-1, 1], b)
+    return out[out[:, 1] > out[:, 0]]
+
+
+def total_length(r: np.ndarray) -> int:
+    """Summed length of disjoint ranges."""
+    return int((r[:, 1] - r[:, 0]).sum()) if len(r) else 0
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of [start, end) intervals."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
+    reach = np.maximum.accumulate(e)
+    prev = np.concatenate(([np.iinfo(np.int64).min], reach[:-1]))
+    return int(np.maximum(e - np.maximum(s, prev), 0).sum())
+
+
+def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+              weights: np.ndarray | None = None) -> np.ndarray:
+    """Per elementary segment [bounds[k], bounds[k+1]): how many (or how much weight of) intervals cover it."""
+    n = len(bounds)
+    if weights is None:  # sorted queries make searchsorted cache-friendly; counts do not care about order
+        si = np.searchsorted(bounds, np.sort(starts, kind="stable"))  # (nearly sorted: timsort/radix)
+        ei = np.searchsorted(bounds, np.sort(ends, kind="stable"))
+        delta = np.bincount(si, minlength=n) - np.bincount(ei, minlength=n)
+    else:
+        si = np.searchsorted(bounds, starts)
+        ei = np.searchsorted(bounds, ends)
+        delta = np.bincount(si, weights=weights, minlength=n) - np.bincount(ei, weights=weights, minlength=n)
+    return np.cumsum(delta)[:-1]
+
+
+def covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per elementary segment [bounds[k], bounds[k+1]): whether any interval covers it (bounds must hold every
+    start and end). Merges the intervals first, so it only searches the few merged ranges."""
+    if len(starts) == 0:
+        return np.zeros(max(len(bounds) - 1, 0), dtype=bool)
+    if len(starts) > 1 and not bool((starts[1:] >= starts[:-1]).all()):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    ms = starts[first]
+    me = reach[np.append(first[1:], len(starts)) - 1]
+    # merged ranges are disjoint and sorted: mark [first segment, last + 1) of each, then a running sum
+    delta = np.zeros(len(bounds), dtype=np.int8)
+    delta[np.searchsorted(bounds, ms)] = 1
+    delta[np.searchsorted(bounds, me)] -= 1  # a zero-length range cancels its own start
+    return np.cumsum(delta[:-1], dtype=np.int8) > 0
+
+
+def prepare(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals sorted by start with the running maximum of their ends (for window slicing)."""
+    if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
+    return s, e, np.maximum.accumulate(e) if len(e) else e
+
+
+def union_in(p: tuple[np.ndarray, np.ndarray, np.ndarray], a: int, b: int) -> int:
+    """Length of the union of prepared intervals clipped to [a, b) (only the overlapping slice is read)."""
+    s, e, reach = p
+    lo, hi = int(np.searchsorted(reach, a, side="right")), int(np.searchsorted(s, b, side="left"))
+    s, e = np.clip(s[lo:hi], a, b), np.clip(e[lo:hi], a, b)
+    keep = e > s
+    if not keep.any():
+        return 0
+    s, e = s[keep], e[keep]
+    reach = np.maximum.accumulate(e)
+    prev = np.concatenate(([a], reach[:-1]))
+    return int(np.maximum(e - np.maximum(s, prev), 0).sum())
+
+
+def busy_before(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Union busy time of sorted, merged [starts, ends) intervals before each time in x."""
+    if not len(starts):
+        return np.zeros(len(x))
+    dur = ends - starts
+    cum = np.concatenate([[0.0], np.cumsum(dur)])
+    k = np.searchsorted(starts, x, side="right")  # intervals starting before x
+    prev = np.maximum(k - 1, 0)
+    partial = np.where(k > 0, np.clip(x - starts[prev], 0.0, dur[prev]), 0.0)
+    return cum[np.maximum(k - 1, 0)] * (k > 0) + partial

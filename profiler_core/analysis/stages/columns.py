@@ -1,0 +1,85 @@
+"""Per-row masks and codes over `TraceData.events` shared by every stage: category and name masks, codes."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from .registry import cached
+
+
+def zeros_column(n: int) -> np.ndarray:
+    """A read-only length-n float64 array of zeros that takes no memory (derived columns that are zero on
+    every row of a trace, e.g. device times of a CPU trace)."""
+    return np.broadcast_to(np.float64(0.0), (n,))
+
+
+def codes_and_texts(values: Any) -> tuple[np.ndarray, list[str]]:
+    """int64 codes of a column's values and the text of each code (categorical as the reader makes it,
+    or plain values from elsewhere; missing values read as "")."""
+    if isinstance(values, pd.Categorical):
+        codes = np.asarray(values.codes, dtype=np.int64)
+        texts = [str(v) for v in values.categories]
+        if len(codes) and codes.min() < 0:  # missing: its own code, shown as ""
+            codes = np.where(codes < 0, len(texts), codes)
+            texts.append("")
+        return codes, texts
+    codes, uniq = pd.factorize(pd.Series(np.asarray(values, dtype=object)).fillna("").astype(str))
+    return codes.astype(np.int64), [str(v) for v in uniq]
+
+
+def per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
+    """Evaluate `fn` once per distinct value of a (categorical) column; boolean array per row."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = col.cat.categories
+        vals = np.fromiter((bool(fn(c)) for c in cats), dtype=bool, count=len(cats))
+        codes = col.cat.codes.to_numpy()
+        if not len(codes) or codes.min() >= 0:  # no missing value (the reader's columns): one gather
+            return vals.take(codes)
+        out = np.zeros(len(codes), dtype=bool)
+        ok = codes >= 0
+        out[ok] = vals[codes[ok]]
+        return out
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    vals = np.fromiter((bool(fn(c)) for c in uniques), dtype=bool, count=len(uniques))
+    out = np.zeros(len(codes), dtype=bool)
+    ok = codes >= 0
+    out[ok] = vals[codes[ok]]
+    return out
+
+
+def category_mask(events: pd.DataFrame, cats: Iterable[str]) -> np.ndarray:
+    """Boolean array: rows whose `cat` is one of `cats` (memoised per events frame; do not modify it)."""
+    wanted = frozenset(cats)
+
+    def build() -> np.ndarray:
+        mask = per_value(events["cat"], lambda c: c in wanted)
+        mask.flags.writeable = False  # shared between callers
+        return mask
+
+    return cached(events, "cat:" + "|".join(sorted(wanted)), build)
+
+
+def name_mask(events: pd.DataFrame, fn: Callable[[str], bool]) -> np.ndarray:
+    """Boolean array: rows whose `name` satisfies `fn` (evaluated once per distinct name)."""
+    return per_value(events["name"], fn)
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique by sorting (numpy 2's hash-based unique is far slower on millions of int64)."""
+    a = np.sort(np.asarray(values), kind="stable")
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def ns_to_us(ns: float | int | np.ndarray) -> Any:
+    """ns -> µs rounded to the ns (3 decimals), as plain float(s)."""
+    if isinstance(ns, np.ndarray):
+        return np.round(ns / 1000.0, 3)
+    return round(float(ns) / 1000.0, 3)
+

@@ -1,0 +1,121 @@
+"""The GPU links stage: each runtime/driver call and each GPU activity with the CPU op that launched it.
+
+A launch call belongs to the op whose External id it carries, else to the innermost op enclosing its start
+(`op_tree.innermost_op_at`, the `intervals.holds` rule); a GPU activity to its launch call's op by correlation,
+else to the op with its own External id. An op merged into its same-name parent hands its links to it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...trace.categories import GPU_ACTIVITY_CATS, LAUNCH_CATS, OP_CATS
+from .columns import category_mask
+from .op_tree import innermost_op_at, op_tree
+from .registry import stage
+
+__all__ = ["link_launches_to_ops", "link_gpu_to_ops", "ext_to_op", "first_position_by_key", "lookup"]
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique keys and, for each, the smallest position carrying it."""
+    order = np.argsort(keys, kind="stable") if _is_sorted(positions) else np.lexsort((positions, keys))
+    k, p = keys[order], positions[order]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    return k[first], p[first]
+
+
+def lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    if len(sorted_keys) == 0:
+        return np.full(len(query), -1, np.int64)
+    i = np.searchsorted(sorted_keys, query)
+    i = np.minimum(i, len(sorted_keys) - 1)
+    return np.where(sorted_keys[i] == query, values[i], -1)
+
+
+@stage()
+def ext_to_op(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted External ids of the CPU ops and, for each, the position of the first op carrying it."""
+    ev = t.events
+    is_op = category_mask(ev, OP_CATS)
+    ext = ev["external_id"].to_numpy(np.int64)
+    rows = np.flatnonzero(is_op & (ext > 0))
+    return first_position_by_key(ext[rows], rows)
+
+
+def _resolve_merged(t: Any, op_rows: np.ndarray) -> np.ndarray:
+    if not (op_rows >= 0).any():
+        return op_rows
+    tree = op_tree(t)
+    merged = tree["merged_into"].to_numpy()
+    if not (merged >= 0).any():
+        return op_rows
+    target = np.arange(len(t.events), dtype=np.int64)
+    target[tree["row"].to_numpy()] = np.where(merged >= 0, merged, tree["row"].to_numpy())
+    return np.where(op_rows >= 0, target[np.maximum(op_rows, 0)], -1)
+
+
+def _build_launch_links(t: Any) -> pd.DataFrame:
+    ev = t.events
+    rows = np.flatnonzero(category_mask(ev, LAUNCH_CATS))
+    ext = ev["external_id"].to_numpy(np.int64)[rows]
+    keys, vals = ext_to_op(t)
+    op = lookup(keys, vals, ext)
+    missing = op < 0
+    if missing.any():  # no (known) External id: the innermost op around the call on its thread
+        mr = rows[missing]
+        op[missing] = innermost_op_at(t, ev["pid"].to_numpy()[mr], ev["tid"].to_numpy()[mr],
+                                       ev["ts"].to_numpy(np.int64)[mr])
+    op = _resolve_merged(t, op)
+    return pd.DataFrame({"row": rows, "op": op, "correlation": ev["correlation"].to_numpy(np.int64)[rows]},
+                        copy=False)
+
+
+@stage(op_tree, ext_to_op)
+def link_launches_to_ops(t: Any) -> pd.DataFrame:
+    """Each cuda_runtime/cuda_driver call with the CPU op that made it: columns `row`, `op` (position or -1),
+    `correlation`. Linked by External id, else by the innermost cpu_op/user_annotation on the same thread
+    whose range holds the call's start."""
+    return _build_launch_links(t)
+
+
+def _build_gpu_links(t: Any) -> pd.DataFrame:
+    ev = t.events
+    rows = np.flatnonzero(category_mask(ev, GPU_ACTIVITY_CATS))
+    corr = ev["correlation"].to_numpy(np.int64)[rows]
+    launches = link_launches_to_ops(t)
+    lr = launches["row"].to_numpy()
+    lc = launches["correlation"].to_numpy()
+    ok = lc >= 0
+    lkeys, lpos = first_position_by_key(lc[ok], np.arange(len(lr))[ok])
+    li = lookup(lkeys, lpos, np.where(corr >= 0, corr, -2))
+    if len(lr):
+        runtime = np.where(li >= 0, lr[np.maximum(li, 0)], -1)
+        op = np.where(li >= 0, launches["op"].to_numpy()[np.maximum(li, 0)], -1)
+    else:
+        runtime = np.full(len(rows), -1, np.int64)
+        op = np.full(len(rows), -1, np.int64)
+    ext_own = ev["external_id"].to_numpy(np.int64)[rows]
+    missing = (op < 0) & (ext_own > 0)
+    if missing.any():  # the activity's own External id (old traces carry it on kernels too)
+        keys, vals = ext_to_op(t)
+        op[missing] = _resolve_merged(t, lookup(keys, vals, ext_own[missing]))
+    ext_col = ev["external_id"].to_numpy(np.int64)
+    external_id = np.where(op >= 0, ext_col[np.maximum(op, 0)], ext_own) if len(rows) else ext_own
+    return pd.DataFrame({"row": rows, "runtime": runtime, "op": op, "external_id": external_id}, copy=False)
+
+
+@stage(link_launches_to_ops, ext_to_op, op_tree)
+def link_gpu_to_ops(t: Any) -> pd.DataFrame:
+    """Each kernel/memcpy/memset (in event order) with its launch: columns `row` (position in t.events),
+    `runtime` (the cuda_runtime/cuda_driver call with the same correlation, or -1), `op` (the innermost CPU
+    op that made that call, or the op with the activity's own External id; -1 if none), `external_id`."""
+    return _build_gpu_links(t)
+

@@ -1,0 +1,130 @@
+"""The node stats stage: host and device self and total time of every op-tree node, by one definition.
+
+- host total: the node's duration.
+- host self: host total minus the time covered by the node's children in the host tree: its child nodes in
+  the op tree (ops, annotations, nn.Module calls) and the runtime/driver calls whose innermost enclosing node
+  it is (by time, the `intervals.holds` rule), each clipped to the node, overlaps counted once. A call is
+  subtracted from the one node that holds it, not from the op its External id names: torch's `EventList`
+  builds its tree this way, so `key_averages()` agrees. With properly nested children this is torch's
+  "duration minus the children's durations"; children that stick out of their parent (ns rounding in
+  real traces) or overlap each other never make self time negative.
+- device self: the time of the GPU activities the node launched (`gpu_links`); device total: device self
+  plus the device totals of its child nodes.
+Nodes merged into their same-name parent (`op_tree.merged_into`) are not nodes here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...trace.categories import KERNEL
+from .columns import category_mask, zeros_column
+from .gpu_links import link_gpu_to_ops, link_launches_to_ops
+from .op_tree import innermost_op_at, op_tree
+from .registry import stage
+
+__all__ = ["node_stats"]
+
+
+def _children_cover(n: int, start: np.ndarray, end: np.ndarray, parent: np.ndarray, cs: np.ndarray,
+                    ce: np.ndarray) -> np.ndarray:
+    """Per node (0..n-1): the length of the union of its children's ranges [cs, ce) clipped to the node's own
+    [start, end) (`parent` gives each child's node)."""
+    m = len(parent)
+    if m == 0:
+        return np.zeros(n)
+    cs = np.maximum(cs, start[parent])
+    ce = np.maximum(np.minimum(ce, end[parent]), cs)
+    lo = int(cs.min())
+    span = int(ce.max()) - lo + 1
+    if (int(parent.max()) + 1) * span < 2 ** 62:
+        vals = None
+        rs, re_ = cs - lo, ce - lo
+    else:  # times as ranks, so that (node, time) keys fit in int64
+        vals, inv = np.unique(np.concatenate([cs, ce]), return_inverse=True)
+        rs, re_ = inv[:m].astype(np.int64), inv[m:].astype(np.int64)
+        span = len(vals)
+    span = np.int64(span)
+    key = parent.astype(np.int64) * span
+    order = np.argsort(key + rs, kind="stable")
+    p, key, rs, re_ = parent[order], key[order], rs[order], re_[order]
+    reach = np.maximum.accumulate(key + re_)  # running end within each node: the node term dominates
+    prev = np.empty_like(reach)
+    prev[0] = -1
+    prev[1:] = reach[:-1]
+    prev = np.where(prev >= key, prev - key, -1)  # the end reached by the node's earlier children, or none
+    begin = np.maximum(rs, prev)
+    if vals is None:
+        covered = np.maximum(re_ - begin, 0)
+    else:
+        covered = np.where(re_ > begin, vals[re_] - vals[np.maximum(begin, 0)], 0)
+    return np.bincount(p, weights=covered.astype(np.float64), minlength=n)
+
+
+@stage(op_tree, link_launches_to_ops, link_gpu_to_ops)
+def node_stats(t: Any) -> pd.DataFrame:
+    """Per op-tree node (merged nodes dropped), in tree order: `row`, `name` (categorical), `is_op`, `parent`
+    (node position or -1), `depth`, `host_total`, `host_self`, `device_self`, `device_total`, `kernel_self`
+    (ns, float64; kernels only), `device_node` (positions of the nodes owning each linked GPU activity) and
+    `device_rows` (those activities' rows in t.events) in `attrs`."""
+    ev = t.events
+    tree = op_tree(t)
+    # the columns of the unmerged nodes, one at a time (not a copy of the whole tree frame: this is
+    # the operators view's peak memory on a big trace)
+    kept = np.flatnonzero(tree["merged_into"].to_numpy() < 0)
+    n = len(kept)
+    rows = tree["row"].to_numpy()[kept]
+    node_of = np.full(len(ev), -1, np.int64)
+    node_of[rows] = np.arange(n)
+    parent = tree["parent"].to_numpy()[kept]
+    parent = np.where(parent >= 0, node_of[np.maximum(parent, 0)], -1)
+    start = tree["start"].to_numpy()[kept]
+    end = tree["end"].to_numpy()[kept]
+    host_total = (end - start).astype(np.float64)
+    is_op = tree["is_op"].to_numpy()[kept]
+    depth = tree["depth"].to_numpy()[kept]
+    del tree, kept
+    dur = ev["dur"].to_numpy(np.float64)
+
+    has_parent = parent >= 0
+    calls = link_launches_to_ops(t)["row"].to_numpy()
+    holder = innermost_op_at(t, ev["pid"].to_numpy()[calls], ev["tid"].to_numpy()[calls],
+                             ev["ts"].to_numpy(np.int64)[calls], ops_only=False)
+    hn = node_of[np.maximum(holder, 0)]
+    ok = (holder >= 0) & (hn >= 0)
+    cs = ev["ts"].to_numpy(np.int64)[calls[ok]]
+    covered = _children_cover(n, start, end, np.concatenate([parent[has_parent], hn[ok]]),
+                              np.concatenate([start[has_parent], cs]),
+                              np.concatenate([end[has_parent], cs + ev["dur"].to_numpy(np.int64)[calls[ok]]]))
+    del start, end, cs
+
+    gl = link_gpu_to_ops(t)
+    gop = node_of[np.maximum(gl["op"].to_numpy(), 0)]
+    ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
+    del node_of
+    grow = gl["row"].to_numpy()[ok]
+    gnode = gop[ok]
+    if ok.any():
+        gdur = dur[grow]
+        device_self = np.bincount(gnode, weights=gdur, minlength=n)
+        is_kernel = category_mask(ev, (KERNEL,))[grow]
+        kernel_self = np.bincount(gnode, weights=np.where(is_kernel, gdur, 0.0), minlength=n)
+        device_total = device_self.copy()
+        for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
+            sel = np.flatnonzero((depth == d) & has_parent)
+            if len(sel):
+                np.add.at(device_total, parent[sel], device_total[sel])
+    else:  # no device activity under any node (a CPU trace): one shared read-only zero, no memory
+        device_self = device_total = kernel_self = zeros_column(n)
+    small = np.int32 if len(ev) < 2 ** 31 else np.int64
+    out = pd.DataFrame({
+        "row": rows.astype(small), "name": ev["name"].array.take(rows), "is_op": is_op,
+        "parent": parent.astype(small), "depth": depth, "host_total": host_total,
+        "host_self": host_total - covered, "device_self": device_self,
+        "device_total": device_total, "kernel_self": kernel_self,
+    }, copy=False)
+    out.attrs["device_node"] = gnode
+    out.attrs["device_rows"] = grow
+    return out
