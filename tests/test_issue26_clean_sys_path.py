@@ -10,6 +10,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# "launcher": what Python 3.10 gets (no PYTHONSAFEPATH), forced on 3.11+ too
+MECHANISMS = ["default", pytest.param("launcher", marks=pytest.mark.skipif(
+    os.name != "posix", reason="the launcher is a POSIX shell script"))]
+FORCE_LAUNCHER = """
+from profiler_core import child_env
+child_env._HAS_SAFEPATH, child_env._USE_LAUNCHER = False, True
+"""
+
 PLANTED = """
 import os, sys
 with open(os.environ["MARKER"], "a") as f:
@@ -30,7 +38,8 @@ def _trace(path: Path) -> Path:
     return path
 
 
-def _run_in_planted_cwd(tmp_path: Path, script: str, timeout: float = 300) -> list[str]:
+def _run_in_planted_cwd(tmp_path: Path, script: str, mechanism: str = "default",
+                        timeout: float = 300) -> list[str]:
     """`script` run from a file in another folder (as a console script such as `tensorboard` runs:
     the cwd is not on its own sys.path) in a working directory holding a planted
     multiprocessing.py; the lines the planted module wrote."""
@@ -43,6 +52,8 @@ def _run_in_planted_cwd(tmp_path: Path, script: str, timeout: float = 300) -> li
     env.pop("PYTHONSAFEPATH", None)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    if mechanism == "launcher":  # and the children did start through it
+        script = FORCE_LAUNCHER + textwrap.dedent(script) + "assert child_env._launchers\n"
     body = textwrap.indent(textwrap.dedent(script), "    ")
     # a spawned child imports the main script again (as __mp_main__): the work only in the parent
     (bin_dir / "run.py").write_text(f"def main():\n{body}\n\nif __name__ == '__main__':\n    main()\n")
@@ -53,10 +64,13 @@ def _run_in_planted_cwd(tmp_path: Path, script: str, timeout: float = 300) -> li
     return marker.read_text().splitlines() if marker.exists() else []
 
 
-def test_loader_worker_processes_and_parser_processes(tmp_path):
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_loader_worker_processes_and_parser_processes(tmp_path, mechanism):
     trace = _trace(tmp_path / "w.pt.trace.json")
     ran = _run_in_planted_cwd(tmp_path, f"""
         import os
+        from multiprocessing import spawn
+        exe = spawn.get_executable()
         from profiler_core.trace import stream
         from profiler_core.trace.reader import read_trace
         from tb_plugin.loader import Loader
@@ -69,12 +83,14 @@ def test_loader_worker_processes_and_parser_processes(tmp_path):
         assert len(loader.get(f).events) == 3000
         loader.close()
         assert "PYTHONSAFEPATH" not in os.environ   # put back once the processes are started
+        assert spawn.get_executable() == exe
         print("OK")
-    """)
+    """, mechanism)
     assert ran == []
 
 
-def test_dask_local_workers(tmp_path):
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_dask_local_workers(tmp_path, mechanism):
     pytest.importorskip("distributed")
     logdir = tmp_path / "logs" / "run"
     logdir.mkdir(parents=True)
@@ -85,5 +101,25 @@ def test_dask_local_workers(tmp_path):
         res = summarize_logdir({str(tmp_path / "logs")!r}, local=1, log=lambda m: None)
         assert res["done"] == 1 and not res["failed"], res
         print("OK")
-    """)
+    """, mechanism)
     assert ran == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the launcher is a POSIX shell script")
+def test_launcher_starts_python_outside_the_working_directory(tmp_path):
+    from profiler_core import child_env
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "multiprocessing.py").write_text("raise SystemExit('planted module ran')")
+    probe = ["-c", "import os, multiprocessing; print(os.path.dirname(multiprocessing.__file__))"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    planted = subprocess.run([sys.executable, *probe], cwd=cwd, env=env, capture_output=True, text=True)
+    assert "planted module ran" in planted.stderr   # what multiprocessing's children meet unguarded
+    exe = child_env.launcher(sys.executable)
+    assert child_env.launcher(sys.executable) == exe
+    out = subprocess.run([exe, *probe], cwd=cwd, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()).parent != cwd
+    folder = Path(exe).parent
+    assert os.listdir(folder) == ["python"] and (folder.stat().st_mode & 0o077) == 0
