@@ -7,17 +7,12 @@ whatever encloses (or follows) that op, and a zero-length range holds nothing. T
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+
+from ..trace.boundary import holds
 
 __all__ = ["holds", "merge_ranges", "intersect_ranges", "clip_ranges", "total_length", "union_length",
            "coverage", "covered", "prepare", "union_in", "busy_before"]
-
-
-def holds(start: Any, end: Any, t: Any) -> Any:
-    """True where the range [start, end) holds time `t` (scalars or arrays alike)."""
-    return (start <= t) & (t < end)
 
 
 def merge_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:

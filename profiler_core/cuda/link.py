@@ -1,7 +1,7 @@
 """Link GPU work to the CPU ops that launched it, after the fact (docs/internals.md §1).
 
 A runtime/driver API event belongs to the innermost CPU op (`cpu_op` or `user_annotation`) on the same OS
-thread whose range holds the call's start (`analysis.intervals.holds`: [ts, ts + dur)); its `External id` goes onto the API event and every GPU
+thread whose range holds the call's start (`trace.boundary.holds`: [ts, ts + dur)); its `External id` goes onto the API event and every GPU
 activity with the same `correlation`. API events that already carry an `External id` (from CUPTI
 external-correlation records) keep it. Each user annotation also gets a `gpu_user_annotation` span per
 stream covering the GPU work launched directly inside it. Works in any time unit, as long as CPU and GPU
@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
-from ..analysis.intervals import holds
+from ..trace.boundary import holds
 from ..trace.categories import OP_CATS, USER_ANNOTATION
 from .convert import API_CATS, GPU_ACTIVITY_CATS
 

@@ -165,7 +165,7 @@ def s3_tb(tmp_path_factory):
     if browser_available():
         missing(browser_available())
     require_module("distributed", "Dask is an extra: pip install 'gpuscope[dask]'")
-    import s3_server
+    from .. import s3_server
 
     server = s3_server.start()
     saved = {k: os.environ.get(k) for k in list(server.env) + ["AWS_PROFILE", "AWS_SESSION_TOKEN"]}
