@@ -33,8 +33,8 @@ OURS = r"""
 import json, os, resource, sys, threading, time
 sys.path.insert(0, {root!r})
 path, mode = sys.argv[1], sys.argv[2]
-from profiler_core.trace import cache
-from profiler_core.trace.reader import default_parse_processes, read_trace
+from profiler_core.trace.read import cache
+from profiler_core.trace.read.reader import default_parse_processes, read_trace
 from tb_plugin.views import kernels, operators, overview
 
 def rss_kb(pid):

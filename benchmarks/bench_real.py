@@ -49,11 +49,11 @@ from werkzeug.test import Client
 from tb_plugin.plugin import GpuscopePlugin
 import tb_plugin.views.overview, tb_plugin.views.operators, tb_plugin.views.kernels  # noqa: F401
 import pandas, numpy, msgspec  # noqa: F401
-from profiler_core.trace import reader  # noqa: F401
+from profiler_core.trace.read import reader  # noqa: F401
 # what the plugin imports on its first request (it stays light at TensorBoard's start) and the test
 # client's host-name encoding: imports, excluded like the rest
 import tb_plugin.loader, tb_plugin.runs, tb_plugin.summaries.engine, tb_plugin.views.distributed  # noqa: F401
-import profiler_core.trace.cache, profiler_core.cuda.occupancy, encodings.idna  # noqa: F401
+import profiler_core.trace.read.cache, profiler_core.cuda.occupancy, encodings.idna  # noqa: F401
 P = "/data/plugin/gpuscope"
 sys.stdout.write("ready\n"); sys.stdout.flush(); sys.stdin.readline()
 w0 = time.perf_counter()
@@ -108,9 +108,9 @@ print(json.dumps({"load_s": w1 - w0, "views_s": 0.0, "wall_s": w1 - w0, "files":
 PHASES = r"""
 import json, os, sys, time
 sys.path.insert(0, {root!r})
-from profiler_core.trace import stream, columns
-from profiler_core.trace.reader import read_trace
-from profiler_core.trace.gunzip import gunzip_blocks
+from profiler_core.trace.read import stream, columns
+from profiler_core.trace.read.reader import read_trace
+from profiler_core.trace.read.gunzip import gunzip_blocks
 from tb_plugin.views import kernels, operators, overview
 import gc
 gc.disable()

@@ -44,8 +44,8 @@ def main() -> None:
     os.environ.update(server.env)
     os.environ.pop("GPUSCOPE_PARSE_PROCESSES", None)
     from profiler_core import storage
-    from profiler_core.trace import stream
-    from profiler_core.trace.reader import default_parse_processes, read_trace
+    from profiler_core.trace.read import stream
+    from profiler_core.trace.read.reader import default_parse_processes, read_trace
     from tb_plugin.runs import Scanner
 
     try:

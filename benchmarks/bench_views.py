@@ -24,7 +24,7 @@ import pandas as pd
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from profiler_core.trace.reader import read_trace  # noqa: E402
+from profiler_core.trace.read.reader import read_trace  # noqa: E402
 from tb_plugin.views import memory as mv  # noqa: E402
 from tb_plugin.views import timeline as tv  # noqa: E402
 

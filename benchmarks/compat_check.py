@@ -76,7 +76,7 @@ def make_cpu_trace(logdir: str) -> str:
 def make_gpu_trace(logdir: str) -> str:
     """Write a GPU-shaped trace in our format (3 steps of launches) with our writer."""
     from profiler_core.analysis import synthetic as s
-    from profiler_core.trace.writer import write_trace
+    from profiler_core.trace.write.writer import write_trace
 
     events: list = []
     ext = corr = 0
@@ -121,8 +121,8 @@ def make_converted_gpu_trace(logdir: str) -> str | None:
     try:
         from profiler_core.cuda.convert import convert_records
         from profiler_core.cuda.link import link_trace
-        from profiler_core.trace.schema import convert_collector_events
-        from profiler_core.trace.writer import write_trace
+        from profiler_core.trace.write.schema import convert_collector_events
+        from profiler_core.trace.write.writer import write_trace
         with open(fixture, encoding="utf-8") as f:
             session = json.load(f)
     except (ImportError, OSError):

@@ -18,7 +18,7 @@ SHARED = Path(os.environ.get("GPUSCOPE_SHARED", Path.cwd().parent / "shared")) /
 
 def dump(out: str) -> None:
     """Write one JSON file per shared trace with the views that read node, link and step stages."""
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     from tb_plugin.views import diff, distributed, kernels, memory, modules, operators, overview
     os.makedirs(out, exist_ok=True)
     for f in sorted(SHARED.rglob("*.json*")):

@@ -436,7 +436,7 @@ class profile:
             self.trace = None
 
     def _build(self, session: recording.Session, results: list) -> dict:
-        from .trace.schema import ThreadData, build_trace
+        from .trace.write.schema import ThreadData, build_trace
         threads = [ThreadData(b.tid, b.name, b.events, b.memory, b.python) for b in session.buffers]
         metadata = dict(self._preset_metadata)
         metadata.update(self._metadata)
@@ -495,7 +495,7 @@ class profile:
 
     def export_chrome_trace(self, path: str | os.PathLike) -> str:
         """Write the last cycle's trace as Kineto JSON (gzipped if ``path`` ends in .gz), atomically."""
-        from .trace.writer import write_trace
+        from .trace.write.writer import write_trace
         return write_trace(self._require_trace("export_chrome_trace"), path)
 
     def events(self) -> EventList:

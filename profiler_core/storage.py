@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from profiler_core.trace.identity import file_identity
+from profiler_core.identity import file_identity
 
 _URL_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]+)://")
 #: object stores: an object becomes visible only once completely written (one put or a completed

@@ -1,7 +1,7 @@
 """Background loading of trace files on a bounded pool, with progress and an LRU of parsed traces.
 
 Every file a scan finds is prepared in the background (parsed once, then kept in the on-disk
-cache of `profiler_core.trace.cache`); the most recently used parsed traces stay in memory up
+cache of `profiler_core.trace.read.cache`); the most recently used parsed traces stay in memory up
 to a byte budget. With `processes > 0` files are parsed in worker processes that hand their
 result over through the disk cache; otherwise on threads, by default one: reads are Python work
 that holds the GIL, so two threads only slow each other down (the shared V100 run's two files:
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from profiler_core import child_env, settings
 from profiler_core.storage import redact
-from profiler_core.trace import cache
+from profiler_core.trace.read import cache
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.reader import TraceReadError, default_parse_processes, read_trace
+from profiler_core.trace.read.reader import TraceReadError, default_parse_processes, read_trace
 from tb_plugin.errors import LoadFailed
 from tb_plugin.runs import TraceFile
 

@@ -26,7 +26,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from profiler_core import settings
-from profiler_core.trace.identity import file_identity
+from profiler_core.identity import file_identity
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, RequestError, Unavailable
 from tb_plugin.routes import ROUTES, Route
 

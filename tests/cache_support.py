@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 
-from profiler_core.trace import cache
+from profiler_core.trace.read import cache
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 
 
 def read_trace_cached(path: str | os.PathLike) -> TraceData:

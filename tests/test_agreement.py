@@ -346,7 +346,7 @@ def test_cuda_runtime_category_keeps_device_times(shared_traces):
     since torch 1.11) keeps the reference's device times; 0.4.3 ignores `cuda_runtime` and reports 0 (kineto #843)."""
     import gzip
 
-    from profiler_core.trace import reader
+    from profiler_core.trace.read import reader
     from tb_plugin.views import operators, overview
 
     run, worker, span, path, views = next(c for c in all_cases(shared_traces) if c[0] == "num_workers_0")

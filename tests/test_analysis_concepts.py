@@ -16,7 +16,7 @@ from profiler_core.analysis.stages import GRAPH, registry
 from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.cuda.link import link_gpu_to_ops as capture_link
 from profiler_core.trace.categories import normalise_category
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.summaries.summary import summarize
 from tb_plugin.views import diff, memory, modules, operators
 

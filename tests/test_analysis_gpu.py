@@ -18,7 +18,7 @@ from profiler_core.analysis.synthetic import (
     runtime,
     trace,
 )
-from profiler_core.trace.schema import convert_collector_events
+from profiler_core.trace.write.schema import convert_collector_events
 
 from .conftest import missing
 

@@ -10,8 +10,8 @@ import pytest
 
 import profiler_core
 from profiler_core import ProfilerActivity, operator, profile, record_function, record_op, recording, schedule
-from profiler_core.trace import reader
-from profiler_core.trace.writer import TraceWriteError
+from profiler_core.trace.read import reader
+from profiler_core.trace.write.writer import TraceWriteError
 
 CPU = [ProfilerActivity.CPU]
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler_core.trace import cache
+from profiler_core.trace.read import cache
 from profiler_core.trace.model import TraceChangedError
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 
 from .cache_support import read_trace_cached
 
@@ -33,7 +33,7 @@ def test_second_open_comes_from_cache(cache_env, tmp_path, monkeypatch):
     entries = list(cache_env.glob("*" + cache.SUFFIX))
     assert len(entries) == 1
     assert not list(tmp_path.glob("*" + cache.SUFFIX))  # nothing written next to the user's files
-    import profiler_core.trace.reader as reader
+    import profiler_core.trace.read.reader as reader
 
     def boom(path):
         raise AssertionError("parsed again")

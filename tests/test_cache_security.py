@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler_core.trace import cache, cache_format
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read import cache, cache_format
+from profiler_core.trace.read.reader import read_trace
 
 from .cache_support import read_trace_cached
 
@@ -93,7 +93,7 @@ def test_a_directory_owned_by_someone_else_is_refused(cache_env, tmp_path, monke
     entry = cache.entry_path(p)
     assert entry.exists()
     _owned_by_someone_else(cache_env, monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="profiler_core.trace.cache"):
+    with caplog.at_level(logging.WARNING, logger="profiler_core.trace.read.cache"):
         assert cache.load(p) is None
         assert cache.store(p, t) is None
         assert cache.trim(max_bytes=0) == 0

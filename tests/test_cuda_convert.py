@@ -6,7 +6,7 @@ import pytest
 
 from profiler_core.cuda.convert import convert_records
 from profiler_core.cuda.link import link_gpu_to_ops, link_trace
-from profiler_core.trace.schema import convert_collector_events
+from profiler_core.trace.write.schema import convert_collector_events
 
 from .conftest import DATA
 

@@ -254,7 +254,7 @@ def test_key_averages_attributes_device_time_to_the_launching_op(fake_cupti):
 
 
 def test_written_trace_reads_back_with_gpu_columns(fake_cupti, tmp_path):
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         with record_op("my::matmul"):
             corr = fake_cupti.launch("_Z6matmulPfS_S_i", grid=(264, 1, 1), block=(256, 1, 1))

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.views import common
 
 

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from profiler_core.trace import gunzip
+from profiler_core.trace.read import gunzip
 
 
 def _impls():

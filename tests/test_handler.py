@@ -67,7 +67,7 @@ def test_uncreatable_directory_becomes_a_warning(tmp_path):
 def test_full_disk_becomes_a_warning_and_no_file(tmp_path, monkeypatch):
     import errno
 
-    from profiler_core.trace import writer
+    from profiler_core.trace.write import writer
 
     def boom(trace, name):
         yield b"{"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.views import collectives, distributed
 
 DATA = Path(__file__).parent / "data" / "issue11"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.views import common, kernels, overview
 
 from .test_views_common_support import kernel, make_trace, op, runtime

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from profiler_core.trace.arg_spellings import SPELLINGS, shape_arg
-from profiler_core.trace.reader import parse_trace, read_trace
+from profiler_core.trace.read.reader import parse_trace, read_trace
 from tb_plugin.views import operators
 
 from .conftest import TRACES, missing

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.views import common, overview
 
 from .conftest import TRACES, missing

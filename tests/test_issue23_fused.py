@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from profiler_core.trace.decode import TraceReadError
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.decode import TraceReadError
+from profiler_core.trace.read.reader import read_trace
 
 from .conftest import SHARED, missing
 

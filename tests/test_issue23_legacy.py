@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.views import common, kernels, operators
 
 LEGACY = Path(__file__).parent / "data" / "issue23" / "legacy_export.json"

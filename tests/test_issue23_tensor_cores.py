@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.views import kernels
 from tb_plugin.views.tensor_cores import uses_tensor_cores
 

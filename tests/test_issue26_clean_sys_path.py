@@ -71,8 +71,8 @@ def test_loader_worker_processes_and_parser_processes(tmp_path, mechanism):
         import os
         from multiprocessing import spawn
         exe = spawn.get_executable()
-        from profiler_core.trace import stream
-        from profiler_core.trace.reader import read_trace
+        from profiler_core.trace.read import stream
+        from profiler_core.trace.read.reader import read_trace
         from tb_plugin.loader import Loader
         from tb_plugin.runs import Scanner
         stream.PARALLEL_MIN_BYTES = 0          # the parallel reader's parser processes too

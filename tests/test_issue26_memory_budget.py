@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.trace.reader import TraceReadError, read_trace
+from profiler_core.trace.read.reader import TraceReadError, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 64 << 20
@@ -17,11 +17,11 @@ BUDGET = 64 << 20
 MEASURE = r"""
 import json, resource, sys
 import pandas  # imported before the baseline: the views need it anyway
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.loader import Loader
 from tb_plugin.runs import Scanner
 if sys.argv[3] == "whole":  # as for a file the streaming reader cannot cut
-    from profiler_core.trace import stream
+    from profiler_core.trace.read import stream
     def not_streamable(*a, **k):
         raise stream._NotStreamable
     stream._stream_parse = not_streamable

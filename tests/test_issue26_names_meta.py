@@ -2,7 +2,7 @@
 import os
 from pathlib import Path
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 
 from .test_plugin import OLD, P, _client, _events, _put, _wait_loaded
 
@@ -136,7 +136,7 @@ def test_skipped_events_reach_the_loader_from_worker_processes(tmp_path, monkeyp
 
 
 def test_a_trace_with_an_undecodable_name_is_cached(tmp_path, monkeypatch):
-    from profiler_core.trace import cache
+    from profiler_core.trace.read import cache
 
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     path = _put(Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"w\xff.pt.trace.json"))), DOC)

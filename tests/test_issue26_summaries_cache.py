@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.trace import cache
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read import cache
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.summaries import cli, store
 from tb_plugin.summaries import summary as S
 

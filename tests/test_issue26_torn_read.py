@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from profiler_core.trace import reader, stream
-from profiler_core.trace.reader import TraceReadError, read_trace
+from profiler_core.trace.read import reader, stream
+from profiler_core.trace.read.reader import TraceReadError, read_trace
 
 
 def _doc(n: int, name: str) -> bytes:

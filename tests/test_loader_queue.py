@@ -124,7 +124,7 @@ def test_trace_is_served_while_its_cache_entry_is_written(tmp_path, monkeypatch)
     """The disk-cache write runs after the read, on a thread of its own: the parsed trace is served
     at once, and the entry is there once the write is done."""
     import tb_plugin.loader as loader_mod
-    from profiler_core.trace import cache
+    from profiler_core.trace.read import cache
 
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     _trace(tmp_path / "logs" / "run0" / "w.1.pt.trace.json", 2000)

@@ -160,7 +160,7 @@ class FakeCollector:
         self.t0 = recording.now_ns()
 
     def stop(self):
-        from profiler_core.trace.schema import CollectorResult
+        from profiler_core.trace.write.schema import CollectorResult
         self.log.append("stop")
         return CollectorResult(
             events=[{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": self.t0 + 1, "dur": 500,

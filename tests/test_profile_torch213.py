@@ -106,7 +106,7 @@ class StoppingCollector:
         return self.stop_in_cycle and getattr(self, "started", False)
 
     def stop(self):
-        from profiler_core.trace.schema import CollectorResult
+        from profiler_core.trace.write.schema import CollectorResult
         self.log.append("stop")
         return CollectorResult()
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from profiler_core.trace.model import EVENT_COLUMNS, TraceData
-from profiler_core.trace.reader import TraceReadError, normalise_category, parse_trace, read_trace
+from profiler_core.trace.read.reader import TraceReadError, normalise_category, parse_trace, read_trace
 
 from .conftest import missing
 
@@ -243,8 +243,8 @@ def test_empty_trace_has_typed_empty_frames(tmp_path):
 
 
 def test_event_lookup_uses_the_piece_index(tmp_path, monkeypatch):
-    import profiler_core.trace.reader as reader
-    import profiler_core.trace.stream as stream
+    import profiler_core.trace.read.reader as reader
+    import profiler_core.trace.read.stream as stream
 
     monkeypatch.setattr(stream, "BLOCK", 4096)  # many small pieces
     ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from profiler_core.trace import stream
-from profiler_core.trace.reader import TraceReadError, parse_trace, read_trace
+from profiler_core.trace.read import stream
+from profiler_core.trace.read.reader import TraceReadError, parse_trace, read_trace
 
 
 def _event(i: int, **change) -> dict:

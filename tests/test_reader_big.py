@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from profiler_core import settings
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 
 N_BLOCK = 1000
 REPEAT = settings.get("GPUSCOPE_BIG_TRACE_EVENTS") // N_BLOCK

@@ -10,8 +10,8 @@ import zlib
 
 import pytest
 
-from profiler_core.trace import decode, gunzip, reader, stream
-from profiler_core.trace.reader import TraceReadError, read_bytes, read_trace
+from profiler_core.trace.read import decode, gunzip, reader, stream
+from profiler_core.trace.read.reader import TraceReadError, read_bytes, read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -94,7 +94,7 @@ def test_read_bytes_reads_incrementally_under_an_address_space_limit(tmp_path):
     code = textwrap.dedent(f"""
         import resource, sys
         sys.path.insert(0, {ROOT!r})
-        from profiler_core.trace.reader import read_bytes, parse_trace
+        from profiler_core.trace.read.reader import read_bytes, parse_trace
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
         data = read_bytes({str(plain)!r})
         print(len(parse_trace(data).events))

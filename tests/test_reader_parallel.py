@@ -6,10 +6,10 @@ import json
 import pandas as pd
 import pytest
 
-import profiler_core.trace.columns as columns
-import profiler_core.trace.reader as reader
-import profiler_core.trace.stream as stream
-from profiler_core.trace.reader import parse_trace, read_trace
+import profiler_core.trace.read.columns as columns
+import profiler_core.trace.read.reader as reader
+import profiler_core.trace.read.stream as stream
+from profiler_core.trace.read.reader import parse_trace, read_trace
 
 from .test_reader_pieces import _doc
 
@@ -204,19 +204,19 @@ def test_span_worker_command_line(tmp_path):
     import sys
 
     path, text = _write(tmp_path, _doc(300), False)
-    out = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker", str(path), "0", "-"],
+    out = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker", str(path), "0", "-"],
                          capture_output=True, check=False)
     assert out.returncode == 0, out.stderr
     part = pickle.loads(out.stdout)
     assert part["meta"] == {"schemaVersion": 1, "after": {"x": "]"}} and part["n"] > 0
-    bad = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker", str(tmp_path / "nope"),
+    bad = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker", str(tmp_path / "nope"),
                           "0", "-"], capture_output=True, check=False)
     assert bad.returncode == stream.SPAN_READ_ERROR and b"No such file" in bad.stderr
-    usage = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker"], capture_output=True,
+    usage = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker"], capture_output=True,
                            check=False)
     assert usage.returncode == 2 and b"PATH LO HI" in usage.stderr
     size, *rest = stream.file_version(str(path))
-    other = subprocess.run([sys.executable, "-m", "profiler_core.trace.span_worker", str(path), "0", "-",
+    other = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker", str(path), "0", "-",
                             ":".join(map(str, [size + 1, *rest]))], capture_output=True, check=False)
     assert other.returncode == stream.SPAN_NOT_STREAMABLE and other.stdout == b""
 

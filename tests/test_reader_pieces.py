@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import profiler_core.trace.columns as columns
-import profiler_core.trace.stream as stream
-from profiler_core.trace.reader import parse_trace, read_trace
+import profiler_core.trace.read.columns as columns
+import profiler_core.trace.read.stream as stream
+from profiler_core.trace.read.reader import parse_trace, read_trace
 
 
 def _doc(n: int) -> dict:

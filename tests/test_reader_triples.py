@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 
 
 def _kernels(tmp_path, grids: list) -> tuple:
@@ -40,7 +40,7 @@ ODD = [[1.5, 2, 3], [True, 2, 3], ["8", 2, 3], ["x", 2, 3], [float("nan"), 1, 1]
 def test_bulk_path_equals_the_value_by_value_path():
     """Every odd value, alone or among good ones: the bulk conversion gives what the value-by-value one
     gives, and counts the same bad values."""
-    from profiler_core.trace.columns import _Builder
+    from profiler_core.trace.read.columns import _Builder
 
     for odd in ODD:
         for values in ([odd], [[1, 2, 3], odd, None], [None, odd, [4, 5, 6]]):

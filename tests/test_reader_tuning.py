@@ -3,7 +3,7 @@ import json
 
 import msgspec
 
-from profiler_core.trace import columns, malloc_tuning, reader
+from profiler_core.trace.read import columns, malloc_tuning, reader
 
 
 def test_raw_bytes_matches_bytes_including_nul_and_empty():

@@ -154,7 +154,7 @@ def test_record_spanning_the_window_end_is_dropped():
 
 
 def test_timestamps_exact_to_the_nanosecond():
-    from profiler_core.trace.schema import ThreadData, build_trace
+    from profiler_core.trace.write.schema import ThreadData, build_trace
     base = 1790857026000000000
     t = ThreadData(1, "main", [(123_456_789_012_345, 123_456_789_012_345 + 80, "a", 1, 0, None, None)], [], [])
     trace = build_trace(pid=1, threads=[t], offset_ns=base + 7_000_000_000_000_000 - 123_456_789_000_000,

@@ -20,8 +20,9 @@ import pandas as pd
 import pytest
 
 from profiler_core import profile, record_function, storage, tensorboard_trace_handler
-from profiler_core.trace import cache, stream, writer
-from profiler_core.trace.reader import TraceReadError, read_trace
+from profiler_core.trace.read import cache, stream
+from profiler_core.trace.write import writer
+from profiler_core.trace.read.reader import TraceReadError, read_trace
 
 from . import s3_server
 from .cache_support import read_trace_cached

@@ -101,7 +101,7 @@ def test_a_repeated_parameter_is_bounded_too(client):
 
 
 def test_max_points_has_one_bound_for_plugin_and_view(client, tmp_path):
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     from tb_plugin.views import memory
 
     base = {"run": "run1", "worker": "w0", "span": "1"}

@@ -12,7 +12,7 @@ import pytest
 from profiler_core.analysis import events_from_trace
 from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.trace.categories import OP_CATS
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.summaries.summary import summarize
 from tb_plugin.views import diff, modules, operators
 from tests.conftest import TRACES

@@ -46,7 +46,7 @@ def test_the_readme_lists_exactly_the_registry():
                                         ("GPUSCOPE_CACHE_MAX_BYTES", "-1")])
 def test_a_bad_value_read_at_import_is_one_warning_naming_it_not_a_crash(name, value):
     code = ("import tb_plugin.plugin, tb_plugin.loader, tb_plugin.summaries.engine, "
-            "profiler_core.trace.cache; print('imported')")
+            "profiler_core.trace.read.cache; print('imported')")
     env = {**os.environ, name: value, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)
@@ -56,7 +56,7 @@ def test_a_bad_value_read_at_import_is_one_warning_naming_it_not_a_crash(name, v
 
 
 def test_a_bad_value_is_reported_once_and_the_default_used(monkeypatch, caplog):
-    from profiler_core.trace import stream
+    from profiler_core.trace.read import stream
 
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "²")  # was silently taken as 0
     with caplog.at_level(logging.WARNING, logger="profiler_core.settings"):
@@ -79,7 +79,7 @@ def test_flags_have_one_spelling_rule(monkeypatch, raw, value):
 
 @pytest.mark.parametrize("cores,expected", [(1, 0), (2, 1), (3, 2), (4, 3), (64, 3)])
 def test_parse_processes_default_is_what_the_readme_says(monkeypatch, cores, expected):
-    from profiler_core.trace import stream
+    from profiler_core.trace.read import stream
 
     assert "cores - 1, at most 3" in settings.SETTINGS["GPUSCOPE_PARSE_PROCESSES"].doc
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)

@@ -5,8 +5,8 @@ import sys
 import pandas as pd
 import pytest
 
-import profiler_core.trace.stream as stream
-from profiler_core.trace.reader import read_trace
+import profiler_core.trace.read.stream as stream
+from profiler_core.trace.read.reader import read_trace
 
 
 @pytest.mark.parametrize("safe_path_flag", [True, False], ids=["-P", "without -P (3.10)"])

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from profiler_core import storage
-from profiler_core.trace import cache, writer
-from profiler_core.trace.reader import parse_trace, read_trace
+from profiler_core.trace.read import cache
+from profiler_core.trace.write import writer
+from profiler_core.trace.read.reader import parse_trace, read_trace
 
 from .cache_support import read_trace_cached
 from .conftest import require_module

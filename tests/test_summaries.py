@@ -17,7 +17,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 from tb_plugin.runs import Scanner
 from tb_plugin.summaries import cli, store
 from tb_plugin.summaries import summary as S
@@ -133,7 +133,7 @@ def test_plugin_distributed_reads_only_summaries(tmp_path, cache, monkeypatch):
     def no_read(*a, **k):
         raise AssertionError("a whole trace was read")
 
-    monkeypatch.setattr("profiler_core.trace.reader.read_trace", no_read)
+    monkeypatch.setattr("profiler_core.trace.read.reader.read_trace", no_read)
     monkeypatch.setattr("tb_plugin.summaries.summary.summarize_path", no_read)
     c, p = _plugin(logdir)
     assert c.get(f"{P}/runs").json["runs"] == ["job"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "trace-format.md").read_text(encoding="utf-8")
 #: a value per argument key, and the column value it must give

@@ -1,7 +1,7 @@
 """Texts that pass str.isdigit() without being ASCII digits ("²" then fails int()) are never
 turned into numbers: no ValueError from a setting or from a trace's pid."""
 from profiler_core.analysis import events_from_trace
-from profiler_core.trace import stream
+from profiler_core.trace.read import stream
 from tb_plugin import loader
 
 

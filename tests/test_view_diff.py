@@ -74,7 +74,7 @@ def test_identical_profiles_have_zero_deltas():
 
 
 def test_real_traces(shared_traces):
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     a = read_trace(next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz")))
     b = read_trace(sorted((shared_traces / "torch_cpu_cnn" / "ddp_gloo").glob("*.gz"))[0])
     out = diff(a, b)

@@ -108,7 +108,7 @@ def test_bad_input():
 
 
 def test_matches_torch_tb_profiler_on_ddp_gloo(shared_traces):
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     ref_all = json.loads((shared_traces / "reference" / "torch_cpu_cnn.torch-tb-profiler-0.4.3.json").read_text())
     ref = ref_all["ddp_gloo"]["workers"]["worker0"]["1"]
     traces = {p.name.split(".")[0]: read_trace(p) for p in sorted((shared_traces / "torch_cpu_cnn" / "ddp_gloo").glob("*.gz"))}

@@ -122,7 +122,7 @@ def test_agrees_with_torch_key_averages(shared_traces):
     traces). Intentional difference: torch's tree includes python_function frames (with_stack), so memory
     freed directly inside a Python frame under a user_annotation is not "self" of the annotation there;
     like torch-tb-profiler we attribute each record to the innermost op, so only those annotations differ."""
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     ref = json.loads((DATA / "torch_cnn_memory_key_averages.json").read_text())
     compared = 0
     for rel, torch_rows in ref.items():
@@ -143,7 +143,7 @@ def test_agrees_with_torch_key_averages(shared_traces):
 
 
 def test_real_trace_curve_and_pairs(shared_traces):
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     t = read_trace(next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz")))
     m = t.memory
     curve = mv.memory_curve(t, max_points=60)

@@ -65,7 +65,7 @@ def test_no_hierarchy():
 
 
 def test_real_trace_modules(shared_traces):
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     p = next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz"))
     out = modules(read_trace(p))
     assert out["source"] == "modules"

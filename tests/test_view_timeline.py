@@ -188,7 +188,7 @@ def _rows_never_overlap(tl):
 
 
 def test_real_traces_tiles(shared_traces):
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     gpu = read_trace(sorted((shared_traces / "kineto_resnet50_v100" / "num_workers_0").glob("*.gz"))[0])
     out = tv.timeline(gpu, width_px=800)
     json.dumps(out)

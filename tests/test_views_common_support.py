@@ -24,7 +24,7 @@ def make_trace(events: list[dict], metadata: dict | None = None) -> TraceData:
 
 def load_shared(path: Path):
     """The shared trace at `path` through the real reader."""
-    from profiler_core.trace import reader
+    from profiler_core.trace.read import reader
     return reader.read_trace(str(path))
 
 

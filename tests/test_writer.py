@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from profiler_core import ProfilerActivity, profile, record_function
-from profiler_core.trace import writer
-from profiler_core.trace.schema import base_time_ns
-from profiler_core.trace.writer import TraceWriteError, write_trace
+from profiler_core.trace.write import writer
+from profiler_core.trace.write.schema import base_time_ns
+from profiler_core.trace.write.writer import TraceWriteError, write_trace
 
 CPU = [ProfilerActivity.CPU]
 NASTY = 'quote " backslash \\ newline \n tab \t nul \x00 unicode é 漢 emoji 🎉 lone \udc80 </script>'

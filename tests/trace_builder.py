@@ -1,5 +1,5 @@
 """The one fixture builder of the view tests: hand-made events written as a Kineto JSON file and read back
-through the real reader (`profiler_core.trace.reader.read_trace`), so views see exactly what they see on
+through the real reader (`profiler_core.trace.read.reader.read_trace`), so views see exactly what they see on
 real traces (schema, dtypes, the (ts, -dur, idx) order, rebasing, labels), never a hand-rolled frame.
 
 Events are given either as Kineto event dicts (µs, `args` under Kineto's keys) or as rows of column values
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.reader import read_trace
+from profiler_core.trace.read.reader import read_trace
 
 #: reader column -> the Kineto args key it is read from (DESIGN.md §2; Kineto's names)
 ARG_OF_COLUMN = {

@@ -175,7 +175,7 @@ class EventList(list):
                 out.append({"name": evt.trace_name, "ph": "s", "ts": start, "tid": evt.thread,
                             "pid": "CPU functions", "id": flow_id, "cat": f"cpu_to_{device_name}", "args": {}})
                 flow_id += 1
-        from ..trace.writer import write_bytes_atomic
+        from ..trace.write.writer import write_bytes_atomic
         write_bytes_atomic(json.dumps(out).encode("utf-8"), path, "chrome trace")
 
     def supported_export_stacks_metrics(self) -> list[str]:
@@ -194,7 +194,7 @@ class EventList(list):
             if value > 0:
                 frames = ";".join(f.translate(_FRAME_TRANSLATION) for f in reversed(evt.stack))
                 lines.append(f"{frames} {value}\n")
-        from ..trace.writer import check_path, write_bytes_atomic
+        from ..trace.write.writer import check_path, write_bytes_atomic
         path = check_path(path, "stacks")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):

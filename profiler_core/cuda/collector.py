@@ -13,7 +13,7 @@ import threading
 from profiler_core import settings
 
 from ..recording import now_ns
-from ..trace.schema import CollectorResult
+from ..trace.write.schema import CollectorResult
 from . import event_backend
 from .convert import convert_records
 from .cupti_backend import CuptiBackend, CuptiUnavailable

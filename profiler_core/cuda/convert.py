@@ -3,7 +3,7 @@
 Input records are dicts as `records.py` describes; timestamps are in the capture clock's ns and are moved
 onto the host clock by adding `clock_offset_ns`. Output events carry `ts`/`dur` as integer absolute ns on
 the recording clock (`profiler_core.recording.now_ns`, epoch ns);
-`profiler_core.trace.schema.convert_collector_events` turns them into the trace's µs relative to a base, as the
+`profiler_core.trace.write.schema.convert_collector_events` turns them into the trace's µs relative to a base, as the
 profiler writes them.
 Linking to CPU ops (External id) is a separate step (`link.py`), since it needs the CPU events.
 """

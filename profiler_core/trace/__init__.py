@@ -1,3 +1,4 @@
-"""The trace model shared by the profiler and the plugin: Kineto schema names (``schema``), the
-atomic json/json.gz writer (``writer``), and the fast columnar reader (``reader``, ``model``,
-``cache``). Importing this package loads nothing heavy; import the submodule you need."""
+"""Kineto traces: the trace model shared by both sides (``model``), the write side (``write``:
+schema names and the atomic json/json.gz writer) and the read side (``read``: the columnar reader,
+its parse cache and its memory settings). Neither side imports the other. Importing this package
+loads nothing heavy; import the submodule you need."""

@@ -1,7 +1,7 @@
 """The columnar trace model the plugin's views read (docs/internals.md §3).
 
-A `TraceData` holds one Kineto trace as pandas DataFrames; `profiler_core.trace.reader.read_trace`
-builds it and `profiler_core.trace.cache` stores it on disk.
+A `TraceData` holds one Kineto trace as pandas DataFrames; `profiler_core.trace.read.reader.read_trace`
+builds it and `profiler_core.trace.read.cache` stores it on disk.
 """
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ class TraceData:
     def event(self, idx: int) -> Any:
         """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
         from profiler_core import storage
-        from profiler_core.trace.reader import read_event
+        from profiler_core.trace.read.reader import read_event
 
         if (self.source_stat != (-1, -1) and (storage.is_remote(self.path) or os.path.exists(self.path))
                 and storage.fingerprint(self.path) != tuple(self.source_stat)):

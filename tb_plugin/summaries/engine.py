@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from profiler_core import settings
-from profiler_core.trace.identity import portable_identity
+from profiler_core.identity import portable_identity
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.summary import encode, source_fields, summarize, summarize_path
 
@@ -83,7 +83,7 @@ class Summaries:
             s = store.read(hidden, src, trusted_top=fs.join(self.logdir, store.HIDDEN_DIR), owners=owners)
         if s is not None:
             return s
-        from profiler_core.trace.cache import cache_dir
+        from profiler_core.trace.read.cache import cache_dir
 
         return store.read(store.cache_path(f.path, src), src, trusted_top=str(cache_dir()))
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from profiler_core import safe_open, storage
-from profiler_core.trace.identity import portable_identity
+from profiler_core.identity import portable_identity
 
 
 class Stat(NamedTuple):

@@ -37,7 +37,7 @@ def out_path(out: str, relpath: str) -> str:
 
 def cache_path(path: str, source: fs.Stat) -> str:
     """The plugin's own copy of a summary, beside the parse cache."""
-    from profiler_core.trace.cache import cache_dir
+    from profiler_core.trace.read.cache import cache_dir
 
     key = repr((path if fs.is_url(path) else os.path.abspath(path), source.size, source.mtime_ns,
                 source.etag, tuple(source.ident), VERSION))

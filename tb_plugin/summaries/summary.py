@@ -228,7 +228,7 @@ def matches(summary: dict, source: fs.Stat) -> bool:
 
 def summarize_path(path: str) -> dict:
     """Reads the trace at `path` (a local path or URL) in this process and returns its summary."""
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
 
     src = fs.stat(path)
     t = read_trace(path, processes=0)

@@ -13,7 +13,7 @@ FIX = Path("tests/data/issue11")  # read relative to the cwd: the fixtures are t
 
 
 def main() -> None:
-    from profiler_core.trace.reader import read_trace
+    from profiler_core.trace.read.reader import read_trace
     from tb_plugin.views import common, distributed, kernels, overview
 
     def load(name):

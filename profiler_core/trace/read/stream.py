@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 
 from profiler_core import settings, storage
-from profiler_core.trace.columns import _base_ns, _Builder
-from profiler_core.trace.decode import (
+from profiler_core.trace.read.columns import _base_ns, _Builder
+from profiler_core.trace.read.decode import (
     _ANY_DECODER,
     TraceReadError,
     _decode_piece,
@@ -25,8 +25,8 @@ from profiler_core.trace.decode import (
     too_big,
     too_many_events,
 )
-from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
-from profiler_core.trace.gunzip import (
+from profiler_core.trace.read.gunzip import ERRORS as GUNZIP_ERRORS
+from profiler_core.trace.read.gunzip import (
     GZIP_MAGIC,
     TruncatedGzip,
     gunzip_blocks,
@@ -138,7 +138,7 @@ def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = 
 
 
 class _SpanProcess:
-    """One range of a trace parsed by `python -m profiler_core.trace.span_worker` (see there).
+    """One range of a trace parsed by `python -m profiler_core.trace.read.span_worker` (see there).
 
     A plain child process, not a multiprocessing pool: it needs nothing from the caller's main
     module, and it exits with its job, so no idle worker holds memory afterwards."""
@@ -146,7 +146,7 @@ class _SpanProcess:
     def __init__(self, path: str, lo: int, hi: int | None, version: tuple) -> None:
         import subprocess
 
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env = dict(os.environ)
         env["PYTHONPATH"] = _worker_pythonpath(root, env.get("PYTHONPATH"))
         # never import from the caller's working directory (a downloaded logdir may hold a
@@ -154,7 +154,7 @@ class _SpanProcess:
         # own root, which is what `-m` puts first on 3.10
         safe = ["-P"] if sys.version_info >= (3, 11) else []
         self.proc = subprocess.Popen(
-            [sys.executable, *safe, "-m", "profiler_core.trace.span_worker",
+            [sys.executable, *safe, "-m", "profiler_core.trace.read.span_worker",
              path if storage.is_remote(path) else os.path.abspath(path),
              str(lo), "-" if hi is None else str(hi), ":".join(str(int(v)) for v in version)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from profiler_core import safe_open, settings, storage
-from profiler_core.trace import cache_format
-from profiler_core.trace.malloc_tuning import tune_for_views
+from profiler_core.trace.read import cache_format
+from profiler_core.trace.read.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,11 @@
 """A parser process of the parallel reader: parses one byte range of a trace, writes it to stdout.
 
-    python -m profiler_core.trace.span_worker PATH LO HI [N:N:...]
+    python -m profiler_core.trace.read.span_worker PATH LO HI [N:N:...]
 
 (HI "-": to the end of the trace; N:N:..., the `storage.fingerprint` of the file the reader
 expects: another one gives 4)
 
-Started by `profiler_core.trace.stream._SpanProcess`; the output is the pickled columns of the
+Started by `profiler_core.trace.read.stream._SpanProcess`; the output is the pickled columns of the
 events between the cuts at LO and HI. Exit code 3 (with the message on stderr) is a TraceReadError,
 4 a range the quick splitter cannot cut (the reader then reads the file serially).
 """
@@ -21,8 +21,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(__doc__)
         return 2
     gc.disable()  # millions of short-lived objects, no cycles
-    from profiler_core.trace import stream
-    from profiler_core.trace.malloc_tuning import tune_for_parsing
+    from profiler_core.trace.read import stream
+    from profiler_core.trace.read.malloc_tuning import tune_for_parsing
 
     tune_for_parsing()
     path, lo, hi = argv[0], int(argv[1]), None if argv[2] == "-" else int(argv[2])

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from profiler_core.trace.categories import DEVICE_CATS, SPELLINGS, normalise_category
-from profiler_core.trace.decode import _ANY_DECODER, TraceReadError, old_spelling_dims
+from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, old_spelling_dims
 from profiler_core.trace.model import (
     EVENT_CATEGORY,
     EVENT_COLUMNS,

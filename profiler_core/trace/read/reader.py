@@ -17,15 +17,15 @@ from typing import Any
 import msgspec
 
 from profiler_core import storage
-from profiler_core.trace import stream
-from profiler_core.trace.columns import (  # noqa: F401 - re-exported
+from profiler_core.trace.read import stream
+from profiler_core.trace.read.columns import (  # noqa: F401 - re-exported
     CATEGORY_MAP,
     GPU_CATEGORIES,
     _base_ns,
     _Builder,
     normalise_category,
 )
-from profiler_core.trace.decode import (  # noqa: F401 - re-exported
+from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
     _ANY_DECODER,
     _RAW_LIST_DECODER,
     _TOP_DECODER,
@@ -41,13 +41,13 @@ from profiler_core.trace.decode import (  # noqa: F401 - re-exported
     too_big,
     too_many_events,
 )
-from profiler_core.trace.fused import refuse_fused
-from profiler_core.trace.gunzip import ERRORS as GUNZIP_ERRORS
-from profiler_core.trace.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
-from profiler_core.trace.malloc_tuning import release_memory, tune_for_parsing
-from profiler_core.trace.malloc_tuning import tune_for_views as tune_memory_for_views  # noqa: F401
+from profiler_core.trace.read.fused import refuse_fused
+from profiler_core.trace.read.gunzip import ERRORS as GUNZIP_ERRORS
+from profiler_core.trace.read.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
+from profiler_core.trace.read.malloc_tuning import release_memory, tune_for_parsing
+from profiler_core.trace.read.malloc_tuning import tune_for_views as tune_memory_for_views  # noqa: F401
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.stream import default_parse_processes  # noqa: F401 - re-exported
+from profiler_core.trace.read.stream import default_parse_processes  # noqa: F401 - re-exported
 
 
 # --------------------------------------------------------------------------- file access

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler_core.trace.decode import TraceReadError
+from profiler_core.trace.read.decode import TraceReadError
 
 STEP_PREFIX = "ProfilerStep#"
 #: the pid offset per rank that trace-merging tools use
