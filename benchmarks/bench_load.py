@@ -62,9 +62,9 @@ def sample():  # peak of this process plus its parser processes, summed at each 
 
 threading.Thread(target=sample, daemon=True).start()
 w0, c0 = time.perf_counter(), time.process_time()
-# the plugin's loader makes this same call (tb_plugin/loader.py)
-t = cache.load(path) if mode == "warm" else read_trace(path, processes=default_parse_processes())
-assert t is not None, "no cache entry"
+# the plugin's loader makes this same call (tb_plugin/loader.py); "warm" must find the cache entry
+t = read_trace(path, processes=default_parse_processes(), use_cache=mode == "warm",
+               store=lambda p, t: sys.exit("no cache entry"), tune_memory=True)
 w1, c1 = time.perf_counter(), time.process_time()
 overview.overview(t); operators.operators(t); kernels.kernels(t)
 w2, c2 = time.perf_counter(), time.process_time()

@@ -126,7 +126,7 @@ for path in files:
     t1 = time.perf_counter()
     stream._parse_span(path, NoColumns())
     t2 = time.perf_counter()
-    t = read_trace(path, processes=0)
+    t = read_trace(path, processes=0, tune_memory=True)
     t3 = time.perf_counter()
     overview.overview(t); operators.operators(t); kernels.kernels(t)
     t4 = time.perf_counter()

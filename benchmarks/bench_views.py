@@ -88,7 +88,7 @@ def main() -> None:
             generate(path, args.events)
             print(f"generated {path} in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
-    t = read_trace(path)
+    t = read_trace(path, tune_memory=True)
     print(f"read_trace: {len(t.events):,} events, {len(t.memory):,} memory records in "
           f"{time.perf_counter() - t0:.2f} s")
 

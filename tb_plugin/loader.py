@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from profiler_core import child_env, settings
 from profiler_core.storage import redact
-from profiler_core.trace.read import cache
 from profiler_core.trace.model import TraceData
+from profiler_core.trace.read import cache
 from profiler_core.trace.read.reader import TraceReadError, default_parse_processes, read_trace
 from tb_plugin.errors import LoadFailed
 from tb_plugin.runs import TraceFile
@@ -67,7 +67,7 @@ def check_is_trace(path: str, t: TraceData) -> TraceData:
 def _prepare_in_process(path: str) -> TraceData | list:
     """Worker-process job: parse and store in the disk cache; return the data only if that failed,
     else the trace's warnings (what the reader skipped or repaired)."""
-    t = check_is_trace(path, read_trace(path, processes=0))
+    t = check_is_trace(path, read_trace(path, processes=0, tune_memory=True))
     return list(t.warnings) if cache.store(path, t) is not None else t
 
 
@@ -171,11 +171,9 @@ class Loader:
 
     def _load_here(self, f: TraceFile) -> TraceData:
         self._make_room(f)
-        t = cache.load(f.path) if self.use_cache else None
-        if t is None:  # a big file is split across parser processes (cores - 1)
-            t = check_is_trace(f.path, read_trace(f.path, processes=default_parse_processes()))
-            if self.use_cache:
-                self._store_later(f.path, t)
+        t = read_trace(f.path, processes=default_parse_processes(), use_cache=self.use_cache,
+                       store=lambda path, t: self._store_later(path, check_is_trace(path, t)),
+                       tune_memory=True)
         return check_is_trace(f.path, t)
 
     def _store_later(self, path: str, t: TraceData) -> None:

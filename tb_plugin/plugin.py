@@ -559,7 +559,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         idx = a["idx"]
         t = self._trace_data(a)
         try:
-            event = t.event(idx)
+            event = _raw_event(t, idx)
         except IndexError as e:
             raise NotFound(str(e)) from None
         except Exception as e:  # noqa: BLE001 - file changed or vanished since it was loaded
@@ -646,6 +646,13 @@ def _open_parsed(f, source: tuple):
         os.close(fd)
         raise NotFound(f"{f.relpath} changed on disk since it was loaded; reload the page")
     return os.fdopen(fd, "rb")
+
+
+def _raw_event(t: Any, idx: int) -> Any:
+    """The raw event at position `idx` of the loaded trace `t`'s file (read back on request)."""
+    from profiler_core.trace.read.lookup import trace_event
+
+    return trace_event(t, idx)
 
 
 def download_name(path: str) -> str:

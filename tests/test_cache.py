@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from profiler_core.trace.read import cache
-from profiler_core.trace.model import TraceChangedError
+from profiler_core.trace.read.lookup import TraceChangedError, trace_event
 from profiler_core.trace.read.reader import read_trace
 
 from .cache_support import read_trace_cached
@@ -156,4 +156,4 @@ def test_a_file_replaced_with_same_size_and_mtime_is_parsed_again(cache_env, tmp
     assert cache.load(p) is None
     assert set(read_trace_cached(p).events["name"]) == {f"new{i}" for i in range(5)}
     with pytest.raises(TraceChangedError):  # the old parse knows its file is gone
-        t_old.event(0)
+        trace_event(t_old, 0)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from profiler_core.trace.model import EVENT_COLUMNS, TraceData
+from profiler_core.trace.read.lookup import trace_event_args
 from profiler_core.trace.read.reader import TraceReadError, normalise_category, parse_trace, read_trace
 
 from .conftest import missing
@@ -201,9 +202,9 @@ def test_event_args_reads_one_event_lazily(shared_traces, tmp_path):
     t = read_trace(path)
     raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     k = t.events[t.events["cat"] == "kernel"].iloc[5]
-    assert t.event_args(int(k["idx"])) == raw[int(k["idx"])]["args"]
+    assert trace_event_args(t, int(k["idx"])) == raw[int(k["idx"])]["args"]
     with pytest.raises(IndexError):
-        t.event_args(len(raw) + 5)
+        trace_event_args(t, len(raw) + 5)
 
 
 @pytest.mark.parametrize("content,reason", [
@@ -255,9 +256,9 @@ def test_event_lookup_uses_the_piece_index(tmp_path, monkeypatch):
     assert t.metadata == {"after": [1, {"x": "]"}]}
     monkeypatch.setattr(reader, "read_bytes", lambda path: pytest.fail("whole file re-read"))
     for i in (0, 1, 1234, 2999):
-        assert t.event_args(i) == ev[i]["args"]
+        assert trace_event_args(t, i) == ev[i]["args"]
     with pytest.raises(IndexError):
-        t.event_args(3000)
+        trace_event_args(t, 3000)
     assert list(t.events["external_id"]) == list(range(3000))
 
 
@@ -275,7 +276,7 @@ def test_bare_na_nan_and_control_characters_are_repaired(tmp_path):
         assert e["bytes"].iloc[0] == 8
         assert np.isnan(e["blocks_per_sm"].iloc[1]) and e["warps_per_sm"].iloc[1] == np.inf
         assert any("repaired" in w for w in t.warnings)
-        assert t.event_args(0)["memory bandwidth (GB/s)"] == "N/A"
+        assert trace_event_args(t, 0)["memory bandwidth (GB/s)"] == "N/A"
 
 
 def test_static_dynamic_shared_memory_columns(tmp_path):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from profiler_core import settings
+from profiler_core.trace.read.lookup import trace_event_args
 from profiler_core.trace.read.reader import read_trace
 
 N_BLOCK = 1000
@@ -52,7 +53,7 @@ def test_two_million_events(big):
     assert np.array_equal(by_idx["external_id"].to_numpy(), np.tile(np.arange(N_BLOCK), REPEAT))
     assert set(ev["input_dims"].cat.categories) == {f"[[{k},3]]" for k in range(5)}
     assert len(t.event_index) > 1  # read piece by piece
-    assert t.event_args(n - 1) == {"External id": N_BLOCK - 1, "Input Dims": [[4, 3]]}
+    assert trace_event_args(t, n - 1) == {"External id": N_BLOCK - 1, "Input Dims": [[4, 3]]}
 
 
 def test_two_million_events_peak_memory(big):

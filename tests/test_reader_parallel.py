@@ -9,6 +9,7 @@ import pytest
 import profiler_core.trace.read.columns as columns
 import profiler_core.trace.read.reader as reader
 import profiler_core.trace.read.stream as stream
+from profiler_core.trace.read.lookup import trace_event
 from profiler_core.trace.read.reader import parse_trace, read_trace
 
 from .test_reader_pieces import _doc
@@ -47,7 +48,7 @@ def _same(t, whole, doc):
     assert t.metadata == whole.metadata and t.warnings == whole.warnings
     n = len(doc["traceEvents"])
     for i in (0, 1, n // 3, n // 2, n - 2, n - 1):
-        assert t.event(i) == doc["traceEvents"][i]
+        assert trace_event(t, i) == doc["traceEvents"][i]
 
 
 def _write(tmp_path, doc, gz):

@@ -9,6 +9,7 @@ import pytest
 
 import profiler_core.trace.read.columns as columns
 import profiler_core.trace.read.stream as stream
+from profiler_core.trace.read.lookup import trace_event
 from profiler_core.trace.read.reader import parse_trace, read_trace
 
 
@@ -46,7 +47,7 @@ def test_small_pieces_read_exactly_like_the_whole_file(tmp_path, monkeypatch, bl
     if block < 4096:
         assert len(t.event_index) > 20
     for i in (0, 1, 97, 1500, len(doc["traceEvents"]) - 1):
-        assert t.event(i) == doc["traceEvents"][i]
+        assert trace_event(t, i) == doc["traceEvents"][i]
 
 
 def test_event_order_is_lexsort_of_idx_negative_dur_ts():

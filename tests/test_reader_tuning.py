@@ -1,9 +1,11 @@
-"""The reader's speed helpers: Raw -> bytes in bulk, and malloc settings switched between parsing and views."""
+"""The reader's speed helpers: Raw -> bytes in bulk, and malloc settings switched between parsing and
+views, only when the caller opts in (the plugin's loader); a plain read leaves the process alone."""
 import json
 
 import msgspec
+import numpy as np
 
-from profiler_core.trace.read import columns, malloc_tuning, reader
+from profiler_core.trace.read import cache, columns, malloc_tuning, reader
 
 
 def test_raw_bytes_matches_bytes_including_nul_and_empty():
@@ -38,7 +40,7 @@ def test_read_trace_parses_under_its_settings_then_tunes_for_views(tmp_path, mon
     monkeypatch.setattr(malloc_tuning, "_LIBC", fake)
     for _ in range(2):  # every read switches to the parsing settings first, whatever came before
         fake.calls.clear()
-        t = reader.read_trace(_trace(tmp_path))
+        t = reader.read_trace(_trace(tmp_path), tune_memory=True)
         assert t.events["input_dims"].tolist() == ["[[2,2]]"]
         assert fake.calls == [(-3, malloc_tuning.PARSE_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED),
                               ("trim", 0),
@@ -49,8 +51,34 @@ def test_read_trace_parses_under_its_settings_then_tunes_for_views(tmp_path, mon
 def test_no_malloc_tuning_without_glibc(tmp_path, monkeypatch):
     monkeypatch.setattr(malloc_tuning, "_LIBC", False)
     assert reader.read_trace(_trace(tmp_path)).events["name"].tolist() == ["aten::mm"]
-    reader.tune_memory_for_views()  # no glibc: nothing to call, nothing raised
-    reader.release_memory()
+    assert reader.read_trace(_trace(tmp_path), tune_memory=True).events["name"].tolist() == ["aten::mm"]
+    malloc_tuning.tune_for_views()  # no glibc: nothing to call, nothing raised
+    malloc_tuning.release_memory()
+
+
+def _huge_page_switch(monkeypatch):
+    """Record every call of numpy's huge-page switch (the one tune_for_views turns off)."""
+    core = getattr(np, "_core", None) or np.core
+    calls = []
+    monkeypatch.setattr(core.multiarray, "_set_madvise_hugepage", lambda on: calls.append(on) or True,
+                        raising=False)
+    return calls
+
+
+def test_read_trace_leaves_process_settings_alone_unless_asked(tmp_path, monkeypatch):
+    fake = _FakeLibc()
+    monkeypatch.setattr(malloc_tuning, "_LIBC", fake)
+    huge_pages = _huge_page_switch(monkeypatch)
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    path = _trace(tmp_path)
+    assert reader.read_trace(path).events["name"].tolist() == ["aten::mm"]
+    assert reader.read_trace(path, use_cache=True).events["name"].tolist() == ["aten::mm"]  # parsed, stored
+    assert cache.load(path) is not None
+    assert reader.read_trace(path, use_cache=True).events["name"].tolist() == ["aten::mm"]  # a cache hit
+    assert fake.calls == [] and huge_pages == []  # no mallopt, no trim, numpy's huge pages untouched
+    reader.read_trace(path, use_cache=True, tune_memory=True)  # the plugin's loader asks for it
+    assert fake.calls == [(-3, malloc_tuning.VIEWS_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED)]
+    assert huge_pages == [False]
 
 
 def test_tuning_can_be_turned_off(monkeypatch):

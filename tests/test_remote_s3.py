@@ -21,8 +21,9 @@ import pytest
 
 from profiler_core import profile, record_function, storage, tensorboard_trace_handler
 from profiler_core.trace.read import cache, stream
-from profiler_core.trace.write import writer
+from profiler_core.trace.read.lookup import trace_event
 from profiler_core.trace.read.reader import TraceReadError, read_trace
+from profiler_core.trace.write import writer
 
 from . import s3_server
 from .cache_support import read_trace_cached
@@ -132,7 +133,7 @@ def test_parallel_byte_range_reader_reads_objects_like_the_serial_reader(bucket,
     pd.testing.assert_frame_equal(par.events, seq.events, check_categorical=False)
     assert len(par.events) == 12001 and par.metadata == seq.metadata
     for i in (0, 1, 6000, 12000):  # look-ups: one range request (plain) or a partial inflate (gzip)
-        assert par.event(i) == doc["traceEvents"][i]
+        assert trace_event(par, i) == doc["traceEvents"][i]
 
 
 def test_a_missing_object_and_a_corrupt_one_are_read_errors(bucket):

@@ -12,8 +12,9 @@ import pytest
 
 from profiler_core import storage
 from profiler_core.trace.read import cache
-from profiler_core.trace.write import writer
+from profiler_core.trace.read.lookup import trace_event
 from profiler_core.trace.read.reader import parse_trace, read_trace
+from profiler_core.trace.write import writer
 
 from .cache_support import read_trace_cached
 from .conftest import require_module
@@ -176,7 +177,7 @@ def test_read_trace_and_events_from_a_url_equal_the_local_read(mem, tmp_path, gz
     assert a.metadata == b.metadata and a.path == url
     assert a.source_stat == storage.stat(url).fingerprint
     for i in (0, 7, 250, 500):
-        assert a.event(i) == b.event(i)
+        assert trace_event(a, i) == trace_event(b, i)
     text = gzip.decompress(local.read_bytes()) if gz else local.read_bytes()
     pd.testing.assert_frame_equal(a.events, parse_trace(text).events, check_categorical=False)
 

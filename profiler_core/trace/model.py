@@ -1,11 +1,11 @@
 """The columnar trace model the plugin's views read (docs/internals.md §3).
 
 A `TraceData` holds one Kineto trace as pandas DataFrames; `profiler_core.trace.read.reader.read_trace`
-builds it and `profiler_core.trace.read.cache` stores it on disk.
+builds it and `profiler_core.trace.read.cache` stores it on disk. The model does no I/O: one raw
+event is read back from the file by `profiler_core.trace.read.lookup`.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,10 +55,6 @@ def _is_constant(values: Any) -> bool:
     return getattr(values, "strides", None) == (0,) and len(values) > 0
 
 
-class TraceChangedError(RuntimeError):
-    """The trace file changed on disk since it was parsed, so `event_args` cannot trust `idx`."""
-
-
 #: deviceProperties keys whose value is text; every other key must be a number
 _TEXT_PROPERTIES = frozenset({"name", "uuid", "pciBusId", "arch", "gcnArchName"})
 
@@ -103,7 +99,7 @@ class TraceData:
     warnings: list = field(default_factory=list)
     #: negative pid/tid codes -> the original strings ("Spans", "PyTorch Profiler", ...)
     labels: dict = field(default_factory=dict)
-    #: `storage.fingerprint` of the file when it was parsed; event_args checks it
+    #: `storage.fingerprint` of the file when it was parsed; `read.lookup` checks it before a look-up
     source_stat: tuple = (-1, -1)
     #: (first event idx, start, end) byte ranges of the reader's pieces, for fast event look-ups
     event_index: tuple = ()
@@ -151,19 +147,3 @@ class TraceData:
     def label(self, code: int) -> str:
         """The original pid/tid text for a column value (numbers print as themselves)."""
         return self.labels.get(int(code), str(int(code)))
-
-    def event_args(self, idx: int) -> dict:
-        """The full `args` of the event at position `idx` of the file's traceEvents (re-read lazily)."""
-        event = self.event(idx)
-        args = event.get("args") if isinstance(event, dict) else None
-        return args if isinstance(args, dict) else {}
-
-    def event(self, idx: int) -> Any:
-        """The whole raw event at position `idx` of the file's traceEvents (re-read lazily)."""
-        from profiler_core import storage
-        from profiler_core.trace.read.reader import read_event
-
-        if (self.source_stat != (-1, -1) and (storage.is_remote(self.path) or os.path.exists(self.path))
-                and storage.fingerprint(self.path) != tuple(self.source_stat)):
-            raise TraceChangedError(f"{self.path} changed on disk since it was loaded")
-        return read_event(self.path, int(idx), self.event_index)

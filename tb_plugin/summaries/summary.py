@@ -231,5 +231,5 @@ def summarize_path(path: str) -> dict:
     from profiler_core.trace.read.reader import read_trace
 
     src = fs.stat(path)
-    t = read_trace(path, processes=0)
+    t = read_trace(path, processes=0, tune_memory=True)
     return summarize(t, src)

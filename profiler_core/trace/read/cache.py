@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 from profiler_core import safe_open, settings, storage
-from profiler_core.trace.read import cache_format
-from profiler_core.trace.read.malloc_tuning import tune_for_views
 from profiler_core.trace.model import TraceData
+from profiler_core.trace.read import cache_format
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +156,6 @@ def load(path: str | os.PathLike) -> TraceData | None:
         os.utime(entry)  # recently used: keep it when trimming
     except OSError:
         pass
-    tune_for_views()  # as after a parse: the views' temporaries reuse kept heap memory
     return t
 
 

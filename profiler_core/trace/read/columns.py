@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from profiler_core.trace.categories import DEVICE_CATS, SPELLINGS, normalise_category
-from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, old_spelling_dims
 from profiler_core.trace.model import (
     EVENT_CATEGORY,
     EVENT_COLUMNS,
@@ -26,6 +25,7 @@ from profiler_core.trace.model import (
     clean_device_properties,
     constant_column,
 )
+from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, old_spelling_dims
 
 # --------------------------------------------------------------------------- normalisation
 CATEGORY_MAP = SPELLINGS

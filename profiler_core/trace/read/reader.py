@@ -7,17 +7,18 @@ numbers, nulls) are coerced to the column's missing value and counted in `TraceD
 """
 from __future__ import annotations
 
-import bisect
 import gc
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from profiler_core import storage
-from profiler_core.trace.read import stream
+from profiler_core.trace.model import TraceData
+from profiler_core.trace.read import cache, stream
 from profiler_core.trace.read.columns import (  # noqa: F401 - re-exported
     CATEGORY_MAP,
     GPU_CATEGORIES,
@@ -44,9 +45,7 @@ from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
 from profiler_core.trace.read.fused import refuse_fused
 from profiler_core.trace.read.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.read.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
-from profiler_core.trace.read.malloc_tuning import release_memory, tune_for_parsing
-from profiler_core.trace.read.malloc_tuning import tune_for_views as tune_memory_for_views  # noqa: F401
-from profiler_core.trace.model import TraceData
+from profiler_core.trace.read.malloc_tuning import release_memory, tune_for_parsing, tune_for_views
 from profiler_core.trace.read.stream import default_parse_processes  # noqa: F401 - re-exported
 
 
@@ -120,56 +119,6 @@ def _event_raws(events_raw: Any, path: str) -> list:
         raise TraceReadError(f"{path}: invalid or truncated JSON in traceEvents ({e})") from None
 
 
-def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
-    """The raw event (decoded JSON) at position `idx` of a trace file's traceEvents.
-
-    With `index` ((first idx, start, end) byte ranges of the pieces the reader cut, in the
-    decompressed stream) only the piece holding the event is decoded."""
-    path = os.fspath(path)
-    if index and idx >= 0:
-        pos = bisect.bisect_right([p[0] for p in index], idx) - 1
-        if pos >= 0:
-            first, begin, end = index[pos]
-            text = b"[" + _byte_range(path, begin, end) + b"]"
-            try:
-                raws = _RAW_LIST_DECODER.decode(text)
-            except msgspec.DecodeError:
-                raws = _RAW_LIST_DECODER.decode(repair_json(text) or text)
-            if idx - first < len(raws):
-                return _ANY_DECODER.decode(raws[idx - first])
-            if pos + 1 == len(index):
-                raise IndexError(f"event index {idx} out of range "
-                                 f"(trace has {first + len(raws)} events)")
-            raise TraceReadError(f"{path}: event index does not match the file")
-    data = read_bytes(path)
-    try:
-        _, events_raw = _split_top(data, path)
-        raws = _event_raws(events_raw, path)
-    except TraceReadError:
-        data = repair_json(data) or data
-        _, events_raw = _split_top(data, path)
-        raws = _event_raws(events_raw, path)
-    if not 0 <= idx < len(raws):
-        raise IndexError(f"event index {idx} out of range (trace has {len(raws)} events)")
-    return _ANY_DECODER.decode(raws[idx])
-
-
-def _byte_range(path: str, begin: int, end: int) -> bytes:
-    """Bytes [begin, end) of the file's decompressed stream (decompressing what comes before; one
-    range read for a plain JSON file)."""
-    if storage.read_range(path, 0, 2) != GZIP_MAGIC:
-        return storage.read_range(path, begin, end)
-    out = []
-    pos = 0
-    for block in stream._blocks(path):
-        if pos + len(block) > begin:
-            out.append(block[max(0, begin - pos):end - pos])
-        pos += len(block)
-        if pos >= end:
-            break
-    return b"".join(out)
-
-
 def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
     """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list).
 
@@ -234,24 +183,73 @@ def _fingerprint(path: str) -> tuple:
         raise TraceReadError(str(e)) from None
 
 
-def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceData:
-    """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`.
+#: the read strategies, in the order `choose_strategies` lists them
+CACHE, PROCESSES, STREAM, WHOLE_FILE = "parse cache", "parser processes", "streaming", "whole file"
+
+
+def choose_strategies(size: int, workers: int, use_cache: bool) -> tuple[str, ...]:
+    """The ways to read a trace file of `size` bytes on disk, in the order they are tried; one that
+    does not apply to the file falls through to the next:
+
+    1. CACHE, only when `use_cache` (the plugin's loader): the parse an earlier read stored for this
+       very version of the file (`cache.load`). No valid entry: the next.
+    2. PROCESSES, when `workers` > 0, the file has at least stream.PARALLEL_MIN_BYTES on disk and
+       there is a Python executable to start them: byte ranges parsed by `workers` parser processes
+       and this one. A range boundary that is not between two events, or a failed worker: the next.
+    3. STREAM: decompressed block by block and decoded piece by piece in this process. A file it
+       cannot cut into pieces: the next.
+    4. WHOLE_FILE: the whole document decoded at once (it holds the bytes and one object per entry,
+       so it reads files up to max_trace_bytes() / WHOLE_FILE_FACTOR).
+
+    A TraceReadError (the file's own fault) ends the read at any step: the others would say the same.
+    """
+    plan = [CACHE] if use_cache else []
+    if workers > 0 and size >= stream.PARALLEL_MIN_BYTES and sys.executable:
+        plan.append(PROCESSES)
+    return (*plan, STREAM, WHOLE_FILE)
+
+
+def read_trace(path: str | os.PathLike, processes: int | None = None, *, use_cache: bool = False,
+               store: Callable[[str, TraceData], Any] | None = None,
+               tune_memory: bool = False) -> TraceData:
+    """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`,
+    by the first strategy of `choose_strategies` that applies.
 
     Big files (>= stream.PARALLEL_MIN_BYTES on disk) are split across `processes` extra parser processes
     (default: `default_parse_processes()`, cores - 1, at most 3; 0: this process only), each started for the
     read and gone after it; the environment variable GPUSCOPE_PARSE_PROCESSES overrides it.
+    With `use_cache` a valid parse-cache entry is returned as it is, and a fresh parse is handed to
+    `store(path, t)` (default `cache.store`: written now).
     A file whose identity (`storage.fingerprint`) changes while it is read (rewritten in place) is
     read again, up to READ_ATTEMPTS times, then refused: a torn parse is never returned.
+    Process-wide settings (glibc malloc, numpy's huge pages: `malloc_tuning`) are changed only with
+    `tune_memory`, which the plugin's loader passes: for parsing while it reads, then for views.
     """
     path = os.fspath(path)
     workers = stream._parse_processes(processes)
-    tune_for_parsing()
     fingerprint = _fingerprint(path)
     if not storage.is_remote(path) and os.path.isdir(path):
         raise TraceReadError(f"{path}: is a directory")
+    plan = choose_strategies(fingerprint[0], workers, use_cache)
+    t = cache.load(path) if CACHE in plan else None
+    if t is None:
+        if tune_memory:
+            tune_for_parsing()
+        t = _read_checked(path, plan, workers, fingerprint)
+        if tune_memory:
+            release_memory()
+        if use_cache:
+            (store or cache.store)(path, t)
+    if tune_memory:
+        tune_for_views()
+    return t
+
+
+def _read_checked(path: str, plan: tuple[str, ...], workers: int, fingerprint: tuple) -> TraceData:
+    """A parse of `path` by `plan` that the file did not change under (read again if it did)."""
     for _ in range(READ_ATTEMPTS):
         try:
-            t = _read_once(path, workers, fingerprint)
+            t = _read_once(path, plan, workers)
         except TraceReadError:
             after = _fingerprint(path)
             if after == fingerprint:
@@ -268,32 +266,19 @@ def read_trace(path: str | os.PathLike, processes: int | None = None) -> TraceDa
                              "it is read again once it stays the same")
     refuse_fused(t, path)
     t.source_stat = fingerprint
-    release_memory()
-    tune_memory_for_views()
     return t
 
 
-def _read_once(path: str, workers: int, fingerprint: tuple) -> TraceData:
-    """One parse of the file at `path` (whose fingerprint was `fingerprint` before it began)."""
+def _read_once(path: str, plan: tuple[str, ...], workers: int) -> TraceData:
+    """One parse of the file at `path` by the first of `plan`'s parsing strategies that applies."""
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, no cycles: collection passes are waste
     try:
-        try:
-            t = None
-            if workers and fingerprint[0] >= stream.PARALLEL_MIN_BYTES and sys.executable:
-                try:
-                    t = stream._parallel_parse(path, workers)
-                except TraceReadError:  # the file's own fault: reading it here says the same
-                    raise
-                except _NotStreamable:  # a range boundary that is not between two events
-                    t = None
-                except Exception as e:  # noqa: BLE001 - a failed worker: parse here instead
-                    logging.getLogger(__name__).warning(
-                        "gpuscope: parallel parsing failed (%s); parsing in this process", e)
-            if t is None:
-                t = stream._stream_parse(path)
-        except _NotStreamable:  # the whole document at once: its bytes and one object per entry
-            t = parse_trace(read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR), path)
+        for strategy in plan:
+            t = _parse_by(strategy, path, workers)
+            if t is not None:
+                return t
+        raise TraceReadError(f"{path}: no read strategy applies ({', '.join(plan)})")
     except TraceReadError:
         raise
     except Exception as e:  # noqa: BLE001 - last resort: a clear message, never a deep traceback
@@ -301,4 +286,26 @@ def _read_once(path: str, workers: int, fingerprint: tuple) -> TraceData:
     finally:
         if gc_was_enabled:
             gc.enable()
-    return t
+
+
+def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
+    """A parse of `path` by one strategy; None when it does not apply to this file."""
+    if strategy == PROCESSES:
+        try:
+            return stream._parallel_parse(path, workers)
+        except TraceReadError:  # the file's own fault: reading it here says the same
+            raise
+        except _NotStreamable:  # a range boundary that is not between two events
+            return None
+        except Exception as e:  # noqa: BLE001 - a failed worker: parse here instead
+            logging.getLogger(__name__).warning(
+                "gpuscope: parallel parsing failed (%s); parsing in this process", e)
+            return None
+    if strategy == STREAM:
+        try:
+            return stream._stream_parse(path)
+        except _NotStreamable:
+            return None
+    if strategy == WHOLE_FILE:
+        return parse_trace(read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR), path)
+    return None  # CACHE: looked up before any parse

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from profiler_core import settings, storage
+from profiler_core.trace.model import TraceData
 from profiler_core.trace.read.columns import _base_ns, _Builder
 from profiler_core.trace.read.decode import (
     _ANY_DECODER,
@@ -33,7 +34,6 @@ from profiler_core.trace.read.gunzip import (
     trailer_size,
     uncompressed_size_hint,
 )
-from profiler_core.trace.model import TraceData
 
 _HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SEP_RE = re.compile(rb"\}\s*,\s*\{")
