@@ -62,8 +62,8 @@ def main() -> None:
             stream.PARALLEL_MIN_BYTES = 0  # split this trace whatever its size
             rows = []
             for label, procs in (("serial", 0), (f"parallel ({workers} extra processes)", workers)):
-                lt = _timed(lambda procs=procs: read_trace(local, processes=procs), args.repeat)
-                rt = _timed(lambda procs=procs: read_trace(url, processes=procs), args.repeat)
+                lt = _timed(lambda procs=procs: read_trace(local, processes=procs, tune_memory=True), args.repeat)
+                rt = _timed(lambda procs=procs: read_trace(url, processes=procs, tune_memory=True), args.repeat)
                 rows.append((f"read_trace {label}", lt, rt))
             for i in range(args.objects):
                 fs.pipe_file(f"bench/many/run1/host_rank{i:05d}.1.pt.trace.json", b'{"traceEvents": []}')
