@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import BinaryIO, Iterable
+from collections.abc import Iterable
+from typing import BinaryIO
 
 
 class UnsafeFile(OSError):

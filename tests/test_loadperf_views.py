@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
+from profiler_core.analysis.intervals import coverage as _coverage
+from profiler_core.analysis.intervals import covered as _covered
 from tb_plugin.views.common import sorted_unique
-from profiler_core.analysis.intervals import coverage as _coverage, covered as _covered
 
 
 def test_covered_matches_interval_counting():

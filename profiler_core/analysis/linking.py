@@ -7,8 +7,8 @@ from __future__ import annotations
 import bisect
 
 from ..trace.categories import OP_CATS
-from .intervals import holds
 from .events import FunctionEvent
+from .intervals import holds
 
 __all__ = ["link_gpu", "resolve_pending", "attribute_memory", "memory_events", "roll_up_memory",
            "CPU_MEM_DEVICES", "GPU_MEM_DEVICES"]

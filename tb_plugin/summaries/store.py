@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from profiler_core import safe_open
 from tb_plugin.summaries import fs

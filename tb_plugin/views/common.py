@@ -8,16 +8,34 @@ Tensor Core kernel names are views/tensor_cores.py's.
 from __future__ import annotations
 
 from profiler_core.analysis.stages.classify import (  # noqa: F401 - re-exported for the views
-    COMM_NAMES, COMM_PREFIXES, STEP_PREFIX, communication_mask, is_communication, is_dataloader,
+    COMM_NAMES,
+    COMM_PREFIXES,
+    STEP_PREFIX,
+    communication_mask,
+    is_communication,
+    is_dataloader,
 )
 from profiler_core.analysis.stages.columns import (  # noqa: F401
-    category_mask, codes_and_texts, name_mask, ns_to_us, per_value, sorted_unique, zeros_column,
+    category_mask,
+    codes_and_texts,
+    name_mask,
+    ns_to_us,
+    per_value,
+    sorted_unique,
+    zeros_column,
 )
 from profiler_core.analysis.stages.gpu_links import (  # noqa: F401
-    first_position_by_key, link_gpu_to_ops, link_launches_to_ops, lookup,
+    first_position_by_key,
+    link_gpu_to_ops,
+    link_launches_to_ops,
+    lookup,
 )
 from profiler_core.analysis.stages.launch_stats import (  # noqa: F401
-    WORK_ITEM_GRID_LAUNCHES, cdna_occupancy, device_properties, is_amd_device, launch_stats,
+    WORK_ITEM_GRID_LAUNCHES,
+    cdna_occupancy,
+    device_properties,
+    is_amd_device,
+    launch_stats,
 )
 from profiler_core.analysis.stages.op_tree import composite, group_codes, innermost_op_at, op_tree  # noqa: F401
 from profiler_core.analysis.stages.registry import cached as derived  # noqa: F401

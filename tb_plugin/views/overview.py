@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis import intervals
+
 from . import collectives, common, temporal
 from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
 

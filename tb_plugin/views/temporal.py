@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
+
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
 

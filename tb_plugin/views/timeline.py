@@ -87,9 +87,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.registry import stage
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import SEARCH_LIMIT, WIDTH_PX, number_param
-from profiler_core.analysis.stages.registry import stage
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 MAX_FLOWS = 5000

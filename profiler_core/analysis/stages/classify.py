@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...trace.categories import (CUDA_DRIVER, CUDA_RUNTIME, GPU_MEMCPY, GPU_MEMSET, KERNEL, PYTHON_FUNCTION,
-                                 TRACE)
+from ...trace.categories import CUDA_DRIVER, CUDA_RUNTIME, GPU_MEMCPY, GPU_MEMSET, KERNEL, PYTHON_FUNCTION, TRACE
 from .columns import category_mask, name_mask
 
 __all__ = ["is_communication", "communication_mask", "is_dataloader", "COMM_PREFIXES", "COMM_NAMES",

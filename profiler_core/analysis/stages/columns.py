@@ -1,7 +1,8 @@
 """Per-row masks and codes over `TraceData.events` shared by every stage: category and name masks, codes."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd

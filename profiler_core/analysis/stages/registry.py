@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
