@@ -5,6 +5,7 @@ tb_plugin/, the built bundle and py.typed included), the license and the entry p
 every tracked file of the repository, and neither holds caches or node_modules. Prints both files'
 sizes and counts; exit status 1 with the reasons otherwise.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -39,8 +40,12 @@ def check_wheel(path: Path, files: list[str]) -> list[str]:
     for f in files:
         if f.startswith(PACKAGES) and f not in names:
             problems.append(f"wheel: {f} is missing")
-    for need in (f"{info}/licenses/LICENSE", "tb_plugin/static/index.js", "profiler_core/py.typed",
-                 "tb_plugin/py.typed"):
+    for need in (
+        f"{info}/licenses/LICENSE",
+        "tb_plugin/static/index.js",
+        "profiler_core/py.typed",
+        "tb_plugin/py.typed",
+    ):
         if need not in names:
             problems.append(f"wheel: {need} is missing")
     for line in ("gpuscope = tb_plugin.plugin:GpuscopeLoader", "gpuscope = tb_plugin.summaries.cli:main"):
@@ -74,8 +79,10 @@ def main(argv: list[str]) -> int:
     dist = Path(argv[0])
     wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
     if len(wheels) != 1 or len(sdists) != 1:
-        print(f"check_dists: FAILED: want one wheel and one sdist in {dist}, found "
-              f"{[p.name for p in wheels + sdists]}", file=sys.stderr)
+        print(
+            f"check_dists: FAILED: want one wheel and one sdist in {dist}, found {[p.name for p in wheels + sdists]}",
+            file=sys.stderr,
+        )
         return 1
     files = tracked(Path(__file__).resolve().parent.parent)
     problems = check_wheel(wheels[0], files) + check_sdist(sdists[0], files)

@@ -7,6 +7,7 @@ It refuses to run when gpuscope would be imported from a source tree, then check
 and its routes answering on those traces (views, the bundle, 400/404 errors), and `gpuscope summarize`
 on a local Dask cluster. Any failure ends it with exit status 1 and a line saying what failed.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,9 +83,8 @@ def check_plugin(logdir: Path) -> None:
 
     tb = program.TensorBoard()
     tb.configure(argv=["tensorboard", "--logdir", str(logdir), "--load_fast", "false"])
-    provider, multiplexer = tb._make_data_provider()   # what TensorBoard's own _make_server does
-    app = application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders, provider, tb.assets_zip_provider,
-                                         multiplexer)
+    provider, multiplexer = tb._make_data_provider()  # what TensorBoard's own _make_server does
+    app = application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders, provider, tb.assets_zip_provider, multiplexer)
     c = Client(app)
     listing = get(c, "/data/plugins_listing")
     check("gpuscope" in listing, f"the gpuscope plugin is not discovered: {sorted(listing)}")
@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
         check(out == f"gpuscope {version}", f"gpuscope --version printed {out!r}, wanted 'gpuscope {version}'")
         print(f"smoke: {out} from {Path(sysconfig.get_paths()['purelib'])}")
 
-        shutil.copy(sample, work / "cpu_train.py")   # run from here: nothing of the source tree on sys.path
+        shutil.copy(sample, work / "cpu_train.py")  # run from here: nothing of the source tree on sys.path
         logdir = work / "log"
         run([sys.executable, "cpu_train.py", "--logdir", str(logdir / RUN), "--steps", "12"], work)
         traces = sorted((logdir / RUN).glob("*.pt.trace.json"))

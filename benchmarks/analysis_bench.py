@@ -5,6 +5,7 @@
 Baseline measured in the same run: ``json.loads`` of the same trace text, i.e. the unavoidable
 cost of just reading the trace. Prints CPU seconds (best of 3) and the ratio to that baseline.
 """
+
 import gc
 import json
 import sys

@@ -12,6 +12,7 @@ Reports:
     python benchmarks/bench_distributed.py                      # 256 ranks x 50k events in /tmp
     python benchmarks/bench_distributed.py --ranks 16 --events 5000 --logdir /tmp/small
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,12 @@ def _env() -> dict:
 
 def summarize(logdir: Path, local: int) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local",
-                        str(local), "--force"], env=_env(), capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", str(local), "--force"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(r.stdout + r.stderr[-3000:])
@@ -64,16 +69,30 @@ def open_view(logdir: Path, run: str) -> tuple[float, int, dict]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cache = logdir.parent / "bench-cache"   # a fresh parse cache: nothing from earlier runs
+    cache = logdir.parent / "bench-cache"  # a fresh parse cache: nothing from earlier runs
     env = _env()
     env["GPUSCOPE_CACHE_DIR"] = str(cache)
     log = open(logdir.parent / "tensorboard.log", "wb")  # noqa: SIM115 - open for the server process's lifetime
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
-                             "127.0.0.1", "--port", str(port), "--load_fast=false"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(logdir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast=false",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     api = f"http://127.0.0.1:{port}/data/plugin/gpuscope"
     try:
-        while True:   # the server is up (TensorBoard's own listing, not ours)
+        while True:  # the server is up (TensorBoard's own listing, not ours)
             try:
                 _get(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=5)
                 break
@@ -111,7 +130,7 @@ def main() -> None:
         t0 = time.perf_counter()
         generate(str(run), a.ranks, events=a.events, steps=a.steps)
         print(f"generated {a.ranks} ranks x ~{a.events} events in {time.perf_counter() - t0:.0f} s")
-        time.sleep(2.1)   # older than the scanner's stable age
+        time.sleep(2.1)  # older than the scanner's stable age
     traces = sum(p.stat().st_size for p in run.glob("*.pt.trace.json*"))
     print(f"{a.ranks} rank traces, {traces / 1e6:.0f} MB on disk (gzip)")
     t1 = summarize(logdir, 1)
@@ -122,8 +141,10 @@ def main() -> None:
     size = sum(p.stat().st_size for p in sums)
     print(f"summaries: {len(sums)} files, {size / 1e3:.0f} KB = {100 * size / traces:.3f} % of the traces")
     dt, rss, d = open_view(logdir, "job")
-    print(f"open the distributed view with summaries present: {dt:.2f} s (target < 2 s); "
-          f"{len(d['workers'])} workers, {len(d['steps'])} steps, straggler {d['stragglers'][0]['worker']}")
+    print(
+        f"open the distributed view with summaries present: {dt:.2f} s (target < 2 s); "
+        f"{len(d['workers'])} workers, {len(d['steps'])} steps, straggler {d['stragglers'][0]['worker']}"
+    )
     print(f"TensorBoard peak RSS: {rss / 2**20:.0f} MiB (target < 1024 MiB)")
 
 

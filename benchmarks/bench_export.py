@@ -7,6 +7,7 @@ Both sides profile a loop making ``--events`` tiny record_function events (CPU o
 GPUSCOPE_TORCH_PYTHON, default .venvs/compat/bin/python in the repo). Also printed: our stop (trace-dict
 assembly) time, file sizes, and a plain .json export. Target (DESIGN.md §5): export <= 2x torch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,8 @@ import textwrap
 
 #: torch 2.13 lives in the compat venv .ci/run builds (.venvs/compat), or $GPUSCOPE_TORCH_PYTHON
 TORCH_PY = os.environ.get("GPUSCOPE_TORCH_PYTHON") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat", "bin", "python")
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat", "bin", "python"
+)
 
 _MEASURE = textwrap.dedent("""
     import json, os, sys, time, warnings
@@ -69,10 +71,14 @@ def main() -> int:
     if theirs:
         print(f"torch stop:              {theirs['stop_s']:7.2f} s")
         print(f"torch export .json.gz:   {theirs['export_json_gz_s']:7.2f} s  ({theirs['size_json_gz'] * mb:.1f} MB)")
-        print(f"ratio export .json.gz ours/torch: {ours['export_json_gz_s'] / theirs['export_json_gz_s']:.3f}"
-              "   (target <= 2.0)")
-        print(f"ratio stop+export .json.gz ours/torch: "
-              f"{(ours['stop_s'] + ours['export_json_gz_s']) / (theirs['stop_s'] + theirs['export_json_gz_s']):.3f}")
+        print(
+            f"ratio export .json.gz ours/torch: {ours['export_json_gz_s'] / theirs['export_json_gz_s']:.3f}"
+            "   (target <= 2.0)"
+        )
+        print(
+            f"ratio stop+export .json.gz ours/torch: "
+            f"{(ours['stop_s'] + ours['export_json_gz_s']) / (theirs['stop_s'] + theirs['export_json_gz_s']):.3f}"
+        )
     else:
         print(f"(torch not found at {TORCH_PY}: no ratio)")
     return 0

@@ -8,6 +8,7 @@ it answered (the fewer, the less the view waited for the rest of the queue).
     python benchmarks/bench_first_view.py                  # this checkout
     python benchmarks/bench_first_view.py --root ../main   # another checkout, for a before/after
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,21 @@ def write_trace(path: str, n: int) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"traceEvents": [')
         for i in range(n):
-            f.write(("," if i else "") + json.dumps(
-                {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 97}", "pid": 1, "tid": 1 + i % 3, "ts": i * 10.0,
-                 "dur": 5.0, "args": {"External id": i, "Input Dims": [[i % 7, 3]], "Input type": ["float"]}}))
+            f.write(
+                ("," if i else "")
+                + json.dumps(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": f"aten::op{i % 97}",
+                        "pid": 1,
+                        "tid": 1 + i % 3,
+                        "ts": i * 10.0,
+                        "dur": 5.0,
+                        "args": {"External id": i, "Input Dims": [[i % 7, 3]], "Input type": ["float"]},
+                    }
+                )
+            )
         f.write("]}")
     old = time.time() - 3600
     os.utime(path, (old, old))
@@ -58,9 +71,24 @@ def main() -> None:
         port = s.getsockname()[1]
     env = dict(os.environ, GPUSCOPE_CACHE_DIR=os.path.join(tmp, "cache"), PYTHONPATH=os.path.abspath(args.root))
     log = open(os.path.join(tmp, "tb.log"), "w")  # noqa: SIM115 - open for the server process's lifetime
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
-                             "--port", str(port), "--load_fast=false"], cwd=os.path.abspath(args.root), env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            logdir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast=false",
+        ],
+        cwd=os.path.abspath(args.root),
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         end = time.time() + 120
@@ -79,8 +107,10 @@ def main() -> None:
         size = os.path.getsize(os.path.join(logdir, "z_big", "w.1.pt.trace.json")) / 1e6
         print(f"root {os.path.abspath(args.root)}")
         print(f"big file {size:.0f} MB ({args.big} events), 8 others of {args.small} events")
-        print(f"first view of the big file: {dt:.2f} s ({len(rows)} operator rows); "
-              f"files loaded when it answered: {prog['files_done']} of {prog['files_total']}")
+        print(
+            f"first view of the big file: {dt:.2f} s ({len(rows)} operator rows); "
+            f"files loaded when it answered: {prog['files_done']} of {prog['files_total']}"
+        )
     finally:
         proc.terminate()
         proc.wait(10)

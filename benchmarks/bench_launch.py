@@ -19,6 +19,7 @@ a launch through the hooked `Function._launch_kernel` while recording vs unhooke
 one bare `record_op` enter/exit in the same run (DESIGN §5: auto-instrumented calls add < 2 µs); also the
 cost added to a hooked `memcpy_htod` and `mem_alloc` (recorded with their byte counts).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,12 +56,14 @@ def _launcher():
         import pycuda.autoprimaryctx  # noqa: F401
         import pycuda.driver as drv
         from pycuda.compiler import SourceModule
+
         f = SourceModule(EMPTY, no_extern_c=True).get_function("empty_kernel")
         return "pycuda", (lambda: f(block=(1, 1, 1), grid=(1, 1))), drv.Context.synchronize
     except Exception:
         pass
     try:
         import cupy
+
         k = cupy.RawKernel(EMPTY, "empty_kernel")
         k((1,), (1,), ())
         return "cupy", (lambda: k((1,), (1,), ())), cupy.cuda.runtime.deviceSynchronize
@@ -80,12 +83,14 @@ def _per_launch_us(launch, sync, n: int) -> float:
 def hooks_only(n: int) -> int:
     """CPU-only: per-launch cost the PyCUDA hook adds while recording, vs one bare record_op."""
     from pathlib import Path
+
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     import numpy as np
     from test_pycuda_fake_module import LOG, _build
 
     from profiler_core import record_op, recording
     from profiler_core.integrations import pycuda_hooks
+
     mods = _build()
     sys.modules.update(mods)
     f = mods["pycuda.driver"].Module().get_function("k")
@@ -103,6 +108,7 @@ def hooks_only(n: int) -> int:
     def bare_op():
         with record_op("x"):
             pass
+
     drv = mods["pycuda.driver"]
     host = np.zeros(16, np.float32)
     launch = lambda: f._launch_kernel((1, 1), (32, 1, 1), b"", 0, None)  # noqa: E731
@@ -117,11 +123,21 @@ def hooks_only(n: int) -> int:
     finally:
         recording.stop_session()
         pycuda_hooks.uninstall()
-    print(json.dumps({"launches": n, "plain_us": plain, "hooked_recording_us": hooked,
-                      "hook_added_us": hooked - plain, "bare_record_op_us": op,
-                      "hook_added_over_record_op": (hooked - plain) / op,
-                      "memcpy_htod_added_us": hooked_copy - plain_copy,
-                      "mem_alloc_added_us": hooked_alloc - plain_alloc}, indent=1))
+    print(
+        json.dumps(
+            {
+                "launches": n,
+                "plain_us": plain,
+                "hooked_recording_us": hooked,
+                "hook_added_us": hooked - plain,
+                "bare_record_op_us": op,
+                "hook_added_over_record_op": (hooked - plain) / op,
+                "memcpy_htod_added_us": hooked_copy - plain_copy,
+                "mem_alloc_added_us": hooked_alloc - plain_alloc,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 
@@ -137,6 +153,7 @@ def main(argv=None) -> int:
     import profiler_core
     from profiler_core import ProfilerActivity
     from profiler_core.cuda import is_available
+
     found = _launcher()
     if found is None or not is_available():
         print("bench_launch: needs a CUDA GPU with pycuda or cupy, and cupti-python; nothing measured here")
@@ -148,13 +165,24 @@ def main(argv=None) -> int:
     with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         profiled = _per_launch_us(launch, sync, args.launches)
     kernels = sum(1 for e in prof.trace["traceEvents"] if e.get("cat") == "kernel")
-    res = {"via": via, "launches": args.launches, "plain_us": plain, "gpuscope_us": profiled,
-           "gpuscope_added_us": profiled - plain, "kernels_in_trace": kernels,
-           "trace_source": prof.trace.get("trace_source")}
+    res = {
+        "via": via,
+        "launches": args.launches,
+        "plain_us": plain,
+        "gpuscope_us": profiled,
+        "gpuscope_added_us": profiled - plain,
+        "kernels_in_trace": kernels,
+        "trace_source": prof.trace.get("trace_source"),
+    }
     if not args.skip_torch:
         try:
-            out = subprocess.run([sys.executable, "-c", TORCH_CHILD, str(args.launches)], capture_output=True,
-                                 text=True, timeout=300, env=dict(os.environ))
+            out = subprocess.run(
+                [sys.executable, "-c", TORCH_CHILD, str(args.launches)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=dict(os.environ),
+            )
             t = json.loads(out.stdout.strip().splitlines()[-1])
             res.update(t)
             res["torch_added_us"] = t["torch_profiled_us"] - t["torch_plain_us"]
@@ -163,10 +191,15 @@ def main(argv=None) -> int:
         except Exception as exc:
             res["torch_error"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(res, indent=1))
-    print(f"per launch: plain {plain:.2f} us, gpuscope +{res['gpuscope_added_us']:.2f} us"
-          + (f", torch.profiler +{res['torch_added_us']:.2f} us, "
-             f"ratio {res.get('ratio_gpuscope_to_torch', float('nan')):.2f}"
-             if "torch_added_us" in res else ""))
+    print(
+        f"per launch: plain {plain:.2f} us, gpuscope +{res['gpuscope_added_us']:.2f} us"
+        + (
+            f", torch.profiler +{res['torch_added_us']:.2f} us, "
+            f"ratio {res.get('ratio_gpuscope_to_torch', float('nan')):.2f}"
+            if "torch_added_us" in res
+            else ""
+        )
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

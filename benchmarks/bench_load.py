@@ -13,6 +13,7 @@ gen_trace.py unless --trace is given.
     python benchmarks/bench_load.py                        # 2M events, torch-tb-profiler from .venvs/compat
     python benchmarks/bench_load.py --events 200000 --tbp-python none
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,8 +96,7 @@ print(json.dumps({"load_s": w1 - w0, "views_s": w2 - w1, "wall_s": w2 - w0, "cpu
 
 
 def _run(python: str, code: str, *args: str, env: dict | None = None) -> dict:
-    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True,
-                          env=env, check=False)
+    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{python} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -108,8 +108,9 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gpuscope-bench"))
     ap.add_argument("--repeat", type=int, default=3, help="runs of ours (median reported)")
-    ap.add_argument("--tbp-python", default=DEFAULT_TBP,
-                    help="python of a venv with torch-tb-profiler 0.4.3 ('none' to skip)")
+    ap.add_argument(
+        "--tbp-python", default=DEFAULT_TBP, help="python of a venv with torch-tb-profiler 0.4.3 ('none' to skip)"
+    )
     args = ap.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
@@ -151,18 +152,26 @@ def main() -> None:
     peak_all = max(r["peak_rss_all_mb"] for r in colds)
     print()
     print(f"events: {colds[0]['events']}   runs of ours: {len(colds)} (median, and the worst)")
-    print(f"second open from cache: load {median(warms, 'load_s'):.2f} s (target < 1 s), "
-          f"with views {median(warms, 'wall_s'):.2f} s")
-    print(f"ours cold: load {median(colds, 'load_s'):.2f} s + views {median(colds, 'views_s'):.2f} s"
-          f" = {cold_wall:.2f} s (worst {worst:.2f} s); peak RSS {peak_all:.0f} MB with the parser"
-          f" processes, {max(r['peak_rss_mb'] for r in colds):.0f} MB in the main process")
+    print(
+        f"second open from cache: load {median(warms, 'load_s'):.2f} s (target < 1 s), "
+        f"with views {median(warms, 'wall_s'):.2f} s"
+    )
+    print(
+        f"ours cold: load {median(colds, 'load_s'):.2f} s + views {median(colds, 'views_s'):.2f} s"
+        f" = {cold_wall:.2f} s (worst {worst:.2f} s); peak RSS {peak_all:.0f} MB with the parser"
+        f" processes, {max(r['peak_rss_mb'] for r in colds):.0f} MB in the main process"
+    )
     if theirs:
-        print(f"time   (load + overview + operators + kernels): ours {cold_wall:.2f} s vs "
-              f"torch-tb-profiler {theirs['wall_s']:.1f} s -> ratio 1/{theirs['wall_s'] / cold_wall:.1f}"
-              f" (worst of ours 1/{theirs['wall_s'] / worst:.1f}; target <= 1/20)")
+        print(
+            f"time   (load + overview + operators + kernels): ours {cold_wall:.2f} s vs "
+            f"torch-tb-profiler {theirs['wall_s']:.1f} s -> ratio 1/{theirs['wall_s'] / cold_wall:.1f}"
+            f" (worst of ours 1/{theirs['wall_s'] / worst:.1f}; target <= 1/20)"
+        )
         print(f"cpu    : ours {median(colds, 'cpu_s'):.1f} s (main process) vs {theirs['cpu_s']:.1f} s")
-        print(f"peak RSS: ours {peak_all:.0f} MB (all processes) vs {theirs['peak_rss_mb']:.0f} MB -> "
-              f"ratio 1/{theirs['peak_rss_mb'] / peak_all:.1f} (target <= 1/5)")
+        print(
+            f"peak RSS: ours {peak_all:.0f} MB (all processes) vs {theirs['peak_rss_mb']:.0f} MB -> "
+            f"ratio 1/{theirs['peak_rss_mb'] / peak_all:.1f} (target <= 1/5)"
+        )
 
 
 if __name__ == "__main__":

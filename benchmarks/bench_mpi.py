@@ -10,6 +10,7 @@ of several repeats of N calls (min is the least noisy estimate of the fixed cost
 the calling thread (``--wall`` for wall-clock time), so that other processes on a shared machine
 do not inflate it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,7 @@ from mpi4py import MPI
 from profiler_core import ProfilerActivity, profile, schedule
 from profiler_core.integrations import mpi as mpi_integration
 
-CLOCK = time.thread_time_ns   # CPU time of this thread: the machine's other load does not inflate it
+CLOCK = time.thread_time_ns  # CPU time of this thread: the machine's other load does not inflate it
 
 
 def per_call_us(fn, n: int, repeats: int) -> float:
@@ -81,10 +82,12 @@ def main() -> None:
 
         def __exit__(self, *exc):
             return False
+
     null = _Null()
 
     def null_op(name, *inputs, args=None):
         return null
+
     real = mpi_integration._resolve_core
     mpi_integration._resolve_core = lambda: ((lambda: True), null_op, (lambda: False))
     mpi_integration.install()
@@ -99,28 +102,34 @@ def main() -> None:
     def one_record_function():
         with record_function("x"):
             pass
+
     with profile(activities=[ProfilerActivity.CPU]):
         rf = per_call_us(one_record_function, args.n, args.repeats)
 
     restored = all(MPI.Comm.__dict__[name] is obj for name, obj in originals.items())
     if rank != 0:
         return
-    print(f"mpi4py {MPI.Get_library_version().splitlines()[0].strip()}, {comm.Get_size()} rank(s), "
-          f"n={args.n} x {args.repeats} (best), {'wall-clock' if args.wall else 'thread CPU'} time")
+    print(
+        f"mpi4py {MPI.Get_library_version().splitlines()[0].strip()}, {comm.Get_size()} rank(s), "
+        f"n={args.n} x {args.repeats} (best), {'wall-clock' if args.wall else 'thread CPU'} time"
+    )
     print("overhead = profiling - baseline; 'wait phase' and 'after' are differences to the baseline too")
     print(f"{'call':38s} {'baseline':>9s} {'profiling':>10s} {'overhead':>9s} {'wait phase':>10s} {'after':>8s}")
     for label, base, rec, idle, after in rows:
-        print(f"{label:38s} {base:8.2f}us {rec:9.2f}us {rec - base:8.2f}us {idle - base:9.2f}us "
-              f"{after - base:7.2f}us")
+        print(f"{label:38s} {base:8.2f}us {rec:9.2f}us {rec - base:8.2f}us {idle - base:9.2f}us {after - base:7.2f}us")
     print(f"wrapper alone (no-op recorder), Allreduce: {own - base_ar:.2f} us over baseline")
     print(f"after profiling, methods are mpi4py's original objects: {restored}")
     print(f"reference: record_function enter+exit while recording: {rf:.2f} us")
     worst = max((r[2] - r[1]) / (2 if "(2 calls)" in r[0] else 1) for r in rows)
-    print(f"worst overhead while profiling: {worst:.2f} us per call = {worst / rf:.1f} x record_function "
-          f"(target < 5 us): {'OK' if worst < 5 else 'OVER'}")
+    print(
+        f"worst overhead while profiling: {worst:.2f} us per call = {worst / rf:.1f} x record_function "
+        f"(target < 5 us): {'OK' if worst < 5 else 'OVER'}"
+    )
     if comm.Get_size() > 1:
-        print("note: with several ranks on few cores the figures include the other ranks' scheduling; "
-              "the single-process run is the clean measure of the per-call cost")
+        print(
+            "note: with several ranks on few cores the figures include the other ranks' scheduling; "
+            "the single-process run is the clean measure of the per-call cost"
+        )
 
 
 if __name__ == "__main__":

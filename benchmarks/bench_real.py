@@ -22,6 +22,7 @@ inflate plus one decode pass split over the cores.
 
     python benchmarks/bench_real.py --real-dir DIR --repeat 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -165,8 +166,14 @@ def _tree_rss_kb(pid: int) -> int:
 
 def _measure(python: str, code: str, args: list, env: dict) -> dict:
     """Run `code` in a fresh process: wait for its imports, then time it and sample its tree's RSS."""
-    proc = subprocess.Popen([python, "-c", code, *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [python, "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     line = proc.stdout.readline()
     if line.strip() != "ready":
         proc.kill()
@@ -190,14 +197,18 @@ def _measure(python: str, code: str, args: list, env: dict) -> dict:
 def _rows(args: argparse.Namespace) -> list:
     rows = [("V100 ResNet-50 (2 files)", os.path.normpath(V100))]
     real = args.real_dir or os.environ.get("GPUSCOPE_REAL_TRACES")
-    for label, sub, steps_ops in (("torch 2.13 CPU, 220k events", "t220k", "10 2000"),
-                                  ("torch 2.13 CPU, 2.2M events", "t2m", "10 20000")):
+    for label, sub, steps_ops in (
+        ("torch 2.13 CPU, 220k events", "t220k", "10 2000"),
+        ("torch 2.13 CPU, 2.2M events", "t2m", "10 20000"),
+    ):
         path = os.path.join(real, sub) if real else None
         if path and os.path.isdir(path):
             rows.append((label, path))
         else:
-            print(f"skipped {label}: make it with $GPUSCOPE_COMPAT_VENV/bin/python "
-                  f"{os.path.normpath(TOOL)} DIR/{sub} {steps_ops}, then pass --real-dir DIR")
+            print(
+                f"skipped {label}: make it with $GPUSCOPE_COMPAT_VENV/bin/python "
+                f"{os.path.normpath(TOOL)} DIR/{sub} {steps_ops}, then pass --real-dir DIR"
+            )
     big = os.path.join(real, "t11m") if real else None
     if big and os.path.isdir(big):  # ours only: torch-tb-profiler would need ~25 GB here
         rows.append(("real-shaped, 11M events (ours only)", big))
@@ -264,9 +275,13 @@ def main() -> None:
                 print(f"{label}: theirs {json.dumps(theirs[-1])}", flush=True)
         ph = None
         if "ours only" not in label:
-            ph_proc = subprocess.run([sys.executable, "-c", PHASES.format(root=ROOT),
-                                      *_files(run_dir)], capture_output=True, text=True, env=env,
-                                     check=False)
+            ph_proc = subprocess.run(
+                [sys.executable, "-c", PHASES.format(root=ROOT), *_files(run_dir)],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
             if ph_proc.returncode != 0:
                 raise RuntimeError(ph_proc.stderr[-3000:])
             ph = json.loads(ph_proc.stdout.strip().splitlines()[-1])
@@ -275,8 +290,10 @@ def main() -> None:
 
     med = statistics.median
     print()
-    print(f"{'trace':34} {'theirs s':>9} {'ours s':>8} {'ratio':>6} {'worst':>6} "
-          f"{'their MB':>9} {'our MB':>8} {'mem':>6} {'added':>6}")
+    print(
+        f"{'trace':34} {'theirs s':>9} {'ours s':>8} {'ratio':>6} {'worst':>6} "
+        f"{'their MB':>9} {'our MB':>8} {'mem':>6} {'added':>6}"
+    )
     for label, ours, theirs, _ph in table:
         o = med(r["wall_s"] for r in ours)
         ow = max(r["wall_s"] for r in ours)
@@ -286,18 +303,24 @@ def main() -> None:
             tm = med(r["peak_mb"] for r in theirs)
             # ratio: median over the paired runs; worst: the worst pairing
             ratios = [b["wall_s"] / a["wall_s"] for a, b in zip(ours, theirs)]
-            added = (med(r["peak_mb"] - r["base_mb"] for r in theirs)
-                     / max(1.0, max(r["peak_mb"] - r["base_mb"] for r in ours)))
-            print(f"{label:34} {t:9.2f} {o:8.2f} {med(ratios):5.1f}x {t / ow:5.1f}x "
-                  f"{tm:9.0f} {om:8.0f} {tm / om:5.1f}x {added:5.1f}x")
+            added = med(r["peak_mb"] - r["base_mb"] for r in theirs) / max(
+                1.0, max(r["peak_mb"] - r["base_mb"] for r in ours)
+            )
+            print(
+                f"{label:34} {t:9.2f} {o:8.2f} {med(ratios):5.1f}x {t / ow:5.1f}x "
+                f"{tm:9.0f} {om:8.0f} {tm / om:5.1f}x {added:5.1f}x"
+            )
         else:
             print(f"{label:34} {'-':>9} {o:8.2f} {'-':>6} {'-':>6} {'-':>9} {om:8.0f}")
-    print("(ratio: median over paired runs of theirs / ours; worst: theirs / our slowest; mem: "
-          "their peak / our peak, all processes; added: the same above each side's imports)")
+    print(
+        "(ratio: median over paired runs of theirs / ours; worst: theirs / our slowest; mem: "
+        "their peak / our peak, all processes; added: the same above each side's imports)"
+    )
     print()
     print(f"ours, one serial read in one process, s per million events (cores here: {cores}):")
-    print(f"{'trace':34} {'events':>9} {'inflate':>8} {'decode':>7} {'columns':>8} {'views':>6}"
-          f" {'total':>6} {'floor':>6}")
+    print(
+        f"{'trace':34} {'events':>9} {'inflate':>8} {'decode':>7} {'columns':>8} {'views':>6} {'total':>6} {'floor':>6}"
+    )
     for label, _, _, ph in table:
         if ph is None:
             continue
@@ -306,10 +329,13 @@ def main() -> None:
         decode = max(0.0, ph["cut_decode_s"] - inflate)
         cols = max(0.0, ph["read_s"] - ph["cut_decode_s"])
         floor = inflate + decode / cores
-        print(f"{label:34} {ph['events']:9d} {inflate / m:8.2f} {decode / m:7.2f} {cols / m:8.2f} "
-              f"{ph['views_s'] / m:6.2f} {(ph['read_s'] + ph['views_s']) / m:6.2f} {floor / m:6.2f}")
-    print("(decode: cutting and msgspec into structs; columns: the rest of read_trace; floor: "
-          "inflate + decode / cores)")
+        print(
+            f"{label:34} {ph['events']:9d} {inflate / m:8.2f} {decode / m:7.2f} {cols / m:8.2f} "
+            f"{ph['views_s'] / m:6.2f} {(ph['read_s'] + ph['views_s']) / m:6.2f} {floor / m:6.2f}"
+        )
+    print(
+        "(decode: cutting and msgspec into structs; columns: the rest of read_trace; floor: inflate + decode / cores)"
+    )
 
 
 if __name__ == "__main__":

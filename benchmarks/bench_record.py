@@ -8,6 +8,7 @@ torch runs in its own interpreter (env GPUSCOPE_TORCH_PYTHON, default .venvs/com
 repo); timings alternate ours/torch to share the machine's load.
 Targets (DESIGN.md §5): profiling <= 1/5 of torch's; not profiling < 0.3 us.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,8 @@ import textwrap
 
 #: torch 2.13 lives in the compat venv .ci/run builds (.venvs/compat), or $GPUSCOPE_TORCH_PYTHON
 TORCH_PY = os.environ.get("GPUSCOPE_TORCH_PYTHON") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat", "bin", "python")
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat", "bin", "python"
+)
 
 _MEASURE = textwrap.dedent("""
     import json, sys, timeit, warnings
@@ -83,10 +85,13 @@ def main() -> int:
     best = {k: min(o[k] for o in ours) for k in ours[0]}
     print(f"ours  record_function, profiling:     {best['on_ns'] / 1000:8.3f} us")
     print(f"ours  record_function, not profiling: {best['off_ns'] / 1000:8.3f} us   (target < 0.3 us)")
-    print(f"      Python floor (empty __slots__ class with __init__/__enter__/__exit__): "
-          f"{best['floor_ns'] / 1000:.3f} us")
-    print(f"ours  record_op(2 arrays): not profiling {best['op_off_ns'] / 1000:.3f} us, profiling "
-          f"{best['op_ns'] / 1000:.3f} us, with record_shapes {best['op_shapes_ns'] / 1000:.3f} us")
+    print(
+        f"      Python floor (empty __slots__ class with __init__/__enter__/__exit__): {best['floor_ns'] / 1000:.3f} us"
+    )
+    print(
+        f"ours  record_op(2 arrays): not profiling {best['op_off_ns'] / 1000:.3f} us, profiling "
+        f"{best['op_ns'] / 1000:.3f} us, with record_shapes {best['op_shapes_ns'] / 1000:.3f} us"
+    )
     if theirs:
         t = {k: min(o[k] for o in theirs) for k in theirs[0]}
         print(f"torch record_function, profiling:     {t['on_ns'] / 1000:8.3f} us")

@@ -8,6 +8,7 @@ server: a real S3 endpoint is usually faster, so the ratios are an upper bound o
 
 Needs `pip install -e ".[test]"` (moto[server], s3fs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,11 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             local = os.path.join(tmp, "worker0.1796207156519141535.pt.trace.json.gz")
-            subprocess.run([sys.executable, os.path.join(HERE, "gen_trace.py"), "--events",
-                            str(args.events), "--out", local], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, os.path.join(HERE, "gen_trace.py"), "--events", str(args.events), "--out", local],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             server.make_bucket("bench")
             url = "s3://bench/logs/run1/" + os.path.basename(local)
             fs, path = storage.filesystem(url)

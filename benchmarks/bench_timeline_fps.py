@@ -7,6 +7,7 @@ with one fillRect per frame over the same 1M events in the same browser.
 
     python3 benchmarks/bench_timeline_fps.py [--events 1000000] [--frames 120]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,23 +33,32 @@ def million_event_trace(path: Path, n: int, threads: int = 8) -> int:
     per_track = n // (threads + 2)
     count = 0
     with open(path, "w", encoding="utf-8") as f:
-        f.write('{"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms", '
-                '"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [\n')
+        f.write(
+            '{"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms", '
+            '"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [\n'
+        )
         sep = ""
         for th in range(threads):
             t, k, buf = 0.0, 0, []
             while k < per_track:
-                buf.append(f'{{"ph":"X","cat":"cpu_op","name":"{names[k % 40]}","pid":1000,"tid":{2000 + th},"ts":{t:.3f},"dur":20.0}}')
+                buf.append(
+                    f'{{"ph":"X","cat":"cpu_op","name":"{names[k % 40]}","pid":1000,"tid":{2000 + th},"ts":{t:.3f},"dur":20.0}}'
+                )
                 for j in range(3):
-                    buf.append(f'{{"ph":"X","cat":"cpu_op","name":"{names[(k + j + 1) % 40]}","pid":1000,"tid":{2000 + th},"ts":{t + 1 + 6 * j:.3f},"dur":5.0}}')
+                    buf.append(
+                        f'{{"ph":"X","cat":"cpu_op","name":"{names[(k + j + 1) % 40]}","pid":1000,"tid":{2000 + th},"ts":{t + 1 + 6 * j:.3f},"dur":5.0}}'
+                    )
                 k += 4
                 t += 25.0
             f.write(sep + ",\n".join(buf))
             sep = ",\n"
             count += k
         for stream in (7, 8):
-            buf = [f'{{"ph":"X","cat":"kernel","name":"{names[k % 40]}_kernel","pid":0,"tid":{stream},"ts":{k * 6.25:.3f},"dur":4.0,'
-                   f'"args":{{"device":0,"stream":{stream},"correlation":{k}}}}}' for k in range(per_track)]
+            buf = [
+                f'{{"ph":"X","cat":"kernel","name":"{names[k % 40]}_kernel","pid":0,"tid":{stream},"ts":{k * 6.25:.3f},"dur":4.0,'
+                f'"args":{{"device":0,"stream":{stream},"correlation":{k}}}}}'
+                for k in range(per_track)
+            ]
             f.write(sep + ",\n".join(buf))
             count += per_track
         f.write("\n]}\n")
@@ -143,7 +153,18 @@ def main() -> None:
         print(f"generated {n:,} events in {time.time() - t0:.1f}s")
         port = free_port()
         log = open(Path(d) / "tb.log", "w")  # noqa: SIM115 - open for the server process's lifetime
-        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", d, "--host", "127.0.0.1", "--port", str(port), "--load_fast=false"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            d,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast=false",
+        ]
         if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the stand-in backend
             cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), d, str(port)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -152,7 +173,9 @@ def main() -> None:
             t0 = time.time()
             wait_runs(f"{url}/data/plugin/gpuscope", proc, 600)
             with sync_playwright() as p:
-                b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+                b = p.chromium.launch(
+                    executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+                )
                 page = b.new_page(viewport={"width": 1400, "height": 900})
                 page.goto(f"{url}/data/plugin_entry.html?name=gpuscope#run=million&view=timeline")
                 page.wait_for_selector("#view-timeline[data-ready='1']", timeout=600000)
@@ -161,26 +184,32 @@ def main() -> None:
                 for label, span in (("whole trace", 1.0), ("1/100 of the trace", 0.01), ("1/10000 of the trace", 1e-4)):
                     r = page.evaluate(PAN_JS, [args.frames, 15, span])
                     results[label] = r
-                    print(f"pan over {label:>22}: draw median {statistics.median(r['draws']):6.2f} ms, p95 {pct(r['draws'], .95):6.2f} ms, "
-                          f"max {max(r['draws']):6.2f} ms; rAF interval median {statistics.median(r['gaps'][1:]):5.1f} ms "
-                          f"({1000 / statistics.mean(r['gaps'][1:]):.0f} fps); rects/frame {r['rects']}; tile fetches {r['fetches']} "
-                          f"(last {r['lastFetchMs']:.0f} ms)")
+                    print(
+                        f"pan over {label:>22}: draw median {statistics.median(r['draws']):6.2f} ms, p95 {pct(r['draws'], 0.95):6.2f} ms, "
+                        f"max {max(r['draws']):6.2f} ms; rAF interval median {statistics.median(r['gaps'][1:]):5.1f} ms "
+                        f"({1000 / statistics.mean(r['gaps'][1:]):.0f} fps); rects/frame {r['rects']}; tile fetches {r['fetches']} "
+                        f"(last {r['lastFetchMs']:.0f} ms)"
+                    )
                 r = page.evaluate(ZOOM_JS, [args.frames])
                 results["zoom in and out"] = r
-                print(f"zoom x0.9 per frame, in then out: draw median {statistics.median(r['draws']):6.2f} ms, p95 {pct(r['draws'], .95):6.2f} ms, "
-                      f"max {max(r['draws']):6.2f} ms; rAF interval median {statistics.median(r['gaps'][1:]):5.1f} ms "
-                      f"({1000 / statistics.mean(r['gaps'][1:]):.0f} fps); tile fetches {r['fetches']}")
+                print(
+                    f"zoom x0.9 per frame, in then out: draw median {statistics.median(r['draws']):6.2f} ms, p95 {pct(r['draws'], 0.95):6.2f} ms, "
+                    f"max {max(r['draws']):6.2f} ms; rAF interval median {statistics.median(r['gaps'][1:]):5.1f} ms "
+                    f"({1000 / statistics.mean(r['gaps'][1:]):.0f} fps); tile fetches {r['fetches']}"
+                )
                 naive = page.evaluate(NAIVE_JS, [n, 10, 5])
                 b.close()
         finally:
             proc.terminate()
             proc.wait(20)
             log.close()
-    worst = max(pct(r["draws"], .95) for r in results.values())
+    worst = max(pct(r["draws"], 0.95) for r in results.values())
     nv = statistics.median(naive)
     print(f"baseline naive fillRect per event ({n:,} events): median {nv:.0f} ms/frame")
-    print(f"RESULT: worst p95 draw {worst:.2f} ms = {worst / (1000 / 60):.2f}x the 60 fps budget (16.7 ms); "
-          f"{nv / worst:.0f}x faster than the naive renderer")
+    print(
+        f"RESULT: worst p95 draw {worst:.2f} ms = {worst / (1000 / 60):.2f}x the 60 fps budget (16.7 ms); "
+        f"{nv / worst:.0f}x faster than the naive renderer"
+    )
 
 
 if __name__ == "__main__":

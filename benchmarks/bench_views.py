@@ -9,6 +9,7 @@ load; the memory curve with 200k memory events in < 1 s. Baselines measured in t
     python benchmarks/bench_views.py                    # generates a 2M-event trace (cached in /tmp)
     python benchmarks/bench_views.py --trace FILE       # any Kineto trace
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,9 +65,20 @@ def _synthetic_memory(t, n: int, seed: int = 0) -> pd.DataFrame:
     addr = np.concatenate([np.arange(half), np.arange(half)]) * 4096 + (1 << 40)
     o = np.argsort(ts, kind="stable")
     ts, b, addr = ts[o], b[o], addr[o]
-    return pd.DataFrame({"ts": ts, "pid": np.int64(pid), "tid": np.int64(tid), "device_type": np.int64(1),
-                         "device_id": np.int64(0), "addr": addr, "bytes": b, "total_allocated": np.cumsum(b),
-                         "total_reserved": np.maximum.accumulate(np.cumsum(b)), "idx": np.arange(len(ts))})
+    return pd.DataFrame(
+        {
+            "ts": ts,
+            "pid": np.int64(pid),
+            "tid": np.int64(tid),
+            "device_type": np.int64(1),
+            "device_id": np.int64(0),
+            "addr": addr,
+            "bytes": b,
+            "total_allocated": np.cumsum(b),
+            "total_reserved": np.maximum.accumulate(np.cumsum(b)),
+            "idx": np.arange(len(ts)),
+        }
+    )
 
 
 def main() -> None:
@@ -80,6 +92,7 @@ def main() -> None:
     path = args.trace
     if not path:
         from benchmarks.gen_trace import generate
+
         d = "/tmp/gpuscope_bench_views"
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, f"worker0.{args.events}.pt.trace.json")
@@ -89,8 +102,7 @@ def main() -> None:
             print(f"generated {path} in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
     t = read_trace(path, tune_memory=True)
-    print(f"read_trace: {len(t.events):,} events, {len(t.memory):,} memory records in "
-          f"{time.perf_counter() - t0:.2f} s")
+    print(f"read_trace: {len(t.events):,} events, {len(t.memory):,} memory records in {time.perf_counter() - t0:.2f} s")
 
     # ---- timeline
     t0 = time.perf_counter()
@@ -107,15 +119,20 @@ def main() -> None:
     def full_scan():
         lo, hi = ts[0], ts[-1] + 1
         return np.bincount(((ts - lo) * args.width // (hi - lo)).astype(np.int64), minlength=args.width)
+
     base, _ = _timeit(full_scan)
     rows = sum(len(tr["rows"]) for tr in out["tracks"])
     print(f"timeline first call (builds per-row arrays): {first * 1e3:.0f} ms")
-    print(f"timeline zoomed-out tile, {args.width} px, {len(out['tracks'])} tracks, {rows} rows: "
-          f"median {req * 1e3:.1f} ms, best {req_best * 1e3:.1f} ms (target < 50 ms) "
-          f"+ json.dumps {enc * 1e3:.1f} ms, {len(text) / 1e6:.2f} MB; "
-          f"ratio to one O(events) binning pass ({base * 1e3:.1f} ms): {req / base:.2f}x")
-    print(f"timeline zoomed-in tile (1/1000 of the trace): {zoom * 1e3:.1f} ms; "
-          f"search 'conv' ({res['total']:,} matches): {srch * 1e3:.1f} ms")
+    print(
+        f"timeline zoomed-out tile, {args.width} px, {len(out['tracks'])} tracks, {rows} rows: "
+        f"median {req * 1e3:.1f} ms, best {req_best * 1e3:.1f} ms (target < 50 ms) "
+        f"+ json.dumps {enc * 1e3:.1f} ms, {len(text) / 1e6:.2f} MB; "
+        f"ratio to one O(events) binning pass ({base * 1e3:.1f} ms): {req / base:.2f}x"
+    )
+    print(
+        f"timeline zoomed-in tile (1/1000 of the trace): {zoom * 1e3:.1f} ms; "
+        f"search 'conv' ({res['total']:,} matches): {srch * 1e3:.1f} ms"
+    )
 
     # ---- memory curve
     mem = t.memory if len(t.memory) >= args.memory_events else _synthetic_memory(t, args.memory_events)
@@ -128,9 +145,11 @@ def main() -> None:
     win, _ = _timeit(lambda: mv.memory_curve(tm, start_us=end_us * 0.25, end_us=end_us * 0.75), repeat=3)
     base_m, _ = _timeit(lambda: mem.sort_values("ts", kind="stable"), repeat=3)
     pts = sum(len(v["ts_us"]) for v in c["curves"].values())
-    print(f"memory curve, {len(mem):,} records ({note}): first call {first_m * 1e3:.0f} ms (target < 1 s), "
-          f"cached {again * 1e3:.1f} ms, half-window {win * 1e3:.1f} ms, {pts} points; "
-          f"ratio to one pandas sort of the records ({base_m * 1e3:.1f} ms): {first_m / base_m:.1f}x")
+    print(
+        f"memory curve, {len(mem):,} records ({note}): first call {first_m * 1e3:.0f} ms (target < 1 s), "
+        f"cached {again * 1e3:.1f} ms, half-window {win * 1e3:.1f} ms, {pts} points; "
+        f"ratio to one pandas sort of the records ({base_m * 1e3:.1f} ms): {first_m / base_m:.1f}x"
+    )
 
 
 if __name__ == "__main__":

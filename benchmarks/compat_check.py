@@ -19,6 +19,7 @@ The venv (default: .venvs/compat in the repo, as .ci/run builds it; or $GPUSCOPE
     .venvs/compat/bin/pip install "torch==2.13.*"   # a CPU build (.ci/run uses a local wheel)
     .venvs/compat/bin/pip install torch-tb-profiler==0.4.3 HolisticTraceAnalysis
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,8 @@ import tempfile
 import traceback
 
 DEFAULT_VENV = os.environ.get("GPUSCOPE_COMPAT_VENV") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat")
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venvs", "compat"
+)
 CPU_WORKER = "worker0"
 GPU_WORKER = "gpuworker"
 
@@ -49,8 +51,14 @@ def make_cpu_trace(logdir: str) -> str:
     w1 = rng.standard_normal((64, 128))
     w2 = rng.standard_normal((128, 10))
     handler = tensorboard_trace_handler(logdir, worker_name=CPU_WORKER)
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-                 on_trace_ready=handler, record_shapes=True, profile_memory=True, with_stack=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        on_trace_ready=handler,
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
+    ) as prof:
         for _ in range(6):
             x = rng.standard_normal((32, 64))
             with record_function("forward"):
@@ -85,17 +93,21 @@ def make_gpu_trace(logdir: str) -> str:
         step_start, ext = t, ext + 1
         events.append(s.annotation(f"ProfilerStep#{step}", t, 300.0, ext))
         t += 5
-        for name, kname in (("aten::mm", "volta_sgemm_128x64_nn"),
-                            ("aten::relu", "void at::native::vectorized_elementwise_kernel<4>(int)")):
+        for name, kname in (
+            ("aten::mm", "volta_sgemm_128x64_nn"),
+            ("aten::relu", "void at::native::vectorized_elementwise_kernel<4>(int)"),
+        ):
             ext += 1
             corr += 1
             events.append(s.op(name, t, 40.0, ext, dims=[[64, 64], [64, 64]]))
             events.append(s.runtime("cudaLaunchKernel", t + 5, 10.0, corr, ext))
             events.append(s.kernel(kname, t + 20, 30.0, corr, ext))
-            events.append({"ph": "s", "id": corr, "pid": s.PID, "tid": s.TID, "ts": t + 5,
-                           "cat": "ac2g", "name": "ac2g"})
-            events.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": t + 20, "cat": "ac2g",
-                           "name": "ac2g", "bp": "e"})
+            events.append(
+                {"ph": "s", "id": corr, "pid": s.PID, "tid": s.TID, "ts": t + 5, "cat": "ac2g", "name": "ac2g"}
+            )
+            events.append(
+                {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": t + 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+            )
             t += 50
         ext += 1
         corr += 1
@@ -116,25 +128,35 @@ def make_converted_gpu_trace(logdir: str) -> str | None:
     None when that fixture or those modules are absent."""
     import copy
 
-    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "data",
-                           "cupti", "synthetic_session.json")
+    fixture = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "data", "cupti", "synthetic_session.json"
+    )
     try:
         from profiler_core.cuda.convert import convert_records
         from profiler_core.cuda.link import link_trace
         from profiler_core.trace.write.schema import convert_collector_events
         from profiler_core.trace.write.writer import write_trace
+
         with open(fixture, encoding="utf-8") as f:
             session = json.load(f)
     except (ImportError, OSError):
         return None
-    res = convert_records(copy.deepcopy(session["records"]), device_properties=session["device_properties"],
-                          clock_offset_ns=session["clock_offset_ns"], pid=session["pid"])
+    res = convert_records(
+        copy.deepcopy(session["records"]),
+        device_properties=session["device_properties"],
+        clock_offset_ns=session["clock_offset_ns"],
+        pid=session["pid"],
+    )
     base = session["host_base_ns"]
-    trace = {"schemaVersion": 1, "deviceProperties": session["device_properties"],
-             "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
-             "displayTimeUnit": "ms", "baseTimeNanoseconds": base,
-             "traceEvents": convert_collector_events(copy.deepcopy(session["cpu_ops"]) + res.events, base),
-             "traceName": "cuptiworker"}
+    trace = {
+        "schemaVersion": 1,
+        "deviceProperties": session["device_properties"],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": base,
+        "traceEvents": convert_collector_events(copy.deepcopy(session["cpu_ops"]) + res.events, base),
+        "traceName": "cuptiworker",
+    }
     link_trace(trace)
     path = os.path.join(logdir, "cuptiworker.1796214884100354306.pt.trace.json")
     write_trace(trace, path)
@@ -186,8 +208,11 @@ def _tb_profiler(path: str, worker: str) -> dict:
     return {
         "file_name_recognised": bool(match) and match.group(1) == worker,
         "views": [v.display_name for v in profile.views],
-        "ops": ops, "steps": steps, "kernels": kernels,
-        "has_runtime": profile.has_runtime, "has_kernel": profile.has_kernel,
+        "ops": ops,
+        "steps": steps,
+        "kernels": kernels,
+        "has_runtime": profile.has_runtime,
+        "has_kernel": profile.has_kernel,
         "has_memcpy_or_memset": profile.has_memcpy_or_memset,
         "gpu_metrics": bool(profile.gpu_metrics),
     }
@@ -214,22 +239,28 @@ def _hta(path: str) -> dict:
             extra[label] = "ok" if result is not None else "returned None"
         except Exception as e:  # noqa: BLE001 - reported, judged by the caller
             extra[label] = f"error: {type(e).__name__}: {e}"
-    return {"ops": {str(k): int(v) for k, v in ops.items()},
-            "kernels": {str(k): int(v) for k, v in kernels.items()},
-            "steps": [int(s) for s in analysis.get_profiler_steps()],
-            "events": int(len(df)), "analyses": extra}
+    return {
+        "ops": {str(k): int(v) for k, v in ops.items()},
+        "kernels": {str(k): int(v) for k, v in kernels.items()},
+        "steps": [int(s) for s in analysis.get_profiler_steps()],
+        "events": int(len(df)),
+        "analyses": extra,
+    }
 
 
 def inner(paths: list) -> dict:
     """Load each ``worker=path`` with both tools; exceptions are reported, not raised."""
     import logging
+
     logging.disable(logging.WARNING)
     found: dict = {}
     for item in paths:
         worker, path = item.split("=", 1)
         found[worker] = {}
-        for tool, fn in (("torch-tb-profiler", lambda p=path, w=worker: _tb_profiler(p, w)),
-                         ("hta", lambda p=path: _hta(p))):
+        for tool, fn in (
+            ("torch-tb-profiler", lambda p=path, w=worker: _tb_profiler(p, w)),
+            ("hta", lambda p=path: _hta(p)),
+        ):
             try:
                 found[worker][tool] = fn()
             except Exception:  # noqa: BLE001 - the traceback is the report
@@ -293,7 +324,11 @@ def main(argv=None) -> int:
         expected = {w: our_view(p) for w, p in paths.items()}
         proc = subprocess.run(
             [python, os.path.abspath(__file__), "--inner", *[f"{w}={p}" for w, p in paths.items()]],
-            capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
         if proc.returncode != 0:
             print(f"compat venv run failed ({proc.returncode}):\n{proc.stderr[-4000:]}", file=sys.stderr)
             return 1
@@ -316,9 +351,11 @@ def main(argv=None) -> int:
             else:
                 line += f", {got['events']} events, analyses {got['analyses']}"
                 if "error" in got["analyses"].get("temporal_breakdown", ""):
-                    line += ("\n      (temporal breakdown not judged: HTA fails it on CPU-only traces, torch "
-                             "2.13's own included, and asserts when it rounds sub-µs GPU activities to "
-                             "end before they start, as in the CUPTI fixture)")
+                    line += (
+                        "\n      (temporal breakdown not judged: HTA fails it on CPU-only traces, torch "
+                        "2.13's own included, and asserts when it rounds sub-µs GPU activities to "
+                        "end before they start, as in the CUPTI fixture)"
+                    )
             print(line)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -326,8 +363,7 @@ def main(argv=None) -> int:
     if problems:
         print("MISMATCH:\n  " + "\n  ".join(problems))
         return 1
-    print("OK: torch-tb-profiler 0.4.3 and HTA load gpuscope traces and find the same operators, "
-          "steps and kernels")
+    print("OK: torch-tb-profiler 0.4.3 and HTA load gpuscope traces and find the same operators, steps and kernels")
     return 0
 
 

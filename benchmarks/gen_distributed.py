@@ -11,6 +11,7 @@ all-reduce's kernel ends on every rank when the last rank has arrived plus the t
 
     python benchmarks/gen_distributed.py --ranks 256 --events 50000 --out /tmp/job
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,11 +23,13 @@ import msgspec
 
 BASE_NS = 1_790_900_000_000_000_000
 PID, TID, DEVICE, STREAM, COMM_STREAM = 1000, 1000, 0, 7, 20
-EVENTS_PER_OP = 3          # cpu_op, cudaLaunchKernel, kernel
-FWD_KERNELS = ["ampere_sgemm_128x64_nn",
-               "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
-               "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>",
-               "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8"]
+EVENTS_PER_OP = 3  # cpu_op, cudaLaunchKernel, kernel
+FWD_KERNELS = [
+    "ampere_sgemm_128x64_nn",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>",
+    "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8",
+]
 FWD_OPS = ["aten::mm", "aten::gelu", "aten::native_layer_norm", "aten::addmm"]
 BWD_OPS = ["MmBackward0", "GeluBackward0", "NativeLayerNormBackward0", "AddmmBackward0"]
 OPT_OP, OPT_KERNEL = "aten::_foreach_add_", "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>"
@@ -44,7 +47,7 @@ def plan(events: int, steps: int, buckets: int) -> dict:
 
 def _kernel_base(n: int, seed: int) -> list[float]:
     rnd = random.Random(seed)
-    return [rnd.uniform(15.0, 60.0) for _ in range(n)]   # µs; the same model on every rank
+    return [rnd.uniform(15.0, 60.0) for _ in range(n)]  # µs; the same model on every rank
 
 
 def simulate(ranks: int, steps: int, p: dict, straggler: int, seed: int = 7) -> list[list[dict]]:
@@ -84,7 +87,7 @@ def simulate(ranks: int, steps: int, p: dict, straggler: int, seed: int = 7) -> 
         prev = 0.0
         for j in range(p["buckets"]):
             last = max(rows[r]["arrivals"][j] for r in range(ranks))
-            transfer = nelems[j] * 4 / 120e3 * (1 + 0.02 * (j % 3))   # bytes / (120 GB/s) in µs
+            transfer = nelems[j] * 4 / 120e3 * (1 + 0.02 * (j % 3))  # bytes / (120 GB/s) in µs
             prev = max(last, prev) + transfer
             coll_end.append(prev)
         for r in range(ranks):
@@ -118,24 +121,69 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
     ext = 1
     per_bucket = p["bwd"] // p["buckets"]
 
-    def launch(op_name: str, kname: str, gpu_ts: float, gpu_dur: float, stream: int, op_args: dict | None = None,
-               grid=(1024, 1, 1), block=(256, 1, 1)) -> None:
+    def launch(
+        op_name: str,
+        kname: str,
+        gpu_ts: float,
+        gpu_dur: float,
+        stream: int,
+        op_args: dict | None = None,
+        grid=(1024, 1, 1),
+        block=(256, 1, 1),
+    ) -> None:
         nonlocal corr, ext
         cpu_ts = gpu_ts - 30.0
         a = {"External id": ext, "Record function id": 0, "Ev Idx": len(ev)}
         if op_args:
             a.update(op_args)
-        ev.append({"ph": "X", "cat": "cpu_op", "name": op_name, "pid": PID, "tid": TID, "ts": round(cpu_ts, 3),
-                   "dur": 9.0, "args": a})
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": TID,
-                   "ts": round(cpu_ts + 2.0, 3), "dur": 5.0,
-                   "args": {"External id": ext, "correlation": corr, "cbid": 211}})
-        ev.append({"ph": "X", "cat": "kernel", "name": kname, "pid": DEVICE, "tid": stream, "ts": round(gpu_ts, 3),
-                   "dur": round(gpu_dur, 3), "args": {
-                       "External id": ext, "correlation": corr, "device": DEVICE, "stream": stream,
-                       "grid": list(grid), "block": list(block), "registers per thread": 64,
-                       "shared memory": 16384, "blocks per SM": 7.76, "warps per SM": 62.1,
-                       "est. achieved occupancy %": 48}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": op_name,
+                "pid": PID,
+                "tid": TID,
+                "ts": round(cpu_ts, 3),
+                "dur": 9.0,
+                "args": a,
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": PID,
+                "tid": TID,
+                "ts": round(cpu_ts + 2.0, 3),
+                "dur": 5.0,
+                "args": {"External id": ext, "correlation": corr, "cbid": 211},
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": kname,
+                "pid": DEVICE,
+                "tid": stream,
+                "ts": round(gpu_ts, 3),
+                "dur": round(gpu_dur, 3),
+                "args": {
+                    "External id": ext,
+                    "correlation": corr,
+                    "device": DEVICE,
+                    "stream": stream,
+                    "grid": list(grid),
+                    "block": list(block),
+                    "registers per thread": 64,
+                    "shared memory": 16384,
+                    "blocks per SM": 7.76,
+                    "warps per SM": 62.1,
+                    "est. achieved occupancy %": 48,
+                },
+            }
+        )
         corr += 1
         ext += 1
 
@@ -143,8 +191,18 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
         row = rows[rank]
         ks = row["ks"]
         first = ks[0][1] - 40.0
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s + 1}", "pid": PID, "tid": TID,
-                   "ts": round(first, 3), "dur": round(row["end"] - first - 35.0, 3), "args": {"External id": ext}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{s + 1}",
+                "pid": PID,
+                "tid": TID,
+                "ts": round(first, 3),
+                "dur": round(row["end"] - first - 35.0, 3),
+                "args": {"External id": ext},
+            }
+        )
         ext += 1
         bi = 0
         nb = 0
@@ -158,37 +216,110 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
                 nb += 1
                 if nb % per_bucket == 0 and bi < len(row["colls"]):
                     cs, ce, n = row["colls"][bi]
-                    launch("record_param_comms", NCCL_KERNEL, cs, ce - cs, COMM_STREAM, {
-                        "Collective name": "allreduce", "In msg nelems": n, "Out msg nelems": n,
-                        "dtype": "Float", "Group size": ranks, "Process Group Name": "0",
-                        "Process Group Description": "default_pg", "In split size": "[]",
-                        "Out split size": "[]", "Global rank start": 0, "Global rank stride": 1},
-                        grid=(2, 1, 1), block=(640, 1, 1))
+                    launch(
+                        "record_param_comms",
+                        NCCL_KERNEL,
+                        cs,
+                        ce - cs,
+                        COMM_STREAM,
+                        {
+                            "Collective name": "allreduce",
+                            "In msg nelems": n,
+                            "Out msg nelems": n,
+                            "dtype": "Float",
+                            "Group size": ranks,
+                            "Process Group Name": "0",
+                            "Process Group Description": "default_pg",
+                            "In split size": "[]",
+                            "Out split size": "[]",
+                            "Global rank start": 0,
+                            "Global rank stride": 1,
+                        },
+                        grid=(2, 1, 1),
+                        block=(640, 1, 1),
+                    )
                     bi += 1
             else:
                 launch(OPT_OP, OPT_KERNEL, ts, dur, STREAM)
         while bi < len(row["colls"]):
             cs, ce, n = row["colls"][bi]
-            launch("record_param_comms", NCCL_KERNEL, cs, ce - cs, COMM_STREAM, {
-                "Collective name": "allreduce", "In msg nelems": n, "Out msg nelems": n, "dtype": "Float",
-                "Group size": ranks, "Process Group Name": "0"}, grid=(2, 1, 1), block=(640, 1, 1))
+            launch(
+                "record_param_comms",
+                NCCL_KERNEL,
+                cs,
+                ce - cs,
+                COMM_STREAM,
+                {
+                    "Collective name": "allreduce",
+                    "In msg nelems": n,
+                    "Out msg nelems": n,
+                    "dtype": "Float",
+                    "Group size": ranks,
+                    "Process Group Name": "0",
+                },
+                grid=(2, 1, 1),
+                block=(640, 1, 1),
+            )
             bi += 1
-        ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": PID, "tid": TID,
-                   "ts": round(first + 1.0, 3), "args": {"Device Type": 1, "Device Id": 0, "Addr": 1 << 32,
-                   "Bytes": 1 << 28, "Total Allocated": (6 << 30) + rank * (1 << 20), "Total Reserved": 8 << 30}})
+        ev.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": PID,
+                "tid": TID,
+                "ts": round(first + 1.0, 3),
+                "args": {
+                    "Device Type": 1,
+                    "Device Id": 0,
+                    "Addr": 1 << 32,
+                    "Bytes": 1 << 28,
+                    "Total Allocated": (6 << 30) + rank * (1 << 20),
+                    "Total Reserved": 8 << 30,
+                },
+            }
+        )
     ev.sort(key=lambda e: e.get("ts", -1))
     return {
         "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_031_714_816,
-                              "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-                              "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                              "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-                              "sharedMemPerMultiprocessor": 233472, "numSms": 132,
-                              "sharedMemPerBlockOptin": 232448}],
-        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": ranks, "pg_count": 1,
-                            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                                           "pg_size": ranks, "ranks": "all"}], "nccl_version": "2.21.5"},
-        "record_shapes": 0, "with_stack": 0, "trace_id": f"{rank:032x}",
+        "deviceProperties": [
+            {
+                "id": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "totalGlobalMem": 85_031_714_816,
+                "computeMajor": 9,
+                "computeMinor": 0,
+                "maxThreadsPerBlock": 1024,
+                "maxThreadsPerMultiprocessor": 2048,
+                "regsPerBlock": 65536,
+                "regsPerMultiprocessor": 65536,
+                "warpSize": 32,
+                "sharedMemPerBlock": 49152,
+                "sharedMemPerMultiprocessor": 233472,
+                "numSms": 132,
+                "sharedMemPerBlockOptin": 232448,
+            }
+        ],
+        "distributedInfo": {
+            "backend": "nccl",
+            "rank": rank,
+            "world_size": ranks,
+            "pg_count": 1,
+            "pg_config": [
+                {
+                    "pg_name": "0",
+                    "pg_desc": "default_pg",
+                    "backend_config": "cuda:nccl",
+                    "pg_size": ranks,
+                    "ranks": "all",
+                }
+            ],
+            "nccl_version": "2.21.5",
+        },
+        "record_shapes": 0,
+        "with_stack": 0,
+        "trace_id": f"{rank:032x}",
         "traceEvents": ev,
         "traceName": f"node{rank // 8}_rank{rank:05d}",
         "displayTimeUnit": "ms",
@@ -196,8 +327,16 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
     }
 
 
-def generate(out: str, ranks: int, events: int = 50_000, steps: int = 10, buckets: int = 12,
-             straggler: int | None = None, seed: int = 7, gz: bool = True) -> list[str]:
+def generate(
+    out: str,
+    ranks: int,
+    events: int = 50_000,
+    steps: int = 10,
+    buckets: int = 12,
+    straggler: int | None = None,
+    seed: int = 7,
+    gz: bool = True,
+) -> list[str]:
     """Writes one trace per rank under `out` (a run folder); returns the paths."""
     straggler = ranks // 3 if straggler is None else straggler
     p = plan(events, steps, buckets)

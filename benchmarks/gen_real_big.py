@@ -7,6 +7,7 @@ Copy k (k >= 1) of the source's events gets thread ids prefixed with k ("tid": 9
 the 2.2M-event trace of ../shared/tools/big_torch_trace.py (`OUTDIR 10 20000`), COPIES=5 gives
 about 11M events and 4.2 GB of JSON. The output is gzip (ISA-L when installed, level 1).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -32,7 +33,7 @@ def generate(src: str, out: str, copies: int) -> None:
         data = f.read()
     m = _HEAD.search(data)
     end = data.rindex(b"]")
-    head, events, tail = data[:m.end()], data[m.end():end], data[end:]
+    head, events, tail = data[: m.end()], data[m.end() : end], data[end:]
     del data
     with _open_out(out) as f:
         f.write(head)

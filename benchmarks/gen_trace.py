@@ -7,6 +7,7 @@ an optimizer step, `[memory]` instant events (allocations and frees) and Kineto 
 
     python benchmarks/gen_trace.py --events 2000000 --out /tmp/big/worker0.1796207156519141535.pt.trace.json.gz
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,32 +22,78 @@ TID = 4242
 BWD_TID = 4250
 
 # op templates: (name, [children]); shapes are filled per layer
-CONV = ("aten::conv2d", [("aten::convolution", [("aten::_convolution", [
-    ("aten::mkldnn_convolution", [("aten::empty", []), ("aten::as_strided_", [])])])])])
-BN = ("aten::batch_norm", [("aten::_batch_norm_impl_index", [("aten::native_batch_norm", [
-    ("aten::empty_like", [("aten::empty_strided", [])]), ("aten::empty", []),
-    ("aten::empty", [])])])])
+CONV = (
+    "aten::conv2d",
+    [
+        (
+            "aten::convolution",
+            [("aten::_convolution", [("aten::mkldnn_convolution", [("aten::empty", []), ("aten::as_strided_", [])])])],
+        )
+    ],
+)
+BN = (
+    "aten::batch_norm",
+    [
+        (
+            "aten::_batch_norm_impl_index",
+            [
+                (
+                    "aten::native_batch_norm",
+                    [("aten::empty_like", [("aten::empty_strided", [])]), ("aten::empty", []), ("aten::empty", [])],
+                )
+            ],
+        )
+    ],
+)
 RELU = ("aten::relu_", [("aten::clamp_min_", [])])
 POOL = ("aten::max_pool2d", [("aten::max_pool2d_with_indices", [])])
-LINEAR = ("aten::linear", [("aten::t", [("aten::transpose", [("aten::as_strided", [])])]),
-                           ("aten::addmm", [("aten::expand", [("aten::as_strided", [])]),
-                                            ("aten::copy_", []), ("aten::resolve_conj", []),
-                                            ("aten::resolve_conj", [])])])
+LINEAR = (
+    "aten::linear",
+    [
+        ("aten::t", [("aten::transpose", [("aten::as_strided", [])])]),
+        (
+            "aten::addmm",
+            [
+                ("aten::expand", [("aten::as_strided", [])]),
+                ("aten::copy_", []),
+                ("aten::resolve_conj", []),
+                ("aten::resolve_conj", []),
+            ],
+        ),
+    ],
+)
 ADD = ("aten::add", [])
 LAYER_KINDS = [CONV, BN, RELU, CONV, BN, ADD, RELU, POOL]
 BWD = {
-    "aten::conv2d": ("ConvolutionBackward0", [("aten::convolution_backward", [
-        ("aten::empty", []), ("aten::zeros", [("aten::empty", []), ("aten::zero_", [
-            ("aten::fill_", [])])]), ("aten::sum", [])])]),
-    "aten::batch_norm": ("NativeBatchNormBackward0", [("aten::native_batch_norm_backward", [
-        ("aten::empty_like", [("aten::empty_strided", [])])])]),
+    "aten::conv2d": (
+        "ConvolutionBackward0",
+        [
+            (
+                "aten::convolution_backward",
+                [
+                    ("aten::empty", []),
+                    ("aten::zeros", [("aten::empty", []), ("aten::zero_", [("aten::fill_", [])])]),
+                    ("aten::sum", []),
+                ],
+            )
+        ],
+    ),
+    "aten::batch_norm": (
+        "NativeBatchNormBackward0",
+        [("aten::native_batch_norm_backward", [("aten::empty_like", [("aten::empty_strided", [])])])],
+    ),
     "aten::relu_": ("ThresholdBackward0", [("aten::threshold_backward", [])]),
-    "aten::max_pool2d": ("MaxPool2DWithIndicesBackward0", [(
-        "aten::max_pool2d_with_indices_backward", [("aten::zeros_like", [
-            ("aten::empty_like", []), ("aten::zero_", [])])])]),
+    "aten::max_pool2d": (
+        "MaxPool2DWithIndicesBackward0",
+        [
+            (
+                "aten::max_pool2d_with_indices_backward",
+                [("aten::zeros_like", [("aten::empty_like", []), ("aten::zero_", [])])],
+            )
+        ],
+    ),
     "aten::add": ("AddBackward0", []),
-    "aten::linear": ("AddmmBackward0", [("aten::t", []), ("aten::mm", [("aten::empty", [])]),
-                                        ("aten::sum", [])]),
+    "aten::linear": ("AddmmBackward0", [("aten::t", []), ("aten::mm", [("aten::empty", [])]), ("aten::sum", [])]),
 }
 ALLOC_OPS = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::zeros"}
 
@@ -57,7 +104,7 @@ class Gen:
     def __init__(self, seed: int, layers: int) -> None:
         self.rng = random.Random(seed)
         self.ops: list[str] = []
-        self.mem: list[tuple] = []      # (ts_ns, text) written after the cpu ops
+        self.mem: list[tuple] = []  # (ts_ns, text) written after the cpu ops
         self.ext = 0
         self.seq = 0
         self.flow = 0
@@ -70,16 +117,30 @@ class Gen:
         kind = LAYER_KINDS[i % len(LAYER_KINDS)] if i < 1000 else LINEAR
         c = 16 * (1 + i % 8)
         hw = max(7, 112 >> (i // 16))
-        dims = [[32, c, hw, hw], [c, c, 3, 3], [], [], [], [], []] if kind is CONV else \
-            [[32, c, hw, hw], [c], [c]] if kind is BN else [[32, c, hw, hw]]
+        dims = (
+            [[32, c, hw, hw], [c, c, 3, 3], [], [], [], [], []]
+            if kind is CONV
+            else [[32, c, hw, hw], [c], [c]]
+            if kind is BN
+            else [[32, c, hw, hw]]
+        )
         return kind, dims
 
     @staticmethod
     def _fmt(ns: int) -> str:
         return f"{ns // 1000}.{ns % 1000:03d}"
 
-    def op(self, cat: str, name: str, tid: int, ts: int, dur: int, dims: list | None,
-           seq: int | None = None, flow: tuple | None = None) -> None:
+    def op(
+        self,
+        cat: str,
+        name: str,
+        tid: int,
+        ts: int,
+        dur: int,
+        dims: list | None,
+        seq: int | None = None,
+        flow: tuple | None = None,
+    ) -> None:
         self.ext += 1
         parts = [f'"External id": {self.ext}']
         if seq is not None:
@@ -88,38 +149,61 @@ class Gen:
         if dims is not None:
             n = len(dims)
             parts.append('"Concrete Inputs": [' + ", ".join(['""'] * n) + "]")
-            parts.append('"Input type": [' + ", ".join(
-                ['"float"' if d else '"Scalar"' for d in dims]) + "]")
-            parts.append('"Input Strides": ' + json.dumps([
-                [1] * len(d) for d in dims]))
+            parts.append('"Input type": [' + ", ".join(['"float"' if d else '"Scalar"' for d in dims]) + "]")
+            parts.append('"Input Strides": ' + json.dumps([[1] * len(d) for d in dims]))
             parts.append('"Input Dims": ' + json.dumps(dims))
         parts.append(f'"Ev Idx": {self.n}')
         args = ", ".join(parts)
-        self.ops.append((ts, (
-            f'\n  {{\n    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": {PID}, '
-            f'"tid": {tid},\n    "ts": {self._fmt(ts)}, "dur": {self._fmt(dur)},\n'
-            f'    "args": {{\n      {args}\n    }}\n  }}')))
+        self.ops.append(
+            (
+                ts,
+                (
+                    f'\n  {{\n    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": {PID}, '
+                    f'"tid": {tid},\n    "ts": {self._fmt(ts)}, "dur": {self._fmt(dur)},\n'
+                    f'    "args": {{\n      {args}\n    }}\n  }}'
+                ),
+            )
+        )
         self.n += 1
         if flow is not None:
             ph, fid = flow
             bp = ', "bp": "e"' if ph == "f" else ""
-            self.ops.append((ts, (
-                f'\n  {{\n    "ph": "{ph}", "id": {fid}, "pid": {PID}, "tid": {tid}, '
-                f'"ts": {self._fmt(ts)}, "cat": "fwdbwd", "name": "fwdbwd"{bp}\n  }}')))
+            self.ops.append(
+                (
+                    ts,
+                    (
+                        f'\n  {{\n    "ph": "{ph}", "id": {fid}, "pid": {PID}, "tid": {tid}, '
+                        f'"ts": {self._fmt(ts)}, "cat": "fwdbwd", "name": "fwdbwd"{bp}\n  }}'
+                    ),
+                )
+            )
             self.n += 1
 
     def memory(self, ts: int, tid: int, nbytes: int, addr: int) -> None:
         self.allocated += nbytes
-        self.mem.append((ts, (
-            f'\n  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",'
-            f' "pid": {PID}, "tid": {tid},\n    "ts": {self._fmt(ts)},\n    "args": {{\n'
-            f'      "Total Reserved": 0, "Total Allocated": {self.allocated}, "Bytes": {nbytes},'
-            f' "Device Id": -1, "Device Type": 0, "Addr": {addr}, "finished": false\n    }}\n  }}'
-        )))
+        self.mem.append(
+            (
+                ts,
+                (
+                    f'\n  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",'
+                    f' "pid": {PID}, "tid": {tid},\n    "ts": {self._fmt(ts)},\n    "args": {{\n'
+                    f'      "Total Reserved": 0, "Total Allocated": {self.allocated}, "Bytes": {nbytes},'
+                    f' "Device Id": -1, "Device Type": 0, "Addr": {addr}, "finished": false\n    }}\n  }}'
+                ),
+            )
+        )
         self.n += 1
 
-    def tree(self, node: tuple, tid: int, ts: int, dims: list | None, frees: list,
-             seq: int | None = None, flow: tuple | None = None) -> int:
+    def tree(
+        self,
+        node: tuple,
+        tid: int,
+        ts: int,
+        dims: list | None,
+        frees: list,
+        seq: int | None = None,
+        flow: tuple | None = None,
+    ) -> int:
         """Emit one op and its children starting at ts; returns its end time."""
         name, children = node
         t = ts + self.rng.randint(300, 2000)
@@ -141,8 +225,9 @@ class Gen:
         start = ts
         t = ts + 1000
         dl_end = t + self.rng.randint(50_000, 150_000)
-        self.op("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-                TID, t, dl_end - t, None)
+        self.op(
+            "user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", TID, t, dl_end - t, None
+        )
         t = dl_end + 2000
         fwd = []
         for node, dims in self.layers:
@@ -175,9 +260,15 @@ class Gen:
         return end
 
     def op_flow_end(self, tid: int, ts: int, fid: int) -> None:
-        self.ops.append((ts, (
-            f'\n  {{\n    "ph": "f", "id": {fid}, "pid": {PID}, "tid": {tid}, '
-            f'"ts": {self._fmt(ts)}, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"\n  }}')))
+        self.ops.append(
+            (
+                ts,
+                (
+                    f'\n  {{\n    "ph": "f", "id": {fid}, "pid": {PID}, "tid": {tid}, '
+                    f'"ts": {self._fmt(ts)}, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"\n  }}'
+                ),
+            )
+        )
         self.n += 1
 
 
@@ -199,26 +290,27 @@ def generate(path: str, events: int, seed: int = 0, layers: int = 240) -> int:
         f'"tid": {TID},\n    "args": {{\n      "name": "thread {TID} (python)"\n    }}\n  }}',
         f'\n  {{\n    "name": "thread_name", "ph": "M", "ts": {g._fmt(start)}, "pid": {PID}, '
         f'"tid": {BWD_TID},\n    "args": {{\n      "name": "thread {BWD_TID} (pt_autograd_0)"'
-        f'\n    }}\n  }}',
+        f"\n    }}\n  }}",
     ]
     tail = [
         f'\n  {{\n    "ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",'
         f' "tid": "PyTorch Profiler",\n    "ts": {g._fmt(start)}, "dur": {g._fmt(ts - start)},'
         f'\n    "args": {{\n      "Op count": 0\n    }}\n  }}',
-        f'\n  {{\n    "name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "",'
-        f' "ts": {g._fmt(ts)}\n  }}',
+        f'\n  {{\n    "name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": {g._fmt(ts)}\n  }}',
     ]
-    head = (' {\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n'
-            '  "trace_id": "9094E99F6F4646F3BEE212B3B37D38C6",\n  "record_shapes": 1,\n'
-            '  "profile_memory": 1,\n  "displayTimeUnit": "ms",\n'
-            f'  "baseTimeNanoseconds": {BASE_NS},\n  "traceEvents": [')
+    head = (
+        ' {\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n'
+        '  "trace_id": "9094E99F6F4646F3BEE212B3B37D38C6",\n  "record_shapes": 1,\n'
+        '  "profile_memory": 1,\n  "displayTimeUnit": "ms",\n'
+        f'  "baseTimeNanoseconds": {BASE_NS},\n  "traceEvents": ['
+    )
     body_parts = meta + [p[1] for p in g.ops] + [p[1] for p in g.mem] + tail
     tmp = path + ".tmp"
     gz = path.endswith(".gz")
-    with (gzip.open(tmp, "wt", compresslevel=6, encoding="utf-8") if gz else open(tmp, "w", encoding="utf-8")) as f:
+    with gzip.open(tmp, "wt", compresslevel=6, encoding="utf-8") if gz else open(tmp, "w", encoding="utf-8") as f:
         f.write(head)
         for i in range(0, len(body_parts), 100_000):
-            f.write(",".join(body_parts[i:i + 100_000]))
+            f.write(",".join(body_parts[i : i + 100_000]))
             if i + 100_000 < len(body_parts):
                 f.write(",")
         f.write(f'\n],\n  "traceName": "{os.path.basename(path)}"\n}}')

@@ -6,6 +6,7 @@ number was wrong). Rows are matched by name (and input shape / module path), not
     PYTHONPATH=. python benchmarks/view_numbers.py dump OUT_DIR        # from a checkout's root
     python benchmarks/view_numbers.py compare BEFORE_DIR AFTER_DIR [--limit N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,7 @@ def dump(out: str) -> None:
     """Write one JSON file per shared trace with the views that read node, link and step stages."""
     from profiler_core.trace.read.reader import read_trace
     from tb_plugin.views import diff, distributed, kernels, memory, modules, operators, overview
+
     os.makedirs(out, exist_ok=True)
     for f in sorted(SHARED.rglob("*.json*")):
         if "reference" in f.parts or "hta_et_file" in str(f) or f.name == "README.md":
@@ -30,12 +32,17 @@ def dump(out: str) -> None:
         except Exception as e:  # a refused file: its message is the output
             res["read"] = str(e)
         else:
-            for name, fn in [("overview", lambda: overview.overview(t)), ("ops", lambda: operators.operators(t)),
-                             ("ops_shape", lambda: operators.operators(t, "name_shape")),
-                             ("kernels", lambda: kernels.kernels(t, "name_op")),
-                             ("mem_stats", lambda: memory.memory_stats(t)), ("mem_events", lambda: memory.memory_events(t)),
-                             ("modules", lambda: modules.modules(t)), ("diff", lambda: diff.diff(t, t)),
-                             ("dist", lambda: distributed.worker_summary(t))]:
+            for name, fn in [
+                ("overview", lambda: overview.overview(t)),
+                ("ops", lambda: operators.operators(t)),
+                ("ops_shape", lambda: operators.operators(t, "name_shape")),
+                ("kernels", lambda: kernels.kernels(t, "name_op")),
+                ("mem_stats", lambda: memory.memory_stats(t)),
+                ("mem_events", lambda: memory.memory_events(t)),
+                ("modules", lambda: modules.modules(t)),
+                ("diff", lambda: diff.diff(t, t)),
+                ("dist", lambda: distributed.worker_summary(t)),
+            ]:
                 try:
                     res[name] = fn()
                 except Exception as e:

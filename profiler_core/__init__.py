@@ -3,13 +3,21 @@
 Importing it is cheap: only the hot-path ``recording`` module and the small op API load eagerly;
 the profiler, handlers and FLOP registry load on first use.
 """
+
 from .ops import operator, record_op
 from .recording import record_function
 from .schedule import ProfilerAction, ProfilerActivity, schedule
 
 __all__ = [
-    "profile", "schedule", "ProfilerAction", "ProfilerActivity", "record_function",
-    "tensorboard_trace_handler", "supported_activities", "record_op", "operator",
+    "profile",
+    "schedule",
+    "ProfilerAction",
+    "ProfilerActivity",
+    "record_function",
+    "tensorboard_trace_handler",
+    "supported_activities",
+    "record_op",
+    "operator",
     "register_flops_formula",
 ]
 
@@ -31,6 +39,7 @@ def __getattr__(name: str) -> object:
         return value
     if name in _LAZY:
         import importlib
+
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module(f".{module}", __name__), attr)
         globals()[name] = value

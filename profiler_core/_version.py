@@ -1,4 +1,5 @@
 """The installed distribution's version (pyproject.toml is its only source)."""
+
 from __future__ import annotations
 
 DIST_NAME = "gpuscope"

@@ -12,6 +12,7 @@ empty directory: with `-c`, sys.path[0] is the directory the interpreter starts 
 takes the parent's sys.path and working directory (`spawn.prepare`) only after `multiprocessing`
 itself was imported.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -46,8 +47,7 @@ def launcher(executable: str | bytes) -> str:
     atexit.register(shutil.rmtree, folder, True)
     path = os.path.join(folder, "python")
     with open(path, "w") as f:
-        f.write(f"#!/bin/sh\ncd -- {shlex.quote(folder)} || exit 1\n"
-                f"exec {shlex.quote(executable)} \"$@\"\n")
+        f.write(f'#!/bin/sh\ncd -- {shlex.quote(folder)} || exit 1\nexec {shlex.quote(executable)} "$@"\n')
     os.chmod(path, 0o700)
     _launchers[executable] = path
     return path

@@ -4,6 +4,7 @@ Used by the profiler for the trace's ``distributedInfo`` and by ``tensorboard_tr
 for the default worker name. Cheap and import-free: it reads ``os.environ`` and only looks at
 mpi4py / torch.distributed when the user has already imported them (never initialises MPI).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,21 +20,41 @@ __all__ = ["distributed_info", "detect", "default_worker_name", "hostname", "war
 # Checked in this order: MPI launchers first (they are specific), then torchrun, then SLURM
 # (which is set in every job step, also around a torchrun or mpiexec launch).
 _ENV_SOURCES: tuple[tuple[str, str, str, tuple[str, ...], str, str], ...] = (
-    ("OMPI_COMM_WORLD", "mpi", "OMPI_COMM_WORLD_RANK", ("OMPI_COMM_WORLD_SIZE",),
-     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-    ("MV2_COMM_WORLD", "mpi", "MV2_COMM_WORLD_RANK", ("MV2_COMM_WORLD_SIZE",),
-     "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),
+    (
+        "OMPI_COMM_WORLD",
+        "mpi",
+        "OMPI_COMM_WORLD_RANK",
+        ("OMPI_COMM_WORLD_SIZE",),
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+    ),
+    (
+        "MV2_COMM_WORLD",
+        "mpi",
+        "MV2_COMM_WORLD_RANK",
+        ("MV2_COMM_WORLD_SIZE",),
+        "MV2_COMM_WORLD_LOCAL_RANK",
+        "MV2_COMM_WORLD_LOCAL_SIZE",
+    ),
     ("PMI", "mpi", "PMI_RANK", ("PMI_SIZE",), "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
     ("torchrun", "env", "RANK", ("WORLD_SIZE",), "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
-    ("SLURM", "slurm", "SLURM_PROCID", ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
-     "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE"),
+    (
+        "SLURM",
+        "slurm",
+        "SLURM_PROCID",
+        ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
+        "SLURM_LOCALID",
+        "SLURM_STEP_TASKS_PER_NODE",
+    ),
 )
 
 _warned: set[str] = set()
 
 #: The note for a process that imported mpi4py without an initialised MPI (shared with the integration).
-MPI_NOT_INITIALISED = ("mpi4py is imported but MPI is not initialised (or already finalised): this process "
-                       "is profiled as a single worker, unless launcher variables give its rank")
+MPI_NOT_INITIALISED = (
+    "mpi4py is imported but MPI is not initialised (or already finalised): this process "
+    "is profiled as a single worker, unless launcher variables give its rank"
+)
 
 
 def warn_once(note: str) -> None:
@@ -64,8 +85,7 @@ def _from_mpi4py(notes: list[str]) -> dict | None:
             notes.append(MPI_NOT_INITIALISED)
             return None
         comm = mpi.COMM_WORLD
-        info = {"backend": "mpi", "rank": int(comm.Get_rank()), "world_size": int(comm.Get_size()),
-                "source": "mpi4py"}
+        info = {"backend": "mpi", "rank": int(comm.Get_rank()), "world_size": int(comm.Get_size()), "source": "mpi4py"}
     except Exception as exc:  # a broken MPI must never break profiling
         notes.append(f"could not query mpi4py ({type(exc).__name__}: {exc}); using launcher variables")
         return None
@@ -86,8 +106,12 @@ def _from_torch(notes: list[str]) -> dict | None:
     try:
         if not (dist.is_available() and dist.is_initialized()):
             return None
-        return {"backend": str(dist.get_backend()), "rank": int(dist.get_rank()),
-                "world_size": int(dist.get_world_size()), "source": "torch.distributed"}
+        return {
+            "backend": str(dist.get_backend()),
+            "rank": int(dist.get_rank()),
+            "world_size": int(dist.get_world_size()),
+            "source": "torch.distributed",
+        }
     except Exception as exc:
         notes.append(f"could not query torch.distributed ({type(exc).__name__}: {exc})")
         return None
@@ -103,8 +127,10 @@ def _from_env(env: Mapping[str, str], notes: list[str]) -> dict | None:
             continue
         rank, size = _int_or_none(env[rank_var]), _int_or_none(env[size_var])
         if rank is None or size is None or size < 1 or not 0 <= rank < size:
-            notes.append(f"ignored invalid launcher variables {rank_var}={env[rank_var]!r} "
-                         f"{size_var}={env[size_var]!r} (need 0 <= rank < size)")
+            notes.append(
+                f"ignored invalid launcher variables {rank_var}={env[rank_var]!r} "
+                f"{size_var}={env[size_var]!r} (need 0 <= rank < size)"
+            )
             continue
         info: dict = {"backend": backend, "rank": rank, "world_size": size, "source": source}
         lrank, lsize = _int_or_none(env.get(lrank_var)), _int_or_none(env.get(lsize_var))
@@ -124,8 +150,9 @@ def detect(env: Mapping[str, str] | None = None) -> tuple[dict | None, list[str]
     """
     env = os.environ if env is None else env
     if not isinstance(env, Mapping):
-        raise TypeError(f"env must be a mapping of environment variables (like os.environ), "
-                        f"got {type(env).__name__} {env!r}")
+        raise TypeError(
+            f"env must be a mapping of environment variables (like os.environ), got {type(env).__name__} {env!r}"
+        )
     notes: list[str] = []
     info = _from_mpi4py(notes) or _from_torch(notes)
     from_env = _from_env(env, notes)
@@ -165,14 +192,16 @@ def default_worker_name(info: dict | None = None, env: Mapping[str, str] | None 
     if info is None:
         info, _ = detect(env)
     if info is None:
-        return f"{hostname()}_{os.getpid()}"   # not distributed
+        return f"{hostname()}_{os.getpid()}"  # not distributed
     if not isinstance(info, Mapping):
         raise TypeError(f"default_worker_name: info must be a dict like distributed_info()'s, got {info!r}")
     rank, size = _int_or_none(info.get("rank")), _int_or_none(info.get("world_size", 1))
     if size is None or size <= 1:
-        return f"{hostname()}_{os.getpid()}"   # a lone process: ranks would collide across runs
+        return f"{hostname()}_{os.getpid()}"  # a lone process: ranks would collide across runs
     if rank is None or not 0 <= rank < size:
-        raise ValueError(f"default_worker_name: info needs 0 <= rank < world_size, got rank={info.get('rank')!r} "
-                         f"world_size={info.get('world_size')!r}")
+        raise ValueError(
+            f"default_worker_name: info needs 0 <= rank < world_size, got rank={info.get('rank')!r} "
+            f"world_size={info.get('world_size')!r}"
+        )
     width = max(5, len(str(size - 1)))
     return f"{hostname()}_rank{rank:0{width}d}"

@@ -4,6 +4,7 @@ A formula is ``fn(input_dims: list, concrete_inputs: list) -> int`` (the op's ``
 ``Concrete Inputs`` as recorded in the trace). Names match exactly, or without an ``aten::``
 prefix: ``mm``, ``aten::mm`` and ``mylib::mm`` -> only the first two share the ``mm`` formula.
 """
+
 from __future__ import annotations
 
 import ast
@@ -100,8 +101,16 @@ def _numel0(dims: list, _c: list) -> int:
     return _prod(dims[0]) if dims and dims[0] else 0
 
 
-for _n, _f in (("mm", _mm), ("addmm", _addmm), ("matmul", _matmul), ("bmm", _bmm),
-               ("baddbmm", _baddbmm), ("conv2d", _conv2d), ("mul", _numel0), ("add", _numel0)):
+for _n, _f in (
+    ("mm", _mm),
+    ("addmm", _addmm),
+    ("matmul", _matmul),
+    ("bmm", _bmm),
+    ("baddbmm", _baddbmm),
+    ("conv2d", _conv2d),
+    ("mul", _numel0),
+    ("add", _numel0),
+):
     _FORMULAS[_n] = _f
 
 
@@ -115,7 +124,7 @@ def register_flops_formula(name: str, fn: FlopsFormula) -> None:
 
 
 def _lookup(name: str) -> Callable | None:
-    if not isinstance(name, str):       # record_op(5, ...): no formula (and no error from here)
+    if not isinstance(name, str):  # record_op(5, ...): no formula (and no error from here)
         return None
     f = _FORMULAS.get(name)
     if f is None and name.startswith("aten::"):
@@ -131,7 +140,7 @@ def compute_flops(name: str, input_dims: list, concrete_inputs: list | None = No
     concrete = list(concrete_inputs or [])
     try:
         n = f(list(input_dims), concrete)
-    except Exception as e:     # wrong arity / odd shapes: no FLOPs, one warning per op name
+    except Exception as e:  # wrong arity / odd shapes: no FLOPs, one warning per op name
         _warn_once(name, f"FLOPs formula for {name!r} failed on inputs {input_dims!r}: {type(e).__name__}: {e}")
         return 0
     count = _flop_count(n)
@@ -142,7 +151,7 @@ def compute_flops(name: str, input_dims: list, concrete_inputs: list | None = No
 
 
 # The largest count kept: readers store FLOPs as int64.
-_MAX_FLOPS = 2 ** 63 - 1
+_MAX_FLOPS = 2**63 - 1
 
 
 def _flop_count(n: object) -> int | None:

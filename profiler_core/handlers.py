@@ -1,4 +1,5 @@
 """``tensorboard_trace_handler``: an on_trace_ready callback writing traces into a TensorBoard logdir."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,11 @@ def default_worker_name() -> str:
     try:
         name = from_distinfo()
     except Exception as e:  # noqa: BLE001 - an odd environment must not lose the trace
-        warnings.warn(f"gpuscope: cannot name the worker from the distributed setup ({e}); "
-                      "using hostname_pid", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"gpuscope: cannot name the worker from the distributed setup ({e}); using hostname_pid",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         name = None
     return str(name) if name else f"{socket.gethostname()}_{os.getpid()}"
 
@@ -28,8 +32,9 @@ def trace_file_name(worker_name: str, use_gzip: bool = False, time_ns: int | Non
     return f"{worker_name}.{stamp}.pt.trace.json" + (".gz" if use_gzip else "")
 
 
-def tensorboard_trace_handler(dir_name: str | os.PathLike, worker_name: str | None = None,
-                              use_gzip: bool = False) -> Callable[[Any], None]:
+def tensorboard_trace_handler(
+    dir_name: str | os.PathLike, worker_name: str | None = None, use_gzip: bool = False
+) -> Callable[[Any], None]:
     """Return an ``on_trace_ready`` callback that writes each trace into ``dir_name`` (created if needed).
 
     Files are named like torch's and written atomically. ``dir_name`` may be an fsspec URL
@@ -40,14 +45,20 @@ def tensorboard_trace_handler(dir_name: str | os.PathLike, worker_name: str | No
     try:
         dir_name = os.fspath(dir_name)
     except TypeError:
-        raise TypeError(f"tensorboard_trace_handler: dir_name must be a str or os.PathLike, "
-                        f"got {type(dir_name).__name__} {dir_name!r}") from None
+        raise TypeError(
+            f"tensorboard_trace_handler: dir_name must be a str or os.PathLike, "
+            f"got {type(dir_name).__name__} {dir_name!r}"
+        ) from None
     if isinstance(dir_name, bytes):
         dir_name = os.fsdecode(dir_name)
     if not dir_name:
         raise ValueError(f"tensorboard_trace_handler: dir_name must be a non-empty path, got {dir_name!r}")
-    if worker_name is not None and (not isinstance(worker_name, str) or os.sep in worker_name
-                                    or "\0" in worker_name or (os.altsep and os.altsep in worker_name)):
+    if worker_name is not None and (
+        not isinstance(worker_name, str)
+        or os.sep in worker_name
+        or "\0" in worker_name
+        or (os.altsep and os.altsep in worker_name)
+    ):
         raise ValueError(f"tensorboard_trace_handler: worker_name must be a plain name, got {worker_name!r}")
     state = {"worker": worker_name}
 

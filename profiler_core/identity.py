@@ -1,4 +1,5 @@
 """Which version of a file a parse belongs to: the one place that says what "the same file" means."""
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ traced total: memory allocated since recording started and still alive (tracemal
 older), unless the program already ran tracemalloc. ``Total Reserved`` is 0, as torch writes for
 CPU memory. Cost: tracemalloc slows every Python allocation while recording (only then).
 """
+
 from __future__ import annotations
 
 import tracemalloc
@@ -44,4 +45,3 @@ class MemoryTracker:
         """Stop tracemalloc if we started it."""
         if self._we_started and tracemalloc.is_tracing():
             tracemalloc.stop()
-

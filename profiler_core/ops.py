@@ -12,6 +12,7 @@ With ``record_shapes`` (or ``with_flops``) the event gets torch's ``Input Dims``
 ones, in call order. ``args={...}`` adds extra trace args (e.g. the MPI integration's
 communication args). When no profiler records, ``record_op`` returns a shared no-op context.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,19 +27,29 @@ from .recording import CAT_OP, Record, is_recording
 
 # numpy dtype name -> the name torch writes in "Input type"
 DTYPE_NAMES = {
-    "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-    "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-    "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
-    "uint64": "unsigned long", "bool": "bool",
-    "complex64": "c10::complex<float>", "complex128": "c10::complex<double>",
+    "float32": "float",
+    "float64": "double",
+    "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16",
+    "int64": "long int",
+    "int32": "int",
+    "int16": "short int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "uint16": "unsigned short",
+    "uint32": "unsigned int",
+    "uint64": "unsigned long",
+    "bool": "bool",
+    "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
 }
 
 _SCALARS = (bool, int, float, complex)
 
 
-_ARRAY_TYPES: set = set()       # types seen to have .shape and .dtype (fast path)
-_INT_SHAPE_TYPES: set = set()   # array types whose .shape is always a tuple of Python ints
-_DTYPE_INFO: dict = {}           # dtype -> (torch name, itemsize)
+_ARRAY_TYPES: set = set()  # types seen to have .shape and .dtype (fast path)
+_INT_SHAPE_TYPES: set = set()  # array types whose .shape is always a tuple of Python ints
+_DTYPE_INFO: dict = {}  # dtype -> (torch name, itemsize)
 
 
 def _is_array(x: Any) -> bool:
@@ -65,7 +76,7 @@ def _dtype_info(dtype: Any) -> tuple:
     info = (DTYPE_NAMES.get(name, name), int(itemsize) if isinstance(itemsize, int) else 0)
     try:
         _DTYPE_INFO[dtype] = info
-    except TypeError:          # unhashable dtype object
+    except TypeError:  # unhashable dtype object
         pass
     return info
 
@@ -83,11 +94,11 @@ def _int_like(v: Any) -> int:
 
 
 def _array_dims(x: Any) -> list:
-    if type(x) in _INT_SHAPE_TYPES:     # numpy/cupy ndarray: a tuple of ints, no check needed
+    if type(x) in _INT_SHAPE_TYPES:  # numpy/cupy ndarray: a tuple of ints, no check needed
         return list(x.shape)
     dims = list(x.shape)
     for d in dims:
-        if type(d) is not int:      # numpy ints, unknown (nan/None) dims, or a shape that is not a tuple
+        if type(d) is not int:  # numpy ints, unknown (nan/None) dims, or a shape that is not a tuple
             return [_int_like(v) for v in dims] if isinstance(x.shape, (tuple, list)) else []
     return dims
 
@@ -103,8 +114,8 @@ def _array_strides(x: Any, itemsize: int) -> list:
     strides = getattr(x, "strides", None)
     if strides is None or not itemsize:
         return []
-    out = list(map(itemsize.__rfloordiv__, strides))      # byte strides -> element strides
-    if type(x) not in _INT_SHAPE_TYPES and NotImplemented in out:   # numpy-int or junk strides
+    out = list(map(itemsize.__rfloordiv__, strides))  # byte strides -> element strides
+    if type(x) not in _INT_SHAPE_TYPES and NotImplemented in out:  # numpy-int or junk strides
         out = [_stride_elems(s, itemsize) for s in strides]
     return out
 
@@ -118,10 +129,9 @@ def _concrete(x: Any) -> str:
 def describe_input(x: Any) -> tuple:
     """(dims, type, strides, concrete) of one op input, in torch's trace vocabulary."""
     try:
-        if type(x) in _INT_SHAPE_TYPES:     # numpy/cupy ndarray: the fast path, nothing to check
+        if type(x) in _INT_SHAPE_TYPES:  # numpy/cupy ndarray: the fast path, nothing to check
             name, itemsize = _dtype_info(x.dtype)
-            return (list(x.shape), name,
-                    list(map(itemsize.__rfloordiv__, x.strides)) if itemsize else [], "")
+            return (list(x.shape), name, list(map(itemsize.__rfloordiv__, x.strides)) if itemsize else [], "")
         if x is None:
             return [], "", [], ""
         if type(x) in _ARRAY_TYPES or (not isinstance(x, _SCALARS) and _is_array(x)):
@@ -135,10 +145,14 @@ def describe_input(x: Any) -> tuple:
             if all(isinstance(v, _SCALARS) for v in x):
                 return [], "ScalarList", [], "[" + ", ".join(_concrete(v) for v in x) + "]"
             if all(_is_array(v) for v in x):
-                return ([_array_dims(v) for v in x], "TensorList",
-                        [_array_strides(v, _dtype_info(v.dtype)[1]) for v in x], "")
+                return (
+                    [_array_dims(v) for v in x],
+                    "TensorList",
+                    [_array_strides(v, _dtype_info(v.dtype)[1]) for v in x],
+                    "",
+                )
             return [], "GenericList", [], ""
-    except Exception:           # an odd object (broken .shape): record it as an opaque input
+    except Exception:  # an odd object (broken .shape): record it as an opaque input
         return [], "", [], ""
     return [], "", [], ""
 
@@ -148,8 +162,12 @@ def describe_inputs(inputs: tuple, kwinputs: dict | None = None) -> dict:
     if kwinputs:
         inputs = tuple(inputs) + tuple(kwinputs.values())
     described = [describe_input(x) for x in inputs]
-    return {"Concrete Inputs": [d[3] for d in described], "Input type": [d[1] for d in described],
-            "Input Strides": [d[2] for d in described], "Input Dims": [d[0] for d in described]}
+    return {
+        "Concrete Inputs": [d[3] for d in described],
+        "Input type": [d[1] for d in described],
+        "Input Strides": [d[2] for d in described],
+        "Input Dims": [d[0] for d in described],
+    }
 
 
 class _OpRecord(Record):
@@ -165,6 +183,7 @@ class _OpRecord(Record):
             args = describe_inputs(inputs, kwinputs)
             if recording.flops_enabled():
                 from .flops import compute_flops
+
                 n = compute_flops(name, args["Input Dims"], args["Concrete Inputs"])
                 if n > 0:
                     args["flops"] = n
@@ -181,28 +200,29 @@ class _NullContext:
     def __enter__(self) -> _NullContext:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         return False
 
 
 _NULL = _NullContext()
 
 
-def record_op(name: str, *inputs: Any, args: dict | None = None,
-              **kwinputs: Any) -> AbstractContextManager[Any]:
+def record_op(name: str, *inputs: Any, args: dict | None = None, **kwinputs: Any) -> AbstractContextManager[Any]:
     """Context manager recording a ``cpu_op`` named ``name`` with its inputs (shapes/types/FLOPs)."""
     if not is_recording():
         return _NULL
     if args is not None and not isinstance(args, dict):
-        raise TypeError(f"record_op({name!r}, args=...): args must be a dict of extra trace args, "
-                        f"got {type(args).__name__}")
+        raise TypeError(
+            f"record_op({name!r}, args=...): args must be a dict of extra trace args, got {type(args).__name__}"
+        )
     return _OpRecord(name, inputs, kwinputs, args)
 
 
 def operator(name: str | None = None) -> Callable:
     """Decorator: every call of the function is a ``cpu_op`` (name defaults to its __qualname__)."""
-    if callable(name):              # used bare: @operator
+    if callable(name):  # used bare: @operator
         return operator(None)(name)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"operator(name): name must be a str (or omitted), got {type(name).__name__} {name!r}")

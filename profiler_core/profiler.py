@@ -6,6 +6,7 @@ object as ``trace``) that ``export_chrome_trace`` writes and ``events()``/``key_
 through ``profiler_core.analysis``. Nothing raised by the user's ``on_trace_ready`` or by a
 failing collector takes the program down: those become warnings.
 """
+
 from __future__ import annotations
 
 import json
@@ -72,7 +73,7 @@ def supported_activities() -> set:
 def _as_activity(item: Any) -> ProfilerActivity:
     if isinstance(item, ProfilerActivity):
         return item
-    name = getattr(item, "name", item)          # torch.profiler.ProfilerActivity.CPU, "CPU"
+    name = getattr(item, "name", item)  # torch.profiler.ProfilerActivity.CPU, "CPU"
     if isinstance(name, str) and name.upper() in ProfilerActivity.__members__:
         return ProfilerActivity[name.upper()]
     raise ValueError(f"unsupported profiler activity {item!r}: use ProfilerActivity.CPU or ProfilerActivity.CUDA")
@@ -81,21 +82,25 @@ def _as_activity(item: Any) -> ProfilerActivity:
 def _as_activities(activities: Any) -> set:
     """The set of activities from ``activities`` (an iterable of ProfilerActivity); clear errors otherwise."""
     if isinstance(activities, (str, bytes, ProfilerActivity)) or not hasattr(activities, "__iter__"):
-        raise TypeError(f"activities must be a list of ProfilerActivity (e.g. [ProfilerActivity.CPU]), "
-                        f"got {type(activities).__name__} {activities!r}")
+        raise TypeError(
+            f"activities must be a list of ProfilerActivity (e.g. [ProfilerActivity.CPU]), "
+            f"got {type(activities).__name__} {activities!r}"
+        )
     return set(map(_as_activity, activities))
 
 
 def _as_action(value: Any) -> ProfilerAction:
     action = value if isinstance(value, ProfilerAction) else None
-    name = getattr(value, "name", None)         # a torch.profiler.ProfilerAction
+    name = getattr(value, "name", None)  # a torch.profiler.ProfilerAction
     if action is None and isinstance(name, str) and name in ProfilerAction.__members__:
         action = ProfilerAction[name]
     if action is None:
         raise ValueError(f"the profiler schedule returned {value!r}, not a ProfilerAction")
     if action is ProfilerAction.DEVICE_STOPPED:
-        raise ValueError("ProfilerAction.DEVICE_STOPPED is set internally by the profiler and must not be "
-                         "returned by a user-provided schedule")
+        raise ValueError(
+            "ProfilerAction.DEVICE_STOPPED is set internally by the profiler and must not be "
+            "returned by a user-provided schedule"
+        )
     return action
 
 
@@ -110,16 +115,16 @@ def _distributed_info() -> dict | None:
 
 
 # Top-level keys the trace format owns: user metadata under these names would corrupt the file.
-_RESERVED_METADATA_KEYS = frozenset(("schemaVersion", "deviceProperties", "traceEvents", "traceName",
-                                     "baseTimeNanoseconds", "displayTimeUnit"))
+_RESERVED_METADATA_KEYS = frozenset(
+    ("schemaVersion", "deviceProperties", "traceEvents", "traceName", "baseTimeNanoseconds", "displayTimeUnit")
+)
 
 
 def _metadata_key(what: str, key: Any) -> str:
     """``key`` as the str it is stored under; ValueError for a key that belongs to the trace format."""
     key = str(key)
     if key in _RESERVED_METADATA_KEYS:
-        raise ValueError(f"{what}({key!r}, ...): {key!r} is a reserved key of the trace format; "
-                         "choose another name")
+        raise ValueError(f"{what}({key!r}, ...): {key!r} is a reserved key of the trace format; choose another name")
     return key
 
 
@@ -127,44 +132,73 @@ class profile:
     """Profiler context manager with torch.profiler.profile's arguments and state transitions."""
 
     def __init__(
-        self, *, activities: Iterable | None = None,
+        self,
+        *,
+        activities: Iterable | None = None,
         schedule: Callable[[int], ProfilerAction] | None = None,
-        on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
-        profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
-        with_modules: bool = False, experimental_config: Any = None,
-        execution_trace_observer: Any = None, acc_events: bool = False, use_cuda: bool | None = None,
+        on_trace_ready: Callable[..., Any] | None = None,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        experimental_config: Any = None,
+        execution_trace_observer: Any = None,
+        acc_events: bool = False,
+        use_cuda: bool | None = None,
         custom_trace_id_callback: Callable[[], str] | None = None,
         post_processing_timeout_s: float | None = None,
     ) -> None:
         if on_trace_ready is not None and not callable(on_trace_ready):
-            raise TypeError(f"on_trace_ready must be callable (e.g. tensorboard_trace_handler(dir)), "
-                            f"got {type(on_trace_ready).__name__} {on_trace_ready!r}")
+            raise TypeError(
+                f"on_trace_ready must be callable (e.g. tensorboard_trace_handler(dir)), "
+                f"got {type(on_trace_ready).__name__} {on_trace_ready!r}"
+            )
         if schedule is not None and not callable(schedule):
-            raise TypeError(f"schedule must be callable (e.g. schedule(wait=1, warmup=1, active=3)), "
-                            f"got {type(schedule).__name__} {schedule!r}")
+            raise TypeError(
+                f"schedule must be callable (e.g. schedule(wait=1, warmup=1, active=3)), "
+                f"got {type(schedule).__name__} {schedule!r}"
+            )
         if post_processing_timeout_s is not None and (
-                isinstance(post_processing_timeout_s, bool)
-                or not isinstance(post_processing_timeout_s, (int, float)) or post_processing_timeout_s <= 0):
-            raise ValueError(f"post_processing_timeout_s must be a positive number of seconds or None, "
-                             f"got {post_processing_timeout_s!r}")
+            isinstance(post_processing_timeout_s, bool)
+            or not isinstance(post_processing_timeout_s, (int, float))
+            or post_processing_timeout_s <= 0
+        ):
+            raise ValueError(
+                f"post_processing_timeout_s must be a positive number of seconds or None, "
+                f"got {post_processing_timeout_s!r}"
+            )
         if execution_trace_observer is not None and not all(
-                callable(getattr(execution_trace_observer, m, None)) for m in ("start", "stop")):
-            raise TypeError("execution_trace_observer must have start() and stop() methods (torch's "
-                            f"_ITraceObserver), got {type(execution_trace_observer).__name__}")
-        ignored = [name for name, value in (("experimental_config", experimental_config),
-                                            ("post_processing_timeout_s", post_processing_timeout_s))
-                   if value is not None]
+            callable(getattr(execution_trace_observer, m, None)) for m in ("start", "stop")
+        ):
+            raise TypeError(
+                "execution_trace_observer must have start() and stop() methods (torch's "
+                f"_ITraceObserver), got {type(execution_trace_observer).__name__}"
+            )
+        ignored = [
+            name
+            for name, value in (
+                ("experimental_config", experimental_config),
+                ("post_processing_timeout_s", post_processing_timeout_s),
+            )
+            if value is not None
+        ]
         if ignored:
-            warnings.warn(f"gpuscope: {' and '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} accepted "
-                          "for torch.profiler compatibility and ignored (they configure Kineto's own collection "
-                          "and post-processing, which gpuscope does not use)", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"gpuscope: {' and '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} accepted "
+                "for torch.profiler compatibility and ignored (they configure Kineto's own collection "
+                "and post-processing, which gpuscope does not use)",
+                UserWarning,
+                stacklevel=2,
+            )
         if custom_trace_id_callback is not None and not callable(custom_trace_id_callback):
-            raise TypeError(f"custom_trace_id_callback must be callable (returning the trace id str), "
-                            f"got {type(custom_trace_id_callback).__name__} {custom_trace_id_callback!r}")
+            raise TypeError(
+                f"custom_trace_id_callback must be callable (returning the trace id str), "
+                f"got {type(custom_trace_id_callback).__name__} {custom_trace_id_callback!r}"
+            )
         acts = _as_activities(activities) if activities is not None else supported_activities()
         if use_cuda is not None:
-            warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
-                          FutureWarning, stacklevel=2)
+            warnings.warn("`use_cuda` is deprecated, use `activities` argument instead", FutureWarning, stacklevel=2)
             if use_cuda:
                 acts.add(ProfilerActivity.CUDA)
             else:
@@ -172,9 +206,12 @@ class profile:
         if not acts:
             raise AssertionError("No valid profiler activities found")
         if ProfilerActivity.CUDA in acts and not _cuda_available():
-            warnings.warn("gpuscope: CUDA activity was requested but cannot be captured on this machine "
-                          "(no GPU, driver or cupti-python); recording CPU activity only",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                "gpuscope: CUDA activity was requested but cannot be captured on this machine "
+                "(no GPU, driver or cupti-python); recording CPU activity only",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             acts.discard(ProfilerActivity.CUDA)
             acts.add(ProfilerActivity.CPU)
         self.activities = acts
@@ -188,7 +225,7 @@ class profile:
         self.execution_trace_observer = execution_trace_observer
         self.acc_events = bool(acc_events)
         self.post_processing_timeout_s = post_processing_timeout_s
-        self._old_events: list = []     # earlier cycles' events, kept with acc_events
+        self._old_events: list = []  # earlier cycles' events, kept with acc_events
         self._old_op_events: list = []  # the same without Python frames (key_averages, export_stacks)
         self._op_events_cache: EventList | None = None
         if schedule:
@@ -200,9 +237,9 @@ class profile:
         self.on_trace_ready = on_trace_ready
         self.step_num = 0
         self.current_action = _as_action(self.schedule(self.step_num))
-        self._prev_schedule_action = self.current_action   # the schedule's own view (never DEVICE_STOPPED)
+        self._prev_schedule_action = self.current_action  # the schedule's own view (never DEVICE_STOPPED)
         self.step_rec_fn: record_function | None = None
-        self.trace: dict | None = None          # the last finished cycle's trace dict
+        self.trace: dict | None = None  # the last finished cycle's trace dict
         self._session: recording.Session | None = None
         self._collector = None
         self._prepared = False
@@ -213,25 +250,32 @@ class profile:
         self._dist_info: dict | None = None
         self._events: EventList | None = None
         self._started = False
-        self._owner_pid = os.getpid()   # the process whose session this is (a fork() child never exports it)
+        self._owner_pid = os.getpid()  # the process whose session this is (a fork() child never exports it)
 
     # --- context manager and explicit control ------------------------------------------------
     def __enter__(self) -> profile:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc_val: BaseException | None,
-                 exc_tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
         self.stop()
-        if self.execution_trace_observer is not None and os.getpid() == self._owner_pid and callable(
-                getattr(self.execution_trace_observer, "cleanup", None)):
+        if (
+            self.execution_trace_observer is not None
+            and os.getpid() == self._owner_pid
+            and callable(getattr(self.execution_trace_observer, "cleanup", None))
+        ):
             self.execution_trace_observer.cleanup()
 
     def start(self) -> None:
         """Start profiling (enter the schedule's first action); ``__enter__`` calls this."""
-        if self._started:       # a second start would end the cycle being recorded: keep it instead
-            warnings.warn("gpuscope: profile.start() called on a profiler that is already started; ignored "
-                          "(call stop() first)", RuntimeWarning, stacklevel=2)
+        if self._started:  # a second start would end the cycle being recorded: keep it instead
+            warnings.warn(
+                "gpuscope: profile.start() called on a profiler that is already started; ignored (call stop() first)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return
         self._started = True
         self._owner_pid = os.getpid()
@@ -253,7 +297,7 @@ class profile:
         if self.record_steps:
             self._exit_step()
         self._transit(self.current_action, None)
-        self.current_action = self._prev_schedule_action   # a later start() resumes the schedule's view
+        self.current_action = self._prev_schedule_action  # a later start() resumes the schedule's view
 
     def step(self) -> None:
         """Signal that the next training step starts (drives the schedule).
@@ -261,8 +305,12 @@ class profile:
         Ignored (with a warning) outside start()/stop(): it would start recording that nothing stops.
         """
         if not self._started:
-            warnings.warn("gpuscope: profile.step() called while the profiler is not started "
-                          "(before start() or after stop()); ignored", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                "gpuscope: profile.step() called while the profiler is not started "
+                "(before start() or after stop()); ignored",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return
         if self._in_forked_child():
             return
@@ -276,11 +324,17 @@ class profile:
             # stay stopped until the cycle ends (after its RECORD_AND_SAVE, or when the schedule says NONE)
             if not (prev_scheduled is ProfilerAction.RECORD_AND_SAVE or action is ProfilerAction.NONE):
                 self.current_action = ProfilerAction.DEVICE_STOPPED
-        elif prev in (ProfilerAction.WARMUP, ProfilerAction.RECORD) and action is not ProfilerAction.NONE \
-                and self._device_collection_stopped():
-            warnings.warn(f"Device profiling activity collection was stopped early at step {self.step_num}. "
-                          "Profiler schedule is proceeding until next cycle without actual profiler "
-                          "activity collection.", stacklevel=2)
+        elif (
+            prev in (ProfilerAction.WARMUP, ProfilerAction.RECORD)
+            and action is not ProfilerAction.NONE
+            and self._device_collection_stopped()
+        ):
+            warnings.warn(
+                f"Device profiling activity collection was stopped early at step {self.step_num}. "
+                "Profiler schedule is proceeding until next cycle without actual profiler "
+                "activity collection.",
+                stacklevel=2,
+            )
             self.current_action = ProfilerAction.DEVICE_STOPPED
         self._transit(prev, self.current_action)
         if self.record_steps:
@@ -318,8 +372,7 @@ class profile:
     def _transit(self, prev: ProfilerAction, new: ProfilerAction | None) -> None:
         for action in _TRANSITIONS.get((prev, new), ()):
             if action == "warn":
-                warnings.warn(f"Incorrect schedule: {prev.name} followed by {new.name if new else None}",
-                              stacklevel=3)
+                warnings.warn(f"Incorrect schedule: {prev.name} followed by {new.name if new else None}", stacklevel=3)
             elif action == "prepare":
                 self._prepare_trace()
             elif action == "start":
@@ -337,16 +390,20 @@ class profile:
         self._metadata = {}
         self._cycles += 1
         if self._cycles == 2 and not self.acc_events:
-            warnings.warn("Profiler clears events at the end of each cycle. Only events from the "
-                          "current cycle will be reported. To keep events across cycles, set "
-                          "acc_events=True.", stacklevel=4)
+            warnings.warn(
+                "Profiler clears events at the end of each cycle. Only events from the "
+                "current cycle will be reported. To keep events across cycles, set "
+                "acc_events=True.",
+                stacklevel=4,
+            )
         self._trace_id = None
         if self.custom_trace_id_callback is not None:
             try:
                 self._trace_id = str(self.custom_trace_id_callback())
             except Exception as e:
-                warnings.warn(f"gpuscope: custom_trace_id_callback raised {type(e).__name__}: {e}",
-                              RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"gpuscope: custom_trace_id_callback raised {type(e).__name__}: {e}", RuntimeWarning, stacklevel=4
+                )
         self._collector = None
         if ProfilerActivity.CUDA in self.activities:
             self._collector = self._make_collector()
@@ -356,15 +413,23 @@ class profile:
         try:
             if cuda is None:
                 raise ImportError("profiler_core.cuda cannot be imported")
-            collector = cuda.make_collector({
-                "record_shapes": self.record_shapes, "profile_memory": self.profile_memory,
-                "with_stack": self.with_stack, "with_flops": self.with_flops,
-                "with_modules": self.with_modules})
+            collector = cuda.make_collector(
+                {
+                    "record_shapes": self.record_shapes,
+                    "profile_memory": self.profile_memory,
+                    "with_stack": self.with_stack,
+                    "with_flops": self.with_flops,
+                    "with_modules": self.with_modules,
+                }
+            )
             collector.prepare()
             return collector
         except Exception as e:
-            warnings.warn(f"gpuscope: CUDA capture could not be set up ({type(e).__name__}: {e}); "
-                          "recording CPU activity only", RuntimeWarning, stacklevel=5)
+            warnings.warn(
+                f"gpuscope: CUDA capture could not be set up ({type(e).__name__}: {e}); recording CPU activity only",
+                RuntimeWarning,
+                stacklevel=5,
+            )
             return None
 
     def _start_trace(self) -> None:
@@ -373,23 +438,31 @@ class profile:
         self._prepared = True
         self._dist_info = _distributed_info()
         self._session = recording.Session(
-            record_shapes=self.record_shapes, profile_memory=self.profile_memory,
-            with_stack=self.with_stack, with_flops=self.with_flops)
+            record_shapes=self.record_shapes,
+            profile_memory=self.profile_memory,
+            with_stack=self.with_stack,
+            with_flops=self.with_flops,
+        )
         if recording.active_session() is not None:
-            warnings.warn("gpuscope: another profiler was recording; it is stopped and this one takes over",
-                          RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                "gpuscope: another profiler was recording; it is stopped and this one takes over",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         if self._wants_cpu():
             from . import integrations
+
             integrations.activate()
             recording.start_session(self._session)
-        else:   # GPU-only: keep the window's times, record no CPU events
+        else:  # GPU-only: keep the window's times, record no CPU events
             self._session.start_ns = recording.now_ns()
         if self._collector is not None:
             try:
                 self._collector.start()
             except Exception as e:
-                warnings.warn(f"gpuscope: CUDA capture failed to start ({type(e).__name__}: {e})",
-                              RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"gpuscope: CUDA capture failed to start ({type(e).__name__}: {e})", RuntimeWarning, stacklevel=4
+                )
                 self._collector = None
 
     def _stop_trace(self) -> None:
@@ -401,9 +474,10 @@ class profile:
         if self._wants_cpu():
             if recording.active_session() is session:
                 recording.stop_session()
-            elif not session.stop_ns:       # another profiler took over: its start ended ours
+            elif not session.stop_ns:  # another profiler took over: its start ended ours
                 session.stop_ns = recording.now_ns()
             from . import integrations
+
             integrations.deactivate()
         else:
             session.stop_ns = recording.now_ns()
@@ -415,39 +489,57 @@ class profile:
                 for w in getattr(res, "warnings", None) or ():
                     warnings.warn(f"gpuscope: {w}", RuntimeWarning, stacklevel=4)
             except Exception as e:
-                warnings.warn(f"gpuscope: CUDA capture failed at stop ({type(e).__name__}: {e}); "
-                              "the trace has CPU activity only", RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"gpuscope: CUDA capture failed at stop ({type(e).__name__}: {e}); the trace has CPU activity only",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
             self._collector = None
         self._session = None
         self._prepared = False
         if self.acc_events and self.trace is not None:
-            try:    # torch parses each cycle at its stop when accumulating: keep the events so far
+            try:  # torch parses each cycle at its stop when accumulating: keep the events so far
                 self._old_events = list(self.events())
                 self._old_op_events = list(self._op_events())
             except Exception as e:
-                warnings.warn(f"gpuscope: could not keep the previous cycle's events ({type(e).__name__}: "
-                              f"{e})", RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"gpuscope: could not keep the previous cycle's events ({type(e).__name__}: {e})",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
         self._events = self._op_events_cache = None
         try:
             self.trace = self._build(session, results)
-        except Exception as e:         # a bug of ours must not end the user's program
-            warnings.warn(f"gpuscope: could not assemble the trace ({type(e).__name__}: {e})",
-                          RuntimeWarning, stacklevel=4)
+        except Exception as e:  # a bug of ours must not end the user's program
+            warnings.warn(
+                f"gpuscope: could not assemble the trace ({type(e).__name__}: {e})", RuntimeWarning, stacklevel=4
+            )
             self.trace = None
 
     def _build(self, session: recording.Session, results: list) -> dict:
         from .trace.write.schema import ThreadData, build_trace
+
         threads = [ThreadData(b.tid, b.name, b.events, b.memory, b.python) for b in session.buffers]
         metadata = dict(self._preset_metadata)
         metadata.update(self._metadata)
         return build_trace(
-            pid=session.pid, threads=threads, offset_ns=session.offset_ns,
-            start_ns=session.start_ns, stop_ns=session.stop_ns,
-            flags={"profile_memory": self.profile_memory, "with_stack": self.with_stack,
-                   "record_shapes": self.record_shapes, "with_modules": self.with_modules,
-                   "with_flops": self.with_flops},
-            metadata=metadata, trace_id=self._trace_id, distributed_info=self._dist_info,
-            collector_results=results)
+            pid=session.pid,
+            threads=threads,
+            offset_ns=session.offset_ns,
+            start_ns=session.start_ns,
+            stop_ns=session.stop_ns,
+            flags={
+                "profile_memory": self.profile_memory,
+                "with_stack": self.with_stack,
+                "record_shapes": self.record_shapes,
+                "with_modules": self.with_modules,
+                "with_flops": self.with_flops,
+            },
+            metadata=metadata,
+            trace_id=self._trace_id,
+            distributed_info=self._dist_info,
+            collector_results=results,
+        )
 
     def _trace_ready(self) -> None:
         if self.on_trace_ready is None:
@@ -455,8 +547,12 @@ class profile:
         try:
             self.on_trace_ready(self)
         except Exception as e:
-            warnings.warn(f"gpuscope: on_trace_ready ({getattr(self.on_trace_ready, '__name__', self.on_trace_ready)!s}) "
-                          f"raised {type(e).__name__}: {e}; profiling continues", RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"gpuscope: on_trace_ready ({getattr(self.on_trace_ready, '__name__', self.on_trace_ready)!s}) "
+                f"raised {type(e).__name__}: {e}; profiling continues",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     # --- metadata -----------------------------------------------------------------------------
     def add_metadata(self, key: str, value: str) -> None:
@@ -489,13 +585,16 @@ class profile:
     # --- results --------------------------------------------------------------------------------
     def _require_trace(self, what: str) -> dict:
         if self.trace is None:
-            raise RuntimeError(f"{what}: no trace has been collected yet (profiling has not recorded "
-                               "a full cycle; with a schedule, results exist only after an active phase)")
+            raise RuntimeError(
+                f"{what}: no trace has been collected yet (profiling has not recorded "
+                "a full cycle; with a schedule, results exist only after an active phase)"
+            )
         return self.trace
 
     def export_chrome_trace(self, path: str | os.PathLike) -> str:
         """Write the last cycle's trace as Kineto JSON (gzipped if ``path`` ends in .gz), atomically."""
         from .trace.write.writer import write_trace
+
         return write_trace(self._require_trace("export_chrome_trace"), path)
 
     def events(self) -> EventList:
@@ -505,6 +604,7 @@ class profile:
         """
         if self._events is None:
             from .analysis import events_from_trace
+
             events = events_from_trace(self._require_trace("events"))
             if self.acc_events and self._old_events:
                 events.extend(self._old_events)
@@ -521,10 +621,18 @@ class profile:
             return self.events()
         if self._op_events_cache is None:
             from .analysis import events_from_trace
+
             trace = self._require_trace("key_averages")
-            events = events_from_trace(dict(trace, traceEvents=[
-                e for e in trace.get("traceEvents", ()) if not (isinstance(e, dict)
-                                                                 and e.get("cat") == "python_function")]))
+            events = events_from_trace(
+                dict(
+                    trace,
+                    traceEvents=[
+                        e
+                        for e in trace.get("traceEvents", ())
+                        if not (isinstance(e, dict) and e.get("cat") == "python_function")
+                    ],
+                )
+            )
             if self.acc_events and self._old_op_events:
                 events.extend(self._old_op_events)
             self._op_events_cache = events
@@ -552,10 +660,12 @@ class profile:
         return self._trace_id
 
 
-TORCH_HINT = ("gpuscope: this process has imported torch, but gpuscope's profiler records only its own "
-              "record_function ranges (and pycuda / mpi4py calls), not PyTorch's operators or kernels. To "
-              "profile a PyTorch program use torch.profiler.profile(on_trace_ready=torch.profiler."
-              "tensorboard_trace_handler(logdir)): the gpuscope TensorBoard tab reads those traces too.")
+TORCH_HINT = (
+    "gpuscope: this process has imported torch, but gpuscope's profiler records only its own "
+    "record_function ranges (and pycuda / mpi4py calls), not PyTorch's operators or kernels. To "
+    "profile a PyTorch program use torch.profiler.profile(on_trace_ready=torch.profiler."
+    "tensorboard_trace_handler(logdir)): the gpuscope TensorBoard tab reads those traces too."
+)
 _torch_warned = False
 
 
@@ -568,5 +678,5 @@ def _warn_if_torch() -> None:
     frame: Any = sys._getframe(0)
     level, here = 1, os.path.dirname(os.path.abspath(__file__))
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here + os.sep):
-        frame, level = frame.f_back, level + 1     # point at the user's line, not ours
+        frame, level = frame.f_back, level + 1  # point at the user's line, not ours
     warnings.warn(TORCH_HINT, UserWarning, stacklevel=level)

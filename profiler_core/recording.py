@@ -15,6 +15,7 @@ were asked for). No dict per event on the hot path.
 All threads are recorded (torch records only the profiling thread by default): each gets its own
 ``tid`` (the OS thread id) whether it started before or after the profiler.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,14 +31,14 @@ if TYPE_CHECKING:
     from .memory import MemoryTracker
     from .stacks import PythonTracer
 
-CAT_USER = 0        # user_annotation (record_function, ProfilerStep#N)
-CAT_OP = 1          # cpu_op (record_op / operator)
+CAT_USER = 0  # user_annotation (record_function, ProfilerStep#N)
+CAT_OP = 1  # cpu_op (record_op / operator)
 
 _clock = time.perf_counter_ns
 
 # --- module state read on the hot path (rebound, never mutated in place, by start/stop) -------
-_active = False          # is a session recording right now?
-_extras = False          # profile_memory or with_stack: take the slow path at op boundaries
+_active = False  # is a session recording right now?
+_extras = False  # profile_memory or with_stack: take the slow path at op boundaries
 _record_shapes = False
 _with_flops = False
 _tls = threading.local()
@@ -73,20 +74,20 @@ class _ThreadBuffer:
 
     def __init__(self, tid: int, name: str, ident: int = 0) -> None:
         self.tid = tid
-        self.ident = ident          # threading.get_ident() (pthread_self): CUPTI's default thread id
+        self.ident = ident  # threading.get_ident() (pthread_self): CUPTI's default thread id
         self.name = name
-        self.events: list = []      # (t0, t1, name, external_id, cat, args, stack)
-        self.memory: list = []      # (ts, bytes, total_allocated)
-        self.python: list = []      # (t0, t1, name, python_id, parent_id)
-        self.cur = None             # innermost open Record on this thread
-        self.py = None              # python call-tracer state (stacks.py), if with_stack
+        self.events: list = []  # (t0, t1, name, external_id, cat, args, stack)
+        self.memory: list = []  # (ts, bytes, total_allocated)
+        self.python: list = []  # (t0, t1, name, python_id, parent_id)
+        self.cur = None  # innermost open Record on this thread
+        self.py = None  # python call-tracer state (stacks.py), if with_stack
 
 
 def _new_buffer() -> _ThreadBuffer:
     buf = _ThreadBuffer(threading.get_native_id(), threading.current_thread().name, threading.get_ident())
     session = _session
     if session is not None:
-        session.buffers.append(buf)     # list.append is atomic under the GIL
+        session.buffers.append(buf)  # list.append is atomic under the GIL
     _tls.buf = buf
     return buf
 
@@ -181,14 +182,15 @@ class Record:
             self._t0 = _clock()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         # Only records entered while recording and closing while recording are kept: one that
         # spans the end of the window is dropped (as Kineto drops it).
         if _active:
             try:
                 buf = self._buf
-            except AttributeError:      # entered before recording started
+            except AttributeError:  # entered before recording started
                 return False
             # (a reused object keeps a stale _buf from an older window: appending to that
             # finished buffer is harmless, so _buf is not reset here -- one write less)
@@ -197,8 +199,9 @@ class Record:
                     session = _session
                     if session is not None:
                         session.on_exit(self, buf)
-                    buf.events.append((self._t0, _clock(), self.name, self._id, self._cat, self.args,
-                                       getattr(self, "_stack", None)))
+                    buf.events.append(
+                        (self._t0, _clock(), self.name, self._id, self._cat, self.args, getattr(self, "_stack", None))
+                    )
                 else:
                     buf.events.append((self._t0, _clock(), self.name, self._id, self._cat, self.args, None))
                 buf.cur = self._parent
@@ -221,15 +224,17 @@ class record_function(Record):
         __qualname__; torch would silently return a wrapper of the first argument instead.
         """
         name = self.name
-        if type(name) is not str and callable(name):        # bare @record_function
+        if type(name) is not str and callable(name):  # bare @record_function
             if not _active:
                 return name(*a, **kw)
             with record_function(getattr(name, "__qualname__", None) or repr(name), self.args):
                 return name(*a, **kw)
         if len(a) != 1 or kw or not callable(a[0]):
-            raise TypeError(f"record_function({name!r}) used as a decorator takes one function, got "
-                            f"{', '.join(type(x).__name__ for x in a) or 'no arguments'}"
-                            f"{' and keyword arguments' if kw else ''}")
+            raise TypeError(
+                f"record_function({name!r}) used as a decorator takes one function, got "
+                f"{', '.join(type(x).__name__ for x in a) or 'no arguments'}"
+                f"{' and keyword arguments' if kw else ''}"
+            )
         func = a[0]
         args = self.args
 
@@ -246,20 +251,25 @@ class record_function(Record):
 class Session:
     """One recording window: the buffers of every thread plus its start/stop times."""
 
-    def __init__(self, record_shapes: bool = False, profile_memory: bool = False,
-                 with_stack: bool = False, with_flops: bool = False) -> None:
+    def __init__(
+        self,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+    ) -> None:
         self.record_shapes = bool(record_shapes or with_flops)
         self.profile_memory = bool(profile_memory)
         self.with_stack = bool(with_stack)
         self.with_flops = bool(with_flops)
         self.buffers: list[_ThreadBuffer] = []
-        self.start_ns = 0           # epoch ns
+        self.start_ns = 0  # epoch ns
         self.stop_ns = 0
         self.offset_ns = 0
         self.pid = os.getpid()
-        self.memory: MemoryTracker | None = None        # when profile_memory
-        self.tracer: PythonTracer | None = None          # when with_stack
-        self.stack_capture: Callable[..., str] | None = None   # stacks.capture_stack when with_stack
+        self.memory: MemoryTracker | None = None  # when profile_memory
+        self.tracer: PythonTracer | None = None  # when with_stack
+        self.stack_capture: Callable[..., str] | None = None  # stacks.capture_stack when with_stack
 
     # -- slow-path hooks, called only when profile_memory or with_stack -------------------------
     def on_enter(self, rec: Record, buf: _ThreadBuffer) -> None:
@@ -288,9 +298,11 @@ def start_session(session: Session) -> None:
     _with_flops = session.with_flops
     if session.profile_memory:
         from . import memory
+
         session.memory = memory.MemoryTracker(_clock)
     if session.with_stack:
         from . import stacks
+
         session.stack_capture = stacks.capture_stack
         session.tracer = stacks.PythonTracer(_clock, current_buffer, lambda: session.buffers)
     _extras = session.profile_memory or session.with_stack
@@ -333,6 +345,7 @@ def _after_fork_in_child() -> None:
     if session is not None:
         if session.tracer is not None:
             import sys
+
             sys.setprofile(None)
         if session.memory is not None:
             session.memory.close()

@@ -4,6 +4,7 @@ A FIFO, a device or a socket planted at the path is never waited on or read: the
 block (O_NONBLOCK) and only a regular file is read. The size is bounded before anything is read,
 and the owner can be required to be one of a set of users.
 """
+
 from __future__ import annotations
 
 import errno
@@ -21,8 +22,9 @@ def _uid() -> int | None:
     return os.getuid() if hasattr(os, "getuid") else None
 
 
-def open_regular(path: str | os.PathLike, *, max_bytes: int | None = None, follow: bool = True,
-                 owners: Iterable[int] | None = None) -> tuple[BinaryIO, os.stat_result]:
+def open_regular(
+    path: str | os.PathLike, *, max_bytes: int | None = None, follow: bool = True, owners: Iterable[int] | None = None
+) -> tuple[BinaryIO, os.stat_result]:
     """`path` opened for reading (unbuffered) with its fstat, only if it is a regular file no
     larger than `max_bytes`, owned by one of `owners` (uids; None: anyone), and, unless `follow`,
     not a symbolic link. Raises FileNotFoundError when missing, UnsafeFile otherwise."""
@@ -51,8 +53,9 @@ def open_regular(path: str | os.PathLike, *, max_bytes: int | None = None, follo
         raise
 
 
-def read_regular(path: str | os.PathLike, max_bytes: int, *, follow: bool = True,
-                 owners: Iterable[int] | None = None) -> bytes:
+def read_regular(
+    path: str | os.PathLike, max_bytes: int, *, follow: bool = True, owners: Iterable[int] | None = None
+) -> bytes:
     """The whole content of the regular file `path` (see `open_regular`), at most `max_bytes`
     even when the file grows while it is read (UnsafeFile then)."""
     f, _ = open_regular(path, max_bytes=max_bytes, follow=follow, owners=owners)
@@ -68,8 +71,7 @@ def read_regular(path: str | os.PathLike, max_bytes: int, *, follow: bool = True
                 raise UnsafeFile(f"more than the {max_bytes} bytes allowed")
 
 
-def trusted_dirs(top: str | os.PathLike, leaf: str | os.PathLike,
-                 owners: Iterable[int] | None = None) -> str | None:
+def trusted_dirs(top: str | os.PathLike, leaf: str | os.PathLike, owners: Iterable[int] | None = None) -> str | None:
     """None when every directory from `top` down to `leaf` (both included; `leaf` inside `top`)
     is owned by one of `owners` (default: this user) and writable by nobody else (group or others,
     unless sticky); else why not. A missing directory is fine: nothing is read from it."""

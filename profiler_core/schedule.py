@@ -1,4 +1,5 @@
 """Profiler schedules and actions: torch.profiler's step -> action table, reproduced exactly."""
+
 from __future__ import annotations
 
 import enum
@@ -33,7 +34,12 @@ def _check_int(name: str, value: object) -> None:
 
 
 def schedule(
-    *, wait: int, warmup: int, active: int, repeat: int = 0, skip_first: int = 0,
+    *,
+    wait: int,
+    warmup: int,
+    active: int,
+    repeat: int = 0,
+    skip_first: int = 0,
     skip_first_wait: int = 0,
 ) -> Callable[[int], ProfilerAction]:
     """Return a step -> ProfilerAction function: skip_first steps, then cycles of wait/warmup/active.
@@ -41,9 +47,14 @@ def schedule(
     ``repeat`` bounds the number of cycles (0: unbounded); the last active step of each cycle is
     RECORD_AND_SAVE. ``skip_first_wait`` (torch >= 2.5) drops the first cycle's wait phase.
     """
-    for name, value in (("wait", wait), ("warmup", warmup), ("active", active),
-                        ("repeat", repeat), ("skip_first", skip_first),
-                        ("skip_first_wait", skip_first_wait)):
+    for name, value in (
+        ("wait", wait),
+        ("warmup", warmup),
+        ("active", active),
+        ("repeat", repeat),
+        ("skip_first", skip_first),
+        ("skip_first_wait", skip_first_wait),
+    ):
         _check_int(name, value)
 
     def schedule_fn(step: int) -> ProfilerAction:

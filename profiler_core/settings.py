@@ -5,6 +5,7 @@ once (a warning naming the variable, the value and what it expects) and the defa
 never a crash at import, never silently ignored. The README's settings table is `markdown()` of
 this registry (a test keeps them equal). Light: imports nothing beyond the standard library.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,62 +55,122 @@ class Setting:
 
     def expects(self) -> str:
         """What a value looks like, in words (for the README)."""
-        return {"count": f"integer >= {self.minimum}", "bytes": "bytes (integer)",
-                "flag": "1 / 0", "choice": " \\| ".join(self.choices), "text": "text"}[self.kind]
+        return {
+            "count": f"integer >= {self.minimum}",
+            "bytes": "bytes (integer)",
+            "flag": "1 / 0",
+            "choice": " \\| ".join(self.choices),
+            "text": "text",
+        }[self.kind]
 
 
 def _s(name: str, kind: str, default: Any, doc: str, **kw: Any) -> Setting:
     return Setting(f"GPUSCOPE_{name}", kind, default, doc, **kw)
 
 
-SETTINGS: dict[str, Setting] = {s.name: s for s in (
-    _s("CACHE_DIR", "text", None, "where parsed traces and plugin-made summaries are cached "
-       "(default `~/.cache/gpuscope`; created 0700, refused when another user owns it)"),
-    _s("CACHE", "flag", True, "0 turns the parse cache off"),
-    _s("CACHE_MAX_BYTES", "bytes", 8 << 30, "size the parse cache may grow to before old "
-       "entries are removed"),
-    _s("PARSE_PROCESSES", "count", None, "extra processes that parse one trace of 16 MB or more "
-       "in byte ranges (default: cores - 1, at most 3; 0 turns it off)"),
-    _s("LOAD_PROCESSES", "count", None, "plugin processes that parse different trace files at "
-       "once (default: half the cores, at most 4, from 4 cores; else 0)"),
-    _s("MAX_LOADED_BYTES", "bytes", 4 << 30, "the plugin's memory budget for parsed traces; a "
-       "trace may hold at most this much uncompressed JSON"),
-    _s("MAX_TRACE_BYTES", "bytes", None, "the largest uncompressed trace read (default: "
-       "GPUSCOPE_MAX_LOADED_BYTES)"),
-    _s("GUNZIP", "choice", "isal", "gzip inflater: ISA-L (when installed) or the standard "
-       "library's zlib", choices=("isal", "zlib")),
-    _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
-    _s("PREPARE_MAX_WORKERS", "count", 8, "runs with more workers are not parsed in the "
-       "background; their run-level views read per-worker summaries only"),
-    _s("MAX_SUMMARY_BYTES", "bytes", 16 << 20, "largest per-worker summary file read (also once "
-       "gunzipped); a bigger one is recomputed"),
-    _s("SUMMARY_MEMORY", "count", 2048, "per-worker summaries kept in the plugin's memory",
-       minimum=1),
-    _s("DASK_SCHEDULER", "text", None, "a Dask scheduler (tcp://host:8786) that computes missing "
-       "summaries (also the flag --gpuscope_dask_scheduler)"),
-    _s("DISABLE_CUDA", "flag", False, "1 turns CUDA capture off (CPU-only traces)"),
-    _s("CUDA_BACKEND", "choice", "cupti", "CUDA capture backend: CUPTI, or CUDA events around "
-       "PyCUDA launches", choices=("cupti", "events")),
-    _s("KEEP_RAW_RECORDS", "flag", False, "1 keeps CUPTI's raw records on the collector (debugging)"),
-    _s("SHARED", "text", None, "the team's shared folder with real traces (default `../shared`)",
-       dev=True),
-    _s("ORACLES_DIR", "text", None, "where the GPU oracles of tests live (default `.venvs`)",
-       dev=True),
-    _s("BIG_TRACE_EVENTS", "count", 2000000, "events of tests/test_reader_big.py's trace",
-       dev=True),
-    _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/",
-       dev=True),
-    _s("DEV_BACKEND", "flag", False, "1 runs browser tests and the FPS benchmark against "
-       "frontend/dev/dev_server.py instead of TensorBoard", dev=True),
-    _s("COMPAT_VENV", "text", None, "the venv with torch, torch-tb-profiler and HTA for the "
-       "comparisons (default `.venvs/compat`)", dev=True),
-    _s("TORCH_PYTHON", "text", None, "the python with torch for the recording and export "
-       "benchmarks (default the compat venv's)", dev=True),
-    _s("TBP_PYTHON", "text", None, "the python with torch-tb-profiler for bench_load.py",
-       dev=True),
-    _s("REAL_TRACES", "text", None, "folder with the big real traces of bench_real.py", dev=True),
-    _s("CHROMIUM", "text", "/usr/bin/chromium", "the browser of bench_timeline_fps.py", dev=True),
-)}
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        _s(
+            "CACHE_DIR",
+            "text",
+            None,
+            "where parsed traces and plugin-made summaries are cached "
+            "(default `~/.cache/gpuscope`; created 0700, refused when another user owns it)",
+        ),
+        _s("CACHE", "flag", True, "0 turns the parse cache off"),
+        _s("CACHE_MAX_BYTES", "bytes", 8 << 30, "size the parse cache may grow to before old entries are removed"),
+        _s(
+            "PARSE_PROCESSES",
+            "count",
+            None,
+            "extra processes that parse one trace of 16 MB or more "
+            "in byte ranges (default: cores - 1, at most 3; 0 turns it off)",
+        ),
+        _s(
+            "LOAD_PROCESSES",
+            "count",
+            None,
+            "plugin processes that parse different trace files at "
+            "once (default: half the cores, at most 4, from 4 cores; else 0)",
+        ),
+        _s(
+            "MAX_LOADED_BYTES",
+            "bytes",
+            4 << 30,
+            "the plugin's memory budget for parsed traces; a trace may hold at most this much uncompressed JSON",
+        ),
+        _s(
+            "MAX_TRACE_BYTES", "bytes", None, "the largest uncompressed trace read (default: GPUSCOPE_MAX_LOADED_BYTES)"
+        ),
+        _s(
+            "GUNZIP",
+            "choice",
+            "isal",
+            "gzip inflater: ISA-L (when installed) or the standard library's zlib",
+            choices=("isal", "zlib"),
+        ),
+        _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
+        _s(
+            "PREPARE_MAX_WORKERS",
+            "count",
+            8,
+            "runs with more workers are not parsed in the "
+            "background; their run-level views read per-worker summaries only",
+        ),
+        _s(
+            "MAX_SUMMARY_BYTES",
+            "bytes",
+            16 << 20,
+            "largest per-worker summary file read (also once gunzipped); a bigger one is recomputed",
+        ),
+        _s("SUMMARY_MEMORY", "count", 2048, "per-worker summaries kept in the plugin's memory", minimum=1),
+        _s(
+            "DASK_SCHEDULER",
+            "text",
+            None,
+            "a Dask scheduler (tcp://host:8786) that computes missing "
+            "summaries (also the flag --gpuscope_dask_scheduler)",
+        ),
+        _s("DISABLE_CUDA", "flag", False, "1 turns CUDA capture off (CPU-only traces)"),
+        _s(
+            "CUDA_BACKEND",
+            "choice",
+            "cupti",
+            "CUDA capture backend: CUPTI, or CUDA events around PyCUDA launches",
+            choices=("cupti", "events"),
+        ),
+        _s("KEEP_RAW_RECORDS", "flag", False, "1 keeps CUPTI's raw records on the collector (debugging)"),
+        _s("SHARED", "text", None, "the team's shared folder with real traces (default `../shared`)", dev=True),
+        _s("ORACLES_DIR", "text", None, "where the GPU oracles of tests live (default `.venvs`)", dev=True),
+        _s("BIG_TRACE_EVENTS", "count", 2000000, "events of tests/test_reader_big.py's trace", dev=True),
+        _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/", dev=True),
+        _s(
+            "DEV_BACKEND",
+            "flag",
+            False,
+            "1 runs browser tests and the FPS benchmark against frontend/dev/dev_server.py instead of TensorBoard",
+            dev=True,
+        ),
+        _s(
+            "COMPAT_VENV",
+            "text",
+            None,
+            "the venv with torch, torch-tb-profiler and HTA for the comparisons (default `.venvs/compat`)",
+            dev=True,
+        ),
+        _s(
+            "TORCH_PYTHON",
+            "text",
+            None,
+            "the python with torch for the recording and export benchmarks (default the compat venv's)",
+            dev=True,
+        ),
+        _s("TBP_PYTHON", "text", None, "the python with torch-tb-profiler for bench_load.py", dev=True),
+        _s("REAL_TRACES", "text", None, "folder with the big real traces of bench_real.py", dev=True),
+        _s("CHROMIUM", "text", "/usr/bin/chromium", "the browser of bench_timeline_fps.py", dev=True),
+    )
+}
 
 _parsed: dict[tuple[str, str], Any] = {}
 _lock = threading.Lock()
@@ -130,8 +191,13 @@ def get(name: str) -> Any:
         value = setting.parse(raw)
     except ValueError as e:
         shown = raw if len(raw) <= 40 else raw[:40] + "..."
-        log.warning("gpuscope: ignoring %s=%r: expected %s; using the default (%s)", name, shown,
-                    e, "none" if setting.default is None else setting.default)
+        log.warning(
+            "gpuscope: ignoring %s=%r: expected %s; using the default (%s)",
+            name,
+            shown,
+            e,
+            "none" if setting.default is None else setting.default,
+        )
         value = setting.default
     with _lock:
         _parsed[key] = value
@@ -147,8 +213,7 @@ def markdown() -> str:
                 default = "" if s.default is None else f"`{s.default}`"
                 if isinstance(s.default, bool):
                     default = f"`{int(s.default)}`"
-                lines.append(f"| `{s.name}` | {s.expects()} | {default} | "
-                             f"{'(development) ' if dev else ''}{s.doc} |")
+                lines.append(f"| `{s.name}` | {s.expects()} | {default} | {'(development) ' if dev else ''}{s.doc} |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ records, and turns call/return pairs into ``python_function`` events with ``Pyth
 still open at stop end at the stop time. Threads that were already running when recording started
 get python_function events only on Python >= 3.12 (``threading.setprofile_all_threads``).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,7 +52,7 @@ def short_path(filename: str) -> str:
         for p in sys.path:
             if p and filename.startswith(p.rstrip(os.sep) + os.sep) and len(p) > len(best):
                 best = p.rstrip(os.sep) + os.sep
-        r = _path_cache[filename] = filename[len(best):] if best else filename
+        r = _path_cache[filename] = filename[len(best) :] if best else filename
     return r
 
 
@@ -85,8 +86,8 @@ class _PyState:
     __slots__ = ("stack", "hidden")
 
     def __init__(self) -> None:
-        self.stack: list = []   # [frame_or_None, t0, name, python_id, parent_id]
-        self.hidden = None      # the running frame of the profiler's own control path (step/stop...)
+        self.stack: list = []  # [frame_or_None, t0, name, python_id, parent_id]
+        self.hidden = None  # the running frame of the profiler's own control path (step/stop...)
 
 
 class PythonTracer:
@@ -102,7 +103,7 @@ class PythonTracer:
         self._prev_threading = None
 
     def _next_id(self) -> int:
-        self._ids += 1          # under the GIL, from the profile hook: good enough uniqueness
+        self._ids += 1  # under the GIL, from the profile hook: good enough uniqueness
         return self._ids
 
     def _state(self):
@@ -131,7 +132,7 @@ class PythonTracer:
         self._prev = sys.getprofile()
         self._prev_threading = threading.getprofile()
         threading.setprofile(self._hook)
-        if hasattr(threading, "setprofile_all_threads"):       # 3.12+: threads already running too
+        if hasattr(threading, "setprofile_all_threads"):  # 3.12+: threads already running too
             threading.setprofile_all_threads(self._hook)
         sys.setprofile(self._hook)
 
@@ -161,8 +162,7 @@ class PythonTracer:
             buf, st = self._state()
             if st is not None and st.hidden is None:
                 stack = st.stack
-                stack.append([frame, self._clock(), frame_name(code), self._next_id(),
-                              stack[-1][3] if stack else None])
+                stack.append([frame, self._clock(), frame_name(code), self._next_id(), stack[-1][3] if stack else None])
         elif event == "return":
             buf, st = self._state()
             if st is None:
@@ -172,7 +172,7 @@ class PythonTracer:
                     st.hidden = None
                 return
             stack = st.stack
-            if stack and stack[-1][0] is frame:        # frames opened before install are ignored
+            if stack and stack[-1][0] is frame:  # frames opened before install are ignored
                 _, t0, name, pyid, parent = stack.pop()
                 buf.python.append((t0, self._clock(), name, pyid, parent))
         elif event == "c_call":
@@ -183,7 +183,7 @@ class PythonTracer:
                 t = self._clock()
                 try:
                     name = repr(arg)
-                except Exception:       # a broken __repr__ must not break the user's program
+                except Exception:  # a broken __repr__ must not break the user's program
                     name = "<built-in function>"
                 stack = st.stack
                 stack.append([arg, t, name, self._next_id(), stack[-1][3] if stack else None])

@@ -15,6 +15,7 @@ Writes are atomic: `atomic_writer` buffers the file and publishes it whole (one 
 stores, where an object appears only once complete; a temporary hidden name then a rename
 elsewhere), so a reader never sees a partial file.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,9 +37,16 @@ _URL_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]+)://")
 OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"})
 #: package (and gpuscope extra) that brings each protocol
 _PACKAGES = {
-    "s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"),
-    "az": ("adlfs", "azure"), "abfs": ("adlfs", "azure"), "abfss": ("adlfs", "azure"),
-    "hdfs": ("pyarrow", None), "http": ("aiohttp", None), "https": ("aiohttp", None),
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "az": ("adlfs", "azure"),
+    "abfs": ("adlfs", "azure"),
+    "abfss": ("adlfs", "azure"),
+    "hdfs": ("pyarrow", None),
+    "http": ("aiohttp", None),
+    "https": ("aiohttp", None),
 }
 #: where each library looks for credentials (named in "no credentials" messages)
 _CREDENTIAL_HINTS = {
@@ -47,9 +55,17 @@ _CREDENTIAL_HINTS = {
     "az": "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with a key or a login",
 }
 #: environment variables whose values are secrets: scrubbed from every message
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-              "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_CONNECTION_STRING",
-              "AZURE_STORAGE_SAS_TOKEN", "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN")
+SECRET_ENV = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "GOOGLE_OAUTH_ACCESS_TOKEN",
+)
 
 
 class StorageError(OSError):
@@ -126,7 +142,7 @@ def normalize_root(path: str) -> str:
     if is_remote(path):
         _remember_secrets(path)
         scheme = protocol(path)
-        rest = path[len(scheme) + 3:].rstrip("/")
+        rest = path[len(scheme) + 3 :].rstrip("/")
         return f"{scheme}://{rest}"
     return os.path.abspath(path)
 
@@ -136,20 +152,33 @@ def normalize_root(path: str) -> str:
 # lookbehind) and a URL is consumed whole, so no character is scanned by more than a few attempts.
 _SCHEME_CHARS = r"a-zA-Z0-9+.\-"
 #: a URL: scheme, then the rest up to whitespace, a quote, "?" or "#", then its query if any
-_URL_PART_RE = re.compile(rf"(?<![{_SCHEME_CHARS}])([{_SCHEME_CHARS}]+://)"
-                          r"([^\s\"'?#]*)(\?[^\s\"'#]*)?")
+_URL_PART_RE = re.compile(
+    rf"(?<![{_SCHEME_CHARS}])([{_SCHEME_CHARS}]+://)"
+    r"([^\s\"'?#]*)(\?[^\s\"'#]*)?"
+)
 #: a `name=` / `name:` pair (the value is matched separately, only for secret-like names)
 _KEY_RE = re.compile(r"(?<![\w\-])([\w\-]+)\s*[=:]\s*")
 _VALUE_RE = re.compile(r"\"[^\"]*\"|'[^']*'|[^\s,;&'\")]+")
-_SECRET_WORDS = ("secret", "password", "passwd", "token", "signature", "sig", "credential",
-                 "accountkey", "account_key", "sas", "key")
+_SECRET_WORDS = (
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "signature",
+    "sig",
+    "credential",
+    "accountkey",
+    "account_key",
+    "sas",
+    "key",
+)
 
 
 def _redact_url(m: re.Match) -> str:
     scheme, rest, query = m.group(1), m.group(2), m.group(3)
     authority = rest.split("/", 1)[0]
     if "@" in authority:
-        rest = "***@" + rest[len(authority.rpartition("@")[0]) + 1:]
+        rest = "***@" + rest[len(authority.rpartition("@")[0]) + 1 :]
     return scheme + rest + ("?***" if query else "")
 
 
@@ -167,7 +196,7 @@ def _redact_pairs(text: str) -> str:
         v = _VALUE_RE.match(text, m.end())
         if v is None:
             continue
-        out += [text[done:m.end()], "***"]
+        out += [text[done : m.end()], "***"]
         done = v.end()
     out.append(text[done:])
     return "".join(out)
@@ -223,8 +252,7 @@ def filesystem(url: str) -> tuple[Any, str]:
         if scheme in OBJECT_STORES and "@" in url.split("/", 3)[2]:
             family = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az"}.get(scheme, scheme)
             where = _CREDENTIAL_HINTS.get(family, "the storage library's standard environment")
-            raise StorageError(f"{redact(url)}: credentials in a {scheme}:// URL are not used "
-                               f"(set {where})")
+            raise StorageError(f"{redact(url)}: credentials in a {scheme}:// URL are not used (set {where})")
     try:
         return url_to_fs(url)
     except Exception as e:  # noqa: BLE001 - an unknown protocol or a missing package
@@ -250,9 +278,12 @@ def describe_error(e: BaseException, url: str = "") -> str:
             return f"no fsspec implementation is installed for {scheme}:// URLs ({text})"
         hint = f"pip install 'gpuscope[{extra}]'" if extra else f"pip install {package}"
         return f"reading {scheme}:// URLs needs {package} ({hint})"
-    if "NoCredentialsError" in names or "DefaultCredentialsError" in names or \
-            "credential" in text.lower() and ("unable to locate" in text.lower()
-                                              or "no credentials" in text.lower()):
+    if (
+        "NoCredentialsError" in names
+        or "DefaultCredentialsError" in names
+        or "credential" in text.lower()
+        and ("unable to locate" in text.lower() or "no credentials" in text.lower())
+    ):
         where = _CREDENTIAL_HINTS.get(family, "the storage library's standard environment")
         return f"no credentials found for {scheme}:// (set {where})"
     if "bucket does not exist" in text.lower() or "NoSuchBucket" in text:
@@ -261,12 +292,25 @@ def describe_error(e: BaseException, url: str = "") -> str:
         return "container does not exist"
     if isinstance(e, FileNotFoundError):
         return "not found"
-    if isinstance(e, PermissionError) or "AccessDenied" in text or "Forbidden" in text \
-            or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text:
+    if (
+        isinstance(e, PermissionError)
+        or "AccessDenied" in text
+        or "Forbidden" in text
+        or "InvalidAccessKeyId" in text
+        or "SignatureDoesNotMatch" in text
+    ):
         return f"access denied: check the credentials ({text})"
-    if names & {"EndpointConnectionError", "ConnectionError", "ClientConnectorError",
-                "ConnectTimeoutError", "ServerTimeoutError", "ConnectionRefusedError",
-                "ClientOSError", "TimeoutError", "ReadTimeoutError"}:
+    if names & {
+        "EndpointConnectionError",
+        "ConnectionError",
+        "ClientConnectorError",
+        "ConnectTimeoutError",
+        "ServerTimeoutError",
+        "ConnectionRefusedError",
+        "ClientOSError",
+        "TimeoutError",
+        "ReadTimeoutError",
+    }:
         return f"cannot connect to the storage service ({text})"
     if isinstance(e, IsADirectoryError):
         return "is a directory"
@@ -275,8 +319,16 @@ def describe_error(e: BaseException, url: str = "") -> str:
 
 def _info_mtime_ns(info: dict) -> int:
     """The modification time in a filesystem's info dict (keys differ per implementation)."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "mtime_ns",
-                "creation_time", "created"):
+    for key in (
+        "mtime",
+        "LastModified",
+        "last_modified",
+        "updated",
+        "modified",
+        "mtime_ns",
+        "creation_time",
+        "created",
+    ):
         v = info.get(key)
         if v is None:
             continue
@@ -418,7 +470,7 @@ def walk_files(root: str, accept: Callable[[str], bool] | None = None) -> Iterat
         info = listing[name]
         if info.get("type", "file") != "file":
             continue
-        rel = name[len(base):].lstrip("/") if name.startswith(base) else name
+        rel = name[len(base) :].lstrip("/") if name.startswith(base) else name
         parts = rel.split("/")
         if not rel or any(part.startswith(".") for part in parts[:-1]):
             continue
@@ -465,7 +517,7 @@ def relpath(path: str, root: str) -> str:
     if path == base:
         return "."
     if path.startswith(base + "/"):
-        return path[len(base) + 1:]
+        return path[len(base) + 1 :]
     return path
 
 
@@ -489,9 +541,14 @@ def _tmp_name(path: str) -> str:
     return join(parent, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
-_KINDS = ((_stat.S_ISLNK, "a symbolic link"), (_stat.S_ISFIFO, "a FIFO"),
-          (_stat.S_ISCHR, "a character device"), (_stat.S_ISBLK, "a block device"),
-          (_stat.S_ISSOCK, "a socket"), (_stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (_stat.S_ISLNK, "a symbolic link"),
+    (_stat.S_ISFIFO, "a FIFO"),
+    (_stat.S_ISCHR, "a character device"),
+    (_stat.S_ISBLK, "a block device"),
+    (_stat.S_ISSOCK, "a socket"),
+    (_stat.S_ISDIR, "a directory"),
+)
 
 
 class NotAFile(OSError):
@@ -515,8 +572,7 @@ def write_beside(path: str, mode: int = 0o644) -> Iterator[IO[bytes]]:
     except FileNotFoundError:
         st = None
     if st is not None and not _stat.S_ISREG(st.st_mode):
-        raise NotAFile(errno.EEXIST, f"it is {_kind(st.st_mode)}; only a regular file is replaced",
-                       path)
+        raise NotAFile(errno.EEXIST, f"it is {_kind(st.st_mode)}; only a regular file is replaced", path)
     tmp = _tmp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     try:

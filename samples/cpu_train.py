@@ -6,6 +6,7 @@ The model's operators are declared with ``profiler_core.operator`` (their inputs
 FLOPs), the phases with ``record_function``; the profiler follows
 ``schedule(wait=1, warmup=1, active=3, repeat=2)`` and writes one trace per cycle into the logdir.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,7 +76,7 @@ class MLP:
             for i, (w, b) in enumerate(self.params):
                 x = linear(x, w, b)
                 if i < len(self.params) - 1:
-                    self.acts.append(x)          # pre-activation, for relu_backward
+                    self.acts.append(x)  # pre-activation, for relu_backward
                     x = relu(x)
                     self.acts.append(x)
             return x
@@ -122,8 +123,8 @@ class DataLoader:
     def __iter__(self):
         for start in range(0, len(self.x) - self.batch + 1, self.batch):
             with record_function("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
-                xb = self.x[start:start + self.batch].copy()
-                yb = self.y[start:start + self.batch].copy()
+                xb = self.x[start : start + self.batch].copy()
+                yb = self.y[start : start + self.batch].copy()
             yield xb, yb
 
 
@@ -147,10 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--- trace ready at step {prof.step_num} (written to {args.logdir})")
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
 
-    with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=1, warmup=1, active=3, repeat=2),
-                 on_trace_ready=on_ready, record_shapes=True, profile_memory=True,
-                 with_stack=args.with_stack, with_flops=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=2),
+        on_trace_ready=on_ready,
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=args.with_stack,
+        with_flops=True,
+    ) as prof:
         for step, (xb, yb) in enumerate(data):
             opt.zero_grad()
             pred = model.forward(xb)

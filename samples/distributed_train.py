@@ -14,6 +14,7 @@ shows computation, communication and the time each rank waits for the others.
 ranks wait for it inside ``Allreduce``. With PyCUDA and a GPU (``--device auto|gpu``) the
 forward and backward passes run on the GPU; gradients are copied to the host for MPI.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,7 @@ from profiler_core import (  # noqa: E402
 )
 
 # --- array backends: the same math on numpy or on a GPU through PyCUDA ------------------------
+
 
 class CpuOps:
     """numpy implementation of the few kernels the MLP needs."""
@@ -125,10 +127,12 @@ class GpuOps:
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
         from pycuda.compiler import SourceModule
+
         cuda.init()
         local_rank = int(os.environ.get("MPI_LOCALRANKID", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
         ctx = cuda.Device(local_rank % cuda.Device.count()).make_context()
         import atexit
+
         atexit.register(ctx.pop)
         mod = SourceModule(_GPU_SOURCE, no_extern_c=True)
         names = ("matmul", "add_bias_relu", "relu_backward", "sum_rows")
@@ -148,19 +152,31 @@ class GpuOps:
         sbk, sbn = (1, bc) if trans_b else (bc, 1)
         out = self.gpuarray.empty((m, n), np.float32)
         i32 = np.int32
-        self._matmul(a, b, out, i32(m), i32(n), i32(k), i32(sam), i32(sak), i32(sbk), i32(sbn),
-                     block=(16, 16, 1), grid=((n + 15) // 16, (m + 15) // 16))
+        self._matmul(
+            a,
+            b,
+            out,
+            i32(m),
+            i32(n),
+            i32(k),
+            i32(sam),
+            i32(sak),
+            i32(sbk),
+            i32(sbn),
+            block=(16, 16, 1),
+            grid=((n + 15) // 16, (m + 15) // 16),
+        )
         return out
 
     def add_bias_relu(self, z, bias, relu: bool):
         m, n = z.shape
-        self._bias_relu(z, bias, np.int32(m), np.int32(n), np.int32(relu),
-                        block=(256, 1, 1), grid=((m * n + 255) // 256, 1))
+        self._bias_relu(
+            z, bias, np.int32(m), np.int32(n), np.int32(relu), block=(256, 1, 1), grid=((m * n + 255) // 256, 1)
+        )
         return z
 
     def relu_backward(self, grad, activation):
-        self._relu_bwd(grad, activation, np.int32(grad.size), block=(256, 1, 1),
-                       grid=((grad.size + 255) // 256, 1))
+        self._relu_bwd(grad, activation, np.int32(grad.size), block=(256, 1, 1), grid=((grad.size + 255) // 256, 1))
         return grad
 
     def sum_rows(self, a):
@@ -189,6 +205,7 @@ def make_ops(device: str) -> Any:
 
 
 # --- the model -------------------------------------------------------------------------------
+
 
 class MLP:
     """in -> hidden (ReLU) -> hidden (ReLU) -> classes, softmax cross-entropy, plain SGD."""
@@ -239,6 +256,7 @@ class MLP:
 
 # --- data ------------------------------------------------------------------------------------
 
+
 def make_shard(rank: int, n: int, in_dim: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """This rank's shard of a synthetic task: labels from a fixed random linear teacher."""
     teacher = np.random.default_rng(seed).normal(size=(in_dim, classes))
@@ -252,11 +270,12 @@ def batches(x: np.ndarray, y: np.ndarray, batch: int, seed: int):
     while True:
         order = rng.permutation(len(x))
         for start in range(0, len(x) - batch + 1, batch):
-            idx = order[start:start + batch]
+            idx = order[start : start + batch]
             yield x[idx], y[idx]
 
 
 # --- training --------------------------------------------------------------------------------
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -272,8 +291,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=4, help="steps recorded per trace")
     p.add_argument("--repeat", type=int, default=1, help="traces per rank (0: until the end)")
-    p.add_argument("--die-at-step", type=int, default=-1,
-                   help="failure drill: --die-rank exits abruptly at this step")
+    p.add_argument("--die-at-step", type=int, default=-1, help="failure drill: --die-rank exits abruptly at this step")
     p.add_argument("--die-rank", type=int, default=-1)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -312,8 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     if ops.name == "gpu" and ProfilerActivity.CUDA in supported_activities():
         activities.append(ProfilerActivity.CUDA)
     sched = schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat)
-    with profile(activities=activities, schedule=sched, record_shapes=True,
-                 on_trace_ready=tensorboard_trace_handler(args.logdir)) as prof:
+    with profile(
+        activities=activities, schedule=sched, record_shapes=True, on_trace_ready=tensorboard_trace_handler(args.logdir)
+    ) as prof:
         for step in range(args.steps):
             if step == args.die_at_step and rank == args.die_rank:
                 print(f"rank {rank}: dying at step {step} (failure drill)", flush=True)
@@ -332,14 +351,14 @@ def main(argv: list[str] | None = None) -> int:
             with record_function("gradient_allreduce"):
                 offset = 0
                 for g, n in zip(grads, sizes):
-                    bucket[offset:offset + n] = ops.to_host(g).ravel()
+                    bucket[offset : offset + n] = ops.to_host(g).ravel()
                     offset += n
                 comm.Allreduce(MPI.IN_PLACE, bucket, op=MPI.SUM)
                 bucket /= world
             with record_function("optimizer_step"):
                 offset = 0
                 for p, n, shape in zip(model.params, sizes, model.shapes):
-                    ops.sgd(p, bucket[offset:offset + n].reshape(shape), args.lr)
+                    ops.sgd(p, bucket[offset : offset + n].reshape(shape), args.lr)
                     offset += n
             losses = comm.allreduce(loss, op=MPI.SUM) if step % 4 == 3 or step == args.steps - 1 else None
             if rank == 0 and losses is not None:

@@ -28,6 +28,7 @@ Checks (each a named entry in gpu_check.json, with details):
 Files written to $OUT: gpu_check.json, raw_records.json.gz (with provenance), gpuscope_trace.json.gz,
 torch_trace.json.gz, bench.json.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -77,6 +78,7 @@ def section(fn):
         except Exception as exc:
             RESULTS["errors"][fn.__name__] = "".join(traceback.format_exception(exc))[-4000:]
             print(f"[ERROR] {fn.__name__}: {type(exc).__name__}: {exc}")
+
     return run
 
 
@@ -98,18 +100,34 @@ def environment() -> None:
     info["python"] = sys.version
     info["platform"] = platform.platform()
     info["kernel_release"] = platform.release()
-    info["versions"] = {d: _version(d) for d in ("cupti-python", "pycuda", "cupy-cuda13x", "cupy-cuda12x",
-                                                   "cuda-bindings", "nvidia-cuda-cupti", "torch", "numpy",
-                                                   "msgspec")}
+    info["versions"] = {
+        d: _version(d)
+        for d in (
+            "cupti-python",
+            "pycuda",
+            "cupy-cuda13x",
+            "cupy-cuda12x",
+            "cuda-bindings",
+            "nvidia-cuda-cupti",
+            "torch",
+            "numpy",
+            "msgspec",
+        )
+    }
     try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv"],
-                             capture_output=True, text=True, timeout=30)
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         info["nvidia_smi"] = smi.stdout.strip()
     except Exception as exc:
         info["nvidia_smi"] = f"unavailable: {exc}"
     import ctypes
 
     from profiler_core.cuda.device_props import libcuda
+
     lib = libcuda()
     if lib is not None:
         v = ctypes.c_int(0)
@@ -117,6 +135,7 @@ def environment() -> None:
         info["cuda_driver_version"] = v.value
     try:
         from cupti import cupti
+
         info["cupti_module"] = getattr(cupti, "__file__", "?")
     except Exception as exc:
         info["cupti_module"] = f"not importable: {type(exc).__name__}: {exc}"
@@ -126,6 +145,7 @@ def environment() -> None:
 def device_properties() -> list:
     from profiler_core.cuda import is_available
     from profiler_core.cuda.device_props import query_device_properties
+
     props = query_device_properties()
     RESULTS["info"]["device_properties"] = props
     check("device properties read through the driver", bool(props) and props[0].get("numSms", 0) > 0, props)
@@ -144,6 +164,7 @@ class LaunchCounter:
         def counted(func, *a):
             counter.n += 1
             return counter.orig(func, *a)
+
         drv.Function._launch_kernel = counted
 
     def close(self):
@@ -160,6 +181,7 @@ def _pycuda_workload():
     from pycuda.elementwise import ElementwiseKernel
     from pycuda.reduction import ReductionKernel
     from pycuda.tools import DeviceMemoryPool
+
     counter = LaunchCounter(drv)
     n = 1 << 16
     host = np.arange(n, dtype=np.float32)
@@ -181,34 +203,51 @@ def _pycuda_workload():
             fn()
             drv.Context.synchronize()
             return counter.n - before, None
+
         return run
 
     items = [
         ("check::pycuda_call", launches(lambda: f(dev, np.float32(1.0), np.int32(n), grid=grid, block=block))),
-        ("check::pycuda_prepared_call", launches(lambda: f.prepared_call(grid, block, dev, np.float32(1.0),
-                                                                         np.int32(n)))),
-        ("check::pycuda_prepared_async_call", launches(lambda: f.prepared_async_call(
-            grid, block, stream, dev, np.float32(1.0), np.int32(n)))),
-        ("check::pycuda_prepared_timed_call", launches(lambda: f.prepared_timed_call(
-            grid, block, dev, np.float32(1.0), np.int32(n))())),
+        (
+            "check::pycuda_prepared_call",
+            launches(lambda: f.prepared_call(grid, block, dev, np.float32(1.0), np.int32(n))),
+        ),
+        (
+            "check::pycuda_prepared_async_call",
+            launches(lambda: f.prepared_async_call(grid, block, stream, dev, np.float32(1.0), np.int32(n))),
+        ),
+        (
+            "check::pycuda_prepared_timed_call",
+            launches(lambda: f.prepared_timed_call(grid, block, dev, np.float32(1.0), np.int32(n))()),
+        ),
         ("check::pycuda_smem_kernel", launches(lambda: heavy(dev, np.int32(n), grid=(4, 1), block=(256, 1, 1)))),
         ("check::elementwise", launches(lambda: lin(np.float32(2), x, x))),
         ("check::reduction", launches(lambda: dot(x, x).get())),
-        ("check::gpuarray_add", launches(lambda: (x + x))),
+        ("check::gpuarray_add", launches(lambda: x + x)),
         ("check::memcpy_htod", lambda: (drv.memcpy_htod(dev, host), (0, host.nbytes))[1]),
         ("check::memcpy_dtoh", lambda: (drv.memcpy_dtoh(host, dev), (0, host.nbytes))[1]),
-        ("check::memcpy_htod_async", lambda: (drv.memcpy_htod_async(dev, host, stream), stream.synchronize(),
-                                              (0, host.nbytes))[2]),
+        (
+            "check::memcpy_htod_async",
+            lambda: (drv.memcpy_htod_async(dev, host, stream), stream.synchronize(), (0, host.nbytes))[2],
+        ),
         ("check::memset", lambda: (drv.memset_d32(dev, 0, n), drv.Context.synchronize(), (0, 4 * n))[2]),
-        ("check::memset_d16_async", lambda: (drv.memset_d16_async(dev, 0, n, stream), stream.synchronize(),
-                                             (0, 2 * n))[2]),
+        (
+            "check::memset_d16_async",
+            lambda: (drv.memset_d16_async(dev, 0, n, stream), stream.synchronize(), (0, 2 * n))[2],
+        ),
         # 2D memsets over the same linear allocation: 64 rows of 1 KiB, pitch 1 KiB
-        ("check::memset_d2d8", lambda: (drv.memset_d2d8(dev, 1024, 0, 1024, 64), drv.Context.synchronize(),
-                                        (0, 1024 * 64))[2]),
-        ("check::memset_d2d32_async", lambda: (drv.memset_d2d32_async(dev, 1024, 0, 256, 64, stream),
-                                               stream.synchronize(), (0, 256 * 64 * 4))[2]),
-        ("check::memcpy_dtod_async", lambda: (drv.memcpy_dtod_async(dev, dev2, 4096, stream),
-                                              stream.synchronize(), (0, 4096))[2]),
+        (
+            "check::memset_d2d8",
+            lambda: (drv.memset_d2d8(dev, 1024, 0, 1024, 64), drv.Context.synchronize(), (0, 1024 * 64))[2],
+        ),
+        (
+            "check::memset_d2d32_async",
+            lambda: (drv.memset_d2d32_async(dev, 1024, 0, 256, 64, stream), stream.synchronize(), (0, 256 * 64 * 4))[2],
+        ),
+        (
+            "check::memcpy_dtod_async",
+            lambda: (drv.memcpy_dtod_async(dev, dev2, 4096, stream), stream.synchronize(), (0, 4096))[2],
+        ),
         ("check::pool_alloc", lambda: (pool.allocate(1 << 20), (0, None))[1]),
     ]
     return items, counter.close
@@ -217,11 +256,12 @@ def _pycuda_workload():
 def _cupy_workload():
     import cupy
     import numpy as np
+
     k = cupy.RawKernel(SRC, "scale")
     n = 1 << 16
     a = cupy.ones(n, dtype=cupy.float32)
     host = np.ones(n, dtype=np.float32)
-    k(((n + 255) // 256,), (256,), (a, np.float32(1.0), np.int32(n)))   # compile outside the window
+    k(((n + 255) // 256,), (256,), (a, np.float32(1.0), np.int32(n)))  # compile outside the window
     cupy.cuda.runtime.deviceSynchronize()
 
     def raw():
@@ -243,8 +283,11 @@ def _cupy_workload():
 
 def _subtree(ops: list, root: dict) -> set:
     end = root["ts"] + root["dur"]
-    return {o["args"]["External id"] for o in ops
-            if o["tid"] == root["tid"] and root["ts"] <= o["ts"] and o["ts"] + o["dur"] <= end}
+    return {
+        o["args"]["External id"]
+        for o in ops
+        if o["tid"] == root["tid"] and root["ts"] <= o["ts"] and o["ts"] + o["dur"] <= end
+    }
 
 
 @section
@@ -252,6 +295,7 @@ def capture() -> None:
     import profiler_core
     from profiler_core import ProfilerActivity, record_op
     from profiler_core.cuda import collector as collector_mod
+
     os.environ["GPUSCOPE_KEEP_RAW_RECORDS"] = "1"
     items, closers = [], []
     for name, build in (("pycuda", _pycuda_workload), ("cupy", _cupy_workload)):
@@ -266,33 +310,42 @@ def capture() -> None:
         return
     expected = {}
     import warnings
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                                   record_shapes=True, profile_memory=True) as prof:
+        with profiler_core.profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, profile_memory=True
+        ) as prof:
             for name, run in items:
                 with record_op(name):
                     expected[name] = run()
     RESULTS["info"]["capture_warnings"] = [str(w.message) for w in caught]
-    check("no clock drift between CUPTI and the recording clock", not any("drifted" in str(w.message)
-                                                                           for w in caught),
-          [str(w.message) for w in caught])
+    check(
+        "no clock drift between CUPTI and the recording clock",
+        not any("drifted" in str(w.message) for w in caught),
+        [str(w.message) for w in caught],
+    )
     for c in closers:
         if c:
             c()
     trace = prof.trace
     raw = collector_mod.last_raw_records or {}
     _dump_gz(trace, "gpuscope_trace.json.gz")
-    _dump_gz({"provenance": {"captured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             **RESULTS["info"]}, **raw}, "raw_records.json.gz")
+    _dump_gz(
+        {"provenance": {"captured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **RESULTS["info"]}, **raw},
+        "raw_records.json.gz",
+    )
     check("trace source is CUPTI", trace.get("trace_source") == "cupti", trace.get("trace_source"))
     versions = {k: trace.get(k) for k in ("cupti_python_version", "cupti_version", "cuda_driver_version")}
     RESULTS["info"]["trace_versions"] = versions
-    check("trace names cupti-python's version and CUPTI's API version (cuptiGetVersion)",
-          versions["cupti_python_version"] == _version("cupti-python") and isinstance(versions["cupti_version"], int),
-          versions)
+    check(
+        "trace names cupti-python's version and CUPTI's API version (cuptiGetVersion)",
+        versions["cupti_python_version"] == _version("cupti-python") and isinstance(versions["cupti_version"], int),
+        versions,
+    )
     try:
         from profiler_core.cuda.cupti_backend import CuptiBackend
+
         RESULTS["info"]["cupti_thread_id_type"] = CuptiBackend.instance().thread_id_type
     except Exception as exc:
         RESULTS["info"]["cupti_thread_id_type"] = f"unknown ({exc})"
@@ -317,24 +370,48 @@ def capture() -> None:
     corr = [g["args"]["correlation"] for g in gpu if g["cat"] == "kernel"]
     check("one kernel event per correlation id", len(corr) == len(set(corr)))
     by_ext = {o["args"]["External id"]: o for o in ops}
-    outside = [a["name"] for a in api.values() if "External id" in a["args"] and not (
-        by_ext[a["args"]["External id"]]["ts"] <= a["ts"] <= by_ext[a["args"]["External id"]]["ts"]
-        + by_ext[a["args"]["External id"]]["dur"])]
+    outside = [
+        a["name"]
+        for a in api.values()
+        if "External id" in a["args"]
+        and not (
+            by_ext[a["args"]["External id"]]["ts"]
+            <= a["ts"]
+            <= by_ext[a["args"]["External id"]]["ts"] + by_ext[a["args"]["External id"]]["dur"]
+        )
+    ]
     check("API calls lie inside their op's window", not outside, outside[:10])
-    early = [g["name"] for g in gpu if g["args"]["correlation"] in api and g["ts"] < api[g["args"]["correlation"]]["ts"]]
+    early = [
+        g["name"] for g in gpu if g["args"]["correlation"] in api and g["ts"] < api[g["args"]["correlation"]]["ts"]
+    ]
     check("GPU work starts after its launch call (clock calibration)", not early, early[:10])
     streams: dict = {}
     for g in sorted((g for g in gpu if g["cat"] == "kernel"), key=lambda g: g["ts"]):
         streams.setdefault((g["pid"], g["tid"]), []).append(g)
-    overlap = [(k, a["name"], b["name"]) for k, ks in streams.items() for a, b in zip(ks, ks[1:])
-               if b["ts"] < a["ts"] + a["dur"] - 0.001]
+    overlap = [
+        (k, a["name"], b["name"])
+        for k, ks in streams.items()
+        for a, b in zip(ks, ks[1:])
+        if b["ts"] < a["ts"] + a["dur"] - 0.001
+    ]
     check("kernels on each stream are monotone, without overlap", not overlap, overlap[:5])
     tids = {a["tid"] for a in api.values() if "External id" in a["args"]}
     check("API thread ids are OS thread ids", tids == {threading.get_native_id()}, sorted(tids))
     RESULTS["info"]["clock_offset_ns"] = raw.get("clock_offset_ns")
-    RESULTS["info"]["event_counts"] = {c: sum(1 for e in ev if e.get("cat") == c) for c in
-                                       ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
-                                        "cuda_sync", "gpu_user_annotation", "ac2g", "cpu_instant_event")}
+    RESULTS["info"]["event_counts"] = {
+        c: sum(1 for e in ev if e.get("cat") == c)
+        for c in (
+            "kernel",
+            "gpu_memcpy",
+            "gpu_memset",
+            "cuda_runtime",
+            "cuda_driver",
+            "cuda_sync",
+            "gpu_user_annotation",
+            "ac2g",
+            "cpu_instant_event",
+        )
+    }
     mem = [e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
     check("device allocations appear as [memory] events", bool(mem), len(mem))
     with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof2:
@@ -363,12 +440,12 @@ print(torch.__version__)
 @section
 def occupancy(props: list) -> None:
     from profiler_core.cuda.occupancy import kernel_occupancy
+
     if not _version("torch"):
         skip("occupancy vs torch.profiler", "torch not installed")
         return
     path = Path(tempfile.mkdtemp()) / "torch_trace.json"
-    out = subprocess.run([sys.executable, "-c", TORCH_REF, str(path)], capture_output=True, text=True,
-                         timeout=180)
+    out = subprocess.run([sys.executable, "-c", TORCH_REF, str(path)], capture_output=True, text=True, timeout=180)
     if out.returncode != 0:
         check("torch.profiler reference trace", False, out.stderr[-2000:])
         return
@@ -391,14 +468,24 @@ def occupancy(props: list) -> None:
         mine = kernel_occupancy(dp, a["grid"], a["block"], a["registers per thread"], a["shared memory"])
         compared += 1
         theirs = {k: a[k] for k in keys if k in a}
-        if any(abs(float(mine.get(k, -1)) - float(theirs[k])) > 1e-4 * max(1.0, abs(float(theirs[k])))
-               for k in theirs):
-            mismatches.append({"name": e["name"][:80], "grid": a["grid"], "block": a["block"],
-                               "regs": a["registers per thread"], "smem": a["shared memory"],
-                               "kineto": theirs, "ours": mine})
+        if any(abs(float(mine.get(k, -1)) - float(theirs[k])) > 1e-4 * max(1.0, abs(float(theirs[k]))) for k in theirs):
+            mismatches.append(
+                {
+                    "name": e["name"][:80],
+                    "grid": a["grid"],
+                    "block": a["block"],
+                    "regs": a["registers per thread"],
+                    "smem": a["shared memory"],
+                    "kineto": theirs,
+                    "ours": mine,
+                }
+            )
     RESULTS["info"]["torch_kernels_compared"] = compared
-    check("occupancy matches Kineto on every torch kernel", compared > 0 and not mismatches,
-          {"compared": compared, "mismatches": mismatches[:20]})
+    check(
+        "occupancy matches Kineto on every torch kernel",
+        compared > 0 and not mismatches,
+        {"compared": compared, "mismatches": mismatches[:20]},
+    )
     ours_path = OUT / "gpuscope_trace.json.gz"
     ours = None
     if ours_path.exists():
@@ -411,9 +498,11 @@ def occupancy(props: list) -> None:
             missing = sorted(set(our_kernel["args"]) - set(kernels[0]["args"]) - set(ours_only))
             check("our kernel arg keys are Kineto's", not missing, missing)
             a = our_kernel["args"]
-            check("our static + dynamic shared memory = Kineto's total",
-                  all(k in a for k in ours_only) and a[ours_only[0]] + a[ours_only[1]] == a.get("shared memory"),
-                  {k: a.get(k) for k in ("shared memory", *ours_only)})
+            check(
+                "our static + dynamic shared memory = Kineto's total",
+                all(k in a for k in ours_only) and a[ours_only[0]] + a[ours_only[1]] == a.get("shared memory"),
+                {k: a.get(k) for k in ("shared memory", *ours_only)},
+            )
             RESULTS["info"]["kineto_kernel_keys_we_lack"] = sorted(set(kernels[0]["args"]) - set(our_kernel["args"]))
 
 
@@ -448,10 +537,14 @@ def fallback() -> None:
     if not _version("pycuda"):
         skip("CUDA-event fallback", "pycuda not installed")
         return
-    env = dict(os.environ, GPUSCOPE_CUDA_BACKEND="events", PYTHONPATH=os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", FALLBACK_CHILD, str(ROOT)], capture_output=True, text=True,
-                         timeout=180, env=env)
+    env = dict(
+        os.environ,
+        GPUSCOPE_CUDA_BACKEND="events",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", FALLBACK_CHILD, str(ROOT)], capture_output=True, text=True, timeout=180, env=env
+    )
     if out.returncode != 0:
         check("CUDA-event fallback runs", False, out.stderr[-2000:])
         return
@@ -459,8 +552,11 @@ def fallback() -> None:
     RESULTS["info"]["fallback"] = r
     check("fallback marks the trace", r["source"] == "cuda_events", r["source"])
     check("fallback: one kernel per pycuda launch, all linked", r["kernels"] == r["launches"] == r["linked"], r)
-    check("fallback: driver calls lie inside their op (one clock)", not r["calls_outside_their_op"],
-          r["calls_outside_their_op"][:10])
+    check(
+        "fallback: driver calls lie inside their op (one clock)",
+        not r["calls_outside_their_op"],
+        r["calls_outside_their_op"][:10],
+    )
     check("fallback: 1D and 2D memsets (sync and async) are timed", len(r["memset_bytes"]) >= 4, r["memset_bytes"])
 
 
@@ -470,25 +566,42 @@ def sample() -> None:
         skip("samples/pycuda_train.py", "pycuda not installed")
         return
     logdir = Path(tempfile.mkdtemp())
-    out = subprocess.run([sys.executable, str(ROOT / "samples" / "pycuda_train.py"), "--logdir", str(logdir),
-                          "--steps", "8"], capture_output=True, text=True, timeout=180,
-                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "samples" / "pycuda_train.py"), "--logdir", str(logdir), "--steps", "8"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])),
+    )
     files = sorted(logdir.rglob("*.pt.trace.json*"))
     kernels = 0
     for f in files:
         opener = gzip.open if f.suffix == ".gz" else open
         with opener(f, "rt") as fh:
             kernels += sum(1 for e in json.load(fh)["traceEvents"] if e.get("cat") == "kernel")
-    check("pycuda_train writes traces with kernels", out.returncode == 0 and files and kernels > 0,
-          {"rc": out.returncode, "files": [f.name for f in files], "kernels": kernels,
-           "stderr": out.stderr[-1500:]})
+    check(
+        "pycuda_train writes traces with kernels",
+        out.returncode == 0 and files and kernels > 0,
+        {"rc": out.returncode, "files": [f.name for f in files], "kernels": kernels, "stderr": out.stderr[-1500:]},
+    )
 
 
 @section
 def overhead() -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_launch.py"), "--launches", "5000",
-                          "--json", str(OUT / "bench.json")], capture_output=True, text=True, timeout=240,
-                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_launch.py"),
+            "--launches",
+            "5000",
+            "--json",
+            str(OUT / "bench.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])),
+    )
     RESULTS["info"]["bench_stdout"] = out.stdout[-3000:]
     RESULTS["info"]["bench_stderr"] = out.stderr[-1500:]
 
@@ -506,8 +619,12 @@ def main() -> int:
         step()
     RESULTS["elapsed_s"] = round(time.time() - T0, 1)
     failed = [k for k, v in RESULTS["checks"].items() if not v["ok"]]
-    RESULTS["summary"] = {"passed": len(RESULTS["checks"]) - len(failed), "failed": failed,
-                          "skipped": list(RESULTS["skipped"]), "errors": list(RESULTS["errors"])}
+    RESULTS["summary"] = {
+        "passed": len(RESULTS["checks"]) - len(failed),
+        "failed": failed,
+        "skipped": list(RESULTS["skipped"]),
+        "errors": list(RESULTS["errors"]),
+    }
     (OUT / "gpu_check.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     print(json.dumps(RESULTS["summary"], indent=1))
     print(f"details in {OUT / 'gpu_check.json'}")

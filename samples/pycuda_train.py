@@ -8,6 +8,7 @@ kernels (forward mat-vec and gradient), profiled with a schedule into a logdir:
 
 Needs a CUDA GPU and pycuda (`pip install gpuscope[cuda]`); exits with status 2 and a message otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,13 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     block = 256
 
     sched = profiler_core.schedule(wait=1, warmup=1, active=4, repeat=2)
-    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=sched,
-                               on_trace_ready=profiler_core.tensorboard_trace_handler(args.logdir),
-                               record_shapes=True, profile_memory=True) as prof:
+    with profiler_core.profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=sched,
+        on_trace_ready=profiler_core.tensorboard_trace_handler(args.logdir),
+        record_shapes=True,
+        profile_memory=True,
+    ) as prof:
         for step in range(args.steps):
             with record_function("forward"):
-                matvec(X_gpu, w, z, np.int32(n), np.int32(d), block=(block, 1, 1),
-                       grid=((n + block - 1) // block, 1))
+                matvec(X_gpu, w, z, np.int32(n), np.int32(d), block=(block, 1, 1), grid=((n + block - 1) // block, 1))
                 sigmoid(z, p)
                 err = p - y_gpu
             with record_function("backward"):

@@ -1,4 +1,5 @@
 """Errors that routes turn into JSON HTTP answers: each class carries its HTTP status."""
+
 from __future__ import annotations
 
 

@@ -14,6 +14,7 @@ starts until it is ready (the files already being read go on). `file_status` say
 file is: queued (and where), being read (bytes by the throughput measured on earlier files, as
 an estimate, and the time left), done, or failed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,8 +52,7 @@ def default_processes() -> int:
 
 def trace_nbytes(t: TraceData) -> int:
     """Approximate memory held by a parsed trace."""
-    return int(sum(df.memory_usage(index=False, deep=False).sum()
-                   for df in (t.events, t.memory, t.flows, t.names)))
+    return int(sum(df.memory_usage(index=False, deep=False).sum() for df in (t.events, t.memory, t.flows, t.names)))
 
 
 def check_is_trace(path: str, t: TraceData) -> TraceData:
@@ -96,17 +96,18 @@ class _Entry:
     future: Future | None = None
     error: str | None = None
     done: bool = False
-    started: float | None = None   # time.monotonic() when its read began
-    seconds: float | None = None   # how long the read took
-    shown: int = 0                 # the largest bytes-parsed estimate given (estimates never go back)
-    warnings: tuple = ()           # the reader's warnings for the file (events skipped, ...)
+    started: float | None = None  # time.monotonic() when its read began
+    seconds: float | None = None  # how long the read took
+    shown: int = 0  # the largest bytes-parsed estimate given (estimates never go back)
+    warnings: tuple = ()  # the reader's warnings for the file (events skipped, ...)
 
 
 class Loader:
     """Loads trace files in the background and serves parsed `TraceData` (LRU in memory)."""
 
-    def __init__(self, workers: int = 1, processes: int | None = None,
-                 max_bytes: int | None = None, use_cache: bool = True) -> None:
+    def __init__(
+        self, workers: int = 1, processes: int | None = None, max_bytes: int | None = None, use_cache: bool = True
+    ) -> None:
         self.max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
         self.use_cache = use_cache and settings.get("GPUSCOPE_CACHE")
         processes = default_processes() if processes is None else processes
@@ -116,15 +117,14 @@ class Loader:
             import multiprocessing
 
             with child_env.safe_path():  # its queues start multiprocessing's resource tracker
-                self._pool = ProcessPoolExecutor(self.processes,
-                                                 mp_context=multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
         else:
             self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="gpuscope-load")
         self._lock = threading.RLock()
         self._slots = max(1, self.processes or workers)
-        self._queue: deque[_Entry] = deque()   # waiting for a pool slot, in scan order
-        self._running = 0                       # entries handed to the pool and not finished
-        self._urgent = 0                        # requested files being read now: the queue waits
+        self._queue: deque[_Entry] = deque()  # waiting for a pool slot, in scan order
+        self._running = 0  # entries handed to the pool and not finished
+        self._urgent = 0  # requested files being read now: the queue waits
         self._entries: dict[tuple, _Entry] = {}
         self._lru: OrderedDict[tuple, TraceData] = OrderedDict()
         self._lru_bytes: dict[tuple, int] = {}
@@ -171,9 +171,13 @@ class Loader:
 
     def _load_here(self, f: TraceFile) -> TraceData:
         self._make_room(f)
-        t = read_trace(f.path, processes=default_parse_processes(), use_cache=self.use_cache,
-                       store=lambda path, t: self._store_later(path, check_is_trace(path, t)),
-                       tune_memory=True)
+        t = read_trace(
+            f.path,
+            processes=default_parse_processes(),
+            use_cache=self.use_cache,
+            store=lambda path, t: self._store_later(path, check_is_trace(path, t)),
+            tune_memory=True,
+        )
         return check_is_trace(f.path, t)
 
     def _store_later(self, path: str, t: TraceData) -> None:
@@ -225,7 +229,7 @@ class Loader:
             text = f"{type(err).__name__}: {text}"
         text = text.replace(f.path, f.relpath)
         if text.startswith(f.relpath + ": "):
-            text = text[len(f.relpath) + 2:]
+            text = text[len(f.relpath) + 2 :]
         return redact(text)
 
     # ------------------------------------------------------------------ LRU
@@ -337,8 +341,11 @@ class Loader:
             entries = list(self._entries.values())
         done = [e for e in entries if e.done]
         now = time.monotonic()
-        reading = sum(min(e.file.size * 0.99, (now - e.started) * self.rate(e.file))
-                      for e in entries if not e.done and e.started is not None)
+        reading = sum(
+            min(e.file.size * 0.99, (now - e.started) * self.rate(e.file))
+            for e in entries
+            if not e.done and e.started is not None
+        )
         return {
             "loading": len(done) < len(entries),
             "files_done": len(done),
@@ -366,8 +373,11 @@ class Loader:
         kind (gzip or not) read here so far, else a default."""
         kind = "gz" if f.path.endswith(".gz") else "json"
         with self._lock:
-            timed = [(e.file.size, e.seconds) for e in self._entries.values()
-                     if e.seconds and e.error is None and e.file.path.endswith(".gz") == (kind == "gz")]
+            timed = [
+                (e.file.size, e.seconds)
+                for e in self._entries.values()
+                if e.seconds and e.error is None and e.file.path.endswith(".gz") == (kind == "gz")
+            ]
         size, secs = sum(x for x, _ in timed), sum(y for _, y in timed)
         return size / secs if secs > 0.05 and size > 0 else DEFAULT_RATE[kind]
 
@@ -392,8 +402,13 @@ class Loader:
             rate = self.rate(f)
             elapsed = time.monotonic() - e.started
             done = e.shown = max(e.shown, int(min(f.size * 0.99, elapsed * rate)))
-            out.update(state="reading", elapsed_s=round(elapsed, 2), bytes_done_est=int(done), rate_bps=rate,
-                       eta_s=round(max(0.0, (f.size - done) / rate), 1))
+            out.update(
+                state="reading",
+                elapsed_s=round(elapsed, 2),
+                bytes_done_est=int(done),
+                rate_bps=rate,
+                eta_s=round(max(0.0, (f.size - done) / rate), 1),
+            )
         return out
 
     def errors(self) -> list[tuple[TraceFile, str]]:

@@ -5,6 +5,7 @@ A parameter is described once (name, type, bounds, default, one line of doc); th
 objects, so the plugin and a view cannot disagree on a bound. A bad value is a `BadRequest` (400)
 naming the parameter; no value, however long or large, gets further than that.
 """
+
 from __future__ import annotations
 
 import math
@@ -112,11 +113,9 @@ class Text(Param):
         if not isinstance(raw, str):
             raise BadRequest(f"{self.name} must be text, got {shown(raw)}")
         if len(raw) > self.max_len:
-            raise BadRequest(f"{self.name} is longer than {self.max_len} characters "
-                             f"({len(raw)})")
+            raise BadRequest(f"{self.name} is longer than {self.max_len} characters ({len(raw)})")
         if self.choices and raw not in self.choices:
-            raise BadRequest(f"{self.name} must be one of {', '.join(self.choices)}, "
-                             f"not {shown(raw)}")
+            raise BadRequest(f"{self.name} must be one of {', '.join(self.choices)}, not {shown(raw)}")
         return raw
 
     def kind(self) -> str:
@@ -130,7 +129,7 @@ class Int(Param):
     """An integer in [lo, hi]."""
 
     lo: int = 0
-    hi: int = 2 ** 62
+    hi: int = 2**62
     default: int | None = None
 
     def default_value(self) -> Any:
@@ -162,7 +161,7 @@ class IntList(Param):
     """Comma-separated integers in [lo, hi], at most `max_items` of them; sorted, no repeats."""
 
     lo: int = 0
-    hi: int = 2 ** 31 - 1
+    hi: int = 2**31 - 1
     max_items: int = 10000
 
     def convert(self, raw: Any) -> Any:
@@ -176,8 +175,7 @@ class IntList(Param):
             items = [raw]
         if len(items) > self.max_items:
             raise BadRequest(f"{self.name} has more than {self.max_items} items ({len(items)})")
-        return sorted({int_param(x.strip() if isinstance(x, str) else x, self.name, self.lo, self.hi)
-                       for x in items})
+        return sorted({int_param(x.strip() if isinstance(x, str) else x, self.name, self.lo, self.hi) for x in items})
 
     def kind(self) -> str:
         return f"comma-separated integers {self.lo}..{self.hi} (at most {self.max_items})"
@@ -187,15 +185,17 @@ class IntList(Param):
 START_US = Float("start_us", "start of the time range, µs from the trace's first event")
 END_US = Float("end_us", "end of the time range, µs from the trace's first event")
 WIDTH_PX = Int("width_px", "pixels the range is drawn on", lo=1, hi=MAX_WIDTH_PX, default=1000)
-MAX_POINTS = Int("max_points", "most points per curve (peaks are kept)", lo=10, hi=1_000_000,
-                 default=2000)
+MAX_POINTS = Int("max_points", "most points per curve (peaks are kept)", lo=10, hi=1_000_000, default=2000)
 SEARCH_LIMIT = Int("limit", "most results", lo=1, hi=10000, default=100)
 OCCURRENCE_LIMIT = Int("limit", "most results", lo=1, hi=100000, default=10000)
-EVENT_IDX = Int("idx", "the event's index in the file's traceEvents", lo=0, hi=2 ** 62,
-                required=True)
+EVENT_IDX = Int("idx", "the event's index in the file's traceEvents", lo=0, hi=2**62, required=True)
 TRACKS = IntList("tracks", "timeline track indexes (default: all)")
-OPERATORS_GROUP_BY = Text("group_by", "rows per name, or per name and input shapes",
-                          choices=("name", "name_shape"), default="name")
-KERNELS_GROUP_BY = Text("group_by", "rows per kernel name, with the launching op, or with the "
-                        "launch configuration too", choices=("name", "name_op", "name_op_config"),
-                        default="name")
+OPERATORS_GROUP_BY = Text(
+    "group_by", "rows per name, or per name and input shapes", choices=("name", "name_shape"), default="name"
+)
+KERNELS_GROUP_BY = Text(
+    "group_by",
+    "rows per kernel name, with the launching op, or with the launch configuration too",
+    choices=("name", "name_op", "name_op_config"),
+    default="name",
+)

@@ -4,6 +4,7 @@ Routes only parse the request, look run/worker/span up in the latest scan (names
 joined into paths), call a view from `tb_plugin.views` (imported lazily) and answer JSON.
 Errors are JSON too: 400 bad parameter, 404 unknown name, 422 unreadable trace file.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -45,16 +46,24 @@ FORCED_RESCAN_S = 5.0
 #: scans never take more than about 1 / SCAN_SHARE of the time: slow listings are spaced out
 SCAN_SHARE = 3.0
 CONTENT_TYPES = {
-    ".js": "application/javascript", ".mjs": "application/javascript", ".css": "text/css",
-    ".html": "text/html", ".json": "application/json", ".map": "application/json",
-    ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon",
-    ".woff2": "font/woff2", ".woff": "font/woff", ".ttf": "font/ttf", ".wasm": "application/wasm",
+    ".js": "application/javascript",
+    ".mjs": "application/javascript",
+    ".css": "text/css",
+    ".html": "text/html",
+    ".json": "application/json",
+    ".map": "application/json",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+    ".woff2": "font/woff2",
+    ".woff": "font/woff",
+    ".ttf": "font/ttf",
+    ".wasm": "application/wasm",
     ".txt": "text/plain",
 }
 #: on every response of the plugin: a JSON answer or a trace opened on its own runs nothing; the
 #: bundle is an ES module imported by TensorBoard's page, whose own policy governs it
-CONTENT_SECURITY_POLICY = ("default-src 'none'; base-uri 'none'; form-action 'none'; "
-                           "frame-ancestors 'self'")
+CONTENT_SECURITY_POLICY = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
 FALLBACK_INDEX_JS = """// gpuscope: minimal page shown until the frontend bundle is installed
 export function render() {
   const root = document.createElement('div');
@@ -110,8 +119,7 @@ def _clean(o: Any) -> Any:
     if isinstance(o, float):
         return o if math.isfinite(o) else None
     if isinstance(o, dict):
-        return {_text(str(_default(k)) if not isinstance(k, str) else k): _clean(v)
-                for k, v in o.items()}
+        return {_text(str(_default(k)) if not isinstance(k, str) else k): _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_clean(v) for v in o]
     if type(o).__module__ == "numpy" or hasattr(o, "tolist"):
@@ -153,10 +161,13 @@ def _route(route: Route, fn: Callable) -> Callable:
             return _respond(request, {"error": _redact(e.message)}, e.status)
         except Exception as e:  # noqa: BLE001 - never a traceback page
             # the traceback only in the log, and only where no message can hold a credential
-            log.error("gpuscope: %s failed: %s", request.path, _redact(f"{type(e).__name__}: {e}"),
-                      exc_info=_redact(str(e)) == str(e))
-            return _respond(request, {"error": _redact(f"internal error: {type(e).__name__}: {e}")},
-                            500)
+            log.error(
+                "gpuscope: %s failed: %s",
+                request.path,
+                _redact(f"{type(e).__name__}: {e}"),
+                exc_info=_redact(str(e)) == str(e),
+            )
+            return _respond(request, {"error": _redact(f"internal error: {type(e).__name__}: {e}")}, 500)
 
     app.__name__ = fn.__name__
     return app
@@ -208,8 +219,8 @@ class _State:
         threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
         self.runs: dict = {}
         self.scanned_at = -math.inf
-        self.scan_s = 0.0           # how long the last scan took
-        self.began_at = -math.inf   # when the last scan began
+        self.scan_s = 0.0  # how long the last scan took
+        self.began_at = -math.inf  # when the last scan began
         self.forced_at = -math.inf  # when the last forced rescan began
         self.lock = threading.Lock()
 
@@ -222,20 +233,28 @@ class _State:
             now = time.monotonic()
             interval = max(ERROR_RESCAN_S if self.scanner.error else RESCAN_S, SCAN_SHARE * self.scan_s)
             due = now - self.scanned_at >= interval
-            if force and not due and self.began_at < asked and \
-                    now - self.forced_at >= max(FORCED_RESCAN_S, SCAN_SHARE * self.scan_s):
+            if (
+                force
+                and not due
+                and self.began_at < asked
+                and now - self.forced_at >= max(FORCED_RESCAN_S, SCAN_SHARE * self.scan_s)
+            ):
                 due, self.forced_at = True, now
             if due:
                 self.began_at = time.monotonic()
                 self.runs = self.scanner.scan()
                 self.scanned_at = time.monotonic()
                 self.scan_s = self.scanned_at - self.began_at
-                self.big = {f.key for r in self.runs.values() if len(r.workers) > PREPARE_MAX_WORKERS
-                            for f in r.files()}
-                self.loader.prepare([f for r in self.runs.values() for f in r.files()],
-                                    lazy=lambda f: f.key in self.big)
-                self.summaries.prepare([f for r in self.runs.values() if len(r.workers) > 1
-                                        for f in r.files()], loaded=self.trace_for_summary)
+                self.big = {
+                    f.key for r in self.runs.values() if len(r.workers) > PREPARE_MAX_WORKERS for f in r.files()
+                }
+                self.loader.prepare(
+                    [f for r in self.runs.values() for f in r.files()], lazy=lambda f: f.key in self.big
+                )
+                self.summaries.prepare(
+                    [f for r in self.runs.values() if len(r.workers) > 1 for f in r.files()],
+                    loaded=self.trace_for_summary,
+                )
             return self.runs
 
     def trace_for_summary(self, f: Any) -> Any:
@@ -261,8 +280,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext) -> None:
         self._logdir = getattr(context, "logdir", "") or ""
         flags = getattr(context, "flags", None)
-        self._scheduler = (getattr(flags, "gpuscope_dask_scheduler", None)
-                           or settings.get("GPUSCOPE_DASK_SCHEDULER") or None)
+        self._scheduler = (
+            getattr(flags, "gpuscope_dask_scheduler", None) or settings.get("GPUSCOPE_DASK_SCHEDULER") or None
+        )
         self._state: _State | None = None
         self._state_lock = threading.Lock()
         self._active: tuple[float, bool] = (0.0, False)
@@ -270,8 +290,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     # -------------------------------------------------------------- TBPlugin API
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         # TensorBoard's reload (button and auto-reload) calls the frame's reload(), which index.js defines
-        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="gpuscope",
-                                            disable_reload=False)
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="gpuscope", disable_reload=False)
 
     def is_active(self) -> bool:
         """True when the logdir holds trace files; cached for ACTIVE_TTL_S, True once found."""
@@ -299,9 +318,11 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def _held(self, fn: Callable) -> Callable:
         """`fn` with the loader's queue held while it runs: a view is computed before the next
         background file starts (a file it asks for is read first anyway)."""
+
         def route(request: wrappers.Request, args: dict) -> Any:
             with self.state().loader.hold():
                 return fn(request, args)
+
         route.__name__ = getattr(fn, "__name__", "route")
         return route
 
@@ -337,25 +358,30 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     # -------------------------------------------------------------- listing routes
     def _runs(self, request: wrappers.Request, args: dict) -> dict:
         state = self.state()
-        runs = state.refresh(force=args["rescan"] == "1")   # a reload: list the logdir now
+        runs = state.refresh(force=args["rescan"] == "1")  # a reload: list the logdir now
         progress = state.loader.progress()
         loading = progress.pop("loading") or state.scanner.unstable > 0
-        errors = [{"run": f.run, "file": f.relpath, "error": msg}
-                  for f, msg in state.loader.errors()]
+        errors = [{"run": f.run, "file": f.relpath, "error": msg} for f, msg in state.loader.errors()]
         errors.sort(key=lambda e: (e["run"], e["file"]))
         if state.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)
             where = _redact(state.scanner.logdir)
             reason = state.scanner.error
-            errors.insert(0, {"run": "", "file": where,
-                              "error": reason[len(where) + 2:] if reason.startswith(where + ": ")
-                              else reason})
-        warnings = sorted(({"run": f.run, "file": f.relpath, "message": msg}
-                           for f, msg in state.loader.warnings()), key=lambda w: (w["run"], w["file"]))
+            errors.insert(
+                0,
+                {
+                    "run": "",
+                    "file": where,
+                    "error": reason[len(where) + 2 :] if reason.startswith(where + ": ") else reason,
+                },
+            )
+        warnings = sorted(
+            ({"run": f.run, "file": f.relpath, "message": msg} for f, msg in state.loader.warnings()),
+            key=lambda w: (w["run"], w["file"]),
+        )
         if runs:
             self._active = (time.monotonic(), True)
-        out = {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors,
-               "warnings": warnings}
-        if not runs:   # say where nothing was found (a mistyped --logdir is the usual cause)
+        out = {"runs": list(runs), "loading": loading, "progress": progress, "errors": errors, "warnings": warnings}
+        if not runs:  # say where nothing was found (a mistyped --logdir is the usual cause)
             out["logdir"] = _redact(state.scanner.logdir or self._logdir)
             if not state.scanner.remote and state.scanner.logdir and not os.path.isdir(state.scanner.logdir):
                 out["logdir_missing"] = True
@@ -392,15 +418,15 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return self._call("operators", "operators", self._trace_data(a), group_by=a["group_by"])
 
     def _operator_stack(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("operators", "operator_stacks", self._trace_data(a), a["name"],
-                          input_shape=a["input_shape"])
+        return self._call("operators", "operator_stacks", self._trace_data(a), a["name"], input_shape=a["input_shape"])
 
     def _kernels(self, request: wrappers.Request, a: dict) -> Any:
         return self._call("kernels", "kernels", self._trace_data(a), group_by=a["group_by"])
 
     def _memory_curve(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("memory", "memory_curve", self._trace_data(a), a["start_us"], a["end_us"],
-                          max_points=a["max_points"])
+        return self._call(
+            "memory", "memory_curve", self._trace_data(a), a["start_us"], a["end_us"], max_points=a["max_points"]
+        )
 
     def _memory_events(self, request: wrappers.Request, a: dict) -> Any:
         return self._call("memory", "memory_events", self._trace_data(a), a["start_us"], a["end_us"])
@@ -414,8 +440,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if any(a[k] is not None for k in compared):
             missing = [k for k in compared if a[k] is None]
             if missing:
-                raise BadRequest(f"missing parameter {missing[0]!r} (give all of exp_run, exp_worker "
-                                 "and exp_span, or none)")
+                raise BadRequest(
+                    f"missing parameter {missing[0]!r} (give all of exp_run, exp_worker and exp_span, or none)"
+                )
             exp, other = self._trace_data(a, prefix="exp_"), None
         else:
             other = self._other_profile(self._run(a["run"]), a["worker"], a["span"])
@@ -437,7 +464,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
         names = list(runs)
         i = names.index(run.name) if run.name in names else 0
-        for name in names[:i][::-1] + names[i + 1:]:
+        for name in names[:i][::-1] + names[i + 1 :]:
             other = runs[name]
             for w in ([worker] if worker in other.workers else []) + sorted(other.workers):
                 s = readable(other, w)
@@ -492,8 +519,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             if s is not None:
                 summaries[w] = s
             elif failed is not None:
-                errors.append({"worker": w, "file": f.relpath,
-                               "error": failed if isinstance(failed, str) else Loader._message(f, failed)})
+                errors.append(
+                    {
+                        "worker": w,
+                        "file": f.relpath,
+                        "error": failed if isinstance(failed, str) else Loader._message(f, failed),
+                    }
+                )
             else:
                 pending.append(w)
         if pending:
@@ -506,8 +538,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if a["partial"] == "1" and len(self._run(a["run"]).workers) > 1:
             summaries, errors, pending = self._summaries_now(a)
             if not summaries:
-                return {"workers": {}, "steps": {}, "comm_ops": {}, "pending": pending,
-                        **({"errors": errors} if errors else {})}
+                return {
+                    "workers": {},
+                    "steps": {},
+                    "comm_ops": {},
+                    "pending": pending,
+                    **({"errors": errors} if errors else {}),
+                }
         else:
             summaries, errors = self._worker_summaries(a)
         mod = _view("distributed", "from_summaries")
@@ -530,27 +567,28 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         summaries, _ = self._worker_summaries(a)
         if worker not in summaries:
             raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
-        return self._call("distributed", "step_detail", {w: s["distributed"] for w, s in summaries.items()},
-                          worker, step)
+        return self._call(
+            "distributed", "step_detail", {w: s["distributed"] for w, s in summaries.items()}, worker, step
+        )
 
     def _timeline(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("timeline", "timeline", self._trace_data(a), a["start_us"], a["end_us"],
-                          width_px=a["width_px"])
+        return self._call(
+            "timeline", "timeline", self._trace_data(a), a["start_us"], a["end_us"], width_px=a["width_px"]
+        )
 
     def _search(self, request: wrappers.Request, a: dict) -> Any:
         return self._call("timeline", "search", self._trace_data(a), a["query"], limit=a["limit"])
 
     def _range_summary(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("timeline_tools", "range_summary", self._trace_data(a), a["start_us"],
-                          a["end_us"], tracks=a["tracks"])
+        return self._call(
+            "timeline_tools", "range_summary", self._trace_data(a), a["start_us"], a["end_us"], tracks=a["tracks"]
+        )
 
     def _counters(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("timeline_tools", "counters", self._trace_data(a), a["start_us"],
-                          a["end_us"], a["width_px"])
+        return self._call("timeline_tools", "counters", self._trace_data(a), a["start_us"], a["end_us"], a["width_px"])
 
     def _occurrences(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("timeline_tools", "occurrences", self._trace_data(a), a["name"],
-                          limit=a["limit"])
+        return self._call("timeline_tools", "occurrences", self._trace_data(a), a["name"], limit=a["limit"])
 
     def _locate(self, request: wrappers.Request, a: dict) -> Any:
         return self._call("timeline_tools", "locate", self._trace_data(a), a["idx"])
@@ -567,8 +605,11 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if not isinstance(event, dict):
             return {"idx": idx, "event": event, "args": {}}
         args = event.get("args")
-        return {"idx": idx, "event": {k: v for k, v in event.items() if k != "args"},
-                "args": args if isinstance(args, dict) else {}}
+        return {
+            "idx": idx,
+            "event": {k: v for k, v in event.items() if k != "args"},
+            "args": args if isinstance(args, dict) else {},
+        }
 
     # -------------------------------------------------------------- raw trace and static files
     def _trace(self, request: wrappers.Request, a: dict) -> wrappers.Response:
@@ -582,13 +623,17 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             fh.close()
             raise NotFound(f"{f.relpath}: cannot read ({e.strerror or e})") from None
         body = _file_chunks(fh) if gz else _gzip_chunks(fh)
-        headers = {"Content-Encoding": "gzip", "Cache-Control": "no-cache",
-                   "X-Content-Type-Options": "nosniff",
-                   "Content-Disposition": content_disposition(download_name(f.path))}
+        headers = {
+            "Content-Encoding": "gzip",
+            "Cache-Control": "no-cache",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Disposition": content_disposition(download_name(f.path)),
+        }
         if gz:
             headers["Content-Length"] = str(t.source_stat[0] if t.source_stat[0] >= 0 else f.size)
-        return wrappers.Response(body, status=200, content_type="application/json",
-                                 headers=headers, direct_passthrough=True)
+        return wrappers.Response(
+            body, status=200, content_type="application/json", headers=headers, direct_passthrough=True
+        )
 
     @wrappers.Request.application  # type: ignore[arg-type]  # typed for functions; binds methods too
     def _static(self, request: wrappers.Request) -> wrappers.Response:
@@ -604,8 +649,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         with open(resolved, "rb") as fh:
             data = fh.read()
         ext = os.path.splitext(resolved)[1].lower()
-        ctype = CONTENT_TYPES.get(ext) or mimetypes.guess_type(resolved)[0] or \
-            "application/octet-stream"
+        ctype = CONTENT_TYPES.get(ext) or mimetypes.guess_type(resolved)[0] or "application/octet-stream"
         return http_util.Respond(request, data, ctype)
 
 
@@ -692,9 +736,12 @@ class GpuscopeLoader(base_plugin.TBLoader):
 
     def define_flags(self, parser) -> None:
         parser.add_argument(
-            "--gpuscope_dask_scheduler", metavar="ADDRESS", default=None,
+            "--gpuscope_dask_scheduler",
+            metavar="ADDRESS",
+            default=None,
             help="gpuscope: a Dask scheduler (tcp://host:8786) that computes the per-worker summaries "
-                 "missing from LOGDIR/.gpuscope/summaries (default: computed in TensorBoard's process)")
+            "missing from LOGDIR/.gpuscope/summaries (default: computed in TensorBoard's process)",
+        )
 
     def load(self, context: base_plugin.TBContext) -> GpuscopePlugin:
         return GpuscopePlugin(context)

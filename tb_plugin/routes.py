@@ -5,6 +5,7 @@ parameters and what it answers (DESIGN.md §4).
 handler sees it; `docs/http-api.md` is `markdown()` of this table (a test keeps them equal) and
 the frontend's development server serves the plugin's own routes. Light: no view is imported.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -32,18 +33,25 @@ PREFIX = "/data/plugin/gpuscope"
 
 RUN = Text("run", "a run name from /runs", required=True)
 WORKER = Text("worker", "a worker name from /workers", required=True)
-SPAN = Text("span", "a span from /spans (\"1\"..\"N\")", required=True)
-EXP_RUN = Text("exp_run", "the compared run (exp_*: all or none; none: another run's or worker's "
-               "profile, named in `compared_with`)")
+SPAN = Text("span", 'a span from /spans ("1".."N")', required=True)
+EXP_RUN = Text(
+    "exp_run",
+    "the compared run (exp_*: all or none; none: another run's or worker's profile, named in `compared_with`)",
+)
 EXP_WORKER = Text("exp_worker", "the compared worker")
 EXP_SPAN = Text("exp_span", "the compared span")
 RESCAN = Text("rescan", "1: list the logdir now (TensorBoard's reload)", choices=("0", "1"), default="0")
-PARTIAL = Text("partial", "1: answer at once with the summaries there are, `pending` naming the "
-               "workers still read", choices=("0", "1"), default="0")
+PARTIAL = Text(
+    "partial",
+    "1: answer at once with the summaries there are, `pending` naming the workers still read",
+    choices=("0", "1"),
+    default="0",
+)
 STEP = Text("step", "a step number of that worker", required=True)
 OP_NAME = Text("name", "the operator's exact name", required=True, max_len=MAX_TEXT_LEN)
-INPUT_SHAPE = Text("input_shape", "only calls with these input shapes (as in the operators' rows)",
-                   max_len=MAX_TEXT_LEN)
+INPUT_SHAPE = Text(
+    "input_shape", "only calls with these input shapes (as in the operators' rows)", max_len=MAX_TEXT_LEN
+)
 EVENT_NAME = Text("name", "the event's exact name", required=True, max_len=MAX_TEXT_LEN)
 QUERY = Text("query", "case-insensitive substring of event names", required=True, max_len=1000)
 
@@ -70,87 +78,166 @@ class Route:
         for name, values in lists:  # every value of a repeated parameter too
             value = max(values, key=len, default="")
             if len(name) > 100 or len(value) > MAX_TEXT_LEN:
-                raise BadRequest(f"parameter {name[:100]!r} is longer than any valid value "
-                                 f"({len(value)} characters)")
+                raise BadRequest(f"parameter {name[:100]!r} is longer than any valid value ({len(value)} characters)")
         return {p.name: p.parse(args.get(p.name)) for p in self.params}
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("/runs", "_runs", (RESCAN,), "the runs of the logdir and the loading progress",
-          '{"runs": [name...], "loading": bool, "progress": {...}, "errors": [{"run", "file", '
-          '"error"}...], "warnings": [{"run", "file", "message"}...], "logdir", "logdir_missing"}',
-          held=False),
-    Route("/workers", "_workers", (RUN,), "the workers of a run", '{"workers": [name...]}',
-          held=False),
-    Route("/spans", "_spans", (RUN, WORKER), "the spans of a worker, in time order",
-          '{"spans": ["1"..."N"]}', held=False),
-    Route("/file_status", "_file_status", FILE, "how far the loading of one trace file is",
-          '{"state": "queued"|"reading"|"done"|"failed", ..., "all": {...}}', held=False),
-    Route("/overview", "_overview", FILE, "per-step time breakdown, GPU summary, recommendations",
-          '{"steps": [...], "average": {...}, "gpu": {...} | null, "recommendations": [...], '
-          '"environment": {...}}'),
-    Route("/operators", "_operators", FILE + (OPERATORS_GROUP_BY,), "host and device time per operator",
-          '{"rows": [{"name", "input_shape", "calls", "host_self_us", "host_total_us", '
-          '"device_self_us", "device_total_us", "tc_eligible", "has_call_stack"}...]}'),
-    Route("/operators/stack", "_operator_stack", FILE + (OP_NAME, INPUT_SHAPE),
-          "the call stacks of one operator", '{"rows": [...]}'),
-    Route("/kernels", "_kernels", FILE + (KERNELS_GROUP_BY,), "GPU kernels and their launch statistics",
-          '{"rows": [{"name", "op", "calls", "total_us", "mean_us", "min_us", "max_us", '
-          '"blocks_per_sm", "achieved_occupancy", "tensor_cores"}...]}'),
-    Route("/memory/curve", "_memory_curve", FILE + RANGE + (MAX_POINTS,),
-          "allocated and reserved memory over time, per device", '{"devices": [...], ...}'),
-    Route("/memory/events", "_memory_events", FILE + RANGE, "allocations and frees in the range",
-          '{"rows": [...], ...}'),
-    Route("/memory/stats", "_memory_stats", FILE + RANGE, "memory use per operator in the range",
-          '{"rows": [...], ...}'),
-    Route("/modules", "_modules", FILE, "time per Python module (nn.Module) tree", '{...}'),
-    Route("/diff", "_diff", FILE + (EXP_RUN, EXP_WORKER, EXP_SPAN),
-          "one span compared with another", '{..., "compared_with": {"run", "worker", "span"}}'),
-    Route("/distributed", "_distributed", (RUN, SPAN, PARTIAL),
-          "computation, communication and overlap per worker (from per-worker summaries)",
-          '{"workers": {w: {"computation_us", "overlap_us", "communication_us", "other_us"}}, '
-          '"steps": {...}, "comm_ops": {...}, "errors": [...], "pending": [worker...]}'),
-    Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP),
-          "one worker's step in detail", '{...}'),
-    Route("/timeline", "_timeline", FILE + RANGE + (WIDTH_PX,),
-          "one level-of-detail tile of the timeline", '{"tracks": [...], ...}'),
-    Route("/timeline/search", "_search", FILE + (QUERY, SEARCH_LIMIT),
-          "events whose name contains the query", '{"total": n, "results": [...]}'),
-    Route("/timeline/summary", "_range_summary", FILE + RANGE + (TRACKS,),
-          "count, total and self time by name of the events in a range",
-          '{"start_us", "end_us", "tracks", "events", "rows": [...], "truncated"}'),
-    Route("/timeline/counters", "_counters", FILE + RANGE + (WIDTH_PX,),
-          "memory and GPU utilization counter tracks", '{"counters": [...]}'),
-    Route("/timeline/occurrences", "_occurrences", FILE + (EVENT_NAME, OCCURRENCE_LIMIT),
-          "every event of one exact name, in time order", '{"name", "total", "results": [...]}'),
-    Route("/timeline/locate", "_locate", FILE + (EVENT_IDX,), "where one event is drawn",
-          '{"name", "cat", "ts_us", "dur_us", "track", "depth", "idx"}'),
-    Route("/event", "_event", FILE + (EVENT_IDX,), "one event with all its args",
-          '{"idx", "event": {...}, "args": {...}}'),
-    Route("/trace", "_trace", FILE, "the raw trace file (gzip-encoded JSON), once it parsed",
-          "the file's bytes"),
+    Route(
+        "/runs",
+        "_runs",
+        (RESCAN,),
+        "the runs of the logdir and the loading progress",
+        '{"runs": [name...], "loading": bool, "progress": {...}, "errors": [{"run", "file", '
+        '"error"}...], "warnings": [{"run", "file", "message"}...], "logdir", "logdir_missing"}',
+        held=False,
+    ),
+    Route("/workers", "_workers", (RUN,), "the workers of a run", '{"workers": [name...]}', held=False),
+    Route(
+        "/spans", "_spans", (RUN, WORKER), "the spans of a worker, in time order", '{"spans": ["1"..."N"]}', held=False
+    ),
+    Route(
+        "/file_status",
+        "_file_status",
+        FILE,
+        "how far the loading of one trace file is",
+        '{"state": "queued"|"reading"|"done"|"failed", ..., "all": {...}}',
+        held=False,
+    ),
+    Route(
+        "/overview",
+        "_overview",
+        FILE,
+        "per-step time breakdown, GPU summary, recommendations",
+        '{"steps": [...], "average": {...}, "gpu": {...} | null, "recommendations": [...], "environment": {...}}',
+    ),
+    Route(
+        "/operators",
+        "_operators",
+        FILE + (OPERATORS_GROUP_BY,),
+        "host and device time per operator",
+        '{"rows": [{"name", "input_shape", "calls", "host_self_us", "host_total_us", '
+        '"device_self_us", "device_total_us", "tc_eligible", "has_call_stack"}...]}',
+    ),
+    Route(
+        "/operators/stack",
+        "_operator_stack",
+        FILE + (OP_NAME, INPUT_SHAPE),
+        "the call stacks of one operator",
+        '{"rows": [...]}',
+    ),
+    Route(
+        "/kernels",
+        "_kernels",
+        FILE + (KERNELS_GROUP_BY,),
+        "GPU kernels and their launch statistics",
+        '{"rows": [{"name", "op", "calls", "total_us", "mean_us", "min_us", "max_us", '
+        '"blocks_per_sm", "achieved_occupancy", "tensor_cores"}...]}',
+    ),
+    Route(
+        "/memory/curve",
+        "_memory_curve",
+        FILE + RANGE + (MAX_POINTS,),
+        "allocated and reserved memory over time, per device",
+        '{"devices": [...], ...}',
+    ),
+    Route(
+        "/memory/events", "_memory_events", FILE + RANGE, "allocations and frees in the range", '{"rows": [...], ...}'
+    ),
+    Route(
+        "/memory/stats", "_memory_stats", FILE + RANGE, "memory use per operator in the range", '{"rows": [...], ...}'
+    ),
+    Route("/modules", "_modules", FILE, "time per Python module (nn.Module) tree", "{...}"),
+    Route(
+        "/diff",
+        "_diff",
+        FILE + (EXP_RUN, EXP_WORKER, EXP_SPAN),
+        "one span compared with another",
+        '{..., "compared_with": {"run", "worker", "span"}}',
+    ),
+    Route(
+        "/distributed",
+        "_distributed",
+        (RUN, SPAN, PARTIAL),
+        "computation, communication and overlap per worker (from per-worker summaries)",
+        '{"workers": {w: {"computation_us", "overlap_us", "communication_us", "other_us"}}, '
+        '"steps": {...}, "comm_ops": {...}, "errors": [...], "pending": [worker...]}',
+    ),
+    Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
+    Route(
+        "/timeline",
+        "_timeline",
+        FILE + RANGE + (WIDTH_PX,),
+        "one level-of-detail tile of the timeline",
+        '{"tracks": [...], ...}',
+    ),
+    Route(
+        "/timeline/search",
+        "_search",
+        FILE + (QUERY, SEARCH_LIMIT),
+        "events whose name contains the query",
+        '{"total": n, "results": [...]}',
+    ),
+    Route(
+        "/timeline/summary",
+        "_range_summary",
+        FILE + RANGE + (TRACKS,),
+        "count, total and self time by name of the events in a range",
+        '{"start_us", "end_us", "tracks", "events", "rows": [...], "truncated"}',
+    ),
+    Route(
+        "/timeline/counters",
+        "_counters",
+        FILE + RANGE + (WIDTH_PX,),
+        "memory and GPU utilization counter tracks",
+        '{"counters": [...]}',
+    ),
+    Route(
+        "/timeline/occurrences",
+        "_occurrences",
+        FILE + (EVENT_NAME, OCCURRENCE_LIMIT),
+        "every event of one exact name, in time order",
+        '{"name", "total", "results": [...]}',
+    ),
+    Route(
+        "/timeline/locate",
+        "_locate",
+        FILE + (EVENT_IDX,),
+        "where one event is drawn",
+        '{"name", "cat", "ts_us", "dur_us", "track", "depth", "idx"}',
+    ),
+    Route(
+        "/event", "_event", FILE + (EVENT_IDX,), "one event with all its args", '{"idx", "event": {...}, "args": {...}}'
+    ),
+    Route("/trace", "_trace", FILE, "the raw trace file (gzip-encoded JSON), once it parsed", "the file's bytes"),
 )
 
 
 def markdown() -> str:
     """The API documentation of the route table (what docs/http-api.md holds)."""
-    lines = ["# gpuscope HTTP API", "",
-             f"Every route is a GET under `{PREFIX}/` and answers JSON. Times are µs with an `_us` "
-             "suffix; fractions are 0..1. Errors are JSON `{\"error\": \"...\"}`: 400 for a bad "
-             "parameter, 404 for an unknown run, worker, span or event, 422 for a trace file that "
-             "cannot be read. A parameter longer than "
-             f"{MAX_TEXT_LEN} characters is refused (400) whatever its name.", "",
-             "This page is generated from `tb_plugin/routes.py` "
-             "(`python -m tb_plugin.routes > docs/http-api.md`); a test keeps them equal.", ""]
+    lines = [
+        "# gpuscope HTTP API",
+        "",
+        f"Every route is a GET under `{PREFIX}/` and answers JSON. Times are µs with an `_us` "
+        'suffix; fractions are 0..1. Errors are JSON `{"error": "..."}`: 400 for a bad '
+        "parameter, 404 for an unknown run, worker, span or event, 422 for a trace file that "
+        "cannot be read. A parameter longer than "
+        f"{MAX_TEXT_LEN} characters is refused (400) whatever its name.",
+        "",
+        "This page is generated from `tb_plugin/routes.py` "
+        "(`python -m tb_plugin.routes > docs/http-api.md`); a test keeps them equal.",
+        "",
+    ]
     for r in ROUTES:
         lines += [f"## `{r.path}`", "", r.summary[:1].upper() + r.summary[1:] + ".", ""]
         if r.params:
-            lines += ["| parameter | required | type | default | meaning |",
-                      "| --- | --- | --- | --- | --- |"]
+            lines += ["| parameter | required | type | default | meaning |", "| --- | --- | --- | --- | --- |"]
             for p in r.params:
                 default = p.default_value()
-                lines.append(f"| `{p.name}` | {'yes' if p.required else 'no'} | {p.kind()} | "
-                             f"{'' if default is None else f'`{default}`'} | {p.doc} |")
+                lines.append(
+                    f"| `{p.name}` | {'yes' if p.required else 'no'} | {p.kind()} | "
+                    f"{'' if default is None else f'`{default}`'} | {p.doc} |"
+                )
             lines.append("")
         lines += [f"Answer: `{r.returns}`", ""]
     return "\n".join(lines)

@@ -11,6 +11,7 @@ temporary names are ignored. The logdir may be an fsspec URL (`s3://bucket/prefi
 then listed through `profiler_core.storage` in one recursive listing per scan, and a listing that
 fails leaves the previous runs in place and its reason in `Scanner.error`.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -26,18 +27,18 @@ PLAIN_RE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.json(?:\.gz)?$")
 _TEMP_PARTS = frozenset({"tmp", "temp", "part", "partial", "swp", "crdownload", "incomplete"})
 STABLE_AGE_S = 2.0
 #: below this a numeric file-name stamp is milliseconds since the epoch, above it nanoseconds
-_MS_LIMIT = 10 ** 14
+_MS_LIMIT = 10**14
 
 
 @dataclass(frozen=True)
 class TraceFile:
     """One trace file found by a scan."""
 
-    path: str          # absolute path, or the URL of a remote file
-    relpath: str       # path relative to the logdir, "/"-separated (for messages)
+    path: str  # absolute path, or the URL of a remote file
+    relpath: str  # path relative to the logdir, "/"-separated (for messages)
     run: str
     worker: str
-    stamp_ns: int      # the file-name timestamp in ns, or the mtime when the name has none
+    stamp_ns: int  # the file-name timestamp in ns, or the mtime when the name has none
     size: int
     mtime_ns: int
     version: str = ""  # a remote object's ETag (or generation); "" for a local file
@@ -179,10 +180,17 @@ class Scanner:
             run_name = display_name(storage.relpath(root, self.logdir))
             rel = display_name(storage.relpath(path, self.logdir))
             worker = display_name(worker)
-            f = TraceFile(path=path, relpath=rel, run=run_name, worker=worker,
-                          stamp_ns=stamp if stamp is not None else st.mtime_ns,
-                          size=st.size, mtime_ns=st.mtime_ns, version=st.version,
-                          ident=st.ident)
+            f = TraceFile(
+                path=path,
+                relpath=rel,
+                run=run_name,
+                worker=worker,
+                stamp_ns=stamp if stamp is not None else st.mtime_ns,
+                size=st.size,
+                mtime_ns=st.mtime_ns,
+                version=st.version,
+                ident=st.ident,
+            )
             found.setdefault(run_name, Run(run_name)).workers.setdefault(worker, []).append(f)
         for run in found.values():
             for files in run.workers.values():

@@ -1,4 +1,5 @@
 """Test helper: read a trace the way the plugin's loader does, through the parse cache."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Shared pytest fixtures: where the team's reference traces live, and what a missing one means."""
+
 import functools
 import os
 from collections.abc import Callable
@@ -39,7 +40,9 @@ def requires(why: str | None) -> Callable:
         def absent(*args, **kwargs):
             __tracebackhide__ = True
             missing(why)
+
         return absent
+
     return decorate
 
 

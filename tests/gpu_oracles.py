@@ -5,6 +5,7 @@
 nvidia-cuda-runtime wheels), `cupti12`, `cupti13` (cupti-python 12.x / 13.x, `pip install --target`) and
 `pycuda` (the PyCUDA wheel from ../shared/wheels). Each test skips with the reason when its piece is absent.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def run_with(target: Path, code: str, *, env: dict | None = None, timeout: int =
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join([str(target), str(ROOT)])
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
-                          timeout=timeout, cwd=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=str(ROOT)
+    )
     if proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -53,6 +55,10 @@ def build_libcuda_stub(out_dir: Path) -> Path | None:
     src = out_dir / "libcuda_stub.c"
     src.write_text("".join(f"int {s}(void) {{ return 100; }}\n" for s in symbols))
     lib = out_dir / "libcuda.so.1"
-    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(lib), str(src)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(lib), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return lib

@@ -9,6 +9,7 @@
 `env` holds the AWS variables s3fs (and child processes: span workers, tensorboard) use to reach it;
 the secret key is `SECRET`, so a test can check it never shows up anywhere.
 """
+
 from __future__ import annotations
 
 from .conftest import require_module
@@ -33,8 +34,10 @@ class S3Server:
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
         self.env = {
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET,
-            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_EC2_METADATA_DISABLED": "true",
         }
 
@@ -42,14 +45,18 @@ class S3Server:
         """A fresh s3fs filesystem on this server (not fsspec's cached instance)."""
         import s3fs
 
-        return s3fs.S3FileSystem(key=ACCESS_KEY, secret=SECRET, endpoint_url=self.endpoint,
-                                 skip_instance_cache=True)
+        return s3fs.S3FileSystem(key=ACCESS_KEY, secret=SECRET, endpoint_url=self.endpoint, skip_instance_cache=True)
 
     def make_bucket(self, name: str) -> None:
         import boto3
 
-        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
-                     aws_secret_access_key=SECRET, region_name="us-east-1").create_bucket(Bucket=name)
+        boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET,
+            region_name="us-east-1",
+        ).create_bucket(Bucket=name)
 
     def stop(self) -> None:
         self._server.stop()

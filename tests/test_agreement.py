@@ -24,6 +24,7 @@ Each value must match the reference within 1% or 1 µs, except the intentional d
 * KERNEL_GROUPS: 0.4.3 groups "kernel name and op" also by grid, block, registers and shared memory; our
   `name_op` rows are (name, op) only, so reference rows are summed per (name, op) before comparing.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,13 +37,29 @@ import pytest
 
 from .test_views_common_support import load_shared
 
-RUNS = {"num_workers_0": "kineto_resnet50_v100/num_workers_0", "num_workers_4": "kineto_resnet50_v100/num_workers_4",
-        "single": "torch_cpu_cnn/single", "ddp_gloo": "torch_cpu_cnn/ddp_gloo"}
-REFS = {"num_workers_0": "kineto_resnet50_v100", "num_workers_4": "kineto_resnet50_v100",
-        "single": "torch_cpu_cnn", "ddp_gloo": "torch_cpu_cnn"}
+RUNS = {
+    "num_workers_0": "kineto_resnet50_v100/num_workers_0",
+    "num_workers_4": "kineto_resnet50_v100/num_workers_4",
+    "single": "torch_cpu_cnn/single",
+    "ddp_gloo": "torch_cpu_cnn/ddp_gloo",
+}
+REFS = {
+    "num_workers_0": "kineto_resnet50_v100",
+    "num_workers_4": "kineto_resnet50_v100",
+    "single": "torch_cpu_cnn",
+    "ddp_gloo": "torch_cpu_cnn",
+}
 FILE_RE = re.compile(r"^(.*?)(?:\.(\d+))?\.pt\.trace\.json(?:\.gz)?$")
-PARTS = {"Kernel": "kernel_us", "Memcpy": "memcpy_us", "Memset": "memset_us", "Communication": "communication_us",
-         "Runtime": "runtime_us", "DataLoader": "dataloader_us", "CPU Exec": "cpu_exec_us", "Other": "other_us"}
+PARTS = {
+    "Kernel": "kernel_us",
+    "Memcpy": "memcpy_us",
+    "Memset": "memset_us",
+    "Communication": "communication_us",
+    "Runtime": "runtime_us",
+    "DataLoader": "dataloader_us",
+    "CPU Exec": "cpu_exec_us",
+    "Other": "other_us",
+}
 
 
 def close(ours: float, ref: float) -> bool:
@@ -115,8 +132,11 @@ def annotation_time(t, step_start_ns: int, step_end_ns: int, pred) -> float:
     return covered / 1000.0
 
 
-TB_COMM = {f"{lib}:{op}" for lib in ("nccl", "gloo")
-           for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")}
+TB_COMM = {
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+}
 
 
 def is_comm_now(name: str) -> bool:
@@ -183,17 +203,52 @@ def test_gpu_summary_and_recommendations_match_reference(shared_traces):
 
 # ------------------------------------------------------------------------------------------------ operators
 OLD_TC_OPS = {  # torch-tb-profiler 0.4.3's TC_OP_Allowlist
-    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
-    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution",
-    "aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
-    "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm",
-    "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell",
-    "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
-    "CudnnConvolutionBackward", "BmmBackward0", "aten::cudnn_convolution_transpose_backward",
-    "CudnnConvolutionTransposeBackward", "MmBackward", "aten::cudnn_convolution_backward_weight", "aten::addmm_",
-    "AddmvBackward", "MvBackward", "aten::cudnn_convolution_transpose_backward_weight",
-    "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward", "aten::cudnn_convolution_backward_input",
-    "AddbmmBackward", "aten::cudnn_convolution_backward"}
+    "aten::_convolution",
+    "aten::conv1d",
+    "aten::conv2d",
+    "aten::conv3d",
+    "aten::conv_tbc",
+    "aten::conv_transpose1d",
+    "aten::conv_transpose2d",
+    "aten::conv_transpose3d",
+    "aten::convolution",
+    "aten::cudnn_convolution",
+    "aten::cudnn_convolution_transpose",
+    "aten::prelu",
+    "aten::addmm",
+    "aten::addmv",
+    "aten::addr",
+    "aten::matmul",
+    "aten::mm",
+    "aten::mv",
+    "aten::linear",
+    "aten::addbmm",
+    "aten::baddbmm",
+    "aten::bmm",
+    "aten::chain_matmul",
+    "aten::linalg_multi_dot",
+    "aten::_thnn_fused_lstm_cell",
+    "aten::_thnn_fused_gru_cell",
+    "aten::lstm_cell",
+    "aten::gru_cell",
+    "aten::rnn_tanh_cell",
+    "aten::rnn_relu_cell",
+    "CudnnConvolutionBackward",
+    "BmmBackward0",
+    "aten::cudnn_convolution_transpose_backward",
+    "CudnnConvolutionTransposeBackward",
+    "MmBackward",
+    "aten::cudnn_convolution_backward_weight",
+    "aten::addmm_",
+    "AddmvBackward",
+    "MvBackward",
+    "aten::cudnn_convolution_transpose_backward_weight",
+    "aten::cudnn_convolution_transpose_backward_input",
+    "AddmmBackward",
+    "aten::cudnn_convolution_backward_input",
+    "AddbmmBackward",
+    "aten::cudnn_convolution_backward",
+}
 
 
 def names_above_new_tc_ops(t) -> set[str]:
@@ -224,8 +279,10 @@ def _user_annotation_names(t) -> set[str]:
     return set(ev.loc[ev["cat"].astype(str) == "user_annotation", "name"].astype(str))
 
 
-@pytest.mark.parametrize("group_by,ref_key", [("name", "operation_table_Operation"),
-                                              ("name_shape", "operation_table_OperationAndInputShape")])
+@pytest.mark.parametrize(
+    "group_by,ref_key",
+    [("name", "operation_table_Operation"), ("name_shape", "operation_table_OperationAndInputShape")],
+)
 def test_operator_tables_match_reference(shared_traces, group_by, ref_key):
     from tb_plugin.views import operators
 
@@ -241,9 +298,12 @@ def test_operator_tables_match_reference(shared_traces, group_by, ref_key):
             o = mine.get(key(r))
             assert o is not None, (where, key(r))
             assert o["calls"] == r["calls"], (where, key(r), o["calls"], r["calls"])
-            for ok, rk in (("host_self_us", "host_self_duration"), ("host_total_us", "host_total_duration"),
-                           ("device_self_us", "device_self_duration"),
-                           ("device_total_us", "device_total_duration")):
+            for ok, rk in (
+                ("host_self_us", "host_self_duration"),
+                ("host_total_us", "host_total_duration"),
+                ("device_self_us", "device_self_duration"),
+                ("device_total_us", "device_total_duration"),
+            ):
                 if rk in r:
                     assert close(o[ok], r[rk]), (where, key(r), ok, o[ok], r[rk])
             if o["tc_eligible"] != (r["tc_eligible"] == "Yes"):  # TC_OPS
@@ -268,8 +328,18 @@ def _ref_kernel_rows(table: dict, by_op: bool) -> dict:
     for row in table["data"]["rows"]:
         d = dict(zip(cols, row))
         key = (d["Name"], d["Operator"]) if by_op else d["Name"]
-        g = groups.setdefault(key, {"calls": 0, "total": 0.0, "min": np.inf, "max": -np.inf, "bps": 0.0,
-                                    "occ": 0.0, "tc": d.get("Tensor Cores Used", d.get("Kernel Uses Tensor Cores"))})
+        g = groups.setdefault(
+            key,
+            {
+                "calls": 0,
+                "total": 0.0,
+                "min": np.inf,
+                "max": -np.inf,
+                "bps": 0.0,
+                "occ": 0.0,
+                "tc": d.get("Tensor Cores Used", d.get("Kernel Uses Tensor Cores")),
+            },
+        )
         g["calls"] += d["Calls"]
         g["total"] += d["Total Duration (us)"]
         g["min"] = min(g["min"], d["Min Duration (us)"])
@@ -282,8 +352,9 @@ def _ref_kernel_rows(table: dict, by_op: bool) -> dict:
     return groups
 
 
-@pytest.mark.parametrize("group_by,ref_key", [("name", "kernel_table_Kernel"),
-                                              ("name_op", "kernel_table_KernelNameAndOpName")])
+@pytest.mark.parametrize(
+    "group_by,ref_key", [("name", "kernel_table_Kernel"), ("name_op", "kernel_table_KernelNameAndOpName")]
+)
 def test_kernel_tables_match_reference(shared_traces, group_by, ref_key):
     from tb_plugin.views import kernels
 
@@ -301,8 +372,12 @@ def test_kernel_tables_match_reference(shared_traces, group_by, ref_key):
         for k, g in ref.items():
             o = mine[k]
             assert o["calls"] == g["calls"], (where, k)
-            assert close(o["total_us"], g["total"]) and close(o["min_us"], g["min"]) \
-                and close(o["max_us"], g["max"]), (where, k, o, g)
+            assert close(o["total_us"], g["total"]) and close(o["min_us"], g["min"]) and close(o["max_us"], g["max"]), (
+                where,
+                k,
+                o,
+                g,
+            )
             assert close(o["mean_us"], g["total"] / g["calls"]), (where, k)
             # the reference rounds each row to 2 decimals
             assert abs(o["blocks_per_sm"] - g["bps"]) <= max(0.01, 0.01 * g["bps"]), (where, k, o, g)
@@ -327,10 +402,19 @@ def test_kernel_launch_configuration_rows_match_reference(shared_traces):
         ref = {}
         for row in table["rows"]:
             d = dict(zip(cols, row))
-            key = (d["Name"], d["Operator"], d["Grid"], d["Block"], int(d["Register Per Thread"]), int(d["Shared Memory"]))
+            key = (
+                d["Name"],
+                d["Operator"],
+                d["Grid"],
+                d["Block"],
+                int(d["Register Per Thread"]),
+                int(d["Shared Memory"]),
+            )
             ref[key] = d
-        mine = {(r["name"], r["op"], r["grid"], r["block"], r["registers_per_thread"], r["shared_memory"]): r
-                for r in kernels.kernels(trace(path), "name_op_config")["rows"]}
+        mine = {
+            (r["name"], r["op"], r["grid"], r["block"], r["registers_per_thread"], r["shared_memory"]): r
+            for r in kernels.kernels(trace(path), "name_op_config")["rows"]
+        }
         assert set(mine) == set(ref), (run, worker, span, set(mine) ^ set(ref))
         for key, d in ref.items():
             assert mine[key]["calls"] == d["Calls"] and close(mine[key]["total_us"], d["Total Duration (us)"]), key
@@ -374,8 +458,17 @@ def test_outputs_are_json_and_deterministic(shared_traces):
     outs = []
     for _ in range(2):
         t = load_shared(path)
-        outs.append(json.dumps([overview.overview(t), operators.operators(t, "name_shape"),
-                                kernels.kernels(t, "name_op"), operators.operator_stacks(t, "aten::cudnn_convolution")],
-                               allow_nan=False, sort_keys=True))
+        outs.append(
+            json.dumps(
+                [
+                    overview.overview(t),
+                    operators.operators(t, "name_shape"),
+                    kernels.kernels(t, "name_op"),
+                    operators.operator_stacks(t, "aten::cudnn_convolution"),
+                ],
+                allow_nan=False,
+                sort_keys=True,
+            )
+        )
         registry.forget(t)
     assert outs[0] == outs[1]

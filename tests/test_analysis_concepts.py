@@ -2,6 +2,7 @@
 algebra and host/device self time. Every expected value is derived by hand in the comments, and every
 consumer (Operators, Diff, Modules, key_averages(), the summaries, the capture-side link) is asked for it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,11 +39,23 @@ def _ka(trace: dict, name: str):
 # ------------------------------------------------------------------------------------------------ categories
 def test_every_category_spelling_normalises_to_kinetos_name():
     # torch 1.8 wrote Operator/Runtime/Driver/Memcpy/Memset/Kernel/Python; torch 2 writes Kineto's names
-    expected = {"Operator": "cpu_op", "cpu_op": "cpu_op", "user_annotation": "user_annotation",
-                "Python": "python_function", "python_function": "python_function", "Kernel": "kernel",
-                "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
-                "Driver": "cuda_driver", "cuda_driver": "cuda_driver", "gpu_user_annotation": "gpu_user_annotation",
-                "cuda_sync": "cuda_sync", "Trace": "trace", "Weird": "weird"}
+    expected = {
+        "Operator": "cpu_op",
+        "cpu_op": "cpu_op",
+        "user_annotation": "user_annotation",
+        "Python": "python_function",
+        "python_function": "python_function",
+        "Kernel": "kernel",
+        "Memcpy": "gpu_memcpy",
+        "Memset": "gpu_memset",
+        "Runtime": "cuda_runtime",
+        "Driver": "cuda_driver",
+        "cuda_driver": "cuda_driver",
+        "gpu_user_annotation": "gpu_user_annotation",
+        "cuda_sync": "cuda_sync",
+        "Trace": "trace",
+        "Weird": "weird",
+    }
     assert {k: normalise_category(k) for k in expected} == expected
 
 
@@ -67,10 +80,14 @@ def test_holds_is_half_open():
 def _boundary_trace() -> dict:
     # outer [0, 100] holds inner [10, 30]; a 64-byte allocation at t = 30 (inner's end) and a launch call
     # at t = 30. By [start, end): both belong to outer, not inner.
-    return syn.trace([
-        syn.op("outer", 0, 100, ext=1), syn.op("inner", 10, 20, ext=2),
-        syn.memory(30, 64, addr=7), syn.memory(90, -64, addr=7),
-    ])
+    return syn.trace(
+        [
+            syn.op("outer", 0, 100, ext=1),
+            syn.op("inner", 10, 20, ext=2),
+            syn.memory(30, 64, addr=7),
+            syn.memory(90, -64, addr=7),
+        ]
+    )
 
 
 def test_memory_record_at_an_ops_end_goes_to_the_enclosing_op_everywhere(tmp_path):
@@ -88,8 +105,14 @@ def test_memory_record_at_an_ops_end_goes_to_the_enclosing_op_everywhere(tmp_pat
 
 def test_memory_record_inside_an_op_goes_to_the_innermost(tmp_path):
     # the same, 1 ns earlier (t = 29.999 us): inside inner in every consumer
-    tr = syn.trace([syn.op("outer", 0, 100, ext=1), syn.op("inner", 10, 20, ext=2),
-                    syn.memory(29.999, 64, addr=7), syn.memory(90, -64, addr=7)])
+    tr = syn.trace(
+        [
+            syn.op("outer", 0, 100, ext=1),
+            syn.op("inner", 10, 20, ext=2),
+            syn.memory(29.999, 64, addr=7),
+            syn.memory(90, -64, addr=7),
+        ]
+    )
     assert _ka(tr, "inner").cpu_memory_usage == 64
     t = _read(tmp_path, tr)
     rows = memory.memory_events(t)["rows"]
@@ -99,20 +122,37 @@ def test_memory_record_inside_an_op_goes_to_the_innermost(tmp_path):
 
 def test_capture_side_links_a_call_at_an_ops_end_to_the_enclosing_op():
     def op(name, ext, ts, dur):
-        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                "args": {"External id": ext}}
-    call = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 30, "dur": 1,
-            "args": {"correlation": 9}}
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": {"External id": ext},
+        }
+
+    call = {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 1,
+        "tid": 1,
+        "ts": 30,
+        "dur": 1,
+        "args": {"correlation": 9},
+    }
     capture_link([call], [op("outer", 1, 0, 100), op("inner", 2, 10, 20)])
-    assert call["args"]["External id"] == 1   # inner ends at 30: outside it
+    assert call["args"]["External id"] == 1  # inner ends at 30: outside it
 
 
 # ----------------------------------------------------------------------------------------------- intervals
 def test_interval_algebra_by_hand():
-    a = intervals.merge_ranges(np.array([0, 5, 20]), np.array([10, 12, 30]))   # [0,12) [20,30)
-    b = intervals.merge_ranges(np.array([8, 25]), np.array([22, 40]))          # [8,22) [25,40)
+    a = intervals.merge_ranges(np.array([0, 5, 20]), np.array([10, 12, 30]))  # [0,12) [20,30)
+    b = intervals.merge_ranges(np.array([8, 25]), np.array([22, 40]))  # [8,22) [25,40)
     assert a.tolist() == [[0, 12], [20, 30]]
-    both = intervals.intersect_ranges(a, b)                                      # [8,12) [20,22) [25,30)
+    both = intervals.intersect_ranges(a, b)  # [8,12) [20,22) [25,30)
     assert both.tolist() == [[8, 12], [20, 22], [25, 30]] and intervals.total_length(both) == 11
     assert intervals.union_length(np.array([0, 5, 20]), np.array([10, 12, 30])) == 22
     assert intervals.clip_ranges(a, 10, 25).tolist() == [[10, 12], [20, 25]]
@@ -123,12 +163,15 @@ def test_interval_algebra_by_hand():
 def _mm_trace() -> dict:
     # the issue's example: aten::mm over [10, 60] us with a 30 us cudaLaunchKernel child launching a 5 us
     # kernel. Host self = 50 - 30 = 20 us; device self = device total = 5 us.
-    return syn.trace([
-        syn.annotation("ProfilerStep#1", 0, 100, ext=1),
-        syn.op("aten::mm", 10, 50, ext=2),
-        syn.runtime("cudaLaunchKernel", 20, 30, corr=7, ext=2),
-        syn.kernel("gemm_kernel", 55, 5, corr=7, ext=2),
-    ], gpu=True)
+    return syn.trace(
+        [
+            syn.annotation("ProfilerStep#1", 0, 100, ext=1),
+            syn.op("aten::mm", 10, 50, ext=2),
+            syn.runtime("cudaLaunchKernel", 20, 30, corr=7, ext=2),
+            syn.kernel("gemm_kernel", 55, 5, corr=7, ext=2),
+        ],
+        gpu=True,
+    )
 
 
 def test_mm_self_time_is_one_number_in_every_consumer(tmp_path):
@@ -149,14 +192,17 @@ def _comms_trace() -> dict:
     # which holds a 20 us call at 20 that carries record_param_comms' External id (as real traces do).
     # Each call is subtracted once, from the node that holds it:
     #   record_param_comms: 100 - 60 - 5 = 35 us;  nccl:all_reduce: 60 - 20 = 40 us.
-    return syn.trace([
-        syn.annotation("ProfilerStep#1", 0, 200, ext=9),
-        syn.op("record_param_comms", 0, 100, ext=1),
-        syn.runtime("cudaStreamIsCapturing", 2, 5, corr=3, ext=1),
-        syn.annotation("nccl:all_reduce", 10, 60, ext=2),
-        syn.runtime("cudaLaunchKernel", 20, 20, corr=4, ext=1),
-        syn.kernel("ncclKernel_AllReduce", 45, 30, corr=4, ext=1),
-    ], gpu=True)
+    return syn.trace(
+        [
+            syn.annotation("ProfilerStep#1", 0, 200, ext=9),
+            syn.op("record_param_comms", 0, 100, ext=1),
+            syn.runtime("cudaStreamIsCapturing", 2, 5, corr=3, ext=1),
+            syn.annotation("nccl:all_reduce", 10, 60, ext=2),
+            syn.runtime("cudaLaunchKernel", 20, 20, corr=4, ext=1),
+            syn.kernel("ncclKernel_AllReduce", 45, 30, corr=4, ext=1),
+        ],
+        gpu=True,
+    )
 
 
 def test_runtime_calls_under_an_annotation_are_subtracted_once(tmp_path):
@@ -177,8 +223,9 @@ def test_children_sticking_out_of_their_parent_never_make_self_negative(tmp_path
     # outer [0, 40]; mid [4, 38]; leaf [5, 39] ends 1 us after mid (ns rounding in real traces), so the
     # tree hangs leaf under outer too. Time covered under outer: [4, 39] = 35 -> self 40 - 35 = 5 us
     # (the sum of durations would give 40 - 34 - 34 = -28). mid holds nothing: self 34.
-    t = _read(tmp_path, syn.trace([syn.op("outer", 0, 40, ext=1), syn.op("mid", 4, 34, ext=2),
-                                   syn.op("leaf", 5, 34, ext=3)]))
+    t = _read(
+        tmp_path, syn.trace([syn.op("outer", 0, 40, ext=1), syn.op("mid", 4, 34, ext=2), syn.op("leaf", 5, 34, ext=3)])
+    )
     st = node_stats(t)
     by_name = dict(zip(st["name"].astype(str), st["host_self"] / 1e3))
     assert by_name == pytest.approx({"outer": 5.0, "mid": 34.0, "leaf": 34.0})
@@ -193,8 +240,14 @@ def test_module_self_time_is_relative_to_the_module_tree(tmp_path):
         ev = syn.python_frame(name, ts, dur, pyid, parent)
         ev["args"]["Python module id"] = pyid
         return ev
-    tr = syn.trace([module("nn.Module: Net", 0, 100, 1), syn.op("aten::linear", 10, 40, ext=1),
-                    module("nn.Module: Sub", 20, 20, 2, parent=1)])
+
+    tr = syn.trace(
+        [
+            module("nn.Module: Net", 0, 100, 1),
+            syn.op("aten::linear", 10, 40, ext=1),
+            module("nn.Module: Sub", 20, 20, 2, parent=1),
+        ]
+    )
     t = _read(tmp_path, tr)
     (net,) = modules.modules(t)["tree"]
     assert (net["host_total_us"], net["host_self_us"]) == (100.0, 80.0)
@@ -209,6 +262,7 @@ def test_stage_declarations_match_the_written_graph():
     import tb_plugin.views.modules  # noqa: F401
     import tb_plugin.views.operators  # noqa: F401
     import tb_plugin.views.timeline  # noqa: F401
+
     declared = {k: v for k, v in registry.DEPENDENCIES.items() if k in GRAPH}
     assert declared == GRAPH
     assert set(registry.DEPENDENCIES) == set(GRAPH)
@@ -218,7 +272,14 @@ def test_children_cover_holds_for_long_traces_too():
     # 2**20 nodes over a 2**45 ns span: (node, time) keys would overflow int64, so times are ranked first.
     # node 0: children [4,38) and [5,39) -> 35; the last node: [0,10) and [2**44, 2**45) (clipped) -> 10 + 2**44
     from profiler_core.analysis.stages.node_stats import _children_cover
-    n = 2 ** 20
-    got = _children_cover(n, np.zeros(n, np.int64), np.full(n, 2 ** 45, np.int64), np.array([0, 0, n - 1, n - 1]),
-                          np.array([4, 5, 0, 2 ** 44]), np.array([38, 39, 10, 2 ** 45 + 5]))
-    assert (got[0], got[n - 1]) == (35.0, 10.0 + 2 ** 44)
+
+    n = 2**20
+    got = _children_cover(
+        n,
+        np.zeros(n, np.int64),
+        np.full(n, 2**45, np.int64),
+        np.array([0, 0, n - 1, n - 1]),
+        np.array([4, 5, 0, 2**44]),
+        np.array([38, 39, 10, 2**45 + 5]),
+    )
+    assert (got[0], got[n - 1]) == (35.0, 10.0 + 2**44)

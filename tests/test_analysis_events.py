@@ -1,4 +1,5 @@
 """events_from_trace on hand-made traces: nesting, self time, names, memory, FLOPs, bad input."""
+
 import json
 import warnings
 
@@ -20,12 +21,16 @@ def by_name(events, name):
 
 
 def test_nesting_and_self_time():
-    ev = events_from_trace(trace([
-        annotation("outer", 0, 100, 1),
-        op("aten::a", 10, 30, 2),
-        op("aten::b", 15, 10, 3),
-        op("aten::c", 50, 20, 4),
-    ]))
+    ev = events_from_trace(
+        trace(
+            [
+                annotation("outer", 0, 100, 1),
+                op("aten::a", 10, 30, 2),
+                op("aten::b", 15, 10, 3),
+                op("aten::c", 50, 20, 4),
+            ]
+        )
+    )
     outer, a, b, c = (by_name(ev, n)[0] for n in ("outer", "aten::a", "aten::b", "aten::c"))
     assert [x.name for x in outer.cpu_children] == ["aten::a", "aten::c"]
     assert a.cpu_children == [b] and b.cpu_parent is a and outer.cpu_parent is None
@@ -46,10 +51,14 @@ def test_partial_overlap_is_not_a_child():
 
 
 def test_threads_do_not_nest_into_each_other():
-    ev = events_from_trace(trace([
-        op("aten::main", 0, 100, 1),
-        op("aten::side", 10, 10, 2, tid=TID + 1),
-    ]))
+    ev = events_from_trace(
+        trace(
+            [
+                op("aten::main", 0, 100, 1),
+                op("aten::side", 10, 10, 2, tid=TID + 1),
+            ]
+        )
+    )
     main = by_name(ev, "aten::main")[0]
     side = by_name(ev, "aten::side")[0]
     assert main.cpu_children == [] and side.cpu_parent is None
@@ -57,12 +66,16 @@ def test_threads_do_not_nest_into_each_other():
 
 
 def test_profiler_step_rename_and_filtered_names():
-    ev = events_from_trace(trace([
-        annotation("ProfilerStep#7", 0, 100, 1),
-        op("aten::is_leaf", 1, 1, 2),
-        op("profiler::_record_function_exit", 2, 1, 3),
-        op("aten::mm", 5, 10, 4),
-    ]))
+    ev = events_from_trace(
+        trace(
+            [
+                annotation("ProfilerStep#7", 0, 100, 1),
+                op("aten::is_leaf", 1, 1, 2),
+                op("profiler::_record_function_exit", 2, 1, 3),
+                op("aten::mm", 5, 10, 4),
+            ]
+        )
+    )
     assert [e.name for e in ev] == ["ProfilerStep*", "aten::mm"]
     assert ev[0].trace_name == "ProfilerStep#7"
     avg = ev.key_averages()
@@ -70,11 +83,15 @@ def test_profiler_step_rename_and_filtered_names():
 
 
 def test_same_name_single_child_is_folded_like_torch():
-    ev = events_from_trace(trace([
-        op("aten::linear", 0, 50, 1),
-        op("aten::linear", 1, 40, 2),
-        op("aten::addmm", 2, 30, 3),
-    ]))
+    ev = events_from_trace(
+        trace(
+            [
+                op("aten::linear", 0, 50, 1),
+                op("aten::linear", 1, 40, 2),
+                op("aten::addmm", 2, 30, 3),
+            ]
+        )
+    )
     assert [e.name for e in ev] == ["aten::linear", "aten::addmm"]
     linear = ev[0]
     assert linear.cpu_children == [ev[1]] and ev[1].cpu_parent is linear
@@ -83,11 +100,15 @@ def test_same_name_single_child_is_folded_like_torch():
 
 
 def test_key_averages_groups_and_sums():
-    ev = events_from_trace(trace([
-        op("aten::mm", 0, 10, 1, dims=[[2, 3], [3, 4]]),
-        op("aten::mm", 20, 30, 2, dims=[[5, 3], [3, 4]]),
-        op("aten::mm", 60, 20, 3, dims=[[2, 3], [3, 4]]),
-    ]))
+    ev = events_from_trace(
+        trace(
+            [
+                op("aten::mm", 0, 10, 1, dims=[[2, 3], [3, 4]]),
+                op("aten::mm", 20, 30, 2, dims=[[5, 3], [3, 4]]),
+                op("aten::mm", 60, 20, 3, dims=[[2, 3], [3, 4]]),
+            ]
+        )
+    )
     (mm,) = ev.key_averages()
     assert isinstance(mm, FunctionEventAvg)
     assert (mm.key, mm.count) == ("aten::mm", 3)
@@ -102,10 +123,14 @@ def test_key_averages_groups_and_sums():
 
 
 def test_group_by_stack_n():
-    ev = events_from_trace(trace([
-        op("aten::mm", 0, 10, 1, stack="f.py(3): inner;f.py(9): outer;"),
-        op("aten::mm", 20, 10, 2, stack="f.py(4): other;f.py(9): outer;"),
-    ]))
+    ev = events_from_trace(
+        trace(
+            [
+                op("aten::mm", 0, 10, 1, stack="f.py(3): inner;f.py(9): outer;"),
+                op("aten::mm", 20, 10, 2, stack="f.py(4): other;f.py(9): outer;"),
+            ]
+        )
+    )
     assert ev[0].stack == ["f.py(3): inner", "f.py(9): outer"]
     assert len(ev.key_averages()) == 1
     by_stack = ev.key_averages(group_by_stack_n=1)
@@ -115,8 +140,9 @@ def test_group_by_stack_n():
 
 
 def test_input_shapes_tensorlist_and_scalars():
-    ev = events_from_trace(trace([op("aten::cat", 0, 5, 1, dims=[[[2, 3], [2, 3]], [], [4]],
-                                      types=["TensorList", "Scalar", "float"])]))
+    ev = events_from_trace(
+        trace([op("aten::cat", 0, 5, 1, dims=[[[2, 3], [2, 3]], [], [4]], types=["TensorList", "Scalar", "float"])])
+    )
     e = ev[0]
     assert e.input_shapes == [[], [], [4]]
     assert e.structured_input_shapes == [[[2, 3], [2, 3]], [], [4]]
@@ -124,15 +150,20 @@ def test_input_shapes_tensorlist_and_scalars():
 
 
 def test_memory_goes_to_innermost_op_on_its_thread():
-    ev = events_from_trace(trace([
-        annotation("outer", 0, 100, 1),
-        op("aten::empty", 10, 10, 2),
-        memory(5, 1000),           # outer itself
-        memory(12, 4096),          # aten::empty
-        memory(50, -1000),         # outer (free)
-        memory(15, 777, tid=TID + 1),  # other thread, no op there: unattributed
-        memory(30, 2048, device_type=1),  # CUDA memory in outer
-    ], profile_memory=1))
+    ev = events_from_trace(
+        trace(
+            [
+                annotation("outer", 0, 100, 1),
+                op("aten::empty", 10, 10, 2),
+                memory(5, 1000),  # outer itself
+                memory(12, 4096),  # aten::empty
+                memory(50, -1000),  # outer (free)
+                memory(15, 777, tid=TID + 1),  # other thread, no op there: unattributed
+                memory(30, 2048, device_type=1),  # CUDA memory in outer
+            ],
+            profile_memory=1,
+        )
+    )
     outer = by_name(ev, "outer")[0]
     empty = by_name(ev, "aten::empty")[0]
     assert empty.cpu_memory_usage == 4096 and empty.self_cpu_memory_usage == 4096
@@ -146,11 +177,16 @@ def test_memory_goes_to_innermost_op_on_its_thread():
 
 
 def test_python_functions_are_rows_and_can_go_negative():
-    ev = events_from_trace(trace([
-        python_frame("t.py(1): <module>", 0, 100, 1),
-        python_frame("t.py(5): f", 10, 50, 2, 1),
-        op("aten::mm", 20, 20, 1),
-    ], with_stack=1))
+    ev = events_from_trace(
+        trace(
+            [
+                python_frame("t.py(1): <module>", 0, 100, 1),
+                python_frame("t.py(5): f", 10, 50, 2, 1),
+                op("aten::mm", 20, 20, 1),
+            ],
+            with_stack=1,
+        )
+    )
     f = by_name(ev, "t.py(5): f")[0]
     assert f.is_python_function and f.python_id == 2 and f.python_parent_id == 1
     assert f.cpu_children[0].name == "aten::mm"
@@ -158,8 +194,9 @@ def test_python_functions_are_rows_and_can_go_negative():
 
 
 def test_flops_from_arg_and_column():
-    ev = events_from_trace(trace([op("aten::mm", 0, 10, 1, dims=[[2, 3], [3, 4]], flops=48),
-                                  op("aten::relu", 20, 10, 2)]))
+    ev = events_from_trace(
+        trace([op("aten::mm", 0, 10, 1, dims=[[2, 3], [3, 4]], flops=48), op("aten::relu", 20, 10, 2)])
+    )
     assert ev[0].flops == 48 and ev[1].flops == 0
     text = ev.key_averages().table()
     assert "Total FLOPs" in text
@@ -169,26 +206,57 @@ def test_flops_from_arg_and_column():
 def test_flops_computed_when_trace_has_with_flops():
     events = [op("aten::mm", 0, 10, 1, dims=[[4, 5], [5, 6]])]
     assert events_from_trace(trace(events, with_flops=1))[0].flops == 240
-    assert events_from_trace(trace(events))[0].flops == 0   # without with_flops: none computed
+    assert events_from_trace(trace(events))[0].flops == 0  # without with_flops: none computed
 
 
 def test_composite_op_does_not_double_count_computed_flops():
-    ev = events_from_trace(trace([
-        op("aten::matmul", 0, 30, 1, dims=[[4, 5], [5, 6]]),
-        op("aten::mm", 5, 20, 2, dims=[[4, 5], [5, 6]]),
-    ], with_flops=1))
+    ev = events_from_trace(
+        trace(
+            [
+                op("aten::matmul", 0, 30, 1, dims=[[4, 5], [5, 6]]),
+                op("aten::mm", 5, 20, 2, dims=[[4, 5], [5, 6]]),
+            ],
+            with_flops=1,
+        )
+    )
     assert [(e.name, e.flops) for e in ev] == [("aten::matmul", 0), ("aten::mm", 240)]
 
 
 def test_old_kineto_format_operator_integer_us_string_tid():
-    raw = {"schemaVersion": 1, "traceEvents": [
-        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 11, "tid": "11", "ts": 1000, "dur": 50,
-         "args": {"External id": 5, "Input Dims": [[1, 3, 8, 8]]}},
-        {"ph": "X", "cat": "Operator", "name": "aten::empty", "pid": 11, "tid": "11", "ts": 1010, "dur": 5,
-         "args": {"External id": 6}},
-        {"ph": "i", "s": "t", "name": "[memory]", "pid": 11, "tid": 11, "ts": 1012,
-         "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64}},
-    ]}
+    raw = {
+        "schemaVersion": 1,
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "Operator",
+                "name": "aten::conv2d",
+                "pid": 11,
+                "tid": "11",
+                "ts": 1000,
+                "dur": 50,
+                "args": {"External id": 5, "Input Dims": [[1, 3, 8, 8]]},
+            },
+            {
+                "ph": "X",
+                "cat": "Operator",
+                "name": "aten::empty",
+                "pid": 11,
+                "tid": "11",
+                "ts": 1010,
+                "dur": 5,
+                "args": {"External id": 6},
+            },
+            {
+                "ph": "i",
+                "s": "t",
+                "name": "[memory]",
+                "pid": 11,
+                "tid": 11,
+                "ts": 1012,
+                "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64},
+            },
+        ],
+    }
     ev = events_from_trace(raw)
     conv, empty = ev
     assert conv.cpu_children == [empty] and conv.thread == 11
@@ -201,30 +269,50 @@ def test_bare_event_list_is_accepted():
     assert isinstance(ev, EventList) and ev[0].name == "aten::mm"
 
 
-@pytest.mark.parametrize("bad, match", [
-    (42, "expects a Kineto trace dict"),
-    ({"schemaVersion": 1}, "no 'traceEvents' list"),
-    ({"traceEvents": "nope"}, "no 'traceEvents' list"),
-    ({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "soon", "dur": 1}]},
-     r"traceEvents\[0\]: 'ts' must be a finite number"),
-    ({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1.0, "dur": None}]},
-     r"traceEvents\[0\]: 'dur'"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (42, "expects a Kineto trace dict"),
+        ({"schemaVersion": 1}, "no 'traceEvents' list"),
+        ({"traceEvents": "nope"}, "no 'traceEvents' list"),
+        (
+            {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "soon", "dur": 1}]},
+            r"traceEvents\[0\]: 'ts' must be a finite number",
+        ),
+        (
+            {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1.0, "dur": None}]},
+            r"traceEvents\[0\]: 'dur'",
+        ),
+    ],
+)
 def test_bad_input_gives_clear_error(bad, match):
     with pytest.raises(TraceFormatError, match=match):
         events_from_trace(bad)
 
 
 def test_unknown_categories_and_junk_entries_are_ignored():
-    ev = events_from_trace({"traceEvents": [
-        "junk", None, {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
-                       "tid": "PyTorch Profiler", "ts": 0.0, "dur": 500.0},
-        {"ph": "X", "cat": "overhead", "name": "x", "ts": 1.0, "dur": 1.0},
-        {"ph": "s", "cat": "ac2g", "id": 1, "ts": 1.0},
-        op("aten::mm", 10, 10, 1),
-    ]})
+    ev = events_from_trace(
+        {
+            "traceEvents": [
+                "junk",
+                None,
+                {
+                    "ph": "X",
+                    "cat": "Trace",
+                    "name": "PyTorch Profiler (0)",
+                    "pid": "Spans",
+                    "tid": "PyTorch Profiler",
+                    "ts": 0.0,
+                    "dur": 500.0,
+                },
+                {"ph": "X", "cat": "overhead", "name": "x", "ts": 1.0, "dur": 1.0},
+                {"ph": "s", "cat": "ac2g", "id": 1, "ts": 1.0},
+                op("aten::mm", 10, 10, 1),
+            ]
+        }
+    )
     assert [e.name for e in ev] == ["aten::mm"]
-    assert ev[0].time_range.start == pytest.approx(10)   # relative to the Trace span's start
+    assert ev[0].time_range.start == pytest.approx(10)  # relative to the Trace span's start
 
 
 def test_negative_duration_clamped():
@@ -253,8 +341,9 @@ def test_our_profiler_trace_round_trip(tmp_path):
 
     import profiler_core
 
-    with profiler_core.profile(activities=[profiler_core.ProfilerActivity.CPU], record_shapes=True,
-                 profile_memory=True, with_flops=True) as prof:
+    with profiler_core.profile(
+        activities=[profiler_core.ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_flops=True
+    ) as prof:
         with profiler_core.record_function("block"):
             a = np.ones((32, 16))
             with profiler_core.record_op("aten::mm", a, a.T):

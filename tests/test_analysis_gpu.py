@@ -1,4 +1,5 @@
 """Device time: GPU activities attributed to the CPU op that launched them, CUDA columns and footer."""
+
 import copy
 import gzip
 import json
@@ -26,25 +27,29 @@ from .conftest import missing
 def gpu_trace():
     """One step: linear (addmm via External id on the kernel), copy (via runtime's External id),
     relu (runtime without External id: linked by enclosing op), memset; a GPU annotation span."""
-    return trace([
-        annotation("ProfilerStep#3", 0, 200, 1),
-        annotation("fwd", 1, 150, 2),
-        op("aten::linear", 2, 40, 3),
-        op("aten::addmm", 3, 30, 4),
-        runtime("cudaLaunchKernel", 5, 10, corr=100, ext=4),
-        op("aten::copy_", 50, 30, 5),
-        runtime("cudaMemcpyAsync", 52, 20, corr=101, ext=5),
-        op("aten::relu", 90, 30, 6),
-        runtime("cudaLaunchKernel", 95, 10, corr=102),
-        op("aten::zero_", 125, 20, 7),
-        runtime("cudaMemsetAsync", 127, 5, corr=103, ext=7),
-        kernel("volta_sgemm_128x64_nn", 20, 100.0, corr=100, ext=4),
-        memcpy(130, 8.0, corr=101, nbytes=1 << 20),
-        kernel("vectorized_elementwise_kernel<relu>", 140, 12.0, corr=102),
-        memset(155, 2.0, corr=103, ext=7),
-        gpu_annotation("fwd", 19, 150, 2),
-        memory(51, 1 << 20, device_type=1),
-    ], gpu=True, profile_memory=1)
+    return trace(
+        [
+            annotation("ProfilerStep#3", 0, 200, 1),
+            annotation("fwd", 1, 150, 2),
+            op("aten::linear", 2, 40, 3),
+            op("aten::addmm", 3, 30, 4),
+            runtime("cudaLaunchKernel", 5, 10, corr=100, ext=4),
+            op("aten::copy_", 50, 30, 5),
+            runtime("cudaMemcpyAsync", 52, 20, corr=101, ext=5),
+            op("aten::relu", 90, 30, 6),
+            runtime("cudaLaunchKernel", 95, 10, corr=102),
+            op("aten::zero_", 125, 20, 7),
+            runtime("cudaMemsetAsync", 127, 5, corr=103, ext=7),
+            kernel("volta_sgemm_128x64_nn", 20, 100.0, corr=100, ext=4),
+            memcpy(130, 8.0, corr=101, nbytes=1 << 20),
+            kernel("vectorized_elementwise_kernel<relu>", 140, 12.0, corr=102),
+            memset(155, 2.0, corr=103, ext=7),
+            gpu_annotation("fwd", 19, 150, 2),
+            memory(51, 1 << 20, device_type=1),
+        ],
+        gpu=True,
+        profile_memory=1,
+    )
 
 
 @pytest.fixture
@@ -61,9 +66,9 @@ def test_kernels_attributed_by_external_id_and_correlation(events):
     addmm = get(events, "aten::addmm")
     assert [k.name for k in addmm.kernels] == ["volta_sgemm_128x64_nn"]
     assert addmm.self_device_time_total == pytest.approx(100.0)
-    copy = get(events, "aten::copy_")     # kernel-less memcpy found via the runtime's External id
+    copy = get(events, "aten::copy_")  # kernel-less memcpy found via the runtime's External id
     assert copy.self_device_time_total == pytest.approx(8.0)
-    relu = get(events, "aten::relu")      # no External id anywhere: the runtime call's enclosing op
+    relu = get(events, "aten::relu")  # no External id anywhere: the runtime call's enclosing op
     assert [k.name for k in relu.kernels] == ["vectorized_elementwise_kernel<relu>"]
     zero = get(events, "aten::zero_")
     assert zero.self_device_time_total == pytest.approx(2.0)
@@ -100,8 +105,16 @@ def test_table_has_cuda_columns_and_footer(events):
     text = events.key_averages().table(sort_by="self_cuda_time_total", row_limit=6)
     lines = text.splitlines()
     header = lines[1]
-    for col in ("Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "CPU Mem", "CUDA Mem",
-                "Self CUDA Mem", "# of Calls"):
+    for col in (
+        "Self CUDA",
+        "Self CUDA %",
+        "CUDA total",
+        "CUDA time avg",
+        "CPU Mem",
+        "CUDA Mem",
+        "Self CUDA Mem",
+        "# of Calls",
+    ):
         assert col in header
     assert header.index("CPU time avg") < header.index("Self CUDA") < header.index("CPU Mem")
     rows = lines[3:9]
@@ -120,8 +133,14 @@ def test_sort_keys_cuda_device_rewrite(events):
     a = avgs.table(sort_by="self_cuda_time_total")
     b = avgs.table(sort_by="self_device_time_total")
     assert a == b
-    for key in ("cuda_time", "cuda_time_total", "device_time_total", "xpu_time_total",
-                "cuda_memory_usage", "self_cuda_memory_usage"):
+    for key in (
+        "cuda_time",
+        "cuda_time_total",
+        "device_time_total",
+        "xpu_time_total",
+        "cuda_memory_usage",
+        "self_cuda_memory_usage",
+    ):
         assert avgs.table(sort_by=key)
 
 
@@ -192,15 +211,24 @@ def test_resnet50_v100_operator_device_times_match_torch_tb_profiler(shared_trac
 def test_trace_from_our_cuda_converter_links_every_activity():
     """Raw CUPTI-style records -> profiler_core.cuda converter + linker -> our analysis."""
     from profiler_core.cuda import convert, link
+
     data = Path(__file__).resolve().parent / "data" / "cupti" / "synthetic_session.json"
     if not data.exists():
         missing("cupti fixture absent")
     s = json.loads(data.read_text())
-    res = convert.convert_records(copy.deepcopy(s["records"]), device_properties=s["device_properties"],
-                                  clock_offset_ns=s["clock_offset_ns"], pid=s["pid"])
+    res = convert.convert_records(
+        copy.deepcopy(s["records"]),
+        device_properties=s["device_properties"],
+        clock_offset_ns=s["clock_offset_ns"],
+        pid=s["pid"],
+    )
     base = s["host_base_ns"]
-    t = {"schemaVersion": 1, "deviceProperties": s["device_properties"], "baseTimeNanoseconds": base,
-         "traceEvents": convert_collector_events(copy.deepcopy(s["cpu_ops"]) + res.events, base)}
+    t = {
+        "schemaVersion": 1,
+        "deviceProperties": s["device_properties"],
+        "baseTimeNanoseconds": base,
+        "traceEvents": convert_collector_events(copy.deepcopy(s["cpu_ops"]) + res.events, base),
+    }
     link.link_trace(t)
     ev = events_from_trace(t)
     activities = [e for e in ev if e.activity_type in ("kernel", "gpu_memcpy", "gpu_memset")]

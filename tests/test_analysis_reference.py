@@ -1,4 +1,5 @@
 """key_averages() on the shared torch 2.13 CPU traces agrees with torch-tb-profiler 0.4.3's operator view."""
+
 import gzip
 import json
 

@@ -2,6 +2,7 @@
 
 Each test pins one behaviour found by the QA sweep (issues 2, 3, 7); see the docstrings.
 """
+
 import json
 import os
 
@@ -78,14 +79,15 @@ def test_step_after_stop_does_not_start_recording_again():
     with p:
         p.step()
     with pytest.warns(RuntimeWarning, match="not started"):
-        p.step()            # would enter the next RECORD step and leave a session running forever
+        p.step()  # would enter the next RECORD step and leave a session running forever
     assert not recording.is_recording()
 
 
 def test_step_before_start_is_ignored():
     calls = []
-    p = profile(activities=CPU, schedule=schedule(wait=0, warmup=1, active=1),
-                on_trace_ready=lambda prof: calls.append(1))
+    p = profile(
+        activities=CPU, schedule=schedule(wait=0, warmup=1, active=1), on_trace_ready=lambda prof: calls.append(1)
+    )
     with pytest.warns(RuntimeWarning, match="not started"):
         p.step()
         p.step()
@@ -148,7 +150,7 @@ class _NumpyIntStrides:
 
 
 class _JunkShape:
-    shape = (float("nan"), None, 3)      # e.g. dask's unknown chunk sizes
+    shape = (float("nan"), None, 3)  # e.g. dask's unknown chunk sizes
     dtype = np.dtype("float64")
     strides = ("x", 8)
 
@@ -169,7 +171,7 @@ def test_odd_array_likes_give_int_dims_and_strides_and_a_readable_trace(tmp_path
         assert all(type(d) is int for d in dims)
     out = tmp_path / "t.pt.trace.json"
     p.export_chrome_trace(out)
-    reader.parse_trace(out.read_bytes(), str(out))     # our own reader accepts it
+    reader.parse_trace(out.read_bytes(), str(out))  # our own reader accepts it
 
 
 # --- export paths ------------------------------------------------------------------------------
@@ -218,7 +220,7 @@ def test_export_stacks_with_undecodable_file_names_writes_a_whole_file(tmp_path)
     events.export_stacks(str(out))
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines and all(line.startswith("main.py(2):_<module>;bad") for line in lines)
-    assert sorted(os.listdir(tmp_path)) == ["s.txt"]         # no temporary file left
+    assert sorted(os.listdir(tmp_path)) == ["s.txt"]  # no temporary file left
 
 
 def test_eventlist_chrome_trace_missing_directory_names_the_directory(tmp_path):
@@ -237,14 +239,17 @@ def test_tensorboard_trace_handler_bad_dir_names_the_argument(tmp_path):
 
 
 # --- table arguments -------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs, exc, match", [
-    ({"row_limit": "10"}, TypeError, "row_limit must be an int"),
-    ({"row_limit": 1.5}, TypeError, "row_limit must be an int"),
-    ({"max_name_column_width": -5}, ValueError, "max_name_column_width must be a non-negative int"),
-    ({"max_src_column_width": "wide"}, ValueError, "max_src_column_width must be a non-negative int"),
-    ({"header": 5}, TypeError, "header must be a str"),
-    ({"sort_by": "__class__"}, TypeError, "cannot be ordered"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"row_limit": "10"}, TypeError, "row_limit must be an int"),
+        ({"row_limit": 1.5}, TypeError, "row_limit must be an int"),
+        ({"max_name_column_width": -5}, ValueError, "max_name_column_width must be a non-negative int"),
+        ({"max_src_column_width": "wide"}, ValueError, "max_src_column_width must be a non-negative int"),
+        ({"header": 5}, TypeError, "header must be a str"),
+        ({"sort_by": "__class__"}, TypeError, "cannot be ordered"),
+    ],
+)
 def test_table_bad_arguments_are_named(kwargs, exc, match):
     avgs = _traced().key_averages()
     with pytest.raises(exc, match=match):
@@ -252,17 +257,28 @@ def test_table_bad_arguments_are_named(kwargs, exc, match):
 
 
 # --- FLOP formulas ---------------------------------------------------------------------------
-@pytest.mark.parametrize("result, expected, warns", [
-    ("12", 0, True), ([1], 0, True), (float("nan"), 0, True), (float("inf"), 0, True),
-    (np.int64(7), 7, False), (1.5e3, 1500, False), (-3, 0, False), (None, 0, False),
-    (10 ** 30, 2 ** 63 - 1, False),
-])
+@pytest.mark.parametrize(
+    "result, expected, warns",
+    [
+        ("12", 0, True),
+        ([1], 0, True),
+        (float("nan"), 0, True),
+        (float("inf"), 0, True),
+        (np.int64(7), 7, False),
+        (1.5e3, 1500, False),
+        (-3, 0, False),
+        (None, 0, False),
+        (10**30, 2**63 - 1, False),
+    ],
+)
 def test_flops_formula_results_that_are_not_counts(result, expected, warns):
     from profiler_core.flops import _warned, compute_flops
+
     name = f"qa_flops_{type(result).__name__}_{expected}_{warns}_{result!r}"
     profiler_core.register_flops_formula(name, lambda dims, concrete: result)
     _warned.discard(name)
     import warnings as w
+
     with w.catch_warnings(record=True) as caught:
         w.simplefilter("always")
         assert compute_flops(name, [[3]]) == expected
@@ -279,9 +295,10 @@ def test_bare_record_function_decorator_runs_the_function():
         return x + 1
 
     with profile(activities=CPU) as p:
-        assert add_one(3) == 4          # used to return a wrapper of 3 instead of calling add_one
+        assert add_one(3) == 4  # used to return a wrapper of 3 instead of calling add_one
     assert [e["name"] for e in _ops(p.trace, "user_annotation")] == [
-        "test_bare_record_function_decorator_runs_the_function.<locals>.add_one"]
+        "test_bare_record_function_decorator_runs_the_function.<locals>.add_one"
+    ]
 
 
 def test_decorators_applied_to_non_functions_fail_at_decoration():
@@ -312,6 +329,7 @@ def test_non_str_op_names_with_flops_are_recorded_not_raised(name):
 
 def test_distinfo_bad_arguments_are_clear():
     from profiler_core import distinfo
+
     with pytest.raises(TypeError, match="env must be a mapping"):
         distinfo.distributed_info(env=5)
     # int values (a dict built by hand, not os.environ) are read like their text

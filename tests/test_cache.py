@@ -1,4 +1,5 @@
 """The on-disk TraceData cache: hits, invalidation on change, corrupt entries, location."""
+
 import json
 import os
 from pathlib import Path
@@ -21,8 +22,19 @@ def cache_env(tmp_path, monkeypatch) -> Path:
 
 
 def _trace(path: Path, n: int = 5, name: str = "op") -> Path:
-    ev = [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i}", "pid": 1, "tid": 1, "ts": i * 10,
-           "dur": 5, "args": {"External id": i}} for i in range(n)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"{name}{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i * 10,
+            "dur": 5,
+            "args": {"External id": i},
+        }
+        for i in range(n)
+    ]
     path.write_text(json.dumps({"baseTimeNanoseconds": 1000, "traceEvents": ev}))
     return path
 

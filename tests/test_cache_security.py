@@ -1,4 +1,5 @@
 """The parse cache never runs code from disk: no pickles, a private directory, foreign ones refused."""
+
 import json
 import logging
 import os
@@ -26,8 +27,19 @@ def cache_env(tmp_path, monkeypatch) -> Path:
 
 
 def _trace(path: Path, n: int = 5, name: str = "op") -> Path:
-    ev = [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i}", "pid": 1, "tid": 1, "ts": i * 10,
-           "dur": 5, "args": {"External id": i}} for i in range(n)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"{name}{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i * 10,
+            "dur": 5,
+            "args": {"External id": i},
+        }
+        for i in range(n)
+    ]
     path.write_text(json.dumps({"baseTimeNanoseconds": 1000, "traceEvents": ev}))
     return path
 
@@ -131,14 +143,17 @@ def _events_column(header: dict, name: str) -> dict:
     return next(c for c in header["frames"]["events"]["columns"] if c["name"] == name)
 
 
-@pytest.mark.parametrize("change", [
-    lambda h: _events_column(h, "ts").update(dtype="|O"),             # object: would unpickle
-    lambda h: _events_column(h, "ts").update(dtype="V8"),
-    lambda h: _events_column(h, "ts").update(offset=1 << 40),         # outside the file
-    lambda h: _events_column(h, "name").update(categories=[]),        # codes out of range
-    lambda h: _events_column(h, "pid").update(kind="pickle"),
-    lambda h: h["fields"].update(base_ns="soon"),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda h: _events_column(h, "ts").update(dtype="|O"),  # object: would unpickle
+        lambda h: _events_column(h, "ts").update(dtype="V8"),
+        lambda h: _events_column(h, "ts").update(offset=1 << 40),  # outside the file
+        lambda h: _events_column(h, "name").update(categories=[]),  # codes out of range
+        lambda h: _events_column(h, "pid").update(kind="pickle"),
+        lambda h: h["fields"].update(base_ns="soon"),
+    ],
+)
 def test_forged_entries_are_rejected_not_trusted(cache_env, tmp_path, change):
     p = _trace(tmp_path / "w.pt.trace.json")
     read_trace_cached(p)
@@ -157,8 +172,7 @@ def test_round_trip_keeps_every_column_and_field(cache_env):
     t2 = cache.load(trace)
     for name in ("events", "memory", "flows", "names"):
         pd.testing.assert_frame_equal(getattr(t, name), getattr(t2, name))
-    for name in ("metadata", "device_properties", "base_ns", "warnings", "labels",
-                 "source_stat", "event_index"):
+    for name in ("metadata", "device_properties", "base_ns", "warnings", "labels", "source_stat", "event_index"):
         assert getattr(t2, name) == getattr(t, name), name
     assert isinstance(t2.event_index, tuple) and isinstance(t2.source_stat, tuple)
     t2.events.loc[0, "ts"] = -1  # ordinary pandas writes work on the loaded columns

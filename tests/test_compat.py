@@ -4,6 +4,7 @@ The heavy tools live in a separate venv (benchmarks/compat_check.py says how to 
 end-to-end test runs the script when that venv exists and skips otherwise. The comparison
 logic and the trace makers are tested here without it.
 """
+
 import importlib.util
 import json
 import subprocess
@@ -42,19 +43,27 @@ def test_our_traces_and_our_view(compat, tmp_path):
     gpu_path = compat.make_gpu_trace(str(tmp_path))
     gpu = compat.our_view(gpu_path)
     assert gpu["steps"] == [0, 1, 2]
-    assert gpu["kernels"] == {"volta_sgemm_128x64_nn": 3,
-                              "void at::native::vectorized_elementwise_kernel<4>(int)": 3}
+    assert gpu["kernels"] == {"volta_sgemm_128x64_nn": 3, "void at::native::vectorized_elementwise_kernel<4>(int)": 3}
     with open(gpu_path) as f:
         raw = json.load(f)
     assert raw["deviceProperties"] and {"kernel", "gpu_memcpy", "cuda_runtime", "ac2g"} <= {
-        e.get("cat") for e in raw["traceEvents"]}
+        e.get("cat") for e in raw["traceEvents"]
+    }
 
 
 def test_compare_flags_every_kind_of_disagreement(compat):
     ours = {"w": {"ops": {"aten::mm": 2}, "steps": [1, 2], "kernels": {"k": 1}}}
-    good = {"w": {"torch-tb-profiler": {"ops": {"aten::mm": 2}, "steps": ["1", "2"], "kernels": {"k": 1},
-                                        "file_name_recognised": True},
-                  "hta": {"ops": {"aten::mm": 2}, "steps": [1, 2], "kernels": {"k": 1}}}}
+    good = {
+        "w": {
+            "torch-tb-profiler": {
+                "ops": {"aten::mm": 2},
+                "steps": ["1", "2"],
+                "kernels": {"k": 1},
+                "file_name_recognised": True,
+            },
+            "hta": {"ops": {"aten::mm": 2}, "steps": [1, 2], "kernels": {"k": 1}},
+        }
+    }
     assert compat.compare(ours, good) == []
     bad = json.loads(json.dumps(good))
     bad["w"]["hta"]["ops"] = {"aten::mm": 1}
@@ -76,11 +85,17 @@ def test_missing_venv_is_reported(compat, tmp_path, capsys):
 
 def test_torch_tb_profiler_and_hta_load_our_traces(tmp_path):
     if not _venv_ready():
-        missing(f"compat venv with torch-tb-profiler and HTA not found at {VENV} "
-                    "(.ci/run builds it; or set GPUSCOPE_COMPAT_VENV)")
+        missing(
+            f"compat venv with torch-tb-profiler and HTA not found at {VENV} "
+            "(.ci/run builds it; or set GPUSCOPE_COMPAT_VENV)"
+        )
     report_path = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--venv", str(VENV), "--json", str(report_path)],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--venv", str(VENV), "--json", str(report_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(report_path.read_text())
     assert report["problems"] == []

@@ -4,6 +4,7 @@ The fixtures in tests/data/analysis/ were made by make_fixtures.py in the torch 
 ``<name>.trace.json.gz`` is torch's exported trace and ``<name>.expected.json.gz`` holds what torch
 itself printed for the same profile (tables, per-event values, export_stacks, total_average).
 """
+
 import difflib
 import gzip
 import json
@@ -50,8 +51,9 @@ def test_table_text_equals_torch(built, name, label):
     source = events if spec["source"] == "events" else events.key_averages(**spec["key_averages"])
     got = source.table(**spec["table"])
     if got != spec["text"]:
-        diff = "\n".join(difflib.unified_diff(spec["text"].splitlines(), got.splitlines(),
-                                              "torch", "ours", lineterm="", n=1))
+        diff = "\n".join(
+            difflib.unified_diff(spec["text"].splitlines(), got.splitlines(), "torch", "ours", lineterm="", n=1)
+        )
         pytest.fail(f"{name}/{label} differs from torch 2.13:\n{diff}")
 
 
@@ -150,9 +152,32 @@ def test_sample_trace_from_notes_builds(shared_traces):
     step = [e for e in events if e.name == "ProfilerStep*"]
     assert len(step) == 1 and step[0].trace_name == "ProfilerStep#2"
     text = events.key_averages().table(sort_by="self_cpu_time_total", row_limit=3)
-    assert text.splitlines()[1].split() == ["Name", "Self", "CPU", "%", "Self", "CPU", "CPU", "total",
-                                            "%", "CPU", "total", "CPU", "time", "avg", "CPU", "Mem",
-                                            "Self", "CPU", "Mem", "#", "of", "Calls", "Total", "FLOPs"]
+    assert text.splitlines()[1].split() == [
+        "Name",
+        "Self",
+        "CPU",
+        "%",
+        "Self",
+        "CPU",
+        "CPU",
+        "total",
+        "%",
+        "CPU",
+        "total",
+        "CPU",
+        "time",
+        "avg",
+        "CPU",
+        "Mem",
+        "Self",
+        "CPU",
+        "Mem",
+        "#",
+        "of",
+        "Calls",
+        "Total",
+        "FLOPs",
+    ]
 
 
 def _gpu_cases():
@@ -189,19 +214,24 @@ def test_gpu_table_text_equals_torch_post_processing(gpu_built, name, label):
     if name not in gpu_built:
         missing(f"{name} trace absent (the shared traces)")
     spec = _read(DATA / f"{name}.expected.json.gz")["tables"][label]
-    ka = {"group_by_input_shape": spec["key_averages"]["group_by_input_shapes"]} \
-        if "group_by_input_shapes" in spec["key_averages"] else {}
+    ka = (
+        {"group_by_input_shape": spec["key_averages"]["group_by_input_shapes"]}
+        if "group_by_input_shapes" in spec["key_averages"]
+        else {}
+    )
     got = gpu_built[name].key_averages(**ka).table(**spec["table"])
     assert "Self CUDA" in got
     if got != spec["text"]:
-        diff = "\n".join(difflib.unified_diff(spec["text"].splitlines(), got.splitlines(),
-                                              "torch", "ours", lineterm="", n=1))
+        diff = "\n".join(
+            difflib.unified_diff(spec["text"].splitlines(), got.splitlines(), "torch", "ours", lineterm="", n=1)
+        )
         pytest.fail(f"{name}/{label} differs from torch 2.13's table code:\n{diff}")
 
 
-GPU_REFERENCES = {"ours_gpu": DATA / "ours_gpu.trace.json.gz",
-                  "resnet50_v100": TRACES / "kineto_resnet50_v100" / "num_workers_0"
-                  / "worker0.1623143089861.pt.trace.json.gz"}
+GPU_REFERENCES = {
+    "ours_gpu": DATA / "ours_gpu.trace.json.gz",
+    "resnet50_v100": TRACES / "kineto_resnet50_v100" / "num_workers_0" / "worker0.1623143089861.pt.trace.json.gz",
+}
 
 
 @pytest.mark.parametrize("name", sorted(GPU_REFERENCES))
@@ -217,8 +247,12 @@ def test_gpu_reference_is_torchs_own_output(name, tmp_path):
     if not GPU_REFERENCES[name].exists():
         missing(f"{GPU_REFERENCES[name]} is absent")
     out = tmp_path / "ref.json.gz"
-    proc = subprocess.run([str(python), str(DATA / "make_gpu_reference.py"), str(GPU_REFERENCES[name]), str(out)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(python), str(DATA / "make_gpu_reference.py"), str(GPU_REFERENCES[name]), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     fresh, committed = _read(out)["tables"], _read(DATA / f"{name}.expected.json.gz")["tables"]
     assert set(fresh) == set(committed)

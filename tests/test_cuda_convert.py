@@ -1,4 +1,5 @@
 """The pure converter (records -> Kineto events) and the after-the-fact linking to CPU ops."""
+
 import copy
 import json
 
@@ -15,8 +16,12 @@ H, OFF = S["host_base_ns"], S["clock_offset_ns"]
 
 
 def _convert(records=None):
-    return convert_records(copy.deepcopy(records if records is not None else S["records"]),
-                           device_properties=S["device_properties"], clock_offset_ns=OFF, pid=S["pid"])
+    return convert_records(
+        copy.deepcopy(records if records is not None else S["records"]),
+        device_properties=S["device_properties"],
+        clock_offset_ns=OFF,
+        pid=S["pid"],
+    )
 
 
 def _by(events, cat):
@@ -35,10 +40,22 @@ def test_kernel_events_have_kineto_shape_and_calibrated_time():
     assert k["name"] == "matmul(float const*, float const*, float*, int)"  # demangled
     assert (k["pid"], k["tid"], k["ts"], k["dur"]) == (0, 11 - 4, H + 3400, 1600)
     a = k["args"]
-    assert list(a) == ["queued", "device", "context", "stream", "correlation", "registers per thread",
-                       "shared memory", "static shared memory", "dynamic shared memory",
-                       "blocks per SM", "warps per SM", "grid", "block",
-                       "est. achieved occupancy %"]
+    assert list(a) == [
+        "queued",
+        "device",
+        "context",
+        "stream",
+        "correlation",
+        "registers per thread",
+        "shared memory",
+        "static shared memory",
+        "dynamic shared memory",
+        "blocks per SM",
+        "warps per SM",
+        "grid",
+        "block",
+        "est. achieved occupancy %",
+    ]
     assert a["grid"] == [64, 64, 1] and a["block"] == [16, 16, 1] and a["shared memory"] == 2048
     assert a["blocks per SM"] == pytest.approx(4096 / 132, rel=1e-6)
     # dynamic shared memory counts in "shared memory" too
@@ -50,8 +67,13 @@ def test_kernel_events_have_kineto_shape_and_calibrated_time():
 def test_kernel_events_split_static_and_dynamic_shared_memory():
     """Besides Kineto's total, our converter writes the static/dynamic split it knows."""
     ev = _convert().events
-    split = {c: (_corr(ev, "kernel", c)["args"]["static shared memory"],
-                 _corr(ev, "kernel", c)["args"]["dynamic shared memory"]) for c in (11, 12)}
+    split = {
+        c: (
+            _corr(ev, "kernel", c)["args"]["static shared memory"],
+            _corr(ev, "kernel", c)["args"]["dynamic shared memory"],
+        )
+        for c in (11, 12)
+    }
     assert split == {11: (2048, 0), 12: (0, 4096)}
 
 
@@ -75,8 +97,16 @@ def test_api_events_flows_and_metadata():
     finishes = {f["id"]: f for f in flows if f["ph"] == "f"}
     assert set(starts) == set(finishes) == {10, 11, 12, 13, 14, 18}
     assert starts[10]["ts"] == H + 1600 and starts[10]["tid"] == 4243
-    assert finishes[10] == {"ph": "f", "id": 10, "pid": 0, "tid": 7, "ts": H + 1800, "cat": "ac2g",
-                            "name": "ac2g", "bp": "e"}
+    assert finishes[10] == {
+        "ph": "f",
+        "id": 10,
+        "pid": 0,
+        "tid": 7,
+        "ts": H + 1800,
+        "cat": "ac2g",
+        "name": "ac2g",
+        "bp": "e",
+    }
     names = {(e["pid"], e["tid"], e["name"]): e["args"] for e in ev if e["ph"] == "M"}
     assert names[(0, 7, "thread_name")] == {"name": "stream 7 "}
     assert names[(0, 13, "thread_name")] == {"name": "stream 13 "}
@@ -101,14 +131,17 @@ def test_device_memory_events_with_running_totals():
 def test_linking_innermost_op_and_external_correlation_wins():
     ev = _convert().events
     ann = link_gpu_to_ops(ev, copy.deepcopy(S["cpu_ops"]))
-    ext = {(e["cat"], e["args"]["correlation"]): e["args"].get("External id")
-           for e in ev if e.get("ph") == "X" and "correlation" in e.get("args", {})}
-    assert ext[("cuda_driver", 10)] == ext[("kernel", 10)] == 2          # gpuarray.__add__
-    assert ext[("cuda_driver", 11)] == ext[("kernel", 11)] == 4          # innermost op inside annotation
-    assert ext[("cuda_driver", 12)] == ext[("kernel", 12)] == 77         # external correlation record wins
-    assert ext[("cuda_driver", 14)] == ext[("gpu_memset", 14)] == 1      # only ProfilerStep encloses it
+    ext = {
+        (e["cat"], e["args"]["correlation"]): e["args"].get("External id")
+        for e in ev
+        if e.get("ph") == "X" and "correlation" in e.get("args", {})
+    }
+    assert ext[("cuda_driver", 10)] == ext[("kernel", 10)] == 2  # gpuarray.__add__
+    assert ext[("cuda_driver", 11)] == ext[("kernel", 11)] == 4  # innermost op inside annotation
+    assert ext[("cuda_driver", 12)] == ext[("kernel", 12)] == 77  # external correlation record wins
+    assert ext[("cuda_driver", 14)] == ext[("gpu_memset", 14)] == 1  # only ProfilerStep encloses it
     assert ext[("cuda_driver", 13)] == ext[("gpu_memcpy", 13)] == 5
-    assert ext[("cuda_driver", 19)] is None                                # outside every op: no key
+    assert ext[("cuda_driver", 19)] is None  # outside every op: no key
     assert "External id" not in _corr(ev, "cuda_driver", 19)["args"]
     assert list(_corr(ev, "kernel", 10)["args"])[0] == "External id"
     spans = {(a["name"], a["tid"]): a for a in ann}
@@ -138,9 +171,10 @@ def test_link_trace_on_a_trace_dict_in_microseconds_is_idempotent():
 def test_bad_records_become_warnings_not_exceptions():
     recs = copy.deepcopy(S["records"]) + [
         {"kind": "CONCURRENT_KERNEL", "end": 5, "device_id": 0, "stream_id": 7, "correlation_id": 99},
-        {"kind": "MEMCPY", "start": "soon", "end": 1, "bytes": 1, "device_id": 0, "stream_id": 7,
-         "correlation_id": 98},
-        {"kind": "PC_SAMPLING"}, "not a record", {"no": "kind"},
+        {"kind": "MEMCPY", "start": "soon", "end": 1, "bytes": 1, "device_id": 0, "stream_id": 7, "correlation_id": 98},
+        {"kind": "PC_SAMPLING"},
+        "not a record",
+        {"no": "kind"},
     ]
     res = _convert(recs)
     assert len(_by(res.events, "kernel")) == 3 and len(_by(res.events, "gpu_memcpy")) == 1
@@ -159,16 +193,43 @@ def test_unknown_device_properties_still_give_kernels():
 
 def test_linking_is_per_thread_and_nested_ops_resolve_to_the_innermost():
     def op(name, ext, tid, ts, dur, cat="cpu_op"):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-                "args": {"External id": ext}}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 1,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": {"External id": ext},
+        }
 
     def call(corr, tid, ts):
-        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": ts,
-                "dur": 1, "args": {"cbid": 211, "correlation": corr}}
-    cpu = [op("outer", 1, 10, 0, 100), op("inner", 2, 10, 10, 20), op("later", 3, 10, 50, 10),
-           op("other_thread", 4, 11, 0, 100)]
-    events = [call(1, 10, 15), call(2, 10, 40), call(3, 10, 55), call(4, 11, 15), call(5, 12, 15),
-              call(6, 10, 30)]   # 30 is the inner op's end: outside it ([start, end), torch's op-tree rule)
+        return {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": tid,
+            "ts": ts,
+            "dur": 1,
+            "args": {"cbid": 211, "correlation": corr},
+        }
+
+    cpu = [
+        op("outer", 1, 10, 0, 100),
+        op("inner", 2, 10, 10, 20),
+        op("later", 3, 10, 50, 10),
+        op("other_thread", 4, 11, 0, 100),
+    ]
+    events = [
+        call(1, 10, 15),
+        call(2, 10, 40),
+        call(3, 10, 55),
+        call(4, 11, 15),
+        call(5, 12, 15),
+        call(6, 10, 30),
+    ]  # 30 is the inner op's end: outside it ([start, end), torch's op-tree rule)
     link_gpu_to_ops(events, cpu)
     got = {e["args"]["correlation"]: e["args"].get("External id") for e in events}
     assert got == {1: 2, 2: 1, 3: 3, 4: 4, 5: None, 6: 1}
@@ -188,4 +249,5 @@ def test_external_correlation_kinds_use_cuptis_enum_values(kind, linked):
 
 def test_record_constants_are_cuptis():
     from profiler_core.cuda import records
+
     assert (records.EXTERNAL_KIND_CUSTOM0, records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2) == (3, 4, 5)

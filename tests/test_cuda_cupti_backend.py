@@ -6,6 +6,7 @@ The fake mirrors cupti-python's binding module (`from cupti import cupti`): `Act
 `activity_get_num_dropped_records(ctx, stream, out_ptr)`. Records are delivered as attribute objects
 through the completed callback at flush time, like the real buffers.
 """
+
 import ctypes
 import enum
 import importlib.machinery
@@ -28,11 +29,12 @@ from profiler_core.cuda.cupti_backend import CuptiBackend, CuptiUnavailable, cle
 
 from .conftest import DATA
 
-OFFSET = 5_000_000   # host = cupti + OFFSET
+OFFSET = 5_000_000  # host = cupti + OFFSET
 # Callback ids and names as cupti-python's enums give them (checked by tests/test_cupti_real.py).
 CBID = json.loads((DATA / "cupti" / "callback_ids.json").read_text())
-CALLBACK_NAMES = {(1 if kind == "DRIVER" else 2, cbid): name
-                  for kind in ("DRIVER", "RUNTIME") for name, cbid in CBID[kind].items()}
+CALLBACK_NAMES = {
+    (1 if kind == "DRIVER" else 2, cbid): name for kind in ("DRIVER", "RUNTIME") for name, cbid in CBID[kind].items()
+}
 
 
 class ActivityKind(enum.IntEnum):
@@ -107,23 +109,65 @@ class FakeCupti(types.ModuleType):
         t = self.get_timestamp()
         kind = ActivityKind.RUNTIME if runtime else ActivityKind.DRIVER
         cbid = CBID["RUNTIME"]["cudaLaunchKernel_v7000"] if runtime else CBID["DRIVER"]["cuLaunchKernel"]
-        self.pending.append(SimpleNamespace(kind=kind, cbid=cbid, start=t, end=t + 2000,
-                                            process_id=4242, thread_id=self.thread_id(),
-                                            correlation_id=self.corr, return_value=0))
-        self.pending.append(SimpleNamespace(
-            kind=ActivityKind.CONCURRENT_KERNEL, start=t + 5000, end=t + 9000, queued=0, submitted=0,
-            device_id=0, context_id=1, stream_id=7, correlation_id=self.corr, grid_x=grid[0],
-            grid_y=grid[1], grid_z=grid[2], block_x=block[0], block_y=block[1], block_z=block[2],
-            registers_per_thread=32, static_shared_memory=0, dynamic_shared_memory=0,
-            local_memory_per_thread=0, launch_type=0, graph_id=0, channel_id=0, name=name.encode()))
+        self.pending.append(
+            SimpleNamespace(
+                kind=kind,
+                cbid=cbid,
+                start=t,
+                end=t + 2000,
+                process_id=4242,
+                thread_id=self.thread_id(),
+                correlation_id=self.corr,
+                return_value=0,
+            )
+        )
+        self.pending.append(
+            SimpleNamespace(
+                kind=ActivityKind.CONCURRENT_KERNEL,
+                start=t + 5000,
+                end=t + 9000,
+                queued=0,
+                submitted=0,
+                device_id=0,
+                context_id=1,
+                stream_id=7,
+                correlation_id=self.corr,
+                grid_x=grid[0],
+                grid_y=grid[1],
+                grid_z=grid[2],
+                block_x=block[0],
+                block_y=block[1],
+                block_z=block[2],
+                registers_per_thread=32,
+                static_shared_memory=0,
+                dynamic_shared_memory=0,
+                local_memory_per_thread=0,
+                launch_type=0,
+                graph_id=0,
+                channel_id=0,
+                name=name.encode(),
+            )
+        )
         return self.corr
 
 
-H800 = {"id": 0, "name": "NVIDIA H800", "totalGlobalMem": 84943110144, "computeMajor": 9, "computeMinor": 0,
-        "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-        "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-        "sharedMemPerMultiprocessor": 233472, "numSms": 132, "sharedMemPerBlockOptin": 232448,
-        "reservedSharedMemPerBlock": 1024}
+H800 = {
+    "id": 0,
+    "name": "NVIDIA H800",
+    "totalGlobalMem": 84943110144,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "maxThreadsPerBlock": 1024,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerBlock": 65536,
+    "regsPerMultiprocessor": 65536,
+    "warpSize": 32,
+    "sharedMemPerBlock": 49152,
+    "sharedMemPerMultiprocessor": 233472,
+    "numSms": 132,
+    "sharedMemPerBlockOptin": 232448,
+    "reservedSharedMemPerBlock": 1024,
+}
 
 
 @pytest.fixture
@@ -146,8 +190,17 @@ def test_backend_cycles_register_once_and_copy_records_to_plain_dicts(fake_cupti
     be = CuptiBackend.instance()
     for cycle in range(3):
         be.start()
-        assert fake_cupti.enabled >= {"CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "DRIVER",
-                                      "SYNCHRONIZATION", "MEMORY2", "EXTERNAL_CORRELATION", "OVERHEAD"}
+        assert fake_cupti.enabled >= {
+            "CONCURRENT_KERNEL",
+            "MEMCPY",
+            "MEMSET",
+            "RUNTIME",
+            "DRIVER",
+            "SYNCHRONIZATION",
+            "MEMORY2",
+            "EXTERNAL_CORRELATION",
+            "OVERHEAD",
+        }
         corr = fake_cupti.launch(f"k{cycle}")
         cap = be.stop()
         assert fake_cupti.enabled == set()
@@ -170,12 +223,21 @@ def test_backend_cycles_register_once_and_copy_records_to_plain_dicts(fake_cupti
 def test_dropped_records_and_noisy_api_calls(fake_cupti):
     be = CuptiBackend.instance()
     be.start()
-    fake_cupti.pending.append(SimpleNamespace(kind=ActivityKind.RUNTIME,
-                                              cbid=CBID["RUNTIME"]["cudaGetLastError_v3020"], start=1, end=2, process_id=1,
-                                              thread_id=1, correlation_id=1, return_value=0))
+    fake_cupti.pending.append(
+        SimpleNamespace(
+            kind=ActivityKind.RUNTIME,
+            cbid=CBID["RUNTIME"]["cudaGetLastError_v3020"],
+            start=1,
+            end=2,
+            process_id=1,
+            thread_id=1,
+            correlation_id=1,
+            return_value=0,
+        )
+    )
     fake_cupti.dropped = 17
     cap = be.stop()
-    assert cap.records == []    # cudaGetLastError is noise, as in Kineto
+    assert cap.records == []  # cudaGetLastError is noise, as in Kineto
     assert any("dropped 17 activity records" in w for w in cap.warnings)
 
 
@@ -192,6 +254,7 @@ def test_optional_kinds_that_cannot_be_enabled_are_left_out_with_a_warning(fake_
         if ActivityKind(kind).name == "MEMORY2":
             raise RuntimeError("CUPTI_ERROR_NOT_SUPPORTED")
         enable(kind)
+
     fake_cupti.activity_enable = picky
     be = CuptiBackend.instance()
     be.start()
@@ -205,14 +268,14 @@ def test_optional_kinds_that_cannot_be_enabled_are_left_out_with_a_warning(fake_
 def test_cupti_failures_become_unavailable(fake_cupti):
     def broken(kind):
         raise RuntimeError("CUDA driver is not found (libcuda.so.1)")
+
     fake_cupti.activity_enable = broken
     with pytest.raises(CuptiUnavailable, match="CUDA driver is not found"):
         CuptiBackend.instance().start()
 
 
 def test_profile_with_cuda_links_kernels_to_their_ops(fake_cupti):
-    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                               record_shapes=True) as prof:
+    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
         with record_function("step"):
             with record_op("my::matmul"):
                 c1 = fake_cupti.launch("_Z6matmulPfS_S_i", grid=(264, 1, 1), block=(256, 1, 1))
@@ -238,15 +301,16 @@ def test_profile_with_cuda_links_kernels_to_their_ops(fake_cupti):
     flows = [e for e in ev if e.get("cat") == "ac2g"]
     assert sorted((f["ph"], f["id"]) for f in flows) == sorted([("s", c1), ("f", c1), ("s", c2), ("f", c2)])
     assert any(e.get("cat") == "gpu_user_annotation" and e["name"] == "step" for e in ev)
-    assert {(e["pid"], e["tid"]) for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"
-            and e["pid"] == 0} == {(0, 7)}
+    assert {
+        (e["pid"], e["tid"]) for e in ev if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == 0
+    } == {(0, 7)}
 
 
 def test_key_averages_attributes_device_time_to_the_launching_op(fake_cupti):
     with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         with record_op("my::matmul"):
             fake_cupti.launch("_Z6matmulPfS_S_i")
-            fake_cupti.launch("_Z6matmulPfS_S_i")   # each kernel runs 4 µs on the fake device
+            fake_cupti.launch("_Z6matmulPfS_S_i")  # each kernel runs 4 µs on the fake device
     rows = {r.key: r for r in prof.key_averages()}
     assert rows["my::matmul"].self_device_time_total == pytest.approx(8.0)
     assert rows["matmul(float*, float*, float*, int)"].count == 2
@@ -255,6 +319,7 @@ def test_key_averages_attributes_device_time_to_the_launching_op(fake_cupti):
 
 def test_written_trace_reads_back_with_gpu_columns(fake_cupti, tmp_path):
     from profiler_core.trace.read.reader import read_trace
+
     with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         with record_op("my::matmul"):
             corr = fake_cupti.launch("_Z6matmulPfS_S_i", grid=(264, 1, 1), block=(256, 1, 1))
@@ -290,6 +355,7 @@ def test_dropped_records_reach_the_user_as_one_warning(fake_cupti):
 def test_refused_os_thread_ids_warn_once_and_still_link_kernels_to_their_threads(fake_cupti):
     def refuse(t):
         raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+
     fake_cupti.set_thread_id_type = refuse
     said = []
     for _ in range(2):
@@ -315,7 +381,7 @@ def test_refused_os_thread_ids_warn_once_and_still_link_kernels_to_their_threads
         for who in ("main", "worker"):
             op = ops[f"{who}::op"]
             assert kernels[corr[who]]["args"]["External id"] == op["args"]["External id"]
-            assert calls[corr[who]]["tid"] == op["tid"]          # the call sits on its thread's row
+            assert calls[corr[who]]["tid"] == op["tid"]  # the call sits on its thread's row
     assert len(said) == 1 and "pthread ids" in said[0]
 
 
@@ -324,6 +390,7 @@ def test_a_wall_clock_step_during_the_profile_moves_no_gpu_timestamp(fake_cupti,
     # started. Every timestamp the capture makes or calibrates against is the recording clock's, so the
     # trace keeps its shape: no event an hour away, kernels 5 µs after their launch, inside their op.
     from profiler_core import recording
+
     real = time.time_ns
     monkeypatch.setattr(time, "time_ns", lambda: real() + (3_600 * 10**9 if recording.is_recording() else 0))
     base = real() - time.perf_counter_ns() - OFFSET
@@ -336,8 +403,7 @@ def test_a_wall_clock_step_during_the_profile_moves_no_gpu_timestamp(fake_cupti,
     assert not [str(w.message) for w in caught if "drifted" in str(w.message)]
     ev = prof.trace["traceEvents"]
     span = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op")
-    assert all(-1 <= e.get("ts", 0) <= span + 1_000 for e in ev), \
-        sorted((e.get("ts"), e.get("name")) for e in ev)[-3:]
+    assert all(-1 <= e.get("ts", 0) <= span + 1_000 for e in ev), sorted((e.get("ts"), e.get("name")) for e in ev)[-3:]
     kernel = next(e for e in ev if e.get("cat") == "kernel" and e["args"]["correlation"] == corr)
     call = next(e for e in ev if e.get("cat") == "cuda_driver" and e["args"]["correlation"] == corr)
     op = next(e for e in ev if e.get("name") == "my::op")
@@ -354,15 +420,18 @@ def test_cupti_failing_to_start_is_torchs_device_stopped(fake_cupti):
         if next(fails, False):
             raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
         real_enable(kind)
+
     fake_cupti.activity_enable = enable
     actions = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                                   schedule=profiler_core.schedule(wait=0, warmup=1, active=2, repeat=2)) as p:
+        with profiler_core.profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            schedule=profiler_core.schedule(wait=0, warmup=1, active=2, repeat=2),
+        ) as p:
             for _ in range(6):
                 actions.append(p.current_action.name)
                 p.step()
     assert actions == ["WARMUP", "RECORD", "DEVICE_STOPPED", "WARMUP", "RECORD", "RECORD_AND_SAVE"]
     assert any("stopped early at step 2" in str(w.message) for w in caught)
-    assert p.trace.get("trace_source") == "cupti"          # the next cycle captured again
+    assert p.trace.get("trace_source") == "cupti"  # the next cycle captured again

@@ -6,6 +6,7 @@ values it hard-codes, the callback ids the tests use, and that the fake offers n
 lacks. .ci/run installs both majors with `pip install --target` into .venvs/cupti12 and .venvs/cupti13
 (they cannot share one environment); a major that is not installed is skipped.
 """
+
 import ast
 import json
 
@@ -19,7 +20,7 @@ from .test_cuda_cupti_backend import ActivityKind as FakeActivityKind
 from .test_cuda_cupti_backend import FakeCupti
 
 BACKEND = ROOT / "profiler_core" / "cuda" / "cupti_backend.py"
-FAKE_HELPERS = {"launch", "thread_id"}     # the fake device's own controls, not part of cupti's API
+FAKE_HELPERS = {"launch", "thread_id"}  # the fake device's own controls, not part of cupti's API
 
 
 def used_attribute_chains() -> set[tuple[str, ...]]:
@@ -45,10 +46,10 @@ def used_attribute_chains() -> set[tuple[str, ...]]:
             if c:
                 chains.add(c)
     # keep only the longest chains (c.A.B implies c.A)
-    return {c for c in chains if not any(o != c and o[:len(c)] == c for o in chains)}
+    return {c for c in chains if not any(o != c and o[: len(c)] == c for o in chains)}
 
 
-PROBE = r'''
+PROBE = r"""
 import json, sys, importlib.metadata as md, ctypes, glob, os
 from cupti import cupti
 req = json.loads(sys.argv[1]) if len(sys.argv) > 1 else json.load(sys.stdin)
@@ -83,7 +84,7 @@ print(json.dumps({
     "libcupti": bool(lib),
     "versions": cupti_backend.CuptiBackend(cupti).versions(),
 }))
-'''
+"""
 
 
 @pytest.fixture(scope="module", params=sorted(CUPTI_TARGETS))
@@ -95,12 +96,18 @@ def real(request):
     table = json.loads((DATA / "cupti" / "callback_ids.json").read_text())
     fake_api = [(n,) for n in vars(FakeCupti) if not n.startswith("_") and n not in FAKE_HELPERS]
     fake_api += [("ActivityKind", k.name) for k in FakeActivityKind]
-    fake_api += [("CallbackDomain", "DRIVER_API"), ("CallbackDomain", "RUNTIME_API"),
-                 ("ActivityThreadIdType", "SYSTEM")]
-    req = {"chains": sorted(used_attribute_chains() | set(fake_api)),
-           "kinds": list(records.ALL_KINDS) + ["KERNEL"] + [k.name for k in FakeActivityKind],
-           "fields": {k: list(v) for k, v in records.FIELDS.items()},
-           "driver": list(table["DRIVER"]), "runtime": list(table["RUNTIME"])}
+    fake_api += [
+        ("CallbackDomain", "DRIVER_API"),
+        ("CallbackDomain", "RUNTIME_API"),
+        ("ActivityThreadIdType", "SYSTEM"),
+    ]
+    req = {
+        "chains": sorted(used_attribute_chains() | set(fake_api)),
+        "kinds": list(records.ALL_KINDS) + ["KERNEL"] + [k.name for k in FakeActivityKind],
+        "fields": {k: list(v) for k, v in records.FIELDS.items()},
+        "driver": list(table["DRIVER"]),
+        "runtime": list(table["RUNTIME"]),
+    }
     code = "import sys; sys.argv.append(" + repr(json.dumps(req)) + ")\n" + PROBE
     out = run_with(target, code)
     assert out["version"].startswith(request.param + "."), out["version"]
@@ -123,10 +130,16 @@ def test_every_copied_record_field_is_a_record_property(real):
 def test_hard_coded_enum_values_are_cuptis(real):
     out, _, _ = real
     ext = out["external"]
-    assert (ext["UNKNOWN"], ext["OPENACC"], ext["CUSTOM0"], ext["CUSTOM1"], ext["CUSTOM2"]) == \
-        (records.EXTERNAL_KIND_UNKNOWN, records.EXTERNAL_KIND_OPENACC, records.EXTERNAL_KIND_CUSTOM0,
-            records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2)
-    assert {k.name: int(k) for k in FakeActivityKind} == {k: out["kind_values"][k] for k in FakeActivityKind.__members__}
+    assert (ext["UNKNOWN"], ext["OPENACC"], ext["CUSTOM0"], ext["CUSTOM1"], ext["CUSTOM2"]) == (
+        records.EXTERNAL_KIND_UNKNOWN,
+        records.EXTERNAL_KIND_OPENACC,
+        records.EXTERNAL_KIND_CUSTOM0,
+        records.EXTERNAL_KIND_CUSTOM1,
+        records.EXTERNAL_KIND_CUSTOM2,
+    )
+    assert {k.name: int(k) for k in FakeActivityKind} == {
+        k: out["kind_values"][k] for k in FakeActivityKind.__members__
+    }
     assert out["callback_domain"] == {"DRIVER_API": 1, "RUNTIME_API": 2} and out["thread_id_system"] == 1
 
 

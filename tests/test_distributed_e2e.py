@@ -1,6 +1,7 @@
 """Multi-worker runs through a real ``mpiexec`` (MPI from PyPI): one trace per rank with the right
 distributedInfo, the Distributed view over them, a rank that dies mid-run, and a process without MPI.
 """
+
 import json
 import os
 import re
@@ -48,8 +49,7 @@ needs_mpi = requires(None if MPIEXEC else "mpiexec or mpi4py absent (pip install
 
 
 def _clean_env() -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCAL", "HYDRA_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCAL", "HYDRA_"))}
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     return env
 
@@ -108,8 +108,22 @@ def _close(a: float, b: float, tol: float = 1.0) -> bool:
 def test_four_ranks_slow_worker_makes_the_others_wait(tmp_path):
     logdir = tmp_path / "log"
     slow = 2
-    out = _run_sample(4, logdir, "--steps", "6", "--active", "4", "--slow-rank", str(slow), "--slow-ms", "100",
-                      "--batch-size", "64", "--hidden", "128")
+    out = _run_sample(
+        4,
+        logdir,
+        "--steps",
+        "6",
+        "--active",
+        "4",
+        "--slow-rank",
+        str(slow),
+        "--slow-ms",
+        "100",
+        "--batch-size",
+        "64",
+        "--hidden",
+        "128",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     data = _check_one_trace_per_rank(logdir, 4)
     slow_worker = next(w for w, t in data.items() if t.metadata["distributedInfo"]["rank"] == slow)
@@ -118,14 +132,16 @@ def test_four_ranks_slow_worker_makes_the_others_wait(tmp_path):
     def allreduce_ns(t):
         ev = t.events
         return int(ev.loc[ev["name"].astype(str) == "mpi::Allreduce", "dur"].sum())
+
     waits = {w: allreduce_ns(t) for w, t in data.items()}
     for w in data:
         if w != slow_worker:
-            assert waits[w] > waits[slow_worker] + 4 * 50e6, waits   # 4 steps x (100 ms - noise)
+            assert waits[w] > waits[slow_worker] + 4 * 50e6, waits  # 4 steps x (100 ms - noise)
 
     from tb_plugin.views import distributed
+
     view = distributed.distributed(data)
-    json.dumps(view)                                   # JSON-able
+    json.dumps(view)  # JSON-able
     assert set(view["workers"]) == set(data)
     for w, row in view["workers"].items():
         parts = row["computation_us"] + row["overlap_us"] + row["communication_us"] + row["other_us"]
@@ -135,13 +151,14 @@ def test_four_ranks_slow_worker_makes_the_others_wait(tmp_path):
     wait = _wait_by_worker(view)
     for w in data:
         if w != slow_worker:
-            assert wait[w] > wait[slow_worker] + 50_000, wait       # 100 ms per step, minus noise
+            assert wait[w] > wait[slow_worker] + 50_000, wait  # 100 ms per step, minus noise
     assert wait[slow_worker] < 20_000, wait
 
 
 def _step_total_us(view: dict, worker: str, t) -> float:
     """The worker's mean step time, from its ProfilerStep ranges (the view reports means per step)."""
     from tb_plugin.views import common
+
     st = common.steps(t)
     assert len(st) >= 3
     return float((st["end"] - st["start"]).mean()) / 1000.0
@@ -159,12 +176,31 @@ def test_a_rank_that_dies_leaves_the_other_traces_intact(tmp_path):
     logdir = tmp_path / "log"
     # A trace every 2 steps (after steps 1, 3, 5 ...); rank 1 dies abruptly at step 5, the launcher
     # then tears the job down. Every trace written before must stay whole and readable.
-    out = _run_sample(3, logdir, "--steps", "10", "--wait", "0", "--warmup", "1", "--active", "1",
-                      "--repeat", "0", "--die-rank", "1", "--die-at-step", "5",
-                      "--batch-size", "32", "--hidden", "64")
+    out = _run_sample(
+        3,
+        logdir,
+        "--steps",
+        "10",
+        "--wait",
+        "0",
+        "--warmup",
+        "1",
+        "--active",
+        "1",
+        "--repeat",
+        "0",
+        "--die-rank",
+        "1",
+        "--die-at-step",
+        "5",
+        "--batch-size",
+        "32",
+        "--hidden",
+        "64",
+    )
     assert out.returncode != 0
     assert "dying at step 5" in out.stdout
-    by_worker = _traces(logdir)                       # no temporary or partial files left behind
+    by_worker = _traces(logdir)  # no temporary or partial files left behind
     assert len(by_worker) == 3
     for worker, files in by_worker.items():
         assert len(files) >= 2, (worker, files)
@@ -192,12 +228,11 @@ def test_without_mpi_initialised_a_single_worker_with_a_note(tmp_path):
         print(json.dumps({{"pid": os.getpid(), "init": MPI.Is_initialized(),
                           "warnings": [str(w.message) for w in caught]}}))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env=_clean_env())
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_clean_env())
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["init"] is False
-    assert sum("not initialised" in w for w in res["warnings"]) == 1, res["warnings"]   # one note, not two
+    assert sum("not initialised" in w for w in res["warnings"]) == 1, res["warnings"]  # one note, not two
     (path,) = tmp_path.glob("*.pt.trace.json")
     assert TRACE_RE.match(path.name)["worker"].endswith(f"_{res['pid']}")
     t = read_trace(path)

@@ -1,5 +1,6 @@
 """NCCL kernels are communication, whoever launched them: synthetic Kineto traces written to disk,
 read back by the columnar reader and analysed by the plugin's views (no GPU needed)."""
+
 import json
 
 import pytest
@@ -15,30 +16,68 @@ def _gpu_trace(comm_launcher: str, shift_us: float = 0.0) -> dict:
     pid, tid = 4242, 4242
 
     def cpu(name, cat, ts, dur, ext):
-        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-                "args": {"External id": ext}}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": {"External id": ext},
+        }
 
     def launch(ts, corr, ext):
-        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
-                "ts": ts, "dur": 10, "args": {"External id": ext, "correlation": corr}}
+        return {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "dur": 10,
+            "args": {"External id": ext, "correlation": corr},
+        }
 
     def kernel(name, ts, dur, corr, ext, stream):
-        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-                "args": {"External id": ext, "correlation": corr, "device": 0, "stream": stream,
-                         "grid": [1, 1, 1], "block": [256, 1, 1]}}
+        return {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": 0,
+            "tid": stream,
+            "ts": ts,
+            "dur": dur,
+            "args": {
+                "External id": ext,
+                "correlation": corr,
+                "device": 0,
+                "stream": stream,
+                "grid": [1, 1, 1],
+                "block": [256, 1, 1],
+            },
+        }
 
     events = [
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python"}},
         cpu("ProfilerStep#1", "user_annotation", 0, 1000, 1),
-        cpu("aten::mm", "cpu_op", 10, 100, 2), launch(20, 101, 2),
+        cpu("aten::mm", "cpu_op", 10, 100, 2),
+        launch(20, 101, 2),
         kernel("volta_sgemm_128x64_nn", 100, 200, 101, 2, 7),
-        cpu(comm_launcher, "user_annotation", 200, 60, 3), launch(210, 102, 3),
+        cpu(comm_launcher, "user_annotation", 200, 60, 3),
+        launch(210, 102, 3),
         kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 250 + shift_us, 350, 102, 3, 20),
-        cpu("cupy_allgather", "user_annotation", 650, 40, 4), launch(660, 103, 4),
+        cpu("cupy_allgather", "user_annotation", 650, 40, 4),
+        launch(660, 103, 4),
         kernel("ncclDevKernel_AllGather_RING_LL", 700 + shift_us, 100, 103, 4, 20),
     ]
-    return {"schemaVersion": 1, "deviceProperties": [], "traceEvents": events,
-            "displayTimeUnit": "ms", "baseTimeNanoseconds": 1_700_000_000_000_000_000}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [],
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+    }
 
 
 def _write(tmp_path, name, trace):
@@ -58,10 +97,11 @@ def test_nccl_kernels_are_communication_by_name(tmp_path):
 
 def test_overview_counts_nccl_kernel_time_as_communication(tmp_path):
     from tb_plugin.views import overview
+
     t = _write(tmp_path, "w0", _gpu_trace("my_cupy_allreduce"))
     step = overview.overview(t)["steps"][0]
     assert step["total_us"] == pytest.approx(1000)
-    assert step["kernel_us"] == pytest.approx(200)           # only the sgemm is computation
+    assert step["kernel_us"] == pytest.approx(200)  # only the sgemm is computation
     # [250, 600] minus the part hidden under the sgemm (kernels win), plus [700, 800]
     assert step["communication_us"] == pytest.approx(300 + 100)
     parts = sum(v for k, v in step.items() if k.endswith("_us") and k != "total_us")
@@ -70,8 +110,11 @@ def test_overview_counts_nccl_kernel_time_as_communication(tmp_path):
 
 def test_distributed_view_sees_nccl_communication(tmp_path):
     from tb_plugin.views import distributed
-    traces = {"w0": _write(tmp_path, "w0", _gpu_trace("my_cupy_allreduce")),
-              "w1": _write(tmp_path, "w1", _gpu_trace("nccl:all_reduce", shift_us=50))}
+
+    traces = {
+        "w0": _write(tmp_path, "w0", _gpu_trace("my_cupy_allreduce")),
+        "w1": _write(tmp_path, "w1", _gpu_trace("nccl:all_reduce", shift_us=50)),
+    }
     out = distributed.distributed(traces)
     assert set(out["workers"]) == {"w0", "w1"}
     for w, row in out["workers"].items():

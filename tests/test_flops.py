@@ -1,4 +1,5 @@
 """with_flops: torch's formulas (verified values from torch 2.13) and the formula registry."""
+
 import numpy as np
 import pytest
 
@@ -6,25 +7,36 @@ from profiler_core import ProfilerActivity, profile, record_op, register_flops_f
 from profiler_core.flops import compute_flops
 
 
-@pytest.mark.parametrize("name,dims,concrete,expected", [
-    ("aten::mm", [[4, 5], [5, 6]], [], 240),
-    ("mm", [[4, 5], [5, 6]], [], 240),
-    ("aten::addmm", [[6], [4, 5], [5, 6], [], []], ["", "", "", "1", "1"], 240),
-    ("aten::bmm", [[2, 4, 5], [2, 5, 6]], [], 480),
-    ("baddbmm", [[2, 4, 6], [2, 4, 5], [2, 5, 6]], [], 480),
-    ("aten::conv2d", [[2, 3, 32, 32], [8, 3, 3, 3], [8], [], [], [], []],
-     ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"], 777600),
-    ("conv2d", [[2, 3, 32, 32], [8, 3, 3, 3]], [], 777600),
-    ("aten::conv2d", [[1, 4, 8, 8], [4, 2, 3, 3], [], [], [], [], []],
-     ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"], 2 * 1 * 4 * 4 * 9 * 4 * 4 // 2),
-    ("aten::mul", [[4, 5], [4, 5]], [], 20),
-    ("add", [[4, 5], []], [], 20),
-    ("matmul", [[4, 5], [5, 6]], [], 240),
-    ("matmul", [[3, 4, 5], [5, 6]], [], 720),
-    ("matmul", [[5], [5]], [], 10),
-    ("aten::relu", [[4, 5]], [], 0),
-    ("mylib::mm", [[4, 5], [5, 6]], [], 0),
-])
+@pytest.mark.parametrize(
+    "name,dims,concrete,expected",
+    [
+        ("aten::mm", [[4, 5], [5, 6]], [], 240),
+        ("mm", [[4, 5], [5, 6]], [], 240),
+        ("aten::addmm", [[6], [4, 5], [5, 6], [], []], ["", "", "", "1", "1"], 240),
+        ("aten::bmm", [[2, 4, 5], [2, 5, 6]], [], 480),
+        ("baddbmm", [[2, 4, 6], [2, 4, 5], [2, 5, 6]], [], 480),
+        (
+            "aten::conv2d",
+            [[2, 3, 32, 32], [8, 3, 3, 3], [8], [], [], [], []],
+            ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"],
+            777600,
+        ),
+        ("conv2d", [[2, 3, 32, 32], [8, 3, 3, 3]], [], 777600),
+        (
+            "aten::conv2d",
+            [[1, 4, 8, 8], [4, 2, 3, 3], [], [], [], [], []],
+            ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"],
+            2 * 1 * 4 * 4 * 9 * 4 * 4 // 2,
+        ),
+        ("aten::mul", [[4, 5], [4, 5]], [], 20),
+        ("add", [[4, 5], []], [], 20),
+        ("matmul", [[4, 5], [5, 6]], [], 240),
+        ("matmul", [[3, 4, 5], [5, 6]], [], 720),
+        ("matmul", [[5], [5]], [], 10),
+        ("aten::relu", [[4, 5]], [], 0),
+        ("mylib::mm", [[4, 5], [5, 6]], [], 0),
+    ],
+)
 def test_formulas(name, dims, concrete, expected):
     assert compute_flops(name, dims, concrete) == expected
 

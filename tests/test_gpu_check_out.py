@@ -1,19 +1,26 @@
 """Issue 23 item 15: samples/gpu_check.py writes to $OUT or a temp folder, never into the clone."""
+
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHOW_OUT = ("import runpy, sys; g = runpy.run_path(sys.argv[1], run_name='gpu_check'); print(g['OUT'].resolve())")
+SHOW_OUT = "import runpy, sys; g = runpy.run_path(sys.argv[1], run_name='gpu_check'); print(g['OUT'].resolve())"
 
 
 def _out(env_out):
     env = {k: v for k, v in os.environ.items() if k != "OUT"}
     if env_out is not None:
         env["OUT"] = env_out
-    r = subprocess.run([sys.executable, "-c", SHOW_OUT, str(ROOT / "samples" / "gpu_check.py")], cwd=str(ROOT),
-                       env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", SHOW_OUT, str(ROOT / "samples" / "gpu_check.py")],
+        cwd=str(ROOT),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return Path(r.stdout.strip().splitlines()[-1])
 

@@ -1,4 +1,5 @@
 """The streaming gunzip: ISA-L and zlib give the same bytes, bad streams raise, and the size hint."""
+
 import gzip
 import io
 import os

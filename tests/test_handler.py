@@ -1,4 +1,5 @@
 """tensorboard_trace_handler: torch's file names, directory creation, errors as warnings."""
+
 import gzip
 import json
 import os
@@ -13,8 +14,9 @@ CPU = [ProfilerActivity.CPU]
 
 
 def _run(handler, cycles=1):
-    with profile(activities=CPU, schedule=schedule(wait=0, warmup=1, active=1, repeat=cycles),
-                 on_trace_ready=handler) as p:
+    with profile(
+        activities=CPU, schedule=schedule(wait=0, warmup=1, active=1, repeat=cycles), on_trace_ready=handler
+    ) as p:
         for _ in range(2 * cycles):
             with record_function("w"):
                 pass
@@ -43,7 +45,7 @@ def test_gzip_and_one_file_per_cycle(tmp_path):
 def test_default_worker_name(monkeypatch, tmp_path):
     from profiler_core import distinfo
 
-    monkeypatch.setattr(distinfo, "default_worker_name", lambda: "")    # no name from the setup
+    monkeypatch.setattr(distinfo, "default_worker_name", lambda: "")  # no name from the setup
     assert handlers.default_worker_name() == f"{socket.gethostname()}_{os.getpid()}"
 
     _run(tensorboard_trace_handler(tmp_path))
@@ -52,7 +54,8 @@ def test_default_worker_name(monkeypatch, tmp_path):
 
     def broken():
         raise RuntimeError("odd MPI")
-    monkeypatch.setattr(distinfo, "default_worker_name", broken)        # said, not silent
+
+    monkeypatch.setattr(distinfo, "default_worker_name", broken)  # said, not silent
     with pytest.warns(RuntimeWarning, match="odd MPI"):
         assert handlers.default_worker_name() == f"{socket.gethostname()}_{os.getpid()}"
 

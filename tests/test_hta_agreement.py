@@ -35,6 +35,7 @@ Intentional differences:
   communication + overlap is 144.2 µs per step, not 0; the comparison checks it against those ranges
   (`cpu_collectives_per_step`), and against 0 where there are none.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -83,8 +84,11 @@ def stream_arg_ops(t, path: Path) -> np.ndarray:
 
     with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
         raw = json.load(f)
-    keys = {(e["args"].get("External id"), e.get("name")) for e in raw.get("traceEvents", [])
-            if isinstance(e.get("args"), dict) and "stream" in e["args"] and e.get("cat") not in GPU_CATS}
+    keys = {
+        (e["args"].get("External id"), e.get("name"))
+        for e in raw.get("traceEvents", [])
+        if isinstance(e.get("args"), dict) and "stream" in e["args"] and e.get("cat") not in GPU_CATS
+    }
     if not keys:
         return np.zeros(0, np.int64)
     ev = t.events
@@ -159,8 +163,12 @@ def test_temporal_breakdown_matches_hta(shared_traces):
         s = ev["ts"].to_numpy(np.int64)[rows]
         e = s + ev["dur"].to_numpy(np.int64)[rows]
         ours = temporal.window_breakdown(t, int(s.min()), int(e.max()), rows, kinds)
-        for key, ref_key in (("total", "kernel_time(us)"), ("idle", "idle_time(us)"),
-                             ("compute", "compute_time(us)"), ("non_compute", "non_compute_time(us)")):
+        for key, ref_key in (
+            ("total", "kernel_time(us)"),
+            ("idle", "idle_time(us)"),
+            ("compute", "compute_time(us)"),
+            ("non_compute", "non_compute_time(us)"),
+        ):
             assert close(ours[key] / 1000.0, h[ref_key]), (rel, key, ours[key] / 1000.0, h[ref_key])
         assert abs(100 * ours["idle"] / ours["total"] - h["idle_time_pctg"]) <= 0.01 * h["idle_time_pctg"] + 0.01
         checked += 1
@@ -197,7 +205,9 @@ def test_comm_comp_overlap_matches_hta(shared_traces):
                 d = distributed.distributed({"w": t})
                 w = d["workers"]["w"]
                 # the distributed view then measures the CPU collective ranges, none of HTA's (HTA_NO_COMM)
-                assert w["communication_us"] + w["overlap_us"] == pytest.approx(cpu_collectives_per_step(t), abs=0.01), rel
+                assert w["communication_us"] + w["overlap_us"] == pytest.approx(
+                    cpu_collectives_per_step(t), abs=0.01
+                ), rel
             continue
             continue
         # a trace with communication kernels: overlap of computation with communication / communication time
@@ -217,9 +227,11 @@ def cpu_collectives_per_step(t) -> float:
     ev = t.events
     names = ev["name"].astype(str).to_numpy()
     cpu = common.category_mask(ev, common.CPU_OP_CATS)
-    tiers = [cpu & np.array([n.startswith(("nccl:", "gloo:", "mpi::")) for n in names], bool),
-             cpu & (names == "record_param_comms"),
-             cpu & np.array([n.startswith("c10d::") for n in names], bool)]
+    tiers = [
+        cpu & np.array([n.startswith(("nccl:", "gloo:", "mpi::")) for n in names], bool),
+        cpu & (names == "record_param_comms"),
+        cpu & np.array([n.startswith("c10d::") for n in names], bool),
+    ]
     sel = next((m for m in tiers if m.any()), tiers[-1])
     st = common.steps(t)
     if not sel.any() or not len(st):

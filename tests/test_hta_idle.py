@@ -30,6 +30,7 @@ Intentional differences:
 * HTA_NO_GPU: on traces without GPU activity HTA's idle breakdown raises (ValueError: No objects to
   concatenate) and its launch statistics and queue length are empty; ours give the reason `NO_GPU`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -190,7 +191,8 @@ def test_kernel_launch_stats_match_hta(shared_traces):
     for rel, r, (t, rows) in cases(shared_traces):
         h = r["launch_stats"]
         s = gpu_launches.launch_stats_summary(
-            gpu_launches.kernel_launch_stats(t, rows, gpu_launches.HTA_STATS_LAUNCH_NAMES))
+            gpu_launches.kernel_launch_stats(t, rows, gpu_launches.HTA_STATS_LAUNCH_NAMES)
+        )
         for k in ("count", "shorter_than_launch", "runtime_outliers", "launch_delay_outliers"):
             assert s[k] == h[k], (rel, k, s[k], h[k])
         for c in ("cpu_duration", "gpu_duration", "launch_delay"):
@@ -201,8 +203,13 @@ def test_kernel_launch_stats_match_hta(shared_traces):
             assert s["reason"] == gpu_launches.NO_LAUNCHES, rel
 
 
-@pytest.mark.parametrize("rel, launch", [("public/tl_mi300_ddp_resnet18/train_resnet18.json.gz", "hipLaunchKernel"),
-                                         ("public/hta_triton/triton_example.json.gz", "cuLaunchKernel")])
+@pytest.mark.parametrize(
+    "rel, launch",
+    [
+        ("public/tl_mi300_ddp_resnet18/train_resnet18.json.gz", "hipLaunchKernel"),
+        ("public/hta_triton/triton_example.json.gz", "cuLaunchKernel"),
+    ],
+)
 def test_launch_stats_of_hip_and_driver_launches(shared_traces, rel, launch):
     """HTA_LAUNCH_NAMES: HTA's launch statistics are empty on a ROCm trace and on a Triton one (cuLaunchKernel);
     ours by default count those launches, with HTA's definitions."""
@@ -230,10 +237,20 @@ def test_queue_length_summary_matches_hta(shared_traces):
             ties = int((ts[1:] == ts[:-1]).sum())
             assert ours["count"] == h["count"], (rel, h["stream"])
             # HTA_TIES: a launch and a start at the same µs can change one value by 2
-            assert abs(ours["mean"] - h["mean"]) <= max(0.01 * h["mean"], 2 * ties / h["count"] + 1e-9), \
-                (rel, h["stream"], ours["mean"], h["mean"], ties)
-            assert abs(ours["std"] - h["std"]) <= max(0.01 * h["std"], 3 * ties / h["count"] + 1e-9), \
-                (rel, h["stream"], ours["std"], h["std"], ties)
+            assert abs(ours["mean"] - h["mean"]) <= max(0.01 * h["mean"], 2 * ties / h["count"] + 1e-9), (
+                rel,
+                h["stream"],
+                ours["mean"],
+                h["mean"],
+                ties,
+            )
+            assert abs(ours["std"] - h["std"]) <= max(0.01 * h["std"], 3 * ties / h["count"] + 1e-9), (
+                rel,
+                h["stream"],
+                ours["std"],
+                h["std"],
+                ties,
+            )
             for k in ("min", "25%", "50%", "75%", "max"):
                 assert abs(ours[k] - h[k]) <= (0 if not ties else max(1.0, 0.01 * h[k])), (rel, h["stream"], k)
 
@@ -244,8 +261,13 @@ def test_reference_is_current(shared_traces, tmp_path):
     if not py.exists():
         pytest.skip(f"{py} does not exist")
     env = dict(os.environ, HTA_REFERENCE_OUT=str(tmp_path / "ref.json"))
-    subprocess.run([str(py), str(REF.parent / "make_hta_idle_reference.py"), str(shared_traces)], check=True,
-                   env=env, capture_output=True, timeout=900)
+    subprocess.run(
+        [str(py), str(REF.parent / "make_hta_idle_reference.py"), str(shared_traces)],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=900,
+    )
     fresh = json.loads((tmp_path / "ref.json").read_text())
     assert same(fresh["traces"], reference()["traces"]), "regenerate tests/data/hta/hta_idle_reference.json"
 

@@ -4,6 +4,7 @@ Fixture: tests/data/issue11/nccl_rpc_rank{0,1}.pt.trace.json.gz (hand-made after
 traces, see PROVENANCE.md): per step 5 all_reduce + 2 broadcast record_param_comms calls, each launching one
 NCCL kernel (the launches of step 3's broadcasts are missing), and a `wait` call after each.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -84,12 +85,25 @@ def test_ddp_on_nccl_via_record_param_comms_gets_no_use_nccl_advice():
     from .test_views_common_support import kernel, make_trace, op, runtime
 
     gpu = {"id": 0, "name": "NVIDIA H100", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
-    ev = [op("ProfilerStep#1", 0, 100, ext=1, cat="user_annotation"),
-          op("DistributedDataParallel.forward", 1, 50, ext=2, cat="user_annotation"),
-          op("record_param_comms", 60, 10, ext=3, **{"Collective name": "allreduce", "dtype": "Float",
-                                                     "In msg nelems": 4, "Out msg nelems": 4, "Group size": 2}),
-          runtime("cudaLaunchKernelExC", 61, 2, corr=5, ext=3),
-          kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 70, 20, corr=5)]
+    ev = [
+        op("ProfilerStep#1", 0, 100, ext=1, cat="user_annotation"),
+        op("DistributedDataParallel.forward", 1, 50, ext=2, cat="user_annotation"),
+        op(
+            "record_param_comms",
+            60,
+            10,
+            ext=3,
+            **{
+                "Collective name": "allreduce",
+                "dtype": "Float",
+                "In msg nelems": 4,
+                "Out msg nelems": 4,
+                "Group size": 2,
+            },
+        ),
+        runtime("cudaLaunchKernelExC", 61, 2, corr=5, ext=3),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 70, 20, corr=5),
+    ]
     recs = overview.overview(make_trace(ev, {"deviceProperties": [gpu]}))["recommendations"]
     assert not any("without the NCCL backend" in r for r in recs)
     gloo = make_trace(ev[:3], {"deviceProperties": [gpu], "distributedInfo": {"backend": "gloo"}})

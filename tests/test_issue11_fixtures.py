@@ -1,4 +1,5 @@
 """The committed issue-11 fixtures are exactly what tests/data/issue11/make_fixtures.py writes."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -4,6 +4,7 @@ Fixture: tests/data/issue11/rocm_launches.pt.trace.json.gz (hand-made after roct
 MI300X, see PROVENANCE.md). hipExtModuleLaunchKernel / hipHccModuleLaunchKernel write the global work size
 in work-items as `grid`; hipLaunchKernel / hipModuleLaunchKernel write blocks, as CUDA does.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,10 +64,22 @@ def test_amd_never_gets_an_occupancy_from_nvidia_tables():
     mi250 = {"id": 0, "name": "AMD Instinct MI250X", "warpSize": 64, "numSms": 110}
     # a kernel carrying NVIDIA-style occupancy args on an AMD device (e.g. a converted trace); the device has
     # no maxThreadsPerMultiprocessor, so no CDNA estimate either: "–"
-    t = make_trace([op("ProfilerStep#1", 0, 100, ext=1), runtime("hipLaunchKernel", 1, 1, corr=1, ext=1),
-                    kernel("k", 5, 50, corr=1, grid=[220, 1, 1], block=[256, 1, 1],
-                           **{"blocks per SM": 9.0, "est. achieved occupancy %": 75})],
-                   {"deviceProperties": [mi250]})
+    t = make_trace(
+        [
+            op("ProfilerStep#1", 0, 100, ext=1),
+            runtime("hipLaunchKernel", 1, 1, corr=1, ext=1),
+            kernel(
+                "k",
+                5,
+                50,
+                corr=1,
+                grid=[220, 1, 1],
+                block=[256, 1, 1],
+                **{"blocks per SM": 9.0, "est. achieved occupancy %": 75},
+            ),
+        ],
+        {"deviceProperties": [mi250]},
+    )
     (row,) = kernels.kernels(t)["rows"]
     assert row["achieved_occupancy"] is None
     assert row["blocks_per_sm"] == pytest.approx(2.0)

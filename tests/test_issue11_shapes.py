@@ -4,6 +4,7 @@ On the real torch 1.8 trace of ../shared/traces/public/kineto_rn50_autograd (pyt
 resnet50_autograd_api sample: `Operator` category, 33,535 ops, shapes under `Input dims`); the expected values
 are computed here from the raw JSON. The spellings live in profiler_core/trace/arg_spellings.py.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -55,18 +56,23 @@ def test_reader_reads_torch18_input_dims(torch18):
     got = ev.loc[[i for i, _ in ops], "input_dims"].astype(str).tolist()
     assert got == [_compact(e["args"]["Input dims"]) for _, e in ops]
     assert ev.loc[[i for i, _ in ops], "input_type"].astype(str).tolist() == [
-        _compact(e["args"]["Input type"]) for _, e in ops]
+        _compact(e["args"]["Input type"]) for _, e in ops
+    ]
 
 
 def test_group_by_input_shape_on_a_torch18_trace(torch18):
     doc, t = torch18
     # ProfilerStep, Optimizer.* and DataLoader ranges are not table rows (as in torch-tb-profiler)
     skipped = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)#")
-    want = Counter((e["name"], _compact(e["args"]["Input dims"])) for e in doc["traceEvents"]
-                   if e.get("cat") == "Operator" and not e["name"].startswith(skipped))
+    want = Counter(
+        (e["name"], _compact(e["args"]["Input dims"]))
+        for e in doc["traceEvents"]
+        if e.get("cat") == "Operator" and not e["name"].startswith(skipped)
+    )
     rows = operators.operators(t, group_by="name_shape")["rows"]
-    got = {(r["name"], r["input_shape"].replace(" ", "")): r["calls"] for r in rows
-           if r["name"] in {n for n, _ in want}}
+    got = {
+        (r["name"], r["input_shape"].replace(" ", "")): r["calls"] for r in rows if r["name"] in {n for n, _ in want}
+    }
     want = Counter({(n, "" if d == "[]" else d): c for (n, d), c in want.items()})  # no inputs: no shape
     # torch 1.8 nests ops in same-name ops (aten::addmm in aten::addmm); like torch and torch-tb-profiler such
     # a nest counts once (with the outer op's shape), so only names that never nest are compared exactly
@@ -74,19 +80,39 @@ def test_group_by_input_shape_on_a_torch18_trace(torch18):
     assert "aten::addmm" in nesting and len(nesting) < len({n for n, _ in want}) / 2
     assert set(got) <= set(want)
     assert {k: v for k, v in got.items() if k[0] not in nesting} == {
-        k: v for k, v in want.items() if k[0] not in nesting}
+        k: v for k, v in want.items() if k[0] not in nesting
+    }
     assert all(got[k] <= want[k] for k in got)
     per_name = Counter(n for n, _ in want)
     assert max(per_name.values()) > 1  # names with several shapes: one row per shape, not one per name
 
 
 def test_new_spelling_wins_when_both_are_present():
-    doc = {"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1,
-         "args": {"Input Dims": [[1]], "Input dims": [[2]]}},
-        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
-         "args": {"Input dims": [[3, 3]]}},
-        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {}}]}
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "a",
+                "pid": 1,
+                "tid": 1,
+                "ts": 0,
+                "dur": 1,
+                "args": {"Input Dims": [[1]], "Input dims": [[2]]},
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "b",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1,
+                "dur": 1,
+                "args": {"Input dims": [[3, 3]]},
+            },
+            {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {}},
+        ]
+    }
     t = parse_trace(json.dumps(doc).encode())
     assert t.events["input_dims"].astype(str).tolist() == ["[[1]]", "[[3,3]]", ""]
 

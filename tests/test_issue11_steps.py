@@ -4,6 +4,7 @@ Fixtures: tests/data/issue11/early_gpu_work.pt.trace.json.gz (hand-made, see tes
 no real trace here starts mid-stream) and the real GPU-only trace ../shared/traces/public/hta_file_list_inf,
 read with the real reader.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -87,8 +88,9 @@ def test_gpu_only_trace_step_spans_device_and_runtime_activity_not_the_trace_spa
 def test_trace_category_events_never_define_a_step():
     from .test_views_common_support import make_trace
 
-    only_trace = make_trace([{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": 0, "tid": 0,
-                              "ts": 0, "dur": 1000}])
+    only_trace = make_trace(
+        [{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": 0, "tid": 0, "ts": 0, "dur": 1000}]
+    )
     assert common.steps(only_trace)["step"].tolist() == []
 
 
@@ -104,8 +106,10 @@ def test_steps_never_shorter_than_their_cpu_ranges_on_real_traces(shared_traces)
         assert int(st["start"].iloc[0]) <= int(st["host_start"].iloc[0]), path
         assert (st["end"] >= st["host_end"]).all(), path
         # later steps start at max(previous step's end, their CPU start), as torch-tb-profiler does
-        assert (st["start"].iloc[1:].to_numpy() <= np.maximum(st["end"].iloc[:-1].to_numpy(),
-                                                              st["host_start"].iloc[1:].to_numpy())).all(), path
+        assert (
+            st["start"].iloc[1:].to_numpy()
+            <= np.maximum(st["end"].iloc[:-1].to_numpy(), st["host_start"].iloc[1:].to_numpy())
+        ).all(), path
         lengths = (st["end"] - st["start"]).mean()
         cpu = (st["host_end"] - st["host_start"]).mean()
         assert lengths >= cpu, (path, lengths, cpu)

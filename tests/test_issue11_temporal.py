@@ -4,6 +4,7 @@ per step and on average, per device, and a recommendation when idle passes a thr
 Fixture: tests/data/issue11/idle_gpu.pt.trace.json.gz (hand-made, see PROVENANCE.md). Agreement with HTA itself
 on the shared traces: tests/test_hta_agreement.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,5 +56,9 @@ def test_kernel_type_times_split_overlaps():
     t = read_trace(DATA / "idle_gpu.pt.trace.json.gz", processes=0)
     kt = temporal.kernel_type_times(t)
     # step 1: GEMM [1000, 5000), NCCL [4500, 5500), copy [5500, 6500); step 2: GEMM 8 ms, copy and memset 0.5 ms
-    assert kt == {"COMPUTATION": 3_500_000 + 8_000_000, "COMPUTATION overlapping COMMUNICATION": 500_000,
-                  "COMMUNICATION": 500_000, "MEMORY": 2_000_000}
+    assert kt == {
+        "COMPUTATION": 3_500_000 + 8_000_000,
+        "COMPUTATION overlapping COMMUNICATION": 500_000,
+        "COMMUNICATION": 500_000,
+        "MEMORY": 2_000_000,
+    }

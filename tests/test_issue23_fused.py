@@ -2,6 +2,7 @@
 ranks' ProfilerStep# ranges overlapping) is refused with a clear message, never read as one worker whose
 steps chain across ranks. The fused file is built here from two real ranks (hta_trace_filter), the way
 trace-merging tools write it."""
+
 from __future__ import annotations
 
 import gzip
@@ -40,9 +41,13 @@ def _fuse(out, ranks=RANKS):
 
 
 def _cpu_steps(d):
-    return [(e["pid"], e["ts"], e["ts"] + e["dur"]) for e in d["traceEvents"]
-            if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
-            and str(e.get("name", "")).startswith("ProfilerStep#")]
+    return [
+        (e["pid"], e["ts"], e["ts"] + e["dur"])
+        for e in d["traceEvents"]
+        if e.get("ph") == "X"
+        and e.get("cat") in ("cpu_op", "user_annotation")
+        and str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
 
 
 def test_fused_ranks_are_refused_with_the_reason(tmp_path):
@@ -78,6 +83,7 @@ def test_fused_file_is_listed_unreadable_and_answers_422(tmp_path, monkeypatch):
     run.mkdir(parents=True)
     _fuse(run / "merged.pt.trace.json")
     import os
+
     os.utime(run / "merged.pt.trace.json", (time.time() - 3600, time.time() - 3600))
     c = Client(application.TensorBoardWSGI([GpuscopePlugin(base_plugin.TBContext(logdir=str(tmp_path / "logs")))]))
     P = "/data/plugin/gpuscope"

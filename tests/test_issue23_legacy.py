@@ -1,6 +1,7 @@
 """Issue 23, item 7 (first half): pre-Kineto exports (torch.autograd.profiler's export_chrome_trace: complete
 events without `cat`) are read as CPU ops (and their "CUDA functions" events as kernels), not as an empty
 operator table. Expected values come from the raw JSON."""
+
 from __future__ import annotations
 
 import json
@@ -38,12 +39,35 @@ def test_legacy_export_cuda_functions_are_kernels(tmp_path):
     # "CUDA functions" with the device index as tid
     events = [
         {"name": "aten::mm", "ph": "X", "ts": 100.0, "dur": 20.0, "tid": 7, "pid": "CPU functions", "args": {}},
-        {"name": "aten::mm", "ph": "s", "ts": 100.0, "tid": 7, "pid": "CPU functions", "id": 1,
-         "cat": "cpu_to_cuda", "args": {}},
-        {"name": "volta_sgemm_128x64_nn", "ph": "f", "ts": 110.0, "tid": 1, "pid": "CUDA functions", "id": 1,
-         "cat": "cpu_to_cuda", "args": {}},
-        {"name": "volta_sgemm_128x64_nn", "ph": "X", "ts": 110.0, "dur": 50.0, "tid": 1, "pid": "CUDA functions",
-         "args": {}},
+        {
+            "name": "aten::mm",
+            "ph": "s",
+            "ts": 100.0,
+            "tid": 7,
+            "pid": "CPU functions",
+            "id": 1,
+            "cat": "cpu_to_cuda",
+            "args": {},
+        },
+        {
+            "name": "volta_sgemm_128x64_nn",
+            "ph": "f",
+            "ts": 110.0,
+            "tid": 1,
+            "pid": "CUDA functions",
+            "id": 1,
+            "cat": "cpu_to_cuda",
+            "args": {},
+        },
+        {
+            "name": "volta_sgemm_128x64_nn",
+            "ph": "X",
+            "ts": 110.0,
+            "dur": 50.0,
+            "tid": 1,
+            "pid": "CUDA functions",
+            "args": {},
+        },
     ]
     path = tmp_path / "legacy_gpu.json"
     path.write_text(json.dumps(events))
@@ -58,8 +82,10 @@ def test_legacy_export_cuda_functions_are_kernels(tmp_path):
 
 
 def test_events_with_categories_are_left_alone(tmp_path):
-    events = [{"name": "aten::mm", "ph": "X", "ts": 100.0, "dur": 20.0, "tid": 7, "pid": 1, "cat": "cpu_op"},
-              {"name": "free text", "ph": "X", "ts": 130.0, "dur": 5.0, "tid": 7, "pid": 1}]
+    events = [
+        {"name": "aten::mm", "ph": "X", "ts": 100.0, "dur": 20.0, "tid": 7, "pid": 1, "cat": "cpu_op"},
+        {"name": "free text", "ph": "X", "ts": 130.0, "dur": 5.0, "tid": 7, "pid": 1},
+    ]
     path = tmp_path / "mixed.json"
     path.write_text(json.dumps({"traceEvents": events}))
     t = read_trace(path, processes=0)

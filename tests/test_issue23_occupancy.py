@@ -1,6 +1,7 @@
 """Issue 23, item 1: the theoretical occupancy of kernels using more than 48 KiB of shared memory (opted in)
 on the real Hopper/Blackwell traces. Every kernel in a trace ran, so at least one of its blocks fits on an SM:
 its theoretical occupancy is at least one block's warps over the SM's warp slots (never 0 %)."""
+
 from __future__ import annotations
 
 import gzip
@@ -59,9 +60,14 @@ def test_h800_384_thread_168_register_gemms_are_one_block_per_sm():
     sub-partition, 12 per SM = 1 block), ~200-218 KiB shared memory (1 block of 227 KiB): 12 / 64 warps."""
     path = _path("ds_train_h800")
     raw = _raw(path)
-    configs = {(e["name"], e["args"]["shared memory"]) for e in raw["traceEvents"]
-               if e.get("cat") == "kernel" and e["args"].get("registers per thread") == 168
-               and e["args"]["block"] == [384, 1, 1] and e["args"]["shared memory"] > 48 * 1024}
+    configs = {
+        (e["name"], e["args"]["shared memory"])
+        for e in raw["traceEvents"]
+        if e.get("cat") == "kernel"
+        and e["args"].get("registers per thread") == 168
+        and e["args"]["block"] == [384, 1, 1]
+        and e["args"]["shared memory"] > 48 * 1024
+    }
     assert len(configs) >= 5
     rows = kernels.kernels(read_trace(path, processes=0), group_by="name_op_config")["rows"]
     hits = [r for r in rows if (r["name"], r.get("shared_memory")) in configs]
@@ -77,8 +83,12 @@ def test_optin_limit_from_properties_else_the_capability_table():
     assert optin_shared_memory_per_block({"computeMajor": 42, "computeMinor": 0}) is None
     # the table agrees with the values Kineto recorded on the real traces (V100, A100, H800, B200)
     recorded = {}
-    for run in ("ds_train_h800/train.json", "tl_b200_eager/eager_trace.json.gz", "hta_neg_queue/rank0.json.gz",
-                "hta_diff_test/test.json.gz"):
+    for run in (
+        "ds_train_h800/train.json",
+        "tl_b200_eager/eager_trace.json.gz",
+        "hta_neg_queue/rank0.json.gz",
+        "hta_diff_test/test.json.gz",
+    ):
         if not (PUBLIC / run).is_file():
             continue
         d = _raw(PUBLIC / run)
@@ -97,8 +107,14 @@ def test_h800_opted_in_gemms_achieved_occupancy_is_not_kinetos_zero():
     threads = 15.9 % -> 16 % (Kineto rounds to a whole percent)."""
     path = _path("ds_train_h800")
     raw = _raw(path)
-    sel = [e for e in raw["traceEvents"] if e.get("cat") == "kernel" and e["args"].get("grid") == [112, 1, 1]
-           and e["args"]["block"] == [384, 1, 1] and e["args"].get("registers per thread") == 168]
+    sel = [
+        e
+        for e in raw["traceEvents"]
+        if e.get("cat") == "kernel"
+        and e["args"].get("grid") == [112, 1, 1]
+        and e["args"]["block"] == [384, 1, 1]
+        and e["args"].get("registers per thread") == 168
+    ]
     assert sel and all(e["args"]["est. achieved occupancy %"] == 0 for e in sel)
     assert {round(e["args"]["blocks per SM"], 4) for e in sel} == {round(112 / 132, 4)}
     names = {e["name"] for e in sel}

@@ -4,6 +4,7 @@ ProfilerStep ranges says so instead of showing a made-up step.
 
 Expected values come from the raw trace files (JSON read here, independent of the reader) or by hand.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -64,8 +65,11 @@ def test_mi300_first_step_kernel_time_matches_the_gpu_timeline_and_the_temporal_
     ov = overview.overview(t)
     temporal = ov["gpu"]["temporal"]["devices"]
     assert len(temporal) == 1
-    kernels = [(Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"])) for e in raw
-               if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" not in e["name"].lower()]
+    kernels = [
+        (Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"]))
+        for e in raw
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" not in e["name"].lower()
+    ]
     first_raw = min((e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
     offset_us = Decimal(first_raw["ts"]) - Decimal(int(st["host_start"].iloc[0])) / 1000  # raw clock - reader's
     for i, row in enumerate(ov["steps"]):
@@ -79,13 +83,17 @@ def test_mi300_first_step_kernel_time_matches_the_gpu_timeline_and_the_temporal_
 
 
 def test_kernels_without_launch_record_during_a_device_sync_count_as_kernel_time():
-    ev = [op("ProfilerStep#1", 0, 1000, cat="user_annotation"),
-          runtime("cudaDeviceSynchronize", 10, 600, corr=1),
-          # three kernels whose launch (e.g. a driver-API launch) the trace lacks, run while the host waits
-          kernel("triton_poi_fused_0", 20, 200, corr=-1), kernel("triton_poi_fused_1", 220, 200, corr=-1),
-          kernel("triton_poi_fused_2", 500, 100, corr=-1),
-          op("aten::mm", 700, 50, ext=5), runtime("cudaLaunchKernel", 710, 10, corr=9, ext=5),
-          kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 730, 40, corr=9)]
+    ev = [
+        op("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        runtime("cudaDeviceSynchronize", 10, 600, corr=1),
+        # three kernels whose launch (e.g. a driver-API launch) the trace lacks, run while the host waits
+        kernel("triton_poi_fused_0", 20, 200, corr=-1),
+        kernel("triton_poi_fused_1", 220, 200, corr=-1),
+        kernel("triton_poi_fused_2", 500, 100, corr=-1),
+        op("aten::mm", 700, 50, ext=5),
+        runtime("cudaLaunchKernel", 710, 10, corr=9, ext=5),
+        kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 730, 40, corr=9),
+    ]
     ov = overview.overview(make_trace(ev))
     s = ov["steps"][0]
     assert s["kernel_us"] == pytest.approx(200 + 200 + 100 + 40)
@@ -95,8 +103,12 @@ def test_kernels_without_launch_record_during_a_device_sync_count_as_kernel_time
 
 
 def test_no_profiler_steps_says_so_and_uses_the_whole_window():
-    ev = [op("aten::add", 10, 5), op("aten::mul", 30, 20, tid=2), runtime("cudaLaunchKernel", 31, 2, corr=1),
-          kernel("k", 40, 30, corr=1)]
+    ev = [
+        op("aten::add", 10, 5),
+        op("aten::mul", 30, 20, tid=2),
+        runtime("cudaLaunchKernel", 31, 2, corr=1),
+        kernel("k", 40, 30, corr=1),
+    ]
     ov = overview.overview(make_trace(ev))
     assert ov["has_steps"] is False
     assert ov["notes"][0].startswith("No steps in this trace")
@@ -107,18 +119,27 @@ def test_no_profiler_steps_says_so_and_uses_the_whole_window():
 
 
 def test_work_launched_before_the_first_step_is_labelled_in_the_step_it_runs_in():
-    ev = [op("ProfilerStep#3", 100, 100, cat="user_annotation"),
-          runtime("cudaLaunchKernel", 50, 1, corr=500), kernel("warmup", 90, 30, corr=500),
-          op("aten::relu", 110, 20, ext=1), runtime("cudaLaunchKernel", 112, 2, corr=1, ext=1),
-          kernel("relu_kernel", 150, 10, corr=1)]
+    ev = [
+        op("ProfilerStep#3", 100, 100, cat="user_annotation"),
+        runtime("cudaLaunchKernel", 50, 1, corr=500),
+        kernel("warmup", 90, 30, corr=500),
+        op("aten::relu", 110, 20, ext=1),
+        runtime("cudaLaunchKernel", 112, 2, corr=1, ext=1),
+        kernel("relu_kernel", 150, 10, corr=1),
+    ]
     ov = overview.overview(make_trace(ev))
     s = ov["steps"][0]
     assert s["kernel_us"] == pytest.approx((120 - 100) + 10)  # the warmup kernel's part inside the step + relu
     assert "Step 3: 20.000 µs of GPU work launched before the profiled steps" in ov["notes"][0]
 
 
-@pytest.mark.parametrize("run", ["hta_mtia_inference/mtia_inference_rank_0.json.gz",
-                                 "hta_cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"])
+@pytest.mark.parametrize(
+    "run",
+    [
+        "hta_mtia_inference/mtia_inference_rank_0.json.gz",
+        "hta_cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz",
+    ],
+)
 def test_real_traces_without_steps_use_the_whole_window(run):
     path = SHARED / "traces" / "public" / run
     if not path.is_file():

@@ -1,5 +1,6 @@
 """Issue 23, item 6: Tensor Core / Matrix Core kernels by documented name families, without the false positives
 of plain substrings (FP32 FFMA xmma GEMMs, MIOpen's element-wise SubTensorOp kernels)."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,17 +14,21 @@ from .conftest import SHARED, missing
 PUBLIC = SHARED / "traces" / "public"
 
 
-@pytest.mark.parametrize("name", [
-    # cuBLAS's FP32 GEMMs on the FMA path (name shape of cuBLAS 12 sm80/sm90 xmma kernels)
-    "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel"
-    "__5x_cublas",
-    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel"
-    "__5x_cublas",
-    # MIOpen's element-wise kernels on MI300X (tl_mi300_ddp_resnet18, tl_mi300_resnet_ckpt, tl_xdit_sd35)
-    "SubTensorOpWithScalar1d", "SubTensorOpWithCastTensor1d",
-    # Tensile kernels without a matrix-instruction token run on the vector ALUs
-    "Cijk_Ailk_Bljk_SB_MT64x64x8_SE_K1",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        # cuBLAS's FP32 GEMMs on the FMA path (name shape of cuBLAS 12 sm80/sm90 xmma kernels)
+        "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel"
+        "__5x_cublas",
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel"
+        "__5x_cublas",
+        # MIOpen's element-wise kernels on MI300X (tl_mi300_ddp_resnet18, tl_mi300_resnet_ckpt, tl_xdit_sd35)
+        "SubTensorOpWithScalar1d",
+        "SubTensorOpWithCastTensor1d",
+        # Tensile kernels without a matrix-instruction token run on the vector ALUs
+        "Cijk_Ailk_Bljk_SB_MT64x64x8_SE_K1",
+    ],
+)
 def test_false_positives(name):
     assert not uses_tensor_cores(name)
 

@@ -1,4 +1,5 @@
 """Issue 26, item 14: no process gpuscope starts imports modules from the working directory."""
+
 import json
 import os
 import subprocess
@@ -11,8 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # "launcher": what Python 3.10 gets (no PYTHONSAFEPATH), forced on 3.11+ too
-MECHANISMS = ["default", pytest.param("launcher", marks=pytest.mark.skipif(
-    os.name != "posix", reason="the launcher is a POSIX shell script"))]
+MECHANISMS = [
+    "default",
+    pytest.param(
+        "launcher", marks=pytest.mark.skipif(os.name != "posix", reason="the launcher is a POSIX shell script")
+    ),
+]
 FORCE_LAUNCHER = """
 from profiler_core import child_env
 child_env._HAS_SAFEPATH, child_env._USE_LAUNCHER = False, True
@@ -32,14 +37,15 @@ sys.modules[__name__] = importlib.import_module(__name__)
 
 
 def _trace(path: Path) -> Path:
-    ev = [{"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "ts": i * 10, "dur": 5, "pid": 1, "tid": 1}
-          for i in range(3000)]
+    ev = [
+        {"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "ts": i * 10, "dur": 5, "pid": 1, "tid": 1}
+        for i in range(3000)
+    ]
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
     return path
 
 
-def _run_in_planted_cwd(tmp_path: Path, script: str, mechanism: str = "default",
-                        timeout: float = 300) -> list[str]:
+def _run_in_planted_cwd(tmp_path: Path, script: str, mechanism: str = "default", timeout: float = 300) -> list[str]:
     """`script` run from a file in another folder (as a console script such as `tensorboard` runs:
     the cwd is not on its own sys.path) in a working directory holding a planted
     multiprocessing.py; the lines the planted module wrote."""
@@ -47,8 +53,7 @@ def _run_in_planted_cwd(tmp_path: Path, script: str, mechanism: str = "default",
     cwd.mkdir()
     (cwd / "multiprocessing.py").write_text(PLANTED)
     marker = tmp_path / "ran.txt"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MARKER=str(marker),
-               GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MARKER=str(marker), GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("PYTHONSAFEPATH", None)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -57,8 +62,9 @@ def _run_in_planted_cwd(tmp_path: Path, script: str, mechanism: str = "default",
     body = textwrap.indent(textwrap.dedent(script), "    ")
     # a spawned child imports the main script again (as __mp_main__): the work only in the parent
     (bin_dir / "run.py").write_text(f"def main():\n{body}\n\nif __name__ == '__main__':\n    main()\n")
-    out = subprocess.run([sys.executable, str(bin_dir / "run.py")], cwd=cwd, env=env,
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, str(bin_dir / "run.py")], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "OK" in out.stdout, out.stdout + out.stderr[-3000:]
     return marker.read_text().splitlines() if marker.exists() else []
@@ -67,7 +73,9 @@ def _run_in_planted_cwd(tmp_path: Path, script: str, mechanism: str = "default",
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_loader_worker_processes_and_parser_processes(tmp_path, mechanism):
     trace = _trace(tmp_path / "w.pt.trace.json")
-    ran = _run_in_planted_cwd(tmp_path, f"""
+    ran = _run_in_planted_cwd(
+        tmp_path,
+        f"""
         import os
         from multiprocessing import spawn
         exe = spawn.get_executable()
@@ -85,7 +93,9 @@ def test_loader_worker_processes_and_parser_processes(tmp_path, mechanism):
         assert "PYTHONSAFEPATH" not in os.environ   # put back once the processes are started
         assert spawn.get_executable() == exe
         print("OK")
-    """, mechanism)
+    """,
+        mechanism,
+    )
     assert ran == []
 
 
@@ -96,12 +106,16 @@ def test_dask_local_workers(tmp_path, mechanism):
     logdir.mkdir(parents=True)
     _trace(logdir / "w0.pt.trace.json")
     os.utime(logdir / "w0.pt.trace.json", (1, 1))
-    ran = _run_in_planted_cwd(tmp_path, f"""
+    ran = _run_in_planted_cwd(
+        tmp_path,
+        f"""
         from tb_plugin.summaries.cli import summarize_logdir
         res = summarize_logdir({str(tmp_path / "logs")!r}, local=1, log=lambda m: None)
         assert res["done"] == 1 and not res["failed"], res
         print("OK")
-    """, mechanism)
+    """,
+        mechanism,
+    )
     assert ran == []
 
 
@@ -115,7 +129,7 @@ def test_launcher_starts_python_outside_the_working_directory(tmp_path):
     probe = ["-c", "import os, multiprocessing; print(os.path.dirname(multiprocessing.__file__))"]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSAFEPATH", "PYTHONPATH")}
     planted = subprocess.run([sys.executable, *probe], cwd=cwd, env=env, capture_output=True, text=True)
-    assert "planted module ran" in planted.stderr   # what multiprocessing's children meet unguarded
+    assert "planted module ran" in planted.stderr  # what multiprocessing's children meet unguarded
     exe = child_env.launcher(sys.executable)
     assert child_env.launcher(sys.executable) == exe
     out = subprocess.run([exe, *probe], cwd=cwd, env=env, capture_output=True, text=True)

@@ -1,5 +1,6 @@
 """Issue 26, item 16: the memory budget GPUSCOPE_MAX_LOADED_BYTES bounds the reading process's peak,
 also for gzip bombs of tiny events (whose JSON is within the budget but whose columns are not)."""
+
 import gzip
 import json
 import os
@@ -56,11 +57,21 @@ def _bomb(path: Path, events: int) -> Path:
 
 
 def _measure(tmp_path: Path, trace: Path, path: str = "stream") -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), GPUSCOPE_MAX_LOADED_BYTES=str(BUDGET),
-               GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"), GPUSCOPE_PARSE_PROCESSES="0")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        GPUSCOPE_MAX_LOADED_BYTES=str(BUDGET),
+        GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"),
+        GPUSCOPE_PARSE_PROCESSES="0",
+    )
     env.pop("GPUSCOPE_MAX_TRACE_BYTES", None)
-    out = subprocess.run([sys.executable, "-c", MEASURE, str(trace), str(trace.parent.parent), path], env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(trace), str(trace.parent.parent), path],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -84,8 +95,11 @@ def test_a_trace_within_the_budget_is_read(tmp_path):
 
 def test_the_event_limit_follows_the_budget(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1, "name": "a"}
-                                                for i in range(30)]}))
+    path.write_text(
+        json.dumps(
+            {"traceEvents": [{"ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1, "name": "a"} for i in range(30)]}
+        )
+    )
     monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(20 * 400))
     with pytest.raises(TraceReadError, match="more than 20 events"):
         read_trace(path, processes=0)
@@ -106,8 +120,9 @@ def test_kept_traces_make_room_before_the_next_one_is_read(tmp_path, monkeypatch
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
         os.utime(p, (1, 1))
-    files = sorted((f for r in Scanner(str(tmp_path / "logs")).scan().values() for f in r.files()),
-                   key=lambda f: f.worker)
+    files = sorted(
+        (f for r in Scanner(str(tmp_path / "logs")).scan().values() for f in r.files()), key=lambda f: f.worker
+    )
     size = files[1].size
     kept_during_read: list = []
     real = loader_mod.read_trace
@@ -122,6 +137,6 @@ def test_kept_traces_make_room_before_the_next_one_is_read(tmp_path, monkeypatch
     loader.get(files[0])
     assert loader.loaded_keys() == [files[0].key]
     loader.get(files[1])
-    assert kept_during_read == [[], []]      # "a" was let go before "b" was read
+    assert kept_during_read == [[], []]  # "a" was let go before "b" was read
     assert loader.loaded_keys() == [files[1].key]
     loader.close()

@@ -1,4 +1,5 @@
 """Issue 26, items 11-13: odd names, deep nesting and wrong-typed metadata, JSON arrays that are no trace."""
+
 import os
 from pathlib import Path
 
@@ -36,16 +37,19 @@ def test_names_that_are_not_utf8_are_listed_escaped_and_open(tmp_path, monkeypat
 
 def test_an_error_message_with_an_undecodable_name_is_json(tmp_path, monkeypatch):
     logs = _logs(tmp_path, monkeypatch)
-    _put(Path(os.fsdecode(os.path.join(os.fsencode(logs), b"r", b"w\xff.pt.trace.json"))),
-         b'{"traceEvents": [{"ph": "X"')
+    _put(
+        Path(os.fsdecode(os.path.join(os.fsencode(logs), b"r", b"w\xff.pt.trace.json"))), b'{"traceEvents": [{"ph": "X"'
+    )
     c, _ = _client(logs)
     d = _wait_loaded(c)
     assert [e["file"] for e in d["errors"]] == ["r/w\\xff.pt.trace.json"]
 
 
 def _nested(depth: int) -> dict:
-    ev = [{"ph": "X", "cat": "user_annotation", "name": f"M{i}", "ts": i, "dur": 10_000 - 2 * i,
-           "pid": 1, "tid": 1} for i in range(depth)]
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": f"M{i}", "ts": i, "dur": 10_000 - 2 * i, "pid": 1, "tid": 1}
+        for i in range(depth)
+    ]
     return {"schemaVersion": 1, "traceEvents": ev}
 
 
@@ -63,11 +67,32 @@ def test_modules_of_a_trace_nested_600_deep(tmp_path, monkeypatch):
 
 def test_wrong_typed_device_properties_are_ignored_with_a_warning(tmp_path, monkeypatch):
     logs = _logs(tmp_path, monkeypatch)
-    kernel = {"ph": "X", "cat": "kernel", "name": "k", "ts": 100, "dur": 50, "pid": 0, "tid": 7,
-              "args": {"device": 0, "stream": 7}}
-    doc = dict(DOC, traceEvents=DOC["traceEvents"] + [kernel], deviceProperties=[
-        {"id": 0, "name": "GPU", "computeMajor": "8", "computeMinor": 0, "totalGlobalMem": "lots",
-         "numSms": [1], "maxThreadsPerBlock": 10**30}, "not an object"])
+    kernel = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "ts": 100,
+        "dur": 50,
+        "pid": 0,
+        "tid": 7,
+        "args": {"device": 0, "stream": 7},
+    }
+    doc = dict(
+        DOC,
+        traceEvents=DOC["traceEvents"] + [kernel],
+        deviceProperties=[
+            {
+                "id": 0,
+                "name": "GPU",
+                "computeMajor": "8",
+                "computeMinor": 0,
+                "totalGlobalMem": "lots",
+                "numSms": [1],
+                "maxThreadsPerBlock": 10**30,
+            },
+            "not an object",
+        ],
+    )
     path = _put(logs / "props" / "w.pt.trace.json", doc)
     t = read_trace(path)
     assert t.device_properties == [{"id": 0, "name": "GPU", "computeMinor": 0}]
@@ -93,8 +118,7 @@ def test_json_arrays_without_trace_events_are_never_served(tmp_path, monkeypatch
     _link(logs, tmp_path, "trace", b'[{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]')
     c, _ = _client(logs)
     d = _wait_loaded(c)
-    assert sorted(e["file"] for e in d["errors"]) == ["links/empty.pt.trace.json",
-                                                       "links/secret.pt.trace.json"]
+    assert sorted(e["file"] for e in d["errors"]) == ["links/empty.pt.trace.json", "links/secret.pt.trace.json"]
     for name in ("secret", "empty"):
         r = c.get(f"{P}/trace?run=links&worker={name}&span=1")
         assert r.status_code == 422 and "no trace events" in r.json["error"]
@@ -152,7 +176,13 @@ def test_skip_message():
     from tb_plugin.loader import skip_message
 
     assert skip_message([]) is None
-    assert skip_message(["2 events of unsupported phase 'Q' skipped", "1 entries of traceEvents that are "
-                         "not event objects", "3 negative durations clamped to 0"]) == (
+    assert skip_message(
+        [
+            "2 events of unsupported phase 'Q' skipped",
+            "1 entries of traceEvents that are not event objects",
+            "3 negative durations clamped to 0",
+        ]
+    ) == (
         "3 events skipped (events of unsupported phase 'Q': 2; entries of traceEvents that are not event "
-        "objects: 1); 3 negative durations clamped to 0")
+        "objects: 1); 3 negative durations clamped to 0"
+    )

@@ -1,4 +1,5 @@
 """Issue 26, item 21: requests naming unknown runs cannot make the plugin rescan the logdir each time."""
+
 from types import SimpleNamespace
 
 import tb_plugin.plugin as plugin_mod
@@ -19,11 +20,11 @@ def test_unknown_run_names_rescan_at_most_once_per_interval(logdir, monkeypatch)
     for i in range(50):
         r = c.get(f"{P}/workers?run=nope{i}")
         assert r.status_code == 404
-    assert len(scans) == 2          # one forced rescan, not fifty
+    assert len(scans) == 2  # one forced rescan, not fifty
     _put(logdir / "run9" / "w.pt.trace.json", {"traceEvents": _events(2)})
-    assert c.get(f"{P}/workers?run=run9").status_code == 404   # within the interval: not rescanned
+    assert c.get(f"{P}/workers?run=run9").status_code == 404  # within the interval: not rescanned
     monkeypatch.setattr(plugin_mod, "FORCED_RESCAN_S", 0.0)
-    r = c.get(f"{P}/workers?run=run9")                         # a run that just appeared opens
+    r = c.get(f"{P}/workers?run=run9")  # a run that just appeared opens
     assert r.status_code == 200 and r.json == {"workers": ["w"]} and len(scans) == 3
 
 
@@ -47,4 +48,4 @@ def test_a_slow_scan_spaces_the_next_ones_out(logdir, monkeypatch):
         clock[0] += 10.0
         c.get(f"{P}/runs")
         c.get(f"{P}/workers?run=nope{i}")
-    assert len(scans) <= 2   # 100 s of requests after a 100 s scan: at most one more scan
+    assert len(scans) <= 2  # 100 s of requests after a 100 s scan: at most one more scan

@@ -1,4 +1,5 @@
 """Issue 26, items 18 and 23: planted or corrupt summary files and FIFOs at cache entry paths."""
+
 from __future__ import annotations
 
 import copy
@@ -31,13 +32,16 @@ def _answer(fn, timeout: float = 60):
 def test_a_fifo_at_a_cache_entry_path_is_not_waited_on(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     trace = tmp_path / "w.pt.trace.json"
-    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [
-        {"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}))
+    trace.write_text(
+        json.dumps(
+            {"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}
+        )
+    )
     assert cache.usable_dir(create=True) is not None
     entry = cache.entry_path(str(trace))
     os.mkfifo(entry)
     assert _answer(lambda: cache.load(str(trace))) is None
-    assert not entry.exists()                 # removed, so that the next store writes a real one
+    assert not entry.exists()  # removed, so that the next store writes a real one
     t = read_trace(trace)
     assert cache.store(str(trace), t) == entry and cache.load(str(trace)) is not None
 
@@ -67,7 +71,10 @@ def _variants(s: dict) -> dict:
 
     v("steps not an object", lambda c: c["distributed"].update(steps=[1, 2]))
     v("step names numbers", lambda c: c["distributed"]["steps"].update(step=[1, 2, 3]))
-    v("start strings", lambda c: c["distributed"]["steps"].update(start=["a"] * len(c["distributed"]["steps"]["start"])))
+    v(
+        "start strings",
+        lambda c: c["distributed"]["steps"].update(start=["a"] * len(c["distributed"]["steps"]["start"])),
+    )
     v("short end", lambda c: c["distributed"]["steps"]["end"].pop())
     v("collective name out of range", lambda c: c["distributed"]["collectives"]["name"].__setitem__(0, 10**9))
     v("dur text", lambda c: c["distributed"]["collectives"]["dur"].__setitem__(0, "x"))
@@ -122,10 +129,12 @@ def test_big_fifo_device_and_foreign_summaries_are_not_read(job, monkeypatch):
     monkeypatch.setattr(store, "MAX_FILE_BYTES", 1 << 20)
     bomb = gzip.compress(b" " * (8 << 20) + original[:0])
     try:
-        for name, plant in [("gzip bomb", lambda: path.write_bytes(bomb)),
-                            ("too big", lambda: path.write_bytes(b" " * (2 << 20))),
-                            ("fifo", lambda: os.mkfifo(path)),
-                            ("zero device", lambda: path.symlink_to("/dev/zero"))]:
+        for name, plant in [
+            ("gzip bomb", lambda: path.write_bytes(bomb)),
+            ("too big", lambda: path.write_bytes(b" " * (2 << 20))),
+            ("fifo", lambda: os.mkfifo(path)),
+            ("zero device", lambda: path.symlink_to("/dev/zero")),
+        ]:
             path.unlink()
             plant()
             r, p = _view(job, monkeypatch)

@@ -1,4 +1,5 @@
 """Issue 26, item 19: a trace rewritten in place while it is parsed is never returned torn."""
+
 import json
 import os
 
@@ -14,7 +15,7 @@ def _doc(n: int, name: str) -> bytes:
 
 
 def _rewrite_in_place(path, data: bytes) -> None:
-    with open(path, "r+b") as f:   # same inode: what a writer without rename does
+    with open(path, "r+b") as f:  # same inode: what a writer without rename does
         f.write(data)
         f.truncate()
 

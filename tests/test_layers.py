@@ -1,6 +1,7 @@
 """The read path's layering, read from the source's imports (lazy ones inside functions too):
 storage is below everything that uses it, the trace model does no I/O, the write and read sides of
 `profiler_core.trace` do not import each other, and no import circle runs through them."""
+
 from __future__ import annotations
 
 import ast
@@ -27,7 +28,7 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)
@@ -66,8 +67,10 @@ def test_the_trace_model_does_no_io():
 
 
 def test_write_and_read_sides_do_not_import_each_other():
-    for side, other in (("profiler_core.trace.write", "profiler_core.trace.read"),
-                        ("profiler_core.trace.read", "profiler_core.trace.write")):
+    for side, other in (
+        ("profiler_core.trace.write", "profiler_core.trace.read"),
+        ("profiler_core.trace.read", "profiler_core.trace.write"),
+    ):
         for m in (m for m in GRAPH if m.startswith(side)):
             assert not {d for d in GRAPH[m] if d.startswith(other)}, m
 

@@ -1,5 +1,6 @@
 """Loader queue: a requested file that is still queued is read at once, ahead of the queue, and
 no other queued file starts until it is ready; file_status says how far one file is."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,19 @@ OLD = time.time() - 3600
 
 
 def _trace(path, n: int) -> None:
-    ev = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": i * 10.0, "dur": 5.0,
-           "args": {"External id": i}} for i in range(n)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"aten::op{i % 50}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i * 10.0,
+            "dur": 5.0,
+            "args": {"External id": i},
+        }
+        for i in range(n)
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"traceEvents": ev}))
     os.utime(path, (OLD, OLD))
@@ -41,6 +53,7 @@ def test_requested_file_jumps_the_queue_and_the_rest_waits(tmp_path):
             while not stop.is_set():
                 seen.append(loader.file_status(big))
                 time.sleep(0.01)
+
         th = threading.Thread(target=watch)
         th.start()
         t = loader.get(big)
@@ -50,13 +63,17 @@ def test_requested_file_jumps_the_queue_and_the_rest_waits(tmp_path):
         entries = {e.file.key: e for e in loader._entries.values()}
         b = entries[big.key]
         big_end = b.started + b.seconds
-        started_before = [e for e in entries.values() if e is not b and e.started is not None and e.started <= b.started]
+        started_before = [
+            e for e in entries.values() if e is not b and e.started is not None and e.started <= b.started
+        ]
         assert len(started_before) <= 1  # only what the one pool slot already held
         for e in entries.values():
             if e is not b and e.started is not None and e.started > b.started:
                 assert e.started >= big_end - 1e-6, "a queued file started while the requested one was read"
         reading = [s for s in seen if s["state"] == "reading"]
-        assert reading and all(0 <= s["bytes_done_est"] < big.size and s["rate_bps"] > 0 and s["eta_s"] >= 0 for s in reading)
+        assert reading and all(
+            0 <= s["bytes_done_est"] < big.size and s["rate_bps"] > 0 and s["eta_s"] >= 0 for s in reading
+        )
         assert loader.file_status(big)["state"] == "done"
         deadline = time.time() + 120
         while loader.progress()["files_done"] < 9 and time.time() < deadline:

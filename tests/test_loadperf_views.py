@@ -1,4 +1,5 @@
 """Speed rewrites in the views agree with the plain computation they replace."""
+
 import numpy as np
 import pytest
 
@@ -36,18 +37,30 @@ def _groupby_reference(t, group_by: str) -> list[dict]:
 
     ops = operators._table_ops(t)
     keys = ["name"] + (["input_dims"] if group_by == "name_shape" else [])
-    how = dict(calls=("row", "size"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
-               device_self=("device_self", "sum"), device_total=("device_total", "sum"),
-               tc_eligible=("tc_eligible", "any"), has_call_stack=("has_stack", "any"))
+    how = dict(
+        calls=("row", "size"),
+        host_self=("host_self", "sum"),
+        host_total=("host_total", "sum"),
+        device_self=("device_self", "sum"),
+        device_total=("device_total", "sum"),
+        tc_eligible=("tc_eligible", "any"),
+        has_call_stack=("has_stack", "any"),
+    )
     agg = ops.groupby(keys, sort=False, observed=True).agg(**how).reset_index()
     for k in keys:
         agg[k] = agg[k].astype(str)
     if group_by == "name_shape":
         agg["input_shape"] = [operators._display_shape(d) for d in agg["input_dims"]]
-        agg = agg.groupby(["name", "input_shape"], sort=False).agg(
-            calls=("calls", "sum"), **{c: (c, "sum") for c in ("host_self", "host_total", "device_self",
-                                                               "device_total")},
-            tc_eligible=("tc_eligible", "any"), has_call_stack=("has_call_stack", "any")).reset_index()
+        agg = (
+            agg.groupby(["name", "input_shape"], sort=False)
+            .agg(
+                calls=("calls", "sum"),
+                **{c: (c, "sum") for c in ("host_self", "host_total", "device_self", "device_total")},
+                tc_eligible=("tc_eligible", "any"),
+                has_call_stack=("has_call_stack", "any"),
+            )
+            .reset_index()
+        )
     metric = "device_self" if operators._has_device(t) else "host_self"
     cols = [metric, "name"] + (["input_shape"] if group_by == "name_shape" else [])
     agg = agg.sort_values(cols, ascending=[False] + [True] * (len(cols) - 1), kind="stable")
@@ -56,10 +69,15 @@ def _groupby_reference(t, group_by: str) -> list[dict]:
         row = {"name": r["name"]}
         if group_by == "name_shape":
             row["input_shape"] = r["input_shape"]
-        row.update(calls=int(r["calls"]), host_self_us=ns_to_us(r["host_self"]),
-                   host_total_us=ns_to_us(r["host_total"]), device_self_us=ns_to_us(r["device_self"]),
-                   device_total_us=ns_to_us(r["device_total"]), tc_eligible=bool(r["tc_eligible"]),
-                   has_call_stack=bool(r["has_call_stack"]))
+        row.update(
+            calls=int(r["calls"]),
+            host_self_us=ns_to_us(r["host_self"]),
+            host_total_us=ns_to_us(r["host_total"]),
+            device_self_us=ns_to_us(r["device_self"]),
+            device_total_us=ns_to_us(r["device_total"]),
+            tc_eligible=bool(r["tc_eligible"]),
+            has_call_stack=bool(r["has_call_stack"]),
+        )
         out.append(row)
     return out
 

@@ -1,4 +1,5 @@
 """profile_memory on the host: tracemalloc deltas as [memory] events attributed to the innermost op."""
+
 import tracemalloc
 
 import numpy as np
@@ -21,10 +22,10 @@ def test_allocation_attributed_to_innermost_op():
     with profile(activities=CPU, profile_memory=True) as p:
         with record_function("outer"):
             with record_op("alloc_op"):
-                keep.append(np.ones(1_000_000, dtype=np.float64))     # 8 MB
+                keep.append(np.ones(1_000_000, dtype=np.float64))  # 8 MB
             with record_op("free_op"):
                 keep.clear()
-    assert not tracemalloc.is_tracing()                               # we stop what we started
+    assert not tracemalloc.is_tracing()  # we stop what we started
     ops = {e["name"]: e for e in p.trace["traceEvents"] if e.get("ph") == "X"}
     mem = _mem(p.trace)
     assert all(m["cat"] == "cpu_instant_event" and m["ph"] == "i" and m["s"] == "t" for m in mem)

@@ -1,5 +1,6 @@
 """samples/distributed_train.py without MPI: its model learns, its arguments are checked, and its
 GPU path (PyCUDA kernels) computes what the numpy path computes, with the kernels emulated."""
+
 import importlib.util
 import os
 from pathlib import Path
@@ -12,7 +13,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "distributed_train
 
 @pytest.fixture(scope="module")
 def sample():
-    saved = dict(os.environ)           # the sample pins BLAS threads in os.environ: keep ours as it was
+    saved = dict(os.environ)  # the sample pins BLAS threads in os.environ: keep ours as it was
     spec = importlib.util.spec_from_file_location("distributed_train_sample", SAMPLE)
     mod = importlib.util.module_from_spec(spec)
     try:
@@ -40,7 +41,7 @@ class FakeGpuarrayModule:
 
     @staticmethod
     def empty(shape, dtype):
-        return np.full(shape, np.nan, dtype).view(FakeGPUArray)   # garbage, as on a GPU
+        return np.full(shape, np.nan, dtype).view(FakeGPUArray)  # garbage, as on a GPU
 
 
 def _grid_threads(block, grid):
@@ -49,6 +50,7 @@ def _grid_threads(block, grid):
 
 def fake_kernels():
     """Each CUDA kernel of the sample, executed thread by thread over the launched grid in numpy."""
+
     def matmul(A, B, C, M, N, K, sam, sak, sbk, sbn, block, grid):
         nx, ny = _grid_threads(block, grid)
         assert nx >= N and ny >= M, "grid does not cover the output"
@@ -72,8 +74,7 @@ def fake_kernels():
         assert _grid_threads(block, grid)[0] >= N
         out[...] = A.reshape(int(M), int(N)).sum(axis=0)
 
-    return {"matmul": matmul, "add_bias_relu": add_bias_relu, "relu_backward": relu_backward,
-            "sum_rows": sum_rows}
+    return {"matmul": matmul, "add_bias_relu": add_bias_relu, "relu_backward": relu_backward, "sum_rows": sum_rows}
 
 
 def _one_step(sample, ops, x, y):
@@ -119,11 +120,14 @@ def test_gradients_are_right(sample):
         assert grads[2][idx] == pytest.approx((up - down) / (2 * eps), rel=1e-3, abs=1e-7)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--steps", "0"], "--steps must be at least 1"),
-    (["--slow-ms", "-1"], "--slow-ms must not be negative"),
-    (["--device", "tpu"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--slow-ms", "-1"], "--slow-ms must not be negative"),
+        (["--device", "tpu"], "invalid choice"),
+    ],
+)
 def test_bad_arguments_are_clear(sample, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         sample.parse_args(argv)
@@ -134,6 +138,7 @@ def test_bad_arguments_are_clear(sample, capsys, argv, message):
 def test_gpu_demanded_without_gpu_is_a_clear_error(sample, monkeypatch):
     def no_gpu():
         raise ImportError("No module named 'pycuda'")
+
     monkeypatch.setattr(sample.GpuOps, "_compile", staticmethod(no_gpu))
     with pytest.raises(SystemExit, match="--device gpu: no usable GPU"):
         sample.make_ops("gpu")

@@ -1,4 +1,5 @@
 """The pure occupancy calculator reproduces Kineto's kernel args (blocks/warps per SM, est. occupancy %)."""
+
 import gzip
 import json
 import math
@@ -13,17 +14,31 @@ KEYS = ("blocks per SM", "warps per SM", "est. achieved occupancy %")
 V100 = json.loads((DATA / "cupti" / "v100_kernel_occupancy.json").read_text())
 
 # An H800 entry as torch 2.x writes it (shared/notes/trace-format.md), the reference for cc 9.0.
-H800 = {"id": 0, "name": "NVIDIA H800", "totalGlobalMem": 84943110144, "computeMajor": 9, "computeMinor": 0,
-        "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-        "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-        "sharedMemPerMultiprocessor": 233472, "numSms": 132, "sharedMemPerBlockOptin": 232448}
+H800 = {
+    "id": 0,
+    "name": "NVIDIA H800",
+    "totalGlobalMem": 84943110144,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "maxThreadsPerBlock": 1024,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerBlock": 65536,
+    "regsPerMultiprocessor": 65536,
+    "warpSize": 32,
+    "sharedMemPerBlock": 49152,
+    "sharedMemPerMultiprocessor": 233472,
+    "numSms": 132,
+    "sharedMemPerBlockOptin": 232448,
+}
 
 
 def _ours(props, a):
     return kernel_occupancy(props, a["grid"], a["block"], a["registers per thread"], a["shared memory"])
 
 
-@pytest.mark.parametrize("k", V100["kernels"], ids=lambda k: f"g{k['grid']}b{k['block']}r{k['registers per thread']}s{k['shared memory']}")
+@pytest.mark.parametrize(
+    "k", V100["kernels"], ids=lambda k: f"g{k['grid']}b{k['block']}r{k['registers per thread']}s{k['shared memory']}"
+)
 def test_every_v100_launch_configuration_matches_kineto(k):
     assert _ours(V100["deviceProperties"], k) == {key: k[key] for key in KEYS}
 
@@ -87,19 +102,30 @@ def test_float32_printing_matches_kineto_style():
 # Blackwell, as NVIDIA's cuda_occupancy.h (CUDA 12.9) has it: 10.0 (B200) 32 blocks per SM and carveouts up to
 # 228 KiB; 12.0 (RTX 50xx) 24 blocks and carveouts up to 100 KiB. Properties are the devices' published ones.
 B200 = dict(H800, name="NVIDIA B200", computeMajor=10, computeMinor=0, numSms=148)
-RTX5090 = dict(H800, name="NVIDIA GeForce RTX 5090", computeMajor=12, computeMinor=0, numSms=170,
-               maxThreadsPerMultiprocessor=1536, sharedMemPerMultiprocessor=102400, sharedMemPerBlockOptin=101376)
+RTX5090 = dict(
+    H800,
+    name="NVIDIA GeForce RTX 5090",
+    computeMajor=12,
+    computeMinor=0,
+    numSms=170,
+    maxThreadsPerMultiprocessor=1536,
+    sharedMemPerMultiprocessor=102400,
+    sharedMemPerBlockOptin=101376,
+)
 
 
 def test_blackwell_capabilities_are_computed():
-    r = active_blocks_per_sm(B200, 32, 16, 0)              # tiny blocks: the block limit decides
+    r = active_blocks_per_sm(B200, 32, 16, 0)  # tiny blocks: the block limit decides
     assert (r.active_blocks, r.limit_blocks) == (32, 32)
-    r = active_blocks_per_sm(B200, 64, 16, 40 * 1024)      # 41 KiB per block in a 228 KiB carveout
+    r = active_blocks_per_sm(B200, 64, 16, 40 * 1024)  # 41 KiB per block in a 228 KiB carveout
     assert r.limit_shared_memory == (228 * 1024) // (41 * 1024)
     r = active_blocks_per_sm(RTX5090, 32, 16, 0)
     assert (r.active_blocks, r.limit_blocks) == (24, 24)
     assert active_blocks_per_sm(RTX5090, 64, 16, 40 * 1024).limit_shared_memory == (100 * 1024) // (41 * 1024)
     assert kernel_occupancy(B200, (296, 1, 1), (256, 1, 1), 32, 0) == {
-        "blocks per SM": 2.0, "warps per SM": 16.0, "est. achieved occupancy %": 25}
-    with pytest.raises(UnknownDevice):                     # 10.2 has no carveout table in NVIDIA's header
+        "blocks per SM": 2.0,
+        "warps per SM": 16.0,
+        "est. achieved occupancy %": 25,
+    }
+    with pytest.raises(UnknownDevice):  # 10.2 has no carveout table in NVIDIA's header
         active_blocks_per_sm(dict(B200, computeMinor=2), 128, 32, 0)

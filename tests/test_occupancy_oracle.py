@@ -2,6 +2,7 @@
 compiled with g++ at test time (tests/oracles/occupancy_oracle.cpp), on random launch configurations for
 every compute capability the header knows. Skips when the header (installed by .ci/run) or g++ is absent.
 """
+
 import random
 import shutil
 import subprocess
@@ -15,9 +16,20 @@ from .gpu_oracles import occupancy_headers
 
 CASES_PER_CAPABILITY = 600
 MAJORS, MINORS = range(16), range(10)
-FIELDS = ("computeMajor", "computeMinor", "maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock",
-          "regsPerMultiprocessor", "warpSize", "sharedMemPerBlock", "sharedMemPerMultiprocessor",
-          "sharedMemPerBlockOptin", "reservedSharedMemPerBlock", "numSms")
+FIELDS = (
+    "computeMajor",
+    "computeMinor",
+    "maxThreadsPerBlock",
+    "maxThreadsPerMultiprocessor",
+    "regsPerBlock",
+    "regsPerMultiprocessor",
+    "warpSize",
+    "sharedMemPerBlock",
+    "sharedMemPerMultiprocessor",
+    "sharedMemPerBlockOptin",
+    "reservedSharedMemPerBlock",
+    "numSms",
+)
 HEADERS = occupancy_headers()
 
 
@@ -32,15 +44,33 @@ def _compile(tag: str, tmp_path_factory):
     if gxx is None:
         missing("g++ is not installed")
     exe = tmp_path_factory.mktemp(f"occ-{tag}") / "occupancy_oracle"
-    subprocess.run([gxx, "-O1", "-I", str(HEADERS[tag].parent),
-                    str(ROOT / "tests" / "oracles" / "occupancy_oracle.cpp"), "-o", str(exe)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            gxx,
+            "-O1",
+            "-I",
+            str(HEADERS[tag].parent),
+            str(ROOT / "tests" / "oracles" / "occupancy_oracle.cpp"),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
     def run(cases: list[tuple], opt_in: bool = False) -> list[tuple]:
         text = "".join(" ".join(str(int(v)) for v in props_and_kernel) + "\n" for props_and_kernel in cases)
-        out = subprocess.run([str(exe)] + (["optin"] if opt_in else []), input=text, capture_output=True,
-                             text=True, check=True, timeout=300)
+        out = subprocess.run(
+            [str(exe)] + (["optin"] if opt_in else []),
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
         return [tuple(line.split()) for line in out.stdout.splitlines()]
+
     run.tag = tag
     _BUILT[tag] = run
     return run
@@ -55,10 +85,20 @@ def oracle(request, tmp_path_factory):
 
 
 def _props(major: int, minor: int, **over) -> dict:
-    p = {"computeMajor": major, "computeMinor": minor, "maxThreadsPerBlock": 1024,
-         "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "regsPerMultiprocessor": 65536,
-         "warpSize": 32, "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 65536,
-         "sharedMemPerBlockOptin": 49152, "reservedSharedMemPerBlock": 1024 if major >= 8 else 0, "numSms": 80}
+    p = {
+        "computeMajor": major,
+        "computeMinor": minor,
+        "maxThreadsPerBlock": 1024,
+        "maxThreadsPerMultiprocessor": 2048,
+        "regsPerBlock": 65536,
+        "regsPerMultiprocessor": 65536,
+        "warpSize": 32,
+        "sharedMemPerBlock": 49152,
+        "sharedMemPerMultiprocessor": 65536,
+        "sharedMemPerBlockOptin": 49152,
+        "reservedSharedMemPerBlock": 1024 if major >= 8 else 0,
+        "numSms": 80,
+    }
     p.update(over)
     return p
 
@@ -74,8 +114,9 @@ def _ours(props: dict, block: int, regs: int, static: int, dynamic: int, opt_in:
         return ("ERR", "2")
     except ValueError:
         return ("ERR", "1")
-    return tuple(str(v) for v in (r.active_blocks, r.limit_warps, r.limit_blocks, r.limit_registers,
-                                  r.limit_shared_memory))
+    return tuple(
+        str(v) for v in (r.active_blocks, r.limit_warps, r.limit_blocks, r.limit_registers, r.limit_shared_memory)
+    )
 
 
 def _known_to(oracle) -> set:
@@ -89,15 +130,18 @@ def _random_case(rng: random.Random, major: int, minor: int) -> tuple[dict, tupl
     smem_sm = rng.choice([0, 8, 16, 32, 48, 64, 96, 100, 132, 164, 196, 228, 256, 328, 400]) * 1024
     if rng.random() < 0.3:
         smem_sm = rng.randint(1, 240 * 1024)
-    props = _props(major, minor,
-                   maxThreadsPerMultiprocessor=rng.choice([1024, 1536, 2048]),
-                   maxThreadsPerBlock=rng.choice([1024, 1024, 512]),
-                   regsPerBlock=rng.choice([32768, 65536, 65536]),
-                   regsPerMultiprocessor=rng.choice([65536, 65536, 131072]),
-                   sharedMemPerBlock=rng.choice([49152, 49152, 16384]),
-                   sharedMemPerMultiprocessor=max(1, smem_sm),
-                   reservedSharedMemPerBlock=rng.choice([0, 1024]) if major >= 8 else 0,
-                   numSms=rng.randint(1, 200))
+    props = _props(
+        major,
+        minor,
+        maxThreadsPerMultiprocessor=rng.choice([1024, 1536, 2048]),
+        maxThreadsPerBlock=rng.choice([1024, 1024, 512]),
+        regsPerBlock=rng.choice([32768, 65536, 65536]),
+        regsPerMultiprocessor=rng.choice([65536, 65536, 131072]),
+        sharedMemPerBlock=rng.choice([49152, 49152, 16384]),
+        sharedMemPerMultiprocessor=max(1, smem_sm),
+        reservedSharedMemPerBlock=rng.choice([0, 1024]) if major >= 8 else 0,
+        numSms=rng.randint(1, 200),
+    )
     block = rng.choice([rng.randint(1, 1100), rng.choice([32, 64, 128, 256, 512, 1024])])
     regs = rng.choice([0, rng.randint(1, 64), rng.randint(1, 260)])
     static = rng.choice([0, rng.randint(0, 4096), rng.randint(0, 50000)])
@@ -107,9 +151,9 @@ def _random_case(rng: random.Random, major: int, minor: int) -> tuple[dict, tupl
 
 def test_every_capability_the_header_knows_is_computed(oracle):
     for major, minor in sorted(_known_to(oracle)):
-        assert _ours(_props(major, minor), 128, 32, 0, 0)[0] != "ERR", \
+        assert _ours(_props(major, minor), 128, 32, 0, 0)[0] != "ERR", (
             f"{oracle.tag}'s cuda_occupancy.h knows compute capability {major}.{minor}; occupancy.py does not"
-
+        )
 
 
 def test_no_capability_is_claimed_that_no_header_knows(tmp_path_factory):
@@ -132,8 +176,11 @@ def test_random_configurations_match_nvidia(oracle):
             inputs.append((props, kernel))
     theirs = oracle(cases)
     assert len(theirs) == len(cases)
-    diffs = [(p["computeMajor"], p["computeMinor"], k, t, _ours(p, *k))
-             for (p, k), t in zip(inputs, theirs) if _ours(p, *k) != t]
+    diffs = [
+        (p["computeMajor"], p["computeMinor"], k, t, _ours(p, *k))
+        for (p, k), t in zip(inputs, theirs)
+        if _ours(p, *k) != t
+    ]
     assert not diffs, f"{len(diffs)} of {len(cases)} differ, e.g. (major, minor, kernel, nvidia, ours): {diffs[:5]}"
 
 
@@ -141,13 +188,16 @@ def _random_optin_case(rng: random.Random, major: int, minor: int) -> tuple[dict
     """A device with an opt-in limit above 48 KiB (as real ones: per-SM shared memory = opt-in + 1 KiB) and a
     kernel whose dynamic shared memory is anywhere up to it (and a bit beyond)."""
     optin = rng.choice([64, 96, 99, 163, 227]) * 1024
-    props = _props(major, minor,
-                   maxThreadsPerMultiprocessor=rng.choice([1024, 1536, 2048]),
-                   regsPerMultiprocessor=rng.choice([65536, 65536, 131072]),
-                   sharedMemPerBlockOptin=optin,
-                   sharedMemPerMultiprocessor=optin + rng.choice([0, 1024, 1024, 2048]),
-                   reservedSharedMemPerBlock=rng.choice([0, 1024]) if major >= 8 else 0,
-                   numSms=rng.randint(1, 200))
+    props = _props(
+        major,
+        minor,
+        maxThreadsPerMultiprocessor=rng.choice([1024, 1536, 2048]),
+        regsPerMultiprocessor=rng.choice([65536, 65536, 131072]),
+        sharedMemPerBlockOptin=optin,
+        sharedMemPerMultiprocessor=optin + rng.choice([0, 1024, 1024, 2048]),
+        reservedSharedMemPerBlock=rng.choice([0, 1024]) if major >= 8 else 0,
+        numSms=rng.randint(1, 200),
+    )
     block = rng.choice([rng.randint(1, 1024), rng.choice([128, 256, 384, 512])])
     regs = rng.choice([0, rng.randint(1, 64), rng.randint(1, 255)])
     static = rng.choice([0, 0, rng.randint(0, 4096)])
@@ -165,11 +215,19 @@ def test_opted_in_shared_memory_matches_nvidia(oracle):
             inputs.append((props, kernel))
     theirs = oracle(cases, opt_in=True)
     assert len(theirs) == len(cases)
-    diffs = [(p["computeMajor"], p["computeMinor"], p["sharedMemPerBlockOptin"], k, t, _ours(p, *k, opt_in=True))
-             for (p, k), t in zip(inputs, theirs) if _ours(p, *k, opt_in=True) != t]
-    assert not diffs, f"{len(diffs)} of {len(cases)} differ, e.g. (major, minor, optin, kernel, nvidia, ours): {diffs[:5]}"
-    big = [t for (p, k), t in zip(inputs, theirs) if p["computeMajor"] >= 8 and k[2] + k[3] > 64 * 1024
-           and t[0] != "ERR" and int(t[0]) > 0]
+    diffs = [
+        (p["computeMajor"], p["computeMinor"], p["sharedMemPerBlockOptin"], k, t, _ours(p, *k, opt_in=True))
+        for (p, k), t in zip(inputs, theirs)
+        if _ours(p, *k, opt_in=True) != t
+    ]
+    assert not diffs, (
+        f"{len(diffs)} of {len(cases)} differ, e.g. (major, minor, optin, kernel, nvidia, ours): {diffs[:5]}"
+    )
+    big = [
+        t
+        for (p, k), t in zip(inputs, theirs)
+        if p["computeMajor"] >= 8 and k[2] + k[3] > 64 * 1024 and t[0] != "ERR" and int(t[0]) > 0
+    ]
     assert big, "some kernels above 64 KiB fit once opted in"
 
 

@@ -1,4 +1,5 @@
 """The op API: record_op / operator, input shapes and types as torch writes them."""
+
 import numpy as np
 import pytest
 
@@ -12,8 +13,17 @@ def _ops(trace):
     return [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
 
 
-@pytest.mark.parametrize("dtype,name", [(np.float32, "float"), (np.float64, "double"), (np.int64, "long int"),
-                                        (np.int32, "int"), (np.float16, "c10::Half"), (np.bool_, "bool")])
+@pytest.mark.parametrize(
+    "dtype,name",
+    [
+        (np.float32, "float"),
+        (np.float64, "double"),
+        (np.int64, "long int"),
+        (np.int32, "int"),
+        (np.float16, "c10::Half"),
+        (np.bool_, "bool"),
+    ],
+)
 def test_dtype_names(dtype, name):
     assert describe_input(np.zeros((2, 3), dtype=dtype))[1] == name
 
@@ -31,15 +41,18 @@ def test_scalars_lists_none_and_odd_objects():
         @property
         def shape(self):
             raise RuntimeError("no")
+
         dtype = "float32"
+
     assert describe_input(Broken()) == ([], "", [], "")
 
 
 def test_duck_typed_array_like():
-    class GPUArrayLike:                       # what pycuda's GPUArray / cupy expose
+    class GPUArrayLike:  # what pycuda's GPUArray / cupy expose
         shape = (8, 16)
         dtype = np.dtype("float32")
         strides = (64, 4)
+
     assert describe_input(GPUArrayLike()) == ([8, 16], "float", [16, 1], "")
 
 
@@ -69,8 +82,9 @@ def test_record_op_without_record_shapes_has_no_shape_args():
 
 def test_extra_args_are_added():
     with profile(activities=CPU) as p:
-        with record_op("mpi::Allreduce", args={"Collective name": "allreduce", "In msg nelems": 10,
-                                              "bytes": np.int64(40)}):
+        with record_op(
+            "mpi::Allreduce", args={"Collective name": "allreduce", "In msg nelems": 10, "bytes": np.int64(40)}
+        ):
             pass
     (e,) = _ops(p.trace)
     assert e["args"]["Collective name"] == "allreduce" and e["args"]["In msg nelems"] == 10
@@ -102,6 +116,7 @@ def test_record_op_is_a_shared_noop_when_not_profiling():
 
 def test_op_nesting_inside_annotation_and_exceptions_close_ops():
     from profiler_core import record_function
+
     with profile(activities=CPU) as p:
         with record_function("step"):
             with pytest.raises(KeyError):

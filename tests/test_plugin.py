@@ -1,4 +1,5 @@
 """The plugin over TensorBoardWSGI + werkzeug's test client (no TensorBoard process)."""
+
 import gzip
 import json
 import os
@@ -21,17 +22,37 @@ P = "/data/plugin/gpuscope"
 
 
 def _events(n: int, name: str = "op") -> list:
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-           "ts": 0, "dur": 10 * n + 10, "args": {"External id": 1}}]
-    ev += [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i % 3}", "pid": 1, "tid": 1,
-            "ts": 1 + 10 * i, "dur": 5, "args": {"External id": i + 2, "Input Dims": [[i]]}}
-           for i in range(n)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10 * n + 10,
+            "args": {"External id": 1},
+        }
+    ]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"{name}{i % 3}",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1 + 10 * i,
+            "dur": 5,
+            "args": {"External id": i + 2, "Input Dims": [[i]]},
+        }
+        for i in range(n)
+    ]
     return ev
 
 
 def _put(path: Path, doc, gz: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = (doc if isinstance(doc, bytes) else json.dumps(doc).encode())
+    data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
     path.write_bytes(gzip.compress(data) if gz else data)
     os.utime(path, (OLD, OLD))
     return path
@@ -76,8 +97,7 @@ def test_listing_and_frontend_metadata(logdir):
     assert p.is_active()
     meta = c.get("/data/plugins_listing").json["gpuscope"]
     assert meta["enabled"] is True
-    assert meta["loading_mechanism"] == {"type": "IFRAME",
-                                         "module_path": f"{P}/index.js"}
+    assert meta["loading_mechanism"] == {"type": "IFRAME", "module_path": f"{P}/index.js"}
 
 
 def test_is_active_is_false_without_traces_and_cached(tmp_path, monkeypatch):
@@ -100,8 +120,7 @@ def test_runs_progress_and_bad_files(logdir):
     assert pr["files_done"] == pr["files_total"] == 8
     assert pr["bytes_done"] == pr["bytes_total"] > 0
     errs = {e["file"]: e["error"] for e in d["errors"]}
-    assert set(errs) == {"bad/corrupt.pt.trace.json.gz", "bad/trunc.pt.trace.json",
-                         "bad/schema.pt.trace.json"}
+    assert set(errs) == {"bad/corrupt.pt.trace.json.gz", "bad/trunc.pt.trace.json", "bad/schema.pt.trace.json"}
     assert "gzip" in errs["bad/corrupt.pt.trace.json.gz"]
     assert "truncated" in errs["bad/trunc.pt.trace.json"]
     assert "traceEvents" in errs["bad/schema.pt.trace.json"]
@@ -118,10 +137,13 @@ def test_workers_spans_and_not_found(logdir):
     c, _ = _client(logdir)
     assert c.get(f"{P}/workers?run=run1").json == {"workers": ["w0", "w1"]}
     assert c.get(f"{P}/spans?run=run1&worker=w0").json == {"spans": ["1", "2"]}
-    for url in (f"{P}/workers?run=nope", f"{P}/spans?run=run1&worker=nope",
-                f"{P}/overview?run=run1&worker=w0&span=3",
-                f"{P}/overview?run=../run1&worker=w0&span=1",
-                f"{P}/kernels?run=run1&worker=../../etc&span=1"):
+    for url in (
+        f"{P}/workers?run=nope",
+        f"{P}/spans?run=run1&worker=nope",
+        f"{P}/overview?run=run1&worker=w0&span=3",
+        f"{P}/overview?run=../run1&worker=w0&span=1",
+        f"{P}/kernels?run=run1&worker=../../etc&span=1",
+    ):
         r = c.get(url)
         assert r.status_code == 404, url
         assert "unknown" in r.json["error"]
@@ -136,6 +158,7 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
         def fn(*args, **kwargs):
             calls.append((module, function, args, kwargs))
             return {"ok": f"{module}.{function}"}
+
         return fn
 
     monkeypatch.setattr(plugin_mod, "_view", fake_view)
@@ -143,19 +166,20 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
     q = "run=run1&worker=w0&span=2"
     expect = {
         f"overview?{q}": ("overview", "overview", 1, {}),
-        f"operators?{q}&group_by=name_shape": ("operators", "operators", 1,
-                                               {"group_by": "name_shape"}),
+        f"operators?{q}&group_by=name_shape": ("operators", "operators", 1, {"group_by": "name_shape"}),
         f"operators?{q}": ("operators", "operators", 1, {"group_by": "name"}),
         f"operators/stack?{q}&name=op1&input_shape=[[1]]": (
-            "operators", "operator_stacks", 2, {"input_shape": "[[1]]"}),
+            "operators",
+            "operator_stacks",
+            2,
+            {"input_shape": "[[1]]"},
+        ),
         f"kernels?{q}&group_by=name_op": ("kernels", "kernels", 1, {"group_by": "name_op"}),
-        f"memory/curve?{q}&start_us=1.5&end_us=20": ("memory", "memory_curve", 3,
-                                                     {"max_points": 2000}),
+        f"memory/curve?{q}&start_us=1.5&end_us=20": ("memory", "memory_curve", 3, {"max_points": 2000}),
         f"memory/events?{q}": ("memory", "memory_events", 3, {}),
         f"memory/stats?{q}&start_us=2": ("memory", "memory_stats", 3, {}),
         f"modules?{q}": ("modules", "modules", 1, {}),
-        f"timeline?{q}&start_us=0&end_us=50&width_px=300": ("timeline", "timeline", 3,
-                                                            {"width_px": 300}),
+        f"timeline?{q}&start_us=0&end_us=50&width_px=300": ("timeline", "timeline", 3, {"width_px": 300}),
         f"timeline/search?{q}&query=op&limit=5": ("timeline", "search", 2, {"limit": 5}),
         f"diff?{q}&exp_run=run1&exp_worker=w1&exp_span=1": ("diff", "diff", 2, {}),
     }
@@ -164,7 +188,7 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
         r = c.get(f"{P}/{url}")
         assert r.status_code == 200, (url, r.get_data())
         assert r.json == {"ok": f"{module}.{function}"}
-        (m, f, args, kw), = calls
+        ((m, f, args, kw),) = calls
         assert (m, f, len(args), kw) == (module, function, nargs, kwargs), url
         assert len(args[0].events) == 7  # the TraceData of run1/w0 span 2
     calls.clear()
@@ -185,11 +209,18 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
 def test_bad_parameters_give_400(logdir):
     c, _ = _client(logdir)
     q = "run=run1&worker=w0&span=1"
-    for url in (f"memory/curve?{q}&start_us=abc", f"memory/curve?{q}&max_points=1",
-                f"timeline?{q}&width_px=wide", f"timeline/search?{q}",
-                f"operators/stack?{q}", f"event?{q}", f"event?{q}&idx=-1",
-                f"diff?{q}&exp_run=run1", "overview?run=run1&worker=w0",
-                f"memory/events?{q}&end_us=inf"):
+    for url in (
+        f"memory/curve?{q}&start_us=abc",
+        f"memory/curve?{q}&max_points=1",
+        f"timeline?{q}&width_px=wide",
+        f"timeline/search?{q}",
+        f"operators/stack?{q}",
+        f"event?{q}",
+        f"event?{q}&idx=-1",
+        f"diff?{q}&exp_run=run1",
+        "overview?run=run1&worker=w0",
+        f"memory/events?{q}&end_us=inf",
+    ):
         r = c.get(f"{P}/{url}")
         assert r.status_code == 400, url
         assert isinstance(r.json["error"], str) and r.json["error"]
@@ -240,8 +271,7 @@ def test_static_files(logdir, tmp_path, monkeypatch):
     assert r.headers["Content-Type"].startswith("application/javascript")
     r = c.get(f"{P}/assets/app.css")
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/css")
-    for bad in ("../secret.txt", "assets/../../secret.txt", "missing.js", "assets",
-                "%2e%2e/secret.txt"):
+    for bad in ("../secret.txt", "assets/../../secret.txt", "missing.js", "assets", "%2e%2e/secret.txt"):
         assert c.get(f"{P}/{bad}").status_code == 404, bad
     (static / "index.js").unlink()
     r = c.get(f"{P}/index.js")
@@ -268,8 +298,7 @@ def test_rescan_without_restart(logdir, monkeypatch):
 
 
 def test_loader_lru_keeps_memory_bounded(logdir):
-    files = [f for r in Scanner(str(logdir)).scan().values() for f in r.files()
-             if f.run != "bad"]
+    files = [f for r in Scanner(str(logdir)).scan().values() for f in r.files() if f.run != "bad"]
     loader = Loader(workers=1, processes=0, max_bytes=1)
     try:
         loader.prepare(files)
@@ -308,8 +337,7 @@ def test_a_trace_replaced_with_same_size_and_mtime_is_not_served_from_the_old_pa
         assert set(loader.get(f).events["name"]) == {"ProfilerStep#1", "op0", "op1", "op2"}
         st = path.stat()
         new = path.with_name("new.json")  # same size: op -> xy
-        _put(new, {"schemaVersion": 1, "baseTimeNanoseconds": 10**18,
-                   "traceEvents": _events(6, name="xy")})
+        _put(new, {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(6, name="xy")})
         os.replace(new, path)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
@@ -331,9 +359,14 @@ def test_timeline_tool_routes_and_file_status(logdir):
         r = c.get(f"{P}/{path}?{extra}{q}")
         assert r.status_code == 200, (route, r.get_data())
     assert c.get(f"{P}/timeline/summary?{q}&tracks=0").json["events"] >= 1
-    for url in (f"timeline/summary?{q}&start_us=5&end_us=1", f"timeline/summary?{q}&tracks=x",
-                f"timeline/counters?{q}&width_px=0", f"timeline/occurrences?{q}", f"timeline/locate?{q}&idx=-3",
-                f"timeline/locate?{q}"):
+    for url in (
+        f"timeline/summary?{q}&start_us=5&end_us=1",
+        f"timeline/summary?{q}&tracks=x",
+        f"timeline/counters?{q}&width_px=0",
+        f"timeline/occurrences?{q}",
+        f"timeline/locate?{q}&idx=-3",
+        f"timeline/locate?{q}",
+    ):
         r = c.get(f"{P}/{url}")
         assert r.status_code == 400, (url, r.get_data())
     st = c.get(f"{P}/file_status?{q}").json

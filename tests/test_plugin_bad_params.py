@@ -1,4 +1,5 @@
 """Every route, /trace included, answers bad parameters with a JSON 4xx: never a 500 or a hang."""
+
 import pytest
 
 from .test_plugin import P, _client, make_logdir
@@ -28,20 +29,31 @@ BIG = "9" * 5000  # int() refuses more than 4300 digits
 #: per kind of parameter: values that must give a 4xx, and odd values that may also be answered
 KINDS = {
     "name": (["²", "abc", "\x00", "日本", "../run1", " run1", "run1/"], []),
-    "span": (["²", "٣", "0", "-1", "1.5", "abc", BIG, "99999999999999999999", " 1", "1\x00",
-              "日本"], []),
-    "float": (["abc", "²", "1e999", "nan", "inf", "-inf", "\x00", "日本", "1,5"],
-              ["-1", "1e300", "-1e300", "٣"]),
-    "count": (["abc", "²", "1.5", "1e3", "nan", "0", "-1", BIG, "\x00"],
-              ["99999999999999999999", "1000000000000"]),
+    "span": (["²", "٣", "0", "-1", "1.5", "abc", BIG, "99999999999999999999", " 1", "1\x00", "日本"], []),
+    "float": (["abc", "²", "1e999", "nan", "inf", "-inf", "\x00", "日本", "1,5"], ["-1", "1e300", "-1e300", "٣"]),
+    "count": (["abc", "²", "1.5", "1e3", "nan", "0", "-1", BIG, "\x00"], ["99999999999999999999", "1000000000000"]),
     "index": (["abc", "²", "1.5", "-1", BIG, "nan"], ["99999999999999999999"]),
     "choice": (["abc", "²", "\x00", "日本"], []),
     "text": ([], ["²", "\x00", "日本", BIG, "[[", "%"]),
 }
-KIND_OF = {"run": "name", "worker": "name", "exp_run": "name", "exp_worker": "name",
-           "span": "span", "exp_span": "span", "start_us": "float", "end_us": "float",
-           "max_points": "count", "width_px": "count", "limit": "count", "idx": "index",
-           "group_by": "choice", "name": "text", "input_shape": "text", "query": "text"}
+KIND_OF = {
+    "run": "name",
+    "worker": "name",
+    "exp_run": "name",
+    "exp_worker": "name",
+    "span": "span",
+    "exp_span": "span",
+    "start_us": "float",
+    "end_us": "float",
+    "max_points": "count",
+    "width_px": "count",
+    "limit": "count",
+    "idx": "index",
+    "group_by": "choice",
+    "name": "text",
+    "input_shape": "text",
+    "query": "text",
+}
 OPTIONAL = {"start_us", "end_us", "max_points", "width_px", "limit", "group_by", "input_shape"}
 CASES = []
 for _route, _params in ROUTES.items():
@@ -74,9 +86,11 @@ def test_every_route_answers_its_valid_parameters(client):
         assert r.status_code == 200, (route, r.get_data()[:300])
 
 
-@pytest.mark.parametrize("route,name,value,must_fail", CASES,
-                         ids=[f"{r}-{n}-{'missing' if v is None else ascii(v)[:14]}"
-                              for r, n, v, _ in CASES])
+@pytest.mark.parametrize(
+    "route,name,value,must_fail",
+    CASES,
+    ids=[f"{r}-{n}-{'missing' if v is None else ascii(v)[:14]}" for r, n, v, _ in CASES],
+)
 def test_bad_parameter_gives_a_json_4xx(client, route, name, value, must_fail):
     params = dict(ROUTES[route])
     if value is None:

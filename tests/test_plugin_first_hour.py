@@ -1,5 +1,6 @@
 """Issue 23 items 12, 14 and 15 at the HTTP level: the downloaded trace's name matches its bytes,
 a diff without a comparison target compares with another profile, a missing logdir is named."""
+
 import gzip
 import time
 
@@ -24,7 +25,7 @@ def logdir(tmp_path):
 def test_a_gzipped_trace_downloads_under_a_json_name(logdir):
     c, _ = _client(logdir)
     _wait_loaded(c)
-    r = c.get(f"{P}/trace?run=run1&worker=w0&span=1")   # w0.1000.pt.trace.json.gz
+    r = c.get(f"{P}/trace?run=run1&worker=w0&span=1")  # w0.1000.pt.trace.json.gz
     assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip"
     cd = r.headers["Content-Disposition"]
     # the browser undoes Content-Encoding: what it saves is JSON, so the name ends in .json
@@ -84,8 +85,9 @@ def test_distributed_partial_answers_without_waiting_and_completes(tmp_path):
     c, _ = _client(tmp_path)
     first = c.get(f"{P}/distributed?run=job&span=1&partial=1")
     assert first.status_code == 200
-    assert set(first.json.get("pending", [])) | set(first.json["workers"]) | \
-        {e["worker"] for e in first.json.get("errors", [])} == {"w0", "w1", "w2"}
+    assert set(first.json.get("pending", [])) | set(first.json["workers"]) | {
+        e["worker"] for e in first.json.get("errors", [])
+    } == {"w0", "w1", "w2"}
     end = time.time() + 60
     d = first.json
     while d.get("pending") and time.time() < end:

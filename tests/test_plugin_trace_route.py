@@ -1,4 +1,5 @@
 """/trace serves only files that parsed as traces, as they were parsed; headers on every route."""
+
 import gzip
 import os
 import threading
@@ -96,11 +97,19 @@ def test_a_non_latin1_worker_name_is_served_with_an_rfc5987_file_name(logdir):
     assert f"filename*=UTF-8''{quote(name, safe='')}" in cd
 
 
-@pytest.mark.parametrize("query", [
-    "runs", "workers?run=run1", "overview?run=run1&worker=w0&span=1",
-    "overview?run=nope&worker=w0&span=1", "trace?run=run1&worker=w0&span=1",
-    "trace?run=run1&worker=w0&span=%C2%B2", "index.js", "missing.js",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "runs",
+        "workers?run=run1",
+        "overview?run=run1&worker=w0&span=1",
+        "overview?run=nope&worker=w0&span=1",
+        "trace?run=run1&worker=w0&span=1",
+        "trace?run=run1&worker=w0&span=%C2%B2",
+        "index.js",
+        "missing.js",
+    ],
+)
 def test_every_response_carries_a_content_security_policy(logdir, query):
     c, _ = _client(logdir)
     r = _call(c, query)

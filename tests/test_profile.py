@@ -26,8 +26,9 @@ class Recorder:
 
 def test_worked_example_from_torch():
     rec = Recorder()
-    with profile(activities=CPU, schedule=schedule(wait=1, warmup=1, active=2, repeat=1, skip_first=1),
-                 on_trace_ready=rec) as p:
+    with profile(
+        activities=CPU, schedule=schedule(wait=1, warmup=1, active=2, repeat=1, skip_first=1), on_trace_ready=rec
+    ) as p:
         for i in range(8):
             with record_function(f"work{i}"):
                 pass
@@ -42,12 +43,13 @@ def test_worked_example_from_torch():
 def test_repeating_cycles_each_deliver_their_own_events():
     rec = Recorder()
     with pytest.warns(UserWarning, match="clears events"):
-        with profile(activities=CPU, schedule=schedule(wait=1, warmup=1, active=2, repeat=2),
-                     on_trace_ready=rec) as p:
+        with profile(activities=CPU, schedule=schedule(wait=1, warmup=1, active=2, repeat=2), on_trace_ready=rec) as p:
             for _ in range(10):
                 p.step()
-    assert [(c[0], c[1]) for c in rec.calls] == [(4, ["ProfilerStep#2", "ProfilerStep#3"]),
-                                                (8, ["ProfilerStep#6", "ProfilerStep#7"])]
+    assert [(c[0], c[1]) for c in rec.calls] == [
+        (4, ["ProfilerStep#2", "ProfilerStep#3"]),
+        (8, ["ProfilerStep#6", "ProfilerStep#7"]),
+    ]
 
 
 def test_no_schedule_no_step_annotations_and_one_callback_at_exit():
@@ -85,7 +87,7 @@ def test_start_step_stop_api():
     rec = Recorder()
     p = profile(activities=CPU, schedule=schedule(wait=0, warmup=1, active=1), on_trace_ready=rec)
     p.start()
-    assert not recording.is_recording()      # warmup
+    assert not recording.is_recording()  # warmup
     p.step()
     assert recording.is_recording()
     p.step()
@@ -131,6 +133,7 @@ def test_unknown_activity_rejected():
 
 def test_cuda_requested_but_unavailable_warns_once_and_records_cpu(monkeypatch):
     from profiler_core import profiler as prof_mod
+
     monkeypatch.setattr(prof_mod, "_cuda_available", lambda: False)
     with pytest.warns(RuntimeWarning, match="CUDA activity was requested") as record:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
@@ -143,6 +146,7 @@ def test_cuda_requested_but_unavailable_warns_once_and_records_cpu(monkeypatch):
 
 def test_supported_activities_has_cpu(monkeypatch):
     from profiler_core import profiler as prof_mod
+
     assert ProfilerActivity.CPU in supported_activities()
     monkeypatch.setattr(prof_mod, "_cuda_available", lambda: True)
     assert supported_activities() == {ProfilerActivity.CPU, ProfilerActivity.CUDA}
@@ -161,18 +165,31 @@ class FakeCollector:
 
     def stop(self):
         from profiler_core.trace.write.schema import CollectorResult
+
         self.log.append("stop")
         return CollectorResult(
-            events=[{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": self.t0 + 1, "dur": 500,
-                     "args": {"correlation": 1, "device": 0, "stream": 7}},
-                    {"ph": "M", "name": "process_name", "ts": self.t0, "pid": 0, "tid": 0,
-                     "args": {"name": "python"}}],
-            device_properties=[{"id": 0, "name": "Fake GPU"}], metadata={"cupti_version": 24},
-            warnings=["fake warning"])
+            events=[
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "k",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": self.t0 + 1,
+                    "dur": 500,
+                    "args": {"correlation": 1, "device": 0, "stream": 7},
+                },
+                {"ph": "M", "name": "process_name", "ts": self.t0, "pid": 0, "tid": 0, "args": {"name": "python"}},
+            ],
+            device_properties=[{"id": 0, "name": "Fake GPU"}],
+            metadata={"cupti_version": 24},
+            warnings=["fake warning"],
+        )
 
 
 def test_cuda_collector_is_driven_and_merged(monkeypatch):
     from profiler_core import profiler as prof_mod
+
     log = []
 
     class FakeCuda:
@@ -200,7 +217,7 @@ def test_cuda_collector_is_driven_and_merged(monkeypatch):
     assert span["ts"] <= kernel["ts"] <= span["ts"] + span["dur"]
     phases = [e["ph"] for e in t["traceEvents"]]
     gpu_meta = [i for i, e in enumerate(t["traceEvents"]) if e["ph"] == "M" and e["pid"] == 0]
-    assert gpu_meta and max(gpu_meta) < phases.index("X")      # all M events come first
+    assert gpu_meta and max(gpu_meta) < phases.index("X")  # all M events come first
 
 
 def test_failing_collector_falls_back_to_cpu(monkeypatch):
@@ -239,7 +256,7 @@ def test_trace_top_level_keys_and_flags():
 def test_metadata_outside_a_cycle_is_dropped_and_bad_json_rejected():
     p = profile(activities=CPU, schedule=schedule(wait=1, warmup=1, active=1))
     with p:
-        p.add_metadata("during_wait", "x")      # NONE phase: dropped, as torch
+        p.add_metadata("during_wait", "x")  # NONE phase: dropped, as torch
         p.step()
         p.add_metadata("during_warmup", "y")
         p.step()
@@ -286,17 +303,29 @@ def test_nested_profiler_takes_over_with_warning():
 
 
 def test_public_exports():
-    for name in ("profile", "schedule", "ProfilerAction", "ProfilerActivity", "record_function",
-                 "tensorboard_trace_handler", "supported_activities", "record_op", "operator",
-                 "register_flops_formula"):
+    for name in (
+        "profile",
+        "schedule",
+        "ProfilerAction",
+        "ProfilerActivity",
+        "record_function",
+        "tensorboard_trace_handler",
+        "supported_activities",
+        "record_op",
+        "operator",
+        "register_flops_formula",
+    ):
         assert getattr(profiler_core, name) is not None
 
 
 def test_import_is_light():
     import subprocess
     import sys
-    code = ("import sys, profiler_core; from profiler_core import record_function, record_op, operator, schedule; "
-            "heavy = [m for m in ('pandas', 'numpy', 'msgspec', 'cupti', 'pycuda', 'mpi4py', "
-            "'profiler_core.profiler', 'profiler_core.analysis') if m in sys.modules]; print(heavy)")
+
+    code = (
+        "import sys, profiler_core; from profiler_core import record_function, record_op, operator, schedule; "
+        "heavy = [m for m in ('pandas', 'numpy', 'msgspec', 'cupti', 'pycuda', 'mpi4py', "
+        "'profiler_core.profiler', 'profiler_core.analysis') if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,4 +1,5 @@
 """A fork() child never exports its parent's profiling session (issue 16, item 12)."""
+
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ from .conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
-SCRIPT = r'''
+SCRIPT = r"""
 import os, sys
 from profiler_core import profile, record_function, ProfilerActivity, tensorboard_trace_handler, schedule
 logdir, how = sys.argv[1], sys.argv[2]
@@ -29,18 +30,19 @@ with profile(activities=[ProfilerActivity.CPU], on_trace_ready=tensorboard_trace
         p.step()
         p.step()
 print(os.getpid())
-'''
+"""
 
 
 @pytest.mark.parametrize("how", ["exit", "steps"])
 def test_a_forked_child_leaving_the_profiled_block_writes_no_trace(tmp_path, how):
     logdir = tmp_path / "log"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(logdir), how], capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(logdir), how], capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     files = sorted(p.name for p in logdir.iterdir())
-    assert len(files) == 1, files                     # the parent's one trace, no stray copy from the child
+    assert len(files) == 1, files  # the parent's one trace, no stray copy from the child
     trace = json.loads((logdir / files[0]).read_text())
     pids = {e.get("pid") for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "Trace"}
-    assert pids == {int(proc.stdout.split()[-1])}    # and it is the parent's
+    assert pids == {int(proc.stdout.split()[-1])}  # and it is the parent's

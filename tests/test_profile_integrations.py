@@ -1,4 +1,5 @@
 """The integrations registry: installed while recording if the library is (or gets) imported."""
+
 import sys
 
 import pytest
@@ -33,9 +34,9 @@ def test_installed_while_recording_when_already_imported(fake):
     name, log = fake
     __import__(name)
     with profile(activities=CPU, schedule=schedule(wait=1, warmup=1, active=1)) as p:
-        assert log == []                    # NONE phase: not recording
+        assert log == []  # NONE phase: not recording
         p.step()
-        assert log == []                    # WARMUP: not recording either
+        assert log == []  # WARMUP: not recording either
         p.step()
         assert log == ["install"] and integrations.installed() == [name]
         p.step()

@@ -1,5 +1,6 @@
 """Issue 23 item 15: gpuscope's profiler inside a PyTorch program says once that it records only its
 own ranges and points to torch.profiler, whose traces the plugin reads."""
+
 import types
 import warnings
 
@@ -24,7 +25,7 @@ def test_warns_once_when_torch_is_imported(monkeypatch):
     assert len(hints) == 1
     msg = str(hints[0].message)
     assert "record_function" in msg and "tensorboard_trace_handler" in msg
-    assert hints[0].filename == __file__     # points at the user's `with profile()` line
+    assert hints[0].filename == __file__  # points at the user's `with profile()` line
 
 
 def test_start_points_at_the_caller(monkeypatch):

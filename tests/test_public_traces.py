@@ -1,6 +1,7 @@
 """Every route on every public real trace (../shared/traces/public, see its README): no 5xx anywhere,
 every view of a trace answers 200, and the one file that is not a trace (an execution trace) is listed
 unreadable with its reason and answers 422."""
+
 from __future__ import annotations
 
 import time
@@ -16,12 +17,22 @@ PUBLIC = TRACES / "public"
 NOT_TRACES = {"hta_et_file": "a PyTorch execution trace (schema, nodes; no traceEvents), not a Kineto trace"}
 #: per-worker routes -> their parameters beyond run/worker/span (optional ones left at their defaults)
 WORKER_ROUTES = {
-    "overview": {}, "operators": {"group_by": "name"}, "operators?name_shape": {"group_by": "name_shape"},
-    "kernels": {"group_by": "name"}, "kernels?name_op": {"group_by": "name_op"},
-    "memory/curve": {}, "memory/events": {}, "memory/stats": {}, "modules": {},
-    "timeline": {"width_px": "800"}, "timeline/search": {"query": "a", "limit": "10"},
-    "timeline/summary": {}, "timeline/counters": {"width_px": "200"},
-    "timeline/occurrences": {"name": "x", "limit": "5"}, "event": {"idx": "0"}, "trace": {},
+    "overview": {},
+    "operators": {"group_by": "name"},
+    "operators?name_shape": {"group_by": "name_shape"},
+    "kernels": {"group_by": "name"},
+    "kernels?name_op": {"group_by": "name_op"},
+    "memory/curve": {},
+    "memory/events": {},
+    "memory/stats": {},
+    "modules": {},
+    "timeline": {"width_px": "800"},
+    "timeline/search": {"query": "a", "limit": "10"},
+    "timeline/summary": {},
+    "timeline/counters": {"width_px": "200"},
+    "timeline/occurrences": {"name": "x", "limit": "5"},
+    "event": {"idx": "0"},
+    "trace": {},
 }
 
 
@@ -107,9 +118,11 @@ def test_the_execution_trace_answers_422_with_its_reason(public, tmp_path):
     run = tmp_path / "logs" / "et_and_trace"
     run.mkdir(parents=True)
     (run / "benchmark_simple_add_et.pt.trace.json.gz").symlink_to(
-        PUBLIC / "hta_et_file" / "benchmark_simple_add_et.json.gz")
+        PUBLIC / "hta_et_file" / "benchmark_simple_add_et.json.gz"
+    )
     (run / "benchmark_simple_add.pt.trace.json.gz").symlink_to(
-        PUBLIC / "hta_et_trace" / "benchmark_simple_add_trace.json.gz")
+        PUBLIC / "hta_et_trace" / "benchmark_simple_add_trace.json.gz"
+    )
     c, _ = client_for(tmp_path / "logs")
     end = time.monotonic() + 120
     while c.get(f"{P}/runs").json["loading"] and time.monotonic() < end:

@@ -10,13 +10,14 @@ the module; `ElementwiseKernel` keeps `gen_kwargs["name"]`; `ReductionKernel` bi
 `stage1.prepared_async_call` when built; `pycuda.tools.DeviceMemoryPool.allocate/free_held`.
 The fake "device" just logs what would have run.
 """
+
 import sys
 import types
 
 import numpy as np
 import pytest
 
-LOG: list = []   # what the fake driver executed: (what, details...)
+LOG: list = []  # what the fake driver executed: (what, details...)
 
 
 def _build():
@@ -30,7 +31,7 @@ def _build():
 
     class Function:
         def __init__(self, name):
-            self._real_name = name   # the fake keeps it privately; real pycuda does not expose it
+            self._real_name = name  # the fake keeps it privately; real pycuda does not expose it
 
         def get_attribute(self, attr):
             return {4: 24, 1: 512}[attr]
@@ -82,7 +83,7 @@ def _build():
         clock = [0.0]
 
         def record(self, stream=None):
-            Event.clock[0] += 0.25   # the fake GPU advances 0.25 ms per recorded event
+            Event.clock[0] += 0.25  # the fake GPU advances 0.25 ms per recorded event
             self.t = Event.clock[0]
             self.stream = stream
             return self
@@ -124,10 +125,10 @@ def _build():
     def memset_d8_async(dest, data, count, stream=None):
         LOG.append(("memset_d8_async", count, stream))
 
-    def memcpy_dtoa(ary, index, src, len):                    # noqa: A002 (pycuda's argument name)
+    def memcpy_dtoa(ary, index, src, len):  # noqa: A002 (pycuda's argument name)
         LOG.append(("dtoa", index, len))
 
-    def memset_d2d16(dest, pitch, data, width, height):          # pycuda's signatures (pitch in bytes)
+    def memset_d2d16(dest, pitch, data, width, height):  # pycuda's signatures (pitch in bytes)
         LOG.append(("memset_d2d16", width, height))
 
     def memset_d2d32_async(dest, pitch, data, width, height, stream=None):
@@ -157,8 +158,9 @@ def _build():
 
         def __add__(self, other):
             out = self._new_like_me()
-            _axpbyz.prepared_async_call((4, 1), (256, 1, 1), None, 1, self.gpudata, 1, other.gpudata,
-                                        out.gpudata, self.size)
+            _axpbyz.prepared_async_call(
+                (4, 1), (256, 1, 1), None, 1, self.gpudata, 1, other.gpudata, out.gpudata, self.size
+            )
             return out
 
         def fill(self, value):
@@ -167,7 +169,7 @@ def _build():
 
         def get(self):
             out = np.empty(self.shape, self.dtype)
-            drv.memcpy_dtoh(out, self.gpudata)   # looked up on the module at call time, like pycuda
+            drv.memcpy_dtoh(out, self.gpudata)  # looked up on the module at call time, like pycuda
             return out
 
     _axpbyz = Function("axpbyz")
@@ -197,10 +199,11 @@ def _build():
     red = types.ModuleType("pycuda.reduction")
 
     class ReductionKernel:
-        def __init__(self, dtype_out, neutral, reduce_expr, map_expr=None, arguments=None,
-                     name="reduce_kernel", **kwargs):
+        def __init__(
+            self, dtype_out, neutral, reduce_expr, map_expr=None, arguments=None, name="reduce_kernel", **kwargs
+        ):
             s1, s2 = Function(name + "_stage1"), Function(name + "_stage2")
-            self.stage1_func = s1.prepared_async_call   # bound at build time, as in pycuda
+            self.stage1_func = s1.prepared_async_call  # bound at build time, as in pycuda
             self.stage2_func = s2.prepared_async_call
 
         def __call__(self, *args, **kwargs):
@@ -223,8 +226,14 @@ def _build():
     tools.DeviceMemoryPool = DeviceMemoryPool
     pycuda.driver, pycuda.gpuarray, pycuda.elementwise = drv, ga, el
     pycuda.reduction, pycuda.tools = red, tools
-    return {"pycuda": pycuda, "pycuda.driver": drv, "pycuda.gpuarray": ga, "pycuda.elementwise": el,
-            "pycuda.reduction": red, "pycuda.tools": tools}
+    return {
+        "pycuda": pycuda,
+        "pycuda.driver": drv,
+        "pycuda.gpuarray": ga,
+        "pycuda.elementwise": el,
+        "pycuda.reduction": red,
+        "pycuda.tools": tools,
+    }
 
 
 @pytest.fixture
@@ -236,6 +245,7 @@ def fake_pycuda(monkeypatch):
     LOG.clear()
     yield mods
     from profiler_core.integrations import pycuda_hooks
+
     pycuda_hooks.uninstall()
 
 

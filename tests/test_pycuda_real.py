@@ -6,12 +6,13 @@ Boost.Python classes and module functions are patched where the hooks mean to, e
 PyCUDA offers is hooked, and uninstalling restores every attribute by identity. Behaviour that needs a
 device stays with the fake (test_pycuda_hooks.py) and samples/gpu_check.py.
 """
+
 import pytest
 
 from .conftest import missing
 from .gpu_oracles import PYCUDA_TARGET, build_libcuda_stub, run_with
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, types
 import pycuda.driver as drv, pycuda.gpuarray, pycuda.elementwise, pycuda.reduction, pycuda.tools
 from profiler_core.integrations import pycuda_hooks as hooks
@@ -53,7 +54,7 @@ print(json.dumps({"patches": n, "changed": len(changed), "restored_diff": restor
                   "launch_patched": launch_kind, "launch_back": drv.Function._launch_kernel is orig_launch,
                   "copies_and_sets": copies_and_sets, "hooked": hooked_names, "default_swaps": default_swaps,
                   "installed_after": hooks.is_installed(), "version": __import__("pycuda").VERSION_TEXT}))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +70,14 @@ def real_pycuda(tmp_path_factory):
 
 def test_hooks_patch_the_real_classes_and_restore_every_attribute(real_pycuda):
     r = real_pycuda
-    assert r["patches"] >= 80, r                       # launches, copies, memsets, allocs, gpuarray, kernels, pools
-    assert r["changed"] >= r["patches"] - r["default_swaps"]   # each patch is visible on the real object
-    assert r["launch_patched"] == "function"            # Function._launch_kernel is our wrapper while installed
+    assert r["patches"] >= 80, r  # launches, copies, memsets, allocs, gpuarray, kernels, pools
+    assert r["changed"] >= r["patches"] - r["default_swaps"]  # each patch is visible on the real object
+    assert r["launch_patched"] == "function"  # Function._launch_kernel is our wrapper while installed
     assert r["restored_diff"] == [] and r["launch_back"] and not r["installed_after"]
 
 
 def test_every_copy_and_memset_of_pycuda_is_hooked(real_pycuda):
     assert real_pycuda["copies_and_sets"], real_pycuda
-    assert set(real_pycuda["copies_and_sets"]) <= set(real_pycuda["hooked"]), \
-        sorted(set(real_pycuda["copies_and_sets"]) - set(real_pycuda["hooked"]))
+    assert set(real_pycuda["copies_and_sets"]) <= set(real_pycuda["hooked"]), sorted(
+        set(real_pycuda["copies_and_sets"]) - set(real_pycuda["hooked"])
+    )

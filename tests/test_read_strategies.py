@@ -1,5 +1,6 @@
 """The read strategies (parse cache, parser processes, streaming, whole file) are chosen in one
 place, `reader.choose_strategies`, and `read_trace` follows its order, falling through to the next."""
+
 import json
 
 import pytest
@@ -11,14 +12,17 @@ from profiler_core.trace.read.reader import CACHE, PROCESSES, STREAM, WHOLE_FILE
 BIG = stream.PARALLEL_MIN_BYTES
 
 
-@pytest.mark.parametrize("size, workers, use_cache, expected", [
-    (100, 0, False, (STREAM, WHOLE_FILE)),
-    (100, 3, False, (STREAM, WHOLE_FILE)),  # small: not worth starting processes
-    (BIG - 1, 3, True, (CACHE, STREAM, WHOLE_FILE)),
-    (BIG, 0, False, (STREAM, WHOLE_FILE)),  # processes turned off
-    (BIG, 1, False, (PROCESSES, STREAM, WHOLE_FILE)),
-    (BIG, 3, True, (CACHE, PROCESSES, STREAM, WHOLE_FILE)),
-])
+@pytest.mark.parametrize(
+    "size, workers, use_cache, expected",
+    [
+        (100, 0, False, (STREAM, WHOLE_FILE)),
+        (100, 3, False, (STREAM, WHOLE_FILE)),  # small: not worth starting processes
+        (BIG - 1, 3, True, (CACHE, STREAM, WHOLE_FILE)),
+        (BIG, 0, False, (STREAM, WHOLE_FILE)),  # processes turned off
+        (BIG, 1, False, (PROCESSES, STREAM, WHOLE_FILE)),
+        (BIG, 3, True, (CACHE, PROCESSES, STREAM, WHOLE_FILE)),
+    ],
+)
 def test_choose_strategies(size, workers, use_cache, expected):
     assert choose_strategies(size, workers, use_cache) == expected
 
@@ -30,9 +34,16 @@ def test_no_processes_without_a_python_to_start(monkeypatch):
 
 def _trace(tmp_path):
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
-        for i in range(5)]}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+                    for i in range(5)
+                ]
+            }
+        )
+    )
     return path
 
 
@@ -60,6 +71,7 @@ def test_cache_first_then_a_parse_that_is_stored(tmp_path, monkeypatch):
 def test_a_file_streaming_cannot_cut_is_read_whole(tmp_path, monkeypatch):
     def not_streamable(*args, **kwargs):
         raise _NotStreamable
+
     monkeypatch.setattr(stream, "_stream_parse", not_streamable)
     t = read_trace(_trace(tmp_path), processes=0)
     assert t.events["name"].tolist() == [f"op{i}" for i in range(5)]

@@ -1,4 +1,5 @@
 """read_trace: exact agreement with a plain-json reading of every shared trace, and odd inputs."""
+
 import gzip
 import json
 from decimal import Decimal
@@ -14,8 +15,14 @@ from profiler_core.trace.read.reader import TraceReadError, normalise_category, 
 
 from .conftest import missing
 
-CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
-        "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Trace": "trace"}
+CATS = {
+    "Operator": "cpu_op",
+    "Runtime": "cuda_runtime",
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Trace": "trace",
+}
 
 
 #: µs timestamps since the epoch (2024: ~1.7e15 µs) are exact in a float64 only up to this many ns
@@ -62,8 +69,7 @@ def test_every_shared_trace_matches_plain_json(shared_traces):
         base = doc.get("baseTimeNanoseconds")
         if base is None:
             base = min(_ns(e["ts"]) for e in exact if "ts" in e and e.get("ph") in "Xisf")
-        want_ts = np.array([_ns(e["ts"]) - (0 if "baseTimeNanoseconds" in doc else base) for e in xt],
-                           dtype=np.int64)
+        want_ts = np.array([_ns(e["ts"]) - (0 if "baseTimeNanoseconds" in doc else base) for e in xt], dtype=np.int64)
         if "baseTimeNanoseconds" in doc or base < EXACT_EPOCH_NS:
             assert t.base_ns == base
             assert list(ev["ts"]) == list(want_ts)
@@ -79,8 +85,10 @@ def test_every_shared_trace_matches_plain_json(shared_traces):
         assert list(ev["external_id"]) == ext
         assert list(ev["correlation"]) == [e["args"].get("correlation", -1) for _, e in xs]
         dims_key = ("Input Dims", "Input dims")  # torch 1.8 spells it in lower case
-        dims = [next((json.dumps(e["args"][k], separators=(",", ":")) for k in dims_key if k in e["args"]), "")
-                for _, e in xs]
+        dims = [
+            next((json.dumps(e["args"][k], separators=(",", ":")) for k in dims_key if k in e["args"]), "")
+            for _, e in xs
+        ]
         assert list(ev["input_dims"].astype(str)) == dims
         stacks = [e["args"].get("Call stack", "") for _, e in xs]
         assert list(ev["call_stack"].astype(str)) == stacks
@@ -92,11 +100,14 @@ def test_every_shared_trace_matches_plain_json(shared_traces):
             assert list(kv["block_z"]) == [e["args"]["block"][2] for _, e in kern]
             assert list(kv["registers"]) == [e["args"].get("registers per thread", -1) for _, e in kern]
             nan = float("nan")  # torch 1.8 writes no occupancy, and 'warps per SM' without 'blocks per SM'
-            assert np.allclose(kv["warps_per_sm"], [e["args"].get("warps per SM", nan) for _, e in kern],
-                               equal_nan=True)
-            assert np.array_equal(kv["occupancy"].to_numpy(float),
-                                  [e["args"].get("est. achieved occupancy %", nan) for _, e in kern],
-                                  equal_nan=True)
+            assert np.allclose(
+                kv["warps_per_sm"], [e["args"].get("warps per SM", nan) for _, e in kern], equal_nan=True
+            )
+            assert np.array_equal(
+                kv["occupancy"].to_numpy(float),
+                [e["args"].get("est. achieved occupancy %", nan) for _, e in kern],
+                equal_nan=True,
+            )
             assert list(kv["device"]) == [e["args"]["device"] for _, e in kern]
             assert list(kv["stream"]) == [e["args"]["stream"] for _, e in kern]
             assert (kv["tid"] == kv["stream"]).all()  # "stream 7" parsed to 7
@@ -134,8 +145,17 @@ def test_schema_dtypes_and_order(shared_traces):
     tr = ev[ev["cat"] == "trace"].iloc[0]
     assert t.label(tr["pid"]) == "Spans" and t.label(tr["tid"]) == "PyTorch Profiler"
     assert tr["pid"] < -(1 << 31)
-    assert set(t.memory.columns) >= {"ts", "pid", "tid", "device_type", "device_id", "addr",
-                                     "bytes", "total_allocated", "total_reserved"}
+    assert set(t.memory.columns) >= {
+        "ts",
+        "pid",
+        "tid",
+        "device_type",
+        "device_id",
+        "addr",
+        "bytes",
+        "total_allocated",
+        "total_reserved",
+    }
     assert t.memory["ts"].is_monotonic_increasing
     assert (t.memory["addr"] > 0).all()
     assert set(t.flows["cat"].astype(str)) == {"fwdbwd"}
@@ -146,31 +166,61 @@ def test_schema_dtypes_and_order(shared_traces):
 
 
 def test_exact_nanoseconds_and_category_names(tmp_path):
-    ev = [{"ph": "X", "cat": c, "name": "n", "pid": 1, "tid": 1,
-           "ts": 5350129802343.146 + i, "dur": 9053.8, "args": {}}
-          for i, c in enumerate(["Operator", "python", "Runtime", "cuda_driver", "Memcpy",
-                                 "gpu_user_annotation", "WeirdCat"])]
+    ev = [
+        {"ph": "X", "cat": c, "name": "n", "pid": 1, "tid": 1, "ts": 5350129802343.146 + i, "dur": 9053.8, "args": {}}
+        for i, c in enumerate(
+            ["Operator", "python", "Runtime", "cuda_driver", "Memcpy", "gpu_user_annotation", "WeirdCat"]
+        )
+    ]
     p = _write(tmp_path / "a.json", {"baseTimeNanoseconds": 7, "traceEvents": ev})
     t = read_trace(p)
     assert t.base_ns == 7
     assert list(t.events["ts"]) == [5350129802343146 + 1000 * i for i in range(7)]
     assert set(t.events["dur"]) == {9053800}
     assert list(t.events["cat"].astype(str)) == [
-        "cpu_op", "python_function", "cuda_runtime", "cuda_driver", "gpu_memcpy",
-        "gpu_user_annotation", "weirdcat"]
+        "cpu_op",
+        "python_function",
+        "cuda_runtime",
+        "cuda_driver",
+        "gpu_memcpy",
+        "gpu_user_annotation",
+        "weirdcat",
+    ]
     assert normalise_category(None) == ""
 
 
 def test_bare_list_na_values_and_string_ids(tmp_path):
     ev = [
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": "0", "tid": "stream 7",
-         "ts": 100, "dur": 0, "args": {"bytes": 4, "memory bandwidth (GB/s)": "N/A",
-                                       "correlation": "N/A", "external id": 9}},
-        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 101, "dur": 3,
-         "args": {"blocks per SM": "inf", "warps per SM": "N/A", "grid": [1, 2, 3],
-                  "block": "bad"}},
-        {"ph": "X", "cat": "Operator", "name": "op", "pid": "host", "tid": "main",
-         "ts": 99, "dur": -5, "args": "not an object"},
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD",
+            "pid": "0",
+            "tid": "stream 7",
+            "ts": 100,
+            "dur": 0,
+            "args": {"bytes": 4, "memory bandwidth (GB/s)": "N/A", "correlation": "N/A", "external id": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 101,
+            "dur": 3,
+            "args": {"blocks per SM": "inf", "warps per SM": "N/A", "grid": [1, 2, 3], "block": "bad"},
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "op",
+            "pid": "host",
+            "tid": "main",
+            "ts": 99,
+            "dur": -5,
+            "args": "not an object",
+        },
         {"ph": "B", "name": "unsupported", "pid": 1, "tid": 1, "ts": 1},
         "not an event",
         {"ph": "X", "name": "no ts", "pid": 1, "tid": 1},
@@ -192,8 +242,16 @@ def test_bare_list_na_values_and_string_ids(tmp_path):
     op = e.iloc[0]
     assert t.label(op["pid"]) == "host" and t.label(op["tid"]) == "main"
     text = " | ".join(t.warnings)
-    for part in ("args dropped", "not event objects", "phase 'B'", "without a valid ts",
-                 "clamped", "'correlation'", "'warps_per_sm'", "'block'"):
+    for part in (
+        "args dropped",
+        "not event objects",
+        "phase 'B'",
+        "without a valid ts",
+        "clamped",
+        "'correlation'",
+        "'warps_per_sm'",
+        "'block'",
+    ):
         assert part in text, part
 
 
@@ -207,13 +265,16 @@ def test_event_args_reads_one_event_lazily(shared_traces, tmp_path):
         trace_event_args(t, len(raw) + 5)
 
 
-@pytest.mark.parametrize("content,reason", [
-    (b"", "empty"),
-    (b'{"traceEvents": [{"ph": "X", "ts": 1', "truncated"),
-    (b'{"schemaVersion": 1}', "traceEvents"),
-    (b'{"traceEvents": {"a": 1}}', "not a list"),
-    (b"hello", "not a JSON trace"),
-])
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        (b"", "empty"),
+        (b'{"traceEvents": [{"ph": "X", "ts": 1', "truncated"),
+        (b'{"schemaVersion": 1}', "traceEvents"),
+        (b'{"traceEvents": {"a": 1}}', "not a list"),
+        (b"hello", "not a JSON trace"),
+    ],
+)
 def test_bad_files_raise_clear_errors(tmp_path, content, reason):
     p = tmp_path / "bad.pt.trace.json"
     p.write_bytes(content)
@@ -248,8 +309,19 @@ def test_event_lookup_uses_the_piece_index(tmp_path, monkeypatch):
     import profiler_core.trace.read.stream as stream
 
     monkeypatch.setattr(stream, "BLOCK", 4096)  # many small pieces
-    ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
-           "args": {"External id": i, "text": "}, {" * (i % 3)}} for i in range(3000)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+            "args": {"External id": i, "text": "}, {" * (i % 3)},
+        }
+        for i in range(3000)
+    ]
     p = _write(tmp_path / "many.json", {"traceEvents": ev, "after": [1, {"x": "]"}]}, gz=True)
     t = read_trace(p)
     assert len(t.event_index) > 10
@@ -263,12 +335,14 @@ def test_event_lookup_uses_the_piece_index(tmp_path, monkeypatch):
 
 
 def test_bare_na_nan_and_control_characters_are_repaired(tmp_path):
-    text = ('{"traceEvents": [\n'
-            '{"ph": "X", "cat": "Memcpy", "name": "Memcpy\tHtoD", "pid": 0, "tid": "stream 7",'
-            ' "ts": 10, "dur": 0, "args": {"bytes": 8, "memory bandwidth (GB/s)": N/A}},\n'
-            '{"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 11, "dur": 2,'
-            ' "args": {"blocks per SM": NaN, "warps per SM": Infinity, "grid": [1, 1, 1]}}\n'
-            ']}')
+    text = (
+        '{"traceEvents": [\n'
+        '{"ph": "X", "cat": "Memcpy", "name": "Memcpy\tHtoD", "pid": 0, "tid": "stream 7",'
+        ' "ts": 10, "dur": 0, "args": {"bytes": 8, "memory bandwidth (GB/s)": N/A}},\n'
+        '{"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 11, "dur": 2,'
+        ' "args": {"blocks per SM": NaN, "warps per SM": Infinity, "grid": [1, 1, 1]}}\n'
+        "]}"
+    )
     for gz in (False, True):
         t = read_trace(_write(tmp_path / f"na{gz}.json", text, gz=gz))
         e = t.events
@@ -281,24 +355,43 @@ def test_bare_na_nan_and_control_characters_are_repaired(tmp_path):
 
 def test_static_dynamic_shared_memory_columns(tmp_path):
     """Our converter's split shared-memory args become int32 columns; -1 where a kernel lacks them (Kineto)."""
-    args = [{"shared memory": 3072, "static shared memory": 1024, "dynamic shared memory": 2048},
-            {"shared memory": 512}]
-    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 + i, "dur": 1,
-           "args": {"device": 0, "stream": 7, "correlation": i + 1, **a}} for i, a in enumerate(args)]
+    args = [
+        {"shared memory": 3072, "static shared memory": 1024, "dynamic shared memory": 2048},
+        {"shared memory": 512},
+    ]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 + i,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": i + 1, **a},
+        }
+        for i, a in enumerate(args)
+    ]
     t = read_trace(_write(tmp_path / "split.json", {"traceEvents": ev}))
     e = t.events
     assert e["static_shared_memory"].dtype == np.int32 and e["dynamic_shared_memory"].dtype == np.int32
-    assert list(zip(e["shared_memory"], e["static_shared_memory"], e["dynamic_shared_memory"])) == \
-        [(3072, 1024, 2048), (512, -1, -1)]
+    assert list(zip(e["shared_memory"], e["static_shared_memory"], e["dynamic_shared_memory"])) == [
+        (3072, 1024, 2048),
+        (512, -1, -1),
+    ]
 
 
-@pytest.mark.parametrize("doc", [
-    ["SECRET-TOKEN-123", "hunter2"],
-    [1, 2, 3],
-    [{"foo": 1}, {"bar": [2]}],
-    {"traceEvents": [{"name": "x", "ts": 1}]},
-    {"schema": "1.0.1", "nodes": [{"name": "aten::add", "id": 1}], "traceEvents": [{"id": 1}]},
-], ids=["strings", "numbers", "objects-without-ph", "events-without-ph", "et-like-with-traceEvents"])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        ["SECRET-TOKEN-123", "hunter2"],
+        [1, 2, 3],
+        [{"foo": 1}, {"bar": [2]}],
+        {"traceEvents": [{"name": "x", "ts": 1}]},
+        {"schema": "1.0.1", "nodes": [{"name": "aten::add", "id": 1}], "traceEvents": [{"id": 1}]},
+    ],
+    ids=["strings", "numbers", "objects-without-ph", "events-without-ph", "et-like-with-traceEvents"],
+)
 def test_json_that_is_not_a_trace_is_refused(tmp_path, doc):
     """No entry is a chrome-trace event (an object with "ph"): unreadable with the reason, not an empty run."""
     path = _write(tmp_path / "w.pt.trace.json", doc, gz=False)
@@ -308,12 +401,15 @@ def test_json_that_is_not_a_trace_is_refused(tmp_path, doc):
         parse_trace(path.read_bytes(), str(path))
 
 
-@pytest.mark.parametrize("doc", [
-    [{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}],  # a bare list, no cat (legacy)
-    {"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, "junk"]},
-    {"traceEvents": [{"ph": "B", "name": "a", "ts": 1, "pid": 1, "tid": 1}]},  # a phase we skip, still a trace
-    {"traceEvents": []},
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}],  # a bare list, no cat (legacy)
+        {"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, "junk"]},
+        {"traceEvents": [{"ph": "B", "name": "a", "ts": 1, "pid": 1, "tid": 1}]},  # a phase we skip, still a trace
+        {"traceEvents": []},
+    ],
+)
 def test_documents_with_a_chrome_trace_event_are_traces(tmp_path, doc):
     read_trace(_write(tmp_path / "w.pt.trace.json", doc, gz=False))
 

@@ -1,4 +1,5 @@
 """One bad event loses only itself: dropped or repaired with one counted warning, wherever it is."""
+
 import gzip
 import json
 
@@ -9,8 +10,16 @@ from profiler_core.trace.read.reader import TraceReadError, parse_trace, read_tr
 
 
 def _event(i: int, **change) -> dict:
-    e = {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10 * i,
-         "dur": 5, "args": {"External id": i}}
+    e = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": f"op{i}",
+        "pid": 1,
+        "tid": 1,
+        "ts": 10 * i,
+        "dur": 5,
+        "args": {"External id": i},
+    }
     e.update(change)
     return e
 
@@ -21,13 +30,13 @@ CASES = {
     "name is an object": ({"name": {"a": 1}}, 9, "1 complete events with a list or an object as name or cat skipped"),
     "cat is an object": ({"cat": {"a": 1}}, 9, "1 complete events with a list or an object as name or cat skipped"),
     "name is a list": ({"name": [1, 2]}, 9, "1 complete events with a list or an object as name or cat skipped"),
-    "pid is 2**70": ({"pid": 2 ** 70}, 10, "1 pid/tid values beyond 64 bits kept as text labels"),
+    "pid is 2**70": ({"pid": 2**70}, 10, "1 pid/tid values beyond 64 bits kept as text labels"),
     "args nest 1000 deep": ({"args": {"deep": "DEEP"}}, 9, "1 events nested too deeply to read skipped"),
     "ts is 1e308": ({"ts": 1e308}, 9, "1 complete events without a valid ts skipped"),
     "ts is -1e308": ({"ts": -1e308}, 9, "1 complete events without a valid ts skipped"),
-    "ts is 2**70": ({"ts": 2 ** 70}, 9, "1 complete events without a valid ts skipped"),
+    "ts is 2**70": ({"ts": 2**70}, 9, "1 complete events without a valid ts skipped"),
     "dur is 1e308": ({"dur": 1e308}, 9, "1 complete events with a dur beyond 5e+15 us skipped"),
-    "dur is 2**64": ({"dur": 2 ** 64}, 9, "1 complete events with a dur beyond 5e+15 us skipped"),
+    "dur is 2**64": ({"dur": 2**64}, 9, "1 complete events with a dur beyond 5e+15 us skipped"),
 }
 
 
@@ -45,10 +54,10 @@ def _check(t, case: str, pos: int) -> None:
     names = set(t.events["name"].astype(str))
     others = {f"op{i}" for i in range(10) if i != pos}
     assert others <= names  # every good event is kept, unchanged
-    assert t.events["ts"].max() < 10 ** 12 and t.events["dur"].max() == 5000
+    assert t.events["ts"].max() < 10**12 and t.events["dur"].max() == 5000
     if kept == 10:  # repaired, not dropped
         row = t.events[t.events["name"] == f"op{pos}"].iloc[0]
-        assert t.label(row["pid"]) == str(2 ** 70)
+        assert t.label(row["pid"]) == str(2**70)
 
 
 @pytest.mark.parametrize("pos", [0, 5, 9])

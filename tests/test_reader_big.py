@@ -1,4 +1,5 @@
 """read_trace at scale: a 2M-event trace is read in one go with bounded memory (timing: benchmarks/)."""
+
 import resource
 import time
 
@@ -19,11 +20,12 @@ def big(tmp_path_factory):
     block = b",\n".join(
         b'{"ph": "X", "cat": "cpu_op", "name": "aten::op%d", "pid": 7, "tid": %d, '
         b'"ts": %d.%03d, "dur": 1.250, "args": {"External id": %d, "Input Dims": [[%d, 3]]}}'
-        % (i % 37, 7 + i % 2, 1000 + i, i % 1000, i, i % 5) for i in range(N_BLOCK))
+        % (i % 37, 7 + i % 2, 1000 + i, i % 1000, i, i % 5)
+        for i in range(N_BLOCK)
+    )
     path = tmp_path_factory.mktemp("big") / "big.1796207156519141535.pt.trace.json"
     with open(path, "wb") as f:
-        f.write(b'{"schemaVersion": 1, "baseTimeNanoseconds": 1790857026000000000, '
-                b'"traceEvents": [')
+        f.write(b'{"schemaVersion": 1, "baseTimeNanoseconds": 1790857026000000000, "traceEvents": [')
         for r in range(REPEAT):
             f.write(block)
             f.write(b",\n" if r + 1 < REPEAT else b"\n")
@@ -42,8 +44,7 @@ def test_two_million_events(big):
     ev = t.events
     n = REPEAT * N_BLOCK
     assert len(ev) == n and not t.warnings
-    assert t.metadata == {"schemaVersion": 1, "baseTimeNanoseconds": 1790857026000000000,
-                          "traceName": "big"}
+    assert t.metadata == {"schemaVersion": 1, "baseTimeNanoseconds": 1790857026000000000, "traceName": "big"}
     assert ev["ts"].is_monotonic_increasing
     assert set(ev["dur"].unique()) == {1250}
     counts = ev["name"].value_counts()

@@ -1,4 +1,5 @@
 """Bounded memory and time on hostile inputs: gzip bombs, the size cap, fallback reads, cut costs."""
+
 import gzip
 import json
 import os
@@ -17,8 +18,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _events(n: int, name: str = "op") -> list:
-    return [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i % 7}", "pid": 1, "tid": 1,
-             "ts": 10 * i, "dur": 5, "args": {"External id": i}} for i in range(n)]
+    return [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"{name}{i % 7}",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10 * i,
+            "dur": 5,
+            "args": {"External id": i},
+        }
+        for i in range(n)
+    ]
 
 
 def _gzip_stream(parts, level: int = 6) -> bytes:
@@ -100,8 +112,7 @@ def test_read_bytes_reads_incrementally_under_an_address_space_limit(tmp_path):
         print(len(parse_trace(data).events))
     """)
     env = dict(os.environ, GPUSCOPE_MAX_TRACE_BYTES=str(16 << 30), OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["10"]
 
@@ -120,8 +131,7 @@ class _Counting:
 def _count_work(monkeypatch) -> list:
     """Bytes handed to every JSON decoder and to repair_json from now on (one tally)."""
     tally = [0]
-    names = ("_CHUNK_DECODER", "_RAW_LIST_DECODER", "_EVENT_DECODER", "_LOOSE_DECODER",
-             "_TOP_DECODER", "_ANY_DECODER")
+    names = ("_CHUNK_DECODER", "_RAW_LIST_DECODER", "_EVENT_DECODER", "_LOOSE_DECODER", "_TOP_DECODER", "_ANY_DECODER")
     for name in names:
         wrapped = _Counting(getattr(decode, name), tally)
         for mod in (decode, stream, reader):
@@ -140,13 +150,23 @@ def _count_work(monkeypatch) -> list:
 
 def _adversarial(kind: str, n: int = 20000) -> bytes:
     name = {"clean": "op", "separator names": "a}, {b", "many separators": "}, {" * 40}.get(kind, "op")
-    evs = [{"ph": "X", "cat": "cpu_op", "name": f"{name}{i % 50}", "pid": 1, "tid": 1,
-            "ts": 10 * i, "dur": 5, "args": {"External id": i, "Input Dims": [[8, 8]]}}
-           for i in range(n)]
+    evs = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"{name}{i % 50}",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10 * i,
+            "dur": 5,
+            "args": {"External id": i, "Input Dims": [[8, 8]]},
+        }
+        for i in range(n)
+    ]
     data = json.dumps({"traceEvents": evs}).encode()
     if kind == "one bad byte":
         k = data.index(b'"ph"', len(data) // 3)
-        data = data[:k] + b"x" + data[k + 1:]
+        data = data[:k] + b"x" + data[k + 1 :]
     return data
 
 

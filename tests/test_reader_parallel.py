@@ -1,5 +1,6 @@
 """Parallel reading: byte ranges parsed apart (in other processes) merge into exactly the serial result,
 and a range boundary that is not between two events falls back to the serial reader."""
+
 import gzip
 import json
 
@@ -80,8 +81,19 @@ def test_ranges_merge_into_the_serial_result(tmp_path, monkeypatch, gz, workers)
 
 
 def test_boundary_inside_a_string_is_caught_and_read_trace_falls_back(tmp_path, monkeypatch):
-    ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
-           "args": {"External id": i}} for i in range(400)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+            "args": {"External id": i},
+        }
+        for i in range(400)
+    ]
     ev[200]["args"]["text"] = '}, {"ph": "X", "name": "fake"}, {' * 400  # a long string of separators
     doc = {"traceEvents": ev}
     path, text = _write(tmp_path, doc, True)
@@ -97,8 +109,7 @@ def test_boundary_inside_a_string_is_caught_and_read_trace_falls_back(tmp_path, 
 
 
 def test_boundary_past_the_event_array(tmp_path, monkeypatch):
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": i, "dur": 1}
-          for i in range(300)]
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(300)]
     doc = {"traceEvents": ev, "deviceProperties": [{"id": i, "name": "gpu"} for i in range(3000)]}
     path, text = _write(tmp_path, doc, True)
     whole = parse_trace(text, str(path))
@@ -114,8 +125,7 @@ def test_boundary_past_the_event_array(tmp_path, monkeypatch):
 
 
 def test_no_separator_after_a_boundary_leaves_that_range_empty(tmp_path, monkeypatch):
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": i, "dur": 1}
-          for i in range(300)]
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(300)]
     doc = {"traceEvents": ev, "trailer": "x" * 200000}  # no "}, {" after the events
     path, text = _write(tmp_path, doc, False)
     whole = parse_trace(text, str(path))
@@ -130,7 +140,7 @@ def test_a_worker_s_read_error_is_the_file_s_error(tmp_path):
     doc = _doc(3000)
     path, _ = _write(tmp_path, doc, True)
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2] + b"\0" * 64 + data[len(data) // 2 + 64:])  # corrupt
+    path.write_bytes(data[: len(data) // 2] + b"\0" * 64 + data[len(data) // 2 + 64 :])  # corrupt
     with pytest.raises(reader.TraceReadError, match="corrupt gzip"):
         _parallel(path, 1)
 
@@ -205,20 +215,38 @@ def test_span_worker_command_line(tmp_path):
     import sys
 
     path, text = _write(tmp_path, _doc(300), False)
-    out = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker", str(path), "0", "-"],
-                         capture_output=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "profiler_core.trace.read.span_worker", str(path), "0", "-"],
+        capture_output=True,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     part = pickle.loads(out.stdout)
     assert part["meta"] == {"schemaVersion": 1, "after": {"x": "]"}} and part["n"] > 0
-    bad = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker", str(tmp_path / "nope"),
-                          "0", "-"], capture_output=True, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "profiler_core.trace.read.span_worker", str(tmp_path / "nope"), "0", "-"],
+        capture_output=True,
+        check=False,
+    )
     assert bad.returncode == stream.SPAN_READ_ERROR and b"No such file" in bad.stderr
-    usage = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker"], capture_output=True,
-                           check=False)
+    usage = subprocess.run(
+        [sys.executable, "-m", "profiler_core.trace.read.span_worker"], capture_output=True, check=False
+    )
     assert usage.returncode == 2 and b"PATH LO HI" in usage.stderr
     size, *rest = stream.file_version(str(path))
-    other = subprocess.run([sys.executable, "-m", "profiler_core.trace.read.span_worker", str(path), "0", "-",
-                            ":".join(map(str, [size + 1, *rest]))], capture_output=True, check=False)
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "profiler_core.trace.read.span_worker",
+            str(path),
+            "0",
+            "-",
+            ":".join(map(str, [size + 1, *rest])),
+        ],
+        capture_output=True,
+        check=False,
+    )
     assert other.returncode == stream.SPAN_NOT_STREAMABLE and other.stdout == b""
 
 

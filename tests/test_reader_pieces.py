@@ -1,5 +1,6 @@
 """The reader's speed paths give exactly the whole-file result: small pieces cut inside I/O blocks
 (separators inside strings, events longer than a piece), the tie-only event sort."""
+
 import gzip
 import json
 
@@ -23,11 +24,20 @@ def _doc(n: int) -> dict:
             args["Call stack"] = "x" * 3000  # longer than a piece
         if i % 11 == 0:
             args["Sequence number"] = i
-        ev.append({"ph": "X", "cat": "cpu_op", "name": f"op{i % 13}", "pid": 1, "tid": 1 + i % 2,
-                   "ts": (i // 3) + 0.125, "dur": i % 4, "args": args})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"op{i % 13}",
+                "pid": 1,
+                "tid": 1 + i % 2,
+                "ts": (i // 3) + 0.125,
+                "dur": i % 4,
+                "args": args,
+            }
+        )
         if i % 5 == 0:
-            ev.append({"ph": "s", "id": i, "pid": 1, "tid": 1, "ts": i // 3, "cat": "fwdbwd",
-                       "name": "fwdbwd"})
+            ev.append({"ph": "s", "id": i, "pid": 1, "tid": 1, "ts": i // 3, "cat": "fwdbwd", "name": "fwdbwd"})
     return {"schemaVersion": 1, "traceEvents": ev, "after": {"x": "]"}}
 
 
@@ -68,8 +78,9 @@ def test_fast_ns_conversion_is_exact_for_three_decimals():
 
     rng = np.random.default_rng(2)
     lim = int(columns._FAST_NS_LIMIT) * 1000
-    ns = np.concatenate([rng.integers(-lim + 1, lim - 1, 20000), rng.integers(-10**7, 10**7, 20000),
-                         [0, 1, 999, 1000, -1]])
+    ns = np.concatenate(
+        [rng.integers(-lim + 1, lim - 1, 20000), rng.integers(-(10**7), 10**7, 20000), [0, 1, 999, 1000, -1]]
+    )
     us = np.array([float(Decimal(int(v)) / 1000) for v in ns])  # what json.loads gives for "%.3f"
     assert np.array_equal(columns._to_ns(us), ns)
     big = np.array([1.7e15 + 0.5, np.nan, 3.25])  # outside the fast range / not finite: exact path

@@ -1,5 +1,6 @@
 """grid/block [x, y, z] args become int32 columns: in bulk when every value is a list of three ints,
 value by value otherwise, with the same result and the same count of bad values either way."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,19 @@ from profiler_core.trace.read.reader import read_trace
 
 
 def _kernels(tmp_path, grids: list) -> tuple:
-    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": float(i), "dur": 1.0,
-           "args": {"correlation": i} if g is None else {"correlation": i, "grid": g, "block": [1, 1, 1]}}
-          for i, g in enumerate(grids)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": float(i),
+            "dur": 1.0,
+            "args": {"correlation": i} if g is None else {"correlation": i, "grid": g, "block": [1, 1, 1]},
+        }
+        for i, g in enumerate(grids)
+    ]
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": ev}))
     t = read_trace(p, processes=0)
@@ -33,8 +44,24 @@ def test_odd_triples_read_one_by_one_and_counted(tmp_path):
     assert any(w.startswith("4 non-numeric values of 'grid'") for w in warnings), warnings
 
 
-ODD = [[1.5, 2, 3], [True, 2, 3], ["8", 2, 3], ["x", 2, 3], [float("nan"), 1, 1], [1e30, 1, 1], [1e10, 1, 1],
-       [1 << 40, 1, 1], [1 << 70, 1, 1], [1, 2], [1, 2, 3, 4], (1, 2, 3), "abc", [-5, 1, 1], [[1], 2, 3], {}]
+ODD = [
+    [1.5, 2, 3],
+    [True, 2, 3],
+    ["8", 2, 3],
+    ["x", 2, 3],
+    [float("nan"), 1, 1],
+    [1e30, 1, 1],
+    [1e10, 1, 1],
+    [1 << 40, 1, 1],
+    [1 << 70, 1, 1],
+    [1, 2],
+    [1, 2, 3, 4],
+    (1, 2, 3),
+    "abc",
+    [-5, 1, 1],
+    [[1], 2, 3],
+    {},
+]
 
 
 def test_bulk_path_equals_the_value_by_value_path():

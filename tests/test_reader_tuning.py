@@ -1,5 +1,6 @@
 """The reader's speed helpers: Raw -> bytes in bulk, and malloc settings switched between parsing and
 views, only when the caller opts in (the plugin's loader); a plain read leaves the process alone."""
+
 import json
 
 import msgspec
@@ -29,9 +30,24 @@ class _FakeLibc:
 
 def _trace(tmp_path):
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
-         "args": {"Input Dims": [[2, 2]], "Input type": ["float"]}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::mm",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 1.0,
+                        "dur": 2.0,
+                        "args": {"Input Dims": [[2, 2]], "Input type": ["float"]},
+                    }
+                ]
+            }
+        )
+    )
     return path
 
 
@@ -42,9 +58,13 @@ def test_read_trace_parses_under_its_settings_then_tunes_for_views(tmp_path, mon
         fake.calls.clear()
         t = reader.read_trace(_trace(tmp_path), tune_memory=True)
         assert t.events["input_dims"].tolist() == ["[[2,2]]"]
-        assert fake.calls == [(-3, malloc_tuning.PARSE_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED),
-                              ("trim", 0),
-                              (-3, malloc_tuning.VIEWS_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED)]
+        assert fake.calls == [
+            (-3, malloc_tuning.PARSE_MMAP_THRESHOLD),
+            (-1, malloc_tuning.KEEP_FREED),
+            ("trim", 0),
+            (-3, malloc_tuning.VIEWS_MMAP_THRESHOLD),
+            (-1, malloc_tuning.KEEP_FREED),
+        ]
     assert malloc_tuning.PARSE_MMAP_THRESHOLD < malloc_tuning.VIEWS_MMAP_THRESHOLD
 
 
@@ -60,8 +80,7 @@ def _huge_page_switch(monkeypatch):
     """Record every call of numpy's huge-page switch (the one tune_for_views turns off)."""
     core = getattr(np, "_core", None) or np.core
     calls = []
-    monkeypatch.setattr(core.multiarray, "_set_madvise_hugepage", lambda on: calls.append(on) or True,
-                        raising=False)
+    monkeypatch.setattr(core.multiarray, "_set_madvise_hugepage", lambda on: calls.append(on) or True, raising=False)
     return calls
 
 

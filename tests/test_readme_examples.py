@@ -1,5 +1,6 @@
 """Issue 23 item 15: the README's distributed example writes into its own logdir, not the quick start's
 (whose sample worker would otherwise show up in the Distributed view next to the ranks)."""
+
 import re
 from pathlib import Path
 

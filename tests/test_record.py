@@ -1,4 +1,5 @@
 """record_function, threads, External ids and the cheap recording checks."""
+
 import threading
 
 from profiler_core import ProfilerActivity, profile, record_function, recording
@@ -75,8 +76,11 @@ def test_threads_started_before_and_after_each_get_their_tid():
     (e,), (la,), (m,) = _x(p.trace, "in early thread"), _x(p.trace, "in late thread"), _x(p.trace, "in main")
     assert e["tid"] == tids["early"] and la["tid"] == tids["late"] and m["tid"] == threading.get_native_id()
     assert len({e["tid"], la["tid"], m["tid"]}) == 3
-    names = {ev["tid"]: ev["args"]["name"] for ev in p.trace["traceEvents"]
-             if ev.get("ph") == "M" and ev["name"] == "thread_name"}
+    names = {
+        ev["tid"]: ev["args"]["name"]
+        for ev in p.trace["traceEvents"]
+        if ev.get("ph") == "M" and ev["name"] == "thread_name"
+    }
     assert names[e["tid"]] == f"thread {e['tid']} (early-worker)"
     assert names[la["tid"]] == f"thread {la['tid']} (late-worker)"
     ids = [ev["args"]["External id"] for ev in (e, la, m)]
@@ -119,6 +123,7 @@ def test_record_function_args_string_with_record_shapes():
 
 def test_clock_is_epoch_based():
     import time
+
     with profile(activities=CPU) as p:
         before = time.time_ns()
         with record_function("now"):
@@ -139,14 +144,15 @@ def test_event_buffers_hold_tuples_not_dicts():
 
 def test_record_spanning_the_window_end_is_dropped():
     from profiler_core import schedule
+
     p = profile(activities=CPU, schedule=schedule(wait=0, warmup=1, active=1, repeat=1))
     p.start()
-    p.step()                                     # recording
+    p.step()  # recording
     span = record_function("spans the end")
     span.__enter__()
     with record_function("inside"):
         pass
-    p.step()                                     # window ends here
+    p.step()  # window ends here
     span.__exit__(None, None, None)
     p.stop()
     names = [e["name"] for e in p.trace["traceEvents"] if e.get("ph") == "X"]
@@ -155,10 +161,17 @@ def test_record_spanning_the_window_end_is_dropped():
 
 def test_timestamps_exact_to_the_nanosecond():
     from profiler_core.trace.write.schema import ThreadData, build_trace
+
     base = 1790857026000000000
     t = ThreadData(1, "main", [(123_456_789_012_345, 123_456_789_012_345 + 80, "a", 1, 0, None, None)], [], [])
-    trace = build_trace(pid=1, threads=[t], offset_ns=base + 7_000_000_000_000_000 - 123_456_789_000_000,
-                        start_ns=base + 7_000_000_000_000_000, stop_ns=base + 7_000_000_100_000_000, flags={})
+    trace = build_trace(
+        pid=1,
+        threads=[t],
+        offset_ns=base + 7_000_000_000_000_000 - 123_456_789_000_000,
+        start_ns=base + 7_000_000_000_000_000,
+        stop_ns=base + 7_000_000_100_000_000,
+        flags={},
+    )
     ev = [e for e in trace["traceEvents"] if e.get("name") == "a"][0]
     assert f"{ev['ts']:.3f}" == "7000000000012.345" and f"{ev['dur']:.3f}" == "0.080"
 
@@ -167,12 +180,13 @@ def test_forked_child_stops_recording():
     import os
 
     import pytest
+
     if not hasattr(os, "fork"):
         pytest.skip("no fork")
     with profile(activities=CPU, profile_memory=True) as p:
         r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:                      # child: must not record, must not crash
+        if pid == 0:  # child: must not record, must not crash
             try:
                 with record_function("in child"):
                     pass

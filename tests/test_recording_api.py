@@ -1,4 +1,5 @@
 """Integrations record through recording's public API: no private globals, no copy of the event tuple."""
+
 import ast
 from pathlib import Path
 
@@ -13,13 +14,20 @@ def test_users_of_recording_touch_no_private_name_and_build_no_event_tuple():
     for path in USERS:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                    and node.value.id in ("recording", "rec"):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("recording", "rec")
+            ):
                 assert not node.attr.startswith("_"), f"{path.name}: recording.{node.attr}"
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("recording"):
                 assert all(not a.name.startswith("_") for a in node.names), path.name
-            if isinstance(node, ast.Attribute) and node.attr == "events" \
-                    and isinstance(node.value, ast.Name) and node.value.id == "buf":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "events"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "buf"
+            ):
                 raise AssertionError(f"{path.name} writes a thread buffer's events itself")
 
 
@@ -45,9 +53,11 @@ def test_begin_op_records_what_record_op_records():
                 with record_function("inner"):
                     pass
     got, want = _events(p), _events(q)
-    assert [(e.name, [c.name for c in e.cpu_children]) for e in got] == \
-        [(e.name, [c.name for c in e.cpu_children]) for e in want] == \
-        [("outer", ["leaf"]), ("leaf", ["inner"]), ("inner", [])]
+    assert (
+        [(e.name, [c.name for c in e.cpu_children]) for e in got]
+        == [(e.name, [c.name for c in e.cpu_children]) for e in want]
+        == [("outer", ["leaf"]), ("leaf", ["inner"]), ("inner", [])]
+    )
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True):
         assert not recording.plain_ops()  # shapes need record_op's full path
 
@@ -61,5 +71,6 @@ def test_the_package_imports_its_own_modules_without_tolerating_their_failure():
                 continue
             own = [n for n in node.body if isinstance(n, ast.ImportFrom) and n.level > 0]
             catches = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
-            assert not (own and catches & {"ImportError", "Exception", "ModuleNotFoundError"}), \
+            assert not (own and catches & {"ImportError", "Exception", "ModuleNotFoundError"}), (
                 f"{path.relative_to(ROOT)}:{node.lineno}"
+            )

@@ -5,6 +5,7 @@ the parse cache keys them by ETag, the scanner and the plugin list runs, workers
 notice new objects, and every failure (bucket missing, no credentials, connection refused) is a
 short message in which the secret key never appears. One test runs a real
 `tensorboard --logdir s3://...` process."""
+
 import gzip
 import json
 import logging
@@ -41,7 +42,7 @@ def server():
     srv.stop()
 
 
-_buckets = iter(range(10 ** 6))
+_buckets = iter(range(10**6))
 
 
 @pytest.fixture
@@ -57,13 +58,32 @@ def bucket(server, monkeypatch, tmp_path, caplog):
 
 
 def _doc(n: int) -> dict:
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-           "ts": 0, "dur": 10 * n + 10, "args": {"External id": 1}}]
-    ev += [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1 + i % 2,
-            "ts": 1 + 10 * i, "dur": 5, "args": {"External id": i + 2, "Input Dims": [[i % 5, 3]],
-                                                   "Input type": ["float"], "pad": "x" * (i % 50)}}
-           for i in range(n)]
-    return {"schemaVersion": 1, "baseTimeNanoseconds": 10 ** 18, "traceEvents": ev}
+    ev = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10 * n + 10,
+            "args": {"External id": 1},
+        }
+    ]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i % 7}",
+            "pid": 1,
+            "tid": 1 + i % 2,
+            "ts": 1 + 10 * i,
+            "dur": 5,
+            "args": {"External id": i + 2, "Input Dims": [[i % 5, 3]], "Input type": ["float"], "pad": "x" * (i % 50)},
+        }
+        for i in range(n)
+    ]
+    return {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": ev}
 
 
 def _put(url: str, doc, gz: bool = False) -> str:
@@ -140,7 +160,7 @@ def test_a_missing_object_and_a_corrupt_one_are_read_errors(bucket):
     with pytest.raises(TraceReadError, match=r"^s3://.*/nothing.pt.trace.json: file not found$"):
         read_trace(f"s3://{bucket}/nothing.pt.trace.json")
     data = gzip.compress(json.dumps(_doc(50)).encode())
-    url = _put(f"s3://{bucket}/bad.pt.trace.json.gz", data[:len(data) // 2])
+    url = _put(f"s3://{bucket}/bad.pt.trace.json.gz", data[: len(data) // 2])
     with pytest.raises(TraceReadError, match=r"^s3://.*/bad.pt.trace.json.gz: truncated gzip file"):
         read_trace(url)
 
@@ -217,8 +237,9 @@ def test_plugin_serves_an_s3_logdir(bucket):
         while runs["loading"] and time.monotonic() < deadline:
             time.sleep(0.1)  # background loads: wait until every file is read or failed
             runs = _get(client, "/runs")
-        assert [(e["file"], "truncated" in e["error"] or "invalid" in e["error"]) for e in runs["errors"]] == \
-            [("bad/corrupt.pt.trace.json", True)]
+        assert [(e["file"], "truncated" in e["error"] or "invalid" in e["error"]) for e in runs["errors"]] == [
+            ("bad/corrupt.pt.trace.json", True)
+        ]
         assert _get(client, "/workers?run=run1") == {"workers": ["w0", "w1"]}
         assert _get(client, "/spans?run=run1&worker=w0") == {"spans": ["1", "2"]}
         ov = _get(client, "/overview?run=run1&worker=w0&span=1")
@@ -270,7 +291,8 @@ def test_no_credentials_is_a_clear_message(bucket, monkeypatch, tmp_path):
     s3fs.S3FileSystem.clear_instance_cache()
     assert _logdir_error(f"s3://{bucket}/logs") == (
         "no credentials found for s3:// (set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
-        "AWS_PROFILE or an instance role)")
+        "AWS_PROFILE or an instance role)"
+    )
 
 
 def test_refused_connection_is_a_clear_message(bucket, monkeypatch):
@@ -287,8 +309,10 @@ def test_refused_connection_is_a_clear_message(bucket, monkeypatch):
 def test_credentials_in_the_logdir_url_are_never_served(bucket):
     logdir = f"s3://AKIAINURL:{SECRET}@{bucket}/logs"
     assert storage.redact(logdir) == f"s3://***@{bucket}/logs"  # what the answer names (checked there)
-    assert _logdir_error(logdir) == ("credentials in a s3:// URL are not used (set AWS_ACCESS_KEY_ID / "
-                                     "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role)")
+    assert _logdir_error(logdir) == (
+        "credentials in a s3:// URL are not used (set AWS_ACCESS_KEY_ID / "
+        "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role)"
+    )
 
 
 # ----------------------------------------------------------------------------- a real tensorboard
@@ -310,12 +334,19 @@ def test_tensorboard_process_reads_an_s3_logdir(bucket, server, tmp_path):
         missing("gpuscope is not installed (pip install -e .)")
     root = _fill(bucket)
     port = _free_port()
-    env = dict(os.environ, **server.env, GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        **server.env,
+        GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"),
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
+    )
     log = open(tmp_path / "tensorboard.log", "wb")  # noqa: SIM115 - open for the server process's lifetime
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", root, "--host", "127.0.0.1",
-         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
+        [sys.executable, "-m", "tensorboard.main", "--logdir", root, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     base = f"http://127.0.0.1:{port}/data/plugin/gpuscope"
     try:
         deadline = time.time() + 120

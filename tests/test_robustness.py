@@ -3,6 +3,7 @@
 Regression guards from the QA sweep: raising callbacks, interrupts, threads and forks around a
 recording window, and an interrupted export.
 """
+
 import gzip
 import json
 import os
@@ -42,7 +43,7 @@ def test_a_raising_on_trace_ready_is_a_warning_and_profiling_continues():
                 with record_function("work"):
                     pass
                 p.step()
-    assert len(seen) == 2 and all("work" in names for names in seen)       # both cycles delivered
+    assert len(seen) == 2 and all("work" in names for names in seen)  # both cycles delivered
     assert not recording.is_recording()
 
 
@@ -53,7 +54,7 @@ def test_keyboard_interrupt_in_the_block_stops_recording_and_keeps_the_trace():
             with record_function("interrupted"):
                 raise KeyboardInterrupt
     assert "interrupted" in _annotations(p.trace)
-    assert sys.getprofile() is sys_profile          # the stack tracer is uninstalled
+    assert sys.getprofile() is sys_profile  # the stack tracer is uninstalled
 
 
 def test_keyboard_interrupt_in_on_trace_ready_propagates_after_stopping():
@@ -91,7 +92,7 @@ def test_a_forked_child_does_not_record_into_the_parents_session():
     with profile(activities=CPU, with_stack=True) as p:
         with record_function("parent"):
             pid = os.fork()
-            if pid == 0:                                    # child
+            if pid == 0:  # child
                 ok = not recording.is_recording() and sys.getprofile() is None
                 with record_function("child"):
                     pass
@@ -122,7 +123,7 @@ def test_an_interrupted_export_leaves_no_file(tmp_path):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-    for name in os.listdir(tmp_path):               # a complete file, or nothing: no half trace
+    for name in os.listdir(tmp_path):  # a complete file, or nothing: no half trace
         assert name == "t.json.gz"
         json.loads(gzip.decompress(out.read_bytes()))
 

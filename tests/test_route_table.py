@@ -1,5 +1,6 @@
 """The route table (tb_plugin/routes.py): every route is served with its typed, bounded
 parameters, never answers a 5xx to any value, and is what docs/http-api.md and the frontend use."""
+
 import re
 from pathlib import Path
 from urllib.parse import urlencode
@@ -13,11 +14,46 @@ from .test_plugin import P, _client, make_logdir
 
 ROOT = Path(__file__).resolve().parents[1]
 #: valid values of the identity parameters for the make_logdir fixture
-NAMES = {"start_us": "0", "end_us": "50", "run": "run1", "worker": "w0", "span": "1", "exp_run": "run1",
-         "exp_worker": "w1", "exp_span": "1", "step": "1", "name": "op1", "query": "op", "idx": "1"}
-GARBAGE = ["abc", "-1", "0", "1.5", "99999999999999999999", "-99999999999999999999", "9" * 5000,
-           "1e999", "-1e308", "1e308", "nan", "inf", "\x00", "²", "日本", ",", ",,,", "1,2,3",
-           "0,99999999999999999999", "-5,1", "%", "[[", " ", "x" * 70000]
+NAMES = {
+    "start_us": "0",
+    "end_us": "50",
+    "run": "run1",
+    "worker": "w0",
+    "span": "1",
+    "exp_run": "run1",
+    "exp_worker": "w1",
+    "exp_span": "1",
+    "step": "1",
+    "name": "op1",
+    "query": "op",
+    "idx": "1",
+}
+GARBAGE = [
+    "abc",
+    "-1",
+    "0",
+    "1.5",
+    "99999999999999999999",
+    "-99999999999999999999",
+    "9" * 5000,
+    "1e999",
+    "-1e308",
+    "1e308",
+    "nan",
+    "inf",
+    "\x00",
+    "²",
+    "日本",
+    ",",
+    ",,,",
+    "1,2,3",
+    "0,99999999999999999999",
+    "-5,1",
+    "%",
+    "[[",
+    " ",
+    "x" * 70000,
+]
 
 
 def valid(p: params.Param) -> str:
@@ -63,8 +99,7 @@ def test_every_route_answers_its_valid_parameters(client):
 CASES = [(r.path, p.name, v) for r in ROUTES for p in r.params for v in GARBAGE]
 
 
-@pytest.mark.parametrize("path,name,value", CASES,
-                         ids=[f"{r}-{n}-{ascii(v)[:12]}" for r, n, v in CASES])
+@pytest.mark.parametrize("path,name,value", CASES, ids=[f"{r}-{n}-{ascii(v)[:12]}" for r, n, v in CASES])
 def test_no_value_of_any_parameter_is_a_5xx(client, path, name, value):
     route = next(r for r in ROUTES if r.path == path)
     query = {p.name: valid(p) for p in route.params}
@@ -80,8 +115,11 @@ def test_no_value_of_any_parameter_is_a_5xx(client, path, name, value):
 
 def test_huge_track_index_is_a_400(client):
     # was a 500: OverflowError converting 1e20 to int64
-    resp = _get(client, "/timeline/summary", {**{k: NAMES[k] for k in ("run", "worker", "span")},
-                                              "tracks": "99999999999999999999"})
+    resp = _get(
+        client,
+        "/timeline/summary",
+        {**{k: NAMES[k] for k in ("run", "worker", "span")}, "tracks": "99999999999999999999"},
+    )
     assert resp.status_code == 400
     assert "tracks" in resp.json["error"]
 
@@ -118,10 +156,16 @@ def test_error_classes_carry_their_status(client, monkeypatch):
     from tb_plugin.views import modules
 
     base = {"run": "run1", "worker": "w0", "span": "1"}
-    for cls, status in ((errors.BadRequest, 400), (errors.NotFound, 404),
-                        (errors.LoadFailed, 422), (errors.Unavailable, 501)):
+    for cls, status in (
+        (errors.BadRequest, 400),
+        (errors.NotFound, 404),
+        (errors.LoadFailed, 422),
+        (errors.Unavailable, 501),
+    ):
+
         def fail(t, cls=cls):
             raise cls("no")
+
         monkeypatch.setattr(modules, "modules", fail)
         resp = _get(client, "/modules", base)
         assert (resp.status_code, resp.json) == (status, {"error": "no"})
@@ -131,6 +175,7 @@ def test_error_classes_carry_their_status(client, monkeypatch):
 
     def stand_in(t):
         raise BadRequest("not a parameter error")
+
     monkeypatch.setattr(modules, "modules", stand_in)
     assert _get(client, "/modules", base).status_code == 500
 

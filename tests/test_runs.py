@@ -1,4 +1,5 @@
 """Logdir scanning: run/worker/span naming, stability of files being written, rescans."""
+
 import json
 import os
 import time
@@ -18,20 +19,25 @@ def _put(path: Path, doc=None, age: float | None = OLD) -> Path:
 
 
 def test_parse_name():
-    assert parse_name("host_12.1796207156519141535.pt.trace.json.gz") == (
-        "host_12", 1796207156519141535)
+    assert parse_name("host_12.1796207156519141535.pt.trace.json.gz") == ("host_12", 1796207156519141535)
     assert parse_name("worker0.1623143089861.pt.trace.json") == ("worker0", 1623143089861 * 10**6)
     assert parse_name("worker0.pt.trace.json") == ("worker0", None)
     assert parse_name("a.b.7.pt.trace.json") == ("a.b", 7 * 10**6)
     assert parse_name("plain.json") == ("plain", None)
     assert parse_name("plain.json.gz") == ("plain", None)
-    for bad in ("x.pt.trace.json.tmp", ".hidden.pt.trace.json", "x.tmp.pt.trace.json",
-                "x.pt.trace.json~", "events.out.tfevents.1", "x.txt"):
+    for bad in (
+        "x.pt.trace.json.tmp",
+        ".hidden.pt.trace.json",
+        "x.tmp.pt.trace.json",
+        "x.pt.trace.json~",
+        "events.out.tfevents.1",
+        "x.txt",
+    ):
         assert parse_name(bad) is None, bad
 
 
 def test_runs_workers_spans_in_time_order(tmp_path):
-    _put(tmp_path / "a" / "w1.1623143566756.pt.trace.json")     # ms
+    _put(tmp_path / "a" / "w1.1623143566756.pt.trace.json")  # ms
     _put(tmp_path / "a" / "w1.1623143089861000000.pt.trace.json")  # ns, earlier
     _put(tmp_path / "a" / "w2.pt.trace.json.gz")
     _put(tmp_path / "b" / "deep" / "w.5.pt.trace.json")
@@ -97,7 +103,7 @@ def test_symlinked_run_folders_are_followed_and_cycles_walked_once(tmp_path):
     _put(data / "job1" / "w.1.pt.trace.json")
     _put(logdir / "local" / "w.1.pt.trace.json")
     (logdir / "job1").symlink_to(data / "job1", target_is_directory=True)
-    (data / "job1" / "loop").symlink_to(data, target_is_directory=True)   # a cycle through the link
+    (data / "job1" / "loop").symlink_to(data, target_is_directory=True)  # a cycle through the link
     (logdir / "local" / "self").symlink_to(logdir, target_is_directory=True)  # a cycle to the root
     runs = Scanner(str(logdir)).scan()
     assert list(runs) == ["job1", "local"]

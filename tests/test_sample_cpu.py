@@ -1,4 +1,5 @@
 """samples/cpu_train.py runs, writes one trace per cycle and prints torch's table."""
+
 import importlib.util
 import json
 import os
@@ -30,5 +31,7 @@ def test_cpu_sample(tmp_path, capsys):
         ops = [e for e in d["traceEvents"] if e.get("name") == "mlp::linear"]
         assert all(e["args"]["flops"] > 0 for e in ops)
         assert any(e.get("name") == "[memory]" for e in d["traceEvents"])
-    assert steps_per_file == [["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"],
-                              ["ProfilerStep#7", "ProfilerStep#8", "ProfilerStep#9"]]
+    assert steps_per_file == [
+        ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"],
+        ["ProfilerStep#7", "ProfilerStep#8", "ProfilerStep#9"],
+    ]

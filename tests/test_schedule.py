@@ -1,12 +1,12 @@
 """schedule(): torch 2.13's step -> action table, argument errors and warnings."""
+
 import warnings
 
 import pytest
 
 from profiler_core import ProfilerAction, schedule
 
-N, W, R, RS = (ProfilerAction.NONE, ProfilerAction.WARMUP, ProfilerAction.RECORD,
-               ProfilerAction.RECORD_AND_SAVE)
+N, W, R, RS = (ProfilerAction.NONE, ProfilerAction.WARMUP, ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 
 
 def test_verified_table_with_skip_first_and_repeat():
@@ -33,9 +33,16 @@ def test_action_values_match_torch():
     assert [a.value for a in (N, W, R, RS)] == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("kw", [dict(wait=-1, warmup=1, active=1), dict(wait=0, warmup=-1, active=1),
-                                dict(wait=0, warmup=1, active=0), dict(wait=0, warmup=1, active=1, repeat=-1),
-                                dict(wait=0, warmup=1, active=1, skip_first=-2)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(wait=-1, warmup=1, active=1),
+        dict(wait=0, warmup=-1, active=1),
+        dict(wait=0, warmup=1, active=0),
+        dict(wait=0, warmup=1, active=1, repeat=-1),
+        dict(wait=0, warmup=1, active=1, skip_first=-2),
+    ],
+)
 def test_invalid_arguments_raise_torch_message(kw):
     with pytest.raises(AssertionError, match=r"Invalid profiler schedule arguments\. Got wait="):
         schedule(**kw)

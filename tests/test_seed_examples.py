@@ -1,5 +1,6 @@
 """The two examples of the torch.profiler 1.9 reference page, unchanged except the import and a
 CPU-only activity list (shared/torch-profiler-1.9-api.txt)."""
+
 import numpy as np
 import pytest
 
@@ -28,8 +29,7 @@ def test_example_1_context_manager(capsys):
         ]
     ) as p:
         code_to_profile()
-    print(p.key_averages().table(
-        sort_by="self_cuda_time_total", row_limit=-1))
+    print(p.key_averages().table(sort_by="self_cuda_time_total", row_limit=-1))
     out = capsys.readouterr().out
     assert "aten::mm" in out and "Self CPU time total:" in out
 
@@ -44,8 +44,7 @@ def test_example_2_schedule_and_on_trace_ready(capsys):
     # trace_handler is called every time a new trace becomes available
     def trace_handler(prof):
         calls.append(prof.step_num)
-        print(prof.key_averages().table(
-            sort_by="self_cuda_time_total", row_limit=-1))
+        print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=-1))
         # prof.export_chrome_trace("/tmp/test_trace_" + str(prof.step_num) + ".json")
 
     with torch.profiler.profile(
@@ -59,11 +58,8 @@ def test_example_2_schedule_and_on_trace_ready(capsys):
         # after which the trace will become available
         # and on_trace_ready (when set) is called;
         # the cycle repeats starting with the next step
-        schedule=torch.profiler.schedule(
-            wait=1,
-            warmup=1,
-            active=2),
-        on_trace_ready=trace_handler
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
+        on_trace_ready=trace_handler,
         # on_trace_ready=torch.profiler.tensorboard_trace_handler('./log')
         # used when outputting for tensorboard
     ) as p:
@@ -72,6 +68,6 @@ def test_example_2_schedule_and_on_trace_ready(capsys):
             # send a signal to the profiler that the next iteration has started
             p.step()
     out = capsys.readouterr().out
-    assert calls == [4, 8, 10]        # the third cycle is cut short by the exit (torch does the same)
+    assert calls == [4, 8, 10]  # the third cycle is cut short by the exit (torch does the same)
     assert out.count("Self CPU time total:") == 3
     assert "ProfilerStep*" in out and "iteration" in out

@@ -1,5 +1,6 @@
 """Self time on the shared real traces (issue 21 item 8, issue 23 item 4): never negative in any consumer, and
 one number for the same operator in Operators, Diff, the summaries and key_averages()."""
+
 from __future__ import annotations
 
 import gzip
@@ -23,8 +24,11 @@ NOT_KINETO = ("hta_et_file",)  # an execution trace, not a Kineto trace (traces/
 def _real_traces() -> list[Path]:
     if not TRACES.is_dir():
         return []
-    out = [p for p in sorted(TRACES.rglob("*.json*")) if "reference" not in p.parts
-           and not any(n in str(p) for n in NOT_KINETO) and p.name != "README.md"]
+    out = [
+        p
+        for p in sorted(TRACES.rglob("*.json*"))
+        if "reference" not in p.parts and not any(n in str(p) for n in NOT_KINETO) and p.name != "README.md"
+    ]
     return out
 
 
@@ -63,8 +67,14 @@ def test_record_param_comms_on_b200():
 
 # traces on which key_averages() (torch's tree: python_function frames, other threads) and the op tree build
 # the same nodes; where they differ (python frames sticking out of ops, MTIA, triton launches) see the notes
-AGREEING = ("kineto_resnet50_v100/num_workers_0", "public/ds_train_h800", "public/hta_amd_mi250",
-            "public/hta_cp_alexnet", "public/hta_trace_filter", "public/tl_mi300_ddp_resnet18")
+AGREEING = (
+    "kineto_resnet50_v100/num_workers_0",
+    "public/ds_train_h800",
+    "public/hta_amd_mi250",
+    "public/hta_cp_alexnet",
+    "public/hta_trace_filter",
+    "public/tl_mi300_ddp_resnet18",
+)
 
 
 @pytest.mark.parametrize("sub", AGREEING)

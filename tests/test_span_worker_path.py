@@ -1,4 +1,5 @@
 """Span workers never import modules from the working directory (a downloaded logdir)."""
+
 import json
 import sys
 
@@ -10,10 +11,20 @@ from profiler_core.trace.read.reader import read_trace
 
 
 @pytest.mark.parametrize("safe_path_flag", [True, False], ids=["-P", "without -P (3.10)"])
-def test_a_module_in_the_working_directory_is_never_run_by_a_worker(tmp_path, monkeypatch,
-                                                                   safe_path_flag):
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1,
-               "ts": i * 10, "dur": 5, "args": {"External id": i}} for i in range(10000)]
+def test_a_module_in_the_working_directory_is_never_run_by_a_worker(tmp_path, monkeypatch, safe_path_flag):
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i % 7}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i * 10,
+            "dur": 5,
+            "args": {"External id": i},
+        }
+        for i in range(10000)
+    ]
     path = tmp_path / "w.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": events}, indent=1))
     cwd = tmp_path / "downloaded"

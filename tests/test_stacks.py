@@ -1,4 +1,5 @@
 """with_stack: Call stack on ops (torch's format) and python_function events with ids/parents."""
+
 import sys
 import threading
 
@@ -48,7 +49,7 @@ def test_python_function_events_and_parents():
     before = sys.getprofile()
     with profile(activities=CPU, with_stack=True) as p:
         outer_fn()
-    assert sys.getprofile() is before            # hook removed after recording
+    assert sys.getprofile() is before  # hook removed after recording
     py = [e for e in p.trace["traceEvents"] if e.get("cat") == "python_function"]
     by_id = {e["args"]["Python id"]: e for e in py}
     outer = [e for e in py if e["name"].endswith(": outer_fn")][0]

@@ -1,4 +1,5 @@
 """with_stack: the profiler's own control path (step/stop/trace assembly) leaves no python_function events."""
+
 from profiler_core import ProfilerActivity, profile, schedule
 
 
@@ -7,8 +8,9 @@ def _user_work():
 
 
 def test_step_and_stop_internals_are_not_traced_but_user_frames_are():
-    with profile(activities=[ProfilerActivity.CPU], with_stack=True,
-                 schedule=schedule(wait=0, warmup=1, active=2, repeat=1)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU], with_stack=True, schedule=schedule(wait=0, warmup=1, active=2, repeat=1)
+    ) as prof:
         for _ in range(4):
             _user_work()
             prof.step()

@@ -1,5 +1,6 @@
 """profiler_core.storage without a network: names, redaction, error messages, and fsspec's in-memory
 filesystem (`memory://`, a non-object store: temporary name then rename) end to end."""
+
 import gzip
 import os
 import subprocess
@@ -33,11 +34,32 @@ def mem():
 
 
 def _doc(n: int) -> dict:
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-           "ts": 0, "dur": 10 * n + 10, "args": {"External id": 1}}]
-    ev += [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 3}", "pid": 1, "tid": 1, "ts": 1 + 10 * i,
-            "dur": 5, "args": {"External id": i + 2, "Input Dims": [[i]]}} for i in range(n)]
-    return {"schemaVersion": 1, "baseTimeNanoseconds": 10 ** 18, "traceEvents": ev}
+    ev = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10 * n + 10,
+            "args": {"External id": 1},
+        }
+    ]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i % 3}",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1 + 10 * i,
+            "dur": 5,
+            "args": {"External id": i + 2, "Input Dims": [[i]]},
+        }
+        for i in range(n)
+    ]
+    return {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": ev}
 
 
 def test_names():
@@ -53,43 +75,51 @@ def test_names():
     assert storage.normalize_root("s3://b/logs/") == "s3://b/logs"
 
 
-@pytest.mark.parametrize("text,secret", [
-    ("s3://AKIAXX:hunter2secret@bucket/logs", "hunter2secret"),
-    ("https://acct.blob.core.windows.net/c/x?sv=2020&sig=abcdEFGH1234", "abcdEFGH1234"),
-    ("failed: secret_access_key=abcd1234zz, retry", "abcd1234zz"),
-    ("password: 'p4ssw0rd!'", "p4ssw0rd!"),
-    ("GET /x?X-Amz-Security-Token=tok3nVALUE&y=1 refused", "tok3nVALUE"),
-    ("header x-amz-security-token: tok3nVALUE", "tok3nVALUE"),
-    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCY==", "wJalrXUtnFEMI"),
-    ("at 9s3://AKIAXX:hunter2secret@bucket/logs", "hunter2secret"),
-    ("s3://bucket/a?X-Amz-Signature=f00dcafe#frag", "f00dcafe"),
-])
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("s3://AKIAXX:hunter2secret@bucket/logs", "hunter2secret"),
+        ("https://acct.blob.core.windows.net/c/x?sv=2020&sig=abcdEFGH1234", "abcdEFGH1234"),
+        ("failed: secret_access_key=abcd1234zz, retry", "abcd1234zz"),
+        ("password: 'p4ssw0rd!'", "p4ssw0rd!"),
+        ("GET /x?X-Amz-Security-Token=tok3nVALUE&y=1 refused", "tok3nVALUE"),
+        ("header x-amz-security-token: tok3nVALUE", "tok3nVALUE"),
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCY==", "wJalrXUtnFEMI"),
+        ("at 9s3://AKIAXX:hunter2secret@bucket/logs", "hunter2secret"),
+        ("s3://bucket/a?X-Amz-Signature=f00dcafe#frag", "f00dcafe"),
+    ],
+)
 def test_redact_removes_credentials(text, secret):
     out = storage.redact(text)
     assert secret not in out and "***" in out
 
 
 def test_redact_keeps_text_without_credentials():
-    for text in ("run1/w0.1.pt.trace.json: not found", "s3://bucket/logs/run1 is empty",
-                 "size = 3", "limit must be an integer, got 'abc'"):
+    for text in (
+        "run1/w0.1.pt.trace.json: not found",
+        "s3://bucket/logs/run1 is empty",
+        "size = 3",
+        "limit must be an integer, got 'abc'",
+    ):
         assert storage.redact(text) == text
 
 
 #: inputs on which a backtracking pattern scans the rest of the text from every position
-ADVERSARIAL = ("a", "a://", "key-", "a://b", "token=", 'token="', "s3://b?", "x=" , "-", "9a-")
+ADVERSARIAL = ("a", "a://", "key-", "a://b", "token=", 'token="', "s3://b?", "x=", "-", "9a-")
 
 
 def test_redact_is_linear_on_adversarial_megabyte_inputs():
     # 60 KB of "a://" took 11.7 s to redact (quadratic): 1 MB would take hours. Run in a child so
     # that a regression fails on the timeout instead of hanging the suite.
-    code = ("import sys; from profiler_core.storage import redact\n"
-            f"for unit in {ADVERSARIAL!r}:\n"
-            "    text = unit * (1_000_000 // len(unit))\n"
-            "    assert len(redact(text)) <= len(text)\n"
-            "print('ok')")
+    code = (
+        "import sys; from profiler_core.storage import redact\n"
+        f"for unit in {ADVERSARIAL!r}:\n"
+        "    text = unit * (1_000_000 // len(unit))\n"
+        "    assert len(redact(text)) <= len(text)\n"
+        "print('ok')"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
@@ -104,6 +134,7 @@ def test_redact_removes_secret_environment_values_and_url_credentials_quoted_els
 def test_missing_protocol_package_is_a_clear_error():
     try:
         import gcsfs  # noqa: F401
+
         pytest.skip("gcsfs is installed")
     except ImportError:
         pass
@@ -122,11 +153,18 @@ def test_describe_error_names_the_cause():
         pass
 
     assert storage.describe_error(NoCredentialsError("Unable to locate credentials"), "s3://b").startswith(
-        "no credentials found for s3:// (set AWS_ACCESS_KEY_ID")
-    assert storage.describe_error(FileNotFoundError("The specified bucket does not exist"), "s3://b") == \
-        "bucket does not exist"
-    assert storage.describe_error(EndpointConnectionError('Could not connect to "http://h/b?X-Amz-Signature=zz12"'),
-                                  "s3://b") == 'cannot connect to the storage service (Could not connect to "http://h/b?***")'
+        "no credentials found for s3:// (set AWS_ACCESS_KEY_ID"
+    )
+    assert (
+        storage.describe_error(FileNotFoundError("The specified bucket does not exist"), "s3://b")
+        == "bucket does not exist"
+    )
+    assert (
+        storage.describe_error(
+            EndpointConnectionError('Could not connect to "http://h/b?X-Amz-Signature=zz12"'), "s3://b"
+        )
+        == 'cannot connect to the storage service (Could not connect to "http://h/b?***")'
+    )
     assert storage.describe_error(PermissionError("Access Denied"), "s3://b").startswith("access denied")
 
 
@@ -136,15 +174,20 @@ def test_local_paths_keep_os_semantics(tmp_path):
     st = os.stat(p)
     info = storage.stat(str(p))
     assert (info.size, info.mtime_ns, info.version) == (10, st.st_mtime_ns, "")
-    assert storage.fingerprint(str(p)) == info.fingerprint == \
-        (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns)  # identity.file_identity
+    assert (
+        storage.fingerprint(str(p))
+        == info.fingerprint
+        == (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns)
+    )  # identity.file_identity
     assert storage.read_range(str(p), 2, 5) == b"234"
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "b.json").write_text("{}")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "c.json").write_text("{}")
-    assert [storage.relpath(f.path, str(tmp_path)) for f in storage.walk_files(str(tmp_path))] == \
-        ["a.json", "sub/c.json"]
+    assert [storage.relpath(f.path, str(tmp_path)) for f in storage.walk_files(str(tmp_path))] == [
+        "a.json",
+        "sub/c.json",
+    ]
     with pytest.raises(IsADirectoryError):
         storage.stat(str(tmp_path))
 
@@ -200,8 +243,14 @@ def test_a_rewritten_remote_file_is_a_cache_miss(mem, tmp_path, monkeypatch):
 def test_scanner_over_a_url_lists_runs_and_notices_new_files(mem):
     from tb_plugin.runs import Scanner
 
-    for rel in ("run1/w0.1000.pt.trace.json", "run1/w0.2000.pt.trace.json", "run1/w1.1500.pt.trace.json",
-                "run2/nested/host_1.pt.trace.json", ".hidden/x.pt.trace.json", "run1/w0.3000.pt.trace.json.tmp"):
+    for rel in (
+        "run1/w0.1000.pt.trace.json",
+        "run1/w0.2000.pt.trace.json",
+        "run1/w1.1500.pt.trace.json",
+        "run2/nested/host_1.pt.trace.json",
+        ".hidden/x.pt.trace.json",
+        "run1/w0.3000.pt.trace.json.tmp",
+    ):
         writer.write_trace(_doc(3), storage.join(mem, rel))
     sc = Scanner(mem + "/", stable_age_s=0)
     runs = sc.scan()
@@ -232,8 +281,7 @@ def test_write_beside_replaces_only_a_regular_file(tmp_path):
     # the summaries and the parse cache write through it: a planted link is not followed
     assert store.write(str(link), {"kind": "x"}) is False
     assert secret.read_bytes() == b"keep" and link.is_symlink()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "new.bin", "planted.summary.json.gz",
-                                                          "secret"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "new.bin", "planted.summary.json.gz", "secret"]
     with pytest.raises(RuntimeError):  # a failed write leaves the old content and no temporary
         with storage.write_beside(str(new)) as f:
             f.write(b"two")

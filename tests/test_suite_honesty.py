@@ -1,4 +1,5 @@
 """The suite cannot go quietly green: a missing oracle fails under CI=true, and skips always say why."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from .conftest import ROOT
 
-TEST_FILE = '''
+TEST_FILE = """
 from tests.conftest import missing, requires
 
 def test_needs_an_oracle():
@@ -22,7 +23,7 @@ def test_marked():
 @requires(None)
 def test_present():
     pass
-'''
+"""
 
 
 def _pytest(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess:
@@ -31,9 +32,26 @@ def _pytest(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = str(ROOT)
     if ci is not None:
         env["CI"] = ci
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=str(tmp_path),
+    )
 
 
 def test_missing_oracle_skips_locally_with_its_reason_printed(tmp_path):
@@ -65,15 +83,24 @@ def _oracle_install(tmp_path: Path, ci: str | None) -> subprocess.CompletedProce
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     if ci is not None:
         env["CI"] = ci
-    return subprocess.run(["bash", str(repo / ".ci" / "install_gpu_oracles.sh")], capture_output=True,
-                          text=True, timeout=60, env=env, cwd=str(repo))
+    return subprocess.run(
+        ["bash", str(repo / ".ci" / "install_gpu_oracles.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=str(repo),
+    )
 
 
 def test_oracle_install_failures_are_named_and_tolerated_locally(tmp_path):
     proc = _oracle_install(tmp_path, None)
     assert proc.returncode == 0, proc.stderr
-    for what in ("nvidia-cuda-runtime-cu12 not downloadable", "cupti-python>=13,<14 not installable",
-                 "no PyCUDA wheel"):
+    for what in (
+        "nvidia-cuda-runtime-cu12 not downloadable",
+        "cupti-python>=13,<14 not installable",
+        "no PyCUDA wheel",
+    ):
         assert what in proc.stderr
 
 

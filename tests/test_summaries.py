@@ -1,6 +1,7 @@
 """Per-worker summaries: what they hold, their size, their files (versioned gzipped JSON, never
 pickle), and that the distributed view built from them equals the one built from whole traces;
 the plugin reads only summaries for a run's distributed view; `gpuscope summarize`."""
+
 from __future__ import annotations
 
 import argparse
@@ -60,12 +61,13 @@ def test_view_from_stored_summaries_equals_view_from_traces(tmp_path, cache):
     # the straggler (rank ranks // 3 = 1) is the first one ranked, with the collective that waited on it
     top = whole["stragglers"][0]
     assert top["worker"] == "node0_rank00001" and top["excess_us"] > 0
-    coll = whole["comm_ops"]["node0_rank00001"][0]["name"]   # the all-reduce, however the view names it
+    coll = whole["comm_ops"]["node0_rank00001"][0]["name"]  # the all-reduce, however the view names it
     assert top["collective"].startswith(coll + " #") and top["others_wait_us"] > 0
     assert whole["workers"]["node0_rank00000"]["wait_us"] > whole["workers"]["node0_rank00001"]["wait_us"]
     row = whole["comm_ops"]["node0_rank00000"][0]
     assert row["total_bytes"] > 0 and row["bandwidth_gbps"] == pytest.approx(
-        row["total_bytes"] / (row["transfer_us"] * 1e3), rel=1e-3)
+        row["total_bytes"] / (row["transfer_us"] * 1e3), rel=1e-3
+    )
 
 
 def test_view_from_summaries_on_real_ddp_trace(shared_traces):
@@ -82,7 +84,7 @@ def test_summary_content_and_size(tmp_path):
     s = S.summarize(t)
     data = S.encode(s)
     assert len(data) < 0.01 * p.stat().st_size, (len(data), p.stat().st_size)
-    obj = json.loads(gzip.decompress(data))   # plain JSON inside gzip, no pickle
+    obj = json.loads(gzip.decompress(data))  # plain JSON inside gzip, no pickle
     assert obj["kind"] == "gpuscope-summary" and obj["version"] == S.VERSION
     assert len(obj["overview"]["steps"]) == 10 and obj["overview"]["average"]["total_us"] > 0
     d = obj["distributed"]
@@ -90,27 +92,40 @@ def test_summary_content_and_size(tmp_path):
     assert len(d["collectives"]["name"]) == 10 * 12
     assert obj["top_kernels"][0]["name"] and len(obj["top_operators"]) <= S.TOP
     assert obj["memory_peak"]["GPU0"]["allocated"] == 6 << 30 and obj["memory_peak"]["GPU0"]["reserved"] == 8 << 30
-    assert obj["devices"] == {"rank": 0, "world_size": 2, "backend": "nccl",
-                              "gpus": {"GPU0": {"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85_031_714_816,
-                                                "compute_capability": "9.0"}}}
+    assert obj["devices"] == {
+        "rank": 0,
+        "world_size": 2,
+        "backend": "nccl",
+        "gpus": {
+            "GPU0": {"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85_031_714_816, "compute_capability": "9.0"}
+        },
+    }
 
 
 def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     src = S.fs.Stat(100, 5)
     steps = {k: [] for k in ("step", "start", "end", "comp", "comm", "overlap")}
     coll = {k: [] for k in ("names", "pg", "group_size", "name", "step", "dur", "bytes", "wait")}
-    s = {"kind": S.KIND, "version": S.VERSION, "source": {"size": 100, "mtime_ns": 5, "etag": ""},
-         "events": 0, "overview": {"steps": [], "average": {}, "gpu": None}, "memory_peak": {},
-         "top_operators": [], "top_kernels": [], "devices": {},
-         "distributed": {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}}}
+    s = {
+        "kind": S.KIND,
+        "version": S.VERSION,
+        "source": {"size": 100, "mtime_ns": 5, "etag": ""},
+        "events": 0,
+        "overview": {"steps": [], "average": {}, "gpu": None},
+        "memory_peak": {},
+        "top_operators": [],
+        "top_kernels": [],
+        "devices": {},
+        "distributed": {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}},
+    }
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)
     assert store.read(where, src) == s
-    assert store.read(where, S.fs.Stat(101, 5)) is None            # the trace changed
+    assert store.read(where, S.fs.Stat(101, 5)) is None  # the trace changed
     store.write(where, {**s, "version": S.VERSION + 1})
-    assert store.read(where, src) is None                          # another gpuscope's
+    assert store.read(where, src) is None  # another gpuscope's
     Path(where).write_bytes(b"\x1f\x8b not gzip")
-    assert store.read(where, src) is None                          # damaged
+    assert store.read(where, src) is None  # damaged
     with pytest.raises(S.SummaryError, match="not a gpuscope summary"):
         S.decode(b'{"a": 1}')
 
@@ -128,7 +143,7 @@ def test_plugin_distributed_reads_only_summaries(tmp_path, cache, monkeypatch):
     res = cli.summarize_logdir(str(logdir))
     assert res["done"] == 4 and not res["failed"]
     assert (logdir / ".gpuscope" / "summaries" / "job").is_dir()
-    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 2)   # a "big" run: never parsed in the background
+    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 2)  # a "big" run: never parsed in the background
 
     def no_read(*a, **k):
         raise AssertionError("a whole trace was read")
@@ -172,7 +187,7 @@ def test_plugin_computes_missing_summaries_and_keeps_them_in_the_cache(tmp_path,
     assert "job/node9_rank00099" in d["errors"][0]["file"] and "/tmp" not in d["errors"][0]["error"]
     assert p.state().summaries.computed == 3
     assert len(list((cache / "summaries").glob("*.summary.json.gz"))) == 3
-    assert not (logdir / ".gpuscope").exists()      # the plugin never writes into the logdir
+    assert not (logdir / ".gpuscope").exists()  # the plugin never writes into the logdir
     # a file that failed is not retried in the background at every rescan (only when asked for)
     for _ in range(3):
         p.state().refresh(force=True)
@@ -230,7 +245,7 @@ def test_cli_on_s3_writes_beside_the_traces_and_reports_a_missing_bucket(tmp_pat
         assert "2 summarized" in capsys.readouterr().out
         names = sorted(server.fs().find("bkt/logs/.gpuscope/summaries"))
         assert len(names) == 2 and all(n.endswith(".summary.json.gz") for n in names)
-        assert cli.main(["summarize", "s3://bkt/logs"]) == 0           # ETags match: nothing to do
+        assert cli.main(["summarize", "s3://bkt/logs"]) == 0  # ETags match: nothing to do
         assert "0 summarized, 2 up to date" in capsys.readouterr().out
         assert cli.main(["summarize", "s3://no-such-bucket-gpuscope/logs"]) == 2
         err = capsys.readouterr().err

@@ -1,5 +1,6 @@
 """`gpuscope summarize` on the command line: a bad scheduler is one line, --local is capped at the
 work and the cores, and Ctrl-C stops it with one line instead of every process's traceback."""
+
 import gzip
 import json
 import os
@@ -17,10 +18,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _logdir(root: Path, files: int, ops: int = 20) -> Path:
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
-           "dur": 10 * ops + 10, "args": {}}]
-    ev += [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1, "ts": 1 + 10 * i,
-            "dur": 5, "args": {"External id": i + 2}} for i in range(ops)]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10 * ops + 10,
+            "args": {},
+        }
+    ]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i % 7}",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1 + 10 * i,
+            "dur": 5,
+            "args": {"External id": i + 2},
+        }
+        for i in range(ops)
+    ]
     data = gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": ev}).encode())
     for i in range(files):
         f = root / "run" / f"w{i}.{1000 + i}.pt.trace.json.gz"
@@ -30,9 +52,14 @@ def _logdir(root: Path, files: int, ops: int = 20) -> Path:
 
 
 def _cli(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", *args],
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def test_a_bad_scheduler_is_one_clear_line(tmp_path):
@@ -40,12 +67,13 @@ def test_a_bad_scheduler_is_one_clear_line(tmp_path):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2
     assert err.strip().splitlines() == [
-        "gpuscope summarize: cannot connect to the Dask scheduler 'nonsense': "
-        "missing port number in address 'nonsense'"]
+        "gpuscope summarize: cannot connect to the Dask scheduler 'nonsense': missing port number in address 'nonsense'"
+    ]
 
 
-@pytest.mark.parametrize("asked,files,cores,expected", [(6, 1, 2, 1), (6, 10, 2, 2), (1, 10, 8, 1),
-                                                        (16, 10, 8, 8), (3, 10, 8, 3)])
+@pytest.mark.parametrize(
+    "asked,files,cores,expected", [(6, 1, 2, 1), (6, 10, 2, 2), (1, 10, 8, 1), (16, 10, 8, 8), (3, 10, 8, 3)]
+)
 def test_local_workers_are_capped_at_the_files_and_the_cores(monkeypatch, asked, files, cores, expected):
     monkeypatch.setattr(cli.os, "cpu_count", lambda: cores)
     assert cli.local_workers(asked, files) == expected

@@ -1,6 +1,7 @@
 """`gpuscope summarize` on a real Dask cluster (LocalCluster, 2 worker processes): each task reads its
 own file and sends back only the summary; the summaries equal the in-process ones. The plugin's
 scheduler flag computes missing summaries on the cluster too."""
+
 from __future__ import annotations
 
 import os
@@ -91,15 +92,25 @@ def test_plugin_computes_missing_summaries_on_the_scheduler(cluster, logdir):
 def test_cli_local_cluster_of_two_processes(logdir, tmp_path):
     out = tmp_path / "sums"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", "2",
-                        "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "4 summarized, 0 up to date, 0 failed, of 4 trace files" in r.stdout
     expected = _in_process(logdir)
     for rel, s in expected.items():
         assert store.read(store.out_path(str(out), rel), None) == s
-    r = subprocess.run([sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", "0"],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == 2 and "--local needs at least 1 worker" in r.stderr
 
 

@@ -1,5 +1,6 @@
 """Per-worker summaries follow the parse cache's identity rule: a trace rewritten in place with the
 same size and mtime gets a new summary, in the running plugin and after a restart."""
+
 import json
 import os
 import time
@@ -20,11 +21,29 @@ OLD = time.time() - 3600
 
 
 def _trace(kernel_us: int) -> bytes:
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-           "ts": 0, "dur": 1000, "args": {}},
-          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": kernel_us,
-           "args": {"device": 0, "stream": 7, "correlation": 1}}]
-    return json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": 10 ** 18, "traceEvents": ev}).encode()
+    ev = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 1000,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": kernel_us,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
+    ]
+    return json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": ev}).encode()
 
 
 def _rewrite_same_size_and_mtime(path: Path, data: bytes) -> None:
@@ -63,9 +82,9 @@ def test_a_same_size_same_mtime_rewrite_gets_a_new_summary(logdir):
     assert _computation(c) == {"w0": 100.0, "w1": 100.0}
     _rewrite_same_size_and_mtime(logdir / "job" / "w1.1000.pt.trace.json", _trace(900))
     p.state().refresh(force=True)
-    assert _computation(c)["w1"] == 900.0          # in the running plugin
+    assert _computation(c)["w1"] == 900.0  # in the running plugin
     c2, _ = _client(logdir)
-    assert _computation(c2)["w1"] == 900.0         # after a restart (summaries in the cache dir)
+    assert _computation(c2)["w1"] == 900.0  # after a restart (summaries in the cache dir)
 
 
 def test_a_summary_records_and_checks_the_files_inode_and_ctime(logdir):

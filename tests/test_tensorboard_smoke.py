@@ -1,4 +1,5 @@
 """One real `tensorboard --logdir` process: the plugin is discovered and serves `runs`."""
+
 import json
 import os
 import socket
@@ -29,17 +30,28 @@ def test_tensorboard_serves_gpuscope(tmp_path):
         missing("gpuscope is not installed (pip install -e .)")
     run = tmp_path / "logs" / "myrun"
     run.mkdir(parents=True)
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1,
-           "dur": 2, "args": {}}]
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {}}]
     p = run / "host_1.1796207156519141535.pt.trace.json"
     p.write_text(json.dumps({"traceEvents": ev}))
     os.utime(p, (time.time() - 60, time.time() - 60))
     port = _free_port()
     env = dict(os.environ, GPUSCOPE_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path / "logs"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(tmp_path / "logs"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 90

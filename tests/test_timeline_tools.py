@@ -1,4 +1,5 @@
 """Timeline tools: a range's count/total/self by name, counter tracks, occurrences, locate."""
+
 import json
 
 import pytest
@@ -10,12 +11,19 @@ from .test_views_common_support import kernel, make_trace, op, runtime
 
 
 def trace():
-    return make_trace([
-        op("outer", 0, 100), op("inner", 10, 30), op("inner", 50, 20), op("leaf", 55, 5),
-        op("other", 0, 40, tid=2),
-        runtime("cudaLaunchKernel", 20, 2, corr=1), runtime("cudaLaunchKernel", 60, 2, corr=2),
-        kernel("k1", 30, 40, corr=1), kernel("k2", 50, 40, corr=2, stream=8),   # overlap 50..70 on GPU 0
-    ])
+    return make_trace(
+        [
+            op("outer", 0, 100),
+            op("inner", 10, 30),
+            op("inner", 50, 20),
+            op("leaf", 55, 5),
+            op("other", 0, 40, tid=2),
+            runtime("cudaLaunchKernel", 20, 2, corr=1),
+            runtime("cudaLaunchKernel", 60, 2, corr=2),
+            kernel("k1", 30, 40, corr=1),
+            kernel("k2", 50, 40, corr=2, stream=8),  # overlap 50..70 on GPU 0
+        ]
+    )
 
 
 def rows(d):
@@ -25,8 +33,12 @@ def rows(d):
 def test_range_summary_clips_and_subtracts_children():
     t = trace()
     d = tt.range_summary(t, 0, 100, tracks="0")
-    assert rows(d) == {"outer": (1, 100.0, 50.0), "inner": (2, 50.0, 41.0), "leaf": (1, 5.0, 5.0),
-                       "cudaLaunchKernel": (2, 4.0, 4.0)}
+    assert rows(d) == {
+        "outer": (1, 100.0, 50.0),
+        "inner": (2, 50.0, 41.0),
+        "leaf": (1, 5.0, 5.0),
+        "cudaLaunchKernel": (2, 4.0, 4.0),
+    }
     part = tt.range_summary(t, 15, 60, tracks="0")
     # outer clipped to 45; inner 15..40 (25) + 50..60 (10); leaf 55..60 (5); launches inside children
     assert rows(part)["outer"] == (1, 45.0, 10.0)
@@ -60,4 +72,4 @@ def test_occurrences_and_locate():
     first = occ["results"][0]
     assert tt.locate(t, first["idx"]) == first
     with pytest.raises(NotFound):
-        tt.locate(t, 10 ** 6)
+        tt.locate(t, 10**6)

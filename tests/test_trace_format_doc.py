@@ -1,5 +1,6 @@
 """docs/trace-format.md is the reader's contract: every category and argument it names reaches
 the columns it says (a trace built from the document's own tables, written and read back)."""
+
 import json
 import re
 from pathlib import Path
@@ -10,16 +11,32 @@ from profiler_core.trace.read.reader import read_trace
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "trace-format.md").read_text(encoding="utf-8")
 #: a value per argument key, and the column value it must give
-VALUES = {"External id": (7, 7), "Input Dims": ([[2, 3]], "[[2,3]]"), "Input type": (["float"], '["float"]'),
-          "Call stack": ("a.py(1): f", "a.py(1): f"), "Sequence number": (11, 11), "Fwd thread id": (12, 12),
-          "correlation": (13, 13), "grid": ([2, 3, 4], [2, 3, 4]), "block": ([32, 1, 1], [32, 1, 1]),
-          "device": (0, 0), "stream": (7, 7), "registers per thread": (32, 32),
-          "shared memory": (1024, 1024), "blocks per SM": (1.5, 1.5), "warps per SM": (6.0, 6.0),
-          "est. achieved occupancy %": (25.0, 25.0), "bytes": (4096, 4096),
-          "Collective name": ("allreduce", "allreduce"), "dtype": ("Float", "Float"), "In msg nelems": (5, 5),
-          "Out msg nelems": (6, 6), "Group size": (2, 2), "Process Group Name": ("0", "0")}
-MEMORY = {"Bytes": 64, "Addr": 100, "Total Allocated": 64, "Total Reserved": 128, "Device Type": 1,
-          "Device Id": 0}
+VALUES = {
+    "External id": (7, 7),
+    "Input Dims": ([[2, 3]], "[[2,3]]"),
+    "Input type": (["float"], '["float"]'),
+    "Call stack": ("a.py(1): f", "a.py(1): f"),
+    "Sequence number": (11, 11),
+    "Fwd thread id": (12, 12),
+    "correlation": (13, 13),
+    "grid": ([2, 3, 4], [2, 3, 4]),
+    "block": ([32, 1, 1], [32, 1, 1]),
+    "device": (0, 0),
+    "stream": (7, 7),
+    "registers per thread": (32, 32),
+    "shared memory": (1024, 1024),
+    "blocks per SM": (1.5, 1.5),
+    "warps per SM": (6.0, 6.0),
+    "est. achieved occupancy %": (25.0, 25.0),
+    "bytes": (4096, 4096),
+    "Collective name": ("allreduce", "allreduce"),
+    "dtype": ("Float", "Float"),
+    "In msg nelems": (5, 5),
+    "Out msg nelems": (6, 6),
+    "Group size": (2, 2),
+    "Process Group Name": ("0", "0"),
+}
+MEMORY = {"Bytes": 64, "Addr": 100, "Total Allocated": 64, "Total Reserved": 128, "Device Type": 1, "Device Id": 0}
 
 
 def _table(title: str) -> list[list[str]]:
@@ -41,18 +58,49 @@ def trace(tmp_path_factory):
         if ph.strip() != "X" or not cats:
             continue
         gpu = _where.startswith("device")
-        events.append({"ph": "X", "cat": cats[0], "name": f"e_{cats[0]}", "pid": 0 if gpu else 100,
-                       "tid": 7 if gpu else 100, "ts": 10 * i, "dur": 5, "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": cats[0],
+                "name": f"e_{cats[0]}",
+                "pid": 0 if gpu else 100,
+                "tid": 7 if gpu else 100,
+                "ts": 10 * i,
+                "dur": 5,
+                "args": {},
+            }
+        )
     for key, _on, _column in _table("Arguments (`args`)"):
         for k in _ticked(key):
             if k in VALUES:
-                events.append({"ph": "X", "cat": "kernel" if "kernels" in _on or "GPU" in _on else "cpu_op",
-                               "name": f"arg_{k}", "pid": 0, "tid": 7, "ts": 1000, "dur": 1,
-                               "args": {k: VALUES[k][0], **({"device": 0, "stream": 7} if k not in
-                                                           ("device", "stream") else {})}})
-    events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 100, "tid": 100,
-                   "ts": 2000, "args": MEMORY})
-    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": 10 ** 18, "traceEvents": events}))
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "kernel" if "kernels" in _on or "GPU" in _on else "cpu_op",
+                        "name": f"arg_{k}",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 1000,
+                        "dur": 1,
+                        "args": {
+                            k: VALUES[k][0],
+                            **({"device": 0, "stream": 7} if k not in ("device", "stream") else {}),
+                        },
+                    }
+                )
+    events.append(
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 100,
+            "tid": 100,
+            "ts": 2000,
+            "args": MEMORY,
+        }
+    )
+    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": events}))
     return read_trace(str(path), processes=0)
 
 

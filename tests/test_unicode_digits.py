@@ -1,5 +1,6 @@
 """Texts that pass str.isdigit() without being ASCII digits ("²" then fails int()) are never
 turned into numbers: no ValueError from a setting or from a trace's pid."""
+
 from profiler_core.analysis import events_from_trace
 from profiler_core.trace.read import stream
 from tb_plugin import loader
@@ -14,7 +15,17 @@ def test_a_superscript_in_a_setting_is_not_a_number(monkeypatch):
 
 
 def test_a_superscript_in_a_pid_is_a_label_not_a_number():
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": "rank ²", "tid": "thread ³",
-           "ts": 1, "dur": 2, "args": {}}]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": "rank ²",
+            "tid": "thread ³",
+            "ts": 1,
+            "dur": 2,
+            "args": {},
+        }
+    ]
     events = events_from_trace({"traceEvents": ev})
     assert [e.name for e in events] == ["aten::mm"]

@@ -1,4 +1,5 @@
 """One version: pyproject.toml's, read at run time from the installed distribution's metadata."""
+
 import importlib.metadata
 import re
 

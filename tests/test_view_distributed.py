@@ -1,5 +1,6 @@
 """Distributed view: torch-tb-profiler agreement on torch_cpu_cnn/ddp_gloo, MPI and NCCL
 recognition, wait vs transfer alignment, and clear notes for mismatched workers."""
+
 import json
 
 import numpy as np
@@ -11,8 +12,20 @@ from tb_plugin.views import distributed as dv
 from . import trace_builder as tb
 from .trace_builder import read_events
 
-COLS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "bytes", "in_nelems", "dtype",
-        "coll_name"]
+COLS = [
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "external_id",
+    "correlation",
+    "bytes",
+    "in_nelems",
+    "dtype",
+    "coll_name",
+]
 
 
 def mk(rows, info=None):
@@ -30,7 +43,9 @@ def mpi_worker(rank, wait_us):
         base = s * 100 * US
         rows.append(("user_annotation", f"ProfilerStep#{s + 1}", 1, 1, base, 100 * US))
         rows.append(("cpu_op", "aten::mm", 1, 1, base, 60 * US))
-        rows.append(("cpu_op", "mpi::Allreduce", 1, 1, base + 60 * US, (20 + wait_us) * US, -1, -1, 4096, 1024, "float"))
+        rows.append(
+            ("cpu_op", "mpi::Allreduce", 1, 1, base + 60 * US, (20 + wait_us) * US, -1, -1, 4096, 1024, "float")
+        )
     return mk(rows, {"rank": rank, "world_size": 2, "backend": "mpi"})
 
 
@@ -38,13 +53,24 @@ def test_mpi_wait_transfer_and_parts():
     out = dv.distributed({"w0": mpi_worker(0, 0), "w1": mpi_worker(1, 15)})
     json.dumps(out)
     assert out["notes"] == []
-    assert out["steps"]["1"]["w0"] == {"computation_us": 60.0, "overlap_us": 0.0, "communication_us": 20.0,
-                                       "other_us": 20.0, "transfer_us": 20.0, "wait_us": 0.0}
+    assert out["steps"]["1"]["w0"] == {
+        "computation_us": 60.0,
+        "overlap_us": 0.0,
+        "communication_us": 20.0,
+        "other_us": 20.0,
+        "transfer_us": 20.0,
+        "wait_us": 0.0,
+    }
     assert out["steps"]["2"]["w1"]["communication_us"] == 35.0 and out["steps"]["2"]["w1"]["wait_us"] == 15.0
     assert out["workers"]["w1"]["transfer_us"] == 20.0 and out["workers"]["w1"]["other_us"] == 5.0
     row = out["comm_ops"]["w1"][0]
-    assert (row["name"], row["calls"], row["total_bytes"], row["total_latency_us"], row["transfer_us"]) == \
-        ("mpi::Allreduce", 2, 8192, 70.0, 40.0)
+    assert (row["name"], row["calls"], row["total_bytes"], row["total_latency_us"], row["transfer_us"]) == (
+        "mpi::Allreduce",
+        2,
+        8192,
+        70.0,
+        40.0,
+    )
     assert out["devices"]["w1"]["backend"] == "mpi" and out["devices"]["w1"]["rank"] == 1
 
 
@@ -58,18 +84,24 @@ def test_bytes_from_nelems_and_dtype():
 
 def test_wrapper_tier_not_counted_when_backend_ops_exist():
     # c10d::allreduce_ (enqueue on the main thread) + gloo:all_reduce on the gloo thread
-    t = mk([("cpu_op", "c10d::allreduce_", 1, 1, 0, 5 * US), ("user_annotation", "gloo:all_reduce", 1, 2, 6 * US, 30 * US)])
+    t = mk(
+        [("cpu_op", "c10d::allreduce_", 1, 1, 0, 5 * US), ("user_annotation", "gloo:all_reduce", 1, 2, 6 * US, 30 * US)]
+    )
     out = dv.distributed({"a": t})
     assert [r["name"] for r in out["comm_ops"]["a"]] == ["gloo:all_reduce"]
-    assert out["workers"]["a"]["computation_us"] == 5.0      # the wrapper is CPU work
+    assert out["workers"]["a"]["computation_us"] == 5.0  # the wrapper is CPU work
     assert out["workers"]["a"]["communication_us"] == 30.0
 
 
 def test_nccl_kernels_are_communication_on_gpu():
-    t = mk([("cpu_op", "nccl:all_reduce", 1, 1, 0, 10 * US, 7),
+    t = mk(
+        [
+            ("cpu_op", "nccl:all_reduce", 1, 1, 0, 10 * US, 7),
             ("cuda_runtime", "cudaLaunchKernel", 1, 1, 1 * US, 2 * US, 7, 99),
             ("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 0, 7, 20 * US, 50 * US, 7, 99),
-            ("kernel", "volta_sgemm", 0, 7, 40 * US, 60 * US, -1, 100)])
+            ("kernel", "volta_sgemm", 0, 7, 40 * US, 60 * US, -1, 100),
+        ]
+    )
     out = dv.distributed({"a": t})
     p = out["workers"]["a"]
     # kernels: compute [40,100), comm [20,70) -> overlap [40,70) = 30. Without ProfilerStep, step "0" is the
@@ -91,7 +123,7 @@ def test_mismatched_workers_get_notes():
     assert "different steps" in text
     assert "different number of times" in text
     assert set(out["steps"]) == {"1", "2", "7"} and out["workers"]["w1"]["computation_us"] == 50.0
-    assert out["steps"]["1"]["w0"]["wait_us"] == 0.0   # no partner: transfer only
+    assert out["steps"]["1"]["w0"]["wait_us"] == 0.0  # no partner: transfer only
 
 
 def test_interval_algebra():
@@ -109,9 +141,12 @@ def test_bad_input():
 
 def test_matches_torch_tb_profiler_on_ddp_gloo(shared_traces):
     from profiler_core.trace.read.reader import read_trace
+
     ref_all = json.loads((shared_traces / "reference" / "torch_cpu_cnn.torch-tb-profiler-0.4.3.json").read_text())
     ref = ref_all["ddp_gloo"]["workers"]["worker0"]["1"]
-    traces = {p.name.split(".")[0]: read_trace(p) for p in sorted((shared_traces / "torch_cpu_cnn" / "ddp_gloo").glob("*.gz"))}
+    traces = {
+        p.name.split(".")[0]: read_trace(p) for p in sorted((shared_traces / "torch_cpu_cnn" / "ddp_gloo").glob("*.gz"))
+    }
     out = dv.distributed(traces)
 
     def close(ours, theirs):
@@ -134,8 +169,10 @@ def test_matches_torch_tb_profiler_on_ddp_gloo(shared_traces):
         for r in table["rows"]:
             mine = {x["name"]: x for x in out["comm_ops"][w]}[r[0]]
             assert mine["calls"] == r[1]
-            for k, v in zip(("total_bytes", "avg_bytes", "total_latency_us", "avg_latency_us", "transfer_us",
-                             "avg_transfer_us"), r[2:]):
+            for k, v in zip(
+                ("total_bytes", "avg_bytes", "total_latency_us", "avg_latency_us", "transfer_us", "avg_transfer_us"),
+                r[2:],
+            ):
                 close(mine[k], v)
                 checked += 1
     assert checked == 40 + 20 + 12

@@ -1,4 +1,5 @@
 """Kernels view: grouping by name and by launching op, duration-weighted means, Tensor Cores, bad input."""
+
 from __future__ import annotations
 
 import json
@@ -11,26 +12,45 @@ from .test_views_common_support import kernel, make_trace, op, runtime
 
 
 def trace():
-    return make_trace([
-        op("aten::mm", 0, 20, ext=1), runtime("cudaLaunchKernel", 1, 1, corr=1, ext=1),
-        op("aten::addmm", 30, 20, ext=2), runtime("cudaLaunchKernel", 31, 1, corr=2, ext=2),
-        runtime("cudaLaunchKernel", 32, 1, corr=3, ext=2),
-        kernel("volta_h884gemm_64x64_nt", 5, 10, corr=1, **{"blocks per SM": 1.0, "est. achieved occupancy %": 50}),
-        kernel("volta_h884gemm_64x64_nt", 35, 30, corr=2, **{"blocks per SM": 3.0, "est. achieved occupancy %": 25}),
-        kernel("volta_sgemm_128x64_nn", 70, 50, corr=3),
-        kernel("orphan_kernel", 130, 5, corr=99, **{"blocks per SM": 0.5, "est. achieved occupancy %": 10}),
-        kernel("Memcpy HtoD", 140, 100, corr=98, cat="gpu_memcpy"),
-    ])
+    return make_trace(
+        [
+            op("aten::mm", 0, 20, ext=1),
+            runtime("cudaLaunchKernel", 1, 1, corr=1, ext=1),
+            op("aten::addmm", 30, 20, ext=2),
+            runtime("cudaLaunchKernel", 31, 1, corr=2, ext=2),
+            runtime("cudaLaunchKernel", 32, 1, corr=3, ext=2),
+            kernel("volta_h884gemm_64x64_nt", 5, 10, corr=1, **{"blocks per SM": 1.0, "est. achieved occupancy %": 50}),
+            kernel(
+                "volta_h884gemm_64x64_nt", 35, 30, corr=2, **{"blocks per SM": 3.0, "est. achieved occupancy %": 25}
+            ),
+            kernel("volta_sgemm_128x64_nn", 70, 50, corr=3),
+            kernel("orphan_kernel", 130, 5, corr=99, **{"blocks per SM": 0.5, "est. achieved occupancy %": 10}),
+            kernel("Memcpy HtoD", 140, 100, corr=98, cat="gpu_memcpy"),
+        ]
+    )
 
 
 def test_group_by_name():
     rows = kernels.kernels(trace(), "name")["rows"]
     assert [r["name"] for r in rows] == ["volta_sgemm_128x64_nn", "volta_h884gemm_64x64_nt", "orphan_kernel"]
     gemm = rows[1]
-    assert gemm == {"name": "volta_h884gemm_64x64_nt", "calls": 2, "total_us": 40.0, "mean_us": 20.0, "min_us": 10.0,
-                    "max_us": 30.0, "blocks_per_sm": 2.5, "achieved_occupancy": 0.3125, "tensor_cores": True,
-                    "grid": None, "block": None, "registers_per_thread": None, "shared_memory": None,
-                    "theoretical_occupancy": None, "launch_configs": 1}
+    assert gemm == {
+        "name": "volta_h884gemm_64x64_nt",
+        "calls": 2,
+        "total_us": 40.0,
+        "mean_us": 20.0,
+        "min_us": 10.0,
+        "max_us": 30.0,
+        "blocks_per_sm": 2.5,
+        "achieved_occupancy": 0.3125,
+        "tensor_cores": True,
+        "grid": None,
+        "block": None,
+        "registers_per_thread": None,
+        "shared_memory": None,
+        "theoretical_occupancy": None,
+        "launch_configs": 1,
+    }
     assert rows[0]["blocks_per_sm"] is None and rows[0]["achieved_occupancy"] is None
     assert rows[0]["tensor_cores"] is False
     json.dumps(rows)
@@ -39,10 +59,12 @@ def test_group_by_name():
 def test_group_by_name_and_op():
     rows = kernels.kernels(trace(), "name_op")["rows"]
     got = [(r["name"], r["op"], r["calls"], r["total_us"]) for r in rows]
-    assert got == [("volta_sgemm_128x64_nn", "aten::addmm", 1, 50.0),
-                   ("volta_h884gemm_64x64_nt", "aten::addmm", 1, 30.0),
-                   ("volta_h884gemm_64x64_nt", "aten::mm", 1, 10.0),
-                   ("orphan_kernel", kernels.NO_OP, 1, 5.0)]
+    assert got == [
+        ("volta_sgemm_128x64_nn", "aten::addmm", 1, 50.0),
+        ("volta_h884gemm_64x64_nt", "aten::addmm", 1, 30.0),
+        ("volta_h884gemm_64x64_nt", "aten::mm", 1, 10.0),
+        ("orphan_kernel", kernels.NO_OP, 1, 5.0),
+    ]
 
 
 def test_ties_sorted_by_name():
@@ -77,8 +99,14 @@ def test_non_finite_kernel_args_are_estimated_or_ignored():
     from tb_plugin.views import overview
 
     props = {"deviceProperties": [{"id": 0, "name": "GPU", "numSms": 10, "computeMajor": 8, "computeMinor": 6}]}
-    t = make_trace([op("ProfilerStep#1", 0, 100, ext=1), kernel("k", 0, 40, corr=1, grid=[5, 1, 1]),
-                    kernel("k", 50, 10, corr=2, grid=[20, 1, 1], **{"est. achieved occupancy %": 30})], props)
+    t = make_trace(
+        [
+            op("ProfilerStep#1", 0, 100, ext=1),
+            kernel("k", 0, 40, corr=1, grid=[5, 1, 1]),
+            kernel("k", 50, 10, corr=2, grid=[20, 1, 1], **{"est. achieved occupancy %": 30}),
+        ],
+        props,
+    )
     kern = (t.events["cat"] == "kernel").to_numpy()
     for col, values in (("blocks_per_sm", [np.inf, -1.0]), ("occupancy", [np.inf, 30.0])):  # JSON has no inf
         arr = t.events[col].to_numpy(dtype=np.float64, copy=True)
@@ -92,23 +120,41 @@ def test_non_finite_kernel_args_are_estimated_or_ignored():
     assert gpu["achieved_occupancy"] == pytest.approx(0.30)
 
 
-V100 = {"id": 0, "name": "Tesla V100", "computeMajor": 7, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-        "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,
-        "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 98304, "numSms": 80, "sharedMemPerBlockOptin": 98304}
+V100 = {
+    "id": 0,
+    "name": "Tesla V100",
+    "computeMajor": 7,
+    "computeMinor": 0,
+    "maxThreadsPerBlock": 1024,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerBlock": 65536,
+    "regsPerMultiprocessor": 65536,
+    "warpSize": 32,
+    "sharedMemPerBlock": 49152,
+    "sharedMemPerMultiprocessor": 98304,
+    "numSms": 80,
+    "sharedMemPerBlockOptin": 98304,
+}
 
 
 def _launch(name, ts, corr, grid, block, regs, smem):
-    return kernel(name, ts, 10, corr=corr, grid=grid, block=block, **{"registers per thread": regs, "shared memory": smem})
+    return kernel(
+        name, ts, 10, corr=corr, grid=grid, block=block, **{"registers per thread": regs, "shared memory": smem}
+    )
 
 
 def config_trace():
-    t = make_trace([
-        op("aten::conv2d", 0, 100, ext=1), runtime("cudaLaunchKernel", 1, 1, corr=1, ext=1),
-        runtime("cudaLaunchKernel", 2, 1, corr=2, ext=1), runtime("cudaLaunchKernel", 3, 1, corr=3, ext=1),
-        _launch("dgrad", 10, 1, [8, 8, 1], [64, 1, 1], 88, 3328),
-        _launch("dgrad", 30, 2, [8, 8, 1], [64, 1, 1], 88, 3328),
-        _launch("dgrad", 50, 3, [16, 4, 1], [64, 1, 1], 88, 3328),
-    ])
+    t = make_trace(
+        [
+            op("aten::conv2d", 0, 100, ext=1),
+            runtime("cudaLaunchKernel", 1, 1, corr=1, ext=1),
+            runtime("cudaLaunchKernel", 2, 1, corr=2, ext=1),
+            runtime("cudaLaunchKernel", 3, 1, corr=3, ext=1),
+            _launch("dgrad", 10, 1, [8, 8, 1], [64, 1, 1], 88, 3328),
+            _launch("dgrad", 30, 2, [8, 8, 1], [64, 1, 1], 88, 3328),
+            _launch("dgrad", 50, 3, [16, 4, 1], [64, 1, 1], 88, 3328),
+        ]
+    )
     t.device_properties = [V100]
     return t
 
@@ -129,28 +175,52 @@ def test_launch_configuration_columns_and_split():
 
 
 def _split_launch(ts, corr, static, dynamic):
-    return kernel("reduce", ts, 10, corr=corr, grid=[8, 1, 1], block=[128, 1, 1],
-                  **{"registers per thread": 32, "shared memory": static + dynamic,
-                     "static shared memory": static, "dynamic shared memory": dynamic})
+    return kernel(
+        "reduce",
+        ts,
+        10,
+        corr=corr,
+        grid=[8, 1, 1],
+        block=[128, 1, 1],
+        **{
+            "registers per thread": 32,
+            "shared memory": static + dynamic,
+            "static shared memory": static,
+            "dynamic shared memory": dynamic,
+        },
+    )
 
 
 def test_static_dynamic_shared_memory_split():
     """Our converter's static/dynamic shared-memory args: shown per group, None where the group's launches differ."""
-    t = make_trace([
-        op("aten::sum", 0, 100, ext=1), op("aten::mean", 200, 100, ext=2),
-        *(runtime("cudaLaunchKernel", ts, 1, corr=c, ext=e) for ts, c, e in ((1, 1, 1), (2, 2, 1), (201, 3, 2))),
-        _split_launch(10, 1, 1024, 0), _split_launch(30, 2, 1024, 0), _split_launch(210, 3, 512, 512),
-    ])
+    t = make_trace(
+        [
+            op("aten::sum", 0, 100, ext=1),
+            op("aten::mean", 200, 100, ext=2),
+            *(runtime("cudaLaunchKernel", ts, 1, corr=c, ext=e) for ts, c, e in ((1, 1, 1), (2, 2, 1), (201, 3, 2))),
+            _split_launch(10, 1, 1024, 0),
+            _split_launch(30, 2, 1024, 0),
+            _split_launch(210, 3, 512, 512),
+        ]
+    )
     by_op = {r["op"]: r for r in kernels.kernels(t, "name_op")["rows"]}
-    assert {o: (r["shared_memory"], r["static_shared_memory"], r["dynamic_shared_memory"], r["launch_configs"])
-            for o, r in by_op.items()} == {"aten::sum": (1024, 1024, 0, 1), "aten::mean": (1024, 512, 512, 1)}
+    assert {
+        o: (r["shared_memory"], r["static_shared_memory"], r["dynamic_shared_memory"], r["launch_configs"])
+        for o, r in by_op.items()
+    } == {"aten::sum": (1024, 1024, 0, 1), "aten::mean": (1024, 512, 512, 1)}
     [r] = kernels.kernels(t, "name")["rows"]
     # same Kineto configuration (total 1024 B), different split: the split varies, the total does not
-    assert (r["shared_memory"], r["static_shared_memory"], r["dynamic_shared_memory"], r["launch_configs"]) == \
-        (1024, None, None, 2)
+    assert (r["shared_memory"], r["static_shared_memory"], r["dynamic_shared_memory"], r["launch_configs"]) == (
+        1024,
+        None,
+        None,
+        2,
+    )
     cfg = kernels.kernels(t, "name_op_config")["rows"]
-    assert sorted((x["op"], x["static_shared_memory"], x["dynamic_shared_memory"]) for x in cfg) == \
-        [("aten::mean", 512, 512), ("aten::sum", 1024, 0)]
+    assert sorted((x["op"], x["static_shared_memory"], x["dynamic_shared_memory"]) for x in cfg) == [
+        ("aten::mean", 512, 512),
+        ("aten::sum", 1024, 0),
+    ]
 
 
 def _random_kernel_trace(seed: int):
@@ -203,8 +273,11 @@ def _naive(t, group_by: str) -> list[tuple]:
             g["bps"].append((r.blocks_per_sm, d))
         if r.occupancy >= 0:
             g["occ"].append((r.occupancy, d))
-        g["cfg"].add((r.grid_x, r.grid_y, r.grid_z, r.block_x, r.block_y, r.block_z, r.registers, r.shared_memory)
-                     if r.grid_x > 0 else (0, 0, 0, r.block_x, r.block_y, r.block_z, r.registers, r.shared_memory))
+        g["cfg"].add(
+            (r.grid_x, r.grid_y, r.grid_z, r.block_x, r.block_y, r.block_z, r.registers, r.shared_memory)
+            if r.grid_x > 0
+            else (0, 0, 0, r.block_x, r.block_y, r.block_z, r.registers, r.shared_memory)
+        )
 
     def wmean(pairs):
         w = sum(d for _, d in pairs)
@@ -213,8 +286,18 @@ def _naive(t, group_by: str) -> list[tuple]:
     out = []
     for key, g in rows.items():
         b, o = wmean(g["bps"]), wmean(g["occ"])
-        out.append((key, len(g["durs"]), sum(g["durs"]) / 1000, min(g["durs"]) / 1000, max(g["durs"]) / 1000,
-                    None if b is None else round(b, 4), None if o is None else round(o / 100, 6), len(g["cfg"])))
+        out.append(
+            (
+                key,
+                len(g["durs"]),
+                sum(g["durs"]) / 1000,
+                min(g["durs"]) / 1000,
+                max(g["durs"]) / 1000,
+                None if b is None else round(b, 4),
+                None if o is None else round(o / 100, 6),
+                len(g["cfg"]),
+            )
+        )
     out.sort(key=lambda x: (-x[2], x[0]))
     return out
 
@@ -223,9 +306,19 @@ def _naive(t, group_by: str) -> list[tuple]:
 @pytest.mark.parametrize("group_by", ["name", "name_op"])
 def test_grouping_matches_a_loop_over_the_kernels(seed, group_by):
     t = _random_kernel_trace(seed)
-    got = [((r["name"], r["op"]) if group_by == "name_op" else (r["name"],), r["calls"], r["total_us"], r["min_us"],
-            r["max_us"], r["blocks_per_sm"], r["achieved_occupancy"], r["launch_configs"])
-           for r in kernels.kernels(t, group_by)["rows"]]
+    got = [
+        (
+            (r["name"], r["op"]) if group_by == "name_op" else (r["name"],),
+            r["calls"],
+            r["total_us"],
+            r["min_us"],
+            r["max_us"],
+            r["blocks_per_sm"],
+            r["achieved_occupancy"],
+            r["launch_configs"],
+        )
+        for r in kernels.kernels(t, group_by)["rows"]
+    ]
     want = _naive(t, group_by)
     assert len(got) == len(want) > 5
     for g, w in zip(got, want):

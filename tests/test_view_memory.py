@@ -1,5 +1,6 @@
 """Memory view: curves keep their peak when downsampled, alloc/free pairing, per-op statistics,
 and agreement with PyTorch's own key_averages memory columns on the torch_cpu_cnn traces."""
+
 import json
 
 import numpy as np
@@ -25,12 +26,14 @@ def small():
     # freed; a free at 5us of an address allocated before the trace (addr 9)
     us = 1000
     ev = [("cpu_op", "A", 1, 1, 0, 100 * us), ("cpu_op", "B", 1, 1, 10 * us, 40 * us)]
-    mem = [(5 * us, 0, -1, 9, -8, 0, 0),
-           (20 * us, 0, -1, 1, 100, 100, 0),
-           (20 * us + 1, 1, 0, 7, 1000, 1000, 2048),
-           (55 * us, 0, -1, 2, 50, 150, 0),
-           (60 * us, 0, -1, 1, -100, 50, 0)]
-    return mk(ev, mem, [{"id": 0, "totalGlobalMem": 16 * 2 ** 30}])
+    mem = [
+        (5 * us, 0, -1, 9, -8, 0, 0),
+        (20 * us, 0, -1, 1, 100, 100, 0),
+        (20 * us + 1, 1, 0, 7, 1000, 1000, 2048),
+        (55 * us, 0, -1, 2, 50, 150, 0),
+        (60 * us, 0, -1, 1, -100, 50, 0),
+    ]
+    return mk(ev, mem, [{"id": 0, "totalGlobalMem": 16 * 2**30}])
 
 
 def test_curve_devices_and_peaks():
@@ -39,10 +42,14 @@ def test_curve_devices_and_peaks():
     assert out["devices"] == ["CPU", "GPU0"] and out["default_device"] == "GPU0"
     assert out["curves"]["CPU"]["allocated_bytes"] == [0, 100, 150, 50]
     assert out["curves"]["CPU"]["ts_us"] == [5.0, 20.0, 55.0, 60.0]
-    assert out["peaks"]["CPU"] == {"allocated_bytes": 150, "allocated_ts_us": 55.0,
-                                   "reserved_bytes": 0, "reserved_ts_us": 5.0}
+    assert out["peaks"]["CPU"] == {
+        "allocated_bytes": 150,
+        "allocated_ts_us": 55.0,
+        "reserved_bytes": 0,
+        "reserved_ts_us": 5.0,
+    }
     assert out["peaks"]["GPU0"]["reserved_bytes"] == 2048
-    assert out["total_bytes"]["GPU0"] == 16 * 2 ** 30
+    assert out["total_bytes"]["GPU0"] == 16 * 2**30
 
 
 def test_curve_window_starts_at_held_level():
@@ -56,15 +63,15 @@ def test_downsampling_keeps_peak_and_valley():
     n = 50_000
     sizes = rng.integers(1, 1000, n)
     sign = np.where(rng.random(n) < 0.5, 1, -1)
-    total = np.cumsum(sizes * sign) + 10 ** 9
-    total[31_337] = 5 * 10 ** 9          # a one-sample spike
-    total[40_000] = 1                    # and a one-sample dip
+    total = np.cumsum(sizes * sign) + 10**9
+    total[31_337] = 5 * 10**9  # a one-sample spike
+    total[40_000] = 1  # and a one-sample dip
     mem = [(i * 1000, 1, 0, i, int(sizes[i] * sign[i]), int(total[i]), int(total[i]) + 5) for i in range(n)]
     out = mv.memory_curve(mk([], mem), max_points=300)
     c = out["curves"]["GPU0"]
     assert len(c["ts_us"]) <= 300
-    assert max(c["allocated_bytes"]) == 5 * 10 ** 9 and min(c["allocated_bytes"]) == 1
-    assert out["peaks"]["GPU0"]["allocated_bytes"] == 5 * 10 ** 9
+    assert max(c["allocated_bytes"]) == 5 * 10**9 and min(c["allocated_bytes"]) == 1
+    assert out["peaks"]["GPU0"]["allocated_bytes"] == 5 * 10**9
     assert out["peaks"]["GPU0"]["allocated_ts_us"] == 31_337.0
     assert c["ts_us"] == sorted(c["ts_us"]) and out["points"]["GPU0"] == n
 
@@ -79,13 +86,16 @@ def test_events_pairing():
     out = mv.memory_events(small())
     cpu = out["rows"]["CPU"]
     assert [(r["addr"], r["size_bytes"], r["alloc_us"], r["free_us"], r["duration_us"], r["op"]) for r in cpu] == [
-        (9, 8, None, 5.0, None, "A"), (1, 100, 20.0, 60.0, 40.0, "B"), (2, 50, 55.0, None, None, "A")]
+        (9, 8, None, 5.0, None, "A"),
+        (1, 100, 20.0, 60.0, 40.0, "B"),
+        (2, 50, 55.0, None, None, "A"),
+    ]
     assert out["rows"]["GPU0"][0]["op"] == "B" and out["rows"]["GPU0"][0]["free_us"] is None
 
 
 def test_events_window_overlap():
     out = mv.memory_events(small(), start_us=65, end_us=90)
-    assert [r["addr"] for r in out["rows"]["CPU"]] == [2]          # only addr 2 is alive then
+    assert [r["addr"] for r in out["rows"]["CPU"]] == [2]  # only addr 2 is alive then
     out = mv.memory_events(small(), start_us=0, end_us=4)
     assert [r["addr"] for r in out["rows"]["CPU"]] == [9]
 
@@ -96,15 +106,26 @@ def test_stats_self_and_total():
     assert (b["calls"], b["size_increase_bytes"], b["self_size_increase_bytes"]) == (1, 100, 100)
     assert (b["alloc_count"], b["alloc_size_bytes"]) == (1, 100)
     assert (a["size_increase_bytes"], a["self_size_increase_bytes"]) == (100 - 8 + 50 - 100, -8 + 50 - 100)
-    assert (a["alloc_count"], a["self_alloc_count"], a["alloc_size_bytes"], a["self_alloc_size_bytes"]) == (2, 1, 150, 50)
+    assert (a["alloc_count"], a["self_alloc_count"], a["alloc_size_bytes"], a["self_alloc_size_bytes"]) == (
+        2,
+        1,
+        150,
+        50,
+    )
     # window [25, 100]: only the 50B alloc and the free remain
     rows = {r["name"]: r for r in mv.memory_stats(small(), 25, 100)["rows"]["CPU"]}
     assert set(rows) == {"A"} and rows["A"]["size_increase_bytes"] == -50
 
 
-@pytest.mark.parametrize("fn,args", [(mv.memory_curve, dict(max_points=1)), (mv.memory_curve, dict(start_us="x")),
-                                     (mv.memory_events, dict(start_us=5, end_us=1)),
-                                     (mv.memory_stats, dict(end_us="nan"))])
+@pytest.mark.parametrize(
+    "fn,args",
+    [
+        (mv.memory_curve, dict(max_points=1)),
+        (mv.memory_curve, dict(start_us="x")),
+        (mv.memory_events, dict(start_us=5, end_us=1)),
+        (mv.memory_stats, dict(end_us="nan")),
+    ],
+)
 def test_bad_parameters(fn, args):
     with pytest.raises(mv.BadRequest):
         fn(small(), **args)
@@ -117,12 +138,13 @@ def test_no_memory_records():
 
 
 def test_agrees_with_torch_key_averages(shared_traces):
-    """"CPU Mem" (total) for every cpu_op and user_annotation, and "Self CPU Mem" for every cpu_op, equal
+    """ "CPU Mem" (total) for every cpu_op and user_annotation, and "Self CPU Mem" for every cpu_op, equal
     torch's own key_averages (tests/data/make_torch_memory_reference.py ran torch 2.13's EventList on these
     traces). Intentional difference: torch's tree includes python_function frames (with_stack), so memory
     freed directly inside a Python frame under a user_annotation is not "self" of the annotation there;
     like torch-tb-profiler we attribute each record to the innermost op, so only those annotations differ."""
     from profiler_core.trace.read.reader import read_trace
+
     ref = json.loads((DATA / "torch_cnn_memory_key_averages.json").read_text())
     compared = 0
     for rel, torch_rows in ref.items():
@@ -144,6 +166,7 @@ def test_agrees_with_torch_key_averages(shared_traces):
 
 def test_real_trace_curve_and_pairs(shared_traces):
     from profiler_core.trace.read.reader import read_trace
+
     t = read_trace(next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz")))
     m = t.memory
     curve = mv.memory_curve(t, max_points=60)

@@ -1,4 +1,5 @@
 """Operators view: host/device self and total times, grouping, exclusions, sorting, call stacks, bad input."""
+
 from __future__ import annotations
 
 import json
@@ -11,19 +12,23 @@ from .test_views_common_support import kernel, make_trace, op, runtime
 
 
 def gpu_trace():
-    return make_trace([
-        op("ProfilerStep#1", 0, 200, ext=1),
-        op("aten::linear", 10, 90, ext=2, **{"Input Dims": [[4, 16], [8, 16], [8]]}),
-        op("aten::t", 12, 5, ext=3, **{"Call stack": "model.py(10): forward;train.py(3): <module>"}),
-        op("aten::addmm", 20, 60, ext=4),
-        runtime("cudaLaunchKernel", 30, 5, corr=1, ext=4), kernel("volta_sgemm_64x64_nn", 40, 50, corr=1),
-        op("aten::relu", 110, 20, ext=5, **{"Input Dims": [[4, 8]]}),
-        runtime("cudaLaunchKernel", 112, 3, corr=2, ext=5), kernel("relu_kernel", 120, 10, corr=2),
-        op("aten::relu", 140, 20, ext=6, **{"Input Dims": [[8, 8]]}),
-        op("my_region", 162, 4, ext=8, cat="user_annotation"),
-        op("Optimizer.step#SGD.step", 170, 10, ext=7, cat="user_annotation"),
-        op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 185, 10, ext=9),
-    ])
+    return make_trace(
+        [
+            op("ProfilerStep#1", 0, 200, ext=1),
+            op("aten::linear", 10, 90, ext=2, **{"Input Dims": [[4, 16], [8, 16], [8]]}),
+            op("aten::t", 12, 5, ext=3, **{"Call stack": "model.py(10): forward;train.py(3): <module>"}),
+            op("aten::addmm", 20, 60, ext=4),
+            runtime("cudaLaunchKernel", 30, 5, corr=1, ext=4),
+            kernel("volta_sgemm_64x64_nn", 40, 50, corr=1),
+            op("aten::relu", 110, 20, ext=5, **{"Input Dims": [[4, 8]]}),
+            runtime("cudaLaunchKernel", 112, 3, corr=2, ext=5),
+            kernel("relu_kernel", 120, 10, corr=2),
+            op("aten::relu", 140, 20, ext=6, **{"Input Dims": [[8, 8]]}),
+            op("my_region", 162, 4, ext=8, cat="user_annotation"),
+            op("Optimizer.step#SGD.step", 170, 10, ext=7, cat="user_annotation"),
+            op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 185, 10, ext=9),
+        ]
+    )
 
 
 def test_group_by_name_times_and_order():
@@ -31,14 +36,28 @@ def test_group_by_name_times_and_order():
     assert res["device"] is True
     rows = {r["name"]: r for r in res["rows"]}
     assert [r["name"] for r in res["rows"]] == ["aten::addmm", "aten::relu", "aten::linear", "aten::t", "my_region"]
-    assert rows["aten::linear"] == {"name": "aten::linear", "calls": 1, "host_self_us": 25.0, "host_total_us": 90.0,
-                                    "device_self_us": 0.0, "device_total_us": 50.0, "tc_eligible": True,
-                                    "has_call_stack": False}
+    assert rows["aten::linear"] == {
+        "name": "aten::linear",
+        "calls": 1,
+        "host_self_us": 25.0,
+        "host_total_us": 90.0,
+        "device_self_us": 0.0,
+        "device_total_us": 50.0,
+        "tc_eligible": True,
+        "has_call_stack": False,
+    }
     assert rows["aten::addmm"]["host_self_us"] == 55.0  # 60 minus its 5 µs launch call
     assert rows["aten::addmm"]["device_self_us"] == 50.0 and rows["aten::addmm"]["tc_eligible"]
-    assert rows["aten::relu"] == {"name": "aten::relu", "calls": 2, "host_self_us": 37.0, "host_total_us": 40.0,
-                                  "device_self_us": 10.0, "device_total_us": 10.0, "tc_eligible": False,
-                                  "has_call_stack": False}
+    assert rows["aten::relu"] == {
+        "name": "aten::relu",
+        "calls": 2,
+        "host_self_us": 37.0,
+        "host_total_us": 40.0,
+        "device_self_us": 10.0,
+        "device_total_us": 10.0,
+        "tc_eligible": False,
+        "has_call_stack": False,
+    }
     assert rows["aten::t"]["has_call_stack"] is True
     json.dumps(res)
 
@@ -58,8 +77,14 @@ def test_eligibility_is_inherited_from_children():
 
 
 def test_cpu_only_sorted_by_host_self_time():
-    t = make_trace([op("ProfilerStep#1", 0, 100, ext=1), op("aten::b", 0, 10, ext=2), op("aten::a", 20, 10, ext=3),
-                    op("aten::c", 40, 30, ext=4)])
+    t = make_trace(
+        [
+            op("ProfilerStep#1", 0, 100, ext=1),
+            op("aten::b", 0, 10, ext=2),
+            op("aten::a", 20, 10, ext=3),
+            op("aten::c", 40, 30, ext=4),
+        ]
+    )
     res = operators.operators(t)
     assert res["device"] is False and res["sort"] == "host_self_us"
     assert [r["name"] for r in res["rows"]] == ["aten::c", "aten::a", "aten::b"]  # ties broken by name
@@ -74,31 +99,47 @@ def test_operator_stacks():
 
 
 def py(name, ts, dur, pyid, parent=None, tid=1, **extra):
-    return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"Python id": pyid, "Python parent id": parent, **extra}}
+    return {
+        "ph": "X",
+        "cat": "python_function",
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"Python id": pyid, "Python parent id": parent, **extra},
+    }
 
 
 def test_call_stacks_from_python_function_events():
     """torch >= 1.11 with_stack: frames are python_function events; the op's stack is the frames running then."""
-    t = make_trace([
-        py("train.py(3): <module>", 0, 100, 1),
-        py("model.py(10): forward", 5, 40, 2, parent=1),
-        py("nn.Module: Linear_0", 6, 30, 3, parent=2, **{"Python module id": 0}),
-        py("torch/nn/modules/linear.py(124): forward", 7, 20, 4, parent=3),
-        op("aten::linear", 8, 10, ext=1),
-        py("model.py(20): helper", 50, 10, 5, parent=1),
-        op("aten::linear", 52, 5, ext=2),
-        op("aten::add", 70, 5, ext=3),
-        op("aten::add", 120, 5, ext=4),  # after every frame ended: no stack
-        op("aten::mul", 10, 5, ext=5, tid=2),  # another thread: no frames there
-    ])
+    t = make_trace(
+        [
+            py("train.py(3): <module>", 0, 100, 1),
+            py("model.py(10): forward", 5, 40, 2, parent=1),
+            py("nn.Module: Linear_0", 6, 30, 3, parent=2, **{"Python module id": 0}),
+            py("torch/nn/modules/linear.py(124): forward", 7, 20, 4, parent=3),
+            op("aten::linear", 8, 10, ext=1),
+            py("model.py(20): helper", 50, 10, 5, parent=1),
+            op("aten::linear", 52, 5, ext=2),
+            op("aten::add", 70, 5, ext=3),
+            op("aten::add", 120, 5, ext=4),  # after every frame ended: no stack
+            op("aten::mul", 10, 5, ext=5, tid=2),  # another thread: no frames there
+        ]
+    )
     rows = {r["name"]: r for r in operators.operators(t)["rows"]}
     assert rows["aten::linear"]["has_call_stack"] and rows["aten::add"]["has_call_stack"]
     assert not rows["aten::mul"]["has_call_stack"]
     stacks = {tuple(r["call_stack"]): r["calls"] for r in operators.operator_stacks(t, "aten::linear")["rows"]}
-    assert stacks == {("torch/nn/modules/linear.py(124): forward", "nn.Module: Linear_0", "model.py(10): forward",
-                       "train.py(3): <module>"): 1,
-                      ("model.py(20): helper", "train.py(3): <module>"): 1}
+    assert stacks == {
+        (
+            "torch/nn/modules/linear.py(124): forward",
+            "nn.Module: Linear_0",
+            "model.py(10): forward",
+            "train.py(3): <module>",
+        ): 1,
+        ("model.py(20): helper", "train.py(3): <module>"): 1,
+    }
     add = operators.operator_stacks(t, "aten::add")["rows"]
     assert [(r["call_stack"], r["calls"]) for r in add] == [(["train.py(3): <module>"], 1)]
 

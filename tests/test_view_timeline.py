@@ -1,4 +1,5 @@
 """Timeline tiles: events vs bucket mode, nesting depth, busy fractions, flows, search."""
+
 import json
 
 import numpy as np
@@ -13,8 +14,7 @@ from .trace_builder import read_events
 def mk(events, flows=(), names=()):
     """events: (cat, name, pid, tid, ts_ns, dur_ns); flows: (cat, id, ph, pid, tid, ts_ns, bp);
     names: (pid, tid, kind, value) metadata events."""
-    return read_events([tb.name_event(*n) for n in names] + tb.rows(events, [])
-                       + [tb.flow_event(*f) for f in flows])
+    return read_events([tb.name_event(*n) for n in names] + tb.rows(events, []) + [tb.flow_event(*f) for f in flows])
 
 
 def nested_trace():
@@ -22,13 +22,16 @@ def nested_trace():
     # GPU 0 stream 7: kernel K [40,45]; flow ac2g from B (launch at 20us) to K
     us = 1000
     return mk(
-        [("user_annotation", "ProfilerStep#1", 100, 1, 0, 100 * us),
-         ("cpu_op", "aten::A", 100, 1, 10 * us, 40 * us),
-         ("cpu_op", "aten::B", 100, 1, 20 * us, 10 * us),
-         ("cpu_op", "aten::C", 100, 1, 60 * us, 30 * us),
-         ("kernel", "K", 0, 7, 40 * us, 5 * us)],
+        [
+            ("user_annotation", "ProfilerStep#1", 100, 1, 0, 100 * us),
+            ("cpu_op", "aten::A", 100, 1, 10 * us, 40 * us),
+            ("cpu_op", "aten::B", 100, 1, 20 * us, 10 * us),
+            ("cpu_op", "aten::C", 100, 1, 60 * us, 30 * us),
+            ("kernel", "K", 0, 7, 40 * us, 5 * us),
+        ],
         flows=[("ac2g", 5, "s", 100, 1, 20 * us, ""), ("ac2g", 5, "f", 0, 7, 40 * us, "e")],
-        names=[(100, 0, "process_name", "python"), (100, 1, "thread_name", "thread 1 (python)")])
+        names=[(100, 0, "process_name", "python"), (100, 1, "thread_name", "thread 1 (python)")],
+    )
 
 
 def test_events_mode_depth_and_tracks():
@@ -69,13 +72,13 @@ def test_bucket_mode_busy_and_count():
     # zooming in to fewer events than pixels switches to events
     out2 = tv.timeline(mk(ev), 0, 20, 100)
     row2 = out2["tracks"][0]["rows"][0]
-    assert row2["mode"] == "events" and len(row2["ts_us"]) == 11   # [0, 20] inclusive
+    assert row2["mode"] == "events" and len(row2["ts_us"]) == 11  # [0, 20] inclusive
 
 
 def test_bucket_partial_coverage_exact():
     # one long event [0, 250us] plus 300 tiny ones after it: busy of the first buckets
     ev = [("cpu_op", "long", 1, 1, 0, 250_000)] + [("cpu_op", "t", 1, 1, 300_000 + i * 100, 50) for i in range(300)]
-    out = tv.timeline(mk(ev), 0, 400, 4)   # buckets of 100us
+    out = tv.timeline(mk(ev), 0, 400, 4)  # buckets of 100us
     row = out["tracks"][0]["rows"][0]
     assert row["mode"] == "buckets"
     busy = dict(zip(row["px"], row["busy"]))
@@ -90,7 +93,7 @@ def test_window_includes_event_started_before():
     assert [out["names"][i] for i in cpu[0]["name"]] == ["ProfilerStep#1"]
     assert [out["names"][i] for i in cpu[2]["name"]] == ["aten::B"]
     assert [out["names"][i] for i in cpu[1]["name"]] == ["aten::A"]  # started at 10us, still open
-    assert out["tracks"][1]["rows"] == []   # kernel at 40us is outside
+    assert out["tracks"][1]["rows"] == []  # kernel at 40us is outside
 
 
 def test_partial_overlap_gets_separate_rows():
@@ -116,12 +119,20 @@ def test_search():
     assert res["total"] == 3
     assert [r["name"] for r in res["results"]] == ["aten::A", "aten::B"]
     assert res["results"][1]["depth"] == 2 and res["results"][1]["track"] == 0
-    assert tv.search(t, "k", 10)["results"][0]["track"] == 1   # case-insensitive: "K"
+    assert tv.search(t, "k", 10)["results"][0]["track"] == 1  # case-insensitive: "K"
     assert tv.search(t, "nomatch")["total"] == 0
 
 
-@pytest.mark.parametrize("args", [dict(width_px=0), dict(width_px="x"), dict(start_us=5, end_us=5),
-                                  dict(start_us="nan", end_us=3), dict(start_us="abc")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        dict(width_px=0),
+        dict(width_px="x"),
+        dict(start_us=5, end_us=5),
+        dict(start_us="nan", end_us=3),
+        dict(start_us="abc"),
+    ],
+)
 def test_bad_parameters(args):
     with pytest.raises(tv.BadRequest):
         tv.timeline(nested_trace(), **args)
@@ -151,6 +162,7 @@ def test_random_nested_agrees_with_bruteforce():
     # random properly nested intervals: bucket busy/count must equal a brute-force computation
     rng = np.random.default_rng(1)
     ev = []
+
     def gen(lo, hi, d):
         x = lo
         while x < hi and d < 4:
@@ -161,6 +173,7 @@ def test_random_nested_agrees_with_bruteforce():
             ev.append(("cpu_op", f"n{d}", 1, 1, s, e - s))
             gen(s, e, d + 1)
             x = e
+
     gen(0, 200_000, 0)
     t = mk(ev)
     w = 37
@@ -189,6 +202,7 @@ def _rows_never_overlap(tl):
 
 def test_real_traces_tiles(shared_traces):
     from profiler_core.trace.read.reader import read_trace
+
     gpu = read_trace(sorted((shared_traces / "kineto_resnet50_v100" / "num_workers_0").glob("*.gz"))[0])
     out = tv.timeline(gpu, width_px=800)
     json.dumps(out)
@@ -202,8 +216,9 @@ def test_real_traces_tiles(shared_traces):
     assert set(f["to_track"]) == {gpu_index} and set(f["to_depth"]) == {0}
     assert all(a <= b for a, b in zip(f["from_us"], f["to_us"]))
     # zoomed out: the busiest rows are summarised; every event is still counted once per bucket
-    total = sum(sum(r["count"]) if r["mode"] == "buckets" else len(r["ts_us"])
-                for tr in out["tracks"] for r in tr["rows"])
+    total = sum(
+        sum(r["count"]) if r["mode"] == "buckets" else len(r["ts_us"]) for tr in out["tracks"] for r in tr["rows"]
+    )
     assert total >= len(gpu.events)
     _rows_never_overlap(tv.tiles_for(gpu))
     cpu = read_trace(next((shared_traces / "torch_cpu_cnn" / "single").glob("*.gz")))

@@ -1,4 +1,5 @@
 """Shared view helpers: communication recognition, ProfilerStep ranges, GPU->launch->op links, the op tree."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,26 +10,41 @@ from tb_plugin.views import common
 from .test_views_common_support import kernel, make_trace, op, runtime
 
 
-@pytest.mark.parametrize("name,cat,expected", [
-    ("nccl:all_reduce", "cpu_op", True), ("gloo:all_reduce", "user_annotation", True),
-    ("c10d::allreduce_", "cpu_op", True), ("record_param_comms", "cpu_op", True),
-    ("mpi::Allreduce", "cpu_op", True), ("mpi::Isend", "cpu_op", True),
-    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "kernel", True),
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", True),
-    ("volta_sgemm_128x64_nn", "kernel", False), ("aten::mm", "cpu_op", False),
-    ("nccl:all_reduce", "cuda_runtime", False), ("cudaLaunchKernel", "cuda_runtime", False),
-    ("Memcpy DtoD (Device -> Device)", "gpu_memcpy", False), ("gloo_helper", "cpu_op", False),
-    ("torch/distributed/distributed_c10d.py(1394): is_initialized", "python_function", False),
-])
+@pytest.mark.parametrize(
+    "name,cat,expected",
+    [
+        ("nccl:all_reduce", "cpu_op", True),
+        ("gloo:all_reduce", "user_annotation", True),
+        ("c10d::allreduce_", "cpu_op", True),
+        ("record_param_comms", "cpu_op", True),
+        ("mpi::Allreduce", "cpu_op", True),
+        ("mpi::Isend", "cpu_op", True),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "kernel", True),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", True),
+        ("volta_sgemm_128x64_nn", "kernel", False),
+        ("aten::mm", "cpu_op", False),
+        ("nccl:all_reduce", "cuda_runtime", False),
+        ("cudaLaunchKernel", "cuda_runtime", False),
+        ("Memcpy DtoD (Device -> Device)", "gpu_memcpy", False),
+        ("gloo_helper", "cpu_op", False),
+        ("torch/distributed/distributed_c10d.py(1394): is_initialized", "python_function", False),
+    ],
+)
 def test_is_communication(name, cat, expected):
     assert common.is_communication(name, cat) is expected
 
 
 def test_communication_mask_agrees_with_is_communication():
-    events = [op("nccl:all_reduce", 0, 5), op("aten::add", 6, 1), op("gloo:broadcast", 8, 1, cat="user_annotation"),
-              op("record_param_comms", 10, 1), runtime("cudaLaunchKernel", 11, 1, corr=1),
-              kernel("ncclKernel_AllReduce", 12, 3, corr=1), kernel("sgemm", 16, 3, corr=2),
-              op("mpi::Wait", 20, 2)]
+    events = [
+        op("nccl:all_reduce", 0, 5),
+        op("aten::add", 6, 1),
+        op("gloo:broadcast", 8, 1, cat="user_annotation"),
+        op("record_param_comms", 10, 1),
+        runtime("cudaLaunchKernel", 11, 1, corr=1),
+        kernel("ncclKernel_AllReduce", 12, 3, corr=1),
+        kernel("sgemm", 16, 3, corr=2),
+        op("mpi::Wait", 20, 2),
+    ]
     t = make_trace(events)
     mask = common.communication_mask(t.events)
     expected = [common.is_communication(n, c) for n, c in zip(t.events["name"], t.events["cat"])]
@@ -103,8 +119,14 @@ def test_steps_first_step_keeps_its_cpu_start_despite_earlier_gpu_work():
 
 
 def test_steps_without_profiler_steps_cover_the_whole_trace_window():
-    t = make_trace([op("aten::add", 10, 5), op("aten::mul", 30, 20, tid=2),
-                    kernel("k", 100, 50, corr=1), op("PyTorch Profiler (0)", 0, 500, cat="Trace")])
+    t = make_trace(
+        [
+            op("aten::add", 10, 5),
+            op("aten::mul", 30, 20, tid=2),
+            kernel("k", 100, 50, corr=1),
+            op("PyTorch Profiler (0)", 0, 500, cat="Trace"),
+        ]
+    )
     st = common.steps(t)
     assert st["step"].tolist() == ["0"]
     # issue 23 item 8: the first op (10 µs) to the kernel's end (150 µs), as torch-tb-profiler and HTA's
@@ -113,8 +135,13 @@ def test_steps_without_profiler_steps_cover_the_whole_trace_window():
 
 
 def test_steps_cpu_only_keep_host_ranges_and_user_annotation_steps():
-    t = make_trace([op("ProfilerStep#1", 0, 10, cat="user_annotation"), op("aten::add", 2, 3),
-                    op("ProfilerStep#2", 12, 10, cat="user_annotation")])
+    t = make_trace(
+        [
+            op("ProfilerStep#1", 0, 10, cat="user_annotation"),
+            op("aten::add", 2, 3),
+            op("ProfilerStep#2", 12, 10, cat="user_annotation"),
+        ]
+    )
     st = common.steps(t)
     assert st["step"].tolist() == ["1", "2"]
     assert (st["end"] - st["start"]).tolist() == [10_000, 10_000]
@@ -123,25 +150,40 @@ def test_steps_cpu_only_keep_host_ranges_and_user_annotation_steps():
 
 # -------------------------------------------------------------------------------------------------- links
 def test_link_by_correlation_and_external_id():
-    t = make_trace([op("aten::mm", 0, 100, ext=7), op("aten::relu", 100, 50, ext=8),
-                    runtime("cudaLaunchKernel", 10, 5, corr=1, ext=7),
-                    runtime("cudaLaunchKernel", 110, 5, corr=2, ext=8),
-                    kernel("gemm", 20, 30, corr=1), kernel("relu_kernel", 120, 5, corr=2),
-                    kernel("orphan", 200, 5, corr=3)])
+    t = make_trace(
+        [
+            op("aten::mm", 0, 100, ext=7),
+            op("aten::relu", 100, 50, ext=8),
+            runtime("cudaLaunchKernel", 10, 5, corr=1, ext=7),
+            runtime("cudaLaunchKernel", 110, 5, corr=2, ext=8),
+            kernel("gemm", 20, 30, corr=1),
+            kernel("relu_kernel", 120, 5, corr=2),
+            kernel("orphan", 200, 5, corr=3),
+        ]
+    )
     ev = t.events
     links = common.link_gpu_to_ops(t).set_index("row")
     name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
     got = {name(r): (name(x.runtime), name(x.op), x.external_id) for r, x in links.iterrows()}
-    assert got == {"gemm": ("cudaLaunchKernel", "aten::mm", 7), "relu_kernel": ("cudaLaunchKernel", "aten::relu", 8),
-                   "orphan": (None, None, -1)}
+    assert got == {
+        "gemm": ("cudaLaunchKernel", "aten::mm", 7),
+        "relu_kernel": ("cudaLaunchKernel", "aten::relu", 8),
+        "orphan": (None, None, -1),
+    }
 
 
 def test_link_driver_calls_and_calls_without_external_id():
     """PyCUDA: cuLaunchKernel (cuda_driver) without External id -> the innermost op around the call."""
-    t = make_trace([op("outer", 0, 100, ext=1), op("my_kernel_op", 10, 50, ext=2, cat="user_annotation"),
-                    runtime("cuLaunchKernel", 20, 5, corr=11, cat="cuda_driver"),
-                    runtime("cuMemcpyHtoD_v2", 70, 5, corr=12, cat="cuda_driver"),
-                    kernel("axpy", 30, 10, corr=11), kernel("Memcpy HtoD", 80, 10, corr=12, cat="gpu_memcpy")])
+    t = make_trace(
+        [
+            op("outer", 0, 100, ext=1),
+            op("my_kernel_op", 10, 50, ext=2, cat="user_annotation"),
+            runtime("cuLaunchKernel", 20, 5, corr=11, cat="cuda_driver"),
+            runtime("cuMemcpyHtoD_v2", 70, 5, corr=12, cat="cuda_driver"),
+            kernel("axpy", 30, 10, corr=11),
+            kernel("Memcpy HtoD", 80, 10, corr=12, cat="gpu_memcpy"),
+        ]
+    )
     ev = t.events
     links = common.link_gpu_to_ops(t)
     ops = [str(ev["name"].iloc[r]) for r in links["op"]]
@@ -153,8 +195,7 @@ def test_link_driver_calls_and_calls_without_external_id():
 
 def test_link_old_traces_by_the_activity_external_id():
     """An activity whose launch is missing still finds its op through its own External id."""
-    t = make_trace([op("aten::copy_", 0, 50, ext=5),
-                    kernel("copy_kernel", 10, 5, corr=77, **{"external id": 5})])
+    t = make_trace([op("aten::copy_", 0, 50, ext=5), kernel("copy_kernel", 10, 5, corr=77, **{"external id": 5})])
     links = common.link_gpu_to_ops(t)
     assert links["runtime"].tolist() == [-1]
     assert str(t.events["name"].iloc[links["op"].iloc[0]]) == "aten::copy_"
@@ -162,8 +203,17 @@ def test_link_old_traces_by_the_activity_external_id():
 
 # ------------------------------------------------------------------------------------------------ op tree
 def test_op_tree_nesting_zero_length_and_threads():
-    t = make_trace([op("a", 0, 100), op("b", 10, 20), op("c", 15, 0), op("d", 30, 0), op("e", 30, 10),
-                    op("x", 5, 10, tid=2), op("f", 100, 5)])
+    t = make_trace(
+        [
+            op("a", 0, 100),
+            op("b", 10, 20),
+            op("c", 15, 0),
+            op("d", 30, 0),
+            op("e", 30, 10),
+            op("x", 5, 10, tid=2),
+            op("f", 100, 5),
+        ]
+    )
     ev = t.events
     tree = common.op_tree(t)
     name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
@@ -193,37 +243,58 @@ def test_op_tree_merges_same_name_single_child():
 
 
 def test_innermost_op_at_queries():
-    t = make_trace([op("a", 0, 100), op("b", 10, 20), op("m", 40, 20, cat="python_function",
-                                                       **{"Python module id": 3, "Python id": 1})])
+    t = make_trace(
+        [
+            op("a", 0, 100),
+            op("b", 10, 20),
+            op("m", 40, 20, cat="python_function", **{"Python module id": 3, "Python id": 1}),
+        ]
+    )
     ev = t.events
-    rows = common.innermost_op_at(t, [1, 1, 1, 1, 2], [1, 1, 1, 1, 1], np.array([15, 45, 150, 30, 15]) * 1000
-                                  - t.base_ns)
+    rows = common.innermost_op_at(
+        t, [1, 1, 1, 1, 2], [1, 1, 1, 1, 1], np.array([15, 45, 150, 30, 15]) * 1000 - t.base_ns
+    )
     names = [str(ev["name"].iloc[r]) if r >= 0 else None for r in rows]
     assert names == ["b", "a", None, "a", None]  # modules are skipped; ends are exclusive
 
 
 # ------------------------------------------------------------------------------------------ Tensor Cores
-@pytest.mark.parametrize("name", [
-    "volta_h884gemm_128x128_ldg8_nn", "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn",
-    "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2",
-    "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel",
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
-    "cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnn_align8",
-    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(Params)",
-    "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>",
-    "void xmma_cudnn::gemm::kernel<implicit_gemm_hmma>(Params)", "sm75_xmma_fprop_implicit_gemm_indexed_f16f16",
-    "turing_int8_imma_gemm", "wgmma_gemm_kernel", "void wmma_example<half>(half*)",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "volta_h884gemm_128x128_ldg8_nn",
+        "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn",
+        "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn",
+        "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2",
+        "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
+        "cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnn_align8",
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(Params)",
+        "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT",
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>",
+        "void xmma_cudnn::gemm::kernel<implicit_gemm_hmma>(Params)",
+        "sm75_xmma_fprop_implicit_gemm_indexed_f16f16",
+        "turing_int8_imma_gemm",
+        "wgmma_gemm_kernel",
+        "void wmma_example<half>(half*)",
+    ],
+)
 def test_tensor_core_kernel_names(name):
     assert common.uses_tensor_cores(name)
 
 
-@pytest.mark.parametrize("name", [
-    "volta_sgemm_128x64_nn", "ampere_sgemm_128x64_nn", "void implicit_convolve_sgemm<float, float, 1024>",
-    "void cutlass::Kernel<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
-    "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>", "Memcpy HtoD (Pageable -> Device)",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "volta_sgemm_128x64_nn",
+        "ampere_sgemm_128x64_nn",
+        "void implicit_convolve_sgemm<float, float, 1024>",
+        "void cutlass::Kernel<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+        "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>",
+        "Memcpy HtoD (Pageable -> Device)",
+    ],
+)
 def test_non_tensor_core_kernel_names(name):
     assert not common.uses_tensor_cores(name)
 

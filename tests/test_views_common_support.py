@@ -1,5 +1,6 @@
 """Test helpers for the views: hand-made traces written as Kineto events (µs, args as in real traces) and read
 by the real reader (`make_trace`, through tests/trace_builder.py); `load_shared(path)` reads a shared trace."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,6 +26,7 @@ def make_trace(events: list[dict], metadata: dict | None = None) -> TraceData:
 def load_shared(path: Path):
     """The shared trace at `path` through the real reader."""
     from profiler_core.trace.read import reader
+
     return reader.read_trace(str(path))
 
 
@@ -50,10 +52,14 @@ def kernel(name, ts, dur, corr, device=0, stream=7, cat="kernel", **args):
 
 
 def test_support_builds_schema_columns():
-    t = make_trace([op("ProfilerStep#1", 0, 100, ext=1, cat="user_annotation"),
-                    op("aten::mm", 10, 50, ext=2, **{"Input Dims": [[2, 3], [3, 4]]}),
-                    runtime("cudaLaunchKernel", 20, 5, corr=9, ext=2),
-                    kernel("volta_h884gemm", 30, 40, corr=9, **{"blocks per SM": 0.5})])
+    t = make_trace(
+        [
+            op("ProfilerStep#1", 0, 100, ext=1, cat="user_annotation"),
+            op("aten::mm", 10, 50, ext=2, **{"Input Dims": [[2, 3], [3, 4]]}),
+            runtime("cudaLaunchKernel", 20, 5, corr=9, ext=2),
+            kernel("volta_h884gemm", 30, 40, corr=9, **{"blocks per SM": 0.5}),
+        ]
+    )
     ev = t.events
     assert list(ev["cat"].astype(str)) == ["user_annotation", "cpu_op", "cuda_runtime", "kernel"]
     assert ev["ts"].tolist() == [0, 10_000, 20_000, 30_000]
@@ -80,23 +86,60 @@ def synthetic_gpu_trace(n_ops: int = 500_000, ops_per_step: int = 5000, seed: in
     def part(cat, name, pid, tid, ts, dur, ext=-1, corr=-1, dev=-1, bps=np.nan, occ=np.nan, dims=""):
         n = len(ts)
         full = lambda v, dt: np.broadcast_to(np.asarray(v, dtype=dt), (n,)).copy()  # noqa: E731
-        parts.append(pd.DataFrame({
-            "cat": full(cat, object), "name": full(name, object), "pid": full(pid, np.int64),
-            "tid": full(tid, np.int64), "ts": ts.astype(np.int64), "dur": full(dur, np.int64),
-            "external_id": full(ext, np.int64), "correlation": full(corr, np.int64), "device": full(dev, np.int64),
-            "stream": full(7 if dev >= 0 else -1, np.int64), "blocks_per_sm": full(bps, np.float64),
-            "occupancy": full(occ, np.float64), "input_dims": full(dims, object)}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "cat": full(cat, object),
+                    "name": full(name, object),
+                    "pid": full(pid, np.int64),
+                    "tid": full(tid, np.int64),
+                    "ts": ts.astype(np.int64),
+                    "dur": full(dur, np.int64),
+                    "external_id": full(ext, np.int64),
+                    "correlation": full(corr, np.int64),
+                    "device": full(dev, np.int64),
+                    "stream": full(7 if dev >= 0 else -1, np.int64),
+                    "blocks_per_sm": full(bps, np.float64),
+                    "occupancy": full(occ, np.float64),
+                    "input_dims": full(dims, object),
+                }
+            )
+        )
 
     names = np.array([f"aten::op{k}" for k in range(50)], object)[i % 50]
     knames = np.array([f"kernel_{k}_sm80_xmma" if k % 3 == 0 else f"kernel_{k}" for k in range(200)], object)
-    part("user_annotation", np.array([f"ProfilerStep#{k}" for k in range(n_steps)], object), 1, 1, step_ts,
-         ops_per_step * 20_000)
-    part("cpu_op", names, 1, 1, ts_op, 15_000, ext=2 * i + 1,
-         dims=np.array(["[[32,64]]", "[[64,64],[64]]", "[]"], object)[i % 3])
+    part(
+        "user_annotation",
+        np.array([f"ProfilerStep#{k}" for k in range(n_steps)], object),
+        1,
+        1,
+        step_ts,
+        ops_per_step * 20_000,
+    )
+    part(
+        "cpu_op",
+        names,
+        1,
+        1,
+        ts_op,
+        15_000,
+        ext=2 * i + 1,
+        dims=np.array(["[[32,64]]", "[[64,64],[64]]", "[]"], object)[i % 3],
+    )
     part("cpu_op", "aten::empty", 1, 1, child_ts, 10_000, ext=2 * i + 2)
     part("cuda_runtime", "cudaLaunchKernel", 1, 1, rt_ts, 3_000, ext=2 * i + 2, corr=i + 1)
-    part("kernel", knames[i % 200], 0, 7, k_ts, k_dur, corr=i + 1, dev=0, bps=rng.random(n_ops) * 4,
-         occ=rng.random(n_ops) * 100)
+    part(
+        "kernel",
+        knames[i % 200],
+        0,
+        7,
+        k_ts,
+        k_dur,
+        corr=i + 1,
+        dev=0,
+        bps=rng.random(n_ops) * 4,
+        occ=rng.random(n_ops) * 100,
+    )
     ev = pd.concat(parts, ignore_index=True)  # in the reader's order: (ts, -dur, idx), idx = file position
     ev = ev.sort_values(["ts", "dur"], ascending=[True, False], kind="stable").reset_index(drop=True)
     n = len(ev)
@@ -104,8 +147,17 @@ def synthetic_gpu_trace(n_ops: int = 500_000, ops_per_step: int = 5000, seed: in
         ev[c] = np.zeros(n, np.int32)
     for c in ("registers", "shared_memory", "static_shared_memory", "dynamic_shared_memory"):
         ev[c] = np.full(n, -1, np.int32)
-    for c in ("bytes", "python_id", "python_parent_id", "python_module_id", "sequence_nr", "fwd_thread",
-              "in_nelems", "out_nelems", "group_size"):
+    for c in (
+        "bytes",
+        "python_id",
+        "python_parent_id",
+        "python_module_id",
+        "sequence_nr",
+        "fwd_thread",
+        "in_nelems",
+        "out_nelems",
+        "group_size",
+    ):
         ev[c] = np.full(n, -1, np.int64)
     ev["warps_per_sm"] = np.nan
     for c in ("input_type", "call_stack", "coll_name", "dtype"):
@@ -113,11 +165,28 @@ def synthetic_gpu_trace(n_ops: int = 500_000, ops_per_step: int = 5000, seed: in
     for c in ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype"):
         ev[c] = ev[c].astype("category")
     ev["idx"] = np.arange(n)
-    props = [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108, "computeMajor": 8, "computeMinor": 0,
-              "totalGlobalMem": 40 * 2 ** 30}]
+    props = [
+        {
+            "id": 0,
+            "name": "NVIDIA A100-SXM4-40GB",
+            "numSms": 108,
+            "computeMajor": 8,
+            "computeMinor": 0,
+            "totalGlobalMem": 40 * 2**30,
+        }
+    ]
     empty = pd.DataFrame()
-    kwargs = dict(path="<synthetic>", metadata={"deviceProperties": props}, device_properties=props, base_ns=0,
-                  events=ev, memory=empty, flows=empty, names=empty, warnings=[])
+    kwargs = dict(
+        path="<synthetic>",
+        metadata={"deviceProperties": props},
+        device_properties=props,
+        base_ns=0,
+        events=ev,
+        memory=empty,
+        flows=empty,
+        names=empty,
+        warnings=[],
+    )
     try:
         return TraceData(**kwargs)
     except TypeError:

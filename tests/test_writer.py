@@ -1,4 +1,5 @@
 """The trace writer: exact layout, valid JSON whatever the strings, gzip, atomic and failure-safe."""
+
 import errno
 import gzip
 import json
@@ -77,8 +78,13 @@ def test_gzip_roundtrip_and_no_leftovers(tmp_path):
 
 
 def test_unserialisable_values_are_converted(tmp_path):
-    trace = {"schemaVersion": 1, "deviceProperties": [], "x": np.float32(1.5), "y": {1, 2},
-             "traceEvents": [{"ph": "X", "name": "a", "args": {"n": np.int64(3), "o": object()}}]}
+    trace = {
+        "schemaVersion": 1,
+        "deviceProperties": [],
+        "x": np.float32(1.5),
+        "y": {1, 2},
+        "traceEvents": [{"ph": "X", "name": "a", "args": {"n": np.int64(3), "o": object()}}],
+    }
     path = tmp_path / "t.json"
     write_trace(trace, path)
     d = json.loads(path.read_text())
@@ -206,8 +212,10 @@ def test_bad_trace_type_rejected_and_cleaned(tmp_path):
 
 
 def test_many_events_chunks(tmp_path):
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i / 1000, "dur": 0.001}
-              for i in range(10000)]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i / 1000, "dur": 0.001}
+        for i in range(10000)
+    ]
     write_trace({"traceEvents": events}, tmp_path / "t.json")
     d = json.loads((tmp_path / "t.json").read_text())
     assert [e["name"] for e in d["traceEvents"]] == [f"op{i}" for i in range(10000)]

@@ -5,6 +5,7 @@ real traces (schema, dtypes, the (ts, -dur, idx) order, rebasing, labels), never
 Events are given either as Kineto event dicts (µs, `args` under Kineto's keys) or as rows of column values
 (ns, the reader's column names) which `event()` turns into Kineto events under Kineto's own arg names.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -20,13 +21,29 @@ from profiler_core.trace.read.reader import read_trace
 
 #: reader column -> the Kineto args key it is read from (DESIGN.md §2; Kineto's names)
 ARG_OF_COLUMN = {
-    "external_id": "External id", "correlation": "correlation", "device": "device", "stream": "stream",
-    "bytes": "bytes", "python_id": "Python id", "python_parent_id": "Python parent id",
-    "python_module_id": "Python module id", "sequence_nr": "Sequence number", "fwd_thread": "Fwd thread id",
-    "in_nelems": "In msg nelems", "out_nelems": "Out msg nelems", "group_size": "Group size",
-    "registers": "registers per thread", "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM",
-    "warps_per_sm": "warps per SM", "occupancy": "est. achieved occupancy %", "input_dims": "Input Dims",
-    "input_type": "Input type", "call_stack": "Call stack", "coll_name": "Collective name", "dtype": "dtype",
+    "external_id": "External id",
+    "correlation": "correlation",
+    "device": "device",
+    "stream": "stream",
+    "bytes": "bytes",
+    "python_id": "Python id",
+    "python_parent_id": "Python parent id",
+    "python_module_id": "Python module id",
+    "sequence_nr": "Sequence number",
+    "fwd_thread": "Fwd thread id",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+    "group_size": "Group size",
+    "registers": "registers per thread",
+    "shared_memory": "shared memory",
+    "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM",
+    "occupancy": "est. achieved occupancy %",
+    "input_dims": "Input Dims",
+    "input_type": "Input type",
+    "call_stack": "Call stack",
+    "coll_name": "Collective name",
+    "dtype": "dtype",
     "pg_name": "Process Group Name",
 }
 
@@ -56,8 +73,16 @@ def event(cat: str, name: str, pid: int, tid: int, ts_ns: int, dur_ns: int, **co
         if value is None or value == "" or (isinstance(value, int) and value == -1):
             continue
         args[key] = json.loads(value) if col == "input_dims" and isinstance(value, str) else value
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": _us(ts_ns), "dur": _us(dur_ns),
-            "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": _us(ts_ns),
+        "dur": _us(dur_ns),
+        "args": args,
+    }
 
 
 def rows(rows: Iterable[tuple], columns: list[str]) -> list[dict]:
@@ -70,13 +95,35 @@ def rows(rows: Iterable[tuple], columns: list[str]) -> list[dict]:
     return out
 
 
-def memory_event(ts_ns: int, device_type: int, device_id: int, addr: int, nbytes: int, total_allocated: int,
-                 total_reserved: int, pid: int = 1, tid: int = 1) -> dict:
+def memory_event(
+    ts_ns: int,
+    device_type: int,
+    device_id: int,
+    addr: int,
+    nbytes: int,
+    total_allocated: int,
+    total_reserved: int,
+    pid: int = 1,
+    tid: int = 1,
+) -> dict:
     """A `[memory]` instant event as Kineto writes it."""
-    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": pid, "tid": tid,
-            "ts": _us(ts_ns), "args": {"Total Reserved": total_reserved, "Total Allocated": total_allocated,
-                                       "Bytes": nbytes, "Device Id": device_id, "Device Type": device_type,
-                                       "Addr": addr}}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": pid,
+        "tid": tid,
+        "ts": _us(ts_ns),
+        "args": {
+            "Total Reserved": total_reserved,
+            "Total Allocated": total_allocated,
+            "Bytes": nbytes,
+            "Device Id": device_id,
+            "Device Type": device_type,
+            "Addr": addr,
+        },
+    }
 
 
 def flow_event(cat: str, flow_id: int, ph: str, pid: int, tid: int, ts_ns: int, bp: str = "") -> dict:
@@ -89,13 +136,20 @@ def flow_event(cat: str, flow_id: int, ph: str, pid: int, tid: int, ts_ns: int, 
 
 def name_event(pid: int, tid: int, kind: str, value) -> dict:
     """An `M` metadata event (process_name, thread_name, process_labels, *_sort_index)."""
-    key = {"process_labels": "labels", "process_sort_index": "sort_index",
-           "thread_sort_index": "sort_index"}.get(kind, "name")
+    key = {"process_labels": "labels", "process_sort_index": "sort_index", "thread_sort_index": "sort_index"}.get(
+        kind, "name"
+    )
     return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "ts": 0, "args": {key: value}}
 
 
-def read_events(events: list[dict], *, metadata: dict | None = None, device_properties: Iterable = (),
-                base_ns: int | None = 0, gz: bool = False) -> TraceData:
+def read_events(
+    events: list[dict],
+    *,
+    metadata: dict | None = None,
+    device_properties: Iterable = (),
+    base_ns: int | None = 0,
+    gz: bool = False,
+) -> TraceData:
     """Write `events` as a Kineto trace and read it back with the real reader.
 
     `base_ns` becomes `baseTimeNanoseconds` (0 by default: ts stay as given); None leaves it out, so that

@@ -5,6 +5,7 @@ TensorBoard's page around them.
 For frontend work only; the browser tests use real TensorBoard.
     python3 frontend/dev/dev_server.py LOGDIR [PORT]   then open http://127.0.0.1:PORT/
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ from tensorboard.plugins import base_plugin  # noqa: E402
 from tb_plugin.plugin import GpuscopePlugin  # noqa: E402
 
 PREFIX = "/data/plugin/gpuscope"
-ENTRY = ('<!doctype html><meta charset="utf-8"><base href="plugin/gpuscope/">'
-         '<script type="module" src="/dev_boot.js"></script>')
+ENTRY = (
+    '<!doctype html><meta charset="utf-8"><base href="plugin/gpuscope/">'
+    '<script type="module" src="/dev_boot.js"></script>'
+)
 
 
 class Backend:
@@ -36,7 +39,7 @@ class Backend:
     def __call__(self, environ: dict, start_response) -> object:
         path = environ.get("PATH_INFO", "")
         if path.startswith(PREFIX + "/"):
-            app = self.apps.get(path[len(PREFIX):]) or self.apps["/*"]
+            app = self.apps.get(path[len(PREFIX) :]) or self.apps["/*"]
             return app(environ, start_response)
         return self._page(environ, start_response)
 
@@ -50,11 +53,11 @@ class Backend:
         if path == "/data/plugins_listing":
             return Response(json.dumps({"gpuscope": {"enabled": True}}), mimetype="application/json")
         if path == "/dev_boot.js":
-            return Response('import("/data/plugin/gpuscope/index.js").then(m => m.render());',
-                            mimetype="text/javascript")
+            return Response(
+                'import("/data/plugin/gpuscope/index.js").then(m => m.render());', mimetype="text/javascript"
+            )
         return Response("not found", 404)
 
 
 if __name__ == "__main__":
-    run_simple("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 6007, Backend(sys.argv[1]),
-               threaded=True)
+    run_simple("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 6007, Backend(sys.argv[1]), threaded=True)

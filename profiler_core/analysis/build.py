@@ -5,6 +5,7 @@ runtime calls) nest by time per thread; GPU activities become CUDA events and ar
 attributed as kernels to the CPU op that launched them; ``[memory]`` records go to the
 innermost CPU event on their thread.
 """
+
 from __future__ import annotations
 
 import gc
@@ -28,20 +29,41 @@ class TraceFormatError(ValueError):
 # Normalised category for every category spelling key_averages() reads, host side and device side.
 _CPU_CATS = {k: v for k, v in SPELLINGS.items() if v in HOST_CATS}
 _GPU_CATS = {k: v for k, v in SPELLINGS.items() if v in GPU_ACTIVITY_CATS or v == GPU_USER_ANNOTATION}
-_FILTERED_NAMES = frozenset({
-    "[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
-    "profiler::_record_function_enter_new", "profiler::_record_function_exit",
-    "aten::is_leaf", "aten::output_nr", "aten::_version",
-})
+_FILTERED_NAMES = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
 _FILTERED_FRAMES = (
-    ("autograd/__init__", "_make_grads"), ("autograd/__init__", "backward"),
-    ("torch/tensor", "backward"), ("_internal/common_utils", "prof_callable"),
-    ("_internal/common_utils", "prof_func_call"), ("_internal/common_utils", "prof_meth_call"),
+    ("autograd/__init__", "_make_grads"),
+    ("autograd/__init__", "backward"),
+    ("torch/tensor", "backward"),
+    ("_internal/common_utils", "prof_callable"),
+    ("_internal/common_utils", "prof_func_call"),
+    ("_internal/common_utils", "prof_meth_call"),
 )
 _KERNEL_META_KEYS = (
-    "registers per thread", "shared memory", "grid", "block", "blocks per SM", "warps per SM",
-    "est. achieved occupancy %", "queued", "stream", "context", "device", "bytes",
-    "memory bandwidth (GB/s)", "correlation",
+    "registers per thread",
+    "shared memory",
+    "grid",
+    "block",
+    "blocks per SM",
+    "warps per SM",
+    "est. achieved occupancy %",
+    "queued",
+    "stream",
+    "context",
+    "device",
+    "bytes",
+    "memory bandwidth (GB/s)",
+    "correlation",
 )
 
 
@@ -64,7 +86,8 @@ def _split_trace(trace: Any) -> tuple[list, dict]:
         return trace, {}
     if not isinstance(trace, dict):
         raise TraceFormatError(
-            f"events_from_trace expects a Kineto trace dict or event list, got {type(trace).__name__}")
+            f"events_from_trace expects a Kineto trace dict or event list, got {type(trace).__name__}"
+        )
     events = trace.get("traceEvents")
     if not isinstance(events, list):
         raise TraceFormatError("trace has no 'traceEvents' list; is this a Kineto/chrome trace?")
@@ -148,9 +171,9 @@ class _Builder:
         self.labels: dict[str, int] = {}
         self.ident_cache: dict[str, int] = {}
         self.stack_cache: dict[str, list] = {}
-        self.cpu: list[tuple] = []       # (start_ns, end_ns, order, FunctionEvent)
+        self.cpu: list[tuple] = []  # (start_ns, end_ns, order, FunctionEvent)
         self.gpu: list[tuple] = []
-        self.memory: list[tuple] = []    # (ts_ns, pid, tid, bytes, device_type, order)
+        self.memory: list[tuple] = []  # (ts_ns, pid, tid, bytes, device_type, order)
         self.runtime_by_corr: dict[int, FunctionEvent] = {}
         self.gpu_corr: list[tuple] = []  # (FunctionEvent, correlation, external id)
         self.has_flops_arg = False
@@ -228,9 +251,12 @@ class _Builder:
         cpu_sorted = sorted(self.cpu, key=lambda c: (c[0], -c[1], c[2]))
         all_sorted = sorted(self.cpu + self.gpu, key=lambda c: (c[0], -c[1], c[2]))
         all_events = [c[3] for c in all_sorted]
-        result = EventList(all_events, use_device=use_device,
-                           profile_memory=bool(self.meta.get("profile_memory")) or bool(self.memory),
-                           with_flops=with_flops or self.has_flops_arg)
+        result = EventList(
+            all_events,
+            use_device=use_device,
+            profile_memory=bool(self.meta.get("profile_memory")) or bool(self.memory),
+            with_flops=with_flops or self.has_flops_arg,
+        )
         result._populate_cpu_children()
         assign_scopes(cpu_sorted)
         drop_nested_computed_flops(cpu_sorted, self.computed_flops)
@@ -298,14 +324,25 @@ class _Builder:
         if fwd is not None and type(fwd) is not int:
             fwd = _int_arg(args, "Fwd thread id", default=-1)
         fe = FunctionEvent(
-            ext, "ProfilerStep*" if name.startswith("ProfilerStep#") else name, tid, 0.0, 0.0,
-            name, _input_shapes(dims) if dims is not None else [],
-            self._stack(call_stack) if call_stack else [], DeviceType.CPU, pid, tid,
+            ext,
+            "ProfilerStep*" if name.startswith("ProfilerStep#") else name,
+            tid,
+            0.0,
+            0.0,
+            name,
+            _input_shapes(dims) if dims is not None else [],
+            self._stack(call_stack) if call_stack else [],
+            DeviceType.CPU,
+            pid,
+            tid,
             fwd_thread=fwd if fwd is None or fwd >= 0 else None,
             concrete_inputs=args.get("Concrete Inputs"),
             scope=SCOPE_USER if cat == "user_annotation" else 0,
-            sequence_nr=seq, flops=flops if flops > 0 else 0,
-            is_user_annotation=cat == "user_annotation", activity_type=cat, external_id=ext,
+            sequence_nr=seq,
+            flops=flops if flops > 0 else 0,
+            is_user_annotation=cat == "user_annotation",
+            activity_type=cat,
+            external_id=ext,
         )
         if dims is not None:
             fe.structured_input_shapes = dims
@@ -327,15 +364,29 @@ class _Builder:
             self.computed_flops.add(id(fe))
         self.cpu.append((start, start + dur, index, fe))
 
-    def _add_gpu(self, cat: str, name: str, start: int, dur: int, index: int, pid: int, tid: int,
-                 ext: int, args: dict) -> None:
+    def _add_gpu(
+        self, cat: str, name: str, start: int, dur: int, index: int, pid: int, tid: int, ext: int, args: dict
+    ) -> None:
         self.has_gpu = True
         device = _int_arg(args, "device", default=pid)
         stream = _int_arg(args, "stream", default=tid)
         key = "ProfilerStep*" if name.startswith("ProfilerStep#") else name
-        fe = FunctionEvent(ext, key, stream, 0.0, 0.0, name, None, None, DeviceType.CUDA, device, stream,
-                           is_user_annotation=cat == "gpu_user_annotation", activity_type=cat,
-                           external_id=ext)
+        fe = FunctionEvent(
+            ext,
+            key,
+            stream,
+            0.0,
+            0.0,
+            name,
+            None,
+            None,
+            DeviceType.CUDA,
+            device,
+            stream,
+            is_user_annotation=cat == "gpu_user_annotation",
+            activity_type=cat,
+            external_id=ext,
+        )
         fe.linked_correlation_id = ext
         meta = {k: args[k] for k in _KERNEL_META_KEYS if k in args}
         if meta:
@@ -349,7 +400,13 @@ class _Builder:
         if not isinstance(args, dict):
             return
         nbytes = _int_arg(args, "Bytes", default=0)
-        self.memory.append((
-            _to_ns(ev.get("ts"), "ts", index), self._ident(ev.get("pid", 0)),
-            self._ident(ev.get("tid", 0)), nbytes, _int_arg(args, "Device Type", default=0), index,
-        ))
+        self.memory.append(
+            (
+                _to_ns(ev.get("ts"), "ts", index),
+                self._ident(ev.get("pid", 0)),
+                self._ident(ev.get("tid", 0)),
+                nbytes,
+                _int_arg(args, "Device Type", default=0),
+                index,
+            )
+        )

@@ -1,4 +1,5 @@
 """EventList: torch's list of FunctionEvents with tree building, key_averages, table and export_stacks."""
+
 from __future__ import annotations
 
 import itertools
@@ -23,8 +24,9 @@ _FRAME_TRANSLATION = str.maketrans(" ;\t\n", "____")
 class EventList(list):
     """A list of FunctionEvent (or FunctionEventAvg) with torch's EventList methods."""
 
-    def __init__(self, *args: Any, use_device: str | None = None, profile_memory: bool = False,
-                 with_flops: bool = False) -> None:
+    def __init__(
+        self, *args: Any, use_device: str | None = None, profile_memory: bool = False, with_flops: bool = False
+    ) -> None:
         super().__init__(*args)
         self._use_device = use_device
         self._profile_memory = profile_memory
@@ -87,9 +89,14 @@ class EventList(list):
     def self_cpu_time_total(self) -> float:
         return sum(e.self_cpu_time_total for e in self)
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
-                     group_by_overload_name: bool = False, *,
-                     group_by_input_shapes: bool | None = None) -> EventList:
+    def key_averages(
+        self,
+        group_by_input_shape: bool = False,
+        group_by_stack_n: int = 0,
+        group_by_overload_name: bool = False,
+        *,
+        group_by_input_shapes: bool | None = None,
+    ) -> EventList:
         """Sum events that share (name, node, device type, legacy, annotation[, shapes, stack])."""
         if group_by_input_shapes is not None:
             group_by_input_shape = group_by_input_shapes
@@ -114,8 +121,12 @@ class EventList(list):
             if avg is None:
                 avg = stats[key_t] = FunctionEventAvg()
             add(avg, evt)
-        result = EventList(stats.values(), use_device=self._use_device,
-                           profile_memory=self._profile_memory, with_flops=self._with_flops)
+        result = EventList(
+            stats.values(),
+            use_device=self._use_device,
+            profile_memory=self._profile_memory,
+            with_flops=self._with_flops,
+        )
         for avg in result:
             avg.stack = (avg.stack or [])[:group_by_stack_n]
             if not group_by_input_shape:
@@ -135,25 +146,41 @@ class EventList(list):
         return total
 
     # ---- output -----------------------------------------------------------------------
-    def table(self, sort_by: str | None = None, row_limit: int = 100,
-              max_src_column_width: int = 75, max_name_column_width: int = 55,
-              max_shapes_column_width: int = 80, header: str | None = None,
-              top_level_events_only: bool = False, time_unit: str | None = None) -> str:
+    def table(
+        self,
+        sort_by: str | None = None,
+        row_limit: int = 100,
+        max_src_column_width: int = 75,
+        max_name_column_width: int = 55,
+        max_shapes_column_width: int = 80,
+        header: str | None = None,
+        top_level_events_only: bool = False,
+        time_unit: str | None = None,
+    ) -> str:
         """torch's summary table; ``sort_by`` is any attribute name (AttributeError if unknown)."""
         if sort_by is not None and not isinstance(sort_by, str):
             raise TypeError(f"sort_by must be an attribute name (str), got {type(sort_by).__name__}")
         if time_unit not in (None, "s", "ms", "us"):
             raise ValueError(f"time_unit must be one of 's', 'ms', 'us' or None, got {time_unit!r}")
-        _check_table_args(row_limit=row_limit, max_src_column_width=max_src_column_width,
-                          max_name_column_width=max_name_column_width,
-                          max_shapes_column_width=max_shapes_column_width, header=header)
-        return build_table(
-            self, sort_by=sort_by, row_limit=row_limit,
+        _check_table_args(
+            row_limit=row_limit,
             max_src_column_width=max_src_column_width,
             max_name_column_width=max_name_column_width,
-            max_shapes_column_width=max_shapes_column_width, header=header,
-            profile_memory=self._profile_memory, with_flops=self._with_flops,
-            top_level_events_only=top_level_events_only, time_unit=time_unit,
+            max_shapes_column_width=max_shapes_column_width,
+            header=header,
+        )
+        return build_table(
+            self,
+            sort_by=sort_by,
+            row_limit=row_limit,
+            max_src_column_width=max_src_column_width,
+            max_name_column_width=max_name_column_width,
+            max_shapes_column_width=max_shapes_column_width,
+            header=header,
+            profile_memory=self._profile_memory,
+            with_flops=self._with_flops,
+            top_level_events_only=top_level_events_only,
+            time_unit=time_unit,
         )
 
     def export_chrome_trace(self, path: str) -> None:
@@ -169,13 +196,33 @@ class EventList(list):
             if getattr(evt, "trace_name", None) is None:
                 continue
             start = evt.time_range.start
-            out.append({"name": evt.trace_name, "ph": "X", "ts": start, "dur": evt.time_range.elapsed_us(),
-                        "tid": evt.thread, "pid": "CPU functions", "args": {}})
+            out.append(
+                {
+                    "name": evt.trace_name,
+                    "ph": "X",
+                    "ts": start,
+                    "dur": evt.time_range.elapsed_us(),
+                    "tid": evt.thread,
+                    "pid": "CPU functions",
+                    "args": {},
+                }
+            )
             for _ in evt.kernels:
-                out.append({"name": evt.trace_name, "ph": "s", "ts": start, "tid": evt.thread,
-                            "pid": "CPU functions", "id": flow_id, "cat": f"cpu_to_{device_name}", "args": {}})
+                out.append(
+                    {
+                        "name": evt.trace_name,
+                        "ph": "s",
+                        "ts": start,
+                        "tid": evt.thread,
+                        "pid": "CPU functions",
+                        "id": flow_id,
+                        "cat": f"cpu_to_{device_name}",
+                        "args": {},
+                    }
+                )
                 flow_id += 1
         from ..trace.write.writer import write_bytes_atomic
+
         write_bytes_atomic(json.dumps(out).encode("utf-8"), path, "chrome trace")
 
     def supported_export_stacks_metrics(self) -> list[str]:
@@ -195,6 +242,7 @@ class EventList(list):
                 frames = ";".join(f.translate(_FRAME_TRANSLATION) for f in reversed(evt.stack))
                 lines.append(f"{frames} {value}\n")
         from ..trace.write.writer import check_path, write_bytes_atomic
+
         path = check_path(path, "stacks")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):

@@ -3,6 +3,7 @@
 Field names and semantics follow torch 2.13 so that code written against
 ``prof.events()`` / ``prof.key_averages()`` works unchanged on our results.
 """
+
 from __future__ import annotations
 
 import enum
@@ -148,12 +149,37 @@ class FunctionEvent(_TimesMixin):
     """
 
     __slots__ = (
-        "id", "name", "trace_name", "time_range", "thread", "fwd_thread", "kernels",
-        "cpu_children", "cpu_parent", "input_shapes", "concrete_inputs", "stack", "scope",
-        "use_device", "cpu_memory_usage", "device_memory_usage", "sequence_nr", "device_type",
-        "device_index", "device_resource_id", "flops", "is_user_annotation", "activity_type",
-        "external_id", "structured_input_shapes", "structured_input_strides", "input_dtypes",
-        "linked_correlation_id", "event_metadata", "_device_total", "__dict__",
+        "id",
+        "name",
+        "trace_name",
+        "time_range",
+        "thread",
+        "fwd_thread",
+        "kernels",
+        "cpu_children",
+        "cpu_parent",
+        "input_shapes",
+        "concrete_inputs",
+        "stack",
+        "scope",
+        "use_device",
+        "cpu_memory_usage",
+        "device_memory_usage",
+        "sequence_nr",
+        "device_type",
+        "device_index",
+        "device_resource_id",
+        "flops",
+        "is_user_annotation",
+        "activity_type",
+        "external_id",
+        "structured_input_shapes",
+        "structured_input_strides",
+        "input_dtypes",
+        "linked_correlation_id",
+        "event_metadata",
+        "_device_total",
+        "__dict__",
     )
 
     # Defaults for the rarely set fields (torch's names and meanings).
@@ -322,24 +348,62 @@ class FunctionEvent(_TimesMixin):
         )
 
 
-_RARE_FIELDS = frozenset({
-    "node_id", "overload_name", "count", "is_async", "is_remote", "is_legacy", "is_python_function",
-    "linked_correlation_id", "event_metadata", "structured_input_shapes", "structured_input_strides",
-    "input_dtypes", "python_id", "python_parent_id", "python_module_id", "flow_id", "flow_type",
-    "flow_start", "kwinputs",
-})
+_RARE_FIELDS = frozenset(
+    {
+        "node_id",
+        "overload_name",
+        "count",
+        "is_async",
+        "is_remote",
+        "is_legacy",
+        "is_python_function",
+        "linked_correlation_id",
+        "event_metadata",
+        "structured_input_shapes",
+        "structured_input_strides",
+        "input_dtypes",
+        "python_id",
+        "python_parent_id",
+        "python_module_id",
+        "flow_id",
+        "flow_type",
+        "flow_start",
+        "kwinputs",
+    }
+)
 
 
 class FunctionEventAvg(_TimesMixin):
     """Statistics summed over the FunctionEvents that share a key (what key_averages() returns)."""
 
     __slots__ = (
-        "key", "count", "node_id", "is_async", "is_remote", "use_device", "cpu_time_total",
-        "device_time_total", "self_cpu_time_total", "self_device_time_total", "input_shapes",
-        "overload_name", "stack", "scope", "cpu_memory_usage", "device_memory_usage",
-        "self_cpu_memory_usage", "self_device_memory_usage", "cpu_children", "cpu_parent",
-        "device_type", "is_legacy", "flops", "is_user_annotation", "self_cpu_percent",
-        "total_cpu_percent", "total_device_percent",
+        "key",
+        "count",
+        "node_id",
+        "is_async",
+        "is_remote",
+        "use_device",
+        "cpu_time_total",
+        "device_time_total",
+        "self_cpu_time_total",
+        "self_device_time_total",
+        "input_shapes",
+        "overload_name",
+        "stack",
+        "scope",
+        "cpu_memory_usage",
+        "device_memory_usage",
+        "self_cpu_memory_usage",
+        "self_device_memory_usage",
+        "cpu_children",
+        "cpu_parent",
+        "device_type",
+        "is_legacy",
+        "flops",
+        "is_user_annotation",
+        "self_cpu_percent",
+        "total_cpu_percent",
+        "total_device_percent",
     )
 
     def __init__(self) -> None:

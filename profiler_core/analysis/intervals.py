@@ -5,14 +5,26 @@ builds its op tree by (`EventList._populate_cpu_children`: an event starting at 
 child) and torch-tb-profiler attributes memory records by; so an event starting where an op ends belongs to
 whatever encloses (or follows) that op, and a zero-length range holds nothing. Times are int64 ns.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from ..trace.boundary import holds
 
-__all__ = ["holds", "merge_ranges", "intersect_ranges", "clip_ranges", "total_length", "union_length",
-           "coverage", "covered", "prepare", "union_in", "busy_before"]
+__all__ = [
+    "holds",
+    "merge_ranges",
+    "intersect_ranges",
+    "clip_ranges",
+    "total_length",
+    "union_length",
+    "coverage",
+    "covered",
+    "prepare",
+    "union_in",
+    "busy_before",
+]
 
 
 def merge_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -75,8 +87,7 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(np.maximum(e - np.maximum(s, prev), 0).sum())
 
 
-def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-              weights: np.ndarray | None = None) -> np.ndarray:
+def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Per elementary segment [bounds[k], bounds[k+1]): how many (or how much weight of) intervals cover it."""
     n = len(bounds)
     if weights is None:  # sorted queries make searchsorted cache-friendly; counts do not care about order

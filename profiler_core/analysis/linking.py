@@ -2,6 +2,7 @@
 
 Pure functions over the builder's entries ``(start_ns, end_ns, order, FunctionEvent)``.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -10,11 +11,18 @@ from ..trace.categories import OP_CATS
 from .events import FunctionEvent
 from .intervals import holds
 
-__all__ = ["link_gpu", "resolve_pending", "attribute_memory", "memory_events", "roll_up_memory",
-           "CPU_MEM_DEVICES", "GPU_MEM_DEVICES"]
+__all__ = [
+    "link_gpu",
+    "resolve_pending",
+    "attribute_memory",
+    "memory_events",
+    "roll_up_memory",
+    "CPU_MEM_DEVICES",
+    "GPU_MEM_DEVICES",
+]
 
-CPU_MEM_DEVICES = (0, 2, 5)        # c10 DeviceType: CPU, MKLDNN, IDEEP
-GPU_MEM_DEVICES = (1, 6, 12, 20)   # CUDA, HIP, XPU, PrivateUse1
+CPU_MEM_DEVICES = (0, 2, 5)  # c10 DeviceType: CPU, MKLDNN, IDEEP
+GPU_MEM_DEVICES = (1, 6, 12, 20)  # CUDA, HIP, XPU, PrivateUse1
 _OWNER_KINDS = OP_CATS
 
 
@@ -75,7 +83,7 @@ def attribute_memory(cpu_entries: list, records: list) -> tuple[dict, list]:
         recs.sort()
         events = sorted(by_thread.get(key, ()), key=lambda c: (c[0], -c[1], c[2]))
         starts = [c[0] for c in events]
-        stack: list[tuple] = []      # open events, nested as torch nests them
+        stack: list[tuple] = []  # open events, nested as torch nests them
         pos = 0
         for rec in recs:
             ts = rec[0]
@@ -100,14 +108,19 @@ def attribute_memory(cpu_entries: list, records: list) -> tuple[dict, list]:
     return owned, unattributed
 
 
-def memory_events(unattributed: list, origin_ns: int, first_id: int,
-                  use_device: str | None) -> list:
+def memory_events(unattributed: list, origin_ns: int, first_id: int, use_device: str | None) -> list:
     """torch's top-level ``[memory]`` events for records no CPU event holds (as builder entries)."""
     out = []
     for n, rec in enumerate(unattributed, 1):
         t = (rec[0] - origin_ns) / 1000
         fe = FunctionEvent(
-            first_id + n, "[memory]", rec[2], t, t, device_index=rec[1], use_device=use_device,
+            first_id + n,
+            "[memory]",
+            rec[2],
+            t,
+            t,
+            device_index=rec[1],
+            use_device=use_device,
             cpu_memory_usage=rec[3] if rec[4] in CPU_MEM_DEVICES else 0,
             device_memory_usage=rec[3] if rec[4] in GPU_MEM_DEVICES else 0,
             activity_type="memory",

@@ -3,13 +3,25 @@
 Nothing here is used at run time by the profiler; it exists so tests and benchmarks can state a
 trace in a few lines (``trace([op("aten::mm", 0, 10), kernel("k", 2, 5, ext=1)])``).
 """
+
 from __future__ import annotations
 
 import random
 from typing import Any
 
-__all__ = ["trace", "op", "annotation", "python_frame", "runtime", "kernel", "memcpy", "memset",
-           "gpu_annotation", "memory", "large_trace"]
+__all__ = [
+    "trace",
+    "op",
+    "annotation",
+    "python_frame",
+    "runtime",
+    "kernel",
+    "memcpy",
+    "memset",
+    "gpu_annotation",
+    "memory",
+    "large_trace",
+]
 
 PID = 4242
 TID = 4242
@@ -17,13 +29,33 @@ BASE_NS = 1_790_857_026_000_000_000
 
 
 def _x(cat: str, name: str, ts: float, dur: float, pid: Any, tid: Any, args: dict) -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": float(ts),
-            "dur": float(dur), "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": float(ts),
+        "dur": float(dur),
+        "args": args,
+    }
 
 
-def op(name: str, ts: float, dur: float, ext: int = 0, *, tid: Any = TID, pid: Any = PID,
-       dims: list | None = None, types: list | None = None, stack: str | None = None,
-       flops: int | None = None, cat: str = "cpu_op", **extra: Any) -> dict:
+def op(
+    name: str,
+    ts: float,
+    dur: float,
+    ext: int = 0,
+    *,
+    tid: Any = TID,
+    pid: Any = PID,
+    dims: list | None = None,
+    types: list | None = None,
+    stack: str | None = None,
+    flops: int | None = None,
+    cat: str = "cpu_op",
+    **extra: Any,
+) -> dict:
     """A ``cpu_op`` (or other CPU category) X event."""
     args: dict = {"External id": ext, "Record function id": 0}
     if dims is not None:
@@ -43,14 +75,24 @@ def annotation(name: str, ts: float, dur: float, ext: int = 0, **kw: Any) -> dic
     return op(name, ts, dur, ext, cat="user_annotation", **kw)
 
 
-def python_frame(name: str, ts: float, dur: float, pyid: int, parent: int | None = None, *,
-                 tid: Any = TID, pid: Any = PID) -> dict:
+def python_frame(
+    name: str, ts: float, dur: float, pyid: int, parent: int | None = None, *, tid: Any = TID, pid: Any = PID
+) -> dict:
     """A ``python_function`` event (with_stack)."""
     return _x("python_function", name, ts, dur, pid, tid, {"Python parent id": parent, "Python id": pyid})
 
 
-def runtime(name: str, ts: float, dur: float, corr: int, ext: int | None = None, *,
-            tid: Any = TID, pid: Any = PID, cat: str = "cuda_runtime") -> dict:
+def runtime(
+    name: str,
+    ts: float,
+    dur: float,
+    corr: int,
+    ext: int | None = None,
+    *,
+    tid: Any = TID,
+    pid: Any = PID,
+    cat: str = "cuda_runtime",
+) -> dict:
     """A ``cuda_runtime`` / ``cuda_driver`` API call."""
     args: dict = {"cbid": 211, "correlation": corr}
     if ext is not None:
@@ -58,34 +100,86 @@ def runtime(name: str, ts: float, dur: float, corr: int, ext: int | None = None,
     return _x(cat, name, ts, dur, pid, tid, args)
 
 
-def _gpu(cat: str, name: str, ts: float, dur: float, corr: int, ext: int | None, device: int,
-         stream: int, extra: dict) -> dict:
+def _gpu(
+    cat: str, name: str, ts: float, dur: float, corr: int, ext: int | None, device: int, stream: int, extra: dict
+) -> dict:
     args: dict = {"device": device, "context": 1, "stream": stream, "correlation": corr, **extra}
     if ext is not None:
         args = {"External id": ext, **args}
     return _x(cat, name, ts, dur, device, stream, args)
 
 
-def kernel(name: str, ts: float, dur: float, corr: int = -1, ext: int | None = None, *,
-           device: int = 0, stream: int = 7) -> dict:
+def kernel(
+    name: str, ts: float, dur: float, corr: int = -1, ext: int | None = None, *, device: int = 0, stream: int = 7
+) -> dict:
     """A ``kernel`` activity on device/stream."""
-    return _gpu("kernel", name, ts, dur, corr, ext, device, stream, {
-        "registers per thread": 32, "shared memory": 0, "blocks per SM": 1.0, "warps per SM": 4.0,
-        "grid": [80, 1, 1], "block": [128, 1, 1], "est. achieved occupancy %": 50})
+    return _gpu(
+        "kernel",
+        name,
+        ts,
+        dur,
+        corr,
+        ext,
+        device,
+        stream,
+        {
+            "registers per thread": 32,
+            "shared memory": 0,
+            "blocks per SM": 1.0,
+            "warps per SM": 4.0,
+            "grid": [80, 1, 1],
+            "block": [128, 1, 1],
+            "est. achieved occupancy %": 50,
+        },
+    )
 
 
-def memcpy(ts: float, dur: float, corr: int = -1, ext: int | None = None, nbytes: int = 4096, *,
-           device: int = 0, stream: int = 7) -> dict:
+def memcpy(
+    ts: float,
+    dur: float,
+    corr: int = -1,
+    ext: int | None = None,
+    nbytes: int = 4096,
+    *,
+    device: int = 0,
+    stream: int = 7,
+) -> dict:
     """A host-to-device ``gpu_memcpy``."""
-    return _gpu("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", ts, dur, corr, ext, device, stream,
-                {"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / max(dur * 1000, 1)})
+    return _gpu(
+        "gpu_memcpy",
+        "Memcpy HtoD (Pageable -> Device)",
+        ts,
+        dur,
+        corr,
+        ext,
+        device,
+        stream,
+        {"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / max(dur * 1000, 1)},
+    )
 
 
-def memset(ts: float, dur: float, corr: int = -1, ext: int | None = None, nbytes: int = 4096, *,
-           device: int = 0, stream: int = 7) -> dict:
+def memset(
+    ts: float,
+    dur: float,
+    corr: int = -1,
+    ext: int | None = None,
+    nbytes: int = 4096,
+    *,
+    device: int = 0,
+    stream: int = 7,
+) -> dict:
     """A ``gpu_memset``."""
-    return _gpu("gpu_memset", "Memset (Device)", ts, dur, corr, ext, device, stream,
-                {"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / max(dur * 1000, 1)})
+    return _gpu(
+        "gpu_memset",
+        "Memset (Device)",
+        ts,
+        dur,
+        corr,
+        ext,
+        device,
+        stream,
+        {"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / max(dur * 1000, 1)},
+    )
 
 
 def gpu_annotation(name: str, ts: float, dur: float, ext: int, *, device: int = 0, stream: int = 7) -> dict:
@@ -93,30 +187,68 @@ def gpu_annotation(name: str, ts: float, dur: float, ext: int, *, device: int = 
     return _x("gpu_user_annotation", name, ts, dur, device, stream, {"External id": ext})
 
 
-def memory(ts: float, nbytes: int, device_type: int = 0, *, total: int = 0, tid: Any = TID,
-           pid: Any = PID, addr: int = 1000) -> dict:
+def memory(
+    ts: float, nbytes: int, device_type: int = 0, *, total: int = 0, tid: Any = TID, pid: Any = PID, addr: int = 1000
+) -> dict:
     """A ``[memory]`` instant event (Device Type 0 = CPU, 1 = CUDA)."""
-    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": pid,
-            "tid": tid, "ts": float(ts),
-            "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": nbytes,
-                     "Device Id": -1 if device_type == 0 else 0, "Device Type": device_type,
-                     "Addr": addr}}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": pid,
+        "tid": tid,
+        "ts": float(ts),
+        "args": {
+            "Total Reserved": 0,
+            "Total Allocated": total,
+            "Bytes": nbytes,
+            "Device Id": -1 if device_type == 0 else 0,
+            "Device Type": device_type,
+            "Addr": addr,
+        },
+    }
 
 
 def trace(events: list, *, gpu: bool = False, **top: Any) -> dict:
     """Wrap events in our top-level keys (DESIGN.md §2), Kineto's order."""
-    props = [{"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 16 << 30, "computeMajor": 8,
-              "computeMinor": 0, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-              "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,
-              "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 167936, "numSms": 80,
-              "sharedMemPerBlockOptin": 166912}] if gpu else []
+    props = (
+        [
+            {
+                "id": 0,
+                "name": "Synthetic GPU",
+                "totalGlobalMem": 16 << 30,
+                "computeMajor": 8,
+                "computeMinor": 0,
+                "maxThreadsPerBlock": 1024,
+                "maxThreadsPerMultiprocessor": 2048,
+                "regsPerBlock": 65536,
+                "regsPerMultiprocessor": 65536,
+                "warpSize": 32,
+                "sharedMemPerBlock": 49152,
+                "sharedMemPerMultiprocessor": 167936,
+                "numSms": 80,
+                "sharedMemPerBlockOptin": 166912,
+            }
+        ]
+        if gpu
+        else []
+    )
     out: dict = {"schemaVersion": 1, "deviceProperties": props, "trace_id": "0" * 32}
     out.update(top)
     out["displayTimeUnit"] = "ms"
     out["baseTimeNanoseconds"] = BASE_NS
-    meta = [{"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0.0, "args": {"name": "python"}},
-            {"ph": "M", "name": "thread_name", "pid": PID, "tid": TID, "ts": 0.0,
-             "args": {"name": f"thread {TID} (python)"}}]
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0.0, "args": {"name": "python"}},
+        {
+            "ph": "M",
+            "name": "thread_name",
+            "pid": PID,
+            "tid": TID,
+            "ts": 0.0,
+            "args": {"name": f"thread {TID} (python)"},
+        },
+    ]
     out["traceEvents"] = meta + list(events)
     out["traceName"] = "synthetic.pt.trace.json"
     return out
@@ -129,8 +261,18 @@ def large_trace(n_events: int, *, gpu: bool = True, seed: int = 0) -> dict:
     launch and an alloc/free pair, on two CPU threads, with record_shapes-style args.
     """
     rng = random.Random(seed)
-    names = ["aten::addmm", "aten::relu", "aten::add_", "aten::mm", "aten::copy_", "aten::sum",
-             "aten::mul", "aten::conv2d", "aten::empty", "aten::t"]
+    names = [
+        "aten::addmm",
+        "aten::relu",
+        "aten::add_",
+        "aten::mm",
+        "aten::copy_",
+        "aten::sum",
+        "aten::mul",
+        "aten::conv2d",
+        "aten::empty",
+        "aten::t",
+    ]
     events: list = []
     ext = corr = 0
     ts = 0.0
@@ -155,13 +297,13 @@ def large_trace(n_events: int, *, gpu: bool = True, seed: int = 0) -> dict:
                 if gpu:
                     corr += 1
                     inner.append(runtime("cudaLaunchKernel", t + 0.2, dur / 2, corr, ext, tid=tid))
-                    inner.append(kernel(f"void kernel_{name[6:]}<float>(float*)", t + dur, dur * 0.7,
-                                        corr, ext))
+                    inner.append(kernel(f"void kernel_{name[6:]}<float>(float*)", t + dur, dur * 0.7, corr, ext))
                 t += dur + 0.3
             inner.append(memory(ts + 0.6, 4096, tid=tid))
             inner.append(memory(t - 0.1, -4096, tid=tid))
-            step_events.append(annotation(f"nn.Module: Block_{b % 7}", block_start, t - block_start + 0.2,
-                                          mod_ext, tid=tid))
+            step_events.append(
+                annotation(f"nn.Module: Block_{b % 7}", block_start, t - block_start + 0.2, mod_ext, tid=tid)
+            )
             step_events.extend(inner)
             ts = t + 0.5
             if len(events) + len(step_events) >= n_events:

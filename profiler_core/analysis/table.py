@@ -1,4 +1,5 @@
 """The text table of ``EventList.table()``: torch 2.13's columns, widths, formats and footer."""
+
 from __future__ import annotations
 
 import math
@@ -42,7 +43,7 @@ def _flops_scale(min_flops: float) -> tuple[float, str]:
 
 def _trim_path(path: str, width: int) -> str:
     if len(path) > width:
-        path = path[len(path) - width:]
+        path = path[len(path) - width :]
         if len(path) > 3:
             path = "..." + path[3:]
     return path
@@ -89,8 +90,10 @@ def build_table(
         try:
             events = sorted(events, key=lambda e: getattr(e, attr), reverse=True)
         except TypeError:
-            raise TypeError(f"sort_by={sort_by!r}: the values of this attribute cannot be ordered; "
-                            "sort by a time, memory or count attribute (e.g. 'cpu_time_total')") from None
+            raise TypeError(
+                f"sort_by={sort_by!r}: the values of this attribute cannot be ordered; "
+                "sort by a time, memory or count attribute (e.g. 'cpu_time_total')"
+            ) from None
 
     name_width = max(len(e.key) for e in events) + 4
     if max_name_column_width is not None:
@@ -126,7 +129,7 @@ def build_table(
     layout.add(name_width)
     if has_overload:
         layout.add(name_width)
-    for _ in headers[1 + has_overload:]:
+    for _ in headers[1 + has_overload :]:
         layout.add(_DEFAULT_WIDTH)
     if has_shapes:
         headers.append("Input Shapes")
@@ -148,7 +151,12 @@ def build_table(
     total_self_device = 0.0
     for e in events:
         total_self_cpu += e.self_cpu_time_total
-        if e.device_type == DeviceType.CPU and e.is_legacy or e.device_type != DeviceType.CPU and not e.is_user_annotation:
+        if (
+            e.device_type == DeviceType.CPU
+            and e.is_legacy
+            or e.device_type != DeviceType.CPU
+            and not e.is_user_annotation
+        ):
             total_self_device += e.self_device_time_total
 
     out: list[str] = []

@@ -1,13 +1,13 @@
 """Post-processing of the CPU tree in events_from_trace: scopes, FLOPs de-duplication, stacks."""
+
 from __future__ import annotations
 
 from .events import DeviceType, FunctionEvent
 
-__all__ = ["assign_scopes", "drop_nested_computed_flops", "set_backward_stacks", "SCOPE_BACKWARD",
-           "SCOPE_USER"]
+__all__ = ["assign_scopes", "drop_nested_computed_flops", "set_backward_stacks", "SCOPE_BACKWARD", "SCOPE_USER"]
 
-SCOPE_BACKWARD = 1   # at::RecordScope::BACKWARD_FUNCTION
-SCOPE_USER = 7       # at::RecordScope::USER_SCOPE
+SCOPE_BACKWARD = 1  # at::RecordScope::BACKWARD_FUNCTION
+SCOPE_USER = 7  # at::RecordScope::USER_SCOPE
 _EVALUATE = "autograd::engine::evaluate_function: "
 
 
@@ -19,8 +19,12 @@ def assign_scopes(cpu_sorted: list) -> None:
     """
     for _s, _e, _o, fe in cpu_sorted:
         parent = fe.cpu_parent
-        if (parent is not None and fe.activity_type == "cpu_op"
-                and parent.name.startswith(_EVALUATE) and parent.name[len(_EVALUATE):] == fe.name):
+        if (
+            parent is not None
+            and fe.activity_type == "cpu_op"
+            and parent.name.startswith(_EVALUATE)
+            and parent.name[len(_EVALUATE) :] == fe.name
+        ):
             fe.scope = SCOPE_BACKWARD
 
 

@@ -5,6 +5,7 @@ cupti-python or pycuda installed); `make_collector(config)` returns the collecto
 `link_trace(trace)` links a finished trace's GPU events to its CPU ops (External id, gpu_user_annotation).
 Nothing heavy (cupti, pycuda, numpy) is imported until a collector is prepared.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -33,6 +34,7 @@ def is_available() -> bool:
                 _available = False
             else:
                 from .device_props import device_count
+
                 _available = device_count() > 0
         except Exception:
             _available = False
@@ -42,12 +44,14 @@ def is_available() -> bool:
 def make_collector(config: dict | None = None):
     """A new CUDA collector for one profile (config holds the profile's flags)."""
     from .collector import CudaCollector
+
     return CudaCollector(config)
 
 
 def link_trace(trace: dict) -> dict:
     """Give a finished trace's runtime/driver and GPU events the External id of their CPU op (in place)."""
     from .link import link_trace as _link
+
     return _link(trace)
 
 

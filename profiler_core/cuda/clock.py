@@ -4,13 +4,15 @@ The recording clock is `profiler_core.recording.now_ns()` (perf_counter_ns plus 
 every timestamp a capture backend makes comes from it, so a step of the wall clock during a profile moves
 nothing relative to the recorded ops.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
 
-def calibrate(device_ns: Callable[[], int], host_ns: Callable[[], int] | None = None,
-              rounds: int = 10) -> tuple[int, int]:
+def calibrate(
+    device_ns: Callable[[], int], host_ns: Callable[[], int] | None = None, rounds: int = 10
+) -> tuple[int, int]:
     """(offset, uncertainty) with host = device + offset, from the tightest host bracket of `rounds` reads.
 
     Each round reads host `a`, device `c`, host `b`; the pair with the smallest `b - a` wins and the offset

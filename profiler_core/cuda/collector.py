@@ -5,6 +5,7 @@ recording window, and `stop()` returns a CollectorResult of Kineto events in abs
 (docs/internals.md §1). `stop(cpu_events=...)` additionally links GPU work to those CPU ops; the profiler
 can instead call `profiler_core.cuda.link_trace(trace)` on the finished trace.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ from .cupti_backend import CuptiBackend, CuptiUnavailable
 from .device_props import driver_version, kineto_view, query_device_properties
 from .link import LAUNCH_PLACEHOLDER, link_gpu_to_ops
 
-last_raw_records: dict | None = None   # the last window's raw records, when asked to keep them (GPU check)
+last_raw_records: dict | None = None  # the last window's raw records, when asked to keep them (GPU check)
 
 
 def _process_name() -> str:
@@ -51,9 +52,18 @@ def _cpu_ops_of(session) -> list[dict]:
         for buf in list(session.buffers):
             for ev in list(buf.events):
                 t0, t1, name, ext, cat = ev[:5]
-                out.append({"ph": "X", "cat": "user_annotation" if cat == 0 else "cpu_op", "name": name,
-                            "pid": session.pid, "tid": buf.tid, "ts": t0 + offset, "dur": max(0, t1 - t0),
-                            "args": {"External id": ext}})
+                out.append(
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation" if cat == 0 else "cpu_op",
+                        "name": name,
+                        "pid": session.pid,
+                        "tid": buf.tid,
+                        "ts": t0 + offset,
+                        "dur": max(0, t1 - t0),
+                        "args": {"External id": ext},
+                    }
+                )
     except Exception:
         return []
     return out
@@ -103,7 +113,7 @@ class CudaCollector:
         self.config = dict(config or {})
         self._cupti_module = cupti_module
         self._pycuda_driver = pycuda_driver
-        self.source = None          # "cupti" | "cuda_events" | None
+        self.source = None  # "cupti" | "cuda_events" | None
         self.backend = None
         self.props: list[dict] = []
         self.warnings: list[str] = []
@@ -140,8 +150,10 @@ class CudaCollector:
             self.backend = event_backend.CudaEventBackend(drv)
             self.source = "cuda_events"
             if reason:
-                self.warnings.append(f"CUPTI unavailable ({reason}); timing PyCUDA work with CUDA "
-                                     "events instead (only PyCUDA launches and copies are seen)")
+                self.warnings.append(
+                    f"CUPTI unavailable ({reason}); timing PyCUDA work with CUDA "
+                    "events instead (only PyCUDA launches and copies are seen)"
+                )
         else:
             self.warnings.append(f"GPU activity cannot be captured: {reason}")
 
@@ -188,9 +200,14 @@ class CudaCollector:
             result.warnings = warnings
             return result
         try:
-            conv = convert_records(records, device_properties=self.props, clock_offset_ns=offset,
-                                   pid=os.getpid(), process_name=_process_name(),
-                                   window_start_ns=self._window_start)
+            conv = convert_records(
+                records,
+                device_properties=self.props,
+                clock_offset_ns=offset,
+                pid=os.getpid(),
+                process_name=_process_name(),
+                window_start_ns=self._window_start,
+            )
             events = conv.events
             warnings += conv.warnings
             from_session = cpu_events is None
@@ -213,6 +230,10 @@ class CudaCollector:
             result.metadata["cuda_driver_version"] = drv_version
         if self.config.get("keep_raw_records") or settings.get("GPUSCOPE_KEEP_RAW_RECORDS"):
             global last_raw_records
-            last_raw_records = {"source": self.source, "clock_offset_ns": offset, "records": records,
-                                "device_properties": self.props}
+            last_raw_records = {
+                "source": self.source,
+                "clock_offset_ns": offset,
+                "records": records,
+                "device_properties": self.props,
+            }
         return result

@@ -7,6 +7,7 @@ the recording clock (`profiler_core.recording.now_ns`, epoch ns);
 profiler writes them.
 Linking to CPU ops (External id) is a separate step (`link.py`), since it needs the CPU events.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,17 +81,33 @@ def _kernel_event(r: dict, off: int, props: dict | None, memo: dict) -> dict:
     if name == "kernel":
         name = "Kernel"
     dev, stream = int(r["device_id"]), int(r["stream_id"])
-    args = {"queued": int(r.get("queued", 0) or 0), "device": dev, "context": int(r.get("context_id", 0)),
-            "stream": stream, "correlation": int(r["correlation_id"]), "registers per thread": regs,
-            "shared memory": static + dynamic,  # Kineto's key (the total); the split is ours
-            "static shared memory": static, "dynamic shared memory": dynamic,
-            "blocks per SM": occ["blocks per SM"] if math.isfinite(occ["blocks per SM"]) else "inf",
-            "warps per SM": occ["warps per SM"] if math.isfinite(occ["warps per SM"]) else "inf",
-            "grid": grid, "block": block}
+    args = {
+        "queued": int(r.get("queued", 0) or 0),
+        "device": dev,
+        "context": int(r.get("context_id", 0)),
+        "stream": stream,
+        "correlation": int(r["correlation_id"]),
+        "registers per thread": regs,
+        "shared memory": static + dynamic,  # Kineto's key (the total); the split is ours
+        "static shared memory": static,
+        "dynamic shared memory": dynamic,
+        "blocks per SM": occ["blocks per SM"] if math.isfinite(occ["blocks per SM"]) else "inf",
+        "warps per SM": occ["warps per SM"] if math.isfinite(occ["warps per SM"]) else "inf",
+        "grid": grid,
+        "block": block,
+    }
     if "est. achieved occupancy %" in occ:
         args["est. achieved occupancy %"] = occ["est. achieved occupancy %"]
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": dev, "tid": stream, "ts": start + off,
-            "dur": max(0, end - start), "args": args}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": dev,
+        "tid": stream,
+        "ts": start + off,
+        "dur": max(0, end - start),
+        "args": args,
+    }
 
 
 def _memcpy_event(r: dict, off: int) -> dict:
@@ -100,11 +117,24 @@ def _memcpy_event(r: dict, off: int) -> dict:
     src = MEMORY_KIND.get(int(r.get("src_kind", 0) or 0), "Unknown")
     dst = MEMORY_KIND.get(int(r.get("dst_kind", 0) or 0), "Unknown")
     dev, stream = int(r["device_id"]), int(r["stream_id"])
-    args = {"device": dev, "context": int(r.get("context_id", 0)), "stream": stream,
-            "correlation": int(r["correlation_id"]), "bytes": nbytes}
+    args = {
+        "device": dev,
+        "context": int(r.get("context_id", 0)),
+        "stream": stream,
+        "correlation": int(r["correlation_id"]),
+        "bytes": nbytes,
+    }
     _bandwidth(nbytes, end - start, args)
-    return {"ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy {kind} ({src} -> {dst})", "pid": dev,
-            "tid": stream, "ts": start + off, "dur": max(0, end - start), "args": args}
+    return {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": f"Memcpy {kind} ({src} -> {dst})",
+        "pid": dev,
+        "tid": stream,
+        "ts": start + off,
+        "dur": max(0, end - start),
+        "args": args,
+    }
 
 
 def _memset_event(r: dict, off: int) -> dict:
@@ -112,20 +142,40 @@ def _memset_event(r: dict, off: int) -> dict:
     nbytes = _num(r["bytes"], "bytes")
     kind = MEMORY_KIND.get(int(r.get("memory_kind", 0) or 0), "Unknown")
     dev, stream = int(r["device_id"]), int(r["stream_id"])
-    args = {"device": dev, "context": int(r.get("context_id", 0)), "stream": stream,
-            "correlation": int(r["correlation_id"]), "bytes": nbytes}
+    args = {
+        "device": dev,
+        "context": int(r.get("context_id", 0)),
+        "stream": stream,
+        "correlation": int(r["correlation_id"]),
+        "bytes": nbytes,
+    }
     _bandwidth(nbytes, end - start, args)
-    return {"ph": "X", "cat": "gpu_memset", "name": f"Memset ({kind})", "pid": dev, "tid": stream,
-            "ts": start + off, "dur": max(0, end - start), "args": args}
+    return {
+        "ph": "X",
+        "cat": "gpu_memset",
+        "name": f"Memset ({kind})",
+        "pid": dev,
+        "tid": stream,
+        "ts": start + off,
+        "dur": max(0, end - start),
+        "args": args,
+    }
 
 
 def _api_event(r: dict, off: int, cat: str, pid: int) -> dict:
     start, end = _num(r["start"], "start"), _num(r["end"], "end")
     cbid = int(r.get("cbid", 0) or 0)
     name = r.get("name") or f"{'cuda' if cat == 'cuda_runtime' else 'cu'}Api(cbid={cbid})"
-    return {"ph": "X", "cat": cat, "name": str(name), "pid": int(r.get("process_id") or pid),
-            "tid": int(r["thread_id"]), "ts": start + off, "dur": max(0, end - start),
-            "args": {"cbid": cbid, "correlation": int(r["correlation_id"])}}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": str(name),
+        "pid": int(r.get("process_id") or pid),
+        "tid": int(r["thread_id"]),
+        "ts": start + off,
+        "dur": max(0, end - start),
+        "args": {"cbid": cbid, "correlation": int(r["correlation_id"])},
+    }
 
 
 def _sync_event(r: dict, off: int, ctx_device: dict) -> dict:
@@ -134,18 +184,38 @@ def _sync_event(r: dict, off: int, ctx_device: dict) -> dict:
     ctx = int(r.get("context_id", 0) or 0)
     dev = ctx_device.get(ctx, 0)
     stream = int(r.get("stream_id", INVALID_STREAM))
-    args = {"cuda_sync_kind": name, "stream": -1 if stream == INVALID_STREAM else stream,
-            "correlation": int(r["correlation_id"]), "device": dev, "context": ctx}
-    return {"ph": "X", "cat": "cuda_sync", "name": name, "pid": dev,
-            "tid": 0 if stream == INVALID_STREAM else stream, "ts": start + off,
-            "dur": max(0, end - start), "args": args}
+    args = {
+        "cuda_sync_kind": name,
+        "stream": -1 if stream == INVALID_STREAM else stream,
+        "correlation": int(r["correlation_id"]),
+        "device": dev,
+        "context": ctx,
+    }
+    return {
+        "ph": "X",
+        "cat": "cuda_sync",
+        "name": name,
+        "pid": dev,
+        "tid": 0 if stream == INVALID_STREAM else stream,
+        "ts": start + off,
+        "dur": max(0, end - start),
+        "args": args,
+    }
 
 
 def _overhead_event(r: dict, off: int) -> dict:
     start, end = _num(r["start"], "start"), _num(r["end"], "end")
     name = OVERHEAD_KIND.get(int(r.get("overhead_kind", 0) or 0), "Unknown")
-    return {"ph": "X", "cat": "overhead", "name": name, "pid": -1, "tid": 0, "ts": start + off,
-            "dur": max(0, end - start), "args": {}}
+    return {
+        "ph": "X",
+        "cat": "overhead",
+        "name": name,
+        "pid": -1,
+        "tid": 0,
+        "ts": start + off,
+        "dur": max(0, end - start),
+        "args": {},
+    }
 
 
 def _memory_events(mem: list[dict], off: int, api_by_corr: dict, pid: int) -> list[dict]:
@@ -178,10 +248,25 @@ def _memory_events(mem: list[dict], off: int, api_by_corr: dict, pid: int) -> li
         if api is not None:
             tid, epid = api["tid"], api["pid"]
             ts = min(max(ts, api["ts"]), api["ts"] + api["dur"])  # inside the call that did it
-        out.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": epid,
-                    "tid": tid, "ts": ts,
-                    "args": {"Total Reserved": total[dev], "Total Allocated": total[dev], "Bytes": d,
-                             "Device Id": dev, "Device Type": 1, "Addr": int(r.get("address", 0) or 0)}})
+        out.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": epid,
+                "tid": tid,
+                "ts": ts,
+                "args": {
+                    "Total Reserved": total[dev],
+                    "Total Allocated": total[dev],
+                    "Bytes": d,
+                    "Device Id": dev,
+                    "Device Type": 1,
+                    "Addr": int(r.get("address", 0) or 0),
+                },
+            }
+        )
     return out
 
 
@@ -190,17 +275,37 @@ def _metadata_events(gpu_events: list[dict], ts: int, process_name: str) -> list
     streams = sorted({(e["pid"], e["tid"]) for e in gpu_events if e["pid"] >= 0})
     out = []
     for dev in devices:
-        out += [{"name": "process_name", "ph": "M", "ts": ts, "pid": dev, "tid": 0,
-                 "args": {"name": process_name}},
-                {"name": "process_labels", "ph": "M", "ts": ts, "pid": dev, "tid": 0,
-                 "args": {"labels": f"GPU {dev}"}},
-                {"name": "process_sort_index", "ph": "M", "ts": ts, "pid": dev, "tid": 0,
-                 "args": {"sort_index": 5000000 + dev}}]
+        out += [
+            {"name": "process_name", "ph": "M", "ts": ts, "pid": dev, "tid": 0, "args": {"name": process_name}},
+            {"name": "process_labels", "ph": "M", "ts": ts, "pid": dev, "tid": 0, "args": {"labels": f"GPU {dev}"}},
+            {
+                "name": "process_sort_index",
+                "ph": "M",
+                "ts": ts,
+                "pid": dev,
+                "tid": 0,
+                "args": {"sort_index": 5000000 + dev},
+            },
+        ]
     for dev, stream in streams:
-        out += [{"name": "thread_name", "ph": "M", "ts": ts, "pid": dev, "tid": stream,
-                 "args": {"name": f"stream {stream} "}},
-                {"name": "thread_sort_index", "ph": "M", "ts": ts, "pid": dev, "tid": stream,
-                 "args": {"sort_index": stream}}]
+        out += [
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "ts": ts,
+                "pid": dev,
+                "tid": stream,
+                "args": {"name": f"stream {stream} "},
+            },
+            {
+                "name": "thread_sort_index",
+                "ph": "M",
+                "ts": ts,
+                "pid": dev,
+                "tid": stream,
+                "args": {"sort_index": stream},
+            },
+        ]
     return out
 
 
@@ -214,16 +319,41 @@ def _flows(api_events: list[dict], gpu_events: list[dict]) -> list[dict]:
             continue
         if corr not in started:
             started.add(corr)
-            out.append({"ph": "s", "id": corr, "pid": api["pid"], "tid": api["tid"], "ts": api["ts"],
-                        "cat": "ac2g", "name": "ac2g"})
-        out.append({"ph": "f", "id": corr, "pid": g["pid"], "tid": g["tid"], "ts": g["ts"],
-                    "cat": "ac2g", "name": "ac2g", "bp": "e"})
+            out.append(
+                {
+                    "ph": "s",
+                    "id": corr,
+                    "pid": api["pid"],
+                    "tid": api["tid"],
+                    "ts": api["ts"],
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                }
+            )
+        out.append(
+            {
+                "ph": "f",
+                "id": corr,
+                "pid": g["pid"],
+                "tid": g["tid"],
+                "ts": g["ts"],
+                "cat": "ac2g",
+                "name": "ac2g",
+                "bp": "e",
+            }
+        )
     return out
 
 
-def convert_records(records: list[dict], *, device_properties: list[dict] | None = None,
-                    clock_offset_ns: int = 0, pid: int = 0, process_name: str = "python",
-                    window_start_ns: int | None = None) -> Converted:
+def convert_records(
+    records: list[dict],
+    *,
+    device_properties: list[dict] | None = None,
+    clock_offset_ns: int = 0,
+    pid: int = 0,
+    process_name: str = "python",
+    window_start_ns: int | None = None,
+) -> Converted:
     """Turn raw records into Kineto events (absolute host ns); bad or unknown records become warnings."""
     props = {int(p["id"]): p for p in (device_properties or []) if isinstance(p, dict) and "id" in p}
     off = int(clock_offset_ns)
@@ -306,8 +436,7 @@ def convert_records(records: list[dict], *, device_properties: list[dict] | None
     api.sort(key=lambda e: e["ts"])
     all_ts = [e["ts"] for e in gpu + api + other + memory]
     t0 = window_start_ns if window_start_ns is not None else (min(all_ts) if all_ts else 0)
-    res.events = (_metadata_events(gpu, t0, process_name) + api + gpu + other + memory
-                  + _flows(api, gpu))
+    res.events = _metadata_events(gpu, t0, process_name) + api + gpu + other + memory + _flows(api, gpu)
     for what, n in sorted(skipped.items()):
         res.warnings.append(f"skipped {n} {what}")
     for kind, n in sorted(unknown.items()):

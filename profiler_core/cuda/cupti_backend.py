@@ -5,6 +5,7 @@ process; re-registering is unsafe) and enables/disables the activity kinds per p
 completed-buffer callback copies every record into a plain dict at once (cupti-python's record objects
 are views into CUPTI's buffer and must not be kept), so the rest of gpuscope never sees cupti objects.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,13 +17,29 @@ from .clock import calibrate, combine
 from .records import ALL_KINDS, API_KINDS, FIELDS
 
 BUFFER_BYTES = 8 * 1024 * 1024
-REQUIRED_KINDS = ("CONCURRENT_KERNEL",)   # without these the capture is pointless; the rest are optional
+REQUIRED_KINDS = ("CONCURRENT_KERNEL",)  # without these the capture is pointless; the rest are optional
 # API calls Kineto also drops: frequent, no GPU work, only noise in the trace.
-NOISY_API = frozenset({"cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cudaGetDeviceCount",
-                       "cuCtxGetCurrent", "cuCtxGetDevice", "cuKernelGetAttribute", "cuFuncGetAttribute",
-                       "cuDevicePrimaryCtxGetState", "cuGetProcAddress", "cuGetProcAddress_v2",
-                       "cuDriverGetVersion", "cuCtxGetId", "cuStreamGetCaptureInfo",
-                       "cudaStreamGetCaptureInfo", "cudaStreamIsCapturing", "cuStreamIsCapturing"})
+NOISY_API = frozenset(
+    {
+        "cudaGetDevice",
+        "cudaGetLastError",
+        "cudaPeekAtLastError",
+        "cudaGetDeviceCount",
+        "cuCtxGetCurrent",
+        "cuCtxGetDevice",
+        "cuKernelGetAttribute",
+        "cuFuncGetAttribute",
+        "cuDevicePrimaryCtxGetState",
+        "cuGetProcAddress",
+        "cuGetProcAddress_v2",
+        "cuDriverGetVersion",
+        "cuCtxGetId",
+        "cuStreamGetCaptureInfo",
+        "cudaStreamGetCaptureInfo",
+        "cudaStreamIsCapturing",
+        "cuStreamIsCapturing",
+    }
+)
 _VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")
 
 
@@ -35,6 +52,7 @@ def distribution_version(name: str) -> str | None:
     """The installed version of distribution `name` (e.g. "cupti-python"), or None."""
     try:
         from importlib.metadata import version  # noqa: PLC0415
+
         return version(name)
     except Exception:
         return None
@@ -57,6 +75,7 @@ def loaded_cupti_api_version() -> int | None:
     nothing is loaded that was not loaded already.
     """
     import ctypes  # noqa: PLC0415
+
     for path in _loaded_libcupti():
         try:
             lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
@@ -80,7 +99,7 @@ class Capture:
     clock_offset_ns: int = 0
     dropped: int = 0
     warnings: list = field(default_factory=list)
-    thread_id_type: str = "system"   # "default": API records carry pthread ids (see remap_thread_ids)
+    thread_id_type: str = "system"  # "default": API records carry pthread ids (see remap_thread_ids)
 
 
 def load_cupti():
@@ -171,8 +190,9 @@ class CuptiBackend:
         key = (kind, cbid)
         name = self._api_names.get(key)
         if name is None:
-            domain = self.cupti.CallbackDomain.RUNTIME_API if kind == "RUNTIME" else \
-                self.cupti.CallbackDomain.DRIVER_API
+            domain = (
+                self.cupti.CallbackDomain.RUNTIME_API if kind == "RUNTIME" else self.cupti.CallbackDomain.DRIVER_API
+            )
             try:
                 raw = self.cupti.get_callback_name(domain, cbid)
                 name = clean_api_name(raw.decode() if isinstance(raw, bytes) else str(raw))
@@ -189,7 +209,7 @@ class CuptiBackend:
             out["cupti_python_version"] = dist
         api = loaded_cupti_api_version()
         if api is not None:
-            out["cupti_version"] = api      # Kineto's key: cuptiGetVersion's number
+            out["cupti_version"] = api  # Kineto's key: cuptiGetVersion's number
         return out
 
     # ---- cycle ----
@@ -198,8 +218,9 @@ class CuptiBackend:
         c = self.cupti
         try:
             if not self._registered:
-                self._kind_names = {int(getattr(c.ActivityKind, k)): k
-                                    for k in ALL_KINDS + ("KERNEL",) if hasattr(c.ActivityKind, k)}
+                self._kind_names = {
+                    int(getattr(c.ActivityKind, k)): k for k in ALL_KINDS + ("KERNEL",) if hasattr(c.ActivityKind, k)
+                }
                 try:  # OS thread ids (gettid), comparable with threading.get_native_id()
                     c.set_thread_id_type(c.ActivityThreadIdType.SYSTEM)
                     self.thread_id_type = "system"
@@ -207,7 +228,8 @@ class CuptiBackend:
                     self.thread_id_type = "default"
                     self._thread_id_warning = (
                         f"CUPTI refused OS thread ids ({type(exc).__name__}: {exc}); its records carry "
-                        "pthread ids, which gpuscope maps to the recorded threads")
+                        "pthread ids, which gpuscope maps to the recorded threads"
+                    )
                 c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
                 self._registered = True
             with self._lock:
@@ -215,7 +237,7 @@ class CuptiBackend:
             self._active = True
             self._enabled = []
             self._start_warnings = []
-            if self._thread_id_warning:     # said once per process, on the first capture
+            if self._thread_id_warning:  # said once per process, on the first capture
                 self._start_warnings.append(self._thread_id_warning)
                 self._thread_id_warning = None
             for k in kinds:
@@ -248,6 +270,7 @@ class CuptiBackend:
         c = self.cupti
         try:
             import numpy as np  # noqa: PLC0415
+
             out = np.zeros(1, dtype=np.uint64)
             ret = c.activity_get_num_dropped_records(0, 0, out.ctypes.data)
             return int(ret) if isinstance(ret, int) and ret else int(out[0])
@@ -277,8 +300,9 @@ class CuptiBackend:
             cap.records, self._records = self._records, []
         cap.dropped = self._dropped()
         if cap.dropped:
-            cap.warnings.append(f"CUPTI dropped {cap.dropped} activity records (buffers full); "
-                                "the GPU timeline is incomplete")
+            cap.warnings.append(
+                f"CUPTI dropped {cap.dropped} activity records (buffers full); the GPU timeline is incomplete"
+            )
         cap.clock_offset_ns, drift = combine(self._calib_start, stop_cal)
         if drift > 1_000_000:
             cap.warnings.append(f"GPU and host clocks drifted {drift / 1e6:.1f} ms during the capture")

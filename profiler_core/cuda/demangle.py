@@ -3,6 +3,7 @@
 Uses libstdc++'s `__cxa_demangle` through ctypes when the library is present; otherwise, or when a name
 does not demangle, the name is returned unchanged.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,8 +28,7 @@ def _load():
         except (OSError, AttributeError):
             continue
         fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
-                       ctypes.POINTER(ctypes.c_int)]
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.free.argtypes = [ctypes.c_void_p]
         _impl = (fn, libc.free)

@@ -4,6 +4,7 @@ Queries the CUDA driver API through ctypes (`libcuda.so.1`), which every CUDA li
 (pycuda, cupy, cuda-bindings, torch) loads anyway, so no Python dependency is needed. `props_entry` is the
 pure part: attribute values -> Kineto's dict.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -11,15 +12,37 @@ import ctypes.util
 
 # CUdevice_attribute values (cuda.h).
 ATTRS = {
-    "maxThreadsPerBlock": 1, "sharedMemPerBlock": 8, "warpSize": 10, "regsPerBlock": 12, "numSms": 16,
-    "maxThreadsPerMultiprocessor": 39, "computeMajor": 75, "computeMinor": 76,
-    "sharedMemPerMultiprocessor": 81, "regsPerMultiprocessor": 82, "sharedMemPerBlockOptin": 97,
-    "maxBlocksPerMultiprocessor": 106, "reservedSharedMemPerBlock": 111,
+    "maxThreadsPerBlock": 1,
+    "sharedMemPerBlock": 8,
+    "warpSize": 10,
+    "regsPerBlock": 12,
+    "numSms": 16,
+    "maxThreadsPerMultiprocessor": 39,
+    "computeMajor": 75,
+    "computeMinor": 76,
+    "sharedMemPerMultiprocessor": 81,
+    "regsPerMultiprocessor": 82,
+    "sharedMemPerBlockOptin": 97,
+    "maxBlocksPerMultiprocessor": 106,
+    "reservedSharedMemPerBlock": 111,
 }
 # Kineto's deviceProperties keys, in its order.
-KINETO_KEYS = ("id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "maxThreadsPerBlock",
-               "maxThreadsPerMultiprocessor", "regsPerBlock", "regsPerMultiprocessor", "warpSize",
-               "sharedMemPerBlock", "sharedMemPerMultiprocessor", "numSms", "sharedMemPerBlockOptin")
+KINETO_KEYS = (
+    "id",
+    "name",
+    "totalGlobalMem",
+    "computeMajor",
+    "computeMinor",
+    "maxThreadsPerBlock",
+    "maxThreadsPerMultiprocessor",
+    "regsPerBlock",
+    "regsPerMultiprocessor",
+    "warpSize",
+    "sharedMemPerBlock",
+    "sharedMemPerMultiprocessor",
+    "numSms",
+    "sharedMemPerBlockOptin",
+)
 EXTRA_KEYS = ("reservedSharedMemPerBlock", "maxBlocksPerMultiprocessor")
 
 

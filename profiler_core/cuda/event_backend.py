@@ -10,6 +10,7 @@ Limits: events time the stream's queue (a kernel waiting behind earlier work loo
 calls per launch, see nothing launched by other libraries (cuBLAS, cupy, torch), and the single anchor can
 drift over very long windows.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -87,8 +88,9 @@ class CudaEventBackend:
             try:
                 end.record(stream) if stream is not None else end.record()
                 with self._lock:
-                    self._pending.append((kind, fields, self._stream_id(stream), start, end, t0, t1,
-                                          threading.get_native_id(), api_name))
+                    self._pending.append(
+                        (kind, fields, self._stream_id(stream), start, end, t0, t1, threading.get_native_id(), api_name)
+                    )
             except Exception as exc:
                 self.warnings.append(f"CUDA event timing failed ({exc})")
 
@@ -109,11 +111,28 @@ class CudaEventBackend:
                 self.warnings.append(f"could not read a CUDA event ({exc})")
                 continue
             corr = next(self._corr)
-            rec = {"kind": kind, "start": begin_ns, "end": begin_ns + max(0, dur_ns), "device_id":
-                   fields.pop("device_id", 0), "context_id": 1, "stream_id": stream_id, "correlation_id": corr}
+            rec = {
+                "kind": kind,
+                "start": begin_ns,
+                "end": begin_ns + max(0, dur_ns),
+                "device_id": fields.pop("device_id", 0),
+                "context_id": 1,
+                "stream_id": stream_id,
+                "correlation_id": corr,
+            }
             rec.update(fields)
             out.append(rec)
-            out.append({"kind": "DRIVER", "name": api_name or _DRIVER_NAME.get(kind, "cuLaunchKernel"),
-                        "cbid": 0, "start": t0, "end": t1, "process_id": pid, "thread_id": tid,
-                        "correlation_id": corr, "return_value": 0})
+            out.append(
+                {
+                    "kind": "DRIVER",
+                    "name": api_name or _DRIVER_NAME.get(kind, "cuLaunchKernel"),
+                    "cbid": 0,
+                    "start": t0,
+                    "end": t1,
+                    "process_id": pid,
+                    "thread_id": tid,
+                    "correlation_id": corr,
+                    "return_value": 0,
+                }
+            )
         return out

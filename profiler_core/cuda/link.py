@@ -7,6 +7,7 @@ external-correlation records) keep it. Each user annotation also gets a `gpu_use
 stream covering the GPU work launched directly inside it. Works in any time unit, as long as CPU and GPU
 events share it.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -22,8 +23,11 @@ LAUNCH_PLACEHOLDER = "pycuda::launch_kernel"
 
 def kernel_names_for_placeholders(events: list[dict], cpu_events: list[dict]) -> dict[int, str]:
     """External id of each placeholder launch op -> the name of the kernel it launched (after linking)."""
-    wanted = {e["args"]["External id"] for e in cpu_events
-              if e.get("name") == LAUNCH_PLACEHOLDER and "External id" in e.get("args", {})}
+    wanted = {
+        e["args"]["External id"]
+        for e in cpu_events
+        if e.get("name") == LAUNCH_PLACEHOLDER and "External id" in e.get("args", {})
+    }
     out = {}
     for g in events:
         if g.get("cat") == "kernel" and g.get("args", {}).get("External id") in wanted:
@@ -89,9 +93,12 @@ def link_gpu_to_ops(events: list[dict], cpu_events: list[dict], *, one_ns: float
                 c["args"] = _with_external_id(c["args"], op["args"]["External id"])
             if ann is not None:
                 annotation_of[c["args"].get("correlation")] = ann
-    ext_by_corr = {c["args"]["correlation"]: c["args"]["External id"]
-                   for calls in calls_by_tid.values() for c in calls
-                   if "External id" in c["args"] and "correlation" in c["args"]}
+    ext_by_corr = {
+        c["args"]["correlation"]: c["args"]["External id"]
+        for calls in calls_by_tid.values()
+        for c in calls
+        if "External id" in c["args"] and "correlation" in c["args"]
+    }
     spans = {}
     for g in events:
         if g.get("ph") != "X" or g.get("cat") not in GPU_ACTIVITY_CATS:
@@ -118,8 +125,18 @@ def link_gpu_to_ops(events: list[dict], cpu_events: list[dict], *, one_ns: float
         ts, dur = lo - one_ns, hi - lo + 2 * one_ns
         if isinstance(one_ns, float):
             ts, dur = round(ts, 3), round(dur, 3)
-        out.append({"ph": "X", "cat": "gpu_user_annotation", "name": ann["name"], "pid": dev, "tid": stream,
-                    "ts": ts, "dur": dur, "args": {"External id": ext}})
+        out.append(
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": ann["name"],
+                "pid": dev,
+                "tid": stream,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": ext},
+            }
+        )
     return out
 
 

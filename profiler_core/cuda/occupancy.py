@@ -8,6 +8,7 @@ The tables cover every compute capability NVIDIA's `cuda_occupancy.h` (CUDA 12.9
 3.x, 5.x, 6.x, 7.x, 8.x, 9.x, 10.0/10.1/10.3/10.7, 11.0/11.1/11.3/11.7, 12.0/12.1
 (`SUPPORTED_CAPABILITIES`); tests/test_occupancy_oracle.py compiles that header and compares.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,36 +22,71 @@ INT_MAX = 2**31 - 1
 # the per-SM shared memory sizes (KiB) a kernel's default carveout rounds up to; `None` minor = any minor.
 _KB = 1024
 _VOLTA_KB = (0, 8, 16, 32, 64, 96)
-_AMPERE_KB = (0, 8, 16, 32, 64, 100)                      # 8.x except 8.0/8.7; 12.x
-_A100_KB = _AMPERE_KB + (132, 164)                        # 8.0, 8.7
-_HOPPER_KB = _A100_KB + (196, 228)                        # 9.x, 10.0/10.1/10.3, 11.0/11.1/11.3
+_AMPERE_KB = (0, 8, 16, 32, 64, 100)  # 8.x except 8.0/8.7; 12.x
+_A100_KB = _AMPERE_KB + (132, 164)  # 8.0, 8.7
+_HOPPER_KB = _A100_KB + (196, 228)  # 9.x, 10.0/10.1/10.3, 11.0/11.1/11.3
 _SMEM_CONFIGS_KB = {
-    (7, 5): (32, 64), (7, None): _VOLTA_KB,
-    (8, 0): _A100_KB, (8, 7): _A100_KB, (8, None): _AMPERE_KB,
+    (7, 5): (32, 64),
+    (7, None): _VOLTA_KB,
+    (8, 0): _A100_KB,
+    (8, 7): _A100_KB,
+    (8, None): _AMPERE_KB,
     (9, None): _HOPPER_KB,
-    (10, 0): _HOPPER_KB, (10, 1): _HOPPER_KB, (10, 3): _HOPPER_KB, (10, 7): _HOPPER_KB + (328,),
-    (11, 0): _HOPPER_KB, (11, 1): _HOPPER_KB, (11, 3): _HOPPER_KB, (11, 7): _HOPPER_KB + (328,),
-    (12, 0): _AMPERE_KB, (12, 1): _AMPERE_KB,
+    (10, 0): _HOPPER_KB,
+    (10, 1): _HOPPER_KB,
+    (10, 3): _HOPPER_KB,
+    (10, 7): _HOPPER_KB + (328,),
+    (11, 0): _HOPPER_KB,
+    (11, 1): _HOPPER_KB,
+    (11, 3): _HOPPER_KB,
+    (11, 7): _HOPPER_KB + (328,),
+    (12, 0): _AMPERE_KB,
+    (12, 1): _AMPERE_KB,
 }
 # Resident blocks per SM: {(major, minor or None): blocks}.
-_MAX_BLOCKS = {(3, None): 16, (5, None): 32, (6, None): 32, (7, 5): 16, (7, None): 32,
-               (8, 0): 32, (8, 9): 24, (8, None): 16, (9, None): 32,
-               (10, 1): 24, (10, 7): 16, (10, None): 32, (11, 0): 24, (11, None): 32, (12, None): 24}
+_MAX_BLOCKS = {
+    (3, None): 16,
+    (5, None): 32,
+    (6, None): 32,
+    (7, 5): 16,
+    (7, None): 32,
+    (8, 0): 32,
+    (8, 9): 24,
+    (8, None): 16,
+    (9, None): 32,
+    (10, 1): 24,
+    (10, 7): 16,
+    (10, None): 32,
+    (11, 0): 24,
+    (11, None): 32,
+    (12, None): 24,
+}
 _KNOWN_MAJORS = (3, 5, 6, 7, 8, 9, 10, 11, 12)
 # The most shared memory one block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin), by compute
 # capability, as NVIDIA's programming guide lists it: 96 KiB on 7.0/7.2, 64 KiB on 7.5, 163 KiB on 8.0/8.7,
 # 99 KiB on 8.6/8.9 and 12.x, 227 KiB on 9.0 and 10.x/11.0. Used when deviceProperties lack
 # `sharedMemPerBlockOptin` (Kineto writes it since 2023: 98304 on V100, 166912 on A100, 232448 on H100/B200).
 OPTIN_SHARED_MEMORY_PER_BLOCK = {
-    (7, 0): 96 * _KB, (7, 2): 96 * _KB, (7, 5): 64 * _KB,
-    (8, 0): 163 * _KB, (8, 6): 99 * _KB, (8, 7): 163 * _KB, (8, 9): 99 * _KB,
-    (9, 0): 227 * _KB, (10, 0): 227 * _KB, (10, 1): 227 * _KB, (10, 3): 227 * _KB, (11, 0): 227 * _KB,
-    (12, 0): 99 * _KB, (12, 1): 99 * _KB,
+    (7, 0): 96 * _KB,
+    (7, 2): 96 * _KB,
+    (7, 5): 64 * _KB,
+    (8, 0): 163 * _KB,
+    (8, 6): 99 * _KB,
+    (8, 7): 163 * _KB,
+    (8, 9): 99 * _KB,
+    (9, 0): 227 * _KB,
+    (10, 0): 227 * _KB,
+    (10, 1): 227 * _KB,
+    (10, 3): 227 * _KB,
+    (11, 0): 227 * _KB,
+    (12, 0): 99 * _KB,
+    (12, 1): 99 * _KB,
 }
 # The compute capabilities whose occupancy is computed (every one NVIDIA's header knows: majors 3, 5 and 6
 # take any minor; from Volta on, a minor needs its shared memory carveouts).
 SUPPORTED_CAPABILITIES = tuple(f"{m}.x" for m in (3, 5, 6, 7, 8, 9)) + tuple(
-    f"{m}.{n}" for m, n in sorted(k for k in _SMEM_CONFIGS_KB if k[0] >= 10))
+    f"{m}.{n}" for m, n in sorted(k for k in _SMEM_CONFIGS_KB if k[0] >= 10)
+)
 
 
 def _lookup(table: dict, major: int, minor: int):
@@ -67,7 +103,7 @@ class UnknownDevice(ValueError):
 class OccupancyResult:
     """What the calculator found for one launch configuration."""
 
-    active_blocks: int          # resident blocks per SM allowed by all limits
+    active_blocks: int  # resident blocks per SM allowed by all limits
     limit_warps: int
     limit_blocks: int
     limit_registers: int
@@ -77,20 +113,34 @@ class OccupancyResult:
     def limiting_factors(self) -> list[str]:
         """Names of the limits equal to the result (as the CUDA calculator reports them)."""
         names = []
-        for name, value in (("warps", self.limit_warps), ("registers", self.limit_registers),
-                            ("shared memory", self.limit_shared_memory), ("blocks", self.limit_blocks)):
+        for name, value in (
+            ("warps", self.limit_warps),
+            ("registers", self.limit_registers),
+            ("shared memory", self.limit_shared_memory),
+            ("blocks", self.limit_blocks),
+        ):
             if value == self.active_blocks:
                 names.append(name)
         return names
 
 
-_POSITIVE_PROPS = ("maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock", "regsPerMultiprocessor",
-                   "warpSize", "sharedMemPerBlock", "sharedMemPerMultiprocessor", "numSms")
+_POSITIVE_PROPS = (
+    "maxThreadsPerBlock",
+    "maxThreadsPerMultiprocessor",
+    "regsPerBlock",
+    "regsPerMultiprocessor",
+    "warpSize",
+    "sharedMemPerBlock",
+    "sharedMemPerMultiprocessor",
+    "numSms",
+)
 
 
 def _unknown(major: int, minor: int) -> UnknownDevice:
-    return UnknownDevice(f"compute capability {major}.{minor} is not in the occupancy tables "
-                         "(those of NVIDIA's cuda_occupancy.h, CUDA 12.9/13.x)")
+    return UnknownDevice(
+        f"compute capability {major}.{minor} is not in the occupancy tables "
+        "(those of NVIDIA's cuda_occupancy.h, CUDA 12.9/13.x)"
+    )
 
 
 def _max_blocks_per_sm(major: int, minor: int) -> int:
@@ -149,25 +199,30 @@ def _round_up(x: int, y: int) -> int:
     return -(-x // y) * y
 
 
-def _register_limit(major: int, minor: int, warp: int, warps_per_block: int, regs_per_thread: int,
-                    regs_block: int, regs_sm: int) -> int:
+def _register_limit(
+    major: int, minor: int, warp: int, warps_per_block: int, regs_per_thread: int, regs_block: int, regs_sm: int
+) -> int:
     """Blocks per SM the register file allows (allocated per warp, per sub-partition)."""
     gran = 256
     regs_per_warp = _round_up(regs_per_thread * warp, gran)
     regs_per_cta = regs_per_warp * warps_per_block
     subparts = _sub_partitions(major, minor)
     regs_assumed = regs_per_warp * _round_up(warps_per_block, subparts)
-    if regs_block < regs_assumed or regs_block < regs_per_cta \
-            or regs_per_thread > _max_regs_per_thread(major, minor):
+    if regs_block < regs_assumed or regs_block < regs_per_cta or regs_per_thread > _max_regs_per_thread(major, minor):
         return 0
     if regs_per_warp > 0:
         return (((regs_sm // subparts) // regs_per_warp) * subparts) // warps_per_block
     return INT_MAX
 
 
-def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int,
-                         static_shared_memory: int, dynamic_shared_memory: int = 0,
-                         opt_in: bool = False) -> OccupancyResult:
+def active_blocks_per_sm(
+    props: dict,
+    block_size: int,
+    registers_per_thread: int,
+    static_shared_memory: int,
+    dynamic_shared_memory: int = 0,
+    opt_in: bool = False,
+) -> OccupancyResult:
     """Blocks per SM that can be resident at once, as CUDA's occupancy calculator computes it.
 
     `props` uses Kineto's deviceProperties keys (computeMajor, maxThreadsPerMultiprocessor, ...), plus the
@@ -201,9 +256,13 @@ def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int
     limit_blocks = _max_blocks_per_sm(major, minor)
     # Register limit (registers are allocated per warp, per sub-partition).
     limit_regs = _register_limit(major, minor, warp, warps_per_block, registers_per_thread, regs_block, regs_sm)
-    if major == 6 and minor == 0 and limit_regs and \
-            not _register_limit(6, 1, warp, warps_per_block, registers_per_thread, regs_block, regs_sm):
-        limit_regs = 0      # GP100: what cannot run on the 4-partition GP10x runs on no Pascal (as NVIDIA's)
+    if (
+        major == 6
+        and minor == 0
+        and limit_regs
+        and not _register_limit(6, 1, warp, warps_per_block, registers_per_thread, regs_block, regs_sm)
+    ):
+        limit_regs = 0  # GP100: what cannot run on the 4-partition GP10x runs on no Pascal (as NVIDIA's)
     # Shared memory limit (default carveout: the whole per-SM shared memory, aligned to a carveout).
     smem_gran = _smem_granularity(major, minor)
     per_cta = _round_up(static_shared_memory + reserved + dynamic_shared_memory, smem_gran)
@@ -211,8 +270,10 @@ def active_blocks_per_sm(props: dict, block_size: int, registers_per_thread: int
     if opt_in and major >= 7 and static_shared_memory + reserved + dynamic_shared_memory > smem_block:
         optin = optin_shared_memory_per_block(props)
         if optin is None:
-            raise UnknownDevice(f"the opt-in shared memory limit of compute capability {major}.{minor} is unknown "
-                                "(no sharedMemPerBlockOptin in the device properties)")
+            raise UnknownDevice(
+                f"the opt-in shared memory limit of compute capability {major}.{minor} is unknown "
+                "(no sharedMemPerBlockOptin in the device properties)"
+            )
         limit_per_cta = optin
     limit_per_cta += reserved if major >= 8 else 0
     preference = _align_up_smem_config(smem_sm, major, minor) if major >= 7 else smem_sm
@@ -250,8 +311,9 @@ def shortest_f32(x: float) -> float:
     return x32
 
 
-def optin_achieved_occupancy(props: dict, blocks_per_sm: float, block_size: int, registers_per_thread: int,
-                             shared_memory: int) -> float:
+def optin_achieved_occupancy(
+    props: dict, blocks_per_sm: float, block_size: int, registers_per_thread: int, shared_memory: int
+) -> float:
     """Kineto's `est. achieved occupancy %` (min(resident blocks, blocks per SM) x threads / the SM's threads,
     in float32, rounded to a whole percent) with the kernel's shared memory opted in: what Kineto would write
     for a kernel above the 48 KiB default had it known of the opt-in (it writes 0). NaN when unknown."""
@@ -266,9 +328,14 @@ def optin_achieved_occupancy(props: dict, blocks_per_sm: float, block_size: int,
     return float(math.floor(_f32(_f32(resident * block_size) / _f32(max_threads)) * 100 + 0.5))
 
 
-def kernel_occupancy(props: dict | None, grid: tuple[int, int, int], block: tuple[int, int, int],
-                     registers_per_thread: int, static_shared_memory: int,
-                     dynamic_shared_memory: int = 0) -> dict:
+def kernel_occupancy(
+    props: dict | None,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    registers_per_thread: int,
+    static_shared_memory: int,
+    dynamic_shared_memory: int = 0,
+) -> dict:
     """Kineto's kernel args `blocks per SM`, `warps per SM`, `est. achieved occupancy %` for one launch.
 
     `props` is the device's deviceProperties entry (or None when unknown: then `blocks per SM` and
@@ -285,8 +352,7 @@ def kernel_occupancy(props: dict | None, grid: tuple[int, int, int], block: tupl
     if not props or block_size <= 0:
         return out
     try:
-        res = active_blocks_per_sm(props, block_size, registers_per_thread, static_shared_memory,
-                                   dynamic_shared_memory)
+        res = active_blocks_per_sm(props, block_size, registers_per_thread, static_shared_memory, dynamic_shared_memory)
     except (UnknownDevice, ValueError, KeyError):
         return out
     resident = min(float(res.active_blocks), bps)

@@ -9,6 +9,7 @@ install/uninstall becomes one warning, never an error in the user's program.
 The built-in integration modules (``BUILTIN``) are imported lazily by ``activate()``; each
 registers itself at import and must not import its library at import time.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,7 +32,7 @@ class Integration:
     uninstall: Callable[[], None]
 
 
-_registry: dict[str, Integration] = {}     # keyed by module_name: a re-registration replaces
+_registry: dict[str, Integration] = {}  # keyed by module_name: a re-registration replaces
 _installed: dict[str, Integration] = {}
 _lock = threading.RLock()
 _active = False
@@ -78,7 +79,7 @@ def _install(integ: Integration) -> None:
         return
     try:
         integ.install()
-    except Exception as e:      # never take the user's program down
+    except Exception as e:  # never take the user's program down
         _warn(f"could not instrument {integ.module_name}: {type(e).__name__}: {e}")
         return
     _installed[integ.module_name] = integ
@@ -101,7 +102,7 @@ def _load_builtins() -> None:
         try:
             importlib.import_module(name)
         except ImportError as e:
-            if getattr(e, "name", None) != name:     # the module exists but failed: say so
+            if getattr(e, "name", None) != name:  # the module exists but failed: say so
                 _warn(f"integration {name} failed to import: {e}")
         except Exception as e:
             _warn(f"integration {name} failed to import: {type(e).__name__}: {e}")
@@ -128,7 +129,7 @@ class _ImportWatcher(importlib.abc.MetaPathFinder):
         orig_exec = loader.exec_module
 
         class _Loader(importlib.abc.Loader):
-            def __getattr__(self, name):          # is_package, get_resource_reader, ...
+            def __getattr__(self, name):  # is_package, get_resource_reader, ...
                 return getattr(loader, name)
 
             def create_module(self, spec):

@@ -12,6 +12,7 @@ the original function objects back, so that after profiling ``MPI.Comm.__dict__[
 is again the very object mpi4py created: zero overhead when not profiling. Where that is not
 possible (not CPython), the integration warns and records nothing.
 """
+
 from __future__ import annotations
 
 import gc
@@ -27,32 +28,84 @@ __all__ = ["install", "uninstall", "is_installed", "METHODS", "message_info"]
 # Method tables: name -> (send position, send keyword, recv position, recv keyword,
 #                         peer position, peer keyword). -1 / None: the call has no such argument.
 # Collective buffer methods: (sendbuf, recvbuf); Bcast's single buffer is both.
-_COLL_BUF = dict.fromkeys(("Reduce", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Gather", "Gatherv", "Scatter", "Scatterv", "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan", "Ireduce", "Iallreduce", "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Igather", "Igatherv", "Iscatter", "Iscatterv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan"), (0, "sendbuf", 1, "recvbuf", -1, None))
+_COLL_BUF = dict.fromkeys(
+    (
+        "Reduce",
+        "Allreduce",
+        "Allgather",
+        "Allgatherv",
+        "Alltoall",
+        "Alltoallv",
+        "Gather",
+        "Gatherv",
+        "Scatter",
+        "Scatterv",
+        "Reduce_scatter",
+        "Reduce_scatter_block",
+        "Scan",
+        "Exscan",
+        "Ireduce",
+        "Iallreduce",
+        "Iallgather",
+        "Iallgatherv",
+        "Ialltoall",
+        "Ialltoallv",
+        "Igather",
+        "Igatherv",
+        "Iscatter",
+        "Iscatterv",
+        "Ireduce_scatter",
+        "Ireduce_scatter_block",
+        "Iscan",
+        "Iexscan",
+    ),
+    (0, "sendbuf", 1, "recvbuf", -1, None),
+)
 _COLL_BUF.update(dict.fromkeys(("Bcast", "Ibcast"), (0, "buf", 0, "buf", -1, None)))
 _COLL_BUF.update(dict.fromkeys(("Barrier", "Ibarrier"), (-1, None, -1, None, -1, None)))
 # Point-to-point buffer methods.
-_P2P_BUF = dict.fromkeys(("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend"), (0, "buf", -1, None, 1, "dest"))
+_P2P_BUF = dict.fromkeys(
+    ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend"), (0, "buf", -1, None, 1, "dest")
+)
 _P2P_BUF.update(dict.fromkeys(("Recv", "Irecv"), (-1, None, 0, "buf", 1, "source")))
 _P2P_BUF["Sendrecv"] = (0, "sendbuf", 3, "recvbuf", 1, "dest")
 _P2P_BUF["Sendrecv_replace"] = (0, "buf", 0, "buf", 1, "dest")
 # Pickle-based (lower-case) forms: the object is the message.
 _COLL_OBJ = {"bcast": (0, "obj", -1, None, -1, None), "barrier": (-1, None, -1, None, -1, None)}
-_COLL_OBJ.update(dict.fromkeys(("reduce", "allreduce", "allgather", "alltoall", "gather", "scatter", "scan", "exscan"), (0, "sendobj", -1, None, -1, None)))
+_COLL_OBJ.update(
+    dict.fromkeys(
+        ("reduce", "allreduce", "allgather", "alltoall", "gather", "scatter", "scan", "exscan"),
+        (0, "sendobj", -1, None, -1, None),
+    )
+)
 _P2P_OBJ = dict.fromkeys(("send", "ssend", "bsend", "isend", "issend", "ibsend"), (0, "obj", -1, None, 1, "dest"))
 _P2P_OBJ.update(dict.fromkeys(("recv", "irecv"), (-1, None, 0, "buf", 1, "source")))
 _P2P_OBJ["sendrecv"] = (0, "sendobj", 3, "recvbuf", 1, "dest")
 # Request completion: instance methods and class methods (Waitall(requests)).
 _REQ_INSTANCE = ("Wait", "Test", "wait", "test")
-_REQ_CLASS = ("Waitall", "Waitany", "Waitsome", "Testall", "Testany", "Testsome",
-              "waitall", "waitany", "waitsome", "testall", "testany", "testsome")
+_REQ_CLASS = (
+    "Waitall",
+    "Waitany",
+    "Waitsome",
+    "Testall",
+    "Testany",
+    "Testsome",
+    "waitall",
+    "waitany",
+    "waitsome",
+    "testall",
+    "testany",
+    "testsome",
+)
 
 #: Every method name the integration wraps, for documentation and tests.
-METHODS: tuple[str, ...] = tuple(_COLL_BUF) + tuple(_P2P_BUF) + tuple(_COLL_OBJ) + tuple(_P2P_OBJ) \
-    + _REQ_INSTANCE + _REQ_CLASS
+METHODS: tuple[str, ...] = (
+    tuple(_COLL_BUF) + tuple(_P2P_BUF) + tuple(_COLL_OBJ) + tuple(_P2P_OBJ) + _REQ_INSTANCE + _REQ_CLASS
+)
 
 _lock = threading.Lock()
-_patched: list[tuple[type, str, Any]] = []   # (class, name, original dict value), to restore
-_requests: dict[int, tuple] = {}   # id(Request) -> (op name, bytes, weakref), while the request lives
+_patched: list[tuple[type, str, Any]] = []  # (class, name, original dict value), to restore
+_requests: dict[int, tuple] = {}  # id(Request) -> (op name, bytes, weakref), while the request lives
 _warned: set[str] = set()
 
 
@@ -64,7 +117,7 @@ def _warn_once(message: str) -> None:
 
 # --- message description (pure, never raises; the hot path while recording) -------------------
 
-_dtype_names: dict = {}   # dtype object -> name: numpy's dtype.name is a slow Python property
+_dtype_names: dict = {}  # dtype object -> name: numpy's dtype.name is a slow Python property
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -72,7 +125,7 @@ def _dtype_name(dtype: Any) -> str:
         return _dtype_names[dtype]
     except KeyError:
         pass
-    except TypeError:                                      # unhashable dtype-like
+    except TypeError:  # unhashable dtype-like
         return str(getattr(dtype, "name", dtype))
     name = str(getattr(dtype, "name", dtype))
     if len(_dtype_names) > 256:
@@ -94,14 +147,14 @@ def _buffer_info(buf: Any, datatype: Any = None) -> tuple[int, str, int]:
     if kind in _array_types:
         return buf.size, _dtype_name(buf.dtype), buf.nbytes
     if kind not in _plain_types:
-        try:                                               # numpy, cupy, pycuda GPUArray ...
+        try:  # numpy, cupy, pycuda GPUArray ...
             nbytes, dtype, size = buf.nbytes, buf.dtype, buf.size
             if type(nbytes) is int and type(size) is int and len(_array_types) < 64:  # noqa: E721
                 _array_types.add(kind)
             return int(size), _dtype_name(dtype), int(nbytes)
         except AttributeError:
             if len(_plain_types) < 256:
-                _plain_types.add(kind)                     # no array attributes: skip the try next time
+                _plain_types.add(kind)  # no array attributes: skip the try next time
         except (TypeError, ValueError):
             pass
     if isinstance(buf, (bytes, bytearray, memoryview)):
@@ -121,7 +174,7 @@ def _datatype_name(datatype: Any) -> str:
 def message_info(spec: Any, mpi: Any) -> tuple[int, str, int] | None:
     """(elements, dtype, bytes) of an mpi4py message spec (a buffer, ``[buf, datatype]``,
     ``[buf, count, datatype]``, ``[buf, counts, displs, datatype]`` ...); None for IN_PLACE/None."""
-    if type(spec) in _array_types:                         # the common case first
+    if type(spec) in _array_types:  # the common case first
         return spec.size, _dtype_name(spec.dtype), spec.nbytes
     if spec is None or spec is mpi.IN_PLACE or spec is mpi.BOTTOM:
         return None
@@ -144,8 +197,12 @@ def message_info(spec: Any, mpi: Any) -> tuple[int, str, int] | None:
                 count = first
             elif isinstance(first, (list, tuple)):
                 # [buf, counts, displs] (vector) or [buf, (count, displ)]
-                if len(rest) == 1 and len(first) == 2 and all(isinstance(v, int) for v in first) \
-                        and not isinstance(first, list):
+                if (
+                    len(rest) == 1
+                    and len(first) == 2
+                    and all(isinstance(v, int) for v in first)
+                    and not isinstance(first, list)
+                ):
                     count = first[0]
                 else:
                     count = sum(int(v) for v in first)
@@ -165,8 +222,7 @@ def _object_info(obj: Any) -> tuple[int, str, int]:
     return info if info[0] >= 0 else (-1, "object", -1)
 
 
-def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwargs: dict,
-               pickled: bool) -> dict:
+def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwargs: dict, pickled: bool) -> dict:
     """The trace args of one communication call (internals.md §4)."""
     spos, skw, rpos, rkw, ppos, pkw = layout
     nargs = len(args)
@@ -182,14 +238,19 @@ def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwarg
         group = comm.Get_size()
     except Exception:
         group = -1
-    if inp is None:                                        # Barrier, or nothing describable
+    if inp is None:  # Barrier, or nothing describable
         out_args = {"Collective name": coll, "Group size": group}
         if spos < 0 and rpos < 0:
             out_args["bytes"] = 0
     else:
-        out_args = {"Collective name": coll, "In msg nelems": inp[0], "Out msg nelems": out[0],
-                    "dtype": inp[1] or out[1], "Group size": group,
-                    "bytes": inp[2] if inp[2] >= out[2] else out[2]}
+        out_args = {
+            "Collective name": coll,
+            "In msg nelems": inp[0],
+            "Out msg nelems": out[0],
+            "dtype": inp[1] or out[1],
+            "Group size": group,
+            "bytes": inp[2] if inp[2] >= out[2] else out[2],
+        }
         if inp[0] < 0:
             del out_args["In msg nelems"]
         if out[0] < 0:
@@ -224,6 +285,7 @@ def _array_inputs(layout: tuple, args: tuple, kwargs: dict) -> tuple:
 
 # --- wrappers ---------------------------------------------------------------------------------
 
+
 def _remember_request(req: Any, coll: str, op_args: dict) -> None:
     """Keep which op made a request, so that its Wait can name it; forgotten when it dies."""
     key = id(req)
@@ -250,9 +312,16 @@ def _wait_args(coll: str, reqs: list) -> dict:
     return out
 
 
-def _make_comm_wrapper(mpi: Any, orig: Callable, method: str, layout: tuple, pickled: bool,
-                       is_recording: Callable[[], bool], record_op: Callable,
-                       shapes_enabled: Callable[[], bool]) -> Callable:
+def _make_comm_wrapper(
+    mpi: Any,
+    orig: Callable,
+    method: str,
+    layout: tuple,
+    pickled: bool,
+    is_recording: Callable[[], bool],
+    record_op: Callable,
+    shapes_enabled: Callable[[], bool],
+) -> Callable:
     op_name = f"mpi::{method}"
     coll = method.lower()
     returns_request = method[:1] in "Ii" and method.lower() not in ("iprobe",)
@@ -284,8 +353,9 @@ def _mark_wrapper(wrapper: Callable, orig: Any, method: str) -> Callable:
     return wrapper
 
 
-def _make_request_wrapper(orig: Callable, method: str, is_recording: Callable[[], bool],
-                          record_op: Callable) -> Callable:
+def _make_request_wrapper(
+    orig: Callable, method: str, is_recording: Callable[[], bool], record_op: Callable
+) -> Callable:
     op_name = f"mpi::{method}"
     coll = method.lower()
 
@@ -298,8 +368,9 @@ def _make_request_wrapper(orig: Callable, method: str, is_recording: Callable[[]
     return _mark_wrapper(wrapper, orig, method)
 
 
-def _make_request_classmethod(orig_cm: Any, method: str, is_recording: Callable[[], bool],
-                              record_op: Callable) -> classmethod:
+def _make_request_classmethod(
+    orig_cm: Any, method: str, is_recording: Callable[[], bool], record_op: Callable
+) -> classmethod:
     op_name = f"mpi::{method}"
     coll = method.lower()
 
@@ -310,7 +381,7 @@ def _make_request_classmethod(orig_cm: Any, method: str, is_recording: Callable[
         if isinstance(requests, (list, tuple)):
             reqs = requests
         else:
-            try:                                # an iterator: materialise it once, pass the list on
+            try:  # an iterator: materialise it once, pass the list on
                 requests = reqs = list(requests)
             except TypeError:
                 reqs = ()
@@ -322,6 +393,7 @@ def _make_request_classmethod(orig_cm: Any, method: str, is_recording: Callable[
 
 # --- patching the extension types --------------------------------------------------------------
 
+
 def _type_dict(cls: type) -> dict:
     """The real, writable dict behind ``cls.__dict__`` (CPython)."""
     (d,) = [r for r in gc.get_referents(cls.__dict__) if isinstance(r, dict)]
@@ -330,6 +402,7 @@ def _type_dict(cls: type) -> dict:
 
 def _type_modified(cls: type) -> None:
     import ctypes
+
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
 
 
@@ -342,6 +415,7 @@ def _resolve_core() -> tuple[Callable[[], bool], Callable, Callable[[], bool]]:
     """The core's cheap recording check, op API and record_shapes check (imported late)."""
     from profiler_core.ops import record_op
     from profiler_core.recording import is_recording, record_shapes_enabled
+
     return is_recording, record_op, record_shapes_enabled
 
 
@@ -364,12 +438,16 @@ def install() -> None:
         try:
             if not mpi.Is_initialized() or mpi.Is_finalized():
                 from profiler_core.distinfo import MPI_NOT_INITIALISED, warn_once
+
                 warn_once(MPI_NOT_INITIALISED)
         except Exception:
             pass
         is_recording, record_op, shapes_enabled = _resolve_core()
-        comm_classes = [getattr(mpi, n) for n in ("Comm", "Intracomm", "Topocomm", "Cartcomm",
-                                                  "Graphcomm", "Distgraphcomm", "Intercomm") if hasattr(mpi, n)]
+        comm_classes = [
+            getattr(mpi, n)
+            for n in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm")
+            if hasattr(mpi, n)
+        ]
         req_classes = [getattr(mpi, n) for n in ("Request", "Prequest", "Grequest") if hasattr(mpi, n)]
         try:
             for table, pickled in ((_COLL_BUF, False), (_P2P_BUF, False), (_COLL_OBJ, True), (_P2P_OBJ, True)):
@@ -378,8 +456,13 @@ def install() -> None:
                         orig = cls.__dict__.get(method)
                         if orig is None:
                             continue
-                        _set(cls, method, _make_comm_wrapper(mpi, orig, method, layout, pickled,
-                                                             is_recording, record_op, shapes_enabled))
+                        _set(
+                            cls,
+                            method,
+                            _make_comm_wrapper(
+                                mpi, orig, method, layout, pickled, is_recording, record_op, shapes_enabled
+                            ),
+                        )
                         _patched.append((cls, method, orig))
             for cls in req_classes:
                 for method in _REQ_INSTANCE:
@@ -412,8 +495,8 @@ def uninstall() -> None:
 
 def _register() -> None:
     from profiler_core import integrations
-    integrations.register(integrations.Integration(module_name="mpi4py.MPI", install=install,
-                                                   uninstall=uninstall))
+
+    integrations.register(integrations.Integration(module_name="mpi4py.MPI", install=install, uninstall=uninstall))
 
 
 _register()

@@ -23,6 +23,7 @@ as the thread's innermost record (`current_external_id()`) while the call runs;
 tests/test_pycuda_hooks.py::test_fast_path_events_match_record_op keeps the two in step. Every other case
 goes through `record_op`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,7 +34,7 @@ from ..cuda import event_backend
 from ..cuda.link import LAUNCH_PLACEHOLDER  # noqa: E402  (shared with the linker)
 from ..ops import record_op
 
-_saved: dict[str, list[tuple[object, str, object, bool]]] = {}   # group (module name) -> patches
+_saved: dict[str, list[tuple[object, str, object, bool]]] = {}  # group (module name) -> patches
 _orig_mem_alloc = None
 _lock = threading.RLock()
 
@@ -67,23 +68,81 @@ _COPIES = {  # name: (copy kind, src kind, dst kind, bytes from args, stream arg
     "memcpy_atoa": (5, 4, 4, lambda a: int(a[4]), None, "cuMemcpyAtoA_v2"),
 }
 _SETS = {  # name: (bytes per element, 2D?, stream arg index, driver API name)
-    "memset_d8": (1, False, None, "cuMemsetD8_v2"), "memset_d16": (2, False, None, "cuMemsetD16_v2"),
+    "memset_d8": (1, False, None, "cuMemsetD8_v2"),
+    "memset_d16": (2, False, None, "cuMemsetD16_v2"),
     "memset_d32": (4, False, None, "cuMemsetD32_v2"),
-    "memset_d8_async": (1, False, 3, "cuMemsetD8Async"), "memset_d16_async": (2, False, 3, "cuMemsetD16Async"),
+    "memset_d8_async": (1, False, 3, "cuMemsetD8Async"),
+    "memset_d16_async": (2, False, 3, "cuMemsetD16Async"),
     "memset_d32_async": (4, False, 3, "cuMemsetD32Async"),
-    "memset_d2d8": (1, True, None, "cuMemsetD2D8_v2"), "memset_d2d16": (2, True, None, "cuMemsetD2D16_v2"),
+    "memset_d2d8": (1, True, None, "cuMemsetD2D8_v2"),
+    "memset_d2d16": (2, True, None, "cuMemsetD2D16_v2"),
     "memset_d2d32": (4, True, None, "cuMemsetD2D32_v2"),
-    "memset_d2d8_async": (1, True, 5, "cuMemsetD2D8Async"), "memset_d2d16_async": (2, True, 5, "cuMemsetD2D16Async"),
+    "memset_d2d8_async": (1, True, 5, "cuMemsetD2D8Async"),
+    "memset_d2d16_async": (2, True, 5, "cuMemsetD2D16Async"),
     "memset_d2d32_async": (4, True, 5, "cuMemsetD2D32Async"),
 }
-_GPUARRAY_METHODS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-                     "__rtruediv__", "__div__", "__rdiv__", "__neg__", "__iadd__", "__isub__", "__imul__",
-                     "__itruediv__", "__pow__", "__rpow__", "__abs__", "fill", "astype", "get", "set",
-                     "get_async", "set_async", "copy", "reshape", "ravel", "view", "conj", "mul_add",
-                     "_axpbyz", "_axpbz", "_elwise_multiply", "_div", "_rdiv_scalar")
-_GPUARRAY_FUNCTIONS = ("to_gpu", "to_gpu_async", "empty", "zeros", "ones", "empty_like", "zeros_like",
-                       "ones_like", "arange", "take", "dot", "vdot", "sum", "subset_dot", "max", "min",
-                       "minimum", "maximum", "if_positive", "concatenate", "stack", "transpose", "reshape")
+_GPUARRAY_METHODS = (
+    "__add__",
+    "__radd__",
+    "__sub__",
+    "__rsub__",
+    "__mul__",
+    "__rmul__",
+    "__truediv__",
+    "__rtruediv__",
+    "__div__",
+    "__rdiv__",
+    "__neg__",
+    "__iadd__",
+    "__isub__",
+    "__imul__",
+    "__itruediv__",
+    "__pow__",
+    "__rpow__",
+    "__abs__",
+    "fill",
+    "astype",
+    "get",
+    "set",
+    "get_async",
+    "set_async",
+    "copy",
+    "reshape",
+    "ravel",
+    "view",
+    "conj",
+    "mul_add",
+    "_axpbyz",
+    "_axpbz",
+    "_elwise_multiply",
+    "_div",
+    "_rdiv_scalar",
+)
+_GPUARRAY_FUNCTIONS = (
+    "to_gpu",
+    "to_gpu_async",
+    "empty",
+    "zeros",
+    "ones",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "arange",
+    "take",
+    "dot",
+    "vdot",
+    "sum",
+    "subset_dot",
+    "max",
+    "min",
+    "minimum",
+    "maximum",
+    "if_positive",
+    "concatenate",
+    "stack",
+    "transpose",
+    "reshape",
+)
 
 
 def _nbytes(x) -> int:
@@ -127,17 +186,29 @@ def _kernel_fields(func, name: str, grid, block, shared) -> dict:
         except Exception:
             cache["_gpuscope_attrs"] = (0, 0)
     regs, static = cache["_gpuscope_attrs"]
-    return {"name": name if name != LAUNCH_PLACEHOLDER else "kernel", "grid_x": grid[0], "grid_y": grid[1],
-            "grid_z": grid[2], "block_x": block[0], "block_y": block[1], "block_z": block[2],
-            "registers_per_thread": regs, "static_shared_memory": static,
-            "dynamic_shared_memory": int(shared or 0)}
+    return {
+        "name": name if name != LAUNCH_PLACEHOLDER else "kernel",
+        "grid_x": grid[0],
+        "grid_y": grid[1],
+        "grid_z": grid[2],
+        "block_x": block[0],
+        "block_y": block[1],
+        "block_z": block[2],
+        "registers_per_thread": regs,
+        "static_shared_memory": static,
+        "dynamic_shared_memory": int(shared or 0),
+    }
 
 
 def _make_launch(orig):
     # Locals bound once: this wrapper runs on every kernel launch while profiling.
     backend, in_kernel_call, placeholder, slow = event_backend, _in_kernel_call, LAUNCH_PLACEHOLDER, _launch_slow
-    is_recording, plain_ops, begin_op, end_op = (recording.is_recording, recording.plain_ops,
-                                                 recording.begin_op, recording.end_op)
+    is_recording, plain_ops, begin_op, end_op = (
+        recording.is_recording,
+        recording.plain_ops,
+        recording.begin_op,
+        recording.end_op,
+    )
 
     def _launch_kernel(self, grid, block, arg_buf, shared, stream):
         if not is_recording():
@@ -153,6 +224,7 @@ def _make_launch(orig):
             return orig(self, grid, block, arg_buf, shared, stream)
         finally:
             end_op(token)
+
     return _launch_kernel
 
 
@@ -180,6 +252,7 @@ def _make_get_function(orig):
         except Exception:
             pass
         return func
+
     return get_function
 
 
@@ -191,7 +264,7 @@ def _kernel_object_name(obj, default: str) -> str:
     stage1 = getattr(getattr(obj, "stage1_func", None), "__self__", None)
     fname = getattr(stage1, "__dict__", {}).get("_gpuscope_name") if stage1 is not None else None
     if fname:
-        return fname[:-len("_stage1")] if fname.endswith("_stage1") else fname
+        return fname[: -len("_stage1")] if fname.endswith("_stage1") else fname
     gen = getattr(obj, "gen_kwargs", None)
     if isinstance(gen, dict) and gen.get("name"):
         return str(gen["name"])
@@ -215,6 +288,7 @@ def _make_kernel_call(orig, default: str):
                 _tls.kernel_name = prev
                 if outermost:
                     _in_kernel_call.discard(_get_ident())
+
     return __call__
 
 
@@ -227,8 +301,12 @@ def _make_leaf(name: str, op_name: str, orig, slow, nbytes_of=None, timed: bool 
     `bytes` trace arg (allocations); `timed`: the CUDA-event fallback times this call (copies, memsets).
     """
     backend = event_backend
-    is_recording, plain_ops, begin_op, end_op = (recording.is_recording, recording.plain_ops,
-                                                 recording.begin_op, recording.end_op)
+    is_recording, plain_ops, begin_op, end_op = (
+        recording.is_recording,
+        recording.plain_ops,
+        recording.begin_op,
+        recording.end_op,
+    )
 
     def wrapper(*args, **kwargs):
         if not is_recording():
@@ -246,6 +324,7 @@ def _make_leaf(name: str, op_name: str, orig, slow, nbytes_of=None, timed: bool 
             return orig(*args, **kwargs)
         finally:
             end_op(token)
+
     wrapper.__name__ = name
     return wrapper
 
@@ -260,12 +339,12 @@ def _make_copy(name, orig, spec):
             if fb is None:
                 return orig(*args, **kwargs)
             try:
-                fields = {"bytes": nbytes_of(args), "copy_kind": copy_kind, "src_kind": src_kind,
-                          "dst_kind": dst_kind}
+                fields = {"bytes": nbytes_of(args), "copy_kind": copy_kind, "src_kind": src_kind, "dst_kind": dst_kind}
             except Exception:
                 fields = {"bytes": 0, "copy_kind": copy_kind, "src_kind": src_kind, "dst_kind": dst_kind}
             with fb.span("MEMCPY", _stream_arg(args, kwargs, stream_index), fields, api):
                 return orig(*args, **kwargs)
+
     return _make_leaf(name, op_name, orig, slow)
 
 
@@ -282,9 +361,11 @@ def _make_set(name, orig, spec):
                 count = int(args[3]) * int(args[4]) if two_d else int(args[2])
             except Exception:
                 count = 0
-            with fb.span("MEMSET", _stream_arg(args, kwargs, stream_index),
-                         {"bytes": count * width, "memory_kind": 3}, api):
+            with fb.span(
+                "MEMSET", _stream_arg(args, kwargs, stream_index), {"bytes": count * width, "memory_kind": 3}, api
+            ):
                 return orig(*args, **kwargs)
+
     return _make_leaf(name, op_name, orig, slow)
 
 
@@ -298,6 +379,7 @@ def _make_alloc(name, orig, nbytes_of):
             nbytes = 0
         with record_op(op_name, args={"bytes": nbytes}):
             return orig(*args, **kwargs)
+
     return _make_leaf(name, op_name, orig, slow, nbytes_of, timed=False)  # the fallback doesn't time allocs
 
 
@@ -309,6 +391,7 @@ def _make_op(name, orig):
             return orig(*args, **kwargs)
         with record_op(op_name, *args, **kwargs):
             return orig(*args, **kwargs)
+
     wrapper.__name__ = getattr(orig, "__name__", name)
     wrapper.__qualname__ = getattr(orig, "__qualname__", name)
     wrapper.__doc__ = getattr(orig, "__doc__", None)
@@ -329,6 +412,7 @@ def _make_pool_op(name, orig, nbytes_of=None):
                 extra = None
         with record_op(op_name, args=extra):
             return orig(self, *args, **kwargs)
+
     return wrapper
 
 
@@ -366,8 +450,12 @@ def _install_driver(drv) -> None:
         _orig_mem_alloc = drv.mem_alloc
         _patch(drv, "mem_alloc", _make_alloc("mem_alloc", drv.mem_alloc, lambda a: a[0]), g)
     if hasattr(drv, "mem_alloc_pitch"):
-        _patch(drv, "mem_alloc_pitch", _make_alloc("mem_alloc_pitch", drv.mem_alloc_pitch,
-                                                   lambda a: int(a[0]) * int(a[1])), g)
+        _patch(
+            drv,
+            "mem_alloc_pitch",
+            _make_alloc("mem_alloc_pitch", drv.mem_alloc_pitch, lambda a: int(a[0]) * int(a[1])),
+            g,
+        )
 
 
 def _install_gpuarray(ga) -> None:
@@ -379,8 +467,7 @@ def _install_gpuarray(ga) -> None:
     if cls is not None:
         for name in _GPUARRAY_METHODS:
             if name in vars(cls):
-                _patch(cls, name, _make_op(name if name.startswith("__") else f"GPUArray.{name}",
-                                           vars(cls)[name]), g)
+                _patch(cls, name, _make_op(name if name.startswith("__") else f"GPUArray.{name}", vars(cls)[name]), g)
     for name in _GPUARRAY_FUNCTIONS:
         fn = vars(ga).get(name)
         if callable(fn) and not isinstance(fn, type):
@@ -389,8 +476,12 @@ def _install_gpuarray(ga) -> None:
 
 def _install_elementwise(el) -> None:
     if hasattr(el, "ElementwiseKernel"):
-        _patch(el.ElementwiseKernel, "__call__", _make_kernel_call(el.ElementwiseKernel.__call__, "kernel"),
-               "pycuda.elementwise")
+        _patch(
+            el.ElementwiseKernel,
+            "__call__",
+            _make_kernel_call(el.ElementwiseKernel.__call__, "kernel"),
+            "pycuda.elementwise",
+        )
 
 
 def _make_reduction_init(orig):
@@ -402,6 +493,7 @@ def _make_reduction_init(orig):
                 self._gpuscope_name = str(name)
             except Exception:
                 pass
+
     return __init__
 
 
@@ -422,9 +514,13 @@ def _install_tools(tools) -> None:
         _patch(pool, "free_held", _make_pool_op("free_held", pool.free_held), "pycuda.tools")
 
 
-_INSTALLERS = {"pycuda.driver": _install_driver, "pycuda.gpuarray": _install_gpuarray,
-               "pycuda.elementwise": _install_elementwise, "pycuda.reduction": _install_reduction,
-               "pycuda.tools": _install_tools}
+_INSTALLERS = {
+    "pycuda.driver": _install_driver,
+    "pycuda.gpuarray": _install_gpuarray,
+    "pycuda.elementwise": _install_elementwise,
+    "pycuda.reduction": _install_reduction,
+    "pycuda.tools": _install_tools,
+}
 
 
 def _install_group(group: str) -> None:

@@ -4,6 +4,7 @@ torch 1.8 wrote `Input dims`; torch 1.9 and later write `Input Dims`. `Input typ
 `Input Strides` exists since torch 2.0. The other case variants are accepted as well, so a trace written
 by any tool that follows one of these spellings reads the same.
 """
+
 from __future__ import annotations
 
 from typing import Any

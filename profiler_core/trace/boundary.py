@@ -3,6 +3,7 @@
 Kept apart from `intervals` (which needs numpy) so that the capture side can use it without importing
 numpy while a program is profiled.
 """
+
 from __future__ import annotations
 
 from typing import Any

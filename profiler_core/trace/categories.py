@@ -3,6 +3,7 @@
 The one owner of category names: the reader, `key_averages()`, the CUDA capture side and the plugin's
 stages all take them from here (imports nothing).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,11 +33,23 @@ HOST_CATS = frozenset(OP_CATS + (PYTHON_FUNCTION,) + LAUNCH_CATS)
 
 #: every spelling of a category, lower-cased (torch 1.8 wrote Operator, Runtime, Memcpy, ...) -> Kineto's name
 SPELLINGS = {
-    "operator": CPU_OP, CPU_OP: CPU_OP, USER_ANNOTATION: USER_ANNOTATION,
-    PYTHON_FUNCTION: PYTHON_FUNCTION, "python": PYTHON_FUNCTION, KERNEL: KERNEL,
-    "memcpy": GPU_MEMCPY, GPU_MEMCPY: GPU_MEMCPY, "memset": GPU_MEMSET, GPU_MEMSET: GPU_MEMSET,
-    "runtime": CUDA_RUNTIME, CUDA_RUNTIME: CUDA_RUNTIME, "driver": CUDA_DRIVER, CUDA_DRIVER: CUDA_DRIVER,
-    GPU_USER_ANNOTATION: GPU_USER_ANNOTATION, CUDA_SYNC: CUDA_SYNC, TRACE: TRACE,
+    "operator": CPU_OP,
+    CPU_OP: CPU_OP,
+    USER_ANNOTATION: USER_ANNOTATION,
+    PYTHON_FUNCTION: PYTHON_FUNCTION,
+    "python": PYTHON_FUNCTION,
+    KERNEL: KERNEL,
+    "memcpy": GPU_MEMCPY,
+    GPU_MEMCPY: GPU_MEMCPY,
+    "memset": GPU_MEMSET,
+    GPU_MEMSET: GPU_MEMSET,
+    "runtime": CUDA_RUNTIME,
+    CUDA_RUNTIME: CUDA_RUNTIME,
+    "driver": CUDA_DRIVER,
+    CUDA_DRIVER: CUDA_DRIVER,
+    GPU_USER_ANNOTATION: GPU_USER_ANNOTATION,
+    CUDA_SYNC: CUDA_SYNC,
+    TRACE: TRACE,
 }
 
 

@@ -4,6 +4,7 @@ A `TraceData` holds one Kineto trace as pandas DataFrames; `profiler_core.trace.
 builds it and `profiler_core.trace.read.cache` stores it on disk. The model does no I/O: one raw
 event is read back from the file by `profiler_core.trace.read.lookup`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,28 +15,91 @@ if TYPE_CHECKING:  # pandas is imported lazily: profiler_core must stay light at
 
 #: Columns of `TraceData.events`, with (dtype, missing value); see docs/internals.md §3.
 EVENT_INT64 = {
-    "pid": None, "tid": None, "ts": None, "dur": None,
-    "external_id": -1, "correlation": -1, "device": -1, "stream": -1, "bytes": -1,
-    "python_id": -1, "python_parent_id": -1, "python_module_id": -1,
-    "sequence_nr": -1, "fwd_thread": -1,
-    "in_nelems": -1, "out_nelems": -1, "group_size": -1, "idx": None,
+    "pid": None,
+    "tid": None,
+    "ts": None,
+    "dur": None,
+    "external_id": -1,
+    "correlation": -1,
+    "device": -1,
+    "stream": -1,
+    "bytes": -1,
+    "python_id": -1,
+    "python_parent_id": -1,
+    "python_module_id": -1,
+    "sequence_nr": -1,
+    "fwd_thread": -1,
+    "in_nelems": -1,
+    "out_nelems": -1,
+    "group_size": -1,
+    "idx": None,
 }
 EVENT_INT32 = {
-    "grid_x": 0, "grid_y": 0, "grid_z": 0, "block_x": 0, "block_y": 0, "block_z": 0,
-    "registers": -1, "shared_memory": -1, "static_shared_memory": -1, "dynamic_shared_memory": -1,
+    "grid_x": 0,
+    "grid_y": 0,
+    "grid_z": 0,
+    "block_x": 0,
+    "block_y": 0,
+    "block_z": 0,
+    "registers": -1,
+    "shared_memory": -1,
+    "static_shared_memory": -1,
+    "dynamic_shared_memory": -1,
 }
 EVENT_FLOAT = ("blocks_per_sm", "warps_per_sm", "occupancy")
 EVENT_CATEGORY = ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype", "pg_name")
 EVENT_COLUMNS = (
-    "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "device", "stream",
-    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_memory",
-    "static_shared_memory", "dynamic_shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "input_dims", "input_type",
-    "call_stack", "python_id", "python_parent_id", "python_module_id", "sequence_nr",
-    "fwd_thread", "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "idx",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "external_id",
+    "correlation",
+    "device",
+    "stream",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers",
+    "shared_memory",
+    "static_shared_memory",
+    "dynamic_shared_memory",
+    "blocks_per_sm",
+    "warps_per_sm",
+    "occupancy",
+    "bytes",
+    "input_dims",
+    "input_type",
+    "call_stack",
+    "python_id",
+    "python_parent_id",
+    "python_module_id",
+    "sequence_nr",
+    "fwd_thread",
+    "coll_name",
+    "dtype",
+    "in_nelems",
+    "out_nelems",
+    "group_size",
+    "pg_name",
+    "idx",
 )
 MEMORY_COLUMNS = (
-    "ts", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",
-    "total_reserved", "idx",
+    "ts",
+    "pid",
+    "tid",
+    "device_type",
+    "device_id",
+    "addr",
+    "bytes",
+    "total_allocated",
+    "total_reserved",
+    "idx",
 )
 FLOW_COLUMNS = ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx")
 NAME_COLUMNS = ("pid", "tid", "kind", "value")
@@ -74,8 +138,9 @@ def clean_device_properties(props: Any) -> tuple[list, int]:
             if k in _TEXT_PROPERTIES:
                 ok = isinstance(v, str)
             else:
-                ok = (isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63) or \
-                    (isinstance(v, float) and v == v and v not in (float("inf"), float("-inf")))
+                ok = (isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63) or (
+                    isinstance(v, float) and v == v and v not in (float("inf"), float("-inf"))
+                )
             if ok or v is None:
                 kept[k] = v
             else:
@@ -122,8 +187,7 @@ class TraceData:
                 if _is_constant(values):
                     consts[c] = (values.dtype.str, values[0].item())
             if consts:
-                state[name] = ("__gpuscope_frame__", df.drop(columns=list(consts)), consts,
-                               list(df.columns), len(df))
+                state[name] = ("__gpuscope_frame__", df.drop(columns=list(consts)), consts, list(df.columns), len(df))
         return state
 
     def __setstate__(self, state: dict) -> None:

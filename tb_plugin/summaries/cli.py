@@ -5,6 +5,7 @@ straight from the storage and sends back only the summary (a few KB), then write
 (default LOGDIR/.gpuscope/summaries, where the plugin finds them). Without --scheduler or --local
 the files are summarized one after the other in this process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,7 @@ def _todo(files: list, out: str, force: bool) -> list:
     """The files whose summary under `out` is missing, stale or unreadable."""
     if force:
         return list(files)
-    with ThreadPoolExecutor(IO_THREADS) as pool:   # small reads, slow on object stores: in parallel
+    with ThreadPoolExecutor(IO_THREADS) as pool:  # small reads, slow on object stores: in parallel
         found = list(pool.map(lambda f: store.read(store.out_path(out, f.relpath), source_of(f)), files))
     return [f for f, s in zip(files, found) if s is None]
 
@@ -80,8 +81,9 @@ def _client(args: argparse.Namespace) -> tuple[Any, Any]:
         try:
             return Client(args.scheduler, timeout="30s"), None
         except (OSError, ValueError, TypeError) as e:
-            raise SchedulerUnavailable(f"cannot connect to the Dask scheduler {args.scheduler!r}: "
-                                       f"{fs.redact(str(e))}") from None
+            raise SchedulerUnavailable(
+                f"cannot connect to the Dask scheduler {args.scheduler!r}: {fs.redact(str(e))}"
+            ) from None
     # the workers report failures through their results; their log lines (a task cancelled by
     # Ctrl-C, say) would only repeat them
     quiet = {"DASK_LOGGING__DISTRIBUTED": "error"}
@@ -90,8 +92,7 @@ def _client(args: argparse.Namespace) -> tuple[Any, Any]:
         os.environ.update(quiet)
         try:
             Client, LocalCluster = _dask()
-            cluster = LocalCluster(n_workers=args.local, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            cluster = LocalCluster(n_workers=args.local, threads_per_worker=1, processes=True, dashboard_address=None)
             return Client(cluster), cluster
         finally:
             for k, v in saved.items():
@@ -106,8 +107,7 @@ def _quiet_local_cluster() -> Any:
     """This process's Dask and Tornado logging silenced while a local cluster runs and closes:
     failures are reported per file from the results, and a Ctrl-C makes their event loop log
     cancelled callbacks and forgotten keys."""
-    names = [n for n in list(logging.root.manager.loggerDict)
-             if n.split(".")[0] in ("distributed", "tornado")]
+    names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] in ("distributed", "tornado")]
     loggers = [logging.getLogger(n) for n in ("distributed", "tornado", *names)]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
@@ -123,13 +123,20 @@ def _dask() -> tuple[Any, Any]:
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise SystemExit("gpuscope summarize: --scheduler and --local need Dask: "
-                         "pip install 'gpuscope[dask]'") from None
+        raise SystemExit(
+            "gpuscope summarize: --scheduler and --local need Dask: pip install 'gpuscope[dask]'"
+        ) from None
     return Client, LocalCluster
 
 
-def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None = None,
-                     local: int | None = None, force: bool = False, log=print) -> dict:
+def summarize_logdir(
+    logdir: str,
+    out: str | None = None,
+    scheduler: str | None = None,
+    local: int | None = None,
+    force: bool = False,
+    log=print,
+) -> dict:
     """Summarizes every trace file of `logdir` that lacks a valid summary under `out`; returns counts
     (files, done, skipped, failed: [(relpath, reason)]) and the wall time."""
     t0 = time.perf_counter()
@@ -138,7 +145,7 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
     todo = _todo(files, out, force)
     failed: list[tuple[str, str]] = []
 
-    writer = ThreadPoolExecutor(IO_THREADS)   # writes overlap with the cluster's work
+    writer = ThreadPoolExecutor(IO_THREADS)  # writes overlap with the cluster's work
     writes: list = []
 
     def write(f: Any, data: bytes) -> bool:
@@ -161,8 +168,10 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
     if todo and (scheduler or local):
         if local:
             workers = local_workers(local, len(todo))
-            log(f"gpuscope summarize: {len(todo)} files on {workers} local worker processes"
-                + (f" ({local} asked; at most one per file and per core)" if workers != local else ""))
+            log(
+                f"gpuscope summarize: {len(todo)} files on {workers} local worker processes"
+                + (f" ({local} asked; at most one per file and per core)" if workers != local else "")
+            )
             local = workers
         # local workers (and their restarts) never import from the working directory
         with child_env.safe_path():
@@ -200,8 +209,14 @@ def summarize_logdir(logdir: str, out: str | None = None, scheduler: str | None 
     failed.sort()
     for rel, why in failed:
         log(f"gpuscope summarize: {rel}: {why}")
-    return {"files": len(files), "done": done, "skipped": len(files) - len(todo), "failed": failed,
-            "out": out, "seconds": time.perf_counter() - t0}
+    return {
+        "files": len(files),
+        "done": done,
+        "skipped": len(files) - len(todo),
+        "failed": failed,
+        "out": out,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _reason(f: Any, e: BaseException) -> str:
@@ -216,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
     p.add_argument("--version", action="version", version=f"gpuscope {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("summarize", help="compute the per-worker summaries of a logdir (optionally on Dask)",
-                       description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = sub.add_parser(
+        "summarize",
+        help="compute the per-worker summaries of a logdir (optionally on Dask)",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument("logdir", help="the log directory (a local path, or a URL where fsspec can read it)")
     where = s.add_mutually_exclusive_group()
     where.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://host:8786")
@@ -234,8 +253,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpuscope summarize: {args.logdir}: no such directory", file=sys.stderr)
             return 2
     try:
-        res = summarize_logdir(args.logdir, args.out, args.scheduler, args.local, args.force,
-                               log=lambda m: print(m, file=sys.stderr, flush=True))
+        res = summarize_logdir(
+            args.logdir,
+            args.out,
+            args.scheduler,
+            args.local,
+            args.force,
+            log=lambda m: print(m, file=sys.stderr, flush=True),
+        )
     except ScanFailed as e:
         print(f"gpuscope summarize: cannot list the logdir: {e}", file=sys.stderr)
         return 2
@@ -245,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpuscope summarize: interrupted", file=sys.stderr)
         return 130
-    print(f"gpuscope summarize: {res['done']} summarized, {res['skipped']} up to date, "
-          f"{len(res['failed'])} failed, of {res['files']} trace files in {res['seconds']:.1f} s -> {res['out']}")
+    print(
+        f"gpuscope summarize: {res['done']} summarized, {res['skipped']} up to date, "
+        f"{len(res['failed'])} failed, of {res['files']} trace files in {res['seconds']:.1f} s -> {res['out']}"
+    )
     return 1 if res["failed"] else 0
 
 

@@ -4,6 +4,7 @@ background thread reading the file) and kept in the cache.
 
 Nothing here holds a parsed trace longer than one summary's computation.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,9 @@ IO_THREADS = 16
 
 def source_of(f: Any) -> fs.Stat:
     """The identity of a scanned trace file (size, mtime, etag when the store gives one)."""
-    return fs.Stat(int(f.size), int(f.mtime_ns), str(getattr(f, "version", "") or ""),
-                   portable_identity(getattr(f, "ident", ())))
+    return fs.Stat(
+        int(f.size), int(f.mtime_ns), str(getattr(f, "version", "") or ""), portable_identity(getattr(f, "ident", ()))
+    )
 
 
 def summarize_bytes(path: str) -> bytes:
@@ -49,7 +51,7 @@ class Summaries:
         self._lock = threading.Lock()
         self._memory: OrderedDict[tuple, dict] = OrderedDict()
         self._pending: dict[tuple, Future] = {}
-        self._failed: dict[tuple, BaseException] = {}   # files whose summary failed (until they change)
+        self._failed: dict[tuple, BaseException] = {}  # files whose summary failed (until they change)
         self._client = None
         self.computed = 0  # how many summaries this process computed (tests, benchmarks)
 
@@ -134,8 +136,7 @@ class Summaries:
             return s
         return self._future(f, loaded).result(timeout=timeout)
 
-    def get_many(self, files: list, loaded: Callable[[Any], Any] | None = None,
-                 timeout: float | None = 900) -> list:
+    def get_many(self, files: list, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> list:
         """Summaries of `files` (in order); a file that fails gives its exception in its place."""
         futs: list = []
         for f in files:

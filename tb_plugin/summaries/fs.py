@@ -3,6 +3,7 @@
 Paths are local paths or fsspec URLs (`s3://...`); everything goes through `profiler_core.storage`
 (the reader's and scanner's storage layer), so summaries live wherever the traces do.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,7 @@ def is_url(path: str) -> bool:
 def stat(path: str) -> Stat:
     """Size, mtime and version of `path` (OSError when it is missing or unreadable)."""
     info = storage.stat(path)
-    return Stat(int(info.size), int(info.mtime_ns), str(info.version or ""),
-                portable_identity(info.ident))
+    return Stat(int(info.size), int(info.mtime_ns), str(info.version or ""), portable_identity(info.ident))
 
 
 def read_bytes(path: str, max_bytes: int | None = None, owners: Iterable[int] | None = None) -> bytes:

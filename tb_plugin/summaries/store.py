@@ -7,6 +7,7 @@ cache) and validated against its identity when read (size and ETag remotely; siz
 and ctime locally: the parse cache's rule); a stale, damaged or other-version summary is ignored
 and recomputed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,13 +40,22 @@ def cache_path(path: str, source: fs.Stat) -> str:
     """The plugin's own copy of a summary, beside the parse cache."""
     from profiler_core.trace.read.cache import cache_dir
 
-    key = repr((path if fs.is_url(path) else os.path.abspath(path), source.size, source.mtime_ns,
-                source.etag, tuple(source.ident), VERSION))
+    key = repr(
+        (
+            path if fs.is_url(path) else os.path.abspath(path),
+            source.size,
+            source.mtime_ns,
+            source.etag,
+            tuple(source.ident),
+            VERSION,
+        )
+    )
     return os.path.join(str(cache_dir()), "summaries", hashlib.sha256(key.encode()).hexdigest()[:32] + SUFFIX)
 
 
-def read(where: str, source: fs.Stat | None, trusted_top: str | None = None,
-         owners: Iterable[int] | None = None) -> dict | None:
+def read(
+    where: str, source: fs.Stat | None, trusted_top: str | None = None, owners: Iterable[int] | None = None
+) -> dict | None:
     """The summary stored at `where` if it is valid for `source`, else None (never raises).
 
     A local summary is read only from a regular file of at most `summary.MAX_FILE_BYTES`; with

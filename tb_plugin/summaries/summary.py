@@ -12,6 +12,7 @@ A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the t
    "devices": {"rank", "world_size", "backend", "gpus"}}
 Never pickle: summaries may be computed on another machine and are read by the plugin.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -59,15 +60,21 @@ def summarize(t: Any, source: fs.Stat | None = None) -> dict:
     info = dist["info"]
     src = source or fs.Stat(0, 0)
     out = {
-        "kind": KIND, "version": VERSION,
+        "kind": KIND,
+        "version": VERSION,
         "source": source_fields(src),
         "events": int(len(t.events)),
         "overview": {"steps": ov["steps"], "average": ov["average"], "gpu": ov["gpu"]},
         "distributed": dist,
-        "top_operators": ops, "top_kernels": ks,
+        "top_operators": ops,
+        "top_kernels": ks,
         "memory_peak": _memory_peak(t),
-        "devices": {"rank": info.get("rank"), "world_size": info.get("world_size"),
-                    "backend": info.get("backend"), "gpus": dist["gpus"]},
+        "devices": {
+            "rank": info.get("rank"),
+            "world_size": info.get("world_size"),
+            "backend": info.get("backend"),
+            "gpus": dist["gpus"],
+        },
     }
     return normalize(out)
 
@@ -137,8 +144,9 @@ _INT64 = 1 << 63
 
 
 def _is_num(x: Any) -> bool:
-    return (isinstance(x, int) and not isinstance(x, bool) and -_INT64 <= x < _INT64) or \
-        (isinstance(x, float) and math.isfinite(x))
+    return (isinstance(x, int) and not isinstance(x, bool) and -_INT64 <= x < _INT64) or (
+        isinstance(x, float) and math.isfinite(x)
+    )
 
 
 def _is_int(x: Any) -> bool:
@@ -178,8 +186,10 @@ def validate(obj: dict) -> None:
     steps = d.get("steps")
     _check(isinstance(steps, dict), "distributed.steps is not an object")
     n = _lists(steps, ("step",), _is_str, "distributed.steps")
-    _check(_lists(steps, ("start", "end", "comp", "comm", "overlap"), _is_num, "distributed.steps") == n,
-           "distributed.steps lists differ in length")
+    _check(
+        _lists(steps, ("start", "end", "comp", "comm", "overlap"), _is_num, "distributed.steps") == n,
+        "distributed.steps lists differ in length",
+    )
     coll = d.get("collectives")
     _check(isinstance(coll, dict), "distributed.collectives is not an object")
     names = _lists(coll, ("names", "pg"), _is_str, "distributed.collectives")
@@ -188,20 +198,34 @@ def validate(obj: dict) -> None:
     _lists(coll, ("name", "step", "dur", "bytes", "wait"), _is_int, "distributed.collectives")
     _check(all(0 <= x < names for x in coll["name"]), "distributed.collectives.name out of range")
     info = d.get("info")
-    _check(isinstance(info, dict) and all(_is_scalar(v) for v in info.values()),
-           "distributed.info is not an object of plain values")
+    _check(
+        isinstance(info, dict) and all(_is_scalar(v) for v in info.values()),
+        "distributed.info is not an object of plain values",
+    )
     gpus = d.get("gpus")
-    _check(isinstance(gpus, dict) and all(isinstance(v, dict) and all(_is_scalar(x) for x in v.values())
-                                          for v in gpus.values()), "distributed.gpus is not an object of objects")
+    _check(
+        isinstance(gpus, dict)
+        and all(isinstance(v, dict) and all(_is_scalar(x) for x in v.values()) for v in gpus.values()),
+        "distributed.gpus is not an object of objects",
+    )
     _check(_is_int(obj.get("events")) and obj["events"] >= 0, "events is not a count")
     peak = obj.get("memory_peak")
-    _check(isinstance(peak, dict) and all(isinstance(v, dict) and all(_is_int(x) for x in v.values())
-                                          for v in peak.values()), "memory_peak is not an object of byte counts")
+    _check(
+        isinstance(peak, dict)
+        and all(isinstance(v, dict) and all(_is_int(x) for x in v.values()) for v in peak.values()),
+        "memory_peak is not an object of byte counts",
+    )
     ov = obj.get("overview")
-    _check(isinstance(ov, dict) and isinstance(ov.get("average"), dict)
-           and all(_is_scalar(v) for v in ov["average"].values()), "overview.average is not an object of numbers")
-    _check(isinstance(ov.get("steps"), list) and (ov.get("gpu") is None or isinstance(ov.get("gpu"), dict)),
-           "overview is not of the expected shape")
+    _check(
+        isinstance(ov, dict)
+        and isinstance(ov.get("average"), dict)
+        and all(_is_scalar(v) for v in ov["average"].values()),
+        "overview.average is not an object of numbers",
+    )
+    _check(
+        isinstance(ov.get("steps"), list) and (ov.get("gpu") is None or isinstance(ov.get("gpu"), dict)),
+        "overview is not of the expected shape",
+    )
     for k in ("top_operators", "top_kernels"):
         _check(isinstance(obj.get(k), list) and all(isinstance(r, dict) for r in obj[k]), f"{k} is not a list of rows")
     _check(isinstance(obj.get("devices"), dict), "devices is not an object")
@@ -209,8 +233,12 @@ def validate(obj: dict) -> None:
 
 def source_fields(src: fs.Stat) -> dict:
     """The summary's record of the trace file it was computed from."""
-    return {"size": int(src.size), "mtime_ns": int(src.mtime_ns), "etag": src.etag,
-            "ident": [int(x) for x in src.ident]}
+    return {
+        "size": int(src.size),
+        "mtime_ns": int(src.mtime_ns),
+        "etag": src.etag,
+        "ident": [int(x) for x in src.ident],
+    }
 
 
 def matches(summary: dict, source: fs.Stat) -> bool:

@@ -5,6 +5,7 @@ message bytes, group size and process group, and the NCCL kernels each call laun
 `collectives(t)` is what the distributed view aligns across workers when a trace records its collectives
 with `record_param_comms` (docs/internals.md §4). Pure functions of one `TraceData`.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,24 +23,54 @@ RPC = "record_param_comms"
 #: `Collective name` values that are a wait on an earlier collective, not a transfer
 WAIT_NAMES = frozenset({"wait", "wait_all", "waitall"})
 _RENAME = {  # c10d's collective names -> the record_function names of ProcessGroupNCCL/Gloo before torch 2.1
-    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce_coalesced", "allgather": "all_gather",
-    "_allgather_base": "_all_gather_base", "allgather_coalesced": "all_gather_coalesced",
-    "allgather_into_tensor_coalesced": "all_gather_into_tensor_coalesced", "alltoall": "all_to_all",
+    "allreduce": "all_reduce",
+    "allreduce_coalesced": "all_reduce_coalesced",
+    "allgather": "all_gather",
+    "_allgather_base": "_all_gather_base",
+    "allgather_coalesced": "all_gather_coalesced",
+    "allgather_into_tensor_coalesced": "all_gather_into_tensor_coalesced",
+    "alltoall": "all_to_all",
     "alltoall_base": "all_to_all",
 }
 #: NCCL kernel name fragment (ncclDevKernel_AllReduce_Sum_f32_RING_LL, ncclKernel_Broadcast_RING_LL_...) ->
 #: the c10d collective names it can carry out
-_KERNEL_KINDS = (("allreduce", ("allreduce", "allreduce_coalesced")),
-                 ("allgather", ("allgather", "_allgather_base", "allgather_coalesced",
-                                "allgather_into_tensor_coalesced")),
-                 ("reducescatter", ("reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced")),
-                 ("broadcast", ("broadcast",)), ("reduce", ("reduce",)),
-                 ("sendrecv", ("send", "recv", "alltoall", "alltoall_base", "gather", "scatter")))
+_KERNEL_KINDS = (
+    ("allreduce", ("allreduce", "allreduce_coalesced")),
+    ("allgather", ("allgather", "_allgather_base", "allgather_coalesced", "allgather_into_tensor_coalesced")),
+    ("reducescatter", ("reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced")),
+    ("broadcast", ("broadcast",)),
+    ("reduce", ("reduce",)),
+    ("sendrecv", ("send", "recv", "alltoall", "alltoall_base", "gather", "scatter")),
+)
 _DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2, "int": 4,
-    "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
-    "bool": 1, "complexfloat": 8, "complexdouble": 16, "complexhalf": 4, "float8_e4m3fn": 1, "float8_e5m2": 1,
-    "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "short": 2,
+    "int16": 2,
+    "char": 1,
+    "int8": 1,
+    "byte": 1,
+    "uint8": 1,
+    "bool": 1,
+    "complexfloat": 8,
+    "complexdouble": 16,
+    "complexhalf": 4,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
 }
 
 
@@ -168,11 +199,20 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     nel = np.maximum(ev["in_nelems"].to_numpy(np.int64)[rpc], ev["out_nelems"].to_numpy(np.int64)[rpc])
     nbytes = np.where((size > 0) & (nel >= 0) & ~is_wait, nel * size, -1)
     pg = ev["pg_name"].astype(str).to_numpy()[rpc] if "pg_name" in ev else np.full(len(rpc), "", object)
-    frame = pd.DataFrame({
-        "row": rpc, "name": [collective_name(c, backend) for c in coll], "coll": coll, "pg": pg,
-        "group_size": ev["group_size"].to_numpy(np.int64)[rpc], "start": start, "dur": length,
-        "bytes": nbytes, "is_wait": is_wait, "kernels": n_kernels[rpc],
-    })
+    frame = pd.DataFrame(
+        {
+            "row": rpc,
+            "name": [collective_name(c, backend) for c in coll],
+            "coll": coll,
+            "pg": pg,
+            "group_size": ev["group_size"].to_numpy(np.int64)[rpc],
+            "start": start,
+            "dur": length,
+            "bytes": nbytes,
+            "is_wait": is_wait,
+            "kernels": n_kernels[rpc],
+        }
+    )
     return frame, nccl[owner >= 0], owner[owner >= 0]
 
 

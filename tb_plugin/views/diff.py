@@ -20,6 +20,7 @@ either side (base's order; a phase only in exp follows its predecessor there).
 Op rows are sorted by |delta host_total_us| descending, then name; phase op lists keep the top 50
 (20 in the per-step phases).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,14 +36,14 @@ from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
 from tb_plugin.views.modules import nearest_flagged
 
-PHASE_OPS_LIMIT = 50        # ops per phase over all steps
-STEP_PHASE_OPS_LIMIT = 20   # ops per phase of one step
+PHASE_OPS_LIMIT = 50  # ops per phase over all steps
+STEP_PHASE_OPS_LIMIT = 20  # ops per phase of one step
 _OP_KEYS = ("calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us")
 _SUM_KEYS = ("host_us", "device_us", "calls")
 
 
 def _is_backward(name: str) -> bool:
-    return ("Backward" in name or name.startswith(("autograd::engine::evaluate_function", "torch::autograd::")))
+    return "Backward" in name or name.startswith(("autograd::engine::evaluate_function", "torch::autograd::"))
 
 
 def _phase_of_top(name: str, cat: str) -> str:
@@ -54,7 +55,7 @@ def _phase_of_top(name: str, cat: str) -> str:
         return "backward"
     if cat == "user_annotation":
         return name
-    return ""   # plain op: forward or other, decided by position
+    return ""  # plain op: forward or other, decided by position
 
 
 @stage(op_tree, node_stats, steps)
@@ -80,7 +81,7 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     ccode_all, ctable = _codes(ev["cat"])
     ncode, ccode = ncode_all[rows], ccode_all[rows]
     is_step = is_op & common.name_mask(ev, lambda x: x.startswith(common.STEP_PREFIX))[rows]
-    pop = nearest_flagged(parent, is_op, parent)           # nearest op ancestor (modules are transparent)
+    pop = nearest_flagged(parent, is_op, parent)  # nearest op ancestor (modules are transparent)
     start = tree["start"].to_numpy()
     end = tree["end"].to_numpy()
     dur = (end - start).astype(np.float64)
@@ -118,8 +119,9 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     tops = np.unique(top[keep])
     pair = ncode[tops] * (len(ctable) + 1) + ccode[tops]
     upair, inv = np.unique(pair, return_inverse=True)
-    labels = [_phase_of_top(str(ntable[u // (len(ctable) + 1)]), str(ctable[u % (len(ctable) + 1)]))
-              for u in upair.tolist()]
+    labels = [
+        _phase_of_top(str(ntable[u // (len(ctable) + 1)]), str(ctable[u % (len(ctable) + 1)])) for u in upair.tolist()
+    ]
     phase_names = sorted(set(labels) - {""} | {"forward", "other", "backward"})
     pcode = {ph: i for i, ph in enumerate(phase_names)}
     tcode = np.array([pcode.get(x, -1) for x in labels], dtype=np.int64)[inv]
@@ -134,9 +136,19 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     late = start[tops] >= first_bw[np.maximum(k[tops], 0)]
     tcode[plain] = np.where(late[plain], pcode["other"], pcode["forward"])
     phase = tcode[np.searchsorted(tops, top[keep])] if len(keep) else np.zeros(0, np.int64)
-    df = pd.DataFrame({"name": ncode[keep], "step": k[keep], "phase": phase, "start": start[keep],
-                       "host_total": dur[keep], "host_self": host_self[keep], "device_self": dev_self[keep],
-                       "device_total": dev_total[keep], "top": top[keep] == keep})
+    df = pd.DataFrame(
+        {
+            "name": ncode[keep],
+            "step": k[keep],
+            "phase": phase,
+            "start": start[keep],
+            "host_total": dur[keep],
+            "host_self": host_self[keep],
+            "device_self": dev_self[keep],
+            "device_total": dev_total[keep],
+            "top": top[keep] == keep,
+        }
+    )
     df.attrs["names"] = np.asarray(ntable, dtype=object)
     df.attrs["phases"] = phase_names
     return df
@@ -161,24 +173,41 @@ class _Agg:
         phases = nodes.attrs.get("phases", [])
         d = nodes[nodes["step"] < n_steps].assign(host_top=lambda x: x["host_total"].where(x["top"], 0.0))
         g = d.groupby(["step", "phase", "name"], sort=False)
-        ops = pd.DataFrame({"calls": g.size(), "hs": g["host_self"].sum(), "ht": g["host_total"].sum(),
-                            "ds": g["device_self"].sum(), "dt": g["device_total"].sum()}).reset_index()
+        ops = pd.DataFrame(
+            {
+                "calls": g.size(),
+                "hs": g["host_self"].sum(),
+                "ht": g["host_total"].sum(),
+                "ds": g["device_self"].sum(),
+                "dt": g["device_total"].sum(),
+            }
+        ).reset_index()
         ops["name"] = names[ops["name"].to_numpy(np.int64)] if len(ops) else ops["name"]
         ops["phase"] = [phases[i] for i in ops["phase"].tolist()]
         self.ops = ops
         g2 = d.groupby(["step", "phase"], sort=False)
-        ph = pd.DataFrame({"host": g2["host_top"].sum(), "device": g2["device_self"].sum(), "calls": g2.size(),
-                           "first": g2["start"].min()}).reset_index()
+        ph = pd.DataFrame(
+            {
+                "host": g2["host_top"].sum(),
+                "device": g2["device_self"].sum(),
+                "calls": g2.size(),
+                "first": g2["start"].min(),
+            }
+        ).reset_index()
         ph["phase"] = [phases[i] for i in ph["phase"].tolist()]
         self.phases = ph
         self.step_device = d.groupby("step")["device_self"].sum().to_dict()
         self.step_calls = d.groupby("step").size().to_dict()
-        self.ops_by: dict = {}   # (step, phase) -> name -> stats; names are unique within a group
+        self.ops_by: dict = {}  # (step, phase) -> name -> stats; names are unique within a group
         cols = [ops[c].tolist() for c in ("step", "phase", "name", "calls", "hs", "ht", "ds", "dt")]
         for st, phs, nm, c, hs, ht, ds, dt in zip(*cols):
             self.ops_by.setdefault((int(st), phs), {})[str(nm)] = {
-                "calls": int(c), "host_self_us": _r(hs), "host_total_us": _r(ht), "device_self_us": _r(ds),
-                "device_total_us": _r(dt)}
+                "calls": int(c),
+                "host_self_us": _r(hs),
+                "host_total_us": _r(ht),
+                "device_self_us": _r(ds),
+                "device_total_us": _r(dt),
+            }
         ph = ph.sort_values(["step", "first"], kind="stable")
         bounds = np.flatnonzero(np.diff(ph["step"].to_numpy(), prepend=-1, append=-2))
         self.phases_by = {int(ph["step"].iat[a]): ph.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])}
@@ -186,8 +215,9 @@ class _Agg:
     def phase_table(self) -> pd.DataFrame:
         """Phases summed over steps, in order of first appearance."""
         g = self.phases.groupby("phase", sort=False)
-        out = pd.DataFrame({"host": g["host"].sum(), "device": g["device"].sum(), "calls": g["calls"].sum(),
-                            "first": g["first"].min()}).reset_index()
+        out = pd.DataFrame(
+            {"host": g["host"].sum(), "device": g["device"].sum(), "calls": g["calls"].sum(), "first": g["first"].min()}
+        ).reset_index()
         return out.sort_values("first", kind="stable")
 
 
@@ -196,9 +226,16 @@ def _table(ops: pd.DataFrame) -> dict:
     if not len(ops):
         return {}
     g = ops.groupby("name", sort=False)[["calls", "hs", "ht", "ds", "dt"]].sum()
-    return {str(nm): {"calls": int(r[0]), "host_self_us": _r(r[1]), "host_total_us": _r(r[2]),
-                      "device_self_us": _r(r[3]), "device_total_us": _r(r[4])}
-            for nm, r in zip(g.index.tolist(), g.to_numpy().tolist())}
+    return {
+        str(nm): {
+            "calls": int(r[0]),
+            "host_self_us": _r(r[1]),
+            "host_total_us": _r(r[2]),
+            "device_self_us": _r(r[3]),
+            "device_total_us": _r(r[4]),
+        }
+        for nm, r in zip(g.index.tolist(), g.to_numpy().tolist())
+    }
 
 
 _ZERO_OP = {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0, "device_self_us": 0.0, "device_total_us": 0.0}
@@ -254,9 +291,15 @@ def _phase_rows(pa: pd.DataFrame, pb: pd.DataFrame, ops_a: Any, ops_b: Any, limi
     for x, y in pairs:
         sa = _sum_of(ra[x]) if x is not None else None
         sb = _sum_of(rb[y]) if y is not None else None
-        rows.append({"phase": x if x is not None else y, "base": sa, "exp": sb, "delta": _delta(sa, sb, _SUM_KEYS),
-                     "ops": _op_rows(ops_a(x) if x is not None else {}, ops_b(y) if y is not None else {},
-                                     limit)})
+        rows.append(
+            {
+                "phase": x if x is not None else y,
+                "base": sa,
+                "exp": sb,
+                "delta": _delta(sa, sb, _SUM_KEYS),
+                "ops": _op_rows(ops_a(x) if x is not None else {}, ops_b(y) if y is not None else {}, limit),
+            }
+        )
     return rows
 
 
@@ -273,20 +316,53 @@ def diff(base: Any, exp: Any) -> dict:
     empty = pd.DataFrame({"phase": [], "host": [], "device": [], "calls": [], "first": []})
     steps_out = []
     for i in range(m):
-        x = {"host_us": _r(sa["end"].iat[i] - sa["start"].iat[i]), "device_us": _r(A.step_device.get(i, 0.0)),
-             "calls": int(A.step_calls.get(i, 0))}
-        y = {"host_us": _r(sb["end"].iat[i] - sb["start"].iat[i]), "device_us": _r(B.step_device.get(i, 0.0)),
-             "calls": int(B.step_calls.get(i, 0))}
-        phases = _phase_rows(A.phases_by.get(i, empty), B.phases_by.get(i, empty),
-                             lambda p, i=i: A.ops_by.get((i, p), {}), lambda p, i=i: B.ops_by.get((i, p), {}),
-                             STEP_PHASE_OPS_LIMIT)
-        steps_out.append({"base_step": str(sa["step"].iat[i]), "exp_step": str(sb["step"].iat[i]),
-                          "base": x, "exp": y, "delta": _delta(x, y, _SUM_KEYS), "phases": phases})
+        x = {
+            "host_us": _r(sa["end"].iat[i] - sa["start"].iat[i]),
+            "device_us": _r(A.step_device.get(i, 0.0)),
+            "calls": int(A.step_calls.get(i, 0)),
+        }
+        y = {
+            "host_us": _r(sb["end"].iat[i] - sb["start"].iat[i]),
+            "device_us": _r(B.step_device.get(i, 0.0)),
+            "calls": int(B.step_calls.get(i, 0)),
+        }
+        phases = _phase_rows(
+            A.phases_by.get(i, empty),
+            B.phases_by.get(i, empty),
+            lambda p, i=i: A.ops_by.get((i, p), {}),
+            lambda p, i=i: B.ops_by.get((i, p), {}),
+            STEP_PHASE_OPS_LIMIT,
+        )
+        steps_out.append(
+            {
+                "base_step": str(sa["step"].iat[i]),
+                "exp_step": str(sb["step"].iat[i]),
+                "base": x,
+                "exp": y,
+                "delta": _delta(x, y, _SUM_KEYS),
+                "phases": phases,
+            }
+        )
 
     def totals(st: pd.DataFrame, agg: _Agg) -> dict:
-        return {"steps": int(len(st)), "host_us": _r((st["end"] - st["start"]).iloc[:m].sum()),
-                "device_us": _r(sum(agg.step_device.values())), "calls": int(sum(agg.step_calls.values()))}
-    phases_all = _phase_rows(A.phase_table(), B.phase_table(),
-                             lambda p: _table(A.ops[A.ops["phase"] == p]), lambda p: _table(B.ops[B.ops["phase"] == p]))
-    return {"base": totals(sa, A), "exp": totals(sb, B), "steps": steps_out, "phases": phases_all,
-            "ops": _op_rows(_table(A.ops), _table(B.ops)), "notes": notes}
+        return {
+            "steps": int(len(st)),
+            "host_us": _r((st["end"] - st["start"]).iloc[:m].sum()),
+            "device_us": _r(sum(agg.step_device.values())),
+            "calls": int(sum(agg.step_calls.values())),
+        }
+
+    phases_all = _phase_rows(
+        A.phase_table(),
+        B.phase_table(),
+        lambda p: _table(A.ops[A.ops["phase"] == p]),
+        lambda p: _table(B.ops[B.ops["phase"] == p]),
+    )
+    return {
+        "base": totals(sa, A),
+        "exp": totals(sb, B),
+        "steps": steps_out,
+        "phases": phases_all,
+        "ops": _op_rows(_table(A.ops), _table(B.ops)),
+        "notes": notes,
+    }

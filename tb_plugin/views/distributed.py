@@ -29,6 +29,7 @@ transfer time is the shortest duration any worker saw (the last worker to arrive
 nobody), and each worker's wait time is its own duration minus that. This needs no clock
 alignment between hosts.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,14 +43,50 @@ from tb_plugin.views import collectives, common
 
 _TIER1 = ("nccl:", "gloo:", "mpi::")
 _DTYPE_BYTES = {
-    "float": 4, "float32": 4, "c10::float": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-    "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "int": 4, "int32": 4, "unsigned int": 4,
-    "uint32": 4, "long": 8, "long int": 8, "long long": 8, "int64": 8, "uint64": 8,
-    "unsigned long": 8, "short": 2, "int16": 2, "uint16": 2, "short int": 2, "char": 1,
-    "signed char": 1, "unsigned char": 1, "int8": 1, "uint8": 1, "bool": 1, "byte": 1,
-    "complex64": 8, "c10::complex<float>": 8, "complex128": 16, "c10::complex<double>": 16,
-    "mpi_float": 4, "mpi_double": 8, "mpi_int": 4, "mpi_long": 8, "mpi_char": 1, "mpi_byte": 1,
-    "mpi_int64_t": 8, "mpi_long_long": 8, "mpi_unsigned_char": 1,
+    "float": 4,
+    "float32": 4,
+    "c10::float": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "c10::half": 2,
+    "bfloat16": 2,
+    "c10::bfloat16": 2,
+    "int": 4,
+    "int32": 4,
+    "unsigned int": 4,
+    "uint32": 4,
+    "long": 8,
+    "long int": 8,
+    "long long": 8,
+    "int64": 8,
+    "uint64": 8,
+    "unsigned long": 8,
+    "short": 2,
+    "int16": 2,
+    "uint16": 2,
+    "short int": 2,
+    "char": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "byte": 1,
+    "complex64": 8,
+    "c10::complex<float>": 8,
+    "complex128": 16,
+    "c10::complex<double>": 16,
+    "mpi_float": 4,
+    "mpi_double": 8,
+    "mpi_int": 4,
+    "mpi_long": 8,
+    "mpi_char": 1,
+    "mpi_byte": 1,
+    "mpi_int64_t": 8,
+    "mpi_long_long": 8,
+    "mpi_unsigned_char": 1,
 }
 _PARTS = ("computation_us", "overlap_us", "communication_us", "other_us", "transfer_us", "wait_us")
 
@@ -63,6 +100,7 @@ def _dtype_size(name: str) -> int | None:
 def _shape_bytes(dims: str, types: str) -> int | None:
     """Π shape × dtype bytes summed over the tensor inputs (torch-tb-profiler's message size)."""
     import json
+
     try:
         d = json.loads(dims) if dims else []
         ty = json.loads(types) if types else []
@@ -73,7 +111,7 @@ def _shape_bytes(dims: str, types: str) -> int | None:
         size = _dtype_size(tname)
         if size is None or not isinstance(shape, list):
             continue
-        if shape and all(isinstance(x, list) for x in shape):   # TensorList
+        if shape and all(isinstance(x, list) for x in shape):  # TensorList
             for s in shape:
                 total += int(np.prod(s)) * size if s else 0
         elif all(isinstance(x, (int, float)) for x in shape):
@@ -140,15 +178,17 @@ def _worker_data(t: Any) -> dict:
     else:
         inst = np.flatnonzero(cpu_coll)
         inst_names = names.astype(str).to_numpy()[inst]
-        if "coll_name" in ev and len(inst):   # record_param_comms: named by its Collective name arg
+        if "coll_name" in ev and len(inst):  # record_param_comms: named by its Collective name arg
             coll = ev["coll_name"].astype(str).to_numpy()[inst]
-            inst_names = np.where((inst_names == "record_param_comms") & (coll != ""),
-                                  np.char.add("record_param_comms:", coll.astype(str)), inst_names)
+            inst_names = np.where(
+                (inst_names == "record_param_comms") & (coll != ""),
+                np.char.add("record_param_comms:", coll.astype(str)),
+                inst_names,
+            )
         bytes_ = _collective_bytes(ev, inst)
     commr = intervals.merge_ranges(ts[inst], te[inst])
     o = np.argsort(ts[inst], kind="stable")
-    coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o],
-                         "bytes": bytes_[o]})
+    coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o], "bytes": bytes_[o]})
     return _worker_dict(t, comp, commr, coll)
 
 
@@ -159,12 +199,26 @@ def _worker_dict(t: Any, comp: np.ndarray, commr: np.ndarray, coll: pd.DataFrame
     coll["k"] = coll.groupby(["name", "pg"]).cumcount()
     st = common.steps(t)
     info = t.metadata.get("distributedInfo") if isinstance(getattr(t, "metadata", None), dict) else None
-    return {"comp": comp, "comm": commr, "coll": coll, "steps": st, "info": info if isinstance(info, dict) else {},
-            "props": getattr(t, "device_properties", None) or []}
+    return {
+        "comp": comp,
+        "comm": commr,
+        "coll": coll,
+        "steps": st,
+        "info": info if isinstance(info, dict) else {},
+        "props": getattr(t, "device_properties", None) or [],
+    }
 
 
-def _worker_with_rpc(t: Any, ev: pd.DataFrame, ts: np.ndarray, te: np.ndarray, comp: np.ndarray,
-                     nccl_k: np.ndarray, cpu_coll: np.ndarray, rpc: pd.DataFrame) -> dict:
+def _worker_with_rpc(
+    t: Any,
+    ev: pd.DataFrame,
+    ts: np.ndarray,
+    te: np.ndarray,
+    comp: np.ndarray,
+    nccl_k: np.ndarray,
+    cpu_coll: np.ndarray,
+    rpc: pd.DataFrame,
+) -> dict:
     """Collectives named by record_param_comms (collectives.py): their NCCL kernels, or their CPU calls, are the
     instances; `wait` calls are waiting time; NCCL kernels no call launched stay instances of their own."""
     if nccl_k.any():
@@ -179,17 +233,33 @@ def _worker_with_rpc(t: Any, ev: pd.DataFrame, ts: np.ndarray, te: np.ndarray, c
         op_of[links["row"].to_numpy()] = links["op"].to_numpy()
         nm = ev["name"].astype(str).to_numpy()
         launch = op_of[rest]
-        extra = pd.DataFrame({"name": np.where(launch >= 0, nm[np.maximum(launch, 0)], nm[rest]),
-                              "start": ts[rest], "dur": (te - ts)[rest], "bytes": np.full(len(rest), -1, np.int64)})
+        extra = pd.DataFrame(
+            {
+                "name": np.where(launch >= 0, nm[np.maximum(launch, 0)], nm[rest]),
+                "start": ts[rest],
+                "dur": (te - ts)[rest],
+                "bytes": np.full(len(rest), -1, np.int64),
+            }
+        )
     else:
         commr = intervals.merge_ranges(ts[cpu_coll], te[cpu_coll])
         extra = pd.DataFrame({"name": [], "start": [], "dur": [], "bytes": []})
-    mine = pd.DataFrame({"name": rpc["name"].to_numpy(), "start": rpc["start"].to_numpy(np.int64),
-                         "dur": rpc["dur"].to_numpy(np.int64), "bytes": rpc["bytes"].to_numpy(np.int64),
-                         "pg": rpc["pg"].to_numpy(), "group_size": rpc["group_size"].to_numpy(np.int64),
-                         "is_wait": rpc["is_wait"].to_numpy(bool)})
-    coll = pd.concat([mine, extra.astype({"start": np.int64, "dur": np.int64, "bytes": np.int64})],
-                     ignore_index=True) if len(extra) else mine
+    mine = pd.DataFrame(
+        {
+            "name": rpc["name"].to_numpy(),
+            "start": rpc["start"].to_numpy(np.int64),
+            "dur": rpc["dur"].to_numpy(np.int64),
+            "bytes": rpc["bytes"].to_numpy(np.int64),
+            "pg": rpc["pg"].to_numpy(),
+            "group_size": rpc["group_size"].to_numpy(np.int64),
+            "is_wait": rpc["is_wait"].to_numpy(bool),
+        }
+    )
+    coll = (
+        pd.concat([mine, extra.astype({"start": np.int64, "dur": np.int64, "bytes": np.int64})], ignore_index=True)
+        if len(extra)
+        else mine
+    )
     coll = coll.sort_values("start", kind="stable").reset_index(drop=True)
     return _worker_dict(t, comp, commr, coll)
 
@@ -252,14 +322,25 @@ def worker_summary(t: Any) -> dict:
     from tb_plugin.views.timeline import trace_origin_ns
 
     return {
-        "origin": trace_origin_ns(t),   # the zero of the other views' µs times
-        "steps": {"step": st["step"].astype(str).tolist(), "start": starts.tolist(), "end": ends.tolist(),
-                  "comp": comp, "comm": comm, "overlap": ovl},
-        "collectives": {"names": [n for n, _ in uniq], "pg": [g for _, g in uniq],
-                        "group_size": [gsize[k2] for k2 in uniq], "name": [code[k2] for k2 in keys],
-                        "step": step.tolist(), "dur": coll["dur"].to_numpy(np.int64).tolist(),
-                        "bytes": coll["bytes"].to_numpy(np.int64).tolist(),
-                        "wait": coll["is_wait"].to_numpy(bool).astype(np.int64).tolist()},
+        "origin": trace_origin_ns(t),  # the zero of the other views' µs times
+        "steps": {
+            "step": st["step"].astype(str).tolist(),
+            "start": starts.tolist(),
+            "end": ends.tolist(),
+            "comp": comp,
+            "comm": comm,
+            "overlap": ovl,
+        },
+        "collectives": {
+            "names": [n for n, _ in uniq],
+            "pg": [g for _, g in uniq],
+            "group_size": [gsize[k2] for k2 in uniq],
+            "name": [code[k2] for k2 in keys],
+            "step": step.tolist(),
+            "dur": coll["dur"].to_numpy(np.int64).tolist(),
+            "bytes": coll["bytes"].to_numpy(np.int64).tolist(),
+            "wait": coll["is_wait"].to_numpy(bool).astype(np.int64).tolist(),
+        },
         "info": {k2: v for k2, v in d["info"].items() if isinstance(v, (str, int, float, bool)) or v is None},
         "gpus": _gpus(d["props"]),
     }
@@ -288,7 +369,7 @@ class _Collectives:
 
     def __init__(self, parts: dict, workers: list[str]) -> None:
         self.workers = workers
-        names: dict[tuple[str, str], int] = {}   # (name, process group) -> global code
+        names: dict[tuple[str, str], int] = {}  # (name, process group) -> global code
         gsize: dict[tuple[str, str], int] = {}
         w_, c_, s_, d_, b_, x_ = [], [], [], [], [], []
         for wi, w in enumerate(workers):
@@ -308,15 +389,17 @@ class _Collectives:
             d_.append(np.asarray(c["dur"], np.int64))
             b_.append(np.asarray(c["bytes"], np.int64))
             x_.append(np.asarray(c.get("wait") or np.zeros(len(codes)), np.int64))
+
         def cat(xs):
-            return (np.concatenate(xs) if xs else np.zeros(0, np.int64))
+            return np.concatenate(xs) if xs else np.zeros(0, np.int64)
+
         self.names = [n for n, _ in names]
         self.pgs = [g for _, g in names]
         self.group_sizes = [gsize[key] for key in names]
         self.worker, self.name, self.step, self.dur, self.bytes = cat(w_), cat(c_), cat(s_), cat(d_), cat(b_)
         is_wait = cat(x_).astype(bool)
         G = max(len(self.names), 1)
-        self.k = _cumcount(self.worker * G + self.name)   # per worker, in time order
+        self.k = _cumcount(self.worker * G + self.name)  # per worker, in time order
         kmax = int(self.k.max()) + 1 if len(self.k) else 1
         # one group per (name, k) that occurs: never G * kmax (a planted summary's 50k names and
         # 50k calls of one of them would ask for 2.5e9)
@@ -328,7 +411,7 @@ class _Collectives:
         np.minimum.at(shortest, self.group, self.dur)
         self.aligned = n_in[self.group] == len(workers)
         self.transfer = np.where(self.aligned, shortest[self.group], self.dur)
-        self.transfer = np.where(is_wait, 0, self.transfer)   # a `wait` collective only waits
+        self.transfer = np.where(is_wait, 0, self.transfer)  # a `wait` collective only waits
         self.wait = self.dur - self.transfer
         self.group_wait = np.bincount(self.group, weights=self.wait.astype(np.float64), minlength=ngroups)
 
@@ -349,8 +432,10 @@ class _Collectives:
                     desc = ", ".join(f"{w}: {int(col[i])}" for i, w in enumerate(self.workers))
                 else:
                     desc = f"from {int(col.min())} to {int(col.max())} calls"
-                notes.append(f"{self.names[g]} was called a different number of times per worker ({desc}); "
-                             f"calls without a partner on every worker count as transfer only")
+                notes.append(
+                    f"{self.names[g]} was called a different number of times per worker ({desc}); "
+                    f"calls without a partner on every worker count as transfer only"
+                )
         return notes
 
     def per_step(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -382,12 +467,17 @@ def _comm_rows(c: _Collectives) -> dict:
         b = int(nbytes[i]) if has_bytes[i] else -1
         t = float(tr[i])
         row = {
-            "name": c.names[g], "calls": n, "total_bytes": b if b >= 0 else None,
+            "name": c.names[g],
+            "calls": n,
+            "total_bytes": b if b >= 0 else None,
             "avg_bytes": (b / n) if b >= 0 else None,
-            "total_latency_us": _r(lat[i]), "avg_latency_us": _r(lat[i] / n),
-            "transfer_us": _r(t), "avg_transfer_us": _r(t / n),
+            "total_latency_us": _r(lat[i]),
+            "avg_latency_us": _r(lat[i] / n),
+            "transfer_us": _r(t),
+            "avg_transfer_us": _r(t / n),
             # bytes per transfer time: bytes/ns is GB/s
-            "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None}
+            "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None,
+        }
         if c.pgs[g] or c.group_sizes[g] > 0:  # record_param_comms collectives: their group
             row["group_size"] = c.group_sizes[g] if c.group_sizes[g] > 0 else None
             row["process_group"] = c.pgs[g] or None
@@ -431,8 +521,17 @@ def _stragglers(parts: dict, c: _Collectives, wait: np.ndarray, limit: int = 20)
             others = c.group_wait[c.group[mine]] - c.wait[mine]
             best = mine[int(np.argmax(others))]
             name, waited = f"{c.names[c.name[best]]} #{int(c.k[best]) + 1}", float(others.max())
-        out.append({"worker": r.worker, "step": r.step, "busy_us": _r(r.busy), "median_us": _r(r.median),
-                    "excess_us": _r(r.excess), "collective": name, "others_wait_us": _r(waited)})
+        out.append(
+            {
+                "worker": r.worker,
+                "step": r.step,
+                "busy_us": _r(r.busy),
+                "median_us": _r(r.median),
+                "excess_us": _r(r.excess),
+                "collective": name,
+                "others_wait_us": _r(waited),
+            }
+        )
     return out
 
 
@@ -484,12 +583,23 @@ def from_summaries(parts: dict) -> dict:
             steps_out[name][w] = {k: _r(v) for k, v in zip(_PARTS, vals)}
         n = max(len(step_names[w]), 1)
         workers_out[w] = {k: _r(v / n) for k, v in zip(_PARTS, sums)}
-    devices = {w: {"rank": parts[w].get("info", {}).get("rank"),
-                   "world_size": parts[w].get("info", {}).get("world_size"),
-                   "backend": parts[w].get("info", {}).get("backend"), "gpus": parts[w].get("gpus") or {}}
-               for w in workers}
-    return {"workers": workers_out, "steps": steps_out, "comm_ops": _comm_rows(c), "devices": devices,
-            "stragglers": _stragglers(parts, c, wt), "notes": notes}
+    devices = {
+        w: {
+            "rank": parts[w].get("info", {}).get("rank"),
+            "world_size": parts[w].get("info", {}).get("world_size"),
+            "backend": parts[w].get("info", {}).get("backend"),
+            "gpus": parts[w].get("gpus") or {},
+        }
+        for w in workers
+    }
+    return {
+        "workers": workers_out,
+        "steps": steps_out,
+        "comm_ops": _comm_rows(c),
+        "devices": devices,
+        "stragglers": _stragglers(parts, c, wt),
+        "notes": notes,
+    }
 
 
 def step_detail(parts: dict, worker: str, step: str) -> dict:
@@ -507,14 +617,27 @@ def step_detail(parts: dict, worker: str, step: str) -> dict:
     rows = []
     for j in mine.tolist():
         b, t = int(c.bytes[j]), int(c.transfer[j])
-        rows.append({"name": c.names[c.name[j]], "call": int(c.k[j]) + 1, "duration_us": _r(c.dur[j]),
-                     "transfer_us": _r(t), "wait_us": _r(c.wait[j]), "bytes": b if b >= 0 else None,
-                     "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None})
+        rows.append(
+            {
+                "name": c.names[c.name[j]],
+                "call": int(c.k[j]) + 1,
+                "duration_us": _r(c.dur[j]),
+                "transfer_us": _r(t),
+                "wait_us": _r(c.wait[j]),
+                "bytes": b if b >= 0 else None,
+                "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None,
+            }
+        )
     vals = _parts_of(ps, i, float(c.transfer[mine].sum()), float(c.wait[mine].sum()))
     origin = int(parts[worker].get("origin") or 0)
-    return {"worker": worker, "step": step, "start_us": _r(ps["start"][i] - origin),
-            "end_us": _r(ps["end"][i] - origin), "parts": {k: _r(v) for k, v in zip(_PARTS, vals)},
-            "collectives": rows}
+    return {
+        "worker": worker,
+        "step": step,
+        "start_us": _r(ps["start"][i] - origin),
+        "end_us": _r(ps["end"][i] - origin),
+        "parts": {k: _r(v) for k, v in zip(_PARTS, vals)},
+        "collectives": rows,
+    }
 
 
 def distributed(traces: dict) -> dict:

@@ -4,6 +4,7 @@ device's idle ns by cause (`idle_causes`, device as a whole), the kernel launch 
 (`gpu_launches`), and the largest CUDA queue length per stream (`queue_length`). Where the trace lacks what a
 number needs, `reasons` says so and the numbers are absent (None), never zero.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,8 +25,14 @@ def gpu_idle_summary(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHO
     launch calls), `queue_max` ({"device:stream": largest queue length}), `kernel_wait_threshold_ns`, `reasons`."""
     st = common.steps(t)
     names = [str(s) for s in st["step"]]
-    out: dict = {"steps": names, "kernel_wait_threshold_ns": int(kernel_wait_threshold_ns), "devices": None,
-                 "launches": None, "queue_max": {}, "reasons": []}
+    out: dict = {
+        "steps": names,
+        "kernel_wait_threshold_ns": int(kernel_wait_threshold_ns),
+        "devices": None,
+        "launches": None,
+        "queue_max": {},
+        "reasons": [],
+    }
     if not has_gpu_activity(t):
         out["reasons"].append(NO_GPU)
         return out

@@ -12,6 +12,7 @@ cudaMemcpyAsync and cudaMemsetAsync (and MTIA's launch); by default ours also ta
 the HIP launches, the calls HTA's own queue length counts (`QUEUE_LAUNCH_NAMES`). Pass `HTA_STATS_LAUNCH_NAMES`
 for HTA's set.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -28,9 +29,16 @@ MEMORY_LAUNCH_NAMES = frozenset({"cudaMemcpyAsync", "cudaMemsetAsync"})
 #: HTA's get_cuda_kernel_launch_stats launch calls (with include_memory_events=True)
 HTA_STATS_LAUNCH_NAMES = KERNEL_LAUNCH_NAMES | MEMORY_LAUNCH_NAMES
 #: the launch calls of HTA's queue length (TraceSymbolTable.get_runtime_launch_events_query)
-QUEUE_LAUNCH_NAMES = HTA_STATS_LAUNCH_NAMES | frozenset({
-    "cuLaunchKernel", "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync",
-    "hipMemcpyWithStream"})
+QUEUE_LAUNCH_NAMES = HTA_STATS_LAUNCH_NAMES | frozenset(
+    {
+        "cuLaunchKernel",
+        "hipLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipMemsetAsync",
+        "hipMemcpyAsync",
+        "hipMemcpyWithStream",
+    }
+)
 _HIP_MEMORY = frozenset({"hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream"})
 
 #: HTA's defaults for the launch statistics' outliers (µs there)
@@ -60,17 +68,20 @@ def gpu_activities(t: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
     launch_name = np.full(len(all_rows), "", dtype=object)
     if has.any():
         launch_name[has] = ev["name"].iloc[launch[has]].astype(str).to_numpy()
-    return pd.DataFrame({
-        "row": all_rows,
-        "device": ev["device"].to_numpy(np.int64)[all_rows],
-        "stream": ev["stream"].to_numpy(np.int64)[all_rows],
-        "start": ts[all_rows], "end": te[all_rows],
-        "correlation": ev["correlation"].to_numpy(np.int64)[all_rows],
-        "launch": launch,
-        "launch_name": launch_name,
-        "launch_start": np.where(has, ts[lr], -1),
-        "launch_end": np.where(has, te[lr], -1),
-    })
+    return pd.DataFrame(
+        {
+            "row": all_rows,
+            "device": ev["device"].to_numpy(np.int64)[all_rows],
+            "stream": ev["stream"].to_numpy(np.int64)[all_rows],
+            "start": ts[all_rows],
+            "end": te[all_rows],
+            "correlation": ev["correlation"].to_numpy(np.int64)[all_rows],
+            "launch": launch,
+            "launch_name": launch_name,
+            "launch_start": np.where(has, ts[lr], -1),
+            "launch_end": np.where(has, te[lr], -1),
+        }
+    )
 
 
 def stats_launch_names(include_memory: bool = True) -> frozenset[str]:
@@ -80,8 +91,9 @@ def stats_launch_names(include_memory: bool = True) -> frozenset[str]:
     return frozenset(names)
 
 
-def kernel_launch_stats(t: Any, rows: np.ndarray | None = None,
-                        launch_names: Iterable[str] | None = None) -> pd.DataFrame:
+def kernel_launch_stats(
+    t: Any, rows: np.ndarray | None = None, launch_names: Iterable[str] | None = None
+) -> pd.DataFrame:
     """HTA's CUDA kernel launch statistics: one row per GPU activity launched by one of `launch_names` (default
     `stats_launch_names()`): `row`, `launch`, `correlation`, `device`, `stream`, `launch_start`,
     `cpu_duration` (the launch call's duration), `gpu_duration`, `launch_delay` (GPU start - launch end, clipped
@@ -92,24 +104,39 @@ def kernel_launch_stats(t: Any, rows: np.ndarray | None = None,
     cpu = (a["launch_end"] - a["launch_start"]).to_numpy(np.int64)
     gpu = (a["end"] - a["start"]).to_numpy(np.int64)
     delay = np.maximum(a["start"].to_numpy(np.int64) - a["launch_end"].to_numpy(np.int64), 0)
-    return pd.DataFrame({"row": a["row"].to_numpy(), "launch": a["launch"].to_numpy(),
-                         "correlation": a["correlation"].to_numpy(), "device": a["device"].to_numpy(),
-                         "stream": a["stream"].to_numpy(), "launch_start": a["launch_start"].to_numpy(np.int64),
-                         "cpu_duration": cpu, "gpu_duration": gpu,
-                         "launch_delay": delay, "shorter_than_launch": gpu < cpu})
+    return pd.DataFrame(
+        {
+            "row": a["row"].to_numpy(),
+            "launch": a["launch"].to_numpy(),
+            "correlation": a["correlation"].to_numpy(),
+            "device": a["device"].to_numpy(),
+            "stream": a["stream"].to_numpy(),
+            "launch_start": a["launch_start"].to_numpy(np.int64),
+            "cpu_duration": cpu,
+            "gpu_duration": gpu,
+            "launch_delay": delay,
+            "shorter_than_launch": gpu < cpu,
+        }
+    )
 
 
-def launch_stats_summary(stats: pd.DataFrame, runtime_cutoff_ns: int = RUNTIME_CUTOFF_NS,
-                         launch_delay_cutoff_ns: int = LAUNCH_DELAY_CUTOFF_NS) -> dict:
+def launch_stats_summary(
+    stats: pd.DataFrame,
+    runtime_cutoff_ns: int = RUNTIME_CUTOFF_NS,
+    launch_delay_cutoff_ns: int = LAUNCH_DELAY_CUTOFF_NS,
+) -> dict:
     """Counts, sums, means and maxima (µs) of `kernel_launch_stats`' columns, the number of activities shorter
     than their launch and of outliers over HTA's cutoffs; `reason` says why it is empty, else None."""
     n = len(stats)
-    out: dict = {"count": n, "reason": None if n else NO_LAUNCHES,
-                 "shorter_than_launch": int(stats["shorter_than_launch"].sum()) if n else 0,
-                 "runtime_outliers": int((stats["cpu_duration"] > runtime_cutoff_ns).sum()) if n else 0,
-                 "launch_delay_outliers": int((stats["launch_delay"] > launch_delay_cutoff_ns).sum()) if n else 0,
-                 "runtime_cutoff_us": runtime_cutoff_ns / 1000.0,
-                 "launch_delay_cutoff_us": launch_delay_cutoff_ns / 1000.0}
+    out: dict = {
+        "count": n,
+        "reason": None if n else NO_LAUNCHES,
+        "shorter_than_launch": int(stats["shorter_than_launch"].sum()) if n else 0,
+        "runtime_outliers": int((stats["cpu_duration"] > runtime_cutoff_ns).sum()) if n else 0,
+        "launch_delay_outliers": int((stats["launch_delay"] > launch_delay_cutoff_ns).sum()) if n else 0,
+        "runtime_cutoff_us": runtime_cutoff_ns / 1000.0,
+        "launch_delay_cutoff_us": launch_delay_cutoff_ns / 1000.0,
+    }
     for c in ("cpu_duration", "gpu_duration", "launch_delay"):
         v = stats[c].to_numpy(np.int64) if n else np.zeros(0, np.int64)
         out[f"{c}_sum_us"] = float(v.sum()) / 1000.0

@@ -10,6 +10,7 @@ duration minus that; otherwise the call counts as transfer only, and a note says
 time only. Expected members: the workers whose rank is in the group's ranks; else `Group size` workers; else
 every worker. Pure functions of DataFrames (`worker_calls` reads one `TraceData`); times in ns.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,10 +58,18 @@ def worker_calls(t: Any, worker: str) -> pd.DataFrame:
     ranks = pg_ranks_of(info if isinstance(info, dict) else None)
     c = c.sort_values("start", kind="stable")
     pgs = c["pg"].astype(str).tolist()
-    return pd.DataFrame({"worker": [worker] * len(c), "name": c["name"].astype(str).to_numpy(), "pg": pgs,
-                         "pg_ranks": pd.Series([ranks.get(g) for g in pgs], dtype=object),
-                         "group_size": c["group_size"].to_numpy(np.int64), "start": c["start"].to_numpy(np.int64),
-                         "dur": c["dur"].to_numpy(np.int64), "is_wait": c["is_wait"].to_numpy(bool)})
+    return pd.DataFrame(
+        {
+            "worker": [worker] * len(c),
+            "name": c["name"].astype(str).to_numpy(),
+            "pg": pgs,
+            "pg_ranks": pd.Series([ranks.get(g) for g in pgs], dtype=object),
+            "group_size": c["group_size"].to_numpy(np.int64),
+            "start": c["start"].to_numpy(np.int64),
+            "dur": c["dur"].to_numpy(np.int64),
+            "is_wait": c["is_wait"].to_numpy(bool),
+        }
+    )
 
 
 def _group_key(pg: str, ranks: tuple[int, ...] | None, size: int) -> str:
@@ -78,8 +87,10 @@ def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tup
     present = {w: ranks.get(w) for w in workers}
     out = calls.reset_index(drop=True).copy()
     sizes = out["group_size"].to_numpy(np.int64)
-    out["group"] = [_group_key(str(g), r if isinstance(r, tuple) else None, int(s))
-                    for g, r, s in zip(out["pg"], out["pg_ranks"], sizes)]
+    out["group"] = [
+        _group_key(str(g), r if isinstance(r, tuple) else None, int(s))
+        for g, r, s in zip(out["pg"], out["pg_ranks"], sizes)
+    ]
     is_wait = out["is_wait"].to_numpy(bool)
     seq = np.full(len(out), -1, np.int64)
     seq[~is_wait] = out[~is_wait].groupby(["worker", "group"], sort=False).cumcount().to_numpy(np.int64)
@@ -104,8 +115,11 @@ def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tup
             aligned[idx] = True
             transfer[idx] = int(g["dur"].min())
         elif expected >= 2:
-            why = f"names differ ({', '.join(sorted(names))})" if len(names) > 1 else \
-                f"{len(g)} of {expected} members have it"
+            why = (
+                f"names differ ({', '.join(sorted(names))})"
+                if len(names) > 1
+                else f"{len(g)} of {expected} members have it"
+            )
             notes.append(f"process group {group}: call #{int(k) + 1} not matched ({why}); counted as transfer only")
     transfer[is_wait] = 0
     out["aligned"] = aligned
@@ -117,8 +131,7 @@ def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tup
 def group_totals(matched: pd.DataFrame) -> pd.DataFrame:
     """Per (worker, group): `calls`, `transfer`, `wait` (ns), `aligned` calls; rows sorted by group, worker."""
     g = matched.assign(calls=1, aligned_calls=matched["aligned"].astype(np.int64))
-    return (g.groupby(["group", "worker"], sort=True)[["calls", "aligned_calls", "transfer", "wait"]].sum()
-            .reset_index())
+    return g.groupby(["group", "worker"], sort=True)[["calls", "aligned_calls", "transfer", "wait"]].sum().reset_index()
 
 
 def wait_transfer_by_group(traces: Mapping[str, Any]) -> dict:
@@ -127,8 +140,13 @@ def wait_transfer_by_group(traces: Mapping[str, Any]) -> dict:
     calls = [worker_calls(t, w) for w, t in sorted(traces.items())]
     calls = [c for c in calls if len(c)]
     if not calls:
-        return {"calls": None, "totals": None, "notes": [],
-                "reason": "no collective calls with a Collective name (record_param_comms) in any worker"}
-    matched, notes = match_in_groups(pd.concat(calls, ignore_index=True),
-                                     {w: worker_rank(t) for w, t in traces.items()})
+        return {
+            "calls": None,
+            "totals": None,
+            "notes": [],
+            "reason": "no collective calls with a Collective name (record_param_comms) in any worker",
+        }
+    matched, notes = match_in_groups(
+        pd.concat(calls, ignore_index=True), {w: worker_rank(t) for w, t in traces.items()}
+    )
     return {"calls": matched, "totals": group_totals(matched), "notes": notes, "reason": None}

@@ -17,6 +17,7 @@ Differences from HTA, on purpose: HTA groups by stream number alone, ours by (de
 gap from the previous activity's end, ours from the latest end so far on the stream and leaves out overlaps
 (negative gaps: HTA adds them to kernel wait), so nested or overlapping activities never make idle time.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,12 +34,18 @@ CATEGORIES = (HOST_WAIT, KERNEL_WAIT, OTHER)
 KERNEL_WAIT_THRESHOLD_NS = 30_000
 OUTSIDE_STEPS = ""
 ALL_STREAMS = -1
-NO_LAUNCH_LINKS = ("no launch calls linked to the GPU activities after idle gaps (no cuda_runtime/cuda_driver "
-                   "events with their correlation): host wait cannot be told from other idle time")
+NO_LAUNCH_LINKS = (
+    "no launch calls linked to the GPU activities after idle gaps (no cuda_runtime/cuda_driver "
+    "events with their correlation): host wait cannot be told from other idle time"
+)
 
 
-def idle_gaps(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
-              rows: np.ndarray | None = None, per_stream: bool = True) -> pd.DataFrame:
+def idle_gaps(
+    t: Any,
+    kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
+    rows: np.ndarray | None = None,
+    per_stream: bool = True,
+) -> pd.DataFrame:
     """Every idle gap on every stream (of all GPU activities, or of those at `rows`), with HTA's category:
     columns `device`, `stream`, `start`, `end`, `duration` (ns), `category` (host_wait / kernel_wait / other),
     `row` (the activity after the gap), `launch_known` (its launch call is in the trace). With
@@ -64,17 +71,39 @@ def idle_gaps(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
     g_start, g_end = prev[idx], start[idx]
     launch_start = a["launch_start"].to_numpy(np.int64)[idx]
     known = a["launch"].to_numpy(np.int64)[idx] >= 0
-    cat = np.where(known & (launch_start > g_start), HOST_WAIT,
-                   np.where(g_end - g_start < kernel_wait_threshold_ns, KERNEL_WAIT, OTHER))
-    return pd.DataFrame({"device": dev[idx], "stream": stream[idx], "start": g_start, "end": g_end,
-                         "duration": g_end - g_start, "category": cat.astype(object),
-                         "row": a["row"].to_numpy(np.int64)[idx], "launch_known": known})
+    cat = np.where(
+        known & (launch_start > g_start),
+        HOST_WAIT,
+        np.where(g_end - g_start < kernel_wait_threshold_ns, KERNEL_WAIT, OTHER),
+    )
+    return pd.DataFrame(
+        {
+            "device": dev[idx],
+            "stream": stream[idx],
+            "start": g_start,
+            "end": g_end,
+            "duration": g_end - g_start,
+            "category": cat.astype(object),
+            "row": a["row"].to_numpy(np.int64)[idx],
+            "launch_known": known,
+        }
+    )
 
 
 def _empty_gaps() -> pd.DataFrame:
     z = np.zeros(0, np.int64)
-    return pd.DataFrame({"device": z, "stream": z, "start": z, "end": z, "duration": z,
-                         "category": np.zeros(0, object), "row": z, "launch_known": np.zeros(0, bool)})
+    return pd.DataFrame(
+        {
+            "device": z,
+            "stream": z,
+            "start": z,
+            "end": z,
+            "duration": z,
+            "category": np.zeros(0, object),
+            "row": z,
+            "launch_known": np.zeros(0, bool),
+        }
+    )
 
 
 def idle_by_step(gaps: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -100,10 +129,17 @@ def idle_by_step(gaps: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     si = np.concatenate([p[1] for p in pieces]).astype(np.int64)
     ns = np.concatenate([p[2] for p in pieces]).astype(np.int64)
     cat = gaps["category"].to_numpy()[gi]
-    df = pd.DataFrame({"device": gaps["device"].to_numpy(np.int64)[gi], "stream": gaps["stream"].to_numpy(np.int64)[gi],
-                       "step_index": si, HOST_WAIT: np.where(cat == HOST_WAIT, ns, 0),
-                       KERNEL_WAIT: np.where(cat == KERNEL_WAIT, ns, 0), OTHER: np.where(cat == OTHER, ns, 0),
-                       "unknown_launch": np.where(gaps["launch_known"].to_numpy(bool)[gi], 0, ns)})
+    df = pd.DataFrame(
+        {
+            "device": gaps["device"].to_numpy(np.int64)[gi],
+            "stream": gaps["stream"].to_numpy(np.int64)[gi],
+            "step_index": si,
+            HOST_WAIT: np.where(cat == HOST_WAIT, ns, 0),
+            KERNEL_WAIT: np.where(cat == KERNEL_WAIT, ns, 0),
+            OTHER: np.where(cat == OTHER, ns, 0),
+            "unknown_launch": np.where(gaps["launch_known"].to_numpy(bool)[gi], 0, ns),
+        }
+    )
     out = df.groupby(["device", "stream", "step_index"], sort=True, as_index=False).sum()
     out["idle"] = out[HOST_WAIT] + out[KERNEL_WAIT] + out[OTHER]
     labels = np.array(names + [OUTSIDE_STEPS], dtype=object)
@@ -115,8 +151,9 @@ def _us(ns: float) -> float:
     return round(float(ns) / 1000.0, 3)
 
 
-def idle_breakdown(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
-                   rows: np.ndarray | None = None) -> dict:
+def idle_breakdown(
+    t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS, rows: np.ndarray | None = None
+) -> dict:
     """The idle time breakdown as a JSON-able dict: `streams` (HTA's: per device and stream, µs per category,
     `idle_us`, `unknown_launch_us`, and `steps` with the same per step), `total` (summed over the streams, as
     HTA's per-stream numbers add up), `devices` (the same per device as a whole: time with no activity on any
@@ -124,8 +161,13 @@ def idle_breakdown(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD
     wait is unknown; else None), `kernel_wait_threshold_us`. Host wait is None where no idle gap's next
     activity has its launch call in the trace."""
     if not len(gpu_activities(t, rows)):
-        return {"kernel_wait_threshold_us": _us(kernel_wait_threshold_ns), "reason": NO_GPU, "streams": [],
-                "devices": [], "total": None}
+        return {
+            "kernel_wait_threshold_us": _us(kernel_wait_threshold_ns),
+            "reason": NO_GPU,
+            "streams": [],
+            "devices": [],
+            "total": None,
+        }
     st = common.steps(t)
     gaps = idle_gaps(t, kernel_wait_threshold_ns, rows)
     per = idle_by_step(gaps, st)
@@ -143,10 +185,19 @@ def idle_breakdown(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD
         out = []
         for (dev, stream), g in df.groupby(["device", "stream"], sort=True):
             key = {"device": int(dev), "stream": int(stream)} if with_stream else {"device": int(dev)}
-            out.append({**key, **amounts(g[list(keys)].sum()),
-                        "steps": [{"step": r["step"], **amounts(r)} for r in g.to_dict(orient="records")]})
+            out.append(
+                {
+                    **key,
+                    **amounts(g[list(keys)].sum()),
+                    "steps": [{"step": r["step"], **amounts(r)} for r in g.to_dict(orient="records")],
+                }
+            )
         return out
 
-    return {"kernel_wait_threshold_us": _us(kernel_wait_threshold_ns),
-            "reason": None if host_known else NO_LAUNCH_LINKS, "streams": listed(per, True),
-            "devices": listed(per_dev, False), "total": amounts(per[list(keys)].sum())}
+    return {
+        "kernel_wait_threshold_us": _us(kernel_wait_threshold_ns),
+        "reason": None if host_known else NO_LAUNCH_LINKS,
+        "streams": listed(per, True),
+        "devices": listed(per_dev, False),
+        "total": amounts(per[list(keys)].sum()),
+    }

@@ -5,6 +5,7 @@ and the launch configuration: grid, block, registers per thread, shared memory (
 dynamic as Kineto records it; `static_shared_memory`/`dynamic_shared_memory` too where the trace splits it,
 as our CUPTI converter does) and the theoretical occupancy it allows (duration-weighted over the group).
 A field the group's launches do not share is None; `launch_configs` counts the distinct configurations."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,20 +36,31 @@ def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
     op = op_of[rows]
     del op_of
     launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
-    col = {c: ev[c].to_numpy(np.int64)[rows] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y",
-                                                         "block_z", "registers", "shared_memory", *SPLIT)}
+    col = {
+        c: ev[c].to_numpy(np.int64)[rows]
+        for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_memory", *SPLIT)
+    }
     for dims in ("grid", "block"):  # '' in the table when the trace has no launch size: one code for all
         none = col[f"{dims}_x"] <= 0
         for a in "xyz":
             col[f"{dims}_{a}"] = np.where(none, 0, col[f"{dims}_{a}"])
     amd = launches["amd"].to_numpy(bool) if len(rows) else np.zeros(0, dtype=bool)
     block_size = col["block_x"] * np.maximum(col["block_y"], 1) * np.maximum(col["block_z"], 1)
-    theo = _theoretical(common.device_properties(t), ev["device"].to_numpy(np.int64)[rows], block_size,
-                        col["registers"], col["shared_memory"])
-    col.update(name=name_codes[rows], op=np.where(op >= 0, name_codes[np.maximum(op, 0)], -1),
-               dur=ev["dur"].to_numpy(np.float64)[rows],
-               bps=launches["blocks_per_sm"].to_numpy(np.float64), occ=launches["occupancy"].to_numpy(np.float64),
-               theo=np.where(amd, np.nan, theo))  # NVIDIA's calculator never applies to AMD devices
+    theo = _theoretical(
+        common.device_properties(t),
+        ev["device"].to_numpy(np.int64)[rows],
+        block_size,
+        col["registers"],
+        col["shared_memory"],
+    )
+    col.update(
+        name=name_codes[rows],
+        op=np.where(op >= 0, name_codes[np.maximum(op, 0)], -1),
+        dur=ev["dur"].to_numpy(np.float64)[rows],
+        bps=launches["blocks_per_sm"].to_numpy(np.float64),
+        occ=launches["occupancy"].to_numpy(np.float64),
+        theo=np.where(amd, np.nan, theo),
+    )  # NVIDIA's calculator never applies to AMD devices
     return col
 
 
@@ -74,8 +86,9 @@ def _per_group_unique(gid: np.ndarray, codes: np.ndarray, m: int) -> np.ndarray:
     return np.bincount(pairs // (int(codes.max()) + 1 if len(codes) else 1), minlength=m)
 
 
-def _theoretical(props: dict[int, dict], device: np.ndarray, block_size: np.ndarray, regs: np.ndarray,
-                 smem: np.ndarray) -> np.ndarray:
+def _theoretical(
+    props: dict[int, dict], device: np.ndarray, block_size: np.ndarray, regs: np.ndarray, smem: np.ndarray
+) -> np.ndarray:
     """The occupancy (0..1) the launch configuration allows on its device: resident warps / the SM's
     maximum, by CUDA's occupancy calculator with the kernel's shared memory opted in (a kernel that ran with
     more than 48 KiB did opt in); NaN when the device or the configuration is unknown."""
@@ -111,15 +124,17 @@ def kernels(t: Any, group_by: str = "name") -> dict:
         return {"rows": []}
     # the launching op by its name (kernels of ops with one name, or of none, group together)
     op_inverse, op_uniq = pd.factorize(k["op"])
-    text_codes, op_values = pd.factorize(pd.Index([names[int(c)] if c >= 0 else NO_OP for c in op_uniq],
-                                                  dtype=object))
+    text_codes, op_values = pd.factorize(pd.Index([names[int(c)] if c >= 0 else NO_OP for c in op_uniq], dtype=object))
     op_codes = text_codes[op_inverse].astype(np.int64)
     grid = _codes(k["grid_x"], k["grid_y"], k["grid_z"])
     block = _codes(k["block_x"], k["block_y"], k["block_z"])
     split = bool((k[SPLIT[0]] >= 0).any() or (k[SPLIT[1]] >= 0).any())
     config = _codes(grid, block, k["registers"], k["shared_memory"], *((k[c] for c in SPLIT) if split else ()))
-    parts = [k["name"]] + ([op_codes] if group_by != "name" else []) + \
-        ([grid, block, k["registers"], k["shared_memory"]] if group_by == "name_op_config" else [])
+    parts = (
+        [k["name"]]
+        + ([op_codes] if group_by != "name" else [])
+        + ([grid, block, k["registers"], k["shared_memory"]] if group_by == "name_op_config" else [])
+    )
     gid = _codes(*parts)
     m = int(gid.max()) + 1
     first = np.full(m, len(gid), np.int64)
@@ -127,8 +142,11 @@ def kernels(t: Any, group_by: str = "name") -> dict:
 
     dur = k["dur"]
     frame = {"dur": dur}
-    for c, has in (("bps", k["bps"] > 0), ("occ", np.isfinite(k["occ"]) & (k["occ"] >= 0)),
-                   ("theo", np.isfinite(k["theo"]))):  # duration-weighted over the kernels with a value
+    for c, has in (
+        ("bps", k["bps"] > 0),
+        ("occ", np.isfinite(k["occ"]) & (k["occ"] >= 0)),
+        ("theo", np.isfinite(k["theo"])),
+    ):  # duration-weighted over the kernels with a value
         frame[f"{c}_vw"] = np.where(has, np.where(has, k[c], 0.0) * dur, 0.0)
         frame[f"{c}_w"] = np.where(has, dur, 0.0)
         frame[f"{c}_n"] = has.astype(np.int64)
@@ -138,8 +156,10 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     calls = np.bincount(gid, minlength=m)
     total = sums["dur"].to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = {c: np.where(sums[f"{c}_n"].to_numpy() > 0, sums[f"{c}_vw"].to_numpy() / sums[f"{c}_w"].to_numpy(),
-                            np.nan) for c in ("bps", "occ", "theo")}
+        mean = {
+            c: np.where(sums[f"{c}_n"].to_numpy() > 0, sums[f"{c}_vw"].to_numpy() / sums[f"{c}_w"].to_numpy(), np.nan)
+            for c in ("bps", "occ", "theo")
+        }
     configs = _per_group_unique(gid, config, m)
     shared = {}  # a launch field is shown when the whole group shares it
     fields = {"grid": grid, "block": block, "registers_per_thread": k["registers"], "shared_memory": k["shared_memory"]}
@@ -159,11 +179,16 @@ def kernels(t: Any, group_by: str = "name") -> dict:
             row["op"] = str(op_values[int(op_codes[i])])
         if name not in tc:
             tc[name] = bool(common.uses_tensor_cores(name))
-        row.update(calls=int(calls[gi]), total_us=ns_to_us(total[gi]), mean_us=ns_to_us(total[gi] / calls[gi]),
-                   min_us=ns_to_us(lo[gi]), max_us=ns_to_us(hi[gi]),
-                   blocks_per_sm=None if np.isnan(mean["bps"][gi]) else round(float(mean["bps"][gi]), 4),
-                   achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
-                   tensor_cores=tc[name])
+        row.update(
+            calls=int(calls[gi]),
+            total_us=ns_to_us(total[gi]),
+            mean_us=ns_to_us(total[gi] / calls[gi]),
+            min_us=ns_to_us(lo[gi]),
+            max_us=ns_to_us(hi[gi]),
+            blocks_per_sm=None if np.isnan(mean["bps"][gi]) else round(float(mean["bps"][gi]), 4),
+            achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
+            tensor_cores=tc[name],
+        )
 
         def value(field: str, src: str, gi: int = gi, i: int = i) -> Any:
             if field in shared and not shared[field][gi]:
@@ -173,15 +198,18 @@ def kernels(t: Any, group_by: str = "name") -> dict:
 
         gtext = _dims_text(int(k["grid_x"][i]), int(k["grid_y"][i]), int(k["grid_z"][i]))
         btext = _dims_text(int(k["block_x"][i]), int(k["block_y"][i]), int(k["block_z"][i]))
-        row.update(grid=gtext if gtext and shared.get("grid", everywhere)[gi] else None,
-                   block=btext if btext and shared.get("block", everywhere)[gi] else None,
-                   registers_per_thread=value("registers_per_thread", "registers"),
-                   shared_memory=value("shared_memory", "shared_memory"),
-                   **{c: value(c, c) for c in SPLIT if split},
-                   theoretical_occupancy=None if np.isnan(mean["theo"][gi]) else round(float(mean["theo"][gi]), 6),
-                   launch_configs=int(configs[gi]))
-        keys = (name, row.get("op", "")) + ((gtext, btext, int(k["registers"][i]), int(k["shared_memory"][i]))
-                                            if group_by == "name_op_config" else ())
+        row.update(
+            grid=gtext if gtext and shared.get("grid", everywhere)[gi] else None,
+            block=btext if btext and shared.get("block", everywhere)[gi] else None,
+            registers_per_thread=value("registers_per_thread", "registers"),
+            shared_memory=value("shared_memory", "shared_memory"),
+            **{c: value(c, c) for c in SPLIT if split},
+            theoretical_occupancy=None if np.isnan(mean["theo"][gi]) else round(float(mean["theo"][gi]), 6),
+            launch_configs=int(configs[gi]),
+        )
+        keys = (name, row.get("op", "")) + (
+            (gtext, btext, int(k["registers"][i]), int(k["shared_memory"][i])) if group_by == "name_op_config" else ()
+        )
         rows.append((-total[gi], keys, row))
     rows.sort(key=lambda r: (r[0], r[1]))
     return {"rows": [r for _, _, r in rows]}

@@ -19,6 +19,7 @@ memory_stats -> {"devices": [...], "rows": {dev: [{"name", "calls", "size_increa
     op is the op itself, the others include its whole subtree (torch-tb-profiler's definitions;
     size_increase = torch key_averages' "CPU Mem", self_size_increase = "Self CPU Mem").
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,8 @@ from tb_plugin.params import MAX_POINTS, number_param
 from tb_plugin.views import common
 from tb_plugin.views.timeline import trace_origin_ns
 
-_CPU_TYPES = (0, 2, 5)      # CPU, MKLDNN, IDEEP
-_GPU_TYPES = (1, 6)         # CUDA, HIP
+_CPU_TYPES = (0, 2, 5)  # CPU, MKLDNN, IDEEP
+_GPU_TYPES = (1, 6)  # CUDA, HIP
 
 
 def _device_names(dtype: np.ndarray, did: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -59,8 +60,11 @@ def _device_names(dtype: np.ndarray, did: np.ndarray) -> tuple[np.ndarray, list[
     if not len(dtype):
         return np.zeros(0, np.int64), order
     idx = pd.MultiIndex.from_frame(keys)
-    codes = np.array([code_of[k] for k in idx.tolist()], dtype=np.int64) if len(uniq) > 1 else \
-        np.zeros(len(dtype), np.int64)
+    codes = (
+        np.array([code_of[k] for k in idx.tolist()], dtype=np.int64)
+        if len(uniq) > 1
+        else np.zeros(len(dtype), np.int64)
+    )
     return codes, order
 
 
@@ -70,8 +74,12 @@ def memory_records(t: Any) -> tuple[pd.DataFrame, list[str]]:
     and the device names."""
     m = t.memory
     if m is None or not len(m):
-        return pd.DataFrame({c: np.zeros(0, np.int64) for c in
-                             ("ts", "dev", "bytes", "addr", "alloc", "reserved", "pid", "tid", "abs_ts")}), []
+        return pd.DataFrame(
+            {
+                c: np.zeros(0, np.int64)
+                for c in ("ts", "dev", "bytes", "addr", "alloc", "reserved", "pid", "tid", "abs_ts")
+            }
+        ), []
     origin = trace_origin_ns(t)
     dev, names = _device_names(m["device_type"].to_numpy(np.int64), m["device_id"].to_numpy(np.int64))
     ts = m["ts"].to_numpy(np.int64)
@@ -85,9 +93,19 @@ def memory_records(t: Any) -> tuple[pd.DataFrame, list[str]]:
         alloc[missing] = run[missing]
     reserved = m["total_reserved"].to_numpy(np.int64)[order]
     pid, tid = m["pid"].to_numpy(np.int64)[order], m["tid"].to_numpy(np.int64)[order]
-    df = pd.DataFrame({"ts": ts[order] - origin, "dev": dev, "bytes": b,
-                       "addr": m["addr"].to_numpy(np.int64)[order], "alloc": alloc,
-                       "reserved": reserved, "pid": pid, "tid": tid, "abs_ts": ts[order]})
+    df = pd.DataFrame(
+        {
+            "ts": ts[order] - origin,
+            "dev": dev,
+            "bytes": b,
+            "addr": m["addr"].to_numpy(np.int64)[order],
+            "alloc": alloc,
+            "reserved": reserved,
+            "pid": pid,
+            "tid": tid,
+            "abs_ts": ts[order],
+        }
+    )
     return df, names
 
 
@@ -126,22 +144,28 @@ def _downsample(ts: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: 
     bucket = np.minimum(((ts - lo) / width).astype(np.int64), nb - 1)
     df = pd.DataFrame({"b": bucket, "a": alloc, "r": res})
     g = df.groupby("b", sort=False)
-    keep = np.concatenate([g["a"].idxmax().to_numpy(), g["a"].idxmin().to_numpy(),
-                           g["r"].idxmax().to_numpy(), [0, n - 1]])
+    keep = np.concatenate(
+        [g["a"].idxmax().to_numpy(), g["a"].idxmin().to_numpy(), g["r"].idxmax().to_numpy(), [0, n - 1]]
+    )
     return np.unique(keep)
 
 
-def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = None,
-                 max_points: int = 2000) -> dict:
+def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = None, max_points: int = 2000) -> dict:
     """Allocated and reserved bytes over time per device, downsampled to ~max_points keeping peaks."""
     mp = MAX_POINTS.parse(max_points)
     a, b = _window(start_us, end_us)
     rec, names = memory_records(t)
     totals = _device_totals(t)
-    out: dict = {"devices": names, "default_device": _default_device(names),
-                 "start_us": None if start_us is None else a / 1e3,
-                 "end_us": None if end_us is None else b / 1e3,
-                 "curves": {}, "peaks": {}, "total_bytes": {}, "points": {}}
+    out: dict = {
+        "devices": names,
+        "default_device": _default_device(names),
+        "start_us": None if start_us is None else a / 1e3,
+        "end_us": None if end_us is None else b / 1e3,
+        "curves": {},
+        "peaks": {},
+        "total_bytes": {},
+        "points": {},
+    }
     ts_all = rec["ts"].to_numpy()
     devs = rec["dev"].to_numpy()
     al_all, rs_all = rec["alloc"].to_numpy(), rec["reserved"].to_numpy()
@@ -157,16 +181,27 @@ def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = N
             rs_w = np.concatenate([[rs[i0 - 1]], rs_w])
         rs_w = np.maximum(rs_w, 0)
         keep = _downsample(ts_w, al_w, rs_w, mp)
-        out["curves"][name] = {"ts_us": _us(ts_w[keep]), "allocated_bytes": al_w[keep].tolist(),
-                               "reserved_bytes": rs_w[keep].tolist()}
+        out["curves"][name] = {
+            "ts_us": _us(ts_w[keep]),
+            "allocated_bytes": al_w[keep].tolist(),
+            "reserved_bytes": rs_w[keep].tolist(),
+        }
         out["points"][name] = int(len(ts_w))
         if len(ts_w):
             ia, ir = int(np.argmax(al_w)), int(np.argmax(rs_w))
-            out["peaks"][name] = {"allocated_bytes": int(al_w[ia]), "allocated_ts_us": round(float(ts_w[ia]) / 1e3, 3),
-                                  "reserved_bytes": int(rs_w[ir]), "reserved_ts_us": round(float(ts_w[ir]) / 1e3, 3)}
+            out["peaks"][name] = {
+                "allocated_bytes": int(al_w[ia]),
+                "allocated_ts_us": round(float(ts_w[ia]) / 1e3, 3),
+                "reserved_bytes": int(rs_w[ir]),
+                "reserved_ts_us": round(float(ts_w[ir]) / 1e3, 3),
+            }
         else:
-            out["peaks"][name] = {"allocated_bytes": 0, "allocated_ts_us": None,
-                                  "reserved_bytes": 0, "reserved_ts_us": None}
+            out["peaks"][name] = {
+                "allocated_bytes": 0,
+                "allocated_ts_us": None,
+                "reserved_bytes": 0,
+                "reserved_ts_us": None,
+            }
         out["total_bytes"][name] = totals.get(name)
     return out
 
@@ -209,8 +244,9 @@ def memory_events(t: Any, start_us: float | None = None, end_us: float | None = 
     is_alloc = s["bytes"].to_numpy() > 0
     is_free = s["bytes"].to_numpy() < 0
     same_next = np.zeros(len(s), dtype=bool)
-    same_next[:-1] = (s["dev"].to_numpy()[1:] == s["dev"].to_numpy()[:-1]) & \
-        (s["addr"].to_numpy()[1:] == s["addr"].to_numpy()[:-1])
+    same_next[:-1] = (s["dev"].to_numpy()[1:] == s["dev"].to_numpy()[:-1]) & (
+        s["addr"].to_numpy()[1:] == s["addr"].to_numpy()[:-1]
+    )
     nxt_free = np.zeros(len(s), dtype=bool)
     nxt_free[:-1] = is_free[1:]
     paired = is_alloc & same_next & nxt_free
@@ -237,9 +273,16 @@ def memory_events(t: Any, start_us: float | None = None, end_us: float | None = 
 
     def us(x: np.ndarray) -> list:
         r = np.round(x[idx] / 1e3, 3)
-        return [None if v != v else v for v in r.tolist()]   # NaN -> None
-    cols = {"addr": addr[idx].tolist(), "size_bytes": size[idx].tolist(), "alloc_us": us(alloc_t),
-            "free_us": us(free_t), "duration_us": us(dur), "op": opn}
+        return [None if v != v else v for v in r.tolist()]  # NaN -> None
+
+    cols = {
+        "addr": addr[idx].tolist(),
+        "size_bytes": size[idx].tolist(),
+        "alloc_us": us(alloc_t),
+        "free_us": us(free_t),
+        "duration_us": us(dur),
+        "op": opn,
+    }
     keys = list(cols)
     devs = dev[idx].tolist()
     for d_, *vals in zip(devs, *cols.values()):
@@ -266,10 +309,11 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
     ts = rec["ts"].to_numpy()
     rwin = (ts >= a) & (ts <= b)
     # thread codes shared by nodes and records
-    both = pd.DataFrame({"p": np.concatenate([npid, rec["pid"].to_numpy()]),
-                         "t": np.concatenate([ntid, rec["tid"].to_numpy()])})
+    both = pd.DataFrame(
+        {"p": np.concatenate([npid, rec["pid"].to_numpy()]), "t": np.concatenate([ntid, rec["tid"].to_numpy()])}
+    )
     g = both.groupby(["p", "t"], sort=True).ngroup().to_numpy(np.int64)
-    g_node, g_rec = g[: len(nrow)], g[len(nrow):]
+    g_node, g_rec = g[: len(nrow)], g[len(nrow) :]
     lo_t = int(min(nstart.min() if len(nstart) else 0, ts.min())) - 1
     span = int(max(nend.max() if len(nend) else 0, ts.max())) - lo_t + 2
     pos_of_row = np.full(len(ev), -1, np.int64)
@@ -301,15 +345,24 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
         active = in_win & (k1 > k0)
         if not active.any():
             continue
-        df = pd.DataFrame({"name": ncode[active], "calls": 1, "size_increase_bytes": tot_inc[active],
-                           "self_size_increase_bytes": self_inc[active], "alloc_count": tot_cnt[active],
-                           "self_alloc_count": self_cnt[active], "alloc_size_bytes": tot_siz[active],
-                           "self_alloc_size_bytes": self_siz[active]})
+        df = pd.DataFrame(
+            {
+                "name": ncode[active],
+                "calls": 1,
+                "size_increase_bytes": tot_inc[active],
+                "self_size_increase_bytes": self_inc[active],
+                "alloc_count": tot_cnt[active],
+                "self_alloc_count": self_cnt[active],
+                "alloc_size_bytes": tot_siz[active],
+                "self_alloc_size_bytes": self_siz[active],
+            }
+        )
         agg = df.groupby("name", sort=False).sum()
         agg.index = [str(name_table[i]) for i in agg.index]
         agg = agg.rename_axis("name").reset_index()
         agg = agg.sort_values(["size_increase_bytes", "name"], ascending=[False, True], kind="stable")
         cols = [c for c in agg.columns if c != "name"]
-        out["rows"][dname] = [{"name": r[0], **{c: int(v) for c, v in zip(cols, r[1:])}}
-                              for r in agg.itertuples(index=False, name=None)]
+        out["rows"][dname] = [
+            {"name": r[0], **{c: int(v) for c, v in zip(cols, r[1:])}} for r in agg.itertuples(index=False, name=None)
+        ]
     return out

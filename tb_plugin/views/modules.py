@@ -14,6 +14,7 @@ the summed duration, host_self_us excludes child nodes, device_*_us is the GPU t
 memcpy, memset) launched by the ops inside (self: by ops whose nearest node is this one),
 operators counts the CPU ops inside (whole subtree). Children are in order of first execution.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -48,8 +49,21 @@ def module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
 
 def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     ev = t.events
-    empty = pd.DataFrame({c: [] for c in ("path", "start", "host_total", "host_self", "device_self",
-                                          "device_total", "ops_self", "ops_total")})
+    empty = pd.DataFrame(
+        {
+            c: []
+            for c in (
+                "path",
+                "start",
+                "host_total",
+                "host_self",
+                "device_self",
+                "device_total",
+                "ops_self",
+                "ops_total",
+            )
+        }
+    )
     if not len(ev):
         return None, empty
     tree = common.op_tree(t)
@@ -114,9 +128,18 @@ def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
         sel = np.flatnonzero(depth == d)
         np.add.at(dev_total, pm[sel], dev_total[sel])
         np.add.at(ops_total, pm[sel], ops_total[sel])
-    df = pd.DataFrame({"path": [path_of[m] for m in mods.tolist()], "start": start[mods],
-                       "host_total": host_total, "host_self": host_self, "device_self": dev_self,
-                       "device_total": dev_total, "ops_self": ops_self, "ops_total": ops_total})
+    df = pd.DataFrame(
+        {
+            "path": [path_of[m] for m in mods.tolist()],
+            "start": start[mods],
+            "host_total": host_total,
+            "host_self": host_self,
+            "device_self": dev_self,
+            "device_total": dev_total,
+            "ops_self": ops_self,
+            "ops_total": ops_total,
+        }
+    )
     return source, df
 
 
@@ -135,9 +158,17 @@ def modules(t: Any) -> dict:
     if source is None or not len(df):
         return {"source": None, "tree": []}
     g = df.groupby("path", sort=False)
-    agg = pd.DataFrame({"occ": g.size(), "first": g["start"].min(), "ht": g["host_total"].sum(),
-                        "hs": g["host_self"].sum(), "dt": g["device_total"].sum(), "ds": g["device_self"].sum(),
-                        "ops": g["ops_total"].sum()})
+    agg = pd.DataFrame(
+        {
+            "occ": g.size(),
+            "first": g["start"].min(),
+            "ht": g["host_total"].sum(),
+            "hs": g["host_self"].sum(),
+            "dt": g["device_total"].sum(),
+            "ds": g["device_self"].sum(),
+            "ops": g["ops_total"].sum(),
+        }
+    )
     nodes: dict[tuple, dict] = {}
     order = sorted(agg.index, key=lambda p: (len(p), agg.at[p, "first"], p))
     roots: list[tuple] = []
@@ -147,10 +178,18 @@ def modules(t: Any) -> dict:
     for p in order:
         r = agg.loc[[p]].iloc[0]
         occ = int(r["occ"])
-        nodes[p] = {"name": p[-1], "path": "/".join(p), "occurrences": occ, "operators": int(r["ops"]),
-                    "host_total_us": _r(r["ht"]), "host_self_us": _r(r["hs"]),
-                    "device_total_us": _r(r["dt"]), "device_self_us": _r(r["ds"]),
-                    "avg_host_us": _r(r["ht"] / occ), "children": []}
+        nodes[p] = {
+            "name": p[-1],
+            "path": "/".join(p),
+            "occurrences": occ,
+            "operators": int(r["ops"]),
+            "host_total_us": _r(r["ht"]),
+            "host_self_us": _r(r["hs"]),
+            "device_total_us": _r(r["dt"]),
+            "device_self_us": _r(r["ds"]),
+            "avg_host_us": _r(r["ht"] / occ),
+            "children": [],
+        }
         (kids.setdefault(p[:-1], []) if len(p) > 1 else roots).append(p)
     for parent_path, children in kids.items():
         children.sort(key=lambda c: (agg.at[c, "first"], c))

@@ -1,5 +1,6 @@
 """Operators view: operators grouped by name (or name and input shape) with calls, host and device self/total
 time, Tensor Core eligibility and call-stack availability; the call stacks of one group (DESIGN.md §4)."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ def op_stats(t: Any) -> pd.DataFrame:
     gnode, grow = st.attrs["device_node"], st.attrs["device_rows"]
     if len(grow):
         tc_kernel = category_mask(ev, ("kernel",))[grow] & common.per_value(ev["name"], common.uses_tensor_cores)[grow]
-        tc_self = np.bincount(gnode, weights=np.where(tc_kernel, ev["dur"].to_numpy(np.float64)[grow], 0.0),
-                              minlength=n)
+        tc_self = np.bincount(
+            gnode, weights=np.where(tc_kernel, ev["dur"].to_numpy(np.float64)[grow], 0.0), minlength=n
+        )
         eligible |= is_op & (tc_self > 0)
     else:
         tc_self = common.zeros_column(n)
@@ -102,13 +104,15 @@ def python_leaf_frames(t: Any, rows: np.ndarray) -> np.ndarray:
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
     g = common.group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
-    gp, gq = g[: len(prow)], g[len(prow):]
+    gp, gq = g[: len(prow)], g[len(prow) :]
     order = np.lexsort((-te[prow], ts[prow], gp))
     sp, gp = prow[order], gp[order]
     lo = int(min(ts[sp].min(), ts[rows].min()))
     span = int(max(te[sp].max(), ts[rows].max())) - lo + 2
-    cand = np.searchsorted(common.composite(gp, ts[sp], lo, span),
-                           common.composite(gq, ts[rows], lo, span), side="right") - 1
+    cand = (
+        np.searchsorted(common.composite(gp, ts[sp], lo, span), common.composite(gq, ts[rows], lo, span), side="right")
+        - 1
+    )
     ok = cand >= 0
     same = np.zeros(len(rows), dtype=bool)
     same[ok] = gp[cand[ok]] == gq[ok]
@@ -162,14 +166,14 @@ def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
     cols = {c: st[c].array.take(where) if c == "name" else st[c].to_numpy()[where] for c in _TABLE_COLUMNS}
     rows = cols["row"]
     call_stack, py_leaf, has_stack = _has_stack(t, rows)
-    cols.update(input_dims=t.events["input_dims"].array.take(rows), call_stack=call_stack, py_leaf=py_leaf,
-                has_stack=has_stack)
+    cols.update(
+        input_dims=t.events["input_dims"].array.take(rows), call_stack=call_stack, py_leaf=py_leaf, has_stack=has_stack
+    )
     return pd.DataFrame(cols, copy=False)
 
 
 #: the node_stats columns the operator tables use
-_TABLE_COLUMNS = ("row", "name", "host_self", "host_total", "device_self", "device_total", "kernel_self",
-                  "tc_eligible")
+_TABLE_COLUMNS = ("row", "name", "host_self", "host_total", "device_self", "device_total", "kernel_self", "tc_eligible")
 _SUMS = ("host_self", "host_total", "device_self", "device_total")
 
 
@@ -189,9 +193,15 @@ def _has_device(t: Any) -> bool:
 
 def _aggregate(ops: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     g = ops.groupby(keys, sort=False, observed=True)
-    out = g.agg(calls=("row", "size"), host_self=("host_self", "sum"), host_total=("host_total", "sum"),
-                device_self=("device_self", "sum"), device_total=("device_total", "sum"),
-                tc_eligible=("tc_eligible", "any"), has_call_stack=("has_stack", "any")).reset_index()
+    out = g.agg(
+        calls=("row", "size"),
+        host_self=("host_self", "sum"),
+        host_total=("host_total", "sum"),
+        device_self=("device_self", "sum"),
+        device_total=("device_total", "sum"),
+        tc_eligible=("tc_eligible", "any"),
+        has_call_stack=("has_stack", "any"),
+    ).reset_index()
     for k in keys:  # categorical keys -> plain strings on the (small) result
         out[k] = out[k].astype(str)
     return out
@@ -236,14 +246,20 @@ def _operators(t: Any, group_by: str) -> dict:
         if not calls[g]:
             continue
         key = int(groups[g])
-        row: dict[str, Any] = {"name": name_values[key // max(1, len(shape_values))] if shape_values
-                               else name_values[key]}
+        row: dict[str, Any] = {
+            "name": name_values[key // max(1, len(shape_values))] if shape_values else name_values[key]
+        }
         if group_by == "name_shape":
             row["input_shape"] = shape_values[key % max(1, len(shape_values))]
-        row.update(calls=int(calls[g]), host_self_us=ns_to_us(sums["host_self"][g]),
-                   host_total_us=ns_to_us(sums["host_total"][g]), device_self_us=ns_to_us(sums["device_self"][g]),
-                   device_total_us=ns_to_us(sums["device_total"][g]), tc_eligible=bool(tc[g]),
-                   has_call_stack=bool(stack[g]))
+        row.update(
+            calls=int(calls[g]),
+            host_self_us=ns_to_us(sums["host_self"][g]),
+            host_total_us=ns_to_us(sums["host_total"][g]),
+            device_self_us=ns_to_us(sums["device_self"][g]),
+            device_total_us=ns_to_us(sums["device_total"][g]),
+            tc_eligible=bool(tc[g]),
+            has_call_stack=bool(stack[g]),
+        )
         out.append((-sums[metric][g], row))
     out.sort(key=lambda kr: (kr[0], kr[1]["name"], kr[1].get("input_shape", "")))
     return {"rows": [r for _, r in out], "device": device, "sort": f"{metric}_us"}
@@ -264,8 +280,10 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
     parent_of = np.full(len(t.events), -1, np.int64)
     parent_of[prow] = prow_parent
     legacy = ops["call_stack"].astype(str).to_numpy()
-    stacks = [s if s else _python_stack(t.events["name"], parent_of, int(leaf), memo)
-              for s, leaf in zip(legacy, ops["py_leaf"].to_numpy())]
+    stacks = [
+        s if s else _python_stack(t.events["name"], parent_of, int(leaf), memo)
+        for s, leaf in zip(legacy, ops["py_leaf"].to_numpy())
+    ]
     ops = ops.assign(call_stack=stacks)
     agg = _aggregate(ops, ["call_stack"]) if len(ops) else pd.DataFrame()
     device = _has_device(t)
@@ -275,9 +293,17 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
         agg = agg.sort_values([metric, "call_stack"], ascending=[False, True], kind="stable")
         for r in agg.itertuples(index=False):
             stack = str(r.call_stack)
-            rows.append({"name": name, **({"input_shape": input_shape} if input_shape is not None else {}),
-                         "call_stack": [f for f in stack.split(";") if f] if stack else [],
-                         "calls": int(r.calls), "host_self_us": ns_to_us(r.host_self),
-                         "host_total_us": ns_to_us(r.host_total), "device_self_us": ns_to_us(r.device_self),
-                         "device_total_us": ns_to_us(r.device_total), "tc_eligible": bool(r.tc_eligible)})
+            rows.append(
+                {
+                    "name": name,
+                    **({"input_shape": input_shape} if input_shape is not None else {}),
+                    "call_stack": [f for f in stack.split(";") if f] if stack else [],
+                    "calls": int(r.calls),
+                    "host_self_us": ns_to_us(r.host_self),
+                    "host_total_us": ns_to_us(r.host_total),
+                    "device_self_us": ns_to_us(r.device_self),
+                    "device_total_us": ns_to_us(r.device_total),
+                    "tc_eligible": bool(r.tc_eligible),
+                }
+            )
     return {"name": name, "input_shape": input_shape, "rows": rows}

@@ -2,6 +2,7 @@
 (utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio, and HTA's temporal
 breakdown: idle / compute / non-compute per step and device), plain-text recommendations and the environment
 (DESIGN.md §4 `overview`)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,13 +35,15 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     cpu = category_mask(ev, CPU_OP_CATS)
     step = cpu & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
     loader = cpu & name_mask(ev, common.is_dataloader)
-    masks = [kernel & ~comm,
-             category_mask(ev, ("gpu_memcpy",)),
-             category_mask(ev, ("gpu_memset",)),
-             comm & (kernel | cpu),
-             category_mask(ev, LAUNCH_CATS),
-             loader & ~step,
-             cpu & ~step & ~comm & ~loader]
+    masks = [
+        kernel & ~comm,
+        category_mask(ev, ("gpu_memcpy",)),
+        category_mask(ev, ("gpu_memset",)),
+        comm & (kernel | cpu),
+        category_mask(ev, LAUNCH_CATS),
+        loader & ~step,
+        cpu & ~step & ~comm & ~loader,
+    ]
     return [(ts[m], te[m]) for m in masks]
 
 
@@ -110,15 +113,19 @@ def gpu_work_notes(t: Any) -> list[str]:
     if len(before):
         for name, ns in zip(st["step"].astype(str), _in_step_ns(st, ts[before], te[before])):
             if ns > 0:
-                notes.append(f"Step {name}: {ns_to_us(ns):,.3f} µs of GPU work launched before the profiled steps "
-                             "runs in this step and counts as its GPU time.")
+                notes.append(
+                    f"Step {name}: {ns_to_us(ns):,.3f} µs of GPU work launched before the profiled steps "
+                    "runs in this step and counts as its GPU time."
+                )
     kernel = category_mask(ev, ("kernel",))
     no_launch = grow[(grt < 0) & kernel[grow]]
     if len(no_launch):
         inside = int(_in_step_ns(st, ts[no_launch], te[no_launch]).sum())
         if inside > 0:
-            notes.append(f"{len(no_launch):,} of {int(kernel.sum()):,} kernels have no launch record in the trace; "
-                         f"they count as GPU time of the steps they ran in ({ns_to_us(inside):,.3f} µs).")
+            notes.append(
+                f"{len(no_launch):,} of {int(kernel.sum()):,} kernels have no launch record in the trace; "
+                f"they count as GPU time of the steps they ran in ({ns_to_us(inside):,.3f} µs)."
+            )
     return notes
 
 
@@ -148,8 +155,7 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, 
     tc = common.per_value(k["name"], uses_tensor_cores)
     total = dur.sum()
     tc_ratio = float(dur[tc].sum() / total) if total > 0 else 0.0
-    return {"utilization": util, "sm_efficiency": sm_eff, "achieved_occupancy": achieved,
-            "tensor_core_ratio": tc_ratio}
+    return {"utilization": util, "sm_efficiency": sm_eff, "achieved_occupancy": achieved, "tensor_core_ratio": tc_ratio}
 
 
 def gpu_summary(t: Any) -> dict | None:
@@ -176,10 +182,20 @@ def gpu_summary(t: Any) -> dict | None:
         sel = dev == d
         summary = _device_summary(k.loc[sel], bps[sel], occ[sel], s0, s1)
         p = props.get(int(d)) or {}
-        cc = (f"{p['computeMajor']}.{p['computeMinor']}"
-              if p.get("computeMajor") is not None and p.get("computeMinor") is not None else None)
-        devices.append({"device": int(d), "name": p.get("name"), "memory_bytes": p.get("totalGlobalMem"),
-                        "compute_capability": cc, **summary})
+        cc = (
+            f"{p['computeMajor']}.{p['computeMinor']}"
+            if p.get("computeMajor") is not None and p.get("computeMinor") is not None
+            else None
+        )
+        devices.append(
+            {
+                "device": int(d),
+                "name": p.get("name"),
+                "memory_bytes": p.get("totalGlobalMem"),
+                "compute_capability": cc,
+                **summary,
+            }
+        )
     out: dict[str, Any] = {}
     for key in ("utilization", "sm_efficiency", "achieved_occupancy", "tensor_core_ratio"):
         vals = [d[key] for d in devices if d[key] is not None]
@@ -210,8 +226,10 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
     if total > 0:
         ratio = avg["dataloader_us"] / total
         if ratio > 0.05:
-            out.append(f"{ratio * 100:.1f}% of the step time is spent loading input data (DataLoader). "
-                       "Try num_workers > 0 on the DataLoader to load data in parallel processes.")
+            out.append(
+                f"{ratio * 100:.1f}% of the step time is spent loading input data (DataLoader). "
+                "Try num_workers > 0 on the DataLoader to load data in parallel processes."
+            )
     ev = t.events
     names = set(map(str, ev["name"].unique())) if len(ev) else set()
     kdev = ev.loc[category_mask(ev, ("kernel", "gpu_memcpy", "gpu_memset")), "device"].unique() if len(ev) else []
@@ -220,40 +238,53 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
         out.append("DataParallel is used on several GPUs: DistributedDataParallel is faster for multi-GPU training.")
     comm_names = {n for n in names if common.is_communication(n, "cpu_op")}
     # NCCL in use: nccl:* ranges (torch < 2.1), or NCCL kernels / a nccl backend (record_param_comms traces)
-    uses_nccl = any(n.startswith("nccl:") for n in comm_names) or any("nccl" in n.lower() for n in names) or \
-        collectives.backend_of(t, False) == "nccl"
+    uses_nccl = (
+        any(n.startswith("nccl:") for n in comm_names)
+        or any("nccl" in n.lower() for n in names)
+        or collectives.backend_of(t, False) == "nccl"
+    )
     if "DistributedDataParallel.forward" in names and not uses_nccl:
         for p in props:
             major, minor = p.get("computeMajor"), p.get("computeMinor")
             if major is not None and minor is not None and float(f"{major}.{minor}") >= 3.5:
-                out.append("DistributedDataParallel runs without the NCCL backend: NCCL is the fastest backend "
-                           "for training on GPUs.")
+                out.append(
+                    "DistributedDataParallel runs without the NCCL backend: NCCL is the fastest backend "
+                    "for training on GPUs."
+                )
                 break
     if total > 0 and avg["communication_us"] / total > 0.1:
-        out.append(f"{avg['communication_us'] / total * 100:.1f}% of the step time is communication. Consider "
-                   "gradient compression, gradient accumulation or a larger batch size (larger effective batch "
-                   "sizes may need an optimizer such as LAMB to keep accuracy).")
+        out.append(
+            f"{avg['communication_us'] / total * 100:.1f}% of the step time is communication. Consider "
+            "gradient compression, gradient accumulation or a larger batch size (larger effective batch "
+            "sizes may need an optimizer such as LAMB to keep accuracy)."
+        )
     if gpu:
         low = [d["device"] for d in gpu["devices"] if d["utilization"] is not None and d["utilization"] < 0.5]
         if low:
             which = ", ".join(str(d) for d in low)
-            out.append(f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
-                       "A larger batch size may help (it can affect convergence).")
+            out.append(
+                f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
+                "A larger batch size may help (it can affect convergence)."
+            )
         major = props[0].get("computeMajor") if props else None
         if major is not None and major >= 7 and gpu["tensor_core_ratio"] == 0.0:
             eligible = tensor_core_eligible_kernel_ratio(t)
             if eligible > 0:
-                out.append(f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
-                           "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
-                           "(FP16/BF16) could speed them up.")
+                out.append(
+                    f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
+                    "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
+                    "(FP16/BF16) could speed them up."
+                )
     if gpu:
         out.extend(temporal.idle_recommendations(gpu.get("temporal")))
     for dev, peak in sorted(_peak_device_memory(t).items()):
         p = props[dev] if 0 <= dev < len(props) else {}
         cap = p.get("totalGlobalMem")
         if cap and peak > 0.9 * cap:
-            out.append(f"Device memory use peaks at {peak / cap * 100:.1f}% of the {cap / 2 ** 30:.1f} GB of GPU "
-                       f"{dev}. Gradient checkpointing or mixed precision reduce memory use.")
+            out.append(
+                f"Device memory use peaks at {peak / cap * 100:.1f}% of the {cap / 2**30:.1f} GB of GPU "
+                f"{dev}. Gradient checkpointing or mixed precision reduce memory use."
+            )
             break
     return out
 
@@ -267,13 +298,26 @@ def environment(t: Any, gpu: dict | None) -> dict:
     devices = []
     for d, p in sorted(common.device_properties(t).items()):
         if d in used:
-            devices.append({"id": d, "name": p.get("name"), "memory_bytes": p.get("totalGlobalMem"),
-                            "compute_capability": (f"{p.get('computeMajor')}.{p.get('computeMinor')}"
-                                                   if p.get("computeMajor") is not None else None),
-                            "num_sms": p.get("numSms")})
-    return {"device_type": "GPU" if gpu else "CPU", "devices": devices, "distributed": dist,
-            "world_size": dist.get("world_size") if dist else None,
-            "schema_version": meta.get("schemaVersion")}
+            devices.append(
+                {
+                    "id": d,
+                    "name": p.get("name"),
+                    "memory_bytes": p.get("totalGlobalMem"),
+                    "compute_capability": (
+                        f"{p.get('computeMajor')}.{p.get('computeMinor')}"
+                        if p.get("computeMajor") is not None
+                        else None
+                    ),
+                    "num_sms": p.get("numSms"),
+                }
+            )
+    return {
+        "device_type": "GPU" if gpu else "CPU",
+        "devices": devices,
+        "distributed": dist,
+        "world_size": dist.get("world_size") if dist else None,
+        "schema_version": meta.get("schemaVersion"),
+    }
 
 
 # ------------------------------------------------------------------------------------------------- the view
@@ -296,7 +340,15 @@ def overview(t: Any) -> dict:
     has_steps = has_profiler_steps(t)
     notes = gpu_work_notes(t)
     if not has_steps and rows:
-        notes.insert(0, "No steps in this trace (no ProfilerStep# ranges): the breakdown covers the whole trace "
-                        "window.")
-    return {"steps": rows, "average": avg, "gpu": gpu, "recommendations": recommendations(t, avg, gpu),
-            "environment": environment(t, gpu), "has_steps": has_steps, "notes": notes}
+        notes.insert(
+            0, "No steps in this trace (no ProfilerStep# ranges): the breakdown covers the whole trace window."
+        )
+    return {
+        "steps": rows,
+        "average": avg,
+        "gpu": gpu,
+        "recommendations": recommendations(t, avg, gpu),
+        "environment": environment(t, gpu),
+        "has_steps": has_steps,
+        "notes": notes,
+    }

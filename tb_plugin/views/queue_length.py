@@ -6,6 +6,7 @@ starts; at equal times a launch counts before a start. The series holds the chan
 
 Difference from HTA, on purpose: HTA keys the series by stream number alone; ours by (device, stream).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -22,8 +23,9 @@ MAX_LAUNCH_QUEUE = 1024
 STATS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
 
-def queue_length_series(t: Any, rows: np.ndarray | None = None,
-                        launch_names: Iterable[str] = QUEUE_LAUNCH_NAMES) -> pd.DataFrame:
+def queue_length_series(
+    t: Any, rows: np.ndarray | None = None, launch_names: Iterable[str] = QUEUE_LAUNCH_NAMES
+) -> pd.DataFrame:
     """The queue length time series: columns `device`, `stream`, `ts` (ns), `queue_length` (its value from ts on),
     one row per launch or activity start, in (device, stream, time) order."""
     names = frozenset(launch_names)
@@ -55,8 +57,9 @@ def queue_length_summary(series: pd.DataFrame) -> pd.DataFrame:
         ts = g["ts"].to_numpy(np.int64)
         span = int(ts[-1] - ts[0])
         twm = float((q.to_numpy()[:-1] * np.diff(ts)).sum() / span) if span > 0 else float(q.iloc[-1])
-        rows.append({"device": int(dev), "stream": int(stream), **{s: float(d[s]) for s in STATS},
-                     "time_weighted_mean": twm})
+        rows.append(
+            {"device": int(dev), "stream": int(stream), **{s: float(d[s]) for s in STATS}, "time_weighted_mean": twm}
+        )
     cols = ["device", "stream", *STATS, "time_weighted_mean"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -78,10 +81,22 @@ def queue_length_counter(series: pd.DataFrame, base_ns: int = 0) -> list[dict]:
     """Chrome-trace counter events ("ph": "C", µs) of the series, one track per (device, stream): name
     "Queue length stream N", pid = device."""
     out = []
-    for d, s, ts, q in zip(series["device"].to_numpy(), series["stream"].to_numpy(), series["ts"].to_numpy(),
-                           series["queue_length"].to_numpy()):
-        out.append({"ph": "C", "name": f"Queue length stream {int(s)}", "pid": int(d), "tid": int(s),
-                    "ts": (int(ts) + int(base_ns)) / 1000.0, "args": {"queue_length": int(q)}})
+    for d, s, ts, q in zip(
+        series["device"].to_numpy(),
+        series["stream"].to_numpy(),
+        series["ts"].to_numpy(),
+        series["queue_length"].to_numpy(),
+    ):
+        out.append(
+            {
+                "ph": "C",
+                "name": f"Queue length stream {int(s)}",
+                "pid": int(d),
+                "tid": int(s),
+                "ts": (int(ts) + int(base_ns)) / 1000.0,
+                "args": {"queue_length": int(q)},
+            }
+        )
     return out
 
 

@@ -4,6 +4,7 @@
 on average. `kernel_type_times` is HTA's kernel type breakdown (exclusive time per combination of types).
 Pure functions of one `TraceData`; times in ns.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -48,8 +49,9 @@ def _window(prep: tuple, start: int, end: int) -> dict:
     return {"total": total, "idle": total - busy, "compute": compute, "non_compute": busy - compute}
 
 
-def window_breakdown(t: Any, start: int, end: int, rows: np.ndarray | None = None,
-                     kinds: np.ndarray | None = None) -> dict:
+def window_breakdown(
+    t: Any, start: int, end: int, rows: np.ndarray | None = None, kinds: np.ndarray | None = None
+) -> dict:
     """idle/compute/non-compute ns of the GPU activities at `rows` (default: all) within [start, end)."""
     if rows is None or kinds is None:
         rows, kinds = gpu_kinds(t)
@@ -78,8 +80,9 @@ def temporal_breakdown(t: Any) -> dict | None:
         prep = _prepare(t, rows[sel], kinds[sel])
         per = [(name, _window(prep, a, b)) for name, a, b in windows]
         mean = {k: float(np.mean([p[k] for _, p in per])) for k in ("total", "idle", "compute", "non_compute")}
-        devices.append({"device": int(d), "average": _shares(mean),
-                        "steps": [{"step": name, **_shares(p)} for name, p in per]})
+        devices.append(
+            {"device": int(d), "average": _shares(mean), "steps": [{"step": name, **_shares(p)} for name, p in per]}
+        )
     return {"idle_threshold": IDLE_THRESHOLD, "devices": devices}
 
 
@@ -89,10 +92,12 @@ def idle_recommendations(temporal: dict | None) -> list[str]:
     for d in (temporal or {}).get("devices", []):
         share = d["average"]["idle_share"]
         if share is not None and share > IDLE_THRESHOLD:
-            out.append(f"GPU {d['device']} is idle {share * 100:.1f}% of the average step (no kernel, copy or memset "
-                       f"running; threshold {IDLE_THRESHOLD * 100:.0f}%). Idle gaps usually mean the GPU waits for "
-                       "the CPU: kernel launch overhead (CUDA graphs, fusing small ops), data loading (more DataLoader "
-                       "workers, pinned memory), or synchronizations (.item(), .cpu(), blocking copies).")
+            out.append(
+                f"GPU {d['device']} is idle {share * 100:.1f}% of the average step (no kernel, copy or memset "
+                f"running; threshold {IDLE_THRESHOLD * 100:.0f}%). Idle gaps usually mean the GPU waits for "
+                "the CPU: kernel launch overhead (CUDA graphs, fusing small ops), data loading (more DataLoader "
+                "workers, pinned memory), or synchronizations (.item(), .cpu(), blocking copies)."
+            )
     return out
 
 

@@ -12,15 +12,39 @@ use. A name counts when it holds a matrix-instruction family and no marker of th
   another word of another library's name (MIOpen's element-wise `SubTensorOp*` kernels);
 - FlashAttention-2/3: flash_fwd/flash_bwd.
 """
+
 from __future__ import annotations
 
 import re
 
 #: plain name fragments (lower case) of Tensor Core / Matrix Core kernels
 TC_KERNEL_PATTERNS = (
-    "h884", "s884", "h1688", "s1688", "c1688", "hmma", "imma", "bmma", "dmma", "i8816", "16816", "16832",
-    "dgrad_1x1_stride_2x2", "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma",
-    "wmma", "gmma", "warpgroup", "nvjet", "flash_fwd", "flash_bwd", "mfma", "xdlops",
+    "h884",
+    "s884",
+    "h1688",
+    "s1688",
+    "c1688",
+    "hmma",
+    "imma",
+    "bmma",
+    "dmma",
+    "i8816",
+    "16816",
+    "16832",
+    "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel",
+    "conv1x1",
+    "conv2d_c1_k1",
+    "direct_group",
+    "xmma",
+    "wmma",
+    "gmma",
+    "warpgroup",
+    "nvjet",
+    "flash_fwd",
+    "flash_bwd",
+    "mfma",
+    "xdlops",
 )
 #: fragments that need word boundaries: CUTLASS's tensorop, Tensile's matrix-instruction token, CK's xdl
 _TC_WORDS = re.compile(r"(?:^|[^a-z0-9])tensorop|_mi\d+x\d+x\d+|(?:^|[^a-z0-9])xdl(?:[^a-z]|$)")

@@ -79,6 +79,7 @@ left to right. Track ``index`` values are stable for one trace.
 
 An empty trace gives an empty "tracks" list and zero times; a bad parameter raises BadRequest.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ from tb_plugin.params import SEARCH_LIMIT, WIDTH_PX, number_param
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 MAX_FLOWS = 5000
+
 
 # --------------------------------------------------------------------------------------------
 # per-trace derived data (computed once, cached on the TraceData object)
@@ -111,28 +113,29 @@ def trace_origin_ns(t: Any) -> int:
 @dataclass
 class _Tiles:
     """Per-trace arrays, events ordered by (row, start); a row is one (track, depth)."""
+
     origin: int
     trace_end_us: float
-    tracks: list[dict]              # JSON-ready track headers (without "rows")
-    row_track: np.ndarray           # row -> track index
-    row_depth: np.ndarray           # row -> depth
-    row_lo: np.ndarray              # row -> first position in the arrays below
-    row_hi: np.ndarray              # row -> one past last
-    start: np.ndarray               # float64 ns relative to origin
+    tracks: list[dict]  # JSON-ready track headers (without "rows")
+    row_track: np.ndarray  # row -> track index
+    row_depth: np.ndarray  # row -> depth
+    row_lo: np.ndarray  # row -> first position in the arrays below
+    row_hi: np.ndarray  # row -> one past last
+    start: np.ndarray  # float64 ns relative to origin
     end: np.ndarray
     dur: np.ndarray
-    cum: np.ndarray                 # cumulative dur within the row BEFORE each event
-    gkey: np.ndarray                # row * span + start (global sorted key)
-    gend: np.ndarray                # row * span + end (sorted: rows never overlap inside)
+    cum: np.ndarray  # cumulative dur within the row BEFORE each event
+    gkey: np.ndarray  # row * span + start (global sorted key)
+    gend: np.ndarray  # row * span + end (sorted: rows never overlap inside)
     span: float
-    name: np.ndarray                # name category code
-    cat: np.ndarray                 # cat category code
-    idx: np.ndarray                 # traceEvents index
-    name_table: np.ndarray          # code -> str
+    name: np.ndarray  # name category code
+    cat: np.ndarray  # cat category code
+    idx: np.ndarray  # traceEvents index
+    name_table: np.ndarray  # code -> str
     cat_table: np.ndarray
-    ev_track: np.ndarray            # per ORIGINAL events row: track index
-    ev_depth: np.ndarray            # per ORIGINAL events row: depth
-    flows: dict                     # arrays of complete flows (see _build_flows)
+    ev_track: np.ndarray  # per ORIGINAL events row: track index
+    ev_depth: np.ndarray  # per ORIGINAL events row: depth
+    flows: dict  # arrays of complete flows (see _build_flows)
     flow_cat_table: list
 
 
@@ -154,8 +157,9 @@ def _names_lookup(t: Any) -> tuple[dict, dict, dict, dict, dict]:
     names = getattr(t, "names", None)
     if names is None or not len(names):
         return pname, plabel, tname, psort, tsort
-    for pid, tid, kind, value in zip(names["pid"].tolist(), names["tid"].tolist(),
-                                     names["kind"].astype(str).tolist(), names["value"].tolist()):
+    for pid, tid, kind, value in zip(
+        names["pid"].tolist(), names["tid"].tolist(), names["kind"].astype(str).tolist(), names["value"].tolist()
+    ):
         if kind == "process_name":
             pname.setdefault(pid, str(value))
         elif kind == "process_labels":
@@ -196,7 +200,7 @@ def _order_by_track_start(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) ->
         return np.zeros(0, np.int64)
     lo = int(ts.min())
     span = int(ts.max()) - lo + 1
-    if (int(track.max()) + 1) * span >= 2 ** 62:  # pragma: no cover - absurd time ranges
+    if (int(track.max()) + 1) * span >= 2**62:  # pragma: no cover - absurd time ranges
         return np.lexsort((-dur, ts, track))
     key = track * span + (ts - lo)
     o = np.argsort(key, kind="stable")
@@ -255,8 +259,16 @@ def _build(t: Any) -> _Tiles:
         p, th = int(p), int(th)
         gpu = bool(tr_gpu[k])
         # string pids ("Spans", "Traces": negative codes) go after the real processes
-        info.append((1 if gpu else 0, psort.get(p, p if p >= 0 else 2.0 ** 62), p,
-                     tsort.get((p, th), th if not gpu else 0), th, k))
+        info.append(
+            (
+                1 if gpu else 0,
+                psort.get(p, p if p >= 0 else 2.0**62),
+                p,
+                tsort.get((p, th), th if not gpu else 0),
+                th,
+                k,
+            )
+        )
     info.sort()
     order_of = np.empty(ntr, dtype=np.int64)
     tracks = []
@@ -268,9 +280,20 @@ def _build(t: Any) -> _Tiles:
             label = f"{plabel.get(p) or 'GPU ' + pl} / {tn or 'stream ' + tl}"
         else:
             label = f"{pn or 'process'} {pl} / {tn or 'thread ' + tl}"
-        tracks.append({"index": new, "id": f"{pl}:{tl}", "kind": "gpu" if g else "cpu",
-                       "pid": p, "tid": th, "process": pn, "thread": tn, "label": label,
-                       "depth_count": 0, "event_count": int(tr_count[k])})
+        tracks.append(
+            {
+                "index": new,
+                "id": f"{pl}:{tl}",
+                "kind": "gpu" if g else "cpu",
+                "pid": p,
+                "tid": th,
+                "process": pn,
+                "thread": tn,
+                "label": label,
+                "depth_count": 0,
+                "event_count": int(tr_count[k]),
+            }
+        )
     track = order_of[tr_code] if n else np.zeros(0, np.int64)
 
     # nesting depth: number of events of the same track still open at an event's start.
@@ -281,7 +304,7 @@ def _build(t: Any) -> _Tiles:
     o = _order_by_track_start(track, ts, dur)
     depth_sorted = np.zeros(n, dtype=np.int64)
     if n:
-        if ntr * span2 < 2 ** 62:
+        if ntr * span2 < 2**62:
             ks = track[o] * span2 + s2[o]
             ke = np.sort(track * span2 + e2)
             depth_sorted = np.arange(n, dtype=np.int64) - np.searchsorted(ke, ks, side="right")
@@ -328,12 +351,31 @@ def _build(t: Any) -> _Tiles:
     span = float(end.max()) + 1.0 if n else 1.0
     gkey = row_of * span + start
     gend = row_of * span + end
-    tiles = _Tiles(origin=origin, trace_end_us=(float(end.max()) / 1e3 if n else 0.0), tracks=tracks,
-                   row_track=row_track, row_depth=row_depth, row_lo=row_lo, row_hi=row_hi,
-                   start=start, end=end, dur=d_, cum=cum, gkey=gkey, gend=gend, span=span,
-                   name=name_code[ro], cat=cat_code[ro], idx=idx[ro],
-                   name_table=name_table, cat_table=cat_table, ev_track=track, ev_depth=depth,
-                   flows={}, flow_cat_table=[])
+    tiles = _Tiles(
+        origin=origin,
+        trace_end_us=(float(end.max()) / 1e3 if n else 0.0),
+        tracks=tracks,
+        row_track=row_track,
+        row_depth=row_depth,
+        row_lo=row_lo,
+        row_hi=row_hi,
+        start=start,
+        end=end,
+        dur=d_,
+        cum=cum,
+        gkey=gkey,
+        gend=gend,
+        span=span,
+        name=name_code[ro],
+        cat=cat_code[ro],
+        idx=idx[ro],
+        name_table=name_table,
+        cat_table=cat_table,
+        ev_track=track,
+        ev_depth=depth,
+        flows={},
+        flow_cat_table=[],
+    )
     _build_flows(t, tiles, tr_uniques, order_of)
     return tiles
 
@@ -368,18 +410,27 @@ def _build_flows(t: Any, tl: _Tiles, tr_uniques: Any, order_of: np.ndarray) -> N
     tl.flows = empty
     if fl is None or not len(fl) or not len(tl.tracks):
         return
-    f = pd.DataFrame({"cat": fl["cat"].astype(str).to_numpy(), "id": fl["id"].to_numpy(np.int64),
-                      "ph": fl["ph"].astype(str).to_numpy(), "pid": fl["pid"].to_numpy(np.int64),
-                      "tid": fl["tid"].to_numpy(np.int64), "ts": fl["ts"].to_numpy(np.int64) - tl.origin})
+    f = pd.DataFrame(
+        {
+            "cat": fl["cat"].astype(str).to_numpy(),
+            "id": fl["id"].to_numpy(np.int64),
+            "ph": fl["ph"].astype(str).to_numpy(),
+            "pid": fl["pid"].to_numpy(np.int64),
+            "tid": fl["tid"].to_numpy(np.int64),
+            "ts": fl["ts"].to_numpy(np.int64) - tl.origin,
+        }
+    )
     s = f[f["ph"] == "s"].drop_duplicates(["cat", "id"], keep="first")
     e = f[f["ph"] == "f"].drop_duplicates(["cat", "id"], keep="last")
     m = s.merge(e, on=["cat", "id"], suffixes=("_s", "_f"))
     if not len(m):
         return
     key_index = pd.MultiIndex.from_tuples([tuple(map(int, u)) for u in tr_uniques], names=["pid", "tid"])
+
     def locate(p: np.ndarray, th: np.ndarray) -> np.ndarray:
         pos = key_index.get_indexer(pd.MultiIndex.from_arrays([p, th]))
         return np.where(pos >= 0, order_of[np.maximum(pos, 0)], -1)
+
     ft = locate(m["pid_s"].to_numpy(), m["tid_s"].to_numpy())
     tt = locate(m["pid_f"].to_numpy(), m["tid_f"].to_numpy())
     keep = (ft >= 0) & (tt >= 0)
@@ -388,9 +439,16 @@ def _build_flows(t: Any, tl: _Tiles, tr_uniques: Any, order_of: np.ndarray) -> N
     tts = m["ts_f"].to_numpy(np.float64)
     cat_codes, cat_table = pd.factorize(m["cat"], sort=True)
     o = np.argsort(fts, kind="stable")
-    tl.flows = {"id": m["id"].to_numpy(np.int64)[o], "cat": np.asarray(cat_codes, np.int64)[o],
-                "from_track": ft[o], "from_depth": _deepest_containing(tl, ft, fts)[o], "from_ts": fts[o],
-                "to_track": tt[o], "to_depth": _deepest_containing(tl, tt, tts)[o], "to_ts": tts[o]}
+    tl.flows = {
+        "id": m["id"].to_numpy(np.int64)[o],
+        "cat": np.asarray(cat_codes, np.int64)[o],
+        "from_track": ft[o],
+        "from_depth": _deepest_containing(tl, ft, fts)[o],
+        "from_ts": fts[o],
+        "to_track": tt[o],
+        "to_depth": _deepest_containing(tl, tt, tts)[o],
+        "to_ts": tts[o],
+    }
     tl.flow_cat_table = [str(c) for c in cat_table]
 
 
@@ -403,8 +461,7 @@ def tiles_for(t: Any) -> _Tiles:
 # --------------------------------------------------------------------------------------------
 # requests
 # --------------------------------------------------------------------------------------------
-def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
-             width_px: int = 1000) -> dict:
+def timeline(t: Any, start_us: float | None = None, end_us: float | None = None, width_px: int = 1000) -> dict:
     """One level-of-detail tile of the whole trace for [start_us, end_us] at width_px pixels."""
     w = WIDTH_PX.parse(width_px)
     tl = tiles_for(t)
@@ -423,7 +480,7 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
     used_names: list[np.ndarray] = []
     used_cats: list[np.ndarray] = []
     nrow = len(tl.row_track)
-    pending: list[tuple[int, dict]] = []   # (row, row-json) for name/cat remapping later
+    pending: list[tuple[int, dict]] = []  # (row, row-json) for name/cat remapping later
     if nrow:
         rows = np.arange(nrow)
         lo = np.searchsorted(tl.gend, rows * tl.span + a, side="left")
@@ -438,10 +495,20 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
             nm, ct = tl.name[sl], tl.cat[sl]
             used_names.append(nm)
             used_cats.append(ct)
-            pending.append((r, {"depth": int(tl.row_depth[r]), "mode": "events",
-                                "ts_us": np.round(tl.start[sl] / 1e3, 3).tolist(),
-                                "dur_us": np.round(tl.dur[sl] / 1e3, 3).tolist(),
-                                "name": nm, "cat": ct, "idx": tl.idx[sl].tolist()}))
+            pending.append(
+                (
+                    r,
+                    {
+                        "depth": int(tl.row_depth[r]),
+                        "mode": "events",
+                        "ts_us": np.round(tl.start[sl] / 1e3, 3).tolist(),
+                        "dur_us": np.round(tl.dur[sl] / 1e3, 3).tolist(),
+                        "name": nm,
+                        "cat": ct,
+                        "idx": tl.idx[sl].tolist(),
+                    },
+                )
+            )
         if len(bk_rows):
             edges = a + bucket * np.arange(w + 1)
             rr = bk_rows[:, None]
@@ -449,13 +516,14 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
             # one binary search per edge: L = first event of the row starting at or after the edge
             L = np.searchsorted(tl.gkey, rr * tl.span + edges[None, :], side="left")
             L = np.minimum(np.maximum(L, rlo), rhi)
-            prev = np.clip(L - 1, 0, len(tl.gkey) - 1)          # last event starting before the edge
+            prev = np.clip(L - 1, 0, len(tl.gkey) - 1)  # last event starting before the edge
             has_prev = rlo < L
             running = has_prev & (tl.end[prev] > edges[None, :])  # still open at the edge
-            busy_before = np.where(has_prev, tl.cum[prev] + np.clip(edges[None, :] - tl.start[prev], 0.0,
-                                                                    tl.dur[prev]), 0.0)
+            busy_before = np.where(
+                has_prev, tl.cum[prev] + np.clip(edges[None, :] - tl.start[prev], 0.0, tl.dur[prev]), 0.0
+            )
             busy = np.diff(busy_before, axis=1) / bucket
-            gone = L - running                                      # events over before the edge
+            gone = L - running  # events over before the edge
             count = np.maximum(L[:, 1:] - gone[:, :-1], 0)
             # representative: the event open at the bucket start, else the first starting inside
             rep = np.where(running[:, :-1], prev[:, :-1], np.clip(L[:, :-1], 0, len(tl.gkey) - 1))
@@ -465,10 +533,20 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
                 nm, ct = tl.name[rp], tl.cat[rp]
                 used_names.append(nm)
                 used_cats.append(ct)
-                pending.append((r, {"depth": int(tl.row_depth[r]), "mode": "buckets",
-                                    "px": px.tolist(), "count": count[j, px].tolist(),
-                                    "busy": np.round(np.clip(busy[j, px], 0.0, 1.0), 4).tolist(),
-                                    "name": nm, "cat": ct}))
+                pending.append(
+                    (
+                        r,
+                        {
+                            "depth": int(tl.row_depth[r]),
+                            "mode": "buckets",
+                            "px": px.tolist(),
+                            "count": count[j, px].tolist(),
+                            "busy": np.round(np.clip(busy[j, px], 0.0, 1.0), 4).tolist(),
+                            "name": nm,
+                            "cat": ct,
+                        },
+                    )
+                )
     names_used, name_remap = _used(used_names, len(tl.name_table))
     cats_used, cat_remap = _used(used_cats, len(tl.cat_table))
     pending.sort(key=lambda p: (int(tl.row_track[p[0]]), p[1]["depth"]))
@@ -477,10 +555,18 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
         row["cat"] = cat_remap[row["cat"]].tolist()
         tracks[int(tl.row_track[r])]["rows"].append(row)
     cats_out = [str(c) for c in tl.cat_table[cats_used]] if len(cats_used) else []
-    return {"start_us": a_us, "end_us": b_us, "trace_start_us": 0.0,
-            "trace_end_us": round(tl.trace_end_us, 3), "width_px": w, "bucket_us": bucket / 1e3,
-            "names": [str(x) for x in tl.name_table[names_used]] if len(names_used) else [],
-            "cats": cats_out, "tracks": tracks, **_flows_json(tl, a, b, cats_out)}
+    return {
+        "start_us": a_us,
+        "end_us": b_us,
+        "trace_start_us": 0.0,
+        "trace_end_us": round(tl.trace_end_us, 3),
+        "width_px": w,
+        "bucket_us": bucket / 1e3,
+        "names": [str(x) for x in tl.name_table[names_used]] if len(names_used) else [],
+        "cats": cats_out,
+        "tracks": tracks,
+        **_flows_json(tl, a, b, cats_out),
+    }
 
 
 def _used(parts: list, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -502,17 +588,24 @@ def _flows_json(tl: _Tiles, a: float, b: float, cats_out: list) -> dict:
     sel = np.flatnonzero((lo_t <= b) & (hi_t >= a))
     truncated = len(sel) > MAX_FLOWS
     sel = sel[:MAX_FLOWS]
-    remap = np.zeros(len(tl.flow_cat_table), np.int64)   # flow cat code -> index in cats_out
+    remap = np.zeros(len(tl.flow_cat_table), np.int64)  # flow cat code -> index in cats_out
     for c, name in enumerate(tl.flow_cat_table):
         if name not in cats_out:
             cats_out.append(name)
         remap[c] = cats_out.index(name)
-    return {"flows": {"id": f["id"][sel].tolist(), "cat": remap[f["cat"][sel]].tolist(),
-                      "from_track": f["from_track"][sel].tolist(), "from_depth": f["from_depth"][sel].tolist(),
-                      "from_us": np.round(f["from_ts"][sel] / 1e3, 3).tolist(),
-                      "to_track": f["to_track"][sel].tolist(), "to_depth": f["to_depth"][sel].tolist(),
-                      "to_us": np.round(f["to_ts"][sel] / 1e3, 3).tolist()},
-            "truncated": bool(truncated)}
+    return {
+        "flows": {
+            "id": f["id"][sel].tolist(),
+            "cat": remap[f["cat"][sel]].tolist(),
+            "from_track": f["from_track"][sel].tolist(),
+            "from_depth": f["from_depth"][sel].tolist(),
+            "from_us": np.round(f["from_ts"][sel] / 1e3, 3).tolist(),
+            "to_track": f["to_track"][sel].tolist(),
+            "to_depth": f["to_depth"][sel].tolist(),
+            "to_us": np.round(f["to_ts"][sel] / 1e3, 3).tolist(),
+        },
+        "truncated": bool(truncated),
+    }
 
 
 def search(t: Any, query: str, limit: int = 100) -> dict:
@@ -538,7 +631,16 @@ def search(t: Any, query: str, limit: int = 100) -> dict:
     tsu = np.round((sub["ts"].to_numpy(np.int64) - tl.origin) / 1e3, 3).tolist()
     du = np.round(sub["dur"].to_numpy(np.int64) / 1e3, 3).tolist()
     idx = sub["idx"].tolist() if "idx" in sub else pos.tolist()
-    results = [{"name": n, "cat": c, "ts_us": s, "dur_us": d, "track": int(tl.ev_track[p]),
-                "depth": int(tl.ev_depth[p]), "idx": int(i)}
-               for n, c, s, d, p, i in zip(names, cats, tsu, du, pos.tolist(), idx)]
+    results = [
+        {
+            "name": n,
+            "cat": c,
+            "ts_us": s,
+            "dur_us": d,
+            "track": int(tl.ev_track[p]),
+            "depth": int(tl.ev_depth[p]),
+            "idx": int(i),
+        }
+        for n, c, s, d, p, i in zip(names, cats, tsu, du, pos.tolist(), idx)
+    ]
     return {"query": query, "total": total, "results": results}

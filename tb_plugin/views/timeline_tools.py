@@ -13,6 +13,7 @@ All times are µs relative to the trace's first event, as in `timeline`.
 ``occurrences(t, name, limit)`` -> search-like results for one exact name, in time order.
 ``locate(t, idx)`` -> the search-like result for the event at traceEvents index `idx`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -70,7 +71,7 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
         own = clipped.copy()
         child = rows_of.get((track, depth + 1))
         if child is not None:  # subtract each child's clipped time from the event containing it
-            cs, ce = tl.start[child[0]:child[1]], tl.end[child[0]:child[1]]
+            cs, ce = tl.start[child[0] : child[1]], tl.end[child[0] : child[1]]
             cc = np.maximum(np.minimum(ce, b) - np.maximum(cs, a), 0.0)
             parent = np.searchsorted(s, cs, side="right") - 1
             ok = (parent >= 0) & (cs < e[np.maximum(parent, 0)])
@@ -89,8 +90,15 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
     present = np.flatnonzero(count)
     order = present[np.lexsort((present, -total[present]))][:MAX_ROWS]
     out["events"] = int(len(nm))
-    out["rows"] = [{"name": str(tl.name_table[c]), "count": int(count[c]), "total_us": round(float(total[c]) / 1e3, 3),
-                    "self_us": round(float(selft[c]) / 1e3, 3)} for c in order.tolist()]
+    out["rows"] = [
+        {
+            "name": str(tl.name_table[c]),
+            "count": int(count[c]),
+            "total_us": round(float(total[c]) / 1e3, 3),
+            "self_us": round(float(selft[c]) / 1e3, 3),
+        }
+        for c in order.tolist()
+    ]
     out["truncated"] = bool(len(present) > MAX_ROWS)
     return out
 
@@ -109,11 +117,25 @@ def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1
         c = mem["curves"].get(dev) or {}
         if not c.get("ts_us"):
             continue
-        out.append({"name": f"Memory allocated ({dev})", "unit": "bytes", "device": dev,
-                    "ts_us": c["ts_us"], "values": c["allocated_bytes"]})
+        out.append(
+            {
+                "name": f"Memory allocated ({dev})",
+                "unit": "bytes",
+                "device": dev,
+                "ts_us": c["ts_us"],
+                "values": c["allocated_bytes"],
+            }
+        )
         if any(v > 0 for v in c["reserved_bytes"]):
-            out.append({"name": f"Memory reserved ({dev})", "unit": "bytes", "device": dev,
-                        "ts_us": c["ts_us"], "values": c["reserved_bytes"]})
+            out.append(
+                {
+                    "name": f"Memory reserved ({dev})",
+                    "unit": "bytes",
+                    "device": dev,
+                    "ts_us": c["ts_us"],
+                    "values": c["reserved_bytes"],
+                }
+            )
     ev = t.events
     if len(ev):
         km = category_mask(ev, ("kernel",))
@@ -129,9 +151,15 @@ def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1
                 merged = intervals.merge_ranges(s_all[dev_all == d], e_all[dev_all == d])
                 ms, me = merged[:, 0], merged[:, 1]
                 busy = np.diff(intervals.busy_before(ms, me, edges)) / bucket
-                out.append({"name": f"GPU {d} utilization", "unit": "fraction", "device": f"GPU {d}",
-                            "ts_us": np.round(edges[:-1] / 1e3, 3).tolist(),
-                            "values": np.round(np.clip(busy, 0.0, 1.0), 4).tolist()})
+                out.append(
+                    {
+                        "name": f"GPU {d} utilization",
+                        "unit": "fraction",
+                        "device": f"GPU {d}",
+                        "ts_us": np.round(edges[:-1] / 1e3, 3).tolist(),
+                        "values": np.round(np.clip(busy, 0.0, 1.0), 4).tolist(),
+                    }
+                )
     return {"start_us": a_us, "end_us": b_us, "counters": out}
 
 
@@ -141,10 +169,20 @@ def _result(t: Any, tl: Any, pos: np.ndarray) -> list[dict]:
     idx = sub["idx"].tolist() if "idx" in sub else pos.tolist()
     tsu = np.round((sub["ts"].to_numpy(np.int64) - tl.origin) / 1e3, 3).tolist()
     du = np.round(np.maximum(sub["dur"].to_numpy(np.int64), 0) / 1e3, 3).tolist()
-    return [{"name": str(n), "cat": str(c), "ts_us": s, "dur_us": d, "track": int(tl.ev_track[p]),
-             "depth": int(tl.ev_depth[p]), "idx": int(i)}
-            for n, c, s, d, p, i in zip(sub["name"].astype(str).tolist(), sub["cat"].astype(str).tolist(),
-                                        tsu, du, pos.tolist(), idx)]
+    return [
+        {
+            "name": str(n),
+            "cat": str(c),
+            "ts_us": s,
+            "dur_us": d,
+            "track": int(tl.ev_track[p]),
+            "depth": int(tl.ev_depth[p]),
+            "idx": int(i),
+        }
+        for n, c, s, d, p, i in zip(
+            sub["name"].astype(str).tolist(), sub["cat"].astype(str).tolist(), tsu, du, pos.tolist(), idx
+        )
+    ]
 
 
 def occurrences(t: Any, name: Any = None, limit: Any = 10000) -> dict:

@@ -1,6 +1,7 @@
 """Browser-test fixtures: a real `tensorboard --logdir` on a free localhost port over the shared
 traces plus generated ones, and headless Debian Chromium driven by Playwright (never
 `playwright install`). Everything skips cleanly when chromium or playwright is absent (fails under CI=true, which installs them)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -33,8 +34,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(os.environ.get("GPUSCOPE_SHARED", ROOT.parent / "shared")) / "traces"
 
 CHROMIUM = os.environ.get("GPUSCOPE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 HTML_RUN = "xss<img src=x onerror=alert(1)>"
 HTML_WORKER = "html<b>worker&amp;"
@@ -90,7 +97,9 @@ def logdir(tmp_path_factory) -> Path:
     write(deep_modules_trace(), d / DEEP_RUN / "w.1700000000000.pt.trace.json")
     # an unreadable file: the page must list it and keep serving the rest
     (d / BROKEN_RUN).mkdir()
-    (d / BROKEN_RUN / "bad.1700000000000.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "na', encoding="utf-8")
+    (d / BROKEN_RUN / "bad.1700000000000.pt.trace.json").write_text(
+        '{"traceEvents": [{"ph": "X", "na', encoding="utf-8"
+    )
     return d
 
 
@@ -107,12 +116,21 @@ class TensorBoard:
         self.url = f"http://127.0.0.1:{self.port}"
         self.api = f"{self.url}/data/plugin/gpuscope"
         self.log = open(logdir.parent / f"tensorboard_{self.port}.log", "w+")  # noqa: SIM115 - open for the server process's lifetime
-        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
-               "--port", str(self.port), "--load_fast=false"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(logdir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--load_fast=false",
+        ]
         if settings.get("GPUSCOPE_DEV_BACKEND"):  # frontend development only: the plugin without TensorBoard
             cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), str(logdir), str(self.port)]
-        self.proc = subprocess.Popen(cmd,
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
     def output(self) -> str:
         self.log.flush()
@@ -168,6 +186,7 @@ def browser():
     if why:
         missing(why)
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
@@ -189,8 +208,12 @@ class Guard:
             else:
                 self.foreign.append(r.request.url)
                 r.abort()
+
         context.route("**/*", route)
-        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text} @ {m.location}") if m.type == "error" else None)
+        page.on(
+            "console",
+            lambda m: self.errors.append(f"console.{m.type}: {m.text} @ {m.location}") if m.type == "error" else None,
+        )
         page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
 
     def check(self) -> None:
@@ -214,6 +237,7 @@ def guarded_page(browser, tensorboard):
 def open_view(page, tb: TensorBoard, view: str, run: str, extra: str = "", timeout: float = 60000):
     """Opens the plugin document TensorBoard puts in its iframe, on one view; waits until rendered."""
     from urllib.parse import quote
+
     frag = f"run={quote(run, safe='')}&view={view}" + (f"&{extra}" if extra else "")
     page.goto(f"{tb.url}/data/plugin_entry.html?name=gpuscope#{frag}")
     page.wait_for_selector(f"#view-{view}[data-ready='1'], #view-{view}[data-ready='error']", timeout=timeout)
@@ -230,6 +254,7 @@ def screenshot(page, name: str, tmp_path: Path) -> Path:
     page.screenshot(path=str(path))
     try:  # shrink to a 256-colour palette when Pillow is around (about 3x smaller)
         from PIL import Image
+
         Image.open(path).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
     except ImportError:
         pass

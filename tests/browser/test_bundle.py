@@ -1,5 +1,6 @@
 """The committed bundle: present, an ES module exporting render(), nothing fetched from another
 host, no HTML-from-string sinks, small; and the frontend's own unit tests (node) when node is here."""
+
 from __future__ import annotations
 
 import gzip

@@ -2,6 +2,7 @@
 read shows at once the workers it knows of and the ones read so far, then fills in (it was blank,
 waiting for every worker's summary, with only "Reading traces... (0 %)"). The view counts as ready
 (data-ready=1) once complete."""
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,31 @@ def _worker(path, ops_per_step: int) -> None:
         first = True
         for s in range(STEPS):
             t0 = s * (span + 100)
-            evs = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1,
-                    "ts": t0, "dur": span + 50, "args": {"External id": 10_000_000 + s}}]
+            evs = [
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{s}",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t0,
+                    "dur": span + 50,
+                    "args": {"External id": 10_000_000 + s},
+                }
+            ]
             for i in range(ops_per_step):
-                evs.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 53}", "pid": 1, "tid": 1,
-                            "ts": t0 + 5 + i * 10.0, "dur": 6.0, "args": {"External id": s * ops_per_step + i}})
+                evs.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": f"aten::op{i % 53}",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": t0 + 5 + i * 10.0,
+                        "dur": 6.0,
+                        "args": {"External id": s * ops_per_step + i},
+                    }
+                )
             for e in evs:
                 f.write(("" if first else ",") + json.dumps(e))
                 first = False
@@ -39,14 +60,14 @@ def test_distributed_view_shows_known_workers_at_once_and_fills_in(browser, tmp_
     logdir = tmp_path / "dist_early"
     for i in range(3):
         _worker(logdir / "job" / f"rank{i}.1700000000000.pt.trace.json", 50)
-    _worker(logdir / "job" / "rank3.1700000000000.pt.trace.json", 150_000)   # seconds to read
+    _worker(logdir / "job" / "rank3.1700000000000.pt.trace.json", 150_000)  # seconds to read
     tb = TensorBoard(logdir)
     context = browser.new_context(viewport={"width": 1200, "height": 820})
     page = context.new_page()
     guard = Guard(tb.url)
     guard.attach(context, page)
     try:
-        end = time.time() + 120   # TensorBoard up, without asking for the runs (that starts the reading)
+        end = time.time() + 120  # TensorBoard up, without asking for the runs (that starts the reading)
         while time.time() < end:
             try:
                 if "gpuscope" in get_json(f"{tb.url}/data/plugins_listing"):
@@ -61,7 +82,7 @@ def test_distributed_view_shows_known_workers_at_once_and_fills_in(browser, tmp_
         screenshot(page, "distributed_pending", tmp_path)
         assert "rank3" in first, first
         # ... and fills in: all four workers, nothing pending
-        page.wait_for_selector("#view-distributed[data-ready='1']", timeout=300000)   # ready: complete
+        page.wait_for_selector("#view-distributed[data-ready='1']", timeout=300000)  # ready: complete
         assert page.locator("#dist-pending").count() == 0
         assert page.locator("#dist-devices tbody tr").count() == 4
         assert page.locator("#no-distributed").count() == 0

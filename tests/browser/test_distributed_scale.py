@@ -3,6 +3,7 @@ of 2, 16 and 256 ranks whose summaries come from `gpuscope summarize --local 2` 
 LocalCluster of two processes); the 256-rank job is read from a moto-served S3 bucket. Step and
 worker selectors, the step x worker heatmap and its colour scale, drill-down into a worker's step,
 stragglers, collectives with bandwidth, labels that never overlap, and the single-worker empty state."""
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,14 @@ def _summarize(logdir: str, env: dict | None = None) -> str:
     """`gpuscope summarize LOGDIR --local 2`: the summaries come from a LocalCluster."""
     env = dict(env or os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", logdir, "--local", "2"],
-                       capture_output=True, text=True, env=env, timeout=600, cwd=str(ROOT))
+    r = subprocess.run(
+        [sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", logdir, "--local", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=str(ROOT),
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return r.stdout
 
@@ -140,15 +147,18 @@ def test_sixteen_workers_labels_never_overlap_and_stragglers(page_factory, local
     _labels_never_overlap(page)
     # the straggler (rank 16 // 3 = 5) is ranked first; its row opens its step
     first = page.locator("#dist-stragglers tbody tr >> nth=0")
-    coll = page.inner_text("#comm-table tbody tr >> nth=0 >> td >> nth=1")   # the all-reduce's name
+    coll = page.inner_text("#comm-table tbody tr >> nth=0 >> td >> nth=1")  # the all-reduce's name
     assert "node0_rank00005" in first.inner_text() and f"{coll} #" in first.inner_text()
     first.click()
     page.wait_for_selector("#dist-drill #dist-drill-table tbody tr")
     assert "node0_rank00005" in page.inner_text("#dist-drill h3")
     for metric in ("computation", "communication"):
         page.click(f"#view-distributed .seg button[data-value={metric}]")
-        page.wait_for_function("(m) => document.querySelector(`#view-distributed .seg button[data-value=${m}]`)"
-                               ".getAttribute('aria-pressed') === 'true'", arg=metric)
+        page.wait_for_function(
+            "(m) => document.querySelector(`#view-distributed .seg button[data-value=${m}]`)"
+            ".getAttribute('aria-pressed') === 'true'",
+            arg=metric,
+        )
         assert page.locator("#dist-heatmap rect.cell").count() == 16 * STEPS
 
 
@@ -205,8 +215,18 @@ class TensorBoard_s3(TensorBoard):
         self.proc.wait(10)
         self.log.seek(0)
         self.log.truncate()
-        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", url, "--host", "127.0.0.1",
-               "--port", str(self.port), "--load_fast=false"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--load_fast=false",
+        ]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
@@ -223,7 +243,7 @@ def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb, tmp_path):
     ranks = [int(t[1:]) for t in texts]
     assert ranks[0] == 0 and ranks == sorted(ranks), ranks
     first = page.locator("#dist-stragglers tbody tr >> nth=0")
-    assert "node10_rank00085" in first.inner_text()       # rank 256 // 3
+    assert "node10_rank00085" in first.inner_text()  # rank 256 // 3
     page.click("#dist-heatmap rect.cell[data-row='1'][data-col='node31_rank00255']")
     page.wait_for_selector("#dist-drill #dist-drill-table tbody tr")
     assert "node31_rank00255 · step 1" in page.inner_text("#dist-drill h3")
@@ -237,16 +257,31 @@ def test_heatmap_draws_a_window_of_steps_when_there_are_too_many_cells(page_fact
     """300 steps x 64 workers: the heatmap draws at most 16384 cells, around the chosen step."""
     import json
 
-    parts = {"computation_us": 10.0, "overlap_us": 1.0, "communication_us": 2.0, "other_us": 0.5,
-             "transfer_us": 1.5, "wait_us": 1.5}
+    parts = {
+        "computation_us": 10.0,
+        "overlap_us": 1.0,
+        "communication_us": 2.0,
+        "other_us": 0.5,
+        "transfer_us": 1.5,
+        "wait_us": 1.5,
+    }
     workers = [f"w{i:03d}" for i in range(64)]
-    body = {"workers": dict.fromkeys(workers, parts),
-            "steps": {str(s): {w: {**parts, "wait_us": float(s % 7 + i % 5)} for i, w in enumerate(workers)}
-                      for s in range(1, 301)},
-            "comm_ops": {w: [] for w in workers}, "devices": {}, "stragglers": [], "notes": []}
+    body = {
+        "workers": dict.fromkeys(workers, parts),
+        "steps": {
+            str(s): {w: {**parts, "wait_us": float(s % 7 + i % 5)} for i, w in enumerate(workers)}
+            for s in range(1, 301)
+        },
+        "comm_ops": {w: [] for w in workers},
+        "devices": {},
+        "stragglers": [],
+        "notes": [],
+    }
     page = page_factory(local_tb)
-    page.route("**/data/plugin/gpuscope/distributed?*",
-               lambda r: r.fulfill(status=200, content_type="application/json", body=json.dumps(body)))
+    page.route(
+        "**/data/plugin/gpuscope/distributed?*",
+        lambda r: r.fulfill(status=200, content_type="application/json", body=json.dumps(body)),
+    )
     open_view(page, local_tb, "distributed", "job2")
     assert page.locator("#dist-heatmap rect.cell").count() == 256 * 64
     assert "steps 1–256 of 300" in page.inner_text(".heat-caption")

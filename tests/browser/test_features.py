@@ -1,5 +1,6 @@
 """Issue 14's features in headless Chromium against a real TensorBoard: kernel launch
 configuration, the timeline's range selection, counters and keys, the icicle chart, small screens."""
+
 from __future__ import annotations
 
 import re
@@ -29,27 +30,37 @@ def test_kernel_launch_configuration_columns_and_split(guarded_page, tensorboard
     assert page.locator("#view-kernels th[data-key=grid]").count() == 1
     n_op = int(page.inner_text("#view-kernels .table-info").split()[0].replace(",", ""))
     page.click("#view-kernels .seg button[data-value=name_op_config]")
-    page.wait_for_function("() => document.querySelector('#view-kernels .seg button[data-value=name_op_config]')?.getAttribute('aria-pressed') === 'true'")
+    page.wait_for_function(
+        "() => document.querySelector('#view-kernels .seg button[data-value=name_op_config]')?.getAttribute('aria-pressed') === 'true'"
+    )
     page.wait_for_selector("#view-kernels th[data-key=grid]")
     assert "group_by=name_op_config" in page.evaluate("location.hash")
     n_cfg = int(page.inner_text("#view-kernels .table-info").split()[0].replace(",", ""))
     assert n_cfg > n_op
-    cells = page.eval_on_selector_all("#view-kernels table.data-table tbody tr", """trs => trs.map(tr => {
+    cells = page.eval_on_selector_all(
+        "#view-kernels table.data-table tbody tr",
+        """trs => trs.map(tr => {
         const th = [...document.querySelectorAll('#view-kernels th')].map(t => t.dataset.key);
         const td = [...tr.children].map(t => t.textContent);
         return Object.fromEntries(th.map((k, i) => [k, td[i]]));
-    })""")
-    assert all(re.fullmatch(r"\[\d+, \d+, \d+\]", c["grid"]) and re.fullmatch(r"\[\d+, \d+, \d+\]", c["block"]) for c in cells), cells[:3]
+    })""",
+    )
+    assert all(
+        re.fullmatch(r"\[\d+, \d+, \d+\]", c["grid"]) and re.fullmatch(r"\[\d+, \d+, \d+\]", c["block"]) for c in cells
+    ), cells[:3]
     assert all(c["theoretical_occupancy"].endswith("%") for c in cells)
     assert any(c["shared_memory"].endswith("B") for c in cells)
     screenshot(page, "kernels-launch", tmp_path)
 
 
 def _kernel_cells(page) -> list[dict]:
-    return page.eval_on_selector_all("#view-kernels table.data-table tbody tr", """trs => trs.map(tr => {
+    return page.eval_on_selector_all(
+        "#view-kernels table.data-table tbody tr",
+        """trs => trs.map(tr => {
         const th = [...document.querySelectorAll('#view-kernels th')].map(t => t.dataset.key);
         return Object.fromEntries(th.map((k, i) => [k, tr.children[i].textContent]));
-    })""")
+    })""",
+    )
 
 
 def test_kernel_static_dynamic_shared_memory_columns(guarded_page, tensorboard):
@@ -61,14 +72,18 @@ def test_kernel_static_dynamic_shared_memory_columns(guarded_page, tensorboard):
     for key in ("static_shared_memory", "dynamic_shared_memory"):
         page.check(f"#view-kernels .cols-list input[data-key={key}]")
         page.wait_for_selector(f"#view-kernels th[data-key={key}]")
-    got = {c["name"]: (c["shared_memory"], c["static_shared_memory"], c["dynamic_shared_memory"])
-           for c in _kernel_cells(page)}
+    got = {
+        c["name"]: (c["shared_memory"], c["static_shared_memory"], c["dynamic_shared_memory"])
+        for c in _kernel_cells(page)
+    }
     assert got == {"reduce_kernel": ("1.00 KiB", "varies", "varies"), "scan_kernel": ("2.50 KiB", "512 B", "2.00 KiB")}
 
 
 def _timeline(page, tb, run, extra=""):
     open_view(page, tb, "timeline", run, extra)
-    page.wait_for_function("() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.frames > 0 && window.__gpuscope.timeline.tracks().length > 0")
+    page.wait_for_function(
+        "() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.frames > 0 && window.__gpuscope.timeline.tracks().length > 0"
+    )
     return page
 
 
@@ -106,7 +121,9 @@ def test_timeline_range_selection_summary(guarded_page, tensorboard, tmp_path):
     # F frames the range
     page.focus("#tl-canvas")
     page.keyboard.press("f")
-    page.wait_for_function("() => { const t = window.__gpuscope.timeline, [a, b] = t.view(), r = t.range; return r && a <= r.a && b >= r.b && (b - a) < (r.b - r.a) * 1.2; }")
+    page.wait_for_function(
+        "() => { const t = window.__gpuscope.timeline, [a, b] = t.view(), r = t.range; return r && a <= r.a && b >= r.b && (b - a) < (r.b - r.a) * 1.2; }"
+    )
 
 
 def test_timeline_counter_tracks(guarded_page, tensorboard):
@@ -115,7 +132,9 @@ def test_timeline_counter_tracks(guarded_page, tensorboard):
     page.wait_for_function("() => window.__gpuscope.timeline.counterNames().some(n => n.includes('utilization'))")
     page2 = page.context.new_page()
     _timeline(page2, tensorboard, "cnn_single")
-    page2.wait_for_function("() => window.__gpuscope.timeline.counterNames().some(n => n.startsWith('Memory allocated'))")
+    page2.wait_for_function(
+        "() => window.__gpuscope.timeline.counterNames().some(n => n.startsWith('Memory allocated'))"
+    )
     page2.close()
 
 
@@ -125,7 +144,9 @@ def test_show_in_timeline_next_previous_and_selected_event_in_url(guarded_page, 
     name = page.inner_text("#view-operators table.data-table tbody tr >> nth=0 >> td >> nth=0")
     page.click("#view-operators table.data-table tbody tr >> nth=0 >> .tl-jump")
     page.wait_for_selector("#view-timeline[data-ready='1']")
-    page.wait_for_function("() => (document.querySelector('#tl-occ-label')?.textContent || '').includes('occurrence 1 of')")
+    page.wait_for_function(
+        "() => (document.querySelector('#tl-occ-label')?.textContent || '').includes('occurrence 1 of')"
+    )
     assert page.inner_text("#tl-sel-name") == name
     total = int(page.inner_text("#tl-occ-label").split(" of ")[1].split()[0].replace(",", ""))
     assert total >= 2
@@ -135,11 +156,15 @@ def test_show_in_timeline_next_previous_and_selected_event_in_url(guarded_page, 
     assert page.evaluate("window.__gpuscope.timeline.view()") != first
     page.click("#tl-occ-prev")
     page.click("#tl-occ-prev")
-    page.wait_for_function(f"() => document.querySelector('#tl-occ-label').textContent.includes('occurrence {total} of')")
+    page.wait_for_function(
+        f"() => document.querySelector('#tl-occ-label').textContent.includes('occurrence {total} of')"
+    )
     # the selected event is in the URL: a reload (without the search) selects it again
     page.wait_for_function("() => /[#&]sel=\\d+/.test(location.hash)")
     sel = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('sel')")
-    page.evaluate("() => { const p = new URLSearchParams(location.hash.slice(1)); p.delete('find'); p.delete('occ'); p.delete('win'); location.hash = p.toString(); }")
+    page.evaluate(
+        "() => { const p = new URLSearchParams(location.hash.slice(1)); p.delete('find'); p.delete('occ'); p.delete('win'); location.hash = p.toString(); }"
+    )
     page.reload()
     page.wait_for_selector("#view-timeline[data-ready='1']")
     page.wait_for_function("() => document.querySelector('#tl-sel-name')")
@@ -172,7 +197,10 @@ def test_timeline_keys_and_collapsing(guarded_page, tensorboard):
 
 
 def _widths(page, sel):
-    return page.eval_on_selector_all(sel, "ns => ns.map(n => [Number(n.dataset.depth), n.getBoundingClientRect().left, n.getBoundingClientRect().width, n.textContent])")
+    return page.eval_on_selector_all(
+        sel,
+        "ns => ns.map(n => [Number(n.dataset.depth), n.getBoundingClientRect().left, n.getBoundingClientRect().width, n.textContent])",
+    )
 
 
 def test_modules_icicle_sized_by_host_or_device_and_zooms(guarded_page, tensorboard, tmp_path):
@@ -189,7 +217,9 @@ def test_modules_icicle_sized_by_host_or_device_and_zooms(guarded_page, tensorbo
     target = page.locator("#modules-icicle .ic-node[data-depth='1']").first
     name = target.inner_text()
     target.click()
-    page.wait_for_function("(n) => document.querySelector('#modules-icicle .ic-node[data-depth=\"0\"]').textContent === n", arg=name)
+    page.wait_for_function(
+        "(n) => document.querySelector('#modules-icicle .ic-node[data-depth=\"0\"]').textContent === n", arg=name
+    )
     assert page.locator("#modules-icicle .ic-crumb").count() >= 1
     page.click("#modules-icicle .ic-crumb >> nth=0")
     page.wait_for_function("() => document.querySelectorAll('#modules-icicle .ic-crumb').length === 0")
@@ -198,6 +228,7 @@ def test_modules_icicle_sized_by_host_or_device_and_zooms(guarded_page, tensorbo
 
 def test_call_stack_icicle(guarded_page, tensorboard):
     from .conftest import HTML_RUN
+
     page = open_view(guarded_page, tensorboard, "operators", HTML_RUN)
     page.click("#view-operators table.data-table tbody tr >> nth=0")
     page.wait_for_selector("#stack-icicle .ic-node")

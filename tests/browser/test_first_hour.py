@@ -1,6 +1,7 @@
 """Issue 23 items 9 and 11-14 in headless Chromium against a real TensorBoard: long kernel names stay
 readable at every width, TensorBoard's reload brings new runs, the downloaded trace's name matches
 its bytes, long per-step tables collapse, the diff compares with another run and aligns phases by name."""
+
 from __future__ import annotations
 
 import gzip
@@ -70,8 +71,8 @@ def test_long_kernel_names_stay_readable(browser, tb, width, tmp_path):
         m = page.evaluate(ROWS_JS)
         screenshot(page, f"kernels_h800_{width}", tmp_path)
         assert m["rows"] == 50
-        assert m["max_h"] < 40, m                      # one line (was 276-4273 px)
-        assert 200 <= m["name_w"] <= 0.5 * width, m    # was ~60 px at 1300, 154 at 1000
+        assert m["max_h"] < 40, m  # one line (was 276-4273 px)
+        assert 200 <= m["name_w"] <= 0.5 * width, m  # was ~60 px at 1300, 154 at 1000
         assert m["cut"] > 0 and m["title"] == m["text"] and len(m["text"]) > 100, m
         with page.expect_download() as dl:
             page.click("#view-kernels .export-csv")
@@ -108,13 +109,15 @@ def test_a_long_per_step_table_collapses(browser, tb, tmp_path):
     context, page = _open(browser, tb, "overview", "steps400")
     try:
         rows = page.locator("#gpu-temporal tbody tr")
-        assert rows.count() == 11                       # the average and 10 steps
+        assert rows.count() == 11  # the average and 10 steps
         chart_top = page.evaluate("""() => { const f = [...document.querySelectorAll('figure, .chart-box')]
             .find(x => /Step time breakdown/.test(x.textContent)); return f.getBoundingClientRect().top; }""")
         screenshot(page, "overview_400_steps", tmp_path)
         assert chart_top < 2 * 820, chart_top
         # the small key/value tables of the cards keep their headers on one line
-        heads = page.eval_on_selector_all(".card .data-table.mini th", "ths => ths.map(t => t.getBoundingClientRect().height)")
+        heads = page.eval_on_selector_all(
+            ".card .data-table.mini th", "ths => ths.map(t => t.getBoundingClientRect().height)"
+        )
         assert heads and max(heads) < 30, heads
         page.click("#gpu-temporal-all")
         page.wait_for_function("() => document.querySelectorAll('#gpu-temporal tbody tr').length === 401")
@@ -142,10 +145,12 @@ def test_diff_compares_with_another_run_and_aligns_phases_by_name(browser, tb, t
     try:
         page.wait_for_selector("#diff-tree tbody tr")
         assert page.input_value("#diff-run") == "diff_a"
-        names = page.eval_on_selector_all("#diff-tree tbody tr[data-depth='1'] td:first-child",
-                                          "tds => tds.map(t => t.textContent.replace(/^[▾▸]/, ''))")
+        names = page.eval_on_selector_all(
+            "#diff-tree tbody tr[data-depth='1'] td:first-child",
+            "tds => tds.map(t => t.textContent.replace(/^[▾▸]/, ''))",
+        )
         screenshot(page, "diff_phases", tmp_path)
-        assert names.count("data loading") == 3, names   # one per step (was two)
+        assert names.count("data loading") == 3, names  # one per step (was two)
         assert sorted(set(names)) == ["backward", "data loading", "forward", "optimizer"], names
         # choosing the baseline itself does not compute an all-zero diff
         page.select_option("#diff-run", "diff_b")
@@ -181,7 +186,9 @@ def test_tensorboard_reload_shows_new_runs(browser, tb):
         try:
             frame.wait_for_function(has_new, timeout=30000)
         except Exception:
-            state = frame.evaluate("[window.__gpuscope.hostReloads, [...document.querySelectorAll('#gs-run option')].map(o => o.value)]")
+            state = frame.evaluate(
+                "[window.__gpuscope.hostReloads, [...document.querySelectorAll('#gs-run option')].map(o => o.value)]"
+            )
             raise AssertionError(f"TensorBoard's reloads seen, runs listed: {state}") from None
         assert frame.evaluate("window.__gpuscope.hostReloads") >= 1
     finally:
@@ -224,8 +231,9 @@ def test_tensorboard_auto_reload_shows_new_runs(browser, tb):
         frame.wait_for_selector("#gs-main .view[data-ready='1']", timeout=120000)
         new = "zz_auto_reloaded"
         write_json(phases_trace(loader_first=True, steps=1), tb.logdir / new / "w.1700000000000.pt.trace.json")
-        frame.wait_for_function(f"() => [...document.querySelectorAll('#gs-run option')].some(o => o.value === '{new}')",
-                                timeout=90000)
+        frame.wait_for_function(
+            f"() => [...document.querySelectorAll('#gs-run option')].some(o => o.value === '{new}')", timeout=90000
+        )
         assert frame.evaluate("window.__gpuscope.hostReloads") >= 1
     finally:
         context.close()

@@ -1,6 +1,7 @@
 """Issue 12 item 4 / issue 14 bug 6 in a real TensorBoard: nine files, the big one last in the
 queue; opening the big run reads it first, shows its own progress (bytes, MB/s, time left, files
 loaded) and draws the view without waiting for the other files."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,21 @@ def _trace(path, n: int) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"traceEvents": [')
         for i in range(n):
-            f.write(("," if i else "") + json.dumps(
-                {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 97}", "pid": 1, "tid": 1 + i % 3, "ts": i * 10.0,
-                 "dur": 5.0, "args": {"External id": i, "Input Dims": [[i % 7, 3]], "Input type": ["float"]}}))
+            f.write(
+                ("," if i else "")
+                + json.dumps(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": f"aten::op{i % 97}",
+                        "pid": 1,
+                        "tid": 1 + i % 3,
+                        "ts": i * 10.0,
+                        "dur": 5.0,
+                        "args": {"External id": i, "Input Dims": [[i % 7, 3]], "Input type": ["float"]},
+                    }
+                )
+            )
         f.write("]}")
     os.utime(path, (OLD, OLD))
 
@@ -43,7 +56,10 @@ def test_requested_file_first_with_its_own_progress(browser, tmp_path):
             time.sleep(0.2)
         page = context.new_page()
         page.goto(f"{tb.url}/data/plugin_entry.html?name=gpuscope#run=z_big&view=operators")
-        page.wait_for_function("() => /MB\\/s|in the queue/.test(document.querySelector('#gs-file-progress')?.textContent || '')", timeout=120000)
+        page.wait_for_function(
+            "() => /MB\\/s|in the queue/.test(document.querySelector('#gs-file-progress')?.textContent || '')",
+            timeout=120000,
+        )
         text = page.inner_text("#gs-file-progress")
         screenshot(page, "loading", tmp_path)
         assert "z_big/w.1.pt.trace.json" in text and " MB" in text and "files loaded" in text, text

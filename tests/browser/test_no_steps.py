@@ -1,4 +1,5 @@
 """Issue 23, item 8: a trace without ProfilerStep# says so on the Overview instead of a made-up "Steps 1"."""
+
 from __future__ import annotations
 
 from .conftest import NO_STEPS_RUN, open_view

@@ -1,4 +1,5 @@
 """The overview's GPU summary shows HTA's temporal breakdown (issue 11 item 6) in headless Chromium."""
+
 from __future__ import annotations
 
 from .conftest import TRACES, missing, open_view

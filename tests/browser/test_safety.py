@@ -1,5 +1,6 @@
 """Offline and safe: strings from traces render as text, the page works inside TensorBoard's own
 iframe (its CSP), and no request leaves the server (the guarded_page fixture checks that)."""
+
 from __future__ import annotations
 
 from .browser_traces import HOSTILE
@@ -8,7 +9,9 @@ from .conftest import BROKEN_RUN, HTML_RUN, HTML_WORKER, open_view
 
 def test_html_in_names_renders_literally(guarded_page, tensorboard):
     page = open_view(guarded_page, tensorboard, "operators", HTML_RUN)
-    names = page.eval_on_selector_all("#view-operators table.data-table tbody tr td:first-child", "tds => tds.map(t => t.textContent)")
+    names = page.eval_on_selector_all(
+        "#view-operators table.data-table tbody tr td:first-child", "tds => tds.map(t => t.textContent)"
+    )
     for hostile in HOSTILE:
         assert hostile in names, (hostile, names)
     # nothing was parsed as markup, nothing ran
@@ -68,5 +71,10 @@ def test_unreadable_file_is_listed_and_explained(guarded_page, tensorboard):
     assert all("Failed to load resource" in e for e in page.guard.errors), page.guard.errors
     page.guard.errors.clear()
     # the other runs still work
-    page.select_option("#gs-run", "cnn_single" if "cnn_single" in page.eval_on_selector_all("#gs-run option", "os => os.map(o => o.value)") else HTML_RUN)
+    page.select_option(
+        "#gs-run",
+        "cnn_single"
+        if "cnn_single" in page.eval_on_selector_all("#gs-run option", "os => os.map(o => o.value)")
+        else HTML_RUN,
+    )
     page.wait_for_selector("#view-overview[data-ready='1']")

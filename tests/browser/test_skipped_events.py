@@ -1,5 +1,6 @@
 """Issue 26, items 22 and 12: what the reader skipped in a file is shown on the page, per file, as
 text; a module tree deeper than the view answers says so."""
+
 from __future__ import annotations
 
 from .conftest import DEEP_RUN, SKIPPED_RUN, get_json, open_view
@@ -21,7 +22,7 @@ def test_the_page_shows_n_events_skipped_per_file(guarded_page, tensorboard):
     lines = page.eval_on_selector_all("#gs-warnings li", "ls => ls.map(l => l.textContent)")
     line = next(x for x in lines if x.startswith(FILE + ": "))
     assert line.startswith(f"{FILE}: 3 events skipped (")
-    assert page.locator("#gs-warnings b").count() == 0   # text, never markup
+    assert page.locator("#gs-warnings b").count() == 0  # text, never markup
 
 
 def test_a_module_tree_150_deep_shows_100_levels_and_a_note(guarded_page, tensorboard):

@@ -1,14 +1,23 @@
 """Small screens: at 1000 x 700 no chart text is drawn below 10 px and no table is cut off
 (each fits its box, nothing overflows the page sideways)."""
+
 from __future__ import annotations
 
 import pytest
 
 from .conftest import TRACES, Guard, missing, open_view
 
-VIEWS = [("overview", "resnet50", ""), ("operators", "cnn_single", ""), ("kernels", "resnet50", ""),
-         ("kernels", "resnet50", "group_by=name_op_config"), ("memory", "cnn_single", ""), ("modules", "cnn_single", ""),
-         ("diff", "resnet50", ""), ("timeline", "resnet50", ""), ("distributed", "cnn_ddp", "")]
+VIEWS = [
+    ("overview", "resnet50", ""),
+    ("operators", "cnn_single", ""),
+    ("kernels", "resnet50", ""),
+    ("kernels", "resnet50", "group_by=name_op_config"),
+    ("memory", "cnn_single", ""),
+    ("modules", "cnn_single", ""),
+    ("diff", "resnet50", ""),
+    ("timeline", "resnet50", ""),
+    ("distributed", "cnn_ddp", ""),
+]
 
 MEASURE = """() => {
   const small = [];

@@ -1,4 +1,5 @@
 """The timeline viewer zooms (wheel, W/S), pans (drag, A/D), selects by click and by search."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,13 +36,13 @@ def test_wheel_and_keys_zoom_and_pan(timeline):
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 100)
     for _ in range(5):
         page.mouse.wheel(0, -200)
-    page.wait_for_function("(w) => { const [a, b] = window.__gpuscope.timeline.view(); return b - a < w; }",
-                           arg=(b0 - a0) / 3)
+    page.wait_for_function(
+        "(w) => { const [a, b] = window.__gpuscope.timeline.view(); return b - a < w; }", arg=(b0 - a0) / 3
+    )
     a1, b1 = view(page)
     # W zooms in further (held until the window has shrunk), D pans right
     page.focus("#tl-canvas")
-    hold(page, "w", "(w) => { const [a, b] = window.__gpuscope.timeline.view(); return b - a < w * 0.9; }",
-         b1 - a1)
+    hold(page, "w", "(w) => { const [a, b] = window.__gpuscope.timeline.view(); return b - a < w * 0.9; }", b1 - a1)
     a2, b2 = view(page)
     hold(page, "d", "(a0) => window.__gpuscope.timeline.view()[0] > a0", a2)
     a3, b3 = view(page)
@@ -71,8 +72,9 @@ def test_click_selects_event_and_shows_args(timeline):
     # the selected event is centred: clicking the canvas middle at its row picks it again
     before = view(page)
     page.click("#tl-zoom-in")
-    page.wait_for_function("([a, b]) => { const [c, d] = window.__gpuscope.timeline.view(); return d - c < b - a; }",
-                           arg=before)
+    page.wait_for_function(
+        "([a, b]) => { const [c, d] = window.__gpuscope.timeline.view(); return d - c < b - a; }", arg=before
+    )
     hit = page.evaluate("""() => { const t = window.__gpuscope.timeline; const [a, b] = t.view();
         const c = t.canvas.getBoundingClientRect(); let found = null;
         for (let y = 30; y < c.height && !found; y += 4) for (let x = 210; x < c.width && !found; x += 7) {

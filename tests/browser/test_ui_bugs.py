@@ -1,4 +1,5 @@
 """Issue 14's visible bugs, each reproduced in headless Chromium against a real TensorBoard."""
+
 from __future__ import annotations
 
 from .conftest import HTML_RUN, LINKED_RUN, MANY_STEPS_RUN, TRACES, missing, open_view
@@ -12,7 +13,10 @@ def need_shared() -> None:
 def plugin_frame(page, timeout: float = 60000):
     """The gpuscope iframe inside TensorBoard's own page."""
     page.wait_for_selector("iframe", timeout=timeout)
-    page.wait_for_function("() => [...document.querySelectorAll('iframe')].some(f => (f.src || '').includes('plugin_entry'))", timeout=timeout)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('iframe')].some(f => (f.src || '').includes('plugin_entry'))",
+        timeout=timeout,
+    )
     return next(f for f in page.frames if "plugin_entry" in f.url)
 
 
@@ -30,8 +34,10 @@ def test_run_select_follows_the_hash(guarded_page, tensorboard):
     need_shared()
     page = open_view(guarded_page, tensorboard, "operators", "resnet50")
     page.evaluate("location.hash = '#run=cnn_single&view=operators'")
-    page.wait_for_function("() => document.querySelector('#gs-worker').value !== '' && location.hash.includes('cnn_single')"
-                           " && document.querySelector('#view-operators')?.dataset.ready === '1'")
+    page.wait_for_function(
+        "() => document.querySelector('#gs-worker').value !== '' && location.hash.includes('cnn_single')"
+        " && document.querySelector('#view-operators')?.dataset.ready === '1'"
+    )
     page.wait_for_function("() => document.querySelector('#gs-run').value === 'cnn_single'", timeout=5000)
 
 
@@ -60,13 +66,19 @@ def test_state_survives_a_tensorboard_reload_and_copy_link(browser, tensorboard)
         frame = plugin_frame(page)
         frame.wait_for_selector("#gs-main .view[data-ready='1']", timeout=60000)
         frame.select_option("#gs-run", "resnet50")
-        frame.wait_for_function("() => location.hash.includes('run=resnet50') && document.querySelector('.view')?.dataset.ready === '1'")
+        frame.wait_for_function(
+            "() => location.hash.includes('run=resnet50') && document.querySelector('.view')?.dataset.ready === '1'"
+        )
         frame.click(".tab[data-view=kernels]")
         frame.wait_for_selector("#view-kernels[data-ready='1']")
         frame.click("#view-kernels .seg button[data-value=name_op]")
         frame.wait_for_selector("#view-kernels th[data-key=op]")
         top = page.evaluate("location.href")
-        assert "p.gpuscope.run=resnet50" in top and "p.gpuscope.view=kernels" in top and "p.gpuscope.group_by=name_op" in top, top
+        assert (
+            "p.gpuscope.run=resnet50" in top
+            and "p.gpuscope.view=kernels" in top
+            and "p.gpuscope.group_by=name_op" in top
+        ), top
         frame.click("#gs-link")
         link = frame.input_value("#gs-link-text")
         assert link.startswith(tensorboard.url) and "p.gpuscope.view=kernels" in link, link
@@ -93,21 +105,28 @@ def test_timeline_ruler_labels_are_distinct_when_zoomed_in(guarded_page, tensorb
     need_shared()
     page = open_view(guarded_page, tensorboard, "timeline", "resnet50")
     page.wait_for_function("() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.frames > 0")
-    page.evaluate("() => { const t = window.__gpuscope.timeline; const [a] = t.extent(); t.setView(a + 56000, a + 56085); }")
+    page.evaluate(
+        "() => { const t = window.__gpuscope.timeline; const [a] = t.extent(); t.setView(a + 56000, a + 56085); }"
+    )
     page.wait_for_function("() => { const [a, b] = window.__gpuscope.timeline.view(); return b - a < 100; }")
-    page.wait_for_function("() => (window.__gpuscope.timeline.stats.ruler || []).length >= 3 && window.__gpuscope.timeline.view()[1] - window.__gpuscope.timeline.view()[0] < 100")
+    page.wait_for_function(
+        "() => (window.__gpuscope.timeline.stats.ruler || []).length >= 3 && window.__gpuscope.timeline.view()[1] - window.__gpuscope.timeline.view()[0] < 100"
+    )
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     labels = page.evaluate("window.__gpuscope.timeline.stats.ruler")
     assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
 
 
 def _overlaps(page, selector: str) -> list:
-    return page.evaluate("""(sel) => {
+    return page.evaluate(
+        """(sel) => {
         const boxes = [...document.querySelectorAll(sel)].map(t => t.getBoundingClientRect()).sort((a, b) => a.left - b.left);
         const bad = [];
         for (let i = 1; i < boxes.length; i++) if (boxes[i].left < boxes[i - 1].right - 0.5) bad.push([boxes[i - 1].right, boxes[i].left]);
         return [boxes.length, bad];
-    }""", selector)
+    }""",
+        selector,
+    )
 
 
 def test_axis_labels_never_overlap_with_many_steps(guarded_page, tensorboard):

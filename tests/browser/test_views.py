@@ -1,5 +1,6 @@
 """Each view renders with data in headless Chromium against a real `tensorboard --logdir`, with no
 console error and no request leaving the server; screenshots go to docs/screenshots/."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,18 +30,26 @@ def test_view_renders_with_data(guarded_page, tensorboard, view, tmp_path):
     run, extra, selector, minimum = CASES[view]
     need_shared(run)
     page = open_view(guarded_page, tensorboard, view, run, extra)
-    page.wait_for_function("([s, n]) => document.querySelectorAll(s).length >= n", arg=[selector, minimum], timeout=30000)
+    page.wait_for_function(
+        "([s, n]) => document.querySelectorAll(s).length >= n", arg=[selector, minimum], timeout=30000
+    )
     assert page.locator(".banner[role=alert]").count() == 0, page.inner_text("#gs-main")
     if view == "timeline":
-        page.wait_for_function("() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.rects > 50", timeout=30000)
+        page.wait_for_function(
+            "() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.rects > 50", timeout=30000
+        )
         # a zoomed window with launch -> kernel flows and one selected event, for the picture
         page.fill("#tl-search", "aten::conv2d")
         page.click("#tl-results-table tbody tr >> nth=3")
-        page.evaluate("() => { const t = window.__gpuscope.timeline; const [a, b] = t.view(); const m = (a + b) / 2; t.setView(m - 1500, m + 3500); }")
+        page.evaluate(
+            "() => { const t = window.__gpuscope.timeline; const [a, b] = t.view(); const m = (a + b) / 2; t.setView(m - 1500, m + 3500); }"
+        )
         page.wait_for_function("() => !document.querySelector('#tl-details').textContent.includes('loading details')")
         # the tile of the new window has arrived and is drawn with its flows
-        page.wait_for_function("() => { const t = window.__gpuscope.timeline; return !t.pending && !t.queued && t.stats.flows > 0; }",
-                               timeout=10000)
+        page.wait_for_function(
+            "() => { const t = window.__gpuscope.timeline; return !t.pending && !t.queued && t.stats.flows > 0; }",
+            timeout=10000,
+        )
     assert page.get_attribute(f".tab[data-view={view}]", "aria-selected") == "true"
     screenshot(page, view, tmp_path)
 
@@ -55,8 +64,13 @@ def test_shell_selectors_and_url_state(guarded_page, tensorboard):
     assert page.locator("#view-kernels th[data-key=op]").count() == 1
     page.select_option("#gs-run", "cnn_ddp")
     # the hash changes when the new run's view starts rendering (the old view element is gone)
-    page.wait_for_function("() => location.hash.includes('run=cnn_ddp') && document.querySelector('#view-kernels')?.dataset.ready === '1'")
-    assert sorted(page.eval_on_selector_all("#gs-worker option", "os => os.map(o => o.value)")) == ["worker0", "worker1"]
+    page.wait_for_function(
+        "() => location.hash.includes('run=cnn_ddp') && document.querySelector('#view-kernels')?.dataset.ready === '1'"
+    )
+    assert sorted(page.eval_on_selector_all("#gs-worker option", "os => os.map(o => o.value)")) == [
+        "worker0",
+        "worker1",
+    ]
     page.click(".tab[data-view=distributed]")
     page.wait_for_selector("#view-distributed[data-ready='1']")
     assert page.input_value("#gs-worker") == "All" and page.is_disabled("#gs-worker")
@@ -76,12 +90,16 @@ def test_operator_table_sorts_filters_and_shows_stacks(guarded_page, tensorboard
     calls_col = "#view-operators table.data-table tbody tr td:nth-child(2)"
     page.click("#view-operators th[data-key=calls]")
     order = page.get_attribute("#view-operators th[data-key=calls]", "data-sort")
-    calls = [int(x.replace(",", "")) for x in page.eval_on_selector_all(calls_col, "tds => tds.map(t => t.textContent)")]
+    calls = [
+        int(x.replace(",", "")) for x in page.eval_on_selector_all(calls_col, "tds => tds.map(t => t.textContent)")
+    ]
     assert len(calls) > 5 and calls == sorted(calls, reverse=(order == "desc")), (order, calls)
     page.click("#view-operators th[data-key=calls]")
     assert page.get_attribute("#view-operators th[data-key=calls]", "data-sort") != order
     page.fill("#view-operators input.filter", "conv")
-    names = page.eval_on_selector_all("#view-operators table.data-table tbody tr td:first-child", "tds => tds.map(t => t.textContent)")
+    names = page.eval_on_selector_all(
+        "#view-operators table.data-table tbody tr td:first-child", "tds => tds.map(t => t.textContent)"
+    )
     assert names and all("conv" in n.lower() for n in names), names
     # a click on a row shows its call stacks (or says there are none) below the table
     first = rows.nth(0).locator("td").nth(0).inner_text()

@@ -10,6 +10,7 @@ which uses MemRecordsAcc.in_interval); torch's EventList then builds the tree (i
 _populate_cpu_children / _remove_dup_nodes) and key_averages() gives "CPU Mem" and
 "Self CPU Mem" per name.
 """
+
 import bisect
 import glob
 import gzip
@@ -26,8 +27,11 @@ def key_averages_memory(path):
     with gzip.open(path, "rt") as f:
         trace = json.load(f)
     evs = trace["traceEvents"]
-    mem = sorted((e["ts"], e["args"]["Bytes"]) for e in evs
-                 if e.get("ph") == "i" and e.get("name") == "[memory]" and e["args"].get("Device Type") == 0)
+    mem = sorted(
+        (e["ts"], e["args"]["Bytes"])
+        for e in evs
+        if e.get("ph") == "i" and e.get("name") == "[memory]" and e["args"].get("Device Type") == 0
+    )
     mts = [m[0] for m in mem]
     fes = []
     for i, e in enumerate(evs):
@@ -35,12 +39,28 @@ def key_averages_memory(path):
             continue
         start, end = e["ts"], e["ts"] + e["dur"]
         lo, hi = bisect.bisect_left(mts, start), bisect.bisect_right(mts, end)
-        fes.append(FunctionEvent(id=i, name=e["name"], thread=e["tid"], start_us=start, end_us=end,
-                                 cpu_memory_usage=sum(m[1] for m in mem[lo:hi]), stack=[], input_shapes=[]))
+        fes.append(
+            FunctionEvent(
+                id=i,
+                name=e["name"],
+                thread=e["tid"],
+                start_us=start,
+                end_us=end,
+                cpu_memory_usage=sum(m[1] for m in mem[lo:hi]),
+                stack=[],
+                input_shapes=[],
+            )
+        )
     el = EventList(fes)
     el._build_tree()
-    return {a.key: {"calls": a.count, "cpu_memory_usage": a.cpu_memory_usage,
-                    "self_cpu_memory_usage": a.self_cpu_memory_usage} for a in el.key_averages()}
+    return {
+        a.key: {
+            "calls": a.count,
+            "cpu_memory_usage": a.cpu_memory_usage,
+            "self_cpu_memory_usage": a.self_cpu_memory_usage,
+        }
+        for a in el.key_averages()
+    }
 
 
 def main():

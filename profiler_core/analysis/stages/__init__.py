@@ -5,26 +5,27 @@ GRAPH is the one written list of which stage reads which (the plugin's view-leve
 `registry.DEPENDENCIES` (filled by the `@stage` declarations) must equal it (tests/test_analysis_concepts.py). Importing this package imports pandas: profiler_core
 itself never does at import time.
 """
+
 from __future__ import annotations
 
 GRAPH: dict[str, tuple[str, ...]] = {
-    "op_tree": (),                                            # stages/op_tree.py
-    "tree_index": ("op_tree",),                               # stages/op_tree.py
-    "ext_to_op": (),                                          # stages/gpu_links.py
-    "link_launches_to_ops": ("op_tree", "ext_to_op"),         # stages/gpu_links.py
+    "op_tree": (),  # stages/op_tree.py
+    "tree_index": ("op_tree",),  # stages/op_tree.py
+    "ext_to_op": (),  # stages/gpu_links.py
+    "link_launches_to_ops": ("op_tree", "ext_to_op"),  # stages/gpu_links.py
     "link_gpu_to_ops": ("link_launches_to_ops", "ext_to_op", "op_tree"),
-    "steps": ("link_gpu_to_ops",),                           # stages/steps.py
-    "early_gpu_rows": ("steps", "link_gpu_to_ops"),           # stages/steps.py
-    "launch_stats": ("link_gpu_to_ops",),                     # stages/launch_stats.py
+    "steps": ("link_gpu_to_ops",),  # stages/steps.py
+    "early_gpu_rows": ("steps", "link_gpu_to_ops"),  # stages/steps.py
+    "launch_stats": ("link_gpu_to_ops",),  # stages/launch_stats.py
     "node_stats": ("op_tree", "link_launches_to_ops", "link_gpu_to_ops"),  # stages/node_stats.py
     # stages of the plugin's views (tb_plugin/views/<module>.py)
-    "op_stats": ("node_stats",),                              # operators: + Tensor Core columns
-    "tensor_core_eligible_kernel_ratio": ("op_stats",),       # operators
-    "python_parents": (),                                     # operators: with_stack frames
-    "op_nodes": ("op_tree", "node_stats", "steps"),           # diff: ops per step and phase
-    "module_nodes": ("op_tree", "link_gpu_to_ops"),           # modules
-    "collective_analysis": ("link_gpu_to_ops",),              # collectives
-    "memory_records": (),                                     # memory
-    "memory_record_ops": ("memory_records", "op_tree"),       # memory
-    "tiles_for": (),                                          # timeline
+    "op_stats": ("node_stats",),  # operators: + Tensor Core columns
+    "tensor_core_eligible_kernel_ratio": ("op_stats",),  # operators
+    "python_parents": (),  # operators: with_stack frames
+    "op_nodes": ("op_tree", "node_stats", "steps"),  # diff: ops per step and phase
+    "module_nodes": ("op_tree", "link_gpu_to_ops"),  # modules
+    "collective_analysis": ("link_gpu_to_ops",),  # collectives
+    "memory_records": (),  # memory
+    "memory_record_ops": ("memory_records", "op_tree"),  # memory
+    "tiles_for": (),  # timeline
 }

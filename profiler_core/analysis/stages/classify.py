@@ -1,4 +1,5 @@
 """Event classes by name: communication (collectives and NCCL kernels), DataLoader ranges, ProfilerStep ranges."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,7 @@ import pandas as pd
 from ...trace.categories import CUDA_DRIVER, CUDA_RUNTIME, GPU_MEMCPY, GPU_MEMSET, KERNEL, PYTHON_FUNCTION, TRACE
 from .columns import category_mask, name_mask
 
-__all__ = ["is_communication", "communication_mask", "is_dataloader", "COMM_PREFIXES", "COMM_NAMES",
-           "STEP_PREFIX"]
+__all__ = ["is_communication", "communication_mask", "is_dataloader", "COMM_PREFIXES", "COMM_NAMES", "STEP_PREFIX"]
 
 COMM_PREFIXES = ("nccl:", "gloo:", "c10d::", "mpi::")
 COMM_NAMES = frozenset({"record_param_comms"})
@@ -29,8 +29,9 @@ def is_communication(name: str, cat: str) -> bool:
 def is_dataloader(name: str) -> bool:
     """torch-tb-profiler's DataLoader ranges: `enumerate(DataLoader)#...__next__` and `enumerate(DataPipe)#...`."""
     name = str(name)
-    return (name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")) or \
-        name.startswith("enumerate(DataPipe)#")
+    return (name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")) or name.startswith(
+        "enumerate(DataPipe)#"
+    )
 
 
 def communication_mask(events: pd.DataFrame) -> pd.Series:
@@ -42,4 +43,3 @@ def communication_mask(events: pd.DataFrame) -> pd.Series:
     by_name = name_mask(events, lambda n: n.startswith(COMM_PREFIXES) or n in COMM_NAMES)
     excluded = category_mask(events, _NOT_COMM_CATS)
     return pd.Series(np.where(kernel, nccl, by_name & ~excluded), index=events.index)
-

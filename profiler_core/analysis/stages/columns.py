@@ -1,4 +1,5 @@
 """Per-row masks and codes over `TraceData.events` shared by every stage: category and name masks, codes."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -83,4 +84,3 @@ def ns_to_us(ns: float | int | np.ndarray) -> Any:
     if isinstance(ns, np.ndarray):
         return np.round(ns / 1000.0, 3)
     return round(float(ns) / 1000.0, 3)
-

@@ -4,6 +4,7 @@ A launch call belongs to the op whose External id it carries, else to the innerm
 (`op_tree.innermost_op_at`, the `intervals.holds` rule); a GPU activity to its launch call's op by correlation,
 else to the op with its own External id. An op merged into its same-name parent hands its links to it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -71,11 +72,11 @@ def _build_launch_links(t: Any) -> pd.DataFrame:
     missing = op < 0
     if missing.any():  # no (known) External id: the innermost op around the call on its thread
         mr = rows[missing]
-        op[missing] = innermost_op_at(t, ev["pid"].to_numpy()[mr], ev["tid"].to_numpy()[mr],
-                                       ev["ts"].to_numpy(np.int64)[mr])
+        op[missing] = innermost_op_at(
+            t, ev["pid"].to_numpy()[mr], ev["tid"].to_numpy()[mr], ev["ts"].to_numpy(np.int64)[mr]
+        )
     op = _resolve_merged(t, op)
-    return pd.DataFrame({"row": rows, "op": op, "correlation": ev["correlation"].to_numpy(np.int64)[rows]},
-                        copy=False)
+    return pd.DataFrame({"row": rows, "op": op, "correlation": ev["correlation"].to_numpy(np.int64)[rows]}, copy=False)
 
 
 @stage(op_tree, ext_to_op)
@@ -118,4 +119,3 @@ def link_gpu_to_ops(t: Any) -> pd.DataFrame:
     `runtime` (the cuda_runtime/cuda_driver call with the same correlation, or -1), `op` (the innermost CPU
     op that made that call, or the op with the activity's own External id; -1 if none), `external_id`."""
     return _build_gpu_links(t)
-

@@ -1,5 +1,6 @@
 """The launch stats stage: per kernel, its grid in blocks, threads per block, blocks per SM and occupancy
 (NVIDIA: the trace's; AMD CDNA: estimated), with the device properties they need."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -88,12 +89,21 @@ def _launch_stats(t: Any) -> pd.DataFrame:
         else:
             bps[sel] = np.where(np.isnan(bps[sel]), est, bps[sel])
             _optin_occupancy(occ, sel, p, bps, threads, k["registers"].to_numpy(np.int64), shared)
-    return pd.DataFrame({"row": rows, "blocks": blocks, "threads": threads, "blocks_per_sm": bps,
-                         "occupancy": occ, "amd": amd}, copy=False)
+    return pd.DataFrame(
+        {"row": rows, "blocks": blocks, "threads": threads, "blocks_per_sm": bps, "occupancy": occ, "amd": amd},
+        copy=False,
+    )
 
 
-def _optin_occupancy(occ: np.ndarray, sel: np.ndarray, p: dict, bps: np.ndarray, threads: np.ndarray,
-                     regs: np.ndarray, shared: np.ndarray) -> None:
+def _optin_occupancy(
+    occ: np.ndarray,
+    sel: np.ndarray,
+    p: dict,
+    bps: np.ndarray,
+    threads: np.ndarray,
+    regs: np.ndarray,
+    shared: np.ndarray,
+) -> None:
     """Replace, in place, the 0 % Kineto writes for kernels above the default 48 KiB of shared memory per block
     (it leaves the opt-in out) by the same estimate with the shared memory opted in."""
     from profiler_core.cuda.occupancy import optin_achieved_occupancy
@@ -120,8 +130,7 @@ def launch_stats(t: Any) -> pd.DataFrame:
     return _launch_stats(t)
 
 
-def cdna_occupancy(blocks_per_cu: np.ndarray, threads: np.ndarray, shared_bytes: np.ndarray,
-                   p: dict) -> np.ndarray:
+def cdna_occupancy(blocks_per_cu: np.ndarray, threads: np.ndarray, shared_bytes: np.ndarray, p: dict) -> np.ndarray:
     """Estimated achieved occupancy (fraction) of AMD CDNA kernels: resident work-groups per CU, limited by
     the wavefront slots (maxThreadsPerMultiprocessor / warpSize) and the LDS (maxSharedMemoryPerMultiProcessor
     / the kernel's shared memory), times waves per work-group over the CU's wave slots. An upper bound:

@@ -12,6 +12,7 @@
   plus the device totals of its child nodes.
 Nodes merged into their same-name parent (`op_tree.merged_into`) are not nodes here.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,8 +29,9 @@ from .registry import stage
 __all__ = ["node_stats"]
 
 
-def _children_cover(n: int, start: np.ndarray, end: np.ndarray, parent: np.ndarray, cs: np.ndarray,
-                    ce: np.ndarray) -> np.ndarray:
+def _children_cover(
+    n: int, start: np.ndarray, end: np.ndarray, parent: np.ndarray, cs: np.ndarray, ce: np.ndarray
+) -> np.ndarray:
     """Per node (0..n-1): the length of the union of its children's ranges [cs, ce) clipped to the node's own
     [start, end) (`parent` gives each child's node)."""
     m = len(parent)
@@ -39,7 +41,7 @@ def _children_cover(n: int, start: np.ndarray, end: np.ndarray, parent: np.ndarr
     ce = np.maximum(np.minimum(ce, end[parent]), cs)
     lo = int(cs.min())
     span = int(ce.max()) - lo + 1
-    if (int(parent.max()) + 1) * span < 2 ** 62:
+    if (int(parent.max()) + 1) * span < 2**62:
         vals = None
         rs, re_ = cs - lo, ce - lo
     else:  # times as ranks, so that (node, time) keys fit in int64
@@ -90,14 +92,20 @@ def node_stats(t: Any) -> pd.DataFrame:
 
     has_parent = parent >= 0
     calls = link_launches_to_ops(t)["row"].to_numpy()
-    holder = innermost_op_at(t, ev["pid"].to_numpy()[calls], ev["tid"].to_numpy()[calls],
-                             ev["ts"].to_numpy(np.int64)[calls], ops_only=False)
+    holder = innermost_op_at(
+        t, ev["pid"].to_numpy()[calls], ev["tid"].to_numpy()[calls], ev["ts"].to_numpy(np.int64)[calls], ops_only=False
+    )
     hn = node_of[np.maximum(holder, 0)]
     ok = (holder >= 0) & (hn >= 0)
     cs = ev["ts"].to_numpy(np.int64)[calls[ok]]
-    covered = _children_cover(n, start, end, np.concatenate([parent[has_parent], hn[ok]]),
-                              np.concatenate([start[has_parent], cs]),
-                              np.concatenate([end[has_parent], cs + ev["dur"].to_numpy(np.int64)[calls[ok]]]))
+    covered = _children_cover(
+        n,
+        start,
+        end,
+        np.concatenate([parent[has_parent], hn[ok]]),
+        np.concatenate([start[has_parent], cs]),
+        np.concatenate([end[has_parent], cs + ev["dur"].to_numpy(np.int64)[calls[ok]]]),
+    )
     del start, end, cs
 
     gl = link_gpu_to_ops(t)
@@ -118,13 +126,22 @@ def node_stats(t: Any) -> pd.DataFrame:
                 np.add.at(device_total, parent[sel], device_total[sel])
     else:  # no device activity under any node (a CPU trace): one shared read-only zero, no memory
         device_self = device_total = kernel_self = zeros_column(n)
-    small = np.int32 if len(ev) < 2 ** 31 else np.int64
-    out = pd.DataFrame({
-        "row": rows.astype(small), "name": ev["name"].array.take(rows), "is_op": is_op,
-        "parent": parent.astype(small), "depth": depth, "host_total": host_total,
-        "host_self": host_total - covered, "device_self": device_self,
-        "device_total": device_total, "kernel_self": kernel_self,
-    }, copy=False)
+    small = np.int32 if len(ev) < 2**31 else np.int64
+    out = pd.DataFrame(
+        {
+            "row": rows.astype(small),
+            "name": ev["name"].array.take(rows),
+            "is_op": is_op,
+            "parent": parent.astype(small),
+            "depth": depth,
+            "host_total": host_total,
+            "host_self": host_total - covered,
+            "device_self": device_self,
+            "device_total": device_total,
+            "kernel_self": kernel_self,
+        },
+        copy=False,
+    )
     out.attrs["device_node"] = gnode
     out.attrs["device_rows"] = grow
     return out

@@ -1,5 +1,6 @@
 """The op tree stage: CPU ops, user annotations and nn.Module calls nested per thread, and the innermost node
 enclosing a time (one boundary rule: `intervals.holds`)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,7 +36,7 @@ def _tree_order(grp: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.nd
         later = start[1:] > start[:-1]
         tie = start[1:] == start[:-1]
         if bool((later | (tie & (end[1:] <= end[:-1]))).all()):
-            small = grp.astype(np.int16) if int(grp.max()) < 2 ** 15 else grp  # radix sort
+            small = grp.astype(np.int16) if int(grp.max()) < 2**15 else grp  # radix sort
             return np.argsort(small, kind="stable")
     return np.lexsort((rows, -end, start, grp))
 
@@ -54,8 +55,18 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     n = len(rows)
     if n == 0:
         empty = np.zeros(0, np.int64)
-        return pd.DataFrame({"row": rows, "parent": empty, "depth": empty, "group": empty, "start": empty,
-                             "end": empty, "merged_into": empty, "is_op": is_op[rows]})
+        return pd.DataFrame(
+            {
+                "row": rows,
+                "parent": empty,
+                "depth": empty,
+                "group": empty,
+                "start": empty,
+                "end": empty,
+                "merged_into": empty,
+                "is_op": is_op[rows],
+            }
+        )
     start = ev["ts"].to_numpy(np.int64)[rows]
     end = start + ev["dur"].to_numpy(np.int64)[rows]
     grp = group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
@@ -72,7 +83,7 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     # depth_i = number of earlier nodes (tree order) of the same thread still open at start_i (end_j > start_i)
     lo = int(min(start.min(), end.min()))
     span = int(max(start.max(), end.max())) - lo + 2
-    if (int(grp.max()) + 1) * span >= 2 ** 62:  # pragma: no cover - absurd time ranges
+    if (int(grp.max()) + 1) * span >= 2**62:  # pragma: no cover - absurd time ranges
         raise ValueError("trace time range too large for the op tree")
     end_keys = composite(grp, end, lo, span)
     end_keys.sort(kind="stable")  # ends come nearly in order: 10x quicker than quicksort (2.2M nodes: 0.13 s)
@@ -102,7 +113,7 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     # candidate parent: the last earlier node one level up. Keys depth * n + pos in (depth, pos) order
     # (a radix sort of small depths); the queries (depth - 1) * n + pos are then sorted too, which
     # makes searchsorted and the gathers sequential.
-    by_level = np.argsort(depth.astype(np.int16) if int(depth.max()) < 2 ** 15 else depth, kind="stable")
+    by_level = np.argsort(depth.astype(np.int16) if int(depth.max()) < 2**15 else depth, kind="stable")
     dk = depth[by_level]
     dk *= n
     dk += by_level
@@ -137,10 +148,13 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     del bad
 
     # torch's _remove_dup_nodes: an op whose only child is an op of the same name absorbs it
-    small = np.int32 if len(ev) < 2 ** 31 else np.int64  # positions, depths, thread codes (see below)
+    small = np.int32 if len(ev) < 2**31 else np.int64  # positions, depths, thread codes (see below)
     nchild = np.bincount(parent[parent >= 0], minlength=n)
-    names = ev["name"].to_numpy()[rows] if not isinstance(ev["name"].dtype, pd.CategoricalDtype) \
+    names = (
+        ev["name"].to_numpy()[rows]
+        if not isinstance(ev["name"].dtype, pd.CategoricalDtype)
         else ev["name"].cat.codes.to_numpy()[rows]
+    )
     cpu_op = category_mask(ev, (CPU_OP,))[rows]
     pp = np.maximum(parent, 0)
     merge = (parent >= 0) & (nchild[pp] == 1) & (names[pp] == names) & cpu_op & cpu_op[pp]
@@ -160,8 +174,16 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     del final_parent
     # the tree is held as long as its trace: int32 where it fits (a trace of 2**31 events is far beyond
     # memory) keeps it at 37 bytes a node rather than 57
-    cols = dict(row=rows.astype(small), parent=parent_row, depth=depth.astype(small), group=grp.astype(small),
-                start=start, end=end, merged_into=merged_into, is_op=is_op[rows])
+    cols = dict(
+        row=rows.astype(small),
+        parent=parent_row,
+        depth=depth.astype(small),
+        group=grp.astype(small),
+        start=start,
+        end=end,
+        merged_into=merged_into,
+        is_op=is_op[rows],
+    )
     return pd.DataFrame(cols, copy=False)  # fresh arrays: no need to copy them into blocks
 
 
@@ -195,13 +217,18 @@ def tree_index(t: Any) -> dict:
     pos_of_row = np.full(len(ev), -1, np.int64)
     pos_of_row[rows] = np.arange(len(rows))
     parent = tree["parent"].to_numpy()
-    return {"g": g, "keys": composite(g, start, lo, span), "lo": lo, "span": span,
-            "parent_pos": np.where(parent >= 0, pos_of_row[np.maximum(parent, 0)], -1),
-            "group_pid": ev["pid"].to_numpy()[rows[first]], "group_tid": ev["tid"].to_numpy()[rows[first]]}
+    return {
+        "g": g,
+        "keys": composite(g, start, lo, span),
+        "lo": lo,
+        "span": span,
+        "parent_pos": np.where(parent >= 0, pos_of_row[np.maximum(parent, 0)], -1),
+        "group_pid": ev["pid"].to_numpy()[rows[first]],
+        "group_tid": ev["tid"].to_numpy()[rows[first]],
+    }
 
 
-def innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, *,
-                    ops_only: bool = True) -> np.ndarray:
+def innermost_op_at(t: Any, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, *, ops_only: bool = True) -> np.ndarray:
     """Position in t.events of the innermost cpu_op/user_annotation on the same (pid, tid) whose range holds
     `ts` under `holds` (start <= ts < end), or -1; vectorised over the query arrays (any order). With
     `ops_only=False` nn.Module nodes count too (the parent of a host call in the op tree)."""

@@ -3,6 +3,7 @@
 `stage(*deps)` declares a stage function `f(t) -> table`; `DEPENDENCIES` maps each stage's name to the names of
 the stages it reads (checked against `stages.GRAPH`, the one written list, by the tests).
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,9 +51,9 @@ def cached(t: Any, key: str, fn: Callable[[], Any]) -> Any:
     return value
 
 
-
 def stage(*deps: Callable[..., Any]) -> Callable[[F], F]:
     """Declare a stage `f(t)`: memoised per trace under its own name; `deps` are the stages it reads."""
+
     def wrap(fn: F) -> F:
         name = fn.__name__
         DEPENDENCIES[name] = tuple(d.__name__ for d in deps)
@@ -60,5 +61,7 @@ def stage(*deps: Callable[..., Any]) -> Callable[[F], F]:
         @functools.wraps(fn)
         def run(t: Any) -> Any:
             return cached(t, name, lambda: fn(t))
+
         return run  # type: ignore[return-value]
+
     return wrap

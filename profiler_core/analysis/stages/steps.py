@@ -1,5 +1,6 @@
 """The steps stage: ProfilerStep ranges (torch-tb-profiler's rules, stretched to the GPU work launched in
 them) and the GPU work launched before the first step."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,14 +18,21 @@ __all__ = ["steps", "early_gpu_rows"]
 
 
 def _step_number(name: str) -> str:
-    return name[len(STEP_PREFIX):] if name.startswith(STEP_PREFIX) else name
+    return name[len(STEP_PREFIX) :] if name.startswith(STEP_PREFIX) else name
 
 
 def _steps(t: Any) -> pd.DataFrame:
     ev = t.events
-    empty = pd.DataFrame({"step": pd.Series([], dtype=object), "start": pd.Series([], dtype=np.int64),
-                          "end": pd.Series([], dtype=np.int64), "host_start": pd.Series([], dtype=np.int64),
-                          "host_end": pd.Series([], dtype=np.int64), "device_ops": pd.Series([], dtype=np.int64)})
+    empty = pd.DataFrame(
+        {
+            "step": pd.Series([], dtype=object),
+            "start": pd.Series([], dtype=np.int64),
+            "end": pd.Series([], dtype=np.int64),
+            "host_start": pd.Series([], dtype=np.int64),
+            "host_end": pd.Series([], dtype=np.int64),
+            "device_ops": pd.Series([], dtype=np.int64),
+        }
+    )
     if len(ev) == 0:
         return empty
     ts = ev["ts"].to_numpy(np.int64)
@@ -78,9 +86,16 @@ def _steps(t: Any) -> pd.DataFrame:
                     keep = i
                 names, start, end = names[:keep], start[:keep], end[:keep]
                 hs, he, matched_count = hs[:keep], he[:keep], matched_count[:keep]
-    return pd.DataFrame({"step": names, "start": start.astype(np.int64), "end": end.astype(np.int64),
-                         "host_start": hs.astype(np.int64), "host_end": he.astype(np.int64),
-                         "device_ops": matched_count.astype(np.int64)})
+    return pd.DataFrame(
+        {
+            "step": names,
+            "start": start.astype(np.int64),
+            "end": end.astype(np.int64),
+            "host_start": hs.astype(np.int64),
+            "host_end": he.astype(np.int64),
+            "device_ops": matched_count.astype(np.int64),
+        }
+    )
 
 
 @stage(link_gpu_to_ops)

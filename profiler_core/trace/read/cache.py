@@ -9,6 +9,7 @@ runs code. The directory is created 0700; one owned by another user is refused (
 cache). A corrupt or stale entry is ignored, removed and rewritten; files of the old pickle
 format (`*.trace.pkl`) are never opened, only removed by `trim`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -82,8 +83,12 @@ def _uid() -> int | None:
 def _refuse(d: Path, why: str) -> None:
     if str(d) not in _warned:
         _warned.add(str(d))
-        log.warning("gpuscope: not using the trace cache %s: %s (set GPUSCOPE_CACHE_DIR to a "
-                    "directory of your own, or GPUSCOPE_CACHE=0)", d, why)
+        log.warning(
+            "gpuscope: not using the trace cache %s: %s (set GPUSCOPE_CACHE_DIR to a "
+            "directory of your own, or GPUSCOPE_CACHE=0)",
+            d,
+            why,
+        )
 
 
 def usable_dir(create: bool = False) -> Path | None:
@@ -174,8 +179,7 @@ def store(path: str | os.PathLike, t: TraceData) -> Path | None:
         with storage.write_beside(str(entry), mode=0o600) as f:
             cache_format.dump(f, _key(path, st), t)
     except Exception as e:  # noqa: BLE001 - a cache that cannot be written is not an error
-        log.warning("gpuscope: cannot write trace cache for %s (%s)", storage.redact(path),
-                    storage.redact(str(e)))
+        log.warning("gpuscope: cannot write trace cache for %s (%s)", storage.redact(path), storage.redact(str(e)))
         return None
     trim()
     return entry

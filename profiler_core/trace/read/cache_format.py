@@ -10,6 +10,7 @@ read back with `np.frombuffer` for numeric dtypes only (no object dtype, so no p
 and object columns are msgpack lists. Anything unexpected raises
 `CacheFormatError`; the caller drops the entry.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -79,9 +80,13 @@ def _frame_spec(df: Any, arrays: list, offset: int) -> tuple[dict, int]:
         dtype = col.dtype
         if isinstance(dtype, pd.CategoricalDtype):
             cats = dtype.categories
-            spec = {"kind": "category", "codes": add(col.cat.codes.to_numpy()),
-                    "categories": cats.tolist(), "ordered": bool(dtype.ordered),
-                    "cat_dtype": cats.dtype.str if cats.dtype.kind in _NUMERIC_KINDS else "object"}
+            spec = {
+                "kind": "category",
+                "codes": add(col.cat.codes.to_numpy()),
+                "categories": cats.tolist(),
+                "ordered": bool(dtype.ordered),
+                "cat_dtype": cats.dtype.str if cats.dtype.kind in _NUMERIC_KINDS else "object",
+            }
         elif isinstance(dtype, np.dtype) and dtype.kind in _NUMERIC_KINDS:
             values = col.to_numpy(copy=False)
             if values.strides == (0,) and len(values) > 0:
@@ -115,8 +120,13 @@ def dump(f: IO[bytes], key: list, t: TraceData) -> None:
         header = msgspec.msgpack.encode({"fields": fields, "frames": frames})
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as e:
         raise CacheFormatError(f"cannot encode the trace's fields ({e})") from None
-    head = (MAGIC + len(key_raw).to_bytes(_LEN_BYTES, "little") + key_raw
-            + len(header).to_bytes(_LEN_BYTES, "little") + header)
+    head = (
+        MAGIC
+        + len(key_raw).to_bytes(_LEN_BYTES, "little")
+        + key_raw
+        + len(header).to_bytes(_LEN_BYTES, "little")
+        + header
+    )
     f.write(head + b"\0" * _pad(len(head)))
     for arr in arrays:
         f.write(memoryview(arr).cast("B"))
@@ -147,8 +157,11 @@ def read_key(f: IO[bytes]) -> Any:
 def read_header(f: IO[bytes]) -> dict:
     """The header after the key (`f` positioned after `read_key`); leaves `f` at the buffers."""
     header = _section(f)
-    if not isinstance(header, dict) or not isinstance(header.get("fields"), dict) \
-            or not isinstance(header.get("frames"), dict):
+    if (
+        not isinstance(header, dict)
+        or not isinstance(header.get("fields"), dict)
+        or not isinstance(header.get("frames"), dict)
+    ):
         raise CacheFormatError("bad header")
     f.read(_pad(f.tell()))
     return header
@@ -159,8 +172,14 @@ def _buffer(spec: Any, data: np.ndarray) -> np.ndarray:
         raise CacheFormatError("bad column")
     dt = _numeric_dtype(spec.get("dtype"))
     offset, count = spec.get("offset"), spec.get("count")
-    if not (isinstance(offset, int) and isinstance(count, int) and offset >= 0 and count >= 0
-            and offset % _ALIGN == 0 and offset + count * dt.itemsize <= data.nbytes):
+    if not (
+        isinstance(offset, int)
+        and isinstance(count, int)
+        and offset >= 0
+        and count >= 0
+        and offset % _ALIGN == 0
+        and offset + count * dt.itemsize <= data.nbytes
+    ):
         raise CacheFormatError("column outside the file")
     return np.frombuffer(data, dtype=dt, count=count, offset=offset)
 
@@ -185,8 +204,9 @@ def _column(spec: Any, rows: int, data: np.ndarray) -> Any:
             raise CacheFormatError("bad categories")
         dtype = object if cat_dtype == "object" else _numeric_dtype(cat_dtype)
         try:  # from_codes checks every code against the categories
-            return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=dtype),
-                                             ordered=bool(spec.get("ordered")))
+            return pd.Categorical.from_codes(
+                codes, categories=pd.Index(cats, dtype=dtype), ordered=bool(spec.get("ordered"))
+            )
         except (TypeError, ValueError) as e:
             raise CacheFormatError(f"bad categorical ({e})") from None
     elif kind == "object":
@@ -207,8 +227,7 @@ def _column(spec: Any, rows: int, data: np.ndarray) -> Any:
 def _frame(spec: Any, data: np.ndarray) -> Any:
     import pandas as pd
 
-    if not isinstance(spec, dict) or not isinstance(spec.get("columns"), list) \
-            or not isinstance(spec.get("rows"), int):
+    if not isinstance(spec, dict) or not isinstance(spec.get("columns"), list) or not isinstance(spec.get("rows"), int):
         raise CacheFormatError("bad frame")
     rows = spec["rows"]
     names = [c.get("name") if isinstance(c, dict) else None for c in spec["columns"]]

@@ -1,5 +1,6 @@
 """Decoded events -> columns: normalised categories, interned texts, coerced numbers, and the
 `_Builder` that accumulates a trace's pieces and makes its DataFrames (`TraceData`)."""
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,12 @@ class _Labels:
             found = self._number(value)
             if found is not None:
                 return found
-        if (isinstance(value, float) and value == value and value not in (float("inf"), float("-inf"))
-                and value.is_integer()):
+        if (
+            isinstance(value, float)
+            and value == value
+            and value not in (float("inf"), float("-inf"))
+            and value.is_integer()
+        ):
             found = self._number(int(value))
             if found is not None:
                 return found
@@ -96,9 +101,9 @@ class _Interner:
     """Builds one pandas category column across chunks (value -> code)."""
 
     def __init__(self, convert=None, strict: bool = False) -> None:
-        self.codes: dict[str, int] = {"": 0}   # text -> code
+        self.codes: dict[str, int] = {"": 0}  # text -> code
         self.values: list[str] = [""]
-        self.raw: dict[Any, int] = {}           # raw decoded value -> code
+        self.raw: dict[Any, int] = {}  # raw decoded value -> code
         self.convert = convert or _to_text
         self.strict = strict  # lists/objects raise TypeError (else: keyed by their JSON text)
 
@@ -302,11 +307,38 @@ def _flow_id(v: Any) -> Any:
 
 
 #: which arg fields each family of (normalised) categories carries; "other" gets all of them
-_OP_FIELDS = ("ext_id", "input_dims", "input_type", "call_stack", "sequence_nr", "fwd_thread",
-              "coll_name", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "nbytes")
-_GPU_FIELDS = ("ext_id", "ext_id_lc", "correlation", "device", "stream", "grid", "block",
-               "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy",
-               "nbytes", "static_shared_memory", "dynamic_shared_memory")
+_OP_FIELDS = (
+    "ext_id",
+    "input_dims",
+    "input_type",
+    "call_stack",
+    "sequence_nr",
+    "fwd_thread",
+    "coll_name",
+    "dtype",
+    "in_nelems",
+    "out_nelems",
+    "group_size",
+    "pg_name",
+    "nbytes",
+)
+_GPU_FIELDS = (
+    "ext_id",
+    "ext_id_lc",
+    "correlation",
+    "device",
+    "stream",
+    "grid",
+    "block",
+    "registers",
+    "shared_memory",
+    "blocks_per_sm",
+    "warps_per_sm",
+    "occupancy",
+    "nbytes",
+    "static_shared_memory",
+    "dynamic_shared_memory",
+)
 _PY_FIELDS = ("python_id", "python_parent_id", "python_module_id")
 _FAMILY_FIELDS = {
     "op": _OP_FIELDS,
@@ -315,24 +347,50 @@ _FAMILY_FIELDS = {
     "trace": (),
     "other": tuple(dict.fromkeys(("ext_id",) + _OP_FIELDS + _GPU_FIELDS + _PY_FIELDS)),
 }
-_FAMILY = {"cpu_op": "op", "user_annotation": "op", "python_function": "python",
-           "kernel": "gpu", "gpu_memcpy": "gpu", "gpu_memset": "gpu", "cuda_runtime": "gpu",
-           "cuda_driver": "gpu", "gpu_user_annotation": "gpu", "cuda_sync": "gpu",
-           "trace": "trace"}
+_FAMILY = {
+    "cpu_op": "op",
+    "user_annotation": "op",
+    "python_function": "python",
+    "kernel": "gpu",
+    "gpu_memcpy": "gpu",
+    "gpu_memset": "gpu",
+    "cuda_runtime": "gpu",
+    "cuda_driver": "gpu",
+    "gpu_user_annotation": "gpu",
+    "cuda_sync": "gpu",
+    "trace": "trace",
+}
 _FAMILY_NAMES = ("op", "gpu", "python", "trace", "other")
 _FIELD_COLUMN = {"nbytes": "bytes"}
 #: args that Kineto writes together: when the first is absent from a chunk, so are the others
 #: (not 'blocks per SM' / 'warps per SM': torch 1.8 writes the warps alone)
-_TOGETHER = {"coll_name": ("dtype", "in_nelems", "out_nelems", "group_size", "pg_name"),
-             "sequence_nr": ("fwd_thread",), "grid": ("block",)}
+_TOGETHER = {
+    "coll_name": ("dtype", "in_nelems", "out_nelems", "group_size", "pg_name"),
+    "sequence_nr": ("fwd_thread",),
+    "grid": ("block",),
+}
 _PLAIN_INT_COLUMNS = frozenset(
-    {"correlation", "device", "stream", "registers", "shared_memory", "static_shared_memory",
-     "dynamic_shared_memory", "bytes", "python_id",
-     "python_module_id", "sequence_nr", "fwd_thread", "in_nelems", "out_nelems", "group_size"})
+    {
+        "correlation",
+        "device",
+        "stream",
+        "registers",
+        "shared_memory",
+        "static_shared_memory",
+        "dynamic_shared_memory",
+        "bytes",
+        "python_id",
+        "python_module_id",
+        "sequence_nr",
+        "fwd_thread",
+        "in_nelems",
+        "out_nelems",
+        "group_size",
+    }
+)
 #: args whose decoded default is -1, the column's missing value, not None (decode._Args)
 _MINUS_ONE_DEFAULT = frozenset({"sequence_nr", "fwd_thread"})
-_ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS
-                     if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
+_ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
 
 
 def _raw_bytes(values: list) -> list:
@@ -383,8 +441,7 @@ class _Builder:
         n = len(evs)
         if not n:
             return
-        phs = [_NOT_EVENT if e is None else e.ph for e in evs] if None in evs \
-            else list(map(_get_ph, evs))
+        phs = [_NOT_EVENT if e is None else e.ph for e in evs] if None in evs else list(map(_get_ph, evs))
         try:
             kinds = np.fromiter(map(_PHASES.get, phs, repeat(_UNSUPPORTED)), np.int8, count=n)
         except TypeError:  # unhashable ph values
@@ -431,8 +488,7 @@ class _Builder:
             if not keep.all():
                 self._count("complete events without a valid ts skipped", int((~keep).sum()))
             if huge_dur.any():
-                self._count(f"complete events with a dur beyond {_MAX_US:.0e} us skipped",
-                            int((huge_dur & keep).sum()))
+                self._count(f"complete events with a dur beyond {_MAX_US:.0e} us skipped", int((huge_dur & keep).sum()))
                 keep &= ~huge_dur
             where = np.flatnonzero(keep)
             evs = [evs[i] for i in where]
@@ -456,8 +512,9 @@ class _Builder:
         col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
         # args: each family of categories carries its own keys; only those are extracted
         out: dict = dict.fromkeys(_ARG_COLUMNS)
-        family_of_code = np.array([_FAMILY_NAMES.index(_FAMILY.get(v, "other"))
-                                   for v in self.interners["cat"].values], dtype=np.int8)
+        family_of_code = np.array(
+            [_FAMILY_NAMES.index(_FAMILY.get(v, "other")) for v in self.interners["cat"].values], dtype=np.int8
+        )
         families = family_of_code[cat_codes]
         args_all = list(map(_get_args, evs))
         for code in np.flatnonzero(np.bincount(families, minlength=1)):
@@ -525,13 +582,16 @@ class _Builder:
                 dtype = np.int32 if column in EVENT_INT32 else np.int64
                 put(column, co.ints(column, values, -1, dtype))
 
-    def _without_unhashable(self, evs: list, idx: np.ndarray, cats: list, names: list,
-                            kind: str) -> tuple[list, np.ndarray]:
+    def _without_unhashable(
+        self, evs: list, idx: np.ndarray, cats: list, names: list, kind: str
+    ) -> tuple[list, np.ndarray]:
         """The events whose name and cat are not lists or objects (the others are counted)."""
-        good = [i for i, (c, nm) in enumerate(zip(cats, names))
-                if not isinstance(c, (list, dict)) and not isinstance(nm, (list, dict))]
-        self._count(f"{kind} events with a list or an object as name or cat skipped",
-                    len(evs) - len(good))
+        good = [
+            i
+            for i, (c, nm) in enumerate(zip(cats, names))
+            if not isinstance(c, (list, dict)) and not isinstance(nm, (list, dict))
+        ]
+        self._count(f"{kind} events with a list or an object as name or cat skipped", len(evs) - len(good))
         return [evs[i] for i in good], idx[np.asarray(good, dtype=np.int64)]
 
     def _count(self, what: str, n: int) -> None:
@@ -595,18 +655,20 @@ class _Builder:
         keep = _valid_ts(ts_us)
         if not keep.all():
             self._count("memory events without a valid ts skipped", int((~keep).sum()))
-        self.mem.append({
-            "ts": _to_ns(ts_us)[keep],
-            "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
-            "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
-            "device_type": co.ints("Device Type", a("device_type"), -1)[keep],
-            "device_id": co.ints("Device Id", a("device_id"), -1)[keep],
-            "addr": co.ints("Addr", a("addr"), -1)[keep],
-            "bytes": co.ints("Bytes", a("mem_bytes"), -1)[keep],
-            "total_allocated": co.ints("Total Allocated", a("total_allocated"), -1)[keep],
-            "total_reserved": co.ints("Total Reserved", a("total_reserved"), -1)[keep],
-            "idx": idx[where][keep],
-        })
+        self.mem.append(
+            {
+                "ts": _to_ns(ts_us)[keep],
+                "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
+                "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
+                "device_type": co.ints("Device Type", a("device_type"), -1)[keep],
+                "device_id": co.ints("Device Id", a("device_id"), -1)[keep],
+                "addr": co.ints("Addr", a("addr"), -1)[keep],
+                "bytes": co.ints("Bytes", a("mem_bytes"), -1)[keep],
+                "total_allocated": co.ints("Total Allocated", a("total_allocated"), -1)[keep],
+                "total_reserved": co.ints("Total Reserved", a("total_reserved"), -1)[keep],
+                "idx": idx[where][keep],
+            }
+        )
 
     def _flows(self, evs: list, idx: np.ndarray) -> None:
         co = self.co
@@ -625,25 +687,25 @@ class _Builder:
         keep = _valid_ts(ts_us)
         if not keep.all():
             self._count("flow events without a valid ts skipped", int((~keep).sum()))
-        self.flows.append({
-            "cat": cat_codes[keep],
-            "name": name_codes[keep],
-            "id": id_col[keep],
-            "ph": self.flow_ph.add(list(map(_get_ph, evs)))[keep],
-            "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
-            "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
-            "ts": _to_ns(ts_us)[keep],
-            "bp": self.flow_bp.add(list(map(_get_bp, evs)))[keep],
-            "idx": idx[keep],
-        })
+        self.flows.append(
+            {
+                "cat": cat_codes[keep],
+                "name": name_codes[keep],
+                "id": id_col[keep],
+                "ph": self.flow_ph.add(list(map(_get_ph, evs)))[keep],
+                "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
+                "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
+                "ts": _to_ns(ts_us)[keep],
+                "bp": self.flow_bp.add(list(map(_get_bp, evs)))[keep],
+                "idx": idx[keep],
+            }
+        )
 
     def _metadata(self, evs: list) -> None:
         for e in evs:
             a = e.args
-            value = a.m_name if a.m_name is not None else (
-                a.m_labels if a.m_labels is not None else a.m_sort_index)
-            self.names.append((self.labels.code(e.pid), self.labels.code(e.tid),
-                               _to_text(e.name), value))
+            value = a.m_name if a.m_name is not None else (a.m_labels if a.m_labels is not None else a.m_sort_index)
+            self.names.append((self.labels.code(e.pid), self.labels.code(e.tid), _to_text(e.name), value))
 
     # ---- final frames
     # ---- parallel parsing: a worker's builder is exported and merged into the main one
@@ -652,10 +714,17 @@ class _Builder:
     def export(self) -> dict:
         """This builder's chunks with the texts behind their codes (picklable, for merge)."""
         return {
-            "ev": self.ev, "ev_len": self.ev_len, "mem": self.mem, "flows": self.flows,
-            "names": self.names, "counts": self.counts, "bad": self.bad,
-            "entries": self.entries, "with_phase": self.with_phase,
-            "labels": self.labels.by_code, "labels_beyond": self.labels.beyond,
+            "ev": self.ev,
+            "ev_len": self.ev_len,
+            "mem": self.mem,
+            "flows": self.flows,
+            "names": self.names,
+            "counts": self.counts,
+            "bad": self.bad,
+            "entries": self.entries,
+            "with_phase": self.with_phase,
+            "labels": self.labels.by_code,
+            "labels_beyond": self.labels.beyond,
             "interners": {c: i.values for c, i in self.interners.items()},
             "flow_interners": {k: getattr(self, k).values for k in self._FLOW_INTERNERS},
         }
@@ -667,8 +736,9 @@ class _Builder:
             if all(p is None for p in parts):
                 self.ev[c] = [None] if parts else []
             else:
-                self.ev[c] = [np.concatenate([_missing_column(c, ln) if p is None else p
-                                              for p, ln in zip(parts, self.ev_len)])]
+                self.ev[c] = [
+                    np.concatenate([_missing_column(c, ln) if p is None else p for p, ln in zip(parts, self.ev_len)])
+                ]
         self.ev_len = [total] if self.ev_len else []
         if len(self.mem) > 1:
             self.mem = [_concat_dicts(self.mem, tuple(self.mem[0]))]
@@ -710,8 +780,7 @@ class _Builder:
         fremap = {k: getattr(self, k).remap(v) for k, v in part["flow_interners"].items()}
         for f in part["flows"]:
             f["idx"] = f["idx"] + offset
-            for col, key in (("cat", "flow_cat"), ("name", "flow_name"), ("ph", "flow_ph"),
-                             ("bp", "flow_bp")):
+            for col, key in (("cat", "flow_cat"), ("name", "flow_name"), ("ph", "flow_ph"), ("bp", "flow_bp")):
                 f[col] = fremap[key][f[col]]
             if fix:
                 relabel(f["pid"]), relabel(f["tid"])
@@ -732,8 +801,10 @@ class _Builder:
         import pandas as pd
 
         if self.entries and not self.with_phase:
-            raise TraceReadError(f"{path}: no trace events (not a trace: none of its {self.entries} entries is "
-                                 "a chrome-trace event, an object with a \"ph\" phase)")
+            raise TraceReadError(
+                f"{path}: no trace events (not a trace: none of its {self.entries} entries is "
+                'a chrome-trace event, an object with a "ph" phase)'
+            )
 
         col, lens = self.ev, self.ev_len
         total = int(sum(lens))
@@ -742,16 +813,33 @@ class _Builder:
             parts = col.pop(c)
             if all(p is None for p in parts):
                 return None
-            return np.concatenate([_missing_column(c, ln) if p is None else p
-                                   for p, ln in zip(parts, lens)]) if parts else None
+            return (
+                np.concatenate([_missing_column(c, ln) if p is None else p for p, ln in zip(parts, lens)])
+                if parts
+                else None
+            )
 
         ts, dur, idx = (column(c) for c in ("ts", "dur", "idx"))
         if ts is None:
             ts, dur, idx = (np.empty(0, np.int64) for _ in range(3))
-        mem = _concat_dicts(self.mem, ("ts", "pid", "tid", "device_type", "device_id", "addr",
-                                       "bytes", "total_allocated", "total_reserved", "idx"))
-        flows = _concat_dicts(self.flows, ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp",
-                                           "idx"), int32=("cat", "name", "ph", "bp"))
+        mem = _concat_dicts(
+            self.mem,
+            (
+                "ts",
+                "pid",
+                "tid",
+                "device_type",
+                "device_id",
+                "addr",
+                "bytes",
+                "total_allocated",
+                "total_reserved",
+                "idx",
+            ),
+        )
+        flows = _concat_dicts(
+            self.flows, ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx"), int32=("cat", "name", "ph", "bp")
+        )
         self.mem, self.flows = [], []
         if base_ns is None:  # old traces: ts is µs since the epoch; rebase on the first event
             firsts = [a.min() for a in (ts, mem["ts"], flows["ts"]) if len(a)]
@@ -772,8 +860,11 @@ class _Builder:
             else:
                 data[c] = arr
         if legacy_export_categories(data, self.labels.by_text.get(LEGACY_DEVICE_PID)):
-            self._count("events of a pre-Kineto torch.autograd.profiler export (no categories) read as CPU "
-                        "ops, and those of its \"CUDA functions\" process as kernels", len(data["cat"]))
+            self._count(
+                "events of a pre-Kineto torch.autograd.profiler export (no categories) read as CPU "
+                'ops, and those of its "CUDA functions" process as kernels',
+                len(data["cat"]),
+            )
         # GPU activities carry device/stream in pid/tid when their args lack them
         gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in GPU_CATEGORIES]
         if gpu_codes:
@@ -789,27 +880,36 @@ class _Builder:
         memory = pd.DataFrame({k: v[mem_order] for k, v in mem.items()}, copy=False)
         flow_order = np.lexsort((flows["idx"], flows["ts"]))
         fdata = {k: v[flow_order] for k, v in flows.items()}
-        for c, interner in (("cat", self.flow_cat), ("name", self.flow_name),
-                            ("ph", self.flow_ph), ("bp", self.flow_bp)):
+        for c, interner in (
+            ("cat", self.flow_cat),
+            ("name", self.flow_name),
+            ("ph", self.flow_ph),
+            ("bp", self.flow_bp),
+        ):
             fdata[c] = interner.categorical(fdata[c].astype(np.int32, copy=False))
-        flows_df = pd.DataFrame({c: fdata[c] for c in ("cat", "name", "id", "ph", "pid", "tid",
-                                                       "ts", "bp", "idx")}, copy=False)
+        flows_df = pd.DataFrame(
+            {c: fdata[c] for c in ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx")}, copy=False
+        )
         names = pd.DataFrame(self.names, columns=["pid", "tid", "kind", "value"])
-        names = names.astype({"pid": np.int64, "tid": np.int64, "kind": object,
-                              "value": object})
+        names = names.astype({"pid": np.int64, "tid": np.int64, "kind": object, "value": object})
         warnings = [f"{n} {what}" for what, n in sorted(self.counts.items())]
-        warnings += [f"{n} non-numeric values of {c!r} treated as missing"
-                     for c, n in sorted(self.bad.items())]
+        warnings += [f"{n} non-numeric values of {c!r} treated as missing" for c, n in sorted(self.bad.items())]
         if self.labels.beyond:
             warnings.append(f"{self.labels.beyond} pid/tid values beyond 64 bits kept as text labels")
         props, dropped = clean_device_properties(meta.get("deviceProperties"))
         if dropped:
             warnings.append(f"{dropped} deviceProperties values of the wrong type ignored")
         return TraceData(
-            path=path, metadata=meta,
+            path=path,
+            metadata=meta,
             device_properties=props,
-            base_ns=int(base_ns), events=events, memory=memory, flows=flows_df, names=names,
-            warnings=warnings, labels=dict(self.labels.by_code),
+            base_ns=int(base_ns),
+            events=events,
+            memory=memory,
+            flows=flows_df,
+            names=names,
+            warnings=warnings,
+            labels=dict(self.labels.by_code),
         )
 
 

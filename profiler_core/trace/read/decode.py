@@ -1,5 +1,6 @@
 """JSON -> msgspec structs: the event and args structs the reader decodes into, and the lenient
 decoding of pieces (repairing what old writers leave in, skipping entries that are not events)."""
+
 from __future__ import annotations
 
 import re
@@ -39,16 +40,20 @@ def max_trace_events() -> int:
 
 def too_many_events(path: str, limit: int) -> TraceReadError:
     """The error for a trace of more than `limit` events."""
-    return TraceReadError(f"{path}: trace has more than {limit} events, more than the memory budget "
-                          "holds (raise GPUSCOPE_MAX_LOADED_BYTES to read it)")
+    return TraceReadError(
+        f"{path}: trace has more than {limit} events, more than the memory budget "
+        "holds (raise GPUSCOPE_MAX_LOADED_BYTES to read it)"
+    )
 
 
 def too_big(path: str, limit: int) -> TraceReadError:
     """The error for a trace over `limit` uncompressed bytes, naming the setting that raises it."""
-    how = ("GPUSCOPE_MAX_TRACE_BYTES" if settings.get("GPUSCOPE_MAX_TRACE_BYTES") is not None else
-           "GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces,")
-    return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed "
-                          f"(raise {how} to read it)")
+    how = (
+        "GPUSCOPE_MAX_TRACE_BYTES"
+        if settings.get("GPUSCOPE_MAX_TRACE_BYTES") is not None
+        else "GPUSCOPE_MAX_LOADED_BYTES, the memory budget for loaded traces,"
+    )
+    return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed (raise {how} to read it)")
 
 
 #: the limit at import time (read again by max_trace_bytes() at each read)
@@ -61,20 +66,39 @@ class TraceReadError(ValueError):
 
 # --------------------------------------------------------------------------- decoding structs
 _ARG_NAMES = {
-    "ext_id": "External id", "ext_id_lc": "external id", "registers": "registers per thread",
-    "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM",
-    "static_shared_memory": "static shared memory", "dynamic_shared_memory": "dynamic shared memory",
-    "warps_per_sm": "warps per SM", "occupancy": "est. achieved occupancy %", "nbytes": "bytes",
-    "input_dims": "Input Dims", "input_type": "Input type", "call_stack": "Call stack",
+    "ext_id": "External id",
+    "ext_id_lc": "external id",
+    "registers": "registers per thread",
+    "shared_memory": "shared memory",
+    "blocks_per_sm": "blocks per SM",
+    "static_shared_memory": "static shared memory",
+    "dynamic_shared_memory": "dynamic shared memory",
+    "warps_per_sm": "warps per SM",
+    "occupancy": "est. achieved occupancy %",
+    "nbytes": "bytes",
+    "input_dims": "Input Dims",
+    "input_type": "Input type",
+    "call_stack": "Call stack",
     "input_dims_v18": "Input dims",  # torch <= 1.8's spelling (arg_spellings.py)
-    "python_id": "Python id", "python_parent_id": "Python parent id",
-    "python_module_id": "Python module id", "sequence_nr": "Sequence number",
-    "fwd_thread": "Fwd thread id", "coll_name": "Collective name", "in_nelems": "In msg nelems",
-    "out_nelems": "Out msg nelems", "group_size": "Group size", "pg_name": "Process Group Name",
+    "python_id": "Python id",
+    "python_parent_id": "Python parent id",
+    "python_module_id": "Python module id",
+    "sequence_nr": "Sequence number",
+    "fwd_thread": "Fwd thread id",
+    "coll_name": "Collective name",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+    "group_size": "Group size",
+    "pg_name": "Process Group Name",
     "mem_bytes": "Bytes",
-    "addr": "Addr", "total_allocated": "Total Allocated", "total_reserved": "Total Reserved",
-    "device_type": "Device Type", "device_id": "Device Id", "m_name": "name",
-    "m_labels": "labels", "m_sort_index": "sort_index",
+    "addr": "Addr",
+    "total_allocated": "Total Allocated",
+    "total_reserved": "Total Reserved",
+    "device_type": "Device Type",
+    "device_id": "Device Id",
+    "m_name": "name",
+    "m_labels": "labels",
+    "m_sort_index": "sort_index",
 }
 
 
@@ -206,8 +230,9 @@ def _decode_chunk(raws: list, counts: dict) -> list:
 _TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
 
 
-def element_bounds(buf: bytes | memoryview, pos: int = 0, end: int | None = None,
-                   stop_after: int | None = None) -> tuple[list, int]:
+def element_bounds(
+    buf: bytes | memoryview, pos: int = 0, end: int | None = None, stop_after: int | None = None
+) -> tuple[list, int]:
     """(start, end) of each element of a JSON array's content buf[pos:end] (the text between its
     brackets) that a comma closes, found by a scan that skips strings and tracks nesting without
     recursion (linear in the bytes scanned); and where the rest begins (the element after the
@@ -247,8 +272,7 @@ class _NotStreamable(Exception):
 
 
 _BARE_WORDS = re.compile(rb"([:\[,]\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,}\]])")
-_CONTROL = bytes.maketrans(bytes(c for c in range(32) if c not in (10, 13)),
-                           b" " * 30)
+_CONTROL = bytes.maketrans(bytes(c for c in range(32) if c not in (10, 13)), b" " * 30)
 REPAIRED = "pieces of invalid JSON repaired (bare N/A/NaN/Infinity quoted, control characters)"
 
 

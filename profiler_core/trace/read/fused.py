@@ -1,6 +1,7 @@
 """Files holding several processes' traces fused into one (trace-merging tools give each rank's events the
 pid `rank * 100000000 + pid` and an `args.rank`): gpuscope reads one process per file, so such a file is
 refused with a clear message rather than read as one worker whose steps chain across ranks."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,4 +45,5 @@ def refuse_fused(t: Any, path: str) -> None:
     how = f" (ranks {', '.join(map(str, ranks))} as pid // {RANK_PID_STRIDE:,})" if len(ranks) > 1 else ""
     raise TraceReadError(
         f"{path}: holds the steps of {len(pids)} processes fused into one file (pids {shown}){how}, as "
-        "trace-merging tools write them; gpuscope reads one process per file: open each rank's own trace")
+        "trace-merging tools write them; gpuscope reads one process per file: open each rank's own trace"
+    )

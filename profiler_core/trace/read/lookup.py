@@ -1,5 +1,6 @@
 """One raw event of a loaded trace, read back from its file on request (the model keeps columns
 only): the event-detail route's look-up. `TraceData` itself does no I/O."""
+
 from __future__ import annotations
 
 import bisect
@@ -23,8 +24,11 @@ class TraceChangedError(RuntimeError):
 def trace_event(t: TraceData, idx: int) -> Any:
     """The whole raw event at position `idx` of `t`'s file's traceEvents (TraceChangedError when
     the file is no longer the one `t` was parsed from; IndexError when there is no such event)."""
-    if (t.source_stat != (-1, -1) and (storage.is_remote(t.path) or os.path.exists(t.path))
-            and storage.fingerprint(t.path) != tuple(t.source_stat)):
+    if (
+        t.source_stat != (-1, -1)
+        and (storage.is_remote(t.path) or os.path.exists(t.path))
+        and storage.fingerprint(t.path) != tuple(t.source_stat)
+    ):
         raise TraceChangedError(f"{t.path} changed on disk since it was loaded")
     return read_event(t.path, int(idx), t.event_index)
 
@@ -54,8 +58,7 @@ def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
             if idx - first < len(raws):
                 return _ANY_DECODER.decode(raws[idx - first])
             if pos + 1 == len(index):
-                raise IndexError(f"event index {idx} out of range "
-                                 f"(trace has {first + len(raws)} events)")
+                raise IndexError(f"event index {idx} out of range (trace has {first + len(raws)} events)")
             raise TraceReadError(f"{path}: event index does not match the file")
     data = read_bytes(path)
     try:
@@ -79,7 +82,7 @@ def _byte_range(path: str, begin: int, end: int) -> bytes:
     pos = 0
     for block in stream._blocks(path):
         if pos + len(block) > begin:
-            out.append(block[max(0, begin - pos):end - pos])
+            out.append(block[max(0, begin - pos) : end - pos])
         pos += len(block)
         if pos >= end:
             break

@@ -12,6 +12,7 @@ settings keep freed memory in the process for reuse instead of handing it back a
 
 GPUSCOPE_NO_MALLOC_TUNING=1 turns all of it off.
 """
+
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ is built in bulk with numpy (`columns`); no Python dict is made per event. Big t
 they are decompressed, in byte ranges on several processes (`stream`). Odd values (`N/A`, strings for
 numbers, nulls) are coerced to the column's missing value and counted in `TraceData.warnings`.
 """
+
 from __future__ import annotations
 
 import gc
@@ -99,8 +100,10 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     except msgspec.DecodeError as e:
         raise TraceReadError(f"{path}: invalid or truncated JSON ({e})") from None
     if "traceEvents" not in top and "nodes" in top and "schema" in top:
-        raise TraceReadError(f"{path}: a PyTorch execution trace (schema, nodes; no traceEvents), "
-                             "not a Kineto trace: open the Kineto trace recorded with it")
+        raise TraceReadError(
+            f"{path}: a PyTorch execution trace (schema, nodes; no traceEvents), "
+            "not a Kineto trace: open the Kineto trace recorded with it"
+        )
     if "traceEvents" not in top:
         raise TraceReadError(f"{path}: no 'traceEvents' key (not a Kineto/chrome trace)")
     meta = {}
@@ -158,7 +161,7 @@ def _parse_bytes(data: bytes, path: str) -> TraceData:
     if len(raws) > max_trace_events():
         raise too_many_events(path, max_trace_events())
     for start in range(0, len(raws), CHUNK):
-        chunk = raws[start:start + CHUNK]
+        chunk = raws[start : start + CHUNK]
         evs = _decode_chunk(chunk, builder.counts)
         builder.add_chunk(evs, start)
     del raws, events_raw
@@ -209,9 +212,14 @@ def choose_strategies(size: int, workers: int, use_cache: bool) -> tuple[str, ..
     return (*plan, STREAM, WHOLE_FILE)
 
 
-def read_trace(path: str | os.PathLike, processes: int | None = None, *, use_cache: bool = False,
-               store: Callable[[str, TraceData], Any] | None = None,
-               tune_memory: bool = False) -> TraceData:
+def read_trace(
+    path: str | os.PathLike,
+    processes: int | None = None,
+    *,
+    use_cache: bool = False,
+    store: Callable[[str, TraceData], Any] | None = None,
+    tune_memory: bool = False,
+) -> TraceData:
     """Read a Kineto trace file (.json or .json.gz, any torch version, ours) into a `TraceData`,
     by the first strategy of `choose_strategies` that applies.
 
@@ -262,8 +270,10 @@ def _read_checked(path: str, plan: tuple[str, ...], workers: int, fingerprint: t
         del t
         fingerprint = after
     else:
-        raise TraceReadError(f"{path}: the file changed while it was read ({READ_ATTEMPTS} times); "
-                             "it is read again once it stays the same")
+        raise TraceReadError(
+            f"{path}: the file changed while it was read ({READ_ATTEMPTS} times); "
+            "it is read again once it stays the same"
+        )
     refuse_fused(t, path)
     t.source_stat = fingerprint
     return t
@@ -298,8 +308,7 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
         except _NotStreamable:  # a range boundary that is not between two events
             return None
         except Exception as e:  # noqa: BLE001 - a failed worker: parse here instead
-            logging.getLogger(__name__).warning(
-                "gpuscope: parallel parsing failed (%s); parsing in this process", e)
+            logging.getLogger(__name__).warning("gpuscope: parallel parsing failed (%s); parsing in this process", e)
             return None
     if strategy == STREAM:
         try:

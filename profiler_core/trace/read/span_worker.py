@@ -9,6 +9,7 @@ Started by `profiler_core.trace.read.stream._SpanProcess`; the output is the pic
 events between the cuts at LO and HI. Exit code 3 (with the message on stderr) is a TraceReadError,
 4 a range the quick splitter cannot cut (the reader then reads the file serially).
 """
+
 from __future__ import annotations
 
 import gc

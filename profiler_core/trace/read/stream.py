@@ -1,6 +1,7 @@
 """Streaming and parallel parsing: the trace is decompressed block by block and cut at `}, {`
 separators into pieces that are decoded as they come; big traces are split into byte ranges parsed
 by worker processes (`span_worker`). Every cut is checked by the decoder."""
+
 from __future__ import annotations
 
 import os
@@ -154,11 +155,22 @@ class _SpanProcess:
         # own root, which is what `-m` puts first on 3.10
         safe = ["-P"] if sys.version_info >= (3, 11) else []
         self.proc = subprocess.Popen(
-            [sys.executable, *safe, "-m", "profiler_core.trace.read.span_worker",
-             path if storage.is_remote(path) else os.path.abspath(path),
-             str(lo), "-" if hi is None else str(hi), ":".join(str(int(v)) for v in version)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-            cwd=root)
+            [
+                sys.executable,
+                *safe,
+                "-m",
+                "profiler_core.trace.read.span_worker",
+                path if storage.is_remote(path) else os.path.abspath(path),
+                str(lo),
+                "-" if hi is None else str(hi),
+                ":".join(str(int(v)) for v in version),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=root,
+        )
 
     def result(self) -> bytes:
         """The pickled columns; TraceReadError / _NotStreamable as the worker raised them."""
@@ -243,9 +255,13 @@ def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData
     return t
 
 
-def _parse_span(path: str, builder: _Builder, lo: int | None = None,
-                hi: int | None = None, blocks: Iterator[bytes] | None = None,
-                ) -> tuple[int, list, dict | None]:
+def _parse_span(
+    path: str,
+    builder: _Builder,
+    lo: int | None = None,
+    hi: int | None = None,
+    blocks: Iterator[bytes] | None = None,
+) -> tuple[int, list, dict | None]:
     """Parse events into `builder` while the file is decompressed, cutting the event array at
     `}, {` separators; returns (events added, piece index, top-level metadata).
 
@@ -295,7 +311,7 @@ def _parse_span(path: str, builder: _Builder, lo: int | None = None,
                         if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                             raise _NotStreamable
                         continue
-                    head, buf = buf[:m.start()], buf[m.end():]
+                    head, buf = buf[: m.start()], buf[m.end() :]
                     start += m.end()
                 else:
                     raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
@@ -306,20 +322,20 @@ def _parse_span(path: str, builder: _Builder, lo: int | None = None,
                     start += len(buf)
                     buf = b""
                     continue
-                buf, start = buf[lo - start:], lo
+                buf, start = buf[lo - start :], lo
                 m = _SEP_RE.search(buf)
                 if m is None:
                     if len(buf) > MAX_PIECE:
                         raise _NotStreamable
                     continue
-                buf, start, lo = buf[m.end() - 1:], start + m.end() - 1, None
+                buf, start, lo = buf[m.end() - 1 :], start + m.end() - 1, None
             if hi is not None and start + len(buf) > hi:  # this span's end is in buf
                 m = _SEP_RE.search(buf, max(0, hi - start))
                 if m is None:
                     if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                         raise _NotStreamable
                     continue  # wait for the whole separator
-                part = buf[:m.start() + 1]
+                part = buf[: m.start() + 1]
                 pos = _add_pieces(part, 0, start, add, counts)
                 evs = _decode_piece(part[pos:], counts)
                 add(evs, start + pos, start + len(part))
@@ -383,7 +399,7 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
     if m is not None:
         cut = (m.start() + 1, m.end() - 1)
         try:
-            return _decode_piece(view[pos:cut[0]], counts), cut
+            return _decode_piece(view[pos : cut[0]], counts), cut
         except _NotStreamable:
             pass
     end = min(len(buf), hi + max(BLOCK, MAX_EVENT_SCAN))  # a bounded scan: never the whole buffer
@@ -409,7 +425,7 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
         q = buf.rfind(b"]", 0, q)
         if q < 0:
             break
-        tail = buf[q + 1:]
+        tail = buf[q + 1 :]
         if bare:
             if not tail.strip():
                 yield {}, buf[:q]

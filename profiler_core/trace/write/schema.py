@@ -6,6 +6,7 @@ order, ``ts``/``dur`` in microseconds (floats, exact to the ns) relative to
 ``baseTimeNanoseconds``, events ordered as Kineto orders them (M events, CPU ops/annotations by
 start, [memory], python_function, collector events, the Trace span and its markers).
 """
+
 from __future__ import annotations
 
 import gc
@@ -18,15 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 SCHEMA_VERSION = 1
-BASE_TIME_GRANULARITY_NS = 7_889_238 * 1_000_000_000     # Kineto floors the base to ~3 months
-CAT_NAMES = ("user_annotation", "cpu_op")                 # indexed by recording.CAT_*
+BASE_TIME_GRANULARITY_NS = 7_889_238 * 1_000_000_000  # Kineto floors the base to ~3 months
+CAT_NAMES = ("user_annotation", "cpu_op")  # indexed by recording.CAT_*
 CAT_OP = 1
 
 
 def _annotation_shapes() -> dict:
     return {"Concrete Inputs": [""], "Input type": [""], "Input Strides": [[]], "Input Dims": [[]]}
+
+
 FLAG_KEYS = ("profile_memory", "with_stack", "record_shapes", "with_modules", "with_flops")
-SPAN_NAME = "PyTorch Profiler (0)"                        # kept for tool compatibility
+SPAN_NAME = "PyTorch Profiler (0)"  # kept for tool compatibility
 SPANS_SORT_INDEX = 536870912
 
 
@@ -48,9 +51,9 @@ class CollectorResult:
 class Collector(Protocol):
     """A source of non-CPU activity (e.g. CUDA via CUPTI), driven by the profile state machine."""
 
-    def prepare(self) -> None: ...     # at warmup: expensive setup (subscribe, allocate)
-    def start(self) -> None: ...       # recording starts
-    def stop(self) -> CollectorResult: ...   # recording stops: hand back everything
+    def prepare(self) -> None: ...  # at warmup: expensive setup (subscribe, allocate)
+    def start(self) -> None: ...  # recording starts
+    def stop(self) -> CollectorResult: ...  # recording stops: hand back everything
 
 
 def base_time_ns(start_ns: int) -> int:
@@ -100,14 +103,22 @@ def metadata_events(pid: int, threads: Iterable[tuple], ts_us: float) -> list:
     out = [
         {"ph": "M", "name": "process_name", "ts": ts_us, "pid": pid, "tid": 0, "args": {"name": pname}},
         {"ph": "M", "name": "process_labels", "ts": ts_us, "pid": pid, "tid": 0, "args": {"labels": "CPU"}},
-        {"ph": "M", "name": "process_sort_index", "ts": ts_us, "pid": pid, "tid": 0,
-         "args": {"sort_index": pid}},
+        {"ph": "M", "name": "process_sort_index", "ts": ts_us, "pid": pid, "tid": 0, "args": {"sort_index": pid}},
     ]
     for tid, tname in threads:
-        out.append({"ph": "M", "name": "thread_name", "ts": ts_us, "pid": pid, "tid": tid,
-                    "args": {"name": f"thread {tid} ({tname})"}})
-        out.append({"ph": "M", "name": "thread_sort_index", "ts": ts_us, "pid": pid, "tid": tid,
-                    "args": {"sort_index": tid}})
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "ts": ts_us,
+                "pid": pid,
+                "tid": tid,
+                "args": {"name": f"thread {tid} ({tname})"},
+            }
+        )
+        out.append(
+            {"ph": "M", "name": "thread_sort_index", "ts": ts_us, "pid": pid, "tid": tid, "args": {"sort_index": tid}}
+        )
     return out
 
 
@@ -115,12 +126,32 @@ def span_events(start_rel_ns: int, stop_rel_ns: int) -> list:
     """Kineto's closing events: the Trace span, its sort index and iteration markers, Record Window End."""
     start_us, stop_us = _us(start_rel_ns), _us(stop_rel_ns)
     return [
-        {"ph": "X", "cat": "Trace", "name": SPAN_NAME, "pid": "Spans", "tid": "PyTorch Profiler",
-         "ts": start_us, "dur": _us(stop_rel_ns - start_rel_ns), "args": {"Op count": 0}},
-        {"ph": "M", "name": "process_sort_index", "ts": start_us, "pid": "Spans", "tid": 0,
-         "args": {"sort_index": SPANS_SORT_INDEX}},
-        {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces",
-         "tid": "Trace PyTorch Profiler", "ts": start_us},
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": SPAN_NAME,
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": start_us,
+            "dur": _us(stop_rel_ns - start_rel_ns),
+            "args": {"Op count": 0},
+        },
+        {
+            "ph": "M",
+            "name": "process_sort_index",
+            "ts": start_us,
+            "pid": "Spans",
+            "tid": 0,
+            "args": {"sort_index": SPANS_SORT_INDEX},
+        },
+        {
+            "ph": "i",
+            "s": "g",
+            "name": "Iteration Start: PyTorch Profiler",
+            "pid": "Traces",
+            "tid": "Trace PyTorch Profiler",
+            "ts": start_us,
+        },
         {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": stop_us},
     ]
 
@@ -149,9 +180,9 @@ class ThreadData:
 
     tid: int
     name: str
-    events: list       # (t0, t1, name, external_id, cat, args, stack) raw perf ns
-    memory: list       # (ts, bytes, total) raw perf ns
-    python: list       # (t0, t1, name, python_id, parent_id) raw perf ns
+    events: list  # (t0, t1, name, external_id, cat, args, stack) raw perf ns
+    memory: list  # (ts, bytes, total) raw perf ns
+    python: list  # (t0, t1, name, python_id, parent_id) raw perf ns
 
 
 def build_trace(**kwargs: Any) -> dict:
@@ -170,12 +201,20 @@ def build_trace(**kwargs: Any) -> dict:
 
 
 def _build_trace(
-    *, pid: int, threads: list, offset_ns: int, start_ns: int, stop_ns: int,
-    flags: dict, metadata: dict | None = None, trace_id: str | None = None,
-    distributed_info: dict | None = None, collector_results: Iterable[CollectorResult] = (),
+    *,
+    pid: int,
+    threads: list,
+    offset_ns: int,
+    start_ns: int,
+    stop_ns: int,
+    flags: dict,
+    metadata: dict | None = None,
+    trace_id: str | None = None,
+    distributed_info: dict | None = None,
+    collector_results: Iterable[CollectorResult] = (),
 ) -> dict:
     base = base_time_ns(start_ns)
-    shift = offset_ns - base                 # raw perf ns + shift = ns relative to base
+    shift = offset_ns - base  # raw perf ns + shift = ns relative to base
     start_us = _us(start_ns - base)
     results = list(collector_results)
 
@@ -213,27 +252,62 @@ def _build_trace(
         if args is not None:
             if cat == CAT_OP:
                 a.update(args)
-                a["External id"] = ext      # extra args never replace the id that links GPU work
-            elif record_shapes:     # record_function(name, args_str): one opaque input, as torch
+                a["External id"] = ext  # extra args never replace the id that links GPU work
+            elif record_shapes:  # record_function(name, args_str): one opaque input, as torch
                 a.update(_annotation_shapes())
         if stack:
             a["Call stack"] = stack
         a["Ev Idx"] = idx
         idx += 1
-        events.append({"ph": "X", "cat": CAT_NAMES[cat], "name": name if type(name) is str else name_text(name),
-                       "pid": pid, "tid": tid, "ts": _us(t0 + shift), "dur": _us(t1 - t0), "args": a})
+        events.append(
+            {
+                "ph": "X",
+                "cat": CAT_NAMES[cat],
+                "name": name if type(name) is str else name_text(name),
+                "pid": pid,
+                "tid": tid,
+                "ts": _us(t0 + shift),
+                "dur": _us(t1 - t0),
+                "args": a,
+            }
+        )
     for t in recorded:
         for ts, nbytes, total in t.memory:
-            events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
-                           "pid": pid, "tid": t.tid, "ts": _us(ts + shift),
-                           "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": nbytes,
-                                    "Device Id": -1, "Device Type": 0, "Addr": 0, "Ev Idx": idx}})
+            events.append(
+                {
+                    "ph": "i",
+                    "cat": "cpu_instant_event",
+                    "s": "t",
+                    "name": "[memory]",
+                    "pid": pid,
+                    "tid": t.tid,
+                    "ts": _us(ts + shift),
+                    "args": {
+                        "Total Reserved": 0,
+                        "Total Allocated": total,
+                        "Bytes": nbytes,
+                        "Device Id": -1,
+                        "Device Type": 0,
+                        "Addr": 0,
+                        "Ev Idx": idx,
+                    },
+                }
+            )
             idx += 1
     for t in recorded:
         for t0, t1, name, pyid, parent in sorted(t.python):
-            events.append({"ph": "X", "cat": "python_function", "name": name, "pid": pid, "tid": t.tid,
-                           "ts": _us(t0 + shift), "dur": _us(t1 - t0),
-                           "args": {"Python parent id": parent, "Python id": pyid, "Ev Idx": idx}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "python_function",
+                    "name": name,
+                    "pid": pid,
+                    "tid": t.tid,
+                    "ts": _us(t0 + shift),
+                    "dur": _us(t1 - t0),
+                    "args": {"Python parent id": parent, "Python id": pyid, "Ev Idx": idx},
+                }
+            )
             idx += 1
     # M events of collectors go with ours, at the front (as Kineto orders them)
     for r in results:

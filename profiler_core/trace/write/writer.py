@@ -8,6 +8,7 @@ directory, full disk) leaves no file under the final name. Strings are always es
 (numpy scalars, arbitrary objects) are converted (``.item()`` / ``str``), lone surrogates replaced.
 Layout: one top-level key per line, one event per line (readable, diffable, stream-friendly).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,8 @@ import msgspec
 
 from profiler_core import storage
 
-GZIP_LEVEL = 6          # zlib default; torch's exporter uses gzip's 9 (slower, ~same size)
-_CHUNK = 4096           # events encoded per write
+GZIP_LEVEL = 6  # zlib default; torch's exporter uses gzip's 9 (slower, ~same size)
+_CHUNK = 4096  # events encoded per write
 
 
 class TraceWriteError(OSError):
@@ -42,14 +43,14 @@ def _enc_hook(obj: Any) -> Any:
         return obj.decode("utf-8", "replace")
     try:
         return str(obj)
-    except Exception:           # an object that cannot print itself must not make the trace unwritable
+    except Exception:  # an object that cannot print itself must not make the trace unwritable
         return f"<unprintable {type(obj).__name__}>"
 
 
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
-_MAX_DEPTH = 64         # deeper containers (or cycles) in args/metadata are written as a placeholder
+_MAX_DEPTH = 64  # deeper containers (or cycles) in args/metadata are written as a placeholder
 
 
 def _clean(obj: Any, depth: int = 0, open_ids: set | None = None) -> Any:
@@ -66,8 +67,10 @@ def _clean(obj: Any, depth: int = 0, open_ids: set | None = None) -> Any:
         open_ids.add(id(obj))
         try:
             if isinstance(obj, dict):
-                return {_clean(k, depth + 1, open_ids) if isinstance(k, str) else k:
-                        _clean(v, depth + 1, open_ids) for k, v in obj.items()}
+                return {
+                    _clean(k, depth + 1, open_ids) if isinstance(k, str) else k: _clean(v, depth + 1, open_ids)
+                    for k, v in obj.items()
+                }
             return [_clean(v, depth + 1, open_ids) for v in obj]
         finally:
             open_ids.discard(id(obj))
@@ -94,7 +97,7 @@ def _encode_events(events: list) -> bytes:
 
 def iter_json(trace: Any, trace_name: str) -> Iterator[bytes]:
     """The file's bytes in pieces: header keys, events in chunks, then traceName."""
-    if isinstance(trace, list):             # a bare event list is accepted too
+    if isinstance(trace, list):  # a bare event list is accepted too
         trace = {"traceEvents": trace}
     if not isinstance(trace, dict):
         raise TypeError(f"write_trace: expected a trace dict, got {type(trace).__name__}")
@@ -102,12 +105,12 @@ def iter_json(trace: Any, trace_name: str) -> Iterator[bytes]:
     for k, v in trace.items():
         if k in ("traceEvents", "traceName"):
             continue
-        head.append(b'\n  ' + encode(str(k)) + b": " + encode(v) + b",")
+        head.append(b"\n  " + encode(str(k)) + b": " + encode(v) + b",")
     head.append(b'\n  "traceEvents": [')
     yield b"".join(head)
     events = trace.get("traceEvents") or []
     for i in range(0, len(events), _CHUNK):
-        yield (b"\n  " if i == 0 else b",\n  ") + _encode_events(events[i:i + _CHUNK])
+        yield (b"\n  " if i == 0 else b",\n  ") + _encode_events(events[i : i + _CHUNK])
     yield b'\n  ],\n  "traceName": ' + encode(trace_name) + b"\n}\n"
 
 
@@ -116,8 +119,9 @@ def check_path(path: Any, what: str) -> str:
     try:
         path = os.fspath(path)
     except TypeError:
-        raise TypeError(f"cannot write {what}: the path must be a str or os.PathLike, "
-                        f"got {type(path).__name__} {path!r}") from None
+        raise TypeError(
+            f"cannot write {what}: the path must be a str or os.PathLike, got {type(path).__name__} {path!r}"
+        ) from None
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     if not path:
@@ -164,8 +168,7 @@ def atomic_file(path: str | os.PathLike, what: str = "file") -> Iterator[Any]:
         with storage.write_beside(path) as f:
             yield f, path
     except storage.NotAFile as e:
-        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: "
-                                       f"{e.strerror}") from None
+        raise TraceWriteError(e.errno, f"cannot write {what} {path!r}: {e.strerror}") from None
     except OSError as e:
         if isinstance(e, TraceWriteError):
             raise

@@ -22,6 +22,7 @@ for the aggregation and table code and for torch's attribution rules, and a diff
 oracle) for the event -> KinetoEvent mapping.
 Memory is left out (torch attributes it by time across threads, our contract per thread).
 """
+
 import gzip
 import json
 import sys
@@ -70,18 +71,36 @@ class KinetoEventView:
         self.dims = [d if isinstance(d, list) and (not d or isinstance(d[0], int)) else [] for d in dims]
         self.args = args
 
-    def name(self): return self.e["name"]
-    def start_ns(self): return self.start
-    def end_ns(self): return self.end
-    def device_type(self): return DeviceType.CUDA if self.gpu else DeviceType.CPU
+    def name(self):
+        return self.e["name"]
+
+    def start_ns(self):
+        return self.start
+
+    def end_ns(self):
+        return self.end
+
+    def device_type(self):
+        return DeviceType.CUDA if self.gpu else DeviceType.CPU
+
     def device_index(self):
         return _num(self.args.get("device", self.e.get("pid", 0))) if self.gpu else _tid(self.e.get("pid", 0))
 
-    def device_resource_id(self): return _tid(self.e.get("tid", 0))
-    def start_thread_id(self): return _tid(self.e.get("tid", 0))
-    def end_thread_id(self): return _tid(self.e.get("tid", 0))
-    def fwd_thread_id(self): return _num(self.args.get("Fwd thread id", 0))
-    def is_async(self): return False
+    def device_resource_id(self):
+        return _tid(self.e.get("tid", 0))
+
+    def start_thread_id(self):
+        return _tid(self.e.get("tid", 0))
+
+    def end_thread_id(self):
+        return _tid(self.e.get("tid", 0))
+
+    def fwd_thread_id(self):
+        return _num(self.args.get("Fwd thread id", 0))
+
+    def is_async(self):
+        return False
+
     def correlation_id(self):  # GPU activities and runtime calls: their own (CUPTI) correlation
         if self.cat in LINKED_CPU_CATS or (self.gpu and self.cat != "gpu_user_annotation"):
             return _num(self.args.get("correlation", self.ext))
@@ -91,32 +110,83 @@ class KinetoEventView:
         linked = self.cat in LINKED_CPU_CATS or (self.gpu and self.cat != "gpu_user_annotation")
         return self.ext if linked else 0  # annotation has no linked activity (its id is the annotation's)
 
-    def external_id(self): return self.ext
-    def shapes(self): return [] if self.gpu else self.dims
-    def structured_input_shapes(self): return []
-    def structured_input_strides(self): return []
-    def dtypes(self): return []
-    def concrete_inputs(self): return []
-    def kwinputs(self): return {}
-    def stack(self): return []
-    def scope(self): return 0
-    def sequence_nr(self): return _num(self.args.get("Sequence number", -1), -1)
-    def flops(self): return 0
-    def is_user_annotation(self): return self.cat in ("user_annotation", "gpu_user_annotation")
-    def is_python_function(self): return self.cat == "python_function"
-    def activity_type(self): return self.cat
-    def metadata_json(self): return ""
-    def extra_meta(self): return None
-    def flow_id(self): return 0
-    def flow_type(self): return 0
-    def flow_start(self): return False
-    def overload_name(self): return ""
-    def cuda_elapsed_us(self): return -1
-    def privateuse1_elapsed_us(self): return -1
-    def python_id(self): return 0
-    def python_parent_id(self): return 0
-    def python_module_id(self): return 0
-    def nbytes(self): return 0
+    def external_id(self):
+        return self.ext
+
+    def shapes(self):
+        return [] if self.gpu else self.dims
+
+    def structured_input_shapes(self):
+        return []
+
+    def structured_input_strides(self):
+        return []
+
+    def dtypes(self):
+        return []
+
+    def concrete_inputs(self):
+        return []
+
+    def kwinputs(self):
+        return {}
+
+    def stack(self):
+        return []
+
+    def scope(self):
+        return 0
+
+    def sequence_nr(self):
+        return _num(self.args.get("Sequence number", -1), -1)
+
+    def flops(self):
+        return 0
+
+    def is_user_annotation(self):
+        return self.cat in ("user_annotation", "gpu_user_annotation")
+
+    def is_python_function(self):
+        return self.cat == "python_function"
+
+    def activity_type(self):
+        return self.cat
+
+    def metadata_json(self):
+        return ""
+
+    def extra_meta(self):
+        return None
+
+    def flow_id(self):
+        return 0
+
+    def flow_type(self):
+        return 0
+
+    def flow_start(self):
+        return False
+
+    def overload_name(self):
+        return ""
+
+    def cuda_elapsed_us(self):
+        return -1
+
+    def privateuse1_elapsed_us(self):
+        return -1
+
+    def python_id(self):
+        return 0
+
+    def python_parent_id(self):
+        return 0
+
+    def python_module_id(self):
+        return 0
+
+    def nbytes(self):
+        return 0
 
 
 class ProfilerResultView:
@@ -148,12 +218,12 @@ def replay(trace):
 def make_ours_gpu(out):
     """A deterministic GPU trace in our format (no [memory] records; see the module docstring)."""
     import os
+
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
     from profiler_core.analysis.synthetic import gpu_annotation, large_trace
 
     t = large_trace(2000, gpu=True, seed=1)
-    steps = [e for e in t["traceEvents"]
-             if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    steps = [e for e in t["traceEvents"] if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
     for st in steps:
         t["traceEvents"].append(gpu_annotation(st["name"], st["ts"] + 3, st["dur"] - 2, st["args"]["External id"]))
     t.pop("profile_memory")

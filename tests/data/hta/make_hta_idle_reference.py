@@ -19,6 +19,7 @@ relative to the traces folder. Per trace it records:
 
 tests/test_hta_idle.py compares gpuscope's numbers with these.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -81,16 +82,23 @@ def _num(v):
 
 def _idle(ta, rank: int, delay: int) -> list[dict]:
     df, _ = ta.get_idle_time_breakdown(ranks=[rank], visualize=False, consecutive_kernel_delay=delay)
-    return sorted(({"stream": int(r["stream"]), "idle_category": str(r["idle_category"]),
-                    "idle_time": _num(r["idle_time"])} for r in df.to_dict(orient="records")),
-                  key=lambda r: (r["stream"], r["idle_category"]))
+    return sorted(
+        (
+            {"stream": int(r["stream"]), "idle_category": str(r["idle_category"]), "idle_time": _num(r["idle_time"])}
+            for r in df.to_dict(orient="records")
+        ),
+        key=lambda r: (r["stream"], r["idle_category"]),
+    )
 
 
 def _launch_stats(ta, rank: int) -> dict:
     df = ta.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
-    out = {"count": len(df), "shorter_than_launch": int((df["gpu_duration"] < df["cpu_duration"]).sum()),
-           "runtime_outliers": int((df["cpu_duration"] > RUNTIME_CUTOFF).sum()),
-           "launch_delay_outliers": int((df["launch_delay"] > LAUNCH_DELAY_CUTOFF).sum())}
+    out = {
+        "count": len(df),
+        "shorter_than_launch": int((df["gpu_duration"] < df["cpu_duration"]).sum()),
+        "runtime_outliers": int((df["cpu_duration"] > RUNTIME_CUTOFF).sum()),
+        "launch_delay_outliers": int((df["launch_delay"] > LAUNCH_DELAY_CUTOFF).sum()),
+    }
     for c in ("cpu_duration", "gpu_duration", "launch_delay"):
         out[f"{c}_sum"] = _num(df[c].sum()) if len(df) else 0.0
         out[f"{c}_max"] = _num(df[c].max()) if len(df) else None
@@ -120,10 +128,12 @@ def analyse(path: Path) -> dict:
             return {"error": f"TraceAnalysis: {type(e).__name__}: {e}"}
         (rank,) = ta.t.get_ranks()  # the trace's own rank (distributedInfo), 0 without one
         out["rank"] = int(rank)
-        for name, fn in (("idle_time_breakdown", lambda: _idle(ta, rank, 30)),
-                         ("idle_time_breakdown_delay_5", lambda: _idle(ta, rank, 5)),
-                         ("launch_stats", lambda: _launch_stats(ta, rank)),
-                         ("queue_length", lambda: _queue(ta, rank))):
+        for name, fn in (
+            ("idle_time_breakdown", lambda: _idle(ta, rank, 30)),
+            ("idle_time_breakdown_delay_5", lambda: _idle(ta, rank, 5)),
+            ("launch_stats", lambda: _launch_stats(ta, rank)),
+            ("queue_length", lambda: _queue(ta, rank)),
+        ):
             try:
                 out[name] = fn()
             except Exception as e:  # noqa: BLE001 - recorded as the reason
@@ -138,14 +148,16 @@ def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else HERE.parents[2] / ".." / "shared" / "traces").resolve()
     result = {
         "provenance": {
-            "tool": "HolisticTraceAnalysis", "version": getattr(hta, "__version__", None) or _version(),
-            "generated_by": "tests/data/hta/make_hta_idle_reference.py", "python": sys.version.split()[0],
+            "tool": "HolisticTraceAnalysis",
+            "version": getattr(hta, "__version__", None) or _version(),
+            "generated_by": "tests/data/hta/make_hta_idle_reference.py",
+            "python": sys.version.split()[0],
             "date": datetime.date.today().isoformat(),
             "inputs": "../shared/traces (the team's shared real traces, TRACES in the generator), each file "
-                      "analysed alone (as its rank)",
+            "analysed alone (as its rank)",
             "calls": "get_idle_time_breakdown(ranks=[rank], visualize=False, consecutive_kernel_delay=30 and 5), "
-                     "get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank] (summarised), "
-                     "get_queue_length_summary(ranks=[rank]); rank = the trace's own (TraceAnalysis' only rank)",
+            "get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank] (summarised), "
+            "get_queue_length_summary(ranks=[rank]); rank = the trace's own (TraceAnalysis' only rank)",
         },
         "traces": {},
     }
@@ -160,6 +172,7 @@ def main() -> None:
 def _version() -> str | None:
     try:
         from importlib.metadata import version
+
         return version("HolisticTraceAnalysis")
     except Exception:  # noqa: BLE001
         return None

@@ -10,6 +10,7 @@ reason HTA's analysis does not run on it (e.g. a CPU-only trace). Keys are paths
 folder; `fixtures` holds the same for two of tests/data/issue11/'s hand-made traces that have NCCL kernels.
 tests/test_hta_agreement.py compares gpuscope's numbers with these.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -42,22 +43,29 @@ def analyse(path: Path) -> dict:
             ta = TraceAnalysis(trace_dir=d)
         except Exception as e:  # noqa: BLE001 - recorded as the reason
             return {"error": f"TraceAnalysis: {type(e).__name__}: {e}"}
-        (rank, df), = ta.t.traces.items()
+        ((rank, df),) = ta.t.traces.items()
         gpu = df[df["stream"].ne(-1)]
         out["gpu_events"] = int(len(gpu))
         if len(gpu):
-            out["gpu_window"] = {"first_ts": _num(gpu["ts"].min()), "last_end": _num((gpu["ts"] + gpu["dur"]).max()),
-                                 "min_ts_offset": _num(ta.t.min_ts)}
+            out["gpu_window"] = {
+                "first_ts": _num(gpu["ts"].min()),
+                "last_end": _num((gpu["ts"] + gpu["dur"]).max()),
+                "min_ts_offset": _num(ta.t.min_ts),
+            }
         for name, fn in (
             ("temporal_breakdown", lambda: ta.get_temporal_breakdown(visualize=False)),
             ("comm_comp_overlap", lambda: ta.get_comm_comp_overlap(visualize=False)),
-            ("kernel_type_breakdown", lambda: ta.get_gpu_kernel_breakdown(
-                visualize=False, include_memory_kernels=True)[0]),
+            (
+                "kernel_type_breakdown",
+                lambda: ta.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)[0],
+            ),
         ):
             try:
                 res = fn()
-                out[name] = [{k: (_num(v) if isinstance(v, (int, float)) else v) for k, v in row.items()}
-                             for row in res.to_dict(orient="records")]
+                out[name] = [
+                    {k: (_num(v) if isinstance(v, (int, float)) else v) for k, v in row.items()}
+                    for row in res.to_dict(orient="records")
+                ]
             except Exception as e:  # noqa: BLE001 - recorded as the reason
                 out[name] = {"error": f"{type(e).__name__}: {e}"}
     return out
@@ -71,12 +79,14 @@ def main() -> None:
     files = sorted(p for p in root.rglob("*.pt.trace.json*") if p.is_file())
     result = {
         "provenance": {
-            "tool": "HolisticTraceAnalysis", "version": getattr(hta, "__version__", None) or _version(),
-            "generated_by": "tests/data/hta/make_hta_reference.py", "python": sys.version.split()[0],
+            "tool": "HolisticTraceAnalysis",
+            "version": getattr(hta, "__version__", None) or _version(),
+            "generated_by": "tests/data/hta/make_hta_reference.py",
+            "python": sys.version.split()[0],
             "date": datetime.date.today().isoformat(),
             "inputs": "../shared/traces (the team's shared real traces), each file analysed alone as rank 0",
             "calls": "get_temporal_breakdown(visualize=False), get_comm_comp_overlap(visualize=False), "
-                     "get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)[0]",
+            "get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)[0]",
         },
         "traces": {},
     }
@@ -98,6 +108,7 @@ def main() -> None:
 def _version() -> str | None:
     try:
         from importlib.metadata import version
+
         return version("HolisticTraceAnalysis")
     except Exception:  # noqa: BLE001
         return None

@@ -6,6 +6,7 @@ Each fixture has the *shape* of a real trace that gpuscope got wrong (see PROVEN
 the same categories, names and args keys as Kineto writes them, with made-up, round numbers. Files are
 gzip with mtime 0, so regenerating them gives the same bytes.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -16,10 +17,22 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE  # where `write` puts the files (tests point it elsewhere to compare)
 BASE_US = 1_700_000_000_000_000  # an absolute epoch in µs, as Kineto writes ts
 CPU_PID = 4242
-H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85031714816, "computeMajor": 9,
-        "computeMinor": 0, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-        "regsPerBlock": 65536, "warpSize": 32, "sharedMemPerBlock": 49152, "numSms": 132,
-        "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448, "sharedMemPerMultiprocessor": 233472}
+H100 = {
+    "id": 0,
+    "name": "NVIDIA H100 80GB HBM3",
+    "totalGlobalMem": 85031714816,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "maxThreadsPerBlock": 1024,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerBlock": 65536,
+    "warpSize": 32,
+    "sharedMemPerBlock": 49152,
+    "numSms": 132,
+    "regsPerMultiprocessor": 65536,
+    "sharedMemPerBlockOptin": 232448,
+    "sharedMemPerMultiprocessor": 233472,
+}
 
 
 def X(cat, name, ts, dur, pid=CPU_PID, tid=CPU_PID, **args):
@@ -42,8 +55,13 @@ def kern(name, ts, dur, corr, ext=None, device=0, stream=7, cat="kernel", **extr
 
 
 def write(name: str, events: list, **top) -> None:
-    doc = {"schemaVersion": 1, **top, "traceEvents": events,
-           "traceName": f"{name}.pt.trace.json", "baseTimeNanoseconds": 0}
+    doc = {
+        "schemaVersion": 1,
+        **top,
+        "traceEvents": events,
+        "traceName": f"{name}.pt.trace.json",
+        "baseTimeNanoseconds": 0,
+    }
     raw = json.dumps(doc, indent=None, separators=(",", ":")).encode()
     with open(OUT / f"{name}.pt.trace.json.gz", "wb") as f:
         with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
@@ -55,8 +73,10 @@ def early_gpu_work() -> None:
     """A trace that starts mid-stream: the GPU is still busy with 50 kernels launched before the profiler
     started (their runtime records are not in the trace) during the first 99.865 ms of ProfilerStep#10;
     the 10 kernels step 10 launches run after them, then step 11 runs with an idle GPU."""
-    ev = [X("user_annotation", "ProfilerStep#10", 0, 100_000),
-          X("user_annotation", "ProfilerStep#11", 100_000, 100_000)]
+    ev = [
+        X("user_annotation", "ProfilerStep#10", 0, 100_000),
+        X("user_annotation", "ProfilerStep#11", 100_000, 100_000),
+    ]
     for i in range(50):  # launched before the window: no launch event, correlation unknown to the trace
         ev.append(kern("void at::native::vectorized_elementwise_kernel<4>(...)", 5 + i * 1997.2, 1997.2, corr=10 + i))
     ext, corr = 100, 1000
@@ -77,10 +97,20 @@ def early_gpu_work() -> None:
 
 
 # ------------------------------------------------------------------------------------------- item 3
-MI300X = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888, "computeMajor": 9,
-          "computeMinor": 4, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-          "regsPerBlock": 65536, "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
-          "maxSharedMemoryPerMultiProcessor": 65536}
+MI300X = {
+    "id": 0,
+    "name": "AMD Instinct MI300X",
+    "totalGlobalMem": 205822885888,
+    "computeMajor": 9,
+    "computeMinor": 4,
+    "maxThreadsPerBlock": 1024,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerBlock": 65536,
+    "warpSize": 64,
+    "sharedMemPerBlock": 65536,
+    "numSms": 304,
+    "maxSharedMemoryPerMultiProcessor": 65536,
+}
 
 
 def rocm_launches() -> None:
@@ -92,16 +122,23 @@ def rocm_launches() -> None:
     shapes = [  # (launch call, grid as written, block, shared memory, name, dur)
         ("hipExtModuleLaunchKernel", [38_477_888, 1, 1], [256, 1, 1], 16384, "Cijk_Ailk_Bljk_BBS_BH_MT256x256x64", 900),
         ("hipHccModuleLaunchKernel", [4096, 64, 1], [64, 4, 1], 0, "triton_poi_fused_add_0", 100),
-        ("hipLaunchKernel", [1216, 1, 1], [256, 1, 1], 0,
-         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >", 200),
+        (
+            "hipLaunchKernel",
+            [1216, 1, 1],
+            [256, 1, 1],
+            0,
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >",
+            200,
+        ),
         ("hipModuleLaunchKernel", [152, 1, 1], [1024, 1, 1], 65536, "rocprim_reduce_kernel", 300),
     ]
     t = 100
     for i, (call, grid, block, shm, name, dur) in enumerate(shapes):
         ext, corr = 10 + i, 100 + i
         ev.append(X("cpu_op", "aten::mm" if i == 0 else "aten::add", t, 60, **{"External id": ext}))
-        ev.append(launch(t + 5, corr, ext, name=call, dur=20, grid=grid, block=block, **{"shared memory": shm},
-                         kernel=name))
+        ev.append(
+            launch(t + 5, corr, ext, name=call, dur=20, grid=grid, block=block, **{"shared memory": shm}, kernel=name)
+        )
         ev.append(kern(name, t + 2000, dur, corr, ext, stream=0, kind="Dispatch Kernel", grid=grid, block=block))
         t += 2000
     write("rocm_launches", ev, deviceProperties=[MI300X])
@@ -109,11 +146,22 @@ def rocm_launches() -> None:
 
 # ------------------------------------------------------------------------------------------- item 4
 def _rpc_args(coll, nelems, dtype, rank, ext, out_nelems=None):
-    return {"External id": ext, "Collective name": coll, "dtype": dtype, "In msg nelems": nelems,
-            "Out msg nelems": nelems if out_nelems is None else out_nelems, "In split size": "[]",
-            "Out split size": "[]", "Global rank start": 0, "Global rank stride": 1, "Group size": 2,
-            "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1]",
-            "Rank": rank}
+    return {
+        "External id": ext,
+        "Collective name": coll,
+        "dtype": dtype,
+        "In msg nelems": nelems,
+        "Out msg nelems": nelems if out_nelems is None else out_nelems,
+        "In split size": "[]",
+        "Out split size": "[]",
+        "Global rank start": 0,
+        "Global rank stride": 1,
+        "Group size": 2,
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
+        "Process Group Ranks": "[0, 1]",
+        "Rank": rank,
+    }
 
 
 def nccl_record_param_comms() -> None:
@@ -143,8 +191,11 @@ def nccl_record_param_comms() -> None:
                 nel = 262_144 if coll == "allreduce" else 1024
                 ev.append(X("cpu_op", f"c10d::{coll}_", t + 200, 120, **{"External id": c_ext - 500}))
                 ev.append(X("cpu_op", "record_param_comms", t + 205, 100, **_rpc_args(coll, nel, "Float", rank, c_ext)))
-                kname = ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-                         if coll == "allreduce" else "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+                kname = (
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+                    if coll == "allreduce"
+                    else "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+                )
                 kdur = (300 if rank == 0 else 200) if coll == "allreduce" else (150 if rank == 0 else 100)
                 if step == 3 and coll == "broadcast":  # launch not captured: no runtime event, no External id
                     ev.append(kern(kname, t + 700, kdur, c_corr, stream=20))
@@ -152,13 +203,27 @@ def nccl_record_param_comms() -> None:
                     ev.append(launch(t + 250, c_corr, c_ext, name="cudaLaunchKernelExC", dur=8))
                     ev.append(kern(kname, t + 700, kdur, c_corr, c_ext, stream=20))
                 # the wait on the work
-                ev.append(X("cpu_op", "record_param_comms", t + 400, 30 if rank == 0 else 10,
-                            **_rpc_args("wait", 0, "Byte", rank, c_ext + 10000)))
+                ev.append(
+                    X(
+                        "cpu_op",
+                        "record_param_comms",
+                        t + 400,
+                        30 if rank == 0 else 10,
+                        **_rpc_args("wait", 0, "Byte", rank, c_ext + 10000),
+                    )
+                )
                 t += 2500
             t0 += 20_000
-        info = {"backend": "nccl", "rank": rank, "world_size": 2, "pg_count": 1,
-                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 2,
-                               "ranks": [0, 1]}], "nccl_version": "2.21.5"}
+        info = {
+            "backend": "nccl",
+            "rank": rank,
+            "world_size": 2,
+            "pg_count": 1,
+            "pg_config": [
+                {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 2, "ranks": [0, 1]}
+            ],
+            "nccl_version": "2.21.5",
+        }
         write(f"nccl_rpc_rank{rank}", ev, deviceProperties=[H100], distributedInfo=info)
 
 
@@ -170,13 +235,27 @@ def idle_gpu() -> None:
     `user_annotation`/`cpu_op`, so the step-time breakdown's "Other" stays near zero while the GPU idles."""
     ev = []
     corr = 0
-    for step, (t0, items) in enumerate([
-        (0, [("kernel", "sm90_xmma_gemm_f16f16_f32", 1000, 4000),
-             ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 5500, 1000),
-             ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4500, 1000)]),
-        (10_000, [("kernel", "sm90_xmma_gemm_f16f16_f32", 10_500, 8000), ("gpu_memset", "Memset (Device)", 19_000, 500),
-                  ("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 18_500, 500)]),
-    ], start=1):
+    for step, (t0, items) in enumerate(
+        [
+            (
+                0,
+                [
+                    ("kernel", "sm90_xmma_gemm_f16f16_f32", 1000, 4000),
+                    ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 5500, 1000),
+                    ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4500, 1000),
+                ],
+            ),
+            (
+                10_000,
+                [
+                    ("kernel", "sm90_xmma_gemm_f16f16_f32", 10_500, 8000),
+                    ("gpu_memset", "Memset (Device)", 19_000, 500),
+                    ("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 18_500, 500),
+                ],
+            ),
+        ],
+        start=1,
+    ):
         ev.append(X("user_annotation", f"ProfilerStep#{step}", t0, 10_000))
         ev.append(X("user_annotation", "forward", t0 + 10, 9_980))
         for cat, name, ts, dur in items:
@@ -188,8 +267,7 @@ def idle_gpu() -> None:
     write("idle_gpu", ev, deviceProperties=[H100])
 
 
-FIXTURES = [early_gpu_work, rocm_launches, nccl_record_param_comms,
-            idle_gpu]
+FIXTURES = [early_gpu_work, rocm_launches, nccl_record_param_comms, idle_gpu]
 
 if __name__ == "__main__":
     for fn in FIXTURES:
