@@ -33,18 +33,18 @@ def dump(out: str) -> None:
             res["read"] = str(e)
         else:
             for name, fn in [
-                ("overview", lambda: overview.overview(t)),
-                ("ops", lambda: operators.operators(t)),
-                ("ops_shape", lambda: operators.operators(t, "name_shape")),
-                ("kernels", lambda: kernels.kernels(t, "name_op")),
-                ("mem_stats", lambda: memory.memory_stats(t)),
-                ("mem_events", lambda: memory.memory_events(t)),
-                ("modules", lambda: modules.modules(t)),
-                ("diff", lambda: diff.diff(t, t)),
-                ("dist", lambda: distributed.worker_summary(t)),
+                ("overview", overview.overview),
+                ("ops", operators.operators),
+                ("ops_shape", lambda t: operators.operators(t, "name_shape")),
+                ("kernels", lambda t: kernels.kernels(t, "name_op")),
+                ("mem_stats", memory.memory_stats),
+                ("mem_events", memory.memory_events),
+                ("modules", modules.modules),
+                ("diff", lambda t: diff.diff(t, t)),
+                ("dist", distributed.worker_summary),
             ]:
                 try:
-                    res[name] = fn()
+                    res[name] = fn(t)
                 except Exception as e:
                     res[name] = f"ERROR {e!r}"
         name = str(f.relative_to(SHARED)).replace("/", "_")

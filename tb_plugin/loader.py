@@ -77,7 +77,7 @@ def skip_message(warnings: list) -> str | None:
     skipped, total, other = [], 0, []
     for w in warnings:
         head, _, rest = str(w).partition(" ")
-        if head.isdigit() and (rest.endswith(" skipped") or rest.endswith("not event objects")):
+        if head.isdigit() and rest.endswith((" skipped", "not event objects")):
             total += int(head)
             skipped.append(f"{rest.removesuffix(' skipped')}: {head}")
         else:

@@ -94,7 +94,7 @@ def test_a_fifo_or_device_at_a_trace_path_is_refused_without_waiting(tmp_path):
     for path in (fifo, "/dev/zero"):
         out: list = []
 
-        def read(p=path):
+        def read(p=path, out=out):
             try:
                 read_trace(p, processes=0)
             except TraceReadError as e:

@@ -1,11 +1,11 @@
 """Link GPU work to the CPU ops that launched it, after the fact (docs/internals.md §1).
 
 A runtime/driver API event belongs to the innermost CPU op (`cpu_op` or `user_annotation`) on the same OS
-thread whose range holds the call's start (`trace.boundary.holds`: [ts, ts + dur)); its `External id` goes onto the API event and every GPU
-activity with the same `correlation`. API events that already carry an `External id` (from CUPTI
-external-correlation records) keep it. Each user annotation also gets a `gpu_user_annotation` span per
-stream covering the GPU work launched directly inside it. Works in any time unit, as long as CPU and GPU
-events share it.
+thread whose range holds the call's start (`trace.boundary.holds`: [ts, ts + dur)); its `External id` goes
+onto the API event and every GPU activity with the same `correlation`. API events that already carry an
+`External id` (from CUPTI external-correlation records) keep it. Each user annotation also gets a
+`gpu_user_annotation` span per stream covering the GPU work launched directly inside it. Works in any time
+unit, as long as CPU and GPU events share it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 own module, computed once per trace (`registry`), the views and summaries only select and render them.
 
 GRAPH is the one written list of which stage reads which (the plugin's view-level stages too);
-`registry.DEPENDENCIES` (filled by the `@stage` declarations) must equal it (tests/test_analysis_concepts.py). Importing this package imports pandas: profiler_core
-itself never does at import time.
+`registry.DEPENDENCIES` (filled by the `@stage` declarations) must equal it (tests/test_analysis_concepts.py).
+Importing this package imports pandas: profiler_core itself never does at import time.
 """
 
 from __future__ import annotations

@@ -255,6 +255,7 @@ def read_trace(
 
 def _read_checked(path: str, plan: tuple[str, ...], workers: int, fingerprint: tuple) -> TraceData:
     """A parse of `path` by `plan` that the file did not change under (read again if it did)."""
+    t: TraceData | None = None
     for _ in range(READ_ATTEMPTS):
         try:
             t = _read_once(path, plan, workers)
@@ -267,9 +268,9 @@ def _read_checked(path: str, plan: tuple[str, ...], workers: int, fingerprint: t
         after = _fingerprint(path)
         if after == fingerprint:
             break
-        del t
+        t = None
         fingerprint = after
-    else:
+    if t is None:
         raise TraceReadError(
             f"{path}: the file changed while it was read ({READ_ATTEMPTS} times); "
             "it is read again once it stays the same"
