@@ -37,31 +37,50 @@ def _children_cover(
     m = len(parent)
     if m == 0:
         return np.zeros(n)
+    # each temporary is dropped as soon as it is used: on a trace of a million nodes these are tens of MB
     cs = np.maximum(cs, start[parent])
-    ce = np.maximum(np.minimum(ce, end[parent]), cs)
+    ce = np.minimum(ce, end[parent])
+    np.maximum(ce, cs, out=ce)
     lo = int(cs.min())
     span = int(ce.max()) - lo + 1
     if (int(parent.max()) + 1) * span < 2**62:
         vals = None
-        rs, re_ = cs - lo, ce - lo
+        cs -= lo
+        ce -= lo
+        rs, re_ = cs, ce
     else:  # times as ranks, so that (node, time) keys fit in int64
         vals, inv = np.unique(np.concatenate([cs, ce]), return_inverse=True)
         rs, re_ = inv[:m].astype(np.int64), inv[m:].astype(np.int64)
+        del inv
         span = len(vals)
+    del cs, ce
     span = np.int64(span)
-    key = parent.astype(np.int64) * span
-    order = np.argsort(key + rs, kind="stable")
-    p, key, rs, re_ = parent[order], key[order], rs[order], re_[order]
-    reach = np.maximum.accumulate(key + re_)  # running end within each node: the node term dominates
-    prev = np.empty_like(reach)
+    key = parent.astype(np.int64)
+    key *= span
+    order = key + rs
+    order = np.argsort(order, kind="stable")
+    p = parent[order]
+    key = key[order]
+    rs = rs[order]
+    re_ = re_[order]
+    del order
+    prev = key + re_
+    np.maximum.accumulate(prev, out=prev)  # running end within each node: the node term dominates
+    prev[1:] = prev[:-1].copy()
     prev[0] = -1
-    prev[1:] = reach[:-1]
-    prev = np.where(prev >= key, prev - key, -1)  # the end reached by the node's earlier children, or none
-    begin = np.maximum(rs, prev)
+    ended = prev >= key
+    prev -= key
+    prev[~ended] = -1  # the end reached by the node's earlier children, or none
+    del key, ended
+    np.maximum(rs, prev, out=prev)
+    begin = prev
+    del rs
     if vals is None:
-        covered = np.maximum(re_ - begin, 0)
+        covered = re_ - begin
+        np.maximum(covered, 0, out=covered)
     else:
         covered = np.where(re_ > begin, vals[re_] - vals[np.maximum(begin, 0)], 0)
+    del begin, re_
     return np.bincount(p, weights=covered.astype(np.float64), minlength=n)
 
 
