@@ -33,13 +33,16 @@ def _children_cover(
     n: int, start: np.ndarray, end: np.ndarray, parent: np.ndarray, cs: np.ndarray, ce: np.ndarray
 ) -> np.ndarray:
     """Per node (0..n-1): the length of the union of its children's ranges [cs, ce) clipped to the node's own
-    [start, end) (`parent` gives each child's node)."""
+    [start, end) (`parent` gives each child's node).
+
+    `cs` and `ce` (int64) are worked on in place and left overwritten: the caller's arrays stay alive for the
+    whole call, so a copy of either would add to the peak. Each temporary is dropped as soon as it is used:
+    on a trace of a million nodes these are tens of MB."""
     m = len(parent)
     if m == 0:
         return np.zeros(n)
-    # each temporary is dropped as soon as it is used: on a trace of a million nodes these are tens of MB
-    cs = np.maximum(cs, start[parent])
-    ce = np.minimum(ce, end[parent])
+    np.maximum(cs, start[parent], out=cs)
+    np.minimum(ce, end[parent], out=ce)
     np.maximum(ce, cs, out=ce)
     lo = int(cs.min())
     span = int(ce.max()) - lo + 1
@@ -57,26 +60,27 @@ def _children_cover(
     span = np.int64(span)
     key = parent.astype(np.int64)
     key *= span
-    order = key + rs
-    order = np.argsort(order, kind="stable")
+    key += rs
+    order = np.argsort(key, kind="stable")
+    del key
     p = parent[order]
-    key = key[order]
-    rs = rs[order]
-    re_ = re_[order]
+    rs[:] = rs[order]
+    re_[:] = re_[order]
     del order
+    key = p.astype(np.int64)
+    key *= span
     prev = key + re_
     np.maximum.accumulate(prev, out=prev)  # running end within each node: the node term dominates
-    prev[1:] = prev[:-1].copy()
-    prev[0] = -1
-    ended = prev >= key
-    prev -= key
-    prev[~ended] = -1  # the end reached by the node's earlier children, or none
-    del key, ended
-    np.maximum(rs, prev, out=prev)
-    begin = prev
+    # prev[i - 1] - key[i]: the end reached by child i's earlier siblings (negative: none); the first child
+    # has none, and rs >= 0, so each child's covered part begins at max(rs, that)
+    prev[:-1] -= key[1:]
+    del key
+    np.maximum(rs[1:], prev[:-1], out=rs[1:])
+    del prev
+    begin = rs
     del rs
     if vals is None:
-        covered = re_ - begin
+        covered = np.subtract(re_, begin, out=begin)
         np.maximum(covered, 0, out=covered)
     else:
         covered = np.where(re_ > begin, vals[re_] - vals[np.maximum(begin, 0)], 0)
@@ -96,18 +100,17 @@ def node_stats(t: Any) -> pd.DataFrame:
     # the operators view's peak memory on a big trace)
     kept = np.flatnonzero(tree["merged_into"].to_numpy() < 0)
     n = len(kept)
+    small = np.int32 if len(ev) < 2**31 else np.int64
     rows = tree["row"].to_numpy()[kept]
-    node_of = np.full(len(ev), -1, np.int64)
-    node_of[rows] = np.arange(n)
+    node_of = np.full(len(ev), -1, small)
+    node_of[rows] = np.arange(n, dtype=small)
     parent = tree["parent"].to_numpy()[kept]
-    parent = np.where(parent >= 0, node_of[np.maximum(parent, 0)], -1)
+    parent = np.where(parent >= 0, node_of[np.maximum(parent, 0)], -1).astype(small, copy=False)
     start = tree["start"].to_numpy()[kept]
     end = tree["end"].to_numpy()[kept]
-    host_total = (end - start).astype(np.float64)
     is_op = tree["is_op"].to_numpy()[kept]
     depth = tree["depth"].to_numpy()[kept]
     del tree, kept
-    dur = ev["dur"].to_numpy(np.float64)
 
     has_parent = parent >= 0
     calls = link_launches_to_ops(t)["row"].to_numpy()
@@ -125,16 +128,18 @@ def node_stats(t: Any) -> pd.DataFrame:
         np.concatenate([start[has_parent], cs]),
         np.concatenate([end[has_parent], cs + ev["dur"].to_numpy(np.int64)[calls[ok]]]),
     )
-    del start, end, cs
+    del cs
+    host_total = (end - start).astype(np.float64)
+    del start, end
 
     gl = link_gpu_to_ops(t)
     gop = node_of[np.maximum(gl["op"].to_numpy(), 0)]
     ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
     del node_of
     grow = gl["row"].to_numpy()[ok]
-    gnode = gop[ok]
+    gnode = gop[ok].astype(np.int64)
     if ok.any():
-        gdur = dur[grow]
+        gdur = ev["dur"].to_numpy(np.float64)[grow]
         device_self = np.bincount(gnode, weights=gdur, minlength=n)
         is_kernel = category_mask(ev, (KERNEL,))[grow]
         kernel_self = np.bincount(gnode, weights=np.where(is_kernel, gdur, 0.0), minlength=n)
@@ -145,7 +150,6 @@ def node_stats(t: Any) -> pd.DataFrame:
                 np.add.at(device_total, parent[sel], device_total[sel])
     else:  # no device activity under any node (a CPU trace): one shared read-only zero, no memory
         device_self = device_total = kernel_self = zeros_column(n)
-    small = np.int32 if len(ev) < 2**31 else np.int64
     out = pd.DataFrame(
         {
             "row": rows.astype(small),
