@@ -397,7 +397,9 @@ def _report(t, seg: pd.DataFrame, crows, cname, is_rt, a: pd.DataFrame, scope, s
             "weighted": weighted,
         }
     )
+    df = df[(df["end_ns"] > df["start_ns"]).to_numpy()]  # instants (touching kernels, equal times) say nothing
     dur = (df["end_ns"] - df["start_ns"]).to_numpy()
+    weighted = df["weighted"].to_numpy()
     length = int(dur[weighted].sum())
     window = hi - lo
     by = df.assign(ns=dur).groupby("kind", sort=False)["ns"].sum().to_dict()
@@ -418,7 +420,7 @@ def _report(t, seg: pd.DataFrame, crows, cname, is_rt, a: pd.DataFrame, scope, s
         "end_ns": int(hi),
         "window_ns": int(window),
         "length_ns": length,
-        "span_ns": int(end[-1] - start[0]),
+        "span_ns": int(end[-1] - start[0]) if len(end) else 0,
         "segments": _merged(df),
         "by_kind": by_kind,
         "top": [{"kind": k, "name": n, "ns": int(v)} for (k, n), v in top.items()],
