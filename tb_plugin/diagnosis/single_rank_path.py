@@ -37,12 +37,14 @@ trace's origin, like t.events.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.stages.columns import category_mask
+from profiler_core.analysis.stages.gpu_links import first_position_by_key, lookup
 from profiler_core.analysis.stages.op_tree import group_codes, innermost_op_at
 from profiler_core.analysis.stages.steps import steps as steps_stage
 from profiler_core.trace.categories import CPU_OP, CUDA_SYNC, LAUNCH_CATS
@@ -75,6 +77,8 @@ WAIT_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaE
 KINDS = ("cpu_op", "launch", "runtime", "launch_delay", "kernel", "gpu_gap", "sync_wait", "idle_gap")
 _ZERO_WEIGHT = ("sync_wait", "idle_gap")
 TOP_N = 20
+#: the most segments a result lists (the longest ones, in time order; `segments_total` counts them all)
+MAX_SEGMENTS = 2000
 NO_EVENTS = "no CPU op or runtime call of positive duration starts in the window"
 NO_STEP = "the trace has no step {step!r} (it has {n})"
 
@@ -173,22 +177,30 @@ def critical_path_window(
     crows = np.flatnonzero((cpu_cat | rt_cat) & (dur_all > 0) & (ts_all >= start_ns) & (ts_all <= end_ns))
     if len(crows) == 0:
         return _empty(scope, step_name, lo, hi, NO_EVENTS)
-    names = ev["name"].astype(str).to_numpy()  # categorical: cheap per distinct name below
+    names = _Names(ev)
     nc = len(crows)
     cs, ce = ts_all[crows], ts_all[crows] + dur_all[crows]
-    cname = names[crows]
-    blocking = np.isin(cname, list(BLOCKING_CALLS)) & rt_cat[crows]
+    cname = names.codes[crows]
+    blocking = np.isin(cname, names.codes_of(BLOCKING_CALLS)) & rt_cat[crows]
     pos_of_row = np.full(len(ev), -1, np.int64)
     pos_of_row[crows] = np.arange(nc)
 
-    a = gpu_activities(t)
-    a = a[(a["launch"] >= 0).to_numpy()]
-    a = a[pos_of_row[a["launch"].to_numpy()] >= 0]
+    a_all = gpu_activities(t)
+    launch_all = a_all["launch"].to_numpy(np.int64)
+    inside = np.flatnonzero((launch_all >= 0) & (pos_of_row[np.maximum(launch_all, 0)] >= 0))
+    a = a_all.iloc[inside]
     ng = len(a)
     gs, ge = a["start"].to_numpy(np.int64), a["end"].to_numpy(np.int64)
     grow = a["row"].to_numpy(np.int64)
     glaunch = pos_of_row[a["launch"].to_numpy(np.int64)]
     skey = group_codes(a["device"].to_numpy(np.int64), a["stream"].to_numpy(np.int64))
+    # each activity's predecessor on its stream over the whole trace (work queued before the window counts)
+    prev_all = _stream_predecessors(a_all)
+    win_of = np.full(len(a_all), -1, np.int64)
+    win_of[inside] = np.arange(ng)
+    prev_any = prev_all[inside]
+    prev_end = np.where(prev_any >= 0, a_all["end"].to_numpy(np.int64)[np.maximum(prev_any, 0)], -1)
+    prev = np.where(prev_any >= 0, win_of[np.maximum(prev_any, 0)], -1)  # -1 also when outside the window
 
     # node ids: CPU starts [0, nc), CPU ends [nc, 2nc), GPU starts [2nc, 2nc+ng), GPU ends [2nc+ng, 2nc+2ng)
     node_ts = np.concatenate([cs, ce, gs, ge])
@@ -231,18 +243,23 @@ def critical_path_window(
         gstart, gend = 2 * nc + np.arange(ng), 2 * nc + ng + np.arange(ng)
         g.add(gstart, gend, ge - gs, _K["kernel"], -2 - np.arange(ng))
         so = np.lexsort((grow, gs, skey))
-        prev = np.full(ng, -1, np.int64)
-        prev[so[1:]] = np.where(skey[so[1:]] == skey[so[:-1]], so[:-1], -1)
+        ls = cs[glaunch]
+        # bound by its launch when its stream was empty when the call started; else by its predecessor (no edge
+        # when that one is outside the window); by its launch also when it overlaps its predecessor
+        # (and not when it waited for another stream's work that ended after that: a stream wait edge instead)
+        w_dst, w_src, w_call = _stream_waits(t, names, crows, cs, thread, a, glaunch)
+        wait_end = np.full(ng, -1, np.int64)
+        wait_end[w_dst] = ge[w_src]
         has_prev = prev >= 0
         pp = np.maximum(prev, 0)
-        ls = cs[glaunch]
-        by_launch = (~has_prev | (ge[pp] < ls)) & (gs >= ls)
-        by_prev = ~by_launch & has_prev & (gs >= ge[pp])
-        fallback = ~by_launch & ~by_prev & (gs >= ls)  # overlapping its predecessor: its launch
+        by_launch = ((prev_any < 0) | (prev_end < ls)) & (gs >= ls) & (wait_end < ls)
+        by_prev = ~by_launch & has_prev & (gs >= ge[pp]) & (wait_end < ge[pp])
+        fallback = ~by_launch & has_prev & (gs < ge[pp]) & (gs >= ls) & (wait_end < ls)
         lk = by_launch | fallback
         g.add(glaunch[lk], gstart[lk], gs[lk] - ls[lk], _K["launch_delay"], glaunch[lk])
         g.add(gend[prev[by_prev]], gstart[by_prev], gs[by_prev] - ge[prev[by_prev]], _K["gpu_gap"], -1)
-        _add_sync_edges(t, g, crows, cs, ce, cname, blocking, a, skey, so, nc, ng)
+        g.add(gend[w_src], gstart[w_dst], 0, _K["sync_wait"], w_call)
+        _add_sync_edges(t, g, crows, ce, names, blocking, a, skey, so, nc, ng)
         gpu_seq = np.empty(2 * ng, np.int64)
         rank_in_stream = np.empty(ng, np.int64)
         rank_in_stream[so] = np.arange(ng)
@@ -277,10 +294,75 @@ def critical_path_window(
             "dst": e_dst,
         }
     )
-    return _report(t, seg, crows, cname, rt_cat[crows], a, scope, step_name, lo, hi)
+    return _report(t, seg, crows, names, rt_cat[crows], a, scope, step_name, lo, hi)
 
 
-def _add_sync_edges(t, g, crows, cs, ce, cname, blocking, a, skey, so, nc, ng) -> None:
+def _stream_predecessors(a: pd.DataFrame) -> np.ndarray:
+    """For each row of `a` (gpu_activities), the row of the activity before it on its (device, stream) by
+    start, or -1."""
+    n = len(a)
+    prev = np.full(n, -1, np.int64)
+    if n < 2:
+        return prev
+    key = group_codes(a["device"].to_numpy(np.int64), a["stream"].to_numpy(np.int64))
+    o = np.lexsort((a["row"].to_numpy(), a["start"].to_numpy(np.int64), key))
+    prev[o[1:]] = np.where(key[o[1:]] == key[o[:-1]], o[:-1], -1)
+    return prev
+
+
+def _stream_waits(t, names, crows, cs, thread, a, glaunch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cross-stream waits from `Stream Wait Event` records: (waiting activity, the activity it waited for, the
+    cudaStreamWaitEvent call's position), in-window activity indices. The waiting activity is the next launch
+    on the call's thread onto the record's stream; the waited-for one the latest-ending activity of another
+    stream of that device launched before the call and ended by the waiting one's start."""
+    ev = t.events
+    none = (np.zeros(0, np.int64),) * 3
+    rec = np.flatnonzero(category_mask(ev, (CUDA_SYNC,)) & np.isin(names.codes, names.codes_of({"Stream Wait Event"})))
+    calls = np.flatnonzero(np.isin(names.codes[crows], names.codes_of({"cudaStreamWaitEvent"})))
+    if not len(rec) or not len(calls) or not len(a):
+        return none
+    corr = ev["correlation"].to_numpy(np.int64)
+    keys, vals = first_position_by_key(corr[crows[calls]], calls)
+    call = lookup(keys, vals, corr[rec])
+    ok = call >= 0
+    rec, call = rec[ok], call[ok]
+    dev = a["device"].to_numpy(np.int64)
+    stm = a["stream"].to_numpy(np.int64)
+    gs, ge = a["start"].to_numpy(np.int64), a["end"].to_numpy(np.int64)
+    ls = cs[glaunch]
+    lthread = thread[glaunch]
+    by_lane: dict[tuple[int, int, int], list[int]] = {}
+    for i in np.lexsort((ls, stm, dev, lthread)).tolist():
+        by_lane.setdefault((int(lthread[i]), int(dev[i]), int(stm[i])), []).append(i)
+    by_end: dict[int, np.ndarray] = {}
+    for d in np.unique(dev).tolist():
+        m = np.flatnonzero(dev == d)
+        by_end[d] = m[np.argsort(ge[m], kind="stable")]
+    rdev = ev["device"].to_numpy(np.int64)[rec]
+    rstm = ev["stream"].to_numpy(np.int64)[rec]
+    dst, src, via = [], [], []
+    for c, d, s_ in zip(call.tolist(), rdev.tolist(), rstm.tolist()):
+        lane = np.asarray(by_lane.get((int(thread[c]), d, s_), []), np.int64)
+        k = np.searchsorted(ls[lane], cs[c], side="right") if len(lane) else 0
+        if k >= len(lane):
+            continue
+        j = int(lane[k])
+        cand = by_end.get(d)
+        if cand is None:
+            continue
+        stop = int(np.searchsorted(ge[cand], gs[j], side="right"))
+        for q in cand[max(0, stop - 64) : stop][::-1].tolist():  # the latest-ending first
+            if stm[q] != s_ and ls[q] < cs[c]:
+                dst.append(j)
+                src.append(q)
+                via.append(c)
+                break
+    if not dst:
+        return none
+    return np.asarray(dst, np.int64), np.asarray(src, np.int64), np.asarray(via, np.int64)
+
+
+def _add_sync_edges(t, g, crows, ce, names, blocking, a, skey, so, nc, ng) -> None:
     """GPU -> host edges into the end of each blocking call that waits for the GPU (see the module docstring)."""
     ev = t.events
     gs, ge = a["start"].to_numpy(np.int64), a["end"].to_numpy(np.int64)
@@ -290,7 +372,8 @@ def _add_sync_edges(t, g, crows, cs, ce, cname, blocking, a, skey, so, nc, ng) -
     lpos = np.searchsorted(crows, gl)
     own = blocking[lpos] & (ge <= ce[lpos])
     g.add(gend[own], nc + lpos[own], 0, _K["sync_wait"], lpos[own])
-    waits = np.flatnonzero(np.isin(cname, list(WAIT_CALLS)))
+    cname = names.codes[crows]
+    waits = np.flatnonzero(np.isin(cname, names.codes_of(WAIT_CALLS)))
     if not len(waits):
         return
     # the stream of a cudaStreamSynchronize, from its Stream Sync record (same correlation), when present
@@ -298,8 +381,7 @@ def _add_sync_edges(t, g, crows, cs, ce, cname, blocking, a, skey, so, nc, ng) -
     corr = ev["correlation"].to_numpy(np.int64)
     stream_of: dict[int, tuple[int, int]] = {}
     if len(sync_rows):
-        sn = ev["name"].astype(str).to_numpy()[sync_rows]
-        keep = sn == "Stream Sync"
+        keep = np.isin(names.codes[sync_rows], names.codes_of({"Stream Sync"}))
         for c, d, s in zip(
             corr[sync_rows][keep].tolist(),
             ev["device"].to_numpy(np.int64)[sync_rows][keep].tolist(),
@@ -311,7 +393,7 @@ def _add_sync_edges(t, g, crows, cs, ce, cname, blocking, a, skey, so, nc, ng) -
     wend = ce[waits]
     wcorr = corr[crows[waits]]
     only = np.array([stream_of.get(int(c), (-1, -1)) for c in wcorr.tolist()], np.int64).reshape(-1, 2)
-    is_stream_sync = cname[waits] == "cudaStreamSynchronize"
+    is_stream_sync = np.isin(cname[waits], names.codes_of({"cudaStreamSynchronize"}))
     for k in np.unique(skey).tolist():
         members = so[skey[so] == k]  # this stream's activities by start
         i = np.searchsorted(gs[members], wend, side="right") - 1
@@ -323,129 +405,198 @@ def _add_sync_edges(t, g, crows, cs, ce, cname, blocking, a, skey, so, nc, ng) -
 
 
 def _longest_path(pos: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Edge indices of the heaviest path (edges go forward in `pos`), first to last."""
-    if not len(src):
+    """Edge indices of the heaviest path (edges go forward in `pos`), first to last.
+
+    Chains (an edge whose source has no other out-edge and whose target no other in-edge) are summed with numpy
+    (pointer jumping); only the edges that join chains are relaxed one by one, in topological order."""
+    n, m = len(pos), len(src)
+    if not m:
         return np.zeros(0, np.int64)
-    order = np.argsort(pos[dst], kind="stable")
-    n = len(pos)
-    dist = [0] * n
+    indeg = np.bincount(dst, minlength=n)
+    outdeg = np.bincount(src, minlength=n)
+    chain = (outdeg[src] == 1) & (indeg[dst] == 1)
+    in_chain = np.full(n, -1, np.int64)  # each node's chain in-edge, if any
+    in_chain[dst[chain]] = np.flatnonzero(chain)
+    has = in_chain >= 0
+    ic = np.maximum(in_chain, 0)
+    head = np.where(has, src[ic], np.arange(n))
+    off = np.where(has, w[ic], 0)  # weight from `head` to the node
+    rank = has.astype(np.int64)  # chain edges from `head` to the node
+    while True:
+        up = head[head]
+        if (up == head).all():
+            break
+        off, rank, head = off + off[head], rank + rank[head], up
+    # relax the joining edges in topological order of their targets (every target is a chain head)
+    joins = np.flatnonzero(~chain)
+    joins = joins[np.argsort(pos[dst[joins]], kind="stable")]
+    dist_head = [0] * n
     best = [-1] * n
-    for e, s, d, x in zip(order.tolist(), src[order].tolist(), dst[order].tolist(), w[order].tolist()):
-        c = dist[s] + x
-        if c > dist[d] or best[d] < 0 and c == dist[d]:
-            dist[d] = c
+    for e, h, o, d, x in zip(
+        joins.tolist(), head[src[joins]].tolist(), off[src[joins]].tolist(), dst[joins].tolist(), w[joins].tolist()
+    ):
+        c = dist_head[h] + o + x
+        if c > dist_head[d] or (best[d] < 0 and c == dist_head[d]):
+            dist_head[d] = c
             best[d] = e
-    da = np.asarray(dist, np.int64)
-    m = int(da.max())
-    ends = np.flatnonzero((da == m) & (np.asarray(best) >= 0))
-    if not len(ends):
+    best_a = np.asarray(best, np.int64)
+    dist = np.asarray(dist_head, np.int64)[head] + off
+    reached = has | (best_a >= 0)
+    if not reached.any():
         return np.zeros(0, np.int64)
+    top = dist[reached].max()
+    ends = np.flatnonzero(reached & (dist == top))
     node = int(ends[np.argmax(pos[ends])])
-    out = []
-    while best[node] >= 0:
-        e = best[node]
-        out.append(e)
-        node = int(src[e])
-    return np.asarray(out[::-1], np.int64)
+    # walk back: a whole chain stretch at a time, then the joining edge into its head
+    by_chain = np.lexsort((rank, head))
+    at = np.empty(n, np.int64)
+    at[by_chain] = np.arange(n)
+    parts = []
+    while True:
+        if rank[node] > 0:
+            stretch = by_chain[at[node] - rank[node] + 1 : at[node] + 1]
+            parts.append(in_chain[stretch])
+            node = int(head[node])
+        if best_a[node] < 0:
+            break
+        parts.append(best_a[node : node + 1])
+        node = int(src[best_a[node]])
+    return np.concatenate(parts[::-1]) if parts else np.zeros(0, np.int64)
 
 
-def _report(t, seg: pd.DataFrame, crows, cname, is_rt, a: pd.DataFrame, scope, step_name, lo, hi) -> dict:
+class _Names:
+    """Event names as integer codes (the categorical column's), and codes of given names."""
+
+    def __init__(self, ev: pd.DataFrame) -> None:
+        col = ev["name"]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            self.codes = col.cat.codes.to_numpy().astype(np.int64)
+            self.text = np.asarray(col.cat.categories.astype(str), dtype=object)
+        else:
+            text, self.codes = np.unique(col.astype(str).to_numpy(), return_inverse=True)
+            self.text = np.asarray(text, dtype=object)
+        self.index = {n: i for i, n in enumerate(self.text.tolist())}
+
+    def codes_of(self, names: Iterable[str]) -> np.ndarray:
+        return np.asarray([self.index[n] for n in names if n in self.index], np.int64)
+
+
+def _report(t, seg: pd.DataFrame, crows, names: _Names, is_rt, a: pd.DataFrame, scope, step_name, lo, hi) -> dict:
     ev = t.events
     nc, ng = len(crows), len(a)
+    seg = seg[(seg["end_ns"] > seg["start_ns"]).to_numpy()]  # instants (touching kernels, equal times) say nothing
     kind = seg["kind"].to_numpy().copy()
     attr = seg["attr"].to_numpy()
     start, end = seg["start_ns"].to_numpy(), seg["end_ns"].to_numpy()
     src, dst = seg["src"].to_numpy(), seg["dst"].to_numpy()
     tid = ev["tid"].to_numpy(np.int64)
-    all_names = ev["name"].astype(str).to_numpy()
     on_cpu = attr >= 0  # attributed to the CPU event at that position
     ap = np.maximum(attr, 0)
+    cname = names.codes[crows[ap]] if nc else np.zeros(len(seg), np.int64)
     rt = on_cpu & is_rt[ap] & (kind == _K["cpu_op"])
-    kind[rt] = np.where(np.isin(cname[ap[rt]], list(QUEUE_LAUNCH_NAMES)), _K["launch"], _K["runtime"])
-    name = np.where(on_cpu, cname[ap], "").astype(object)
+    kind[rt] = np.where(np.isin(cname[rt], names.codes_of(QUEUE_LAUNCH_NAMES)), _K["launch"], _K["runtime"])
+    name = np.where(on_cpu, cname, -1)
     gpu = attr <= -2  # the GPU activity -2 - attr
     j = np.maximum(-2 - attr, 0)
     grow = a["row"].to_numpy(np.int64)
-    name[gpu] = all_names[grow[j[gpu]]]
+    if ng:
+        name[gpu] = names.codes[grow[j[gpu]]]
     # a gap inside an op: the op that holds it, on the thread of the gap's first node
-    thread_row = crows[src % nc] if nc else src
+    thread_row = crows[src % nc]
     enc = (attr == _ENCLOSING) & (kind == _K["cpu_op"])
     if enc.any():
         holder = innermost_op_at(t, ev["pid"].to_numpy()[thread_row[enc]], tid[thread_row[enc]], start[enc])
-        name[enc] = np.where(holder >= 0, all_names[np.maximum(holder, 0)], "")
-    dev = a["device"].to_numpy(np.int64)
-    stm = a["stream"].to_numpy(np.int64)
+        name[enc] = np.where(holder >= 0, names.codes[np.maximum(holder, 0)], -1)
+    # lanes: a GPU activity's stream (also for the gap or launch delay that leads to it), else a thread
     dst_gpu = dst >= 2 * nc
-    jd = np.where(dst_gpu, (dst - 2 * nc) % max(ng, 1), 0)
-    lane = np.empty(len(seg), dtype=object)
-    for i in range(len(seg)):
-        if gpu[i] or dst_gpu[i]:
-            k = j[i] if gpu[i] else jd[i]
-            lane[i] = f"device {dev[k]} stream {stm[k]}"
-        elif on_cpu[i]:
-            lane[i] = f"thread {tid[crows[ap[i]]]}"
-        else:
-            lane[i] = f"thread {tid[thread_row[i]]}"
-    weighted = ~np.isin(kind, [_K[k] for k in _ZERO_WEIGHT])
-    df = pd.DataFrame(
-        {
-            "kind": np.asarray(KINDS, dtype=object)[kind],
-            "name": name,
-            "lane": lane,
-            "start_ns": start,
-            "end_ns": end,
-            "weighted": weighted,
-        }
+    on_stream = gpu | dst_gpu
+    k = np.where(gpu, j, np.where(dst_gpu, (dst - 2 * nc) % max(ng, 1), 0))
+    lane_a = np.where(on_stream, a["device"].to_numpy(np.int64)[k] if ng else 0, 0)
+    lane_b = np.where(
+        on_stream, a["stream"].to_numpy(np.int64)[k] if ng else 0, tid[np.where(on_cpu, crows[ap], thread_row)]
     )
-    df = df[(df["end_ns"] > df["start_ns"]).to_numpy()]  # instants (touching kernels, equal times) say nothing
-    dur = (df["end_ns"] - df["start_ns"]).to_numpy()
-    weighted = df["weighted"].to_numpy()
-    length = int(dur[weighted].sum())
+    dur = end - start
+    weighted = ~np.isin(kind, [_K[x] for x in _ZERO_WEIGHT])
     window = hi - lo
-    by = df.assign(ns=dur).groupby("kind", sort=False)["ns"].sum().to_dict()
-    by_kind = {
-        k: {"ns": int(by.get(k, 0)), "share": (int(by.get(k, 0)) / window) if window > 0 else None} for k in KINDS
-    }
-    top = (
-        df.assign(ns=dur)
-        .groupby(["kind", "name"], sort=False)["ns"]
-        .sum()
-        .sort_values(ascending=False, kind="stable")
-        .head(TOP_N)
+    by = (
+        np.bincount(kind, weights=dur, minlength=len(KINDS)).astype(np.int64)
+        if len(kind)
+        else np.zeros(len(KINDS), np.int64)
     )
-    return {
+    by_kind = {
+        x: {"ns": int(by[i]), "share": (int(by[i]) / window) if window > 0 else None} for i, x in enumerate(KINDS)
+    }
+    # the largest (kind, name) totals
+    key = kind * (len(names.text) + 1) + (name + 1)
+    uk, inv = np.unique(key, return_inverse=True)
+    tot = np.bincount(inv, weights=dur).astype(np.int64)
+    best = np.argsort(-tot, kind="stable")[:TOP_N]
+    top = [
+        {
+            "kind": KINDS[int(uk[b] // (len(names.text) + 1))],
+            "name": _text(names, int(uk[b] % (len(names.text) + 1)) - 1),
+            "ns": int(tot[b]),
+        }
+        for b in best.tolist()
+    ]
+    merged = _merged(kind, name, on_stream, lane_a, lane_b, start, end)
+    out = {
         "scope": scope,
         "step": step_name,
         "start_ns": int(lo),
         "end_ns": int(hi),
         "window_ns": int(window),
-        "length_ns": length,
+        "length_ns": int(dur[weighted].sum()),
         "span_ns": int(end[-1] - start[0]) if len(end) else 0,
-        "segments": _merged(df),
+        "segments": [],
+        "segments_total": len(merged[0]),
         "by_kind": by_kind,
-        "top": [{"kind": k, "name": n, "ns": int(v)} for (k, n), v in top.items()],
+        "top": top,
         "reason": None,
     }
-
-
-def _merged(df: pd.DataFrame) -> list[dict]:
-    """Segments with consecutive equal (kind, name, lane) joined."""
-    if not len(df):
-        return []
-    k = (df["kind"] + "\0" + df["name"].astype(str) + "\0" + df["lane"]).to_numpy()
-    first = np.ones(len(df), dtype=bool)
-    first[1:] = k[1:] != k[:-1]
-    at = np.flatnonzero(first)
-    ends = np.maximum.reduceat(df["end_ns"].to_numpy(), at)
-    sub = df.iloc[at]
-    return [
-        {"kind": kd, "name": nm, "start_ns": int(s), "end_ns": int(e), "lane": ln, "weighted": bool(wt)}
-        for kd, nm, ln, wt, s, e in zip(
-            sub["kind"].tolist(),
-            sub["name"].tolist(),
-            sub["lane"].tolist(),
-            sub["weighted"].tolist(),
-            sub["start_ns"].tolist(),
-            ends.tolist(),
+    mk, mn, ms, ma, mb, m0, m1 = merged
+    keep = np.arange(len(mk))
+    if len(keep) > MAX_SEGMENTS:  # the longest, in time order
+        keep = np.sort(np.argsort(-(m1 - m0), kind="stable")[:MAX_SEGMENTS])
+    out["segments"] = [
+        {
+            "kind": KINDS[kd],
+            "name": _text(names, nm),
+            "start_ns": s0,
+            "end_ns": s1,
+            "lane": f"device {la} stream {lb}" if st else f"thread {lb}",
+            "weighted": KINDS[kd] not in _ZERO_WEIGHT,
+        }
+        for kd, nm, st, la, lb, s0, s1 in zip(
+            mk[keep].tolist(),
+            mn[keep].tolist(),
+            ms[keep].tolist(),
+            ma[keep].tolist(),
+            mb[keep].tolist(),
+            m0[keep].tolist(),
+            m1[keep].tolist(),
         )
     ]
+    return out
+
+
+def _text(names: _Names, code: int) -> str:
+    return "" if code < 0 else str(names.text[code])
+
+
+def _merged(kind, name, on_stream, lane_a, lane_b, start, end) -> tuple[np.ndarray, ...]:
+    """The segments' columns with consecutive equal (kind, name, lane) joined."""
+    n = len(kind)
+    if not n:
+        z = np.zeros(0, np.int64)
+        return z, z, z.astype(bool), z, z, z, z
+    first = np.ones(n, dtype=bool)
+    first[1:] = (
+        (kind[1:] != kind[:-1])
+        | (name[1:] != name[:-1])
+        | (on_stream[1:] != on_stream[:-1])
+        | (lane_a[1:] != lane_a[:-1])
+        | (lane_b[1:] != lane_b[:-1])
+    )
+    at = np.flatnonzero(first)
+    return kind[at], name[at], on_stream[at], lane_a[at], lane_b[at], start[at], np.maximum.reduceat(end, at)
