@@ -355,6 +355,23 @@ def test_path_length_and_split_match_hta(shared_traces):
     assert checked == 5
 
 
+def test_segments_tile_the_path_on_real_traces(shared_traces):
+    """On the HTA cases under the segment cap: segments follow each other without gaps or overlaps, the
+    weighted ones add up to the length, the kinds to the span, and the JSON round-trips."""
+    for rel, r in sorted(reference()["traces"].items()):
+        t = load_shared(shared_traces / rel)
+        o = srp.critical_path_window(t, *window(t, r["annotation"], r["instance_id"]))
+        seg = o["segments"]
+        if o["segments_total"] > srp.MAX_SEGMENTS:  # hta_ns_resolution: the longest, in time order
+            assert len(seg) == srp.MAX_SEGMENTS and all(a["end_ns"] <= b["start_ns"] for a, b in zip(seg, seg[1:]))
+            continue
+        assert o["segments_total"] == len(seg), rel
+        assert all(a["end_ns"] == b["start_ns"] for a, b in zip(seg, seg[1:])), rel
+        assert sum(s["end_ns"] - s["start_ns"] for s in seg if s["weighted"]) == o["length_ns"], rel
+        assert seg[-1]["end_ns"] - seg[0]["start_ns"] == o["span_ns"] == sum(v["ns"] for v in o["by_kind"].values())
+        assert json.loads(json.dumps(o)) == o
+
+
 def test_path_kernels_match_hta_in_order(shared_traces):
     """On simple_add the kernels on the path are HTA's, in the same order."""
     rel = "public/hta_cp_simple_add/benchmark_result_493459_1694039959_trace.json.gz"
