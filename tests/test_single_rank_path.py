@@ -280,6 +280,21 @@ def test_no_events_says_why():
     assert r["reason"] == srp.NO_EVENTS and r["segments"] == [] and r["length_ns"] is None
 
 
+def test_heaviest_path_on_a_hand_made_graph():
+    """Nodes 0..6 in topological order. 0->1 (2), 1->2 (3) and 0->3 (1), 3->4 (1), 4->2 (1) join at 2; 2->5 (4)
+    and 3->6 (10). Heaviest: 0->3->6 (11) beats 0->1->2->5 (9); with 3->6 weighing 1, it is 0->1->2->5."""
+    from tb_plugin.diagnosis.longest_path import heaviest_path
+
+    pos = np.arange(7)
+    src = np.array([0, 1, 0, 3, 4, 2, 3])
+    dst = np.array([1, 2, 3, 4, 2, 5, 6])
+    w = np.array([2, 3, 1, 1, 1, 4, 10])
+    assert heaviest_path(pos, src, dst, w).tolist() == [2, 6]
+    w[6] = 1
+    assert heaviest_path(pos, src, dst, w).tolist() == [0, 1, 5]
+    assert heaviest_path(pos, src[:0], dst[:0], w[:0]).tolist() == []
+
+
 # ---------------------------------------------------------------- HTA
 
 

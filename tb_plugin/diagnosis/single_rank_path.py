@@ -10,22 +10,29 @@ is one of those. Edges, each weighted with the time it spans unless said otherwi
   the step from one top-level op's end to the next one's start is an `idle_gap` (weight 0: time the trace does
   not attribute, such as Python between ops), and the span of a blocking call (`BLOCKING_CALLS`) is a
   `sync_wait` (weight 0: its time is carried by the GPU work it waited for).
-* launch -> GPU activity: from the launch call's start to the activity's start (`launch_delay`) when the
-  previous activity on its stream had finished before the call started; otherwise the previous activity's end
-  -> this one's start (`gpu_gap`, stream order). Each activity's own span is a `kernel` edge.
-* synchronisation (weight 0): the last activity started on each stream before a cudaDeviceSynchronize,
-  cudaEventSynchronize or cudaStreamSynchronize ends (that call's stream only when the trace has its
-  `Stream Sync` record) -> the call's end, and a blocking call's own GPU activity -> the call's end.
+* launch -> GPU activity: from the launch call's start to the activity's start (`launch_delay`) when its
+  stream was empty when the call started (the previous activity on the stream, over the whole trace, had
+  ended); otherwise the previous activity's end -> this one's start (`gpu_gap`, stream order; no edge when
+  that activity is outside the window). Each activity's own span is a `kernel` edge.
+* synchronisation (weight 0, `sync_wait`): the last activity started on each stream before a
+  cudaDeviceSynchronize, cudaEventSynchronize or cudaStreamSynchronize ends (that call's stream only when the
+  trace has its `Stream Sync` record) -> the call's end; a blocking call's own GPU activity -> the call's end;
+  for a `Stream Wait Event` record, the latest-ending activity of another stream launched before the
+  cudaStreamWaitEvent call -> the next activity launched onto the waiting stream (which is then not bound by
+  its launch or predecessor when that activity ended later).
 
-The path is the longest (most weight) in this graph; its edges tile the time from its first to its last node.
+The path is the longest (most weight) in this graph (`longest_path.heaviest_path`); its edges tile the time
+from its first to its last node.
 
 `critical_path(t, step=None)` returns a JSON-able dict:
 
-    {"scope": "trace" | "step", "step": step name or None, "start_ns", "end_ns", "window_ns" (end - start),
+    {"scope": "trace" | "step" | "window", "step": step name or None, "start_ns", "end_ns",
+     "window_ns" (end - start: the step or window the shares are of),
      "length_ns": the path's weight (the time work on the path took), "span_ns": its last node - its first,
-     "segments": [{"kind", "name", "start_ns", "end_ns", "lane" ("thread <tid>" | "stream <n>" |
-                   "device <d> stream <n>"), "weighted": bool}, ...]  (in time order, consecutive equal
-                   kind/name/lane merged),
+     "segments": [{"kind", "name", "start_ns", "end_ns", "lane" ("thread <tid>" | "device <d> stream <s>"),
+                   "weighted": False for sync_wait and idle_gap}, ...]  (time order, consecutive equal
+                   kind/name/lane joined; at most MAX_SEGMENTS, the longest),
+     "segments_total": how many segments there are in all,
      "by_kind": {kind: {"ns": total, "share": ns / window_ns}} for every kind in KINDS,
      "top": [{"kind", "name", "ns"}] (the TOP_N largest (kind, name) totals),
      "reason": None, or why there is no path (then "segments" is empty and the totals are None)}
@@ -50,6 +57,7 @@ from profiler_core.analysis.stages.steps import steps as steps_stage
 from profiler_core.trace.categories import CPU_OP, CUDA_SYNC, LAUNCH_CATS
 
 from ..views.gpu_launches import QUEUE_LAUNCH_NAMES, gpu_activities
+from .longest_path import heaviest_path
 
 __all__ = [
     "BLOCKING_CALLS",
@@ -126,6 +134,7 @@ def _empty(scope: str, step_name: str | None, start: int, end: int, reason: str)
         "length_ns": None,
         "span_ns": None,
         "segments": [],
+        "segments_total": 0,
         "by_kind": {k: {"ns": None, "share": None} for k in KINDS},
         "top": [],
         "reason": reason,
@@ -279,7 +288,7 @@ def critical_path_window(
     pos[topo] = np.arange(len(node_ts))
     ok = pos[src] < pos[dst]
     src, dst, wt, knd, att = src[ok], dst[ok], wt[ok], knd[ok], att[ok]
-    path_edges = _longest_path(pos, src, dst, wt)
+    path_edges = heaviest_path(pos, src, dst, wt)
     if not len(path_edges):
         return _empty(scope, step_name, lo, hi, NO_EVENTS)
     e_src, e_dst = src[path_edges], dst[path_edges]
@@ -402,66 +411,6 @@ def _add_sync_edges(t, g, crows, ce, names, blocking, a, skey, so, nc, ng) -> No
         applies = ~is_stream_sync | (only[:, 0] < 0) | ((only[:, 0] == d0) & (only[:, 1] == s0))
         use = (i >= 0) & (ge[last] <= wend) & applies
         g.add(gend[last[use]], nc + waits[use], 0, _K["sync_wait"], waits[use])
-
-
-def _longest_path(pos: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Edge indices of the heaviest path (edges go forward in `pos`), first to last.
-
-    Chains (an edge whose source has no other out-edge and whose target no other in-edge) are summed with numpy
-    (pointer jumping); only the edges that join chains are relaxed one by one, in topological order."""
-    n, m = len(pos), len(src)
-    if not m:
-        return np.zeros(0, np.int64)
-    indeg = np.bincount(dst, minlength=n)
-    outdeg = np.bincount(src, minlength=n)
-    chain = (outdeg[src] == 1) & (indeg[dst] == 1)
-    in_chain = np.full(n, -1, np.int64)  # each node's chain in-edge, if any
-    in_chain[dst[chain]] = np.flatnonzero(chain)
-    has = in_chain >= 0
-    ic = np.maximum(in_chain, 0)
-    head = np.where(has, src[ic], np.arange(n))
-    off = np.where(has, w[ic], 0)  # weight from `head` to the node
-    rank = has.astype(np.int64)  # chain edges from `head` to the node
-    while True:
-        up = head[head]
-        if (up == head).all():
-            break
-        off, rank, head = off + off[head], rank + rank[head], up
-    # relax the joining edges in topological order of their targets (every target is a chain head)
-    joins = np.flatnonzero(~chain)
-    joins = joins[np.argsort(pos[dst[joins]], kind="stable")]
-    dist_head = [0] * n
-    best = [-1] * n
-    for e, h, o, d, x in zip(
-        joins.tolist(), head[src[joins]].tolist(), off[src[joins]].tolist(), dst[joins].tolist(), w[joins].tolist()
-    ):
-        c = dist_head[h] + o + x
-        if c > dist_head[d] or (best[d] < 0 and c == dist_head[d]):
-            dist_head[d] = c
-            best[d] = e
-    best_a = np.asarray(best, np.int64)
-    dist = np.asarray(dist_head, np.int64)[head] + off
-    reached = has | (best_a >= 0)
-    if not reached.any():
-        return np.zeros(0, np.int64)
-    top = dist[reached].max()
-    ends = np.flatnonzero(reached & (dist == top))
-    node = int(ends[np.argmax(pos[ends])])
-    # walk back: a whole chain stretch at a time, then the joining edge into its head
-    by_chain = np.lexsort((rank, head))
-    at = np.empty(n, np.int64)
-    at[by_chain] = np.arange(n)
-    parts = []
-    while True:
-        if rank[node] > 0:
-            stretch = by_chain[at[node] - rank[node] + 1 : at[node] + 1]
-            parts.append(in_chain[stretch])
-            node = int(head[node])
-        if best_a[node] < 0:
-            break
-        parts.append(best_a[node : node + 1])
-        node = int(src[best_a[node]])
-    return np.concatenate(parts[::-1]) if parts else np.zeros(0, np.int64)
 
 
 class _Names:
