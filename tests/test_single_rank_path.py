@@ -104,6 +104,33 @@ def test_cpu_bound_path_is_cpu_ops_and_launches():
     assert r["by_kind"]["cpu_op"]["share"] == pytest.approx(0.8)
 
 
+def test_time_between_children_belongs_to_their_parent():
+    """A [0,100) holds B [10,40) and C [50,90) (C holds D [60,65)); a user annotation around all of it is no
+    node. The path is the thread itself: A, B, A (40-50, between its children), C, D, C, A; 100 µs of work,
+    C the largest (10 + 25 µs)."""
+    t = tb.read_events(
+        [
+            op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            op("A", 0, 100),
+            op("B", 10, 30),
+            op("C", 50, 40),
+            op("D", 60, 5),
+        ]
+    )
+    r = srp.critical_path(t)
+    assert path_of(r) == [
+        ("cpu_op", "A", 0, 10),
+        ("cpu_op", "B", 10, 40),
+        ("cpu_op", "A", 40, 50),
+        ("cpu_op", "C", 50, 60),
+        ("cpu_op", "D", 60, 65),
+        ("cpu_op", "C", 65, 90),
+        ("cpu_op", "A", 90, 100),
+    ]
+    assert r["length_ns"] == 100_000
+    assert r["top"][0] == {"kind": "cpu_op", "name": "C", "ns": 35_000}
+
+
 def test_gpu_bound_path_runs_through_kernels():
     """One op launches three long kernels back to back on one stream. Thread: A [0,30) with launches
     [5,10) -> k1 [12,112), [12,17) -> k2 [112,212), [19,24) -> k3 [215,315). k1 is bound by its launch (launch
