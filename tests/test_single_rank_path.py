@@ -32,6 +32,7 @@ Intentional differences (none moves a figure compared here beyond 1 %):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -325,6 +326,11 @@ def test_heaviest_path_on_a_hand_made_graph():
 # ---------------------------------------------------------------- HTA
 
 
+@functools.cache
+def loaded(path: Path):
+    return load_shared(path)
+
+
 def reference() -> dict:
     return json.loads(REF.read_text())
 
@@ -345,7 +351,7 @@ def window(t, annotation: str, instance_id) -> tuple[int, int]:
 def ours_vs_hta(shared: Path, rel: str, r: dict) -> tuple[dict, dict]:
     if not (shared / rel).exists():
         pytest.skip(f"{shared / rel} is missing")
-    t = load_shared(shared / rel)
+    t = loaded(shared / rel)
     if rel in HTA_CLOCK:
         t = hta_clock(t)
     w0, w1 = window(t, r["annotation"], r["instance_id"])
@@ -401,7 +407,7 @@ def test_segments_tile_the_path_on_real_traces(shared_traces):
     """On the HTA cases under the segment cap: segments follow each other without gaps or overlaps, the
     weighted ones add up to the length, the kinds to the span, and the JSON round-trips."""
     for rel, r in sorted(reference()["traces"].items()):
-        t = load_shared(shared_traces / rel)
+        t = loaded(shared_traces / rel)
         o = srp.critical_path_window(t, *window(t, r["annotation"], r["instance_id"]))
         seg = o["segments"]
         if o["segments_total"] > srp.MAX_SEGMENTS:  # hta_ns_resolution: the longest, in time order
@@ -418,7 +424,7 @@ def test_path_kernels_match_hta_in_order(shared_traces):
     """On simple_add the kernels on the path are HTA's, in the same order."""
     rel = "public/hta_cp_simple_add/benchmark_result_493459_1694039959_trace.json.gz"
     r = reference()["traces"][rel]
-    t = load_shared(shared_traces / rel)
+    t = loaded(shared_traces / rel)
     o = srp.critical_path_window(t, *window(t, r["annotation"], r["instance_id"]))
     ours = [s["name"] for s in o["segments"] if s["kind"] == "kernel"]
     hta = [name for bound, name, _ in r["path"] if bound == "gpu_compute_bound"]
