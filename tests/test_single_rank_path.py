@@ -9,7 +9,7 @@ test_reference_is_current re-runs HTA and checks the file is up to date.
 Mapping: HTA's cpu_bound is our cpu_op + launch + runtime, gpu_compute_bound (+ gpu_communication_bound) our
 kernel, gpu_kernel_kernel_overhead our gpu_gap, gpu_kernel_launch_overhead our launch_delay; its zero-weight
 edges our sync_wait and idle_gap. On all five cases the path length and each of these classes agree within 1 %
-(or 1 µs), and on simple_add the kernels on the path are HTA's, in order.
+(or 1 µs), and the kernels and the CPU ops/runtime calls on the path are HTA's, in the same order.
 
 The comparison applies HTA's view of a trace to ours first:
 
@@ -420,15 +420,26 @@ def test_segments_tile_the_path_on_real_traces(shared_traces):
         assert json.loads(json.dumps(o)) == o
 
 
-def test_path_kernels_match_hta_in_order(shared_traces):
-    """On simple_add the kernels on the path are HTA's, in the same order."""
-    rel = "public/hta_cp_simple_add/benchmark_result_493459_1694039959_trace.json.gz"
-    r = reference()["traces"][rel]
-    t = loaded(shared_traces / rel)
-    o = srp.critical_path_window(t, *window(t, r["annotation"], r["instance_id"]))
-    ours = [s["name"] for s in o["segments"] if s["kind"] == "kernel"]
-    hta = [name for bound, name, _ in r["path"] if bound == "gpu_compute_bound"]
-    assert ours == hta and len(ours) > 0
+def joined(names: list[str]) -> list[str]:
+    """`names` with runs of one name as one (HTA's path lists an event once per edge, ours once per segment)."""
+    return [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
+
+
+def test_path_events_match_hta_in_order(shared_traces, monkeypatch):
+    """On all five cases the kernels on the path are HTA's, in the same order, and so are the CPU ops and
+    runtime calls (the names of the weighted CPU segments)."""
+    monkeypatch.setattr(srp, "MAX_SEGMENTS", 10**9)  # hta_ns_resolution's path has 2437 segments
+    for rel, r in sorted(reference()["traces"].items()):
+        t = loaded(shared_traces / rel)
+        if rel in HTA_CLOCK:
+            t = hta_clock(t)
+        o = srp.critical_path_window(t, *window(t, r["annotation"], r["instance_id"]))
+        ours_gpu = joined([s["name"] for s in o["segments"] if s["kind"] == "kernel"])
+        hta_gpu = joined([n for b, n, _ in r["path"] if b in ("gpu_compute_bound", "gpu_communication_bound")])
+        assert ours_gpu == hta_gpu, rel
+        ours_cpu = joined([s["name"] for s in o["segments"] if s["kind"] in ("cpu_op", "launch", "runtime")])
+        assert ours_cpu == joined([n for b, n, _ in r["path"] if b == "cpu_bound"]), rel
+        assert ours_gpu or ours_cpu, rel
 
 
 @pytest.mark.skipif(not os.environ.get("GPUSCOPE_COMPAT_VENV"), reason="GPUSCOPE_COMPAT_VENV not set (needs HTA)")
