@@ -90,7 +90,7 @@ def graph_trace(
             ts, stream = starts[j], STREAM
             if ids and j % 2 == 1:  # runs beside kernel j - 1 and starts before it
                 ts, stream = starts[j - 1] - 0.5, SIDE_STREAM
-            args = {"External id": op_ext, "device": DEVICE, "stream": stream, "correlation": c}
+            args: dict = {"External id": op_ext, "device": DEVICE, "stream": stream, "correlation": c}
             args.update({"grid": [1024, 1, 1], "block": [256, 1, 1], "registers per thread": 64})
             if ids:
                 args.update({"graph id": 1, "graph node id": FIRST_NODE_ID + j})

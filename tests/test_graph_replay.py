@@ -172,3 +172,19 @@ def test_notice_on_real_traces_with_graph_launches_and_no_capture(run):
         assert note.startswith(f"{100 * share:.1f} % of the GPU time was replayed by"), note
         assert f"('{top}': {100 * top_share:.1f} %, the most)" in note
         assert "the capture is not in this trace" in note
+
+
+def test_capture_frames_stand_in_for_missing_capture_calls(tmp_path):
+    """Without cudaStreamBeginCapture/EndCapture in the trace, torch's capture_begin / capture_end frames (with
+    with_stack) bound the capture."""
+    doc = graph_trace(layers=1, replays=2)
+    ev = [e for e in doc["traceEvents"] if "Capture" not in str(e.get("name"))]
+    frame = {"ph": "X", "cat": "python_function", "pid": 2000, "tid": 2000, "dur": 4, "args": {}}
+    ev.append({**frame, "name": "torch/cuda/graphs.py(98): capture_begin", "ts": 5})
+    ev.append({**frame, "name": "torch/cuda/graphs.py(119): capture_end", "ts": 102})
+    doc["traceEvents"] = sorted(ev, key=lambda e: e.get("ts", -1))
+    t = _read(tmp_path, doc)
+    assert (graph_replay(t)["how"] == BY_SEQUENCE).all()
+    rows = {x["name"]: x["device_self_us"] for x in operators(t)["rows"]}
+    # op j gets kernel j (10 + j µs) in each of the 2 replays
+    assert rows == {OPS[j]: 2 * (10 + j) for j in range(4)} | {"CompiledFunction": 0, "layer_0": 0}
