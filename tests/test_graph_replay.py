@@ -188,3 +188,15 @@ def test_capture_frames_stand_in_for_missing_capture_calls(tmp_path):
     rows = {x["name"]: x["device_self_us"] for x in operators(t)["rows"]}
     # op j gets kernel j (10 + j µs) in each of the 2 replays
     assert rows == {OPS[j]: 2 * (10 + j) for j in range(4)} | {"CompiledFunction": 0, "layer_0": 0}
+
+
+def test_distributed_generator_flag_writes_the_graph_job(tmp_path):
+    from gen_distributed import generate
+
+    paths = generate(str(tmp_path / "job"), 2, steps=3, gz=False, cuda_graph={"capture": True, "layers": 1})
+    assert len(paths) == 2
+    for p in paths:
+        t = read_trace(p, processes=0)
+        rows = {x["name"]: x["device_self_us"] for x in operators(t)["rows"]}
+        # steps=3: one capture step and 2 replays; op j gets kernel j (10 + j µs) per replay
+        assert rows == {OPS[j]: 2 * (10 + j) for j in range(4)} | {"CompiledFunction": 0, "layer_0": 0}
