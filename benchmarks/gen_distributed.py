@@ -20,6 +20,7 @@ import os
 import random
 
 import msgspec
+from gen_graph_job import graph_trace
 
 BASE_NS = 1_790_900_000_000_000_000
 PID, TID, DEVICE, STREAM, COMM_STREAM = 1000, 1000, 0, 7, 20
@@ -336,18 +337,23 @@ def generate(
     straggler: int | None = None,
     seed: int = 7,
     gz: bool = True,
+    cuda_graph: dict | None = None,
 ) -> list[str]:
-    """Writes one trace per rank under `out` (a run folder); returns the paths."""
+    """Writes one trace per rank under `out` (a run folder); returns the paths. With `cuda_graph` (options of
+    `gen_graph_job.graph_trace`: capture, ids, layers; replays = steps - 1), the CUDA-graph job instead."""
     straggler = ranks // 3 if straggler is None else straggler
     p = plan(events, steps, buckets)
-    sim = simulate(ranks, steps, p, straggler, seed)
+    sim = simulate(ranks, steps, p, straggler, seed) if cuda_graph is None else []
     os.makedirs(out, exist_ok=True)
     enc = msgspec.json.Encoder()
     paths = []
     for r in range(ranks):
         name = f"node{r // 8}_rank{r:05d}.{1790900000000 + r}.pt.trace.json" + (".gz" if gz else "")
         path = os.path.join(out, name)
-        data = enc.encode(rank_trace(r, ranks, sim, p))
+        if cuda_graph is None:
+            data = enc.encode(rank_trace(r, ranks, sim, p))
+        else:
+            data = enc.encode(graph_trace(r, ranks, replays=max(1, steps - 1), **cuda_graph))
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(gzip.compress(data, compresslevel=1) if gz else data)
@@ -364,8 +370,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--straggler", type=int, default=None, help="the slow rank (default ranks // 3)")
     ap.add_argument("--plain", action="store_true", help="write .json instead of .json.gz")
+    ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
+    ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
+    ap.add_argument("--graph-ids", action="store_true", help="CUDA-graph job: kernels carry graph and node ids")
+    ap.add_argument("--graph-layers", type=int, default=4, help="CUDA-graph job: layers of 4 ops in the graph")
     a = ap.parse_args()
-    paths = generate(a.out, a.ranks, a.events, a.steps, straggler=a.straggler, gz=not a.plain)
+    graph = None
+    if a.cuda_graph:
+        graph = {"capture": not a.graph_no_capture, "ids": a.graph_ids, "layers": a.graph_layers}
+    paths = generate(a.out, a.ranks, a.events, a.steps, straggler=a.straggler, gz=not a.plain, cuda_graph=graph)
     print(f"wrote {len(paths)} rank traces to {a.out}")
 
 

@@ -117,7 +117,8 @@ ROUTES: tuple[Route, ...] = (
         FILE + (OPERATORS_GROUP_BY,),
         "host and device time per operator",
         '{"rows": [{"name", "input_shape", "calls", "host_self_us", "host_total_us", '
-        '"device_self_us", "device_total_us", "tc_eligible", "has_call_stack"}...]}',
+        '"device_self_us", "device_total_us", "tc_eligible", "has_call_stack"}...], '
+        '"notes": [text...] (on CUDA-graph replays, when the trace has any)}',
     ),
     Route(
         "/operators/stack",
@@ -132,7 +133,7 @@ ROUTES: tuple[Route, ...] = (
         FILE + (KERNELS_GROUP_BY,),
         "GPU kernels and their launch statistics",
         '{"rows": [{"name", "op", "calls", "total_us", "mean_us", "min_us", "max_us", '
-        '"blocks_per_sm", "achieved_occupancy", "tensor_cores"}...]}',
+        '"blocks_per_sm", "achieved_occupancy", "tensor_cores"}...], "notes": [text...] (CUDA graphs, when any)}',
     ),
     Route(
         "/memory/curve",
@@ -147,7 +148,13 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/memory/stats", "_memory_stats", FILE + RANGE, "memory use per operator in the range", '{"rows": [...], ...}'
     ),
-    Route("/modules", "_modules", FILE, "time per Python module (nn.Module) tree", "{...}"),
+    Route(
+        "/modules",
+        "_modules",
+        FILE,
+        "time per Python module (nn.Module) tree",
+        '{"source", "tree": [...], "notes": [text...] (CUDA graphs, when any)}',
+    ),
     Route(
         "/diff",
         "_diff",

@@ -251,3 +251,21 @@ def test_record_constants_are_cuptis():
     from profiler_core.cuda import records
 
     assert (records.EXTERNAL_KIND_CUSTOM0, records.EXTERNAL_KIND_CUSTOM1, records.EXTERNAL_KIND_CUSTOM2) == (3, 4, 5)
+
+
+def test_graph_and_node_ids_of_graph_work_become_args():
+    """A kernel or copy a CUDA graph ran carries CUPTI's graphId/graphNodeId (cupti-python: `graph_id`,
+    `graph_node_id`) as `graph id` / `graph node id`; 0 (not run by a graph) writes neither."""
+    records = copy.deepcopy(S["records"])
+    ids = {11: (5, 77), 13: (5, 78)}
+    for r in records:
+        if r.get("correlation_id") in ids and r["kind"] in ("CONCURRENT_KERNEL", "MEMCPY"):
+            r["graph_id"], r["graph_node_id"] = ids[r["correlation_id"]]
+        elif r.get("correlation_id") == 12:
+            r["graph_id"], r["graph_node_id"] = 0, 0
+    ev = _convert(records).events
+    got = {
+        c: (_corr(ev, cat, c)["args"].get("graph id"), _corr(ev, cat, c)["args"].get("graph node id"))
+        for c, cat in ((11, "kernel"), (13, "gpu_memcpy"), (12, "kernel"), (14, "gpu_memset"))
+    }
+    assert got == {11: (5, 77), 13: (5, 78), 12: (None, None), 14: (None, None)}

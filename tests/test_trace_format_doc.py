@@ -34,6 +34,8 @@ VALUES = {
     "In msg nelems": (5, 5),
     "Out msg nelems": (6, 6),
     "Group size": (2, 2),
+    "graph id": (3, 3),
+    "graph node id": (41, 41),
     "Process Group Name": ("0", "0"),
 }
 MEMORY = {"Bytes": 64, "Addr": 100, "Total Allocated": 64, "Total Reserved": 128, "Device Type": 1, "Device Id": 0}

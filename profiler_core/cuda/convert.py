@@ -68,6 +68,16 @@ def _bandwidth(nbytes: int, dur_ns: int, args: dict) -> None:
         args["memory bandwidth (GB/s)"] = nbytes / dur_ns
 
 
+def _graph_ids(r: dict, args: dict) -> None:
+    """CUPTI's graph and graph node ids of GPU work a CUDA graph ran (0: not run by a graph) as `graph id` /
+    `graph node id` args (docs/trace-format.md)."""
+    graph, node = int(r.get("graph_id", 0) or 0), int(r.get("graph_node_id", 0) or 0)
+    if graph > 0:
+        args["graph id"] = graph
+    if node > 0:
+        args["graph node id"] = node
+
+
 def _kernel_event(r: dict, off: int, props: dict | None, memo: dict) -> dict:
     start, end = _num(r["start"], "start"), _num(r["end"], "end")
     grid, block = _xyz(r, "grid"), _xyz(r, "block")
@@ -98,6 +108,7 @@ def _kernel_event(r: dict, off: int, props: dict | None, memo: dict) -> dict:
     }
     if "est. achieved occupancy %" in occ:
         args["est. achieved occupancy %"] = occ["est. achieved occupancy %"]
+    _graph_ids(r, args)
     return {
         "ph": "X",
         "cat": "kernel",
@@ -125,6 +136,7 @@ def _memcpy_event(r: dict, off: int) -> dict:
         "bytes": nbytes,
     }
     _bandwidth(nbytes, end - start, args)
+    _graph_ids(r, args)
     return {
         "ph": "X",
         "cat": "gpu_memcpy",
@@ -150,6 +162,7 @@ def _memset_event(r: dict, off: int) -> dict:
         "bytes": nbytes,
     }
     _bandwidth(nbytes, end - start, args)
+    _graph_ids(r, args)
     return {
         "ph": "X",
         "cat": "gpu_memset",

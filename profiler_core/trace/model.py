@@ -32,6 +32,8 @@ EVENT_INT64 = {
     "in_nelems": -1,
     "out_nelems": -1,
     "group_size": -1,
+    "graph_id": -1,
+    "graph_node_id": -1,
     "idx": None,
 }
 EVENT_INT32 = {
@@ -87,6 +89,8 @@ EVENT_COLUMNS = (
     "out_nelems",
     "group_size",
     "pg_name",
+    "graph_id",
+    "graph_node_id",
     "idx",
 )
 MEMORY_COLUMNS = (

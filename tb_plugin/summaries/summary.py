@@ -28,8 +28,9 @@ from profiler_core import settings
 from tb_plugin.summaries import fs
 
 #: bump when a summary's fields or the views' definitions they hold change
-#: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names)
-VERSION = 2
+#: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names;
+#: 3: kernels replayed by CUDA graphs count for the ops that captured them)
+VERSION = 3
 KIND = "gpuscope-summary"
 TOP = 20
 

@@ -17,6 +17,7 @@ from ..errors import BadRequest
 from ..params import KERNELS_GROUP_BY
 from . import common
 from .common import category_mask, ns_to_us
+from .graph_notes import graph_replay_notes
 
 GROUP_BY = KERNELS_GROUP_BY.choices
 CONFIG = ("grid", "block", "registers_per_thread", "shared_memory")
@@ -212,4 +213,5 @@ def kernels(t: Any, group_by: str = "name") -> dict:
         )
         rows.append((-total[gi], keys, row))
     rows.sort(key=lambda r: (r[0], r[1]))
-    return {"rows": [r for _, _, r in rows]}
+    notes = graph_replay_notes(t)
+    return {"rows": [r for _, _, r in rows], **({"notes": notes} if notes else {})}

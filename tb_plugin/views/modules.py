@@ -26,6 +26,7 @@ from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.op_tree import op_tree
 from profiler_core.analysis.stages.registry import stage
 from tb_plugin.views import common
+from tb_plugin.views.graph_notes import graph_replay_notes
 
 
 def nearest_flagged(parent: np.ndarray, is_node: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -155,8 +156,9 @@ def _r(ns: float) -> float:
 def modules(t: Any) -> dict:
     """The module (or annotation) tree of one trace with occurrences and host/device times."""
     source, df = module_nodes(t)
+    notes = graph_replay_notes(t)
     if source is None or not len(df):
-        return {"source": None, "tree": []}
+        return {"source": None, "tree": [], **({"notes": notes} if notes else {})}
     g = df.groupby("path", sort=False)
     agg = pd.DataFrame(
         {
@@ -198,4 +200,6 @@ def modules(t: Any) -> dict:
     out = {"source": source, "tree": [nodes[p] for p in roots]}
     if hidden:
         out["note"] = f"{hidden} modules nested deeper than {MAX_DEPTH} levels are not shown"
+    if notes:
+        out["notes"] = notes
     return out

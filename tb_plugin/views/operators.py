@@ -16,6 +16,7 @@ from ..errors import BadRequest
 from ..params import OPERATORS_GROUP_BY
 from . import common
 from .common import GPU_CATS, category_mask, ns_to_us
+from .graph_notes import graph_replay_notes
 
 GROUP_BY = OPERATORS_GROUP_BY.choices
 # ops left out of the table, as torch-tb-profiler does: wrappers whose time is their children's
@@ -262,7 +263,9 @@ def _operators(t: Any, group_by: str) -> dict:
         )
         out.append((-sums[metric][g], row))
     out.sort(key=lambda kr: (kr[0], kr[1]["name"], kr[1].get("input_shape", "")))
-    return {"rows": [r for _, r in out], "device": device, "sort": f"{metric}_us"}
+    res = {"rows": [r for _, r in out], "device": device, "sort": f"{metric}_us"}
+    notes = graph_replay_notes(t)
+    return {**res, "notes": notes} if notes else res
 
 
 def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:

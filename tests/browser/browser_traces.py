@@ -253,3 +253,15 @@ def deep_modules_trace(depth: int = 150) -> dict:
         for i in range(depth)
     ]
     return {"schemaVersion": 1, "traceEvents": ev}
+
+
+def graph_replay_only_trace() -> dict:
+    """Issue 24: a CUDA-graph job whose capture is not in the trace (benchmarks/gen_graph_job.py)."""
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    from gen_graph_job import graph_trace
+
+    return graph_trace(layers=2, replays=3, capture=False)

@@ -22,6 +22,7 @@ from profiler_core import settings
 from ..conftest import missing, require_module  # noqa: F401 (re-exported to the browser tests)
 from .browser_traces import (
     deep_modules_trace,
+    graph_replay_only_trace,
     html_names_trace,
     many_steps_trace,
     no_steps_trace,
@@ -52,6 +53,7 @@ SPLIT_SMEM_RUN = "split_smem"
 NO_STEPS_RUN = "no_steps"
 SKIPPED_RUN = "skipped_events"
 DEEP_RUN = "deep_modules"
+GRAPH_RUN = "graph_replay_only"
 
 # shared trace folder -> run name in the test logdir
 SHARED_RUNS = {
@@ -95,6 +97,7 @@ def logdir(tmp_path_factory) -> Path:
     write(no_steps_trace(), d / NO_STEPS_RUN / "w.1700000000000.pt.trace.json")
     write(skipped_events_trace(), d / SKIPPED_RUN / "w.1700000000000.pt.trace.json")
     write(deep_modules_trace(), d / DEEP_RUN / "w.1700000000000.pt.trace.json")
+    write(graph_replay_only_trace(), d / GRAPH_RUN / "w.1700000000000.pt.trace.json")
     # an unreadable file: the page must list it and keep serving the rest
     (d / BROKEN_RUN).mkdir()
     (d / BROKEN_RUN / "bad.1700000000000.pt.trace.json").write_text(

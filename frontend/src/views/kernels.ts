@@ -3,7 +3,7 @@ import { h, mount, fmtUs, fmtNum, fmtPct, fmtBytes } from "../dom";
 import { getJSON } from "../api";
 import { pie } from "../charts";
 import { dataTable, Column } from "../table";
-import { segmented, timelineButton } from "./widgets";
+import { notesBanner, segmented, timelineButton } from "./widgets";
 import type { Ctx } from "../ctx";
 
 export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
@@ -43,6 +43,7 @@ export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
   for (const r of rows) { const k = r.tensor_cores ? "Using Tensor Cores" : "Not using Tensor Cores"; byTc.set(k, (byTc.get(k) ?? 0) + (r.total_us ?? 0)); }
   mount(el,
     h("div", { class: "toolbar" }, segmented("Group by", [["name", "Kernel"], ["name_op", "Kernel + operator"], ["name_op_config", "Kernel + operator + launch config"]], groupBy, (v) => { ctx.set("group_by", v); void kernelsView(ctx, el); })),
+    notesBanner(d, "kernels-notes"),
     h("div", { class: "grid2" },
       pie(rows.map((r) => ({ name: groupBy !== "name" ? `${r.name} (${r.op})` + (groupBy === "name_op_config" ? ` ${r.grid ?? ""} ${r.block ?? ""}` : "") : String(r.name), value: Number(r.total_us) || 0 })), fmtUs, { title: "Top kernels by total time" }),
       pie([...byTc].map(([name, value]) => ({ name, value })), fmtUs, { title: "Tensor Cores utilization" })),

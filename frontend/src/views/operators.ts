@@ -3,7 +3,7 @@ import { h, mount, fmtUs } from "../dom";
 import { getJSON } from "../api";
 import { pie } from "../charts";
 import { dataTable, Column } from "../table";
-import { segmented, timelineButton } from "./widgets";
+import { notesBanner, segmented, timelineButton } from "./widgets";
 import { icicle, stackTree } from "../icicle";
 import type { Ctx } from "../ctx";
 
@@ -45,6 +45,7 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("div", { class: "toolbar" },
       segmented("Group by", [["name", "Operator"], ["name_shape", "Operator + input shape"]], groupBy, (v) => { ctx.set("group_by", v); void operatorsView(ctx, el); }),
       segmented("Pie metric", hasDevice ? METRICS : METRICS.filter((m) => m[0].startsWith("host")), metric, (v) => { ctx.set("metric", v); void operatorsView(ctx, el); })),
+    notesBanner(d, "operators-notes"),
     h("div", { class: "grid2" },
       pie(top.map((r) => ({ name: opLabel(r, groupBy), value: Number(r[metric]) || 0 })), fmtUs, { title: `Top operators by ${METRICS.find((m) => m[0] === metric)?.[1] ?? metric} time` }),
       pie(rows.slice().sort((a, b) => (b.calls ?? 0) - (a.calls ?? 0)).map((r) => ({ name: opLabel(r, groupBy), value: Number(r.calls) || 0 })), (v) => `${v} calls`, { title: "Top operators by calls" })),

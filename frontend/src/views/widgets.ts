@@ -9,6 +9,12 @@ export function segmented(label: string, options: [string, string][], current: s
       h("button", { type: "button", "aria-pressed": String(v === current), "data-value": v, onclick: () => { if (v !== current) onPick(v); } }, text))));
 }
 
+/** The view answer's `notes` (plain text, e.g. on CUDA-graph replays) as an info banner; null when none. */
+export function notesBanner(d: any, id: string): HTMLElement | null {
+  const notes: string[] = Array.isArray(d?.notes) ? d.notes.map(String) : [];
+  return notes.length ? h("div", { class: "banner info", id, role: "status" }, h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null;
+}
+
 /** A "show in timeline" button: opens the timeline on every occurrence of `name`. */
 export function timelineButton(ctx: Ctx, name: string): HTMLElement {
   return h("button", { type: "button", class: "btn small tl-jump", title: "show its occurrences in the timeline (next / previous)",

@@ -13,7 +13,9 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "tree_index": ("op_tree",),  # stages/op_tree.py
     "ext_to_op": (),  # stages/gpu_links.py
     "link_launches_to_ops": ("op_tree", "ext_to_op"),  # stages/gpu_links.py
-    "link_gpu_to_ops": ("link_launches_to_ops", "ext_to_op", "op_tree"),
+    "graph_captures": (),  # stages/graph_replay.py
+    "graph_replay": ("graph_captures",),  # stages/graph_replay.py
+    "link_gpu_to_ops": ("link_launches_to_ops", "ext_to_op", "op_tree", "graph_replay"),
     "steps": ("link_gpu_to_ops",),  # stages/steps.py
     "early_gpu_rows": ("steps", "link_gpu_to_ops"),  # stages/steps.py
     "launch_stats": ("link_gpu_to_ops",),  # stages/launch_stats.py

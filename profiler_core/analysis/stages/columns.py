@@ -1,4 +1,5 @@
-"""Per-row masks and codes over `TraceData.events` shared by every stage: category and name masks, codes."""
+"""Per-row masks and codes over `TraceData.events` shared by every stage: category and name masks, codes, and
+the look-up of positions by integer key."""
 
 from __future__ import annotations
 
@@ -84,3 +85,25 @@ def ns_to_us(ns: float | int | np.ndarray) -> Any:
     if isinstance(ns, np.ndarray):
         return np.round(ns / 1000.0, 3)
     return round(float(ns) / 1000.0, 3)
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique keys and, for each, the smallest position carrying it."""
+    order = np.argsort(keys, kind="stable") if _is_sorted(positions) else np.lexsort((positions, keys))
+    k, p = keys[order], positions[order]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    return k[first], p[first]
+
+
+def lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """For each query key, the value of the equal sorted key (`first_position_by_key`'s output), else -1."""
+    if len(sorted_keys) == 0:
+        return np.full(len(query), -1, np.int64)
+    i = np.searchsorted(sorted_keys, query)
+    i = np.minimum(i, len(sorted_keys) - 1)
+    return np.where(sorted_keys[i] == query, values[i], -1)

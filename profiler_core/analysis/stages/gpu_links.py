@@ -2,7 +2,8 @@
 
 A launch call belongs to the op whose External id it carries, else to the innermost op enclosing its start
 (`op_tree.innermost_op_at`, the `intervals.holds` rule); a GPU activity to its launch call's op by correlation,
-else to the op with its own External id. An op merged into its same-name parent hands its links to it.
+else to the op with its own External id; a kernel replayed by a CUDA graph to the op that captured it
+(`graph_replay`). An op merged into its same-name parent hands its links to it.
 """
 
 from __future__ import annotations
@@ -13,32 +14,12 @@ import numpy as np
 import pandas as pd
 
 from ...trace.categories import GPU_ACTIVITY_CATS, LAUNCH_CATS, OP_CATS
-from .columns import category_mask
+from .columns import category_mask, first_position_by_key, lookup
+from .graph_replay import graph_replay
 from .op_tree import innermost_op_at, op_tree
 from .registry import stage
 
 __all__ = ["link_launches_to_ops", "link_gpu_to_ops", "ext_to_op", "first_position_by_key", "lookup"]
-
-
-def _is_sorted(a: np.ndarray) -> bool:
-    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
-
-
-def first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique keys and, for each, the smallest position carrying it."""
-    order = np.argsort(keys, kind="stable") if _is_sorted(positions) else np.lexsort((positions, keys))
-    k, p = keys[order], positions[order]
-    first = np.ones(len(k), dtype=bool)
-    first[1:] = k[1:] != k[:-1]
-    return k[first], p[first]
-
-
-def lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
-    if len(sorted_keys) == 0:
-        return np.full(len(query), -1, np.int64)
-    i = np.searchsorted(sorted_keys, query)
-    i = np.minimum(i, len(sorted_keys) - 1)
-    return np.where(sorted_keys[i] == query, values[i], -1)
 
 
 @stage()
@@ -108,14 +89,23 @@ def _build_gpu_links(t: Any) -> pd.DataFrame:
     if missing.any():  # the activity's own External id (old traces carry it on kernels too)
         keys, vals = ext_to_op(t)
         op[missing] = _resolve_merged(t, lookup(keys, vals, ext_own[missing]))
+    replay = graph_replay(t)
+    captured = replay["call"].to_numpy()
+    if (captured >= 0).any():  # kernels a graph launch replayed: the op of the call that captured them
+        op_of = np.full(len(ev), -1, np.int64)
+        op_of[launches["row"].to_numpy()] = launches["op"].to_numpy()
+        at = np.searchsorted(rows, replay["row"].to_numpy()[captured >= 0])
+        op[at] = op_of[captured[captured >= 0]]
     ext_col = ev["external_id"].to_numpy(np.int64)
     external_id = np.where(op >= 0, ext_col[np.maximum(op, 0)], ext_own) if len(rows) else ext_own
     return pd.DataFrame({"row": rows, "runtime": runtime, "op": op, "external_id": external_id}, copy=False)
 
 
-@stage(link_launches_to_ops, ext_to_op, op_tree)
+@stage(link_launches_to_ops, ext_to_op, op_tree, graph_replay)
 def link_gpu_to_ops(t: Any) -> pd.DataFrame:
     """Each kernel/memcpy/memset (in event order) with its launch: columns `row` (position in t.events),
     `runtime` (the cuda_runtime/cuda_driver call with the same correlation, or -1), `op` (the innermost CPU
-    op that made that call, or the op with the activity's own External id; -1 if none), `external_id`."""
+    op that made that call, or the op with the activity's own External id; -1 if none), `external_id`.
+    An activity a graph launch replayed has the op of the call that captured it (`graph_replay`), where the
+    trace holds the capture; its `runtime` stays the graph launch."""
     return _build_gpu_links(t)

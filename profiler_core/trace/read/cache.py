@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 #: bump when TraceData's columns or the reader's semantics change
 #: (2: pg_name column, torch 1.8 `Input dims`; 3: data-only entries keyed on the file's identity;
 #: 5: pre-Kineto exports' events as cpu_op/kernel)
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 SUFFIX = ".trace.gpc"
 #: entries of the old format (pickles): never read, removed by trim
 _OLD_SUFFIX = ".trace.pkl"

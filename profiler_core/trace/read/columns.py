@@ -338,6 +338,8 @@ _GPU_FIELDS = (
     "nbytes",
     "static_shared_memory",
     "dynamic_shared_memory",
+    "graph_id",
+    "graph_node_id",
 )
 _PY_FIELDS = ("python_id", "python_parent_id", "python_module_id")
 _FAMILY_FIELDS = {
@@ -386,6 +388,8 @@ _PLAIN_INT_COLUMNS = frozenset(
         "in_nelems",
         "out_nelems",
         "group_size",
+        "graph_id",
+        "graph_node_id",
     }
 )
 #: args whose decoded default is -1, the column's missing value, not None (decode._Args)

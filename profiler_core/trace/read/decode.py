@@ -90,6 +90,8 @@ _ARG_NAMES = {
     "out_nelems": "Out msg nelems",
     "group_size": "Group size",
     "pg_name": "Process Group Name",
+    "graph_id": "graph id",
+    "graph_node_id": "graph node id",
     "mem_bytes": "Bytes",
     "addr": "Addr",
     "total_allocated": "Total Allocated",
@@ -151,6 +153,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.g
     block: Any = None
     occupancy: Any = None
     nbytes: Any = None
+    graph_id: Any = None
+    graph_node_id: Any = None
     # M metadata events
     m_name: Any = None
     m_labels: Any = None
