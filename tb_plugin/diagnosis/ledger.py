@@ -258,7 +258,7 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
     wall = list(ledger.get("wall_ns") or [])
     bk = ledger.get("buckets") or {}
     avg_wall = _mean(wall) if wall else None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for b in BUCKETS:
         e = bk.get(b) or {"ns": None, "recoverable_ns": None, "reason": NO_STEPS}
         ns, rec = e.get("ns"), e.get("recoverable_ns")

@@ -74,7 +74,7 @@ def run_ledger(summaries: Mapping[str, dict]) -> dict:
             where[s].append((w, i))
     if any(len(v) < len(workers) for v in where.values()):
         notes.append("not every worker recorded every step: each step is over the workers that recorded it")
-    reasons = {}
+    reasons: dict[str, str | None] = {}
     for b in BUCKETS:
         lacking = [w for w in workers if leds[w]["buckets"][b]["ns"] is None]
         why = sorted({str(leds[w]["buckets"][b]["reason"]) for w in lacking})
@@ -84,9 +84,11 @@ def run_ledger(summaries: Mapping[str, dict]) -> dict:
             reasons[b] = f"not measured on {len(lacking)} of {len(workers)} workers ({'; '.join(why)}): 0 there"
         else:
             reasons[b] = None
-    crit_w, crit_wall, mean_wall = [], [], []
-    crit = {b: ([], []) for b in BUCKETS}
-    mean = {b: ([], []) for b in BUCKETS}
+    crit_w: list[str] = []
+    crit_wall: list[int] = []
+    mean_wall: list[float] = []
+    crit: dict[str, tuple[list, list]] = {b: ([], []) for b in BUCKETS}
+    mean: dict[str, tuple[list, list]] = {b: ([], []) for b in BUCKETS}
     for s in order:
         members = where[s]
         busy = [leds[w]["wall_ns"][i] - _value(leds[w], SYNC_SKEW, i) for w, i in members]
@@ -113,8 +115,8 @@ def run_ledger(summaries: Mapping[str, dict]) -> dict:
             "reason": None if order else "no steps in any worker",
             "buckets": {
                 b: {
-                    "ns": None if reasons[b] and len(where) and _all_lack(leds, b) else parts[b][0],
-                    "recoverable_ns": None if reasons[b] and len(where) and _all_lack(leds, b) else parts[b][1],
+                    "ns": None if _all_lack(leds, b) else parts[b][0],
+                    "recoverable_ns": None if _all_lack(leds, b) else parts[b][1],
                     "reason": reasons[b],
                 }
                 for b in BUCKETS
