@@ -94,3 +94,27 @@ def test_generated_job_names_the_straggler(tmp_path):
 
 def test_no_workers():
     assert run_ledger({})["critical"] is None
+
+
+def test_plugin_overview_carries_the_run_ledger(tmp_path, monkeypatch):
+    """A 4-rank run with its summaries written by `gpuscope summarize`: the Overview of one worker holds that
+    worker's ledger and the run's, whose critical ledger names the straggler (rank 1) at every step."""
+    from tb_plugin.summaries import cli
+
+    from .test_summaries import P, _plugin
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    logdir = tmp_path / "logs"
+    _job(logdir, ranks=4, events=3000, steps=4)
+    assert cli.summarize_logdir(str(logdir))["done"] == 4
+    c, _ = _plugin(logdir)
+    assert c.get(f"{P}/runs").json["runs"] == ["job"]
+    got = c.get(f"{P}/overview?run=job&worker=node0_rank00000&span=1")
+    assert got.status_code == 200, got.json
+    o = got.json
+    assert o["recommendations"] is not None and o["ledger"]["buckets"]
+    run = o["run_ledger"]
+    assert run["workers"] == 4 and run["pending"] == [] and run["errors"] == []
+    assert {s["worker"] for s in run["critical"]["steps"]} == {"node0_rank00001"}
+    mean = {r["key"]: r for r in run["mean"]["buckets"]}
+    assert mean[L.SYNC_SKEW]["ms"] > 0 and mean[L.SYNC_SKEW]["reason"] is None

@@ -138,3 +138,32 @@ def run_ledger(summaries: Mapping[str, dict]) -> dict:
 
 def _all_lack(leds: Mapping[str, Any], b: str) -> bool:
     return all(led["buckets"][b]["ns"] is None for led in leds.values())
+
+
+def run_view(summaries: Mapping[str, dict], pending: list[str] | None = None) -> dict:
+    """The run's ledger as the Overview shows it (docs/diagnosis.md): `critical` and `mean` rendered by
+    `ledger.ranked` (`critical.workers`: the rank that set each step), `workers` (how many), `notes`, and
+    `pending` (workers whose summary is still computed: the ledger waits for every worker)."""
+    from .ledger import ranked
+
+    if pending:
+        return {
+            "workers": len(summaries) + len(pending),
+            "critical": None,
+            "mean": None,
+            "notes": [],
+            "pending": pending,
+        }
+    run = run_ledger(summaries)
+    if run["critical"] is None:
+        return {"workers": 0, "critical": None, "mean": None, "notes": run["notes"], "pending": []}
+    crit = ranked(run["critical"])
+    for row, w in zip(crit["steps"], run["critical"]["workers"]):
+        row["worker"] = w
+    return {
+        "workers": len(run["workers"]),
+        "critical": crit,
+        "mean": ranked(run["mean"]),
+        "notes": run["notes"],
+        "pending": [],
+    }
