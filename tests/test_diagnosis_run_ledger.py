@@ -4,6 +4,7 @@ Summaries made by hand (values derived in the comments) and from a generated job
 
 from __future__ import annotations
 
+import tb_plugin.loader  # noqa: F401 - bound to the real reader before any test patches read_trace
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin.diagnosis import ledger as L
 from tb_plugin.diagnosis.run_ledger import ONE_WORKER, run_ledger
