@@ -16,7 +16,7 @@ from .test_summaries import _job
 US = 1000
 
 
-def _summary(compute: int, comm: int, other: int, coll_dur: int) -> dict:
+def _summary(compute: int, comm: int, other: int, coll_dur: int, pg: str = "0", size: int = 2) -> dict:
     """One step "1" of 100 µs: compute, exposed comm, other (µs); one all_reduce of `coll_dur` µs in it."""
     buckets = {b: {"ns": [0], "recoverable_ns": [0], "reason": None} for b in L.BUCKETS}
     buckets[L.COMPUTE]["ns"] = [compute * US]
@@ -29,8 +29,8 @@ def _summary(compute: int, comm: int, other: int, coll_dur: int) -> dict:
             "steps": {"step": ["1"], "start": [0], "end": [100 * US], "comp": [0], "comm": [0], "overlap": [0]},
             "collectives": {
                 "names": ["nccl:all_reduce"],
-                "pg": ["0"],
-                "group_size": [2],
+                "pg": [pg],
+                "group_size": [size],
                 "name": [0],
                 "step": [0],
                 "dur": [coll_dur * US],
@@ -67,6 +67,23 @@ def test_wait_never_exceeds_exposed_comm():
     # mean skew (5 + 0) / 2 = 2.5 µs, mean exposed comm (0 + 10) / 2 = 5 µs
     assert run["mean"]["buckets"][L.SYNC_SKEW]["ns"] == [2.5 * US]
     assert run["mean"]["buckets"][L.EXPOSED_COMM]["ns"] == [5 * US]
+
+
+def test_waits_are_matched_within_subgroups():
+    # two tensor-parallel pairs: tp0 = w0, w1 (w0's call 30 µs, w1's 10: w0 waited 20); tp1 = w2, w3 (15 and
+    # 15 µs: nobody waited). Matched per group of 2, not over all 4 workers.
+    run = run_ledger(
+        {
+            "w0": _summary(50, 30, 20, 30, pg="tp0"),
+            "w1": _summary(70, 10, 20, 10, pg="tp0"),
+            "w2": _summary(65, 15, 20, 15, pg="tp1"),
+            "w3": _summary(65, 15, 20, 15, pg="tp1"),
+        }
+    )
+    assert run["totals"]["w0"][L.SYNC_SKEW] == 20 * US and run["totals"]["w0"][L.EXPOSED_COMM] == 10 * US
+    assert [run["totals"][w][L.SYNC_SKEW] for w in ("w1", "w2", "w3")] == [0, 0, 0]
+    # busy: w0 80, w1 100, w2 100, w3 100: w1 is the first of the busiest
+    assert run["critical"]["workers"] == ["w1"]
 
 
 def test_one_worker_says_sync_skew_cannot_be_measured():

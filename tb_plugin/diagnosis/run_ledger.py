@@ -2,9 +2,11 @@
 together, without reading any trace.
 
 Sync skew: one trace cannot tell waiting from transferring, so each worker's ledger has all collective time in
-`exposed_comm`. Here each worker's wait per step (its collectives matched across the workers,
-`views.distributed.wait_by_step`) moves from `exposed_comm` to `sync_skew`, at most the step's exposed
-communication (a wait hidden under compute costs nothing), so the buckets still add up to the step exactly.
+`exposed_comm`. Here each worker's wait per step moves from `exposed_comm` to `sync_skew`, at most the step's
+exposed communication (a wait hidden under compute costs nothing), so the buckets still add up to the step
+exactly. The wait: the summary's `distributed.collectives` matched within their process group by
+`views.group_waits.match_in_groups` (the k-th call of a group on each member is one collective; its transfer is
+the shortest duration a member saw, each member's wait its own duration minus that).
 
 Per step, two ledgers:
 * `critical`: the step's ledger on the rank that set the step's time: the rank with the longest busy time (wall
@@ -21,12 +23,52 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from tb_plugin.views.distributed import wait_by_step
+from tb_plugin.views import group_waits
 
 from .buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
+
+
+def wait_by_step(summaries: Mapping[str, dict]) -> tuple[dict[str, list[int]], list[str]]:
+    """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups` over the
+    summaries' collectives, in their recorded time order), and the notes on calls that could not be matched."""
+    frames, ranks, nsteps = [], {}, {}
+    for w in sorted(summaries):
+        d = summaries[w]["distributed"]
+        c = d.get("collectives") or {}
+        nsteps[w] = len((d.get("steps") or {}).get("step") or [])
+        ranks[w] = (summaries[w].get("devices") or {}).get("rank")
+        code = np.asarray(c.get("name") or [], np.int64)
+        if not len(code):
+            continue
+        names, pgs, sizes = (np.asarray(c[k], dtype=object) for k in ("names", "pg", "group_size"))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "worker": w,
+                    "name": names[code].astype(str),
+                    "pg": pgs[code].astype(str),
+                    "pg_ranks": pd.Series([None] * len(code), dtype=object),
+                    "group_size": sizes[code].astype(np.int64),
+                    "start": np.arange(len(code), dtype=np.int64),
+                    "dur": np.asarray(c["dur"], np.int64),
+                    "is_wait": np.asarray(c["wait"], np.int64).astype(bool),
+                    "step": np.asarray(c["step"], np.int64),
+                }
+            )
+        )
+    out = {w: [0] * n for w, n in nsteps.items()}
+    if not frames:
+        return out, []
+    matched, notes = group_waits.match_in_groups(pd.concat(frames, ignore_index=True), ranks)
+    inside = matched[(matched["step"] >= 0) & (matched["wait"] > 0)]
+    for (w, k), v in inside.groupby(["worker", "step"])["wait"].sum().items():
+        if int(k) < nsteps[w]:
+            out[w][int(k)] = int(v)
+    return out, notes
 
 
 def _with_skew(led: dict, wait: list[int] | None) -> dict:
@@ -62,7 +104,8 @@ def run_ledger(summaries: Mapping[str, dict]) -> dict:
         return {"workers": [], "critical": None, "mean": None, "notes": ["no worker summaries"]}
     waits: dict[str, list[int]] | None = None
     if len(workers) > 1:
-        waits = wait_by_step({w: summaries[w]["distributed"] for w in workers})
+        waits, wnotes = wait_by_step(summaries)
+        notes.extend(wnotes[:5] + ([f"... and {len(wnotes) - 5} more such calls"] if len(wnotes) > 5 else []))
     leds = {w: _with_skew(summaries[w]["ledger"], waits[w] if waits else None) for w in workers}
     order: list[str] = []
     where: dict[str, list[tuple[str, int]]] = {}

@@ -645,12 +645,3 @@ def distributed(traces: dict) -> dict:
     if not isinstance(traces, dict) or not traces:
         raise BadRequest("distributed view needs at least one worker trace")
     return from_summaries({w: worker_summary(traces[w]) for w in traces})
-
-
-def wait_by_step(parts: dict) -> dict[str, list[int]]:
-    """Per worker (worker name -> worker_summary): the wait ns of its collectives in each of its steps, matched
-    across all workers as the view does (`_Collectives`); zeros where no call has a partner on every worker."""
-    workers = sorted(parts)
-    lengths = {w: len((parts[w].get("steps") or {}).get("step") or []) for w in workers}
-    _, wt = _Collectives(parts, workers).per_step(max(lengths.values(), default=0))
-    return {w: [int(round(float(x))) for x in wt[i, : lengths[w]]] for i, w in enumerate(workers)}
