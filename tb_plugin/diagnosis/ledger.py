@@ -185,7 +185,7 @@ def _compute(t: Any) -> dict:
             np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)])
         )
         if len(bounds) >= 2:
-            owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int64)
+            owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int8)
             compute_cov = np.zeros(len(bounds) - 1, dtype=bool)
             for i, s, e in reversed(layers):  # lowest priority first: higher priorities overwrite
                 if len(s):
