@@ -138,6 +138,8 @@ def test_cpu_only_trace():
     assert _ns(led, L.EXPOSED_COMM) == [20 * US] and _ns(led, L.HOST_COMPUTE) == [25 * US]
     assert _ns(led, L.DATA_LOADING) == [10 * US] and _ns(led, L.OTHER) == [45 * US]
     assert led["buckets"][L.HOST_COMPUTE]["recoverable_ns"] == [0]
+    # the 20 µs of gloo could overlap the 25 µs of host work: all 20 recoverable
+    assert led["buckets"][L.EXPOSED_COMM]["recoverable_ns"] == [20 * US]
     for b in (L.COMPUTE, L.COPY_PAGEABLE, L.COPY_PINNED, L.HOST_SYNC, L.LAUNCH_OVERHEAD):
         assert _ns(led, b) is None and led["buckets"][b]["reason"] == L.CPU_ONLY
 

@@ -23,7 +23,8 @@ of this priority order that holds then:
 Recoverable ns per step: compute 0 (it is the work; in a CPU-only trace host_compute is the work and 0 too);
 exposed copies, sync skew and every idle bucket all of their time (an upper bound: what the fix removes or
 overlaps); exposed communication at most the compute time of the step that does not already hide a collective
-(min(exposed_comm, compute - compute overlapping communication)): the part that could overlap compute.
+(min(exposed_comm, compute - compute overlapping communication); in a CPU-only trace min(exposed_comm,
+host_compute)): the part that could overlap compute.
 
 Where the trace lacks what a bucket needs, the bucket's `ns` is None and `reason` says so in words; its time is
 then in the bucket that holds instead (e.g. no launch calls: launch time counts as host_compute or other), so
@@ -221,10 +222,12 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
     rec[COMPUTE] = np.zeros_like(col[COMPUTE])
     if not has["gpu"]:
         rec[HOST_COMPUTE] = np.zeros_like(col[HOST_COMPUTE])
-    rec[EXPOSED_COMM] = np.minimum(col[EXPOSED_COMM], np.maximum(col[COMPUTE] - hidden, 0))
+    # what could overlap: the compute no collective hides (CPU-only: the host's work, never under a collective)
+    room = np.maximum(col[COMPUTE] - hidden, 0) if has["gpu"] else col[HOST_COMPUTE]
+    rec[EXPOSED_COMM] = np.minimum(col[EXPOSED_COMM], room)
     out = {}
     for b in BUCKETS:
-        known = reasons[b] is None or (b == EXPOSED_COMM and has["comm"])
+        known = reasons[b] is None
         out[b] = {
             "ns": [int(x) for x in col[b]] if known else None,
             "recoverable_ns": [int(x) for x in rec[b]] if known else None,
