@@ -35,7 +35,8 @@ ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 def wait_by_step(summaries: Mapping[str, dict]) -> tuple[dict[str, list[int]], list[str]]:
     """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups` over the
     summaries' collectives, in their recorded time order), and the notes on calls that could not be matched."""
-    frames, ranks, nsteps = [], {}, {}
+    cols: dict[str, list] = {k: [] for k in ("worker", "name", "pg", "group_size", "dur", "is_wait", "step")}
+    ranks, nsteps = {}, {}
     for w in sorted(summaries):
         d = summaries[w]["distributed"]
         c = d.get("collectives") or {}
@@ -44,26 +45,21 @@ def wait_by_step(summaries: Mapping[str, dict]) -> tuple[dict[str, list[int]], l
         code = np.asarray(c.get("name") or [], np.int64)
         if not len(code):
             continue
-        names, pgs, sizes = (np.asarray(c[k], dtype=object) for k in ("names", "pg", "group_size"))
-        frames.append(
-            pd.DataFrame(
-                {
-                    "worker": w,
-                    "name": names[code].astype(str),
-                    "pg": pgs[code].astype(str),
-                    "pg_ranks": pd.Series([None] * len(code), dtype=object),
-                    "group_size": sizes[code].astype(np.int64),
-                    "start": np.arange(len(code), dtype=np.int64),
-                    "dur": np.asarray(c["dur"], np.int64),
-                    "is_wait": np.asarray(c["wait"], np.int64).astype(bool),
-                    "step": np.asarray(c["step"], np.int64),
-                }
-            )
-        )
+        cols["worker"].append(np.full(len(code), w, dtype=object))
+        cols["name"].append(np.asarray([str(x) for x in c["names"]], dtype=object)[code])
+        cols["pg"].append(np.asarray([str(x) for x in c["pg"]], dtype=object)[code])
+        cols["group_size"].append(np.asarray(c["group_size"], np.int64)[code])
+        cols["dur"].append(np.asarray(c["dur"], np.int64))
+        cols["is_wait"].append(np.asarray(c["wait"], np.int64).astype(bool))
+        cols["step"].append(np.asarray(c["step"], np.int64))
     out = {w: [0] * n for w, n in nsteps.items()}
-    if not frames:
+    if not cols["worker"]:
         return out, []
-    matched, notes = group_waits.match_in_groups(pd.concat(frames, ignore_index=True), ranks)
+    # object columns, not pandas' inferred Arrow strings: match_in_groups walks them row by row
+    calls = pd.DataFrame({k: pd.Series(np.concatenate(v), dtype=v[0].dtype) for k, v in cols.items()})
+    calls["start"] = calls.groupby("worker", sort=False).cumcount()  # the recorded (time) order
+    calls["pg_ranks"] = None  # summaries do not hold the communicator's ranks: groups by name and size
+    matched, notes = group_waits.match_in_groups(calls, ranks)
     inside = matched[(matched["step"] >= 0) & (matched["wait"] > 0)]
     for (w, k), v in inside.groupby(["worker", "step"])["wait"].sum().items():
         if int(k) < nsteps[w]:
