@@ -409,7 +409,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return _view(module, function)(*args, **kwargs)
 
     def _overview(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("overview", "overview", self._trace_data(a))
+        out = self._call("overview", "overview", self._trace_data(a))
+        if len(self._run(a["run"]).workers) > 1:  # the run's ledger, from the summaries there are now
+            from tb_plugin.diagnosis.run_ledger import run_view
+
+            summaries, errors, pending = self._summaries_now(a)
+            out = {**out, "run_ledger": {**run_view(summaries, pending), "errors": errors}}
+        return out
 
     def _modules(self, request: wrappers.Request, a: dict) -> Any:
         return self._call("modules", "modules", self._trace_data(a))

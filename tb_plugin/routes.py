@@ -108,8 +108,10 @@ ROUTES: tuple[Route, ...] = (
         "/overview",
         "_overview",
         FILE,
-        "per-step time breakdown, GPU summary, recommendations",
-        '{"steps": [...], "average": {...}, "gpu": {...} | null, "recommendations": [...], "environment": {...}}',
+        "per-step time breakdown, GPU summary, recommendations, the recoverable-time ledger (docs/diagnosis.md); "
+        "runs of several workers: the run's ledger from the summaries there are",
+        '{"steps": [...], "average": {...}, "gpu": {...} | null, "recommendations": [...], "environment": {...}, '
+        '"ledger": {...}, "run_ledger": {...} (several workers)}',
     ),
     Route(
         "/operators",

@@ -187,7 +187,11 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
         calls.clear()
         r = c.get(f"{P}/{url}")
         assert r.status_code == 200, (url, r.get_data())
-        assert r.json == {"ok": f"{module}.{function}"}
+        got = dict(r.json)
+        if function == "overview":  # run1 has two workers: the route adds the run's ledger from summaries
+            assert "run_ledger" in got
+            got.pop("run_ledger")
+        assert got == {"ok": f"{module}.{function}"}
         ((m, f, args, kw),) = calls
         assert (m, f, len(args), kw) == (module, function, nargs, kwargs), url
         assert len(args[0].events) == 7  # the TraceData of run1/w0 span 2

@@ -19,6 +19,7 @@ from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
 from profiler_core.trace.read.reader import read_trace
+from tb_plugin.diagnosis.buckets import BUCKETS
 from tb_plugin.runs import Scanner
 from tb_plugin.summaries import cli, store
 from tb_plugin.summaries import summary as S
@@ -117,6 +118,21 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
         "top_kernels": [],
         "devices": {},
         "distributed": {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}},
+        "ledger": {
+            "steps": [],
+            "wall_ns": [],
+            "has_gpu": False,
+            "reason": "no steps",
+            "buckets": {b: {"ns": None, "recoverable_ns": None, "reason": "no steps"} for b in BUCKETS},
+        },
+        "gpu_idle": {
+            "steps": [],
+            "kernel_wait_threshold_ns": 30000,
+            "devices": None,
+            "launches": None,
+            "queue_max": {},
+            "reasons": [],
+        },
     }
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)

@@ -9,7 +9,9 @@ A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the t
                                                  #   computation/communication/overlap, collectives
    "top_operators": [...], "top_kernels": [...], # the first TOP rows of the operators/kernels views
    "memory_peak": {"CPU"|"GPU0"...: {"allocated", "reserved"}},   # bytes, -1 when not recorded
-   "devices": {"rank", "world_size", "backend", "gpus"}}
+   "devices": {"rank", "world_size", "backend", "gpus"},
+   "ledger": {...},                              # diagnosis.ledger.worker_ledger: per-step buckets (ns)
+   "gpu_idle": {...}}                            # views.gpu_idle_summary: idle by cause, launches, queue
 Never pickle: summaries may be computed on another machine and are read by the plugin.
 """
 
@@ -29,8 +31,9 @@ from tb_plugin.summaries import fs
 
 #: bump when a summary's fields or the views' definitions they hold change
 #: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names;
-#: 3: kernels replayed by CUDA graphs count for the ops that captured them)
-VERSION = 3
+#: 3: kernels replayed by CUDA graphs count for the ops that captured them;
+#: 4: the recoverable-time ledger and the GPU idle projection)
+VERSION = 4
 KIND = "gpuscope-summary"
 TOP = 20
 
@@ -52,7 +55,8 @@ def _memory_peak(t: Any) -> dict:
 
 def summarize(t: Any, source: fs.Stat | None = None) -> dict:
     """The summary of one parsed trace (`source`: the file's identity, stored for validation)."""
-    from tb_plugin.views import distributed, kernels, operators, overview
+    from tb_plugin.diagnosis import ledger
+    from tb_plugin.views import distributed, gpu_idle_summary, kernels, operators, overview
 
     ov = overview.overview(t)
     dist = distributed.worker_summary(t)
@@ -76,6 +80,8 @@ def summarize(t: Any, source: fs.Stat | None = None) -> dict:
             "backend": info.get("backend"),
             "gpus": dist["gpus"],
         },
+        "ledger": ledger.worker_ledger(t),
+        "gpu_idle": gpu_idle_summary.gpu_idle_summary(t),
     }
     return normalize(out)
 
@@ -230,6 +236,58 @@ def validate(obj: dict) -> None:
     for k in ("top_operators", "top_kernels"):
         _check(isinstance(obj.get(k), list) and all(isinstance(r, dict) for r in obj[k]), f"{k} is not a list of rows")
     _check(isinstance(obj.get("devices"), dict), "devices is not an object")
+    _validate_ledger(obj.get("ledger"))
+    _validate_gpu_idle(obj.get("gpu_idle"))
+
+
+def _is_opt_str(x: Any) -> bool:
+    return x is None or isinstance(x, str)
+
+
+def _validate_ledger(led: Any) -> None:
+    from tb_plugin.diagnosis.buckets import BUCKETS
+
+    _check(isinstance(led, dict), "ledger is not an object")
+    n = _lists(led, ("steps",), _is_str, "ledger")
+    _check(_lists(led, ("wall_ns",), _is_int, "ledger") == n, "ledger.wall_ns does not match ledger.steps")
+    _check(
+        isinstance(led.get("has_gpu"), bool) and _is_opt_str(led.get("reason")), "ledger is not of the expected shape"
+    )
+    b = led.get("buckets")
+    _check(isinstance(b, dict) and sorted(b) == sorted(BUCKETS), "ledger.buckets are not the ledger's buckets")
+    for k, e in b.items():
+        _check(isinstance(e, dict) and _is_opt_str(e.get("reason")), f"ledger.buckets.{k} is not of the expected shape")
+        _check(
+            (e.get("ns") is None) == (e.get("recoverable_ns") is None), f"ledger.buckets.{k}: ns without recoverable"
+        )
+        if e.get("ns") is not None:
+            _check(
+                _lists(e, ("ns", "recoverable_ns"), _is_int, f"ledger.buckets.{k}") == n,
+                f"ledger.buckets.{k}: not one value per step",
+            )
+
+
+def _validate_gpu_idle(g: Any) -> None:
+    _check(isinstance(g, dict), "gpu_idle is not an object")
+    n = _lists(g, ("steps",), _is_str, "gpu_idle")
+    _check(_is_int(g.get("kernel_wait_threshold_ns")), "gpu_idle.kernel_wait_threshold_ns is not a number")
+    _check(
+        isinstance(g.get("reasons"), list) and all(map(_is_str, g["reasons"])),
+        "gpu_idle.reasons is not a list of texts",
+    )
+    q = g.get("queue_max")
+    _check(isinstance(q, dict) and all(_is_int(v) for v in q.values()), "gpu_idle.queue_max is not an object of counts")
+    for part in ("devices", "launches"):
+        v = g.get(part)
+        _check(v is None or isinstance(v, dict), f"gpu_idle.{part} is not an object")
+        cols = v.values() if part == "devices" and v is not None else [v] if v is not None else []
+        for c in cols:
+            _check(isinstance(c, dict), f"gpu_idle.{part} is not an object of objects")
+            for k, xs in c.items():
+                _check(
+                    xs is None or (isinstance(xs, list) and len(xs) == n and all(_is_int(x) for x in xs)),
+                    f"gpu_idle.{part}.{k} is not one count per step",
+                )
 
 
 def source_fields(src: fs.Stat) -> dict:

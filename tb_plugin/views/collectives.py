@@ -237,3 +237,18 @@ def kernel_owners(t: Any) -> tuple[np.ndarray, np.ndarray]:
     assigns them."""
     _, rows, owners = collective_analysis(t)
     return rows, owners
+
+
+def communication_events(t: Any) -> np.ndarray:
+    """Boolean per event of t.events: communication (`common.communication_mask`: collective CPU ops and NCCL
+    kernels) plus the kernels a communication op launched (NCCL kernels by their launch's External id)."""
+    ev = t.events
+    comm = common.communication_mask(ev).to_numpy()
+    kernel = common.category_mask(ev, ("kernel",))
+    if kernel.any():
+        links = link_gpu_to_ops(t)
+        op = links["op"].to_numpy()
+        linked = np.zeros(len(ev), dtype=bool)
+        linked[links["row"].to_numpy()] = np.where(op >= 0, comm[np.maximum(op, 0)], False)
+        comm = comm | (kernel & linked)
+    return comm

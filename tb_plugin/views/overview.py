@@ -12,6 +12,8 @@ import pandas as pd
 
 from profiler_core.analysis import intervals
 
+from ..diagnosis import ledger
+from ..diagnosis.buckets import COMPUTE, DATA_LOADING, EXPOSED_COMM, HOST_COMPUTE, LAUNCH_OVERHEAD
 from . import collectives, common, temporal
 from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
 
@@ -24,14 +26,8 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     ev = t.events
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
-    comm = common.communication_mask(ev).to_numpy()
+    comm = collectives.communication_events(t)
     kernel = category_mask(ev, ("kernel",))
-    if kernel.any():  # kernels launched by a communication op are communication too (NCCL by External id)
-        links = common.link_gpu_to_ops(t)
-        op = links["op"].to_numpy()
-        linked_comm = np.zeros(len(ev), dtype=bool)
-        linked_comm[links["row"].to_numpy()] = np.where(op >= 0, comm[np.maximum(op, 0)], False)
-        comm = comm | (kernel & linked_comm)
     cpu = category_mask(ev, CPU_OP_CATS)
     step = cpu & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
     loader = cpu & name_mask(ev, common.is_dataloader)
@@ -219,23 +215,37 @@ def _peak_device_memory(t: Any) -> dict[int, int]:
 def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
     """Plain-text advice with torch-tb-profiler's triggers (data loading, DP vs DDP, NCCL, communication,
     low GPU utilization, AMP for Tensor Core eligible work, device memory near capacity)."""
+    return [text for _, text in advice(t, avg, gpu)]
+
+
+def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
+    """`recommendations` with the ledger bucket (diagnosis/buckets.py) each text belongs to, None for advice
+    of no bucket (device memory)."""
     from .operators import tensor_core_eligible_kernel_ratio
 
-    out: list[str] = []
+    out: list[tuple[str | None, str]] = []
     total = avg.get("total_us") or 0.0
     if total > 0:
         ratio = avg["dataloader_us"] / total
         if ratio > 0.05:
             out.append(
-                f"{ratio * 100:.1f}% of the step time is spent loading input data (DataLoader). "
-                "Try num_workers > 0 on the DataLoader to load data in parallel processes."
+                (
+                    DATA_LOADING,
+                    f"{ratio * 100:.1f}% of the step time is spent loading input data (DataLoader). "
+                    "Try num_workers > 0 on the DataLoader to load data in parallel processes.",
+                )
             )
     ev = t.events
     names = set(map(str, ev["name"].unique())) if len(ev) else set()
     kdev = ev.loc[category_mask(ev, ("kernel", "gpu_memcpy", "gpu_memset")), "device"].unique() if len(ev) else []
     props = getattr(t, "device_properties", None) or []
     if "DataParallel.forward" in names and len(kdev) > 1:
-        out.append("DataParallel is used on several GPUs: DistributedDataParallel is faster for multi-GPU training.")
+        out.append(
+            (
+                EXPOSED_COMM,
+                "DataParallel is used on several GPUs: DistributedDataParallel is faster for multi-GPU training.",
+            )
+        )
     comm_names = {n for n in names if common.is_communication(n, "cpu_op")}
     # NCCL in use: nccl:* ranges (torch < 2.1), or NCCL kernels / a nccl backend (record_param_comms traces)
     uses_nccl = (
@@ -248,42 +258,57 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
             major, minor = p.get("computeMajor"), p.get("computeMinor")
             if major is not None and minor is not None and float(f"{major}.{minor}") >= 3.5:
                 out.append(
-                    "DistributedDataParallel runs without the NCCL backend: NCCL is the fastest backend "
-                    "for training on GPUs."
+                    (
+                        EXPOSED_COMM,
+                        "DistributedDataParallel runs without the NCCL backend: NCCL is the fastest backend "
+                        "for training on GPUs.",
+                    )
                 )
                 break
     if total > 0 and avg["communication_us"] / total > 0.1:
         out.append(
-            f"{avg['communication_us'] / total * 100:.1f}% of the step time is communication. Consider "
-            "gradient compression, gradient accumulation or a larger batch size (larger effective batch "
-            "sizes may need an optimizer such as LAMB to keep accuracy)."
+            (
+                EXPOSED_COMM,
+                f"{avg['communication_us'] / total * 100:.1f}% of the step time is communication. Consider "
+                "gradient compression, gradient accumulation or a larger batch size (larger effective batch "
+                "sizes may need an optimizer such as LAMB to keep accuracy).",
+            )
         )
     if gpu:
         low = [d["device"] for d in gpu["devices"] if d["utilization"] is not None and d["utilization"] < 0.5]
         if low:
             which = ", ".join(str(d) for d in low)
             out.append(
-                f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
-                "A larger batch size may help (it can affect convergence)."
+                (
+                    HOST_COMPUTE,
+                    f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
+                    "A larger batch size may help (it can affect convergence).",
+                )
             )
         major = props[0].get("computeMajor") if props else None
         if major is not None and major >= 7 and gpu["tensor_core_ratio"] == 0.0:
             eligible = tensor_core_eligible_kernel_ratio(t)
             if eligible > 0:
                 out.append(
-                    f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
-                    "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
-                    "(FP16/BF16) could speed them up."
+                    (
+                        COMPUTE,
+                        f"Kernels with {round(eligible * 100)}% of the time are launched by Tensor Core "
+                        "eligible operators, but no kernel uses Tensor Cores. Automatic Mixed Precision "
+                        "(FP16/BF16) could speed them up.",
+                    )
                 )
     if gpu:
-        out.extend(temporal.idle_recommendations(gpu.get("temporal")))
+        out.extend((LAUNCH_OVERHEAD, text) for text in temporal.idle_recommendations(gpu.get("temporal")))
     for dev, peak in sorted(_peak_device_memory(t).items()):
         p = props[dev] if 0 <= dev < len(props) else {}
         cap = p.get("totalGlobalMem")
         if cap and peak > 0.9 * cap:
             out.append(
-                f"Device memory use peaks at {peak / cap * 100:.1f}% of the {cap / 2**30:.1f} GB of GPU "
-                f"{dev}. Gradient checkpointing or mixed precision reduce memory use."
+                (
+                    None,
+                    f"Device memory use peaks at {peak / cap * 100:.1f}% of the {cap / 2**30:.1f} GB of GPU "
+                    f"{dev}. Gradient checkpointing or mixed precision reduce memory use.",
+                )
             )
             break
     return out
@@ -330,7 +355,9 @@ def _row(step: str, costs: np.ndarray, total_ns: float) -> dict:
 
 
 def overview(t: Any) -> dict:
-    """DESIGN.md §4 `overview` for one trace: steps, average, gpu (or None), recommendations, environment."""
+    """DESIGN.md §4 `overview` for one trace: steps, average, gpu (or None), recommendations, environment, and
+    `ledger` (the recoverable-time ledger, `diagnosis.ledger.ranked`: each recommendation also appears under
+    its bucket's `advice`; docs/diagnosis.md)."""
     st, costs = breakdown(t)
     lengths = (st["end"] - st["start"]).to_numpy(np.float64)
     rows = [_row(str(s), costs[i], lengths[i]) for i, s in enumerate(st["step"])]
@@ -343,11 +370,13 @@ def overview(t: Any) -> dict:
         notes.insert(
             0, "No steps in this trace (no ProfilerStep# ranges): the breakdown covers the whole trace window."
         )
+    tips = advice(t, avg, gpu)
     return {
         "steps": rows,
         "average": avg,
         "gpu": gpu,
-        "recommendations": recommendations(t, avg, gpu),
+        "recommendations": [text for _, text in tips],
+        "ledger": ledger.ranked(ledger.worker_ledger(t), tips),
         "environment": environment(t, gpu),
         "has_steps": has_steps,
         "notes": notes,

@@ -61,9 +61,20 @@ event, i.e. the same origin as every other view)
         "from_track": [0, ...], "from_depth": [2, ...], "from_us": [10.1, ...],
         "to_track":   [3, ...], "to_depth":   [0, ...], "to_us":   [15.7, ...]
       },
-      "truncated": false              # true when flows were cut at MAX_FLOWS (5000; the
+      "truncated": false,             # true when flows were cut at MAX_FLOWS (5000; the
                                       #   earliest-starting ones are kept)
+      "counters": [                   # Chrome-trace counter events ("ph": "C") of the CUDA queue
+                                      #   length per (device, stream) (views/queue_length.py): one
+                                      #   track per name "Queue length stream N", pid = device,
+                                      #   tid = stream; each value holds until the track's next event
+        {"ph": "C", "name": "Queue length stream 7", "pid": 0, "tid": 7, "ts": 40.0,
+         "args": {"queue_length": 2}}, ...
+      ],
+      "counters_reason": None         # why there are no counters (no GPU activity, no launches)
     }
+
+Counters: the change points inside the window, plus the last one before it (the value at the window's
+start); a track with more than 2 * width_px changes in the window keeps, per pixel bucket, its highest value.
 
 Rules: the window is inclusive at both ends. A row is sent as "events" (ascending ts_us) when
 it has at most ``width_px`` events in the window, else as "buckets". Tracks are ordered CPU
@@ -566,7 +577,40 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
         "cats": cats_out,
         "tracks": tracks,
         **_flows_json(tl, a, b, cats_out),
+        **_counters_json(t, tl.origin, a, b, w),
     }
+
+
+def _counters_json(t: Any, origin: int, a: float, b: float, width_px: int) -> dict:
+    """The queue length counter events within [a, b] (ns rel. origin), see the module docstring."""
+    from .common import derived
+    from .gpu_launches import NO_GPU, has_gpu_activity
+    from .queue_length import NO_QUEUE, queue_length_counter, queue_length_series
+
+    series = derived(t, "queue_length_series", lambda: queue_length_series(t))
+    if not len(series):
+        return {"counters": [], "counters_reason": NO_QUEUE if has_gpu_activity(t) else NO_GPU}
+    ts = series["ts"].to_numpy(np.int64) - origin
+    q = series["queue_length"].to_numpy(np.int64)
+    dev, stream = series["device"].to_numpy(np.int64), series["stream"].to_numpy(np.int64)
+    edges = np.flatnonzero(np.diff(dev) | np.diff(stream)) + 1  # the series is in (device, stream, ts) order
+    keep: list[np.ndarray] = []
+    bucket = (b - a) / width_px
+    for lo, hi in zip(np.concatenate([[0], edges]), np.concatenate([edges, [len(ts)]])):
+        i0 = lo + int(np.searchsorted(ts[lo:hi], a, side="left"))
+        i1 = lo + int(np.searchsorted(ts[lo:hi], b, side="right"))
+        if i0 > lo:
+            keep.append(np.array([i0 - 1]))  # the value at the window's start
+        sel = np.arange(i0, i1)
+        if len(sel) > 2 * width_px:  # per pixel, the highest value (the first of equals)
+            px = ((ts[sel] - a) // bucket).astype(np.int64)
+            order = np.lexsort((sel, -q[sel], px))
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = px[order][1:] != px[order][:-1]
+            sel = np.sort(sel[order[first]])
+        keep.append(sel)
+    rows = np.concatenate(keep) if keep else np.zeros(0, np.int64)
+    return {"counters": queue_length_counter(series.iloc[rows], base_ns=-origin), "counters_reason": None}
 
 
 def _used(parts: list, size: int) -> tuple[np.ndarray, np.ndarray]:

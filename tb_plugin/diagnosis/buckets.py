@@ -1,0 +1,56 @@
+"""The ledger's buckets: their names in priority order (`ledger` defines each), labels and usual fixes. Imports
+nothing, so a summary can be validated without the analysis."""
+
+from __future__ import annotations
+
+COMPUTE = "compute"
+COPY_PAGEABLE = "exposed_copy_pageable"
+COPY_PINNED = "exposed_copy_pinned"
+SYNC_SKEW = "sync_skew"
+EXPOSED_COMM = "exposed_comm"
+DATA_LOADING = "data_loading"
+HOST_SYNC = "host_sync"
+LAUNCH_OVERHEAD = "launch_overhead"
+HOST_COMPUTE = "host_compute"
+OTHER = "other"
+#: the buckets in priority order (ledger.py's docstring defines each)
+BUCKETS = (
+    COMPUTE,
+    COPY_PAGEABLE,
+    COPY_PINNED,
+    SYNC_SKEW,
+    EXPOSED_COMM,
+    DATA_LOADING,
+    HOST_SYNC,
+    LAUNCH_OVERHEAD,
+    HOST_COMPUTE,
+    OTHER,
+)
+LABELS = {
+    COMPUTE: "Compute (kernels)",
+    COPY_PAGEABLE: "Exposed memory copies (pageable)",
+    COPY_PINNED: "Exposed memory copies (pinned, device, memset)",
+    SYNC_SKEW: "Waiting for other ranks (sync skew)",
+    EXPOSED_COMM: "Exposed communication",
+    DATA_LOADING: "Data loading (GPU idle)",
+    HOST_SYNC: "Host synchronization (GPU idle)",
+    LAUNCH_OVERHEAD: "Kernel launch overhead (GPU idle)",
+    HOST_COMPUTE: "CPU-bound (GPU idle while the host computes)",
+    OTHER: "Other (nothing recorded)",
+}
+FIXES = {
+    COMPUTE: "Faster kernels: mixed precision (Tensor Cores), fused or better-tuned kernels, less work per step.",
+    COPY_PAGEABLE: "Copy from pinned memory with non_blocking=True (DataLoader pin_memory=True) so copies overlap "
+    "compute instead of blocking it.",
+    COPY_PINNED: "Overlap the copies with compute on another stream, or avoid them (keep tensors on the device).",
+    SYNC_SKEW: "Balance the work of the ranks: find the rank that arrives last at the collectives (critical path, "
+    "stragglers) and remove its extra work.",
+    EXPOSED_COMM: "Overlap communication with compute (DDP bucketing, FSDP prefetch), or communicate less "
+    "(gradient accumulation, compression, larger batches).",
+    DATA_LOADING: "Load data in parallel processes (DataLoader num_workers > 0, persistent_workers, prefetching).",
+    HOST_SYNC: "Remove synchronizations from the step (.item(), .cpu(), .tolist(), printing tensors, blocking "
+    "copies, torch.cuda.synchronize).",
+    LAUNCH_OVERHEAD: "Launch fewer, larger kernels: CUDA graphs, torch.compile, fused ops.",
+    HOST_COMPUTE: "Move CPU work out of the step or onto the GPU; a larger batch gives the GPU more work per launch.",
+    OTHER: "Time with nothing recorded: work outside the profiler's view (other processes, unrecorded threads).",
+}

@@ -1,0 +1,301 @@
+"""The recoverable-time ledger of one worker: each step's wall time split into exclusive buckets that add up to
+the step exactly (integer ns), each with what a fix could win back and the usual fix.
+
+Every instant of a step (`common.steps` windows, half-open, `intervals` rules) gets exactly one label, the first
+of this priority order that holds then:
+
+1. `compute`: a kernel that is not communication runs (any device of the worker);
+2. `exposed_copy_pageable`: a memcpy from or to pageable host memory runs ("Pageable" in its name), no compute;
+3. `exposed_copy_pinned`: any other memcpy (pinned, device to device) or a memset runs, no compute;
+4. `sync_skew`: a collective runs and its member waits for the other members (needs every member: only the
+   run-level ledger, `run_ledger`, fills it; per worker it is None with a reason and the time is in 5.);
+5. `exposed_comm`: a collective runs (an NCCL kernel or a kernel a collective op launched, or a CPU collective
+   op such as gloo's) and no compute or copy hides it;
+6. `data_loading`: the GPU is idle and a DataLoader span (`enumerate(DataLoader)#...__next__`) is in progress;
+7. `host_sync`: the GPU is idle and a synchronizing runtime call is in progress (SYNC_NAMES: cudaDeviceSynchronize,
+   cudaStreamSynchronize, cudaEventSynchronize, blocking cudaMemcpy, their HIP and driver spellings);
+8. `launch_overhead`: the GPU is idle and a launch call (LAUNCH_NAMES) is in progress, or the idle gap on the
+   device is HTA's "kernel wait" (`idle_causes`: the next activity was already launched, gap < 30 µs);
+9. `host_compute`: the GPU is idle and another CPU op (cpu_op / user_annotation other than the step itself) or
+   runtime call runs: the host is the bottleneck (in a CPU-only trace this is the work itself);
+10. `other`: nothing recorded runs.
+
+Recoverable ns per step: compute 0 (it is the work; in a CPU-only trace host_compute is the work and 0 too);
+exposed copies, sync skew and every idle bucket all of their time (an upper bound: what the fix removes or
+overlaps); exposed communication at most the compute time of the step that does not already hide a collective
+(min(exposed_comm, compute - compute overlapping communication); in a CPU-only trace min(exposed_comm,
+host_compute)): the part that could overlap compute.
+
+Where the trace lacks what a bucket needs, the bucket's `ns` is None and `reason` says so in words; its time is
+then in the bucket that holds instead (e.g. no launch calls: launch time counts as host_compute or other), so
+the buckets with numbers still add up to the step. `worker_ledger(t)` is the per-worker projection stored in the
+summary under "ledger" (ints, JSON-able); `ranked(ledger, advice)` is the Overview's JSON (ms, ranked by
+recoverable ms, each bucket with its fix and the advice texts attached to it; shape in docs/diagnosis.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from profiler_core.analysis import intervals
+from tb_plugin.views import collectives, common
+from tb_plugin.views.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
+from tb_plugin.views.idle_causes import KERNEL_WAIT, idle_gaps
+
+from .buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
+    BUCKETS,
+    COMPUTE,
+    COPY_PAGEABLE,
+    COPY_PINNED,
+    DATA_LOADING,
+    EXPOSED_COMM,
+    FIXES,
+    HOST_COMPUTE,
+    HOST_SYNC,
+    LABELS,
+    LAUNCH_OVERHEAD,
+    OTHER,
+    SYNC_SKEW,
+)
+
+SYNC_NAMES = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+    }
+)
+#: the launch calls of `launch_overhead`: the queue length's launches plus graph and cooperative launches
+LAUNCH_NAMES = QUEUE_LAUNCH_NAMES | frozenset(
+    {"cudaGraphLaunch", "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice", "cuLaunchKernelEx"}
+)
+
+NO_STEPS = "no steps and no events in the trace: nothing to split"
+NO_LAUNCH_CALLS = (
+    "no kernel launch calls (cuda_runtime/cuda_driver) in the trace: time spent launching cannot be seen and "
+    "counts as host_compute (a CPU op runs) or other"
+)
+NO_RUNTIME = (
+    "no CUDA runtime calls in the trace: synchronizations cannot be seen and count as host_compute (a CPU op "
+    "runs) or other"
+)
+NO_COMM = "no collectives (NCCL kernels, collective CPU ops) in the trace"
+NEEDS_ALL_RANKS = (
+    "waiting for other ranks needs every member's collectives: the run-level ledger moves it out of exposed_comm "
+    "(one trace cannot tell waiting from transferring)"
+)
+CPU_ONLY = "no GPU activity in the trace: " + NO_GPU
+
+
+def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
+    """Per label (BUCKETS order; sync_skew empty): a boolean mask over t.events; the communication kernels'
+    mask; what the trace holds (gpu, launches, runtime, comm)."""
+    ev = t.events
+    cat = common.category_mask
+    kernel = cat(ev, ("kernel",))
+    memcpy = cat(ev, ("gpu_memcpy",))
+    memset = cat(ev, ("gpu_memset",))
+    cpu = cat(ev, common.CPU_OP_CATS)
+    runtime = cat(ev, common.LAUNCH_CATS)
+    comm = collectives.communication_events(t)
+    step = cpu & common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
+    loader = cpu & common.name_mask(ev, common.is_dataloader) & ~step
+    pageable = memcpy & common.name_mask(ev, lambda n: "pageable" in n.lower())
+    sync = runtime & common.name_mask(ev, lambda n: n in SYNC_NAMES)
+    launch = runtime & common.name_mask(ev, lambda n: n in LAUNCH_NAMES)
+    comm_kernel = comm & kernel
+    none = np.zeros(len(ev), dtype=bool)
+    masks = [
+        kernel & ~comm,
+        pageable,
+        (memcpy & ~pageable) | memset,
+        none,
+        comm & (kernel | cpu),
+        loader,
+        sync,
+        launch,
+        (cpu & ~step & ~comm & ~loader) | (runtime & ~sync & ~launch),
+    ]
+    has = {
+        "gpu": bool((kernel | memcpy | memset).any()),
+        "launch": bool(launch.any()),
+        "runtime": bool(runtime.any()),
+        "comm": bool((comm & (kernel | cpu)).any()),
+    }
+    if not has["gpu"]:  # no GPU to be idle: runtime calls are host work like any other
+        masks[-1] = masks[-1] | sync | launch
+        masks[BUCKETS.index(HOST_SYNC)] = masks[BUCKETS.index(LAUNCH_OVERHEAD)] = none
+    return masks, comm_kernel, has
+
+
+def _per_step(bounds: np.ndarray, ss: np.ndarray, se: np.ndarray, seg_key: np.ndarray, nkeys: int) -> np.ndarray:
+    """[steps x nkeys] int64 ns: the length of the elementary segments of each key inside each step."""
+    n = len(ss)
+    k = np.searchsorted(ss, bounds[:-1], side="right") - 1
+    inside = (k >= 0) & (bounds[:-1] < se[np.maximum(k, 0)])
+    seg = np.diff(bounds)[inside]
+    key = k[inside].astype(np.int64) * nkeys + seg_key[inside]
+    # integer sums: float64 bincount is exact below 2**53 ns (104 days)
+    flat = np.bincount(key, weights=seg.astype(np.float64), minlength=n * nkeys)
+    return np.rint(flat).astype(np.int64).reshape(n, nkeys)
+
+
+def _compute(t: Any) -> dict:
+    st = common.steps(t)
+    names = [str(s) for s in st["step"]]
+    ss, se = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
+    out: dict = {"steps": names, "wall_ns": (se - ss).tolist(), "reason": None if len(st) else NO_STEPS}
+    masks, comm_kernel, has = _masks(t)
+    nl = len(BUCKETS)
+    costs = np.zeros((len(st), nl), np.int64)
+    hidden = np.zeros(len(st), np.int64)
+    if len(st):
+        ev = t.events
+        ts = ev["ts"].to_numpy(np.int64)
+        te = ts + ev["dur"].to_numpy(np.int64)
+        s0, s1 = int(ss[0]), int(se[-1])
+        layers: list[tuple[int, np.ndarray, np.ndarray]] = []
+        for i, m in enumerate(masks):
+            sel = m & (te > s0) & (ts < s1)
+            layers.append((i, np.clip(ts[sel], s0, s1), np.clip(te[sel], s0, s1)))
+        if has["gpu"] and has["launch"]:
+            g = idle_gaps(t, per_stream=False)
+            g = g[(g["category"] == KERNEL_WAIT).to_numpy() & g["launch_known"].to_numpy(bool)]
+            gs, ge = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+            keep = (ge > s0) & (gs < s1)
+            i = BUCKETS.index(LAUNCH_OVERHEAD)
+            layers[i] = (
+                i,
+                np.concatenate([layers[i][1], np.clip(gs[keep], s0, s1)]),
+                np.concatenate([layers[i][2], np.clip(ge[keep], s0, s1)]),
+            )
+        sel = comm_kernel & (te > s0) & (ts < s1)
+        ck = (np.clip(ts[sel], s0, s1), np.clip(te[sel], s0, s1))
+        bounds = common.sorted_unique(
+            np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)])
+        )
+        if len(bounds) >= 2:
+            owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int8)
+            compute_cov = np.zeros(len(bounds) - 1, dtype=bool)
+            for i, s, e in reversed(layers):  # lowest priority first: higher priorities overwrite
+                if len(s):
+                    cov = intervals.covered(bounds, s, e)
+                    owner[cov] = i
+                    if i == 0:
+                        compute_cov = cov
+            costs = _per_step(bounds, ss, se, owner, nl)
+            both = compute_cov & intervals.covered(bounds, *ck) if len(ck[0]) else np.zeros_like(compute_cov)
+            hidden = _per_step(bounds, ss, se, both.astype(np.int64), 2)[:, 1]
+    out["buckets"] = _buckets(costs, hidden, has)
+    out["has_gpu"] = has["gpu"]
+    return out
+
+
+def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
+    """The per-bucket entries from the [steps x buckets] ns, with reasons for what the trace lacks."""
+    col = {b: costs[:, i] for i, b in enumerate(BUCKETS)}
+    reasons: dict[str, str | None] = dict.fromkeys(BUCKETS)
+    if not has["gpu"]:
+        for b in (COMPUTE, COPY_PAGEABLE, COPY_PINNED, HOST_SYNC, LAUNCH_OVERHEAD):
+            reasons[b] = CPU_ONLY
+    else:
+        if not has["launch"]:
+            reasons[LAUNCH_OVERHEAD] = NO_LAUNCH_CALLS
+        if not has["runtime"]:
+            reasons[HOST_SYNC] = NO_RUNTIME
+    if not has["comm"]:
+        reasons[EXPOSED_COMM] = reasons[SYNC_SKEW] = NO_COMM
+    else:
+        reasons[SYNC_SKEW] = NEEDS_ALL_RANKS
+    rec = {b: col[b].copy() for b in BUCKETS}
+    rec[COMPUTE] = np.zeros_like(col[COMPUTE])
+    if not has["gpu"]:
+        rec[HOST_COMPUTE] = np.zeros_like(col[HOST_COMPUTE])
+    # what could overlap: the compute no collective hides (CPU-only: the host's work, never under a collective)
+    room = np.maximum(col[COMPUTE] - hidden, 0) if has["gpu"] else col[HOST_COMPUTE]
+    rec[EXPOSED_COMM] = np.minimum(col[EXPOSED_COMM], room)
+    out = {}
+    for b in BUCKETS:
+        known = reasons[b] is None
+        out[b] = {
+            "ns": [int(x) for x in col[b]] if known else None,
+            "recoverable_ns": [int(x) for x in rec[b]] if known else None,
+            "reason": reasons[b],
+        }
+    return out
+
+
+def worker_ledger(t: Any) -> dict:
+    """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `reason` (None, or why there is no
+    step), `buckets` ({bucket: {"ns": [per step] | None, "recoverable_ns": [per step] | None, "reason"}}). The
+    buckets whose ns is not None add up to each step's wall_ns exactly."""
+    return common.derived(t, "ledger", lambda: _compute(t))
+
+
+def _mean(xs: list | None) -> float | None:
+    return float(np.mean(xs)) if xs else (None if xs is None else 0.0)
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else round(float(ns) / 1e6, 6)
+
+
+def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] = ()) -> dict:
+    """The ledger as the Overview shows it (ms; docs/diagnosis.md): `steps` ({step, wall_ms, buckets: {bucket:
+    ms | None}}), `average_wall_ms`, `buckets` (ranked by average recoverable ms, then ms: key, label, ms,
+    recoverable_ms, share of the average step, steps_ms, fix, advice, reason), `recoverable_ms` (their sum),
+    `other_advice` (texts of no bucket), `reason`. `advice`: (bucket or None, text) pairs."""
+    advice = list(advice)
+    names = list(ledger.get("steps") or [])
+    wall = list(ledger.get("wall_ns") or [])
+    bk = ledger.get("buckets") or {}
+    avg_wall = _mean(wall) if wall else None
+    rows: list[dict[str, Any]] = []
+    for b in BUCKETS:
+        e = bk.get(b) or {"ns": None, "recoverable_ns": None, "reason": NO_STEPS}
+        ns, rec = e.get("ns"), e.get("recoverable_ns")
+        ms = _ms(_mean(ns)) if wall else None
+        rows.append(
+            {
+                "key": b,
+                "label": LABELS[b],
+                "ms": ms,
+                "recoverable_ms": _ms(_mean(rec)) if wall else None,
+                "share": (ms * 1e6 / avg_wall) if ms is not None and avg_wall else None,
+                "steps_ms": [_ms(x) for x in ns] if ns is not None else None,
+                "fix": FIXES[b],
+                "advice": [text for key, text in advice if key == b],
+                "reason": e.get("reason"),
+            }
+        )
+    rows.sort(key=lambda r: (-(r["recoverable_ms"] or 0.0), -(r["ms"] or 0.0), BUCKETS.index(r["key"])))
+    steps = []
+    for i, s in enumerate(names):
+        steps.append(
+            {
+                "step": s,
+                "wall_ms": _ms(wall[i]),
+                "buckets": {
+                    b: (_ms(bk[b]["ns"][i]) if bk.get(b) and bk[b]["ns"] is not None else None) for b in BUCKETS
+                },
+            }
+        )
+    return {
+        "steps": steps,
+        "average_wall_ms": _ms(avg_wall),
+        "buckets": rows,
+        "recoverable_ms": round(sum(r["recoverable_ms"] or 0.0 for r in rows), 6) if wall else None,
+        "other_advice": [text for key, text in advice if key is None or key not in BUCKETS],
+        "reason": ledger.get("reason"),
+    }

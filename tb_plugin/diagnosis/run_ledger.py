@@ -1,0 +1,208 @@
+"""The run-level ledger: the per-worker ledgers of the summaries (`ledger.worker_ledger`, key "ledger") put
+together, without reading any trace.
+
+Sync skew: one trace cannot tell waiting from transferring, so each worker's ledger has all collective time in
+`exposed_comm`. Here each worker's wait per step moves from `exposed_comm` to `sync_skew`, at most the step's
+exposed communication (a wait hidden under compute costs nothing), so the buckets still add up to the step
+exactly. The wait: the summary's `distributed.collectives` matched within their process group by
+`views.group_waits.match_in_groups` (the k-th call of a group on each member is one collective; its transfer is
+the shortest duration a member saw, each member's wait its own duration minus that).
+
+Per step, two ledgers:
+* `critical`: the step's ledger on the rank that set the step's time: the rank with the longest busy time (wall
+  time minus its own sync skew), i.e. the one the others waited for (ties: the first worker by name);
+* `mean`: each bucket averaged over the ranks that recorded the step.
+Both have the shape of a worker ledger (`steps`, `wall_ns`, `buckets`), so `ledger.ranked` renders them; the
+critical one also names the rank per step (`workers`). A bucket a rank's trace cannot measure (None there) counts
+0 for that rank, whose time is in another bucket, and its reason names the ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tb_plugin.views import group_waits
+
+from .buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
+
+ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
+
+
+def wait_by_step(summaries: Mapping[str, dict]) -> tuple[dict[str, list[int]], list[str]]:
+    """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups` over the
+    summaries' collectives, in their recorded time order), and the notes on calls that could not be matched."""
+    cols: dict[str, list] = {k: [] for k in ("worker", "name", "pg", "group_size", "dur", "is_wait", "step")}
+    ranks, nsteps = {}, {}
+    for w in sorted(summaries):
+        d = summaries[w]["distributed"]
+        c = d.get("collectives") or {}
+        nsteps[w] = len((d.get("steps") or {}).get("step") or [])
+        ranks[w] = (summaries[w].get("devices") or {}).get("rank")
+        code = np.asarray(c.get("name") or [], np.int64)
+        if not len(code):
+            continue
+        cols["worker"].append(np.full(len(code), w, dtype=object))
+        cols["name"].append(np.asarray([str(x) for x in c["names"]], dtype=object)[code])
+        cols["pg"].append(np.asarray([str(x) for x in c["pg"]], dtype=object)[code])
+        cols["group_size"].append(np.asarray(c["group_size"], np.int64)[code])
+        cols["dur"].append(np.asarray(c["dur"], np.int64))
+        cols["is_wait"].append(np.asarray(c["wait"], np.int64).astype(bool))
+        cols["step"].append(np.asarray(c["step"], np.int64))
+    out = {w: [0] * n for w, n in nsteps.items()}
+    if not cols["worker"]:
+        return out, []
+    # object columns, not pandas' inferred Arrow strings: match_in_groups walks them row by row
+    calls = pd.DataFrame({k: pd.Series(np.concatenate(v), dtype=v[0].dtype) for k, v in cols.items()})
+    calls["start"] = calls.groupby("worker", sort=False).cumcount()  # the recorded (time) order
+    calls["pg_ranks"] = None  # summaries do not hold the communicator's ranks: groups by name and size
+    matched, notes = group_waits.match_in_groups(calls, ranks)
+    inside = matched[(matched["step"] >= 0) & (matched["wait"] > 0)]
+    for (w, k), v in inside.groupby(["worker", "step"])["wait"].sum().items():
+        if int(k) < nsteps[w]:
+            out[w][int(k)] = int(v)
+    return out, notes
+
+
+def _with_skew(led: dict, wait: list[int] | None) -> dict:
+    """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new dict)."""
+    out = {**led, "buckets": {b: dict(e) for b, e in led["buckets"].items()}}
+    comm = out["buckets"][EXPOSED_COMM]
+    if comm["ns"] is None:
+        return out  # no collectives: sync skew keeps the ledger's reason
+    if wait is None:
+        out["buckets"][SYNC_SKEW] = {"ns": None, "recoverable_ns": None, "reason": ONE_WORKER}
+        return out
+    skew = [min(max(int(w), 0), c) for w, c in zip(wait, comm["ns"])]
+    skew += [0] * (len(comm["ns"]) - len(skew))
+    left = [c - s for c, s in zip(comm["ns"], skew)]
+    comm["recoverable_ns"] = [min(r, x) for r, x in zip(comm["recoverable_ns"], left)]
+    comm["ns"] = left
+    out["buckets"][SYNC_SKEW] = {"ns": skew, "recoverable_ns": list(skew), "reason": None}
+    return out
+
+
+def _value(led: dict, b: str, i: int) -> int:
+    ns = led["buckets"][b]["ns"]
+    return int(ns[i]) if ns is not None else 0
+
+
+def run_ledger(summaries: Mapping[str, dict]) -> dict:
+    """The run's ledger from its workers' summaries (worker -> summary with "ledger" and "distributed"):
+    `workers`, `critical` and `mean` (module docstring), `totals` (worker -> bucket -> ns over its steps, None
+    where its trace cannot measure the bucket), `notes`."""
+    workers = sorted(summaries)
+    notes: list[str] = []
+    if not workers:
+        return {"workers": [], "critical": None, "mean": None, "notes": ["no worker summaries"]}
+    waits: dict[str, list[int]] | None = None
+    if len(workers) > 1:
+        waits, wnotes = wait_by_step(summaries)
+        notes.extend(wnotes[:5] + ([f"... and {len(wnotes) - 5} more such calls"] if len(wnotes) > 5 else []))
+    leds = {w: _with_skew(summaries[w]["ledger"], waits[w] if waits else None) for w in workers}
+    order: list[str] = []
+    where: dict[str, list[tuple[str, int]]] = {}
+    for w in workers:
+        for i, s in enumerate(leds[w]["steps"]):
+            if s not in where:
+                order.append(s)
+                where[s] = []
+            where[s].append((w, i))
+    if any(len(v) < len(workers) for v in where.values()):
+        notes.append("not every worker recorded every step: each step is over the workers that recorded it")
+    reasons: dict[str, str | None] = {}
+    for b in BUCKETS:
+        lacking = [w for w in workers if leds[w]["buckets"][b]["ns"] is None]
+        why = sorted({str(leds[w]["buckets"][b]["reason"]) for w in lacking})
+        if len(lacking) == len(workers):
+            reasons[b] = "; ".join(why)
+        elif lacking:
+            reasons[b] = f"not measured on {len(lacking)} of {len(workers)} workers ({'; '.join(why)}): 0 there"
+        else:
+            reasons[b] = None
+    crit_w: list[str] = []
+    crit_wall: list[int] = []
+    mean_wall: list[float] = []
+    crit: dict[str, tuple[list, list]] = {b: ([], []) for b in BUCKETS}
+    mean: dict[str, tuple[list, list]] = {b: ([], []) for b in BUCKETS}
+    for s in order:
+        members = where[s]
+        busy = [leds[w]["wall_ns"][i] - _value(leds[w], SYNC_SKEW, i) for w, i in members]
+        w0, i0 = members[int(np.argmax(busy))]
+        crit_w.append(w0)
+        crit_wall.append(int(leds[w0]["wall_ns"][i0]))
+        mean_wall.append(float(np.mean([leds[w]["wall_ns"][i] for w, i in members])))
+        for b in BUCKETS:
+            e = leds[w0]["buckets"][b]
+            crit[b][0].append(_value(leds[w0], b, i0))
+            crit[b][1].append(int(e["recoverable_ns"][i0]) if e["recoverable_ns"] is not None else 0)
+            ns = [_value(leds[w], b, i) for w, i in members]
+            rec = [
+                int(leds[w]["buckets"][b]["recoverable_ns"][i]) if leds[w]["buckets"][b]["ns"] is not None else 0
+                for w, i in members
+            ]
+            mean[b][0].append(float(np.mean(ns)))
+            mean[b][1].append(float(np.mean(rec)))
+
+    def as_ledger(parts: dict, wall: list) -> dict:
+        return {
+            "steps": order,
+            "wall_ns": wall,
+            "reason": None if order else "no steps in any worker",
+            "buckets": {
+                b: {
+                    "ns": None if _all_lack(leds, b) else parts[b][0],
+                    "recoverable_ns": None if _all_lack(leds, b) else parts[b][1],
+                    "reason": reasons[b],
+                }
+                for b in BUCKETS
+            },
+        }
+
+    totals = {
+        w: {b: (sum(led["buckets"][b]["ns"]) if led["buckets"][b]["ns"] is not None else None) for b in BUCKETS}
+        for w, led in leds.items()
+    }
+    return {
+        "workers": workers,
+        "totals": totals,
+        "critical": {**as_ledger(crit, crit_wall), "workers": crit_w},
+        "mean": as_ledger(mean, mean_wall),
+        "notes": notes,
+    }
+
+
+def _all_lack(leds: Mapping[str, Any], b: str) -> bool:
+    return all(led["buckets"][b]["ns"] is None for led in leds.values())
+
+
+def run_view(summaries: Mapping[str, dict], pending: list[str] | None = None) -> dict:
+    """The run's ledger as the Overview shows it (docs/diagnosis.md): `critical` and `mean` rendered by
+    `ledger.ranked` (`critical.workers`: the rank that set each step), `workers` (how many), `notes`, and
+    `pending` (workers whose summary is still computed: the ledger waits for every worker)."""
+    from .ledger import ranked
+
+    if pending:
+        return {
+            "workers": len(summaries) + len(pending),
+            "critical": None,
+            "mean": None,
+            "notes": [],
+            "pending": pending,
+        }
+    run = run_ledger(summaries)
+    if run["critical"] is None:
+        return {"workers": 0, "critical": None, "mean": None, "notes": run["notes"], "pending": []}
+    crit = ranked(run["critical"])
+    for row, w in zip(crit["steps"], run["critical"]["workers"]):
+        row["worker"] = w
+    return {
+        "workers": len(run["workers"]),
+        "critical": crit,
+        "mean": ranked(run["mean"]),
+        "notes": run["notes"],
+        "pending": [],
+    }
