@@ -14,9 +14,18 @@ COLS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation"]
 US = 1000
 
 
-def events(gemm: str, gemm_us: float, relu_us: float, last_op: str, last_kernel: str, last_us: float, steps: int = 2):
+def events(
+    gemm: str,
+    gemm_us: float,
+    relu_us: float,
+    last_op: str,
+    last_kernel: str,
+    last_us: float,
+    steps: int = 2,
+    relu_op: str = "aten::relu",
+):
     """Steps of 100 µs: "fwd" [10,60] holding aten::mm [11,30] (launching `gemm` at 20 then elementwise_add
-    (2 µs) at 30), aten::relu [40,50] (relu_kernel at 45) and `last_op` [52,58] (`last_kernel` at 55)."""
+    (2 µs) at 30), `relu_op` [40,50] (relu_kernel at 45) and `last_op` [52,58] (`last_kernel` at 55)."""
     rows = []
     for i in range(steps):
         b = i * 100 * US
@@ -34,7 +43,7 @@ def events(gemm: str, gemm_us: float, relu_us: float, last_op: str, last_kernel:
             launch(x, c + 1, 14),
             ("kernel", gemm, 0, 7, b + 20 * US, int(gemm_us * US), x, c),
             ("kernel", "elementwise_add", 0, 7, b + 30 * US, 2 * US, x, c + 1),
-            ("cpu_op", "aten::relu", 1, 1, b + 40 * US, 10 * US, x + 1),
+            ("cpu_op", relu_op, 1, 1, b + 40 * US, 10 * US, x + 1),
             launch(x + 1, c + 2, 41),
             ("kernel", "relu_kernel", 0, 7, b + 45 * US, int(relu_us * US), x + 1, c + 2),
             ("cpu_op", last_op, 1, 1, b + 52 * US, 6 * US, x + 2),
@@ -98,6 +107,22 @@ def test_renamed_kernels_pair_by_position_under_the_op():
         ("elementwise_add", "elementwise_add"): "name",
         ("relu_kernel", "relu_kernel"): "name",
     }
+
+
+def test_a_kernel_under_a_renamed_op_aligns_by_name():
+    """relu_kernel runs under aten::relu in base and aten::clamp in exp: neither (path, name) nor (path, k)
+    pairs it, its name does; each side keeps its own path."""
+    base = read_events(events(**BASE, last_kernel="softmax_kernel", last_us=4, steps=1))
+    exp = read_events(events(**EXP, last_kernel="gelu_kernel", last_us=1, steps=1, relu_op="aten::clamp"))
+    rows = {(r["base"] or r["exp"])["name"]: r for r in kernel_diff(base, exp)["rows"]}
+    relu = rows["relu_kernel"]
+    assert relu["align"] == "name" and relu["delta_us"] == 5.5
+    assert (relu["path"], relu["base"]["path"], relu["exp"]["path"]) == (
+        "fwd > aten::relu",
+        "fwd > aten::relu",
+        "fwd > aten::clamp",
+    )
+    assert rows["softmax_kernel"]["align"] == "unmatched" and rows["gelu_kernel"]["align"] == "unmatched"
 
 
 def test_a_kernel_without_op_is_never_aligned_by_structure():

@@ -3,20 +3,21 @@
 kernel_diff(base, exp) ->
   {"base": {"kernels", "device_us"}, "exp": {same},
    "rows": [{"align": "name" | "structure" | "unmatched",
-             "path": "fwd > aten::linear > aten::addmm",     # the owning op / module path ("" : no op)
+             "path": "fwd > aten::linear > aten::addmm",     # the owning op / module path ("": no op), base's
              "base": side | None, "exp": side | None,       # None: no such kernel on that side
              "delta_us": exp total - base total (an absent side counts 0),
              "delta_mean_us": exp mean - base mean | None (None unless both sides have the kernel)}],
    "notes": [text...]}
-  side = {"name", "count", "total_us", "mean_us", "first_us", "first_dur_us", "first_idx"}
+  side = {"name", "count", "total_us", "mean_us", "first_us", "first_dur_us", "first_idx", "path"}
 A kernel's op is the gpu links stage's (never re-linked); its path is the names of that op and its enclosing
 ops and modules from the top, without step annotations (ProfilerStep#N) so steps add up. Kernels are grouped
 by (path, name). Groups with the same path and name on both sides align by name. Of the others, a group whose
 kernels are most often the k-th kernel launched by one call of their op aligns with the other side's group of
 the same path and k ("structure": a kernel renamed by a library or hardware change, sm80_* vs sm90_*); several
-such groups pair in order of first appearance. The rest are unmatched. Rows are sorted by |delta_us|
-descending, then path and names. `first_us` is the first occurrence's start, µs from the trace's first event
-(the timeline's clock), `first_idx` its index in the file's traceEvents.
+such groups pair in order of first appearance. Then a group pairs with one of the same name under another
+path ("name"; each side's path is in its side: an op or module renamed). The rest are unmatched. Rows are
+sorted by |delta_us| descending, then path and names. `first_us` is the first occurrence's start, µs from
+the trace's first event (the timeline's clock), `first_idx` its index in the file's traceEvents.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ def _side(rec: dict, origin: int) -> dict:
         "first_us": _us(rec["first_ts"] - origin),
         "first_dur_us": _us(rec["first_dur"]),
         "first_idx": int(rec["first_idx"]),
+        "path": str(rec["path"]),
     }
 
 
@@ -145,7 +147,7 @@ def _row(align: str, path: str, a: dict | None, b: dict | None) -> dict:
 
 def align_groups(ga: pd.DataFrame, gb: pd.DataFrame) -> list[tuple[str, dict | None, dict | None]]:
     """Pairs (align, base group, exp group) of two sides' kernel groups: by (path, name), then by
-    (path, ordinal) in order of first appearance, the rest alone."""
+    (path, ordinal), then by name under different paths, each in order of first appearance; the rest alone."""
     ra, rb = ga.to_dict("records"), gb.to_dict("records")
     by_b = {(r["path"], r["name"]): r for r in rb}
     pairs: list[tuple[str, dict | None, dict | None]] = []
@@ -164,6 +166,7 @@ def align_groups(ga: pd.DataFrame, gb: pd.DataFrame) -> list[tuple[str, dict | N
         if r["ordinal"] != NO_OP:
             slots.setdefault((r["path"], int(r["ordinal"])), []).append(r)
     taken: set = set()
+    still_a = []
     for r in left_a:
         cand = slots.get((r["path"], int(r["ordinal"]))) if r["ordinal"] != NO_OP else None
         if cand:
@@ -171,8 +174,20 @@ def align_groups(ga: pd.DataFrame, gb: pd.DataFrame) -> list[tuple[str, dict | N
             taken.add((m["path"], m["name"]))
             pairs.append(("structure", r, m))
         else:
+            still_a.append(r)
+    still_b = [r for r in left_b if (r["path"], r["name"]) not in taken]
+    moved: dict[str, list] = {}  # the same name under another op path (an op or module renamed)
+    for r in still_b:
+        moved.setdefault(r["name"], []).append(r)
+    for r in still_a:
+        cand = moved.get(r["name"])
+        if cand:
+            m = cand.pop(0)
+            taken.add((m["path"], m["name"]))
+            pairs.append(("name", r, m))
+        else:
             pairs.append(("unmatched", r, None))
-    pairs += [("unmatched", None, r) for r in left_b if (r["path"], r["name"]) not in taken]
+    pairs += [("unmatched", None, r) for r in still_b if (r["path"], r["name"]) not in taken]
     return pairs
 
 

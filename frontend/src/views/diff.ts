@@ -201,7 +201,8 @@ function renderKernelDiff(ctx: Ctx, d: any, exp: { run: string; worker: string; 
   const rows = src.map((r) => ({
     name: String(r.base?.name ?? r.exp?.name ?? ""),
     exp_name: r.base && r.exp && r.exp.name !== r.base.name ? String(r.exp.name) : "",
-    align: String(r.align ?? ""), path: String(r.path ?? ""),
+    align: String(r.align ?? ""),
+    path: r.base && r.exp && r.exp.path !== r.base.path ? `${r.base.path || "(no op)"} → ${r.exp.path || "(no op)"}` : String(r.path ?? ""),
     base_count: r.base?.count ?? null, exp_count: r.exp?.count ?? null,
     base_total_us: r.base?.total_us ?? null, exp_total_us: r.exp?.total_us ?? null,
     delta_us: r.delta_us ?? null, delta_mean_us: r.delta_mean_us ?? null, raw: r,
@@ -209,7 +210,7 @@ function renderKernelDiff(ctx: Ctx, d: any, exp: { run: string; worker: string; 
   const cols: Column[] = [
     { key: "name", label: "Kernel" }, { key: "exp_name", label: "Renamed to" },
     { key: "align", label: "Aligned by", fmt: (v) => String(v), title: "name / structure / unmatched" },
-    { key: "path", label: "Op path", fmt: (v) => (v ? String(v) : "(no op)") },
+    { key: "path", label: "Op path", fmt: (v) => (v ? String(v) : "(no op)"), title: "the op / module path that launched it (base → compared when it moved)" },
     { key: "base_count", label: "Base count", numeric: true }, { key: "exp_count", label: "Exp count", numeric: true },
     { key: "base_total_us", label: "Base total", numeric: true, fmt: fmtUs }, { key: "exp_total_us", label: "Exp total", numeric: true, fmt: fmtUs },
     { key: "delta_us", label: "Δ total", numeric: true, fmt: sgn }, { key: "delta_mean_us", label: "Δ mean", numeric: true, fmt: sgn, optional: true },
