@@ -1,6 +1,7 @@
 """Kernel diff: kernels aligned by name, renamed ones by their place under the same op path, the rest unmatched."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -174,3 +175,34 @@ def test_route_answers_and_refuses(client):
     assert r.status_code == 404
     r = client.get(f"{P}/diff/kernels?{q}&exp_run=nope&exp_worker=w0&exp_span=1")
     assert r.status_code == 404
+
+
+HTA_REF = Path(__file__).parent / "data" / "hta" / "hta_trace_diff_reference.json"
+
+
+def test_per_name_totals_agree_with_hta(shared_traces):
+    """HTA's TraceDiff summary (tests/data/hta/make_hta_trace_diff_reference.py) on the pair of traces its own
+    trace-diff tests compare: summed over op paths, each side's kernel count and total time per name are HTA's
+    (to the µs: HTA reads the trace's µs); HTA's other names are its memcpys and memsets, not kernels."""
+    from .test_views_common_support import load_shared
+
+    traces = shared_traces
+    ref = json.loads(HTA_REF.read_text())
+    inputs = ref["provenance"]["inputs"]
+    base, exp = (load_shared(next((traces / inputs[s].split("traces/", 1)[1]).iterdir())) for s in ("base", "exp"))
+    out = kernel_diff(base, exp)
+    for side in ("base", "exp"):
+        ours: dict = {}
+        for r in out["rows"]:
+            s = r[side]
+            if s is not None:
+                c = ours.setdefault(s["name"], [0, 0.0])
+                c[0] += s["count"]
+                c[1] += s["total_us"]
+        hta = ref[side]
+        assert set(hta) - set(ours) == {n for n in hta if n.startswith(("Memcpy", "Memset"))}, side
+        for name, (count, total) in ours.items():
+            assert hta[name][0] == count and abs(hta[name][1] - total) <= 1.0, (side, name, hta[name], count, total)
+    # the hardware change between the two (ampere_sgemm_* -> volta_sgemm_*) is aligned by structure
+    renamed = [r for r in out["rows"] if r["align"] == "structure"]
+    assert any(r["base"]["name"].startswith("ampere_sgemm") and "volta_sgemm" in r["exp"]["name"] for r in renamed)
