@@ -27,6 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.op_tree import op_tree
+from profiler_core.analysis.stages.registry import stage
 from profiler_core.trace.categories import KERNEL
 from tb_plugin.errors import BadRequest
 from tb_plugin.views import common
@@ -66,9 +69,10 @@ def _op_paths(t: Any, ops: np.ndarray) -> dict[int, str]:
     return out
 
 
+@stage(op_tree, link_gpu_to_ops)
 def kernel_groups(t: Any) -> pd.DataFrame:
-    """One profile's kernels grouped by (path, name): count, total ns, ordinal (the most common k of
-    "k-th kernel of its op call"), first start (ns), first duration (ns), first traceEvents index."""
+    """The kernel diff's stage: one profile's kernels grouped by (path, name): count, total ns, ordinal (the
+    most common k of "k-th kernel of its op call"), first start (ns), first duration (ns), first traceEvents index."""
     cols = ("path", "name", "count", "total", "ordinal", "first_ts", "first_dur", "first_idx")
     ev = t.events
     if not len(ev):
