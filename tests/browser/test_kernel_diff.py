@@ -56,6 +56,9 @@ def test_kernel_rows_sorted_and_a_row_opens_the_timeline(browser, tb):
             ["elementwise_add", "", "name"],
         ]
         assert "diff_tab=kernels" in page.evaluate("location.hash")
+        # the baseline link of the same row names kd_a's first gemm (traceEvents index 5, framed around 20 µs)
+        href = page.get_attribute("#diff-kernel-table tbody tr >> nth=2 >> a[data-side='base']", "href")
+        assert "run=kd_a" in href and "view=timeline" in href and "sel=5" in href, href
         # the renamed gemm row: its compared-side link opens kd_b's timeline with the kernel selected
         with context.expect_page() as popup:
             page.click("#diff-kernel-table tbody tr >> nth=2 >> a[data-side='exp']")
