@@ -441,6 +441,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return self._call("memory", "memory_stats", self._trace_data(a), a["start_us"], a["end_us"])
 
     def _diff(self, request: wrappers.Request, a: dict) -> Any:
+        return self._compared(a, "diff", "diff")
+
+    def _kernel_diff(self, request: wrappers.Request, a: dict) -> Any:
+        return self._compared(a, "kernel_diff", "kernel_diff")
+
+    def _compared(self, a: dict, module: str, function: str) -> Any:
+        """A view of two profiles: the request's and the one exp_* names (or, without exp_*, `_other_profile`'s)."""
         base = self._trace_data(a)
         compared = ("exp_run", "exp_worker", "exp_span")
         if any(a[k] is not None for k in compared):
@@ -453,7 +460,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         else:
             other = self._other_profile(self._run(a["run"]), a["worker"], a["span"])
             exp = self.state().loader.get(other[0].file(other[1], other[2]))
-        out = self._call("diff", "diff", base, exp)
+        out = self._call(module, function, base, exp)
         if other is not None and isinstance(out, dict):
             out["compared_with"] = {"run": other[0].name, "worker": other[1], "span": other[2]}
         return out

@@ -165,6 +165,14 @@ ROUTES: tuple[Route, ...] = (
         '{..., "compared_with": {"run", "worker", "span"}}',
     ),
     Route(
+        "/diff/kernels",
+        "_kernel_diff",
+        FILE + (EXP_RUN, EXP_WORKER, EXP_SPAN),
+        "the kernels of one span compared with another's: aligned by name, else by their place under the same op path",
+        '{"base": {"kernels", "device_us"}, "exp": {...}, "rows": [{"align", "path", "base", "exp", "delta_us", '
+        '"delta_mean_us"}], "notes": [text...], "compared_with": {...}}',
+    ),
+    Route(
         "/distributed",
         "_distributed",
         (RUN, SPAN, PARTIAL),

@@ -258,6 +258,7 @@ def test_module_self_time_is_relative_to_the_module_tree(tmp_path):
 def test_stage_declarations_match_the_written_graph():
     import tb_plugin.views.collectives  # noqa: F401 - the views declare their stages on import
     import tb_plugin.views.diff  # noqa: F401
+    import tb_plugin.views.kernel_diff  # noqa: F401
     import tb_plugin.views.memory  # noqa: F401
     import tb_plugin.views.modules  # noqa: F401
     import tb_plugin.views.operators  # noqa: F401

@@ -4,6 +4,7 @@ import { getJSON } from "../api";
 import { dataTable, Column, genericValue } from "../table";
 import { groupedBars } from "../charts";
 import { treeTable, findRoots, numericKeys, TreeNode } from "./tree";
+import { shareLink } from "../tburl";
 import type { Ctx } from "../ctx";
 
 export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
@@ -35,9 +36,11 @@ export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
       return;
     }
     mount(out, h("p", { class: "muted" }, "comparing…"));
-    const d = await getJSON<any>("diff", { ...ctx.sel(), exp_run: runSel.value, exp_worker: workerSel.value, exp_span: spanSel.value }, { cache: true });
+    const exp = { run: runSel.value, worker: workerSel.value, span: spanSel.value };
+    const q = { ...ctx.sel(), exp_run: exp.run, exp_worker: exp.worker, exp_span: exp.span };
+    const d = await getJSON<any>("diff", q, { cache: true });
     if (!ctx.alive()) return;
-    mount(out, renderDiff(d));
+    mount(out, diffTabs(ctx, renderDiff(d), q, exp));
   };
   runSel.addEventListener("change", () => { ctx.set("exp_worker", undefined); ctx.set("exp_span", undefined); void loadWorkers().catch(showErr); });
   workerSel.addEventListener("change", () => { ctx.set("exp_span", undefined); void loadSpans().catch(showErr); });
@@ -150,4 +153,76 @@ function renderDiff(d: any): HTMLElement {
   }
   if (!parts.length) parts.push(genericValue(d));
   return h("div", null, parts);
+}
+
+/** The diff's two tabs: steps/phases/operators (the answer of /diff) and kernels (/diff/kernels, fetched when first shown). */
+function diffTabs(ctx: Ctx, ops: HTMLElement, q: Record<string, string>, exp: { run: string; worker: string; span: string }): HTMLElement {
+  const kbox = h("div", { id: "diff-kernels" });
+  let loaded = false;
+  const tabOps = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-ops" }, "Steps and operators");
+  const tabK = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-kernels" }, "Kernels");
+  const show = (which: string) => {
+    ctx.set("diff_tab", which === "kernels" ? "kernels" : undefined);
+    tabOps.setAttribute("aria-selected", String(which !== "kernels"));
+    tabK.setAttribute("aria-selected", String(which === "kernels"));
+    ops.hidden = which === "kernels";
+    kbox.hidden = which !== "kernels";
+    if (which === "kernels" && !loaded) {
+      loaded = true;
+      mount(kbox, h("p", { class: "muted" }, "comparing kernels…"));
+      getJSON<any>("diff/kernels", q, { cache: true }).then((d) => { if (ctx.alive()) mount(kbox, renderKernelDiff(ctx, d, exp)); })
+        .catch((e: Error) => { if (ctx.alive()) mount(kbox, h("div", { class: "banner" }, e.message)); });
+    }
+  };
+  tabOps.addEventListener("click", () => show("ops"));
+  tabK.addEventListener("click", () => show("kernels"));
+  show(ctx.get("diff_tab") === "kernels" ? "kernels" : "ops");
+  return h("div", null, h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK), ops, kbox);
+}
+
+const ALIGN_TITLE: Record<string, string> = {
+  name: "same name under the same op path",
+  structure: "renamed: the same place (k-th kernel) under the same op path",
+  unmatched: "only on one side",
+};
+
+/** A link to the timeline of one side, framed on the kernel's first occurrence and selecting it. */
+function timelineLink(side: any, where: { run: string; worker: string; span: string }, label: string, id: string): HTMLElement | null {
+  if (!side || typeof side.first_us !== "number") return null;
+  const dur = typeof side.first_dur_us === "number" ? side.first_dur_us : 0;
+  const pad = Math.max(dur * 2, 5);
+  const href = shareLink({ ...where, view: "timeline", sel: String(side.first_idx), win: `${(side.first_us - pad).toFixed(3)},${(side.first_us + dur + pad).toFixed(3)}` });
+  return h("a", { href, target: "_blank", rel: "noopener", class: "btn small", "data-side": id, title: `open ${label} at this kernel's first run` }, label + " ⤷");
+}
+
+/** The kernel rows of /diff/kernels in the backend's order (largest |Δ| first), each with links to both timelines. */
+function renderKernelDiff(ctx: Ctx, d: any, exp: { run: string; worker: string; span: string }): HTMLElement {
+  const src: any[] = Array.isArray(d?.rows) ? d.rows : [];
+  const rows = src.map((r) => ({
+    name: String(r.base?.name ?? r.exp?.name ?? ""),
+    exp_name: r.base && r.exp && r.exp.name !== r.base.name ? String(r.exp.name) : "",
+    align: String(r.align ?? ""),
+    path: r.base && r.exp && r.exp.path !== r.base.path ? `${r.base.path || "(no op)"} → ${r.exp.path || "(no op)"}` : String(r.path ?? ""),
+    base_count: r.base?.count ?? null, exp_count: r.exp?.count ?? null,
+    base_total_us: r.base?.total_us ?? null, exp_total_us: r.exp?.total_us ?? null,
+    delta_us: r.delta_us ?? null, delta_mean_us: r.delta_mean_us ?? null, raw: r,
+  }));
+  const cols: Column[] = [
+    { key: "name", label: "Kernel" }, { key: "exp_name", label: "Renamed to" },
+    { key: "align", label: "Aligned by", fmt: (v) => String(v), title: "name / structure / unmatched" },
+    { key: "path", label: "Op path", fmt: (v) => (v ? String(v) : "(no op)"), title: "the op / module path that launched it (base → compared when it moved)" },
+    { key: "base_count", label: "Base count", numeric: true }, { key: "exp_count", label: "Exp count", numeric: true },
+    { key: "base_total_us", label: "Base total", numeric: true, fmt: fmtUs }, { key: "exp_total_us", label: "Exp total", numeric: true, fmt: fmtUs },
+    { key: "delta_us", label: "Δ total", numeric: true, fmt: sgn }, { key: "delta_mean_us", label: "Δ mean", numeric: true, fmt: sgn, optional: true },
+  ];
+  const b = d?.base ?? {}, e = d?.exp ?? {};
+  const notes: string[] = Array.isArray(d?.notes) ? d.notes.map(String) : [];
+  return h("div", null,
+    h("p", { class: "muted", id: "diff-kernels-totals" }, `Baseline: ${fmtNum(b.kernels)} kernels, ${fmtUs(b.device_us)} · compared: ${fmtNum(e.kernels)} kernels, ${fmtUs(e.device_us)}`),
+    h("div", { id: "diff-kernel-table" }, dataTable(cols, rows, {
+      caption: "Kernel deltas (largest change first)", filterKeys: ["name", "exp_name", "path"], exportName: "kernel_diff",
+      rowClass: (r) => `align-${r.align} ` + (r.delta_us > 0 ? "pos" : r.delta_us < 0 ? "neg" : ""),
+      actions: (r) => h("span", { title: ALIGN_TITLE[r.align] ?? "" }, timelineLink(r.raw.base, ctx.sel(), "baseline", "base"), " ", timelineLink(r.raw.exp, exp, "compared", "exp")),
+    })),
+    notes.length ? h("ul", { class: "recs muted" }, notes.map((n) => h("li", null, n))) : null);
 }

@@ -25,6 +25,7 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "tensor_core_eligible_kernel_ratio": ("op_stats",),  # operators
     "python_parents": (),  # operators: with_stack frames
     "op_nodes": ("op_tree", "node_stats", "steps"),  # diff: ops per step and phase
+    "kernel_groups": ("op_tree", "link_gpu_to_ops"),  # kernel_diff: kernels per (op path, name)
     "module_nodes": ("op_tree", "link_gpu_to_ops"),  # modules
     "collective_analysis": ("link_gpu_to_ops",),  # collectives
     "memory_records": (),  # memory
