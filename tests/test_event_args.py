@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,32 @@ def test_arg_reads_every_spelling_of_a_key():
     assert event_args.arg({"external id": 3}, "External id") == 3
     assert event_args.arg({}, "Call stack") is None
     assert np.isnan(event_args.FLOAT.missing)
+
+
+def _internals_events_table() -> dict[str, str]:
+    """docs/internals.md §3's `events` columns table: column -> its "dtype; missing" cell."""
+    text = (ROOT / "docs" / "internals.md").read_text(encoding="utf-8")
+    section = text.split("`events` columns (dtype; missing value):\n", 1)[1].split("\n\n", 1)[0]
+    out = {}
+    for line in section.splitlines()[2:]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        names = re.findall(r"`([^`]+)`", cells[0])
+        for name in names:
+            if name.endswith("..z"):  # grid_x..z
+                out.update({f"{name[:-4]}{axis}": cells[1] for axis in "xyz"})
+            else:
+                out[name] = cells[1]
+    return out
+
+
+def test_internals_doc_states_each_columns_dtype_and_missing_value_as_the_schema():
+    doc = _internals_events_table()
+    kinds = event_args.column_kinds("events")
+    assert set(kinds) <= set(doc), set(kinds) - set(doc)
+    words = {-1: "-1", 0: "0", "": '""'}
+    for column, (kind, missing) in kinds.items():
+        dtype, _, stated = doc[column].partition("; ")
+        assert dtype == kind.dtype, column
+        assert stated == ("NaN" if missing != missing else words[missing]), column

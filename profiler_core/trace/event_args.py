@@ -97,7 +97,8 @@ class Arg:
     table: str = "events"  # the TraceData frame: events, memory or names
     #: carried by its family's events only (a kernel-only or collective-only column): a sparse candidate
     sparse: bool = False
-    #: the field of the arg Kineto always writes this one with: absent with it
+    #: the field of the arg Kineto always writes this one with: absent with it (not `warps per SM` with
+    #: `blocks per SM`: torch 1.8 writes the warps alone)
     written_with: str | None = None
     missing: Any = _DEFAULT  # the column's missing value (default: the kind's)
     note: str = ""  # said in the docs after the column
