@@ -150,7 +150,7 @@ def test_arg_reads_every_spelling_of_a_key():
 def _internals_events_table() -> dict[str, str]:
     """docs/internals.md §3's `events` columns table: column -> its "dtype; missing" cell."""
     text = (ROOT / "docs" / "internals.md").read_text(encoding="utf-8")
-    section = text.split("`events` columns (dtype; missing value):\n", 1)[1].split("\n\n", 1)[0]
+    section = text.split("`events` columns (dtype; missing value", 1)[1].split(":\n", 1)[1].split("\n\n", 1)[0]
     out = {}
     for line in section.splitlines()[2:]:
         if not line.startswith("| "):

@@ -7,7 +7,7 @@ import json
 import re
 import zlib
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -325,8 +325,11 @@ class _Row:
         #: names the arg in warnings: its column for events, its key for the memory table's
         self.label = arg.column if arg.table == "events" else arg.keys[0]
         self.get = attrgetter(arg.field)
-        self.olds = tuple(f"{arg.field}__{i}" for i in range(1, len(arg.keys)))
         self.default = _DEFAULT[arg.field]
+        #: the decoder fields of its older spellings (None when absent), and a getter of all of them
+        self.olds = tuple(f"{arg.field}__{i}" for i in range(1, len(arg.keys)))
+        self.get_olds = attrgetter(*self.olds) if self.olds else None
+        self.no_olds = (None,) * len(self.olds) if len(self.olds) > 1 else None
         self.followers: tuple[str, ...] = ()
 
 
@@ -339,32 +342,37 @@ def _group_rows(group: str) -> tuple[_Row, ...]:
     return tuple(rows)
 
 
-#: extraction group -> (its rows, a getter of all their older spellings, what that getter returns when none is there)
-_GROUP_PLAN: dict[str, tuple[tuple[_Row, ...], Any, Any]] = {}
-for _g in event_args.EVENT_GROUPS:
-    _rows = _group_rows(_g)
-    _olds = tuple(f for r in _rows for f in r.olds)
-    _GROUP_PLAN[_g] = (
-        _rows,
-        attrgetter(*_olds) if _olds else None,
-        (_DEFAULT[_olds[0]] if len(_olds) == 1 else tuple(_DEFAULT[f] for f in _olds)) if _olds else None,
-    )
+#: extraction group -> its rows
+_GROUP_PLAN = {g: _group_rows(g) for g in event_args.EVENT_GROUPS}
 _MEMORY_ROWS = tuple(_Row(a) for a in event_args.ARGS if a.table == "memory")
 _NAME_FIELDS = tuple(a.field for a in event_args.ARGS if a.table == "names")
 
 
 def _with_older(row: _Row, values: list, args: list) -> list:
-    """`values` of a row's canonical key, where absent filled from its older spellings (first present wins)."""
-    for f in row.olds:
-        old = list(map(attrgetter(f), args))
-        if old.count(_DEFAULT[f]) == len(old):
-            continue
-        if row.kind is JSON:
-            values = [o if not len(v) and len(o) else v for v, o in zip(values, old)]
-        else:
-            d = row.default
-            values = [o if (v is None or v is d) and o is not None else v for v, o in zip(values, old)]
-    return values
+    """`values` of a row's canonical key with the absent ones taken from its older spellings (the first
+    present wins). Only the rows lacking the key are looked at: nothing to do where every row has it."""
+    d = row.default
+    nulls = values.count(None) if d is not None else 0
+    absent = values.count(d) + nulls
+    if not absent:
+        return values
+    if absent == len(values):
+        where: Any = range(len(values))
+        sub = args
+    else:
+        mask = [v is d or v is None for v in values] if nulls else list(map(is_, values, repeat(d)))
+        where = compress(range(len(values)), mask)
+        sub = list(compress(args, mask))
+    olds = list(map(row.get_olds, sub))
+    if olds.count(row.no_olds) == len(olds):
+        return values
+    out = list(values)
+    for i, o in zip(where, olds):
+        for v in o if len(row.olds) > 1 else (o,):
+            if v is not None:
+                out[i] = v
+                break
+    return out
 
 
 def _raw_bytes(values: list) -> list:
@@ -513,14 +521,12 @@ class _Builder:
                 out[column] = _missing_column(column, n)
             out[column][rows] = values
 
-        plan, get_olds, no_olds = _GROUP_PLAN[family]
-        olds = get_olds is not None and list(map(get_olds, args)).count(no_olds) != len(args)
         skip: set = set()
-        for row in plan:
+        for row in _GROUP_PLAN[family]:
             if row.field in skip:
                 continue
             values = list(map(row.get, args))
-            if olds and row.olds:
+            if row.olds:
                 values = _with_older(row, values, args)
             kind, column = row.kind, row.arg.column
             if kind is JSON or kind is TEXT or kind is TRIPLE:
@@ -626,7 +632,8 @@ class _Builder:
             "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
         }
         for row in _MEMORY_ROWS:
-            values = _with_older(row, list(map(row.get, args)), args)
+            values = list(map(row.get, args))
+            values = _with_older(row, values, args) if row.olds else values
             rec[row.arg.column] = co.ints(row.label, values, row.missing)[keep]
         rec["idx"] = idx[where][keep]
         self.mem.append(rec)

@@ -70,8 +70,8 @@ _NO_RAW = msgspec.Raw(b"")  # the default of absent raw args (one shared object)
 
 def decoder_fields(args: tuple[Arg, ...] | None = None) -> list[tuple[str, Any, Any, str]]:
     """(field, type, default, Kineto key) of the args struct: one per kept key of the schema, then one
-    per older spelling (`{field}__{i}`). Numbers absent default to their column's missing value (a
-    mix of present and absent converts in one pass); JSON lists stay raw."""
+    per older spelling (`{field}__{i}`, None when absent). Numbers absent default to their column's
+    missing value (a mix of present and absent converts in one pass); JSON lists stay raw."""
     out, olds = [], []
     for a in ARGS if args is None else args:
         if a.column is None:
@@ -80,7 +80,7 @@ def decoder_fields(args: tuple[Arg, ...] | None = None) -> list[tuple[str, Any, 
         typ = msgspec.Raw if raw else Any
         default = a.missing if a.kind in (INT64, INT32, FLOAT) else None
         out.append((a.field, typ, _NO_RAW if raw else default, a.keys[0]))
-        olds += [(f"{a.field}__{i}", typ, _NO_RAW if raw else None, k) for i, k in enumerate(a.keys[1:], 1)]
+        olds += [(f"{a.field}__{i}", typ, None, k) for i, k in enumerate(a.keys[1:], 1)]
     return out + olds
 
 
