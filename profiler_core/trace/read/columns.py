@@ -7,7 +7,7 @@ import json
 import re
 import zlib
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_, is_not, itemgetter
+from operator import attrgetter, is_not, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -348,31 +348,24 @@ _MEMORY_ROWS = tuple(_Row(a) for a in event_args.ARGS if a.table == "memory")
 _NAME_FIELDS = tuple(a.field for a in event_args.ARGS if a.table == "names")
 
 
-def _with_older(row: _Row, values: list, args: list) -> list:
-    """`values` of a row's canonical key with the absent ones taken from its older spellings (the first
-    present wins). Only the rows lacking the key are looked at: nothing to do where every row has it."""
-    d = row.default
-    nulls = values.count(None) if d is not None else 0
-    absent = values.count(d) + nulls
-    if not absent:
-        return values
-    if absent == len(values):
-        where: Any = range(len(values))
-        sub = args
-    else:
-        mask = [v is d or v is None for v in values] if nulls else list(map(is_, values, repeat(d)))
-        where = compress(range(len(values)), mask)
-        sub = list(compress(args, mask))
-    olds = list(map(row.get_olds, sub))
-    if olds.count(row.no_olds) == len(olds):
-        return values
-    out = list(values)
-    for i, o in zip(where, olds):
-        for v in o if len(row.olds) > 1 else (o,):
-            if v is not None:
-                out[i] = v
-                break
-    return out
+def _missing_rows(row: _Row, col: np.ndarray) -> np.ndarray:
+    """Which rows of an arg's column hold its missing value."""
+    if row.kind is JSON or row.kind is TEXT:
+        return col == 0  # code 0 is ""
+    if row.kind is FLOAT:
+        return np.isnan(col)
+    if row.kind is TRIPLE:
+        return ~col.any(axis=1)
+    return col == row.missing
+
+
+def _take(items: list, where: np.ndarray) -> list:
+    """items[i] for i in where (ascending)."""
+    if len(where) == len(items):
+        return items
+    if len(where) == 1:
+        return [items[int(where[0])]]
+    return list(itemgetter(*where)(items))
 
 
 def _raw_bytes(values: list) -> list:
@@ -510,7 +503,6 @@ class _Builder:
     def _args_family(self, family: str, args: list, rows: np.ndarray, out: dict, n: int) -> None:
         """Fill the arg columns of one group of rows (event_args.CATEGORY_GROUP): each column stays None
         (its missing value, stored as a constant) where the chunk's rows lack its arg."""
-        co = self.co
         full = len(rows) == n
 
         def put(column: str, values: np.ndarray) -> None:
@@ -526,36 +518,57 @@ class _Builder:
             if row.field in skip:
                 continue
             values = list(map(row.get, args))
-            if row.olds:
-                values = _with_older(row, values, args)
-            kind, column = row.kind, row.arg.column
-            if kind is JSON or kind is TEXT or kind is TRIPLE:
-                if values.count(row.default) == len(values):
-                    skip.update(row.followers)
-                    continue  # absent everywhere: the column keeps its missing value
-                if kind is JSON:
-                    put(column, self.interners[column].add(_raw_bytes(values)))
-                elif kind is TEXT:
-                    put(column, self.interners[column].add(values))
-                else:
-                    xyz = self._triples(row.label, values)
-                    for j, name in enumerate(row.arg.columns):
-                        put(name, xyz[:, j])
-                continue
-            if kind is FLOAT:
-                arr = co.floats(row.label, values)
-                absent = bool(np.isnan(arr).all())
-            else:
-                dtype = np.int32 if kind is INT32 else np.int64
-                try:  # dense ones convert on the first try
-                    arr = np.fromiter(values, dtype=dtype, count=len(values))
-                except (TypeError, ValueError, OverflowError):
-                    arr = co.ints(row.label, values, row.missing, dtype)
-                absent = not bool((arr != row.missing).any())
-            if absent:
+            kind = row.kind
+            if (kind is TEXT or kind is TRIPLE) and not row.olds and values.count(None) == len(values):
                 skip.update(row.followers)
+                continue  # absent everywhere: the column keeps its missing value
+            col, missing = self._arg_column(row, values, args)
+            if missing.all():
+                if kind is INT64 or kind is INT32:
+                    skip.update(row.followers)
                 continue  # absent everywhere (or its missing value everywhere)
-            put(column, arr)
+            if kind is TRIPLE:
+                for j, name in enumerate(row.arg.columns):
+                    put(name, col[:, j])
+            else:
+                put(row.arg.column, col)
+
+    def _convert(self, row: _Row, values: list) -> np.ndarray:
+        """One arg's decoded values -> its column (codes for texts, an (n, 3) array for a triple)."""
+        kind = row.kind
+        if kind is JSON:
+            return self.interners[row.arg.column].add(_raw_bytes(values))
+        if kind is TEXT:
+            return self.interners[row.arg.column].add(values)
+        if kind is TRIPLE:
+            return self._triples(row.label, values)
+        if kind is FLOAT:
+            return self.co.floats(row.label, values)
+        dtype = np.int32 if kind is INT32 else np.int64
+        try:  # dense ones convert on the first try
+            return np.fromiter(values, dtype=dtype, count=len(values))
+        except (TypeError, ValueError, OverflowError):
+            return self.co.ints(row.label, values, row.missing, dtype)
+
+    def _arg_column(self, row: _Row, values: list, args: list) -> tuple[np.ndarray, np.ndarray]:
+        """(the column of one arg, which of its rows hold the missing value): where the key is absent,
+        the value of its first older spelling present (looked up on those rows only)."""
+        col = self._convert(row, values)
+        missing = _missing_rows(row, col)
+        if not row.olds or not missing.any():
+            return col, missing
+        where = np.flatnonzero(missing)
+        olds = list(map(row.get_olds, _take(args, where)))
+        if olds.count(row.no_olds) == len(olds):
+            return col, missing
+        merged = list(values)
+        for i, o in zip(where.tolist(), olds):
+            for v in o if len(row.olds) > 1 else (o,):
+                if v is not None:
+                    merged[i] = v
+                    break
+        col = self._convert(row, merged)
+        return col, _missing_rows(row, col)
 
     def _without_unhashable(
         self, evs: list, idx: np.ndarray, cats: list, names: list, kind: str
@@ -632,9 +645,7 @@ class _Builder:
             "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
         }
         for row in _MEMORY_ROWS:
-            values = list(map(row.get, args))
-            values = _with_older(row, values, args) if row.olds else values
-            rec[row.arg.column] = co.ints(row.label, values, row.missing)[keep]
+            rec[row.arg.column] = self._arg_column(row, list(map(row.get, args)), args)[0][keep]
         rec["idx"] = idx[where][keep]
         self.mem.append(rec)
 
