@@ -359,6 +359,15 @@ def _missing_rows(row: _Row, col: np.ndarray) -> np.ndarray:
     return col == row.missing
 
 
+def _all_missing(row: _Row, col: np.ndarray) -> bool:
+    """Whether every row of an arg's column holds its missing value (one numpy pass)."""
+    if row.kind is FLOAT:
+        return bool(np.isnan(col).all())
+    if row.kind is INT64 or row.kind is INT32:
+        return not bool((col != row.missing).any())
+    return not bool(col.any())  # codes (0 is ""), triples (0 is missing)
+
+
 def _take(items: list, where: np.ndarray) -> list:
     """items[i] for i in where (ascending)."""
     if len(where) == len(items):
@@ -522,8 +531,8 @@ class _Builder:
             if (kind is TEXT or kind is TRIPLE) and not row.olds and values.count(None) == len(values):
                 skip.update(row.followers)
                 continue  # absent everywhere: the column keeps its missing value
-            col, missing = self._arg_column(row, values, args)
-            if missing.all():
+            col = self._arg_column(row, values, args) if row.olds else self._convert(row, values)
+            if _all_missing(row, col):
                 if kind is INT64 or kind is INT32:
                     skip.update(row.followers)
                 continue  # absent everywhere (or its missing value everywhere)
@@ -550,25 +559,23 @@ class _Builder:
         except (TypeError, ValueError, OverflowError):
             return self.co.ints(row.label, values, row.missing, dtype)
 
-    def _arg_column(self, row: _Row, values: list, args: list) -> tuple[np.ndarray, np.ndarray]:
-        """(the column of one arg, which of its rows hold the missing value): where the key is absent,
-        the value of its first older spelling present (looked up on those rows only)."""
+    def _arg_column(self, row: _Row, values: list, args: list) -> np.ndarray:
+        """The column of one arg: where its key is absent, the value of its first older spelling present
+        (looked up on those rows only)."""
         col = self._convert(row, values)
-        missing = _missing_rows(row, col)
-        if not row.olds or not missing.any():
-            return col, missing
-        where = np.flatnonzero(missing)
+        where = np.flatnonzero(_missing_rows(row, col))
+        if not len(where):
+            return col
         olds = list(map(row.get_olds, _take(args, where)))
         if olds.count(row.no_olds) == len(olds):
-            return col, missing
+            return col
         merged = list(values)
         for i, o in zip(where.tolist(), olds):
             for v in o if len(row.olds) > 1 else (o,):
                 if v is not None:
                     merged[i] = v
                     break
-        col = self._convert(row, merged)
-        return col, _missing_rows(row, col)
+        return self._convert(row, merged)
 
     def _without_unhashable(
         self, evs: list, idx: np.ndarray, cats: list, names: list, kind: str
@@ -645,7 +652,9 @@ class _Builder:
             "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
         }
         for row in _MEMORY_ROWS:
-            rec[row.arg.column] = self._arg_column(row, list(map(row.get, args)), args)[0][keep]
+            values = list(map(row.get, args))
+            col = self._arg_column(row, values, args) if row.olds else self._convert(row, values)
+            rec[row.arg.column] = col[keep]
         rec["idx"] = idx[where][keep]
         self.mem.append(rec)
 
