@@ -125,14 +125,35 @@ class Arg:
 _KERNEL = ("kernel",)
 _COLL = ("collective",)
 
-#: The schema. Rows of `events` are in the order of its columns; the reader decodes every key below.
+#: The schema. Rows are in the order Kineto writes the keys (cpu_op's first, then `[memory]`'s, Python frames',
+#: GPU activities', M events'): msgspec looks keys up fastest in its struct's field order. The columns of each
+#: frame follow the rows' order.
 ARGS: tuple[Arg, ...] = (
     Arg("external_id", ("External id", "external id"), "external_id", INT64, ("op", "python", "launch", "gpu")),
-    Arg("correlation", ("correlation",), "correlation", INT64, ("launch", "gpu"), note="flows use `id`"),
+    Arg("input_type", ("Input type",), "input_type", JSON, ("op",)),
+    Arg("input_dims", ("Input Dims", "Input dims"), "input_dims", JSON, ("op",), note="torch <= 1.8: `Input dims`"),
+    Arg("sequence_nr", ("Sequence number",), "sequence_nr", INT64, ("op",), note="autograd"),
+    Arg("fwd_thread", ("Fwd thread id",), "fwd_thread", INT64, ("op",), written_with="sequence_nr", note="autograd"),
+    Arg("call_stack", ("Call stack",), "call_stack", TEXT, ("op",)),
+    Arg("coll_name", ("Collective name",), "coll_name", TEXT, _COLL, sparse=True),
+    Arg("dtype", ("dtype",), "dtype", TEXT, _COLL, sparse=True, written_with="coll_name"),
+    Arg("in_nelems", ("In msg nelems",), "in_nelems", INT64, _COLL, sparse=True, written_with="coll_name"),
+    Arg("out_nelems", ("Out msg nelems",), "out_nelems", INT64, _COLL, sparse=True, written_with="coll_name"),
+    Arg("group_size", ("Group size",), "group_size", INT64, _COLL, sparse=True, written_with="coll_name"),
+    Arg("pg_name", ("Process Group Name",), "pg_name", TEXT, _COLL, sparse=True, written_with="coll_name"),
+    # [memory] instant events: the `memory` table
+    Arg("mem_total_reserved", ("Total Reserved",), "total_reserved", INT64, ("memory",), table="memory"),
+    Arg("mem_total_allocated", ("Total Allocated",), "total_allocated", INT64, ("memory",), table="memory"),
+    Arg("mem_bytes", ("Bytes",), "bytes", INT64, ("memory",), table="memory"),
+    Arg("mem_device_id", ("Device Id",), "device_id", INT64, ("memory",), table="memory"),
+    Arg("mem_device_type", ("Device Type",), "device_type", INT64, ("memory",), table="memory", note="0 CPU, 1 CUDA"),
+    Arg("mem_addr", ("Addr",), "addr", INT64, ("memory",), table="memory"),
+    Arg("python_parent_id", ("Python parent id",), "python_parent_id", INT64, ("python",)),
+    Arg("python_id", ("Python id",), "python_id", INT64, ("python",)),
+    Arg("python_module_id", ("Python module id",), "python_module_id", INT64, ("python",)),
     Arg("device", ("device",), "device", INT64, ("gpu",), note="GPU events: from pid if args lack it"),
     Arg("stream", ("stream",), "stream", INT64, ("gpu",), note="GPU events: from tid if args lack it"),
-    Arg("grid", ("grid",), "grid", TRIPLE, _KERNEL, sparse=True),
-    Arg("block", ("block",), "block", TRIPLE, _KERNEL, sparse=True, written_with="grid"),
+    Arg("correlation", ("correlation",), "correlation", INT64, ("launch", "gpu"), note="flows use `id`"),
     Arg("registers", ("registers per thread",), "registers", INT32, _KERNEL, sparse=True),
     Arg("shared_memory", ("shared memory",), "shared_memory", INT32, _KERNEL, sparse=True),
     Arg(
@@ -155,44 +176,19 @@ ARGS: tuple[Arg, ...] = (
     ),
     Arg("blocks_per_sm", ("blocks per SM",), "blocks_per_sm", FLOAT, _KERNEL, sparse=True),
     Arg("warps_per_sm", ("warps per SM",), "warps_per_sm", FLOAT, _KERNEL, sparse=True),
+    Arg("grid", ("grid",), "grid", TRIPLE, _KERNEL, sparse=True),
+    Arg("block", ("block",), "block", TRIPLE, _KERNEL, sparse=True, written_with="grid"),
     Arg("occupancy", ("est. achieved occupancy %",), "occupancy", FLOAT, _KERNEL, sparse=True, note="the % value"),
     Arg("bytes", ("bytes",), "bytes", INT64, ("memcpy", "memset", "collective"), note="MPI ops: message bytes"),
-    Arg("input_dims", ("Input Dims", "Input dims", "Input DIMS", "input dims"), "input_dims", JSON, ("op",)),
-    Arg(
-        "input_type",
-        ("Input type", "Input Type", "Input types", "Input Types", "input type"),
-        "input_type",
-        JSON,
-        ("op",),
-    ),
-    Arg("call_stack", ("Call stack",), "call_stack", TEXT, ("op",)),
-    Arg("python_id", ("Python id",), "python_id", INT64, ("python",)),
-    Arg("python_parent_id", ("Python parent id",), "python_parent_id", INT64, ("python",)),
-    Arg("python_module_id", ("Python module id",), "python_module_id", INT64, ("python",)),
-    Arg("sequence_nr", ("Sequence number",), "sequence_nr", INT64, ("op",), note="autograd"),
-    Arg("fwd_thread", ("Fwd thread id",), "fwd_thread", INT64, ("op",), written_with="sequence_nr", note="autograd"),
-    Arg("coll_name", ("Collective name",), "coll_name", TEXT, _COLL, sparse=True),
-    Arg("dtype", ("dtype",), "dtype", TEXT, _COLL, sparse=True, written_with="coll_name"),
-    Arg("in_nelems", ("In msg nelems",), "in_nelems", INT64, _COLL, sparse=True, written_with="coll_name"),
-    Arg("out_nelems", ("Out msg nelems",), "out_nelems", INT64, _COLL, sparse=True, written_with="coll_name"),
-    Arg("group_size", ("Group size",), "group_size", INT64, _COLL, sparse=True, written_with="coll_name"),
-    Arg("pg_name", ("Process Group Name",), "pg_name", TEXT, _COLL, sparse=True, written_with="coll_name"),
-    # kept only in the event's full args (`TraceData.event_args`); key_averages() reads the strides
-    Arg("input_strides", ("Input Strides", "Input strides", "input strides"), None, JSON, ("op",)),
-    Arg("concrete_inputs", ("Concrete Inputs",), None, JSON, ("op",)),
-    Arg("flops", ("flops",), None, INT64, ("op",)),
-    Arg("bandwidth", ("memory bandwidth (GB/s)",), None, FLOAT, ("memcpy",)),
-    # [memory] instant events: the `memory` table
-    Arg("mem_device_type", ("Device Type",), "device_type", INT64, ("memory",), table="memory", note="0 CPU, 1 CUDA"),
-    Arg("mem_device_id", ("Device Id",), "device_id", INT64, ("memory",), table="memory"),
-    Arg("mem_addr", ("Addr",), "addr", INT64, ("memory",), table="memory"),
-    Arg("mem_bytes", ("Bytes",), "bytes", INT64, ("memory",), table="memory"),
-    Arg("mem_total_allocated", ("Total Allocated",), "total_allocated", INT64, ("memory",), table="memory"),
-    Arg("mem_total_reserved", ("Total Reserved",), "total_reserved", INT64, ("memory",), table="memory"),
     # M events: the `names` table's value, the first of these present
     Arg("m_name", ("name",), "value", VALUE, ("metadata",), table="names"),
     Arg("m_labels", ("labels",), "value", VALUE, ("metadata",), table="names"),
     Arg("m_sort_index", ("sort_index",), "value", VALUE, ("metadata",), table="names"),
+    # kept only in each event's full args (not decoded); key_averages() reads them from the raw args
+    Arg("input_strides", ("Input Strides",), None, JSON, ("op",)),
+    Arg("concrete_inputs", ("Concrete Inputs",), None, JSON, ("op",)),
+    Arg("flops", ("flops",), None, INT64, ("op",)),
+    Arg("bandwidth", ("memory bandwidth (GB/s)",), None, FLOAT, ("memcpy",)),
 )
 
 BY_FIELD: dict[str, Arg] = {a.field: a for a in ARGS}
