@@ -30,25 +30,24 @@ from profiler_core.trace.categories import (
 
 @dataclass(frozen=True)
 class Kind:
-    """How an arg's values become a column: numpy dtype, missing value, conversion."""
+    """How an arg's values become a column (the reader converts each kind its own way)."""
 
     name: str
     dtype: str  # the column's dtype ("category": interned text codes)
-    missing: Any
-    doc: str
+    missing: Any  # the column's missing value
 
 
-INT64 = Kind("int64", "int64", -1, "int64")
-INT32 = Kind("int32", "int32", -1, "int32")
-FLOAT = Kind("float", "float64", math.nan, "float64")
+INT64 = Kind("int64", "int64", -1)
+INT32 = Kind("int32", "int32", -1)
+FLOAT = Kind("float", "float64", math.nan)
 #: a text (or a number read as text), interned into a category column
-TEXT = Kind("text", "category", "", "category")
+TEXT = Kind("text", "category", "")
 #: a JSON list kept as its compact JSON text, interned into a category column
-JSON = Kind("json", "category", "", "category (compact JSON)")
+JSON = Kind("json", "category", "")
 #: an [x, y, z] list split into three int32 columns `{column}_x`, `_y`, `_z`
-TRIPLE = Kind("triple", "int32", 0, "int32 x 3")
+TRIPLE = Kind("triple", "int32", 0)
 #: the value as decoded (the `names` table's object column)
-VALUE = Kind("value", "object", None, "object")
+VALUE = Kind("value", "object", None)
 
 
 #: family -> (the reader's extraction group, the words docs use for it). The reader extracts each
