@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from profiler_core.trace import event_args
-from profiler_core.trace.categories import DEVICE_CATS, SPELLINGS, normalise_category
+from profiler_core.trace.categories import DEVICE_CATS, normalise_category
 from profiler_core.trace.event_args import FLOAT, INT32, INT64, JSON, TEXT, TRIPLE, Arg
 from profiler_core.trace.model import (
     EVENT_COLUMNS,
@@ -31,10 +31,6 @@ from profiler_core.trace.model import (
 from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, decoder_fields
 
 # --------------------------------------------------------------------------- normalisation
-CATEGORY_MAP = SPELLINGS
-GPU_CATEGORIES = DEVICE_CATS  # categories whose pid/tid are device/stream
-
-
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NUMERIC_ID = re.compile(r"^\s*(?:stream\s*)?(-?\d+)\s*$", re.IGNORECASE)
@@ -837,7 +833,7 @@ class _Builder:
                 len(data["cat"]),
             )
         # GPU activities carry device/stream in pid/tid when their args lack them
-        gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in GPU_CATEGORIES]
+        gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in DEVICE_CATS]
         if gpu_codes:
             gpu = np.isin(data["cat"].codes, gpu_codes)
             for c, src in (("device", "pid"), ("stream", "tid")):

@@ -56,10 +56,6 @@ def too_big(path: str, limit: int) -> TraceReadError:
     return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed (raise {how} to read it)")
 
 
-#: the limit at import time (read again by max_trace_bytes() at each read)
-MAX_TRACE_BYTES = max_trace_bytes()
-
-
 class TraceReadError(ValueError):
     """A file that is not a readable Kineto trace; the message names the file and the problem."""
 
