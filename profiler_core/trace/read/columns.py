@@ -324,8 +324,9 @@ class _Row:
         self.default = _DEFAULT[arg.field]
         #: the decoder fields of its older spellings (None when absent), and a getter of all of them
         self.olds = tuple(f"{arg.field}__{i}" for i in range(1, len(arg.keys)))
-        self.get_olds = attrgetter(*self.olds) if self.olds else None
-        self.no_olds = (None,) * len(self.olds) if len(self.olds) > 1 else None
+        self.get_olds: Any = attrgetter(*self.olds) if self.olds else None
+        self.no_olds: Any = (None,) * len(self.olds) if len(self.olds) > 1 else None
+        self.column = arg.column or ""
         self.followers: tuple[str, ...] = ()
 
 
@@ -536,15 +537,15 @@ class _Builder:
                 for j, name in enumerate(row.arg.columns):
                     put(name, col[:, j])
             else:
-                put(row.arg.column, col)
+                put(row.column, col)
 
     def _convert(self, row: _Row, values: list) -> np.ndarray:
         """One arg's decoded values -> its column (codes for texts, an (n, 3) array for a triple)."""
         kind = row.kind
         if kind is JSON:
-            return self.interners[row.arg.column].add(_raw_bytes(values))
+            return self.interners[row.column].add(_raw_bytes(values))
         if kind is TEXT:
-            return self.interners[row.arg.column].add(values)
+            return self.interners[row.column].add(values)
         if kind is TRIPLE:
             return self._triples(row.label, values)
         if kind is FLOAT:
@@ -650,7 +651,7 @@ class _Builder:
         for row in _MEMORY_ROWS:
             values = list(map(row.get, args))
             col = self._arg_column(row, values, args) if row.olds else self._convert(row, values)
-            rec[row.arg.column] = col[keep]
+            rec[row.column] = col[keep]
         rec["idx"] = idx[where][keep]
         self.mem.append(rec)
 

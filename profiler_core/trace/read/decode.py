@@ -115,7 +115,7 @@ class _LooseEvent(msgspec.Struct, gc=False):
 _Event = msgspec.defstruct("_Event", [("args", _Args, _NO_ARGS)], bases=(_LooseEvent,), gc=False, module=__name__)
 
 
-_CHUNK_DECODER = msgspec.json.Decoder(list[_Event])
+_CHUNK_DECODER = msgspec.json.Decoder(list[_Event])  # type: ignore[valid-type]  # (a class made by defstruct)
 _EVENT_DECODER = msgspec.json.Decoder(_Event)
 _LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
