@@ -2,7 +2,7 @@
 
 On the real torch 1.8 trace of ../shared/traces/public/kineto_rn50_autograd (pytorch/kineto's
 resnet50_autograd_api sample: `Operator` category, 33,535 ops, shapes under `Input dims`); the expected values
-are computed here from the raw JSON. The spellings live in profiler_core/trace/arg_spellings.py.
+are computed here from the raw JSON. The spellings live in profiler_core/trace/event_args.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections import Counter
 
 import pytest
 
-from profiler_core.trace.arg_spellings import SPELLINGS, shape_arg
+from profiler_core.trace.event_args import SPELLINGS
+from profiler_core.trace.event_args import arg as shape_arg
 from profiler_core.trace.read.reader import parse_trace, read_trace
 from tb_plugin.views import operators
 

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from profiler_core.trace.categories import normalise_category
 from profiler_core.trace.model import EVENT_COLUMNS, TraceData
 from profiler_core.trace.read.lookup import trace_event_args
-from profiler_core.trace.read.reader import TraceReadError, normalise_category, parse_trace, read_trace
+from profiler_core.trace.read.reader import TraceReadError, parse_trace, read_trace
 
 from .conftest import missing
 

@@ -1,5 +1,6 @@
 """docs/trace-format.md is the reader's contract: every category and argument it names reaches
-the columns it says (a trace built from the document's own tables, written and read back)."""
+the columns it says (a trace built from the document's own tables, written and read back), under
+every spelling it lists; its arguments table is the one event_args.ARGS generates."""
 
 import json
 import re
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core.trace.event_args import markdown_table
 from profiler_core.trace.read.reader import read_trace
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "trace-format.md").read_text(encoding="utf-8")
@@ -25,6 +27,11 @@ VALUES = {
     "stream": (7, 7),
     "registers per thread": (32, 32),
     "shared memory": (1024, 1024),
+    "static shared memory": (512, 512),
+    "dynamic shared memory": (256, 256),
+    "Python id": (21, 21),
+    "Python parent id": (22, 22),
+    "Python module id": (23, 23),
     "blocks per SM": (1.5, 1.5),
     "warps per SM": (6.0, 6.0),
     "est. achieved occupancy %": (25.0, 25.0),
@@ -72,24 +79,27 @@ def trace(tmp_path_factory):
                 "args": {},
             }
         )
-    for key, _on, _column in _table("Arguments (`args`)"):
-        for k in _ticked(key):
-            if k in VALUES:
-                events.append(
-                    {
-                        "ph": "X",
-                        "cat": "kernel" if "kernels" in _on or "GPU" in _on else "cpu_op",
-                        "name": f"arg_{k}",
-                        "pid": 0,
-                        "tid": 7,
-                        "ts": 1000,
-                        "dur": 1,
-                        "args": {
-                            k: VALUES[k][0],
-                            **({"device": 0, "stream": 7} if k not in ("device", "stream") else {}),
-                        },
-                    }
-                )
+    for key, on, _column in _table("Arguments (`args`)"):
+        keys = _ticked(key)
+        if keys[0] not in VALUES:
+            continue
+        cat = "python_function" if "Python" in on else "kernel" if "kernels" in on or "GPU" in on else "cpu_op"
+        for k in keys:  # the key, then each older spelling, alone on an event named after it
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": f"arg_{k}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": 1000,
+                    "dur": 1,
+                    "args": {
+                        k: VALUES[keys[0]][0],
+                        **({"device": 0, "stream": 7} if k not in ("device", "stream") else {}),
+                    },
+                }
+            )
     events.append(
         {
             "ph": "i",
@@ -113,6 +123,11 @@ def test_every_category_of_the_document_is_read_as_itself(trace):
     assert {c: got.get(f"e_{c}") for c in complete} == {c: c for c in complete}
 
 
+def test_arguments_table_is_generated_from_the_schema():
+    section = DOC.split("## Arguments (`args`)\n", 1)[1].split("\n## ", 1)[0]
+    assert section[section.index("| key |") :] == markdown_table()
+
+
 def test_every_argument_of_the_document_reaches_its_column(trace):
     ev = trace.events.set_index(trace.events["name"].astype(str))
     checked = 0
@@ -123,12 +138,12 @@ def test_every_argument_of_the_document_reaches_its_column(trace):
             assert [row[c] for c in columns[1:]] == [MEMORY[k] for k in keys]
             checked += len(keys)
             continue
-        (k,) = keys
-        if len(columns) == 3:  # grid, block
-            assert [int(ev.loc[f"arg_{k}", c]) for c in columns] == VALUES[k][1], k
-            checked += 1
-            continue
-        value = ev.loc[f"arg_{k}", columns[0]]
-        assert (value == VALUES[k][1]) or str(value) == str(VALUES[k][1]), (k, columns[0], value)
+        for k in keys:  # every spelling reads as the key
+            expected = VALUES[keys[0]][1]
+            if len(columns) == 3:  # grid, block
+                assert [int(ev.loc[f"arg_{k}", c]) for c in columns] == expected, k
+            else:
+                value = ev.loc[f"arg_{k}", columns[0]]
+                assert (value == expected) or str(value) == str(expected), (k, columns[0], value)
         checked += 1
     assert checked == len(VALUES) + len(MEMORY)

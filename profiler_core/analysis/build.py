@@ -12,14 +12,25 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
-from ..trace.arg_spellings import shape_arg
 from ..trace.categories import GPU_ACTIVITY_CATS, GPU_USER_ANNOTATION, HOST_CATS, SPELLINGS
+from ..trace.event_args import BY_FIELD
+from ..trace.event_args import arg as _arg
+from ..trace.event_args import key as _key
 from .eventlist import EventList
 from .events import DeviceType, FunctionEvent
 from .linking import attribute_memory, link_gpu, memory_events, resolve_pending, roll_up_memory
 from .treeops import SCOPE_USER, assign_scopes, drop_nested_computed_flops, set_backward_stacks
 
 __all__ = ["events_from_trace", "TraceFormatError"]
+
+# the args keys read here (profiler_core/trace/event_args.py)
+_EXTERNAL_ID = BY_FIELD["external_id"].keys  # canonical, then older spellings
+_INPUT_DIMS, _INPUT_TYPE, _INPUT_STRIDES = _key("input_dims"), _key("input_type"), _key("input_strides")
+_FLOPS, _CONCRETE_INPUTS, _CALL_STACK = _key("flops"), _key("concrete_inputs"), _key("call_stack")
+_SEQUENCE_NR, _FWD_THREAD = _key("sequence_nr"), _key("fwd_thread")
+_PYTHON_ID, _PYTHON_PARENT_ID, _PYTHON_MODULE_ID = _key("python_id"), _key("python_parent_id"), _key("python_module_id")
+_CORRELATION, _DEVICE, _STREAM = _key("correlation"), _key("device"), _key("stream")
+_MEM_BYTES, _MEM_DEVICE_TYPE = _key("mem_bytes"), _key("mem_device_type")
 
 
 class TraceFormatError(ValueError):
@@ -298,31 +309,31 @@ class _Builder:
         tid = ev.get("tid", 0)
         if type(tid) is not int:
             tid = self._ident(tid)
-        ext = args.get("External id")
+        ext = args.get(_EXTERNAL_ID[0])
         if type(ext) is not int:
-            ext = _int_arg(args, "External id", "external id", default=0)
+            ext = _int_arg(args, *_EXTERNAL_ID, default=0)
         if is_gpu:
             self._add_gpu(cat, name, start, dur, index, pid, tid, ext, args)
             return
-        dims = shape_arg(args, "Input Dims")  # torch 1.8 wrote "Input dims"
+        dims = _arg(args, _INPUT_DIMS)  # torch 1.8 wrote "Input dims"
         flops = 0
         computed = False
-        if "flops" in args:
-            flops = _int_arg(args, "flops", default=0)
+        if _FLOPS in args:
+            flops = _int_arg(args, _FLOPS, default=0)
             self.has_flops_arg = self.has_flops_arg or flops > 0
         elif flops_fn is not None and cat == "cpu_op" and type(dims) is list:
             try:
-                flops = int(flops_fn(name, dims, args.get("Concrete Inputs")) or 0)
+                flops = int(flops_fn(name, dims, args.get(_CONCRETE_INPUTS)) or 0)
             except Exception:  # noqa: BLE001 - a bad formula must not break the analysis
                 flops = 0
             computed = flops > 0
-        call_stack = args.get("Call stack")
-        seq = args.get("Sequence number", -1)
+        call_stack = args.get(_CALL_STACK)
+        seq = args.get(_SEQUENCE_NR, -1)
         if type(seq) is not int:
-            seq = _int_arg(args, "Sequence number")
-        fwd = args.get("Fwd thread id")
+            seq = _int_arg(args, _SEQUENCE_NR)
+        fwd = args.get(_FWD_THREAD)
         if fwd is not None and type(fwd) is not int:
-            fwd = _int_arg(args, "Fwd thread id", default=-1)
+            fwd = _int_arg(args, _FWD_THREAD, default=-1)
         fe = FunctionEvent(
             ext,
             "ProfilerStep*" if name.startswith("ProfilerStep#") else name,
@@ -336,7 +347,7 @@ class _Builder:
             pid,
             tid,
             fwd_thread=fwd if fwd is None or fwd >= 0 else None,
-            concrete_inputs=args.get("Concrete Inputs"),
+            concrete_inputs=args.get(_CONCRETE_INPUTS),
             scope=SCOPE_USER if cat == "user_annotation" else 0,
             sequence_nr=seq,
             flops=flops if flops > 0 else 0,
@@ -346,18 +357,18 @@ class _Builder:
         )
         if dims is not None:
             fe.structured_input_shapes = dims
-            fe.structured_input_strides = shape_arg(args, "Input Strides")
-            fe.input_dtypes = shape_arg(args, "Input type")
+            fe.structured_input_strides = _arg(args, _INPUT_STRIDES)
+            fe.input_dtypes = _arg(args, _INPUT_TYPE)
         if cat == "python_function":
             fe.is_python_function = True
-            fe.python_id = _int_arg(args, "Python id")
-            fe.python_parent_id = _int_arg(args, "Python parent id")
-            fe.python_module_id = _int_arg(args, "Python module id")
+            fe.python_id = _int_arg(args, _PYTHON_ID)
+            fe.python_parent_id = _int_arg(args, _PYTHON_PARENT_ID)
+            fe.python_module_id = _int_arg(args, _PYTHON_MODULE_ID)
             if not ext:
                 fe.id = fe.python_id if fe.python_id >= 0 else 0
         elif cat in ("cuda_runtime", "cuda_driver"):
             fe.linked_correlation_id = ext
-            corr = _int_arg(args, "correlation")
+            corr = _int_arg(args, _CORRELATION)
             if corr >= 0:
                 self.runtime_by_corr[corr] = fe
         if computed:
@@ -368,8 +379,8 @@ class _Builder:
         self, cat: str, name: str, start: int, dur: int, index: int, pid: int, tid: int, ext: int, args: dict
     ) -> None:
         self.has_gpu = True
-        device = _int_arg(args, "device", default=pid)
-        stream = _int_arg(args, "stream", default=tid)
+        device = _int_arg(args, _DEVICE, default=pid)
+        stream = _int_arg(args, _STREAM, default=tid)
         key = "ProfilerStep*" if name.startswith("ProfilerStep#") else name
         fe = FunctionEvent(
             ext,
@@ -393,20 +404,20 @@ class _Builder:
             fe.event_metadata = meta
         self.gpu.append((start, start + dur, index, fe))
         if cat != "gpu_user_annotation":
-            self.gpu_corr.append((fe, _int_arg(args, "correlation"), ext))
+            self.gpu_corr.append((fe, _int_arg(args, _CORRELATION), ext))
 
     def _parse_memory(self, index: int, ev: dict) -> None:
         args = ev.get("args")
         if not isinstance(args, dict):
             return
-        nbytes = _int_arg(args, "Bytes", default=0)
+        nbytes = _int_arg(args, _MEM_BYTES, default=0)
         self.memory.append(
             (
                 _to_ns(ev.get("ts"), "ts", index),
                 self._ident(ev.get("pid", 0)),
                 self._ident(ev.get("tid", 0)),
                 nbytes,
-                _int_arg(args, "Device Type", default=0),
+                _int_arg(args, _MEM_DEVICE_TYPE, default=0),
                 index,
             )
         )

@@ -10,101 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from profiler_core.trace.event_args import event_columns, table_columns
+
 if TYPE_CHECKING:  # pandas is imported lazily: profiler_core must stay light at import time
     import pandas as pd
 
-#: Columns of `TraceData.events`, with (dtype, missing value); see docs/internals.md §3.
-EVENT_INT64 = {
-    "pid": None,
-    "tid": None,
-    "ts": None,
-    "dur": None,
-    "external_id": -1,
-    "correlation": -1,
-    "device": -1,
-    "stream": -1,
-    "bytes": -1,
-    "python_id": -1,
-    "python_parent_id": -1,
-    "python_module_id": -1,
-    "sequence_nr": -1,
-    "fwd_thread": -1,
-    "in_nelems": -1,
-    "out_nelems": -1,
-    "group_size": -1,
-    "graph_id": -1,
-    "graph_node_id": -1,
-    "idx": None,
-}
-EVENT_INT32 = {
-    "grid_x": 0,
-    "grid_y": 0,
-    "grid_z": 0,
-    "block_x": 0,
-    "block_y": 0,
-    "block_z": 0,
-    "registers": -1,
-    "shared_memory": -1,
-    "static_shared_memory": -1,
-    "dynamic_shared_memory": -1,
-}
-EVENT_FLOAT = ("blocks_per_sm", "warps_per_sm", "occupancy")
-EVENT_CATEGORY = ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype", "pg_name")
-EVENT_COLUMNS = (
-    "cat",
-    "name",
-    "pid",
-    "tid",
-    "ts",
-    "dur",
-    "external_id",
-    "correlation",
-    "device",
-    "stream",
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
-    "registers",
-    "shared_memory",
-    "static_shared_memory",
-    "dynamic_shared_memory",
-    "blocks_per_sm",
-    "warps_per_sm",
-    "occupancy",
-    "bytes",
-    "input_dims",
-    "input_type",
-    "call_stack",
-    "python_id",
-    "python_parent_id",
-    "python_module_id",
-    "sequence_nr",
-    "fwd_thread",
-    "coll_name",
-    "dtype",
-    "in_nelems",
-    "out_nelems",
-    "group_size",
-    "pg_name",
-    "graph_id",
-    "graph_node_id",
-    "idx",
-)
-MEMORY_COLUMNS = (
-    "ts",
-    "pid",
-    "tid",
-    "device_type",
-    "device_id",
-    "addr",
-    "bytes",
-    "total_allocated",
-    "total_reserved",
-    "idx",
-)
+#: Columns of `TraceData.events`, `.memory`, `.flows` and `.names`, in order; the dtype and missing value
+#: of each arg column, and the args they come from: `profiler_core.trace.event_args.ARGS`
+EVENT_COLUMNS = event_columns()
+MEMORY_COLUMNS = ("ts", "pid", "tid") + table_columns("memory") + ("idx",)
 FLOW_COLUMNS = ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx")
 NAME_COLUMNS = ("pid", "tid", "kind", "value")
 

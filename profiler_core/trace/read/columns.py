@@ -16,23 +16,21 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-from profiler_core.trace.categories import DEVICE_CATS, SPELLINGS, normalise_category
+from profiler_core.trace import event_args
+from profiler_core.trace.categories import DEVICE_CATS, normalise_category
+from profiler_core.trace.event_args import FLOAT, INT32, INT64, JSON, TEXT, TRIPLE, Arg
 from profiler_core.trace.model import (
-    EVENT_CATEGORY,
     EVENT_COLUMNS,
-    EVENT_FLOAT,
-    EVENT_INT32,
+    FLOW_COLUMNS,
+    MEMORY_COLUMNS,
+    NAME_COLUMNS,
     TraceData,
     clean_device_properties,
     constant_column,
 )
-from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, old_spelling_dims
+from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, decoder_fields
 
 # --------------------------------------------------------------------------- normalisation
-CATEGORY_MAP = SPELLINGS
-GPU_CATEGORIES = DEVICE_CATS  # categories whose pid/tid are device/stream
-
-
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NUMERIC_ID = re.compile(r"^\s*(?:stream\s*)?(-?\d+)\s*$", re.IGNORECASE)
@@ -306,95 +304,74 @@ def _flow_id(v: Any) -> Any:
     return v
 
 
-#: which arg fields each family of (normalised) categories carries; "other" gets all of them
-_OP_FIELDS = (
-    "ext_id",
-    "input_dims",
-    "input_type",
-    "call_stack",
-    "sequence_nr",
-    "fwd_thread",
-    "coll_name",
-    "dtype",
-    "in_nelems",
-    "out_nelems",
-    "group_size",
-    "pg_name",
-    "nbytes",
-)
-_GPU_FIELDS = (
-    "ext_id",
-    "ext_id_lc",
-    "correlation",
-    "device",
-    "stream",
-    "grid",
-    "block",
-    "registers",
-    "shared_memory",
-    "blocks_per_sm",
-    "warps_per_sm",
-    "occupancy",
-    "nbytes",
-    "static_shared_memory",
-    "dynamic_shared_memory",
-    "graph_id",
-    "graph_node_id",
-)
-_PY_FIELDS = ("python_id", "python_parent_id", "python_module_id")
-_FAMILY_FIELDS = {
-    "op": _OP_FIELDS,
-    "gpu": _GPU_FIELDS,
-    "python": _PY_FIELDS + ("ext_id",),
-    "trace": (),
-    "other": tuple(dict.fromkeys(("ext_id",) + _OP_FIELDS + _GPU_FIELDS + _PY_FIELDS)),
-}
-_FAMILY = {
-    "cpu_op": "op",
-    "user_annotation": "op",
-    "python_function": "python",
-    "kernel": "gpu",
-    "gpu_memcpy": "gpu",
-    "gpu_memset": "gpu",
-    "cuda_runtime": "gpu",
-    "cuda_driver": "gpu",
-    "gpu_user_annotation": "gpu",
-    "cuda_sync": "gpu",
-    "trace": "trace",
-}
-_FAMILY_NAMES = ("op", "gpu", "python", "trace", "other")
-_FIELD_COLUMN = {"nbytes": "bytes"}
-#: args that Kineto writes together: when the first is absent from a chunk, so are the others
-#: (not 'blocks per SM' / 'warps per SM': torch 1.8 writes the warps alone)
-_TOGETHER = {
-    "coll_name": ("dtype", "in_nelems", "out_nelems", "group_size", "pg_name"),
-    "sequence_nr": ("fwd_thread",),
-    "grid": ("block",),
-}
-_PLAIN_INT_COLUMNS = frozenset(
-    {
-        "correlation",
-        "device",
-        "stream",
-        "registers",
-        "shared_memory",
-        "static_shared_memory",
-        "dynamic_shared_memory",
-        "bytes",
-        "python_id",
-        "python_module_id",
-        "sequence_nr",
-        "fwd_thread",
-        "in_nelems",
-        "out_nelems",
-        "group_size",
-        "graph_id",
-        "graph_node_id",
-    }
-)
-#: args whose decoded default is -1, the column's missing value, not None (decode._Args)
-_MINUS_ONE_DEFAULT = frozenset({"sequence_nr", "fwd_thread"})
-_ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS if c not in ("cat", "name", "pid", "tid", "ts", "dur", "idx"))
+# --------------------------------------------------------------------------- the args schema, derived
+#: event column -> (kind, missing value): the complete events' own fields, then event_args.ARGS's columns
+_COLUMN_KIND: dict[str, tuple[Any, Any]] = {"cat": (TEXT, ""), "name": (TEXT, ""), **event_args.column_kinds("events")}
+_CATEGORY_COLUMNS = tuple(c for c, (k, _) in _COLUMN_KIND.items() if k.dtype == "category")
+_ARG_COLUMNS = tuple(c for c in EVENT_COLUMNS if c not in event_args.EVENT_HEAD + event_args.EVENT_TAIL)
+#: decoder field -> the decoder's default for it (what "absent" decodes to)
+_DEFAULT = {f: d for f, _, d, _ in decoder_fields()}
+
+
+class _Row:
+    """One `events` arg of event_args.ARGS as the builder extracts it."""
+
+    def __init__(self, arg: Arg) -> None:
+        self.arg, self.field, self.kind, self.missing = arg, arg.field, arg.kind, arg.missing
+        #: names the arg in warnings: its column for events, its key for the memory table's
+        self.label = arg.column if arg.table == "events" else arg.keys[0]
+        self.get = attrgetter(arg.field)
+        self.default = _DEFAULT[arg.field]
+        #: the decoder fields of its older spellings (None when absent), and a getter of all of them
+        self.olds = tuple(f"{arg.field}__{i}" for i in range(1, len(arg.keys)))
+        self.get_olds: Any = attrgetter(*self.olds) if self.olds else None
+        self.no_olds: Any = (None,) * len(self.olds) if len(self.olds) > 1 else None
+        self.column = arg.column or ""
+        self.followers: tuple[str, ...] = ()
+
+
+def _group_rows(group: str) -> tuple[_Row, ...]:
+    """The rows extracted from a group's events ("other": all of them), in table order."""
+    rows = [_Row(a) for a in event_args.ARGS if a.table == "events" and a.column is not None]
+    rows = [r for r in rows if group == "other" or group in r.arg.groups]
+    for r in rows:
+        r.followers = tuple(f.field for f in rows if f.arg.written_with == r.field)
+    return tuple(rows)
+
+
+#: extraction group -> its rows
+_GROUP_PLAN = {g: _group_rows(g) for g in event_args.EVENT_GROUPS}
+_MEMORY_ROWS = tuple(_Row(a) for a in event_args.ARGS if a.table == "memory")
+_NAME_FIELDS = tuple(a.field for a in event_args.ARGS if a.table == "names")
+
+
+def _missing_rows(row: _Row, col: np.ndarray) -> np.ndarray:
+    """Which rows of an arg's column hold its missing value."""
+    if row.kind is JSON or row.kind is TEXT:
+        return col == 0  # code 0 is ""
+    if row.kind is FLOAT:
+        return np.isnan(col)
+    if row.kind is TRIPLE:
+        return ~col.any(axis=1)
+    return col == row.missing
+
+
+def _all_missing(row: _Row, col: np.ndarray) -> bool:
+    """Whether every row of an arg's column holds its missing value (one numpy pass)."""
+    if row.kind is FLOAT:
+        return bool(np.isnan(col).all())
+    if row.kind is INT64 or row.kind is INT32:
+        return not bool((col != row.missing).any())
+    return not bool(col.any())  # codes (0 is ""), triples (0 is missing)
+
+
+def _take(items: list, where: np.ndarray) -> list:
+    """items[i] for i in where (ascending)."""
+    if len(where) == len(items):
+        return items
+    if len(where) == 1:
+        return [items[int(where[0])]]
+    return list(itemgetter(*where)(items))
 
 
 def _raw_bytes(values: list) -> list:
@@ -405,13 +382,10 @@ def _raw_bytes(values: list) -> list:
 
 
 def _missing_column(column: str, n: int) -> np.ndarray:
-    if column in EVENT_CATEGORY:
+    kind, missing = _COLUMN_KIND.get(column, (INT64, -1))
+    if kind.dtype == "category":
         return np.zeros(n, np.int32)  # code 0 is "" (interned first)
-    if column in EVENT_FLOAT:
-        return np.full(n, np.nan)
-    if column in EVENT_INT32:
-        return np.full(n, EVENT_INT32[column], np.int32)
-    return np.full(n, -1, np.int64)
+    return np.full(n, missing, np.dtype(kind.dtype))
 
 
 class _Builder:
@@ -422,11 +396,11 @@ class _Builder:
         self.bad: dict[str, int] = {}
         self.co = _Coerce(self.bad)
         self.labels = _Labels()
-        self.interners = {c: _Interner() for c in EVENT_CATEGORY}
+        self.interners = {
+            c: _Interner(_compact_json if _COLUMN_KIND[c][0] is JSON else None) for c in _CATEGORY_COLUMNS
+        }
         self.interners["cat"] = _Interner(normalise_category, strict=True)
         self.interners["name"] = _Interner(strict=True)
-        self.interners["input_dims"] = _Interner(_compact_json)
-        self.interners["input_type"] = _Interner(_compact_json)
         self.ev: dict[str, list] = {c: [] for c in EVENT_COLUMNS}  # per chunk; None = missing
         self.ev_len: list[int] = []
         self.mem: list[dict] = []
@@ -516,13 +490,15 @@ class _Builder:
         col["tid"].append(self.labels.column(list(map(_get_tid, evs))))
         # args: each family of categories carries its own keys; only those are extracted
         out: dict = dict.fromkeys(_ARG_COLUMNS)
+        groups = event_args.EVENT_GROUPS
         family_of_code = np.array(
-            [_FAMILY_NAMES.index(_FAMILY.get(v, "other")) for v in self.interners["cat"].values], dtype=np.int8
+            [groups.index(event_args.CATEGORY_GROUP.get(v, "other")) for v in self.interners["cat"].values],
+            dtype=np.int8,
         )
         families = family_of_code[cat_codes]
         args_all = list(map(_get_args, evs))
         for code in np.flatnonzero(np.bincount(families, minlength=1)):
-            family = _FAMILY_NAMES[code]
+            family = groups[code]
             rows = np.flatnonzero(families == code)
             args = args_all if len(rows) == n else [args_all[i] for i in rows]
             self._args_family(family, args, rows, out, n)
@@ -531,8 +507,8 @@ class _Builder:
         self.ev_len.append(n)
 
     def _args_family(self, family: str, args: list, rows: np.ndarray, out: dict, n: int) -> None:
-        """Fill the arg columns of one family of rows (see _FAMILY_FIELDS)."""
-        co = self.co
+        """Fill the arg columns of one group of rows (event_args.CATEGORY_GROUP): each column stays None
+        (its missing value, stored as a constant) where the chunk's rows lack its arg."""
         full = len(rows) == n
 
         def put(column: str, values: np.ndarray) -> None:
@@ -544,47 +520,59 @@ class _Builder:
             out[column][rows] = values
 
         skip: set = set()
-        for field in _FAMILY_FIELDS[family]:
-            if field in skip:
+        for row in _GROUP_PLAN[family]:
+            if row.field in skip:
                 continue
-            values = list(map(attrgetter(field), args))
-            if field in ("input_dims", "input_type"):
-                if field == "input_dims":  # torch <= 1.8 spelled it `Input dims`
-                    values = old_spelling_dims(values, args)
-                put(field, self.interners[field].add(_raw_bytes(values)))
-                continue
-            column = _FIELD_COLUMN.get(field, field)
-            if field in _MINUS_ONE_DEFAULT and values.count(-1) == len(values):
-                skip.update(_TOGETHER.get(field, ()))
-                continue  # absent everywhere (or -1, the missing value, everywhere)
-            if column in _PLAIN_INT_COLUMNS:  # dense ones convert on the first try
-                dtype = np.int32 if column in EVENT_INT32 else np.int64
-                try:
-                    put(column, np.fromiter(values, dtype=dtype, count=len(values)))
-                    continue
-                except (TypeError, ValueError, OverflowError):
-                    pass
-            if values.count(None) == len(values):
-                skip.update(_TOGETHER.get(field, ()))
+            values = list(map(row.get, args))
+            kind = row.kind
+            if (kind is TEXT or kind is TRIPLE) and not row.olds and values.count(None) == len(values):
+                skip.update(row.followers)
                 continue  # absent everywhere: the column keeps its missing value
-            if field in ("ext_id", "ext_id_lc"):
-                ext = co.ints("external_id", values, -1)
-                cur = out["external_id"]
-                if field == "ext_id_lc" and cur is not None:  # old traces: lower-case key
-                    cur = cur if full else cur[rows]
-                    ext = np.where(cur == -1, ext, cur)
-                put("external_id", ext)
-            elif field in ("grid", "block"):
-                xyz = self._triples(field, values)
-                for j, axis in enumerate("xyz"):
-                    put(f"{field}_{axis}", xyz[:, j])
-            elif field in ("call_stack", "coll_name", "dtype", "pg_name"):
-                put(field, self.interners[field].add(values))
-            elif field in EVENT_FLOAT:
-                put(field, co.floats(field, values))
+            col = self._arg_column(row, values, args) if row.olds else self._convert(row, values)
+            if _all_missing(row, col):
+                if kind is INT64 or kind is INT32:
+                    skip.update(row.followers)
+                continue  # absent everywhere (or its missing value everywhere)
+            if kind is TRIPLE:
+                for j, name in enumerate(row.arg.columns):
+                    put(name, col[:, j])
             else:
-                dtype = np.int32 if column in EVENT_INT32 else np.int64
-                put(column, co.ints(column, values, -1, dtype))
+                put(row.column, col)
+
+    def _convert(self, row: _Row, values: list) -> np.ndarray:
+        """One arg's decoded values -> its column (codes for texts, an (n, 3) array for a triple)."""
+        kind = row.kind
+        if kind is JSON:
+            return self.interners[row.column].add(_raw_bytes(values))
+        if kind is TEXT:
+            return self.interners[row.column].add(values)
+        if kind is TRIPLE:
+            return self._triples(row.label, values)
+        if kind is FLOAT:
+            return self.co.floats(row.label, values)
+        dtype = np.int32 if kind is INT32 else np.int64
+        try:  # dense ones convert on the first try
+            return np.fromiter(values, dtype=dtype, count=len(values))
+        except (TypeError, ValueError, OverflowError):
+            return self.co.ints(row.label, values, row.missing, dtype)
+
+    def _arg_column(self, row: _Row, values: list, args: list) -> np.ndarray:
+        """The column of one arg: where its key is absent, the value of its first older spelling present
+        (looked up on those rows only)."""
+        col = self._convert(row, values)
+        where = np.flatnonzero(_missing_rows(row, col))
+        if not len(where):
+            return col
+        olds = list(map(row.get_olds, _take(args, where)))
+        if olds.count(row.no_olds) == len(olds):
+            return col
+        merged = list(values)
+        for i, o in zip(where.tolist(), olds):
+            for v in o if len(row.olds) > 1 else (o,):
+                if v is not None:
+                    merged[i] = v
+                    break
+        return self._convert(row, merged)
 
     def _without_unhashable(
         self, evs: list, idx: np.ndarray, cats: list, names: list, kind: str
@@ -651,28 +639,21 @@ class _Builder:
             evs = [evs[i] for i in where]
         co = self.co
         args = list(map(_get_args, evs))
-
-        def a(name: str) -> list:
-            return list(map(attrgetter(name), args))
-
         ts_us = co.floats("ts", list(map(_get_ts, evs)))
         keep = _valid_ts(ts_us)
         if not keep.all():
             self._count("memory events without a valid ts skipped", int((~keep).sum()))
-        self.mem.append(
-            {
-                "ts": _to_ns(ts_us)[keep],
-                "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
-                "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
-                "device_type": co.ints("Device Type", a("device_type"), -1)[keep],
-                "device_id": co.ints("Device Id", a("device_id"), -1)[keep],
-                "addr": co.ints("Addr", a("addr"), -1)[keep],
-                "bytes": co.ints("Bytes", a("mem_bytes"), -1)[keep],
-                "total_allocated": co.ints("Total Allocated", a("total_allocated"), -1)[keep],
-                "total_reserved": co.ints("Total Reserved", a("total_reserved"), -1)[keep],
-                "idx": idx[where][keep],
-            }
-        )
+        rec = {
+            "ts": _to_ns(ts_us)[keep],
+            "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
+            "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
+        }
+        for row in _MEMORY_ROWS:
+            values = list(map(row.get, args))
+            col = self._arg_column(row, values, args) if row.olds else self._convert(row, values)
+            rec[row.column] = col[keep]
+        rec["idx"] = idx[where][keep]
+        self.mem.append(rec)
 
     def _flows(self, evs: list, idx: np.ndarray) -> None:
         co = self.co
@@ -707,8 +688,7 @@ class _Builder:
 
     def _metadata(self, evs: list) -> None:
         for e in evs:
-            a = e.args
-            value = a.m_name if a.m_name is not None else (a.m_labels if a.m_labels is not None else a.m_sort_index)
+            value = next((v for v in map(getattr, repeat(e.args), _NAME_FIELDS) if v is not None), None)
             self.names.append((self.labels.code(e.pid), self.labels.code(e.tid), _to_text(e.name), value))
 
     # ---- final frames
@@ -826,24 +806,8 @@ class _Builder:
         ts, dur, idx = (column(c) for c in ("ts", "dur", "idx"))
         if ts is None:
             ts, dur, idx = (np.empty(0, np.int64) for _ in range(3))
-        mem = _concat_dicts(
-            self.mem,
-            (
-                "ts",
-                "pid",
-                "tid",
-                "device_type",
-                "device_id",
-                "addr",
-                "bytes",
-                "total_allocated",
-                "total_reserved",
-                "idx",
-            ),
-        )
-        flows = _concat_dicts(
-            self.flows, ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx"), int32=("cat", "name", "ph", "bp")
-        )
+        mem = _concat_dicts(self.mem, MEMORY_COLUMNS)
+        flows = _concat_dicts(self.flows, FLOW_COLUMNS, int32=("cat", "name", "ph", "bp"))
         self.mem, self.flows = [], []
         if base_ns is None:  # old traces: ts is µs since the epoch; rebase on the first event
             firsts = [a.min() for a in (ts, mem["ts"], flows["ts"]) if len(a)]
@@ -859,7 +823,7 @@ class _Builder:
             arr = column(c)
             # absent from the whole trace: one shared read-only value
             arr = constant_column(_missing_column(c, 1)[0], total) if arr is None else arr[order]
-            if c in EVENT_CATEGORY:
+            if c in self.interners:
                 data[c] = self.interners[c].categorical(arr.astype(np.int32, copy=False))
             else:
                 data[c] = arr
@@ -870,7 +834,7 @@ class _Builder:
                 len(data["cat"]),
             )
         # GPU activities carry device/stream in pid/tid when their args lack them
-        gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in GPU_CATEGORIES]
+        gpu_codes = [i for i, v in enumerate(data["cat"].categories) if v in DEVICE_CATS]
         if gpu_codes:
             gpu = np.isin(data["cat"].codes, gpu_codes)
             for c, src in (("device", "pid"), ("stream", "tid")):
@@ -891,10 +855,8 @@ class _Builder:
             ("bp", self.flow_bp),
         ):
             fdata[c] = interner.categorical(fdata[c].astype(np.int32, copy=False))
-        flows_df = pd.DataFrame(
-            {c: fdata[c] for c in ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx")}, copy=False
-        )
-        names = pd.DataFrame(self.names, columns=["pid", "tid", "kind", "value"])
+        flows_df = pd.DataFrame({c: fdata[c] for c in FLOW_COLUMNS}, copy=False)
+        names = pd.DataFrame(self.names, columns=list(NAME_COLUMNS))
         names = names.astype({"pid": np.int64, "tid": np.int64, "kind": object, "value": object})
         warnings = [f"{n} {what}" for what, n in sorted(self.counts.items())]
         warnings += [f"{n} non-numeric values of {c!r} treated as missing" for c, n in sorted(self.bad.items())]

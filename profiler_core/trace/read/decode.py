@@ -4,12 +4,12 @@ decoding of pieces (repairing what old writers leave in, skipping entries that a
 from __future__ import annotations
 
 import re
-from operator import attrgetter
 from typing import Any
 
 import msgspec
 
 from profiler_core import settings
+from profiler_core.trace.event_args import ARGS, FLOAT, INT32, INT64, JSON, Arg
 
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
 #: uncompressed JSON bytes read per byte of that budget (reading a trace peaks at about 0.6-1 byte
@@ -56,111 +56,44 @@ def too_big(path: str, limit: int) -> TraceReadError:
     return TraceReadError(f"{path}: trace is larger than {limit} bytes uncompressed (raise {how} to read it)")
 
 
-#: the limit at import time (read again by max_trace_bytes() at each read)
-MAX_TRACE_BYTES = max_trace_bytes()
-
-
 class TraceReadError(ValueError):
     """A file that is not a readable Kineto trace; the message names the file and the problem."""
 
 
 # --------------------------------------------------------------------------- decoding structs
-_ARG_NAMES = {
-    "ext_id": "External id",
-    "ext_id_lc": "external id",
-    "registers": "registers per thread",
-    "shared_memory": "shared memory",
-    "blocks_per_sm": "blocks per SM",
-    "static_shared_memory": "static shared memory",
-    "dynamic_shared_memory": "dynamic shared memory",
-    "warps_per_sm": "warps per SM",
-    "occupancy": "est. achieved occupancy %",
-    "nbytes": "bytes",
-    "input_dims": "Input Dims",
-    "input_type": "Input type",
-    "call_stack": "Call stack",
-    "input_dims_v18": "Input dims",  # torch <= 1.8's spelling (arg_spellings.py)
-    "python_id": "Python id",
-    "python_parent_id": "Python parent id",
-    "python_module_id": "Python module id",
-    "sequence_nr": "Sequence number",
-    "fwd_thread": "Fwd thread id",
-    "coll_name": "Collective name",
-    "in_nelems": "In msg nelems",
-    "out_nelems": "Out msg nelems",
-    "group_size": "Group size",
-    "pg_name": "Process Group Name",
-    "graph_id": "graph id",
-    "graph_node_id": "graph node id",
-    "mem_bytes": "Bytes",
-    "addr": "Addr",
-    "total_allocated": "Total Allocated",
-    "total_reserved": "Total Reserved",
-    "device_type": "Device Type",
-    "device_id": "Device Id",
-    "m_name": "name",
-    "m_labels": "labels",
-    "m_sort_index": "sort_index",
-}
-
-
 _NO_RAW = msgspec.Raw(b"")  # the default of absent raw args (one shared object)
 
 
-class _Args(msgspec.Struct, frozen=True, gc=False, rename=lambda f: _ARG_NAMES.get(f, f)):
-    """The args keys the columns need, under Kineto's names; every other key is skipped.
-
-    Fields follow Kineto's key order (cpu_op first): msgspec looks keys up fastest that way."""
-
-    ext_id: Any = None
-    # -1 (the column's missing value) when absent: cpu_op events carry these and user annotations do
-    # not, and a default the column takes as it is converts the mix in one pass
-    sequence_nr: Any = -1
-    fwd_thread: Any = -1
-    input_type: msgspec.Raw = msgspec.Raw(b"")
-    input_dims: msgspec.Raw = msgspec.Raw(b"")
-    input_dims_v18: msgspec.Raw = _NO_RAW
-    call_stack: Any = None
-    coll_name: Any = None
-    dtype: Any = None
-    in_nelems: Any = None
-    out_nelems: Any = None
-    group_size: Any = None
-    pg_name: Any = None
-    # [memory] instant events
-    total_reserved: Any = None
-    total_allocated: Any = None
-    mem_bytes: Any = None
-    device_id: Any = None
-    device_type: Any = None
-    addr: Any = None
-    # python_function
-    python_parent_id: Any = None
-    python_id: Any = None
-    python_module_id: Any = None
-    # GPU activities and runtime calls
-    device: Any = None
-    stream: Any = None
-    correlation: Any = None
-    ext_id_lc: Any = None
-    registers: Any = None
-    shared_memory: Any = None
-    static_shared_memory: Any = None
-    dynamic_shared_memory: Any = None
-    blocks_per_sm: Any = None
-    warps_per_sm: Any = None
-    grid: Any = None
-    block: Any = None
-    occupancy: Any = None
-    nbytes: Any = None
-    graph_id: Any = None
-    graph_node_id: Any = None
-    # M metadata events
-    m_name: Any = None
-    m_labels: Any = None
-    m_sort_index: Any = None
+def decoder_fields(args: tuple[Arg, ...] | None = None) -> list[tuple[str, Any, Any, str]]:
+    """(field, type, default, Kineto key) of the args struct: one per kept key of the schema, then one
+    per older spelling (`{field}__{i}`, None when absent). Numbers absent default to their column's
+    missing value (a mix of present and absent converts in one pass); JSON lists stay raw."""
+    out, olds = [], []
+    for a in ARGS if args is None else args:
+        if a.column is None:
+            continue
+        raw = a.kind is JSON
+        typ = msgspec.Raw if raw else Any
+        default = a.missing if a.kind in (INT64, INT32, FLOAT) else None
+        out.append((a.field, typ, _NO_RAW if raw else default, a.keys[0]))
+        olds += [(f"{a.field}__{i}", typ, None, k) for i, k in enumerate(a.keys[1:], 1)]
+    return out + olds
 
 
+def args_struct(args: tuple[Arg, ...] | None = None) -> type:
+    """The msgspec struct the args of an event decode into: the schema's keys, every other key skipped."""
+    fields = decoder_fields(args)
+    return msgspec.defstruct(
+        "_Args",
+        [(f, t, d) for f, t, d, _ in fields],
+        frozen=True,
+        gc=False,
+        rename={f: k for f, _, _, k in fields},
+        module=__name__,
+    )
+
+
+_Args = args_struct()
 _NO_ARGS = _Args()
 
 
@@ -178,11 +111,11 @@ class _LooseEvent(msgspec.Struct, gc=False):
     bp: Any = None
 
 
-class _Event(_LooseEvent, gc=False):
-    args: _Args = _NO_ARGS  # shared, read-only: events without args (flows ...) allocate none
+#: an event with its args (the shared, read-only _NO_ARGS when it has none: flows ... allocate none)
+_Event = msgspec.defstruct("_Event", [("args", _Args, _NO_ARGS)], bases=(_LooseEvent,), gc=False, module=__name__)
 
 
-_CHUNK_DECODER = msgspec.json.Decoder(list[_Event])
+_CHUNK_DECODER = msgspec.json.Decoder(list[_Event])  # type: ignore[valid-type]  # (a class made by defstruct)
 _EVENT_DECODER = msgspec.json.Decoder(_Event)
 _LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
@@ -315,16 +248,3 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     except RecursionError:
         return _decode_elements(buf[1:-1], counts)
     return _decode_chunk(raws, counts)
-
-
-def old_spelling_dims(values: list, args: list) -> list:
-    """`Input Dims` raws with the empty ones filled from torch 1.8's `Input dims` (same order as `args`)."""
-    old = list(map(_get_dims_v18, args))
-    if old.count(_NO_RAW) == len(old):  # the shared default everywhere (an identity test per item)
-        return values
-    if not any(map(len, old)):
-        return values
-    return [o if len(v) == 0 and len(o) else v for v, o in zip(values, old)]
-
-
-_get_dims_v18 = attrgetter("input_dims_v18")

@@ -20,19 +20,12 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import cache, stream
-from profiler_core.trace.read.columns import (  # noqa: F401 - re-exported
-    CATEGORY_MAP,
-    GPU_CATEGORIES,
-    _base_ns,
-    _Builder,
-    normalise_category,
-)
+from profiler_core.trace.read.columns import _base_ns, _Builder
 from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
     _ANY_DECODER,
     _RAW_LIST_DECODER,
     _TOP_DECODER,
     CHUNK,
-    MAX_TRACE_BYTES,
     REPAIRED,
     TraceReadError,
     _decode_chunk,
