@@ -1,0 +1,416 @@
+"""The cross-rank critical path of each step, from the per-worker summaries only (`worker_facts`' keys).
+
+Collectives are matched across workers per process group and sequence number (`group_waits`: the k-th non-wait
+call of a group on each member is one collective, whatever else the other groups do), so tensor-, pipeline- and
+expert-parallel subgroups link the ranks too. A call is matched when every expected member has it under one
+name. Its transfer time is the shortest duration any member saw; each member's wait is its own duration minus
+that; the member with the shortest duration arrived last (no clock alignment between hosts is needed).
+
+The walk, per step: it starts on the worker whose step ends longest after its last matched collective (a
+collective ends at once on all its members, so that worker ends the step last; ties: the longer step, then the
+first worker), and goes back in time: the worker's work since its previous collective, then that collective,
+then on to the member that arrived last there, from the start of its call, until the step's start.
+
+`critical_paths(summaries)` -> {"steps": [{"step", "step_ms", "segments": [...]}], "notes": [...], "reason"}
+with segments in time order, each
+  {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker
+  {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
+   "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "transfer_ms", "gap_ms",
+   "start_us", "end_us"}                                                         # on the late worker
+(µs relative to each worker's origin, as the timeline's; `gap_ms`: what the late member cost the others there,
+i.e. the second-latest member's exposed wait: its wait minus what its own compute covered of the call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tb_plugin.diagnosis.worker_facts import sequence
+from tb_plugin.views import group_waits
+
+#: a member waited when its wait exceeds this (ns): clock noise below it names nobody
+WAIT_EPS_NS = 1_000
+NO_FACTS = "no worker's summary holds its collective calls and phases (summaries of an older gpuscope?)"
+
+
+def worker_rank(summary: Mapping) -> int | None:
+    """The worker's global rank as its summary records it, or None."""
+    r = (summary.get("devices") or {}).get("rank")
+    return int(r) if isinstance(r, int) and not isinstance(r, bool) else None
+
+
+def label(worker: str, rank: int | None) -> str:
+    """How a report names a worker: its rank when known."""
+    return f"rank {rank}" if rank is not None else f"worker {worker}"
+
+
+@dataclass
+class Job:
+    """Every worker's matched collective calls and step bounds, the input of the walk and the stragglers: per
+    call `c_*` (worker, step code, instance or -1, start, end, wait, exposed wait), per step code and worker
+    `b_start`/`b_end`/`b_idx` (the step's index in the worker's phases, -1: not recorded), per matched
+    collective `inst` (its group, name, members, transfer, late worker, gap) with `i_*` arrays and its members'
+    call rows `members(i)`."""
+
+    workers: list[str]
+    ranks: dict[str, int | None]
+    phases: dict[str, dict]
+    steps: list[str]
+    calls: dict[str, np.ndarray]
+    inst: pd.DataFrame
+    notes: list[str]
+
+    def __post_init__(self) -> None:
+        code = {s: i for i, s in enumerate(self.steps)}
+        W, S = len(self.workers), len(self.steps)
+        self.b_start = np.zeros((S, W), np.int64)
+        self.b_end = np.zeros((S, W), np.int64)
+        self.b_idx = np.full((S, W), -1, np.int64)
+        for wi, w in enumerate(self.workers):
+            ph = self.phases[w]
+            for i, (name, a, b) in enumerate(zip(ph.get("step") or [], ph.get("start") or [], ph.get("end") or [])):
+                k = code[str(name)]
+                if self.b_idx[k, wi] < 0:
+                    self.b_idx[k, wi], self.b_start[k, wi], self.b_end[k, wi] = i, a, b
+        c = self.calls
+        self.c_w, self.c_step, self.c_inst = c["w"], c["step"], c["inst"]
+        self.c_start, self.c_end, self.c_wait, self.c_exposed = c["start"], c["end"], c["wait"], c["exposed"]
+        ni = len(self.inst)
+        rows = np.flatnonzero(self.c_inst >= 0)
+        rows = rows[np.argsort(self.c_inst[rows], kind="stable")]
+        self.inst_rows = rows
+        self.inst_off = np.searchsorted(self.c_inst[rows], np.arange(ni + 1))
+        self.i_late = self.inst["late"].to_numpy(np.int64) if ni else np.zeros(0, np.int64)
+        self.i_gap = self.inst["gap"].to_numpy(np.int64) if ni else np.zeros(0, np.int64)
+
+    def code(self, step: str) -> int | None:
+        """The step's index in `steps`, or None."""
+        return self.steps.index(step) if step in self.steps else None
+
+    def step_bounds(self, step: str) -> dict[int, tuple[int, int]]:
+        """Worker index -> (start, end) ns of `step` on that worker."""
+        k = self.code(step)
+        if k is None:
+            return {}
+        has = np.flatnonzero(self.b_idx[k] >= 0)
+        return {int(w): (int(self.b_start[k, w]), int(self.b_end[k, w])) for w in has}
+
+    def members(self, i: int) -> np.ndarray:
+        """The call rows of matched collective `i`."""
+        return self.inst_rows[self.inst_off[i] : self.inst_off[i + 1]]
+
+
+def _step_order(phases: Mapping[str, Mapping], workers: list[str]) -> list[str]:
+    """Step names in the order the workers recorded them."""
+    order: dict[str, None] = {}
+    for w in workers:
+        for s in phases[w].get("step") or []:
+            order.setdefault(str(s), None)
+    return list(order)
+
+
+class _Codes:
+    """Global codes of the workers' process groups and collective names (each summary numbers its own)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, int] = {}
+        self.pg: list[str] = []
+        self.ranks: list[tuple[int, ...] | None] = []
+        self.size: list[int] = []
+        self.names: dict[str, int] = {}
+
+    def group_codes(self, cc: Mapping) -> np.ndarray:
+        out = []
+        for key, pg, r, size in zip(cc["groups"], cc["group_pg"], cc["group_ranks"], cc["group_size"]):
+            i = self.groups.setdefault(key, len(self.groups))
+            if i == len(self.pg):
+                self.pg.append(pg)
+                self.ranks.append(tuple(r) if r is not None else None)
+                self.size.append(int(size))
+            else:
+                self.size[i] = max(self.size[i], int(size))
+            out.append(i)
+        return np.asarray(out, np.int64)
+
+    def name_codes(self, cc: Mapping) -> np.ndarray:
+        return np.asarray([self.names.setdefault(n, len(self.names)) for n in cc["names"]], np.int64)
+
+
+def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str], codes: _Codes) -> dict:
+    """Every worker's calls as flat arrays with global codes (group, name, step)."""
+    step_code = {s: i for i, s in enumerate(steps)}
+    parts: dict[str, list] = {
+        k: [] for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "is_wait")
+    }
+    for wi, w in enumerate(workers):
+        cc = summaries[w].get("collective_calls") or {}
+        n = len(cc.get("group") or [])
+        if not n:
+            continue
+        local_steps = np.asarray(
+            [step_code[str(x)] for x in (summaries[w].get("phases") or {}).get("step") or []] + [-1], np.int64
+        )
+        st = np.asarray(cc["step"], np.int64)
+        parts["w"].append(np.full(n, wi, np.int64))
+        parts["group"].append(codes.group_codes(cc)[np.asarray(cc["group"], np.int64)])
+        parts["name"].append(codes.name_codes(cc)[np.asarray(cc["name"], np.int64)])
+        parts["step"].append(local_steps[np.where((st >= 0) & (st < len(local_steps) - 1), st, -1)])
+        parts["seq"].append(sequence(np.asarray(cc["group"], np.int64), np.asarray(cc["wait"], bool)))
+        parts["start"].append(np.asarray(cc["start"], np.int64))
+        parts["end"].append(np.asarray(cc["start"], np.int64) + np.asarray(cc["dur"], np.int64))
+        parts["covered"].append(np.asarray(cc.get("covered") or np.zeros(n), np.int64))
+        parts["is_wait"].append(np.asarray(cc["wait"], bool))
+    return {k: np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64) for k, v in parts.items()}
+
+
+def match(summaries: Mapping[str, Mapping]) -> Job:
+    """The workers' calls matched per process group and sequence (module doc); `inst` -1 where unmatched."""
+    workers = sorted(summaries)
+    ranks = {w: worker_rank(summaries[w]) for w in workers}
+    phases = {w: summaries[w].get("phases") or {} for w in workers}
+    steps = _step_order(phases, workers)
+    codes = _Codes()
+    c = _calls(summaries, workers, steps, codes)
+    notes: list[str] = []
+    n = len(c["w"])
+    dur = c["end"] - c["start"]
+    is_wait = c["is_wait"]
+    c["inst"] = np.full(n, -1, np.int64)
+    c["wait"] = np.where(is_wait, dur, 0)
+    c["exposed"] = np.maximum(c["wait"] - c["covered"], 0)
+    inst_cols = ("group", "pg", "seq", "name", "members", "transfer", "late", "gap")
+    empty = pd.DataFrame({k: [] for k in inst_cols})
+    real = np.flatnonzero(~is_wait)
+    if not len(real):
+        return Job(workers, ranks, phases, steps, c, empty, notes)
+    kmax = int(c["seq"][real].max()) + 1
+    cand, inv, count = np.unique(c["group"][real] * kmax + c["seq"][real], return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    g_of, seq_of = cand // kmax, cand % kmax
+    lo = np.full(len(cand), np.iinfo(np.int64).max)
+    hi = np.full(len(cand), np.iinfo(np.int64).min)
+    np.minimum.at(lo, inv, c["name"][real])
+    np.maximum.at(hi, inv, c["name"][real])
+    expected = np.asarray(
+        [group_waits.expected_members(r, s, ranks) for r, s in zip(codes.ranks, codes.size)], np.int64
+    )[g_of]
+    ok = (count == expected) & (expected >= 2) & (lo == hi)
+    bad = int((~ok & (expected >= 2)).sum())
+    if bad:
+        notes.append(
+            f"{bad} collective calls are not on every member of their process group under one name "
+            "(a member's trace misses them); the path does not cross them"
+        )
+    new = np.full(len(cand), -1, np.int64)
+    new[ok] = np.arange(int(ok.sum()))
+    c["inst"][real] = new[inv]
+    ni = int(ok.sum())
+    if not ni:
+        return Job(workers, ranks, phases, steps, c, empty, notes)
+    m = np.flatnonzero(c["inst"] >= 0)
+    m = m[np.lexsort((c["w"][m], dur[m], c["inst"][m]))]  # per instance: shortest duration first
+    first = np.ones(len(m), dtype=bool)
+    first[1:] = c["inst"][m][1:] != c["inst"][m][:-1]
+    late_row = m[first]
+    transfer = dur[late_row]
+    inst = c["inst"]
+    c["wait"] = np.where(inst >= 0, dur - transfer[np.maximum(inst, 0)], c["wait"])
+    # exposed: the wait not covered by the member's own compute (waiting comes first in a call; what compute
+    # covers of the call is taken from the wait first)
+    exposed = np.maximum(np.minimum(c["wait"], dur - c["covered"]), 0)
+    c["exposed"] = np.where(inst >= 0, exposed, c["exposed"])
+    second = np.zeros(ni, np.int64)
+    pos = np.flatnonzero(first)
+    has2 = pos + 1 < len(m)
+    has2[has2] &= ~first[(pos + 1)[has2]]
+    second[has2] = c["exposed"][m[pos[has2] + 1]]
+    gi = g_of[ok]
+    group_keys = list(codes.groups)
+    name_keys = list(codes.names)
+    table = pd.DataFrame(
+        {
+            "group": [group_keys[g] for g in gi.tolist()],
+            "pg": [codes.pg[g] for g in gi.tolist()],
+            "seq": seq_of[ok],
+            "name": [name_keys[x] for x in c["name"][late_row].tolist()],
+            "members": expected[ok],
+            "transfer": transfer,
+            "late": c["w"][late_row],
+            "gap": second,
+        }
+    )
+    return Job(workers, ranks, phases, steps, c, table, notes)
+
+
+def _us(ns: int) -> float:
+    return round(ns / 1e3, 3)
+
+
+def _ms(ns: float) -> float:
+    return round(float(ns) / 1e6, 3)
+
+
+def _walk(job: Job, k: int) -> list[dict]:
+    """The segments of one step's path (step code `k`), in time order."""
+    W = len(job.workers)
+    has = job.b_idx[k] >= 0
+    rows = np.flatnonzero((job.c_step == k) & (job.c_inst >= 0))
+    rows = rows[np.lexsort((job.c_end[rows], job.c_w[rows]))]
+    off = np.searchsorted(job.c_w[rows], np.arange(W + 1))
+    ends = job.c_end[rows]
+    count = np.diff(off)
+    last = np.where(count > 0, ends[np.maximum(off[1:] - 1, 0)] if len(rows) else 0, job.b_start[k])
+    tail = job.b_end[k] - last
+    length = job.b_end[k] - job.b_start[k]
+    cand = np.flatnonzero(has)
+    cur = int(cand[np.lexsort((cand, -length[cand], -tail[cand]))[0]])
+    t = int(job.b_end[k, cur])
+    segs: list[dict] = []
+    seen: set[int] = set()
+    while True:
+        mine = rows[off[cur] : off[cur + 1]]
+        j = int(np.searchsorted(job.c_end[mine], t, side="right")) - 1
+        if j < 0:
+            segs.append(_work(job, cur, int(job.b_start[k, cur]), t, None))
+            break
+        r = int(mine[j])
+        i = int(job.c_inst[r])
+        segs.append(_work(job, cur, int(job.c_end[r]), t, i))
+        if i in seen:
+            break
+        seen.add(i)
+        late = int(job.i_late[i])
+        segs.append(_collective(job, i, late))
+        if not has[late]:  # the late member did not record this step
+            break
+        m = job.members(i)
+        cur, t = late, int(job.c_start[m[job.c_w[m] == late][0]])
+    segs.reverse()
+    return [s for s in segs if s["kind"] != "work" or s["ms"] > 0]
+
+
+def _work(job: Job, wi: int, a: int, b: int, before: int | None) -> dict:
+    w = job.workers[wi]
+    return {
+        "kind": "work",
+        "worker": w,
+        "rank": job.ranks[w],
+        "ms": _ms(max(b - a, 0)),
+        "start_us": _us(a),
+        "end_us": _us(b),
+        "before": None if before is None else _call_label(job, before),
+    }
+
+
+def _call_label(job: Job, i: int) -> str:
+    r = job.inst.iloc[i]
+    return f"{r['name']} #{int(r['seq']) + 1} on group {r['pg'] or r['group']}"
+
+
+def _collective(job: Job, i: int, late: int) -> dict:
+    r = job.inst.iloc[i]
+    m = job.members(i)
+    waits = job.c_wait[m]
+    waiting = waits[waits > WAIT_EPS_NS]
+    mine = m[job.c_w[m] == late][0]
+    w = job.workers[late]
+    return {
+        "kind": "collective",
+        "name": str(r["name"]),
+        "call": int(r["seq"]) + 1,
+        "group": str(r["group"]),
+        "pg": str(r["pg"]),
+        "members": int(r["members"]),
+        "late_worker": w,
+        "late_rank": job.ranks[w],
+        "waiters": int(len(waiting)),
+        "wait_ms_median": _ms(np.median(waiting)) if len(waiting) else 0.0,
+        "wait_ms_max": _ms(waiting.max()) if len(waiting) else 0.0,
+        "wait_ms_total": _ms(waiting.sum()),
+        "transfer_ms": _ms(int(r["transfer"])),
+        "gap_ms": _ms(int(r["gap"])),
+        "start_us": _us(int(job.c_start[mine])),
+        "end_us": _us(int(job.c_end[mine])),
+    }
+
+
+def step_paths(job: Job) -> list[dict]:
+    """The critical path of every step the workers recorded (module doc)."""
+    out = []
+    for k, step in enumerate(job.steps):
+        has = job.b_idx[k] >= 0
+        if not has.any():
+            continue
+        lengths = (job.b_end[k] - job.b_start[k])[has]
+        out.append({"step": step, "step_ms": _ms(float(np.median(lengths))), "segments": _walk(job, k)})
+    return out
+
+
+def critical_paths(summaries: Mapping[str, Mapping]) -> dict:
+    """The cross-rank critical path per step (module doc), or a `reason` when the summaries lack the facts."""
+    if not any(isinstance(s.get("phases"), dict) for s in summaries.values()):
+        return {"steps": [], "notes": [], "reason": NO_FACTS}
+    job = match(summaries)
+    return {"steps": step_paths(job), "notes": job.notes, "reason": None}
+
+
+def segment_text(seg: Mapping[str, Any]) -> str:
+    """One segment in words: `rank 12: 41.0 ms` or `late at nccl:all_reduce #37 on group 3 (256 ranks) -> 255
+    ranks waited 38.0 ms`."""
+    if seg["kind"] == "work":
+        why = f" ({seg['why']})" if seg.get("why") else ""
+        return f"{label(seg['worker'], seg['rank'])}: {seg['ms']:.1f} ms{why}"
+    where = f"{seg['name']} #{seg['call']} on group {seg['pg'] or seg['group']} ({seg['members']} ranks)"
+    if not seg["waiters"]:
+        return f"{where}, transfer {seg['transfer_ms']:.1f} ms"
+    who = label(seg["late_worker"], seg["late_rank"])
+    n = seg["waiters"]
+    return f"{who} late at {where} -> {n} rank{'s' if n != 1 else ''} waited {seg['wait_ms_median']:.1f} ms"
+
+
+def path_text(segments: list[dict]) -> str:
+    """A step's path in words, each run of segments on one worker (its work and the collectives it arrived last
+    at) said once: `rank 2: 11.6 ms (data loading +40.0 ms) -> late at 12 collectives on group 0 (4 ranks,
+    nccl:all_reduce #1..#12) -> 3 ranks waited 4.8 ms in all`."""
+    runs: list[list[dict]] = []
+    for seg in segments:
+        owner = seg["worker"] if seg["kind"] == "work" else seg["late_worker"]
+        if runs and (runs[-1][0]["worker"] if runs[-1][0]["kind"] == "work" else runs[-1][0]["late_worker"]) == owner:
+            runs[-1].append(seg)
+        else:
+            runs.append([seg])
+    parts: list[str] = []
+    for run in runs:
+        work = [s for s in run if s["kind"] == "work"]
+        colls = [s for s in run if s["kind"] == "collective"]
+        if work:
+            parts.append(segment_text({**work[0], "ms": round(sum(s["ms"] for s in work), 3)}))
+        late = [c for c in colls if c["waiters"]]
+        quiet = [c for c in colls if not c["waiters"]]
+        if len(late) == 1:
+            parts.append(segment_text(late[0]))
+        elif late:
+            parts.append(_many(late))
+        if quiet:
+            parts.append(segment_text(quiet[0]) if len(quiet) == 1 else f"{len(quiet)} collectives nobody waited at")
+    return " -> ".join(parts)
+
+
+def _many(colls: list[dict]) -> str:
+    """Several collectives one worker arrived last at, in words."""
+    groups = sorted({c["pg"] or c["group"] for c in colls})
+    names = sorted({c["name"] for c in colls})
+    who = label(colls[0]["late_worker"], colls[0]["late_rank"])
+    where = f"group {groups[0]} ({colls[0]['members']} ranks)" if len(groups) == 1 else f"groups {', '.join(groups)}"
+    calls = f"{names[0]} #{colls[0]['call']}..#{colls[-1]['call']}" if len(names) == 1 else ", ".join(names)
+    n = max(c["waiters"] for c in colls)
+    waited = sum(c["wait_ms_median"] for c in colls)
+    return (
+        f"{who} late at {len(colls)} collectives on {where}, {calls} -> {n} rank{'s' if n != 1 else ''} "
+        f"waited {waited:.1f} ms in all"
+    )

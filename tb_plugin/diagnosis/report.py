@@ -1,0 +1,174 @@
+"""The run-level diagnosis from the per-worker summaries only: what `gpuscope diagnose`, the `/diagnosis` route
+and the views serve.
+
+`diagnose(summaries: {worker: summary}) -> dict` (JSON-able):
+  {"workers": n, "ranks": {worker: rank | None},
+   "ledger": the run's recoverable-time ledger (`run_ledger.run_view`) or None, "ledger_reason": text | None,
+   "steps": [{"step", "step_ms", "segments": [...critical_path segments, work ones with "why"...],
+              "path": text, "straggler": stragglers.explain(...) | None}...],
+   "worst": {"step", "straggler"...} | None,     # the step whose straggler would save the most
+   "stragglers": [explain(...)...],              # the path stragglers of all steps, most saved first
+   "notes": [text...], "reason": text | None}    # reason: why there is no path (no facts, one worker)
+`render_text(report) -> str`: the same in words, for a terminal or a CI log.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from tb_plugin.diagnosis import critical_path, stragglers
+
+#: the critical paths reported in words (every step is in the JSON)
+TEXT_STEPS = 5
+LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
+
+
+def _ledger(summaries: Mapping[str, Mapping]) -> tuple[Any, str | None]:
+    """The run's ledger (`tb_plugin.diagnosis.run_ledger.run_view`) when this gpuscope has it and the summaries
+    hold the workers' ledgers, else None and the reason."""
+    try:
+        mod = importlib.import_module("tb_plugin.diagnosis.run_ledger")
+    except ImportError:
+        return None, LEDGER_PENDING
+    fn = getattr(mod, "run_view", None)
+    if fn is None:
+        return None, LEDGER_PENDING
+    if not all(isinstance(s.get("ledger"), dict) for s in summaries.values()):
+        return None, "the summaries hold no ledger"
+    return fn(dict(summaries)), None
+
+
+def _explained(job: critical_path.Job, step: str, worker: str, cache: dict) -> dict | None:
+    key = (step, worker)
+    if key not in cache:
+        if ("busy", step) not in cache:
+            cache[("busy", step)] = stragglers.busy(job, step)
+        cache[key] = stragglers.explain(job, step, worker, cache[("busy", step)])
+    return cache[key]
+
+
+def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
+    """Each work segment gets the `why` of its worker in the step: what it spent more on than the median worker."""
+    for seg in step["segments"]:
+        if seg["kind"] == "work":
+            s = _explained(job, step["step"], seg["worker"], cache)
+            seg["why"] = s["why"] if s else None
+
+
+def diagnose(summaries: Mapping[str, Mapping]) -> dict:
+    """The diagnosis of one run and span (module doc)."""
+    workers = sorted(summaries)
+    ledger, ledger_reason = _ledger(summaries)
+    out: dict = {
+        "workers": len(workers),
+        "ranks": {w: critical_path.worker_rank(summaries[w]) for w in workers},
+        "ledger": ledger,
+        "ledger_reason": ledger_reason,
+        "steps": [],
+        "worst": None,
+        "stragglers": [],
+        "notes": [],
+        "reason": None,
+    }
+    if not workers:
+        out["reason"] = "no worker summaries"
+        return out
+    if not any(isinstance(summaries[w].get("phases"), dict) for w in workers):
+        out["reason"] = critical_path.NO_FACTS
+        return out
+    job = critical_path.match(summaries)
+    out["notes"] = list(job.notes)
+    if len(workers) < 2:
+        out["notes"].append("one worker: no cross-rank critical path (see its single-rank critical path)")
+    if not len(job.inst) and len(workers) > 1:
+        out["notes"].append("no collective is matched across the workers: each step's path stays on one worker")
+    cache: dict = {}
+    for step in critical_path.step_paths(job):
+        _annotate(job, step, cache)
+        step["path"] = critical_path.path_text(step["segments"])
+        b = cache.setdefault(("busy", step["step"]), stragglers.busy(job, step["step"]))
+        w = stragglers.pick(job, step["step"], step["segments"], b)
+        step["straggler"] = _explained(job, step["step"], w, cache) if w is not None else None
+        out["steps"].append(step)
+    found = [s["straggler"] for s in out["steps"] if s["straggler"] is not None]
+    found.sort(key=lambda s: (-s["saved_ms"], -s["excess_ms"], s["worker"]))
+    out["stragglers"] = found
+    out["worst"] = found[0] if found and found[0]["saved_ms"] > 0 else None
+    return out
+
+
+def _ledger_lines(ledger: Any) -> list[str]:
+    """The run's mean ledger, ranked by recoverable time: one line per bucket."""
+    mean = ledger.get("mean") if isinstance(ledger, dict) else None
+    rows = mean.get("buckets") if isinstance(mean, dict) else None
+    if not isinstance(mean, dict) or not isinstance(rows, list):
+        notes = ledger.get("notes") if isinstance(ledger, dict) else None
+        return [f"  not available{': ' + '; '.join(notes) if notes else ''}"]
+    out = []
+    if mean.get("average_wall_ms") is not None:
+        out.append(f"  average step {mean['average_wall_ms']:.1f} ms (mean over ranks)")
+    small = 0
+    for r in rows:
+        if not isinstance(r, dict):
+            continue
+        if r.get("ms") is not None and r["ms"] < 0.05:
+            small += 1
+            continue
+        if r.get("ms") is None:
+            out.append(f"  {r.get('label', r.get('key'))}: n/a ({r.get('reason')})")
+            continue
+        rec = r.get("recoverable_ms")
+        fix = f" -- {r['fix']}" if r.get("fix") and rec else ""
+        out.append(
+            f"  {r.get('label', r.get('key'))}: {r['ms']:.1f} ms"
+            + (f", recoverable {rec:.1f} ms" if rec is not None else "")
+            + fix
+        )
+    if small:
+        out.append(f"  ({small} bucket{'s' if small != 1 else ''} under 0.05 ms left out)")
+    return out
+
+
+def render_text(report: Mapping) -> str:
+    """The diagnosis in words: the ledger, the worst straggler with its what-if, the critical paths."""
+    lines = [f"gpuscope diagnosis: {report['workers']} workers"]
+    lines.append("")
+    lines.append("Ledger (recoverable time per step, across ranks):")
+    if report.get("ledger") is not None:
+        lines += _ledger_lines(report["ledger"])
+    else:
+        lines.append(f"  not available: {report.get('ledger_reason')}")
+    lines.append("")
+    if report.get("reason"):
+        lines.append(f"Critical path: not available: {report['reason']}")
+    else:
+        worst = report.get("worst")
+        lines.append("Straggler:")
+        if worst:
+            lines.append("  " + stragglers.describe(worst))
+            for p in worst["phases"][:3]:
+                lines.append(
+                    f"    {p['label']}: {p['ms']:.1f} ms (median {p['median_ms']:.1f} ms, +{p['excess_ms']:.1f} ms)"
+                )
+            for kind in ("kernels", "ops"):
+                for k in worst[kind][:2]:
+                    lines.append(
+                        f"    {kind[:-1]} {k['name']}: {k['ms']:.1f} ms "
+                        f"(median {k['median_ms']:.1f} ms, +{k['excess_ms']:.1f} ms)"
+                    )
+        else:
+            lines.append("  none: no rank's lateness made others wait")
+        lines.append("")
+        steps = report.get("steps") or []
+        shown = sorted(steps, key=lambda s: -(s["straggler"] or {}).get("saved_ms", 0.0))[:TEXT_STEPS]
+        lines.append(f"Critical path per step ({len(shown)} of {len(steps)} steps, largest what-if saving first):")
+        for s in shown:
+            lines.append(f"  step {s['step']} ({s['step_ms']:.1f} ms): {s['path']}")
+    notes = report.get("notes") or []
+    if notes:
+        lines.append("")
+        lines.append("Notes:")
+        lines += [f"  {n}" for n in notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,271 @@
+"""Why a straggler is slow, and what the step would take if it were not: from the per-worker summaries only.
+
+A worker's busy time in a step is the step's time minus its own exposed waiting (the wait part of its matched
+collectives and its `wait` calls, less what its own compute covered of them: waiting behind compute costs
+nothing). Its excess is its busy time minus the median busy time of the workers in
+that step. The excess is split into the phases, kernels and operators where the worker spent more than the
+median worker (`worker_facts`: a kernel or operator outside a worker's top list counts as 0 there, so the split
+names what stands out, it does not add up to the excess; phases may overlap each other).
+
+What-if: had the worker run at the median, every collective where it arrived last would have started when the
+second-latest member arrived, sparing the others that member's exposed wait (`gap`), so the step shortens by
+the sum of those gaps in the step, at most its excess:
+`what_if_ms` = the step's time (median over workers) - min(excess, sum of gaps).
+
+`explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
+"what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
+"kernels": [{"name", "ms", "median_ms", "excess_ms"}...], "ops": [...], "why": text, "median_worker",
+"diff": {"worker", "exp_worker", "step"}} (the Diff view's pair: this worker against the median one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tb_plugin.diagnosis.critical_path import Job, label
+from tb_plugin.diagnosis.worker_facts import PHASES
+
+PHASE_LABELS = {
+    "data_loading": "data loading",
+    "h2d": "host-to-device copies",
+    "host_sync": "host synchronization",
+    "launch": "kernel launches (CPU-bound)",
+    "gpu_idle": "GPU idle",
+    "compute": "compute",
+    "comm": "communication",
+}
+#: phases that name a cause; `gpu_idle` and `compute` are what they cause, named when nothing specific stands out
+SPECIFIC = ("data_loading", "h2d", "host_sync", "launch")
+TOP = 5
+
+
+def _ms(ns: float) -> float:
+    return round(float(ns) / 1e6, 3)
+
+
+def busy(job: Job, step: str) -> dict[int, float]:
+    """Worker index -> busy ns in `step` (step time minus own exposed waiting)."""
+    k = job.code(step)
+    if k is None:
+        return {}
+    m = job.c_step == k
+    waits = np.bincount(job.c_w[m], weights=job.c_exposed[m].astype(np.float64), minlength=len(job.workers))
+    has = np.flatnonzero(job.b_idx[k] >= 0)
+    vals = (job.b_end[k] - job.b_start[k] - waits)[has]
+    return dict(zip(has.tolist(), vals.tolist()))
+
+
+_CAUSES = tuple(p for p in PHASES if p != "comm")  # a straggler waits less: its communication is not its excess
+
+
+def _flat(job: Job) -> dict:
+    """Every worker's phases as a [steps x phases x workers] array (NaN: not measured) and its top kernels and
+    operators as flat arrays (worker, step code, global name code, ns), built once per job."""
+    cache = job.__dict__.setdefault("_flat", {})
+    if cache:
+        return cache
+    S, W = len(job.steps), len(job.workers)
+    mat = np.full((S, len(_CAUSES), W), np.nan)
+    codes: dict[str, int] = {}
+    tops: dict[str, tuple[list, list, list, list]] = {k: ([], [], [], []) for k in ("top_kernels", "top_ops")}
+    for wi, w in enumerate(job.workers):
+        ph = job.phases[w]
+        ks = np.flatnonzero(job.b_idx[:, wi] >= 0)
+        idx = job.b_idx[ks, wi]
+        for j, p in enumerate(_CAUSES):
+            vals = np.array(ph.get(p) or [], dtype=np.float64)
+            ok = idx < len(vals)
+            mat[ks[ok], j, wi] = vals[idx[ok]]
+        gm = [codes.setdefault(str(n), len(codes)) for n in ph.get("names") or []]
+        step_of = dict(zip(idx.tolist(), ks.tolist()))
+        for key, (tw, tk, tn, tv) in tops.items():
+            for i, lst in enumerate(ph.get(key) or []):
+                k = step_of.get(i)
+                if k is None:
+                    continue
+                for n, v in lst:
+                    tw.append(wi)
+                    tk.append(k)
+                    tn.append(gm[n])
+                    tv.append(v)
+    cache["phases"] = mat
+    cache["names"] = list(codes)
+    for key, cols in tops.items():
+        cache[key] = tuple(np.asarray(c, np.int64 if i < 3 else np.float64) for i, c in enumerate(cols))
+    return cache
+
+
+def _step_table(job: Job, k: int, key: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """For step code `k`: the names (phases, or the kernels/operators of `key`'s top lists), a [names x workers]
+    matrix of their ns (NaN: not measured) and each name's median over the workers that recorded the step (a
+    top list's missing name counts 0). Cached on the job: every straggler of the step reads it."""
+    tables = job.__dict__.setdefault("_tables", {})
+    if (k, key) in tables:
+        return tables[(k, key)]
+    flat = _flat(job)
+    W = len(job.workers)
+    has = np.flatnonzero(job.b_idx[k] >= 0)
+    if key == "phases":
+        names = list(_CAUSES)
+        mat = flat["phases"][k]
+        med = np.full(len(names), np.nan)
+        for j in range(len(names)):
+            known = mat[j, has][~np.isnan(mat[j, has])]
+            if len(known) >= 2:
+                med[j] = np.median(known)
+    else:
+        tw, tk, tn, tv = flat[key]
+        sel = tk == k
+        uniq, inv = np.unique(tn[sel], return_inverse=True)
+        names = [flat["names"][i] for i in uniq.tolist()]
+        mat = np.zeros((len(names), W))
+        mat[inv.reshape(-1), tw[sel]] = tv[sel]
+        med = np.median(mat[:, has], axis=1) if len(has) and len(names) else np.zeros(len(names))
+    tables[(k, key)] = (names, mat, med)
+    return tables[(k, key)]
+
+
+def _phase_rows(job: Job, k: int, wi: int) -> list[dict]:
+    names, mat, med = _step_table(job, k, "phases")
+    rows: list[dict[str, Any]] = []
+    for j, p in enumerate(names):
+        mine = mat[j, wi]
+        if np.isnan(mine) or np.isnan(med[j]) or mine - med[j] <= 0:
+            continue
+        rows.append(
+            {
+                "phase": p,
+                "label": PHASE_LABELS[p],
+                "ms": _ms(mine),
+                "median_ms": _ms(med[j]),
+                "excess_ms": _ms(mine - med[j]),
+            }
+        )
+    rows.sort(key=lambda r: -r["excess_ms"])
+    return rows
+
+
+def _top_rows(job: Job, k: int, wi: int, key: str) -> list[dict]:
+    names, mat, med = _step_table(job, k, key)
+    if not names:
+        return []
+    ex = mat[:, wi] - med
+    rows = [
+        {"name": names[j], "ms": _ms(mat[j, wi]), "median_ms": _ms(med[j]), "excess_ms": _ms(ex[j])}
+        for j in np.flatnonzero(ex > 0).tolist()
+    ]
+    rows.sort(key=lambda r: (-r["excess_ms"], r["name"]))
+    return rows[:TOP]
+
+
+def _why(phases: list[dict], kernels: list[dict], ops: list[dict]) -> str | None:
+    if not phases and not kernels and not ops:
+        return None
+    spec = [p for p in phases if p["phase"] in SPECIFIC]
+    top = phases[0] if phases else None
+    if spec and top is not None and spec[0]["excess_ms"] >= 0.5 * top["excess_ms"]:
+        top = spec[0]
+    parts = [f"{top['label']} +{top['excess_ms']:.1f} ms"] if top else []
+    on_gpu = top is None or top["phase"] == "compute"
+    first, second = (kernels, ops) if on_gpu else (ops, kernels)
+    detail = first or second
+    if detail:
+        kind = "kernel" if detail is kernels else "op"
+        parts.append(f"{kind} {detail[0]['name']} +{detail[0]['excess_ms']:.1f} ms")
+    return "; ".join(parts)
+
+
+def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | None = None) -> dict | None:
+    """The excess of `worker` in `step` over the median worker, split, with the what-if (module doc); None
+    when the worker did not record the step or fewer than two workers did."""
+    wi = job.workers.index(worker)
+    b = dict(busy_ns) if busy_ns is not None else busy(job, step)
+    k = job.code(step)
+    if k is None or wi not in b or len(b) < 2:
+        return None
+    med = float(np.median(list(b.values())))
+    excess = max(b[wi] - med, 0.0)
+    has = job.b_idx[k] >= 0
+    step_ns = float(np.median((job.b_end[k] - job.b_start[k])[has]))
+    rows = np.flatnonzero((job.c_step == k) & (job.c_w == wi) & (job.c_inst >= 0))
+    insts = job.c_inst[rows]
+    late = insts[job.i_late[insts] == wi]
+    gaps = float(job.i_gap[late].sum())
+    saved = min(excess, gaps)
+    phases = _phase_rows(job, k, wi)
+    kernels = _top_rows(job, k, wi, "top_kernels")
+    ops = _top_rows(job, k, wi, "top_ops")
+    median_w = min(b, key=lambda w: (abs(b[w] - med), w))
+    return {
+        "worker": worker,
+        "rank": job.ranks[worker],
+        "step": step,
+        "busy_ms": _ms(b[wi]),
+        "median_ms": _ms(med),
+        "excess_ms": _ms(excess),
+        "step_ms": _ms(step_ns),
+        "what_if_ms": _ms(step_ns - saved),
+        "saved_ms": _ms(saved),
+        "late_at": int(len(late)),
+        "phases": phases,
+        "kernels": kernels,
+        "ops": ops,
+        "why": _why(phases, kernels, ops),
+        "median_worker": job.workers[median_w],
+        "diff": {"worker": worker, "exp_worker": job.workers[median_w], "step": step},
+    }
+
+
+def pick(job: Job, step: str, segments: list[dict], busy_ns: Mapping[int, float]) -> str | None:
+    """The straggler of a step's critical path: of the workers that arrived late (someone waited) at a collective
+    on the path, the one with the largest busy time; without one, the path's worker with the largest."""
+    if len(busy_ns) < 2:
+        return None
+    late = {s["late_worker"] for s in segments if s["kind"] == "collective" and s["waiters"]}
+    pool = late or {s["worker"] for s in segments if s["kind"] == "work"}
+    pool = {w for w in pool if job.workers.index(w) in busy_ns}
+    if not pool:
+        return None
+    return max(sorted(pool), key=lambda x: busy_ns[job.workers.index(x)])
+
+
+def path_straggler(job: Job, step: str, segments: list[dict]) -> dict | None:
+    """`explain` of the step's path straggler (`pick`), or None."""
+    b = busy(job, step)
+    w = pick(job, step, segments, b)
+    return explain(job, step, w, b) if w is not None else None
+
+
+def describe(s: Mapping) -> str:
+    """A straggler in one line of words."""
+    who = label(s["worker"], s["rank"])
+    why = f": {s['why']}" if s.get("why") else ""
+    return (
+        f"{who} step {s['step']}: {s['excess_ms']:.1f} ms over the median worker{why}; "
+        f"at the median the step would take {s['what_if_ms']:.1f} ms instead of {s['step_ms']:.1f} ms"
+    )
+
+
+def annotate_rows(rows: list[dict], summaries: Mapping[str, Mapping]) -> list[dict]:
+    """The Distributed view's straggler rows with `why`, `what_if_ms` and `diff` (the Diff view's pair: the row's
+    worker against the median worker at that step); None where the summaries lack the facts."""
+    if not rows:
+        return rows
+    job = None
+    if any(isinstance(s.get("phases"), dict) for s in summaries.values()):
+        from tb_plugin.diagnosis.critical_path import match
+
+        job = match(summaries)
+    cache: dict[str, dict] = {}
+    for r in rows:
+        e = None
+        if job is not None and r.get("worker") in job.workers:
+            b = cache.setdefault(str(r["step"]), busy(job, str(r["step"])))
+            e = explain(job, str(r["step"]), r["worker"], b)
+        r["why"] = e["why"] if e else None
+        r["what_if_ms"] = e["what_if_ms"] if e else None
+        r["diff"] = e["diff"] if e else None
+    return rows
