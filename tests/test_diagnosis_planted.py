@@ -1,5 +1,6 @@
 """Planted causes (issue 22 item 6): a job with one known cause on one rank, diagnosed from its per-worker
-summaries; the diagnosis must name that rank, that cause, and a what-if within 10 % of the planted delay.
+summaries; the diagnosis must name that rank, that cause, and a what-if within 10 % of the planted delay. The
+planted rank's own ledger (summary key "ledger") must put the delay in the cause's bucket at that step.
 
 The generated jobs (benchmarks/gen_distributed.py --plant) plant MS ms on rank RANK at step STEP (0-based, so
 ProfilerStep#STEP+1) and nowhere else; every other step of the same job is the unplanted reference: the what-if
@@ -31,6 +32,7 @@ def _diagnose(run: Path) -> dict:
         sums[p.name.split(".")[0]] = summary.summarize(read_trace(p))
     out = report.diagnose(sums)
     out["text"] = report.render_text(out)
+    out["summaries"] = sums
     return out
 
 
@@ -58,22 +60,37 @@ def _phase_excess(worst: dict, phase: str) -> float:
     return next((p["excess_ms"] for p in worst["phases"] if p["phase"] == phase), 0.0)
 
 
+def _ledger_excess(rep: dict, rank: int, bucket: str) -> float:
+    """The planted rank's ledger bucket at the planted step minus its median over the other steps (ms)."""
+    worker = next(w for w, r in rep["ranks"].items() if r == rank)
+    led = rep["summaries"][worker]["ledger"]
+    ns = led["buckets"][bucket]["ns"]
+    i = led["steps"].index(str(STEP + 1))
+    return (ns[i] - median(x for j, x in enumerate(ns) if j != i)) / 1e6
+
+
 def test_slow_data_loading_is_named(tmp_path):
-    worst = _check_rank_and_what_if(_planted_job(tmp_path, 5, "data"), 5)
+    rep = _planted_job(tmp_path, 5, "data")
+    worst = _check_rank_and_what_if(rep, 5)
     assert abs(_phase_excess(worst, "data_loading") - MS) <= 0.1 * MS, worst["phases"]
+    assert abs(_ledger_excess(rep, 5, "data_loading") - MS) <= 0.1 * MS
     assert worst["why"].startswith("data loading +"), worst["why"]
 
 
 def test_slow_kernel_is_named(tmp_path):
-    worst = _check_rank_and_what_if(_planted_job(tmp_path, 2, "kernel"), 2)
+    rep = _planted_job(tmp_path, 2, "kernel")
+    worst = _check_rank_and_what_if(rep, 2)
+    assert abs(_ledger_excess(rep, 2, "compute") - MS) <= 0.1 * MS
     assert worst["kernels"][0]["name"] == SLOW_KERNEL, worst["kernels"]
     assert abs(worst["kernels"][0]["excess_ms"] - MS) <= 0.1 * MS
     assert SLOW_KERNEL in worst["why"]
 
 
 def test_host_sync_is_named(tmp_path):
-    worst = _check_rank_and_what_if(_planted_job(tmp_path, 6, "sync"), 6)
+    rep = _planted_job(tmp_path, 6, "sync")
+    worst = _check_rank_and_what_if(rep, 6)
     assert abs(_phase_excess(worst, "host_sync") - MS) <= 0.1 * MS, worst["phases"]
+    assert abs(_ledger_excess(rep, 6, "host_sync") - MS) <= 0.1 * MS
     assert worst["why"].startswith("host synchronization +"), worst["why"]
 
 
