@@ -148,3 +148,18 @@ def test_bad_plants_are_clear(tmp_path, capsys, argv, message):
 def test_plant_text_round_trips():
     assert str(parse_plant("3:link:2.5:4")) == "3:link:2.5:4"
     assert parse_plant("0:sync:10") == Plant(0, "sync", 10.0, None)
+
+
+def test_plants_repeat_and_default_to_every_step(tmp_path):
+    plants = (parse_plant("1:data:5"), parse_plant("3:sync:4:2"))
+    paths = generate(str(tmp_path / "job"), RANKS, events=1500, steps=STEPS, gz=False, plants=plants)
+    traces = [json.loads(Path(p).read_text()) for p in paths]
+    loads = [[e["dur"] / 1000 for e in sorted(_x(t, DATALOADER), key=lambda e: e["ts"])] for t in traces]
+    assert all(5.1 <= d <= 5.14 for d in loads[1]) and all(d <= 0.14 for r in (0, 2, 3) for d in loads[r])
+    (sync,) = _x(traces[3], "cudaStreamSynchronize")
+    assert _in_step(traces[3], [sync], 2) == [sync] and sync["dur"] >= 4000
+    assert all(_x(traces[r], "cudaStreamSynchronize") == [] for r in (0, 1, 2))
+    # no built-in straggler with plants (it would be rank RANKS // 3 = 1, its kernels 35 % longer): the ranks'
+    # compute kernels (stream 7) in step 1 take the same time within the 6 % rank spread
+    busy = [sum(e["dur"] for e in _in_step(t, _x(t, "ampere_sgemm_128x64_nn"), 1)) for t in traces]
+    assert max(busy) < 1.13 * min(busy), busy
