@@ -135,6 +135,7 @@ def test_link_plant_slows_the_groups_of_the_rank(tmp_path):
         (["--plant", "9:data:5"], "rank 9 is not in 0..3"),
         (["--plant", "1:data:5:7"], "step 7 is not in 0..2"),
         (["--ranks", "3", "--plant", "1:link:5"], "a link plant needs an even number of ranks"),
+        (["--cuda-graph", "--plant", "1:data:5"], "--plant applies to the data-parallel job"),
     ],
 )
 def test_bad_plants_are_clear(tmp_path, capsys, argv, message):
