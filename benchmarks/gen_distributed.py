@@ -10,6 +10,26 @@ straggler rank is slower still, so every other rank waits for it in each all-red
 all-reduce's kernel ends on every rank when the last rank has arrived plus the transfer time.
 
     python benchmarks/gen_distributed.py --ranks 256 --events 50000 --out /tmp/job
+
+Planted causes (`--plant RANK:CAUSE:MS[:STEP]`, repeatable; STEP 0-based, default every step) give the
+diagnosis a known answer. With plants there is no built-in straggler (unless `--straggler` names one),
+kernels are named by their position in the model (the same sequence on every rank), and each step starts
+with a short `enumerate(DataLoader)#...__next__` span on every rank. Each cause delays RANK's arrival at its
+next collective by MS, so every other rank waits for it there, as under NCCL:
+
+- `data`: RANK's DataLoader span is MS longer; its GPU work starts MS later (GPU idle, host in the loader).
+- `kernel`: one `SLOW_KERNEL` launch in the middle of RANK's forward pass runs MS longer.
+- `sync`: in the middle of the forward pass RANK calls `aten::item` (a 4-byte D2H copy, then
+  `cudaStreamSynchronize`) and the host stays blocked in the sync for MS with its GPU idle (as when the
+  sync waits on work outside the trace); the next kernels start when it returns.
+- `link`: a slow link on RANK. In a ring every member of a collective finishes together, so a slow link
+  lengthens the collective on all its members alike and a single group's kernels cannot say whose link it
+  is. What does say it in a real job is which groups are slow: the job gets a 2D layout (`subgroups`: node
+  groups of the GPUs of one node, rail groups of the same GPU index across nodes, each all-reducing once per
+  forward pass, node first), and every collective of a group that contains RANK takes MS / 2 longer (transfer
+  time on all members, no late arrival). The slow node group and the slow rail group meet only in RANK; RANK
+  also arrives MS / 2 late at its rail group's call, and its rail group arrives MS late at the world's
+  gradient all-reduce, where everyone waits. The step grows by MS, as for the other causes.
 """
 
 from __future__ import annotations
@@ -18,6 +38,8 @@ import argparse
 import gzip
 import os
 import random
+from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 from gen_graph_job import graph_trace
@@ -37,6 +59,55 @@ OPT_OP, OPT_KERNEL = "aten::_foreach_add_", "void at::native::multi_tensor_apply
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
+CAUSES = ("data", "kernel", "sync", "link")
+SLOW_KERNEL = FWD_KERNELS[0]  # the kernel a `kernel` plant makes slower
+DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+SUBGROUP_NELEMS = 1_048_576  # floats per subgroup all-reduce (activations of a 2D-parallel layer)
+SUBGROUP_GBPS = {"node": 200.0, "rail": 25.0}  # NVLink inside a node, one NIC rail across nodes
+
+
+@dataclass(frozen=True)
+class Plant:
+    """A known cause planted on one rank: `ms` milliseconds of it at step `step` (0-based), or every step."""
+
+    rank: int
+    cause: str
+    ms: float
+    step: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.rank}:{self.cause}:{self.ms:g}" + ("" if self.step is None else f":{self.step}")
+
+
+def parse_plant(text: str) -> Plant:
+    """`RANK:CAUSE:MS[:STEP]` -> Plant; ValueError with the reason when it is malformed."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise ValueError(f"--plant {text!r}: expected RANK:CAUSE:MS[:STEP]")
+    rank, cause, ms = parts[:3]
+    if cause not in CAUSES:
+        raise ValueError(f"--plant {text!r}: unknown cause {cause!r} (one of {', '.join(CAUSES)})")
+    try:
+        plant = Plant(int(rank), cause, float(ms), int(parts[3]) if len(parts) == 4 else None)
+    except ValueError:
+        raise ValueError(f"--plant {text!r}: RANK and STEP must be integers, MS a number") from None
+    if not plant.ms > 0:
+        raise ValueError(f"--plant {text!r}: MS must be positive")
+    return plant
+
+
+def check_plants(plants: tuple[Plant, ...], ranks: int, steps: int) -> None:
+    """ValueError with the reason when a plant names a rank or step the job does not have, or a `link`
+    plant a job too small for the node and rail groups it is told apart by."""
+    for pl in plants:
+        if not 0 <= pl.rank < ranks:
+            raise ValueError(f"plant {pl}: rank {pl.rank} is not in 0..{ranks - 1}")
+        if pl.step is not None and not 0 <= pl.step < steps:
+            raise ValueError(f"plant {pl}: step {pl.step} is not in 0..{steps - 1}")
+        if pl.cause == "link" and (ranks < 4 or ranks % _node_size(ranks)):
+            raise ValueError(f"plant {pl}: a link plant needs an even number of ranks, at least 4 (got {ranks})")
+
+
 def plan(events: int, steps: int, buckets: int) -> dict:
     """How many ops of each phase one step has, for about `events` events per rank."""
     ops = max(16, events // (EVENTS_PER_OP * steps))
@@ -51,39 +122,90 @@ def _kernel_base(n: int, seed: int) -> list[float]:
     return [rnd.uniform(15.0, 60.0) for _ in range(n)]  # µs; the same model on every rank
 
 
-def simulate(ranks: int, steps: int, p: dict, straggler: int, seed: int = 7) -> list[list[dict]]:
+def _node_size(ranks: int) -> int:
+    """GPUs per node in a job with a `link` plant: 8 when the ranks fill nodes of 8, else 2."""
+    return 8 if ranks >= 16 and ranks % 8 == 0 else 2
+
+
+def subgroups(ranks: int) -> list[tuple[str, str, list[int]]]:
+    """The 2D layout of a job with a `link` plant, as torch names it (`new_group` counts from "1" on every
+    rank): (pg name, description, ranks) of each node group (the GPUs of one node), then of each rail group
+    (the same GPU index on every node)."""
+    size = _node_size(ranks)
+    nodes = ranks // size
+    out = [(str(1 + n), f"node{n}", list(range(n * size, (n + 1) * size))) for n in range(nodes)]
+    out += [(str(1 + nodes + g), f"rail{g}", list(range(g, ranks, size))) for g in range(size)]
+    return out
+
+
+def simulate(
+    ranks: int, steps: int, p: dict, straggler: int | None, seed: int = 7, plants: tuple[Plant, ...] = ()
+) -> list[list[dict]]:
     """Per step, per rank: the GPU start time of every compute kernel and each all-reduce's
-    (start, end), with the collective ending everywhere when the last rank arrived + transfer."""
+    (start, end), with the collective ending everywhere when the last rank arrived + transfer.
+    With `plants`, each rank's step also starts with a DataLoader span (`dl`, µs), kernels are named by
+    their position, and the planted causes lengthen, stall or slow what `Plant` says."""
     fwd_base = _kernel_base(p["fwd"], seed)
     bwd_base = _kernel_base(p["bwd"], seed + 1)
     opt_base = _kernel_base(p["opt"], seed + 2)
     rank_rnd = random.Random(seed + 3)
     factor = [1.0 + max(-0.06, min(0.06, rank_rnd.gauss(0, 0.025))) for _ in range(ranks)]
-    factor[straggler] = 1.35
+    if straggler is not None:
+        factor[straggler] = 1.35
     per_bucket = p["bwd"] // p["buckets"]
     nelems = [6_553_600 if j < p["buckets"] - 1 else 2_097_152 for j in range(p["buckets"])]
+    planted = bool(plants)
+    groups = subgroups(ranks) if any(pl.cause == "link" for pl in plants) else []
+    mid = p["fwd"] // 2
+    slow_kernel = next((i for i in range(mid, p["fwd"]) if i % len(FWD_OPS) == 0), mid)
+    split = p["fwd"] // 3 if groups else p["fwd"]  # the subgroup collectives run after this many forward kernels
     out: list[list[dict]] = []
     start = [0.0] * ranks
     for s in range(steps):
         noise = [random.Random(seed * 1000 + s * 7919 + r) for r in range(ranks)]
-        rows = []
+        extra = [dict.fromkeys(CAUSES, 0.0) for _ in range(ranks)]
+        for pl in plants:
+            if pl.step is None or pl.step == s:
+                extra[pl.rank][pl.cause] += pl.ms * 1000.0
+        rows: list[dict[str, Any]] = []
         for r in range(ranks):
-            t = start[r] + 20.0
-            ks = []
-            for d in fwd_base:
-                dur = d * factor[r] * noise[r].uniform(0.97, 1.03)
-                ks.append(("f", t, dur))
-                t += dur + 1.0
-            arrivals = []
+            dl = 0.0
+            if planted:
+                dl = random.Random(seed * 31 + s * 104729 + r).uniform(100.0, 140.0) + extra[r]["data"]
+            t = start[r] + 20.0 + dl
+            ks: list[tuple] = []
+            for i, d in enumerate(fwd_base[:split]):
+                t = _forward_kernel(
+                    ks, i, d * factor[r] * noise[r].uniform(0.97, 1.03), t, planted, slow_kernel, mid, extra[r]
+                )
+            rows.append({"ks": ks, "t": t, "dl": dl} if planted else {"ks": ks, "t": t})
+        for kind in ("node", "rail"):  # the subgroup collectives, in this order on every rank
+            for name, desc, members in (g for g in groups if g[1].startswith(kind)):
+                last = max(rows[m]["t"] for m in members)
+                end = last + SUBGROUP_NELEMS * 4 / SUBGROUP_GBPS[kind] / 1e3
+                end += max(extra[m]["link"] for m in members) / 2.0  # the slow link: half in each of its groups
+                for m in members:
+                    rows[m]["ks"].append(("c", rows[m]["t"], end - rows[m]["t"], (name, desc, members)))
+                    rows[m]["t"] = end + 1.0
+        for r in range(ranks):
+            row = rows[r]
+            t = row.pop("t")
+            ks = row["ks"]
+            for i, d in enumerate(fwd_base[split:], start=split):
+                t = _forward_kernel(
+                    ks, i, d * factor[r] * noise[r].uniform(0.97, 1.03), t, planted, slow_kernel, mid, extra[r]
+                )
+            arrivals: list[float] = []
             for i, d in enumerate(bwd_base):
                 dur = d * factor[r] * noise[r].uniform(0.97, 1.03)
-                ks.append(("b", t, dur))
+                ks.append(("b", t, dur, i % len(BWD_OPS)) if planted else ("b", t, dur))
                 t += dur + 1.0
                 if (i + 1) % per_bucket == 0 and len(arrivals) < p["buckets"]:
                     arrivals.append(t)
             while len(arrivals) < p["buckets"]:
                 arrivals.append(t)
-            rows.append({"ks": ks, "arrivals": arrivals, "compute_end": t})
+            row["arrivals"] = arrivals
+            row["compute_end"] = t
         coll_end = []
         prev = 0.0
         for j in range(p["buckets"]):
@@ -102,7 +224,7 @@ def simulate(ranks: int, steps: int, p: dict, straggler: int, seed: int = 7) -> 
             t = max(row["compute_end"], coll_end[-1]) + 2.0
             for d in opt_base:
                 dur = d * factor[r] * noise[r].uniform(0.97, 1.03)
-                row["ks"].append(("o", t, dur))
+                row["ks"].append(("o", t, dur, 0) if planted else ("o", t, dur))
                 t += dur + 1.0
             row["colls"] = colls
             row["end"] = t + 10.0
@@ -111,8 +233,41 @@ def simulate(ranks: int, steps: int, p: dict, straggler: int, seed: int = 7) -> 
     return out
 
 
+def _forward_kernel(
+    ks: list, i: int, dur: float, t: float, planted: bool, slow_kernel: int, mid: int, extra: dict
+) -> float:
+    """Appends forward kernel `i` (made longer by a `kernel` plant, followed by the stall of a `sync` plant);
+    returns the GPU time after it."""
+    if not planted:
+        ks.append(("f", t, dur))
+        return t + dur + 1.0
+    if i == slow_kernel:
+        dur += extra["kernel"]
+    ks.append(("f", t, dur, i % len(FWD_OPS)))
+    t += dur + 1.0
+    if i == mid and extra["sync"] > 0:
+        ks.append(("s", t, extra["sync"], None))  # D2H copy at t, the host blocked in the sync for this long
+        t += extra["sync"] + 10.0
+    return t
+
+
+def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dict) -> dict:
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": round(ts, 3),
+        "dur": round(dur, 3),
+        "args": args,
+    }
+
+
 def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> dict:
     """The Kineto trace of one rank from the simulation."""
+    planted = "dl" in steps_sim[0][rank]
+    link = any(k[0] == "c" for k in steps_sim[0][rank]["ks"])
     ev: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python"}},
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": TID, "args": {"name": "thread 1 (python)"}},
@@ -131,6 +286,7 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
         op_args: dict | None = None,
         grid=(1024, 1, 1),
         block=(256, 1, 1),
+        kernel_args: dict | None = None,
     ) -> None:
         nonlocal corr, ext
         cpu_ts = gpu_ts - 30.0
@@ -182,16 +338,97 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
                     "blocks per SM": 7.76,
                     "warps per SM": 62.1,
                     "est. achieved occupancy %": 48,
+                    **(kernel_args or {}),
                 },
             }
         )
         corr += 1
         ext += 1
 
+    def comm_args(n: int, pg: str, desc: str, members: list[int] | None) -> dict:
+        """record_param_comms args as torch 2.x + NCCL writes them (`Process Group Ranks` with plants)."""
+        a = {
+            "Collective name": "allreduce",
+            "In msg nelems": n,
+            "Out msg nelems": n,
+            "dtype": "Float",
+            "Group size": len(members) if members else ranks,
+            "Process Group Name": pg,
+            "Process Group Description": desc,
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Global rank start": members[0] if members else 0,
+            "Global rank stride": (members[1] - members[0]) if members and len(members) > 1 else 1,
+        }
+        if planted:
+            a["Process Group Ranks"] = str(members if members else list(range(ranks)))
+        return a
+
+    def world_allreduce(coll: tuple[float, float, int], full_args: bool) -> None:
+        cs, ce, n = coll
+        args = comm_args(n, "0", "default_pg", None)
+        if not full_args:
+            args = {k: args[k] for k in ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size")}
+            args["Process Group Name"] = "0"
+        launch(
+            "record_param_comms",
+            NCCL_KERNEL,
+            cs,
+            ce - cs,
+            COMM_STREAM,
+            args,
+            grid=(2, 1, 1),
+            block=(640, 1, 1),
+            kernel_args=args if planted else None,
+        )
+
+    def host_sync(ts: float, stall: float) -> None:
+        """`.item()` on a GPU tensor: a 4-byte D2H copy, then the host blocked in cudaStreamSynchronize."""
+        nonlocal corr, ext
+        cpu = ts - 30.0
+        item = {"External id": ext, "Record function id": 0, "Ev Idx": len(ev)}
+        ev.append(_x("cpu_op", "aten::item", PID, TID, cpu, stall + 16.0, item))
+        ev.append(
+            _x(
+                "cpu_op",
+                "aten::_local_scalar_dense",
+                PID,
+                TID,
+                cpu + 1.0,
+                stall + 14.0,
+                {**item, "External id": ext + 1},
+            )
+        )
+        ev.append(
+            _x(
+                "cuda_runtime",
+                "cudaMemcpyAsync",
+                PID,
+                TID,
+                cpu + 2.0,
+                6.0,
+                {"External id": ext + 1, "cbid": 41, "correlation": corr},
+            )
+        )
+        copy = {
+            "External id": ext + 1,
+            "correlation": corr,
+            "device": DEVICE,
+            "context": 1,
+            "stream": STREAM,
+            "bytes": 4,
+            "memory bandwidth (GB/s)": 0.002,
+        }
+        ev.append(_x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", DEVICE, STREAM, ts, 2.0, copy))
+        sync = {"External id": ext + 1, "cbid": 131, "correlation": corr + 1}
+        ev.append(_x("cuda_runtime", "cudaStreamSynchronize", PID, TID, cpu + 9.0, stall + 5.0, sync))
+        corr += 2
+        ext += 2
+
     for s, rows in enumerate(steps_sim):
         row = rows[rank]
         ks = row["ks"]
-        first = ks[0][1] - 40.0
+        first = ks[0][1] - 40.0 - row.get("dl", 0.0)
         ev.append(
             {
                 "ph": "X",
@@ -205,62 +442,33 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
             }
         )
         ext += 1
+        if planted:
+            loader = {"External id": ext, "Record function id": 0, "Ev Idx": len(ev)}
+            ev.append(_x("user_annotation", DATALOADER, PID, TID, first + 1.0, row["dl"], loader))
+            ext += 1
         bi = 0
         nb = 0
-        for kind, ts, dur in ks:
+        for kind, ts, dur, *which in ks:
             if kind == "f":
-                name = FWD_OPS[int(ts) % len(FWD_OPS)]
-                launch(name, FWD_KERNELS[FWD_OPS.index(name)], ts, dur, STREAM)
+                k = which[0] if which else int(ts) % len(FWD_OPS)
+                launch(FWD_OPS[k], FWD_KERNELS[k], ts, dur, STREAM)
+            elif kind == "s":
+                host_sync(ts, dur)
+            elif kind == "c":
+                pg, desc, members = which[0]
+                args = comm_args(SUBGROUP_NELEMS, pg, desc, members)
+                launch("record_param_comms", NCCL_KERNEL, ts, dur, COMM_STREAM, args, (2, 1, 1), (640, 1, 1), args)
             elif kind == "b":
-                name = BWD_OPS[int(ts) % len(BWD_OPS)]
-                launch(name, FWD_KERNELS[BWD_OPS.index(name)], ts, dur, STREAM)
+                k = which[0] if which else int(ts) % len(BWD_OPS)
+                launch(BWD_OPS[k], FWD_KERNELS[k], ts, dur, STREAM)
                 nb += 1
                 if nb % per_bucket == 0 and bi < len(row["colls"]):
-                    cs, ce, n = row["colls"][bi]
-                    launch(
-                        "record_param_comms",
-                        NCCL_KERNEL,
-                        cs,
-                        ce - cs,
-                        COMM_STREAM,
-                        {
-                            "Collective name": "allreduce",
-                            "In msg nelems": n,
-                            "Out msg nelems": n,
-                            "dtype": "Float",
-                            "Group size": ranks,
-                            "Process Group Name": "0",
-                            "Process Group Description": "default_pg",
-                            "In split size": "[]",
-                            "Out split size": "[]",
-                            "Global rank start": 0,
-                            "Global rank stride": 1,
-                        },
-                        grid=(2, 1, 1),
-                        block=(640, 1, 1),
-                    )
+                    world_allreduce(row["colls"][bi], full_args=True)
                     bi += 1
             else:
                 launch(OPT_OP, OPT_KERNEL, ts, dur, STREAM)
         while bi < len(row["colls"]):
-            cs, ce, n = row["colls"][bi]
-            launch(
-                "record_param_comms",
-                NCCL_KERNEL,
-                cs,
-                ce - cs,
-                COMM_STREAM,
-                {
-                    "Collective name": "allreduce",
-                    "In msg nelems": n,
-                    "Out msg nelems": n,
-                    "dtype": "Float",
-                    "Group size": ranks,
-                    "Process Group Name": "0",
-                },
-                grid=(2, 1, 1),
-                block=(640, 1, 1),
-            )
+            world_allreduce(row["colls"][bi], full_args=planted)
             bi += 1
         ev.append(
             {
@@ -282,6 +490,13 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
             }
         )
     ev.sort(key=lambda e: e.get("ts", -1))
+    pgs = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": ranks, "ranks": "all"}]
+    if link:
+        pgs += [
+            {"pg_name": pg, "pg_desc": desc, "backend_config": "cuda:nccl", "pg_size": len(members), "ranks": members}
+            for pg, desc, members in subgroups(ranks)
+            if rank in members
+        ]
     return {
         "schemaVersion": 1,
         "deviceProperties": [
@@ -306,16 +521,8 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
             "backend": "nccl",
             "rank": rank,
             "world_size": ranks,
-            "pg_count": 1,
-            "pg_config": [
-                {
-                    "pg_name": "0",
-                    "pg_desc": "default_pg",
-                    "backend_config": "cuda:nccl",
-                    "pg_size": ranks,
-                    "ranks": "all",
-                }
-            ],
+            "pg_count": len(pgs),
+            "pg_config": pgs,
             "nccl_version": "2.21.5",
         },
         "record_shapes": 0,
@@ -338,12 +545,19 @@ def generate(
     seed: int = 7,
     gz: bool = True,
     cuda_graph: dict | None = None,
+    plants: tuple[Plant, ...] = (),
 ) -> list[str]:
-    """Writes one trace per rank under `out` (a run folder); returns the paths. With `cuda_graph` (options of
-    `gen_graph_job.graph_trace`: capture, ids, layers; replays = steps - 1), the CUDA-graph job instead."""
-    straggler = ranks // 3 if straggler is None else straggler
+    """Writes one trace per rank under `out` (a run folder); returns the paths. The slow rank is `straggler`
+    (negative: none; default ranks // 3, none when `plants` are given, so that the plants are the only cause).
+    With `cuda_graph` (options of `gen_graph_job.graph_trace`: capture, ids, layers; replays = steps - 1), the
+    CUDA-graph job instead (no plants there)."""
+    check_plants(plants, ranks, steps)
+    if plants and cuda_graph is not None:
+        raise ValueError("plants apply to the data-parallel job, not to the CUDA-graph job")
+    if straggler is None:
+        straggler = -1 if plants else ranks // 3
     p = plan(events, steps, buckets)
-    sim = simulate(ranks, steps, p, straggler, seed) if cuda_graph is None else []
+    sim = simulate(ranks, steps, p, straggler if straggler >= 0 else None, seed, plants) if cuda_graph is None else []
     os.makedirs(out, exist_ok=True)
     enc = msgspec.json.Encoder()
     paths = []
@@ -362,23 +576,42 @@ def generate(
     return paths
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="run folder to write the rank traces into")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--events", type=int, default=50_000, help="about this many events per rank")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--straggler", type=int, default=None, help="the slow rank (default ranks // 3)")
+    ap.add_argument(
+        "--straggler", type=int, default=None, help="the slow rank (default ranks // 3; none with --plant; -1: none)"
+    )
+    ap.add_argument(
+        "--plant",
+        action="append",
+        default=[],
+        metavar="RANK:CAUSE:MS[:STEP]",
+        help=f"plant MS ms of a cause ({', '.join(CAUSES)}) on RANK at step STEP (0-based; default every step); "
+        "repeatable",
+    )
     ap.add_argument("--plain", action="store_true", help="write .json instead of .json.gz")
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
     ap.add_argument("--graph-ids", action="store_true", help="CUDA-graph job: kernels carry graph and node ids")
     ap.add_argument("--graph-layers", type=int, default=4, help="CUDA-graph job: layers of 4 ops in the graph")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     graph = None
     if a.cuda_graph:
         graph = {"capture": not a.graph_no_capture, "ids": a.graph_ids, "layers": a.graph_layers}
-    paths = generate(a.out, a.ranks, a.events, a.steps, straggler=a.straggler, gz=not a.plain, cuda_graph=graph)
+    try:
+        plants = tuple(parse_plant(t) for t in a.plant)
+        check_plants(plants, a.ranks, a.steps)
+        if plants and graph is not None:
+            raise ValueError("--plant applies to the data-parallel job, not to --cuda-graph")
+    except ValueError as exc:
+        ap.error(str(exc))
+    paths = generate(
+        a.out, a.ranks, a.events, a.steps, straggler=a.straggler, gz=not a.plain, cuda_graph=graph, plants=plants
+    )
     print(f"wrote {len(paths)} rank traces to {a.out}")
 
 

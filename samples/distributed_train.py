@@ -11,7 +11,10 @@ shows computation, communication and the time each rank waits for the others.
     tensorboard --logdir log/distributed
 
 ``--slow-rank R`` makes rank R a straggler (it sleeps ``--slow-ms`` per step), so the other
-ranks wait for it inside ``Allreduce``. With PyCUDA and a GPU (``--device auto|gpu``) the
+ranks wait for it inside ``Allreduce``. ``--plant RANK:CAUSE:MS`` (repeatable) plants a known cause for the
+diagnosis to find: ``data`` (RANK's data loader takes MS longer per step, inside its
+``enumerate(DataLoader)#...__next__`` range, as torch names a DataLoader's) or ``op`` (RANK's first
+``mlp::linear`` of the forward pass takes MS longer per step). With PyCUDA and a GPU (``--device auto|gpu``) the
 forward and backward passes run on the GPU; gradients are copied to the host for MPI.
 """
 
@@ -210,9 +213,10 @@ def make_ops(device: str) -> Any:
 class MLP:
     """in -> hidden (ReLU) -> hidden (ReLU) -> classes, softmax cross-entropy, plain SGD."""
 
-    def __init__(self, ops: Any, sizes: list[int], seed: int) -> None:
+    def __init__(self, ops: Any, sizes: list[int], seed: int, slow_first_s: float = 0.0) -> None:
         rng = np.random.default_rng(seed)
         self.ops = ops
+        self.slow_first_s = slow_first_s  # a planted cause: the first linear layer's forward takes this longer
         self.params: list[Any] = []
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
             w = rng.normal(0.0, np.sqrt(2.0 / fan_in), (fan_in, fan_out)).astype(np.float32)
@@ -227,6 +231,8 @@ class MLP:
             with record_op("mlp::linear", acts[-1], w, b):
                 z = self.ops.matmul(acts[-1], w)
                 z = self.ops.add_bias_relu(z, b, relu=i < n_layers - 1)
+                if i == 0 and self.slow_first_s:
+                    time.sleep(self.slow_first_s)
             acts.append(z)
         return acts
 
@@ -274,6 +280,26 @@ def batches(x: np.ndarray, y: np.ndarray, batch: int, seed: int):
             yield x[idx], y[idx]
 
 
+# --- planted causes ---------------------------------------------------------------------------
+
+DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"  # the range torch records per batch
+PLANT_CAUSES = ("data", "op")
+
+
+def parse_plant(text: str) -> tuple[int, str, float]:
+    """`RANK:CAUSE:MS` -> (rank, cause, seconds); ValueError with the reason when it is malformed."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[1] not in PLANT_CAUSES:
+        raise ValueError(f"--plant {text!r}: expected RANK:CAUSE:MS with CAUSE one of {', '.join(PLANT_CAUSES)}")
+    try:
+        rank, ms = int(parts[0]), float(parts[2])
+    except ValueError:
+        raise ValueError(f"--plant {text!r}: RANK must be an integer, MS a number") from None
+    if rank < 0 or not ms > 0:
+        raise ValueError(f"--plant {text!r}: RANK must not be negative, MS must be positive")
+    return rank, parts[1], ms / 1000.0
+
+
 # --- training --------------------------------------------------------------------------------
 
 
@@ -286,6 +312,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-ms extra per step")
     p.add_argument("--slow-ms", type=float, default=30.0)
+    p.add_argument(
+        "--plant",
+        action="append",
+        default=[],
+        metavar="RANK:CAUSE:MS",
+        help=f"plant MS ms per step of a cause ({', '.join(PLANT_CAUSES)}) on RANK; repeatable",
+    )
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
     p.add_argument("--wait", type=int, default=1, help="profiler schedule: steps skipped per cycle")
     p.add_argument("--warmup", type=int, default=1)
@@ -300,6 +333,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.slow_ms < 0:
         p.error("--slow-ms must not be negative")
+    try:
+        args.plants = [parse_plant(t) for t in args.plant]
+    except ValueError as exc:
+        p.error(str(exc))
     return args
 
 
@@ -312,10 +349,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
+    if any(r >= world for r, _, _ in args.plants):
+        if rank == 0:
+            print(f"--plant: a rank is not in 0..{world - 1} ({' '.join(args.plant)})", file=sys.stderr)
+        return 2
+    delay = {c: sum(s for r, cause, s in args.plants if r == rank and cause == c) for c in PLANT_CAUSES}
 
     ops = make_ops(args.device)
     in_dim, classes = 64, 10
-    model = MLP(ops, [in_dim, args.hidden, args.hidden, classes], seed=args.seed)
+    model = MLP(ops, [in_dim, args.hidden, args.hidden, classes], seed=args.seed, slow_first_s=delay["op"])
     # Same initial weights everywhere (rank 0's), as DDP does at construction.
     for p in model.params:
         host = np.ascontiguousarray(ops.to_host(p))
@@ -338,7 +380,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rank {rank}: dying at step {step} (failure drill)", flush=True)
                 os._exit(3)
             with record_function("data_loading"):
-                xb, yb = next(loader)
+                with record_function(DATALOADER):
+                    xb, yb = next(loader)
+                    if delay["data"]:
+                        time.sleep(delay["data"])
                 xd = ops.to_device(xb)
             with record_function("forward"):
                 acts = model.forward(xd)

@@ -126,6 +126,10 @@ def test_gradients_are_right(sample):
         (["--steps", "0"], "--steps must be at least 1"),
         (["--slow-ms", "-1"], "--slow-ms must not be negative"),
         (["--device", "tpu"], "invalid choice"),
+        (["--plant", "1:disk:5"], "CAUSE one of data, op"),
+        (["--plant", "1:data"], "expected RANK:CAUSE:MS"),
+        (["--plant", "x:data:5"], "RANK must be an integer"),
+        (["--plant", "1:data:0"], "MS must be positive"),
     ],
 )
 def test_bad_arguments_are_clear(sample, capsys, argv, message):
