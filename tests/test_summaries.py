@@ -19,6 +19,7 @@ from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
 from profiler_core.trace.read.reader import read_trace
+from tb_plugin.diagnosis import worker_facts
 from tb_plugin.diagnosis.buckets import BUCKETS
 from tb_plugin.runs import Scanner
 from tb_plugin.summaries import cli, store
@@ -133,6 +134,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
             "queue_max": {},
             "reasons": [],
         },
+        **worker_facts.empty_facts(),
     }
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)
@@ -140,6 +142,18 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     assert store.read(where, S.fs.Stat(101, 5)) is None  # the trace changed
     store.write(where, {**s, "version": S.VERSION + 1})
     assert store.read(where, src) is None  # another gpuscope's
+    store.write(where, {**s, "version": 2})
+    assert store.read(where, src) is None  # a version-2 summary (no diagnosis facts): recomputed, never misread
+    v3_without_facts = {k: v for k, v in s.items() if k != "phases"}
+    store.write(where, v3_without_facts)
+    assert store.read(where, src) is None
+    cc = {**s["collective_calls"], "groups": ["0 [0, 1]"], "group_pg": ["0"], "group_ranks": [[0, 1]]}
+    cc.update(group_size=[2], names=["nccl:all_reduce"], group=[3], seq=[0], name=[0], step=[-1])
+    cc.update(start=[0], end=[5], bytes=[-1], wait=[0])
+    store.write(where, {**s, "collective_calls": cc})
+    assert store.read(where, src) is None  # group index 3 of 1 group
+    store.write(where, {**s, "collective_calls": {**cc, "group": [0]}})
+    assert store.read(where, src) == {**s, "collective_calls": {**cc, "group": [0]}}
     Path(where).write_bytes(b"\x1f\x8b not gzip")
     assert store.read(where, src) is None  # damaged
     with pytest.raises(S.SummaryError, match="not a gpuscope summary"):

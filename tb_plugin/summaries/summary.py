@@ -11,7 +11,8 @@ A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the t
    "memory_peak": {"CPU"|"GPU0"...: {"allocated", "reserved"}},   # bytes, -1 when not recorded
    "devices": {"rank", "world_size", "backend", "gpus"},
    "ledger": {...},                              # diagnosis.ledger.worker_ledger: per-step buckets (ns)
-   "gpu_idle": {...}}                            # views.gpu_idle_summary: idle by cause, launches, queue
+   "gpu_idle": {...},                            # views.gpu_idle_summary: idle by cause, launches, queue
+   "collective_calls": {...}, "phases": {...}}   # diagnosis.worker_facts: the cross-rank diagnosis' input
 Never pickle: summaries may be computed on another machine and are read by the plugin.
 """
 
@@ -32,8 +33,9 @@ from tb_plugin.summaries import fs
 #: bump when a summary's fields or the views' definitions they hold change
 #: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names;
 #: 3: kernels replayed by CUDA graphs count for the ops that captured them;
-#: 4: the recoverable-time ledger and the GPU idle projection)
-VERSION = 4
+#: 4: the recoverable-time ledger and the GPU idle projection;
+#: 5: collective calls per process group and step phases for the cross-rank diagnosis)
+VERSION = 5
 KIND = "gpuscope-summary"
 TOP = 20
 
@@ -55,7 +57,7 @@ def _memory_peak(t: Any) -> dict:
 
 def summarize(t: Any, source: fs.Stat | None = None) -> dict:
     """The summary of one parsed trace (`source`: the file's identity, stored for validation)."""
-    from tb_plugin.diagnosis import ledger
+    from tb_plugin.diagnosis import ledger, worker_facts
     from tb_plugin.views import distributed, gpu_idle_summary, kernels, operators, overview
 
     ov = overview.overview(t)
@@ -82,6 +84,7 @@ def summarize(t: Any, source: fs.Stat | None = None) -> dict:
         },
         "ledger": ledger.worker_ledger(t),
         "gpu_idle": gpu_idle_summary.gpu_idle_summary(t),
+        **worker_facts.worker_facts(t),
     }
     return normalize(out)
 
@@ -238,6 +241,7 @@ def validate(obj: dict) -> None:
     _check(isinstance(obj.get("devices"), dict), "devices is not an object")
     _validate_ledger(obj.get("ledger"))
     _validate_gpu_idle(obj.get("gpu_idle"))
+    _validate_facts(obj)
 
 
 def _is_opt_str(x: Any) -> bool:
@@ -288,6 +292,54 @@ def _validate_gpu_idle(g: Any) -> None:
                     xs is None or (isinstance(xs, list) and len(xs) == n and all(_is_int(x) for x in xs)),
                     f"gpu_idle.{part}.{k} is not one count per step",
                 )
+
+
+def _is_int_or_none(x: Any) -> bool:
+    return x is None or _is_int(x)
+
+
+def _validate_facts(obj: dict) -> None:
+    """The diagnosis' keys (`diagnosis.worker_facts`): their lists typed, of one length, indices in range."""
+    from tb_plugin.diagnosis.worker_facts import MAX_CALLS, MAX_STEPS, PHASES, TOP_N
+
+    cc = obj.get("collective_calls")
+    _check(isinstance(cc, dict), "collective_calls is not an object")
+    ng = _lists(cc, ("groups", "group_pg"), _is_str, "collective_calls")
+    _check(_lists(cc, ("group_size",), _is_int, "collective_calls") == ng, "collective_calls.group_size does not match")
+    ranks = cc.get("group_ranks")
+    _check(
+        isinstance(ranks, list)
+        and len(ranks) == ng
+        and all(r is None or (isinstance(r, list) and all(_is_int(x) for x in r)) for r in ranks),
+        "collective_calls.group_ranks is not a list of rank lists",
+    )
+    nn = _lists(cc, ("names",), _is_str, "collective_calls")
+    n = _lists(cc, ("group", "seq", "name", "step", "start", "end", "bytes", "wait"), _is_int, "collective_calls")
+    _check(n <= MAX_CALLS and _is_int(cc.get("dropped")), "collective_calls holds too many calls")
+    _check(all(0 <= x < ng for x in cc["group"]), "collective_calls.group out of range")
+    _check(all(0 <= x < nn for x in cc["name"]), "collective_calls.name out of range")
+    ph = obj.get("phases")
+    _check(isinstance(ph, dict), "phases is not an object")
+    ns = _lists(ph, ("step",), _is_str, "phases")
+    _check(ns <= MAX_STEPS, "phases holds too many steps")
+    _check(_lists(ph, ("start", "end"), _is_int, "phases") == ns, "phases.start/end do not match the steps")
+    _check(_lists(ph, PHASES, _is_int_or_none, "phases") == ns, "phases lists do not match the steps")
+    nt = _lists(ph, ("names",), _is_str, "phases")
+
+    def top(x: Any) -> bool:
+        return (
+            isinstance(x, list)
+            and len(x) <= TOP_N
+            and all(
+                isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and 0 <= p[0] < nt and _is_num(p[1]) for p in x
+            )
+        )
+
+    _check(_lists(ph, ("top_kernels", "top_ops"), top, "phases") == ns, "phases tops do not match the steps")
+    _check(
+        isinstance(ph.get("reasons"), dict) and all(isinstance(v, str) for v in ph["reasons"].values()),
+        "phases.reasons is not an object of texts",
+    )
 
 
 def source_fields(src: fs.Stat) -> dict:

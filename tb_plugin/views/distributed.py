@@ -39,7 +39,7 @@ import pandas as pd
 
 from profiler_core.analysis import intervals
 from tb_plugin.errors import BadRequest
-from tb_plugin.views import collectives, common
+from tb_plugin.views import collectives, common, group_waits
 
 _TIER1 = ("nccl:", "gloo:", "mpi::")
 _DTYPE_BYTES = {
@@ -321,6 +321,7 @@ def worker_summary(t: Any) -> dict:
         step = np.where((k >= 0) & (cstart <= ends[np.maximum(k, 0)]), k, -1)
     from tb_plugin.views.timeline import trace_origin_ns
 
+    pg_ranks = group_waits.pg_ranks_of(d["info"])
     return {
         "origin": trace_origin_ns(t),  # the zero of the other views' µs times
         "steps": {
@@ -335,6 +336,7 @@ def worker_summary(t: Any) -> dict:
             "names": [n for n, _ in uniq],
             "pg": [g for _, g in uniq],
             "group_size": [gsize[k2] for k2 in uniq],
+            "pg_ranks": [list(pg_ranks[g]) if g in pg_ranks else None for _, g in uniq],
             "name": [code[k2] for k2 in keys],
             "step": step.tolist(),
             "dur": coll["dur"].to_numpy(np.int64).tolist(),
@@ -363,14 +365,16 @@ def _cumcount(keys: np.ndarray) -> np.ndarray:
 
 
 class _Collectives:
-    """Every worker's collectives as flat arrays, aligned across workers: the k-th call of a name on
-    every worker is one collective; its transfer is the shortest duration any worker saw, each
-    worker's wait its own duration minus that (no clock alignment between hosts needed)."""
+    """Every worker's collectives as flat arrays, matched across workers per process group (`group_waits`): the
+    k-th non-wait call of a group on each member is one collective (calls without a group: the k-th call of a
+    name on every worker); when every expected member has it under one name, its transfer is the shortest
+    duration any member saw, each member's wait its own duration minus that (no clock alignment needed)."""
 
     def __init__(self, parts: dict, workers: list[str]) -> None:
         self.workers = workers
         names: dict[tuple[str, str], int] = {}  # (name, process group) -> global code
         gsize: dict[tuple[str, str], int] = {}
+        granks: dict[tuple[str, str], tuple[int, ...] | None] = {}
         w_, c_, s_, d_, b_, x_ = [], [], [], [], [], []
         for wi, w in enumerate(workers):
             c = parts[w].get("collectives") or {}
@@ -380,8 +384,11 @@ class _Collectives:
             local = [str(n) for n in c.get("names") or []]
             pgs = [str(g) for g in (c.get("pg") or [""] * len(local))]
             sizes = [int(g) for g in (c.get("group_size") or [-1] * len(local))]
-            for key, g in zip(zip(local, pgs), sizes):
+            ranks = c.get("pg_ranks") or [None] * len(local)
+            for key, g, r in zip(zip(local, pgs), sizes, ranks):
                 gsize[key] = max(gsize.get(key, -1), g)
+                if r is not None:
+                    granks[key] = tuple(int(x) for x in r)
             glob = np.array([names.setdefault(key, len(names)) for key in zip(local, pgs)], np.int64)
             c_.append(glob[codes])
             w_.append(np.full(len(codes), wi, np.int64))
@@ -398,22 +405,46 @@ class _Collectives:
         self.group_sizes = [gsize[key] for key in names]
         self.worker, self.name, self.step, self.dur, self.bytes = cat(w_), cat(c_), cat(s_), cat(d_), cat(b_)
         is_wait = cat(x_).astype(bool)
-        G = max(len(self.names), 1)
-        self.k = _cumcount(self.worker * G + self.name)  # per worker, in time order
+        present = {w: _rank_of(parts[w]) for w in workers}
+        # what calls are matched within: a process group (its key), else the name; `wait` calls on their own
+        match: dict[str, int] = {}
+        self.members = []  # per match key: the workers expected to have each of its calls
+        code_key = []
+        for key in names:
+            ranks = granks.get(key)
+            mk = group_waits.group_key(key[1], ranks, gsize[key]) if key[1] else f"name {key[0]}"
+            code_key.append(match.setdefault(mk, len(match)))
+            if len(self.members) < len(match):
+                self.members.append(
+                    group_waits.expected_members(ranks, gsize[key], present) if key[1] else len(workers)
+                )
+        self.match_members = np.asarray(self.members, np.int64)
+        mkey = np.asarray(code_key, np.int64)[self.name] if len(self.name) else np.zeros(0, np.int64)
+        M = max(len(match), 1)
+        mkey = np.where(is_wait, M + self.name, mkey)  # a wait call matches nothing
+        self.k = _cumcount(self.worker * (M + len(self.names) + 1) + mkey)  # per worker, in time order
         kmax = int(self.k.max()) + 1 if len(self.k) else 1
-        # one group per (name, k) that occurs: never G * kmax (a planted summary's 50k names and
+        # one group per (key, k) that occurs: never G * kmax (a planted summary's 50k names and
         # 50k calls of one of them would ask for 2.5e9)
-        uniq, inverse = np.unique(self.name * kmax + self.k, return_inverse=True)
+        uniq, inverse = np.unique(mkey * kmax + self.k, return_inverse=True)
         self.group = inverse.reshape(-1).astype(np.int64)
         ngroups = len(uniq)
         n_in = np.bincount(self.group, minlength=ngroups)
         shortest = np.full(ngroups, np.iinfo(np.int64).max)
         np.minimum.at(shortest, self.group, self.dur)
-        self.aligned = n_in[self.group] == len(workers)
+        lo = np.full(ngroups, np.iinfo(np.int64).max)
+        hi = np.full(ngroups, np.iinfo(np.int64).min)
+        np.minimum.at(lo, self.group, self.name)
+        np.maximum.at(hi, self.group, self.name)
+        expected = np.where(mkey < M, self.match_members[np.minimum(mkey, M - 1)], len(workers)) if len(mkey) else mkey
+        self.expected = expected
+        self.aligned = (n_in[self.group] == expected) & (lo[self.group] == hi[self.group]) & ~is_wait
         self.transfer = np.where(self.aligned, shortest[self.group], self.dur)
         self.transfer = np.where(is_wait, 0, self.transfer)  # a `wait` collective only waits
         self.wait = self.dur - self.transfer
         self.group_wait = np.bincount(self.group, weights=self.wait.astype(np.float64), minlength=ngroups)
+        self._granks = [granks.get(key) for key in names]
+        self._present = present
 
     def __len__(self) -> int:
         return len(self.dur)
@@ -426,10 +457,16 @@ class _Collectives:
         counts = np.bincount(self.worker * G + self.name, minlength=W * G).reshape(W, G)
         notes = []
         for g in range(G):
-            col = counts[:, g]
+            who = list(range(W))
+            r = self._granks[g]
+            if r is not None and all(v is not None for v in self._present.values()):  # the group's members only
+                who = [i for i, w in enumerate(self.workers) if self._present[w] in r]
+                if not who:
+                    continue
+            col = counts[who, g]
             if col.min() != col.max():
                 if W <= 16:
-                    desc = ", ".join(f"{w}: {int(col[i])}" for i, w in enumerate(self.workers))
+                    desc = ", ".join(f"{self.workers[i]}: {int(n)}" for i, n in zip(who, col))
                 else:
                     desc = f"from {int(col.min())} to {int(col.max())} calls"
                 notes.append(
@@ -447,6 +484,11 @@ class _Collectives:
         tr = np.bincount(key, weights=self.transfer[m].astype(np.float64), minlength=W * n).reshape(W, n)
         wt = np.bincount(key, weights=self.wait[m].astype(np.float64), minlength=W * n).reshape(W, n)
         return tr, wt
+
+
+def _rank_of(part: dict) -> int | None:
+    r = (part.get("info") or {}).get("rank")
+    return int(r) if isinstance(r, int) and not isinstance(r, bool) else None
 
 
 def _comm_rows(c: _Collectives) -> dict:

@@ -72,10 +72,21 @@ def worker_calls(t: Any, worker: str) -> pd.DataFrame:
     )
 
 
-def _group_key(pg: str, ranks: tuple[int, ...] | None, size: int) -> str:
+def group_key(pg: str, ranks: tuple[int, ...] | None, size: int) -> str:
+    """The key of a process group: its name with its ranks when known, else with its size."""
     if ranks is not None:
         return f"{pg} {list(ranks)}"
     return f"{pg} (size {size})" if size > 0 else str(pg)
+
+
+def expected_members(ranks: tuple[int, ...] | list[int] | None, size: int, present: Mapping[str, int | None]) -> int:
+    """How many of the `present` workers (worker -> global rank or None) a group should have: those whose rank is
+    in its `ranks` (when every worker knows its rank), else `size` of them, else all of them."""
+    n = len(present)
+    if ranks is not None and all(v is not None for v in present.values()):
+        rs = set(ranks)
+        return sum(1 for v in present.values() if v in rs)
+    return min(size, n) if size > 0 else n
 
 
 def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tuple[pd.DataFrame, list[str]]:
@@ -88,7 +99,7 @@ def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tup
     out = calls.reset_index(drop=True).copy()
     sizes = out["group_size"].to_numpy(np.int64)
     out["group"] = [
-        _group_key(str(g), r if isinstance(r, tuple) else None, int(s))
+        group_key(str(g), r if isinstance(r, tuple) else None, int(s))
         for g, r, s in zip(out["pg"], out["pg_ranks"], sizes)
     ]
     is_wait = out["is_wait"].to_numpy(bool)
@@ -96,12 +107,9 @@ def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tup
     seq[~is_wait] = out[~is_wait].groupby(["worker", "group"], sort=False).cumcount().to_numpy(np.int64)
     out["seq"] = seq
 
-    def members(r: tuple[int, ...] | None, size: int) -> int:
-        if isinstance(r, tuple) and all(v is not None for v in present.values()):
-            return sum(1 for w in workers if present[w] in r)
-        return min(size, len(workers)) if size > 0 else len(workers)
-
-    out["members"] = [members(r if isinstance(r, tuple) else None, int(s)) for r, s in zip(out["pg_ranks"], sizes)]
+    out["members"] = [
+        expected_members(r if isinstance(r, tuple) else None, int(s), present) for r, s in zip(out["pg_ranks"], sizes)
+    ]
     dur = out["dur"].to_numpy(np.int64)
     transfer = dur.copy()
     aligned = np.zeros(len(out), dtype=bool)

@@ -1,0 +1,147 @@
+"""The run-level diagnosis from the per-worker summaries only: what `gpuscope diagnose`, the `/diagnosis` route
+and the views serve.
+
+`diagnose(summaries: {worker: summary}) -> dict` (JSON-able):
+  {"workers": n, "ranks": {worker: rank | None},
+   "ledger": the run's recoverable-time ledger (`ledger.run_ledger`) or None, "ledger_reason": text | None,
+   "steps": [{"step", "step_ms", "segments": [...critical_path segments, work ones with "why"...],
+              "path": text, "straggler": stragglers.explain(...) | None}...],
+   "worst": {"step", "straggler"...} | None,     # the step whose straggler would save the most
+   "stragglers": [explain(...)...],              # the path stragglers of all steps, most saved first
+   "notes": [text...], "reason": text | None}    # reason: why there is no path (no facts, one worker)
+`render_text(report) -> str`: the same in words, for a terminal or a CI log.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from tb_plugin.diagnosis import critical_path, stragglers
+
+#: the critical paths reported in words (every step is in the JSON)
+TEXT_STEPS = 5
+LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
+
+
+def _ledger(summaries: Mapping[str, Mapping]) -> tuple[Any, str | None]:
+    """The run's ledger from `tb_plugin.diagnosis.ledger` when it offers one, else None and the reason."""
+    try:
+        mod = importlib.import_module("tb_plugin.diagnosis.ledger")
+    except ImportError:
+        return None, LEDGER_PENDING
+    fn = getattr(mod, "run_ledger", None)
+    if fn is None:
+        return None, LEDGER_PENDING
+    return fn(summaries), None
+
+
+def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
+    """Each work segment gets the `why` of its worker in the step: what it spent more on than the median worker."""
+    for seg in step["segments"]:
+        if seg["kind"] != "work":
+            continue
+        key = (step["step"], seg["worker"])
+        if key not in cache:
+            cache[key] = stragglers.explain(job, step["step"], seg["worker"])
+        s = cache[key]
+        seg["why"] = s["why"] if s else None
+
+
+def diagnose(summaries: Mapping[str, Mapping]) -> dict:
+    """The diagnosis of one run and span (module doc)."""
+    workers = sorted(summaries)
+    ledger, ledger_reason = _ledger(summaries)
+    out: dict = {
+        "workers": len(workers),
+        "ranks": {w: critical_path.worker_rank(summaries[w]) for w in workers},
+        "ledger": ledger,
+        "ledger_reason": ledger_reason,
+        "steps": [],
+        "worst": None,
+        "stragglers": [],
+        "notes": [],
+        "reason": None,
+    }
+    if not workers:
+        out["reason"] = "no worker summaries"
+        return out
+    if not any(isinstance(summaries[w].get("phases"), dict) for w in workers):
+        out["reason"] = critical_path.NO_FACTS
+        return out
+    job = critical_path.match(summaries)
+    out["notes"] = list(job.notes)
+    if len(workers) < 2:
+        out["notes"].append("one worker: no cross-rank critical path (see its single-rank critical path)")
+    if not len(job.inst) and len(workers) > 1:
+        out["notes"].append("no collective is matched across the workers: each step's path stays on one worker")
+    cache: dict = {}
+    for step in critical_path.step_paths(job):
+        _annotate(job, step, cache)
+        step["path"] = " -> ".join(critical_path.segment_text(s) for s in step["segments"])
+        step["straggler"] = stragglers.path_straggler(job, step["step"], step["segments"])
+        out["steps"].append(step)
+    found = [s["straggler"] for s in out["steps"] if s["straggler"] is not None]
+    found.sort(key=lambda s: (-s["saved_ms"], -s["excess_ms"], s["worker"]))
+    out["stragglers"] = found
+    out["worst"] = found[0] if found and found[0]["saved_ms"] > 0 else None
+    return out
+
+
+def _ledger_lines(ledger: Any) -> list[str]:
+    rows = ledger.get("buckets") if isinstance(ledger, dict) else None
+    if not isinstance(rows, list):
+        return [f"  {ledger}"]
+    out = []
+    for r in rows:
+        if isinstance(r, dict):
+            ms = r.get("ms")
+            rec = r.get("recoverable_ms")
+            ms_s = "n/a" if ms is None else f"{ms:.1f} ms"
+            rec_s = "" if rec is None else f", recoverable {rec:.1f} ms"
+            out.append(f"  {r.get('bucket', r.get('name', '?'))}: {ms_s}{rec_s}")
+    return out
+
+
+def render_text(report: Mapping) -> str:
+    """The diagnosis in words: the ledger, the worst straggler with its what-if, the critical paths."""
+    lines = [f"gpuscope diagnosis: {report['workers']} workers"]
+    lines.append("")
+    lines.append("Ledger (recoverable time per step, across ranks):")
+    if report.get("ledger") is not None:
+        lines += _ledger_lines(report["ledger"])
+    else:
+        lines.append(f"  not available: {report.get('ledger_reason')}")
+    lines.append("")
+    if report.get("reason"):
+        lines.append(f"Critical path: not available: {report['reason']}")
+    else:
+        worst = report.get("worst")
+        lines.append("Straggler:")
+        if worst:
+            lines.append("  " + stragglers.describe(worst))
+            for p in worst["phases"][:3]:
+                lines.append(
+                    f"    {p['label']}: {p['ms']:.1f} ms (median {p['median_ms']:.1f} ms, +{p['excess_ms']:.1f} ms)"
+                )
+            for kind in ("kernels", "ops"):
+                for k in worst[kind][:2]:
+                    lines.append(
+                        f"    {kind[:-1]} {k['name']}: {k['ms']:.1f} ms "
+                        f"(median {k['median_ms']:.1f} ms, +{k['excess_ms']:.1f} ms)"
+                    )
+        else:
+            lines.append("  none: no rank's lateness made others wait")
+        lines.append("")
+        steps = report.get("steps") or []
+        shown = sorted(steps, key=lambda s: -(s["straggler"] or {}).get("saved_ms", 0.0))[:TEXT_STEPS]
+        lines.append(f"Critical path per step ({len(shown)} of {len(steps)} steps, largest what-if saving first):")
+        for s in shown:
+            lines.append(f"  step {s['step']} ({s['step_ms']:.1f} ms): {s['path']}")
+    notes = report.get("notes") or []
+    if notes:
+        lines.append("")
+        lines.append("Notes:")
+        lines += [f"  {n}" for n in notes]
+    return "\n".join(lines) + "\n"

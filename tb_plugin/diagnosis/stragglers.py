@@ -1,0 +1,182 @@
+"""Why a straggler is slow, and what the step would take if it were not: from the per-worker summaries only.
+
+A worker's busy time in a step is the step's time minus its own waiting (the wait part of its matched
+collectives and its `wait` calls). Its excess is its busy time minus the median busy time of the workers in
+that step. The excess is split into the phases, kernels and operators where the worker spent more than the
+median worker (`worker_facts`: a kernel or operator outside a worker's top list counts as 0 there, so the split
+names what stands out, it does not add up to the excess; phases may overlap each other).
+
+What-if: had the worker run at the median, every collective where it arrived last would have started when the
+second-latest member arrived (`gap`), so the step shortens by the sum of those gaps in the step, at most its
+excess: `what_if_ms` = the step's time (median over workers) - min(excess, sum of gaps).
+
+`explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
+"what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
+"kernels": [{"name", "ms", "median_ms", "excess_ms"}...], "ops": [...], "why": text, "median_worker",
+"diff": {"worker", "exp_worker", "step"}} (the Diff view's pair: this worker against the median one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from tb_plugin.diagnosis.critical_path import Job, label
+from tb_plugin.diagnosis.worker_facts import PHASES
+
+PHASE_LABELS = {
+    "data_loading": "data loading",
+    "h2d": "host-to-device copies",
+    "host_sync": "host synchronization",
+    "launch": "kernel launches (CPU-bound)",
+    "gpu_idle": "GPU idle",
+    "compute": "compute",
+    "comm": "communication",
+}
+#: phases that name a cause; `gpu_idle` and `compute` are what they cause, named when nothing specific stands out
+SPECIFIC = ("data_loading", "h2d", "host_sync", "launch")
+TOP = 5
+
+
+def _ms(ns: float) -> float:
+    return round(float(ns) / 1e6, 3)
+
+
+def busy(job: Job, step: str) -> dict[int, float]:
+    """Worker index -> busy ns in `step` (step time minus own waiting)."""
+    bounds = job.step_bounds(step)
+    c = job.calls[job.calls["step"] == step]
+    waits = c.groupby("w")["wait_ns"].sum() if len(c) else {}
+    return {wi: float(b - a) - float(waits.get(wi, 0)) for wi, (a, b) in bounds.items()}
+
+
+def _index(job: Job, wi: int, step: str) -> int | None:
+    names = job.phases[job.workers[wi]].get("step") or []
+    return names.index(step) if step in names else None
+
+
+def _phase_rows(job: Job, step: str, wi: int, idx: dict[int, int]) -> list[dict]:
+    rows = []
+    for k in PHASES:
+        if k == "comm":  # a straggler waits less: its communication time is not its excess
+            continue
+        vals = {w: job.phases[job.workers[w]].get(k, [None] * (i + 1))[i] for w, i in idx.items()}
+        mine = vals.get(wi)
+        known = [v for v in vals.values() if v is not None]
+        if mine is None or len(known) < 2:
+            continue
+        med = float(np.median(known))
+        if mine - med > 0:
+            rows.append(
+                {
+                    "phase": k,
+                    "label": PHASE_LABELS[k],
+                    "ms": _ms(mine),
+                    "median_ms": _ms(med),
+                    "excess_ms": _ms(mine - med),
+                }
+            )
+    rows.sort(key=lambda r: -r["excess_ms"])
+    return rows
+
+
+def _top_rows(job: Job, wi: int, idx: dict[int, int], key: str) -> list[dict]:
+    per: dict[str, dict[int, float]] = {}
+    for w, i in idx.items():
+        ph = job.phases[job.workers[w]]
+        names = ph.get("names") or []
+        tops = ph.get(key) or []
+        for n, v in tops[i] if i < len(tops) else []:
+            per.setdefault(str(names[n]), {})[w] = float(v)
+    rows = []
+    for name, vals in per.items():
+        mine = vals.get(wi, 0.0)
+        med = float(np.median([vals.get(w, 0.0) for w in idx]))
+        if mine - med > 0:
+            rows.append({"name": name, "ms": _ms(mine), "median_ms": _ms(med), "excess_ms": _ms(mine - med)})
+    rows.sort(key=lambda r: (-r["excess_ms"], r["name"]))
+    return rows[:TOP]
+
+
+def _why(phases: list[dict], kernels: list[dict], ops: list[dict]) -> str | None:
+    if not phases and not kernels and not ops:
+        return None
+    spec = [p for p in phases if p["phase"] in SPECIFIC]
+    top = phases[0] if phases else None
+    if spec and top is not None and spec[0]["excess_ms"] >= 0.5 * top["excess_ms"]:
+        top = spec[0]
+    parts = [f"{top['label']} +{top['excess_ms']:.1f} ms"] if top else []
+    on_gpu = top is None or top["phase"] == "compute"
+    first, second = (kernels, ops) if on_gpu else (ops, kernels)
+    detail = first or second
+    if detail:
+        kind = "kernel" if detail is kernels else "op"
+        parts.append(f"{kind} {detail[0]['name']} +{detail[0]['excess_ms']:.1f} ms")
+    return "; ".join(parts)
+
+
+def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | None = None) -> dict | None:
+    """The excess of `worker` in `step` over the median worker, split, with the what-if (module doc); None
+    when the worker did not record the step or fewer than two workers did."""
+    wi = job.workers.index(worker)
+    b = dict(busy_ns) if busy_ns is not None else busy(job, step)
+    if wi not in b or len(b) < 2:
+        return None
+    med = float(np.median(list(b.values())))
+    excess = max(b[wi] - med, 0.0)
+    bounds = job.step_bounds(step)
+    step_ns = float(np.median([e - a for a, e in bounds.values()]))
+    mine = job.calls[(job.calls["step"] == step) & (job.calls["w"] == wi) & (job.calls["inst"] >= 0)]
+    late = job.inst.iloc[mine["inst"].to_numpy(np.int64)] if len(mine) else job.inst.iloc[:0]
+    late = late[late["late"] == wi]
+    gaps = float(late["gap"].sum())
+    saved = min(excess, gaps)
+    idx = {w: i for w in b if (i := _index(job, w, step)) is not None}
+    phases = _phase_rows(job, step, wi, idx)
+    kernels = _top_rows(job, wi, idx, "top_kernels")
+    ops = _top_rows(job, wi, idx, "top_ops")
+    median_w = min(b, key=lambda w: (abs(b[w] - med), w))
+    return {
+        "worker": worker,
+        "rank": job.ranks[worker],
+        "step": step,
+        "busy_ms": _ms(b[wi]),
+        "median_ms": _ms(med),
+        "excess_ms": _ms(excess),
+        "step_ms": _ms(step_ns),
+        "what_if_ms": _ms(step_ns - saved),
+        "saved_ms": _ms(saved),
+        "late_at": int(len(late)),
+        "phases": phases,
+        "kernels": kernels,
+        "ops": ops,
+        "why": _why(phases, kernels, ops),
+        "median_worker": job.workers[median_w],
+        "diff": {"worker": worker, "exp_worker": job.workers[median_w], "step": step},
+    }
+
+
+def path_straggler(job: Job, step: str, segments: list[dict]) -> dict | None:
+    """The straggler of a step's critical path: of the workers that arrived late (someone waited) at a collective
+    on the path, the one with the largest excess; without one, the path's worker with the largest excess."""
+    b = busy(job, step)
+    if len(b) < 2:
+        return None
+    late = {s["late_worker"] for s in segments if s["kind"] == "collective" and s["waiters"]}
+    pool = late or {s["worker"] for s in segments if s["kind"] == "work"}
+    pool = {w for w in pool if job.workers.index(w) in b}
+    if not pool:
+        return None
+    w = max(sorted(pool), key=lambda x: b[job.workers.index(x)])
+    return explain(job, step, w, b)
+
+
+def describe(s: Mapping) -> str:
+    """A straggler in one line of words."""
+    who = label(s["worker"], s["rank"])
+    why = f": {s['why']}" if s.get("why") else ""
+    return (
+        f"{who} step {s['step']}: {s['excess_ms']:.1f} ms over the median worker{why}; "
+        f"at the median the step would take {s['what_if_ms']:.1f} ms instead of {s['step_ms']:.1f} ms"
+    )

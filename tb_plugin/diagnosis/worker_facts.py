@@ -1,0 +1,238 @@
+"""Per-worker facts for the cross-rank diagnosis, stored in the per-worker summary (never the trace at run level).
+
+`worker_facts(t)` -> {"collective_calls": {...}, "phases": {...}}, both columnar (lists that go together):
+
+  "collective_calls": {
+      "groups": [key...],            # process group keys (`group_waits.group_key`: name with ranks, else size)
+      "group_pg": [name...],         # the `Process Group Name` of each group
+      "group_ranks": [[rank...] | None...], "group_size": [int...],   # per group (-1: size unknown)
+      "names": [collective name...], # `nccl:all_reduce`, ...
+      "group": [i...], "seq": [k...],   # per call: its group, and its number among that group's non-wait
+                                        # calls on this worker (0-based; -1 for `wait` calls)
+      "name": [i...], "step": [step index | -1...],
+      "start": [ns...], "end": [ns...],  # relative to the worker's origin (`distributed.origin`)
+      "bytes": [int...] (-1 unknown), "wait": [0|1...],
+      "dropped": n}                  # calls left out beyond MAX_CALLS
+  "phases": {
+      "step": [name...], "start": [ns...], "end": [ns...],   # steps as `common.steps`, relative to the origin
+      "data_loading", "h2d", "host_sync", "launch", "gpu_idle", "compute", "comm": [ns | None...],
+      "names": [text...],            # kernel and operator names the tops index
+      "top_kernels": [[[i, ns]...]...], "top_ops": [[[i, ns]...]...],   # per step, largest first, TOP_N each
+      "reasons": {phase: text},      # why a phase is None (the trace lacks what it needs)
+      "dropped_steps": n}
+
+Phases (union of the events' ranges clipped to the step, so nothing counts twice within one phase; phases
+may overlap each other): `data_loading` DataLoader/DataPipe ranges; `h2d` host-to-device copies on the GPU;
+`host_sync` cudaDeviceSynchronize/StreamSynchronize/EventSynchronize and synchronous cudaMemcpy calls;
+`launch` kernel-launch runtime calls; `gpu_idle` step time with no GPU activity; `compute` non-communication
+kernels (CPU ops when the worker has no kernels); `comm` collectives. Top kernels: summed kernel time per
+name; top ops: summed host self time per operator name (nested ops never count twice); both leave out
+communication (its time holds waiting for other ranks, which the collective calls measure).
+Bounds: at most MAX_CALLS calls (the first in time order), MAX_STEPS steps (the first), TOP_N kernels and
+ops per step, names cut at NAME_LEN characters: a few hundred KB at most.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profiler_core.analysis import intervals
+from profiler_core.analysis.stages.node_stats import node_stats
+from tb_plugin.views import common, group_waits
+
+MAX_CALLS = 20_000
+MAX_STEPS = 1_000
+TOP_N = 8
+NAME_LEN = 200
+PHASES = ("data_loading", "h2d", "host_sync", "launch", "gpu_idle", "compute", "comm")
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+    }
+)
+_LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "hipLaunch", "hipExtLaunch", "hipModuleLaunch")
+
+
+def _origin(t: Any) -> int:
+    from tb_plugin.views.timeline import trace_origin_ns
+
+    return int(trace_origin_ns(t))
+
+
+def _step_of(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The step whose [start, end] holds each time (the later one on a shared edge), else -1."""
+    out = np.full(len(x), -1, np.int64)
+    if len(starts) and len(x):
+        k = np.searchsorted(starts, x, side="right") - 1
+        out = np.where((k >= 0) & (x <= ends[np.maximum(k, 0)]), k, -1)
+    return out
+
+
+def collective_calls(t: Any, steps: pd.DataFrame, origin: int) -> dict:
+    """The worker's collective calls with their process group and sequence number (see the module doc)."""
+    calls = group_waits.worker_calls(t, "w")
+    ranks = [r if isinstance(r, tuple) else None for r in calls["pg_ranks"]]
+    sizes = calls["group_size"].to_numpy(np.int64)
+    keys = [group_waits.group_key(str(g), r, int(s)) for g, r, s in zip(calls["pg"], ranks, sizes)]
+    is_wait = calls["is_wait"].to_numpy(bool)
+    key_arr = pd.Series(keys, dtype=object)
+    seq = np.full(len(calls), -1, np.int64)
+    if (~is_wait).any():
+        seq[~is_wait] = key_arr[~is_wait].groupby(key_arr[~is_wait]).cumcount().to_numpy(np.int64)
+    groups = sorted(set(keys))
+    gi = {k: i for i, k in enumerate(groups)}
+    g_pg, g_ranks, g_size = [""] * len(groups), [None] * len(groups), [-1] * len(groups)
+    for k, pg, r, s in zip(keys, calls["pg"], ranks, sizes.tolist()):
+        i = gi[k]
+        g_pg[i], g_ranks[i], g_size[i] = str(pg), list(r) if r is not None else None, max(g_size[i], int(s))
+    names = sorted(set(calls["name"].astype(str)))
+    ni = {n: i for i, n in enumerate(names)}
+    start = calls["start"].to_numpy(np.int64)
+    end = start + calls["dur"].to_numpy(np.int64)
+    step = _step_of(steps["start"].to_numpy(np.int64), steps["end"].to_numpy(np.int64), start)
+    n = min(len(calls), MAX_CALLS)
+    nbytes = _bytes_of(t, len(calls))
+    return {
+        "groups": groups,
+        "group_pg": g_pg,
+        "group_ranks": g_ranks,
+        "group_size": g_size,
+        "names": names,
+        "group": [gi[k] for k in keys[:n]],
+        "seq": seq[:n].tolist(),
+        "name": [ni[x] for x in calls["name"].astype(str).tolist()[:n]],
+        "step": step[:n].tolist(),
+        "start": (start[:n] - origin).tolist(),
+        "end": (end[:n] - origin).tolist(),
+        "bytes": nbytes[:n].tolist(),
+        "wait": is_wait[:n].astype(np.int64).tolist(),
+        "dropped": int(len(calls) - n),
+    }
+
+
+def _bytes_of(t: Any, n: int) -> np.ndarray:
+    from tb_plugin.views import collectives
+
+    c = collectives.collectives(t).sort_values("start", kind="stable")
+    b = c["bytes"].to_numpy(np.int64) if len(c) == n else np.full(n, -1, np.int64)
+    return b
+
+
+def _union(mask: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple:
+    return intervals.prepare(ts[mask], te[mask])
+
+
+def _tops(names: np.ndarray, values: np.ndarray, where: np.ndarray, table: dict) -> list:
+    """The TOP_N names by summed value among the rows in `where`, as [[name index, ns]...]."""
+    if not len(where):
+        return []
+    s = pd.Series(values[where]).groupby(names[where]).sum().sort_values(ascending=False, kind="stable")
+    out = []
+    for name, v in s.head(TOP_N).items():
+        if v <= 0:
+            break
+        key = str(name)[:NAME_LEN]
+        out.append([table.setdefault(key, len(table)), int(v)])
+    return out
+
+
+def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
+    """Per step: the phases' ns, the top kernels and top operators (see the module doc)."""
+    ev = t.events
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    name = ev["name"].astype(str).to_numpy()
+    cpu = common.category_mask(ev, common.CPU_OP_CATS)
+    gpu = common.category_mask(ev, common.GPU_CATS)
+    kernel = common.category_mask(ev, ("kernel",))
+    comm = common.communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    runtime = common.category_mask(ev, common.LAUNCH_CATS)
+    dl = cpu & common.name_mask(ev, common.is_dataloader)
+    memcpy = common.category_mask(ev, ("gpu_memcpy",)) & common.name_mask(ev, lambda n: "HtoD" in n)
+    sync = runtime & common.name_mask(ev, lambda n: n in SYNC_CALLS)
+    launch = runtime & common.name_mask(ev, lambda n: n.startswith(_LAUNCH_PREFIXES))
+    is_step = common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
+    reasons: dict[str, str] = {}
+    has_gpu = bool(gpu.any())
+    if not has_gpu:
+        for k in ("h2d", "gpu_idle"):
+            reasons[k] = "no GPU activity in the trace"
+    if not runtime.any():
+        for k in ("host_sync", "launch"):
+            reasons.setdefault(k, "no CUDA/HIP runtime calls in the trace")
+    comp = kernel & ~comm if kernel.any() else cpu & ~is_step & ~comm & ~dl
+    commr = (kernel & comm) if kernel.any() else (cpu & comm)
+    prepared = {
+        "data_loading": _union(dl, ts, te),
+        "h2d": _union(memcpy, ts, te),
+        "host_sync": _union(sync, ts, te),
+        "launch": _union(launch, ts, te),
+        "gpu_busy": _union(gpu, ts, te),
+        "compute": _union(comp, ts, te),
+        "comm": _union(commr, ts, te),
+    }
+    starts = steps["start"].to_numpy(np.int64)[:MAX_STEPS]
+    ends = steps["end"].to_numpy(np.int64)[:MAX_STEPS]
+    out: dict = {k: [] for k in PHASES}
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        for k in PHASES:
+            if k in reasons:
+                out[k].append(None)
+            elif k == "gpu_idle":
+                out[k].append(int(b - a) - intervals.union_in(prepared["gpu_busy"], a, b))
+            else:
+                out[k].append(intervals.union_in(prepared[k], a, b))
+    table: dict[str, int] = {}
+    k_rows = np.flatnonzero(kernel & ~comm)
+    k_step = _step_of(starts, ends, ts[k_rows])
+    ns = node_stats(t) if cpu.any() else None
+    if ns is not None and len(ns):
+        op_node = np.flatnonzero(ns["is_op"].to_numpy(bool))
+        op_rows = ns["row"].to_numpy(np.int64)[op_node]
+        keep = ~is_step[op_rows] & ~comm[op_rows]
+        op_node, op_rows = op_node[keep], op_rows[keep]
+        op_self = ns["host_self"].to_numpy(np.float64)[op_node]
+        op_step = _step_of(starts, ends, ts[op_rows])
+    else:
+        op_rows, op_self, op_step = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+    top_k, top_o = [], []
+    kdur = (te - ts)[k_rows].astype(np.float64)
+    for i in range(len(starts)):
+        top_k.append(_tops(name[k_rows], kdur, np.flatnonzero(k_step == i), table))
+        top_o.append(_tops(name[op_rows], op_self, np.flatnonzero(op_step == i), table))
+    return {
+        "step": steps["step"].astype(str).tolist()[:MAX_STEPS],
+        "start": (starts - origin).tolist(),
+        "end": (ends - origin).tolist(),
+        **out,
+        "names": list(table),
+        "top_kernels": top_k,
+        "top_ops": top_o,
+        "reasons": reasons,
+        "dropped_steps": max(0, len(steps) - MAX_STEPS),
+    }
+
+
+def empty_facts() -> dict:
+    """The facts of a worker with no collective calls and no steps (the shape, for hand-made summaries)."""
+    cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "seq", "name", "step")
+    cc: dict = {k: [] for k in (*cc_keys, "start", "end", "bytes", "wait")}
+    ph: dict = {k: [] for k in ("step", "start", "end", *PHASES, "names", "top_kernels", "top_ops")}
+    return {"collective_calls": {**cc, "dropped": 0}, "phases": {**ph, "reasons": {}, "dropped_steps": 0}}
+
+
+def worker_facts(t: Any) -> dict:
+    """What the cross-rank critical path and the straggler analysis need of one worker (module doc)."""
+    st = common.steps(t)
+    origin = _origin(t)
+    return {"collective_calls": collective_calls(t, st, origin), "phases": phases(t, st, origin)}

@@ -1,0 +1,135 @@
+"""The cross-rank critical path, the straggler's cause and the what-if (issue 22 items 3-5) on a hand-made 4-rank
+job whose expected values are derived by hand below, through the real summaries (`summary.summarize`).
+
+One step, 0-100 ms on every rank (CPU-only traces; collectives are record_param_comms calls):
+  rank r: DataLoader 0..d_r ms with d = 10, 10, 50, 10 (rank 2 loads 40 ms longer);
+  world all_reduce (group "0", ranks 0-3): starts at d_r, ends at 60 ms on every rank -> durations 50, 50, 10, 50:
+      transfer 10 ms, rank 2 arrived last, ranks 0, 1, 3 waited 40 ms each; the second-latest arrival was 40 ms
+      after rank 2's would-be median arrival (gap 50 - 10 = 40 ms);
+  group "1" (ranks 0, 1): rank 1 runs aten::mm 60..75 ms, then all_reduce 75..80; rank 0's all_reduce is 60..80:
+      transfer 5 ms, rank 1 late, rank 0 waited 15 ms;
+  group "2" (ranks 2, 3): broadcast 60..90 ms on both (nobody waits).
+Walk: ranks 0 and 1 end the step 20 ms after their last collective (ranks 2, 3: 10 ms), so it starts on rank 0
+(first of the tie): rank 0 80..100 <- all_reduce #1 on group 1, late rank 1 (rank 0 waited 15) <- rank 1 60..75
+<- all_reduce #1 on group 0, late rank 2 (3 ranks waited 40) <- rank 2 0..50 (data loading).
+Busy time (step - own wait): rank 0 100 - 55 = 45, rank 1 100 - 40 = 60, rank 2 100, rank 3 100 - 40 = 60;
+median 60 -> rank 2's excess is 40 ms; data loading 50 vs median 10 = +40 ms. What-if: rank 2 at the median
+arrives 40 ms earlier at the world all_reduce (its gap), so the step takes 100 - min(40, 40) = 60 ms (checked by
+replaying: all_reduce ends at 20, rank 1's mm 20..35, group 1 ends at 40, + 20 ms tail = 60; ranks 2, 3: 20 + 30
++ 10 = 60).
+"""
+
+from __future__ import annotations
+
+import json
+
+from tb_plugin.diagnosis import critical_path, report, stragglers
+from tb_plugin.summaries import summary
+from tb_plugin.views import distributed
+
+from .test_views_common_support import make_trace, op
+
+MS = 1000  # µs
+GROUPS = {"0": [0, 1, 2, 3], "1": [0, 1], "2": [2, 3]}
+DL = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def comm(coll, pg, start_ms, end_ms):
+    args = {
+        "Collective name": coll,
+        "Process Group Name": pg,
+        "Group size": len(GROUPS[pg]),
+        "dtype": "Float",
+        "In msg nelems": 1024,
+    }
+    return op("record_param_comms", start_ms * MS, (end_ms - start_ms) * MS, **args)
+
+
+def rank_trace(rank: int):
+    d = [10, 10, 50, 10][rank]
+    ev = [
+        op("ProfilerStep#1", 0, 100 * MS, cat="user_annotation"),
+        op(DL, 0, d * MS),
+        comm("allreduce", "0", d, 60),
+    ]
+    if rank == 0:
+        ev.append(comm("allreduce", "1", 60, 80))
+    elif rank == 1:
+        ev += [op("aten::mm", 60 * MS, 15 * MS), comm("allreduce", "1", 75, 80)]
+    else:
+        ev.append(comm("broadcast", "2", 60, 90))
+    info = {"backend": "nccl", "rank": rank, "world_size": 4}
+    info["pg_config"] = [{"pg_name": g, "ranks": r} for g, r in GROUPS.items() if rank in r]
+    return make_trace(ev, metadata={"distributedInfo": info})
+
+
+def job_summaries() -> dict:
+    return {f"r{r}": summary.summarize(rank_trace(r)) for r in range(4)}
+
+
+def test_critical_path_names_the_late_ranks_collectives_groups_and_waits():
+    res = critical_path.critical_paths(job_summaries())
+    assert res["reason"] is None and res["notes"] == []
+    (step,) = res["steps"]
+    assert step["step"] == "1" and step["step_ms"] == 100.0
+    segs = step["segments"]
+    assert [s["kind"] for s in segs] == ["work", "collective", "work", "collective", "work"]
+    w2, world, w1, sub, w0 = segs
+    assert (w2["worker"], w2["rank"], w2["ms"], w2["start_us"], w2["end_us"]) == ("r2", 2, 50.0, 0.0, 50_000.0)
+    assert world["pg"] == "0" and world["members"] == 4 and world["call"] == 1
+    assert (world["late_worker"], world["late_rank"], world["waiters"]) == ("r2", 2, 3)
+    assert (world["wait_ms_median"], world["wait_ms_max"], world["wait_ms_total"]) == (40.0, 40.0, 120.0)
+    assert (world["transfer_ms"], world["gap_ms"]) == (10.0, 40.0)
+    assert (w1["worker"], w1["ms"]) == ("r1", 15.0)
+    assert sub["pg"] == "1" and sub["members"] == 2 and sub["late_rank"] == 1
+    assert (sub["waiters"], sub["wait_ms_median"], sub["transfer_ms"]) == (1, 15.0, 5.0)
+    assert (w0["worker"], w0["ms"]) == ("r0", 20.0)
+
+
+def test_straggler_cause_and_what_if():
+    job = critical_path.match(job_summaries())
+    segs = critical_path.step_paths(job)[0]["segments"]
+    s = stragglers.path_straggler(job, "1", segs)
+    assert s["worker"] == "r2" and s["rank"] == 2
+    assert (s["busy_ms"], s["median_ms"], s["excess_ms"]) == (100.0, 60.0, 40.0)
+    assert (s["step_ms"], s["what_if_ms"], s["saved_ms"]) == (100.0, 60.0, 40.0)
+    top = s["phases"][0]
+    assert (top["phase"], top["ms"], top["median_ms"], top["excess_ms"]) == ("data_loading", 50.0, 10.0, 40.0)
+    assert s["ops"][0] == {"name": DL, "ms": 50.0, "median_ms": 10.0, "excess_ms": 40.0}
+    assert s["why"].startswith("data loading +40.0 ms")
+    # the Diff view's pair: rank 2 against a worker at the median busy time (60 ms: r1 or r3, the first)
+    assert s["diff"] == {"worker": "r2", "exp_worker": "r1", "step": "1"}
+
+
+def test_rank_1_explained_by_its_operator():
+    job = critical_path.match(job_summaries())
+    s = stragglers.explain(job, "1", "r1")
+    # busy 60 = the median: no excess, nothing saved
+    assert (s["excess_ms"], s["what_if_ms"]) == (0.0, 100.0)
+
+
+def test_report_is_json_and_says_it_in_words():
+    rep = report.diagnose(job_summaries())
+    json.dumps(rep)
+    assert rep["worst"]["worker"] == "r2" and rep["worst"]["what_if_ms"] == 60.0
+    text = report.render_text(rep)
+    assert "rank 2: 50.0 ms (data loading +40.0 ms" in text
+    assert "rank 2 late at nccl:all_reduce #1 on group 0 (4 ranks) -> 3 ranks waited 40.0 ms" in text
+    assert "rank 1: 15.0 ms (compute +15.0 ms; op aten::mm +15.0 ms)" in text
+    assert "rank 0: 20.0 ms\n" in text  # nothing above the median: no why
+    assert "rank 1 late at nccl:all_reduce #1 on group 1 (2 ranks) -> 1 rank waited 15.0 ms" in text
+    assert "instead of 100.0 ms" in text and "would take 60.0 ms" in text
+
+
+def test_distributed_view_splits_wait_and_transfer_in_subgroups():
+    """Item 5: the group-1 all_reduce only runs on ranks 0 and 1; matched per process group, rank 0's 15 ms wait
+    is wait (matching only calls every worker has would call it transfer)."""
+    s = job_summaries()
+    view = distributed.from_summaries({w: x["distributed"] for w, x in s.items()})
+    step = view["steps"]["1"]
+    assert step["r0"]["wait_us"] == (40 + 15) * MS
+    assert step["r1"]["wait_us"] == 40 * MS
+    assert step["r2"]["wait_us"] == 0 and step["r3"]["wait_us"] == 40 * MS
+    # transfer: world 10 ms each; group 1: 5 ms; group 2 broadcast: 30 ms
+    assert [step[w]["transfer_us"] for w in ("r0", "r1", "r2", "r3")] == [15 * MS, 15 * MS, 40 * MS, 40 * MS]
+    assert not any("different number of times" in n for n in view["notes"])
