@@ -562,6 +562,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             summaries, errors = self._worker_summaries(a)
         mod = _view("distributed", "from_summaries")
         result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
+        if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
+            from tb_plugin.diagnosis import stragglers
+
+            stragglers.annotate_rows(result["stragglers"], summaries)
         if pending:
             result["pending"] = pending
         devices = result.get("devices")
@@ -571,6 +575,15 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 d["events"] = s.get("events")
                 d["memory_peak"] = s.get("memory_peak")
                 d["step_avg_us"] = (s.get("overview") or {}).get("average", {}).get("total_us")
+        if errors:
+            result["errors"] = errors
+        return result
+
+    def _diagnosis(self, request: wrappers.Request, a: dict) -> Any:
+        from tb_plugin.diagnosis import report
+
+        summaries, errors = self._worker_summaries(a)
+        result = report.diagnose(summaries)
         if errors:
             result["errors"] = errors
         return result

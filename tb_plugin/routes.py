@@ -178,7 +178,17 @@ ROUTES: tuple[Route, ...] = (
         (RUN, SPAN, PARTIAL),
         "computation, communication and overlap per worker (from per-worker summaries)",
         '{"workers": {w: {"computation_us", "overlap_us", "communication_us", "other_us"}}, '
-        '"steps": {...}, "comm_ops": {...}, "errors": [...], "pending": [worker...]}',
+        '"steps": {...}, "comm_ops": {...}, "stragglers": [{"worker", "step", ..., "why", "what_if_ms", '
+        '"diff": {"worker", "exp_worker", "step"}}...], "errors": [...], "pending": [worker...]}',
+    ),
+    Route(
+        "/diagnosis",
+        "_diagnosis",
+        (RUN, SPAN),
+        "the run's diagnosis from the per-worker summaries: ledger, critical path per step, stragglers with "
+        "their cause and what-if (docs/diagnosis.md)",
+        '{"workers", "ranks", "ledger", "ledger_reason", "steps": [{"step", "step_ms", "segments": [...], '
+        '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}',
     ),
     Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
     Route(

@@ -21,6 +21,7 @@ ROUTES = {
     "diff": {**BASE, "exp_run": "run1", "exp_worker": "w1", "exp_span": "1"},
     "diff/kernels": {**BASE, "exp_run": "run1", "exp_worker": "w1", "exp_span": "1"},
     "distributed": {"run": "run1", "span": "1"},
+    "diagnosis": {"run": "run1", "span": "1"},
     "timeline": {**BASE, "start_us": "0", "end_us": "50", "width_px": "800"},
     "timeline/search": {**BASE, "query": "op", "limit": "10"},
     "event": {**BASE, "idx": "1"},

@@ -106,7 +106,7 @@ def test_every_route_on_a_public_run(public, run):
             r = _get(c, "diff", {**base, "exp_run": run, "exp_worker": worker, "exp_span": span})
             assert r.status_code == 200, (worker, span, "diff", r.get_data()[:300])
     first_span = c.get(f"{P}/spans?{urlencode({'run': run, 'worker': workers.json['workers'][0]})}").json
-    for route in ("distributed", "distributed/step"):
+    for route in ("distributed", "distributed/step", "diagnosis"):
         r = _get(c, route, {"run": run, "span": first_span["spans"][0]})
         assert r.status_code < 500 and r.is_json, (route, r.status_code, r.get_data()[:300])
 

@@ -79,7 +79,7 @@ def diagnose(summaries: Mapping[str, Mapping]) -> dict:
     cache: dict = {}
     for step in critical_path.step_paths(job):
         _annotate(job, step, cache)
-        step["path"] = " -> ".join(critical_path.segment_text(s) for s in step["segments"])
+        step["path"] = critical_path.path_text(step["segments"])
         step["straggler"] = stragglers.path_straggler(job, step["step"], step["segments"])
         out["steps"].append(step)
     found = [s["straggler"] for s in out["steps"] if s["straggler"] is not None]

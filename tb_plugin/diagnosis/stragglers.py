@@ -1,14 +1,16 @@
 """Why a straggler is slow, and what the step would take if it were not: from the per-worker summaries only.
 
-A worker's busy time in a step is the step's time minus its own waiting (the wait part of its matched
-collectives and its `wait` calls). Its excess is its busy time minus the median busy time of the workers in
+A worker's busy time in a step is the step's time minus its own exposed waiting (the wait part of its matched
+collectives and its `wait` calls, less what its own compute covered of them: waiting behind compute costs
+nothing). Its excess is its busy time minus the median busy time of the workers in
 that step. The excess is split into the phases, kernels and operators where the worker spent more than the
 median worker (`worker_facts`: a kernel or operator outside a worker's top list counts as 0 there, so the split
 names what stands out, it does not add up to the excess; phases may overlap each other).
 
 What-if: had the worker run at the median, every collective where it arrived last would have started when the
-second-latest member arrived (`gap`), so the step shortens by the sum of those gaps in the step, at most its
-excess: `what_if_ms` = the step's time (median over workers) - min(excess, sum of gaps).
+second-latest member arrived, sparing the others that member's exposed wait (`gap`), so the step shortens by
+the sum of those gaps in the step, at most its excess:
+`what_if_ms` = the step's time (median over workers) - min(excess, sum of gaps).
 
 `explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
 "what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
@@ -44,10 +46,10 @@ def _ms(ns: float) -> float:
 
 
 def busy(job: Job, step: str) -> dict[int, float]:
-    """Worker index -> busy ns in `step` (step time minus own waiting)."""
+    """Worker index -> busy ns in `step` (step time minus own exposed waiting)."""
     bounds = job.step_bounds(step)
     c = job.calls[job.calls["step"] == step]
-    waits = c.groupby("w")["wait_ns"].sum() if len(c) else {}
+    waits = c.groupby("w")["exposed"].sum() if len(c) else {}
     return {wi: float(b - a) - float(waits.get(wi, 0)) for wi, (a, b) in bounds.items()}
 
 
@@ -180,3 +182,25 @@ def describe(s: Mapping) -> str:
         f"{who} step {s['step']}: {s['excess_ms']:.1f} ms over the median worker{why}; "
         f"at the median the step would take {s['what_if_ms']:.1f} ms instead of {s['step_ms']:.1f} ms"
     )
+
+
+def annotate_rows(rows: list[dict], summaries: Mapping[str, Mapping]) -> list[dict]:
+    """The Distributed view's straggler rows with `why`, `what_if_ms` and `diff` (the Diff view's pair: the row's
+    worker against the median worker at that step); None where the summaries lack the facts."""
+    if not rows:
+        return rows
+    job = None
+    if any(isinstance(s.get("phases"), dict) for s in summaries.values()):
+        from tb_plugin.diagnosis.critical_path import match
+
+        job = match(summaries)
+    cache: dict[str, dict] = {}
+    for r in rows:
+        e = None
+        if job is not None and r.get("worker") in job.workers:
+            b = cache.setdefault(str(r["step"]), busy(job, str(r["step"])))
+            e = explain(job, str(r["step"]), r["worker"], b)
+        r["why"] = e["why"] if e else None
+        r["what_if_ms"] = e["what_if_ms"] if e else None
+        r["diff"] = e["diff"] if e else None
+    return rows

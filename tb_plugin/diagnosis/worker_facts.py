@@ -12,6 +12,8 @@
       "name": [i...], "step": [step index | -1...],
       "start": [ns...], "end": [ns...],  # relative to the worker's origin (`distributed.origin`)
       "bytes": [int...] (-1 unknown), "wait": [0|1...],
+      "covered": [ns...],            # of the call's range, the time compute ran on this worker (its wait
+                                     # there cost nothing: the cross-rank analysis counts only the rest)
       "dropped": n}                  # calls left out beyond MAX_CALLS
   "phases": {
       "step": [name...], "start": [ns...], "end": [ns...],   # steps as `common.steps`, relative to the origin
@@ -78,8 +80,21 @@ def _step_of(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def collective_calls(t: Any, steps: pd.DataFrame, origin: int) -> dict:
-    """The worker's collective calls with their process group and sequence number (see the module doc)."""
+def _compute_mask(t: Any) -> np.ndarray:
+    """Compute: non-communication kernels, or (no kernels) CPU ops other than steps, collectives, DataLoader."""
+    ev = t.events
+    kernel = common.category_mask(ev, ("kernel",))
+    comm = common.communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    if kernel.any():
+        return kernel & ~comm
+    cpu = common.category_mask(ev, common.CPU_OP_CATS)
+    is_step = common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
+    return cpu & ~is_step & ~comm & ~common.name_mask(ev, common.is_dataloader)
+
+
+def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | None = None) -> dict:
+    """The worker's collective calls with their process group and sequence number (see the module doc);
+    `compute`: the compute ranges (`intervals.prepare`), computed when not given."""
     calls = group_waits.worker_calls(t, "w")
     ranks = [r if isinstance(r, tuple) else None for r in calls["pg_ranks"]]
     sizes = calls["group_size"].to_numpy(np.int64)
@@ -102,6 +117,11 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int) -> dict:
     step = _step_of(steps["start"].to_numpy(np.int64), steps["end"].to_numpy(np.int64), start)
     n = min(len(calls), MAX_CALLS)
     nbytes = _bytes_of(t, len(calls))
+    if compute is None:
+        ts = t.events["ts"].to_numpy(np.int64)
+        m = _compute_mask(t)
+        compute = intervals.prepare(ts[m], (ts + t.events["dur"].to_numpy(np.int64))[m])
+    covered = [intervals.union_in(compute, a, b) for a, b in zip(start[:n].tolist(), end[:n].tolist())]
     return {
         "groups": groups,
         "group_pg": g_pg,
@@ -116,6 +136,7 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int) -> dict:
         "end": (end[:n] - origin).tolist(),
         "bytes": nbytes[:n].tolist(),
         "wait": is_wait[:n].astype(np.int64).tolist(),
+        "covered": covered,
         "dropped": int(len(calls) - n),
     }
 
@@ -170,7 +191,7 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
     if not runtime.any():
         for k in ("host_sync", "launch"):
             reasons.setdefault(k, "no CUDA/HIP runtime calls in the trace")
-    comp = kernel & ~comm if kernel.any() else cpu & ~is_step & ~comm & ~dl
+    comp = _compute_mask(t)
     commr = (kernel & comm) if kernel.any() else (cpu & comm)
     prepared = {
         "data_loading": _union(dl, ts, te),
@@ -226,7 +247,7 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
 def empty_facts() -> dict:
     """The facts of a worker with no collective calls and no steps (the shape, for hand-made summaries)."""
     cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "seq", "name", "step")
-    cc: dict = {k: [] for k in (*cc_keys, "start", "end", "bytes", "wait")}
+    cc: dict = {k: [] for k in (*cc_keys, "start", "end", "bytes", "wait", "covered")}
     ph: dict = {k: [] for k in ("step", "start", "end", *PHASES, "names", "top_kernels", "top_ops")}
     return {"collective_calls": {**cc, "dropped": 0}, "phases": {**ph, "reasons": {}, "dropped_steps": 0}}
 
@@ -235,4 +256,7 @@ def worker_facts(t: Any) -> dict:
     """What the cross-rank critical path and the straggler analysis need of one worker (module doc)."""
     st = common.steps(t)
     origin = _origin(t)
-    return {"collective_calls": collective_calls(t, st, origin), "phases": phases(t, st, origin)}
+    ts = t.events["ts"].to_numpy(np.int64)
+    m = _compute_mask(t)
+    compute = intervals.prepare(ts[m], (ts + t.events["dur"].to_numpy(np.int64))[m])
+    return {"collective_calls": collective_calls(t, st, origin, compute), "phases": phases(t, st, origin)}

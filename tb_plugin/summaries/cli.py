@@ -1,4 +1,5 @@
 """`gpuscope summarize LOGDIR [--scheduler ADDRESS | --local N] [--out DIR] [--force]`
+`gpuscope diagnose LOGDIR [RUN] [--span N] [--json]`
 
 Computes the summary of every trace file under LOGDIR, each on a Dask worker that reads its own file
 straight from the storage and sends back only the summary (a few KB), then writes them under --out
@@ -224,8 +225,88 @@ def _reason(f: Any, e: BaseException) -> str:
     return text if type(e).__name__ in ("TraceReadError", "SummaryError") else f"{type(e).__name__}: {text}"
 
 
+class DiagnoseFailed(Exception):
+    """`gpuscope diagnose` cannot answer (no such logdir, run or span, no readable trace): the message says why."""
+
+
+def run_summaries(logdir: str, run: str | None, span: str, log=print) -> tuple[str, dict]:
+    """The run's name and its workers' summaries at `span`: read from LOGDIR/.gpuscope/summaries, the missing
+    ones computed here (and stored there when it is writable). DiagnoseFailed when there is nothing to read."""
+    from tb_plugin.runs import Scanner
+    from tb_plugin.summaries.summary import decode
+
+    scanner = Scanner(logdir, stable_age_s=0.0)
+    runs = scanner.scan()
+    if getattr(scanner, "error", None):
+        raise DiagnoseFailed(f"cannot list the logdir: {scanner.error}")
+    if not runs:
+        raise DiagnoseFailed(f"{logdir}: no trace files")
+    if run is None:
+        if len(runs) > 1:
+            names = ", ".join(sorted(runs)[:20]) + (", ..." if len(runs) > 20 else "")
+            raise DiagnoseFailed(f"{logdir} has {len(runs)} runs ({names}): name one")
+        run = next(iter(runs))
+    if run not in runs:
+        raise DiagnoseFailed(f"no run {run!r} in {logdir} (runs: {', '.join(sorted(runs)[:20])})")
+    r = runs[run]
+    files = [(w, r.file(w, span)) for w in sorted(r.workers)]
+    files = [(w, f) for w, f in files if f is not None]
+    if not files:
+        raise DiagnoseFailed(f"no worker of run {run!r} has span {span!r}")
+    out = store.default_out(logdir)
+    with ThreadPoolExecutor(IO_THREADS) as pool:
+        found = list(pool.map(lambda wf: store.read(store.out_path(out, wf[1].relpath), source_of(wf[1])), files))
+    got: dict = {}
+    todo = [(w, f) for (w, f), s in zip(files, found) if s is None]
+    got.update({w: s for (w, _), s in zip(files, found) if s is not None})
+    if todo:
+        log(f"gpuscope diagnose: summarizing {len(todo)} of {len(files)} trace files")
+    for w, f in todo:
+        try:
+            data = summarize_bytes(f.path)
+            got[w] = decode(data)
+        except Exception as e:  # noqa: BLE001 - one unreadable trace must not stop the others
+            log(f"gpuscope diagnose: {f.relpath}: {_reason(f, e)}")
+            continue
+        try:
+            fs.write_bytes(store.out_path(out, f.relpath), data)
+        except Exception as e:  # noqa: BLE001 - a read-only logdir still gets its diagnosis
+            log(f"gpuscope diagnose: cannot store the summary of {f.relpath}: {fs.redact(str(e))}")
+    if not got:
+        raise DiagnoseFailed(f"no trace of run {run!r} could be read")
+    return run, got
+
+
+def diagnose_main(args: argparse.Namespace) -> int:
+    """`gpuscope diagnose`: the diagnosis of one run as text or JSON on stdout; 2 when there is none."""
+    import json
+
+    from tb_plugin.diagnosis import report
+
+    if not fs.is_url(args.logdir) and not os.path.isdir(args.logdir):
+        print(f"gpuscope diagnose: {args.logdir}: no such directory", file=sys.stderr)
+        return 2
+    try:
+        run, summaries = run_summaries(
+            args.logdir, args.run, args.span, log=lambda m: print(m, file=sys.stderr, flush=True)
+        )
+    except DiagnoseFailed as e:
+        print(f"gpuscope diagnose: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpuscope diagnose: interrupted", file=sys.stderr)
+        return 130
+    rep = report.diagnose(summaries)
+    if args.json:
+        print(json.dumps({"run": run, "span": args.span, **rep}, indent=1))
+    else:
+        print(f"run {run}, span {args.span}")
+        print(report.render_text(rep), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The `gpuscope` command (subcommand `summarize`)."""
+    """The `gpuscope` command (subcommands `summarize`, `diagnose`)."""
     from profiler_core import __version__
 
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
@@ -243,7 +324,20 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--local", metavar="N", type=int, help="start a local Dask cluster of N worker processes")
     s.add_argument("--out", metavar="DIR", help="where to write the summaries (default LOGDIR/.gpuscope/summaries)")
     s.add_argument("--force", action="store_true", help="recompute summaries that are already up to date")
+    d = sub.add_parser(
+        "diagnose",
+        help="which rank set each step's time, why, and what fixing it is worth (from the summaries)",
+        description="Prints the run's diagnosis (recoverable-time ledger, cross-rank critical path per step, "
+        "stragglers with their cause and what-if) from the per-worker summaries under LOGDIR/.gpuscope/summaries, "
+        "computing the missing ones here (for a big job, run `gpuscope summarize --local N` first).",
+    )
+    d.add_argument("logdir", help="the log directory (a local path, or a URL where fsspec can read it)")
+    d.add_argument("run", nargs="?", help="the run (a folder of the logdir); needed when there are several")
+    d.add_argument("--span", default="1", help="the span of each worker (1..N, default 1)")
+    d.add_argument("--json", action="store_true", help="print the diagnosis as JSON (the /diagnosis route's)")
     args = p.parse_args(argv)
+    if args.command == "diagnose":
+        return diagnose_main(args)
     if args.local is not None and args.local < 1:
         p.error("--local needs at least 1 worker")
     if not fs.is_url(args.logdir):

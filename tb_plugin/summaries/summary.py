@@ -314,7 +314,9 @@ def _validate_facts(obj: dict) -> None:
         "collective_calls.group_ranks is not a list of rank lists",
     )
     nn = _lists(cc, ("names",), _is_str, "collective_calls")
-    n = _lists(cc, ("group", "seq", "name", "step", "start", "end", "bytes", "wait"), _is_int, "collective_calls")
+    n = _lists(
+        cc, ("group", "seq", "name", "step", "start", "end", "bytes", "wait", "covered"), _is_int, "collective_calls"
+    )
     _check(n <= MAX_CALLS and _is_int(cc.get("dropped")), "collective_calls holds too many calls")
     _check(all(0 <= x < ng for x in cc["group"]), "collective_calls.group out of range")
     _check(all(0 <= x < nn for x in cc["name"]), "collective_calls.name out of range")
