@@ -133,3 +133,9 @@ def test_distributed_view_splits_wait_and_transfer_in_subgroups():
     # transfer: world 10 ms each; group 1: 5 ms; group 2 broadcast: 30 ms
     assert [step[w]["transfer_us"] for w in ("r0", "r1", "r2", "r3")] == [15 * MS, 15 * MS, 40 * MS, 40 * MS]
     assert not any("different number of times" in n for n in view["notes"])
+    assert view["groups"]["1 [0, 1]"] == {
+        "r0": {"calls": 1, "transfer_us": 5 * MS, "wait_us": 15 * MS},
+        "r1": {"calls": 1, "transfer_us": 5 * MS, "wait_us": 0},
+    }
+    assert view["groups"]["2 [2, 3]"]["r2"] == {"calls": 1, "transfer_us": 30 * MS, "wait_us": 0}
+    assert sorted(view["groups"]["0 [0, 1, 2, 3]"]) == ["r0", "r1", "r2", "r3"]

@@ -185,7 +185,19 @@ def test_plugin_distributed_reads_only_summaries(tmp_path, cache, monkeypatch):
     got = c.get(f"{P}/distributed?run=job&span=1")
     assert got.status_code == 200, got.json
     d = got.json
-    assert d["workers"] == expected["workers"] and d["stragglers"] == expected["stragglers"]
+    assert d["workers"] == expected["workers"]
+    added = ("why", "what_if_ms", "diff")
+    assert [{k: v for k, v in r.items() if k not in added} for r in d["stragglers"]] == expected["stragglers"]
+    # the straggler rows carry the diagnosis (gen_distributed's straggler is rank 4 // 3 = 1, its kernels slower)
+    top = d["stragglers"][0]
+    assert top["worker"] == "node0_rank00001" and top["why"].startswith("compute +")
+    assert 0 < top["what_if_ms"] < top["busy_us"] / 1e3
+    assert top["diff"]["worker"] == "node0_rank00001" and top["diff"]["step"] == top["step"]
+    assert top["diff"]["exp_worker"] in d["workers"] and top["diff"]["exp_worker"] != "node0_rank00001"
+    diag = c.get(f"{P}/diagnosis?run=job&span=1")
+    assert diag.status_code == 200, diag.json
+    assert diag.json["worst"]["worker"] == "node0_rank00001" and len(diag.json["steps"]) == 4
+    assert c.get(f"{P}/diagnosis?run=nope&span=1").status_code == 404
     assert d["devices"]["node0_rank00002"]["memory_peak"]["GPU0"]["allocated"] == (6 << 30) + 2 * (1 << 20)
     assert d["devices"]["node0_rank00002"]["step_avg_us"] > 0
     state = p.state()

@@ -266,7 +266,8 @@ def run_summaries(logdir: str, run: str | None, span: str, log=print) -> tuple[s
             data = summarize_bytes(f.path)
             got[w] = decode(data)
         except Exception as e:  # noqa: BLE001 - one unreadable trace must not stop the others
-            log(f"gpuscope diagnose: {f.relpath}: {_reason(f, e)}")
+            why = _reason(f, e)
+            log(f"gpuscope diagnose: {why if why.startswith(f.relpath) else f'{f.relpath}: {why}'}")
             continue
         try:
             fs.write_bytes(store.out_path(out, f.relpath), data)

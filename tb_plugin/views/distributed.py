@@ -9,8 +9,11 @@ distributed(traces: {worker: TraceData}) ->
                      "avg_latency_us", "transfer_us", "avg_transfer_us", "bandwidth_gbps"}]},
    "devices": {w: {"rank", "world_size", "backend", "gpus": {"GPU0": {"name", "memory_bytes",
                    "compute_capability"}}}},
+   "groups": {process group: {w: {"calls", "transfer_us", "wait_us"}}},   # per process group (its
+                   # `group_waits.group_key`; calls without a group: "name <collective>"), its members only
    "stragglers": [{"worker", "step", "busy_us", "median_us", "excess_us", "collective",
-                   "others_wait_us"}],                     # largest excess first, at most 20
+                   "others_wait_us"}],                     # largest excess first, at most 20 (the plugin adds
+                   # "why", "what_if_ms", "diff": {"worker", "exp_worker", "step"}: diagnosis.stragglers)
    "notes": [text...]}
 It is computed in two halves: `worker_summary(t)` per worker (JSON, kept in the per-worker
 summaries), then `from_summaries({worker: summary})` across workers, so the view of a 256-worker
@@ -24,10 +27,11 @@ GPU kernels when the worker has kernels, else its CPU ops (cpu_op, ProfilerStep 
 communication is NCCL kernels on the GPU, else the CPU collective ranges: nccl:*/gloo:*/mpi::*
 when present, else record_param_comms, else c10d::* (the wrappers of a lower tier are CPU work
 that enqueues the collective).
-Wait vs transfer: the k-th collective of a name is the same collective on every worker; its
-transfer time is the shortest duration any worker saw (the last worker to arrive waits for
-nobody), and each worker's wait time is its own duration minus that. This needs no clock
-alignment between hosts.
+Wait vs transfer, per process group (`group_waits`): the k-th non-wait call of a process group on each
+of its members is one collective (calls without a group: the k-th call of a name on every worker); when
+every expected member has it under one name, its transfer time is the shortest duration any member saw
+(the last to arrive waits for nobody), and each member's wait time is its own duration minus that, so
+tensor-, pipeline- and expert-parallel subgroups get the split too. This needs no clock alignment.
 """
 
 from __future__ import annotations
@@ -419,6 +423,9 @@ class _Collectives:
                     group_waits.expected_members(ranks, gsize[key], present) if key[1] else len(workers)
                 )
         self.match_members = np.asarray(self.members, np.int64)
+        self.match_keys = list(match)
+        #: per call: the process group (match key index) it belongs to, `wait` calls included
+        self.match_of = np.asarray(code_key, np.int64)[self.name] if len(self.name) else np.zeros(0, np.int64)
         mkey = np.asarray(code_key, np.int64)[self.name] if len(self.name) else np.zeros(0, np.int64)
         M = max(len(match), 1)
         mkey = np.where(is_wait, M + self.name, mkey)  # a wait call matches nothing
@@ -577,6 +584,25 @@ def _stragglers(parts: dict, c: _Collectives, wait: np.ndarray, limit: int = 20)
     return out
 
 
+def _group_rows(c: _Collectives) -> dict:
+    """Per process group (calls without one: per name): per member worker its calls, transfer and wait (µs)."""
+    W, K = len(c.workers), max(len(c.match_keys), 1)
+    if not len(c):
+        return {}
+    key = c.match_of * W + c.worker
+    calls = np.bincount(key, minlength=K * W).reshape(K, W)
+    tr = np.bincount(key, weights=c.transfer.astype(np.float64), minlength=K * W).reshape(K, W)
+    wt = np.bincount(key, weights=c.wait.astype(np.float64), minlength=K * W).reshape(K, W)
+    out: dict = {}
+    for k, name in enumerate(c.match_keys):
+        members = np.flatnonzero(calls[k])
+        out[name] = {
+            c.workers[w]: {"calls": int(calls[k, w]), "transfer_us": _r(tr[k, w]), "wait_us": _r(wt[k, w])}
+            for w in members.tolist()
+        }
+    return out
+
+
 def _parts_of(ps: dict, i: int, tr: float, wt: float) -> list:
     a, b = ps["start"][i], ps["end"][i]
     comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
@@ -638,6 +664,7 @@ def from_summaries(parts: dict) -> dict:
         "workers": workers_out,
         "steps": steps_out,
         "comm_ops": _comm_rows(c),
+        "groups": _group_rows(c),
         "devices": devices,
         "stragglers": _stragglers(parts, c, wt),
         "notes": notes,
