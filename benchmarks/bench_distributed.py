@@ -6,11 +6,13 @@ Reports:
 - the time to open the distributed view in a freshly started `tensorboard --logdir` with the
   summaries present: the requests the page makes (runs, workers, spans, distributed), from the
   first one to the distributed answer (target < 2 s);
+- then the run's diagnosis (`/diagnosis`: critical path per step, stragglers) from the same summaries;
 - the TensorBoard process's peak RSS (VmHWM) after that (target < 1 GB);
 - the summaries' size against the traces'.
 
     python benchmarks/bench_distributed.py                      # 256 ranks x 50k events in /tmp
     python benchmarks/bench_distributed.py --ranks 16 --events 5000 --logdir /tmp/small
+    python benchmarks/bench_distributed.py --events 5000 --view-only   # summaries only where missing
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ def _env() -> dict:
     return env
 
 
-def summarize(logdir: Path, local: int) -> float:
+def summarize(logdir: Path, local: int, force: bool = True) -> float:
     t0 = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", str(local), "--force"],
+        [sys.executable, "-m", "tb_plugin.summaries.cli", "summarize", str(logdir), "--local", str(local)]
+        + (["--force"] if force else []),
         env=_env(),
         capture_output=True,
         text=True,
@@ -64,8 +67,9 @@ def _vm_hwm(pid: int) -> int:
     return -1
 
 
-def open_view(logdir: Path, run: str) -> tuple[float, int, dict]:
-    """Starts TensorBoard, opens the distributed view as the page does; (seconds, peak RSS, answer)."""
+def open_view(logdir: Path, run: str) -> tuple[float, int, dict, float]:
+    """Starts TensorBoard, opens the distributed view as the page does; (seconds, peak RSS, answer, seconds of
+    the /diagnosis request after it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -110,8 +114,16 @@ def open_view(logdir: Path, run: str) -> tuple[float, int, dict]:
         d = _get(f"{api}/distributed?run={run}&span={spans[-1]}")
         dt = time.perf_counter() - t0
         print(f"  runs {t1 - t0:.2f} s, workers + spans {t2 - t1:.2f} s, distributed {dt - (t2 - t0):.2f} s")
+        t3 = time.perf_counter()
+        try:
+            diag = _get(f"{api}/diagnosis?run={run}&span={spans[-1]}")
+            worst = diag.get("worst") or {}
+            print(f"  diagnosis: worst straggler {worst.get('worker')}: {worst.get('why')}")
+        except OSError as e:  # a gpuscope without the route
+            print(f"  diagnosis: not available ({e})")
+        dg = time.perf_counter() - t3
         rss = _vm_hwm(proc.pid)
-        return dt, rss, d
+        return dt, rss, d, dg
     finally:
         proc.terminate()
         proc.wait(30)
@@ -123,6 +135,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=50_000)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--logdir", default="/tmp/gpuscope-bench-distributed")
+    ap.add_argument("--view-only", action="store_true", help="summarize only what is missing, then open the view")
     a = ap.parse_args()
     logdir = Path(a.logdir) / "logs"
     run = logdir / "job"
@@ -133,18 +146,23 @@ def main() -> None:
         time.sleep(2.1)  # older than the scanner's stable age
     traces = sum(p.stat().st_size for p in run.glob("*.pt.trace.json*"))
     print(f"{a.ranks} rank traces, {traces / 1e6:.0f} MB on disk (gzip)")
-    t1 = summarize(logdir, 1)
-    print(f"gpuscope summarize --local 1: {t1:.1f} s")
-    t2 = summarize(logdir, 2)
-    print(f"gpuscope summarize --local 2: {t2:.1f} s  (speed-up x{t1 / t2:.2f})")
+    if a.view_only:
+        print(f"gpuscope summarize --local 2 (missing ones only): {summarize(logdir, 2, force=False):.1f} s")
+    else:
+        t1 = summarize(logdir, 1)
+        print(f"gpuscope summarize --local 1: {t1:.1f} s")
+        t2 = summarize(logdir, 2)
+        print(f"gpuscope summarize --local 2: {t2:.1f} s  (speed-up x{t1 / t2:.2f})")
     sums = list((logdir / ".gpuscope" / "summaries").rglob("*.summary.json.gz"))
     size = sum(p.stat().st_size for p in sums)
     print(f"summaries: {len(sums)} files, {size / 1e3:.0f} KB = {100 * size / traces:.3f} % of the traces")
-    dt, rss, d = open_view(logdir, "job")
+    dt, rss, d, dg = open_view(logdir, "job")
     print(
         f"open the distributed view with summaries present: {dt:.2f} s (target < 2 s); "
-        f"{len(d['workers'])} workers, {len(d['steps'])} steps, straggler {d['stragglers'][0]['worker']}"
+        f"{len(d['workers'])} workers, {len(d['steps'])} steps, straggler {d['stragglers'][0]['worker']} "
+        f"(why: {d['stragglers'][0].get('why')}, what-if {d['stragglers'][0].get('what_if_ms')} ms)"
     )
+    print(f"then /diagnosis: {dg:.2f} s; view + diagnosis {dt + dg:.2f} s")
     print(f"TensorBoard peak RSS: {rss / 2**20:.0f} MiB (target < 1024 MiB)")
 
 

@@ -3,7 +3,7 @@ and the views serve.
 
 `diagnose(summaries: {worker: summary}) -> dict` (JSON-able):
   {"workers": n, "ranks": {worker: rank | None},
-   "ledger": the run's recoverable-time ledger (`ledger.run_ledger`) or None, "ledger_reason": text | None,
+   "ledger": the run's recoverable-time ledger (`run_ledger.run_view`) or None, "ledger_reason": text | None,
    "steps": [{"step", "step_ms", "segments": [...critical_path segments, work ones with "why"...],
               "path": text, "straggler": stragglers.explain(...) | None}...],
    "worst": {"step", "straggler"...} | None,     # the step whose straggler would save the most
@@ -26,15 +26,18 @@ LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
 
 
 def _ledger(summaries: Mapping[str, Mapping]) -> tuple[Any, str | None]:
-    """The run's ledger from `tb_plugin.diagnosis.ledger` when it offers one, else None and the reason."""
+    """The run's ledger (`tb_plugin.diagnosis.run_ledger.run_view`) when this gpuscope has it and the summaries
+    hold the workers' ledgers, else None and the reason."""
     try:
-        mod = importlib.import_module("tb_plugin.diagnosis.ledger")
+        mod = importlib.import_module("tb_plugin.diagnosis.run_ledger")
     except ImportError:
         return None, LEDGER_PENDING
-    fn = getattr(mod, "run_ledger", None)
+    fn = getattr(mod, "run_view", None)
     if fn is None:
         return None, LEDGER_PENDING
-    return fn(summaries), None
+    if not all(isinstance(s.get("ledger"), dict) for s in summaries.values()):
+        return None, "the summaries hold no ledger"
+    return fn(dict(summaries)), None
 
 
 def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
@@ -90,17 +93,28 @@ def diagnose(summaries: Mapping[str, Mapping]) -> dict:
 
 
 def _ledger_lines(ledger: Any) -> list[str]:
-    rows = ledger.get("buckets") if isinstance(ledger, dict) else None
+    """The run's mean ledger, ranked by recoverable time: one line per bucket."""
+    mean = ledger.get("mean") if isinstance(ledger, dict) else None
+    rows = mean.get("buckets") if isinstance(mean, dict) else None
     if not isinstance(rows, list):
-        return [f"  {ledger}"]
+        notes = ledger.get("notes") if isinstance(ledger, dict) else None
+        return [f"  not available{': ' + '; '.join(notes) if notes else ''}"]
     out = []
+    if mean.get("average_wall_ms") is not None:
+        out.append(f"  average step {mean['average_wall_ms']:.1f} ms (mean over ranks)")
     for r in rows:
-        if isinstance(r, dict):
-            ms = r.get("ms")
-            rec = r.get("recoverable_ms")
-            ms_s = "n/a" if ms is None else f"{ms:.1f} ms"
-            rec_s = "" if rec is None else f", recoverable {rec:.1f} ms"
-            out.append(f"  {r.get('bucket', r.get('name', '?'))}: {ms_s}{rec_s}")
+        if not isinstance(r, dict):
+            continue
+        if r.get("ms") is None:
+            out.append(f"  {r.get('label', r.get('key'))}: n/a ({r.get('reason')})")
+            continue
+        rec = r.get("recoverable_ms")
+        fix = f" -- {r['fix']}" if r.get("fix") and rec else ""
+        out.append(
+            f"  {r.get('label', r.get('key'))}: {r['ms']:.1f} ms"
+            + (f", recoverable {rec:.1f} ms" if rec is not None else "")
+            + fix
+        )
     return out
 
 
