@@ -50,65 +50,121 @@ def label(worker: str, rank: int | None) -> str:
 
 @dataclass
 class Job:
-    """Every worker's matched collective calls and step bounds, the input of the walk and the stragglers."""
+    """Every worker's matched collective calls and step bounds, the input of the walk and the stragglers: per
+    call `c_*` (worker, step code, instance or -1, start, end, wait, exposed wait), per step code and worker
+    `b_start`/`b_end`/`b_idx` (the step's index in the worker's phases, -1: not recorded), per matched
+    collective `inst` (its group, name, members, transfer, late worker, gap) with `i_*` arrays and its members'
+    call rows `members(i)`."""
 
     workers: list[str]
     ranks: dict[str, int | None]
     phases: dict[str, dict]
-    calls: pd.DataFrame  # one row per call: w, group, pg, seq, name, step, start, end, dur, is_wait, inst
-    inst: pd.DataFrame  # one row per matched collective: group, pg, seq, name, members, transfer, late, gap
+    steps: list[str]
+    calls: dict[str, np.ndarray]
+    inst: pd.DataFrame
     notes: list[str]
+
+    def __post_init__(self) -> None:
+        code = {s: i for i, s in enumerate(self.steps)}
+        W, S = len(self.workers), len(self.steps)
+        self.b_start = np.zeros((S, W), np.int64)
+        self.b_end = np.zeros((S, W), np.int64)
+        self.b_idx = np.full((S, W), -1, np.int64)
+        for wi, w in enumerate(self.workers):
+            ph = self.phases[w]
+            for i, (name, a, b) in enumerate(zip(ph.get("step") or [], ph.get("start") or [], ph.get("end") or [])):
+                k = code[str(name)]
+                if self.b_idx[k, wi] < 0:
+                    self.b_idx[k, wi], self.b_start[k, wi], self.b_end[k, wi] = i, a, b
+        c = self.calls
+        self.c_w, self.c_step, self.c_inst = c["w"], c["step"], c["inst"]
+        self.c_start, self.c_end, self.c_wait, self.c_exposed = c["start"], c["end"], c["wait"], c["exposed"]
+        ni = len(self.inst)
+        rows = np.flatnonzero(self.c_inst >= 0)
+        rows = rows[np.argsort(self.c_inst[rows], kind="stable")]
+        self.inst_rows = rows
+        self.inst_off = np.searchsorted(self.c_inst[rows], np.arange(ni + 1))
+        self.i_late = self.inst["late"].to_numpy(np.int64) if ni else np.zeros(0, np.int64)
+        self.i_gap = self.inst["gap"].to_numpy(np.int64) if ni else np.zeros(0, np.int64)
+
+    def code(self, step: str) -> int | None:
+        """The step's index in `steps`, or None."""
+        return self.steps.index(step) if step in self.steps else None
 
     def step_bounds(self, step: str) -> dict[int, tuple[int, int]]:
         """Worker index -> (start, end) ns of `step` on that worker."""
-        out = {}
-        for wi, w in enumerate(self.workers):
-            ph = self.phases[w]
-            names = ph.get("step") or []
-            if step in names:
-                i = names.index(step)
-                out[wi] = (int(ph["start"][i]), int(ph["end"][i]))
-        return out
+        k = self.code(step)
+        if k is None:
+            return {}
+        has = np.flatnonzero(self.b_idx[k] >= 0)
+        return {int(w): (int(self.b_start[k, w]), int(self.b_end[k, w])) for w in has}
 
-    def step_order(self) -> list[str]:
-        """Step names in the order the workers recorded them."""
-        order: list[str] = []
-        seen: set[str] = set()
-        for w in self.workers:
-            for s in self.phases[w].get("step") or []:
-                if s not in seen:
-                    seen.add(s)
-                    order.append(str(s))
-        return order
+    def members(self, i: int) -> np.ndarray:
+        """The call rows of matched collective `i`."""
+        return self.inst_rows[self.inst_off[i] : self.inst_off[i + 1]]
 
 
-def _frame(summaries: Mapping[str, Mapping], workers: list[str]) -> pd.DataFrame:
-    cols: dict[str, list] = {k: [] for k in ("w", "group", "pg", "ranks", "size", "seq", "name", "step")}
-    arrays: dict[str, list] = {"start": [], "end": [], "covered": [], "is_wait": []}
+def _step_order(phases: Mapping[str, Mapping], workers: list[str]) -> list[str]:
+    """Step names in the order the workers recorded them."""
+    order: dict[str, None] = {}
+    for w in workers:
+        for s in phases[w].get("step") or []:
+            order.setdefault(str(s), None)
+    return list(order)
+
+
+class _Codes:
+    """Global codes of the workers' process groups and collective names (each summary numbers its own)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, int] = {}
+        self.pg: list[str] = []
+        self.ranks: list[tuple[int, ...] | None] = []
+        self.size: list[int] = []
+        self.names: dict[str, int] = {}
+
+    def group_codes(self, cc: Mapping) -> np.ndarray:
+        out = []
+        for key, pg, r, size in zip(cc["groups"], cc["group_pg"], cc["group_ranks"], cc["group_size"]):
+            i = self.groups.setdefault(key, len(self.groups))
+            if i == len(self.pg):
+                self.pg.append(pg)
+                self.ranks.append(tuple(r) if r is not None else None)
+                self.size.append(int(size))
+            else:
+                self.size[i] = max(self.size[i], int(size))
+            out.append(i)
+        return np.asarray(out, np.int64)
+
+    def name_codes(self, cc: Mapping) -> np.ndarray:
+        return np.asarray([self.names.setdefault(n, len(self.names)) for n in cc["names"]], np.int64)
+
+
+def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str], codes: _Codes) -> dict:
+    """Every worker's calls as flat arrays with global codes (group, name, step)."""
+    step_code = {s: i for i, s in enumerate(steps)}
+    parts: dict[str, list] = {
+        k: [] for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "is_wait")
+    }
     for wi, w in enumerate(workers):
         cc = summaries[w].get("collective_calls") or {}
         n = len(cc.get("group") or [])
         if not n:
             continue
-        steps = (summaries[w].get("phases") or {}).get("step") or []
-        g = cc["group"]
-        cols["w"] += [wi] * n
-        cols["group"] += [cc["groups"][i] for i in g]
-        cols["pg"] += [cc["group_pg"][i] for i in g]
-        cols["ranks"] += [tuple(cc["group_ranks"][i]) if cc["group_ranks"][i] is not None else None for i in g]
-        cols["size"] += [cc["group_size"][i] for i in g]
-        cols["seq"] += cc["seq"]
-        cols["name"] += [cc["names"][i] for i in cc["name"]]
-        cols["step"] += [str(steps[i]) if 0 <= i < len(steps) else None for i in cc["step"]]
-        arrays["start"].append(np.asarray(cc["start"], np.int64))
-        arrays["end"].append(np.asarray(cc["end"], np.int64))
-        arrays["covered"].append(np.asarray(cc.get("covered") or np.zeros(n), np.int64))
-        arrays["is_wait"].append(np.asarray(cc["wait"], bool))
-    f = pd.DataFrame(cols)
-    for k, v in arrays.items():
-        f[k] = np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64)
-    f["dur"] = f["end"] - f["start"]
-    return f
+        local_steps = np.asarray(
+            [step_code[str(x)] for x in (summaries[w].get("phases") or {}).get("step") or []] + [-1], np.int64
+        )
+        st = np.asarray(cc["step"], np.int64)
+        parts["w"].append(np.full(n, wi, np.int64))
+        parts["group"].append(codes.group_codes(cc)[np.asarray(cc["group"], np.int64)])
+        parts["name"].append(codes.name_codes(cc)[np.asarray(cc["name"], np.int64)])
+        parts["step"].append(local_steps[np.where((st >= 0) & (st < len(local_steps) - 1), st, -1)])
+        parts["seq"].append(np.asarray(cc["seq"], np.int64))
+        parts["start"].append(np.asarray(cc["start"], np.int64))
+        parts["end"].append(np.asarray(cc["end"], np.int64))
+        parts["covered"].append(np.asarray(cc.get("covered") or np.zeros(n), np.int64))
+        parts["is_wait"].append(np.asarray(cc["wait"], bool))
+    return {k: np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64) for k, v in parts.items()}
 
 
 def match(summaries: Mapping[str, Mapping]) -> Job:
@@ -116,54 +172,78 @@ def match(summaries: Mapping[str, Mapping]) -> Job:
     workers = sorted(summaries)
     ranks = {w: worker_rank(summaries[w]) for w in workers}
     phases = {w: summaries[w].get("phases") or {} for w in workers}
-    f = _frame(summaries, workers)
+    steps = _step_order(phases, workers)
+    codes = _Codes()
+    c = _calls(summaries, workers, steps, codes)
     notes: list[str] = []
-    f["inst"] = -1
-    f["wait_ns"] = np.where(f["is_wait"].to_numpy(bool), f["dur"].to_numpy(np.int64), 0) if len(f) else []
-    f["exposed"] = np.maximum(f["wait_ns"].to_numpy(np.int64) - f["covered"].to_numpy(np.int64), 0) if len(f) else []
+    n = len(c["w"])
+    dur = c["end"] - c["start"]
+    is_wait = c["is_wait"]
+    c["inst"] = np.full(n, -1, np.int64)
+    c["wait"] = np.where(is_wait, dur, 0)
+    c["exposed"] = np.maximum(c["wait"] - c["covered"], 0)
     inst_cols = ("group", "pg", "seq", "name", "members", "transfer", "late", "gap")
-    if not len(f):
-        return Job(workers, ranks, phases, f, pd.DataFrame({c: [] for c in inst_cols}), notes)
-    real = f[~f["is_wait"]]
-    g = real.groupby(["group", "seq"], sort=True)
-    agg = g.agg(
-        n=("w", "size"),
-        names=("name", "nunique"),
-        name=("name", "first"),
-        pg=("pg", "first"),
-        ranks=("ranks", "first"),
-        size=("size", "max"),
-    ).reset_index()
-    agg["members"] = [
-        group_waits.expected_members(r, int(s), ranks) for r, s in zip(agg["ranks"], agg["size"].tolist())
-    ]
-    ok = (agg["n"] == agg["members"]) & (agg["members"] >= 2) & (agg["names"] == 1)
-    bad = agg[~ok & (agg["members"] >= 2)]
-    if len(bad):
+    empty = pd.DataFrame({k: [] for k in inst_cols})
+    real = np.flatnonzero(~is_wait)
+    if not len(real):
+        return Job(workers, ranks, phases, steps, c, empty, notes)
+    kmax = int(c["seq"][real].max()) + 1
+    cand, inv, count = np.unique(c["group"][real] * kmax + c["seq"][real], return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    g_of, seq_of = cand // kmax, cand % kmax
+    lo = np.full(len(cand), np.iinfo(np.int64).max)
+    hi = np.full(len(cand), np.iinfo(np.int64).min)
+    np.minimum.at(lo, inv, c["name"][real])
+    np.maximum.at(hi, inv, c["name"][real])
+    expected = np.asarray(
+        [group_waits.expected_members(r, s, ranks) for r, s in zip(codes.ranks, codes.size)], np.int64
+    )[g_of]
+    ok = (count == expected) & (expected >= 2) & (lo == hi)
+    bad = int((~ok & (expected >= 2)).sum())
+    if bad:
         notes.append(
-            f"{len(bad)} collective calls are not on every member of their process group under one name "
+            f"{bad} collective calls are not on every member of their process group under one name "
             "(a member's trace misses them); the path does not cross them"
         )
-    agg = agg[ok].reset_index(drop=True)
-    key = pd.MultiIndex.from_frame(agg[["group", "seq"]])
-    pos = key.get_indexer(pd.MultiIndex.from_frame(real[["group", "seq"]]))
-    f.loc[real.index, "inst"] = pos
-    m = f[f["inst"] >= 0].sort_values(["inst", "dur", "w"], kind="stable")
-    first = ~m["inst"].duplicated()
-    shortest = m[first].set_index("inst")
-    transfer = shortest["dur"].reindex(range(len(agg))).to_numpy(np.int64)
-    inst = f["inst"].to_numpy(np.int64)
-    dur = f["dur"].to_numpy(np.int64)
-    f["wait_ns"] = np.where(inst >= 0, dur - transfer[np.maximum(inst, 0)], f["wait_ns"])
+    new = np.full(len(cand), -1, np.int64)
+    new[ok] = np.arange(int(ok.sum()))
+    c["inst"][real] = new[inv]
+    ni = int(ok.sum())
+    if not ni:
+        return Job(workers, ranks, phases, steps, c, empty, notes)
+    m = np.flatnonzero(c["inst"] >= 0)
+    m = m[np.lexsort((c["w"][m], dur[m], c["inst"][m]))]  # per instance: shortest duration first
+    first = np.ones(len(m), dtype=bool)
+    first[1:] = c["inst"][m][1:] != c["inst"][m][:-1]
+    late_row = m[first]
+    transfer = dur[late_row]
+    inst = c["inst"]
+    c["wait"] = np.where(inst >= 0, dur - transfer[np.maximum(inst, 0)], c["wait"])
     # exposed: the wait not covered by the member's own compute (waiting comes first in a call; what compute
     # covers of the call is taken from the wait first)
-    exposed = np.minimum(f["wait_ns"].to_numpy(np.int64), dur - f["covered"].to_numpy(np.int64))
-    f["exposed"] = np.where(inst >= 0, np.maximum(exposed, 0), f["exposed"])
-    second = f.loc[m[~first].index].groupby("inst")["exposed"].first() if len(m) else pd.Series(dtype=np.int64)
-    agg["transfer"] = transfer
-    agg["late"] = shortest["w"].reindex(range(len(agg))).to_numpy(np.int64)
-    agg["gap"] = second.reindex(range(len(agg))).fillna(0).to_numpy(np.int64)
-    return Job(workers, ranks, phases, f, agg[list(inst_cols)], notes)
+    exposed = np.maximum(np.minimum(c["wait"], dur - c["covered"]), 0)
+    c["exposed"] = np.where(inst >= 0, exposed, c["exposed"])
+    second = np.zeros(ni, np.int64)
+    pos = np.flatnonzero(first)
+    has2 = pos + 1 < len(m)
+    has2[has2] &= ~first[(pos + 1)[has2]]
+    second[has2] = c["exposed"][m[pos[has2] + 1]]
+    gi = g_of[ok]
+    group_keys = list(codes.groups)
+    name_keys = list(codes.names)
+    table = pd.DataFrame(
+        {
+            "group": [group_keys[g] for g in gi.tolist()],
+            "pg": [codes.pg[g] for g in gi.tolist()],
+            "seq": seq_of[ok],
+            "name": [name_keys[x] for x in c["name"][late_row].tolist()],
+            "members": expected[ok],
+            "transfer": transfer,
+            "late": c["w"][late_row],
+            "gap": second,
+        }
+    )
+    return Job(workers, ranks, phases, steps, c, table, notes)
 
 
 def _us(ns: int) -> float:
@@ -174,41 +254,41 @@ def _ms(ns: float) -> float:
     return round(float(ns) / 1e6, 3)
 
 
-def _walk(job: Job, step: str, bounds: dict[int, tuple[int, int]], by_ws: dict) -> list[dict]:
-    """The segments of one step's path, in time order."""
-
-    def tail(wi: int) -> tuple:
-        a, b = bounds[wi]
-        c = by_ws.get(wi)
-        last = int(c["end"].max()) if c is not None and len(c) else a
-        return (b - last, b - a, -wi)
-
-    cur = max(bounds, key=tail)
-    t = bounds[cur][1]
+def _walk(job: Job, k: int) -> list[dict]:
+    """The segments of one step's path (step code `k`), in time order."""
+    W = len(job.workers)
+    has = job.b_idx[k] >= 0
+    rows = np.flatnonzero((job.c_step == k) & (job.c_inst >= 0))
+    rows = rows[np.lexsort((job.c_end[rows], job.c_w[rows]))]
+    off = np.searchsorted(job.c_w[rows], np.arange(W + 1))
+    ends = job.c_end[rows]
+    count = np.diff(off)
+    last = np.where(count > 0, ends[np.maximum(off[1:] - 1, 0)] if len(rows) else 0, job.b_start[k])
+    tail = job.b_end[k] - last
+    length = job.b_end[k] - job.b_start[k]
+    cand = np.flatnonzero(has)
+    cur = int(cand[np.lexsort((cand, -length[cand], -tail[cand]))[0]])
+    t = int(job.b_end[k, cur])
     segs: list[dict] = []
     seen: set[int] = set()
-    calls = job.calls
     while True:
-        a = bounds[cur][0]
-        c = by_ws.get(cur)
-        prior = c[c["end"] <= t] if c is not None else None
-        if prior is None or not len(prior):
-            segs.append(_work(job, cur, a, t, None))
+        mine = rows[off[cur] : off[cur + 1]]
+        j = int(np.searchsorted(job.c_end[mine], t, side="right")) - 1
+        if j < 0:
+            segs.append(_work(job, cur, int(job.b_start[k, cur]), t, None))
             break
-        last = prior.iloc[int(np.argmax(prior["end"].to_numpy()))]
-        i = int(last["inst"])
-        segs.append(_work(job, cur, int(last["end"]), t, i))
+        r = int(mine[j])
+        i = int(job.c_inst[r])
+        segs.append(_work(job, cur, int(job.c_end[r]), t, i))
         if i in seen:
             break
         seen.add(i)
-        members = calls[calls["inst"] == i]
-        late = int(job.inst.at[i, "late"])
-        if late not in bounds:  # the late member did not record this step
-            segs.append(_collective(job, i, members, late))
+        late = int(job.i_late[i])
+        segs.append(_collective(job, i, late))
+        if not has[late]:  # the late member did not record this step
             break
-        mine = members[members["w"] == late].iloc[0]
-        segs.append(_collective(job, i, members, late))
-        cur, t = late, int(mine["start"])
+        m = job.members(i)
+        cur, t = late, int(job.c_start[m[job.c_w[m] == late][0]])
     segs.reverse()
     return [s for s in segs if s["kind"] != "work" or s["ms"] > 0]
 
@@ -231,11 +311,12 @@ def _call_label(job: Job, i: int) -> str:
     return f"{r['name']} #{int(r['seq']) + 1} on group {r['pg'] or r['group']}"
 
 
-def _collective(job: Job, i: int, members: pd.DataFrame, late: int) -> dict:
+def _collective(job: Job, i: int, late: int) -> dict:
     r = job.inst.iloc[i]
-    waits = members["wait_ns"].to_numpy(np.int64)
+    m = job.members(i)
+    waits = job.c_wait[m]
     waiting = waits[waits > WAIT_EPS_NS]
-    mine = members[members["w"] == late].iloc[0]
+    mine = m[job.c_w[m] == late][0]
     w = job.workers[late]
     return {
         "kind": "collective",
@@ -252,26 +333,20 @@ def _collective(job: Job, i: int, members: pd.DataFrame, late: int) -> dict:
         "wait_ms_total": _ms(waiting.sum()),
         "transfer_ms": _ms(int(r["transfer"])),
         "gap_ms": _ms(int(r["gap"])),
-        "start_us": _us(int(mine["start"])),
-        "end_us": _us(int(mine["end"])),
+        "start_us": _us(int(job.c_start[mine])),
+        "end_us": _us(int(job.c_end[mine])),
     }
 
 
 def step_paths(job: Job) -> list[dict]:
     """The critical path of every step the workers recorded (module doc)."""
     out = []
-    real = job.calls[job.calls["inst"] >= 0]
-    by_step = dict(list(real.groupby("step", sort=False)))
-    for step in job.step_order():
-        bounds = job.step_bounds(step)
-        if not bounds:
+    for k, step in enumerate(job.steps):
+        has = job.b_idx[k] >= 0
+        if not has.any():
             continue
-        g = by_step.get(step)
-        by_ws = {int(w): c for w, c in g.groupby("w", sort=False)} if g is not None else {}
-        lengths = [b - a for a, b in bounds.values()]
-        out.append(
-            {"step": step, "step_ms": _ms(float(np.median(lengths))), "segments": _walk(job, step, bounds, by_ws)}
-        )
+        lengths = (job.b_end[k] - job.b_start[k])[has]
+        out.append({"step": step, "step_ms": _ms(float(np.median(lengths))), "segments": _walk(job, k)})
     return out
 
 

@@ -40,16 +40,21 @@ def _ledger(summaries: Mapping[str, Mapping]) -> tuple[Any, str | None]:
     return fn(dict(summaries)), None
 
 
+def _explained(job: critical_path.Job, step: str, worker: str, cache: dict) -> dict | None:
+    key = (step, worker)
+    if key not in cache:
+        if ("busy", step) not in cache:
+            cache[("busy", step)] = stragglers.busy(job, step)
+        cache[key] = stragglers.explain(job, step, worker, cache[("busy", step)])
+    return cache[key]
+
+
 def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
     """Each work segment gets the `why` of its worker in the step: what it spent more on than the median worker."""
     for seg in step["segments"]:
-        if seg["kind"] != "work":
-            continue
-        key = (step["step"], seg["worker"])
-        if key not in cache:
-            cache[key] = stragglers.explain(job, step["step"], seg["worker"])
-        s = cache[key]
-        seg["why"] = s["why"] if s else None
+        if seg["kind"] == "work":
+            s = _explained(job, step["step"], seg["worker"], cache)
+            seg["why"] = s["why"] if s else None
 
 
 def diagnose(summaries: Mapping[str, Mapping]) -> dict:
@@ -83,7 +88,9 @@ def diagnose(summaries: Mapping[str, Mapping]) -> dict:
     for step in critical_path.step_paths(job):
         _annotate(job, step, cache)
         step["path"] = critical_path.path_text(step["segments"])
-        step["straggler"] = stragglers.path_straggler(job, step["step"], step["segments"])
+        b = cache.setdefault(("busy", step["step"]), stragglers.busy(job, step["step"]))
+        w = stragglers.pick(job, step["step"], step["segments"], b)
+        step["straggler"] = _explained(job, step["step"], w, cache) if w is not None else None
         out["steps"].append(step)
     found = [s["straggler"] for s in out["steps"] if s["straggler"] is not None]
     found.sort(key=lambda s: (-s["saved_ms"], -s["excess_ms"], s["worker"]))

@@ -47,56 +47,87 @@ def _ms(ns: float) -> float:
 
 def busy(job: Job, step: str) -> dict[int, float]:
     """Worker index -> busy ns in `step` (step time minus own exposed waiting)."""
-    bounds = job.step_bounds(step)
-    c = job.calls[job.calls["step"] == step]
-    waits = c.groupby("w")["exposed"].sum() if len(c) else {}
-    return {wi: float(b - a) - float(waits.get(wi, 0)) for wi, (a, b) in bounds.items()}
+    k = job.code(step)
+    if k is None:
+        return {}
+    m = job.c_step == k
+    waits = np.bincount(job.c_w[m], weights=job.c_exposed[m].astype(np.float64), minlength=len(job.workers))
+    has = np.flatnonzero(job.b_idx[k] >= 0)
+    vals = (job.b_end[k] - job.b_start[k] - waits)[has]
+    return dict(zip(has.tolist(), vals.tolist()))
 
 
-def _index(job: Job, wi: int, step: str) -> int | None:
-    names = job.phases[job.workers[wi]].get("step") or []
-    return names.index(step) if step in names else None
+def _step_table(job: Job, k: int, key: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """For step code `k`: the names (phases, or the kernels/operators of `key`'s top lists), a [names x workers]
+    matrix of their ns (NaN: not measured) and each name's median over the workers that recorded the step
+    (a top list's missing name counts 0). Cached on the job: every straggler of the step reads it."""
+    cache = job.__dict__.setdefault("_tables", {})
+    if (k, key) in cache:
+        return cache[(k, key)]
+    W = len(job.workers)
+    has = np.flatnonzero(job.b_idx[k] >= 0)
+    if key == "phases":
+        names = [p for p in PHASES if p != "comm"]  # a straggler waits less: its communication is not its excess
+        mat = np.full((len(names), W), np.nan)
+        for w in has.tolist():
+            ph, i = job.phases[job.workers[w]], int(job.b_idx[k, w])
+            for j, p in enumerate(names):
+                v = (ph.get(p) or [])[i] if i < len(ph.get(p) or []) else None
+                if v is not None:
+                    mat[j, w] = v
+        med = np.full(len(names), np.nan)
+        for j in range(len(names)):
+            known = mat[j, has][~np.isnan(mat[j, has])]
+            if len(known) >= 2:
+                med[j] = np.median(known)
+    else:
+        code: dict[str, int] = {}
+        cols: list[tuple[int, int, float]] = []
+        for w in has.tolist():
+            ph, i = job.phases[job.workers[w]], int(job.b_idx[k, w])
+            local = ph.get("names") or []
+            tops = ph.get(key) or []
+            for n, v in tops[i] if i < len(tops) else []:
+                cols.append((code.setdefault(str(local[n]), len(code)), w, float(v)))
+        names = list(code)
+        mat = np.zeros((len(names), W))
+        if cols:
+            a = np.asarray(cols)
+            mat[a[:, 0].astype(np.int64), a[:, 1].astype(np.int64)] = a[:, 2]
+        med = np.median(mat[:, has], axis=1) if len(has) and len(names) else np.zeros(len(names))
+    cache[(k, key)] = (names, mat, med)
+    return cache[(k, key)]
 
 
-def _phase_rows(job: Job, step: str, wi: int, idx: dict[int, int]) -> list[dict]:
+def _phase_rows(job: Job, k: int, wi: int) -> list[dict]:
+    names, mat, med = _step_table(job, k, "phases")
     rows = []
-    for k in PHASES:
-        if k == "comm":  # a straggler waits less: its communication time is not its excess
+    for j, p in enumerate(names):
+        mine = mat[j, wi]
+        if np.isnan(mine) or np.isnan(med[j]) or mine - med[j] <= 0:
             continue
-        vals = {w: job.phases[job.workers[w]].get(k, [None] * (i + 1))[i] for w, i in idx.items()}
-        mine = vals.get(wi)
-        known = [v for v in vals.values() if v is not None]
-        if mine is None or len(known) < 2:
-            continue
-        med = float(np.median(known))
-        if mine - med > 0:
-            rows.append(
-                {
-                    "phase": k,
-                    "label": PHASE_LABELS[k],
-                    "ms": _ms(mine),
-                    "median_ms": _ms(med),
-                    "excess_ms": _ms(mine - med),
-                }
-            )
+        rows.append(
+            {
+                "phase": p,
+                "label": PHASE_LABELS[p],
+                "ms": _ms(mine),
+                "median_ms": _ms(med[j]),
+                "excess_ms": _ms(mine - med[j]),
+            }
+        )
     rows.sort(key=lambda r: -r["excess_ms"])
     return rows
 
 
-def _top_rows(job: Job, wi: int, idx: dict[int, int], key: str) -> list[dict]:
-    per: dict[str, dict[int, float]] = {}
-    for w, i in idx.items():
-        ph = job.phases[job.workers[w]]
-        names = ph.get("names") or []
-        tops = ph.get(key) or []
-        for n, v in tops[i] if i < len(tops) else []:
-            per.setdefault(str(names[n]), {})[w] = float(v)
-    rows = []
-    for name, vals in per.items():
-        mine = vals.get(wi, 0.0)
-        med = float(np.median([vals.get(w, 0.0) for w in idx]))
-        if mine - med > 0:
-            rows.append({"name": name, "ms": _ms(mine), "median_ms": _ms(med), "excess_ms": _ms(mine - med)})
+def _top_rows(job: Job, k: int, wi: int, key: str) -> list[dict]:
+    names, mat, med = _step_table(job, k, key)
+    if not names:
+        return []
+    ex = mat[:, wi] - med
+    rows = [
+        {"name": names[j], "ms": _ms(mat[j, wi]), "median_ms": _ms(med[j]), "excess_ms": _ms(ex[j])}
+        for j in np.flatnonzero(ex > 0).tolist()
+    ]
     rows.sort(key=lambda r: (-r["excess_ms"], r["name"]))
     return rows[:TOP]
 
@@ -123,21 +154,21 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     when the worker did not record the step or fewer than two workers did."""
     wi = job.workers.index(worker)
     b = dict(busy_ns) if busy_ns is not None else busy(job, step)
-    if wi not in b or len(b) < 2:
+    k = job.code(step)
+    if k is None or wi not in b or len(b) < 2:
         return None
     med = float(np.median(list(b.values())))
     excess = max(b[wi] - med, 0.0)
-    bounds = job.step_bounds(step)
-    step_ns = float(np.median([e - a for a, e in bounds.values()]))
-    mine = job.calls[(job.calls["step"] == step) & (job.calls["w"] == wi) & (job.calls["inst"] >= 0)]
-    late = job.inst.iloc[mine["inst"].to_numpy(np.int64)] if len(mine) else job.inst.iloc[:0]
-    late = late[late["late"] == wi]
-    gaps = float(late["gap"].sum())
+    has = job.b_idx[k] >= 0
+    step_ns = float(np.median((job.b_end[k] - job.b_start[k])[has]))
+    rows = np.flatnonzero((job.c_step == k) & (job.c_w == wi) & (job.c_inst >= 0))
+    insts = job.c_inst[rows]
+    late = insts[job.i_late[insts] == wi]
+    gaps = float(job.i_gap[late].sum())
     saved = min(excess, gaps)
-    idx = {w: i for w in b if (i := _index(job, w, step)) is not None}
-    phases = _phase_rows(job, step, wi, idx)
-    kernels = _top_rows(job, wi, idx, "top_kernels")
-    ops = _top_rows(job, wi, idx, "top_ops")
+    phases = _phase_rows(job, k, wi)
+    kernels = _top_rows(job, k, wi, "top_kernels")
+    ops = _top_rows(job, k, wi, "top_ops")
     median_w = min(b, key=lambda w: (abs(b[w] - med), w))
     return {
         "worker": worker,
@@ -159,19 +190,24 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     }
 
 
-def path_straggler(job: Job, step: str, segments: list[dict]) -> dict | None:
+def pick(job: Job, step: str, segments: list[dict], busy_ns: Mapping[int, float]) -> str | None:
     """The straggler of a step's critical path: of the workers that arrived late (someone waited) at a collective
-    on the path, the one with the largest excess; without one, the path's worker with the largest excess."""
-    b = busy(job, step)
-    if len(b) < 2:
+    on the path, the one with the largest busy time; without one, the path's worker with the largest."""
+    if len(busy_ns) < 2:
         return None
     late = {s["late_worker"] for s in segments if s["kind"] == "collective" and s["waiters"]}
     pool = late or {s["worker"] for s in segments if s["kind"] == "work"}
-    pool = {w for w in pool if job.workers.index(w) in b}
+    pool = {w for w in pool if job.workers.index(w) in busy_ns}
     if not pool:
         return None
-    w = max(sorted(pool), key=lambda x: b[job.workers.index(x)])
-    return explain(job, step, w, b)
+    return max(sorted(pool), key=lambda x: busy_ns[job.workers.index(x)])
+
+
+def path_straggler(job: Job, step: str, segments: list[dict]) -> dict | None:
+    """`explain` of the step's path straggler (`pick`), or None."""
+    b = busy(job, step)
+    w = pick(job, step, segments, b)
+    return explain(job, step, w, b) if w is not None else None
 
 
 def describe(s: Mapping) -> str:
