@@ -298,6 +298,22 @@ def _is_int_or_none(x: Any) -> bool:
     return x is None or _is_int(x)
 
 
+def _int_lists(d: dict, keys: tuple, what: str) -> int:
+    """`_lists` of int64 values, checked by type and range at once (these lists hold every collective call)."""
+    n = None
+    for k in keys:
+        v = d.get(k)
+        _check(
+            isinstance(v, list)
+            and all(type(x) is int for x in v)
+            and (not v or (min(v) >= -_INT64 and max(v) < _INT64)),
+            f"{what}.{k} is not a list of integers",
+        )
+        _check(n is None or len(v) == n, f"{what}.{k} has {len(v)} entries, not {n}")
+        n = len(v)
+    return n or 0
+
+
 def _validate_facts(obj: dict) -> None:
     """The diagnosis' keys (`diagnosis.worker_facts`): their lists typed, of one length, indices in range."""
     from tb_plugin.diagnosis.worker_facts import MAX_CALLS, MAX_STEPS, PHASES, TOP_N
@@ -314,12 +330,10 @@ def _validate_facts(obj: dict) -> None:
         "collective_calls.group_ranks is not a list of rank lists",
     )
     nn = _lists(cc, ("names",), _is_str, "collective_calls")
-    n = _lists(
-        cc, ("group", "seq", "name", "step", "start", "end", "bytes", "wait", "covered"), _is_int, "collective_calls"
-    )
+    n = _int_lists(cc, ("group", "seq", "name", "step", "start", "end", "bytes", "wait", "covered"), "collective_calls")
     _check(n <= MAX_CALLS and _is_int(cc.get("dropped")), "collective_calls holds too many calls")
-    _check(all(0 <= x < ng for x in cc["group"]), "collective_calls.group out of range")
-    _check(all(0 <= x < nn for x in cc["name"]), "collective_calls.name out of range")
+    _check(not n or (min(cc["group"]) >= 0 and max(cc["group"]) < ng), "collective_calls.group out of range")
+    _check(not n or (min(cc["name"]) >= 0 and max(cc["name"]) < nn), "collective_calls.name out of range")
     ph = obj.get("phases")
     _check(isinstance(ph, dict), "phases is not an object")
     ns = _lists(ph, ("step",), _is_str, "phases")
