@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tb_plugin.diagnosis import critical_path, report, stragglers
 from tb_plugin.summaries import summary
 from tb_plugin.views import distributed
@@ -139,3 +141,15 @@ def test_distributed_view_splits_wait_and_transfer_in_subgroups():
     }
     assert view["groups"]["2 [2, 3]"]["r2"] == {"calls": 1, "transfer_us": 30 * MS, "wait_us": 0}
     assert sorted(view["groups"]["0 [0, 1, 2, 3]"]) == ["r0", "r1", "r2", "r3"]
+
+
+def test_summary_with_nccl_kernels_no_call_launched_reads_back(shared_traces):
+    """A real MI300 trace has NCCL kernels no record_param_comms call launched: they have no process group ("",
+    size -1), so the summary reads back (a missing group made every read refuse it and recompute it)."""
+    path = shared_traces / "public" / "tl_mi300_resnet_ckpt" / "resnet_act_checkpoint.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is not in the shared traces")
+    s = summary.summarize_path(str(path))
+    coll = s["distributed"]["collectives"]
+    assert "" in coll["pg"] and all(isinstance(g, str) for g in coll["pg"])
+    assert summary.decode(summary.encode(s))["distributed"]["collectives"] == coll

@@ -243,6 +243,9 @@ def _worker_with_rpc(
                 "start": ts[rest],
                 "dur": (te - ts)[rest],
                 "bytes": np.full(len(rest), -1, np.int64),
+                "pg": [""] * len(rest),  # no call launched them: no process group
+                "group_size": np.full(len(rest), -1, np.int64),
+                "is_wait": np.zeros(len(rest), dtype=bool),
             }
         )
     else:
