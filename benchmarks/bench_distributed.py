@@ -67,6 +67,13 @@ def _vm_hwm(pid: int) -> int:
     return -1
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process has used: a measure the machine's load hardly moves."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def open_view(logdir: Path, run: str) -> tuple[float, int, dict, float]:
     """Starts TensorBoard, opens the distributed view as the page does; (seconds, peak RSS, answer, seconds of
     the /diagnosis request after it)."""
@@ -104,6 +111,7 @@ def open_view(logdir: Path, run: str) -> tuple[float, int, dict, float]:
                 if proc.poll() is not None:
                     raise SystemExit((logdir.parent / "tensorboard.log").read_text()[-3000:]) from None
                 time.sleep(0.2)
+        c0 = _cpu_s(proc.pid)
         t0 = time.perf_counter()
         runs = _get(f"{api}/runs")
         assert run in runs["runs"], runs
@@ -114,6 +122,8 @@ def open_view(logdir: Path, run: str) -> tuple[float, int, dict, float]:
         d = _get(f"{api}/distributed?run={run}&span={spans[-1]}")
         dt = time.perf_counter() - t0
         print(f"  runs {t1 - t0:.2f} s, workers + spans {t2 - t1:.2f} s, distributed {dt - (t2 - t0):.2f} s")
+        c1 = _cpu_s(proc.pid)
+        print(f"  TensorBoard CPU time for these requests: {c1 - c0:.2f} s")
         t3 = time.perf_counter()
         try:
             diag = _get(f"{api}/diagnosis?run={run}&span={spans[-1]}")
@@ -122,6 +132,7 @@ def open_view(logdir: Path, run: str) -> tuple[float, int, dict, float]:
         except OSError as e:  # a gpuscope without the route
             print(f"  diagnosis: not available ({e})")
         dg = time.perf_counter() - t3
+        print(f"  TensorBoard CPU time for /diagnosis: {_cpu_s(proc.pid) - c1:.2f} s")
         rss = _vm_hwm(proc.pid)
         return dt, rss, d, dg
     finally:

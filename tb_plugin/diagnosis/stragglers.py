@@ -57,46 +57,74 @@ def busy(job: Job, step: str) -> dict[int, float]:
     return dict(zip(has.tolist(), vals.tolist()))
 
 
+_CAUSES = tuple(p for p in PHASES if p != "comm")  # a straggler waits less: its communication is not its excess
+
+
+def _flat(job: Job) -> dict:
+    """Every worker's phases as a [steps x phases x workers] array (NaN: not measured) and its top kernels and
+    operators as flat arrays (worker, step code, global name code, ns), built once per job."""
+    cache = job.__dict__.setdefault("_flat", {})
+    if cache:
+        return cache
+    S, W = len(job.steps), len(job.workers)
+    mat = np.full((S, len(_CAUSES), W), np.nan)
+    codes: dict[str, int] = {}
+    tops: dict[str, tuple[list, list, list, list]] = {k: ([], [], [], []) for k in ("top_kernels", "top_ops")}
+    for wi, w in enumerate(job.workers):
+        ph = job.phases[w]
+        ks = np.flatnonzero(job.b_idx[:, wi] >= 0)
+        idx = job.b_idx[ks, wi]
+        for j, p in enumerate(_CAUSES):
+            vals = np.array(ph.get(p) or [], dtype=np.float64)
+            ok = idx < len(vals)
+            mat[ks[ok], j, wi] = vals[idx[ok]]
+        gm = [codes.setdefault(str(n), len(codes)) for n in ph.get("names") or []]
+        step_of = dict(zip(idx.tolist(), ks.tolist()))
+        for key, (tw, tk, tn, tv) in tops.items():
+            for i, lst in enumerate(ph.get(key) or []):
+                k = step_of.get(i)
+                if k is None:
+                    continue
+                for n, v in lst:
+                    tw.append(wi)
+                    tk.append(k)
+                    tn.append(gm[n])
+                    tv.append(v)
+    cache["phases"] = mat
+    cache["names"] = list(codes)
+    for key, cols in tops.items():
+        cache[key] = tuple(np.asarray(c, np.int64 if i < 3 else np.float64) for i, c in enumerate(cols))
+    return cache
+
+
 def _step_table(job: Job, k: int, key: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """For step code `k`: the names (phases, or the kernels/operators of `key`'s top lists), a [names x workers]
-    matrix of their ns (NaN: not measured) and each name's median over the workers that recorded the step
-    (a top list's missing name counts 0). Cached on the job: every straggler of the step reads it."""
-    cache = job.__dict__.setdefault("_tables", {})
-    if (k, key) in cache:
-        return cache[(k, key)]
+    matrix of their ns (NaN: not measured) and each name's median over the workers that recorded the step (a
+    top list's missing name counts 0). Cached on the job: every straggler of the step reads it."""
+    tables = job.__dict__.setdefault("_tables", {})
+    if (k, key) in tables:
+        return tables[(k, key)]
+    flat = _flat(job)
     W = len(job.workers)
     has = np.flatnonzero(job.b_idx[k] >= 0)
     if key == "phases":
-        names = [p for p in PHASES if p != "comm"]  # a straggler waits less: its communication is not its excess
-        mat = np.full((len(names), W), np.nan)
-        for w in has.tolist():
-            ph, i = job.phases[job.workers[w]], int(job.b_idx[k, w])
-            for j, p in enumerate(names):
-                v = (ph.get(p) or [])[i] if i < len(ph.get(p) or []) else None
-                if v is not None:
-                    mat[j, w] = v
+        names = list(_CAUSES)
+        mat = flat["phases"][k]
         med = np.full(len(names), np.nan)
         for j in range(len(names)):
             known = mat[j, has][~np.isnan(mat[j, has])]
             if len(known) >= 2:
                 med[j] = np.median(known)
     else:
-        code: dict[str, int] = {}
-        cols: list[tuple[int, int, float]] = []
-        for w in has.tolist():
-            ph, i = job.phases[job.workers[w]], int(job.b_idx[k, w])
-            local = ph.get("names") or []
-            tops = ph.get(key) or []
-            for n, v in tops[i] if i < len(tops) else []:
-                cols.append((code.setdefault(str(local[n]), len(code)), w, float(v)))
-        names = list(code)
+        tw, tk, tn, tv = flat[key]
+        sel = tk == k
+        uniq, inv = np.unique(tn[sel], return_inverse=True)
+        names = [flat["names"][i] for i in uniq.tolist()]
         mat = np.zeros((len(names), W))
-        if cols:
-            a = np.asarray(cols)
-            mat[a[:, 0].astype(np.int64), a[:, 1].astype(np.int64)] = a[:, 2]
+        mat[inv.reshape(-1), tw[sel]] = tv[sel]
         med = np.median(mat[:, has], axis=1) if len(has) and len(names) else np.zeros(len(names))
-    cache[(k, key)] = (names, mat, med)
-    return cache[(k, key)]
+    tables[(k, key)] = (names, mat, med)
+    return tables[(k, key)]
 
 
 def _phase_rows(job: Job, k: int, wi: int) -> list[dict]:
