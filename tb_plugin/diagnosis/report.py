@@ -103,7 +103,7 @@ def _ledger_lines(ledger: Any) -> list[str]:
     """The run's mean ledger, ranked by recoverable time: one line per bucket."""
     mean = ledger.get("mean") if isinstance(ledger, dict) else None
     rows = mean.get("buckets") if isinstance(mean, dict) else None
-    if not isinstance(rows, list):
+    if not isinstance(mean, dict) or not isinstance(rows, list):
         notes = ledger.get("notes") if isinstance(ledger, dict) else None
         return [f"  not available{': ' + '; '.join(notes) if notes else ''}"]
     out = []

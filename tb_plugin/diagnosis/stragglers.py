@@ -21,6 +21,7 @@ the sum of those gaps in the step, at most its excess:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -129,7 +130,7 @@ def _step_table(job: Job, k: int, key: str) -> tuple[list[str], np.ndarray, np.n
 
 def _phase_rows(job: Job, k: int, wi: int) -> list[dict]:
     names, mat, med = _step_table(job, k, "phases")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for j, p in enumerate(names):
         mine = mat[j, wi]
         if np.isnan(mine) or np.isnan(med[j]) or mine - med[j] <= 0:

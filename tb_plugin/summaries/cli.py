@@ -249,8 +249,11 @@ def run_summaries(logdir: str, run: str | None, span: str, log=print) -> tuple[s
     if run not in runs:
         raise DiagnoseFailed(f"no run {run!r} in {logdir} (runs: {', '.join(sorted(runs)[:20])})")
     r = runs[run]
-    files = [(w, r.file(w, span)) for w in sorted(r.workers)]
-    files = [(w, f) for w, f in files if f is not None]
+    files = []
+    for w in sorted(r.workers):
+        f = r.file(w, span)
+        if f is not None:
+            files.append((w, f))
     if not files:
         raise DiagnoseFailed(f"no worker of run {run!r} has span {span!r}")
     out = store.default_out(logdir)

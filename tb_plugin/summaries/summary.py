@@ -309,6 +309,7 @@ def _int_lists(d: dict, keys: tuple, what: str) -> int:
             and (not v or (min(v) >= -_INT64 and max(v) < _INT64)),
             f"{what}.{k} is not a list of integers",
         )
+        assert isinstance(v, list)
         _check(n is None or len(v) == n, f"{what}.{k} has {len(v)} entries, not {n}")
         n = len(v)
     return n or 0
@@ -319,7 +320,8 @@ def _validate_facts(obj: dict) -> None:
     from tb_plugin.diagnosis.worker_facts import MAX_CALLS, MAX_STEPS, PHASES, TOP_N
 
     cc = obj.get("collective_calls")
-    _check(isinstance(cc, dict), "collective_calls is not an object")
+    if not isinstance(cc, dict):
+        raise SummaryError("malformed summary: collective_calls is not an object")
     ng = _lists(cc, ("groups", "group_pg"), _is_str, "collective_calls")
     _check(_lists(cc, ("group_size",), _is_int, "collective_calls") == ng, "collective_calls.group_size does not match")
     ranks = cc.get("group_ranks")
@@ -335,7 +337,8 @@ def _validate_facts(obj: dict) -> None:
     _check(not n or (min(cc["group"]) >= 0 and max(cc["group"]) < ng), "collective_calls.group out of range")
     _check(not n or (min(cc["name"]) >= 0 and max(cc["name"]) < nn), "collective_calls.name out of range")
     ph = obj.get("phases")
-    _check(isinstance(ph, dict), "phases is not an object")
+    if not isinstance(ph, dict):
+        raise SummaryError("malformed summary: phases is not an object")
     ns = _lists(ph, ("step",), _is_str, "phases")
     _check(ns <= MAX_STEPS, "phases holds too many steps")
     _check(_lists(ph, ("start", "end"), _is_int, "phases") == ns, "phases.start/end do not match the steps")
