@@ -148,8 +148,8 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     store.write(where, v3_without_facts)
     assert store.read(where, src) is None
     cc = {**s["collective_calls"], "groups": ["0 [0, 1]"], "group_pg": ["0"], "group_ranks": [[0, 1]]}
-    cc.update(group_size=[2], names=["nccl:all_reduce"], group=[3], seq=[0], name=[0], step=[-1])
-    cc.update(start=[0], end=[5], bytes=[-1], wait=[0], covered=[0])
+    cc.update(group_size=[2], names=["nccl:all_reduce"], group=[3], name=[0], step=[-1])
+    cc.update(start=[0], dur=[5], bytes=[-1], wait=[0], covered=[0])
     store.write(where, {**s, "collective_calls": cc})
     assert store.read(where, src) is None  # group index 3 of 1 group
     store.write(where, {**s, "collective_calls": {**cc, "group": [0]}})

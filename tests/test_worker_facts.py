@@ -4,6 +4,7 @@ holding more is refused)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tb_plugin.diagnosis import worker_facts
@@ -76,14 +77,20 @@ def _calls_trace(n: int):
 def test_calls_beyond_the_bound_are_dropped_and_counted(monkeypatch):
     monkeypatch.setattr(worker_facts, "MAX_CALLS", 3)
     cc = worker_facts.worker_facts(_calls_trace(5))["collective_calls"]
-    assert cc["dropped"] == 2 and cc["seq"] == [0, 1, 2]
+    assert cc["dropped"] == 2 and cc["group"] == [0, 0, 0]
     assert cc["groups"] == ["0 [0, 1]"] and cc["group_ranks"] == [[0, 1]] and cc["group_size"] == [2]
-    assert cc["start"] == [10 * US, 13 * US, 16 * US] and cc["end"] == [12 * US, 15 * US, 18 * US]
+    assert cc["start"] == [10 * US, 13 * US, 16 * US] and cc["dur"] == [2 * US] * 3
 
 
 def test_a_summary_holding_more_calls_than_the_bound_is_refused(monkeypatch):
     s = summary.summarize(_calls_trace(5))
-    assert summary.decode(summary.encode(s))["collective_calls"]["seq"] == [0, 1, 2, 3, 4]
+    assert len(summary.decode(summary.encode(s))["collective_calls"]["start"]) == 5
     monkeypatch.setattr(worker_facts, "MAX_CALLS", 3)
     with pytest.raises(summary.SummaryError, match="too many calls"):
         summary.decode(summary.encode(s))
+
+
+def test_sequence_numbers_count_each_groups_non_wait_calls():
+    group = np.array([0, 1, 0, 0, 1, 0])
+    is_wait = np.array([False, False, True, False, False, False])
+    assert worker_facts.sequence(group, is_wait).tolist() == [0, 0, -1, 1, 1, 2]

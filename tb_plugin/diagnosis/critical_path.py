@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tb_plugin.diagnosis.worker_facts import sequence
 from tb_plugin.views import group_waits
 
 #: a member waited when its wait exceeds this (ns): clock noise below it names nobody
@@ -159,9 +160,9 @@ def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str
         parts["group"].append(codes.group_codes(cc)[np.asarray(cc["group"], np.int64)])
         parts["name"].append(codes.name_codes(cc)[np.asarray(cc["name"], np.int64)])
         parts["step"].append(local_steps[np.where((st >= 0) & (st < len(local_steps) - 1), st, -1)])
-        parts["seq"].append(np.asarray(cc["seq"], np.int64))
+        parts["seq"].append(sequence(np.asarray(cc["group"], np.int64), np.asarray(cc["wait"], bool)))
         parts["start"].append(np.asarray(cc["start"], np.int64))
-        parts["end"].append(np.asarray(cc["end"], np.int64))
+        parts["end"].append(np.asarray(cc["start"], np.int64) + np.asarray(cc["dur"], np.int64))
         parts["covered"].append(np.asarray(cc.get("covered") or np.zeros(n), np.int64))
         parts["is_wait"].append(np.asarray(cc["wait"], bool))
     return {k: np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64) for k, v in parts.items()}

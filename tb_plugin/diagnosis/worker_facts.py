@@ -7,10 +7,10 @@
       "group_pg": [name...],         # the `Process Group Name` of each group
       "group_ranks": [[rank...] | None...], "group_size": [int...],   # per group (-1: size unknown)
       "names": [collective name...], # `nccl:all_reduce`, ...
-      "group": [i...], "seq": [k...],   # per call: its group, and its number among that group's non-wait
-                                        # calls on this worker (0-based; -1 for `wait` calls)
+      "group": [i...],               # per call (in time order): its group; its sequence number in the group is
+                                     # its place among the group's non-wait calls here (`sequence`)
       "name": [i...], "step": [step index | -1...],
-      "start": [ns...], "end": [ns...],  # relative to the worker's origin (`distributed.origin`)
+      "start": [ns...], "dur": [ns...],  # start relative to the worker's origin (`distributed.origin`)
       "bytes": [int...] (-1 unknown), "wait": [0|1...],
       "covered": [ns...],            # of the call's range, the time compute ran on this worker (its wait
                                      # there cost nothing: the cross-rank analysis counts only the rest)
@@ -100,10 +100,6 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
     sizes = calls["group_size"].to_numpy(np.int64)
     keys = [group_waits.group_key(str(g), r, int(s)) for g, r, s in zip(calls["pg"], ranks, sizes)]
     is_wait = calls["is_wait"].to_numpy(bool)
-    key_arr = pd.Series(keys, dtype=object)
-    seq = np.full(len(calls), -1, np.int64)
-    if (~is_wait).any():
-        seq[~is_wait] = key_arr[~is_wait].groupby(key_arr[~is_wait]).cumcount().to_numpy(np.int64)
     groups = sorted(set(keys))
     gi = {k: i for i, k in enumerate(groups)}
     g_pg, g_ranks, g_size = [""] * len(groups), [None] * len(groups), [-1] * len(groups)
@@ -129,11 +125,10 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
         "group_size": g_size,
         "names": names,
         "group": [gi[k] for k in keys[:n]],
-        "seq": seq[:n].tolist(),
         "name": [ni[x] for x in calls["name"].astype(str).tolist()[:n]],
         "step": step[:n].tolist(),
         "start": (start[:n] - origin).tolist(),
-        "end": (end[:n] - origin).tolist(),
+        "dur": (end[:n] - start[:n]).tolist(),
         "bytes": nbytes[:n].tolist(),
         "wait": is_wait[:n].astype(np.int64).tolist(),
         "covered": covered,
@@ -244,10 +239,27 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
     }
 
 
+def sequence(group: np.ndarray, is_wait: np.ndarray) -> np.ndarray:
+    """Each call's number among its group's non-wait calls before it (0-based; -1 for `wait` calls): calls of one
+    worker in time order. The calls a summary leaves out are the last ones, so the numbers do not change."""
+    out = np.full(len(group), -1, np.int64)
+    real = np.flatnonzero(~is_wait)
+    if len(real):
+        g = group[real]
+        o = np.argsort(g, kind="stable")
+        sg = g[o]
+        first = np.ones(len(sg), dtype=bool)
+        first[1:] = sg[1:] != sg[:-1]
+        pos = np.arange(len(sg))
+        rank = pos - np.maximum.accumulate(np.where(first, pos, 0))
+        out[real[o]] = rank
+    return out
+
+
 def empty_facts() -> dict:
     """The facts of a worker with no collective calls and no steps (the shape, for hand-made summaries)."""
-    cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "seq", "name", "step")
-    cc: dict = {k: [] for k in (*cc_keys, "start", "end", "bytes", "wait", "covered")}
+    cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "name", "step")
+    cc: dict = {k: [] for k in (*cc_keys, "start", "dur", "bytes", "wait", "covered")}
     ph: dict = {k: [] for k in ("step", "start", "end", *PHASES, "names", "top_kernels", "top_ops")}
     return {"collective_calls": {**cc, "dropped": 0}, "phases": {**ph, "reasons": {}, "dropped_steps": 0}}
 

@@ -332,7 +332,8 @@ def _validate_facts(obj: dict) -> None:
         "collective_calls.group_ranks is not a list of rank lists",
     )
     nn = _lists(cc, ("names",), _is_str, "collective_calls")
-    n = _int_lists(cc, ("group", "seq", "name", "step", "start", "end", "bytes", "wait", "covered"), "collective_calls")
+    n = _int_lists(cc, ("group", "name", "step", "start", "dur", "bytes", "wait", "covered"), "collective_calls")
+    _check(not n or min(cc["dur"]) >= 0, "collective_calls.dur is negative")
     _check(n <= MAX_CALLS and _is_int(cc.get("dropped")), "collective_calls holds too many calls")
     _check(not n or (min(cc["group"]) >= 0 and max(cc["group"]) < ng), "collective_calls.group out of range")
     _check(not n or (min(cc["name"]) >= 0 and max(cc["name"]) < nn), "collective_calls.name out of range")
