@@ -153,3 +153,27 @@ def test_summary_with_nccl_kernels_no_call_launched_reads_back(shared_traces):
     coll = s["distributed"]["collectives"]
     assert "" in coll["pg"] and all(isinstance(g, str) for g in coll["pg"])
     assert summary.decode(summary.encode(s))["distributed"]["collectives"] == coll
+
+
+def test_text_shows_the_run_ledger_ranked_with_reasons():
+    """The run ledger as `run_ledger.run_view` gives it (docs/diagnosis.md, ## Ledger): its mean buckets, largest
+    recoverable first, a reason where a bucket has no number, near-zero buckets counted, not listed."""
+    rep = report.diagnose(job_summaries())
+    rep["ledger"] = {
+        "mean": {
+            "average_wall_ms": 100.0,
+            "buckets": [
+                {"key": "sync_skew", "label": "Sync skew", "ms": 40.0, "recoverable_ms": 40.0, "fix": "Balance."},
+                {"key": "compute", "label": "Compute", "ms": 0.0, "recoverable_ms": 0.0, "fix": None},
+                {"key": "launch_overhead", "label": "Launches", "ms": None, "reason": "no launch events"},
+            ],
+        }
+    }
+    lines = report.render_text(rep).splitlines()
+    i = lines.index("Ledger (recoverable time per step, across ranks):")
+    assert lines[i + 1 : i + 5] == [
+        "  average step 100.0 ms (mean over ranks)",
+        "  Sync skew: 40.0 ms, recoverable 40.0 ms -- Balance.",
+        "  Launches: n/a (no launch events)",
+        "  (1 buckets under 0.05 ms left out)",
+    ]

@@ -109,8 +109,12 @@ def _ledger_lines(ledger: Any) -> list[str]:
     out = []
     if mean.get("average_wall_ms") is not None:
         out.append(f"  average step {mean['average_wall_ms']:.1f} ms (mean over ranks)")
+    small = 0
     for r in rows:
         if not isinstance(r, dict):
+            continue
+        if r.get("ms") is not None and r["ms"] < 0.05:
+            small += 1
             continue
         if r.get("ms") is None:
             out.append(f"  {r.get('label', r.get('key'))}: n/a ({r.get('reason')})")
@@ -122,6 +126,8 @@ def _ledger_lines(ledger: Any) -> list[str]:
             + (f", recoverable {rec:.1f} ms" if rec is not None else "")
             + fix
         )
+    if small:
+        out.append(f"  ({small} buckets under 0.05 ms left out)")
     return out
 
 
