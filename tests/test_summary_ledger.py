@@ -21,7 +21,7 @@ from .test_summaries import _job
 
 def test_summary_holds_ledger_and_gpu_idle():
     s = S.decode(S.encode(S.summarize(every_bucket_trace())))
-    assert S.VERSION == 4 and s["version"] == 4
+    assert S.VERSION == 5 and s["version"] == 5
     # the hand-derived ledger of test_diagnosis_ledger: 30 µs compute of the 100 µs step
     assert s["ledger"]["wall_ns"] == [100_000] and s["ledger"]["buckets"][COMPUTE]["ns"] == [30_000]
     assert sorted(s["ledger"]["buckets"]) == sorted(BUCKETS)
@@ -50,21 +50,24 @@ def test_damaged_ledger_is_refused(damage, message):
         S.decode(S.encode(s))
 
 
-@pytest.mark.parametrize("old_version", [2, 3])
+@pytest.mark.parametrize("old_version", [2, 3, 4])
 def test_earlier_format_summary_is_recomputed(tmp_path, monkeypatch, old_version):
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     logdir = tmp_path / "logs"
     run = _job(logdir, ranks=1, events=2000, steps=2)
     f = [f for r in Scanner(str(logdir)).scan().values() for f in r.files()][0]
     trace = next(run.glob("*.pt.trace.json*"))
-    # a summary as formats 2 and 3 wrote it: everything but ledger and gpu_idle, their version, of this very file
+    # a summary as formats 2 and 3 wrote it (no ledger, gpu_idle, collective calls, phases) or format 4 (no
+    # collective calls, phases), their version, of this very file
     old = S.summarize(read_trace(str(trace), processes=0), S.fs.stat(str(trace)))
-    old = {k: v for k, v in old.items() if k not in ("ledger", "gpu_idle")} | {"version": old_version}
+    later = ("collective_calls", "phases") + (("ledger", "gpu_idle") if old_version < 4 else ())
+    old = {k: v for k, v in old.items() if k not in later} | {"version": old_version}
     where = store.out_path(store.default_out(str(logdir)), f.relpath)
     store.write(where, old)
     assert os.path.exists(where) and store.read(where, S.fs.stat(str(trace))) is None
     sums = Summaries(str(logdir))
-    assert sums.find(f) is None  # not read as format 4
+    assert sums.find(f) is None  # not read as the current format
     s = sums.get(f)
-    assert sums.computed == 1 and s["version"] == 4 and "ledger" in s and "gpu_idle" in s
+    assert sums.computed == 1 and s["version"] == S.VERSION and "ledger" in s and "gpu_idle" in s
+    assert "collective_calls" in s and "phases" in s
     assert sum(s["ledger"]["wall_ns"]) > 0
