@@ -175,5 +175,5 @@ def test_text_shows_the_run_ledger_ranked_with_reasons():
         "  average step 100.0 ms (mean over ranks)",
         "  Sync skew: 40.0 ms, recoverable 40.0 ms -- Balance.",
         "  Launches: n/a (no launch events)",
-        "  (1 buckets under 0.05 ms left out)",
+        "  (1 bucket under 0.05 ms left out)",
     ]

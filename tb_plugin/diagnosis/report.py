@@ -127,7 +127,7 @@ def _ledger_lines(ledger: Any) -> list[str]:
             + fix
         )
     if small:
-        out.append(f"  ({small} buckets under 0.05 ms left out)")
+        out.append(f"  ({small} bucket{'s' if small != 1 else ''} under 0.05 ms left out)")
     return out
 
 
