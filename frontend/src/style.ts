@@ -77,6 +77,9 @@ main{padding:12px;flex:1;min-width:0}
 .stack{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;background:var(--panel);border:1px solid var(--line);padding:8px;border-radius:4px;max-height:320px;overflow:auto;margin:4px 0 12px}
 .muted{color:var(--muted)}
 .recs{margin:0;padding-left:18px}
+.ledger td.fix{min-width:280px;max-width:640px}.ledger .advice{margin-top:2px;color:var(--muted)}
+.ledger .reason{color:var(--muted);font-style:italic}.ledger tr.nothing td,.ledger tr.unmeasured td.num{color:var(--muted)}
+.ledger td.rec{font-weight:600}
 .tl{display:flex;flex-direction:column;gap:6px}
 .tl-wrap{position:relative;border:1px solid var(--line);border-radius:4px;height:60vh;min-height:160px;outline:none;overflow:hidden}
 .tl-wrap:focus{border-color:var(--accent2)}
