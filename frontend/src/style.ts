@@ -60,7 +60,7 @@ main{padding:12px;flex:1;min-width:0}
 .table-scroll{overflow:auto;max-height:70vh;border:1px solid var(--line);border-radius:4px}
 .data-table{border-collapse:collapse;width:100%;font-size:12px}
 .data-table th{position:sticky;top:0;background:var(--panel);text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);white-space:normal;overflow-wrap:normal;vertical-align:bottom;cursor:pointer}
-.data-table td.txt{max-width:none}
+.data-table td.txt{max-width:none}.data-table td.wrap{min-width:220px;max-width:480px;white-space:normal}
 .data-table .clip{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:clamp(80px,8vw,320px)}
 .data-table .clip.first{max-width:clamp(200px,22vw,640px)}
 .data-table th[data-sort=desc]::after{content:" ▼"}.data-table th[data-sort=asc]::after{content:" ▲"}

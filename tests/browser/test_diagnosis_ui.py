@@ -111,3 +111,60 @@ def test_overview_ledger_run_level_and_worker(page, job_tb, tmp_path):
     assert "of the step time is communication" in rows["exposed_comm"][4]
     assert page.locator("#recommendations > ul.recs").count() == 0  # no separate advice list
     screenshot(page, "diag_overview_ledger_worker", tmp_path)
+
+
+def test_distributed_stragglers_why_diff_groups_and_critical_path(page, job_tb, tmp_path):
+    """The planted straggler heads the straggler table with its cause and the step at the median; a click on the
+    row opens the Diff of it against the median worker; the per-group table shows it waits for nobody (it
+    arrives last at every all-reduce) while the others wait; the critical path runs through it and its button
+    opens the straggler's timeline on the path."""
+    open_view(page, job_tb, "distributed", RUN)
+    page.wait_for_selector("#dist-stragglers tbody tr")
+    heads = [t.strip() for t in page.locator("#dist-stragglers thead th").all_inner_texts()]
+    col = {name: i for i, name in enumerate(heads)}
+    first = [c.inner_text() for c in page.locator("#dist-stragglers tbody tr >> nth=0").locator("td").all()]
+    assert first[col["Worker"]] == SLOW
+    # its kernels are slower than the others': the cause is compute, with the kernel that stands out
+    assert first[col["Why"]].startswith("compute +") and "kernel " in first[col["Why"]]
+    assert _ms(first[col["Step at the median"]]) > 0
+
+    # wait vs transfer in the world group: 4 members; the straggler waits for nobody, the others wait for it
+    page.wait_for_selector("#dist-groups tbody tr")
+    g_heads = [t.strip() for t in page.locator("#dist-groups thead th").all_inner_texts()]
+    gcol = {name: i for i, name in enumerate(g_heads)}
+    grows = [[c.inner_text() for c in r.locator("td").all()] for r in page.locator("#dist-groups tbody tr").all()]
+    assert len(grows) == RANKS and {r[gcol["Process group"]] for r in grows} == {"0 (size 4)"}
+    waits = {r[gcol["Worker"]]: r[gcol["Wait"]] for r in grows}
+    assert waits[SLOW] == "0" and all(v not in ("0", "–") for w, v in waits.items() if w != SLOW), waits
+    assert all(r[gcol["Transfer"]] not in ("0", "–") for r in grows)
+
+    # the critical path: every collective on it was waited for because the straggler came late
+    page.wait_for_selector("#cpath-list tbody tr")
+    assert page.inner_text("#cpath-text").startswith(f"rank {STRAGGLER}:")
+    assert f"Straggler: {SLOW}" in page.inner_text("#cpath-straggler")
+    rows = [[c.inner_text() for c in r.locator("td").all()] for r in page.locator("#cpath-list tbody tr").all()]
+    late = [r for r in rows if r[2].startswith("late at ")]
+    assert late and all(r[1] == str(STRAGGLER) for r in late)
+    page.locator("#dist-stragglers").scroll_into_view_if_needed()
+    screenshot(page, "diag_distributed_stragglers", tmp_path)
+    page.locator("#dist-cpath").scroll_into_view_if_needed()
+    screenshot(page, "diag_distributed_cpath", tmp_path)
+
+    # the button opens the straggler's timeline on the path's time, the path named for the highlight
+    page.click("#cpath-open-timeline")
+    page.wait_for_selector("#view-timeline[data-ready='1'], #view-timeline[data-ready='error']", timeout=60000)
+    h = page.evaluate("location.hash")
+    assert f"worker={SLOW}" in h and "cpath=" in h and "win=" in h, h
+
+    # a straggler row opens the Diff of that worker against the median worker of its step
+    open_view(page, job_tb, "distributed", RUN)
+    page.wait_for_selector("#dist-stragglers tbody tr")
+    page.click("#dist-stragglers tbody tr >> nth=0 >> td >> nth=0")
+    page.wait_for_selector("#view-diff[data-ready='1'], #view-diff[data-ready='error']", timeout=60000)
+    h = page.evaluate("location.hash")
+    assert "view=diff" in h and f"worker={SLOW}" in h and "exp_worker=node0_rank" in h, h
+    assert page.input_value("#gs-worker") == SLOW
+    exp = page.input_value("#diff-worker")
+    assert exp.startswith("node0_rank") and exp != SLOW
+    page.wait_for_selector("#diff-out table", timeout=60000)
+    screenshot(page, "diag_diff_from_straggler", tmp_path)
