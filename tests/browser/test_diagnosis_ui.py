@@ -168,3 +168,32 @@ def test_distributed_stragglers_why_diff_groups_and_critical_path(page, job_tb, 
     assert exp.startswith("node0_rank") and exp != SLOW
     page.wait_for_selector("#diff-out table", timeout=60000)
     screenshot(page, "diag_diff_from_straggler", tmp_path)
+
+
+def test_timeline_queue_length_and_critical_path_marks(page, job_tb, tmp_path):
+    """The timeline shows the CUDA queue length of the compute stream (7) and the NCCL stream (20) as counter
+    tracks; opened with a step's critical path, it marks the path's segments on the straggler (every segment of
+    the path is its: the others arrive early at every all-reduce) and says so on a rank off the path."""
+    diag = get_json(f"{job_tb.api}/diagnosis?run={RUN}&span=1", timeout=60)
+    step = next(s for s in diag["steps"] if s["step"] == "2")
+    n = len(step["segments"])
+    open_view(page, job_tb, "timeline", RUN, f"worker={SLOW}&cpath=2")
+    page.wait_for_selector("#tl-cpath-info", timeout=60000)
+    assert f"{n} segments on {SLOW}" in page.inner_text("#tl-cpath-info")
+    page.wait_for_function("() => window.__gpuscope.timeline.stats.marks > 0", timeout=30000)
+    # the view was framed on the path: all its segments are in view
+    assert page.evaluate("window.__gpuscope.timeline.stats.marks") == n
+    page.wait_for_function(
+        "() => window.__gpuscope.timeline.counterNames().some((x) => x.startsWith('Queue'))", timeout=30000
+    )
+    names = page.evaluate("window.__gpuscope.timeline.counterNames()")
+    assert "Queue length stream 7" in names and "Queue length stream 20" in names, names
+    screenshot(page, "diag_timeline_cpath", tmp_path)
+
+    page.click("#tl-cpath button[title='remove the marks']")
+    page.wait_for_function("() => window.__gpuscope.timeline.stats.marks === 0", timeout=10000)
+
+    page.goto("about:blank")  # a new document (only the hash would change otherwise)
+    open_view(page, job_tb, "timeline", RUN, f"worker={W0}&cpath=2")
+    page.wait_for_selector("#tl-cpath span", timeout=60000)
+    assert f"{W0} is not on the critical path of step 2 (ranks on it: {STRAGGLER})." in page.inner_text("#tl-cpath")

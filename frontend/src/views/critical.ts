@@ -5,6 +5,7 @@ import { getJSON } from "../api";
 import { dataTable, Column } from "../table";
 import { fmtMs } from "./ledger";
 import type { Ctx } from "../ctx";
+import type { Mark } from "../timeline/marks";
 
 /** One row of the critical-path list, from a `/diagnosis` segment. */
 export interface PathRow { i: number; rank: string; worker: string; segment: string; ms: number | null; start_us: number; end_us: number; kind: string }
@@ -97,4 +98,14 @@ export async function criticalPathSection(ctx: Ctx, box: HTMLElement, step: stri
     ] as Column<PathRow>[], rows, { caption: `The path of step ${stepName}, in time order`, filterKeys: ["rank", "segment"], sortKey: "i", sortDesc: false,
       pageSize: 25, exportName: `critical-path-${ctx.run}-step${stepName}` })),
     noteList);
+}
+
+/** The path segments on one worker as timeline marks (its work, and the collectives it arrived last at), the
+ * ranks on the path, and the ms of work on this worker. */
+export function pathMarks(segments: any, worker: string): { marks: Mark[]; ranks: string[]; ms: number } {
+  const rows = pathRows(Array.isArray(segments) ? segments : []);
+  const ranks = [...new Set(rows.map((r) => r.rank))];
+  const mine = rows.filter((r) => r.worker === worker && isFinite(r.start_us) && isFinite(r.end_us) && r.end_us >= r.start_us);
+  const ms = mine.filter((r) => r.kind === "work").reduce((a, r) => a + (r.ms ?? 0), 0);
+  return { marks: mine.map((r) => ({ a: r.start_us, b: r.end_us, label: `#${r.i + 1} ${r.segment}` })), ranks, ms };
 }
