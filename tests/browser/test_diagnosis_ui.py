@@ -189,6 +189,10 @@ def test_timeline_queue_length_and_critical_path_marks(page, job_tb, tmp_path):
     names = page.evaluate("window.__gpuscope.timeline.counterNames()")
     assert "Queue length stream 7" in names and "Queue length stream 20" in names, names
     screenshot(page, "diag_timeline_cpath", tmp_path)
+    # a click on the red bar along the top of the plot names the segment under it
+    box = page.locator("#tl-canvas canvas").bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.6, box["y"] + 28)
+    page.wait_for_function("() => document.querySelector('#tl-details').innerText.includes('Critical path: #')")
 
     page.click("#tl-cpath button[title='remove the marks']")
     page.wait_for_function("() => window.__gpuscope.timeline.stats.marks === 0", timeout=10000)

@@ -115,7 +115,7 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
       const pad = Math.max(1, (ext[1] - ext[0]) * 0.02);
       mount(cpathBar, h("strong", null, `Critical path of step ${step}`),
         h("span", { id: "tl-cpath-info" }, ` ${marks.length} segment${marks.length === 1 ? "" : "s"} on ${sel.worker}, ${fmtUs(ms * 1000)} of work` +
-          (ranks.length > 1 ? ` · ranks on the path: ${ranks.join(", ")}` : "") + " (red bands; hover the red bar for each one)"),
+          (ranks.length > 1 ? ` · ranks on the path: ${ranks.join(", ")}` : "") + " (red bands; click the red bar for each one)"),
         h("button", { type: "button", class: "btn small", id: "tl-cpath-frame", onclick: () => v.setView(ext[0] - pad, ext[1] + pad) }, "Frame the path"), clear);
       if (frame) v.setView(ext[0] - pad, ext[1] + pad);
     } catch (e) { mount(cpathBar, h("span", { class: "muted" }, `No critical path: ${(e as Error).message}`), clear); }
