@@ -167,6 +167,13 @@ def test_distributed_stragglers_why_diff_groups_and_critical_path(page, job_tb, 
     exp = page.input_value("#diff-worker")
     assert exp.startswith("node0_rank") and exp != SLOW
     page.wait_for_selector("#diff-out table", timeout=60000)
+    # at that step: the straggler's step row of the aligned tree is the one open and marked
+    step = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('dstep')")
+    assert step == first[col["Step"]]
+    focus = page.locator("#diff-tree tr#tree-focus")
+    assert focus.inner_text().startswith(f"▾step {step} ↔") and "selected" in focus.get_attribute("class")
+    assert page.locator("#diff-tree tr[data-depth='0']").count() == STEPS
+    assert page.locator("#diff-tree tr[data-depth='1']").count() == 3  # forward, backward, other of that step only
     screenshot(page, "diag_diff_from_straggler", tmp_path)
 
 

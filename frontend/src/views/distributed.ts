@@ -204,7 +204,8 @@ function openDiff(ctx: Ctx, r: any): boolean {
   const pair = obj(r?.diff);
   const worker = typeof pair.worker === "string" ? pair.worker : String(r.worker);
   if (typeof pair.exp_worker !== "string") return false;
-  const q = new URLSearchParams({ run: ctx.run, worker, span: ctx.span, view: "diff", exp_run: ctx.run, exp_worker: pair.exp_worker, exp_span: ctx.span });
+  const q = new URLSearchParams({ run: ctx.run, worker, span: ctx.span, view: "diff", exp_run: ctx.run, exp_worker: pair.exp_worker, exp_span: ctx.span,
+    dstep: String(pair.step ?? r.step) });
   const u = new URL(location.href);
   u.hash = "#" + q.toString();
   location.assign(u.href);
