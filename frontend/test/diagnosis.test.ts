@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { rankBuckets, fmtMs, LedgerBucket } from "../src/views/ledger";
-import { pathRows, pathMarks, mainWorker } from "../src/views/critical";
+import { pathRows, pathMarks, mainWorker, pathWorkers } from "../src/views/critical";
 
 const b = (key: string, ms: number | null, rec: number | null): LedgerBucket => ({ key, label: key, ms, recoverable_ms: rec, share: null, fix: "", advice: [], reason: null });
 
@@ -26,6 +26,8 @@ test("pathRows / pathMarks: work on a rank, collectives on the late rank, marks 
   assert.equal(rows[0].segment, "work (data loading +40.0 ms)");
   assert.equal(rows[1].segment, "late at nccl:all_reduce #1 on group 0 (size 4) · 3 ranks waited 40.0 ms (median), 120 ms in all · transfer");
   assert.equal(mainWorker(rows), "w2");
+  assert.deepEqual(pathWorkers(rows), ["w2", "w1"]);
+  assert.deepEqual(pathWorkers(rows.slice(2).concat(rows.slice(0, 2))), ["w2", "w1"]);
   const m = pathMarks(segs, "w2");
   assert.deepEqual(m.marks.map((x) => [x.a, x.b]), [[0, 50000], [50000, 55000]]);
   assert.deepEqual(m.ranks, ["2", "1"]);

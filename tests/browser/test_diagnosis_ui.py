@@ -145,6 +145,7 @@ def test_distributed_stragglers_why_diff_groups_and_critical_path(page, job_tb, 
     rows = [[c.inner_text() for c in r.locator("td").all()] for r in page.locator("#cpath-list tbody tr").all()]
     late = [r for r in rows if r[2].startswith("late at ")]
     assert late and all(r[1] == str(STRAGGLER) for r in late)
+    assert page.locator("#dist-cpath button.cpath-rank").count() == 0  # one rank on the path: one button
     page.locator("#dist-stragglers").scroll_into_view_if_needed()
     screenshot(page, "diag_distributed_stragglers", tmp_path)
     page.locator("#dist-cpath").scroll_into_view_if_needed()
@@ -208,3 +209,8 @@ def test_timeline_queue_length_and_critical_path_marks(page, job_tb, tmp_path):
     open_view(page, job_tb, "timeline", RUN, f"worker={W0}&cpath=2")
     page.wait_for_selector("#tl-cpath span", timeout=60000)
     assert f"{W0} is not on the critical path of step 2 (ranks on it: {STRAGGLER})." in page.inner_text("#tl-cpath")
+    # its button opens the timeline of the rank on the path, marked
+    page.click(f"#tl-cpath button.cpath-rank[data-worker='{SLOW}']")
+    page.wait_for_selector("#tl-cpath-info", timeout=60000)
+    h = page.evaluate("location.hash")
+    assert f"worker={SLOW}" in h and "cpath=2" in h, h

@@ -39,6 +39,21 @@ export function mainWorker(rows: PathRow[]): string | null {
   return best;
 }
 
+/** The workers on the path, the one with the most time on it first, then in order of first appearance. */
+export function pathWorkers(rows: PathRow[]): string[] {
+  const main = mainWorker(rows);
+  const seen = [...new Set(rows.map((r) => r.worker).filter((w) => w))];
+  return main ? [main, ...seen.filter((w) => w !== main)] : seen;
+}
+
+/** Buttons that open the timeline of each worker on the path (at most `max`), with its rank as label. */
+export function pathWorkerButtons(ctx: Ctx, rows: PathRow[], step: string, skip: string | null, max = 8): HTMLElement[] {
+  const ws = pathWorkers(rows).filter((w) => w !== skip);
+  const rank = (w: string) => rows.find((r) => r.worker === w)?.rank ?? w;
+  return ws.slice(0, max).map((w) => h("button", { type: "button", class: "btn small cpath-rank", "data-worker": w, title: `the timeline of ${w}, its path segments marked`,
+    onclick: () => openPathInTimeline(ctx, rows, w, step) }, `rank ${rank(w)}`));
+}
+
 /** Opens the timeline of `worker` on the path's time on it, with the path's segments highlighted (`cpath=step`). */
 export function openPathInTimeline(ctx: Ctx, rows: PathRow[], worker: string, step: string): void {
   const mine = rows.filter((r) => r.worker === worker && isFinite(r.start_us) && isFinite(r.end_us));
@@ -84,7 +99,7 @@ export async function criticalPathSection(ctx: Ctx, box: HTMLElement, step: stri
     onclick: () => openPathInTimeline(ctx, rows, main, stepName) }, `Open the path in the timeline (${main})`) : null;
   const st = cur.straggler && typeof cur.straggler === "object" ? cur.straggler : null;
   mount(box, h("h3", null, "Critical path across ranks"),
-    h("div", { class: "toolbar" }, h("label", null, "Step ", sel), open,
+    h("div", { class: "toolbar" }, h("label", null, "Step ", sel), open, pathWorkerButtons(ctx, rows, stepName, main),
       h("span", { class: "muted" }, `step ${fmtMs(cur.step_ms)} (median over the ranks)`)),
     typeof cur.path === "string" && cur.path ? h("p", { class: "cpath-text", id: "cpath-text" }, cur.path) : null,
     st ? h("p", { id: "cpath-straggler" }, h("strong", null, `Straggler: ${st.worker}`),

@@ -5,7 +5,7 @@ import { genericValue, dataTable } from "../table";
 import { exportButtons } from "../export";
 import { TimelineViewer, Selection, RangeSel, Counter } from "../timeline/viewer";
 import { Tile, validateTile, queueCounters } from "../timeline/tiles";
-import { pathMarks } from "./critical";
+import { pathMarks, pathRows, pathWorkerButtons } from "./critical";
 import type { Ctx } from "../ctx";
 
 let current: TimelineViewer | null = null;
@@ -108,7 +108,8 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
       const { marks, ranks, ms } = pathMarks(st.segments, sel.worker);
       v.setMarks(marks);
       if (!marks.length) {
-        mount(cpathBar, h("span", { class: "muted" }, `${sel.worker} is not on the critical path of step ${step}` + (ranks.length ? ` (ranks on it: ${ranks.join(", ")}).` : ".")), clear);
+        mount(cpathBar, h("span", { class: "muted" }, `${sel.worker} is not on the critical path of step ${step}` + (ranks.length ? ` (ranks on it: ${ranks.join(", ")}).` : ".")),
+          pathWorkerButtons(ctx, pathRows(st.segments), step, null), clear);
         return;
       }
       const ext = v.marksExtent()!;
@@ -116,7 +117,8 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
       mount(cpathBar, h("strong", null, `Critical path of step ${step}`),
         h("span", { id: "tl-cpath-info" }, ` ${marks.length} segment${marks.length === 1 ? "" : "s"} on ${sel.worker}, ${fmtUs(ms * 1000)} of work` +
           (ranks.length > 1 ? ` · ranks on the path: ${ranks.join(", ")}` : "") + " (red bands; click the red bar for each one)"),
-        h("button", { type: "button", class: "btn small", id: "tl-cpath-frame", onclick: () => v.setView(ext[0] - pad, ext[1] + pad) }, "Frame the path"), clear);
+        h("button", { type: "button", class: "btn small", id: "tl-cpath-frame", onclick: () => v.setView(ext[0] - pad, ext[1] + pad) }, "Frame the path"),
+        pathWorkerButtons(ctx, pathRows(st.segments), step, sel.worker), clear);
       if (frame) v.setView(ext[0] - pad, ext[1] + pad);
     } catch (e) { mount(cpathBar, h("span", { class: "muted" }, `No critical path: ${(e as Error).message}`), clear); }
   }
