@@ -3,6 +3,7 @@
 // depends on the pixels, not on the number of events in the trace.
 import { Tile, Track, EventsRow, BucketsRow, lowerBound, hitEvent, tickStep, fmtTick } from "./tiles";
 import { fmtUs, fmtBytes } from "../dom";
+import { Mark, drawMarks, markAt } from "./marks";
 
 export interface Selection { track: number; depth: number; idx: number; name: string; cat: string; ts_us: number; dur_us: number }
 export interface ViewerHooks {
@@ -16,7 +17,7 @@ export interface ViewerHooks {
   onHelp?(): void;
 }
 
-/** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1). */
+/** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1, a count). */
 export interface Counter { name: string; unit: string; ts_us: number[]; values: number[] }
 export interface RangeSel { a: number; b: number; tracks: number[] | null }
 
@@ -39,6 +40,7 @@ export class TimelineViewer {
   private pending = false; private queued = false; private frameReq = 0;
   private sel: Selection | null = null;
   private counters: CounterLayout[] = [];
+  private marks: Mark[] = [];
   private collapsed = new Set<number>();
   /** The selected time range, if any. */
   range: RangeSel | null = null;
@@ -113,6 +115,13 @@ export class TimelineViewer {
     this.relayout(); this.redraw();
   }
   counterNames(): string[] { return this.counters.map((L) => L.c.name); }
+
+  /** Marks time spans over the event area (e.g. the critical path's segments); [] clears them. */
+  setMarks(list: Mark[]): void { this.marks = list; this.redraw(); }
+  /** The marked spans' extent, or null when there is none. */
+  marksExtent(): [number, number] | null {
+    return this.marks.length ? [Math.min(...this.marks.map((m) => m.a)), Math.max(...this.marks.map((m) => m.b))] : null;
+  }
 
   /** Collapses or expands one track (by index), or all of them. */
   toggleTrack(i: number, collapse?: boolean): void {
@@ -275,6 +284,7 @@ export class TimelineViewer {
       c.fillStyle = "#111";
       for (const [x, w, y, name] of labels) c.fillText(clip(name, w - 6), x + 3, y + ROW / 2);
       if (this.showFlows && tile.flows) this.drawFlows(tile, th.muted); else this.stats.flows = 0;
+      this.stats.marks = this.marks.length ? drawMarks(c, this.marks, (t) => this.xOf(t), GUTTER, W, RULER, H) : 0;
       if (this.sel) this.drawSelection(th.fgCss);
       if (this.range) this.drawRange(th.fgCss);
       c.restore();
@@ -412,7 +422,7 @@ export class TimelineViewer {
     c.fillStyle = th.bgCss; c.fillRect(0, y0, this.w, C.h);
     c.fillStyle = th.lineCss; c.fillRect(0, y0 + C.h - 1, this.w, 1);
     const last = vs.length ? vs[Math.min(vs.length - 1, Math.max(0, lowerBound(ts, this.v1) - 1))] : 0;
-    const fmtV = (v: number) => (C.c.unit === "fraction" ? `${Math.round(v * 100)} %` : fmtBytes(v));
+    const fmtV = (v: number) => fmtCounter(C.c.unit, v);
     c.fillStyle = th.fg; c.fillText(clip(C.c.name, GUTTER - 8), 4, y0 + 9);
     c.fillStyle = th.muted; c.fillText(`max ${fmtV(C.max)}`, 4, y0 + 23);
     if (!ts.length || !(C.max > 0)) return;
@@ -484,11 +494,13 @@ export class TimelineViewer {
   hitTest(x: number, y: number): { sel: Selection | null; info?: string } {
     const tile = this.tile;
     if (!tile || x < GUTTER || y < RULER) return { sel: null };
+    const M = y < RULER + 6 ? markAt(this.marks, this.tOf(x)) : null;
+    if (M) return { sel: null, info: `Critical path: ${M.label} (${fmtUs(M.b - M.a)})` };
     const yy = y - RULER + this.scrollY;
     const C = this.counters.find((K) => yy >= K.y && yy < K.y + K.h);
     if (C) {
       const t = this.tOf(x), i = Math.max(0, lowerBound(C.c.ts_us, t + 1e-9) - 1), v = C.c.values[i] ?? 0;
-      return { sel: null, info: `${C.c.name}: ${C.c.unit === "fraction" ? Math.round(v * 100) + " %" : fmtBytes(v)} at ${fmtUs(t)}` };
+      return { sel: null, info: `${C.c.name}: ${fmtCounter(C.c.unit, v)} at ${fmtUs(t)}` };
     }
     const li = this.layout.findIndex((L) => yy >= L.y && yy < L.y + L.h);
     if (li < 0) return { sel: null };
@@ -614,4 +626,9 @@ export function nameRGB(name: string, dark: boolean): [number, number, number] {
   const q = lig < 0.5 ? lig * (1 + sat) : lig + sat - lig * sat, p = 2 * lig - q;
   const ch = (t: number) => { t = (t + 1) % 1; const v = t < 1 / 6 ? p + (q - p) * 6 * t : t < 0.5 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p; return v * 255; };
   return [ch(hue + 1 / 3), ch(hue), ch(hue - 1 / 3)];
+}
+
+/** A counter's value as text: a share in %, a count, or bytes. */
+function fmtCounter(unit: string, v: number): string {
+  return unit === "fraction" ? `${Math.round(v * 100)} %` : unit === "count" ? String(Math.round(v)) : fmtBytes(v);
 }
