@@ -160,3 +160,19 @@ def test_unknown_schedule_and_missing_annotations_say_why():
     none = {"version": 1, "rank": 1, "base_ns": 0, "steps": [], "reason": pp.NO_SPANS}
     r = pp.analyse({"a": _proj(0, odd), "b": none})
     assert r["steps"] == [] and pp.NO_SPANS in r["reason"]
+
+
+def test_two_pipelines_at_once_are_refused_with_a_reason():
+    a = [["F", 0, 0, 0, 10], ["B", 0, 0, 10, 20]]
+    b = [["F", 0, 1, 5, 15], ["B", 0, 1, 15, 25]]
+    r = pp.analyse({"r0": _proj(0, a), "r1": _proj(1, b), "r2": _proj(2, a), "r3": _proj(3, b)})
+    assert r["steps"] == [] and "several ranks run stage 0, 1" in r["reason"]
+
+
+def test_command_line_reports_the_run_and_refuses_a_missing_folder(tmp_path, capsys):
+    generate_pipeline(str(tmp_path / "job"), P, M, steps=1, transfer_us=0)
+    pp.main([str(tmp_path / "job")])
+    r = json.loads(capsys.readouterr().out)
+    assert r["schedule"] == "1F1B" and r["steps"][0]["bubble_ratio"] == pytest.approx(3 / 11)
+    with pytest.raises(SystemExit, match="No such file"):
+        pp.main([str(tmp_path / "absent")])

@@ -34,6 +34,9 @@ Bubble ratio of a step: summed idle / (stages x |W|). Theoretical: (p - 1) / (m 
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -45,6 +48,8 @@ from profiler_core.analysis.stages.columns import category_mask
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.steps import steps as steps_stage
 from profiler_core.trace.categories import GPU_ACTIVITY_CATS
+from profiler_core.trace.read.decode import TraceReadError
+from profiler_core.trace.read.reader import read_trace
 
 __all__ = [
     "MAX_BUSY_RANGES",
@@ -236,6 +241,14 @@ def analyse(projections: Mapping[str, dict]) -> dict:
         )
         return out
     order, held = _stage_orders(usable)
+    claimed = [v for w in order for v in held[w]]
+    if len(set(claimed)) < len(claimed):
+        dup = sorted({v for v in claimed if claimed.count(v) > 1})
+        out["reason"] = (
+            f"several ranks run stage {', '.join(map(str, dup))}: pass the ranks of one pipeline "
+            "(one data-parallel replica) at a time"
+        )
+        return out
     p = len(order)
     virtual = max(len(v) for v in held.values())
     pos = {w: i for i, w in enumerate(order)}
@@ -374,3 +387,25 @@ def _ranges(pairs: list[tuple[int, int]]) -> np.ndarray:
 def pipeline(traces: Mapping[str, Any]) -> dict:
     """`analyse` of the traces' projections ({worker: TraceData})."""
     return analyse({w: project(t) for w, t in traces.items()})
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m tb_plugin.diagnosis.pipeline RUN_DIR`: the pipeline diagnosis of a run folder's traces as JSON
+    (without the chart)."""
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("run_dir", help="a folder of one pipeline's rank traces (*.pt.trace.json[.gz])")
+    a = ap.parse_args(argv)
+    try:
+        files = sorted(f for f in os.listdir(a.run_dir) if ".pt.trace.json" in f)
+        if not files:
+            raise SystemExit(f"{a.run_dir}: no *.pt.trace.json files")
+        r = pipeline({f.split(".")[0]: read_trace(os.path.join(a.run_dir, f), processes=0) for f in files})
+    except (OSError, TraceReadError) as e:
+        raise SystemExit(str(e)) from None
+    for step in r["steps"]:
+        step.pop("chart")
+    print(json.dumps(r, indent=1))
+
+
+if __name__ == "__main__":
+    main()
