@@ -625,6 +625,7 @@ def main(argv: list[str] | None = None) -> None:
             a.slow_factor,
             a.schedule,
             gz=not a.plain,
+            virtual=a.virtual,
         )
         print(f"wrote {len(paths)} stage traces to {a.out}")
         return

@@ -7,16 +7,19 @@ backward inside `PP:<s>B<i>` (torch.distributed.pipelining's record_function nam
 kernels back to back on stream 7: a forward takes `fwd_us`, a backward `bwd_us` (times `slow_factor` on the
 `slow_stage`). Activations go forward and gradients backward by P2P: the producing stage posts a `send` when its
 span ends, the consuming stage a `recv` when it reaches the span that needs it; both NCCL kernels
-(`ncclDevKernel_SendRecv`, one stream per direction and kind, each launched from its own CPU thread by `record_param_comms` with `Collective
-name` send/recv, `Src Rank`/`Dst Rank`, `Process Group Name`/`Process Group Ranks` of the pipeline group) run from
-their posting until both sides are there plus `transfer_us`, and the consuming span starts when its recv ends.
+(`ncclDevKernel_SendRecv`, one stream per direction and kind, each launched from its own CPU thread by
+`record_param_comms` with `Collective name` send/recv, `Src Rank`/`Dst Rank`, `Process Group Name`/`Process Group
+Ranks` of the pipeline group) run from their posting until both sides are there plus `transfer_us`, and the
+consuming span starts when its recv ends.
 Every stage shares one clock; step k + 1 starts STEP_GAP_US after the last stage ended step k.
 
+With `virtual` v > 1, rank r holds stages r, r + p, ... and runs them looped breadth-first (`stage_order`).
 With 0 transfer and equal stages, a 1F1B or GPipe step lasts (m + p - 1) (fwd + bwd) µs and each stage is idle
 for (p - 1) (fwd + bwd) µs of it: the bubble ratio (p - 1) / (m + p - 1).
 
     python benchmarks/gen_distributed.py --pipeline 4:8 --out /tmp/pp_job
     python benchmarks/gen_pipeline.py --stages 4 --microbatches 8 --slow-stage 1 --out /tmp/pp_slow
+    python benchmarks/gen_pipeline.py --virtual 2 --fwd-us 80 --bwd-us 160 --out /tmp/pp_interleaved
 """
 
 from __future__ import annotations
@@ -37,16 +40,25 @@ LAUNCH_LEAD_US = 30  # a kernel starts this long after its launch call
 PG_NAME = "1"
 
 
-def stage_order(stage: int, stages: int, microbatches: int, schedule: str = "1f1b") -> list[tuple[str, int]]:
-    """The (kind "F"/"B", micro-batch) order stage `stage` runs: 1F1B (warm-up forwards, then one forward and one
-    backward in turn, then the remaining backwards) or GPipe (all forwards, then all backwards)."""
+def stage_order(
+    stage: int, stages: int, microbatches: int, schedule: str = "1f1b", virtual: int = 1
+) -> list[tuple[str, int, int]]:
+    """The (kind "F"/"B", micro-batch, virtual stage) order rank `stage` runs: 1F1B (warm-up forwards, then one
+    forward and one backward in turn, then the remaining backwards), GPipe (all forwards, then all backwards) or,
+    with `virtual` > 1 stages per rank (rank r holds stages r, r + p, ...), looped breadth-first (torch's
+    ScheduleLoopedBFS: every micro-batch's forward through its first stage, then its second, ...; the backwards
+    in the reverse stage order)."""
+    if virtual > 1:
+        held = [stage + c * stages for c in range(virtual)]
+        fwd = [("F", i, v) for v in held for i in range(microbatches)]
+        return fwd + [("B", i, v) for v in held[::-1] for i in range(microbatches)]
     if schedule == "gpipe":
-        return [("F", i) for i in range(microbatches)] + [("B", i) for i in range(microbatches)]
+        return [("F", i, stage) for i in range(microbatches)] + [("B", i, stage) for i in range(microbatches)]
     warm = min(stages - stage - 1, microbatches)
-    order = [("F", i) for i in range(warm)]
+    order = [("F", i, stage) for i in range(warm)]
     for i in range(microbatches - warm):
-        order += [("F", warm + i), ("B", i)]
-    return order + [("B", i) for i in range(microbatches - warm, microbatches)]
+        order += [("F", warm + i, stage), ("B", i, stage)]
+    return order + [("B", i, stage) for i in range(microbatches - warm, microbatches)]
 
 
 def simulate_step(
@@ -57,10 +69,13 @@ def simulate_step(
     bwd: list[float],
     transfer: float,
     schedule: str = "1f1b",
+    virtual: int = 1,
 ) -> tuple[dict, list[dict]]:
-    """One step from `start`: the span of every (stage, kind, micro-batch) and the P2P kernels, as
-    ({(s, kind, i): (start, end)}, [{"stage", "coll", "dir", "peer", "mb", "start", "end"}])."""
-    orders = [stage_order(s, stages, microbatches, schedule) for s in range(stages)]
+    """One step from `start`: the span of every (virtual stage, kind, micro-batch) and the P2P kernels, as
+    ({(v, kind, i): (start, end)}, [{"stage" (the rank), "coll", "dir", "peer", "mb", "start", "end"}]). A
+    virtual stage of rank s computes fwd[s] / virtual (bwd[s] / virtual)."""
+    orders = [stage_order(s, stages, microbatches, schedule, virtual) for s in range(stages)]
+    last = stages * virtual - 1
     pos = [0] * stages
     free = [start] * stages
     stream_free: dict[tuple[int, str, str], float] = {}
@@ -71,13 +86,14 @@ def simulate_step(
         progressed = False
         for s in range(stages):
             while pos[s] < len(orders[s]):
-                kind, i = orders[s][pos[s]]
-                q = s - 1 if kind == "F" else s + 1
+                kind, i, v = orders[s][pos[s]]
+                u = v - 1 if kind == "F" else v + 1  # the virtual stage whose output this span takes
                 begin = free[s]
-                if 0 <= q < stages:
-                    if (q, kind, i) not in spans:
+                if 0 <= u <= last:
+                    if (u, kind, i) not in spans:
                         break
-                    e = max(spans[(q, kind, i)][1], stream_free.get((q, "send", kind), start))
+                    q = u % stages
+                    e = max(spans[(u, kind, i)][1], stream_free.get((q, "send", kind), start))
                     f = max(free[s], stream_free.get((s, "recv", kind), start))
                     arrive = max(e, f) + transfer
                     p2p.append({"stage": q, "coll": "send", "dir": kind, "peer": s, "mb": i, "start": e, "end": arrive})
@@ -85,8 +101,10 @@ def simulate_step(
                     stream_free[(q, "send", kind)] = arrive
                     stream_free[(s, "recv", kind)] = arrive
                     begin = max(begin, arrive)
-                length = fwd[s] if kind == "F" else bwd[s]
-                spans[(s, kind, i)] = (begin, begin + length)
+                elif kind == "B" and (v, "F", i) not in spans:
+                    break
+                length = (fwd[s] if kind == "F" else bwd[s]) / virtual
+                spans[(v, kind, i)] = (begin, begin + length)
                 free[s] = begin + length
                 pos[s] += 1
                 left -= 1
@@ -122,16 +140,18 @@ def generate_pipeline(
     slow_factor: float = 2.0,
     schedule: str = "1f1b",
     gz: bool = False,
+    virtual: int = 1,
 ) -> list[str]:
-    """Writes one trace per stage under `out` (a run folder, see the module docstring); returns the paths."""
-    if fwd_us / kernels < 10 or bwd_us / kernels < 10:
+    """Writes one trace per stage under `out` (a run folder, see the module docstring); returns the paths.
+    With `virtual` > 1, each rank holds that many stages (looped breadth-first, see `stage_order`)."""
+    if fwd_us / kernels / virtual < 10 or bwd_us / kernels / virtual < 10:
         raise ValueError("each kernel must last at least 10 µs (launch calls are 8 µs apart at least)")
     fwd = [fwd_us * (slow_factor if s == slow_stage else 1.0) for s in range(stages)]
     bwd = [bwd_us * (slow_factor if s == slow_stage else 1.0) for s in range(stages)]
     t = 100.0
     sim = []
     for _ in range(steps):
-        spans, p2p = simulate_step(stages, microbatches, t, fwd, bwd, transfer_us, schedule)
+        spans, p2p = simulate_step(stages, microbatches, t, fwd, bwd, transfer_us, schedule, virtual)
         sim.append((t, spans, p2p))
         t = max(e for _, e in spans.values()) + STEP_GAP_US
     os.makedirs(out, exist_ok=True)
@@ -172,7 +192,7 @@ def stage_trace(s: int, stages: int, sim: list, kernels: int) -> dict:
 
     ranks = json.dumps(list(range(stages)))
     for k, (t0, spans, p2p) in enumerate(sim):
-        mine = sorted((v[0], kind, i, v[1]) for (q, kind, i), v in spans.items() if q == s)
+        mine = sorted((x[0], kind, i, v, x[1]) for (v, kind, i), x in spans.items() if v % stages == s)
         step_end = max(v[1] for v in spans.values()) + 10.0
         ev.append(
             _ev(
@@ -180,14 +200,14 @@ def stage_trace(s: int, stages: int, sim: list, kernels: int) -> dict:
             )
         )
         ids["ext"] += 1
-        for begin, kind, i, end in mine:
+        for begin, kind, i, v, end in mine:
             kd = (end - begin) / kernels
             first_cpu = begin - LAUNCH_LEAD_US
             last_cpu_end = begin + (kernels - 1) * kd - LAUNCH_LEAD_US + 8.0
             ev.append(
                 _ev(
                     "user_annotation",
-                    f"PP:{s}{kind}{i}",
+                    f"PP:{v}{kind}{i}",
                     first_cpu - 0.5,
                     last_cpu_end - first_cpu + 1.0,
                     {"External id": ids["ext"]},
@@ -277,6 +297,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--slow-stage", type=int, default=None, help="pipeline job: this stage computes slower")
     ap.add_argument("--slow-factor", type=float, default=2.0, help="pipeline job: how much slower")
     ap.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b", help="pipeline job: the schedule")
+    ap.add_argument(
+        "--virtual", type=int, default=1, help="pipeline job: stages per rank (> 1: looped breadth-first, interleaved)"
+    )
 
 
 def main() -> None:
@@ -299,6 +322,7 @@ def main() -> None:
         a.slow_stage,
         a.slow_factor,
         a.schedule,
+        virtual=a.virtual,
     )
     print(f"wrote {len(paths)} stage traces to {a.out}")
 

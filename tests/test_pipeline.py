@@ -176,3 +176,21 @@ def test_command_line_reports_the_run_and_refuses_a_missing_folder(tmp_path, cap
     assert r["schedule"] == "1F1B" and r["steps"][0]["bubble_ratio"] == pytest.approx(3 / 11)
     with pytest.raises(SystemExit, match="No such file"):
         pp.main([str(tmp_path / "absent")])
+
+
+def test_interleaved_job_matches_its_theoretical_ratio(tmp_path):
+    """v = 2 stages per rank (rank r holds r and r + 4), looped breadth-first, F = 80 and B = 160 µs per rank
+    (40 and 80 per stage), 0 transfer. With m >= p no stage ever waits in the middle of a phase: the forwards
+    take m F + (p - 1) F / v and the backwards m B + (p - 1) B / v, so a step lasts (v m + p - 1)(F + B) / v =
+    19 x 120 = 2280 µs, each rank idles (p - 1)(F + B) / v = 360 µs of it: ratio 3/19 = (p - 1) / (v m + p - 1).
+    Rank r waits r F / v at the start for its first input and idles r B / v at the end."""
+    paths = generate_pipeline(str(tmp_path / "job"), P, M, steps=1, fwd_us=80, bwd_us=160, transfer_us=0, virtual=2)
+    r = pp.pipeline({Path(p).name.split(".")[0]: read_trace(p, processes=0) for p in paths})
+    assert (r["schedule"], r["virtual_stages"], r["microbatches"]) == ("interleaved", 2, M)
+    step = r["steps"][0]
+    assert step["end_ns"] - step["start_ns"] == 2280 * US
+    assert step["bubble_ratio"] == pytest.approx(3 / 19) and step["theoretical_ratio"] == pytest.approx(3 / 19)
+    for s, st in enumerate(step["stages"]):
+        assert st["idle_ns"] == 360 * US and _parts(st) == st["idle_ns"]
+        assert st["true_idle_ns"] == s * 80 * US
+        assert st["waiting_on"].get(str(s - 1), 0) == s * 40 * US
