@@ -120,7 +120,9 @@ def project(t: Any) -> dict:
     grow, grt, gop = (links[c].to_numpy(np.int64) for c in ("row", "runtime", "op"))
     gpu = category_mask(ev, GPU_ACTIVITY_CATS)
     coll = ev["coll_name"].astype(str).to_numpy() if "coll_name" in ev else np.full(len(ev), "", object)
-    is_p2p = np.array([gop[k] >= 0 and coll[gop[k]] in P2P_NAMES for k in range(len(grow))], dtype=bool)
+    is_p2p = np.zeros(len(grow), dtype=bool)
+    has_op = gop >= 0
+    is_p2p[has_op] = np.isin(coll[gop[has_op]], sorted(P2P_NAMES))
     tid = ev["tid"].to_numpy()
     # each span's GPU time: the non-P2P activities launched (same thread) inside its CPU range
     compute = (~is_p2p) & (grt >= 0)
