@@ -334,10 +334,11 @@ def _step(
         tr = intersect_ranges(idle, _ranges(transfer_parts))
         rest = subtract_ranges(idle, tr)
         waiting_on: dict[int, int] = {}
-        for (a, b), src in zip(upstream_wins, upstream_from):
-            n = total_length(intersect_ranges(rest, np.array([[a, b]], np.int64))) if b > a else 0
+        for src in sorted(set(upstream_from)):  # a stage's windows are disjoint: one intersection per producer
+            wins = [w for w, f in zip(upstream_wins, upstream_from) if f == src]
+            n = total_length(intersect_ranges(rest, _ranges(wins)))
             if n:
-                waiting_on[src] = waiting_on.get(src, 0) + n
+                waiting_on[src] = n
         up = intersect_ranges(rest, _ranges(upstream_wins))
         rest = subtract_ranges(rest, up)
         pw = intersect_ranges(rest, kernels)
