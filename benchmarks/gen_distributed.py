@@ -30,6 +30,8 @@ next collective by MS, so every other rank waits for it there, as under NCCL:
   time on all members, no late arrival). The slow node group and the slow rail group meet only in RANK; RANK
   also arrives MS / 2 late at its rail group's call, and its rail group arrives MS late at the world's
   gradient all-reduce, where everyone waits. The step grows by MS, as for the other causes.
+
+With `--pipeline STAGES:MICROBATCHES`, a pipeline-parallel job instead (gen_pipeline.py).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+import gen_pipeline
 import msgspec
 from gen_graph_job import graph_trace
 
@@ -598,7 +601,34 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
     ap.add_argument("--graph-ids", action="store_true", help="CUDA-graph job: kernels carry graph and node ids")
     ap.add_argument("--graph-layers", type=int, default=4, help="CUDA-graph job: layers of 4 ops in the graph")
+    ap.add_argument(
+        "--pipeline",
+        type=gen_pipeline.parse_shape,
+        default=None,
+        metavar="STAGES:MICROBATCHES",
+        help="a pipeline-parallel job (one rank per stage; --ranks is ignored)",
+    )
+    gen_pipeline.add_arguments(ap)
     a = ap.parse_args(argv)
+    if a.pipeline:
+        stages, mbs = a.pipeline
+        paths = gen_pipeline.generate_pipeline(
+            a.out,
+            stages,
+            mbs,
+            a.steps,
+            a.fwd_us,
+            a.bwd_us,
+            4,
+            a.transfer_us,
+            a.slow_stage,
+            a.slow_factor,
+            a.schedule,
+            gz=not a.plain,
+            virtual=a.virtual,
+        )
+        print(f"wrote {len(paths)} stage traces to {a.out}")
+        return
     graph = None
     if a.cuda_graph:
         graph = {"capture": not a.graph_no_capture, "ids": a.graph_ids, "layers": a.graph_layers}

@@ -157,6 +157,9 @@ def test_interval_algebra_by_hand():
     assert intervals.union_length(np.array([0, 5, 20]), np.array([10, 12, 30])) == 22
     assert intervals.clip_ranges(a, 10, 25).tolist() == [[10, 12], [20, 25]]
     assert intervals.union_in(intervals.prepare(np.array([0, 5, 20]), np.array([10, 12, 30])), 10, 25) == 7
+    assert intervals.subtract_ranges(a, b).tolist() == [[0, 8], [22, 25]]  # a minus [8,22) [25,40)
+    assert intervals.subtract_ranges(b, a).tolist() == [[12, 20], [30, 40]]
+    assert intervals.subtract_ranges(a, a[:0]).tolist() == a.tolist()
 
 
 # ----------------------------------------------------------------------------------------------- self time
