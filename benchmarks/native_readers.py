@@ -20,6 +20,7 @@ outside the clock, its columns are compared with `read_trace`'s, column by colum
     python benchmarks/native_readers.py compare [ROOT]                # every shared trace (../shared/traces)
     python benchmarks/native_readers.py probes                        # what each option cannot express
     python benchmarks/native_readers.py floor FILE...                 # inflate and raw parse alone
+    python benchmarks/native_readers.py phases FILE...                # the Python reader's phases
 """
 
 from __future__ import annotations
@@ -490,15 +491,15 @@ import native_readers as nr
 opt, path, compare = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 nr.warm_imports(opt)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 try:
     cols = nr.READERS[opt](path)
     err = None
 except Exception as e:
     cols, err = None, f"{{type(e).__name__}}: {{e}}"[:300]
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-res = {{"s": t1 - t0, "peak_mb": peak / 1024, "base_mb": base / 1024, "error": err,
+res = {{"s": t1 - t0, "cpu_s": c1 - c0, "peak_mb": peak / 1024, "base_mb": base / 1024, "error": err,
         "events": 0 if cols is None else len(cols["idx"])}}
 if compare and opt != "msgspec":
     try:
@@ -543,23 +544,28 @@ def run_child(opt: str, path: str, compare: bool) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def cmd_table(files: list, repeat: int, options: list) -> None:
+def cmd_table(files: list, repeat: int, options: list, compare: bool) -> None:
+    """Per option: median time (wall and CPU) over `repeat` reads of all `files`, peak RSS, and
+    (with `compare`) the columns that differ from read_trace's."""
     for opt in options:
         runs = [run_child(opt, f, compare=False) for f in files for _ in range(repeat)]
         errs = [r["error"] for r in runs if r.get("error")]
         secs = [sum(r["s"] for r in runs[i::repeat]) for i in range(repeat)]
+        cpu = [sum(r.get("cpu_s", 0) for r in runs[i::repeat]) for i in range(repeat)]
         peak = max(r["peak_mb"] for r in runs)
         added = max(r["peak_mb"] - r.get("base_mb", 0) for r in runs)
         ev = sum(r.get("events", 0) for r in runs[::repeat])
-        cmp = [run_child(opt, f, compare=True) for f in files] if opt != "msgspec" and not errs else []
+        cmp = [run_child(opt, f, compare=True) for f in files] if compare and opt != "msgspec" and not errs else []
         mm = [m for r in cmp for m in r.get("mismatches", [])]
-        per_m = statistics.median(secs) / max(ev, 1) * 1e6
+        m = max(ev, 1) / 1e6
         print(
             json.dumps(
                 {
                     "option": opt,
                     "s": round(statistics.median(secs), 3),
-                    "s_per_M": round(per_m, 2),
+                    "cpu_s": round(statistics.median(cpu), 3),
+                    "s_per_M": round(statistics.median(secs) / m, 2),
+                    "cpu_s_per_M": round(statistics.median(cpu) / m, 2),
                     "peak_mb": round(peak),
                     "added_mb": round(added),
                     "events": ev,
@@ -645,7 +651,8 @@ def cmd_probes(options: list) -> None:
 
 
 def cmd_floor(files: list) -> None:
-    """Per million events: ISA-L inflate, zlib inflate, and raw parses (no columns) of the JSON."""
+    """Per million events, in CPU seconds of this process (robust to other load on the machine): ISA-L
+    inflate, zlib inflate, and raw parses (no columns) of the JSON."""
     import zlib
 
     import msgspec
@@ -659,44 +666,64 @@ def cmd_floor(files: list) -> None:
     for path in files:
         with open(path, "rb") as f:
             gz = f.read()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         data = igzip.decompress(gz)
-        t["isal"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t["isal"] += time.process_time() - t0
+        t0 = time.process_time()
         zlib.decompress(gz, 31)
-        t["zlib"] += time.perf_counter() - t0
+        t["zlib"] += time.process_time() - t0
         nbytes += len(data)
         p = simdjson.Parser()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         doc = p.parse(data)
-        t["simdjson_parse"] += time.perf_counter() - t0
+        t["simdjson_parse"] += time.process_time() - t0
         events += len(doc["traceEvents"])
         del doc, p
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         orjson.loads(data)
-        t["orjson_loads"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t["orjson_loads"] += time.process_time() - t0
+        t0 = time.process_time()
         top = D._TOP_DECODER.decode(data)
         msgspec.json.Decoder(list[msgspec.Raw]).decode(top["traceEvents"])
-        t["msgspec_raw_list"] += time.perf_counter() - t0
+        t["msgspec_raw_list"] += time.process_time() - t0
     m = events / 1e6
     print(json.dumps({"events": events, "json_mb": round(nbytes / 1e6), **{k: round(v / m, 3) for k, v in t.items()}}))
 
 
+def cmd_phases(files: list) -> None:
+    """Per million events: the phases of one serial read_trace (bench_real.py's split) and the floor."""
+    sys.path.insert(0, HERE)
+    import bench_real
+
+    p = subprocess.run(
+        [sys.executable, "-c", bench_real.PHASES.format(root=ROOT), *files], capture_output=True, text=True, check=True
+    )
+    ph = json.loads(p.stdout.strip().splitlines()[-1])
+    m = ph["events"] / 1e6
+    decode = max(0.0, ph["cut_decode_s"] - ph["inflate_s"])
+    cols = max(0.0, ph["read_s"] - ph["cut_decode_s"])
+    out = {"events_all_frames": ph["events"], "inflate": ph["inflate_s"] / m, "cut_decode": decode / m}
+    out.update({"columns": cols / m, "read_total": ph["read_s"] / m, "views": ph["views_s"] / m})
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("cmd", choices=("table", "compare", "probes", "floor"))
+    ap.add_argument("cmd", choices=("table", "compare", "probes", "floor", "phases"))
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--options", default=",".join(OPTIONS))
+    ap.add_argument("--no-compare", action="store_true", help="table: time and memory only")
     args = ap.parse_args()
     options = args.options.split(",")
     if args.cmd == "table":
-        cmd_table(args.paths, args.repeat, options)
+        cmd_table(args.paths, args.repeat, options, not args.no_compare)
     elif args.cmd == "compare":
         cmd_compare(args.paths[0] if args.paths else os.path.join(ROOT, "..", "shared", "traces"), options)
     elif args.cmd == "probes":
         cmd_probes([o for o in options if o != "msgspec"])
+    elif args.cmd == "phases":
+        cmd_phases(args.paths)
     else:
         cmd_floor(args.paths)
 
