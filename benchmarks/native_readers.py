@@ -489,6 +489,8 @@ import json, resource, sys, time
 sys.path.insert(0, {here!r})
 import native_readers as nr
 opt, path, compare = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+import gc
+gc.disable()  # as read_trace does while it reads: millions of objects, no cycles
 nr.warm_imports(opt)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0, c0 = time.perf_counter(), time.process_time()
@@ -653,6 +655,7 @@ def cmd_probes(options: list) -> None:
 def cmd_floor(files: list) -> None:
     """Per million events, in CPU seconds of this process (robust to other load on the machine): ISA-L
     inflate, zlib inflate, and raw parses (no columns) of the JSON."""
+    import gc
     import zlib
 
     import msgspec
@@ -660,6 +663,7 @@ def cmd_floor(files: list) -> None:
     import simdjson
     from isal import igzip
 
+    gc.disable()
     events = 0
     t = dict.fromkeys(("isal", "zlib", "simdjson_parse", "orjson_loads", "msgspec_raw_list"), 0.0)
     nbytes = 0
