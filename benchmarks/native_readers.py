@@ -297,8 +297,15 @@ def _from_arrow(table, meta: dict) -> dict:
     return _finish(ArrowColumns(raw), meta)
 
 
+def read_reference(path: str):
+    """The reference as timed: read_trace in this process only (its TraceData, unconverted)."""
+    from profiler_core.trace.read.reader import read_trace
+
+    return read_trace(path, processes=0)
+
+
 READERS = {
-    "msgspec": read_msgspec,
+    "msgspec": read_reference,
     "orjson": read_orjson,
     "simdjson": read_simdjson,
     "pyarrow": read_pyarrow,
@@ -502,7 +509,7 @@ except Exception as e:
 t1, c1 = time.perf_counter(), time.process_time()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 res = {{"s": t1 - t0, "cpu_s": c1 - c0, "peak_mb": peak / 1024, "base_mb": base / 1024, "error": err,
-        "events": 0 if cols is None else len(cols["idx"])}}
+        "events": 0 if cols is None else len(cols["idx"]) if isinstance(cols, dict) else len(cols.events)}}
 if compare and opt != "msgspec":
     try:
         ref, ref_err = nr.read_msgspec(path), None
