@@ -134,8 +134,9 @@ def read_simdjson(path: str) -> dict:
 
 def _from_dicts(evs, meta: dict, get) -> dict:
     """Per-key lists of the complete events, made into columns by gpuscope's coercions."""
-    idx = [i for i, e in enumerate(evs) if hasattr(e, "get") and get(e, "ph") == "X"]
-    xs = [evs[i] for i in idx]
+    pairs = [(i, e) for i, e in enumerate(evs) if hasattr(e, "get") and get(e, "ph") == "X"]
+    idx = [i for i, _ in pairs]
+    xs = [e for _, e in pairs]  # (not evs[i]: a simdjson array is walked from its start by each index)
     raw: dict = {k: [get(e, k) for e in xs] for k in TOP if k != "ph"}
     args = [get(e, "args") for e in xs]
     args = [a if a is not None and hasattr(a, "get") else {} for a in args]
