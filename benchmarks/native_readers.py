@@ -719,13 +719,13 @@ def cmd_floor(files: list) -> None:
 
 
 def cmd_phases(files: list) -> None:
-    """Per million events: the phases of one serial read_trace (bench_real.py's split) and the floor."""
+    """CPU seconds per million events of the phases of one serial read_trace (bench_real.py's split)."""
     sys.path.insert(0, HERE)
     import bench_real
 
-    p = subprocess.run(
-        [sys.executable, "-c", bench_real.PHASES.format(root=ROOT), *files], capture_output=True, text=True, check=True
-    )
+    # CPU seconds of the process, not wall time: robust to the other load of a shared machine
+    code = bench_real.PHASES.format(root=ROOT).replace("time.perf_counter()", "time.process_time()")
+    p = subprocess.run([sys.executable, "-c", code, *files], capture_output=True, text=True, check=True)
     ph = json.loads(p.stdout.strip().splitlines()[-1])
     m = ph["events"] / 1e6
     decode = max(0.0, ph["cut_decode_s"] - ph["inflate_s"])
