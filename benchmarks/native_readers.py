@@ -21,6 +21,11 @@ outside the clock, its columns are compared with `read_trace`'s, column by colum
     python benchmarks/native_readers.py probes                        # what each option cannot express
     python benchmarks/native_readers.py floor FILE...                 # inflate and raw parse alone
     python benchmarks/native_readers.py phases FILE...                # the Python reader's phases
+
+It uses the reader's internals as they were at commit 8908a63 (columns._FAMILY_FIELDS, model.EVENT_INT32
+...), before trace/event_args.py became the one table of event args; until it is ported to
+event_args.ARGS, run it from a checkout of that commit:
+    git worktree add /tmp/nr 8908a63 && cp benchmarks/native_readers.py /tmp/nr/benchmarks/ && cd /tmp/nr
 """
 
 from __future__ import annotations
