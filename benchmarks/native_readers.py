@@ -22,10 +22,7 @@ outside the clock, its columns are compared with `read_trace`'s, column by colum
     python benchmarks/native_readers.py floor FILE...                 # inflate and raw parse alone
     python benchmarks/native_readers.py phases FILE...                # the Python reader's phases
 
-It uses the reader's internals as they were at commit 8908a63 (columns._FAMILY_FIELDS, model.EVENT_INT32
-...), before trace/event_args.py became the one table of event args; until it is ported to
-event_args.ARGS, run it from a checkout of that commit:
-    git worktree add /tmp/nr 8908a63 && cp benchmarks/native_readers.py /tmp/nr/benchmarks/ && cd /tmp/nr
+The args and their columns, kinds, missing values and families come from `trace/event_args.py`.
 """
 
 from __future__ import annotations
@@ -45,20 +42,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from profiler_core.trace.categories import normalise_category  # noqa: E402
-from profiler_core.trace.model import EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32  # noqa: E402
+from profiler_core.trace import event_args as EA  # noqa: E402
+from profiler_core.trace.categories import DEVICE_CATS, normalise_category  # noqa: E402
+from profiler_core.trace.model import EVENT_COLUMNS  # noqa: E402
 from profiler_core.trace.read import columns as C  # noqa: E402
 from profiler_core.trace.read import decode as D  # noqa: E402
 
 OPTIONS = ("msgspec", "orjson", "simdjson", "pyarrow", "polars", "duckdb")
 TOP = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 #: arg field -> (Kineto key, kind); kinds: int, float, text, json (a list kept as its JSON text), triple
-FIELDS = {f: (D._ARG_NAMES.get(f, f), "int") for f in C._FAMILY_FIELDS["other"]}
-FIELDS.update({f: (FIELDS[f][0], "float") for f in ("blocks_per_sm", "warps_per_sm", "occupancy")})
-FIELDS.update({f: (FIELDS[f][0], "text") for f in ("call_stack", "coll_name", "dtype", "pg_name")})
-FIELDS.update({f: (FIELDS[f][0], "json") for f in ("input_dims", "input_type")})
-FIELDS["input_dims_v18"] = ("Input dims", "json")
-FIELDS.update({f: (f, "triple") for f in ("grid", "block")})
+_KINDS = {EA.INT64: "int", EA.INT32: "int", EA.FLOAT: "float", EA.TEXT: "text", EA.JSON: "json", EA.TRIPLE: "triple"}
+#: the event-args schema's rows with a column of TraceData.events
+EVENT_ARGS = tuple(a for a in EA.ARGS if a.table == "events" and a.column is not None)
+#: raw field -> (Kineto key, kind); an older spelling is its own field `{field}__{i}`
+FIELDS = {}
+#: field -> its older spellings' fields
+ALTS: dict = {}
+for _a in EVENT_ARGS:
+    FIELDS[_a.field] = (_a.keys[0], _KINDS[_a.kind])
+    ALTS[_a.field] = [f"{_a.field}__{i}" for i in range(1, len(_a.keys))]
+    FIELDS.update({f"{_a.field}__{i}": (k, _KINDS[_a.kind]) for i, k in enumerate(_a.keys[1:], 1)})
+#: older spellings that differ from another key only in case (DuckDB's STRUCT names ignore case)
+_MAIN_KEYS = {a.keys[0].lower() for a in EVENT_ARGS}
+CASE_ALTS = {f for f, (k, _) in FIELDS.items() if "__" in f and k.lower() in _MAIN_KEYS}
+_FLOAT_COLUMNS = {c for a in EVENT_ARGS if a.kind is EA.FLOAT for c in a.columns}
+_TEXT_COLUMNS = {"cat", "name"} | {c for a in EVENT_ARGS if a.kind in (EA.TEXT, EA.JSON) for c in a.columns}
 
 
 # --------------------------------------------------------------------------- feeding
@@ -172,7 +180,7 @@ def _arrow_schema(lib: str):
         import pyarrow as pa
 
         t = {"int": pa.int64(), "float": pa.float64(), "text": pa.string(), "triple": pa.list_(pa.int64())}
-        jt = {"input_dims": pa.list_(pa.list_(pa.int64())), "input_dims_v18": pa.list_(pa.list_(pa.int64()))}
+        jt = {f: pa.list_(pa.list_(pa.int64())) for f in FIELDS if f.split("__")[0] == "input_dims"}
         args = pa.struct(
             [(k, jt.get(f, pa.list_(pa.string())) if kind == "json" else t[kind]) for f, (k, kind) in FIELDS.items()]
         )
@@ -206,7 +214,7 @@ def _arrow_schema(lib: str):
     t = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "json": "JSON", "triple": "BIGINT[]"}
     # DuckDB's struct keys ignore case: "External id" also matches old traces' "external id", and
     # "Input Dims" torch 1.8's "Input dims"
-    args = ", ".join(f'"{k}" {t[kind]}' for f, (k, kind) in FIELDS.items() if f not in ("ext_id_lc", "input_dims_v18"))
+    args = ", ".join(f'"{k}" {t[kind]}' for f, (k, kind) in FIELDS.items() if f not in CASE_ALTS)
     return {
         "ph": "VARCHAR",
         "cat": "VARCHAR",
@@ -259,12 +267,14 @@ def read_duckdb(path: str) -> dict:
         struct = schema.pop("args")
         schema["args"] = "JSON"
         cols = ", ".join(f"{k}: '{v}'" for k, v in schema.items())
-        # the two keys that differ from another only in case go by json_extract (see _arrow_schema)
+        # the keys that differ from another only in case go by json_extract (see _arrow_schema)
+        types = {"int": "::BIGINT", "json": "", "text": "::VARCHAR", "float": "::DOUBLE"}
+        alts = "".join(
+            f', json_extract(args, \'$."{FIELDS[f][0]}"\'){types[FIELDS[f][1]]} as "{f}"' for f in sorted(CASE_ALTS)
+        )
         con = duckdb.connect()
         table = con.sql(
-            f"select * exclude (args), json_transform(args, '{_duck_struct_json(struct)}') as args, "
-            "json_extract(args, '$.\"external id\"')::BIGINT as ext_id_lc, "
-            "json_extract(args, '$.\"Input dims\"') as input_dims_v18 "
+            f"select * exclude (args), json_transform(args, '{_duck_struct_json(struct)}') as args{alts} "
             f"from read_json('{f.name}', format='array', columns={{{cols}}}, maximum_object_size=1073741824)"
         ).arrow()
     return _from_arrow(table, meta)
@@ -446,45 +456,41 @@ def _finish_columns(cols, meta: dict) -> dict:
     import pandas as pd
 
     cat_codes, cat_values = pd.factorize(out["cat"])  # one hash pass; each family by its code
-    families = tuple(C._FAMILY_FIELDS)
-    fam = np.asarray([families.index(C._FAMILY.get(c, "other")) for c in cat_values], np.int8)[cat_codes]
+    groups = EA.EVENT_GROUPS
+    grp = np.asarray([groups.index(EA.CATEGORY_GROUP.get(c, "other")) for c in cat_values], np.int8)[cat_codes]
 
-    def rows_of(field: str) -> np.ndarray:
-        carries = np.asarray([field in C._FAMILY_FIELDS[f] for f in families])
-        return carries[fam]
+    def rows_of(a) -> np.ndarray:
+        carries = np.asarray([g in a.groups or g == "other" for g in groups])
+        return carries[grp]
 
-    for field, (_key, kind) in FIELDS.items():
-        if field in ("input_dims_v18", "ext_id_lc"):
-            continue
-        rows = rows_of(field)
-        column = C._FIELD_COLUMN.get(field, field)
-        if field == "ext_id":
-            v = cols.ints("ext_id", -1, np.int64)
-            lc = cols.ints("ext_id_lc", -1, np.int64)
-            lc_rows = rows_of("ext_id_lc")
-            v = np.where((v == -1) & lc_rows, lc, v)
-            out["external_id"] = np.where(rows, v, -1)
-        elif kind == "triple":
-            xyz = cols.triples(field)
-            for j, axis in enumerate("xyz"):
-                out[f"{field}_{axis}"] = np.where(rows, xyz[:, j], 0).astype(np.int32)
-        elif kind == "json":
-            v = cols.texts(field, lambda s: C._compact_json(s.encode()) if s else "")
-            if field == "input_dims":
-                old = cols.texts("input_dims_v18", lambda s: C._compact_json(s.encode()) if s else "")
-                v = np.where(v == "", old, v)
-            out[field] = np.where(rows, v, "")
-        elif kind == "text":
-            out[field] = np.where(rows, cols.texts(field, C._to_text), "")
-        elif kind == "float":
-            out[field] = np.where(rows, cols.floats(field), np.nan)
-        else:
-            dtype = np.int32 if column in EVENT_INT32 else np.int64
-            out[column] = np.where(
-                rows, cols.ints(field, EVENT_INT32.get(column, -1), dtype), EVENT_INT32.get(column, -1)
+    def merged(field: str, get, missing_of) -> np.ndarray:
+        v = get(field)
+        for alt in ALTS[field]:  # the first spelling present wins
+            v = (
+                np.where(cols.present(field), v, get(alt))
+                if missing_of is None
+                else np.where(v == missing_of, get(alt), v)
             )
-            out[column] = out[column].astype(dtype)
-    gpu = np.asarray([c in C.GPU_CATEGORIES for c in cat_values], bool)[cat_codes]
+        return v
+
+    for a in EVENT_ARGS:
+        rows, kind = rows_of(a), _KINDS[a.kind]
+        if kind == "triple":
+            xyz = cols.triples(a.field)
+            for j, c in enumerate(a.columns):
+                out[c] = np.where(rows, xyz[:, j], a.missing).astype(np.int32)
+        elif kind == "json":
+            v = merged(a.field, lambda f: cols.texts(f, lambda s: C._compact_json(s.encode()) if s else ""), "")
+            out[a.column] = np.where(rows, v, "")
+        elif kind == "text":
+            out[a.column] = np.where(rows, merged(a.field, lambda f: cols.texts(f, C._to_text), ""), "")
+        elif kind == "float":
+            out[a.column] = np.where(rows, merged(a.field, cols.floats, None), np.nan)
+        else:
+            dtype = np.int32 if a.kind is EA.INT32 else np.int64
+            v = merged(a.field, lambda f, d=dtype, m=a.missing: cols.ints(f, m, d), None)
+            out[a.column] = np.where(rows, v, a.missing).astype(dtype)
+    gpu = np.asarray([c in DEVICE_CATS for c in cat_values], bool)[cat_codes]
     for c, src in (("device", "pid"), ("stream", "tid")):
         fill = gpu & (out[c] == -1) & (out[src] >= 0)
         out[c] = np.where(fill, out[src], out[c])
@@ -499,9 +505,9 @@ def mismatches(mine: dict, ref: dict) -> list:
     out = []
     for c in EVENT_COLUMNS:
         a, b = np.asarray(mine[c]), np.asarray(ref[c])
-        if c in EVENT_FLOAT:
+        if c in _FLOAT_COLUMNS:
             same = (a == b) | (np.isnan(a.astype(float)) & np.isnan(b.astype(float)))
-        elif c in EVENT_CATEGORY:
+        elif c in _TEXT_COLUMNS:
             same = a.astype(object) == b.astype(object)
         else:
             same = a.astype(np.int64) == b.astype(np.int64)
