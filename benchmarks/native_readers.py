@@ -259,7 +259,7 @@ def read_duckdb(path: str) -> dict:
     import duckdb
 
     meta, arr = events_slice(inflate(path))
-    with tempfile.NamedTemporaryFile(suffix=".json", dir=os.environ.get("X25A_TMP")) as f:
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
         f.write(arr)
         f.flush()
         del arr
