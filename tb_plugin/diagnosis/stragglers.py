@@ -1,16 +1,14 @@
 """Why a straggler is slow, and what the step would take if it were not: from the per-worker summaries only.
 
-A worker's busy time in a step is the step's time minus its own exposed waiting (the wait part of its matched
-collectives and its `wait` calls, less what its own compute covered of them: waiting behind compute costs
-nothing). Its excess is its busy time minus the median busy time of the workers in
+A worker's busy time in a step is the step's time minus its own waiting for other workers (the wait part of its
+matched collectives and its `wait` calls). Its excess is its busy time minus the median busy time of the workers in
 that step. The excess is split into the phases, kernels and operators where the worker spent more than the
 median worker (`worker_facts`: a kernel or operator outside a worker's top list counts as 0 there, so the split
 names what stands out, it does not add up to the excess; phases may overlap each other).
 
-What-if: had the worker run at the median, every collective where it arrived last would have started when the
-second-latest member arrived, sparing the others that member's exposed wait (`gap`), so the step shortens by
-the sum of those gaps in the step, at most its excess:
-`what_if_ms` = the step's time (median over workers) - min(excess, sum of gaps).
+What-if: the step replayed with the worker's timeline earlier by its excess (`what_if.replay`: each collective
+it arrived last at ends earlier by at most what the others waited for it there, and everyone after it runs on
+earlier by that much); `what_if_ms` is the median over the workers of their step time less their shift.
 
 `explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
 "what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
@@ -25,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_plugin.diagnosis import what_if
 from tb_plugin.diagnosis.critical_path import Job, label
 from tb_plugin.diagnosis.worker_facts import PHASES
 
@@ -47,12 +46,12 @@ def _ms(ns: float) -> float:
 
 
 def busy(job: Job, step: str) -> dict[int, float]:
-    """Worker index -> busy ns in `step` (step time minus own exposed waiting)."""
+    """Worker index -> busy ns in `step` (step time minus own waiting for other workers)."""
     k = job.code(step)
     if k is None:
         return {}
     m = job.c_step == k
-    waits = np.bincount(job.c_w[m], weights=job.c_exposed[m].astype(np.float64), minlength=len(job.workers))
+    waits = np.bincount(job.c_w[m], weights=job.c_wait[m].astype(np.float64), minlength=len(job.workers))
     has = np.flatnonzero(job.b_idx[k] >= 0)
     vals = (job.b_end[k] - job.b_start[k] - waits)[has]
     return dict(zip(has.tolist(), vals.tolist()))
@@ -193,8 +192,8 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     rows = np.flatnonzero((job.c_step == k) & (job.c_w == wi) & (job.c_inst >= 0))
     insts = job.c_inst[rows]
     late = insts[job.i_late[insts] == wi]
-    gaps = float(job.i_gap[late].sum())
-    saved = min(excess, gaps)
+    what_if_ns = what_if.step_time(job, k, what_if.replay(job, k, {wi: excess}))
+    saved = max(step_ns - what_if_ns, 0.0)
     phases = _phase_rows(job, k, wi)
     kernels = _top_rows(job, k, wi, "top_kernels")
     ops = _top_rows(job, k, wi, "top_ops")
