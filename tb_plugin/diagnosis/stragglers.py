@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_plugin.diagnosis import what_if
+from tb_plugin.diagnosis import slow_links, what_if
 from tb_plugin.diagnosis.critical_path import Job, label
 from tb_plugin.diagnosis.worker_facts import PHASES
 
@@ -35,9 +35,10 @@ PHASE_LABELS = {
     "gpu_idle": "GPU idle",
     "compute": "compute",
     "comm": "communication",
+    "link": "slow link (longer transfers)",
 }
 #: phases that name a cause; `gpu_idle` and `compute` are what they cause, named when nothing specific stands out
-SPECIFIC = ("data_loading", "h2d", "host_sync", "launch")
+SPECIFIC = ("data_loading", "h2d", "host_sync", "launch", "link")
 TOP = 5
 
 
@@ -160,13 +161,15 @@ def _top_rows(job: Job, k: int, wi: int, key: str) -> list[dict]:
     return rows[:TOP]
 
 
-def _why(phases: list[dict], kernels: list[dict], ops: list[dict]) -> str | None:
+def _why(phases: list[dict], kernels: list[dict], ops: list[dict], link: str | None = None) -> str | None:
     if not phases and not kernels and not ops:
         return None
     spec = [p for p in phases if p["phase"] in SPECIFIC]
     top = phases[0] if phases else None
     if spec and top is not None and spec[0]["excess_ms"] >= 0.5 * top["excess_ms"]:
         top = spec[0]
+    if top is not None and top["phase"] == "link" and link:
+        return f"{top['label']} +{top['excess_ms']:.1f} ms: {link}"
     parts = [f"{top['label']} +{top['excess_ms']:.1f} ms"] if top else []
     on_gpu = top is None or top["phase"] == "compute"
     first, second = (kernels, ops) if on_gpu else (ops, kernels)
@@ -175,6 +178,18 @@ def _why(phases: list[dict], kernels: list[dict], ops: list[dict]) -> str | None
         kind = "kernel" if detail is kernels else "op"
         parts.append(f"{kind} {detail[0]['name']} +{detail[0]['excess_ms']:.1f} ms")
     return "; ".join(parts)
+
+
+def _link_row(job: Job, link: dict) -> dict:
+    """The phase row of a slow link: the transfer time of the suspect's grown collectives against their peers'."""
+    tr = float(job.inst["transfer"].to_numpy(np.float64)[list(link["cut"])].sum())
+    return {
+        "phase": "link",
+        "label": PHASE_LABELS["link"],
+        "ms": _ms(tr),
+        "median_ms": _ms(tr - link["excess_ns"]),
+        "excess_ms": _ms(link["excess_ns"]),
+    }
 
 
 def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | None = None) -> dict | None:
@@ -192,9 +207,19 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     rows = np.flatnonzero((job.c_step == k) & (job.c_w == wi) & (job.c_inst >= 0))
     insts = job.c_inst[rows]
     late = insts[job.i_late[insts] == wi]
-    what_if_ns = what_if.step_time(job, k, what_if.replay(job, k, {wi: excess}))
+    link = slow_links.suspect(job, k)
+    link = link if link is not None and link["worker"] == wi else None
+    # a slow link's longer transfers are in the worker's busy time: the replay takes them off the collectives
+    own = max(excess - link["excess_ns"], 0.0) if link else excess
+    shifts = what_if.replay(job, k, {wi: own}, link["cut"] if link else None)
+    what_if_ns = what_if.step_time(job, k, shifts)
     saved = max(step_ns - what_if_ns, 0.0)
     phases = _phase_rows(job, k, wi)
+    link_text = None
+    if link:
+        phases = sorted([*phases, _link_row(job, link)], key=lambda r: -r["excess_ms"])
+        who = label(worker, job.ranks[worker])
+        link_text = f"transfers grew in groups {', '.join(link['groups'])}; {who} is the only member of all of them"
     kernels = _top_rows(job, k, wi, "top_kernels")
     ops = _top_rows(job, k, wi, "top_ops")
     median_w = min(b, key=lambda w: (abs(b[w] - med), w))
@@ -212,7 +237,7 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
         "phases": phases,
         "kernels": kernels,
         "ops": ops,
-        "why": _why(phases, kernels, ops),
+        "why": _why(phases, kernels, ops, link_text),
         "median_worker": job.workers[median_w],
         "diff": {"worker": worker, "exp_worker": job.workers[median_w], "step": step},
     }
@@ -220,11 +245,16 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
 
 def pick(job: Job, step: str, segments: list[dict], busy_ns: Mapping[int, float]) -> str | None:
     """The straggler of a step's critical path: of the workers that arrived late (someone waited) at a collective
-    on the path, the one with the largest busy time; without one, the path's worker with the largest."""
+    on the path (without one, the path's workers), and the suspect of a slow link in the step
+    (`slow_links.suspect`), the one with the largest busy time."""
     if len(busy_ns) < 2:
         return None
     late = {s["late_worker"] for s in segments if s["kind"] == "collective" and s["waiters"]}
     pool = late or {s["worker"] for s in segments if s["kind"] == "work"}
+    k = job.code(step)
+    link = slow_links.suspect(job, k) if k is not None else None
+    if link is not None:
+        pool = pool | {job.workers[link["worker"]]}
     pool = {w for w in pool if job.workers.index(w) in busy_ns}
     if not pool:
         return None
