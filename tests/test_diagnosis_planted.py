@@ -171,3 +171,21 @@ def test_real_mpi_run_straggler_and_what_if(mpi_run):
         assert "mpi:all_reduce #" in s["path"], s["path"]
         if i:
             assert abs(st["saved_ms"] - 100) <= 10, st
+
+
+def test_slow_link_is_named_only_where_a_link_was_slow(jobs):
+    """The link job's planted step points at the planted rank through its node and rail groups; its other steps
+    and the other jobs (no transfer grew) point at nobody."""
+    from tb_plugin.diagnosis import critical_path, slow_links
+
+    for cause, (rank, _) in CAUSES.items():
+        rep = jobs[cause]
+        job = critical_path.match(rep["summaries"])
+        for step in job.steps:
+            got = slow_links.suspect(job, job.code(step))
+            if cause == "link" and step == PLANTED:
+                assert got is not None and job.workers[got["worker"]] == _worker(rep, rank)
+                assert got["groups"] == [pg for pg, _, members in subgroups(RANKS) if rank in members]
+                assert abs(got["excess_ns"] / 1e6 - MS) <= 0.1 * MS  # MS / 2 in each of its two groups
+            else:
+                assert got is None, (cause, step, got)

@@ -43,7 +43,15 @@ def grown(job: Job) -> np.ndarray:
 
 
 def suspect(job: Job, k: int) -> dict | None:
-    """The worker whose link the grown collectives of step code `k` point at (module doc), or None."""
+    """The worker whose link the grown collectives of step code `k` point at (module doc), or None; cached on
+    the job."""
+    cache = job.__dict__.setdefault("_suspects", {})
+    if k not in cache:
+        cache[k] = _suspect(job, k)
+    return cache[k]
+
+
+def _suspect(job: Job, k: int) -> dict | None:
     g = grown(job)
     insts = np.unique(job.c_inst[(job.c_step == k) & (job.c_inst >= 0)])
     insts = insts[g[insts] > 0]

@@ -34,42 +34,63 @@ def replay(job: Job, k: int, shift: Mapping[int, float], cut: Mapping[int, float
         s[w] = max(float(v), 0.0)
     cut = cut or {}
     rows = np.flatnonzero((job.c_step == k) & (job.c_inst >= 0))
-    if not len(rows):
-        return s
+    if not len(rows) or not (s.any() or any(v > 0 for v in cut.values())):
+        return s  # nothing moves
     rows = rows[np.lexsort((job.c_start[rows], job.c_w[rows]))]
-    inst = job.c_inst[rows]
     ws = job.c_w[rows]
+    uniq, inv = np.unique(job.c_inst[rows], return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+    waits = job.c_wait[rows].astype(np.float64)
+    for j in _agreed_order(job, k, rows, ws, inv, len(uniq)):
+        pos = order[bounds[j] : bounds[j + 1]]
+        mw = ws[pos]
+        sh = float((waits[pos] + s[mw]).min()) + float(cut.get(int(uniq[j]), 0.0))
+        waited = waits[pos] > WAIT_EPS_NS
+        s[mw[waited]] = sh
+        s[mw[~waited]] = np.maximum(s[mw[~waited]], sh)
+    return s
+
+
+def _agreed_order(job: Job, k: int, rows: np.ndarray, ws: np.ndarray, inv: np.ndarray, n: int) -> list[int]:
+    """The step's collectives (`inv`: each row's collective, rows sorted by worker then time) in an order every
+    member agrees with: by their mean start in the members' steps when that order holds on every worker (the
+    usual case, checked at once), else found call by call (a topological order)."""
+    rel = (job.c_start[rows] - job.b_start[k, ws]).astype(np.float64)
+    mean = np.bincount(inv, weights=rel, minlength=n) / np.maximum(np.bincount(inv, minlength=n), 1)
+    cand = np.argsort(mean, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[cand] = np.arange(n)
+    r = rank[inv]
+    same = ws[1:] == ws[:-1]
+    if bool(np.all(r[1:][same] > r[:-1][same])):
+        return cand.tolist()
+    W = len(job.workers)
     off = np.searchsorted(ws, np.arange(W + 1))
-    order = np.argsort(inst, kind="stable")
-    uniq, first, need = np.unique(inst[order], return_index=True, return_counts=True)
-    where = {int(i): order[a : a + n] for i, a, n in zip(uniq.tolist(), first.tolist(), need.tolist())}
-    have = dict.fromkeys(where, 0)
+    need = np.bincount(inv, minlength=n)
+    have = np.zeros(n, np.int64)
     ptr = off[:-1].copy()
     ready: list[int] = []
+    out: list[int] = []
 
     def arrive(w: int) -> None:
         if ptr[w] < off[w + 1]:
-            i = int(inst[ptr[w]])
-            have[i] += 1
-            if have[i] == len(where[i]):
-                ready.append(i)
+            j = int(inv[ptr[w]])
+            have[j] += 1
+            if have[j] == need[j]:
+                ready.append(j)
 
     for w in range(W):
         arrive(w)
-    waits = job.c_wait.astype(np.float64)
+    members = [np.flatnonzero(inv == j) for j in range(n)]
     while ready:
-        i = ready.pop()
-        pos = where[i]
-        mw = ws[pos]
-        wt = waits[rows[pos]]
-        sh = float((wt + s[mw]).min()) + float(cut.get(i, 0.0))
-        waited = wt > WAIT_EPS_NS
-        s[mw[waited]] = sh
-        s[mw[~waited]] = np.maximum(s[mw[~waited]], sh)
-        for w in mw.tolist():
+        j = ready.pop()
+        out.append(j)
+        for w in ws[members[j]].tolist():
             ptr[w] += 1
             arrive(w)
-    return s
+    return out
 
 
 def step_time(job: Job, k: int, shifts: np.ndarray) -> float:
