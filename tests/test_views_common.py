@@ -349,3 +349,60 @@ def test_op_tree_matches_a_stack_walk_on_random_nesting(seed):
     got = {name(r): name(p) for r, p in zip(tree["row"], tree["parent"])}
     assert got == _reference_parents(nodes)
     assert (tree["merged_into"] < 0).all()  # unique names: nothing to merge
+
+
+def test_collective_calls_are_record_param_comms_and_collective_mpi_methods():
+    """A collective call is what every member of a group calls (matched across ranks): record_param_comms naming its
+    collective and the collective MPI methods; MPI point-to-point calls and request completions are not."""
+    from profiler_core.analysis.stages.classify import collective_call_mask, is_collective_call
+
+    cases = [
+        ("record_param_comms", "allreduce", True),
+        ("record_param_comms", "", False),
+        ("mpi::Allreduce", "allreduce", True),
+        ("mpi::allreduce", "allreduce", True),  # the pickle-based form
+        ("mpi::Iallreduce", "iallreduce", True),
+        ("mpi::Barrier", "barrier", True),
+        ("mpi::Bcast", "bcast", True),
+        ("mpi::Isend", "isend", False),
+        ("mpi::Recv", "recv", False),
+        ("mpi::Wait", "wait", False),
+        ("mpi::Waitall", "waitall", False),
+        ("nccl:all_reduce", "", False),
+        ("aten::add", "", False),
+    ]
+    for name, coll, expected in cases:
+        assert is_collective_call(name, coll) is expected, (name, coll)
+    events = [op(n, 10 * i, 5, **({"Collective name": c} if c else {})) for i, (n, c, _) in enumerate(cases)]
+    t = make_trace(events)
+    keys = [f"{n}/{c}" for n, c in zip(t.events["name"].astype(str), t.events["coll_name"].astype(str))]
+    got = dict(zip(keys, collective_call_mask(t.events).tolist()))
+    assert got == {f"{n}/{c}": e for n, c, e in cases}
+
+
+def test_mpi_collectives_are_collective_calls_with_their_communicator_as_group():
+    from tb_plugin.views import collectives
+
+    events = [
+        op(
+            "mpi::Allreduce",
+            0,
+            50,
+            **{
+                "Collective name": "allreduce",
+                "Group size": 4,
+                "In msg nelems": 10,
+                "dtype": "float32",
+                "Process Group Name": "MPI_COMM_WORLD",
+            },
+        ),
+        op("mpi::Isend", 60, 5, **{"Collective name": "isend", "peer": 1, "bytes": 8}),
+        op("mpi::Wait", 70, 5, **{"Collective name": "wait", "Requests": 1}),
+        op("mpi::Bcast", 80, 5, **{"Collective name": "bcast", "Group size": 2, "Process Group Name": "rows"}),
+    ]
+    c = collectives.collectives(make_trace(events))
+    assert c["name"].tolist() == ["mpi:all_reduce", "mpi:bcast"]
+    assert c["pg"].tolist() == ["MPI_COMM_WORLD", "rows"]
+    assert c["group_size"].tolist() == [4, 2]
+    assert c["dur"].tolist() == [50_000, 5_000]  # ns: the CPU call (no NCCL kernel)
+    assert c["bytes"].tolist()[0] == 40 and not c["is_wait"].any()

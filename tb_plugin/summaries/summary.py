@@ -34,8 +34,9 @@ from tb_plugin.summaries import fs
 #: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names;
 #: 3: kernels replayed by CUDA graphs count for the ops that captured them;
 #: 4: the recoverable-time ledger and the GPU idle projection;
-#: 5: collective calls per process group and step phases for the cross-rank diagnosis)
-VERSION = 5
+#: 5: collective calls per process group and step phases for the cross-rank diagnosis;
+#: 6: MPI collectives (mpi:: ops) are collective calls, their communicator the process group)
+VERSION = 6
 KIND = "gpuscope-summary"
 TOP = 20
 

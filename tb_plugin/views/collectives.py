@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.classify import MPI_PREFIX, collective_call_mask
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
 
@@ -144,10 +145,7 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     ev = t.events
     cols = ["row", "name", "coll", "pg", "group_size", "start", "dur", "bytes", "is_wait", "kernels"]
     none = np.zeros(0, np.int64)
-    rpc_mask = common.category_mask(ev, common.CPU_OP_CATS) & common.name_mask(ev, lambda n: n == RPC)
-    if "coll_name" in ev:
-        rpc_mask = rpc_mask & (ev["coll_name"].astype(str).to_numpy() != "")
-    rpc = np.flatnonzero(rpc_mask)
+    rpc = np.flatnonzero(collective_call_mask(ev))
     if not len(rpc):
         return pd.DataFrame({c: [] for c in cols}), none, none
     ts = ev["ts"].to_numpy(np.int64)
@@ -202,7 +200,9 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     frame = pd.DataFrame(
         {
             "row": rpc,
-            "name": [collective_name(c, backend) for c in coll],
+            "name": [
+                collective_name(c, "mpi" if n.startswith(MPI_PREFIX) else backend) for c, n in zip(coll, names[rpc])
+            ],
             "coll": coll,
             "pg": pg,
             "group_size": ev["group_size"].to_numpy(np.int64)[rpc],
@@ -223,8 +223,9 @@ def collective_analysis(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
 
 
 def collectives(t: Any) -> pd.DataFrame:
-    """One row per record_param_comms call that names its collective, in event order: `row`, `name`
-    (`nccl:all_reduce`), `coll` (the raw `Collective name`), `pg` (process group name, "" if absent),
+    """One row per collective call (`classify.is_collective_call`: a record_param_comms op that names its
+    collective, or an `mpi::` op of a collective MPI method), in event order: `row`, `name` (`nccl:all_reduce`;
+    `mpi:all_reduce` for an MPI op), `coll` (the raw `Collective name`), `pg` (process group name, "" if absent),
     `group_size` (-1 if absent), `start`/`dur` (ns: the NCCL kernels it launched, start of the first and
     their summed time, else the CPU call), `bytes` (max(In, Out msg nelems) x dtype size; -1 unknown or a
     wait), `is_wait` (a `wait` collective: time spent waiting), `kernels` (NCCL kernels it launched, found by
