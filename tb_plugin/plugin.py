@@ -588,6 +588,15 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             result["errors"] = errors
         return result
 
+    def _pipeline(self, request: wrappers.Request, a: dict) -> Any:
+        from tb_plugin.diagnosis import pipeline
+
+        summaries, errors = self._worker_summaries(a)
+        result = pipeline.analyse({w: s["pipeline"] for w, s in summaries.items()})
+        if errors:
+            result["errors"] = errors
+        return result
+
     def _distributed_step(self, request: wrappers.Request, a: dict) -> Any:
         worker, step = a["worker"], a["step"]
         summaries, _ = self._worker_summaries(a)

@@ -190,6 +190,18 @@ ROUTES: tuple[Route, ...] = (
         '{"workers", "ranks", "ledger", "ledger_reason", "steps": [{"step", "step_ms", "segments": [...], '
         '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}',
     ),
+    Route(
+        "/pipeline",
+        "_pipeline",
+        (RUN, SPAN),
+        "the run's pipeline-parallel schedule from the per-worker summaries: stage x micro-batch chart per step, "
+        "schedule, bubble ratio against the schedule's theoretical one, each stage's bubble split by cause "
+        "(docs/diagnosis.md); `reason` says why a run has none",
+        '{"stages", "workers", "virtual_stages", "microbatches", "schedule", "schedule_reason", "steps": [{"step", '
+        '"start_ns", "end_ns", "bubble_ratio", "theoretical_ratio", "chart": [[[kind, mb, stage, start_ns, end_ns]...] '
+        'per stage], "stages": [{"stage", "worker", "idle_ns", "true_idle_ns", "p2p_wait_ns", "upstream_wait_ns", '
+        '"p2p_transfer_ns", "waiting_on", ...}]}...], "steps_dropped", "reason", "errors": [...]}',
+    ),
     Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
     Route(
         "/timeline",

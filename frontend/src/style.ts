@@ -43,6 +43,7 @@ main{padding:12px;flex:1;min-width:0}
 .chart .bar:hover,.pie .slice:hover{opacity:.8}
 .chart .selection{fill:var(--sel)}
 .chart .peak-label{fill:var(--fg);font-size:11px;font-weight:600}
+.chart.lanes{max-height:none}.chart .lane-box:hover{opacity:.8}.chart .lane-label{fill:#fff;font-size:10px;pointer-events:none}
 .pie-row{display:flex;gap:12px;align-items:center}
 .pie{width:200px;height:200px;flex:none}.pie-hole{fill:var(--panel)}
 .legend{display:flex;flex-wrap:wrap;gap:4px 12px;font-size:12px;margin-top:4px}

@@ -55,7 +55,11 @@ __all__ = [
     "MAX_BUSY_RANGES",
     "PROJECTION_VERSION",
     "SPAN_PATTERNS",
+    "MAX_P2P",
+    "MAX_SPANS",
+    "MAX_STEPS",
     "analyse",
+    "check_projection",
     "parse_span",
     "pipeline",
     "project",
@@ -64,6 +68,10 @@ __all__ = [
 
 PROJECTION_VERSION = 1
 MAX_BUSY_RANGES = 2048
+#: a projection's bounds (a summary holding more is refused and recomputed): steps (the first ones are kept,
+#: `steps_dropped` counts the others), forward/backward spans and P2P kernels per step (a step with more has
+#: no schedule: `reason`)
+MAX_STEPS, MAX_SPANS, MAX_P2P = 64, 4096, 8192
 P2P_NAMES = frozenset({"send", "recv"})
 #: forward/backward annotation names -> (kind, micro-batch, stage or None): torch.distributed.pipelining's
 #: `PP:<stage><F|B|I|W><mb>` (I/W: backward for inputs/weights), its older `Forward <mb>`/`Backward <mb>`, and
@@ -100,13 +108,14 @@ def theoretical_ratio(schedule: str, stages: int, microbatches: int, virtual: in
 def project(t: Any) -> dict:
     """The pipeline projection of one trace (module docstring): {"version", "rank", "base_ns", "steps": [{"step",
     "spans": [[kind, mb, stage, start, end]], "p2p": [[coll, start, end, span]], "busy": [[start, end]],
-    "closed_gap_ns"}], "reason"}; times are ns relative to base_ns, `stage` -1 when the name has none, a P2P
-    kernel's `span` the index of the span a recv feeds (the first to start after it ends) or a send carries (the
-    last to end before it starts), -1 if none."""
+    "closed_gap_ns"}] (at most MAX_STEPS), "steps_dropped", "reason"}; times are ns relative to base_ns, `stage`
+    -1 when the name has none, a P2P kernel's `span` the index of the span a recv feeds (the first to start after
+    it ends) or a send carries (the last to end before it starts), -1 if none."""
     ev = t.events
     info = t.metadata.get("distributedInfo") if isinstance(getattr(t, "metadata", None), dict) else None
     rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
     out: dict[str, Any] = {"version": PROJECTION_VERSION, "rank": rank, "base_ns": int(t.base_ns), "steps": []}
+    out["steps_dropped"] = 0
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
     names = ev["name"].to_numpy()
@@ -150,6 +159,13 @@ def project(t: Any) -> dict:
         sp = [x for x in spans if a <= x[0] < b]
         if not sp:
             continue
+        if len(out["steps"]) == MAX_STEPS:
+            out["steps_dropped"] += 1
+            continue
+        if len(sp) > MAX_SPANS:
+            out["steps"] = []
+            out["reason"] = f"step {s['step']} holds {len(sp)} forward/backward spans, more than the {MAX_SPANS} read"
+            return out
         starts = np.array([x[0] for x in sp], np.int64)
         ends = np.array([x[1] for x in sp], np.int64)
         pp = []
@@ -163,6 +179,10 @@ def project(t: Any) -> dict:
                 done = np.flatnonzero(ends <= ps)
                 k = int(done[np.argmax(ends[done])]) if len(done) else -1
             pp.append([c, ps, pe, k])
+        if len(pp) > MAX_P2P:
+            out["steps"] = []
+            out["reason"] = f"step {s['step']} holds {len(pp)} P2P kernels, more than the {MAX_P2P} read"
+            return out
         busy, closed = _bounded(clip_ranges(busy_all, a, b))
         out["steps"].append(
             {
@@ -175,6 +195,43 @@ def project(t: Any) -> dict:
         )
     out["reason"] = None if out["steps"] else "no step holds a forward/backward annotation"
     return out
+
+
+def check_projection(p: Any) -> None:
+    """ValueError unless `p` has the shape `project` gives, within its bounds (`analyse` can read it)."""
+
+    def ints(xs: Any, n: int) -> bool:
+        return isinstance(xs, list) and len(xs) == n and all(type(x) is int and -(1 << 63) <= x < 1 << 63 for x in xs)
+
+    if not isinstance(p, dict) or p.get("version") != PROJECTION_VERSION:
+        raise ValueError(f"is not a version-{PROJECTION_VERSION} pipeline projection")
+    if not (p.get("rank") is None or type(p.get("rank")) is int) or type(p.get("base_ns")) is not int:
+        raise ValueError("rank or base_ns is not an integer")
+    if not (p.get("reason") is None or isinstance(p.get("reason"), str)):
+        raise ValueError("reason is not a text")
+    steps = p.get("steps")
+    if not isinstance(steps, list) or len(steps) > MAX_STEPS or type(p.get("steps_dropped", 0)) is not int:
+        raise ValueError(f"steps is not a list of at most {MAX_STEPS}")
+    for s in steps:
+        if not isinstance(s, dict) or not isinstance(s.get("step"), str) or type(s.get("closed_gap_ns")) is not int:
+            raise ValueError("a step is not of the expected shape")
+        spans, p2p, busy = s.get("spans"), s.get("p2p"), s.get("busy")
+        if not isinstance(spans, list) or not 0 < len(spans) <= MAX_SPANS:
+            raise ValueError(f"step {s['step']}: not 1 to {MAX_SPANS} spans")
+        if not all(
+            isinstance(x, list) and len(x) == 5 and x[0] in ("F", "B", "I", "W") and ints(x[1:], 4) for x in spans
+        ):
+            raise ValueError(f"step {s['step']}: a span is not [kind, mb, stage, start, end]")
+        if any(a[3] > b[3] for a, b in zip(spans, spans[1:])):
+            raise ValueError(f"step {s['step']}: spans are not in time order")
+        if not isinstance(p2p, list) or len(p2p) > MAX_P2P:
+            raise ValueError(f"step {s['step']}: p2p is not a list of at most {MAX_P2P}")
+        if not all(isinstance(c, list) and len(c) == 4 and c[0] in P2P_NAMES and ints(c[1:], 3) for c in p2p):
+            raise ValueError(f"step {s['step']}: a P2P kernel is not [coll, start, end, span]")
+        if not all(-1 <= c[3] < len(spans) for c in p2p):
+            raise ValueError(f"step {s['step']}: a P2P kernel's span is out of range")
+        if not isinstance(busy, list) or len(busy) > MAX_BUSY_RANGES or not all(ints(b, 2) for b in busy):
+            raise ValueError(f"step {s['step']}: busy is not a list of at most {MAX_BUSY_RANGES} ranges")
 
 
 def _bounded(busy: np.ndarray) -> tuple[np.ndarray, int]:
@@ -232,10 +289,11 @@ def analyse(projections: Mapping[str, dict]) -> dict:
     "start_ns", "end_ns" (since the epoch), "bubble_ratio", "theoretical_ratio", "chart": [per stage: [[kind, mb,
     stage, start, end] (ns from start_ns)]], "stages": [{"stage", "worker", "window_ns", "busy_ns", "idle_ns",
     "true_idle_ns", "p2p_wait_ns", "p2p_transfer_ns", "upstream_wait_ns", "waiting_on": {stage: ns}}]}],
-    "reason"}."""
+    "steps_dropped" (steps beyond the projections' MAX_STEPS, not analysed), "reason"}."""
     usable = {w: p for w, p in projections.items() if p.get("steps")}
     out: dict[str, Any] = {"stages": len(usable), "workers": [], "steps": [], "schedule": "unknown"}
     out.update(schedule_reason=None, virtual_stages=None, microbatches=None)
+    out["steps_dropped"] = max((int(p.get("steps_dropped", 0)) for p in usable.values()), default=0)
     if len(usable) < 2:
         lacking = [f"{w}: {p.get('reason')}" for w, p in sorted(projections.items()) if not p.get("steps")]
         out["reason"] = "a pipeline needs at least two ranks with forward/backward spans" + (

@@ -6,6 +6,7 @@ import { stackedBarsMany, heatmap } from "../charts";
 import { dataTable, Column } from "../table";
 import { segmented } from "./widgets";
 import { criticalPathSection } from "./critical";
+import { pipelineSection } from "./pipeline";
 import { fmtMs } from "./ledger";
 import type { Ctx } from "../ctx";
 
@@ -156,6 +157,7 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
   ] as Column[], groupRows, { caption: "Wait vs transfer per process group", filterKeys: ["group", "worker"], sortKey: "wait_us", pageSize: 20 }))
     : h("div", { class: "banner info", id: "dist-groups" }, "No collective matched across the members of a process group: no wait/transfer split.");
   const cpath = h("section", { class: "section", id: "dist-cpath" });
+  const pipe = h("section", { class: "section", id: "dist-pipeline" });
 
   // collectives per worker (the chosen worker, or all)
   const commRows: any[] = [];
@@ -193,10 +195,10 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
     errors.length ? h("div", { class: "banner", id: "dist-errors" }, "Some workers could not be read (the others are shown):",
       h("ul", null, errors.map((e) => h("li", null, `${e?.file ?? e?.worker ?? ""}: ${e?.error ?? ""}`)))) : null,
     h("div", { class: "grid2" }, bars, wait),
-    h("section", { class: "section" }, heatTools, heat), drill, stragTable, cpath, groupTable, comm, devices,
+    h("section", { class: "section" }, heatTools, heat), drill, stragTable, cpath, pipe, groupTable, comm, devices,
     notes.length ? h("section", { class: "section" }, h("h3", null, "Notes"), h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
   if (selected && !pending.length) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
-  if (!pending.length && names.length > 1) await criticalPathSection(ctx, cpath, step);
+  if (!pending.length && names.length > 1) await Promise.all([criticalPathSection(ctx, cpath, step), pipelineSection(ctx, pipe, step)]);
 }
 
 /** Opens the Diff view: the straggler (baseline) against the median worker of that step, in this run and span. */
