@@ -190,6 +190,15 @@ ROUTES: tuple[Route, ...] = (
         '{"workers", "ranks", "ledger", "ledger_reason", "steps": [{"step", "step_ms", "segments": [...], '
         '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}',
     ),
+    Route(
+        "/clock_offsets",
+        "_clock_offsets",
+        (RUN, SPAN),
+        "each worker's clock offset against a reference worker, from the collectives' common end times "
+        "(per-worker summaries only), and the shift that places its timeline on the reference's",
+        '{"reference": worker | null, "workers": [{"worker", "rank", "shift_us", "raw_shift_us", "offset_us", '
+        '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}',
+    ),
     Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
     Route(
         "/timeline",

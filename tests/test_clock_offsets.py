@@ -81,3 +81,35 @@ def test_a_job_without_matched_collectives_says_why():
     assert res["reference"] is None and res["reason"]
     assert res["workers"][0]["shift_us"] is None and res["workers"][0]["reason"] == res["reason"]
     assert clock_offsets.clock_offsets({})["reason"] == "the run has no worker summaries"
+
+
+def test_route_recovers_the_generators_planted_clock_skews(tmp_path, monkeypatch):
+    """gen_distributed's `clock_skew` moves every timestamp of ranks 3 and 5 by a known amount; the collectives end
+    together on every rank in the generator, so the route's offsets are the skews and the aligned shifts are 0."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    import tb_plugin.plugin as plugin_mod
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from gen_distributed import generate
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    skew = {3: 1234.567, 5: -777.125}
+    generate(str(tmp_path / "logs" / "job"), 6, events=1500, steps=2, clock_skew=skew)
+    flags = argparse.Namespace(gpuscope_dask_scheduler=None)
+    p = plugin_mod.GpuscopePlugin(base_plugin.TBContext(logdir=str(tmp_path / "logs"), flags=flags))
+    c = Client(application.TensorBoardWSGI([p]))
+    got = c.get("/data/plugin/gpuscope/clock_offsets?run=job&span=1")
+    assert got.status_code == 200, got.json
+    assert got.json["reference"] == "node0_rank00000" and got.json["reason"] is None
+    for row in got.json["workers"]:
+        want = skew.get(row["rank"], 0.0)
+        assert abs(row["offset_us"] - want) < 1 and abs(row["raw_shift_us"] - want) < 1 and abs(row["shift_us"]) < 1
+    assert c.get("/data/plugin/gpuscope/clock_offsets?run=nope&span=1").status_code == 404
+    assert c.get("/data/plugin/gpuscope/clock_offsets?run=job").status_code == 400
