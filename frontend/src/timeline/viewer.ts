@@ -15,6 +15,8 @@ export interface ViewerHooks {
   onRange?(range: RangeSel | null): void;
   /** The user asked for the list of keys (`?`). */
   onHelp?(): void;
+  /** A group header track (merged timeline) was clicked: its owner folds or unfolds the group. */
+  onHeader?(track: Track): void;
 }
 
 /** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1, a count). */
@@ -37,7 +39,7 @@ export class TimelineViewer {
   private w = 800; private h = 400; private dpr = 1;
   private layout: Layout[] = [];
   private totalH = 0;
-  private pending = false; private queued = false; private frameReq = 0;
+  private pending = false; private queued = false; private forced = false; private frameReq = 0;
   private sel: Selection | null = null;
   private counters: CounterLayout[] = [];
   private marks: Mark[] = [];
@@ -99,7 +101,7 @@ export class TimelineViewer {
     this.counters = this.counters.map((L) => { const o = { ...L, y }; y += L.h; return o; });
     this.layout = [];
     for (const tr of this.tile?.tracks ?? []) {
-      const hh = this.collapsed.has(tr.index) ? TRACK_HEAD + GAP : TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP;
+      const hh = this.collapsed.has(tr.index) || tr.header ? TRACK_HEAD + GAP : TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP;
       this.layout.push({ track: tr, y, h: hh }); y += hh;
     }
     this.totalH = y;
@@ -183,8 +185,11 @@ export class TimelineViewer {
     this.redraw();
   }
 
-  /** Requests a new tile when the view leaves the cached one or needs finer detail. */
-  private maybeFetch(): void {
+  /** Asks for the current window's tile again (its content changed: a group folded, clocks realigned). */
+  refetch(): void { this.maybeFetch(true); }
+
+  /** Requests a new tile when the view leaves the cached one or needs finer detail (or `force`). */
+  private maybeFetch(force = false): void {
     const t = this.tile;
     if (!t) return;
     const span = this.v1 - this.v0;
@@ -193,8 +198,8 @@ export class TimelineViewer {
     const atEdges = (this.v0 <= ta || t.start_us <= ta) && (this.v1 >= tb || t.end_us >= tb);
     const fineEnough = t.bucket_us <= this.usPerPx() * 1.01 || (t.end_us - t.start_us) <= span * 1.01 && t.bucket_us <= this.usPerPx() * 1.5;
     const tooFine = t.bucket_us < this.usPerPx() / 4;
-    if ((covered || atEdges) && fineEnough && !tooFine) return;
-    if (this.pending) { this.queued = true; return; }
+    if ((covered || atEdges) && fineEnough && !tooFine && !force) return;
+    if (this.pending) { this.queued = true; this.forced ||= force; return; }
     this.pending = true;
     const a = this.v0 - span, b = this.v1 + span;
     const px = Math.round(this.plotW() * 3);
@@ -205,7 +210,7 @@ export class TimelineViewer {
       this.setTile(tile); this.redraw();
     }).catch((e) => this.hooks.onError((e as Error).message)).finally(() => {
       this.pending = false;
-      if (this.queued) { this.queued = false; this.maybeFetch(); }
+      if (this.queued) { const f = this.forced; this.queued = false; this.forced = false; this.maybeFetch(f); }
     });
   }
 
@@ -248,7 +253,7 @@ export class TimelineViewer {
         if (y0 > H || y0 + L.h < RULER) continue;
         this.fill(0, pw, Math.max(clipTop, Math.round(y0 * dpr)), Math.min(ph, Math.round((y0 + L.h - GAP / 2) * dpr)), li % 2 ? th.bg : th.track);
         this.fill(0, pw, Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr)), Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr) + 1), th.line);
-        if (this.collapsed.has(L.track.index)) continue;
+        if (this.collapsed.has(L.track.index) || L.track.header) continue;
         for (const row of L.track.rows) {
           const ry = y0 + TRACK_HEAD + row.depth * ROW;
           if (ry > H || ry + ROW < RULER) continue;
@@ -271,6 +276,12 @@ export class TimelineViewer {
       for (let li = 0; li < this.layout.length; li++) {
         const L = this.layout[li], y0 = RULER + L.y - this.scrollY;
         if (y0 > H || y0 + L.h < RULER) continue;
+        if (L.track.header) {  // a rank's group (merged timeline): its label runs across the plot
+          c.fillStyle = th.fg; c.font = "bold 11px system-ui,sans-serif";
+          c.fillText((L.track.folded ? "▸ " : "▾ ") + L.track.label, 4, y0 + TRACK_HEAD / 2);
+          c.font = "11px system-ui,sans-serif";
+          continue;
+        }
         const shut = this.collapsed.has(L.track.index);
         c.fillStyle = th.fg; c.fillText((shut ? "▸ " : "▾ ") + clip(L.track.label, GUTTER - 22), 4, y0 + TRACK_HEAD / 2);
         if (!shut) { c.fillStyle = th.muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 16, y0 + TRACK_HEAD / 2 + 14); }
@@ -545,7 +556,7 @@ export class TimelineViewer {
       const [x, y] = local(e);
       if (x < GUTTER && y >= RULER) {  // a track header: collapse / expand it
         const yy = y - RULER + this.scrollY, L = this.layout.find((K) => yy >= K.y && yy < K.y + TRACK_HEAD);
-        if (L) { this.toggleTrack(L.track.index); e.preventDefault(); }
+        if (L?.track.header) { this.hooks.onHeader?.(L.track); e.preventDefault(); } else if (L) { this.toggleTrack(L.track.index); e.preventDefault(); }
         return;
       }
       if (y < RULER || e.shiftKey || e.altKey) { rsel = { x0: Math.max(GUTTER, x), y0: y, ruler: y < RULER }; e.preventDefault(); return; }
