@@ -46,6 +46,8 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
       h("label", { title: "place each rank's clock on the reference rank's by the collectives' common end times" }, alignBox, " align clocks"),
       h("button", { type: "button", class: "btn small", id: "tl-unfold-all", onclick: () => { chosen.forEach((k) => open.add(k)); refold(); } }, "Unfold all"),
       h("button", { type: "button", class: "btn small", id: "tl-fold-all", onclick: () => { open.clear(); refold(); } }, "Fold all"),
+      h("button", { type: "button", class: "btn small", id: "tl-zoom-in", title: "zoom in (W)", onclick: () => v.zoom(0.5) }, "+"),
+      h("button", { type: "button", class: "btn small", id: "tl-zoom-out", title: "zoom out (S)", onclick: () => v.zoom(2) }, "-"),
       h("button", { type: "button", class: "btn small", id: "tl-reset", onclick: () => { const [a, b] = v.extent(); v.setView(a, b); } }, "Fit"),
       status),
     h("div", { class: "tl-help" }, `All ranks on one clock${typeof d?.reference === "string" ? ` (reference: ${d.reference})` : ""}: wheel to zoom, drag to move, click a rank's header to fold or unfold it; only unfolded ranks load.`),
