@@ -37,27 +37,31 @@ def _origin(summary: Mapping) -> int | None:
     return int(o) if isinstance(o, (int, float)) and not isinstance(o, bool) else None
 
 
-def _links(job: Any) -> dict[tuple[int, int], list[int]]:
+def _links(job: Any) -> dict[tuple[int, int], np.ndarray]:
     """(a, b) worker indices, a < b -> the end differences end_a - end_b (ns) over the collectives both are in.
     Each collective contributes its pairs with its first member (the lowest worker index), so a world-sized
     collective adds n - 1 pairs, not n^2."""
-    out: dict[tuple[int, int], list[int]] = {}
-    for i in range(len(job.inst)):
-        rows = job.members(i)
-        if len(rows) < 2:
-            continue
-        ws = job.c_w[rows]
-        ends = job.c_end[rows]
-        o = np.argsort(ws, kind="stable")
-        ws, ends = ws[o].tolist(), ends[o].tolist()
-        a, ea = ws[0], ends[0]
-        for b, eb in zip(ws[1:], ends[1:]):
-            if b != a:
-                out.setdefault((a, b), []).append(ea - eb)
-    return out
+    rows = np.flatnonzero(job.c_inst >= 0)
+    if not len(rows):
+        return {}
+    inst, w, end = job.c_inst[rows], job.c_w[rows], job.c_end[rows]
+    o = np.lexsort((w, inst))
+    inst, w, end = inst[o], w[o], end[o]
+    first = np.ones(len(inst), dtype=bool)
+    first[1:] = inst[1:] != inst[:-1]
+    head = np.maximum.accumulate(np.where(first, np.arange(len(inst)), 0))  # each row's instance's first row
+    keep = ~first & (w != w[head])
+    a, b, diff = w[head][keep], w[keep], (end[head] - end)[keep]
+    n = len(job.workers)
+    code = a * n + b
+    o = np.argsort(code, kind="stable")
+    code, diff = code[o], diff[o]
+    keys, starts = np.unique(code, return_index=True)
+    bounds = [*starts.tolist(), len(code)]
+    return {(int(k) // n, int(k) % n): diff[bounds[i] : bounds[i + 1]] for i, k in enumerate(keys.tolist())}
 
 
-def _tree(n: int, ref: int, links: dict[tuple[int, int], list[int]]) -> dict[int, tuple[int, float, int, float]]:
+def _tree(n: int, ref: int, links: dict[tuple[int, int], np.ndarray]) -> dict[int, tuple[int, float, int, float]]:
     """Worker -> (parent, shift ns onto the reference's frame, collectives on the link, spread ns), reached from
     `ref` along the links with the most collectives first (Prim's algorithm on the link counts)."""
     adj: dict[int, list[tuple[int, int]]] = {}
@@ -112,7 +116,8 @@ def clock_offsets(summaries: Mapping[str, Mapping]) -> dict:
     o_ref = origins[workers[ref]]
     for i in order:
         w = workers[i]
-        raw = origins[w] - o_ref if origins[w] is not None and o_ref is not None else None
+        o_w = origins[w]
+        raw = o_w - o_ref if o_w is not None and o_ref is not None else None
         if i not in placed:
             why = (
                 f"it shares no matched collective with any rank linked to {label(workers[ref], ranks[workers[ref]])}"
