@@ -1,6 +1,7 @@
 """The merged timeline (issue 24 item 3) in headless Chromium against a real TensorBoard: a generated 64-rank job
 whose rank 3 has a planted clock error of SKEW_US. Only the chosen, unfolded ranks' tiles are asked for (requests
-counted by worker), and turning clock alignment off moves rank 3's events by its offset."""
+counted by worker), turning clock alignment off moves rank 3's events by its offset, and the critical path's ranks
+can be chosen."""
 
 from __future__ import annotations
 
@@ -141,6 +142,14 @@ def test_merged_timeline_asks_only_for_unfolded_ranks_and_alignment_moves_a_rank
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
             (Path(out) / shot.name).write_bytes(shot.read_bytes())
+        # the critical path's ranks: the generator's straggler (rank 64 // 3 = 21) sets every step; still folded
+        page.click("#tl-ranks-path")
+        page.wait_for_function(
+            "(w) => document.querySelector('#tl-offsets-table').textContent.includes(w)", arg=worker(21)
+        )
+        assert page.input_value("#tl-ranks") != "0-3,40,63"
+        page.wait_for_timeout(300)
+        assert worker(21) not in asked, asked
     finally:
         context.close()
     guard.check()

@@ -7,6 +7,7 @@ import { genericValue } from "../table";
 import { TimelineViewer, Selection } from "../timeline/viewer";
 import { Tile, validateTile } from "../timeline/tiles";
 import { RankClock, MergedPart, rankKey, shiftOf, parseRanks, defaultRanks, rangesText, mergeTiles } from "../timeline/merged";
+import { pathRows, pathWorkers } from "./critical";
 import type { Ctx } from "../ctx";
 
 let current: TimelineViewer | null = null;
@@ -43,6 +44,8 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
       h("button", { type: "button", class: "btn small", id: "tl-single", title: "back to one worker's timeline", onclick: back }, "◂ One worker"),
       h("label", null, "Ranks ", ranksIn),
       h("button", { type: "button", class: "btn small", id: "tl-ranks-apply", onclick: () => applyRanks() }, "Show"),
+      h("button", { type: "button", class: "btn small", id: "tl-ranks-path", title: "the ranks on the critical path of the step with the worst straggler (else the first step)",
+        onclick: () => void pathRanks() }, "Critical path ranks"),
       h("label", { title: "place each rank's clock on the reference rank's by the collectives' common end times" }, alignBox, " align clocks"),
       h("button", { type: "button", class: "btn small", id: "tl-unfold-all", onclick: () => { chosen.forEach((k) => open.add(k)); refold(); } }, "Unfold all"),
       h("button", { type: "button", class: "btn small", id: "tl-fold-all", onclick: () => { open.clear(); refold(); } }, "Fold all"),
@@ -111,6 +114,21 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
     ctx.set("ranks", rangesText(chosen));
     showOffsets();
     refold();
+  }
+  /** The ranks on the cross-rank critical path (`/diagnosis`) of the worst step, else of the first one. */
+  async function pathRanks(): Promise<void> {
+    try {
+      const g = await getJSON<any>("diagnosis", { run: sel.run, span: sel.span }, { cache: true });
+      if (!ctx.alive()) return;
+      const steps: any[] = Array.isArray(g?.steps) ? g.steps : [];
+      const st = steps.find((x) => String(x?.step) === String(g?.worst?.step)) ?? steps[0];
+      const ws = st ? pathWorkers(pathRows(st.segments)) : [];
+      const ks = clocks.map((c, i) => (ws.includes(c.worker) ? keys[i] : null)).filter((k): k is number => k !== null);
+      if (!ks.length) { status.textContent = `No critical path${typeof g?.reason === "string" ? `: ${g.reason}` : "."}`; return; }
+      ranksIn.value = rangesText(ks);
+      applyRanks();
+      status.textContent = `critical path of step ${st.step}: ${ks.length} rank${ks.length === 1 ? "" : "s"} · ` + status.textContent;
+    } catch (e) { status.textContent = `No critical path: ${(e as Error).message}`; }
   }
   ranksIn.addEventListener("keydown", (e) => { if (e.key === "Enter") applyRanks(); });
   alignBox.addEventListener("change", () => {
