@@ -104,6 +104,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   function refold(): void {
     ctx.set("open", [...open].filter((k) => chosen.includes(k)).join(","));
     showStatus();
+    v.setAllCollapsed(false);  // track indexes move when a group folds
     v.refetch();
   }
   function applyRanks(): void {
