@@ -70,6 +70,15 @@ def _ts_of(page, w: str, idx: int):
     )
 
 
+def _shot(page, name: str, tmp_path: Path) -> None:
+    """A screenshot (see `screenshot`), copied into GPUSCOPE_SHOTS_DIR when that is set."""
+    shot = screenshot(page, name, tmp_path)
+    out = os.environ.get("GPUSCOPE_SHOTS_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / shot.name).write_bytes(shot.read_bytes())
+
+
 def test_merged_timeline_asks_only_for_unfolded_ranks_and_alignment_moves_a_rank_by_its_offset(browser, tb64, tmp_path):
     context = browser.new_context(viewport={"width": 1300, "height": 900}, color_scheme="light")
     page = context.new_page()
@@ -120,6 +129,7 @@ def test_merged_timeline_asks_only_for_unfolded_ranks_and_alignment_moves_a_rank
         moved = _ts_of(page, worker(3), ev3[0]) - ev3[1]
         assert abs(moved - SKEW_US) < 1, moved
         assert abs(_ts_of(page, worker(0), ev0[0]) - ev0[1]) < 1e-6
+        _shot(page, "merged_timeline_64_unaligned", tmp_path)
         page.check("#tl-align")
         page.wait_for_function(
             "([w, idx, ts]) => window.__gpuscope.timeline.tracks().some((t) => t.worker === w && t.rows.some((r) =>"
@@ -137,11 +147,7 @@ def test_merged_timeline_asks_only_for_unfolded_ranks_and_alignment_moves_a_rank
             "(w) => window.__gpuscope.timeline.tracks().some((t) => !t.header && t.worker === w)", arg=worker(40)
         )
         assert set(asked) == {worker(0), worker(3), worker(40)}, asked
-        shot = screenshot(page, "merged_timeline_64", tmp_path)
-        out = os.environ.get("GPUSCOPE_SHOTS_DIR")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            (Path(out) / shot.name).write_bytes(shot.read_bytes())
+        _shot(page, "merged_timeline_64", tmp_path)
         # the critical path's ranks: the generator's straggler (rank 64 // 3 = 21) sets every step; still folded
         page.click("#tl-ranks-path")
         page.wait_for_function(
