@@ -48,3 +48,8 @@ test("mergeTiles: a header per rank, the open ranks' tracks moved by their shift
   assert.deepEqual([m.trace_start_us, m.trace_end_us], [-10, 290]);  // c's extent from earlier tiles, shifted
   assert.equal(m.bucket_us, 10);
 });
+
+test("mergeTiles: an unfolded rank out of view stands in as one empty track of about its rows", () => {
+  const m = mergeTiles([{ worker: "a", label: "rank 0", shift: 0, tile: null, rows: 12.5 }], 0, 10, 10, new Map());
+  assert.deepEqual(m.tracks.map((t) => [t.header ?? false, t.folded ?? false, t.depth_count, t.rows.length]), [[true, false, 0, 0], [false, false, 11, 0]]);
+});

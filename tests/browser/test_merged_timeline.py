@@ -1,7 +1,7 @@
 """The merged timeline (issue 24 item 3) in headless Chromium against a real TensorBoard: a generated 64-rank job
 whose rank 3 has a planted clock error of SKEW_US. Only the chosen, unfolded ranks' tiles are asked for (requests
-counted by worker), turning clock alignment off moves rank 3's events by its offset, and the critical path's ranks
-can be chosen."""
+counted by worker; with all 64 unfolded, only those in view), turning clock alignment off moves rank 3's events
+by its offset, and the critical path's ranks can be chosen."""
 
 from __future__ import annotations
 
@@ -156,6 +156,22 @@ def test_merged_timeline_asks_only_for_unfolded_ranks_and_alignment_moves_a_rank
         assert page.input_value("#tl-ranks") != "0-3,40,63"
         page.wait_for_timeout(300)
         assert worker(21) not in asked, asked
+        # all 64 ranks unfolded: only those in view load; scrolling to the end loads the last ones, not those between
+        page.fill("#tl-ranks", "0-63")
+        page.click("#tl-ranks-apply")
+        page.wait_for_function("() => document.querySelectorAll('#tl-offsets-table tbody tr').length === 64")
+        page.click("#tl-unfold-all")
+        page.wait_for_function("() => window.__gpuscope.timeline.tracks().filter((t) => t.header).length === 64")
+        page.wait_for_timeout(500)
+        first = set(asked)
+        assert 1 <= len(first) < 16, sorted(first)
+        page.evaluate("() => window.__gpuscope.timeline.pan(0, 1e9)")
+        page.wait_for_function(
+            "(w) => window.__gpuscope.timeline.tracks().some((t) => !t.header && t.worker === w && t.rows.length)",
+            arg=worker(63),
+        )
+        assert len(asked) < 32 and worker(32) not in asked, sorted(asked)
+        _shot(page, "merged_timeline_64_all_unfolded_end", tmp_path)
     finally:
         context.close()
     guard.check()

@@ -8,8 +8,12 @@ export interface RankClock {
   collectives: number; spread_us: number | null; via: string | null; reason: string | null;
 }
 
-/** A rank of the merged timeline: its tile (null while folded) and the shift applied to its times. */
-export interface MergedPart { worker: string; label: string; shift: number; tile: Tile | null }
+/** A rank of the merged timeline: its tile (null while folded or out of view) and the shift applied to its
+ * times; `rows`: an unfolded rank out of view, drawn as one empty track about as tall as its tracks would be. */
+export interface MergedPart { worker: string; label: string; shift: number; tile: Tile | null; rows?: number }
+
+/** About how many rows a tile's tracks take (a track's header and gap count as about 1.5 rows). */
+export function tileRows(t: Tile): number { return t.tracks.reduce((s, x) => s + Math.max(1, x.depth_count) + 1.5, 0); }
 
 /** The number a worker is picked by: its rank, else its place in the list. */
 export function rankKey(c: RankClock, i: number): number { return c.rank ?? i; }
@@ -70,7 +74,11 @@ export function mergeTiles(parts: MergedPart[], a: number, b: number, px: number
     const t = p.tile;
     const events = t ? t.tracks.reduce((s, x) => s + x.event_count, 0) : 0;
     tracks.push({ index: tracks.length, id: `group:${p.worker}`, kind: "cpu", pid: 0, tid: 0, process: "", thread: "", label: p.label,
-      depth_count: 0, event_count: events, rows: [], worker: p.worker, group: g, header: true, folded: !t });
+      depth_count: 0, event_count: events, rows: [], worker: p.worker, group: g, header: true, folded: !t && p.rows === undefined });
+    if (!t && p.rows !== undefined) {
+      tracks.push({ index: tracks.length, id: `wait:${p.worker}`, kind: "cpu", pid: 0, tid: 0, process: "", thread: "",
+        label: "loads when scrolled into view", depth_count: Math.max(1, Math.round(p.rows - 1.5)), event_count: 0, rows: [], worker: p.worker, group: g });
+    }
     if (!t) return;
     const first = tracks.length;
     const nmap = t.names.map((n) => intern(names, nameIx, n)), cmap = t.cats.map((c) => intern(cats, catIx, c));

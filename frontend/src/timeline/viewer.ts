@@ -17,6 +17,8 @@ export interface ViewerHooks {
   onHelp?(): void;
   /** A group header track (merged timeline) was clicked: its owner folds or unfolds the group. */
   onHeader?(track: Track): void;
+  /** The tracks were scrolled vertically. */
+  onScroll?(): void;
 }
 
 /** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1, a count). */
@@ -136,6 +138,11 @@ export class TimelineViewer {
     this.relayout(); this.redraw();
   }
   isCollapsed(i: number): boolean { return this.collapsed.has(i); }
+  /** The indexes of the tracks at least partly in view (vertically). */
+  visibleTracks(): number[] {
+    const top = this.scrollY, bottom = this.scrollY + this.h - RULER;
+    return this.layout.filter((L) => L.y + L.h > top && L.y < bottom).map((L) => L.track.index);
+  }
   trackY(i: number): number | null { const L = this.layout[i]; return L ? RULER + L.y - this.scrollY : null; }
 
   /** Selects a time range (and its tracks), or clears it with null. */
@@ -169,7 +176,10 @@ export class TimelineViewer {
     this.setView(t - (t - this.v0) * factor, t + (this.v1 - t) * factor);
   }
   pan(dxPx: number, dyPx = 0): void {
-    if (dyPx) this.scrollY = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), this.scrollY + dyPx));
+    if (dyPx) {
+      const y = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), this.scrollY + dyPx));
+      if (y !== this.scrollY) { this.scrollY = y; this.hooks.onScroll?.(); }
+    }
     const d = dxPx * this.usPerPx();
     this.setView(this.v0 + d, this.v1 + d);
   }

@@ -6,7 +6,7 @@ import { getJSON } from "../api";
 import { genericValue } from "../table";
 import { TimelineViewer, Selection } from "../timeline/viewer";
 import { Tile, validateTile } from "../timeline/tiles";
-import { RankClock, MergedPart, rankKey, shiftOf, parseRanks, defaultRanks, rangesText, mergeTiles } from "../timeline/merged";
+import { RankClock, MergedPart, rankKey, shiftOf, parseRanks, defaultRanks, rangesText, mergeTiles, tileRows } from "../timeline/merged";
 import { pathRows, pathWorkers } from "./critical";
 import type { Ctx } from "../ctx";
 
@@ -78,14 +78,48 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
     return t;
   };
 
+  /** About how many rows a rank's tracks take: from its last tile, else the mean of the others, else 10. */
+  const estRows = (w: string): number => {
+    const hit = cache.get(w);
+    if (hit) return tileRows(hit.tile);
+    const known = [...cache.values()].map((x) => tileRows(x.tile));
+    return known.length ? known.reduce((x, y) => x + y, 0) / known.length : 10;
+  };
+  /** The chosen ranks in view once the tile is drawn: from the first group in view now, the groups whose
+   * expected heights (header, plus the tracks when unfolded) fit the viewer's height; and any unfolded rank whose
+   * stand-in is in view now. */
+  const inView = (ps: { c: RankClock; k: number }[]): Set<string> => {
+    const tr = v.tracks(), vis = v.visibleTracks().map((i) => tr[i]).filter((t) => t && t.worker !== undefined);
+    const out = new Set(vis.filter((t) => t.id.startsWith("wait:")).map((t) => t.worker!));
+    const first = vis.length ? Math.max(0, ps.findIndex((p) => p.c.worker === vis[0].worker)) : 0;
+    let y = 0;
+    const height = Math.max(200, wrap.clientHeight - 26);
+    for (let i = first; i < ps.length && y < height; i++) {
+      out.add(ps[i].c.worker);
+      y += 24 + (open.has(ps[i].k) ? estRows(ps[i].c.worker) * 16 : 0);
+    }
+    return out;
+  };
+  /** An unfolded rank drawn as a stand-in is in view: ask for its tile. */
+  const checkView = () => {
+    const tr = v.tracks();
+    if (v.visibleTracks().some((i) => tr[i]?.id.startsWith("wait:"))) v.refetch();
+  };
+  let scrollTimer = 0;
+
   const v = new TimelineViewer(wrap, {
     fetchTile: async (a, b, px) => {
-      const ps = parts();
-      // a window not known yet (the first load): the open ranks' whole traces
-      const tiles = await Promise.all(ps.map(({ c, k }) => open.has(k) ? fetchOne(c, a, b, px) : Promise.resolve(null)));
-      const merged: MergedPart[] = ps.map(({ c }, i) => ({ worker: c.worker, label: label(c), shift: shiftOf(c, aligned), tile: tiles[i] }));
+      const ps = parts(), vis = inView(ps);
+      // only the unfolded ranks in view are asked for (a window not known yet, the first load: their whole traces);
+      // the others out of view stand in as empty tracks of about their height
+      const want = ps.map(({ c, k }) => open.has(k) && vis.has(c.worker));
+      const tiles = await Promise.all(ps.map(({ c }, i) => want[i] ? fetchOne(c, a, b, px) : Promise.resolve(null)));
+      const merged: MergedPart[] = ps.map(({ c, k }, i) => ({ worker: c.worker, label: label(c), shift: shiftOf(c, aligned), tile: tiles[i],
+        rows: open.has(k) && !tiles[i] ? estRows(c.worker) : undefined }));
+      window.setTimeout(checkView, 80);
       return mergeTiles(merged, a, b, px, extents);
     },
+    onScroll: () => { clearTimeout(scrollTimer); scrollTimer = window.setTimeout(checkView, 120); },
     onSelect: (s, info) => void showDetails(s, info),
     onView: (a, b) => ctx.set("win", `${a.toFixed(3)},${b.toFixed(3)}`),
     onError: (m) => { status.textContent = m; },
