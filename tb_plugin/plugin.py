@@ -597,6 +597,15 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             result["errors"] = errors
         return result
 
+    def _clock_offsets(self, request: wrappers.Request, a: dict) -> Any:
+        from tb_plugin.diagnosis import clock_offsets
+
+        summaries, errors = self._worker_summaries(a)
+        result = clock_offsets.clock_offsets(summaries)
+        if errors:
+            result["errors"] = errors
+        return result
+
     def _distributed_step(self, request: wrappers.Request, a: dict) -> Any:
         worker, step = a["worker"], a["step"]
         summaries, _ = self._worker_summaries(a)

@@ -202,6 +202,15 @@ ROUTES: tuple[Route, ...] = (
         'per stage], "stages": [{"stage", "worker", "idle_ns", "true_idle_ns", "p2p_wait_ns", "upstream_wait_ns", '
         '"p2p_transfer_ns", "waiting_on", ...}]}...], "steps_dropped", "reason", "errors": [...]}',
     ),
+    Route(
+        "/clock_offsets",
+        "_clock_offsets",
+        (RUN, SPAN),
+        "each worker's clock offset against a reference worker, from the collectives' common end times "
+        "(per-worker summaries only), and the shift that places its timeline on the reference's",
+        '{"reference": worker | null, "workers": [{"worker", "rank", "shift_us", "raw_shift_us", "offset_us", '
+        '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}',
+    ),
     Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
     Route(
         "/timeline",

@@ -7,6 +7,9 @@ export type Row = EventsRow | BucketsRow;
 export interface Track {
   index: number; id: string; kind: "cpu" | "gpu"; pid: number; tid: number; process: string; thread: string;
   label: string; depth_count: number; event_count: number; rows: Row[];
+  /** Merged timeline only: the worker the track belongs to, its group (rank) place, whether it is the group's
+   * header (folded: no tile asked for it) and the track's index in the worker's own tile. */
+  worker?: string; group?: number; header?: boolean; folded?: boolean; own_index?: number;
 }
 export interface Flows { id: number[]; cat: number[]; from_track: number[]; from_depth: number[]; from_us: number[]; to_track: number[]; to_depth: number[]; to_us: number[] }
 export interface Tile {

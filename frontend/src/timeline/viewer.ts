@@ -15,6 +15,10 @@ export interface ViewerHooks {
   onRange?(range: RangeSel | null): void;
   /** The user asked for the list of keys (`?`). */
   onHelp?(): void;
+  /** A group header track (merged timeline) was clicked: its owner folds or unfolds the group. */
+  onHeader?(track: Track): void;
+  /** The tracks were scrolled vertically. */
+  onScroll?(): void;
 }
 
 /** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1, a count). */
@@ -37,7 +41,7 @@ export class TimelineViewer {
   private w = 800; private h = 400; private dpr = 1;
   private layout: Layout[] = [];
   private totalH = 0;
-  private pending = false; private queued = false; private frameReq = 0;
+  private pending = false; private queued = false; private forced = false; private frameReq = 0;
   private sel: Selection | null = null;
   private counters: CounterLayout[] = [];
   private marks: Mark[] = [];
@@ -99,7 +103,7 @@ export class TimelineViewer {
     this.counters = this.counters.map((L) => { const o = { ...L, y }; y += L.h; return o; });
     this.layout = [];
     for (const tr of this.tile?.tracks ?? []) {
-      const hh = this.collapsed.has(tr.index) ? TRACK_HEAD + GAP : TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP;
+      const hh = this.collapsed.has(tr.index) || tr.header ? TRACK_HEAD + GAP : TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP;
       this.layout.push({ track: tr, y, h: hh }); y += hh;
     }
     this.totalH = y;
@@ -134,6 +138,11 @@ export class TimelineViewer {
     this.relayout(); this.redraw();
   }
   isCollapsed(i: number): boolean { return this.collapsed.has(i); }
+  /** The indexes of the tracks at least partly in view (vertically). */
+  visibleTracks(): number[] {
+    const top = this.scrollY, bottom = this.scrollY + this.h - RULER;
+    return this.layout.filter((L) => L.y + L.h > top && L.y < bottom).map((L) => L.track.index);
+  }
   trackY(i: number): number | null { const L = this.layout[i]; return L ? RULER + L.y - this.scrollY : null; }
 
   /** Selects a time range (and its tracks), or clears it with null. */
@@ -167,7 +176,10 @@ export class TimelineViewer {
     this.setView(t - (t - this.v0) * factor, t + (this.v1 - t) * factor);
   }
   pan(dxPx: number, dyPx = 0): void {
-    if (dyPx) this.scrollY = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), this.scrollY + dyPx));
+    if (dyPx) {
+      const y = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), this.scrollY + dyPx));
+      if (y !== this.scrollY) { this.scrollY = y; this.hooks.onScroll?.(); }
+    }
     const d = dxPx * this.usPerPx();
     this.setView(this.v0 + d, this.v1 + d);
   }
@@ -183,8 +195,11 @@ export class TimelineViewer {
     this.redraw();
   }
 
-  /** Requests a new tile when the view leaves the cached one or needs finer detail. */
-  private maybeFetch(): void {
+  /** Asks for the current window's tile again (its content changed: a group folded, clocks realigned). */
+  refetch(): void { this.maybeFetch(true); }
+
+  /** Requests a new tile when the view leaves the cached one or needs finer detail (or `force`). */
+  private maybeFetch(force = false): void {
     const t = this.tile;
     if (!t) return;
     const span = this.v1 - this.v0;
@@ -193,8 +208,8 @@ export class TimelineViewer {
     const atEdges = (this.v0 <= ta || t.start_us <= ta) && (this.v1 >= tb || t.end_us >= tb);
     const fineEnough = t.bucket_us <= this.usPerPx() * 1.01 || (t.end_us - t.start_us) <= span * 1.01 && t.bucket_us <= this.usPerPx() * 1.5;
     const tooFine = t.bucket_us < this.usPerPx() / 4;
-    if ((covered || atEdges) && fineEnough && !tooFine) return;
-    if (this.pending) { this.queued = true; return; }
+    if ((covered || atEdges) && fineEnough && !tooFine && !force) return;
+    if (this.pending) { this.queued = true; this.forced ||= force; return; }
     this.pending = true;
     const a = this.v0 - span, b = this.v1 + span;
     const px = Math.round(this.plotW() * 3);
@@ -205,7 +220,7 @@ export class TimelineViewer {
       this.setTile(tile); this.redraw();
     }).catch((e) => this.hooks.onError((e as Error).message)).finally(() => {
       this.pending = false;
-      if (this.queued) { this.queued = false; this.maybeFetch(); }
+      if (this.queued) { const f = this.forced; this.queued = false; this.forced = false; this.maybeFetch(f); }
     });
   }
 
@@ -248,7 +263,7 @@ export class TimelineViewer {
         if (y0 > H || y0 + L.h < RULER) continue;
         this.fill(0, pw, Math.max(clipTop, Math.round(y0 * dpr)), Math.min(ph, Math.round((y0 + L.h - GAP / 2) * dpr)), li % 2 ? th.bg : th.track);
         this.fill(0, pw, Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr)), Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr) + 1), th.line);
-        if (this.collapsed.has(L.track.index)) continue;
+        if (this.collapsed.has(L.track.index) || L.track.header) continue;
         for (const row of L.track.rows) {
           const ry = y0 + TRACK_HEAD + row.depth * ROW;
           if (ry > H || ry + ROW < RULER) continue;
@@ -271,6 +286,12 @@ export class TimelineViewer {
       for (let li = 0; li < this.layout.length; li++) {
         const L = this.layout[li], y0 = RULER + L.y - this.scrollY;
         if (y0 > H || y0 + L.h < RULER) continue;
+        if (L.track.header) {  // a rank's group (merged timeline): its label runs across the plot
+          c.fillStyle = th.fg; c.font = "bold 11px system-ui,sans-serif";
+          c.fillText((L.track.folded ? "▸ " : "▾ ") + L.track.label, 4, y0 + TRACK_HEAD / 2);
+          c.font = "11px system-ui,sans-serif";
+          continue;
+        }
         const shut = this.collapsed.has(L.track.index);
         c.fillStyle = th.fg; c.fillText((shut ? "▸ " : "▾ ") + clip(L.track.label, GUTTER - 22), 4, y0 + TRACK_HEAD / 2);
         if (!shut) { c.fillStyle = th.muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 16, y0 + TRACK_HEAD / 2 + 14); }
@@ -545,7 +566,7 @@ export class TimelineViewer {
       const [x, y] = local(e);
       if (x < GUTTER && y >= RULER) {  // a track header: collapse / expand it
         const yy = y - RULER + this.scrollY, L = this.layout.find((K) => yy >= K.y && yy < K.y + TRACK_HEAD);
-        if (L) { this.toggleTrack(L.track.index); e.preventDefault(); }
+        if (L?.track.header) { this.hooks.onHeader?.(L.track); e.preventDefault(); } else if (L) { this.toggleTrack(L.track.index); e.preventDefault(); }
         return;
       }
       if (y < RULER || e.shiftKey || e.altKey) { rsel = { x0: Math.max(GUTTER, x), y0: y, ruler: y < RULER }; e.preventDefault(); return; }

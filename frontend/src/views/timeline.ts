@@ -6,12 +6,17 @@ import { exportButtons } from "../export";
 import { TimelineViewer, Selection, RangeSel, Counter } from "../timeline/viewer";
 import { Tile, validateTile, queueCounters } from "../timeline/tiles";
 import { pathMarks, pathRows, pathWorkerButtons } from "./critical";
+import { mergedTimelineView } from "./timeline_merged";
 import type { Ctx } from "../ctx";
 
 let current: TimelineViewer | null = null;
 
 export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
   current?.destroy(); current = null;
+  if (ctx.get("merged") === "1") {
+    await mergedTimelineView(ctx, el, () => { ctx.set("merged", undefined); ctx.set("win", undefined); void timelineView(ctx, el); });
+    return;
+  }
   const sel = ctx.sel();
   const wrap = h("div", { class: "tl-wrap", id: "tl-canvas", "aria-label": "timeline: wheel to zoom, drag or W/A/S/D to move, click an event for details" });
   const details = h("div", { class: "tl-details", id: "tl-details" }, h("span", { class: "muted" }, "Click an event to see its details."));
@@ -39,6 +44,8 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
       h("button", { type: "button", class: "btn small", id: "tl-collapse", title: "collapse every track", onclick: () => v.setAllCollapsed(true) }, "Collapse all"),
       h("button", { type: "button", class: "btn small", id: "tl-expand", title: "expand every track", onclick: () => v.setAllCollapsed(false) }, "Expand all"),
       h("button", { type: "button", class: "btn small", id: "tl-keys-btn", title: "keys (?)", onclick: toggleKeys }, "?"),
+      h("button", { type: "button", class: "btn small", id: "tl-merged-btn", title: "the run's ranks on one clock-aligned timeline",
+        onclick: () => { v.destroy(); ctx.set("merged", "1"); ctx.set("win", undefined); void timelineView(ctx, el); } }, "All ranks"),
       download, status),
     h("div", { class: "tl-help" }, "Wheel: zoom · drag: move · Shift+drag or ruler drag: select a range · F: frame · ?: keys · click: details ", queueNote),
     cpathBar, occBar, keys, wrap, summary, details, results));
