@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.classify import MPI_PREFIX, collective_call_mask
+from profiler_core.analysis.stages.classify import MPI_PREFIX, collective_call_mask, communication_mask
+from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
-
-from . import common
 
 RPC = "record_param_comms"
 #: `Collective name` values that are a wait on an earlier collective, not a transfer
@@ -153,14 +152,14 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     names = ev["name"].astype(str).to_numpy()
     coll = ev["coll_name"].astype(str).to_numpy()[rpc]
     is_wait = np.isin(np.char.lower(coll.astype(str)), list(WAIT_NAMES))
-    kmask = common.category_mask(ev, ("kernel",)) & common.name_mask(ev, lambda n: "nccl" in n.lower())
+    kmask = category_mask(ev, ("kernel",)) & name_mask(ev, lambda n: "nccl" in n.lower())
     nccl = np.flatnonzero(kmask)
     backend = backend_of(t, len(nccl) > 0)
 
     # NCCL kernels -> the record_param_comms call that launched them (launch inside its range, same thread)
     owner = np.full(len(nccl), -1, np.int64)
     if len(nccl):
-        gl = common.link_gpu_to_ops(t)
+        gl = link_gpu_to_ops(t)
         rt_of = np.full(len(ev), -1, np.int64)
         rt_of[gl["row"].to_numpy()] = gl["runtime"].to_numpy()
         launch = rt_of[nccl]
@@ -241,11 +240,11 @@ def kernel_owners(t: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def communication_events(t: Any) -> np.ndarray:
-    """Boolean per event of t.events: communication (`common.communication_mask`: collective CPU ops and NCCL
+    """Boolean per event of t.events: communication (`communication_mask`: collective CPU ops and NCCL
     kernels) plus the kernels a communication op launched (NCCL kernels by their launch's External id)."""
     ev = t.events
-    comm = common.communication_mask(ev).to_numpy()
-    kernel = common.category_mask(ev, ("kernel",))
+    comm = communication_mask(ev).to_numpy()
+    kernel = category_mask(ev, ("kernel",))
     if kernel.any():
         links = link_gpu_to_ops(t)
         op = links["op"].to_numpy()

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.classify import STEP_PREFIX
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.op_tree import op_tree
 from profiler_core.analysis.stages.registry import stage
-from tb_plugin.views import common
 from tb_plugin.views.graph_notes import graph_replay_notes
 
 
@@ -67,7 +67,7 @@ def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     )
     if not len(ev):
         return None, empty
-    tree = common.op_tree(t)
+    tree = op_tree(t)
     n = len(tree)
     if not n:
         return None, empty
@@ -83,7 +83,7 @@ def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     is_mod = ~is_op_node
     source = "modules"
     if not is_mod.any():
-        is_mod = (cat == "user_annotation") & ~np.char.startswith(names.astype(str), common.STEP_PREFIX)
+        is_mod = (cat == "user_annotation") & ~np.char.startswith(names.astype(str), STEP_PREFIX)
         source = "annotations"
         if not is_mod.any():
             return None, empty
@@ -109,7 +109,7 @@ def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     ops_self = np.bincount(mi[at[ops]], minlength=k).astype(np.float64)
     # device time of GPU activities through their launching op
     dev_self = np.zeros(k)
-    links = common.link_gpu_to_ops(t)
+    links = link_gpu_to_ops(t)
     if len(links):
         op = links["op"].to_numpy()
         ok = op >= 0
