@@ -257,6 +257,44 @@ def test_module_self_time_is_relative_to_the_module_tree(tmp_path):
     assert _op_row(operators.operators(t)["rows"], "aten::linear")["host_self_us"] == 20.0
 
 
+def _module(name: str, ts: float, dur: float, pyid: int, parent: int | None = None) -> dict:
+    ev = syn.python_frame(name, ts, dur, pyid, parent)
+    ev["args"]["Python module id"] = pyid
+    return ev
+
+
+def test_module_device_time_is_the_launching_ops_device_time(tmp_path):
+    # One GPU-to-op link (gpu_links) and one device self per node (node_stats); a module's device self is that
+    # of the nodes whose nearest module it is. Module "Net" [0, 100] holds aten::linear [10, 50] (launches a
+    # 10 us kernel) and aten::add [60, 70] (a 3 us memcpy); aten::linear holds module "Sub" [20, 40], which holds
+    # aten::relu [22, 30] (a 4 us kernel).
+    #   Modules: Net self = 10 + 3 = 13, Sub self = 4; Net total = 13 + 4 = 17, Sub total = 4; Net holds 3 ops.
+    #   Operators: aten::linear device self 10, device total 10 + 4 = 14 (Sub's relu runs under it).
+    tr = syn.trace(
+        [
+            _module("nn.Module: Net", 0, 100, 1),
+            syn.op("aten::linear", 10, 40, ext=1),
+            syn.runtime("cudaLaunchKernel", 12, 2, corr=11, ext=1),
+            _module("nn.Module: Sub", 20, 20, 2, parent=1),
+            syn.op("aten::relu", 22, 8, ext=2),
+            syn.runtime("cudaLaunchKernel", 24, 2, corr=12, ext=2),
+            syn.op("aten::add", 60, 10, ext=3),
+            syn.runtime("cudaMemcpyAsync", 62, 2, corr=13, ext=3),
+            syn.kernel("gemm", 50, 10, corr=11),
+            syn.kernel("relu_kernel", 70, 4, corr=12),
+            syn.memcpy(80, 3, corr=13),
+        ],
+        gpu=True,
+    )
+    t = _read(tmp_path, tr)
+    (net,) = modules.modules(t)["tree"]
+    (sub,) = net["children"]
+    assert (net["device_self_us"], net["device_total_us"], net["operators"]) == (13.0, 17.0, 3)
+    assert (sub["device_self_us"], sub["device_total_us"], sub["operators"]) == (4.0, 4.0, 1)
+    linear = _op_row(operators.operators(t)["rows"], "aten::linear")
+    assert (linear["device_self_us"], linear["device_total_us"]) == (10.0, 14.0)
+
+
 # ---------------------------------------------------------------------------------------------- stage graph
 def test_stage_declarations_match_the_written_graph():
     import tb_plugin.views.collectives  # noqa: F401 - the views declare their stages on import

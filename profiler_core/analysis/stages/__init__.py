@@ -26,7 +26,7 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "python_parents": (),  # operators: with_stack frames
     "op_nodes": ("op_tree", "node_stats", "steps"),  # diff: ops per step and phase
     "kernel_groups": ("op_tree", "link_gpu_to_ops"),  # kernel_diff: kernels per (op path, name)
-    "module_nodes": ("op_tree", "link_gpu_to_ops"),  # modules
+    "module_nodes": ("node_stats",),  # modules
     "collective_analysis": ("link_gpu_to_ops",),  # collectives
     "memory_records": (),  # memory
     "memory_record_ops": ("memory_records", "op_tree"),  # memory
