@@ -13,7 +13,7 @@ Intentional differences:
   a CPU event starting before the last ProfilerStep (it drops the last step), with fewer it keeps them all, over
   [first such activity, last one's end]. Our overview measures each step's window (steps as in
   tests/test_agreement.py) and all GPU activity in it. The comparison below applies HTA's selection
-  (`tests.test_hta_idle.hta_rows`) and window to our functions (`temporal.window_breakdown`,
+  (`tests.test_hta_idle.hta_rows`) and window to our functions (`temporal.window_breakdowns`,
   `temporal.kernel_type_times`).
 * HTA_CPU_STREAM: HTA's GPU events are the events with a `stream` value, and it takes that value from any
   event's `stream` arg, so CPU ops carrying one count as GPU computation kernels. Inductor's Triton launcher
@@ -164,7 +164,7 @@ def test_temporal_breakdown_matches_hta(shared_traces):
         ev = t.events
         s = ev["ts"].to_numpy(np.int64)[rows]
         e = s + ev["dur"].to_numpy(np.int64)[rows]
-        ours = temporal.window_breakdown(t, int(s.min()), int(e.max()), rows, kinds)
+        (ours,) = temporal.window_breakdowns(t, [(int(s.min()), int(e.max()))], rows, kinds)
         for key, ref_key in (
             ("total", "kernel_time(us)"),
             ("idle", "idle_time(us)"),

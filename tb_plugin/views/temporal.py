@@ -50,13 +50,11 @@ def _window(prep: tuple, start: int, end: int) -> dict:
     return {"total": total, "idle": total - busy, "compute": compute, "non_compute": busy - compute}
 
 
-def window_breakdown(
-    t: Any, start: int, end: int, rows: np.ndarray | None = None, kinds: np.ndarray | None = None
-) -> dict:
-    """idle/compute/non-compute ns of the GPU activities at `rows` (default: all) within [start, end)."""
-    if rows is None or kinds is None:
-        rows, kinds = gpu_kinds(t)
-    return _window(_prepare(t, rows, kinds), start, end)
+def window_breakdowns(t: Any, windows: list[tuple[int, int]], rows: np.ndarray, kinds: np.ndarray) -> list[dict]:
+    """idle/compute/non-compute ns of the GPU activities at `rows` (kinds as `gpu_kinds`) within each [start, end)
+    window of `windows`."""
+    prep = _prepare(t, rows, kinds)
+    return [_window(prep, start, end) for start, end in windows]
 
 
 def _shares(d: dict) -> dict:
@@ -74,12 +72,12 @@ def temporal_breakdown(t: Any) -> dict | None:
     if not len(rows) or not len(st):
         return None
     dev = t.events["device"].to_numpy(np.int64)[rows]
-    windows = list(zip(st["step"].astype(str), st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)))
+    names = st["step"].astype(str).tolist()
+    windows = list(zip(st["start"].to_numpy(np.int64).tolist(), st["end"].to_numpy(np.int64).tolist()))
     devices = []
     for d in sorted_unique(dev).tolist():
         sel = dev == d
-        prep = _prepare(t, rows[sel], kinds[sel])
-        per = [(name, _window(prep, a, b)) for name, a, b in windows]
+        per = list(zip(names, window_breakdowns(t, windows, rows[sel], kinds[sel])))
         mean = {k: float(np.mean([p[k] for _, p in per])) for k in ("total", "idle", "compute", "non_compute")}
         devices.append(
             {"device": int(d), "average": _shares(mean), "steps": [{"step": name, **_shares(p)} for name, p in per]}
