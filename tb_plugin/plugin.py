@@ -1,4 +1,4 @@
-"""The TensorBoard plugin: routes under /data/plugin/gpuscope/ (DESIGN.md §4) and the bundle.
+"""The TensorBoard plugin: routes under /data/plugin/gpuscope/ (docs/http-api.md) and the bundle.
 
 Routes only parse the request, look run/worker/span up in the latest scan (names are never
 joined into paths), call a view from `tb_plugin.views` (imported lazily) and answer JSON.

@@ -1,6 +1,6 @@
 """Kernels view: GPU kernels grouped by name (or name and launching operator, optionally split by launch
 configuration as torch-tb-profiler's "kernel properties + op name" table) with calls, total/mean/min/max
-duration, duration-weighted mean blocks per SM and est. achieved occupancy, Tensor Core use (DESIGN.md §4),
+duration, duration-weighted mean blocks per SM and est. achieved occupancy, Tensor Core use (docs/http-api.md),
 and the launch configuration: grid, block, registers per thread, shared memory (bytes per block, static +
 dynamic as Kineto records it; `static_shared_memory`/`dynamic_shared_memory` too where the trace splits it,
 as our CUPTI converter does) and the theoretical occupancy it allows (duration-weighted over the group).

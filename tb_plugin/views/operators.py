@@ -1,5 +1,5 @@
 """Operators view: operators grouped by name (or name and input shape) with calls, host and device self/total
-time, Tensor Core eligibility and call-stack availability; the call stacks of one group (DESIGN.md §4)."""
+time, Tensor Core eligibility and call-stack availability; the call stacks of one group (docs/http-api.md)."""
 
 from __future__ import annotations
 

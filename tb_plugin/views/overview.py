@@ -1,7 +1,7 @@
 """Overview view: per-step time breakdown with torch-tb-profiler's priority rules, its average, the GPU summary
 (utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio, and HTA's temporal
 breakdown: idle / compute / non-compute per step and device), plain-text recommendations and the environment
-(DESIGN.md §4 `overview`)."""
+(docs/http-api.md `/overview`)."""
 
 from __future__ import annotations
 
@@ -361,9 +361,9 @@ def _row(step: str, costs: np.ndarray, total_ns: float) -> dict:
 
 
 def overview(t: Any) -> dict:
-    """DESIGN.md §4 `overview` for one trace: steps, average, gpu (or None), recommendations, environment, and
-    `ledger` (the recoverable-time ledger, `diagnosis.ledger.ranked`: each recommendation also appears under
-    its bucket's `advice`; docs/diagnosis.md)."""
+    """The `/overview` answer (docs/http-api.md) for one trace: steps, average, gpu (or None), recommendations,
+    environment, and `ledger` (the recoverable-time ledger, `diagnosis.ledger.ranked`: each recommendation also
+    appears under its bucket's `advice`; docs/diagnosis.md)."""
     st, costs = breakdown(t)
     lengths = (st["end"] - st["start"]).to_numpy(np.float64)
     rows = [_row(str(s), costs[i], lengths[i]) for i, s in enumerate(st["step"])]

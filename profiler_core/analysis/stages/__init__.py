@@ -1,4 +1,4 @@
-"""Named analysis stages over a `TraceData` (DESIGN.md §8): each a public function `stage(t) -> table` in its
+"""Named analysis stages over a `TraceData` (docs/internals.md §5): each a public function `stage(t) -> table` in its
 own module, computed once per trace (`registry`), the views and summaries only select and render them.
 
 GRAPH is the one written list of which stage reads which (the plugin's view-level stages too);
