@@ -69,6 +69,18 @@ def test_reader_and_key_averages_read_an_old_driver_call_alike(tmp_path):
     assert _ka(tr, "cuLaunchKernel").cpu_time_total == pytest.approx(4.0)
 
 
+def test_epoch_microsecond_floats_give_the_same_ns_to_the_reader_and_key_averages(tmp_path):
+    # HTA's ns-resolution trace writes epoch µs (1.7e15) with 3 decimals; as floats they hold quarter µs. An op
+    # at T = 1712195495519689.0 us for 1 us holds a child at T + 0.75 for 0.25 us: both end at T + 1, so the
+    # child is inside and the op's self time is 1 - 0.25 = 0.75 us. (Multiplying T + 0.75 by 1000 in floats
+    # lands 22 ns early and pushes the child's end 18 ns past the op's.)
+    T = 1712195495519689.0
+    tr = syn.trace([syn.op("outer", T, 1.0, ext=1), syn.op("inner", T + 0.75, 0.25, ext=2)])
+    t = _read(tmp_path, tr)
+    assert _op_row(operators.operators(t)["rows"], "outer")["host_self_us"] == 0.75
+    assert _ka(tr, "outer").self_cpu_time_total == pytest.approx(0.75, abs=1e-9)
+
+
 # ------------------------------------------------------------------------------------------- boundary rule
 def test_holds_is_half_open():
     assert intervals.holds(10, 20, 10) and intervals.holds(10, 20, 19)
@@ -232,6 +244,43 @@ def test_children_sticking_out_of_their_parent_never_make_self_negative(tmp_path
     st = node_stats(t)
     by_name = dict(zip(st["name"].astype(str), st["host_self"] / 1e3))
     assert by_name == pytest.approx({"outer": 5.0, "mid": 34.0, "leaf": 34.0})
+
+
+def test_a_range_overlapping_an_earlier_one_still_holds_the_ranges_inside_it(tmp_path):
+    # HTA's MTIA trace has this shape: hccl:all_to_all starts inside an earlier annotation and outlasts it, and
+    # holds the step's forward. ProfilerStep#1 [0, 200]; aten::a [10, 40]; hccl:all_to_all [30, 150] (starts
+    # inside aten::a, ends after it); "## forward ##" [50, 140] inside it, holding aten::mm [60, 70], which
+    # launches a 5 us kernel. torch's tree (a stack per thread): aten::a is closed when all_to_all does not fit
+    # in it, so all_to_all hangs under the step and holds forward, which holds aten::mm. By hand:
+    #   self: all_to_all 120 - 90 = 30; forward 90 - 10 = 80; the step's children aten::a and all_to_all cover
+    #   [10, 150]: step 200 - 140 = 60 (node_stats counts their 10 us overlap once; torch's sum gives 50)
+    #   device total: aten::mm, forward, all_to_all and the step each 5
+    tr = syn.trace(
+        [
+            syn.annotation("ProfilerStep#1", 0, 200, ext=1),
+            syn.op("aten::a", 10, 30, ext=2),
+            syn.annotation("hccl:all_to_all", 30, 120, ext=3),
+            syn.annotation("## forward ##", 50, 90, ext=4),
+            syn.op("aten::mm", 60, 10, ext=5),
+            syn.runtime("cudaLaunchKernel", 62, 2, corr=9, ext=5),
+            syn.kernel("gemm", 100, 5, corr=9),
+        ],
+        gpu=True,
+    )
+    t = _read(tmp_path, tr)
+    want = {"hccl:all_to_all": 30.0, "## forward ##": 80.0, "aten::a": 30.0}
+    ops = operators.operators(t)["rows"]
+    d = diff.diff(t, t)["ops"]
+    for name, host_self in want.items():
+        assert _op_row(ops, name)["host_self_us"] == host_self, name
+        assert _op_row(d, name)["base"]["host_self_us"] == host_self, name
+        assert _ka(tr, name).self_cpu_time_total == pytest.approx(host_self), name
+    st = node_stats(t)
+    cols = zip(st["name"].astype(str), st["host_self"], st["device_total"])
+    by_name = {n: (hs / 1e3, dt / 1e3) for n, hs, dt in cols}
+    assert by_name["ProfilerStep#1"] == (60.0, 5.0)
+    assert _ka(tr, "ProfilerStep*").self_cpu_time_total == pytest.approx(50.0)
+    assert by_name["hccl:all_to_all"] == (30.0, 5.0) and by_name["## forward ##"] == (80.0, 5.0)
 
 
 def test_module_self_time_is_relative_to_the_module_tree(tmp_path):
