@@ -159,6 +159,30 @@ def test_capture_side_links_a_call_at_an_ops_end_to_the_enclosing_op():
     assert call["args"]["External id"] == 1  # inner ends at 30: outside it
 
 
+def test_a_launch_at_a_collectives_end_is_not_inside_it():
+    # record_param_comms allreduce #1 [60, 70] launches K1 at 61 and K2 at 70 (its end: outside it by the one
+    # boundary rule); allreduce #2 [80, 90] has no launch in the trace. By hand: #1 owns K1; K2, launched
+    # outside every call, goes by order to the first allreduce call owning no kernel: #2. One kernel each.
+    from tb_plugin.views import collectives
+
+    from .test_views_common_support import kernel, make_trace, op, runtime
+
+    args = {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 4, "Out msg nelems": 4}
+    k = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    t = make_trace(
+        [
+            op("ProfilerStep#1", 0, 100, ext=1, cat="user_annotation"),
+            op("record_param_comms", 60, 10, ext=3, **args),
+            runtime("cudaLaunchKernelExC", 61, 2, corr=5, ext=3),
+            runtime("cudaLaunchKernelExC", 70, 2, corr=6, ext=0),
+            op("record_param_comms", 80, 10, ext=4, **args),
+            kernel(k, 72, 5, corr=5),
+            kernel(k, 92, 5, corr=6),
+        ]
+    )
+    assert collectives.collectives(t)["kernels"].tolist() == [1, 1]
+
+
 # ----------------------------------------------------------------------------------------------- intervals
 def test_interval_algebra_by_hand():
     a = intervals.merge_ranges(np.array([0, 5, 20]), np.array([10, 12, 30]))  # [0,12) [20,30)
