@@ -291,7 +291,6 @@ class _Builder:
         roll_up_memory(owned, cpu_sorted)
         result._remove_dup_nodes()
         set_backward_stacks(result)
-        result._tree_built = True
         return result
 
     def _parse_complete(self, index: int, ev: dict, flops_fn: Callable | None) -> None:
