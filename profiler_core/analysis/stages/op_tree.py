@@ -226,10 +226,11 @@ def op_tree(t: Any) -> pd.DataFrame:
     """The CPU op tree (cpu_op, user_annotation and nn.Module python_function events) per (pid, tid).
 
     One row per node in tree order (thread, start, longest first): `row` (position in t.events), `parent`
-    (position of the innermost enclosing node, -1 at top level), `depth` (before merging), `group` (thread
+    (position of the innermost enclosing node, -1 at top level), `depth` (greater than its parent's), `group` (thread
     code), `start`, `end` (ns), `merged_into` (position of the op this one was merged into by torch's
     same-name single-child rule, else -1; merged nodes are not separate calls), `is_op` (cpu_op or
-    user_annotation). Partially overlapping nodes hang under the innermost node that fully contains them.
+    user_annotation). Partially overlapping nodes hang under the innermost node that fully contains them
+    and hold the nodes inside them (torch's tree: each node's parent is the latest-starting earlier node holding it).
     Positions, depth and group are int32 (the tree lives as long as its trace), start and end int64.
     """
     return _build_op_tree(t)
