@@ -1,5 +1,5 @@
 """The HTTP API's route table: every route under /data/plugin/gpuscope/, its typed, bounded
-parameters and what it answers (DESIGN.md §4).
+parameters and what it answers (docs/http-api.md is generated from it).
 
 `tb_plugin.plugin` serves exactly these routes, parsing each request with `Route.parse` before a
 handler sees it; `docs/http-api.md` is `markdown()` of this table (a test keeps them equal) and
