@@ -19,9 +19,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from tb_plugin.diagnosis import critical_path, stragglers
+from tb_plugin.diagnosis.buckets import COMPUTE
 
 #: the critical paths reported in words (every step is in the JSON)
 TEXT_STEPS = 5
+#: the steps whose critical rank's ledger is reported in words (the largest recoverable time first; all in the JSON)
+TEXT_LEDGER_STEPS = 20
+#: buckets under this many ms are left out of the text
+TEXT_MIN_MS = 0.05
 LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
 
 
@@ -131,6 +136,41 @@ def _ledger_lines(ledger: Any) -> list[str]:
     return out
 
 
+def _who(worker: Any, ranks: Mapping) -> str:
+    rank = ranks.get(worker) if isinstance(ranks, Mapping) else None
+    return f"rank {rank}" if rank is not None else f"worker {worker}"
+
+
+def _critical_lines(ledger: Any, ranks: Mapping) -> list[str]:
+    """Per step, the ledger of the rank that set the step's time (`run_ledger`'s `critical`): its buckets of at
+    least TEXT_MIN_MS, largest first. At most TEXT_LEDGER_STEPS steps, those with the most time outside compute,
+    in step order."""
+    crit = ledger.get("critical") if isinstance(ledger, dict) else None
+    steps = crit.get("steps") if isinstance(crit, dict) else None
+    if not isinstance(steps, list) or not steps:
+        return []
+    rows = {r["key"]: r for r in crit.get("buckets") or [] if isinstance(r, dict) and "key" in r}
+
+    def saving(s: dict) -> float:
+        return sum(ms for b, ms in (s.get("buckets") or {}).items() if ms is not None and b != COMPUTE)
+
+    shown = steps
+    if len(steps) > TEXT_LEDGER_STEPS:
+        keep = sorted(range(len(steps)), key=lambda i: (-saving(steps[i]), i))[:TEXT_LEDGER_STEPS]
+        shown = [steps[i] for i in sorted(keep)]
+    out = []
+    for s in shown:
+        parts = sorted(
+            ((b, ms) for b, ms in (s.get("buckets") or {}).items() if ms is not None and ms >= TEXT_MIN_MS),
+            key=lambda p: -p[1],
+        )
+        text = ", ".join(f"{(rows.get(b) or {}).get('label', b)} {ms:.1f} ms" for b, ms in parts)
+        out.append(f"  step {s['step']} ({s['wall_ms']:.1f} ms), set by {_who(s.get('worker'), ranks)}: {text}")
+    if len(shown) < len(steps):
+        out.append(f"  ({len(steps) - len(shown)} more steps with less recoverable time in --json)")
+    return out
+
+
 def render_text(report: Mapping) -> str:
     """The diagnosis in words: the ledger, the worst straggler with its what-if, the critical paths."""
     lines = [f"gpuscope diagnosis: {report['workers']} workers"]
@@ -138,6 +178,11 @@ def render_text(report: Mapping) -> str:
     lines.append("Ledger (recoverable time per step, across ranks):")
     if report.get("ledger") is not None:
         lines += _ledger_lines(report["ledger"])
+        crit = _critical_lines(report["ledger"], report.get("ranks") or {})
+        if crit:
+            lines.append("")
+            lines.append("Ledger of the rank that set each step (its buckets of at least 0.05 ms, largest first):")
+            lines += crit
     else:
         lines.append(f"  not available: {report.get('ledger_reason')}")
     lines.append("")
