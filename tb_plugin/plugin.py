@@ -583,7 +583,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         from tb_plugin.diagnosis import report
 
         summaries, errors = self._worker_summaries(a)
-        result = report.diagnose(summaries)
+        run = self._run(a["run"])
+        # a one-worker run: its single-rank critical path, from the trace the other views of the run load
+        result = report.diagnose(summaries, trace=lambda w: self.state().loader.get(run.file(w, a["span"])))
         if errors:
             result["errors"] = errors
         return result
