@@ -265,11 +265,23 @@ class _State:
         return self.loader.get(f)
 
 
+#: what the run-level routes (/distributed, /diagnosis, the Overview's run ledger) import on first use
+WARM_MODULES = (
+    "tb_plugin.views.distributed",
+    "tb_plugin.summaries.summary",
+    "tb_plugin.diagnosis.worker_facts",
+    "tb_plugin.diagnosis.stragglers",
+    "tb_plugin.diagnosis.run_ledger",
+    "tb_plugin.diagnosis.report",
+)
+
+
 def _warm_up() -> None:
-    try:
-        importlib.import_module("tb_plugin.views.distributed")
-    except Exception:  # noqa: BLE001 - the route reports import errors itself
-        pass
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the route reports import errors itself
+            pass
 
 
 class GpuscopePlugin(base_plugin.TBPlugin):
