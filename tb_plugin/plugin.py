@@ -215,8 +215,6 @@ class _State:
         self.loader = Loader()
         self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler)
         self.big: set = set()  # keys of files of runs with more than PREPARE_MAX_WORKERS workers
-        # the views' imports (pandas) take a second or more: done while the page asks for its lists
-        threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
         self.runs: dict = {}
         self.scanned_at = -math.inf
         self.scan_s = 0.0  # how long the last scan took
@@ -298,6 +296,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         self._state: _State | None = None
         self._state_lock = threading.Lock()
         self._active: tuple[float, bool] = (0.0, False)
+        # the run-level views' imports (pandas, the diagnosis) take a second or more: done while TensorBoard
+        # starts and the page loads, not on the first request
+        threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
 
     # -------------------------------------------------------------- TBPlugin API
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
