@@ -24,7 +24,7 @@ from tb_plugin.diagnosis.buckets import COMPUTE
 
 #: the critical paths reported in words (every step is in the JSON)
 TEXT_STEPS = 5
-#: the steps whose critical rank's ledger is reported in words (those with the most time outside compute; all in the JSON)
+#: the steps whose critical rank's ledger is reported in words (most time outside compute; all in the JSON)
 TEXT_LEDGER_STEPS = 20
 #: buckets under this many ms are left out of the text
 TEXT_MIN_MS = 0.05
