@@ -23,8 +23,11 @@ How the numbers relate (nothing counts twice):
   for compute, the kernel whose per-step time changed most on those ranks; for exposed communication and sync
   skew, the collective (process group and name) whose exposed time changed most there. Lines are ranked
   regressions first by delta, waiting for other ranks (sync skew) after the work that caused it, then gains.
-* `groups` and `kernels` are the drill-down tables (mean over ranks of each side); kernels come from each step's
-  top kernels in the summary (a kernel outside a step's top `worker_facts.TOP_N` counts 0 there).
+* `groups` and `kernels` are drill-down tables, not further parts of the step delta: a group's exposed
+  collective time per step (duration less the compute under it: transfer and waiting) averaged over the ranks
+  that call it on each side, with the rank whose time changed most; a kernel's time per step averaged over all
+  ranks, from each step's top kernels in the summary (a kernel outside a step's top `worker_facts.TOP_N` counts
+  0 there).
 """
 
 from __future__ import annotations
@@ -252,19 +255,27 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
     buckets.sort(key=lambda x: (-abs(x["delta_ms"]), x["bucket"]))
     groups = []
     for key in sorted(set(mean_a["coll"]) | set(mean_b["coll"])):
-        dr = {r: pb[r]["coll"].get(key, 0.0) - base(r, "coll").get(key, 0.0) for r in pb}
-        top = max(dr, key=lambda r: (abs(dr[r]), -r))
+        in_a = [v["coll"][key] for v in pa.values() if key in v["coll"]]
+        in_b = [v["coll"][key] for v in pb.values() if key in v["coll"]]
+        ga = float(np.mean(in_a)) if in_a else 0.0
+        gb = float(np.mean(in_b)) if in_b else 0.0
+        dr = {
+            r: pb[r]["coll"].get(key, 0.0) - (pa[r]["coll"].get(key, 0.0) if r in pa else ga)
+            for r in pb
+            if key in pb[r]["coll"] or key in pa.get(r, {"coll": {}})["coll"]
+        }
+        top = max(dr, key=lambda r: (abs(dr[r]), -r)) if dr else None
         members = A["group_ranks"].get(key) or B["group_ranks"].get(key)
         groups.append(
             {
                 "group": key[0],
                 "name": key[1],
                 "ranks": ranges(members) if members else None,
-                "a_ms": _ms(mean_a["coll"].get(key, 0.0)),
-                "b_ms": _ms(mean_b["coll"].get(key, 0.0)),
-                "delta_ms": _ms(mean_b["coll"].get(key, 0.0) - mean_a["coll"].get(key, 0.0)),
+                "a_ms": _ms(ga),
+                "b_ms": _ms(gb),
+                "delta_ms": _ms(gb - ga),
                 "max_rank": top,
-                "max_delta_ms": _ms(dr[top]),
+                "max_delta_ms": _ms(dr[top]) if top is not None else 0.0,
             }
         )
     groups.sort(key=lambda x: (-abs(x["max_delta_ms"]), x["group"], x["name"]))
