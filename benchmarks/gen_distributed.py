@@ -677,7 +677,9 @@ def main(argv: list[str] | None = None) -> None:
         plants = tuple(parse_plant(t) for t in a.plant)
         check_plants(plants, a.ranks, a.steps)
         if (plants or a.plant_layout or a.two_d) and graph is not None:
-            raise ValueError("--plant, --plant-layout and --two-d apply to the data-parallel job, not to --cuda-graph")
+            raise ValueError(
+                "--plant applies to the data-parallel job, not to --cuda-graph (so do --plant-layout, --two-d)"
+            )
         skew = {int(r): float(us) for r, us in (t.split(":") for t in a.clock_skew)}
     except ValueError as exc:
         ap.error(str(exc))

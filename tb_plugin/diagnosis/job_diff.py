@@ -242,7 +242,7 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
             )
     lines.sort(key=lambda x: (x["delta_ms"] < 0, x["bucket"] == SYNC_SKEW, -abs(x["delta_ms"]), x["ranks"]))
     lines = lines[:MAX_LINES]
-    buckets = [
+    buckets: list[dict[str, Any]] = [
         {
             "bucket": k,
             "label": LABELS[k],
@@ -253,7 +253,7 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
         for k in BUCKETS
     ]
     buckets.sort(key=lambda x: (-abs(x["delta_ms"]), x["bucket"]))
-    groups = []
+    groups: list[dict[str, Any]] = []
     for key in sorted(set(mean_a["coll"]) | set(mean_b["coll"])):
         in_a = [v["coll"][key] for v in pa.values() if key in v["coll"]]
         in_b = [v["coll"][key] for v in pb.values() if key in v["coll"]]
