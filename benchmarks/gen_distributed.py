@@ -32,6 +32,9 @@ next collective by MS, so every other rank waits for it there, as under NCCL:
   gradient all-reduce, where everyone waits. The step grows by MS, as for the other causes.
 
 With `--pipeline STAGES:MICROBATCHES`, a pipeline-parallel job instead (gen_pipeline.py).
+
+Version A of a planted job, for the job diff (version B: the same flags plus `--plant`): `--plant-layout` writes
+the planted layout with no cause, `--two-d` adds the node and rail groups of a `link` plant.
 """
 
 from __future__ import annotations
