@@ -78,10 +78,7 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
         n = len(led["steps"])
         if not n:
             continue
-        b = {
-            k: (float(np.mean(led["buckets"][k]["ns"])) if led["buckets"][k]["ns"] is not None else 0.0)
-            for k in BUCKETS
-        }
+        b = {k: (sum(led["buckets"][k]["ns"]) / n if led["buckets"][k]["ns"] is not None else 0.0) for k in BUCKETS}
         for i, x in enumerate(led["wall_ns"]):
             while len(step_walls) <= i:
                 step_walls.append([])
@@ -92,14 +89,8 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
         for top in (ph.get("top_kernels") or [])[:n]:
             for i, ns in top:
                 kern[names[i]] = kern.get(names[i], 0.0) + float(ns) / n
-        coll: dict[tuple[str, str], float] = {}
         cc = summaries[w].get("collective_calls") or {}
-        if cc.get("group"):
-            for g, nm, st, d, cov in zip(cc["group"], cc["name"], cc["step"], cc["dur"], cc["covered"]):
-                if 0 <= st < n:
-                    key = (str(cc["group_pg"][g]), str(cc["names"][nm]))
-                    coll[key] = coll.get(key, 0.0) + float(max(d - cov, 0)) / n
-                    group_ranks.setdefault(key, cc["group_ranks"][g])
+        coll = _exposed_by_collective(cc, n, group_ranks) if cc.get("group") else {}
         per[rank_of[w]] = {
             "worker": w,
             "wall": float(np.mean(led["wall_ns"])),
@@ -110,6 +101,25 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
     if not per:
         raise JobDiffError("no worker recorded a step")
     return {"workers": len(workers), "per": per, "step_walls": step_walls, "group_ranks": group_ranks}
+
+
+def _exposed_by_collective(cc: Mapping[str, Any], n: int, group_ranks: dict) -> dict[tuple[str, str], float]:
+    """(process group name, collective name) -> exposed ns per step (duration less `covered`) of the calls in
+    the worker's first `n` steps; `group_ranks` gets each key's ranks."""
+    names = len(cc["names"])
+    step = np.asarray(cc["step"], np.int64)
+    keep = (step >= 0) & (step < n)
+    code = (np.asarray(cc["group"], np.int64) * names + np.asarray(cc["name"], np.int64))[keep]
+    exposed = np.maximum(np.asarray(cc["dur"], np.int64) - np.asarray(cc["covered"], np.int64), 0)[keep]
+    codes, inv = np.unique(code, return_inverse=True)
+    sums = np.bincount(inv, weights=exposed.astype(np.float64), minlength=len(codes))
+    out: dict[tuple[str, str], float] = {}
+    for c, v in zip(codes.tolist(), sums.tolist()):
+        g, nm = divmod(c, names)
+        key = (str(cc["group_pg"][g]), str(cc["names"][nm]))
+        out[key] = out.get(key, 0.0) + v / n
+        group_ranks.setdefault(key, cc["group_ranks"][g])
+    return out
 
 
 def _mean(per: Mapping[int, dict], part: str) -> dict:
