@@ -22,7 +22,8 @@ How the numbers relate (nothing counts twice):
   its `delta_ms` is the mean over those ranks. Lines of one bucket cover disjoint ranks. `name` is drill-down:
   for compute, the kernel whose per-step time changed most on those ranks; for exposed communication and sync
   skew, the collective (process group and name) whose exposed time changed most there. Lines are ranked
-  regressions first by delta, waiting for other ranks (sync skew) after the work that caused it, then gains.
+  regressions first by delta, waiting for other ranks (sync skew) after the work that caused it, then gains
+  (gains first when B's step is shorter).
 * `groups` and `kernels` are drill-down tables, not further parts of the step delta: a group's exposed
   collective time per step (duration less the compute under it: transfer and waiting) averaged over the ranks
   that call it on each side, with the rank whose time changed most; a kernel's time per step averaged over all
@@ -250,7 +251,8 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
                     "text": f"{LABELS[k]} {d:+.2f} ms per step on {where}{detail}",
                 }
             )
-    lines.sort(key=lambda x: (x["delta_ms"] < 0, x["bucket"] == SYNC_SKEW, -abs(x["delta_ms"]), x["ranks"]))
+    grew = wall_b >= wall_a  # a faster B: its gains first
+    lines.sort(key=lambda x: ((x["delta_ms"] < 0) == grew, x["bucket"] == SYNC_SKEW, -abs(x["delta_ms"]), x["ranks"]))
     lines = lines[:MAX_LINES]
     buckets: list[dict[str, Any]] = [
         {
