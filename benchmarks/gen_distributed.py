@@ -679,6 +679,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         plants = tuple(parse_plant(t) for t in a.plant)
         check_plants(plants, a.ranks, a.steps)
+        if a.two_d and (a.ranks < 4 or a.ranks % _node_size(a.ranks)):
+            raise ValueError(f"--two-d needs an even number of ranks, at least 4 (got {a.ranks})")
         if (plants or a.plant_layout or a.two_d) and graph is not None:
             raise ValueError(
                 "--plant applies to the data-parallel job, not to --cuda-graph (so do --plant-layout, --two-d)"
