@@ -87,9 +87,10 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
         kern: dict[str, float] = {}
         ph = summaries[w].get("phases") or {}
         names = ph.get("names") or []
-        for top in (ph.get("top_kernels") or [])[:n]:
+        tops = (ph.get("top_kernels") or [])[:n]
+        for top in tops:
             for i, ns in top:
-                kern[names[i]] = kern.get(names[i], 0.0) + float(ns) / n
+                kern[names[i]] = kern.get(names[i], 0.0) + float(ns) / len(tops)
         cc = summaries[w].get("collective_calls") or {}
         coll = _exposed_by_collective(cc, n, group_ranks) if cc.get("group") else {}
         per[rank_of[w]] = {
@@ -203,7 +204,10 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
         notes.append(f"ranks {ranges(only_a)} are only in A: in the job's means, not in the lines")
     na, nb = len(A["step_walls"]), len(B["step_walls"])
     if na != nb:
-        notes.append(f"A has {na} steps and B {nb}: steps are aligned by position, the first {min(na, nb)} compared")
+        notes.append(
+            f"A has {na} steps and B {nb}: each side's means are over its own steps; `steps` compares the first "
+            f"{min(na, nb)} by position"
+        )
 
     def base(r: int, part: str) -> dict:
         return pa[r][part] if r in pa else mean_a[part]
