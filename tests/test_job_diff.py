@@ -112,15 +112,17 @@ def test_slow_link_per_group_drill_down(jobs):
     assert node["delta_ms"] == pytest.approx(LINK_MS / 2, rel=0.1)
     for other in ("0-1", "2-3", "6-7"):
         assert abs(by_ranks[other]["delta_ms"]) < 0.1 * LINK_MS
-    rail = by_ranks["1, 3, 5, 7"]
+    rail = by_ranks["1, 3, ..., 7 (stride 2)"]
     assert rail["delta_ms"] >= LINK_MS / 2 * 0.9  # its transfer, and waiting for rank 5, late by LINK_MS / 2
-    assert {r["groups"][0]["ranks"], r["groups"][1]["ranks"]} >= {"1, 3, 5, 7"}
+    assert {r["groups"][0]["ranks"], r["groups"][1]["ranks"]} >= {"1, 3, ..., 7 (stride 2)"}
     assert r["step_delta_ms"] == pytest.approx(LINK_MS, rel=0.1)
 
 
 def test_ranges_and_csv(jobs):
     assert J.ranges([9, 0, 1, 2, 5, 8]) == "0-2, 5, 8-9"
     assert J.ranges([]) == ""
+    assert J.ranges([5, 13, 21, 29]) == "5, 13, ..., 29 (stride 8)"
+    assert J.ranges([1, 3, 5, 8, 10, 20], most=2) == "1, 3, ... (6 ranks)"
     _, s = jobs
     r = J.job_diff(s["a"], s["b"])
     rows = list(csv.DictReader(io.StringIO(J.to_csv(r))))

@@ -48,6 +48,8 @@ MIN_MS = 0.05
 #: ranks go into one line while their delta is at least this fraction of the line's largest
 ALIKE = 0.75
 MAX_LINES = 30
+#: a line's text names at most this many rank ranges (its `ranks` has them all)
+TEXT_RANGES = 8
 LINE_FIELDS = ("order", "kind", "bucket", "name", "group", "ranks", "n_ranks", "delta_ms", "text")
 
 
@@ -130,10 +132,13 @@ def _mean(per: Mapping[int, dict], part: str) -> dict:
     return {k: sum(v[part].get(k, 0.0) for v in per.values()) / len(per) for k in keys}
 
 
-def ranges(ranks: list[int]) -> str:
-    """Ranks as consecutive ranges: [0, 1, 2, 5, 8, 9] -> "0-2, 5, 8-9"."""
+def ranges(ranks: list[int], most: int | None = None) -> str:
+    """Ranks as consecutive ranges: [0, 1, 2, 5, 8, 9] -> "0-2, 5, 8-9"; a stride of more than one as
+    "5, 13, ..., 253 (stride 8)"; with `most`, at most that many pieces, then how many ranks in all."""
+    rs = sorted(set(ranks))
+    if len(rs) >= 4 and rs[1] - rs[0] > 1 and all(b - a == rs[1] - rs[0] for a, b in zip(rs, rs[1:])):
+        return f"{rs[0]}, {rs[1]}, ..., {rs[-1]} (stride {rs[1] - rs[0]})"
     out: list[str] = []
-    rs = sorted(ranks)
     i = 0
     while i < len(rs):
         j = i
@@ -141,6 +146,8 @@ def ranges(ranks: list[int]) -> str:
             j += 1
         out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
         i = j + 1
+    if most is not None and len(out) > most:
+        return ", ".join(out[:most]) + f", ... ({len(rs)} ranks)"
     return ", ".join(out)
 
 
@@ -242,7 +249,7 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
                     group, name, kind = key[0], key[1], "collective"
                     detail = f": {key[1]} on group {key[0]} {kd / 1e6:+.2f} ms"
             every = len(rs) == len(pb)
-            where = "every rank" if every else f"rank{'s' if len(rs) > 1 else ''} {ranges(rs)}"
+            where = "every rank" if every else f"rank{'s' if len(rs) > 1 else ''} {ranges(rs, TEXT_RANGES)}"
             lines.append(
                 {
                     "kind": kind,
