@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     if got.status_code != 200:
         sys.exit(f"/jobdiff answered {got.status_code}: {got.json}")
     assert again.status_code == 200 and csv_text.status_code == 200
-    _, sa = run_summaries(a.logdir, a.run_a, "1", log=lambda m: None)
-    _, sb = run_summaries(a.logdir, a.run_b, "1", log=lambda m: None)
+    _, sa, _ = run_summaries(a.logdir, a.run_a, "1", log=lambda m: None)
+    _, sb, _ = run_summaries(a.logdir, a.run_b, "1", log=lambda m: None)
     t5 = time.perf_counter()
     res = job_diff.job_diff(sa, sb)
     t6 = time.perf_counter()

@@ -346,7 +346,7 @@ def jobdiff_main(args: argparse.Namespace) -> int:
             print(f"gpuscope jobdiff: job {what}: {logdir}: no such directory", file=sys.stderr)
             return 2
         try:
-            name, summaries = run_summaries(logdir, run, span, log=lambda m: print(m, file=sys.stderr, flush=True))
+            name, summaries, _ = run_summaries(logdir, run, span, log=lambda m: print(m, file=sys.stderr, flush=True))
         except DiagnoseFailed as e:
             print(f"gpuscope jobdiff: job {what}: {e}", file=sys.stderr)
             return 2
