@@ -32,6 +32,9 @@ next collective by MS, so every other rank waits for it there, as under NCCL:
   gradient all-reduce, where everyone waits. The step grows by MS, as for the other causes.
 
 With `--pipeline STAGES:MICROBATCHES`, a pipeline-parallel job instead (gen_pipeline.py).
+
+Version A of a planted job, for the job diff (version B: the same flags plus `--plant`): `--plant-layout` writes
+the planted layout with no cause, `--two-d` adds the node and rail groups of a `link` plant.
 """
 
 from __future__ import annotations
@@ -143,12 +146,20 @@ def subgroups(ranks: int) -> list[tuple[str, str, list[int]]]:
 
 
 def simulate(
-    ranks: int, steps: int, p: dict, straggler: int | None, seed: int = 7, plants: tuple[Plant, ...] = ()
+    ranks: int,
+    steps: int,
+    p: dict,
+    straggler: int | None,
+    seed: int = 7,
+    plants: tuple[Plant, ...] = (),
+    layout: bool = False,
+    two_d: bool = False,
 ) -> list[list[dict]]:
     """Per step, per rank: the GPU start time of every compute kernel and each all-reduce's
     (start, end), with the collective ending everywhere when the last rank arrived + transfer.
     With `plants`, each rank's step also starts with a DataLoader span (`dl`, µs), kernels are named by
-    their position, and the planted causes lengthen, stall or slow what `Plant` says."""
+    their position, and the planted causes lengthen, stall or slow what `Plant` says. `layout` gives that
+    layout without plants, `two_d` the node and rail groups of a `link` plant without one (version A of a job)."""
     fwd_base = _kernel_base(p["fwd"], seed)
     bwd_base = _kernel_base(p["bwd"], seed + 1)
     opt_base = _kernel_base(p["opt"], seed + 2)
@@ -158,8 +169,8 @@ def simulate(
         factor[straggler] = 1.35
     per_bucket = p["bwd"] // p["buckets"]
     nelems = [6_553_600 if j < p["buckets"] - 1 else 2_097_152 for j in range(p["buckets"])]
-    planted = bool(plants)
-    groups = subgroups(ranks) if any(pl.cause == "link" for pl in plants) else []
+    planted = bool(plants) or layout or two_d
+    groups = subgroups(ranks) if two_d or any(pl.cause == "link" for pl in plants) else []
     mid = p["fwd"] // 2
     slow_kernel = next((i for i in range(mid, p["fwd"]) if i % len(FWD_OPS) == 0), mid)
     split = p["fwd"] // 3 if groups else p["fwd"]  # the subgroup collectives run after this many forward kernels
@@ -551,19 +562,26 @@ def generate(
     cuda_graph: dict | None = None,
     plants: tuple[Plant, ...] = (),
     clock_skew: Mapping[int, float] | None = None,
+    layout: bool = False,
+    two_d: bool = False,
 ) -> list[str]:
     """Writes one trace per rank under `out` (a run folder); returns the paths. The slow rank is `straggler`
     (negative: none; default ranks // 3, none when `plants` are given, so that the plants are the only cause).
     With `cuda_graph` (options of `gen_graph_job.graph_trace`: capture, ids, layers; replays = steps - 1), the
     CUDA-graph job instead (no plants there). `clock_skew` (rank -> µs) adds a known error to a rank's clock:
-    every timestamp of its trace moves by it, as when its host clock is off."""
+    every timestamp of its trace moves by it, as when its host clock is off.
+    `layout` (and `two_d`, the 2D node and rail groups of a `link` plant) write a planted job's layout with no
+    cause: version A of a job whose version B has the plants."""
     check_plants(plants, ranks, steps)
+    if two_d and (ranks < 4 or ranks % _node_size(ranks)):
+        raise ValueError(f"the 2D layout needs an even number of ranks, at least 4 (got {ranks})")
     if plants and cuda_graph is not None:
         raise ValueError("plants apply to the data-parallel job, not to the CUDA-graph job")
     if straggler is None:
-        straggler = -1 if plants else ranks // 3
+        straggler = -1 if plants or layout or two_d else ranks // 3
     p = plan(events, steps, buckets)
-    sim = simulate(ranks, steps, p, straggler if straggler >= 0 else None, seed, plants) if cuda_graph is None else []
+    slow = straggler if straggler >= 0 else None
+    sim = simulate(ranks, steps, p, slow, seed, plants, layout, two_d) if cuda_graph is None else []
     os.makedirs(out, exist_ok=True)
     enc = msgspec.json.Encoder()
     paths = []
@@ -613,6 +631,15 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RANK:US",
         help="shift every timestamp of RANK's trace by US µs (a planted clock error); repeatable",
     )
+    ap.add_argument(
+        "--plant-layout",
+        action="store_true",
+        help="the layout of a planted job (DataLoader spans, kernels named by position, no straggler) with no plant: "
+        "version A of a job whose version B has --plant",
+    )
+    ap.add_argument(
+        "--two-d", action="store_true", help="the node and rail groups of a link plant, with or without one"
+    )
     ap.add_argument("--plain", action="store_true", help="write .json instead of .json.gz")
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
@@ -652,8 +679,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         plants = tuple(parse_plant(t) for t in a.plant)
         check_plants(plants, a.ranks, a.steps)
-        if plants and graph is not None:
-            raise ValueError("--plant applies to the data-parallel job, not to --cuda-graph")
+        if a.two_d and (a.ranks < 4 or a.ranks % _node_size(a.ranks)):
+            raise ValueError(f"--two-d needs an even number of ranks, at least 4 (got {a.ranks})")
+        if (plants or a.plant_layout or a.two_d) and graph is not None:
+            raise ValueError(
+                "--plant applies to the data-parallel job, not to --cuda-graph (so do --plant-layout, --two-d)"
+            )
         skew = {int(r): float(us) for r, us in (t.split(":") for t in a.clock_skew)}
     except ValueError as exc:
         ap.error(str(exc))
@@ -667,6 +698,8 @@ def main(argv: list[str] | None = None) -> None:
         cuda_graph=graph,
         plants=plants,
         clock_skew=skew,
+        layout=a.plant_layout,
+        two_d=a.two_d,
     )
     print(f"wrote {len(paths)} rank traces to {a.out}")
 

@@ -621,6 +621,28 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             result["errors"] = errors
         return result
 
+    def _jobdiff(self, request: wrappers.Request, a: dict) -> Any:
+        from tb_plugin.diagnosis import job_diff
+
+        sa, ea = self._worker_summaries({"run": a["run"], "span": a["span"]})
+        sb, eb = self._worker_summaries({"run": a["exp_run"], "span": a["exp_span"]})
+        try:
+            result = job_diff.job_diff(sa, sb)
+        except job_diff.JobDiffError as e:
+            raise LoadFailed(str(e)) from None
+        if a["format"] == "csv":
+            name = f"jobdiff_{a['run']}_{a['exp_run']}.csv".replace("/", "_")
+            return wrappers.Response(
+                job_diff.to_csv(result),
+                status=200,
+                content_type="text/csv; charset=utf-8",
+                headers={"Content-Disposition": content_disposition(name), "X-Content-Type-Options": "nosniff"},
+            )
+        errors = [{**e, "run": a["run"]} for e in ea] + [{**e, "run": a["exp_run"]} for e in eb]
+        if errors:
+            result["errors"] = errors
+        return result
+
     def _distributed_step(self, request: wrappers.Request, a: dict) -> Any:
         worker, step = a["worker"], a["step"]
         summaries, _ = self._worker_summaries(a)

@@ -47,6 +47,10 @@ PARTIAL = Text(
     choices=("0", "1"),
     default="0",
 )
+JOB_B = Text("exp_run", "the compared job's run (B; `run` is the baseline A)", required=True)
+JOB_SPAN = Text("span", "the span of each worker of `run`", default="1")
+JOB_EXP_SPAN = Text("exp_span", "the span of each worker of `exp_run`", default="1")
+FORMAT = Text("format", "json, or csv: the ranked deltas as a CSV file", choices=("json", "csv"), default="json")
 STEP = Text("step", "a step number of that worker", required=True)
 OP_NAME = Text("name", "the operator's exact name", required=True, max_len=MAX_TEXT_LEN)
 INPUT_SHAPE = Text(
@@ -210,6 +214,17 @@ ROUTES: tuple[Route, ...] = (
         "(per-worker summaries only), and the shift that places its timeline on the reference's",
         '{"reference": worker | null, "workers": [{"worker", "rank", "shift_us", "raw_shift_us", "offset_us", '
         '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}',
+    ),
+    Route(
+        "/jobdiff",
+        "_jobdiff",
+        (RUN, JOB_B, JOB_SPAN, JOB_EXP_SPAN, FORMAT),
+        "job B compared with job A (any number of ranks each) from the per-worker summaries: where the extra ms per "
+        "step came from, ranked, with per-rank, per-group and per-kernel drill-down (docs/diagnosis.md)",
+        '{"a": {"workers", "ranks", "steps", "step_ms"}, "b": {...}, "step_delta_ms", "buckets": [...], '
+        '"lines": [{"kind", "bucket", "name", "group", "ranks", "ranks_text", "delta_ms", "text"}...], '
+        '"per_rank": [...], "groups": [...], "kernels": [...], "steps": [...], "only_a": [...], "notes": [...], '
+        '"errors": [...]}; format=csv: text/csv',
     ),
     Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
     Route(

@@ -85,6 +85,18 @@ def _with_skew(led: dict, wait: list[int] | None) -> dict:
     return out
 
 
+def worker_ledgers(summaries: Mapping[str, Any], notes: list[str] | None = None) -> dict[str, dict]:
+    """worker -> its ledger with its wait for other ranks moved from exposed_comm to sync_skew (module doc);
+    the notes on calls that could not be matched go to `notes`."""
+    workers = sorted(summaries)
+    waits: dict[str, list[int]] | None = None
+    if len(workers) > 1:
+        waits, wnotes = wait_by_step(summaries)
+        if notes is not None:
+            notes.extend(wnotes[:5] + ([f"... and {len(wnotes) - 5} more such calls"] if len(wnotes) > 5 else []))
+    return {w: _with_skew(summaries[w]["ledger"], waits[w] if waits else None) for w in workers}
+
+
 def run_ledger(summaries: Mapping[str, dict]) -> dict:
     """The run's ledger from its workers' summaries (worker -> summary with "ledger" and "distributed"):
     `workers`, `critical` and `mean` (module docstring), `totals` (worker -> bucket -> ns over its steps, None
@@ -93,11 +105,7 @@ def run_ledger(summaries: Mapping[str, dict]) -> dict:
     notes: list[str] = []
     if not workers:
         return {"workers": [], "critical": None, "mean": None, "notes": ["no worker summaries"]}
-    waits: dict[str, list[int]] | None = None
-    if len(workers) > 1:
-        waits, wnotes = wait_by_step(summaries)
-        notes.extend(wnotes[:5] + ([f"... and {len(wnotes) - 5} more such calls"] if len(wnotes) > 5 else []))
-    leds = {w: _with_skew(summaries[w]["ledger"], waits[w] if waits else None) for w in workers}
+    leds = worker_ledgers(summaries, notes)
     order: list[str] = []
     where: dict[str, list[tuple[str, int]]] = {}
     for w in workers:

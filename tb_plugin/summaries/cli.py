@@ -1,5 +1,6 @@
 """`gpuscope summarize LOGDIR [--scheduler ADDRESS | --local N] [--out DIR] [--force]`
 `gpuscope diagnose LOGDIR [RUN] [--span N] [--json]`
+`gpuscope jobdiff LOGDIR_A[:RUN] LOGDIR_B[:RUN] [--span N] [--exp-span N] [--json | --csv]`
 
 Computes the summary of every trace file under LOGDIR, each on a Dask worker that reads its own file
 straight from the storage and sends back only the summary (a few KB), then writes them under --out
@@ -316,8 +317,60 @@ def diagnose_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def split_run(text: str) -> tuple[str, str | None]:
+    """`LOGDIR[:RUN]` -> (logdir, run or None): a local directory as it is, else split at the last `:` whose left
+    part is a local directory or a URL (`s3://bucket/logs:run`)."""
+    if fs.is_url(text):
+        head, sep, run = text.rpartition(":")
+        return (head, run or None) if sep and fs.is_url(head) and not run.startswith("//") else (text, None)
+    if os.path.isdir(text):
+        return text, None
+    i = text.rfind(":")
+    while i > 0:
+        if os.path.isdir(text[:i]):
+            return text[:i], text[i + 1 :] or None
+        i = text.rfind(":", 0, i)
+    return text, None
+
+
+def jobdiff_main(args: argparse.Namespace) -> int:
+    """`gpuscope jobdiff`: job B compared with job A from their summaries, as text, JSON or CSV; 2 on bad input."""
+    import json
+
+    from tb_plugin.diagnosis import job_diff
+
+    sides = []
+    for what, arg, span in (("A", args.job_a, args.span), ("B", args.job_b, args.exp_span)):
+        logdir, run = split_run(arg)
+        if not fs.is_url(logdir) and not os.path.isdir(logdir):
+            print(f"gpuscope jobdiff: job {what}: {logdir}: no such directory", file=sys.stderr)
+            return 2
+        try:
+            name, summaries, _ = run_summaries(logdir, run, span, log=lambda m: print(m, file=sys.stderr, flush=True))
+        except DiagnoseFailed as e:
+            print(f"gpuscope jobdiff: job {what}: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("gpuscope jobdiff: interrupted", file=sys.stderr)
+            return 130
+        sides.append((name, summaries))
+    try:
+        res = job_diff.job_diff(sides[0][1], sides[1][1])
+    except job_diff.JobDiffError as e:
+        print(f"gpuscope jobdiff: {e}", file=sys.stderr)
+        return 2
+    if args.csv:
+        sys.stdout.write(job_diff.to_csv(res))
+    elif args.json:
+        print(json.dumps({"run": sides[0][0], "exp_run": sides[1][0], **res}, indent=1))
+    else:
+        print(f"job A: run {sides[0][0]}; job B: run {sides[1][0]}")
+        print(job_diff.render_text(res), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The `gpuscope` command (subcommands `summarize`, `diagnose`)."""
+    """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`)."""
     from profiler_core import __version__
 
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
@@ -346,9 +399,25 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("run", nargs="?", help="the run (a folder of the logdir); needed when there are several")
     d.add_argument("--span", default="1", help="the span of each worker (1..N, default 1)")
     d.add_argument("--json", action="store_true", help="print the diagnosis as JSON (the /diagnosis route's)")
+    j = sub.add_parser(
+        "jobdiff",
+        help="where job B's extra ms per step came from, compared with job A (from the summaries)",
+        description="Compares two runs of a job (any number of ranks each) from their per-worker summaries, "
+        "computing the missing ones here: the step delta and its ranked causes by bucket, rank, collective and "
+        "kernel (docs/diagnosis.md, Job diff).",
+    )
+    j.add_argument("job_a", metavar="LOGDIR_A[:RUN]", help="the baseline: a log directory and its run")
+    j.add_argument("job_b", metavar="LOGDIR_B[:RUN]", help="the compared job")
+    j.add_argument("--span", default="1", help="the span of each worker of A (1..N, default 1)")
+    j.add_argument("--exp-span", default="1", help="the span of each worker of B (1..N, default 1)")
+    fmt = j.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the job diff as JSON (the /jobdiff route's)")
+    fmt.add_argument("--csv", action="store_true", help="print the ranked deltas as CSV")
     args = p.parse_args(argv)
     if args.command == "diagnose":
         return diagnose_main(args)
+    if args.command == "jobdiff":
+        return jobdiff_main(args)
     if args.local is not None and args.local < 1:
         p.error("--local needs at least 1 worker")
     if not fs.is_url(args.logdir):
