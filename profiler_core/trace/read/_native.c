@@ -1,0 +1,1004 @@
+/* The native trace reader: the traceEvents array of a Kineto trace -> per-event column buffers.
+ *
+ * parse_events(buffer, max_events) scans the JSON bytes of the traceEvents array (strictly: any text
+ * that is not JSON, or a value of a shape this reader does not handle exactly, makes it decline) and
+ * returns a dict of bytearrays (one per column, native-endian int64/int32/float64) and the table of
+ * raw JSON texts (string literals and raw values) that the string columns index; or a str saying why
+ * it declined, in which case profiler_core.trace.read.native leaves the file to the Python reader.
+ * The scan runs without the GIL and touches no Python object; the results are built after it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <locale.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64      /* deeper values decline (the Python reader's recursion limit is far above) */
+#define MAX_NUMBER_TEXT 64 /* longer number literals decline */
+
+/* ------------------------------------------------------------------ growable buffers */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} buf_t;
+
+static int buf_push(buf_t *b, const void *v, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n) cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, v, n);
+    b->len += n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the table of raw texts */
+typedef struct {
+    size_t off;
+    size_t len;
+} span_t;
+
+typedef struct {
+    buf_t spans;      /* span_t per entry */
+    int32_t *slots;   /* open addressing: entry index + 1, 0 = empty */
+    size_t nslots;
+    size_t count;
+} table_t;
+
+static uint64_t hash_bytes(const unsigned char *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* index of the text base[off:off+len] in the table (added when new); -1 when out of memory */
+static int32_t table_intern(table_t *t, const char *base, size_t off, size_t len) {
+    if (t->count * 2 + 2 > t->nslots) {
+        size_t n = t->nslots ? t->nslots * 2 : 1024;
+        int32_t *s = calloc(n, sizeof(int32_t));
+        if (!s) return -1;
+        span_t *spans = (span_t *)t->spans.data;
+        for (size_t i = 0; i < t->count; i++) {
+            size_t h = hash_bytes((const unsigned char *)base + spans[i].off, spans[i].len) & (n - 1);
+            while (s[h]) h = (h + 1) & (n - 1);
+            s[h] = (int32_t)(i + 1);
+        }
+        free(t->slots);
+        t->slots = s;
+        t->nslots = n;
+    }
+    if (t->count >= INT32_MAX - 1) return -1;
+    size_t h = hash_bytes((const unsigned char *)base + off, len) & (t->nslots - 1);
+    for (;;) {
+        int32_t e = t->slots[h];
+        if (!e) break;
+        span_t *sp = (span_t *)t->spans.data + (e - 1);
+        if (sp->len == len && memcmp(base + sp->off, base + off, len) == 0) return e - 1;
+        h = (h + 1) & (t->nslots - 1);
+    }
+    span_t sp = {off, len};
+    if (buf_push(&t->spans, &sp, sizeof sp)) return -1;
+    t->slots[h] = (int32_t)(t->count + 1);
+    return (int32_t)t->count++;
+}
+
+/* ------------------------------------------------------------------ parsed values */
+enum { V_ABSENT = 0, V_NULL, V_INT, V_FLOAT, V_STR, V_OTHER, V_BIG, V_TRIPLE, V_BADTRIPLE };
+
+typedef struct {
+    int kind;
+    int escaped;      /* a string with a backslash escape */
+    int64_t i;
+    double d;
+    int32_t s;        /* table index of the raw text (strings and raw values), -1 when none */
+    size_t off, len;  /* the raw text */
+    int32_t xyz[3];
+} val_t;
+
+/* how a known key is kept */
+enum { K_INT, K_INT32, K_FLOAT, K_STR, K_RAW, K_TRIPLE, K_REFUSE };
+
+typedef struct {
+    const char *key;
+    int how;
+} argdef_t;
+
+enum {
+    A_EXT, A_EXT_LC, A_CORRELATION, A_DEVICE, A_STREAM, A_GRID, A_BLOCK, A_REGISTERS, A_SHARED,
+    A_STATIC_SHARED, A_DYNAMIC_SHARED, A_BLOCKS_PER_SM, A_WARPS_PER_SM, A_OCCUPANCY, A_NBYTES,
+    A_INPUT_DIMS, A_INPUT_TYPE, A_INPUT_DIMS_V18, A_CALL_STACK, A_PY_ID, A_PY_PARENT, A_PY_MODULE,
+    A_SEQ, A_FWD, A_COLL, A_DTYPE, A_IN_NELEMS, A_OUT_NELEMS, A_GROUP_SIZE, A_PG_NAME,
+    A_MEM_BYTES, A_ADDR, A_TOTAL_ALLOC, A_TOTAL_RES, A_DEV_TYPE, A_DEV_ID,
+    A_M_NAME, A_M_LABELS, A_M_SORT, N_ARGS
+};
+
+static const argdef_t ARGS[N_ARGS] = {
+    [A_EXT] = {"External id", K_INT},
+    [A_EXT_LC] = {"external id", K_INT},
+    [A_CORRELATION] = {"correlation", K_INT},
+    [A_DEVICE] = {"device", K_INT},
+    [A_STREAM] = {"stream", K_INT},
+    [A_GRID] = {"grid", K_TRIPLE},
+    [A_BLOCK] = {"block", K_TRIPLE},
+    [A_REGISTERS] = {"registers per thread", K_INT32},
+    [A_SHARED] = {"shared memory", K_INT32},
+    [A_STATIC_SHARED] = {"static shared memory", K_INT32},
+    [A_DYNAMIC_SHARED] = {"dynamic shared memory", K_INT32},
+    [A_BLOCKS_PER_SM] = {"blocks per SM", K_FLOAT},
+    [A_WARPS_PER_SM] = {"warps per SM", K_FLOAT},
+    [A_OCCUPANCY] = {"est. achieved occupancy %", K_FLOAT},
+    [A_NBYTES] = {"bytes", K_INT},
+    [A_INPUT_DIMS] = {"Input Dims", K_RAW},
+    [A_INPUT_TYPE] = {"Input type", K_RAW},
+    [A_INPUT_DIMS_V18] = {"Input dims", K_REFUSE},
+    [A_CALL_STACK] = {"Call stack", K_STR},
+    [A_PY_ID] = {"Python id", K_INT},
+    [A_PY_PARENT] = {"Python parent id", K_INT},
+    [A_PY_MODULE] = {"Python module id", K_INT},
+    [A_SEQ] = {"Sequence number", K_INT},
+    [A_FWD] = {"Fwd thread id", K_INT},
+    [A_COLL] = {"Collective name", K_STR},
+    [A_DTYPE] = {"dtype", K_STR},
+    [A_IN_NELEMS] = {"In msg nelems", K_INT},
+    [A_OUT_NELEMS] = {"Out msg nelems", K_INT},
+    [A_GROUP_SIZE] = {"Group size", K_INT},
+    [A_PG_NAME] = {"Process Group Name", K_STR},
+    [A_MEM_BYTES] = {"Bytes", K_INT},
+    [A_ADDR] = {"Addr", K_INT},
+    [A_TOTAL_ALLOC] = {"Total Allocated", K_INT},
+    [A_TOTAL_RES] = {"Total Reserved", K_INT},
+    [A_DEV_TYPE] = {"Device Type", K_INT},
+    [A_DEV_ID] = {"Device Id", K_INT},
+    [A_M_NAME] = {"name", K_RAW},
+    [A_M_LABELS] = {"labels", K_RAW},
+    [A_M_SORT] = {"sort_index", K_RAW},
+};
+
+enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_BP, F_ARGS, N_FIELDS };
+static const char *FIELDS[N_FIELDS] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "args"};
+
+/* ------------------------------------------------------------------ output columns */
+enum { T_I64, T_I32, T_F64 };
+typedef struct {
+    const char *name;
+    int type;
+} coldef_t;
+
+enum {
+    X_IDX, X_TS, X_DUR, X_CAT, X_NAME, X_PID, X_PID_LABEL, X_TID, X_TID_LABEL, X_EXT, X_EXT_LC,
+    X_CORRELATION, X_DEVICE, X_STREAM, X_GRID_X, X_GRID_Y, X_GRID_Z, X_BLOCK_X, X_BLOCK_Y, X_BLOCK_Z,
+    X_REGISTERS, X_SHARED, X_STATIC_SHARED, X_DYNAMIC_SHARED, X_BLOCKS_PER_SM, X_WARPS_PER_SM,
+    X_OCCUPANCY, X_BYTES, X_INPUT_DIMS, X_INPUT_TYPE, X_CALL_STACK, X_PY_ID, X_PY_PARENT, X_PY_MODULE,
+    X_SEQ, X_FWD, X_COLL, X_DTYPE, X_IN_NELEMS, X_OUT_NELEMS, X_GROUP_SIZE, X_PG_NAME, N_X
+};
+static const coldef_t X_COLS[N_X] = {
+    {"idx", T_I64}, {"ts", T_F64}, {"dur", T_F64}, {"cat", T_I32}, {"name", T_I32},
+    {"pid", T_I64}, {"pid_label", T_I32}, {"tid", T_I64}, {"tid_label", T_I32},
+    {"ext_id", T_I64}, {"ext_id_lc", T_I64}, {"correlation", T_I64}, {"device", T_I64}, {"stream", T_I64},
+    {"grid_x", T_I32}, {"grid_y", T_I32}, {"grid_z", T_I32}, {"block_x", T_I32}, {"block_y", T_I32},
+    {"block_z", T_I32}, {"registers", T_I32}, {"shared_memory", T_I32}, {"static_shared_memory", T_I32},
+    {"dynamic_shared_memory", T_I32}, {"blocks_per_sm", T_F64}, {"warps_per_sm", T_F64},
+    {"occupancy", T_F64}, {"bytes", T_I64}, {"input_dims", T_I32}, {"input_type", T_I32},
+    {"call_stack", T_I32}, {"python_id", T_I64}, {"python_parent_id", T_I64}, {"python_module_id", T_I64},
+    {"sequence_nr", T_I64}, {"fwd_thread", T_I64}, {"coll_name", T_I32}, {"dtype", T_I32},
+    {"in_nelems", T_I64}, {"out_nelems", T_I64}, {"group_size", T_I64}, {"pg_name", T_I32},
+};
+enum { M_IDX, M_TS, M_PID, M_PID_LABEL, M_TID, M_TID_LABEL, M_DEV_TYPE, M_DEV_ID, M_ADDR, M_BYTES,
+       M_TOTAL_ALLOC, M_TOTAL_RES, N_M };
+static const coldef_t M_COLS[N_M] = {
+    {"idx", T_I64}, {"ts", T_F64}, {"pid", T_I64}, {"pid_label", T_I32}, {"tid", T_I64},
+    {"tid_label", T_I32}, {"device_type", T_I64}, {"device_id", T_I64}, {"addr", T_I64},
+    {"bytes", T_I64}, {"total_allocated", T_I64}, {"total_reserved", T_I64},
+};
+enum { FL_IDX, FL_TS, FL_CAT, FL_NAME, FL_ID, FL_PH, FL_PID, FL_PID_LABEL, FL_TID, FL_TID_LABEL, FL_BP, N_FL };
+static const coldef_t FL_COLS[N_FL] = {
+    {"idx", T_I64}, {"ts", T_F64}, {"cat", T_I32}, {"name", T_I32}, {"id", T_I64}, {"ph", T_I32},
+    {"pid", T_I64}, {"pid_label", T_I32}, {"tid", T_I64}, {"tid_label", T_I32}, {"bp", T_I32},
+};
+enum { MD_PID, MD_PID_LABEL, MD_TID, MD_TID_LABEL, MD_NAME, MD_VALUE_NAME, MD_VALUE_LABELS, MD_VALUE_SORT, N_MD };
+static const coldef_t MD_COLS[N_MD] = {
+    {"pid", T_I64}, {"pid_label", T_I32}, {"tid", T_I64}, {"tid_label", T_I32}, {"name", T_I32},
+    {"value_name", T_I32}, {"value_labels", T_I32}, {"value_sort_index", T_I32},
+};
+enum { U_PH, N_U };
+static const coldef_t U_COLS[N_U] = {{"ph", T_I32}};
+
+/* ------------------------------------------------------------------ the parser */
+typedef struct {
+    const char *base;
+    size_t pos, end;
+    const char *why; /* the reason to decline, NULL while all is well */
+    table_t table;
+    buf_t x[N_X], m[N_M], fl[N_FL], md[N_MD], u[N_U];
+    int64_t entries, max_events;
+} parser_t;
+
+#define DECLINE(P, WHY)          \
+    do {                         \
+        if (!(P)->why) (P)->why = (WHY); \
+        return -1;               \
+    } while (0)
+
+static inline void skip_ws(parser_t *p) {
+    while (p->pos < p->end) {
+        char c = p->base[p->pos];
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            p->pos++;
+        else
+            break;
+    }
+}
+
+static inline int peek(parser_t *p) { return p->pos < p->end ? (unsigned char)p->base[p->pos] : -1; }
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* a string literal at pos (strict: valid escapes, no control characters, valid UTF-8, no escaped
+ * surrogates); its raw text, quotes included, at off and len */
+static int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
+    if (peek(p) != '"') DECLINE(p, "a string expected");
+    size_t start = p->pos++;
+    *escaped = 0;
+    const unsigned char *s = (const unsigned char *)p->base;
+    while (p->pos < p->end) {
+        unsigned char c = s[p->pos];
+        if (c == '"') {
+            p->pos++;
+            *off = start;
+            *len = p->pos - start;
+            return 0;
+        }
+        if (c < 0x20) DECLINE(p, "a control character in a string");
+        if (c == '\\') {
+            *escaped = 1;
+            if (p->pos + 1 >= p->end) break;
+            unsigned char e = s[p->pos + 1];
+            if (e == 'u') {
+                if (p->pos + 6 > p->end) break;
+                int v = 0;
+                for (int k = 2; k < 6; k++) {
+                    int h = hexval(s[p->pos + k]);
+                    if (h < 0) DECLINE(p, "an invalid \\u escape");
+                    v = v * 16 + h;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF) DECLINE(p, "an escaped surrogate");
+                p->pos += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || e == 0) DECLINE(p, "an invalid escape");
+            p->pos += 2;
+            continue;
+        }
+        if (c < 0x80) {
+            p->pos++;
+            continue;
+        }
+        /* UTF-8: well-formed sequences only (no overlong forms, no surrogates, at most U+10FFFF) */
+        size_t need;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            cp = c & 0x07;
+        } else {
+            DECLINE(p, "invalid UTF-8");
+        }
+        if (p->pos + need >= p->end) break;
+        for (size_t k = 1; k <= need; k++) {
+            unsigned char cc = s[p->pos + k];
+            if ((cc & 0xC0) != 0x80) DECLINE(p, "invalid UTF-8");
+            cp = (cp << 6) | (cc & 0x3F);
+        }
+        if ((need == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            DECLINE(p, "invalid UTF-8");
+        p->pos += need + 1;
+    }
+    DECLINE(p, "a truncated string");
+}
+
+/* a number at pos (strict JSON grammar): an int64 (V_INT), a bigger integer (V_BIG) or a float */
+static int parse_number(parser_t *p, val_t *v) {
+    const char *s = p->base;
+    size_t start = p->pos, i = p->pos;
+    int neg = 0, is_float = 0;
+    if (i < p->end && s[i] == '-') {
+        neg = 1;
+        i++;
+    }
+    if (i >= p->end) DECLINE(p, "a truncated number");
+    if (s[i] == '0') {
+        i++;
+    } else if (s[i] >= '1' && s[i] <= '9') {
+        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+    } else {
+        DECLINE(p, "an invalid number");
+    }
+    size_t int_end = i;
+    if (i < p->end && s[i] == '.') {
+        is_float = 1;
+        i++;
+        size_t d = i;
+        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) DECLINE(p, "an invalid number");
+    }
+    if (i < p->end && (s[i] == 'e' || s[i] == 'E')) {
+        is_float = 1;
+        i++;
+        if (i < p->end && (s[i] == '+' || s[i] == '-')) i++;
+        size_t d = i;
+        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) DECLINE(p, "an invalid number");
+    }
+    if (i >= p->end) DECLINE(p, "a truncated number");
+    p->pos = i;
+    v->off = start;
+    v->len = i - start;
+    if (!is_float) {
+        uint64_t acc = 0;
+        int big = 0;
+        for (size_t k = start + neg; k < int_end; k++) {
+            unsigned d = (unsigned)(s[k] - '0');
+            if (acc > (UINT64_MAX - d) / 10) {
+                big = 1;
+                break;
+            }
+            acc = acc * 10 + d;
+        }
+        if (big || (!neg && acc > (uint64_t)INT64_MAX) || (neg && acc > (uint64_t)INT64_MAX + 1)) {
+            v->kind = V_BIG;
+            return 0;
+        }
+        v->kind = V_INT;
+        v->i = neg ? (int64_t)(0 - acc) : (int64_t)acc;
+        v->d = (double)v->i; /* round to nearest even, as Python's float(int) */
+        return 0;
+    }
+    if (v->len >= MAX_NUMBER_TEXT) DECLINE(p, "a number literal too long");
+    char tmp[MAX_NUMBER_TEXT];
+    memcpy(tmp, s + start, v->len);
+    tmp[v->len] = 0;
+    char *endp = NULL;
+    double d = strtod(tmp, &endp);
+    if (endp != tmp + v->len) DECLINE(p, "an invalid number");
+    if (!isfinite(d)) DECLINE(p, "a number beyond the float range");
+    v->kind = V_FLOAT;
+    v->d = d;
+    return 0;
+}
+
+static int match_literal(parser_t *p, const char *lit) {
+    size_t n = strlen(lit);
+    if (p->pos + n > p->end || memcmp(p->base + p->pos, lit, n) != 0) DECLINE(p, "invalid JSON");
+    p->pos += n;
+    return 0;
+}
+
+static int skip_value(parser_t *p, int depth);
+
+/* an array or object at pos, validated and skipped */
+static int skip_container(parser_t *p, int depth) {
+    if (depth > MAX_DEPTH) DECLINE(p, "values nested too deeply");
+    char open = p->base[p->pos++];
+    char close = open == '{' ? '}' : ']';
+    skip_ws(p);
+    if (peek(p) == close) {
+        p->pos++;
+        return 0;
+    }
+    for (;;) {
+        if (open == '{') {
+            size_t off, len;
+            int esc;
+            if (parse_string(p, &off, &len, &esc)) return -1;
+            skip_ws(p);
+            if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
+            p->pos++;
+            skip_ws(p);
+        }
+        if (skip_value(p, depth + 1)) return -1;
+        skip_ws(p);
+        int c = peek(p);
+        if (c == ',') {
+            p->pos++;
+            skip_ws(p);
+            continue;
+        }
+        if (c == close) {
+            p->pos++;
+            return 0;
+        }
+        DECLINE(p, "invalid JSON (',' or a closing bracket expected)");
+    }
+}
+
+static int skip_value(parser_t *p, int depth) {
+    int c = peek(p);
+    val_t v;
+    size_t off, len;
+    int esc;
+    switch (c) {
+        case '{':
+        case '[':
+            return skip_container(p, depth);
+        case '"':
+            return parse_string(p, &off, &len, &esc);
+        case 't':
+            return match_literal(p, "true");
+        case 'f':
+            return match_literal(p, "false");
+        case 'n':
+            return match_literal(p, "null");
+        default:
+            if (c == '-' || (c >= '0' && c <= '9')) return parse_number(p, &v);
+            DECLINE(p, "invalid JSON (a value expected)");
+    }
+}
+
+/* any value at pos into *v; strings (and with `raw`, any value) get a table index */
+static int parse_value(parser_t *p, val_t *v, int raw, int depth) {
+    memset(v, 0, sizeof *v);
+    v->s = -1;
+    int c = peek(p);
+    size_t start = p->pos;
+    if (c == '"') {
+        if (parse_string(p, &v->off, &v->len, &v->escaped)) return -1;
+        v->kind = V_STR;
+    } else if (c == 'n') {
+        if (match_literal(p, "null")) return -1;
+        v->kind = V_NULL;
+        return 0;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+        if (parse_number(p, v)) return -1;
+        if (!raw) return 0;
+    } else {
+        if (skip_value(p, depth)) return -1;
+        v->kind = V_OTHER;
+        v->off = start;
+        v->len = p->pos - start;
+        if (!raw) return 0;
+    }
+    v->s = table_intern(&p->table, p->base, v->off, v->len);
+    if (v->s < 0) DECLINE(p, "out of memory");
+    return 0;
+}
+
+/* [x, y, z] of int32s at pos into v (V_TRIPLE), else the value skipped (V_BADTRIPLE) */
+static int parse_triple(parser_t *p, val_t *v, int depth) {
+    memset(v, 0, sizeof *v);
+    v->s = -1;
+    size_t start = p->pos;
+    int c = peek(p);
+    if (c == 'n') {
+        if (match_literal(p, "null")) return -1;
+        v->kind = V_NULL;
+        return 0;
+    }
+    if (c == '[') {
+        p->pos++;
+        int k = 0;
+        for (;; k++) {
+            skip_ws(p);
+            val_t e;
+            int ec = peek(p);
+            if (k >= 3 || !(ec == '-' || (ec >= '0' && ec <= '9'))) break;
+            if (parse_number(p, &e)) return -1;
+            if (e.kind != V_INT || e.i < INT32_MIN || e.i > INT32_MAX) break;
+            v->xyz[k] = (int32_t)e.i;
+            skip_ws(p);
+            if (peek(p) == ',') {
+                p->pos++;
+                continue;
+            }
+            if (peek(p) == ']' && k == 2) {
+                p->pos++;
+                v->kind = V_TRIPLE;
+                return 0;
+            }
+            break;
+        }
+        p->pos = start;
+    }
+    if (skip_value(p, depth)) return -1;
+    v->kind = V_BADTRIPLE;
+    return 0;
+}
+
+static int key_is(parser_t *p, size_t off, size_t len, const char *key) {
+    size_t n = strlen(key);
+    return len == n + 2 && memcmp(p->base + off + 1, key, n) == 0;
+}
+
+typedef struct {
+    val_t f[N_FIELDS];
+    val_t a[N_ARGS];
+    int args_object;
+} event_t;
+
+static int parse_args(parser_t *p, event_t *ev) {
+    /* at '{' */
+    p->pos++;
+    ev->args_object = 1;
+    skip_ws(p);
+    if (peek(p) == '}') {
+        p->pos++;
+        return 0;
+    }
+    for (;;) {
+        size_t off, len;
+        int esc;
+        if (parse_string(p, &off, &len, &esc)) return -1;
+        if (esc) DECLINE(p, "an escaped key in args");
+        skip_ws(p);
+        if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
+        p->pos++;
+        skip_ws(p);
+        int which = -1;
+        for (int k = 0; k < N_ARGS; k++)
+            if (key_is(p, off, len, ARGS[k].key)) {
+                which = k;
+                break;
+            }
+        if (which < 0) {
+            if (skip_value(p, 3)) return -1;
+        } else {
+            val_t *v = &ev->a[which];
+            if (v->kind != V_ABSENT) DECLINE(p, "a repeated key in args");
+            int how = ARGS[which].how;
+            if (how == K_REFUSE) DECLINE(p, "torch 1.8's 'Input dims'");
+            int r = how == K_TRIPLE ? parse_triple(p, v, 3) : parse_value(p, v, how == K_RAW, 3);
+            if (r) return -1;
+            if (v->kind == V_ABSENT) v->kind = V_OTHER; /* never absent once seen */
+        }
+        skip_ws(p);
+        int c = peek(p);
+        if (c == ',') {
+            p->pos++;
+            skip_ws(p);
+            continue;
+        }
+        if (c == '}') {
+            p->pos++;
+            return 0;
+        }
+        DECLINE(p, "invalid JSON in args");
+    }
+}
+
+static int parse_event(parser_t *p, event_t *ev) {
+    memset(ev, 0, sizeof *ev);
+    if (peek(p) != '{') DECLINE(p, "an entry of traceEvents that is not an object");
+    p->pos++;
+    skip_ws(p);
+    if (peek(p) == '}') {
+        p->pos++;
+        return 0;
+    }
+    for (;;) {
+        size_t off, len;
+        int esc;
+        if (parse_string(p, &off, &len, &esc)) return -1;
+        if (esc) DECLINE(p, "an escaped key in an event");
+        skip_ws(p);
+        if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
+        p->pos++;
+        skip_ws(p);
+        int which = -1;
+        for (int k = 0; k < N_FIELDS; k++)
+            if (key_is(p, off, len, FIELDS[k])) {
+                which = k;
+                break;
+            }
+        if (which < 0) {
+            if (skip_value(p, 2)) return -1;
+        } else {
+            val_t *v = &ev->f[which];
+            if (v->kind != V_ABSENT) DECLINE(p, "a repeated key in an event");
+            if (which == F_ARGS) {
+                if (peek(p) == '{') {
+                    if (parse_args(p, ev)) return -1;
+                    v->kind = V_OTHER;
+                } else {
+                    DECLINE(p, "args that is not an object");
+                }
+            } else {
+                if (parse_value(p, v, 0, 2)) return -1;
+            }
+        }
+        skip_ws(p);
+        int c = peek(p);
+        if (c == ',') {
+            p->pos++;
+            skip_ws(p);
+            continue;
+        }
+        if (c == '}') {
+            p->pos++;
+            return 0;
+        }
+        DECLINE(p, "invalid JSON in an event");
+    }
+}
+
+/* ------------------------------------------------------------------ events -> rows */
+#define PUT(P, B, T, V)                                                 \
+    do {                                                                \
+        T _v = (V);                                                     \
+        if (buf_push(&(B), &_v, sizeof _v)) DECLINE(P, "out of memory"); \
+    } while (0)
+
+static const double MAX_US = 4611686018427387.904; /* 2**62 / 1000, as columns._MAX_US */
+
+/* pid or tid: an int64, or a text label (its table index; the value 0 until Python codes it) */
+static int put_label(parser_t *p, buf_t *value, buf_t *label, const val_t *v) {
+    if (v->kind == V_INT) {
+        PUT(p, *value, int64_t, v->i);
+        PUT(p, *label, int32_t, -1);
+        return 0;
+    }
+    if (v->kind == V_STR) {
+        PUT(p, *value, int64_t, 0);
+        PUT(p, *label, int32_t, v->s);
+        return 0;
+    }
+    DECLINE(p, "a pid or tid that is not an integer or a text");
+}
+
+static int ts_of(parser_t *p, const val_t *v, double *out) {
+    if (v->kind != V_INT && v->kind != V_FLOAT) DECLINE(p, "a ts that is not a number");
+    if (!(fabs(v->d) < MAX_US)) DECLINE(p, "a ts beyond the int64 ns range");
+    *out = v->d;
+    return 0;
+}
+
+/* a text field (cat, name, bp): a string's table index, -1 when absent or null */
+static int text_of(parser_t *p, const val_t *v, int32_t *out) {
+    if (v->kind == V_ABSENT || v->kind == V_NULL) {
+        *out = -1;
+        return 0;
+    }
+    if (v->kind != V_STR) DECLINE(p, "a cat, name or bp that is not a text");
+    *out = v->s;
+    return 0;
+}
+
+static int int_arg(parser_t *p, const val_t *v, int64_t lo, int64_t hi, int64_t missing, int64_t *out) {
+    if (v->kind == V_ABSENT || v->kind == V_NULL) {
+        *out = missing;
+        return 0;
+    }
+    if (v->kind != V_INT || v->i < lo || v->i > hi) DECLINE(p, "an integer arg of another type or range");
+    *out = v->i;
+    return 0;
+}
+
+/* every known arg of the event checked for its type, whatever the event's phase */
+static int check_args(parser_t *p, const event_t *ev) {
+    for (int k = 0; k < N_ARGS; k++) {
+        const val_t *v = &ev->a[k];
+        if (v->kind == V_ABSENT || v->kind == V_NULL) continue;
+        switch (ARGS[k].how) {
+            case K_INT:
+                if (v->kind != V_INT) DECLINE(p, "an integer arg of another type");
+                break;
+            case K_INT32:
+                if (v->kind != V_INT || v->i < INT32_MIN || v->i > INT32_MAX)
+                    DECLINE(p, "an int32 arg of another type or range");
+                break;
+            case K_FLOAT:
+                if (v->kind != V_INT && v->kind != V_FLOAT) DECLINE(p, "a float arg of another type");
+                break;
+            case K_STR:
+                if (v->kind != V_STR) DECLINE(p, "a text arg of another type");
+                break;
+            case K_TRIPLE:
+                if (v->kind != V_TRIPLE) DECLINE(p, "a grid or block that is not 3 int32s");
+                break;
+            default:
+                break;
+        }
+    }
+    const val_t *a = ev->a;
+    /* args the Python reader reads only where their lead key is in the same piece of events */
+    int seq_missing = a[A_SEQ].kind != V_INT || a[A_SEQ].i == -1;
+    if (seq_missing && a[A_FWD].kind == V_INT && a[A_FWD].i != -1) DECLINE(p, "a fwd thread without a sequence number");
+    int coll_missing = a[A_COLL].kind != V_STR;
+    if (coll_missing) {
+        static const int led[] = {A_DTYPE, A_IN_NELEMS, A_OUT_NELEMS, A_GROUP_SIZE, A_PG_NAME};
+        for (size_t k = 0; k < sizeof led / sizeof led[0]; k++)
+            if (a[led[k]].kind != V_ABSENT && a[led[k]].kind != V_NULL)
+                DECLINE(p, "a collective arg without a collective name");
+    }
+    if (a[A_GRID].kind != V_TRIPLE && a[A_BLOCK].kind == V_TRIPLE) DECLINE(p, "a block without a grid");
+    return 0;
+}
+
+static int64_t ival(const val_t *v, int64_t missing) { return v->kind == V_INT ? v->i : missing; }
+static double fval(const val_t *v) { return (v->kind == V_INT || v->kind == V_FLOAT) ? v->d : NAN; }
+static int32_t sval(const val_t *v) { return (v->kind == V_ABSENT || v->kind == V_NULL) ? -1 : v->s; }
+
+static int emit_complete(parser_t *p, const event_t *ev, int64_t idx) {
+    const val_t *f = ev->f, *a = ev->a;
+    double ts, dur = NAN;
+    int32_t cat, name;
+    if (ts_of(p, &f[F_TS], &ts) || text_of(p, &f[F_CAT], &cat) || text_of(p, &f[F_NAME], &name)) return -1;
+    if (f[F_DUR].kind == V_INT || f[F_DUR].kind == V_FLOAT) {
+        dur = f[F_DUR].d;
+        if (!(fabs(dur) < MAX_US)) DECLINE(p, "a dur beyond the int64 ns range");
+    } else if (f[F_DUR].kind != V_ABSENT && f[F_DUR].kind != V_NULL) {
+        DECLINE(p, "a dur that is not a number");
+    }
+    buf_t *x = p->x;
+    PUT(p, x[X_IDX], int64_t, idx);
+    PUT(p, x[X_TS], double, ts);
+    PUT(p, x[X_DUR], double, dur);
+    PUT(p, x[X_CAT], int32_t, cat);
+    PUT(p, x[X_NAME], int32_t, name);
+    if (put_label(p, &x[X_PID], &x[X_PID_LABEL], &f[F_PID])) return -1;
+    if (put_label(p, &x[X_TID], &x[X_TID_LABEL], &f[F_TID])) return -1;
+    PUT(p, x[X_EXT], int64_t, ival(&a[A_EXT], -1));
+    PUT(p, x[X_EXT_LC], int64_t, ival(&a[A_EXT_LC], -1));
+    PUT(p, x[X_CORRELATION], int64_t, ival(&a[A_CORRELATION], -1));
+    PUT(p, x[X_DEVICE], int64_t, ival(&a[A_DEVICE], -1));
+    PUT(p, x[X_STREAM], int64_t, ival(&a[A_STREAM], -1));
+    int g = a[A_GRID].kind == V_TRIPLE, b = a[A_BLOCK].kind == V_TRIPLE;
+    for (int k = 0; k < 3; k++) PUT(p, x[X_GRID_X + k], int32_t, g ? a[A_GRID].xyz[k] : 0);
+    for (int k = 0; k < 3; k++) PUT(p, x[X_BLOCK_X + k], int32_t, b ? a[A_BLOCK].xyz[k] : 0);
+    PUT(p, x[X_REGISTERS], int32_t, (int32_t)ival(&a[A_REGISTERS], -1));
+    PUT(p, x[X_SHARED], int32_t, (int32_t)ival(&a[A_SHARED], -1));
+    PUT(p, x[X_STATIC_SHARED], int32_t, (int32_t)ival(&a[A_STATIC_SHARED], -1));
+    PUT(p, x[X_DYNAMIC_SHARED], int32_t, (int32_t)ival(&a[A_DYNAMIC_SHARED], -1));
+    PUT(p, x[X_BLOCKS_PER_SM], double, fval(&a[A_BLOCKS_PER_SM]));
+    PUT(p, x[X_WARPS_PER_SM], double, fval(&a[A_WARPS_PER_SM]));
+    PUT(p, x[X_OCCUPANCY], double, fval(&a[A_OCCUPANCY]));
+    PUT(p, x[X_BYTES], int64_t, ival(&a[A_NBYTES], -1));
+    PUT(p, x[X_INPUT_DIMS], int32_t, sval(&a[A_INPUT_DIMS]));
+    PUT(p, x[X_INPUT_TYPE], int32_t, sval(&a[A_INPUT_TYPE]));
+    PUT(p, x[X_CALL_STACK], int32_t, sval(&a[A_CALL_STACK]));
+    PUT(p, x[X_PY_ID], int64_t, ival(&a[A_PY_ID], -1));
+    PUT(p, x[X_PY_PARENT], int64_t, ival(&a[A_PY_PARENT], -1));
+    PUT(p, x[X_PY_MODULE], int64_t, ival(&a[A_PY_MODULE], -1));
+    PUT(p, x[X_SEQ], int64_t, ival(&a[A_SEQ], -1));
+    PUT(p, x[X_FWD], int64_t, ival(&a[A_FWD], -1));
+    PUT(p, x[X_COLL], int32_t, sval(&a[A_COLL]));
+    PUT(p, x[X_DTYPE], int32_t, sval(&a[A_DTYPE]));
+    PUT(p, x[X_IN_NELEMS], int64_t, ival(&a[A_IN_NELEMS], -1));
+    PUT(p, x[X_OUT_NELEMS], int64_t, ival(&a[A_OUT_NELEMS], -1));
+    PUT(p, x[X_GROUP_SIZE], int64_t, ival(&a[A_GROUP_SIZE], -1));
+    PUT(p, x[X_PG_NAME], int32_t, sval(&a[A_PG_NAME]));
+    return 0;
+}
+
+static int emit_memory(parser_t *p, const event_t *ev, int64_t idx) {
+    const val_t *f = ev->f, *a = ev->a;
+    double ts;
+    if (ts_of(p, &f[F_TS], &ts)) return -1;
+    buf_t *m = p->m;
+    PUT(p, m[M_IDX], int64_t, idx);
+    PUT(p, m[M_TS], double, ts);
+    if (put_label(p, &m[M_PID], &m[M_PID_LABEL], &f[F_PID])) return -1;
+    if (put_label(p, &m[M_TID], &m[M_TID_LABEL], &f[F_TID])) return -1;
+    static const int src[] = {A_DEV_TYPE, A_DEV_ID, A_ADDR, A_MEM_BYTES, A_TOTAL_ALLOC, A_TOTAL_RES};
+    for (int k = 0; k < 6; k++) {
+        int64_t v;
+        if (int_arg(p, &a[src[k]], INT64_MIN, INT64_MAX, -1, &v)) return -1;
+        PUT(p, m[M_DEV_TYPE + k], int64_t, v);
+    }
+    return 0;
+}
+
+static int emit_flow(parser_t *p, const event_t *ev, int64_t idx) {
+    const val_t *f = ev->f;
+    double ts;
+    int32_t cat, name, bp;
+    int64_t id;
+    if (ts_of(p, &f[F_TS], &ts) || text_of(p, &f[F_CAT], &cat) || text_of(p, &f[F_NAME], &name) ||
+        text_of(p, &f[F_BP], &bp))
+        return -1;
+    if (int_arg(p, &f[F_ID], INT64_MIN, INT64_MAX, -1, &id)) return -1;
+    buf_t *fl = p->fl;
+    PUT(p, fl[FL_IDX], int64_t, idx);
+    PUT(p, fl[FL_TS], double, ts);
+    PUT(p, fl[FL_CAT], int32_t, cat);
+    PUT(p, fl[FL_NAME], int32_t, name);
+    PUT(p, fl[FL_ID], int64_t, id);
+    PUT(p, fl[FL_PH], int32_t, f[F_PH].s);
+    if (put_label(p, &fl[FL_PID], &fl[FL_PID_LABEL], &f[F_PID])) return -1;
+    if (put_label(p, &fl[FL_TID], &fl[FL_TID_LABEL], &f[F_TID])) return -1;
+    PUT(p, fl[FL_BP], int32_t, bp);
+    return 0;
+}
+
+static int emit_metadata(parser_t *p, const event_t *ev) {
+    const val_t *f = ev->f, *a = ev->a;
+    int32_t name;
+    if (text_of(p, &f[F_NAME], &name)) return -1;
+    buf_t *md = p->md;
+    if (put_label(p, &md[MD_PID], &md[MD_PID_LABEL], &f[F_PID])) return -1;
+    if (put_label(p, &md[MD_TID], &md[MD_TID_LABEL], &f[F_TID])) return -1;
+    PUT(p, md[MD_NAME], int32_t, name);
+    PUT(p, md[MD_VALUE_NAME], int32_t, sval(&a[A_M_NAME]));
+    PUT(p, md[MD_VALUE_LABELS], int32_t, sval(&a[A_M_LABELS]));
+    PUT(p, md[MD_VALUE_SORT], int32_t, sval(&a[A_M_SORT]));
+    return 0;
+}
+
+static int emit(parser_t *p, const event_t *ev, int64_t idx) {
+    const val_t *ph = &ev->f[F_PH];
+    if (ph->kind != V_STR || ph->escaped) DECLINE(p, "an event without a plain text ph");
+    if (check_args(p, ev)) return -1;
+    const char *t = p->base + ph->off + 1;
+    size_t n = ph->len - 2;
+    if (n == 1 && t[0] == 'X') return emit_complete(p, ev, idx);
+    if (n == 1 && (t[0] == 'i' || t[0] == 'I')) {
+        const val_t *name = &ev->f[F_NAME];
+        if (name->kind == V_STR && name->escaped) DECLINE(p, "an instant with an escaped name");
+        if (name->kind == V_STR && name->len == 10 && memcmp(p->base + name->off, "\"[memory]\"", 10) == 0)
+            return emit_memory(p, ev, idx);
+        return 0; /* other instants make no rows */
+    }
+    if (n == 1 && (t[0] == 's' || t[0] == 'f' || t[0] == 't')) return emit_flow(p, ev, idx);
+    if (n == 1 && t[0] == 'M') return emit_metadata(p, ev);
+    PUT(p, p->u[U_PH], int32_t, ph->s);
+    return 0;
+}
+
+/* the whole buffer: one JSON array of events, then only whitespace */
+static int parse_all(parser_t *p) {
+    skip_ws(p);
+    if (peek(p) != '[') DECLINE(p, "traceEvents is not an array");
+    p->pos++;
+    skip_ws(p);
+    if (peek(p) == ']') {
+        p->pos++;
+    } else {
+        for (;;) {
+            event_t ev;
+            if (++p->entries > p->max_events) DECLINE(p, "more events than the memory budget holds");
+            if (parse_event(p, &ev)) return -1;
+            if (emit(p, &ev, p->entries - 1)) return -1;
+            skip_ws(p);
+            int c = peek(p);
+            if (c == ',') {
+                p->pos++;
+                skip_ws(p);
+                continue;
+            }
+            if (c == ']') {
+                p->pos++;
+                break;
+            }
+            DECLINE(p, "invalid JSON between events");
+        }
+    }
+    skip_ws(p);
+    if (p->pos != p->end) DECLINE(p, "text after the events array");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ Python side */
+static void parser_free(parser_t *p) {
+    buf_t *groups[] = {p->x, p->m, p->fl, p->md, p->u};
+    int sizes[] = {N_X, N_M, N_FL, N_MD, N_U};
+    for (int g = 0; g < 5; g++)
+        for (int k = 0; k < sizes[g]; k++) free(groups[g][k].data);
+    free(p->table.spans.data);
+    free(p->table.slots);
+}
+
+static PyObject *columns_dict(buf_t *bufs, const coldef_t *defs, int n) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (int k = 0; k < n; k++) {
+        PyObject *b = PyByteArray_FromStringAndSize(bufs[k].data ? bufs[k].data : "", (Py_ssize_t)bufs[k].len);
+        if (!b || PyDict_SetItemString(d, defs[k].name, b) < 0) {
+            Py_XDECREF(b);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(b);
+        free(bufs[k].data);
+        bufs[k].data = NULL;
+    }
+    return d;
+}
+
+static PyObject *parse_events(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    long long max_events;
+    if (!PyArg_ParseTuple(args, "y*L", &view, &max_events)) return NULL;
+    struct lconv *lc = localeconv();
+    if (!lc || strcmp(lc->decimal_point, ".") != 0) {
+        PyBuffer_Release(&view);
+        return PyUnicode_FromString("a locale whose decimal point is not '.'");
+    }
+    parser_t *p = calloc(1, sizeof(parser_t));
+    if (!p) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    p->base = view.buf;
+    p->end = (size_t)view.len;
+    p->max_events = max_events;
+    Py_BEGIN_ALLOW_THREADS;
+    parse_all(p);
+    Py_END_ALLOW_THREADS;
+    PyObject *out = NULL;
+    if (p->why) {
+        out = PyUnicode_FromString(p->why);
+        goto done;
+    }
+    out = PyDict_New();
+    if (!out) goto done;
+    struct {
+        const char *key;
+        buf_t *bufs;
+        const coldef_t *defs;
+        int n;
+    } groups[] = {{"complete", p->x, X_COLS, N_X}, {"memory", p->m, M_COLS, N_M}, {"flows", p->fl, FL_COLS, N_FL},
+                  {"metadata", p->md, MD_COLS, N_MD}, {"unsupported", p->u, U_COLS, N_U}};
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        PyObject *d = columns_dict(groups[g].bufs, groups[g].defs, groups[g].n);
+        if (!d || PyDict_SetItemString(out, groups[g].key, d) < 0) {
+            Py_XDECREF(d);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(d);
+    }
+    size_t count = p->table.count;
+    PyObject *texts = PyList_New((Py_ssize_t)count);
+    if (!texts) {
+        Py_CLEAR(out);
+        goto done;
+    }
+    span_t *spans = (span_t *)p->table.spans.data;
+    for (size_t k = 0; k < count; k++) {
+        PyObject *b = PyBytes_FromStringAndSize(p->base + spans[k].off, (Py_ssize_t)spans[k].len);
+        if (!b) {
+            Py_DECREF(texts);
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(texts, (Py_ssize_t)k, b);
+    }
+    PyObject *entries = PyLong_FromLongLong(p->entries);
+    if (!entries || PyDict_SetItemString(out, "texts", texts) < 0 || PyDict_SetItemString(out, "entries", entries) < 0)
+        Py_CLEAR(out);
+    Py_DECREF(texts);
+    Py_XDECREF(entries);
+done:
+    parser_free(p);
+    free(p);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"parse_events", parse_events, METH_VARARGS,
+     "parse_events(buffer, max_events) -> dict of column bytearrays and texts, or a str: why it declined"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "The native trace reader (see native.py).", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
