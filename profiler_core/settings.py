@@ -110,6 +110,13 @@ SETTINGS: dict[str, Setting] = {
             "gzip inflater: ISA-L (when installed) or the standard library's zlib",
             choices=("isal", "zlib"),
         ),
+        _s(
+            "NATIVE_READER",
+            "flag",
+            True,
+            "0 reads traces with the Python reader only (else the native reader, where it is built, reads "
+            "the files it can read exactly)",
+        ),
         _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
         _s(
             "PREPARE_MAX_WORKERS",

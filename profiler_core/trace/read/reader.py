@@ -19,7 +19,7 @@ import msgspec
 
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read import cache, stream
+from profiler_core.trace.read import cache, native, stream
 from profiler_core.trace.read.columns import (  # noqa: F401 - re-exported
     CATEGORY_MAP,
     GPU_CATEGORIES,
@@ -48,6 +48,8 @@ from profiler_core.trace.read.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.read.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
 from profiler_core.trace.read.malloc_tuning import release_memory, tune_for_parsing, tune_for_views
 from profiler_core.trace.read.stream import default_parse_processes  # noqa: F401 - re-exported
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- file access
@@ -122,6 +124,36 @@ def _event_raws(events_raw: Any, path: str) -> list:
         raise TraceReadError(f"{path}: invalid or truncated JSON in traceEvents ({e})") from None
 
 
+def _native_parse(path: str) -> TraceData | None:
+    """The native reader's parse of the file at `path`; None when it does not read it (not built or
+    turned off, over the whole-file limit, or a shape it declines): the Python reader then reads it."""
+    if not native.enabled():
+        return None
+    try:
+        data = read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR)
+    except TraceReadError:
+        return None
+    return parse_trace_native(data, path)
+
+
+def parse_trace_native(data: bytes, path: str = "<memory>") -> TraceData | None:
+    """`parse_trace` by the native reader: the same TraceData, or None when the native reader is not
+    built or declines the document (it then raises nothing: `parse_trace` says what is wrong)."""
+    if not native.available() or not isinstance(data, (bytes, bytearray)):
+        return None
+    try:
+        meta, events = _split_top(bytes(data), path)
+    except (TraceReadError, RecursionError):
+        return None
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return native.columns_of(meta, events, path)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
 def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
     """Parse the JSON bytes of a Kineto trace (object with traceEvents, or a bare list).
 
@@ -187,15 +219,24 @@ def _fingerprint(path: str) -> tuple:
 
 
 #: the read strategies, in the order `choose_strategies` lists them
-CACHE, PROCESSES, STREAM, WHOLE_FILE = "parse cache", "parser processes", "streaming", "whole file"
+CACHE, NATIVE, PROCESSES, STREAM, WHOLE_FILE = (
+    "parse cache",
+    "native reader",
+    "parser processes",
+    "streaming",
+    "whole file",
+)
 
 
-def choose_strategies(size: int, workers: int, use_cache: bool) -> tuple[str, ...]:
+def choose_strategies(size: int, workers: int, use_cache: bool, native_reader: bool = False) -> tuple[str, ...]:
     """The ways to read a trace file of `size` bytes on disk, in the order they are tried; one that
     does not apply to the file falls through to the next:
 
     1. CACHE, only when `use_cache` (the plugin's loader): the parse an earlier read stored for this
        very version of the file (`cache.load`). No valid entry: the next.
+    1b. NATIVE, only when `native_reader` (the C extension is built and GPUSCOPE_NATIVE_READER is not 0)
+       and the file is within the whole-file limit: the file gunzipped whole and scanned by the C reader
+       (`native`). A shape of event it does not read exactly: the next.
     2. PROCESSES, when `workers` > 0, the file has at least stream.PARALLEL_MIN_BYTES on disk and
        there is a Python executable to start them: byte ranges parsed by `workers` parser processes
        and this one. A range boundary that is not between two events, or a failed worker: the next.
@@ -207,6 +248,8 @@ def choose_strategies(size: int, workers: int, use_cache: bool) -> tuple[str, ..
     A TraceReadError (the file's own fault) ends the read at any step: the others would say the same.
     """
     plan = [CACHE] if use_cache else []
+    if native_reader and size <= max_trace_bytes() // WHOLE_FILE_FACTOR:
+        plan.append(NATIVE)
     if workers > 0 and size >= stream.PARALLEL_MIN_BYTES and sys.executable:
         plan.append(PROCESSES)
     return (*plan, STREAM, WHOLE_FILE)
@@ -238,7 +281,7 @@ def read_trace(
     fingerprint = _fingerprint(path)
     if not storage.is_remote(path) and os.path.isdir(path):
         raise TraceReadError(f"{path}: is a directory")
-    plan = choose_strategies(fingerprint[0], workers, use_cache)
+    plan = choose_strategies(fingerprint[0], workers, use_cache, native.enabled())
     t = cache.load(path) if CACHE in plan else None
     if t is None:
         if tune_memory:
@@ -288,6 +331,11 @@ def _read_once(path: str, plan: tuple[str, ...], workers: int) -> TraceData:
         for strategy in plan:
             t = _parse_by(strategy, path, workers)
             if t is not None:
+                log.info(
+                    "gpuscope: %s read by the %s",
+                    path,
+                    native.NATIVE_READER if strategy == NATIVE else native.PYTHON_READER,
+                )
                 return t
         raise TraceReadError(f"{path}: no read strategy applies ({', '.join(plan)})")
     except TraceReadError:
@@ -301,6 +349,14 @@ def _read_once(path: str, plan: tuple[str, ...], workers: int) -> TraceData:
 
 def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
     """A parse of `path` by one strategy; None when it does not apply to this file."""
+    if strategy == NATIVE:
+        try:
+            return _native_parse(path)
+        except Exception as e:  # noqa: BLE001 - a fault of the native reader: the Python reader reads the file
+            log.warning(
+                "gpuscope: %s: the native reader failed (%s: %s); reading it in Python", path, type(e).__name__, e
+            )
+            return None
     if strategy == PROCESSES:
         try:
             return stream._parallel_parse(path, workers)
