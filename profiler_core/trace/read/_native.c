@@ -532,6 +532,27 @@ typedef struct {
     int args_object;
 } event_t;
 
+/* a text of plain decimal digits in an integer arg ("4096"): the Python reader reads it as int() does */
+static void digits_to_int(parser_t *p, val_t *v) {
+    const char *t = p->base + v->off + 1;
+    size_t n = v->len - 2, k = 0;
+    int neg = 0;
+    if (v->escaped || n == 0) return;
+    if (t[0] == '-') {
+        neg = 1;
+        k = 1;
+    }
+    if (n - k == 0 || n - k > 18) return;
+    int64_t acc = 0;
+    for (; k < n; k++) {
+        if (t[k] < '0' || t[k] > '9') return;
+        acc = acc * 10 + (t[k] - '0');
+    }
+    v->kind = V_INT;
+    v->i = neg ? -acc : acc;
+    v->d = (double)v->i;
+}
+
 static int parse_args(parser_t *p, event_t *ev) {
     /* at '{' */
     p->pos++;
@@ -566,6 +587,7 @@ static int parse_args(parser_t *p, event_t *ev) {
             int r = how == K_TRIPLE ? parse_triple(p, v, 3) : parse_value(p, v, how == K_RAW, 3);
             if (r) return -1;
             if (v->kind == V_ABSENT) v->kind = V_OTHER; /* never absent once seen */
+            if ((how == K_INT || how == K_INT32) && v->kind == V_STR) digits_to_int(p, v);
         }
         skip_ws(p);
         int c = peek(p);
