@@ -25,8 +25,8 @@ typedef struct {
     size_t len, cap;
 } buf_t;
 
-static int buf_push(buf_t *b, const void *v, size_t n) {
-    if (b->len + n > b->cap) {
+static int buf_grow(buf_t *b, size_t n) {
+    {
         size_t cap = b->cap ? b->cap * 2 : 4096;
         while (cap < b->len + n) cap *= 2;
         char *d = realloc(b->data, cap);
@@ -34,6 +34,11 @@ static int buf_push(buf_t *b, const void *v, size_t n) {
         b->data = d;
         b->cap = cap;
     }
+    return 0;
+}
+
+static inline int buf_push(buf_t *b, const void *v, size_t n) {
+    if (b->len + n > b->cap && buf_grow(b, n)) return -1;
     memcpy(b->data + b->len, v, n);
     b->len += n;
     return 0;
@@ -371,6 +376,31 @@ static int parse_number(parser_t *p, val_t *v) {
         v->d = (double)v->i; /* round to nearest even, as Python's float(int) */
         return 0;
     }
+    /* up to 15 significant digits and no exponent: digits / 10**k, both exact doubles, is the correctly
+     * rounded value (one IEEE division) */
+    if (i - start <= 17) {
+        int exp_at = 0;
+        for (size_t k = int_end; k < i; k++)
+            if (s[k] == 'e' || s[k] == 'E') exp_at = 1;
+        if (!exp_at) {
+            uint64_t m = 0;
+            int digits = 0, frac = 0;
+            for (size_t k = start + neg; k < i; k++) {
+                if (s[k] == '.') continue;
+                m = m * 10 + (uint64_t)(s[k] - '0');
+                digits++;
+                if (k > int_end) frac++;
+            }
+            if (digits <= 15) {
+                static const double P10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
+                                             1e14, 1e15, 1e16};
+                double d = (double)m / P10[frac];
+                v->kind = V_FLOAT;
+                v->d = neg ? -d : d;
+                return 0;
+            }
+        }
+    }
     if (v->len >= MAX_NUMBER_TEXT) DECLINE(p, "a number literal too long");
     char tmp[MAX_NUMBER_TEXT];
     memcpy(tmp, s + start, v->len);
@@ -521,8 +551,9 @@ static int parse_triple(parser_t *p, val_t *v, int depth) {
     return 0;
 }
 
-static int key_is(parser_t *p, size_t off, size_t len, const char *key) {
-    size_t n = strlen(key);
+static size_t ARG_LEN[N_ARGS], FIELD_LEN[N_FIELDS];
+
+static int key_is(parser_t *p, size_t off, size_t len, const char *key, size_t n) {
     return len == n + 2 && memcmp(p->base + off + 1, key, n) == 0;
 }
 
@@ -573,7 +604,7 @@ static int parse_args(parser_t *p, event_t *ev) {
         skip_ws(p);
         int which = -1;
         for (int k = 0; k < N_ARGS; k++)
-            if (key_is(p, off, len, ARGS[k].key)) {
+            if (key_is(p, off, len, ARGS[k].key, ARG_LEN[k])) {
                 which = k;
                 break;
             }
@@ -605,7 +636,9 @@ static int parse_args(parser_t *p, event_t *ev) {
 }
 
 static int parse_event(parser_t *p, event_t *ev) {
-    memset(ev, 0, sizeof *ev);
+    for (int k = 0; k < N_FIELDS; k++) ev->f[k].kind = V_ABSENT;
+    for (int k = 0; k < N_ARGS; k++) ev->a[k].kind = V_ABSENT;
+    ev->args_object = 0;
     if (peek(p) != '{') DECLINE(p, "an entry of traceEvents that is not an object");
     p->pos++;
     skip_ws(p);
@@ -624,7 +657,7 @@ static int parse_event(parser_t *p, event_t *ev) {
         skip_ws(p);
         int which = -1;
         for (int k = 0; k < N_FIELDS; k++)
-            if (key_is(p, off, len, FIELDS[k])) {
+            if (key_is(p, off, len, FIELDS[k], FIELD_LEN[k])) {
                 which = k;
                 break;
             }
@@ -660,10 +693,12 @@ static int parse_event(parser_t *p, event_t *ev) {
 }
 
 /* ------------------------------------------------------------------ events -> rows */
-#define PUT(P, B, T, V)                                                 \
-    do {                                                                \
-        T _v = (V);                                                     \
-        if (buf_push(&(B), &_v, sizeof _v)) DECLINE(P, "out of memory"); \
+#define PUT(P, B, T, V)                                                                   \
+    do {                                                                                  \
+        buf_t *_b = &(B);                                                                 \
+        if (_b->len + sizeof(T) > _b->cap && buf_grow(_b, sizeof(T))) DECLINE(P, "out of memory"); \
+        *(T *)(void *)(_b->data + _b->len) = (V);                                         \
+        _b->len += sizeof(T);                                                             \
     } while (0)
 
 static const double MAX_US = 4611686018427387.904; /* 2**62 / 1000, as columns._MAX_US */
@@ -1023,4 +1058,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "The native trace reader (see native.py).", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    for (int k = 0; k < N_ARGS; k++) ARG_LEN[k] = strlen(ARGS[k].key);
+    for (int k = 0; k < N_FIELDS; k++) FIELD_LEN[k] = strlen(FIELDS[k]);
+    return PyModule_Create(&module);
+}
