@@ -214,6 +214,7 @@ static const coldef_t MD_COLS[N_MD] = {
 };
 enum { U_PH, N_U };
 static const coldef_t U_COLS[N_U] = {{"ph", T_I32}};
+static const coldef_t PIECE_COLS[1] = {{"first_start_end", T_I64}};
 
 /* ------------------------------------------------------------------ the parser */
 typedef struct {
@@ -222,7 +223,9 @@ typedef struct {
     const char *why; /* the reason to decline, NULL while all is well */
     table_t table;
     buf_t x[N_X], m[N_M], fl[N_FL], md[N_MD], u[N_U];
+    buf_t pieces; /* (first event, start, end) int64 triples: byte ranges of about piece_bytes of whole events */
     int64_t entries, max_events;
+    size_t piece_bytes, last_end;
 } parser_t;
 
 #define DECLINE(P, WHY)          \
@@ -926,10 +929,20 @@ static int parse_all(parser_t *p) {
     if (peek(p) == ']') {
         p->pos++;
     } else {
+        int64_t piece_first = 0;
+        size_t piece_start = p->pos;
         for (;;) {
             event_t ev;
             if (++p->entries > p->max_events) DECLINE(p, "more events than the memory budget holds");
+            size_t at = p->pos;
+            if (p->entries - 1 > piece_first && at - piece_start >= p->piece_bytes) {
+                int64_t piece[3] = {piece_first, (int64_t)piece_start, (int64_t)p->last_end};
+                if (buf_push(&p->pieces, piece, sizeof piece)) DECLINE(p, "out of memory");
+                piece_first = p->entries - 1;
+                piece_start = at;
+            }
             if (parse_event(p, &ev)) return -1;
+            p->last_end = p->pos;
             if (emit(p, &ev, p->entries - 1)) return -1;
             skip_ws(p);
             int c = peek(p);
@@ -940,6 +953,8 @@ static int parse_all(parser_t *p) {
             }
             if (c == ']') {
                 p->pos++;
+                int64_t piece[3] = {piece_first, (int64_t)piece_start, (int64_t)p->last_end};
+                if (buf_push(&p->pieces, piece, sizeof piece)) DECLINE(p, "out of memory");
                 break;
             }
             DECLINE(p, "invalid JSON between events");
@@ -958,6 +973,7 @@ static void parser_free(parser_t *p) {
         for (int k = 0; k < sizes[g]; k++) free(groups[g][k].data);
     free(p->table.spans.data);
     free(p->table.slots);
+    free(p->pieces.data);
 }
 
 static PyObject *columns_dict(buf_t *bufs, const coldef_t *defs, int n) {
@@ -981,7 +997,8 @@ static PyObject *parse_events(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     long long max_events;
-    if (!PyArg_ParseTuple(args, "y*L", &view, &max_events)) return NULL;
+    Py_ssize_t piece_bytes;
+    if (!PyArg_ParseTuple(args, "y*Ln", &view, &max_events, &piece_bytes)) return NULL;
     struct lconv *lc = localeconv();
     if (!lc || strcmp(lc->decimal_point, ".") != 0) {
         PyBuffer_Release(&view);
@@ -995,6 +1012,7 @@ static PyObject *parse_events(PyObject *self, PyObject *args) {
     p->base = view.buf;
     p->end = (size_t)view.len;
     p->max_events = max_events;
+    p->piece_bytes = piece_bytes > 0 ? (size_t)piece_bytes : 1;
     Py_BEGIN_ALLOW_THREADS;
     parse_all(p);
     Py_END_ALLOW_THREADS;
@@ -1011,7 +1029,8 @@ static PyObject *parse_events(PyObject *self, PyObject *args) {
         const coldef_t *defs;
         int n;
     } groups[] = {{"complete", p->x, X_COLS, N_X}, {"memory", p->m, M_COLS, N_M}, {"flows", p->fl, FL_COLS, N_FL},
-                  {"metadata", p->md, MD_COLS, N_MD}, {"unsupported", p->u, U_COLS, N_U}};
+                  {"metadata", p->md, MD_COLS, N_MD}, {"unsupported", p->u, U_COLS, N_U},
+                  {"pieces", &p->pieces, PIECE_COLS, 1}};
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         PyObject *d = columns_dict(groups[g].bufs, groups[g].defs, groups[g].n);
         if (!d || PyDict_SetItemString(out, groups[g].key, d) < 0) {
@@ -1051,7 +1070,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"parse_events", parse_events, METH_VARARGS,
-     "parse_events(buffer, max_events) -> dict of column bytearrays and texts, or a str: why it declined"},
+     "parse_events(buffer, max_events, piece_bytes) -> dict of column bytearrays, texts and pieces, or a str: "
+     "why it declined"},
     {NULL, NULL, 0, NULL},
 };
 

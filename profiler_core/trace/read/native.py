@@ -17,6 +17,7 @@ import numpy as np
 
 from profiler_core import settings
 from profiler_core.trace.model import EVENT_CATEGORY, EVENT_COLUMNS, EVENT_FLOAT, EVENT_INT32, TraceData
+from profiler_core.trace.read import stream
 from profiler_core.trace.read.columns import (
     _FAMILY,
     _FAMILY_FIELDS,
@@ -59,20 +60,26 @@ class _Decline(Exception):
     """A value the native path cannot convert exactly as the Python reader does: it reads the file."""
 
 
-def columns_of(meta: dict, events: Any, path: str) -> TraceData | None:
+def columns_of(meta: dict, events: Any, path: str, events_at: int | None = None) -> TraceData | None:
     """The TraceData of a trace whose top-level keys are `meta` and whose traceEvents array is the
-    JSON bytes `events` (any buffer); None when the native reader declines it (or is not built)."""
+    JSON bytes `events` (any buffer); None when the native reader declines it (or is not built).
+    With `events_at`, the offset of `events` in the file's decompressed bytes, its `event_index`
+    holds the byte ranges of pieces of about stream.BLOCK bytes, as the streaming reader's."""
     if _native is None:
         return None
-    out = _native.parse_events(events, max_trace_events())
+    out = _native.parse_events(events, max_trace_events(), stream.BLOCK)
     if isinstance(out, str):
         log.debug("gpuscope: %s: the native reader declined (%s)", path, out)
         return None
     try:
-        return _Build(out).trace(path, meta)
+        t = _Build(out).trace(path, meta)
     except _Decline as e:
         log.debug("gpuscope: %s: the native reader declined (%s)", path, e)
         return None
+    if events_at is not None:
+        pieces = np.frombuffer(out["pieces"]["first_start_end"], dtype=np.int64).reshape(-1, 3)
+        t.event_index = tuple((int(i), int(a) + events_at, int(b) + events_at) for i, a, b in pieces.tolist())
+    return t
 
 
 class _Build:

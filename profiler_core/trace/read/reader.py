@@ -133,12 +133,13 @@ def _native_parse(path: str) -> TraceData | None:
         data = read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR)
     except TraceReadError:
         return None
-    return parse_trace_native(data, path)
+    return parse_trace_native(data, path, index=True)
 
 
-def parse_trace_native(data: bytes, path: str = "<memory>") -> TraceData | None:
+def parse_trace_native(data: bytes, path: str = "<memory>", index: bool = False) -> TraceData | None:
     """`parse_trace` by the native reader: the same TraceData, or None when the native reader is not
-    built or declines the document (it then raises nothing: `parse_trace` says what is wrong)."""
+    built or declines the document (it then raises nothing: `parse_trace` says what is wrong).
+    With `index`, its `event_index` locates pieces of events in `data` (for `lookup`)."""
     if not native.available() or not isinstance(data, (bytes, bytearray)):
         return None
     try:
@@ -148,10 +149,23 @@ def parse_trace_native(data: bytes, path: str = "<memory>") -> TraceData | None:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return native.columns_of(meta, events, path)
+        return native.columns_of(meta, events, path, _offset_in(events, data) if index else None)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _offset_in(part: Any, data: bytes) -> int | None:
+    """Where the buffer `part` (a msgspec.Raw of `data`, or `data` itself) starts in `data`."""
+    if part is data:
+        return 0
+    import numpy as np
+
+    view, whole = np.frombuffer(memoryview(part), np.uint8), np.frombuffer(data, np.uint8)
+    at = view.ctypes.data - whole.ctypes.data
+    if 0 <= at <= len(data) - len(view) and data[at : at + 64] == bytes(view[:64]):
+        return at
+    return None
 
 
 def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
