@@ -233,6 +233,8 @@ typedef struct {
     const char *why; /* the reason to decline, NULL while all is well */
     table_t table;
     buf_t x[N_X], m[N_M], fl[N_FL], md[N_MD], u[N_U];
+    int x_active[N_X]; /* arg columns of complete events: stored from the first row with a value */
+    int64_t x_rows;
     buf_t pieces; /* (first event, start, end) int64 triples: byte ranges of about piece_bytes of whole events */
     int64_t entries, max_events;
     size_t piece_bytes, last_end;
@@ -394,9 +396,9 @@ static int parse_number(parser_t *p, val_t *v) {
         v->d = (double)v->i; /* round to nearest even, as Python's float(int) */
         return 0;
     }
-    /* up to 15 significant digits and no exponent: digits / 10**k, both exact doubles, is the correctly
-     * rounded value (one IEEE division) */
-    if (i - start <= 17) {
+    /* no exponent and digits that make at most 2**53: digits / 10**k, both exact doubles, is the
+     * correctly rounded value (one IEEE division) */
+    if (i - start <= 21) {
         int exp_at = 0;
         for (size_t k = int_end; k < i; k++)
             if (s[k] == 'e' || s[k] == 'E') exp_at = 1;
@@ -409,9 +411,9 @@ static int parse_number(parser_t *p, val_t *v) {
                 digits++;
                 if (k > int_end) frac++;
             }
-            if (digits <= 15) {
+            if (digits <= 19 && m <= (1ULL << 53)) {
                 static const double P10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
-                                             1e14, 1e15, 1e16};
+                                             1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
                 double d = (double)m / P10[frac];
                 v->kind = V_FLOAT;
                 v->d = neg ? -d : d;
@@ -809,6 +811,32 @@ static int64_t ival(const val_t *v, int64_t missing) { return v->kind == V_INT ?
 static double fval(const val_t *v) { return (v->kind == V_INT || v->kind == V_FLOAT) ? v->d : NAN; }
 static int32_t sval(const val_t *v) { return (v->kind == V_ABSENT || v->kind == V_NULL) ? -1 : v->s; }
 
+/* an arg column's value for the current complete event: nothing stored while the column has only
+ * missing values, the missing value of the earlier rows written when its first value comes */
+static int put_opt(parser_t *p, int k, const void *value, const void *missing, size_t size) {
+    buf_t *b = &p->x[k];
+    if (!p->x_active[k]) {
+        if (memcmp(value, missing, size) == 0) return 0;
+        size_t rows = (size_t)p->x_rows;
+        if (rows && buf_grow(b, rows * size)) DECLINE(p, "out of memory");
+        for (size_t r = 0; r < rows; r++) memcpy(b->data + r * size, missing, size);
+        b->len = rows * size;
+        p->x_active[k] = 1;
+    }
+    if (buf_push(b, value, size)) DECLINE(p, "out of memory");
+    return 0;
+}
+
+#define OPT(K, T, V)                                                              \
+    do {                                                                          \
+        T _v = (V), _m = missing_of_##T(K);                                       \
+        if (put_opt(p, (K), &_v, &_m, sizeof(T))) return -1;                      \
+    } while (0)
+
+static inline int64_t missing_of_int64_t(int k) { (void)k; return -1; }
+static inline int32_t missing_of_int32_t(int k) { return (k >= X_GRID_X && k <= X_BLOCK_Z) ? 0 : -1; }
+static inline double missing_of_double(int k) { (void)k; return NAN; }
+
 static int emit_complete(parser_t *p, const event_t *ev, int64_t idx) {
     const val_t *f = ev->f, *a = ev->a;
     double ts, dur = NAN;
@@ -828,36 +856,37 @@ static int emit_complete(parser_t *p, const event_t *ev, int64_t idx) {
     PUT(p, x[X_NAME], int32_t, name);
     if (put_label(p, &x[X_PID], &x[X_PID_LABEL], &f[F_PID])) return -1;
     if (put_label(p, &x[X_TID], &x[X_TID_LABEL], &f[F_TID])) return -1;
-    PUT(p, x[X_EXT], int64_t, ival(&a[A_EXT], -1));
-    PUT(p, x[X_EXT_LC], int64_t, ival(&a[A_EXT_LC], -1));
-    PUT(p, x[X_CORRELATION], int64_t, ival(&a[A_CORRELATION], -1));
-    PUT(p, x[X_DEVICE], int64_t, ival(&a[A_DEVICE], -1));
-    PUT(p, x[X_STREAM], int64_t, ival(&a[A_STREAM], -1));
+    OPT(X_EXT, int64_t, ival(&a[A_EXT], -1));
+    OPT(X_EXT_LC, int64_t, ival(&a[A_EXT_LC], -1));
+    OPT(X_CORRELATION, int64_t, ival(&a[A_CORRELATION], -1));
+    OPT(X_DEVICE, int64_t, ival(&a[A_DEVICE], -1));
+    OPT(X_STREAM, int64_t, ival(&a[A_STREAM], -1));
     int g = a[A_GRID].kind == V_TRIPLE, b = a[A_BLOCK].kind == V_TRIPLE;
-    for (int k = 0; k < 3; k++) PUT(p, x[X_GRID_X + k], int32_t, g ? a[A_GRID].xyz[k] : 0);
-    for (int k = 0; k < 3; k++) PUT(p, x[X_BLOCK_X + k], int32_t, b ? a[A_BLOCK].xyz[k] : 0);
-    PUT(p, x[X_REGISTERS], int32_t, (int32_t)ival(&a[A_REGISTERS], -1));
-    PUT(p, x[X_SHARED], int32_t, (int32_t)ival(&a[A_SHARED], -1));
-    PUT(p, x[X_STATIC_SHARED], int32_t, (int32_t)ival(&a[A_STATIC_SHARED], -1));
-    PUT(p, x[X_DYNAMIC_SHARED], int32_t, (int32_t)ival(&a[A_DYNAMIC_SHARED], -1));
-    PUT(p, x[X_BLOCKS_PER_SM], double, fval(&a[A_BLOCKS_PER_SM]));
-    PUT(p, x[X_WARPS_PER_SM], double, fval(&a[A_WARPS_PER_SM]));
-    PUT(p, x[X_OCCUPANCY], double, fval(&a[A_OCCUPANCY]));
-    PUT(p, x[X_BYTES], int64_t, ival(&a[A_NBYTES], -1));
-    PUT(p, x[X_INPUT_DIMS], int32_t, sval(&a[A_INPUT_DIMS]));
-    PUT(p, x[X_INPUT_TYPE], int32_t, sval(&a[A_INPUT_TYPE]));
-    PUT(p, x[X_CALL_STACK], int32_t, sval(&a[A_CALL_STACK]));
-    PUT(p, x[X_PY_ID], int64_t, ival(&a[A_PY_ID], -1));
-    PUT(p, x[X_PY_PARENT], int64_t, ival(&a[A_PY_PARENT], -1));
-    PUT(p, x[X_PY_MODULE], int64_t, ival(&a[A_PY_MODULE], -1));
-    PUT(p, x[X_SEQ], int64_t, ival(&a[A_SEQ], -1));
-    PUT(p, x[X_FWD], int64_t, ival(&a[A_FWD], -1));
-    PUT(p, x[X_COLL], int32_t, sval(&a[A_COLL]));
-    PUT(p, x[X_DTYPE], int32_t, sval(&a[A_DTYPE]));
-    PUT(p, x[X_IN_NELEMS], int64_t, ival(&a[A_IN_NELEMS], -1));
-    PUT(p, x[X_OUT_NELEMS], int64_t, ival(&a[A_OUT_NELEMS], -1));
-    PUT(p, x[X_GROUP_SIZE], int64_t, ival(&a[A_GROUP_SIZE], -1));
-    PUT(p, x[X_PG_NAME], int32_t, sval(&a[A_PG_NAME]));
+    for (int k = 0; k < 3; k++) OPT(X_GRID_X + k, int32_t, g ? a[A_GRID].xyz[k] : 0);
+    for (int k = 0; k < 3; k++) OPT(X_BLOCK_X + k, int32_t, b ? a[A_BLOCK].xyz[k] : 0);
+    OPT(X_REGISTERS, int32_t, (int32_t)ival(&a[A_REGISTERS], -1));
+    OPT(X_SHARED, int32_t, (int32_t)ival(&a[A_SHARED], -1));
+    OPT(X_STATIC_SHARED, int32_t, (int32_t)ival(&a[A_STATIC_SHARED], -1));
+    OPT(X_DYNAMIC_SHARED, int32_t, (int32_t)ival(&a[A_DYNAMIC_SHARED], -1));
+    OPT(X_BLOCKS_PER_SM, double, fval(&a[A_BLOCKS_PER_SM]));
+    OPT(X_WARPS_PER_SM, double, fval(&a[A_WARPS_PER_SM]));
+    OPT(X_OCCUPANCY, double, fval(&a[A_OCCUPANCY]));
+    OPT(X_BYTES, int64_t, ival(&a[A_NBYTES], -1));
+    OPT(X_INPUT_DIMS, int32_t, sval(&a[A_INPUT_DIMS]));
+    OPT(X_INPUT_TYPE, int32_t, sval(&a[A_INPUT_TYPE]));
+    OPT(X_CALL_STACK, int32_t, sval(&a[A_CALL_STACK]));
+    OPT(X_PY_ID, int64_t, ival(&a[A_PY_ID], -1));
+    OPT(X_PY_PARENT, int64_t, ival(&a[A_PY_PARENT], -1));
+    OPT(X_PY_MODULE, int64_t, ival(&a[A_PY_MODULE], -1));
+    OPT(X_SEQ, int64_t, ival(&a[A_SEQ], -1));
+    OPT(X_FWD, int64_t, ival(&a[A_FWD], -1));
+    OPT(X_COLL, int32_t, sval(&a[A_COLL]));
+    OPT(X_DTYPE, int32_t, sval(&a[A_DTYPE]));
+    OPT(X_IN_NELEMS, int64_t, ival(&a[A_IN_NELEMS], -1));
+    OPT(X_OUT_NELEMS, int64_t, ival(&a[A_OUT_NELEMS], -1));
+    OPT(X_GROUP_SIZE, int64_t, ival(&a[A_GROUP_SIZE], -1));
+    OPT(X_PG_NAME, int32_t, sval(&a[A_PG_NAME]));
+    p->x_rows++;
     return 0;
 }
 

@@ -65,12 +65,24 @@ def columns_of(meta: dict, events: Any, path: str, events_at: int | None = None)
     JSON bytes `events` (any buffer); None when the native reader declines it (or is not built).
     With `events_at`, the offset of `events` in the file's decompressed bytes, its `event_index`
     holds the byte ranges of pieces of about stream.BLOCK bytes, as the streaming reader's."""
+    out = scan(events, path)
+    return None if out is None else build(out, meta, path, events_at)
+
+
+def scan(events: Any, path: str) -> dict | None:
+    """The C scan of a traceEvents array (JSON bytes, any buffer): its column buffers and texts, which
+    no longer refer to `events`; None when it declines (or is not built)."""
     if _native is None:
         return None
     out = _native.parse_events(events, max_trace_events(), stream.BLOCK)
     if isinstance(out, str):
         log.debug("gpuscope: %s: the native reader declined (%s)", path, out)
         return None
+    return out
+
+
+def build(out: dict, meta: dict, path: str, events_at: int | None = None) -> TraceData | None:
+    """The TraceData of a `scan` result (see `columns_of`); None when a value cannot be converted exactly."""
     try:
         t = _Build(out).trace(path, meta)
     except _Decline as e:
@@ -204,16 +216,25 @@ class _Build:
         def rows(field: str) -> np.ndarray:
             return np.isin(families, [i for i, f in enumerate(_FAMILY_NAMES) if field in _FAMILY_FIELDS[f]])
 
-        ext = np.where(rows("ext_id"), x["ext_id"], -1)
-        lc = np.where(rows("ext_id_lc"), x["ext_id_lc"], -1)
-        cols["external_id"] = np.where(ext == -1, lc, ext)
+        # an arg column the scan never stored has no value in any row (see put_opt in _native.c)
+        def arg(c: str) -> np.ndarray | None:
+            return x[c] if len(x[c]) else None
+
+        ext, lc = arg("ext_id"), arg("ext_id_lc")
+        ext = None if ext is None else np.where(rows("ext_id"), ext, -1)
+        lc = None if lc is None else np.where(rows("ext_id_lc"), lc, -1)
+        cols["external_id"] = lc if ext is None else (ext if lc is None else np.where(ext == -1, lc, ext))
         for field in ("grid", "block"):
             keep = rows(field)
             for axis in "xyz":
-                cols[f"{field}_{axis}"] = np.where(keep, x[f"{field}_{axis}"], 0).astype(np.int32)
+                values = arg(f"{field}_{axis}")
+                cols[f"{field}_{axis}"] = None if values is None else np.where(keep, values, 0).astype(np.int32)
         for field in dict.fromkeys(_FAMILY_FIELDS["other"]):
             column = _FIELD_COLUMN.get(field, field)
             if field in ("ext_id", "ext_id_lc", "grid", "block"):
+                continue
+            if arg(column) is None:
+                cols[column] = None
                 continue
             keep = rows(field)
             if column in EVENT_CATEGORY:
@@ -228,7 +249,7 @@ class _Build:
                 cols[column] = np.where(keep, x[column], EVENT_INT32.get(column, -1)).astype(dtype)
         for c in EVENT_COLUMNS:
             arr = cols[c]
-            if c not in ("ts", "dur", "idx", "pid", "tid", "cat", "name") and _all_missing(c, arr):
+            if arr is not None and c not in ("ts", "dur", "idx", "pid", "tid", "cat", "name") and _all_missing(c, arr):
                 arr = None  # absent from every row: the shared read-only missing column, as the Python reader
             b.ev[c].append(arr)
         b.ev_len.append(n)

@@ -131,9 +131,13 @@ def _native_parse(path: str) -> TraceData | None:
         return None
     try:
         data = read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR)
-    except TraceReadError:
+        meta, events = _split_top(data, path)
+    except (TraceReadError, RecursionError):
         return None
-    return parse_trace_native(data, path, index=True)
+    at = _offset_in(events, data)
+    out = native.scan(events, path)
+    del data, events  # the columns are built without the JSON in memory
+    return None if out is None else native.build(out, meta, path, at)
 
 
 def parse_trace_native(data: bytes, path: str = "<memory>", index: bool = False) -> TraceData | None:
