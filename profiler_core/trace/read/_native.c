@@ -2,7 +2,7 @@
  *
  * parse_events(buffer, max_events) scans the JSON bytes of the traceEvents array (strictly: any text
  * that is not JSON, or a value of a shape this reader does not handle exactly, makes it decline) and
- * returns a dict of bytearrays (one per column, native-endian int64/int32/float64) and the table of
+ * returns a dict of writable buffers (one per column, native-endian int64/int32/float64) and the table of
  * raw JSON texts (string literals and raw values) that the string columns index; or a str saying why
  * it declined, in which case profiler_core.trace.read.native leaves the file to the Python reader.
  * The scan runs without the GIL and touches no Python object; the results are built after it.
@@ -1020,19 +1020,68 @@ static void parser_free(parser_t *p) {
     free(p->pieces.data);
 }
 
+/* a column's memory handed to Python as it is (a writable buffer freed with the object): no copy */
+typedef struct {
+    PyObject_HEAD char *data;
+    Py_ssize_t len;
+} Block;
+
+static int block_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Block *b = (Block *)self;
+    return PyBuffer_FillInfo(view, self, b->data, b->len, 0, flags);
+}
+
+static void block_dealloc(PyObject *self) {
+    free(((Block *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs block_as_buffer = {block_getbuffer, NULL};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "profiler_core.trace.read._native.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the memory of one column (a writable buffer)",
+};
+
+/* a Block owning b's memory (b is left empty) */
+static PyObject *block_of(buf_t *b) {
+    Block *o = PyObject_New(Block, &BlockType);
+    if (!o) return NULL;
+    char *data = b->data;
+    if (!data || b->len == 0) {
+        free(data);
+        data = malloc(1);
+        if (!data) {
+            o->data = NULL;
+            Py_DECREF(o);
+            return PyErr_NoMemory();
+        }
+    } else if (b->len < b->cap) {
+        char *shrunk = realloc(data, b->len); /* give back the growth slack */
+        if (shrunk) data = shrunk;
+    }
+    o->data = data;
+    o->len = (Py_ssize_t)b->len;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)o;
+}
+
 static PyObject *columns_dict(buf_t *bufs, const coldef_t *defs, int n) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (int k = 0; k < n; k++) {
-        PyObject *b = PyByteArray_FromStringAndSize(bufs[k].data ? bufs[k].data : "", (Py_ssize_t)bufs[k].len);
+        PyObject *b = block_of(&bufs[k]);
         if (!b || PyDict_SetItemString(d, defs[k].name, b) < 0) {
             Py_XDECREF(b);
             Py_DECREF(d);
             return NULL;
         }
         Py_DECREF(b);
-        free(bufs[k].data);
-        bufs[k].data = NULL;
     }
     return d;
 }
@@ -1114,7 +1163,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"parse_events", parse_events, METH_VARARGS,
-     "parse_events(buffer, max_events, piece_bytes) -> dict of column bytearrays, texts and pieces, or a str: "
+     "parse_events(buffer, max_events, piece_bytes) -> dict of column buffers, texts and pieces, or a str: "
      "why it declined"},
     {NULL, NULL, 0, NULL},
 };
@@ -1126,5 +1175,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int k = 0; k < N_ARGS; k++) ARG_LEN[k] = strlen(ARGS[k].key);
     for (int c = 0x20; c < 0x80; c++) PLAIN[c] = c != '"' && c != '\\';
     for (int k = 0; k < N_FIELDS; k++) FIELD_LEN[k] = strlen(FIELDS[k]);
+    if (PyType_Ready(&BlockType) < 0) return NULL;
     return PyModule_Create(&module);
 }

@@ -201,7 +201,7 @@ class _Build:
         cols: dict[str, np.ndarray | None] = {
             "ts": self.ns(x["ts"]),
             "dur": dur,
-            "idx": x["idx"].copy(),
+            "idx": x["idx"],
             "cat": cat,
             "name": name,
             "pid": self.labels(x["pid"], x["pid_label"]),
@@ -263,8 +263,8 @@ class _Build:
                 "ts": self.ns(m["ts"]),
                 "pid": self.labels(m["pid"], m["pid_label"]),
                 "tid": self.labels(m["tid"], m["tid_label"]),
-                **{k: m[k].copy() for k in _MEM_INTS},
-                "idx": m["idx"].copy(),
+                **{k: m[k] for k in _MEM_INTS},
+                "idx": m["idx"],
             }
         )
 
@@ -277,13 +277,13 @@ class _Build:
             {
                 "cat": self.codes(b.flow_cat, f["cat"], self.string),
                 "name": self.codes(b.flow_name, f["name"], self.string),
-                "id": f["id"].copy(),
+                "id": f["id"],
                 "ph": self.codes(b.flow_ph, f["ph"], self.string),
                 "pid": self.labels(f["pid"], f["pid_label"]),
                 "tid": self.labels(f["tid"], f["tid_label"]),
                 "ts": self.ns(f["ts"]),
                 "bp": self.codes(b.flow_bp, f["bp"], self.string),
-                "idx": f["idx"].copy(),
+                "idx": f["idx"],
             }
         )
 
