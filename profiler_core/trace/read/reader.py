@@ -53,13 +53,15 @@ log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- file access
-def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
+def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = False) -> bytes:
     """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name), read block
     by block up to `limit` (default max_trace_bytes(); a gzip file whose trailer says more is
-    refused unread)."""
+    refused unread). With `grow`, a bytearray grown block by block (never the blocks and their join
+    in memory at once)."""
     path = os.fspath(path)
     limit = max_trace_bytes() if limit is None else limit
     parts, total = [], 0
+    grown = bytearray() if grow else None
     try:
         with storage.open_read(path) as f:
             head = f.read(2)
@@ -74,7 +76,10 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
                 total += len(block)
                 if total > limit:
                     raise too_big(path, limit)
-                parts.append(block)
+                if grown is not None:
+                    grown += block
+                else:
+                    parts.append(block)
     except FileNotFoundError:
         raise TraceReadError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -83,6 +88,8 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
         raise TraceReadError(f"{path}: truncated gzip file (ended before its end marker)") from None
     except (OSError, *GUNZIP_ERRORS) as e:
         raise TraceReadError(f"{path}: corrupt gzip file ({e})") from None
+    if grown is not None:
+        return grown  # type: ignore[return-value] - a bytes-like buffer
     data = parts[0] if len(parts) == 1 else b"".join(parts)
     del parts
     return data
@@ -130,7 +137,7 @@ def _native_parse(path: str) -> TraceData | None:
     if not native.enabled():
         return None
     try:
-        data = read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR)
+        data = read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR, grow=True)
         meta, events = _split_top(data, path)
     except (TraceReadError, RecursionError):
         return None
