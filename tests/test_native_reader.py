@@ -371,3 +371,11 @@ def test_byte_mutation_loop():
                 b[at:at] = b[rng.randrange(len(b)) :][: rng.randrange(1, 40)]
         _compare(bytes(b), f"<byte mutation {runs}>")
         runs += 1
+
+
+def test_an_arg_the_scan_does_not_know_makes_it_decline(monkeypatch):
+    """A column the Python reader gains (a new arg field) and the C scan lacks: declined, never a wrong column."""
+    fields = dict(native._FAMILY_FIELDS)
+    fields["other"] = (*fields["other"], "new_field")
+    monkeypatch.setattr(native, "_FAMILY_FIELDS", fields)
+    assert parse_trace_native(json.dumps(_base_doc()).encode()) is None

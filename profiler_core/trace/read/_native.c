@@ -131,7 +131,7 @@ enum {
     A_INPUT_DIMS, A_INPUT_TYPE, A_INPUT_DIMS_V18, A_CALL_STACK, A_PY_ID, A_PY_PARENT, A_PY_MODULE,
     A_SEQ, A_FWD, A_COLL, A_DTYPE, A_IN_NELEMS, A_OUT_NELEMS, A_GROUP_SIZE, A_PG_NAME,
     A_MEM_BYTES, A_ADDR, A_TOTAL_ALLOC, A_TOTAL_RES, A_DEV_TYPE, A_DEV_ID,
-    A_M_NAME, A_M_LABELS, A_M_SORT, N_ARGS
+    A_M_NAME, A_M_LABELS, A_M_SORT, A_GRAPH_ID, A_GRAPH_NODE_ID, N_ARGS
 };
 
 static const argdef_t ARGS[N_ARGS] = {
@@ -174,6 +174,8 @@ static const argdef_t ARGS[N_ARGS] = {
     [A_M_NAME] = {"name", K_RAW},
     [A_M_LABELS] = {"labels", K_RAW},
     [A_M_SORT] = {"sort_index", K_RAW},
+    [A_GRAPH_ID] = {"graph id", K_INT},
+    [A_GRAPH_NODE_ID] = {"graph node id", K_INT},
 };
 
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_BP, F_ARGS, N_FIELDS };
@@ -191,7 +193,8 @@ enum {
     X_CORRELATION, X_DEVICE, X_STREAM, X_GRID_X, X_GRID_Y, X_GRID_Z, X_BLOCK_X, X_BLOCK_Y, X_BLOCK_Z,
     X_REGISTERS, X_SHARED, X_STATIC_SHARED, X_DYNAMIC_SHARED, X_BLOCKS_PER_SM, X_WARPS_PER_SM,
     X_OCCUPANCY, X_BYTES, X_INPUT_DIMS, X_INPUT_TYPE, X_CALL_STACK, X_PY_ID, X_PY_PARENT, X_PY_MODULE,
-    X_SEQ, X_FWD, X_COLL, X_DTYPE, X_IN_NELEMS, X_OUT_NELEMS, X_GROUP_SIZE, X_PG_NAME, N_X
+    X_SEQ, X_FWD, X_COLL, X_DTYPE, X_IN_NELEMS, X_OUT_NELEMS, X_GROUP_SIZE, X_PG_NAME, X_GRAPH_ID,
+    X_GRAPH_NODE_ID, N_X
 };
 static const coldef_t X_COLS[N_X] = {
     {"idx", T_I64}, {"ts", T_F64}, {"dur", T_F64}, {"cat", T_I32}, {"name", T_I32},
@@ -204,6 +207,7 @@ static const coldef_t X_COLS[N_X] = {
     {"call_stack", T_I32}, {"python_id", T_I64}, {"python_parent_id", T_I64}, {"python_module_id", T_I64},
     {"sequence_nr", T_I64}, {"fwd_thread", T_I64}, {"coll_name", T_I32}, {"dtype", T_I32},
     {"in_nelems", T_I64}, {"out_nelems", T_I64}, {"group_size", T_I64}, {"pg_name", T_I32},
+    {"graph_id", T_I64}, {"graph_node_id", T_I64},
 };
 enum { M_IDX, M_TS, M_PID, M_PID_LABEL, M_TID, M_TID_LABEL, M_DEV_TYPE, M_DEV_ID, M_ADDR, M_BYTES,
        M_TOTAL_ALLOC, M_TOTAL_RES, N_M };
@@ -886,6 +890,8 @@ static int emit_complete(parser_t *p, const event_t *ev, int64_t idx) {
     OPT(X_OUT_NELEMS, int64_t, ival(&a[A_OUT_NELEMS], -1));
     OPT(X_GROUP_SIZE, int64_t, ival(&a[A_GROUP_SIZE], -1));
     OPT(X_PG_NAME, int32_t, sval(&a[A_PG_NAME]));
+    OPT(X_GRAPH_ID, int64_t, ival(&a[A_GRAPH_ID], -1));
+    OPT(X_GRAPH_NODE_ID, int64_t, ival(&a[A_GRAPH_NODE_ID], -1));
     p->x_rows++;
     return 0;
 }

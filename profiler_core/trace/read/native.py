@@ -216,6 +216,10 @@ class _Build:
         def rows(field: str) -> np.ndarray:
             return np.isin(families, [i for i, f in enumerate(_FAMILY_NAMES) if field in _FAMILY_FIELDS[f]])
 
+        unknown = [f for f in _FAMILY_FIELDS["other"] if _FIELD_COLUMN.get(f, f) not in x and f not in _PAIRED]
+        if unknown:  # an arg the Python reader reads and the scan does not know
+            raise _Decline(f"args the native reader does not read: {', '.join(unknown)}")
+
         # an arg column the scan never stored has no value in any row (see put_opt in _native.c)
         def arg(c: str) -> np.ndarray | None:
             return x[c] if len(x[c]) else None
@@ -231,7 +235,7 @@ class _Build:
                 cols[f"{field}_{axis}"] = None if values is None else np.where(keep, values, 0).astype(np.int32)
         for field in dict.fromkeys(_FAMILY_FIELDS["other"]):
             column = _FIELD_COLUMN.get(field, field)
-            if field in ("ext_id", "ext_id_lc", "grid", "block"):
+            if field in _PAIRED:
                 continue
             if arg(column) is None:
                 cols[column] = None
@@ -303,6 +307,10 @@ class _Build:
             p = pid[i] if pid_label[i] < 0 else labels.code(self.string(pid_label[i]))
             t = tid[i] if tid_label[i] < 0 else labels.code(self.string(tid_label[i]))
             self.b.names.append((p, t, _to_text(self.string(name)), value))
+
+
+#: arg fields stored in other columns than their names
+_PAIRED = ("ext_id", "ext_id_lc", "grid", "block")
 
 
 def _all_missing(column: str, arr: np.ndarray) -> bool:
