@@ -379,3 +379,27 @@ def test_an_arg_the_scan_does_not_know_makes_it_decline(monkeypatch):
     fields["other"] = (*fields["other"], "new_field")
     monkeypatch.setattr(native, "_FAMILY_FIELDS", fields)
     assert parse_trace_native(json.dumps(_base_doc()).encode()) is None
+
+
+def test_the_scan_releases_the_gil():
+    """Another thread runs while the C scan works: with a switch interval of 1000 s the interpreter never
+    takes the GIL from a thread by itself, so the waiting thread can only run if the scan lets go of it."""
+    import sys
+    import threading
+
+    from profiler_core.trace.read import _native
+
+    events = json.dumps(_base_doc()["traceEvents"] * 100).encode()  # ~80k events: tens of ms of scanning
+    go, ran = threading.Event(), []
+    waiter = threading.Thread(target=lambda: (go.wait(), ran.append(True)))
+    waiter.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000)
+    try:
+        go.set()  # the waiter wakes and waits for the GIL, which this thread keeps
+        out = _native.parse_events(events, 10**9, 1 << 20)
+        during = bool(ran)  # read before this thread gives the GIL up in any other way
+    finally:
+        sys.setswitchinterval(interval)
+        waiter.join()
+    assert isinstance(out, dict) and during
