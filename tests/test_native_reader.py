@@ -101,6 +101,39 @@ def test_read_trace_uses_it_and_says_which_reader(tmp_path, monkeypatch, caplog)
     _same(t_native, t_python)
 
 
+def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch):
+    """read_file scans the inflated file in pieces of whole events (here ~20 KB, so many): the same TraceData
+    as the Python reader's, and an event_index whose every range holds exactly its piece's events."""
+    import gzip
+
+    monkeypatch.setattr(native, "SCAN_PIECE", 20_000)
+    monkeypatch.setattr(reader.stream, "IO_BLOCK", 8_000)  # blocks smaller than a piece: joined first
+    data = json.dumps(_base_doc()).encode()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(data))
+    t = native.read_file(str(path))
+    assert t is not None
+    _same(t, parse_trace(data, str(path)))
+    index = t.event_index
+    assert len(index) > 5
+    firsts = [i for i, _, _ in index] + [len(_base_doc()["traceEvents"])]
+    for (first, lo, hi), nxt in zip(index, firsts[1:]):
+        assert len(json.loads(b"[" + data[lo:hi] + b"]")) == nxt - first
+
+
+def test_a_cut_inside_a_string_is_declined(tmp_path, monkeypatch):
+    """The last `}, {` of the inflated bytes is inside the last event's name: the piece cut there is not
+    JSON, the scan declines the file and read_trace reads it with the Python reader."""
+    monkeypatch.setattr(native, "SCAN_PIECE", 1000)
+    doc = _base_doc()
+    doc["traceEvents"].append(_op(999, {}) | {"name": "a}, {b"})
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert native.read_file(str(path)) is None
+    assert parse_trace_native(json.dumps(doc).encode()) is not None  # read whole, the same document scans
+    assert "a}, {b" in set(read_trace(path, processes=0).events["name"])
+
+
 def test_a_declined_file_is_read_by_the_python_reader(tmp_path, caplog):
     doc = _base_doc()
     kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")

@@ -113,7 +113,7 @@ def columns_of(meta: dict, events: Any, path: str, events_at: int | None = None)
     return None if out is None else build(out, meta, path, events_at)
 
 
-def scan(events: Any, path: str) -> dict | None:
+def scan(events: Any, path: str, max_events: int | None = None) -> dict | None:
     """The C scan of a traceEvents array (JSON bytes, any buffer): its column buffers and texts, which
     no longer refer to `events`; None when it declines (or is not built)."""
     if _native is None:
@@ -122,7 +122,8 @@ def scan(events: Any, path: str) -> dict | None:
     if why is not None:
         log.debug("gpuscope: %s: the native reader declined (the args table has %s)", path, why)
         return None
-    out = _native.parse_events(events, max_trace_events(), stream.BLOCK, scan_pairs())
+    limit = max_trace_events() if max_events is None else max_events
+    out = _native.parse_events(events, limit, stream.BLOCK, scan_pairs())
     if isinstance(out, str):
         log.debug("gpuscope: %s: the native reader declined (%s)", path, out)
         return None
@@ -142,14 +143,99 @@ def build(out: dict, meta: dict, path: str, events_at: int | None = None) -> Tra
     return t
 
 
-class _Build:
-    """One native result -> a filled `_Builder` -> its TraceData."""
+#: inflated bytes of events scanned at a time by `read_file` (the JSON it holds at once, about)
+SCAN_PIECE = 8 << 20
 
-    def __init__(self, out: dict) -> None:
+
+def read_file(path: str) -> TraceData | None:
+    """The TraceData of the trace file at `path`, inflated block by block (`stream._blocks`) and scanned
+    in pieces of about SCAN_PIECE bytes of whole events cut at `}, {` separators, the rows of each added to
+    one `_Builder`: memory stays near the streaming reader's. None when the native reader declines the
+    file (or a cut falls inside a string, which the scan then finds invalid): the Python reader reads it."""
+    if _native is None:
+        return None
+    b = _Builder()
+    index: list[tuple[int, int, int]] = []
+    buf, start, head, bare, n = b"", 0, None, False, 0
+
+    def add(piece: Any, at: int) -> bool:
+        """Scan the events text `piece` (without brackets), which starts at `at` in the inflated stream."""
+        nonlocal n
+        out = scan(b"".join((b"[", piece, b"]")), path, max_trace_events() - n)
+        if out is None:
+            return False
+        for group in ("complete", "memory", "flows"):
+            np.frombuffer(out[group]["idx"], dtype=np.int64)[:] += n  # (a writable buffer)
+        try:
+            _Build(out, b).add()
+        except _Decline as e:
+            log.debug("gpuscope: %s: the native reader declined (%s)", path, e)
+            return False
+        pieces = np.frombuffer(out["pieces"]["first_start_end"], dtype=np.int64).reshape(-1, 3)
+        index.extend((int(i) + n, int(lo) - 1 + at, int(hi) - 1 + at) for i, lo, hi in pieces.tolist())
+        n += int(out["entries"])
+        return True
+
+    for block in stream._blocks(path):
+        buf = buf + block if buf else block
+        if head is None:
+            stripped = buf.lstrip()
+            if not stripped:
+                start += len(buf)
+                buf = b""
+                continue
+            if stripped[:1] == b"[":
+                bare, head = True, b""
+                start += len(buf) - len(stripped) + 1
+                buf = stripped[1:]
+            elif stripped[:1] == b"{":
+                m = stream._HEAD_RE.search(buf)
+                if m is None:
+                    if len(buf) > stream.MAX_PIECE:
+                        return None
+                    continue
+                head, buf = buf[: m.start()], buf[m.end() :]
+                start += m.end()
+            else:
+                return None
+        if len(buf) < SCAN_PIECE:
+            continue
+        last = None
+        for last in stream._SEP_RE.finditer(buf, max(0, len(buf) - stream.MAX_EVENT_SCAN)):  # noqa: B007
+            pass
+        if last is None:
+            if len(buf) > stream.MAX_PIECE:
+                return None
+            continue
+        view = memoryview(buf)
+        ok = add(view[: last.start() + 1], start)
+        view.release()
+        if not ok:
+            return None
+        start += last.end() - 1
+        buf = buf[last.end() - 1 :]
+    if head is None:
+        return None
+    for meta, tail in stream._tails(buf, head, bare):
+        if tail.strip() and not add(tail, start):
+            return None
+        try:
+            t = b.finish(path, meta, _base_ns(meta))
+        except _Decline:
+            return None
+        t.event_index = tuple(index)
+        return t
+    return None
+
+
+class _Build:
+    """One native result -> rows added to a `_Builder` (a new one by default) -> its TraceData."""
+
+    def __init__(self, out: dict, builder: _Builder | None = None) -> None:
         self.out = out
         self.raws: list[bytes] = out["texts"]
         self.strings: dict[int, Any] = {}
-        self.b = _Builder()
+        self.b = _Builder() if builder is None else builder
 
     # ---- texts
     def string(self, i: int) -> str | None:
@@ -217,8 +303,16 @@ class _Build:
 
     # ---- the groups of events
     def trace(self, path: str, meta: dict) -> TraceData:
+        """The TraceData of this one result."""
+        self.add()
+        return self.b.finish(path, meta, _base_ns(meta))
+
+    def add(self) -> None:
+        """This result's rows, counts and names added to the builder."""
         b = self.b
-        b.entries = b.with_phase = int(self.out["entries"])  # every entry had a text ph (else declined)
+        entries = int(self.out["entries"])
+        b.entries += entries
+        b.with_phase += entries  # every entry had a text ph (else declined)
         self.complete()
         self.memory()
         self.flows()
@@ -227,7 +321,6 @@ class _Build:
         if len(phs):
             for u, k in zip(*np.unique(phs, return_counts=True)):
                 b._count(f"events of unsupported phase {self.string(int(u))!r} skipped", int(k))
-        return b.finish(path, meta, _base_ns(meta))
 
     def complete(self) -> None:
         x = self.group("complete", _X_TYPES)

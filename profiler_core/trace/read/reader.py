@@ -125,19 +125,14 @@ def _event_raws(events_raw: Any, path: str) -> list:
 
 
 def _native_parse(path: str) -> TraceData | None:
-    """The native reader's parse of the file at `path`; None when it does not read it (not built or
-    turned off, over the whole-file limit, or a shape it declines): the Python reader then reads it."""
+    """The native reader's parse of the file at `path` (inflated and scanned piece by piece); None when it
+    does not read it (not built or turned off, or a shape it declines): the Python reader then reads it."""
     if not native.enabled():
         return None
     try:
-        data = read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR, grow=True)
-        meta, events = _split_top(data, path)
+        return native.read_file(path)
     except (TraceReadError, RecursionError):
         return None
-    at = _offset_in(events, data)
-    out = native.scan(events, path)
-    del data, events  # the columns are built without the JSON in memory
-    return None if out is None else native.build(out, meta, path, at)
 
 
 def parse_trace_native(data: bytes, path: str = "<memory>", index: bool = False) -> TraceData | None:
@@ -252,9 +247,9 @@ def choose_strategies(size: int, workers: int, use_cache: bool, native_reader: b
 
     1. CACHE, only when `use_cache` (the plugin's loader): the parse an earlier read stored for this
        very version of the file (`cache.load`). No valid entry: the next.
-    1b. NATIVE, only when `native_reader` (the C extension is built and GPUSCOPE_NATIVE_READER is not 0)
-       and the file is within the whole-file limit: the file gunzipped whole and scanned by the C reader
-       (`native`). A shape of event it does not read exactly: the next.
+    1b. NATIVE, only when `native_reader` (the C extension is built and GPUSCOPE_NATIVE_READER is not 0):
+       the file inflated block by block and scanned by the C reader in pieces of whole events
+       (`native.read_file`). A shape of event it does not read exactly: the next.
     2. PROCESSES, when `workers` > 0, the file has at least stream.PARALLEL_MIN_BYTES on disk and
        there is a Python executable to start them: byte ranges parsed by `workers` parser processes
        and this one. A range boundary that is not between two events, or a failed worker: the next.
@@ -266,7 +261,7 @@ def choose_strategies(size: int, workers: int, use_cache: bool, native_reader: b
     A TraceReadError (the file's own fault) ends the read at any step: the others would say the same.
     """
     plan = [CACHE] if use_cache else []
-    if native_reader and size <= max_trace_bytes() // WHOLE_FILE_FACTOR:
+    if native_reader:
         plan.append(NATIVE)
     if workers > 0 and size >= stream.PARALLEL_MIN_BYTES and sys.executable:
         plan.append(PROCESSES)
