@@ -143,8 +143,10 @@ def build(out: dict, meta: dict, path: str, events_at: int | None = None) -> Tra
     return t
 
 
-#: inflated bytes of events scanned at a time by `read_file` (the JSON it holds at once, about)
-SCAN_PIECE = 8 << 20
+#: inflated bytes of events scanned at a time by `read_file` (the JSON it holds at once, about). One read of
+#: the 220k-event trace (83 MB of JSON), peak RSS above imports / CPU: 1 MB pieces 47 MB / 0.51 s, 2 MB
+#: 50 MB / 0.49 s, 4 MB 57 MB / 0.47 s, 8 MB 75 MB / 0.47 s; the streaming reader 44 MB / 0.69 s
+SCAN_PIECE = 2 << 20
 
 
 def read_file(path: str) -> TraceData | None:
