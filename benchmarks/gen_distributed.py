@@ -30,6 +30,8 @@ next collective by MS, so every other rank waits for it there, as under NCCL:
   time on all members, no late arrival). The slow node group and the slow rail group meet only in RANK; RANK
   also arrives MS / 2 late at its rail group's call, and its rail group arrives MS late at the world's
   gradient all-reduce, where everyone waits. The step grows by MS, as for the other causes.
+
+With `--pipeline STAGES:MICROBATCHES`, a pipeline-parallel job instead (gen_pipeline.py).
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ import argparse
 import gzip
 import os
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import gen_pipeline
 import msgspec
 from gen_graph_job import graph_trace
 
@@ -546,11 +550,13 @@ def generate(
     gz: bool = True,
     cuda_graph: dict | None = None,
     plants: tuple[Plant, ...] = (),
+    clock_skew: Mapping[int, float] | None = None,
 ) -> list[str]:
     """Writes one trace per rank under `out` (a run folder); returns the paths. The slow rank is `straggler`
     (negative: none; default ranks // 3, none when `plants` are given, so that the plants are the only cause).
     With `cuda_graph` (options of `gen_graph_job.graph_trace`: capture, ids, layers; replays = steps - 1), the
-    CUDA-graph job instead (no plants there)."""
+    CUDA-graph job instead (no plants there). `clock_skew` (rank -> µs) adds a known error to a rank's clock:
+    every timestamp of its trace moves by it, as when its host clock is off."""
     check_plants(plants, ranks, steps)
     if plants and cuda_graph is not None:
         raise ValueError("plants apply to the data-parallel job, not to the CUDA-graph job")
@@ -564,10 +570,17 @@ def generate(
     for r in range(ranks):
         name = f"node{r // 8}_rank{r:05d}.{1790900000000 + r}.pt.trace.json" + (".gz" if gz else "")
         path = os.path.join(out, name)
-        if cuda_graph is None:
-            data = enc.encode(rank_trace(r, ranks, sim, p))
-        else:
-            data = enc.encode(graph_trace(r, ranks, replays=max(1, steps - 1), **cuda_graph))
+        doc = (
+            rank_trace(r, ranks, sim, p)
+            if cuda_graph is None
+            else graph_trace(r, ranks, replays=max(1, steps - 1), **cuda_graph)
+        )
+        skew = (clock_skew or {}).get(r, 0.0)
+        if skew:
+            for e in doc["traceEvents"]:
+                if "ts" in e and e.get("ph") != "M":
+                    e["ts"] += skew
+        data = enc.encode(doc)
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(gzip.compress(data, compresslevel=1) if gz else data)
@@ -593,12 +606,46 @@ def main(argv: list[str] | None = None) -> None:
         help=f"plant MS ms of a cause ({', '.join(CAUSES)}) on RANK at step STEP (0-based; default every step); "
         "repeatable",
     )
+    ap.add_argument(
+        "--clock-skew",
+        action="append",
+        default=[],
+        metavar="RANK:US",
+        help="shift every timestamp of RANK's trace by US µs (a planted clock error); repeatable",
+    )
     ap.add_argument("--plain", action="store_true", help="write .json instead of .json.gz")
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
     ap.add_argument("--graph-ids", action="store_true", help="CUDA-graph job: kernels carry graph and node ids")
     ap.add_argument("--graph-layers", type=int, default=4, help="CUDA-graph job: layers of 4 ops in the graph")
+    ap.add_argument(
+        "--pipeline",
+        type=gen_pipeline.parse_shape,
+        default=None,
+        metavar="STAGES:MICROBATCHES",
+        help="a pipeline-parallel job (one rank per stage; --ranks is ignored)",
+    )
+    gen_pipeline.add_arguments(ap)
     a = ap.parse_args(argv)
+    if a.pipeline:
+        stages, mbs = a.pipeline
+        paths = gen_pipeline.generate_pipeline(
+            a.out,
+            stages,
+            mbs,
+            a.steps,
+            a.fwd_us,
+            a.bwd_us,
+            4,
+            a.transfer_us,
+            a.slow_stage,
+            a.slow_factor,
+            a.schedule,
+            gz=not a.plain,
+            virtual=a.virtual,
+        )
+        print(f"wrote {len(paths)} stage traces to {a.out}")
+        return
     graph = None
     if a.cuda_graph:
         graph = {"capture": not a.graph_no_capture, "ids": a.graph_ids, "layers": a.graph_layers}
@@ -607,10 +654,19 @@ def main(argv: list[str] | None = None) -> None:
         check_plants(plants, a.ranks, a.steps)
         if plants and graph is not None:
             raise ValueError("--plant applies to the data-parallel job, not to --cuda-graph")
+        skew = {int(r): float(us) for r, us in (t.split(":") for t in a.clock_skew)}
     except ValueError as exc:
         ap.error(str(exc))
     paths = generate(
-        a.out, a.ranks, a.events, a.steps, straggler=a.straggler, gz=not a.plain, cuda_graph=graph, plants=plants
+        a.out,
+        a.ranks,
+        a.events,
+        a.steps,
+        straggler=a.straggler,
+        gz=not a.plain,
+        cuda_graph=graph,
+        plants=plants,
+        clock_skew=skew,
     )
     print(f"wrote {len(paths)} rank traces to {a.out}")
 

@@ -1,4 +1,4 @@
-"""The TensorBoard plugin: routes under /data/plugin/gpuscope/ (DESIGN.md §4) and the bundle.
+"""The TensorBoard plugin: routes under /data/plugin/gpuscope/ (docs/http-api.md) and the bundle.
 
 Routes only parse the request, look run/worker/span up in the latest scan (names are never
 joined into paths), call a view from `tb_plugin.views` (imported lazily) and answer JSON.
@@ -491,17 +491,22 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 return run, worker, s
         raise BadRequest("there is only one profile in the log directory: nothing to compare it with")
 
-    def _worker_summaries(self, a: dict) -> tuple[dict, list]:
-        """worker -> summary of the requested run and span, and the files that failed."""
-        from tb_plugin.loader import Loader
-
+    def _span_files(self, a: dict) -> list:
+        """(worker, file) of each worker of the requested run that has the requested span, by worker name."""
         run = self._run(a["run"])
         span = a["span"]
-        state = self.state()
         files = [(w, run.file(w, span)) for w in sorted(run.workers)]
         files = [(w, f) for w, f in files if f is not None]
         if not files:
             raise NotFound(f"no worker of run {run.name!r} has span {span!r}")
+        return files
+
+    def _worker_summaries(self, a: dict) -> tuple[dict, list]:
+        """worker -> summary of the requested run and span, and the files that failed."""
+        from tb_plugin.loader import Loader
+
+        state = self.state()
+        files = self._span_files(a)
         got = state.summaries.get_many([f for _, f in files], loaded=state.trace_for_summary)
         summaries, errors = {}, []
         for (w, f), s in zip(files, got):
@@ -518,13 +523,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         the workers still being read (their summaries are started in the background)."""
         from tb_plugin.loader import Loader
 
-        run = self._run(a["run"])
-        span = a["span"]
         state = self.state()
-        files = [(w, run.file(w, span)) for w in sorted(run.workers)]
-        files = [(w, f) for w, f in files if f is not None]
-        if not files:
-            raise NotFound(f"no worker of run {run.name!r} has span {span!r}")
+        files = self._span_files(a)
         summaries, errors, pending = {}, [], []
         for w, f in files:
             s = state.summaries.find(f)
@@ -584,6 +584,24 @@ class GpuscopePlugin(base_plugin.TBPlugin):
 
         summaries, errors = self._worker_summaries(a)
         result = report.diagnose(summaries)
+        if errors:
+            result["errors"] = errors
+        return result
+
+    def _pipeline(self, request: wrappers.Request, a: dict) -> Any:
+        from tb_plugin.diagnosis import pipeline
+
+        summaries, errors = self._worker_summaries(a)
+        result = pipeline.analyse({w: s["pipeline"] for w, s in summaries.items()})
+        if errors:
+            result["errors"] = errors
+        return result
+
+    def _clock_offsets(self, request: wrappers.Request, a: dict) -> Any:
+        from tb_plugin.diagnosis import clock_offsets
+
+        summaries, errors = self._worker_summaries(a)
+        result = clock_offsets.clock_offsets(summaries)
         if errors:
             result["errors"] = errors
         return result

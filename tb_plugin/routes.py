@@ -1,5 +1,5 @@
 """The HTTP API's route table: every route under /data/plugin/gpuscope/, its typed, bounded
-parameters and what it answers (DESIGN.md §4).
+parameters and what it answers (docs/http-api.md is generated from it).
 
 `tb_plugin.plugin` serves exactly these routes, parsing each request with `Route.parse` before a
 handler sees it; `docs/http-api.md` is `markdown()` of this table (a test keeps them equal) and
@@ -189,6 +189,27 @@ ROUTES: tuple[Route, ...] = (
         "their cause and what-if (docs/diagnosis.md)",
         '{"workers", "ranks", "ledger", "ledger_reason", "steps": [{"step", "step_ms", "segments": [...], '
         '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}',
+    ),
+    Route(
+        "/pipeline",
+        "_pipeline",
+        (RUN, SPAN),
+        "the run's pipeline-parallel schedule from the per-worker summaries: stage x micro-batch chart per step, "
+        "schedule, bubble ratio against the schedule's theoretical one, each stage's bubble split by cause "
+        "(docs/diagnosis.md); `reason` says why a run has none",
+        '{"stages", "workers", "virtual_stages", "microbatches", "schedule", "schedule_reason", "steps": [{"step", '
+        '"start_ns", "end_ns", "bubble_ratio", "theoretical_ratio", "chart": [[[kind, mb, stage, start_ns, end_ns]...] '
+        'per stage], "stages": [{"stage", "worker", "idle_ns", "true_idle_ns", "p2p_wait_ns", "upstream_wait_ns", '
+        '"p2p_transfer_ns", "waiting_on", ...}]}...], "steps_dropped", "reason", "errors": [...]}',
+    ),
+    Route(
+        "/clock_offsets",
+        "_clock_offsets",
+        (RUN, SPAN),
+        "each worker's clock offset against a reference worker, from the collectives' common end times "
+        "(per-worker summaries only), and the shift that places its timeline on the reference's",
+        '{"reference": worker | null, "workers": [{"worker", "rank", "shift_us", "raw_shift_us", "offset_us", '
+        '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}',
     ),
     Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
     Route(

@@ -144,7 +144,9 @@ def is_comm_now(name: str) -> bool:
 
 
 def test_overview_breakdown_matches_reference(shared_traces):
-    from tb_plugin.views import common, overview
+    from profiler_core.analysis.stages.classify import is_dataloader
+    from profiler_core.analysis.stages.steps import steps
+    from tb_plugin.views import overview
 
     for run, worker, span, path, views in all_cases(shared_traces):
         t = trace(path)
@@ -152,7 +154,7 @@ def test_overview_breakdown_matches_reference(shared_traces):
         ref = ref_steps(views["overview"])
         where = f"{run}/{worker}/{span}"
         assert [s["step"] for s in ours["steps"]] == [s["step"] for s in ref], where
-        st = common.steps(t)
+        st = steps(t)
         for o, r, (_, srow) in zip(ours["steps"], ref, st.iterrows()):
             assert close(o["total_us"], r["total_us"]), (where, o, r)
             if run.startswith("num_workers"):  # old torch 1.9 traces: no annotations, no c10d ops
@@ -165,7 +167,7 @@ def test_overview_breakdown_matches_reference(shared_traces):
             assert close(o["communication_us"], comm_now), (where, o, r)
             extra_comm = comm_now - r["communication_us"]
             # USER_ANNOTATIONS: DataLoader holds the DataLoader annotations; the CPU-side rest is unchanged
-            loader = annotation_time(t, srow.start, srow.end, common.is_dataloader)
+            loader = annotation_time(t, srow.start, srow.end, is_dataloader)
             assert loader > 0 and r["dataloader_us"] == 0
             assert close(o["dataloader_us"], loader), (where, o, loader)
             ours_cpu_side = o["dataloader_us"] + o["cpu_exec_us"] + o["other_us"]
@@ -253,10 +255,11 @@ OLD_TC_OPS = {  # torch-tb-profiler 0.4.3's TC_OP_Allowlist
 
 def names_above_new_tc_ops(t) -> set[str]:
     """Names of the ops that are, or contain, an op eligible only under our newer list (TC_OPS)."""
-    from tb_plugin.views import common
+    from profiler_core.analysis.stages.op_tree import op_tree
+    from tb_plugin.views.tensor_cores import TC_ELIGIBLE_OPS
 
-    new = set(common.TC_ELIGIBLE_OPS) - OLD_TC_OPS
-    tree = common.op_tree(t)
+    new = set(TC_ELIGIBLE_OPS) - OLD_TC_OPS
+    tree = op_tree(t)
     names = t.events["name"].astype(str).to_numpy()
     parent = dict(zip(tree["row"], tree["parent"]))
     out = set()

@@ -69,6 +69,18 @@ def test_reader_and_key_averages_read_an_old_driver_call_alike(tmp_path):
     assert _ka(tr, "cuLaunchKernel").cpu_time_total == pytest.approx(4.0)
 
 
+def test_epoch_microsecond_floats_give_the_same_ns_to_the_reader_and_key_averages(tmp_path):
+    # HTA's ns-resolution trace writes epoch µs (1.7e15) with 3 decimals; as floats they hold quarter µs. An op
+    # at T = 1712195495519689.0 us for 1 us holds a child at T + 0.75 for 0.25 us: both end at T + 1, so the
+    # child is inside and the op's self time is 1 - 0.25 = 0.75 us. (Multiplying T + 0.75 by 1000 in floats
+    # lands 22 ns early and pushes the child's end 18 ns past the op's.)
+    T = 1712195495519689.0
+    tr = syn.trace([syn.op("outer", T, 1.0, ext=1), syn.op("inner", T + 0.75, 0.25, ext=2)])
+    t = _read(tmp_path, tr)
+    assert _op_row(operators.operators(t)["rows"], "outer")["host_self_us"] == 0.75
+    assert _ka(tr, "outer").self_cpu_time_total == pytest.approx(0.75, abs=1e-9)
+
+
 # ------------------------------------------------------------------------------------------- boundary rule
 def test_holds_is_half_open():
     assert intervals.holds(10, 20, 10) and intervals.holds(10, 20, 19)
@@ -147,6 +159,30 @@ def test_capture_side_links_a_call_at_an_ops_end_to_the_enclosing_op():
     assert call["args"]["External id"] == 1  # inner ends at 30: outside it
 
 
+def test_a_launch_at_a_collectives_end_is_not_inside_it():
+    # record_param_comms allreduce #1 [60, 70] launches K1 at 61 and K2 at 70 (its end: outside it by the one
+    # boundary rule); allreduce #2 [80, 90] has no launch in the trace. By hand: #1 owns K1; K2, launched
+    # outside every call, goes by order to the first allreduce call owning no kernel: #2. One kernel each.
+    from tb_plugin.views import collectives
+
+    from .test_views_common_support import kernel, make_trace, op, runtime
+
+    args = {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 4, "Out msg nelems": 4}
+    k = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    t = make_trace(
+        [
+            op("ProfilerStep#1", 0, 100, ext=1, cat="user_annotation"),
+            op("record_param_comms", 60, 10, ext=3, **args),
+            runtime("cudaLaunchKernelExC", 61, 2, corr=5, ext=3),
+            runtime("cudaLaunchKernelExC", 70, 2, corr=6, ext=0),
+            op("record_param_comms", 80, 10, ext=4, **args),
+            kernel(k, 72, 5, corr=5),
+            kernel(k, 92, 5, corr=6),
+        ]
+    )
+    assert collectives.collectives(t)["kernels"].tolist() == [1, 1]
+
+
 # ----------------------------------------------------------------------------------------------- intervals
 def test_interval_algebra_by_hand():
     a = intervals.merge_ranges(np.array([0, 5, 20]), np.array([10, 12, 30]))  # [0,12) [20,30)
@@ -157,6 +193,9 @@ def test_interval_algebra_by_hand():
     assert intervals.union_length(np.array([0, 5, 20]), np.array([10, 12, 30])) == 22
     assert intervals.clip_ranges(a, 10, 25).tolist() == [[10, 12], [20, 25]]
     assert intervals.union_in(intervals.prepare(np.array([0, 5, 20]), np.array([10, 12, 30])), 10, 25) == 7
+    assert intervals.subtract_ranges(a, b).tolist() == [[0, 8], [22, 25]]  # a minus [8,22) [25,40)
+    assert intervals.subtract_ranges(b, a).tolist() == [[12, 20], [30, 40]]
+    assert intervals.subtract_ranges(a, a[:0]).tolist() == a.tolist()
 
 
 # ----------------------------------------------------------------------------------------------- self time
@@ -231,6 +270,43 @@ def test_children_sticking_out_of_their_parent_never_make_self_negative(tmp_path
     assert by_name == pytest.approx({"outer": 5.0, "mid": 34.0, "leaf": 34.0})
 
 
+def test_a_range_overlapping_an_earlier_one_still_holds_the_ranges_inside_it(tmp_path):
+    # HTA's MTIA trace has this shape: hccl:all_to_all starts inside an earlier annotation and outlasts it, and
+    # holds the step's forward. ProfilerStep#1 [0, 200]; aten::a [10, 40]; hccl:all_to_all [30, 150] (starts
+    # inside aten::a, ends after it); "## forward ##" [50, 140] inside it, holding aten::mm [60, 70], which
+    # launches a 5 us kernel. torch's tree (a stack per thread): aten::a is closed when all_to_all does not fit
+    # in it, so all_to_all hangs under the step and holds forward, which holds aten::mm. By hand:
+    #   self: all_to_all 120 - 90 = 30; forward 90 - 10 = 80; the step's children aten::a and all_to_all cover
+    #   [10, 150]: step 200 - 140 = 60 (node_stats counts their 10 us overlap once; torch's sum gives 50)
+    #   device total: aten::mm, forward, all_to_all and the step each 5
+    tr = syn.trace(
+        [
+            syn.annotation("ProfilerStep#1", 0, 200, ext=1),
+            syn.op("aten::a", 10, 30, ext=2),
+            syn.annotation("hccl:all_to_all", 30, 120, ext=3),
+            syn.annotation("## forward ##", 50, 90, ext=4),
+            syn.op("aten::mm", 60, 10, ext=5),
+            syn.runtime("cudaLaunchKernel", 62, 2, corr=9, ext=5),
+            syn.kernel("gemm", 100, 5, corr=9),
+        ],
+        gpu=True,
+    )
+    t = _read(tmp_path, tr)
+    want = {"hccl:all_to_all": 30.0, "## forward ##": 80.0, "aten::a": 30.0}
+    ops = operators.operators(t)["rows"]
+    d = diff.diff(t, t)["ops"]
+    for name, host_self in want.items():
+        assert _op_row(ops, name)["host_self_us"] == host_self, name
+        assert _op_row(d, name)["base"]["host_self_us"] == host_self, name
+        assert _ka(tr, name).self_cpu_time_total == pytest.approx(host_self), name
+    st = node_stats(t)
+    cols = zip(st["name"].astype(str), st["host_self"], st["device_total"])
+    by_name = {n: (hs / 1e3, dt / 1e3) for n, hs, dt in cols}
+    assert by_name["ProfilerStep#1"] == (60.0, 5.0)
+    assert _ka(tr, "ProfilerStep*").self_cpu_time_total == pytest.approx(50.0)
+    assert by_name["hccl:all_to_all"] == (30.0, 5.0) and by_name["## forward ##"] == (80.0, 5.0)
+
+
 def test_module_self_time_is_relative_to_the_module_tree(tmp_path):
     # Intended difference: the Modules view's self time is the module's time outside its child modules
     # (ops inside count as the module's own), while an op's self time excludes every child node.
@@ -252,6 +328,44 @@ def test_module_self_time_is_relative_to_the_module_tree(tmp_path):
     (net,) = modules.modules(t)["tree"]
     assert (net["host_total_us"], net["host_self_us"]) == (100.0, 80.0)
     assert _op_row(operators.operators(t)["rows"], "aten::linear")["host_self_us"] == 20.0
+
+
+def _module(name: str, ts: float, dur: float, pyid: int, parent: int | None = None) -> dict:
+    ev = syn.python_frame(name, ts, dur, pyid, parent)
+    ev["args"]["Python module id"] = pyid
+    return ev
+
+
+def test_module_device_time_is_the_launching_ops_device_time(tmp_path):
+    # One GPU-to-op link (gpu_links) and one device self per node (node_stats); a module's device self is that
+    # of the nodes whose nearest module it is. Module "Net" [0, 100] holds aten::linear [10, 50] (launches a
+    # 10 us kernel) and aten::add [60, 70] (a 3 us memcpy); aten::linear holds module "Sub" [20, 40], which holds
+    # aten::relu [22, 30] (a 4 us kernel).
+    #   Modules: Net self = 10 + 3 = 13, Sub self = 4; Net total = 13 + 4 = 17, Sub total = 4; Net holds 3 ops.
+    #   Operators: aten::linear device self 10, device total 10 + 4 = 14 (Sub's relu runs under it).
+    tr = syn.trace(
+        [
+            _module("nn.Module: Net", 0, 100, 1),
+            syn.op("aten::linear", 10, 40, ext=1),
+            syn.runtime("cudaLaunchKernel", 12, 2, corr=11, ext=1),
+            _module("nn.Module: Sub", 20, 20, 2, parent=1),
+            syn.op("aten::relu", 22, 8, ext=2),
+            syn.runtime("cudaLaunchKernel", 24, 2, corr=12, ext=2),
+            syn.op("aten::add", 60, 10, ext=3),
+            syn.runtime("cudaMemcpyAsync", 62, 2, corr=13, ext=3),
+            syn.kernel("gemm", 50, 10, corr=11),
+            syn.kernel("relu_kernel", 70, 4, corr=12),
+            syn.memcpy(80, 3, corr=13),
+        ],
+        gpu=True,
+    )
+    t = _read(tmp_path, tr)
+    (net,) = modules.modules(t)["tree"]
+    (sub,) = net["children"]
+    assert (net["device_self_us"], net["device_total_us"], net["operators"]) == (13.0, 17.0, 3)
+    assert (sub["device_self_us"], sub["device_total_us"], sub["operators"]) == (4.0, 4.0, 1)
+    linear = _op_row(operators.operators(t)["rows"], "aten::linear")
+    assert (linear["device_self_us"], linear["device_total_us"]) == (10.0, 14.0)
 
 
 # ---------------------------------------------------------------------------------------------- stage graph

@@ -177,3 +177,23 @@ def test_text_shows_the_run_ledger_ranked_with_reasons():
         "  Launches: n/a (no launch events)",
         "  (1 bucket under 0.05 ms left out)",
     ]
+
+
+def test_what_if_replays_collectives_in_an_order_every_member_agrees_with():
+    """Collective A (workers 0, 1) and B (workers 0, 2): worker 0 calls A at 50 then B at 60; worker 1 calls A at
+    100, worker 2 calls B at 0 (clocks differ across hosts). By mean start B (30) would come before A (75), which
+    worker 0 contradicts: the order found call by call is A, B."""
+    import types
+
+    import numpy as np
+
+    from tb_plugin.diagnosis import what_if
+
+    job = types.SimpleNamespace(
+        workers=["w0", "w1", "w2"], c_start=np.array([50, 60, 100, 0]), b_start=np.zeros((1, 3), np.int64)
+    )
+    rows, ws, inv = np.arange(4), np.array([0, 0, 1, 2]), np.array([0, 1, 0, 1])
+    assert what_if._agreed_order(job, 0, rows, ws, inv, 2) == [0, 1]
+    # worker 2 calling B at 90: the mean order (A 75, B 75) holds on every worker
+    job.c_start = np.array([50, 60, 100, 90])
+    assert what_if._agreed_order(job, 0, rows, ws, inv, 2) == [0, 1]

@@ -157,9 +157,9 @@ def test_four_ranks_slow_worker_makes_the_others_wait(tmp_path):
 
 def _step_total_us(view: dict, worker: str, t) -> float:
     """The worker's mean step time, from its ProfilerStep ranges (the view reports means per step)."""
-    from tb_plugin.views import common
+    from profiler_core.analysis.stages.steps import steps
 
-    st = common.steps(t)
+    st = steps(t)
     assert len(st) >= 3
     return float((st["end"] - st["start"]).mean()) / 1000.0
 

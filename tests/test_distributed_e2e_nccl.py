@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from profiler_core.analysis.stages.classify import communication_mask, is_communication
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import common
 
 
 def _gpu_trace(comm_launcher: str, shift_us: float = 0.0) -> dict:
@@ -88,11 +88,11 @@ def _write(tmp_path, name, trace):
 
 def test_nccl_kernels_are_communication_by_name(tmp_path):
     t = _write(tmp_path, "w0", _gpu_trace("my_cupy_allreduce"))
-    mask = common.communication_mask(t.events).to_numpy()
+    mask = communication_mask(t.events).to_numpy()
     flagged = set(t.events["name"].astype(str)[mask])
     assert flagged == {"ncclKernel_AllReduce_RING_LL_Sum_float", "ncclDevKernel_AllGather_RING_LL"}
-    assert common.is_communication("ncclDevKernel_Broadcast_RING_LL", "kernel")
-    assert not common.is_communication("volta_sgemm_128x64_nn", "kernel")
+    assert is_communication("ncclDevKernel_Broadcast_RING_LL", "kernel")
+    assert not is_communication("volta_sgemm_128x64_nn", "kernel")
 
 
 def test_overview_counts_nccl_kernel_time_as_communication(tmp_path):

@@ -13,7 +13,7 @@ Intentional differences:
   a CPU event starting before the last ProfilerStep (it drops the last step), with fewer it keeps them all, over
   [first such activity, last one's end]. Our overview measures each step's window (steps as in
   tests/test_agreement.py) and all GPU activity in it. The comparison below applies HTA's selection
-  (`tests.test_hta_idle.hta_rows`) and window to our functions (`temporal.window_breakdown`,
+  (`tests.test_hta_idle.hta_rows`) and window to our functions (`temporal.window_breakdowns`,
   `temporal.kernel_type_times`).
 * HTA_CPU_STREAM: HTA's GPU events are the events with a `stream` value, and it takes that value from any
   event's `stream` arg, so CPU ops carrying one count as GPU computation kernels. Inductor's Triton launcher
@@ -80,19 +80,20 @@ def stream_arg_ops(t, path: Path) -> np.ndarray:
     """HTA_CPU_STREAM: positions of the CPU events HTA counts as GPU events: those whose args carry `stream`
     (HTA's `stream` column is any event's `stream` arg; its GPU events are `stream != -1`), matched to our rows
     by External id and name, kept as HTA_WINDOW keeps CPU events (start before the last ProfilerStep)."""
-    from tb_plugin.views.common import GPU_CATS, category_mask
+    from profiler_core.analysis.stages.columns import category_mask
+    from profiler_core.trace.categories import GPU_ACTIVITY_CATS
 
     with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
         raw = json.load(f)
     keys = {
         (e["args"].get("External id"), e.get("name"))
         for e in raw.get("traceEvents", [])
-        if isinstance(e.get("args"), dict) and "stream" in e["args"] and e.get("cat") not in GPU_CATS
+        if isinstance(e.get("args"), dict) and "stream" in e["args"] and e.get("cat") not in GPU_ACTIVITY_CATS
     }
     if not keys:
         return np.zeros(0, np.int64)
     ev = t.events
-    cpu = ~category_mask(ev, GPU_CATS)
+    cpu = ~category_mask(ev, GPU_ACTIVITY_CATS)
     pairs = zip(ev["external_id"].to_numpy(np.int64).tolist(), ev["name"].astype(str).tolist())
     found = np.flatnonzero(cpu & np.fromiter((k in keys for k in pairs), bool, len(ev)))
     assert len(found) == len(keys), path  # every such event is one row of ours
@@ -103,11 +104,12 @@ def stream_arg_ops(t, path: Path) -> np.ndarray:
 def hta_last_step(t) -> int | None:
     """HTA_WINDOW's bound: the last ProfilerStep's start, or None with fewer than two ProfilerStep names (HTA
     then keeps everything)."""
-    from tb_plugin.views.common import GPU_CATS, category_mask
+    from profiler_core.analysis.stages.columns import category_mask
+    from profiler_core.trace.categories import GPU_ACTIVITY_CATS
 
     ev = t.events
     names = ev["name"].astype(str)
-    steps = ~category_mask(ev, GPU_CATS) & names.str.contains("ProfilerStep", regex=False).to_numpy()
+    steps = ~category_mask(ev, GPU_ACTIVITY_CATS) & names.str.contains("ProfilerStep", regex=False).to_numpy()
     names = names.to_numpy()
     if len(set(names[steps])) < 2:
         return None
@@ -162,7 +164,7 @@ def test_temporal_breakdown_matches_hta(shared_traces):
         ev = t.events
         s = ev["ts"].to_numpy(np.int64)[rows]
         e = s + ev["dur"].to_numpy(np.int64)[rows]
-        ours = temporal.window_breakdown(t, int(s.min()), int(e.max()), rows, kinds)
+        (ours,) = temporal.window_breakdowns(t, [(int(s.min()), int(e.max()))], rows, kinds)
         for key, ref_key in (
             ("total", "kernel_time(us)"),
             ("idle", "idle_time(us)"),
@@ -222,18 +224,20 @@ def test_comm_comp_overlap_matches_hta(shared_traces):
 def cpu_collectives_per_step(t) -> float:
     """µs per step (mean over the steps) covered by the CPU collective ranges the distributed view takes when
     there are no NCCL kernels: nccl:*/gloo:*/mpi::* ranges, else record_param_comms, else c10d::*."""
-    from tb_plugin.views import common
+    from profiler_core.analysis.stages.columns import category_mask
+    from profiler_core.analysis.stages.steps import steps
+    from profiler_core.trace.categories import OP_CATS
 
     ev = t.events
     names = ev["name"].astype(str).to_numpy()
-    cpu = common.category_mask(ev, common.CPU_OP_CATS)
+    cpu = category_mask(ev, OP_CATS)
     tiers = [
         cpu & np.array([n.startswith(("nccl:", "gloo:", "mpi::")) for n in names], bool),
         cpu & (names == "record_param_comms"),
         cpu & np.array([n.startswith("c10d::") for n in names], bool),
     ]
     sel = next((m for m in tiers if m.any()), tiers[-1])
-    st = common.steps(t)
+    st = steps(t)
     if not sel.any() or not len(st):
         return 0.0
     s = ev["ts"].to_numpy(np.int64)[sel]

@@ -78,11 +78,12 @@ def hta_clock(t):
 
 def hta_rows(t) -> np.ndarray:
     """HTA_WINDOW: positions of the GPU activities HTA analyses."""
-    from tb_plugin.views.common import GPU_CATS, category_mask
+    from profiler_core.analysis.stages.columns import category_mask
+    from profiler_core.trace.categories import GPU_ACTIVITY_CATS
 
     ev = t.events
     names = ev["name"].astype(str).to_numpy()
-    gpu = category_mask(ev, GPU_CATS)
+    gpu = category_mask(ev, GPU_ACTIVITY_CATS)
     rows = np.flatnonzero(gpu)
     step_names = {n for n in set(names[~gpu]) if "ProfilerStep" in n}
     if len(step_names) < 2:

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from profiler_core.analysis.stages.launch_stats import is_amd_device
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import common, kernels, overview
+from tb_plugin.views import kernels, overview
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 
@@ -87,8 +88,8 @@ def test_amd_never_gets_an_occupancy_from_nvidia_tables():
 
 
 def test_is_amd_device():
-    assert common.is_amd_device({"name": "AMD Instinct MI300X"})
-    assert common.is_amd_device({"name": "gfx90a", "warpSize": 64})
-    assert common.is_amd_device({"name": "", "warpSize": 64})
-    assert not common.is_amd_device({"name": "NVIDIA H100 80GB HBM3", "warpSize": 32})
-    assert not common.is_amd_device(None)
+    assert is_amd_device({"name": "AMD Instinct MI300X"})
+    assert is_amd_device({"name": "gfx90a", "warpSize": 64})
+    assert is_amd_device({"name": "", "warpSize": 64})
+    assert not is_amd_device({"name": "NVIDIA H100 80GB HBM3", "warpSize": 32})
+    assert not is_amd_device(None)

@@ -14,8 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from profiler_core.analysis.stages.columns import category_mask
+from profiler_core.analysis.stages.steps import early_gpu_rows, steps
+from profiler_core.trace.categories import OP_CATS
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import common, overview
+from tb_plugin.views import overview
 
 from .conftest import TRACES, missing
 
@@ -28,7 +31,7 @@ def load(name: str):
 
 def test_gpu_work_launched_before_the_window_never_moves_the_first_step():
     t = load("early_gpu_work")
-    st = common.steps(t)
+    st = steps(t)
     assert st["step"].tolist() == ["10", "11"]
     # a step never starts later than its CPU range nor ends before it
     assert int(st["start"].iloc[0]) == int(st["host_start"].iloc[0])
@@ -42,7 +45,7 @@ def test_gpu_work_launched_before_the_window_never_moves_the_first_step():
 
 def test_gpu_work_launched_before_the_window_counts_where_it_runs():
     t = load("early_gpu_work")
-    early = common.early_gpu_rows(t)
+    early = early_gpu_rows(t)
     names = t.events["name"].astype(str).to_numpy()[early]
     assert len(early) == 50 and set(names) == {"void at::native::vectorized_elementwise_kernel<4>(...)"}
     ov = overview.overview(t)
@@ -58,7 +61,7 @@ def test_gpu_work_launched_before_the_window_counts_where_it_runs():
 
 def test_gpu_work_launched_inside_a_step_extends_its_end():
     t = load("early_gpu_work")
-    st = common.steps(t)
+    st = steps(t)
     last_kernel_end = int((t.events["ts"] + t.events["dur"]).max())
     assert int(st["end"].iloc[1]) == max(int(st["host_end"].iloc[1]), last_kernel_end)
 
@@ -76,8 +79,8 @@ def test_gpu_only_trace_step_spans_device_and_runtime_activity_not_the_trace_spa
     (span,) = [e for e in raw if e["cat"] == "Trace"]
     assert span["dur"] > 500 * (last - first)
     t = read_trace(path, processes=0)
-    assert not common.category_mask(t.events, common.CPU_OP_CATS).any()
-    st = common.steps(t)
+    assert not category_mask(t.events, OP_CATS).any()
+    st = steps(t)
     assert len(st) == 1
     assert float((st["end"].iloc[0] - st["start"].iloc[0]) / 1000) == pytest.approx(last - first)
     ov = overview.overview(t)
@@ -91,7 +94,7 @@ def test_trace_category_events_never_define_a_step():
     only_trace = make_trace(
         [{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": 0, "tid": 0, "ts": 0, "dur": 1000}]
     )
-    assert common.steps(only_trace)["step"].tolist() == []
+    assert steps(only_trace)["step"].tolist() == []
 
 
 def test_steps_never_shorter_than_their_cpu_ranges_on_real_traces(shared_traces):
@@ -100,7 +103,7 @@ def test_steps_never_shorter_than_their_cpu_ranges_on_real_traces(shared_traces)
     files = sorted(shared_traces.rglob("*.pt.trace.json*")) + sorted(DATA.glob("*.pt.trace.json.gz"))
     checked = 0
     for path in files:
-        st = common.steps(load_shared(path))
+        st = steps(load_shared(path))
         if not len(st):
             continue
         assert int(st["start"].iloc[0]) <= int(st["host_start"].iloc[0]), path

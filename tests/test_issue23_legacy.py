@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core.analysis.stages.columns import category_mask
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import common, kernels, operators
+from tb_plugin.views import kernels, operators
 
 LEGACY = Path(__file__).parent / "data" / "issue23" / "legacy_export.json"
 
@@ -78,7 +79,7 @@ def test_legacy_export_cuda_functions_are_kernels(tmp_path):
     assert ev[ev["cat"].astype(str) == "cpu_op"]["name"].astype(str).tolist() == ["aten::mm"]
     rows = kernels.kernels(t)["rows"]
     assert [(r["name"], r["calls"], r["total_us"]) for r in rows] == [("volta_sgemm_128x64_nn", 1, 50.0)]
-    assert common.category_mask(ev, ("cpu_op",)).sum() == 1
+    assert category_mask(ev, ("cpu_op",)).sum() == 1
 
 
 def test_events_with_categories_are_left_alone(tmp_path):

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import common, overview
+from tb_plugin.views import overview
 
 from .conftest import SHARED, missing, requires
 from .test_views_common_support import kernel, make_trace, op, runtime
@@ -61,7 +62,7 @@ def test_early_gpu_work_running_in_the_first_step_is_its_kernel_time():
 def test_mi300_first_step_kernel_time_matches_the_gpu_timeline_and_the_temporal_breakdown():
     raw = _raw_events(MI300_CKPT)
     t = read_trace(MI300_CKPT, processes=0)
-    st = common.steps(t)
+    st = steps(t)
     ov = overview.overview(t)
     temporal = ov["gpu"]["temporal"]["devices"]
     assert len(temporal) == 1

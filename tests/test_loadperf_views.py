@@ -5,7 +5,7 @@ import pytest
 
 from profiler_core.analysis.intervals import coverage as _coverage
 from profiler_core.analysis.intervals import covered as _covered
-from tb_plugin.views.common import sorted_unique
+from profiler_core.analysis.stages.columns import sorted_unique
 
 
 def test_covered_matches_interval_counting():
@@ -32,8 +32,8 @@ def test_covered_matches_interval_counting():
 def _groupby_reference(t, group_by: str) -> list[dict]:
     """The operator table by a plain pandas groupby over the table's nodes (the computation that
     `operators._operators` replaces with bincounts over group codes)."""
+    from profiler_core.analysis.stages.columns import ns_to_us
     from tb_plugin.views import operators
-    from tb_plugin.views.common import ns_to_us
 
     ops = operators._table_ops(t)
     keys = ["name"] + (["input_dims"] if group_by == "name_shape" else [])
@@ -118,12 +118,13 @@ def test_operators_bincount_aggregation_matches_a_groupby(group_by):
 def test_derived_op_data_is_compact():
     """The op tree keeps positions as int32, and a CPU trace's node stats hold no device-time arrays
     (one shared read-only zero), while a GPU trace's are real."""
-    from tb_plugin.views import common, operators
+    from profiler_core.analysis.stages.op_tree import op_tree
+    from tb_plugin.views import operators
 
     from .test_views_common_support import synthetic_gpu_trace
 
     cpu = _shapes_trace()
-    tree = common.op_tree(cpu)
+    tree = op_tree(cpu)
     assert all(tree[c].dtype == np.int32 for c in ("row", "parent", "depth", "group", "merged_into"))
     assert tree["start"].dtype == np.int64 and tree["end"].dtype == np.int64
     st = operators.node_stats(cpu)

@@ -85,6 +85,11 @@ def test_comm_args_collective_p2p_and_barrier():
     assert s["peer"] == 3 and s["bytes"] == 80
     b = mpi_integration._comm_args(FAKE_MPI, comm, "barrier", mpi_integration._COLL_BUF["Barrier"], (), {}, False)
     assert b == {"Collective name": "barrier", "Group size": 4, "bytes": 0}
+    named = types.SimpleNamespace(Get_size=lambda: 2, Get_name=lambda: "rows")
+    b = mpi_integration._comm_args(FAKE_MPI, named, "barrier", mpi_integration._COLL_BUF["Barrier"], (), {}, False)
+    assert b == {"Collective name": "barrier", "Group size": 2, "bytes": 0, "Process Group Name": "rows"}
+    s = mpi_integration._comm_args(FAKE_MPI, named, "send", mpi_integration._P2P_BUF["Send"], (x,), {"dest": 1}, False)
+    assert "Process Group Name" not in s  # point-to-point: no group to match across ranks
     p = mpi_integration._comm_args(FAKE_MPI, comm, "bcast", mpi_integration._COLL_OBJ["bcast"], ({"a": 1},), {}, True)
     assert p == {"Collective name": "bcast", "dtype": "object", "Group size": 4}
 
@@ -221,6 +226,7 @@ print(json.dumps({"n": len(names), "wrapped": wrapped, "restored": restored,
         "dtype": "float64",
         "Group size": 1,
         "bytes": 48,
+        "Process Group Name": "MPI_COMM_WORLD",  # the communicator's name: the collective's process group
     }
     assert args["mpi::Isend"]["peer"] == 0 and args["mpi::Isend"]["bytes"] == 32
     assert args["mpi::Waitall"] == {

@@ -135,6 +135,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
             "reasons": [],
         },
         **worker_facts.empty_facts(),
+        "pipeline": {"version": 1, "rank": None, "base_ns": 0, "steps": [], "steps_dropped": 0, "reason": "none"},
     }
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)
@@ -146,6 +147,10 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     assert store.read(where, src) is None  # a version-2 summary (no diagnosis facts): recomputed, never misread
     v3_without_facts = {k: v for k, v in s.items() if k != "phases"}
     store.write(where, v3_without_facts)
+    assert store.read(where, src) is None
+    store.write(where, {**{k: v for k, v in s.items() if k != "pipeline"}, "version": 6})
+    assert store.read(where, src) is None  # a version-6 summary (no pipeline projection): recomputed
+    store.write(where, {k: v for k, v in s.items() if k != "pipeline"})
     assert store.read(where, src) is None
     cc = {**s["collective_calls"], "groups": ["0 [0, 1]"], "group_pg": ["0"], "group_ranks": [[0, 1]]}
     cc.update(group_size=[2], names=["nccl:all_reduce"], group=[3], name=[0], step=[-1])

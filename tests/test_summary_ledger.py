@@ -21,7 +21,7 @@ from .test_summaries import _job
 
 def test_summary_holds_ledger_and_gpu_idle():
     s = S.decode(S.encode(S.summarize(every_bucket_trace())))
-    assert S.VERSION == 5 and s["version"] == 5
+    assert S.VERSION >= 5 and s["version"] == S.VERSION  # the ledger came with format 5
     # the hand-derived ledger of test_diagnosis_ledger: 30 µs compute of the 100 µs step
     assert s["ledger"]["wall_ns"] == [100_000] and s["ledger"]["buckets"][COMPUTE]["ns"] == [30_000]
     assert sorted(s["ledger"]["buckets"]) == sorted(BUCKETS)

@@ -321,3 +321,44 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
     opts.caption ? h("span", { class: "muted heat-caption" }, opts.caption) : null);
   return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build, 1000), scale);
 }
+
+// ---------------------------------------------------------------- lanes (a schedule over time)
+export interface LaneBox { lane: number; start: number; end: number; color: string; label?: string; title: string; attrs?: Record<string, string | number> }
+
+/** Boxes on horizontal lanes over a time axis (e.g. a pipeline's stages × micro-batches): each lane's
+ * background is drawn in `gapColor`, so the time no box covers (its gaps) stays visible. */
+export function laneChart(lanes: string[], boxes: LaneBox[], fmtX: (v: number) => string,
+  opts: { title?: string; id?: string; xmax?: number; gapColor?: string; gapName?: string; legend?: { name: string; color: string }[] } = {}): HTMLElement {
+  const xmax = opts.xmax ?? Math.max(1, ...boxes.map((b) => b.end));
+  const laneLabels = lanes.map((l) => shortLabel(l, 18));
+  const padL = Math.max(48, 10 + Math.max(0, ...laneLabels.map((l) => l.length)) * CHAR_W), padR = 12, padT = 6, padB = 26;
+  const lh = 26;
+  const build = (W2: number) => {
+    const iw = W2 - padL - padR, H2 = padT + lh * lanes.length + padB;
+    const X = (v: number) => padL + (Math.min(xmax, Math.max(0, v)) / xmax) * iw;
+    const svg = s("svg", { viewBox: `0 0 ${W2} ${H2}`, width: W2, height: H2, class: "chart lanes", role: "img" });
+    lanes.forEach((_, i) => {
+      const y = padT + i * lh;
+      const g = s("g", { class: "lane", "data-lane": i });
+      g.appendChild(s("rect", { x: padL, y: y + 2, width: iw, height: lh - 4, fill: opts.gapColor ?? "var(--track)", class: "lane-gap" },
+        s("title", null, `${lanes[i]}: ${opts.gapName ?? "idle"} where no box is drawn`)));
+      svg.appendChild(s("text", { x: padL - 6, y: y + lh / 2 + 4, "text-anchor": "end", class: "axis ylabel" }, laneLabels[i]));
+      for (const b of boxes) {
+        if (b.lane !== i) continue;
+        const x0 = X(b.start), w = Math.max(0.5, X(b.end) - x0);
+        g.appendChild(s("rect", { x: x0, y: y + 2, width: w, height: lh - 4, fill: b.color, class: "lane-box", ...(b.attrs ?? {}) }, s("title", null, b.title)));
+        if (b.label && w >= b.label.length * CHAR_W + 4) {
+          g.appendChild(s("text", { x: x0 + w / 2, y: y + lh / 2 + 4, "text-anchor": "middle", class: "lane-label" }, b.label));
+        }
+      }
+      svg.appendChild(g);
+    });
+    for (let k = 0; k <= 4; k++) {
+      const xv = (xmax * k) / 4;
+      svg.appendChild(s("text", { x: X(xv), y: H2 - padB + 16, "text-anchor": k === 0 ? "start" : k === 4 ? "end" : "middle", class: "axis" }, fmtX(xv)));
+    }
+    return svg;
+  };
+  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build, 1000),
+    opts.legend ? legend(opts.legend) : null);
+}

@@ -43,6 +43,7 @@ main{padding:12px;flex:1;min-width:0}
 .chart .bar:hover,.pie .slice:hover{opacity:.8}
 .chart .selection{fill:var(--sel)}
 .chart .peak-label{fill:var(--fg);font-size:11px;font-weight:600}
+.chart.lanes{max-height:none}.chart .lane-box:hover{opacity:.8}.chart .lane-label{fill:#fff;font-size:10px;pointer-events:none}
 .pie-row{display:flex;gap:12px;align-items:center}
 .pie{width:200px;height:200px;flex:none}.pie-hole{fill:var(--panel)}
 .legend{display:flex;flex-wrap:wrap;gap:4px 12px;font-size:12px;margin-top:4px}
@@ -60,7 +61,7 @@ main{padding:12px;flex:1;min-width:0}
 .table-scroll{overflow:auto;max-height:70vh;border:1px solid var(--line);border-radius:4px}
 .data-table{border-collapse:collapse;width:100%;font-size:12px}
 .data-table th{position:sticky;top:0;background:var(--panel);text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);white-space:normal;overflow-wrap:normal;vertical-align:bottom;cursor:pointer}
-.data-table td.txt{max-width:none}
+.data-table td.txt{max-width:none}.data-table td.wrap{min-width:220px;max-width:480px;white-space:normal}
 .data-table .clip{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:clamp(80px,8vw,320px)}
 .data-table .clip.first{max-width:clamp(200px,22vw,640px)}
 .data-table th[data-sort=desc]::after{content:" ▼"}.data-table th[data-sort=asc]::after{content:" ▲"}
@@ -77,6 +78,9 @@ main{padding:12px;flex:1;min-width:0}
 .stack{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;background:var(--panel);border:1px solid var(--line);padding:8px;border-radius:4px;max-height:320px;overflow:auto;margin:4px 0 12px}
 .muted{color:var(--muted)}
 .recs{margin:0;padding-left:18px}
+.ledger td.fix{min-width:280px;max-width:640px}.ledger .advice{margin-top:2px;color:var(--muted)}
+.ledger .reason{color:var(--muted);font-style:italic}.ledger tr.nothing td,.ledger tr.unmeasured td.num{color:var(--muted)}
+.ledger td.rec{font-weight:600}
 .tl{display:flex;flex-direction:column;gap:6px}
 .tl-wrap{position:relative;border:1px solid var(--line);border-radius:4px;height:60vh;min-height:160px;outline:none;overflow:hidden}
 .tl-wrap:focus{border-color:var(--accent2)}

@@ -10,6 +10,8 @@ export interface Column<R = any> {
   title?: string;
   /** Hidden at first on narrow screens (the Columns menu shows it; exports always have it). */
   optional?: boolean;
+  /** Text shown whole, wrapped over lines (explanations), instead of cut to one line. */
+  wrap?: boolean;
 }
 
 export interface TableOpts<R> {
@@ -97,6 +99,7 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
 function cell<R extends Record<string, any>>(c: Column<R>, r: R, first: boolean): HTMLTableCellElement {
   const text = c.fmt ? c.fmt(r[c.key], r) : fmtNum(r[c.key]);
   if (c.numeric) return h("td", { class: "num" }, text);
+  if (c.wrap) return h("td", { class: "txt wrap" }, text);
   return h("td", { class: "txt" }, h("span", { class: first ? "clip first" : "clip", title: text }, text));
 }
 

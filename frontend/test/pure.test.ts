@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { lowerBound, hitEvent, tickStep, validateTile, EventsRow, fmtTick } from "../src/timeline/tiles";
+import { lowerBound, hitEvent, tickStep, validateTile, EventsRow, fmtTick, queueCounters } from "../src/timeline/tiles";
 import { readHash, writeHash } from "../src/state";
 import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
 import { parseCurves } from "../src/views/memory";
@@ -95,4 +95,16 @@ test("TensorBoard URL state: p.gpuscope.* entries written and read back, others 
   assert.deepEqual(parseHostHash(new URL(u).hash), { run: "a b&c", view: "kernels" });
   assert.equal(hostURL("http://h:6006/", { run: "r" }), "http://h:6006/#gpuscope&p.gpuscope.run=r");
   assert.deepEqual(parseHostHash("#gpuscope&p.gpuscope.run=%E0%A4%A"), {});
+});
+
+test("queueCounters: one track per device and stream, in time order, malformed events skipped", () => {
+  const ev = (pid: number, tid: number, ts: number, n: any) => ({ ph: "C", name: `Queue length stream ${tid}`, pid, tid, ts, args: { queue_length: n } });
+  const one = queueCounters([ev(0, 7, 40, 0), ev(0, 7, 12, 1), ev(0, 20, 5, 2), { ph: "X", ts: 1 }, ev(0, 7, 50, "x")]);
+  assert.deepEqual(one, [
+    { name: "Queue length stream 7", unit: "count", ts_us: [12, 40], values: [1, 0] },
+    { name: "Queue length stream 20", unit: "count", ts_us: [5], values: [2] },
+  ]);
+  const two = queueCounters([ev(1, 7, 3, 4), ev(0, 7, 2, 1)]);
+  assert.deepEqual(two.map((c) => c.name), ["GPU 0 queue stream 7", "GPU 1 queue stream 7"]);
+  assert.deepEqual(queueCounters(undefined), []);
 });

@@ -105,11 +105,25 @@ def _split_trace(trace: Any) -> tuple[list, dict]:
     return events, trace
 
 
+#: below this many µs a float's product by 1000 is exact to the ns; above it (epoch µs) the whole µs and the
+#: fraction are converted apart, as the reader does, so both give the float's own ns
+_FAST_NS_LIMIT = float(1 << 31)
+#: epoch timestamps are read relative to a whole µs near them (the parse's hot path)
+_NEAR_BASE_US = float(1 << 30)
+
+
+def _float_ns(us: float) -> int:
+    if -_FAST_NS_LIMIT < us < _FAST_NS_LIMIT:
+        return round(us * 1000)
+    whole = int(us)  # us - whole is exact (either sign)
+    return whole * 1000 + round((us - whole) * 1000)
+
+
 def _to_ns(value: Any, what: str, index: int) -> int:
     """A µs timestamp/duration (int, float or numeric string) as integer ns."""
     kind = type(value)
     if kind is float and value - value == 0.0:
-        return round(value * 1000)
+        return _float_ns(value)
     if kind is int:
         return value * 1000
     if isinstance(value, int) and not isinstance(value, bool):
@@ -124,7 +138,7 @@ def _to_ns(value: Any, what: str, index: int) -> int:
             number = None
     if number is None or number != number or number in (float("inf"), float("-inf")):
         raise TraceFormatError(f"traceEvents[{index}]: '{what}' must be a finite number, got {value!r}")
-    return round(number * 1000)
+    return _float_ns(number)
 
 
 def _int_arg(args: dict, *keys: str, default: int = -1) -> int:
@@ -191,6 +205,8 @@ class _Builder:
         self.computed_flops: set[int] = set()
         self.has_gpu = bool(meta.get("deviceProperties"))
         self.origin_ns: int | None = None
+        self.base_us = 0.0  # a whole µs near the trace's epoch timestamps (0.0 until one is seen)
+        self.base_ns = 0
 
     # -- identifiers -----------------------------------------------------------------
     def _ident(self, value: Any) -> int:
@@ -275,7 +291,6 @@ class _Builder:
         roll_up_memory(owned, cpu_sorted)
         result._remove_dup_nodes()
         set_backward_stacks(result)
-        result._tree_built = True
         return result
 
     def _parse_complete(self, index: int, ev: dict, flops_fn: Callable | None) -> None:
@@ -295,7 +310,14 @@ class _Builder:
             name = "" if name is None else str(name)
         if name in _FILTERED_NAMES:
             return
-        start = _to_ns(ev.get("ts"), "ts", index)
+        ts = ev.get("ts")
+        if type(ts) is float and -_NEAR_BASE_US < ts - self.base_us < _NEAR_BASE_US:
+            # exact: a non-zero base is beyond 2**32 us, ts within 2**30 of it, so their difference is a float
+            start = self.base_ns + round((ts - self.base_us) * 1000)
+        else:
+            start = _to_ns(ts, "ts", index)
+            if type(ts) is float and abs(ts) >= 2 * _FAST_NS_LIMIT:
+                self.base_us, self.base_ns = float(int(ts)), int(ts) * 1000
         dur = ev.get("dur", 0)
         dur = round(dur * 1000) if type(dur) is float else _to_ns(dur, "dur", index)
         if dur < 0:

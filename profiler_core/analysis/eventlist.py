@@ -31,18 +31,11 @@ class EventList(list):
         self._use_device = use_device
         self._profile_memory = profile_memory
         self._with_flops = with_flops
-        self._tree_built = False
 
     def __str__(self) -> str:
         return self.table()
 
     # ---- tree -------------------------------------------------------------------------
-    def _build_tree(self) -> None:
-        """Link CPU children/parents by time nesting, then fold same-name single children."""
-        self._populate_cpu_children()
-        self._remove_dup_nodes()
-        self._tree_built = True
-
     def _populate_cpu_children(self) -> None:
         sync = [e for e in self if not e.is_async and e.device_type == DeviceType.CPU]
         sync.sort(key=_thread_key)
@@ -133,7 +126,6 @@ class EventList(list):
                 avg.input_shapes = ""
             if not group_by_overload_name:
                 avg.overload_name = ""
-        result._tree_built = True
         return result
 
     def total_average(self) -> FunctionEventAvg:

@@ -16,6 +16,7 @@ __all__ = [
     "holds",
     "merge_ranges",
     "intersect_ranges",
+    "subtract_ranges",
     "clip_ranges",
     "total_length",
     "union_length",
@@ -56,6 +57,16 @@ def intersect_ranges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     i = np.flatnonzero(cover == 2)
     out = np.stack([pts[i], pts[i + 1]], axis=1)
     return out[out[:, 1] > out[:, 0]]
+
+
+def subtract_ranges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The parts of sorted disjoint ranges `a` outside sorted disjoint ranges `b`."""
+    if not len(a) or not len(b):
+        return a
+    lo = min(int(a[0, 0]), int(b[0, 0]))
+    hi = max(int(a[-1, 1]), int(b[-1, 1]))
+    gaps = np.stack([np.concatenate(([lo], b[:, 1])), np.concatenate((b[:, 0], [hi]))], axis=1)
+    return intersect_ranges(a, gaps[gaps[:, 1] > gaps[:, 0]])
 
 
 def clip_ranges(r: np.ndarray, a: int, b: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Small builders of Kineto trace dicts in our format (DESIGN.md §2), for tests and benchmarks.
+"""Small builders of Kineto trace dicts in our format (docs/trace-format.md), for tests and benchmarks.
 
 Nothing here is used at run time by the profiler; it exists so tests and benchmarks can state a
 trace in a few lines (``trace([op("aten::mm", 0, 10), kernel("k", 2, 5, ext=1)])``).
@@ -211,7 +211,7 @@ def memory(
 
 
 def trace(events: list, *, gpu: bool = False, **top: Any) -> dict:
-    """Wrap events in our top-level keys (DESIGN.md §2), Kineto's order."""
+    """Wrap events in our top-level keys (docs/trace-format.md), Kineto's order."""
     props = (
         [
             {

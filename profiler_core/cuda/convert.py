@@ -1,4 +1,4 @@
-"""Pure converter: plain CUPTI-style records -> Kineto event dicts (DESIGN.md §2).
+"""Pure converter: plain CUPTI-style records -> Kineto event dicts (docs/trace-format.md).
 
 Input records are dicts as `records.py` describes; timestamps are in the capture clock's ns and are moved
 onto the host clock by adding `clock_offset_ns`. Output events carry `ts`/`dur` as integer absolute ns on

@@ -222,6 +222,16 @@ def _object_info(obj: Any) -> tuple[int, str, int]:
     return info if info[0] >= 0 else (-1, "object", -1)
 
 
+def _comm_name(comm: Any) -> str:
+    """The communicator's name (`MPI_COMM_WORLD`, or what `Set_name` gave it): the process group of its
+    collectives; "" when it has none."""
+    try:
+        name = comm.Get_name()
+    except Exception:
+        return ""
+    return name.strip() if isinstance(name, str) else ""
+
+
 def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwargs: dict, pickled: bool) -> dict:
     """The trace args of one communication call (internals.md §4)."""
     spos, skw, rpos, rkw, ppos, pkw = layout
@@ -261,6 +271,10 @@ def _comm_args(mpi: Any, comm: Any, coll: str, layout: tuple, args: tuple, kwarg
             del out_args["bytes"]
     if group < 0:
         del out_args["Group size"]
+    if ppos < 0:
+        name = _comm_name(comm)
+        if name:
+            out_args["Process Group Name"] = name
     if ppos >= 0:
         peer = args[ppos] if nargs > ppos else kwargs.get(pkw)
         if isinstance(peer, int):

@@ -54,8 +54,8 @@ class Job:
     """Every worker's matched collective calls and step bounds, the input of the walk and the stragglers: per
     call `c_*` (worker, step code, instance or -1, start, end, wait, exposed wait), per step code and worker
     `b_start`/`b_end`/`b_idx` (the step's index in the worker's phases, -1: not recorded), per matched
-    collective `inst` (its group, name, members, transfer, late worker, gap) with `i_*` arrays and its members'
-    call rows `members(i)`."""
+    collective `inst` (its group, name, members, bytes (-1: unknown), transfer, late worker, gap) with `i_*`
+    arrays and its members' call rows `members(i)`."""
 
     workers: list[str]
     ranks: dict[str, int | None]
@@ -145,7 +145,7 @@ def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str
     """Every worker's calls as flat arrays with global codes (group, name, step)."""
     step_code = {s: i for i, s in enumerate(steps)}
     parts: dict[str, list] = {
-        k: [] for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "is_wait")
+        k: [] for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "bytes", "is_wait")
     }
     for wi, w in enumerate(workers):
         cc = summaries[w].get("collective_calls") or {}
@@ -164,6 +164,7 @@ def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str
         parts["start"].append(np.asarray(cc["start"], np.int64))
         parts["end"].append(np.asarray(cc["start"], np.int64) + np.asarray(cc["dur"], np.int64))
         parts["covered"].append(np.asarray(cc.get("covered") or np.zeros(n), np.int64))
+        parts["bytes"].append(np.asarray(cc.get("bytes") or np.full(n, -1), np.int64))
         parts["is_wait"].append(np.asarray(cc["wait"], bool))
     return {k: np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64) for k, v in parts.items()}
 
@@ -183,7 +184,7 @@ def match(summaries: Mapping[str, Mapping]) -> Job:
     c["inst"] = np.full(n, -1, np.int64)
     c["wait"] = np.where(is_wait, dur, 0)
     c["exposed"] = np.maximum(c["wait"] - c["covered"], 0)
-    inst_cols = ("group", "pg", "seq", "name", "members", "transfer", "late", "gap")
+    inst_cols = ("group", "pg", "seq", "name", "members", "bytes", "transfer", "late", "gap")
     empty = pd.DataFrame({k: [] for k in inst_cols})
     real = np.flatnonzero(~is_wait)
     if not len(real):
@@ -239,6 +240,7 @@ def match(summaries: Mapping[str, Mapping]) -> Job:
             "seq": seq_of[ok],
             "name": [name_keys[x] for x in c["name"][late_row].tolist()],
             "members": expected[ok],
+            "bytes": c["bytes"][late_row],
             "transfer": transfer,
             "late": c["w"][late_row],
             "gap": second,

@@ -1,7 +1,7 @@
 """The recoverable-time ledger of one worker: each step's wall time split into exclusive buckets that add up to
 the step exactly (integer ns), each with what a fix could win back and the usual fix.
 
-Every instant of a step (`common.steps` windows, half-open, `intervals` rules) gets exactly one label, the first
+Every instant of a step (`steps` windows, half-open, `intervals` rules) gets exactly one label, the first
 of this priority order that holds then:
 
 1. `compute`: a kernel that is not communication runs (any device of the worker);
@@ -41,7 +41,12 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
-from tb_plugin.views import collectives, common
+from profiler_core.analysis.stages.classify import STEP_PREFIX, is_dataloader
+from profiler_core.analysis.stages.columns import category_mask, name_mask, sorted_unique
+from profiler_core.analysis.stages.registry import cached
+from profiler_core.analysis.stages.steps import steps
+from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
+from tb_plugin.views import collectives
 from tb_plugin.views.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
 from tb_plugin.views.idle_causes import KERNEL_WAIT, idle_gaps
 
@@ -102,18 +107,18 @@ def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     """Per label (BUCKETS order; sync_skew empty): a boolean mask over t.events; the communication kernels'
     mask; what the trace holds (gpu, launches, runtime, comm)."""
     ev = t.events
-    cat = common.category_mask
+    cat = category_mask
     kernel = cat(ev, ("kernel",))
     memcpy = cat(ev, ("gpu_memcpy",))
     memset = cat(ev, ("gpu_memset",))
-    cpu = cat(ev, common.CPU_OP_CATS)
-    runtime = cat(ev, common.LAUNCH_CATS)
+    cpu = cat(ev, OP_CATS)
+    runtime = cat(ev, LAUNCH_CATS)
     comm = collectives.communication_events(t)
-    step = cpu & common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
-    loader = cpu & common.name_mask(ev, common.is_dataloader) & ~step
-    pageable = memcpy & common.name_mask(ev, lambda n: "pageable" in n.lower())
-    sync = runtime & common.name_mask(ev, lambda n: n in SYNC_NAMES)
-    launch = runtime & common.name_mask(ev, lambda n: n in LAUNCH_NAMES)
+    step = cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    loader = cpu & name_mask(ev, is_dataloader) & ~step
+    pageable = memcpy & name_mask(ev, lambda n: "pageable" in n.lower())
+    sync = runtime & name_mask(ev, lambda n: n in SYNC_NAMES)
+    launch = runtime & name_mask(ev, lambda n: n in LAUNCH_NAMES)
     comm_kernel = comm & kernel
     none = np.zeros(len(ev), dtype=bool)
     masks = [
@@ -152,7 +157,7 @@ def _per_step(bounds: np.ndarray, ss: np.ndarray, se: np.ndarray, seg_key: np.nd
 
 
 def _compute(t: Any) -> dict:
-    st = common.steps(t)
+    st = steps(t)
     names = [str(s) for s in st["step"]]
     ss, se = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
     out: dict = {"steps": names, "wall_ns": (se - ss).tolist(), "reason": None if len(st) else NO_STEPS}
@@ -182,9 +187,7 @@ def _compute(t: Any) -> dict:
             )
         sel = comm_kernel & (te > s0) & (ts < s1)
         ck = (np.clip(ts[sel], s0, s1), np.clip(te[sel], s0, s1))
-        bounds = common.sorted_unique(
-            np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)])
-        )
+        bounds = sorted_unique(np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)]))
         if len(bounds) >= 2:
             owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int8)
             compute_cov = np.zeros(len(bounds) - 1, dtype=bool)
@@ -240,7 +243,7 @@ def worker_ledger(t: Any) -> dict:
     """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `reason` (None, or why there is no
     step), `buckets` ({bucket: {"ns": [per step] | None, "recoverable_ns": [per step] | None, "reason"}}). The
     buckets whose ns is not None add up to each step's wall_ns exactly."""
-    return common.derived(t, "ledger", lambda: _compute(t))
+    return cached(t, "ledger", lambda: _compute(t))
 
 
 def _mean(xs: list | None) -> float | None:

@@ -1,16 +1,14 @@
 """Why a straggler is slow, and what the step would take if it were not: from the per-worker summaries only.
 
-A worker's busy time in a step is the step's time minus its own exposed waiting (the wait part of its matched
-collectives and its `wait` calls, less what its own compute covered of them: waiting behind compute costs
-nothing). Its excess is its busy time minus the median busy time of the workers in
+A worker's busy time in a step is the step's time minus its own waiting for other workers (the wait part of its
+matched collectives and its `wait` calls). Its excess is its busy time minus the median busy time of the workers in
 that step. The excess is split into the phases, kernels and operators where the worker spent more than the
 median worker (`worker_facts`: a kernel or operator outside a worker's top list counts as 0 there, so the split
 names what stands out, it does not add up to the excess; phases may overlap each other).
 
-What-if: had the worker run at the median, every collective where it arrived last would have started when the
-second-latest member arrived, sparing the others that member's exposed wait (`gap`), so the step shortens by
-the sum of those gaps in the step, at most its excess:
-`what_if_ms` = the step's time (median over workers) - min(excess, sum of gaps).
+What-if: the step replayed with the worker's timeline earlier by its excess (`what_if.replay`: each collective
+it arrived last at ends earlier by at most what the others waited for it there, and everyone after it runs on
+earlier by that much); `what_if_ms` is the median over the workers of their step time less their shift.
 
 `explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
 "what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
@@ -25,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_plugin.diagnosis import slow_links, what_if
 from tb_plugin.diagnosis.critical_path import Job, label
 from tb_plugin.diagnosis.worker_facts import PHASES
 
@@ -36,9 +35,10 @@ PHASE_LABELS = {
     "gpu_idle": "GPU idle",
     "compute": "compute",
     "comm": "communication",
+    "link": "slow link (longer transfers)",
 }
 #: phases that name a cause; `gpu_idle` and `compute` are what they cause, named when nothing specific stands out
-SPECIFIC = ("data_loading", "h2d", "host_sync", "launch")
+SPECIFIC = ("data_loading", "h2d", "host_sync", "launch", "link")
 TOP = 5
 
 
@@ -47,12 +47,12 @@ def _ms(ns: float) -> float:
 
 
 def busy(job: Job, step: str) -> dict[int, float]:
-    """Worker index -> busy ns in `step` (step time minus own exposed waiting)."""
+    """Worker index -> busy ns in `step` (step time minus own waiting for other workers)."""
     k = job.code(step)
     if k is None:
         return {}
     m = job.c_step == k
-    waits = np.bincount(job.c_w[m], weights=job.c_exposed[m].astype(np.float64), minlength=len(job.workers))
+    waits = np.bincount(job.c_w[m], weights=job.c_wait[m].astype(np.float64), minlength=len(job.workers))
     has = np.flatnonzero(job.b_idx[k] >= 0)
     vals = (job.b_end[k] - job.b_start[k] - waits)[has]
     return dict(zip(has.tolist(), vals.tolist()))
@@ -161,13 +161,15 @@ def _top_rows(job: Job, k: int, wi: int, key: str) -> list[dict]:
     return rows[:TOP]
 
 
-def _why(phases: list[dict], kernels: list[dict], ops: list[dict]) -> str | None:
+def _why(phases: list[dict], kernels: list[dict], ops: list[dict], link: str | None = None) -> str | None:
     if not phases and not kernels and not ops:
         return None
     spec = [p for p in phases if p["phase"] in SPECIFIC]
     top = phases[0] if phases else None
     if spec and top is not None and spec[0]["excess_ms"] >= 0.5 * top["excess_ms"]:
         top = spec[0]
+    if top is not None and top["phase"] == "link" and link:
+        return f"{top['label']} +{top['excess_ms']:.1f} ms: {link}"
     parts = [f"{top['label']} +{top['excess_ms']:.1f} ms"] if top else []
     on_gpu = top is None or top["phase"] == "compute"
     first, second = (kernels, ops) if on_gpu else (ops, kernels)
@@ -176,6 +178,18 @@ def _why(phases: list[dict], kernels: list[dict], ops: list[dict]) -> str | None
         kind = "kernel" if detail is kernels else "op"
         parts.append(f"{kind} {detail[0]['name']} +{detail[0]['excess_ms']:.1f} ms")
     return "; ".join(parts)
+
+
+def _link_row(job: Job, link: dict) -> dict:
+    """The phase row of a slow link: the transfer time of the suspect's grown collectives against their peers'."""
+    tr = float(job.inst["transfer"].to_numpy(np.float64)[list(link["cut"])].sum())
+    return {
+        "phase": "link",
+        "label": PHASE_LABELS["link"],
+        "ms": _ms(tr),
+        "median_ms": _ms(tr - link["excess_ns"]),
+        "excess_ms": _ms(link["excess_ns"]),
+    }
 
 
 def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | None = None) -> dict | None:
@@ -193,9 +207,19 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     rows = np.flatnonzero((job.c_step == k) & (job.c_w == wi) & (job.c_inst >= 0))
     insts = job.c_inst[rows]
     late = insts[job.i_late[insts] == wi]
-    gaps = float(job.i_gap[late].sum())
-    saved = min(excess, gaps)
+    link = slow_links.suspect(job, k)
+    link = link if link is not None and link["worker"] == wi else None
+    # a slow link's longer transfers are in the worker's busy time: the replay takes them off the collectives
+    own = max(excess - link["excess_ns"], 0.0) if link else excess
+    shifts = what_if.replay(job, k, {wi: own}, link["cut"] if link else None)
+    what_if_ns = what_if.step_time(job, k, shifts)
+    saved = max(step_ns - what_if_ns, 0.0)
     phases = _phase_rows(job, k, wi)
+    link_text = None
+    if link:
+        phases = sorted([*phases, _link_row(job, link)], key=lambda r: -r["excess_ms"])
+        who = label(worker, job.ranks[worker])
+        link_text = f"transfers grew in groups {', '.join(link['groups'])}; {who} is the only member of all of them"
     kernels = _top_rows(job, k, wi, "top_kernels")
     ops = _top_rows(job, k, wi, "top_ops")
     median_w = min(b, key=lambda w: (abs(b[w] - med), w))
@@ -213,7 +237,7 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
         "phases": phases,
         "kernels": kernels,
         "ops": ops,
-        "why": _why(phases, kernels, ops),
+        "why": _why(phases, kernels, ops, link_text),
         "median_worker": job.workers[median_w],
         "diff": {"worker": worker, "exp_worker": job.workers[median_w], "step": step},
     }
@@ -221,11 +245,16 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
 
 def pick(job: Job, step: str, segments: list[dict], busy_ns: Mapping[int, float]) -> str | None:
     """The straggler of a step's critical path: of the workers that arrived late (someone waited) at a collective
-    on the path, the one with the largest busy time; without one, the path's worker with the largest."""
+    on the path (without one, the path's workers), and the suspect of a slow link in the step
+    (`slow_links.suspect`), the one with the largest busy time."""
     if len(busy_ns) < 2:
         return None
     late = {s["late_worker"] for s in segments if s["kind"] == "collective" and s["waiters"]}
     pool = late or {s["worker"] for s in segments if s["kind"] == "work"}
+    k = job.code(step)
+    link = slow_links.suspect(job, k) if k is not None else None
+    if link is not None:
+        pool = pool | {job.workers[link["worker"]]}
     pool = {w for w in pool if job.workers.index(w) in busy_ns}
     if not pool:
         return None

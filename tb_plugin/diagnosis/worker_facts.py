@@ -16,7 +16,7 @@
                                      # there cost nothing: the cross-rank analysis counts only the rest)
       "dropped": n}                  # calls left out beyond MAX_CALLS
   "phases": {
-      "step": [name...], "start": [ns...], "end": [ns...],   # steps as `common.steps`, relative to the origin
+      "step": [name...], "start": [ns...], "end": [ns...],   # steps as `steps`, relative to the origin
       "data_loading", "h2d", "host_sync", "launch", "gpu_idle", "compute", "comm": [ns | None...],
       "names": [text...],            # kernel and operator names the tops index
       "top_kernels": [[[i, ns]...]...], "top_ops": [[[i, ns]...]...],   # per step, largest first, TOP_N each
@@ -42,8 +42,12 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis import intervals
+from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask, is_dataloader
+from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.node_stats import node_stats
-from tb_plugin.views import common, group_waits
+from profiler_core.analysis.stages.steps import steps
+from profiler_core.trace.categories import GPU_ACTIVITY_CATS, LAUNCH_CATS, OP_CATS
+from tb_plugin.views import group_waits
 
 MAX_CALLS = 20_000
 MAX_STEPS = 1_000
@@ -83,13 +87,13 @@ def _step_of(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
 def _compute_mask(t: Any) -> np.ndarray:
     """Compute: non-communication kernels, or (no kernels) CPU ops other than steps, collectives, DataLoader."""
     ev = t.events
-    kernel = common.category_mask(ev, ("kernel",))
-    comm = common.communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    kernel = category_mask(ev, ("kernel",))
+    comm = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
     if kernel.any():
         return kernel & ~comm
-    cpu = common.category_mask(ev, common.CPU_OP_CATS)
-    is_step = common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
-    return cpu & ~is_step & ~comm & ~common.name_mask(ev, common.is_dataloader)
+    cpu = category_mask(ev, OP_CATS)
+    is_step = name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    return cpu & ~is_step & ~comm & ~name_mask(ev, is_dataloader)
 
 
 def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | None = None) -> dict:
@@ -168,16 +172,16 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
     name = ev["name"].astype(str).to_numpy()
-    cpu = common.category_mask(ev, common.CPU_OP_CATS)
-    gpu = common.category_mask(ev, common.GPU_CATS)
-    kernel = common.category_mask(ev, ("kernel",))
-    comm = common.communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
-    runtime = common.category_mask(ev, common.LAUNCH_CATS)
-    dl = cpu & common.name_mask(ev, common.is_dataloader)
-    memcpy = common.category_mask(ev, ("gpu_memcpy",)) & common.name_mask(ev, lambda n: "HtoD" in n)
-    sync = runtime & common.name_mask(ev, lambda n: n in SYNC_CALLS)
-    launch = runtime & common.name_mask(ev, lambda n: n.startswith(_LAUNCH_PREFIXES))
-    is_step = common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
+    cpu = category_mask(ev, OP_CATS)
+    gpu = category_mask(ev, GPU_ACTIVITY_CATS)
+    kernel = category_mask(ev, ("kernel",))
+    comm = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    runtime = category_mask(ev, LAUNCH_CATS)
+    dl = cpu & name_mask(ev, is_dataloader)
+    memcpy = category_mask(ev, ("gpu_memcpy",)) & name_mask(ev, lambda n: "HtoD" in n)
+    sync = runtime & name_mask(ev, lambda n: n in SYNC_CALLS)
+    launch = runtime & name_mask(ev, lambda n: n.startswith(_LAUNCH_PREFIXES))
+    is_step = name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
     reasons: dict[str, str] = {}
     has_gpu = bool(gpu.any())
     if not has_gpu:
@@ -266,7 +270,7 @@ def empty_facts() -> dict:
 
 def worker_facts(t: Any) -> dict:
     """What the cross-rank critical path and the straggler analysis need of one worker (module doc)."""
-    st = common.steps(t)
+    st = steps(t)
     origin = _origin(t)
     ts = t.events["ts"].to_numpy(np.int64)
     m = _compute_mask(t)

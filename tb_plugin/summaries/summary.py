@@ -12,7 +12,8 @@ A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the t
    "devices": {"rank", "world_size", "backend", "gpus"},
    "ledger": {...},                              # diagnosis.ledger.worker_ledger: per-step buckets (ns)
    "gpu_idle": {...},                            # views.gpu_idle_summary: idle by cause, launches, queue
-   "collective_calls": {...}, "phases": {...}}   # diagnosis.worker_facts: the cross-rank diagnosis' input
+   "collective_calls": {...}, "phases": {...},   # diagnosis.worker_facts: the cross-rank diagnosis' input
+   "pipeline": {...}}                            # diagnosis.pipeline.project: the pipeline schedule's input
 Never pickle: summaries may be computed on another machine and are read by the plugin.
 """
 
@@ -34,8 +35,10 @@ from tb_plugin.summaries import fs
 #: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names;
 #: 3: kernels replayed by CUDA graphs count for the ops that captured them;
 #: 4: the recoverable-time ledger and the GPU idle projection;
-#: 5: collective calls per process group and step phases for the cross-rank diagnosis)
-VERSION = 5
+#: 5: collective calls per process group and step phases for the cross-rank diagnosis;
+#: 6: MPI collectives (mpi:: ops) are collective calls, their communicator the process group;
+#: 7: the pipeline projection)
+VERSION = 7
 KIND = "gpuscope-summary"
 TOP = 20
 
@@ -57,7 +60,7 @@ def _memory_peak(t: Any) -> dict:
 
 def summarize(t: Any, source: fs.Stat | None = None) -> dict:
     """The summary of one parsed trace (`source`: the file's identity, stored for validation)."""
-    from tb_plugin.diagnosis import ledger, worker_facts
+    from tb_plugin.diagnosis import ledger, pipeline, worker_facts
     from tb_plugin.views import distributed, gpu_idle_summary, kernels, operators, overview
 
     ov = overview.overview(t)
@@ -85,6 +88,7 @@ def summarize(t: Any, source: fs.Stat | None = None) -> dict:
         "ledger": ledger.worker_ledger(t),
         "gpu_idle": gpu_idle_summary.gpu_idle_summary(t),
         **worker_facts.worker_facts(t),
+        "pipeline": pipeline.project(t),
     }
     return normalize(out)
 
@@ -242,6 +246,16 @@ def validate(obj: dict) -> None:
     _validate_ledger(obj.get("ledger"))
     _validate_gpu_idle(obj.get("gpu_idle"))
     _validate_facts(obj)
+    _validate_pipeline(obj.get("pipeline"))
+
+
+def _validate_pipeline(p: Any) -> None:
+    from tb_plugin.diagnosis.pipeline import check_projection
+
+    try:
+        check_projection(p)
+    except ValueError as e:
+        raise SummaryError(f"malformed summary: pipeline {e}") from None
 
 
 def _is_opt_str(x: Any) -> bool:

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.intervals import holds
+from profiler_core.analysis.stages.classify import MPI_PREFIX, collective_call_mask, communication_mask
+from profiler_core.analysis.stages.columns import category_mask, name_mask
+from profiler_core.analysis.stages.gpu_links import launch_calls, link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
-
-from . import common
 
 RPC = "record_param_comms"
 #: `Collective name` values that are a wait on an earlier collective, not a transfer
@@ -120,7 +121,7 @@ def backend_of(t: Any, has_nccl_kernels: bool) -> str:
 
 def _enclosing(t: Any, ops: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """For each event at `rows`, the position of the op among `ops` (one thread's non-nested ranges) on the
-    same pid/tid whose [start, end] holds the event's start; -1 if none."""
+    same pid/tid whose range holds the event's start (`intervals.holds`: start <= t < end); -1 if none."""
     ev = t.events
     out = np.full(len(rows), -1, np.int64)
     if not len(ops) or not len(rows):
@@ -135,7 +136,8 @@ def _enclosing(t: Any, ops: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if not len(sel):
             continue
         k = np.searchsorted(ts[mine], ts[rows[sel]], side="right") - 1
-        ok = (k >= 0) & (te[mine[np.maximum(k, 0)]] >= ts[rows[sel]])
+        at = mine[np.maximum(k, 0)]
+        ok = (k >= 0) & holds(ts[at], te[at], ts[rows[sel]])
         out[sel[ok]] = mine[k[ok]]
     return out
 
@@ -144,10 +146,7 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     ev = t.events
     cols = ["row", "name", "coll", "pg", "group_size", "start", "dur", "bytes", "is_wait", "kernels"]
     none = np.zeros(0, np.int64)
-    rpc_mask = common.category_mask(ev, common.CPU_OP_CATS) & common.name_mask(ev, lambda n: n == RPC)
-    if "coll_name" in ev:
-        rpc_mask = rpc_mask & (ev["coll_name"].astype(str).to_numpy() != "")
-    rpc = np.flatnonzero(rpc_mask)
+    rpc = np.flatnonzero(collective_call_mask(ev))
     if not len(rpc):
         return pd.DataFrame({c: [] for c in cols}), none, none
     ts = ev["ts"].to_numpy(np.int64)
@@ -155,17 +154,14 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     names = ev["name"].astype(str).to_numpy()
     coll = ev["coll_name"].astype(str).to_numpy()[rpc]
     is_wait = np.isin(np.char.lower(coll.astype(str)), list(WAIT_NAMES))
-    kmask = common.category_mask(ev, ("kernel",)) & common.name_mask(ev, lambda n: "nccl" in n.lower())
+    kmask = category_mask(ev, ("kernel",)) & name_mask(ev, lambda n: "nccl" in n.lower())
     nccl = np.flatnonzero(kmask)
     backend = backend_of(t, len(nccl) > 0)
 
     # NCCL kernels -> the record_param_comms call that launched them (launch inside its range, same thread)
     owner = np.full(len(nccl), -1, np.int64)
     if len(nccl):
-        gl = common.link_gpu_to_ops(t)
-        rt_of = np.full(len(ev), -1, np.int64)
-        rt_of[gl["row"].to_numpy()] = gl["runtime"].to_numpy()
-        launch = rt_of[nccl]
+        launch = launch_calls(t, nccl)
         has = launch >= 0
         owner[has] = _enclosing(t, rpc[~is_wait], launch[has])
         # launches not in the trace: the k-th unowned kernel of a family goes to the k-th call of that family
@@ -202,7 +198,9 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     frame = pd.DataFrame(
         {
             "row": rpc,
-            "name": [collective_name(c, backend) for c in coll],
+            "name": [
+                collective_name(c, "mpi" if n.startswith(MPI_PREFIX) else backend) for c, n in zip(coll, names[rpc])
+            ],
             "coll": coll,
             "pg": pg,
             "group_size": ev["group_size"].to_numpy(np.int64)[rpc],
@@ -223,8 +221,9 @@ def collective_analysis(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
 
 
 def collectives(t: Any) -> pd.DataFrame:
-    """One row per record_param_comms call that names its collective, in event order: `row`, `name`
-    (`nccl:all_reduce`), `coll` (the raw `Collective name`), `pg` (process group name, "" if absent),
+    """One row per collective call (`classify.is_collective_call`: a record_param_comms op that names its
+    collective, or an `mpi::` op of a collective MPI method), in event order: `row`, `name` (`nccl:all_reduce`;
+    `mpi:all_reduce` for an MPI op), `coll` (the raw `Collective name`), `pg` (process group name, "" if absent),
     `group_size` (-1 if absent), `start`/`dur` (ns: the NCCL kernels it launched, start of the first and
     their summed time, else the CPU call), `bytes` (max(In, Out msg nelems) x dtype size; -1 unknown or a
     wait), `is_wait` (a `wait` collective: time spent waiting), `kernels` (NCCL kernels it launched, found by
@@ -240,11 +239,11 @@ def kernel_owners(t: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def communication_events(t: Any) -> np.ndarray:
-    """Boolean per event of t.events: communication (`common.communication_mask`: collective CPU ops and NCCL
+    """Boolean per event of t.events: communication (`communication_mask`: collective CPU ops and NCCL
     kernels) plus the kernels a communication op launched (NCCL kernels by their launch's External id)."""
     ev = t.events
-    comm = common.communication_mask(ev).to_numpy()
-    kernel = common.category_mask(ev, ("kernel",))
+    comm = communication_mask(ev).to_numpy()
+    kernel = category_mask(ev, ("kernel",))
     if kernel.any():
         links = link_gpu_to_ops(t)
         op = links["op"].to_numpy()

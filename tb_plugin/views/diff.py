@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.classify import STEP_PREFIX, is_dataloader
+from profiler_core.analysis.stages.columns import name_mask
 from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.analysis.stages.op_tree import op_tree
 from profiler_core.analysis.stages.registry import stage
 from profiler_core.analysis.stages.steps import steps
 from tb_plugin.errors import BadRequest
-from tb_plugin.views import common
 from tb_plugin.views.modules import nearest_flagged
 
 PHASE_OPS_LIMIT = 50  # ops per phase over all steps
@@ -47,7 +48,7 @@ def _is_backward(name: str) -> bool:
 
 
 def _phase_of_top(name: str, cat: str) -> str:
-    if common.is_dataloader(name):
+    if is_dataloader(name):
         return "data loading"
     if name.startswith("Optimizer."):
         return "optimizer"
@@ -67,7 +68,7 @@ def op_nodes(t: Any) -> pd.DataFrame:
 def _op_nodes(t: Any) -> pd.DataFrame:
     cols = ("name", "step", "phase", "start", "host_total", "host_self", "device_self", "device_total", "top")
     ev = t.events
-    tree = common.op_tree(t) if len(ev) else None
+    tree = op_tree(t) if len(ev) else None
     if tree is None or not len(tree):
         return pd.DataFrame({c: [] for c in cols})
     n = len(tree)
@@ -80,7 +81,7 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     ncode_all, ntable = _codes(ev["name"])
     ccode_all, ctable = _codes(ev["cat"])
     ncode, ccode = ncode_all[rows], ccode_all[rows]
-    is_step = is_op & common.name_mask(ev, lambda x: x.startswith(common.STEP_PREFIX))[rows]
+    is_step = is_op & name_mask(ev, lambda x: x.startswith(STEP_PREFIX))[rows]
     pop = nearest_flagged(parent, is_op, parent)  # nearest op ancestor (modules are transparent)
     start = tree["start"].to_numpy()
     end = tree["end"].to_numpy()
@@ -104,7 +105,7 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     dev_total = np.where(has, st["device_total"].to_numpy()[np.maximum(node, 0)], 0.0)
     del at, node, has
     # steps by time
-    st = common.steps(t)
+    st = steps(t)
     s0, s1 = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
     k = np.searchsorted(s0, start, side="right") - 1
     in_step = (k >= 0) & (start <= s1[np.maximum(k, 0)])
@@ -112,7 +113,7 @@ def _op_nodes(t: Any) -> pd.DataFrame:
     # phases: by top node name; threads running autograd put their plain roots in backward
     grp = tree["group"].to_numpy()
     bw_group = np.zeros(int(grp.max()) + 1, dtype=bool)
-    bw_top = common.name_mask(ev, _is_backward)[rows]
+    bw_top = name_mask(ev, _is_backward)[rows]
     root_bw = bw_top & (pop < 0)
     bw_group[grp[root_bw]] = True
     # phase of each top node from its (name, cat), decided once per distinct pair
@@ -307,7 +308,7 @@ def diff(base: Any, exp: Any) -> dict:
     """Compare two profiles: aligned steps and phases with host/device time and calls, op deltas."""
     if base is None or exp is None:
         raise BadRequest("diff needs two profiles")
-    sa, sb = common.steps(base), common.steps(exp)
+    sa, sb = steps(base), steps(exp)
     m = min(len(sa), len(sb))
     notes = []
     if len(sa) != len(sb):

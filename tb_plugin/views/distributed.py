@@ -42,8 +42,13 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis import intervals
+from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask
+from profiler_core.analysis.stages.columns import category_mask, name_mask
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.steps import steps
+from profiler_core.trace.categories import OP_CATS
 from tb_plugin.errors import BadRequest
-from tb_plugin.views import collectives, common, group_waits
+from tb_plugin.views import collectives, group_waits
 
 _TIER1 = ("nccl:", "gloo:", "mpi::")
 _DTYPE_BYTES = {
@@ -153,27 +158,27 @@ def _worker_data(t: Any) -> dict:
     ev = t.events
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
-    comm = common.communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
-    is_kernel = common.category_mask(ev, ("kernel",))
+    comm = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    is_kernel = category_mask(ev, ("kernel",))
     names = ev["name"]
-    cpu = common.category_mask(ev, common.CPU_OP_CATS)
-    tier1 = cpu & comm & common.name_mask(ev, lambda n: n.startswith(_TIER1))
-    tier2 = cpu & comm & common.name_mask(ev, lambda n: n == "record_param_comms")
-    tier3 = cpu & comm & common.name_mask(ev, lambda n: n.startswith("c10d::"))
+    cpu = category_mask(ev, OP_CATS)
+    tier1 = cpu & comm & name_mask(ev, lambda n: n.startswith(_TIER1))
+    tier2 = cpu & comm & name_mask(ev, lambda n: n == "record_param_comms")
+    tier3 = cpu & comm & name_mask(ev, lambda n: n.startswith("c10d::"))
     cpu_coll = tier1 if tier1.any() else tier2 if tier2.any() else tier3
     nccl_k = is_kernel & comm
     if is_kernel.any():
         comp = intervals.merge_ranges(ts[is_kernel & ~comm], te[is_kernel & ~comm])
     else:
-        is_step = common.name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
-        ops = common.category_mask(ev, ("cpu_op",)) & ~is_step & ~cpu_coll
+        is_step = name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+        ops = category_mask(ev, ("cpu_op",)) & ~is_step & ~cpu_coll
         comp = intervals.merge_ranges(ts[ops], te[ops])
     rpc = collectives.collectives(t)
     if len(rpc) and (nccl_k.any() or not tier1.any()):  # torch >= 2.1: named record_param_comms calls
         return _worker_with_rpc(t, ev, ts, te, comp, nccl_k, cpu_coll, rpc)
     if nccl_k.any():
         inst = np.flatnonzero(nccl_k)
-        links = common.link_gpu_to_ops(t)
+        links = link_gpu_to_ops(t)
         op_of = dict(zip(links["row"].tolist(), links["op"].tolist()))
         launch = np.array([op_of.get(r, -1) for r in inst.tolist()], np.int64)
         nm = names.astype(str).to_numpy()
@@ -201,7 +206,7 @@ def _worker_dict(t: Any, comp: np.ndarray, commr: np.ndarray, coll: pd.DataFrame
         if c not in coll:
             coll[c] = v
     coll["k"] = coll.groupby(["name", "pg"]).cumcount()
-    st = common.steps(t)
+    st = steps(t)
     info = t.metadata.get("distributedInfo") if isinstance(getattr(t, "metadata", None), dict) else None
     return {
         "comp": comp,
@@ -232,7 +237,7 @@ def _worker_with_rpc(
         own_rows = _owned_kernels(t, rpc)
         owned[own_rows] = True
         rest = rest[~owned[rest]]
-        links = common.link_gpu_to_ops(t)
+        links = link_gpu_to_ops(t)
         op_of = np.full(len(ev), -1, np.int64)
         op_of[links["row"].to_numpy()] = links["op"].to_numpy()
         nm = ev["name"].astype(str).to_numpy()

@@ -11,7 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from . import common
+from profiler_core.analysis.stages.columns import category_mask, sorted_unique
+from profiler_core.analysis.stages.steps import steps
+from profiler_core.trace.categories import GPU_ACTIVITY_CATS
+
 from .gpu_launches import NO_GPU, NO_LAUNCHES, has_gpu_activity, kernel_launch_stats, launch_stats_by_step
 from .idle_causes import CATEGORIES, KERNEL_WAIT_THRESHOLD_NS, NO_LAUNCH_LINKS, idle_by_step, idle_gaps
 from .queue_length import queue_length_series
@@ -20,10 +23,10 @@ LAUNCH_KEYS = ("count", "cpu_duration", "gpu_duration", "launch_delay", "shorter
 
 
 def gpu_idle_summary(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS) -> dict:
-    """`steps` (names, as `common.steps`), `devices` ({device: {category: [ns per step], "unknown_launch": [...]}};
+    """`steps` (names, as `steps`), `devices` ({device: {category: [ns per step], "unknown_launch": [...]}};
     None without GPU activity), `launches` ({key: [per step]} of LAUNCH_KEYS, ns sums and counts; None without
     launch calls), `queue_max` ({"device:stream": largest queue length}), `kernel_wait_threshold_ns`, `reasons`."""
-    st = common.steps(t)
+    st = steps(t)
     names = [str(s) for s in st["step"]]
     out: dict = {
         "steps": names,
@@ -41,8 +44,8 @@ def gpu_idle_summary(t: Any, kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHO
     per = per[per["step"] != ""]
     pos = {n: i for i, n in enumerate(names)}
     devices: dict[str, dict] = {}
-    gpu = common.category_mask(t.events, common.GPU_CATS)
-    for d in common.sorted_unique(t.events["device"].to_numpy(np.int64)[gpu]).tolist():
+    gpu = category_mask(t.events, GPU_ACTIVITY_CATS)
+    for d in sorted_unique(t.events["device"].to_numpy(np.int64)[gpu]).tolist():
         devices[str(d)] = {k: [0] * len(names) for k in (*CATEGORIES, "unknown_launch")}
     for r in per.to_dict(orient="records"):
         for k in (*CATEGORIES, "unknown_launch"):

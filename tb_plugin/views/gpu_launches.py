@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import GPU_CATS, category_mask, link_gpu_to_ops
+from profiler_core.analysis.stages.columns import category_mask
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.trace.categories import GPU_ACTIVITY_CATS
 
 MTIA_LAUNCH = "runFunction - job_prep_and_submit_for_execution"
 KERNEL_LAUNCH_NAMES = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", MTIA_LAUNCH})
@@ -147,7 +149,7 @@ def launch_stats_summary(
 
 def has_gpu_activity(t: Any) -> bool:
     """True when the trace holds any kernel, memcpy or memset."""
-    return bool(category_mask(t.events, GPU_CATS).any())
+    return bool(category_mask(t.events, GPU_ACTIVITY_CATS).any())
 
 
 def launch_stats_by_step(stats: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,7 @@ one on the same stream. HTA's classification of a gap, by the activity after it:
 * other: the rest (e.g. waiting on an event from another stream, a synchronization).
 
 Gaps before a stream's first activity are not idle time here (as in HTA). Per step, a gap is split at step
-boundaries (`common.steps` windows) and each piece keeps the gap's category; the pieces outside every step are
+boundaries (`steps` windows) and each piece keeps the gap's category; the pieces outside every step are
 reported under step "". Pure functions of one `TraceData` or of the tables made here; times in ns, µs in the
 JSON-able summary.
 
@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import common
+from profiler_core.analysis.stages.steps import steps
+
 from .gpu_launches import NO_GPU, gpu_activities
 
 HOST_WAIT, KERNEL_WAIT, OTHER = "host_wait", "kernel_wait", "other"
@@ -168,7 +169,7 @@ def idle_breakdown(
             "devices": [],
             "total": None,
         }
-    st = common.steps(t)
+    st = steps(t)
     gaps = idle_gaps(t, kernel_wait_threshold_ns, rows)
     per = idle_by_step(gaps, st)
     per_dev = idle_by_step(idle_gaps(t, kernel_wait_threshold_ns, rows, per_stream=False), st)

@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.classify import STEP_PREFIX
+from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.op_tree import op_tree
 from profiler_core.analysis.stages.registry import stage
+from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import KERNEL
 from tb_plugin.errors import BadRequest
-from tb_plugin.views import common
 from tb_plugin.views.timeline import trace_origin_ns
 
 MAX_ROWS = 5000
@@ -42,7 +44,7 @@ NO_OP = -1  # ordinal of a kernel without an op: never aligned by structure
 
 def _op_paths(t: Any, ops: np.ndarray) -> dict[int, str]:
     """Event position of each op in `ops` -> its path text (enclosing ops and modules, steps left out)."""
-    tree = common.op_tree(t)
+    tree = op_tree(t)
     ev = t.events
     rows = tree["row"].to_numpy().astype(np.int64)
     pos_of = np.full(len(ev), -1, np.int64)
@@ -50,7 +52,7 @@ def _op_paths(t: Any, ops: np.ndarray) -> dict[int, str]:
     praw = tree["parent"].to_numpy().astype(np.int64)
     parent = np.where(praw >= 0, pos_of[np.maximum(praw, 0)], -1)
     names = ev["name"]
-    is_step = common.name_mask(ev, lambda x: x.startswith(common.STEP_PREFIX))[rows]
+    is_step = name_mask(ev, lambda x: x.startswith(STEP_PREFIX))[rows]
     shown = ~is_step & (tree["merged_into"].to_numpy() < 0)
     memo: dict[int, tuple[str, ...]] = {}
     out: dict[int, str] = {}
@@ -77,9 +79,9 @@ def kernel_groups(t: Any) -> pd.DataFrame:
     ev = t.events
     if not len(ev):
         return pd.DataFrame({c: [] for c in cols})
-    links = common.link_gpu_to_ops(t)
+    links = link_gpu_to_ops(t)
     lrows = links["row"].to_numpy().astype(np.int64)
-    is_k = common.category_mask(ev, (KERNEL,))[lrows]
+    is_k = category_mask(ev, (KERNEL,))[lrows]
     krows = lrows[is_k]
     if not len(krows):
         return pd.DataFrame({c: [] for c in cols})
@@ -211,7 +213,7 @@ def kernel_diff(base: Any, exp: Any) -> dict:
     for label, g in (("base", ga), ("exp", gb)):
         if not len(g):
             notes.append(f"{label} has no kernels: the trace holds no GPU kernel activity")
-    na, nb = len(common.steps(base)), len(common.steps(exp))
+    na, nb = len(steps(base)), len(steps(exp))
     if na != nb:
         notes.append(f"base has {na} steps and exp has {nb}: totals cover each whole profile, compare the mean times")
     if len(rows) > MAX_ROWS:

@@ -1,6 +1,6 @@
 """Kernels view: GPU kernels grouped by name (or name and launching operator, optionally split by launch
 configuration as torch-tb-profiler's "kernel properties + op name" table) with calls, total/mean/min/max
-duration, duration-weighted mean blocks per SM and est. achieved occupancy, Tensor Core use (DESIGN.md §4),
+duration, duration-weighted mean blocks per SM and est. achieved occupancy, Tensor Core use (docs/http-api.md),
 and the launch configuration: grid, block, registers per thread, shared memory (bytes per block, static +
 dynamic as Kineto records it; `static_shared_memory`/`dynamic_shared_memory` too where the trace splits it,
 as our CUPTI converter does) and the theoretical occupancy it allows (duration-weighted over the group).
@@ -13,10 +13,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.columns import category_mask, codes_and_texts, ns_to_us
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.launch_stats import device_properties, launch_stats
+from tb_plugin.views.tensor_cores import uses_tensor_cores
+
 from ..errors import BadRequest
 from ..params import KERNELS_GROUP_BY
-from . import common
-from .common import category_mask, ns_to_us
 from .graph_notes import graph_replay_notes
 
 GROUP_BY = KERNELS_GROUP_BY.choices
@@ -31,12 +34,12 @@ def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
     occupancy. Plain arrays: the view groups on integer codes, never on per-kernel strings."""
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, ("kernel",)))
-    links = common.link_gpu_to_ops(t)
+    links = link_gpu_to_ops(t)
     op_of = np.full(len(ev), -1, np.int64)
     op_of[links["row"].to_numpy()] = links["op"].to_numpy()
     op = op_of[rows]
     del op_of
-    launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
+    launches = launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
     col = {
         c: ev[c].to_numpy(np.int64)[rows]
         for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_memory", *SPLIT)
@@ -48,7 +51,7 @@ def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
     amd = launches["amd"].to_numpy(bool) if len(rows) else np.zeros(0, dtype=bool)
     block_size = col["block_x"] * np.maximum(col["block_y"], 1) * np.maximum(col["block_z"], 1)
     theo = _theoretical(
-        common.device_properties(t),
+        device_properties(t),
         ev["device"].to_numpy(np.int64)[rows],
         block_size,
         col["registers"],
@@ -119,7 +122,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     time descending, then the group keys."""
     if group_by not in GROUP_BY:
         raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
-    name_codes, names = common.codes_and_texts(t.events["name"].array)
+    name_codes, names = codes_and_texts(t.events["name"].array)
     k = _kernel_columns(t, name_codes)
     if len(k["dur"]) == 0:
         return {"rows": []}
@@ -179,7 +182,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
         if group_by != "name":
             row["op"] = str(op_values[int(op_codes[i])])
         if name not in tc:
-            tc[name] = bool(common.uses_tensor_cores(name))
+            tc[name] = bool(uses_tensor_cores(name))
         row.update(
             calls=int(calls[gi]),
             total_us=ns_to_us(total[gi]),

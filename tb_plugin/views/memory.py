@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.op_tree import op_tree
+from profiler_core.analysis.stages.columns import codes_and_texts
+from profiler_core.analysis.stages.op_tree import innermost_op_at, op_tree
 from profiler_core.analysis.stages.registry import stage
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import MAX_POINTS, number_param
-from tb_plugin.views import common
 from tb_plugin.views.timeline import trace_origin_ns
 
 _CPU_TYPES = (0, 2, 5)  # CPU, MKLDNN, IDEEP
@@ -115,7 +115,7 @@ def memory_record_ops(t: Any) -> np.ndarray:
     rec, _ = memory_records(t)
     if not len(rec) or not len(t.events):
         return np.full(len(rec), -1, np.int64)
-    return common.innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
+    return innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
 
 
 def _window(start_us: Any, end_us: Any) -> tuple[float, float]:
@@ -297,14 +297,14 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
     out: dict = {"devices": names, "rows": {n: [] for n in names}}
     if not len(rec) or not len(t.events):
         return out
-    tree = common.op_tree(t)
+    tree = op_tree(t)
     node = tree[tree["is_op"].to_numpy() & (tree["merged_into"].to_numpy() < 0)]
     nrow = node["row"].to_numpy()
     nstart, nend = node["start"].to_numpy() - trace_origin_ns(t), node["end"].to_numpy() - trace_origin_ns(t)
     in_win = (nend >= a) & (nstart <= b)
     ev = t.events
     npid, ntid = ev["pid"].to_numpy(np.int64)[nrow], ev["tid"].to_numpy(np.int64)[nrow]
-    name_codes, name_table = common.codes_and_texts(ev["name"].array)
+    name_codes, name_table = codes_and_texts(ev["name"].array)
     ncode = name_codes[nrow]
     ts = rec["ts"].to_numpy()
     rwin = (ts >= a) & (ts <= b)

@@ -22,10 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
-from profiler_core.analysis.stages.op_tree import op_tree
+from profiler_core.analysis.stages.classify import STEP_PREFIX
+from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.analysis.stages.registry import stage
-from tb_plugin.views import common
 from tb_plugin.views.graph_notes import graph_replay_notes
 
 
@@ -41,7 +40,7 @@ def nearest_flagged(parent: np.ndarray, is_node: np.ndarray, start: np.ndarray) 
     return anc
 
 
-@stage(op_tree, link_gpu_to_ops)
+@stage(node_stats)
 def module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     """The hierarchy nodes with their per-occurrence numbers (cached): columns path (tuple), start,
     host_total, host_self, device_self, device_total, ops_self, ops_total."""
@@ -49,41 +48,26 @@ def module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
 
 
 def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
+    """Module nodes over `node_stats`: host and device totals are the node's own; host self excludes only child
+    module nodes; device self is the device self time of the nodes whose nearest module this is."""
     ev = t.events
-    empty = pd.DataFrame(
-        {
-            c: []
-            for c in (
-                "path",
-                "start",
-                "host_total",
-                "host_self",
-                "device_self",
-                "device_total",
-                "ops_self",
-                "ops_total",
-            )
-        }
-    )
+    cols = ("path", "start", "host_total", "host_self", "device_self", "device_total", "ops_self", "ops_total")
+    empty = pd.DataFrame({c: [] for c in cols})
     if not len(ev):
         return None, empty
-    tree = common.op_tree(t)
-    n = len(tree)
+    st = node_stats(t)
+    n = len(st)
     if not n:
         return None, empty
-    rows = tree["row"].to_numpy()
-    pos_of = np.full(len(ev), -1, np.int64)
-    pos_of[rows] = np.arange(n)
-    praw = tree["parent"].to_numpy()
-    parent = np.where(praw >= 0, pos_of[np.maximum(praw, 0)], -1)
-    cat = ev["cat"].astype(str).to_numpy()[rows]
+    rows = st["row"].to_numpy()
+    parent = st["parent"].to_numpy().astype(np.int64)
     names = ev["name"].astype(str).to_numpy()[rows]
-    merged = tree["merged_into"].to_numpy() >= 0
-    is_op_node = tree["is_op"].to_numpy()
+    cat = ev["cat"].astype(str).to_numpy()[rows]
+    is_op_node = st["is_op"].to_numpy()
     is_mod = ~is_op_node
     source = "modules"
     if not is_mod.any():
-        is_mod = (cat == "user_annotation") & ~np.char.startswith(names.astype(str), common.STEP_PREFIX)
+        is_mod = (cat == "user_annotation") & ~np.char.startswith(names.astype(str), STEP_PREFIX)
         source = "annotations"
         if not is_mod.any():
             return None, empty
@@ -96,47 +80,34 @@ def _module_nodes(t: Any) -> tuple[str | None, pd.DataFrame]:
     path_of: dict[int, tuple] = {}
     for m, p in zip(mods.tolist(), mod_parent.tolist()):
         path_of[m] = (path_of[p] if p >= 0 else ()) + (names[m],)
-    start = tree["start"].to_numpy()
-    dur = (tree["end"].to_numpy() - start).astype(np.float64)
     k = len(mods)
     mi = np.full(n, -1, np.int64)
     mi[mods] = np.arange(k)
-    host_total = dur[mods]
+    host_total = st["host_total"].to_numpy()[mods]
     child_sum = np.bincount(mi[mod_parent[mod_parent >= 0]], weights=host_total[mod_parent >= 0], minlength=k)
     host_self = host_total - child_sum
-    # CPU ops per node
-    ops = np.flatnonzero((cat == "cpu_op") & ~merged & (at >= 0))
+    # CPU ops and device self time per module: those of the nodes whose nearest module it is
+    inside = np.flatnonzero(at >= 0)
+    ops = inside[cat[inside] == "cpu_op"]
     ops_self = np.bincount(mi[at[ops]], minlength=k).astype(np.float64)
-    # device time of GPU activities through their launching op
-    dev_self = np.zeros(k)
-    links = common.link_gpu_to_ops(t)
-    if len(links):
-        op = links["op"].to_numpy()
-        ok = op >= 0
-        gp = pos_of[np.maximum(op, 0)]
-        ok &= gp >= 0
-        owner = np.where(ok, at[np.maximum(gp, 0)], -1)
-        ok &= owner >= 0
-        gdur = ev["dur"].to_numpy(np.float64)[links["row"].to_numpy()]
-        dev_self = np.bincount(mi[owner[ok]], weights=gdur[ok], minlength=k)
-    # totals: accumulate children into parents, deepest first
+    dev_self = np.bincount(mi[at[inside]], weights=st["device_self"].to_numpy()[inside], minlength=k)
+    # ops per subtree: children into parents, deepest first (the device total is node_stats' own)
     depth = np.zeros(k, np.int64)
     for j, p in enumerate(mod_parent.tolist()):
         depth[j] = depth[mi[p]] + 1 if p >= 0 else 0
-    dev_total, ops_total = dev_self.copy(), ops_self.copy()
+    ops_total = ops_self.copy()
     pm = np.where(mod_parent >= 0, mi[np.maximum(mod_parent, 0)], -1)
     for d in range(int(depth.max()) if k else 0, 0, -1):
         sel = np.flatnonzero(depth == d)
-        np.add.at(dev_total, pm[sel], dev_total[sel])
         np.add.at(ops_total, pm[sel], ops_total[sel])
     df = pd.DataFrame(
         {
             "path": [path_of[m] for m in mods.tolist()],
-            "start": start[mods],
+            "start": ev["ts"].to_numpy(np.int64)[rows[mods]],
             "host_total": host_total,
             "host_self": host_self,
             "device_self": dev_self,
-            "device_total": dev_total,
+            "device_total": st["device_total"].to_numpy()[mods],
             "ops_self": ops_self,
             "ops_total": ops_total,
         }

@@ -1,5 +1,5 @@
 """Operators view: operators grouped by name (or name and input shape) with calls, host and device self/total
-time, Tensor Core eligibility and call-stack availability; the call stacks of one group (DESIGN.md §4)."""
+time, Tensor Core eligibility and call-stack availability; the call stacks of one group (docs/http-api.md)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.classify import STEP_PREFIX, is_dataloader
+from profiler_core.analysis.stages.columns import (
+    category_mask,
+    codes_and_texts,
+    first_position_by_key,
+    lookup,
+    ns_to_us,
+    per_value,
+    zeros_column,
+)
 from profiler_core.analysis.stages.node_stats import node_stats as stages_node_stats
+from profiler_core.analysis.stages.op_tree import composite, group_codes
 from profiler_core.analysis.stages.registry import cached, stage
+from profiler_core.trace.categories import GPU_ACTIVITY_CATS
+from tb_plugin.views.tensor_cores import is_tc_eligible_op, uses_tensor_cores
 
 from ..errors import BadRequest
 from ..params import OPERATORS_GROUP_BY
-from . import common
-from .common import GPU_CATS, category_mask, ns_to_us
 from .graph_notes import graph_replay_notes
 
 GROUP_BY = OPERATORS_GROUP_BY.choices
@@ -24,7 +35,7 @@ _EXCLUDED = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"
 
 
 def _is_table_op(name: str) -> bool:
-    return not (name.startswith((common.STEP_PREFIX, "Optimizer.")) or name in _EXCLUDED or common.is_dataloader(name))
+    return not (name.startswith((STEP_PREFIX, "Optimizer.")) or name in _EXCLUDED or is_dataloader(name))
 
 
 def _display_shape(dims: str) -> str:
@@ -49,17 +60,17 @@ def op_stats(t: Any) -> pd.DataFrame:
     parent = st["parent"].to_numpy().astype(np.int64)
     depth = st["depth"].to_numpy()
     rows = st["row"].to_numpy()
-    eligible = common.per_value(ev["name"], common.is_tc_eligible_op)[rows]
+    eligible = per_value(ev["name"], is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
     gnode, grow = st.attrs["device_node"], st.attrs["device_rows"]
     if len(grow):
-        tc_kernel = category_mask(ev, ("kernel",))[grow] & common.per_value(ev["name"], common.uses_tensor_cores)[grow]
+        tc_kernel = category_mask(ev, ("kernel",))[grow] & per_value(ev["name"], uses_tensor_cores)[grow]
         tc_self = np.bincount(
             gnode, weights=np.where(tc_kernel, ev["dur"].to_numpy(np.float64)[grow], 0.0), minlength=n
         )
         eligible |= is_op & (tc_self > 0)
     else:
-        tc_self = common.zeros_column(n)
+        tc_self = zeros_column(n)
     has_parent = parent >= 0
     for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
         sel = np.flatnonzero((depth == d) & has_parent)
@@ -88,8 +99,8 @@ def python_parents(t: Any) -> tuple[np.ndarray, np.ndarray]:
     rows = np.flatnonzero(category_mask(ev, ("python_function",)))
     pid_of = ev["python_id"].to_numpy(np.int64)[rows]
     parent_id = ev["python_parent_id"].to_numpy(np.int64)[rows]
-    keys, vals = common.first_position_by_key(pid_of[pid_of >= 0], rows[pid_of >= 0])
-    parent = common.lookup(keys, vals, np.where(parent_id >= 0, parent_id, -2))
+    keys, vals = first_position_by_key(pid_of[pid_of >= 0], rows[pid_of >= 0])
+    parent = lookup(keys, vals, np.where(parent_id >= 0, parent_id, -2))
     return rows, parent
 
 
@@ -104,16 +115,13 @@ def python_leaf_frames(t: Any, rows: np.ndarray) -> np.ndarray:
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
-    g = common.group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
+    g = group_codes(np.concatenate([pid[prow], pid[rows]]), np.concatenate([tid[prow], tid[rows]]))
     gp, gq = g[: len(prow)], g[len(prow) :]
     order = np.lexsort((-te[prow], ts[prow], gp))
     sp, gp = prow[order], gp[order]
     lo = int(min(ts[sp].min(), ts[rows].min()))
     span = int(max(te[sp].max(), ts[rows].max())) - lo + 2
-    cand = (
-        np.searchsorted(common.composite(gp, ts[sp], lo, span), common.composite(gq, ts[rows], lo, span), side="right")
-        - 1
-    )
+    cand = np.searchsorted(composite(gp, ts[sp], lo, span), composite(gq, ts[rows], lo, span), side="right") - 1
     ok = cand >= 0
     same = np.zeros(len(rows), dtype=bool)
     same[ok] = gp[cand[ok]] == gq[ok]
@@ -145,9 +153,9 @@ def _table_rows(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.nd
     """Positions in `st` (node_stats) of the operator-table nodes, optionally of one name."""
     ev = t.events
     rows = st["row"].to_numpy()
-    keep = st["is_op"].to_numpy() & common.per_value(ev["name"], _is_table_op)[rows]
+    keep = st["is_op"].to_numpy() & per_value(ev["name"], _is_table_op)[rows]
     if only_name is not None:
-        keep &= common.per_value(ev["name"], lambda n: n == only_name)[rows]
+        keep &= per_value(ev["name"], lambda n: n == only_name)[rows]
     return np.flatnonzero(keep)
 
 
@@ -156,7 +164,7 @@ def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     either gives a stack."""
     call_stack = t.events["call_stack"].array.take(rows)
     py_leaf = python_leaf_frames(t, rows)
-    return call_stack, py_leaf, common.per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
+    return call_stack, py_leaf, per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
 
 
 def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
@@ -189,7 +197,7 @@ def tensor_core_eligible_kernel_ratio(t: Any) -> float:
 
 
 def _has_device(t: Any) -> bool:
-    return bool(category_mask(t.events, GPU_CATS).any()) if len(t.events) else False
+    return bool(category_mask(t.events, GPU_ACTIVITY_CATS).any()) if len(t.events) else False
 
 
 def _aggregate(ops: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -223,10 +231,10 @@ def _operators(t: Any, group_by: str) -> dict:
     st = node_stats(t)
     where = _table_rows(t, st)
     rows = st["row"].to_numpy()[where]
-    name_codes, name_values = common.codes_and_texts(st["name"].array.take(where))
+    name_codes, name_values = codes_and_texts(st["name"].array.take(where))
     shape_values: list[str] = []
     if group_by == "name_shape":  # distinct Input Dims texts that display alike form one group
-        dims_codes, dims_values = common.codes_and_texts(t.events["input_dims"].array.take(rows))
+        dims_codes, dims_values = codes_and_texts(t.events["input_dims"].array.take(rows))
         shape_of_dims, uniq = pd.factorize(pd.Index([_display_shape(d) for d in dims_values], dtype=object))
         shape_values = [str(v) for v in uniq]
         shape_codes = shape_of_dims[dims_codes]
@@ -276,7 +284,7 @@ def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
         raise BadRequest("name is required")
     ops = _table_ops(t, only_name=name)
     if input_shape is not None:
-        ops = ops[common.per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
+        ops = ops[per_value(ops["input_dims"], lambda d: _display_shape(d) == input_shape)]
     ops = ops[ops["has_stack"]]
     memo: dict = {}
     prow, prow_parent = python_parents(t)

@@ -1,7 +1,7 @@
 """Overview view: per-step time breakdown with torch-tb-profiler's priority rules, its average, the GPU summary
 (utilization, est. SM efficiency, est. achieved occupancy, Tensor Core kernel ratio, and HTA's temporal
 breakdown: idle / compute / non-compute per step and device), plain-text recommendations and the environment
-(DESIGN.md §4 `overview`)."""
+(docs/http-api.md `/overview`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,17 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis import intervals
+from profiler_core.analysis.stages.classify import STEP_PREFIX, is_communication, is_dataloader
+from profiler_core.analysis.stages.columns import category_mask, name_mask, ns_to_us, per_value, sorted_unique
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.launch_stats import device_properties, launch_stats
+from profiler_core.analysis.stages.steps import steps
+from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
+from tb_plugin.views.tensor_cores import uses_tensor_cores
 
 from ..diagnosis import ledger
 from ..diagnosis.buckets import COMPUTE, DATA_LOADING, EXPOSED_COMM, HOST_COMPUTE, LAUNCH_OVERHEAD
-from . import collectives, common, temporal
-from .common import CPU_OP_CATS, LAUNCH_CATS, category_mask, name_mask, ns_to_us, uses_tensor_cores
+from . import collectives, temporal
 
 # breakdown roles in priority order; whatever no role covers inside a step is "other"
 ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
@@ -28,9 +34,9 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     te = ts + ev["dur"].to_numpy(np.int64)
     comm = collectives.communication_events(t)
     kernel = category_mask(ev, ("kernel",))
-    cpu = category_mask(ev, CPU_OP_CATS)
-    step = cpu & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))
-    loader = cpu & name_mask(ev, common.is_dataloader)
+    cpu = category_mask(ev, OP_CATS)
+    step = cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    loader = cpu & name_mask(ev, is_dataloader)
     masks = [
         kernel & ~comm,
         category_mask(ev, ("gpu_memcpy",)),
@@ -46,14 +52,14 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
 def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     """The steps and a [steps x (roles + other)] array of ns: each instant of a step goes to the first role
     (in ROLES order) active then, else to other, so the parts add up to the step's length."""
-    st = common.steps(t)
+    st = steps(t)
     n = len(st)
     costs = np.zeros((n, len(ROLES) + 1))
     if n == 0:
         return st, costs
     ss, se = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
     roles = _role_intervals(t)
-    bounds = common.sorted_unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
+    bounds = sorted_unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
     if len(bounds) < 2:
         return st, costs
     owner = np.full(len(bounds) - 1, len(ROLES), dtype=np.int8)  # (small dtypes, temporaries
@@ -80,7 +86,7 @@ def has_profiler_steps(t: Any) -> bool:
     ev = t.events
     if len(ev) == 0:
         return False
-    return bool((category_mask(ev, CPU_OP_CATS) & name_mask(ev, lambda n: n.startswith(common.STEP_PREFIX))).any())
+    return bool((category_mask(ev, OP_CATS) & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))).any())
 
 
 def _in_step_ns(st: pd.DataFrame, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -97,12 +103,12 @@ def gpu_work_notes(t: Any) -> list[str]:
     """Plain-text labels for GPU work the breakdown counts by when it ran rather than where it was launched:
     work launched before the first profiled step that runs inside a step, and kernels with no launch record."""
     ev = t.events
-    st = common.steps(t)
+    st = steps(t)
     if len(st) == 0 or len(ev) == 0:
         return []
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
-    links = common.link_gpu_to_ops(t)
+    links = link_gpu_to_ops(t)
     grow, grt = links["row"].to_numpy(), links["runtime"].to_numpy()
     notes = []
     before = grow[(grt >= 0) & (ts[np.maximum(grt, 0)] < int(st["host_start"].iloc[0]))]
@@ -137,7 +143,7 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, 
     has = bps > 0
     if span > 0 and has.any():
         s, e, w = ks[has], ke[has], bps[has]
-        bounds = common.sorted_unique(np.concatenate([s, e, [s0, s1]]))
+        bounds = sorted_unique(np.concatenate([s, e, [s0, s1]]))
         level = intervals.coverage(bounds, s, e, w)
         level = np.where(level > 1e-9, np.minimum(level, 1.0), 0.0)
         lo, hi = np.clip(bounds[:-1], s0, s1), np.clip(bounds[1:], s0, s1)
@@ -148,7 +154,7 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, 
     achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
 
     dur = k["dur"].to_numpy(np.float64)
-    tc = common.per_value(k["name"], uses_tensor_cores)
+    tc = per_value(k["name"], uses_tensor_cores)
     total = dur.sum()
     tc_ratio = float(dur[tc].sum() / total) if total > 0 else 0.0
     return {"utilization": util, "sm_efficiency": sm_eff, "achieved_occupancy": achieved, "tensor_core_ratio": tc_ratio}
@@ -162,19 +168,19 @@ def gpu_summary(t: Any) -> dict | None:
     kmask = category_mask(ev, ("kernel",))
     if not kmask.any():
         return None
-    st = common.steps(t)
+    st = steps(t)
     if len(st):
         s0, s1 = int(st["start"].iloc[0]), int(st["end"].iloc[-1])
     else:
         s0, s1 = int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max())
     k = ev.loc[kmask]
-    props = common.device_properties(t)
-    launches = common.launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
+    props = device_properties(t)
+    launches = launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
     bps = launches["blocks_per_sm"].to_numpy(np.float64)
     occ = launches["occupancy"].to_numpy(np.float64)
     devices = []
     dev = k["device"].to_numpy()
-    for d in common.sorted_unique(dev):
+    for d in sorted_unique(dev):
         sel = dev == d
         summary = _device_summary(k.loc[sel], bps[sel], occ[sel], s0, s1)
         p = props.get(int(d)) or {}
@@ -246,7 +252,7 @@ def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
                 "DataParallel is used on several GPUs: DistributedDataParallel is faster for multi-GPU training.",
             )
         )
-    comm_names = {n for n in names if common.is_communication(n, "cpu_op")}
+    comm_names = {n for n in names if is_communication(n, "cpu_op")}
     # NCCL in use: nccl:* ranges (torch < 2.1), or NCCL kernels / a nccl backend (record_param_comms traces)
     uses_nccl = (
         any(n.startswith("nccl:") for n in comm_names)
@@ -321,7 +327,7 @@ def environment(t: Any, gpu: dict | None) -> dict:
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None
     used = {d["device"] for d in gpu["devices"]} if gpu else set()
     devices = []
-    for d, p in sorted(common.device_properties(t).items()):
+    for d, p in sorted(device_properties(t).items()):
         if d in used:
             devices.append(
                 {
@@ -355,9 +361,9 @@ def _row(step: str, costs: np.ndarray, total_ns: float) -> dict:
 
 
 def overview(t: Any) -> dict:
-    """DESIGN.md §4 `overview` for one trace: steps, average, gpu (or None), recommendations, environment, and
-    `ledger` (the recoverable-time ledger, `diagnosis.ledger.ranked`: each recommendation also appears under
-    its bucket's `advice`; docs/diagnosis.md)."""
+    """The `/overview` answer (docs/http-api.md) for one trace: steps, average, gpu (or None), recommendations,
+    environment, and `ledger` (the recoverable-time ledger, `diagnosis.ledger.ranked`: each recommendation also
+    appears under its bucket's `advice`; docs/diagnosis.md)."""
     st, costs = breakdown(t)
     lengths = (st["end"] - st["start"]).to_numpy(np.float64)
     rows = [_row(str(s), costs[i], lengths[i]) for i, s in enumerate(st["step"])]

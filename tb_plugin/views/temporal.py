@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
-
-from . import common
-from .common import GPU_CATS, category_mask, ns_to_us
+from profiler_core.analysis.stages.classify import communication_mask
+from profiler_core.analysis.stages.columns import category_mask, ns_to_us, sorted_unique
+from profiler_core.analysis.stages.steps import steps
+from profiler_core.trace.categories import GPU_ACTIVITY_CATS
 
 #: a recommendation is given when a device is idle for more than this share of the average step
 IDLE_THRESHOLD = 0.25
@@ -25,9 +26,9 @@ def gpu_kinds(t: Any) -> tuple[np.ndarray, np.ndarray]:
     """Rows of every GPU activity (kernel, memcpy, memset) and its kind: 0 computation, 1 communication (NCCL
     kernels), 2 memory (memcpy, memset)."""
     ev = t.events
-    rows = np.flatnonzero(category_mask(ev, GPU_CATS))
+    rows = np.flatnonzero(category_mask(ev, GPU_ACTIVITY_CATS))
     kind = np.zeros(len(rows), np.int64)
-    comm = common.communication_mask(ev).to_numpy()[rows]
+    comm = communication_mask(ev).to_numpy()[rows]
     kernel = category_mask(ev, ("kernel",))[rows]
     kind[kernel & comm] = 1
     kind[~kernel] = 2
@@ -49,13 +50,11 @@ def _window(prep: tuple, start: int, end: int) -> dict:
     return {"total": total, "idle": total - busy, "compute": compute, "non_compute": busy - compute}
 
 
-def window_breakdown(
-    t: Any, start: int, end: int, rows: np.ndarray | None = None, kinds: np.ndarray | None = None
-) -> dict:
-    """idle/compute/non-compute ns of the GPU activities at `rows` (default: all) within [start, end)."""
-    if rows is None or kinds is None:
-        rows, kinds = gpu_kinds(t)
-    return _window(_prepare(t, rows, kinds), start, end)
+def window_breakdowns(t: Any, windows: list[tuple[int, int]], rows: np.ndarray, kinds: np.ndarray) -> list[dict]:
+    """idle/compute/non-compute ns of the GPU activities at `rows` (kinds as `gpu_kinds`) within each [start, end)
+    window of `windows`."""
+    prep = _prepare(t, rows, kinds)
+    return [_window(prep, start, end) for start, end in windows]
 
 
 def _shares(d: dict) -> dict:
@@ -69,16 +68,16 @@ def temporal_breakdown(t: Any) -> dict | None:
     """Per device: the breakdown of every step window (`steps`) and their mean (`average`), µs and shares of the
     step; None when the trace has no GPU activity or no steps."""
     rows, kinds = gpu_kinds(t)
-    st = common.steps(t)
+    st = steps(t)
     if not len(rows) or not len(st):
         return None
     dev = t.events["device"].to_numpy(np.int64)[rows]
-    windows = list(zip(st["step"].astype(str), st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)))
+    names = st["step"].astype(str).tolist()
+    windows = list(zip(st["start"].to_numpy(np.int64).tolist(), st["end"].to_numpy(np.int64).tolist()))
     devices = []
-    for d in common.sorted_unique(dev).tolist():
+    for d in sorted_unique(dev).tolist():
         sel = dev == d
-        prep = _prepare(t, rows[sel], kinds[sel])
-        per = [(name, _window(prep, a, b)) for name, a, b in windows]
+        per = list(zip(names, window_breakdowns(t, windows, rows[sel], kinds[sel])))
         mean = {k: float(np.mean([p[k] for _, p in per])) for k in ("total", "idle", "compute", "non_compute")}
         devices.append(
             {"device": int(d), "average": _shares(mean), "steps": [{"step": name, **_shares(p)} for name, p in per]}
@@ -111,7 +110,7 @@ def kernel_type_times(t: Any, rows: np.ndarray | None = None, kinds: np.ndarray 
     e = s + ev["dur"].to_numpy(np.int64)[rows]
     if not len(s):
         return {}
-    bounds = common.sorted_unique(np.concatenate([s, e]))
+    bounds = sorted_unique(np.concatenate([s, e]))
     mask = np.zeros(len(bounds) - 1, np.int64)
     for k in range(len(KINDS)):
         sel = kinds == k

@@ -60,3 +60,74 @@ def uses_tensor_cores(kernel_name: str) -> bool:
     if any(p in name for p in TC_KERNEL_PATTERNS) or _TC_WORDS.search(name) is not None:
         return True
     return "cutlass" in name and "tensorop" in name
+
+
+#: operators that can use Tensor Cores (autocast's lower-precision list and their backward ops)
+TC_ELIGIBLE_OPS = frozenset(
+    {
+        "aten::_convolution",
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::conv_tbc",
+        "aten::conv_transpose1d",
+        "aten::conv_transpose2d",
+        "aten::conv_transpose3d",
+        "aten::convolution",
+        "aten::cudnn_convolution",
+        "aten::cudnn_convolution_transpose",
+        "aten::prelu",
+        "aten::addmm",
+        "aten::addmv",
+        "aten::addr",
+        "aten::matmul",
+        "aten::mm",
+        "aten::mv",
+        "aten::linear",
+        "aten::addbmm",
+        "aten::baddbmm",
+        "aten::bmm",
+        "aten::chain_matmul",
+        "aten::linalg_multi_dot",
+        "aten::_thnn_fused_lstm_cell",
+        "aten::_thnn_fused_gru_cell",
+        "aten::lstm_cell",
+        "aten::gru_cell",
+        "aten::rnn_tanh_cell",
+        "aten::rnn_relu_cell",
+        "CudnnConvolutionBackward",
+        "BmmBackward0",
+        "aten::cudnn_convolution_transpose_backward",
+        "CudnnConvolutionTransposeBackward",
+        "MmBackward",
+        "aten::cudnn_convolution_backward_weight",
+        "aten::addmm_",
+        "AddmvBackward",
+        "MvBackward",
+        "aten::cudnn_convolution_transpose_backward_weight",
+        "aten::cudnn_convolution_transpose_backward_input",
+        "AddmmBackward",
+        "aten::cudnn_convolution_backward_input",
+        "AddbmmBackward",
+        "aten::cudnn_convolution_backward",
+        # current PyTorch names of the same work
+        "aten::convolution_backward",
+        "aten::_convolution_mode",
+        "aten::cudnn_convolution_relu",
+        "aten::cudnn_convolution_add_relu",
+        "aten::_scaled_mm",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_flash_attention_forward",
+        "aten::_flash_attention_backward",
+        "aten::_efficient_attention_forward",
+        "aten::_efficient_attention_backward",
+        "aten::scaled_dot_product_attention",
+    }
+)
+
+
+def is_tc_eligible_op(op_name: str) -> bool:
+    """True if an operator can use Tensor Cores (it, or an op it calls, is a convolution/GEMM/attention)."""
+    return str(op_name) in TC_ELIGIBLE_OPS

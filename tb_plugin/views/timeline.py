@@ -99,11 +99,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.registry import stage
+from profiler_core.analysis.stages.registry import cached, stage
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import SEARCH_LIMIT, WIDTH_PX, number_param
 
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 MAX_FLOWS = 5000
 
 
@@ -259,7 +259,7 @@ def _build(t: Any) -> _Tiles:
     pname, plabel, tname, psort, tsort = _names_lookup(t)
     tr_code, tr_uniques = _pair_codes(pid, tid)
     ntr = len(tr_uniques)
-    gpu_cat_codes = [i for i, c in enumerate(cat_table) if c in GPU_CATS]
+    gpu_cat_codes = [i for i, c in enumerate(cat_table) if c in GPU_ACTIVITY_CATS]
     is_gpu_ev = np.isin(cat_code, gpu_cat_codes)
     tr_gpu = np.zeros(ntr, dtype=bool)
     if ntr:
@@ -583,11 +583,10 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
 
 def _counters_json(t: Any, origin: int, a: float, b: float, width_px: int) -> dict:
     """The queue length counter events within [a, b] (ns rel. origin), see the module docstring."""
-    from .common import derived
     from .gpu_launches import NO_GPU, has_gpu_activity
     from .queue_length import NO_QUEUE, queue_length_counter, queue_length_series
 
-    series = derived(t, "queue_length_series", lambda: queue_length_series(t))
+    series = cached(t, "queue_length_series", lambda: queue_length_series(t))
     if not len(series):
         return {"counters": [], "counters_reason": NO_QUEUE if has_gpu_activity(t) else NO_GPU}
     ts = series["ts"].to_numpy(np.int64) - origin

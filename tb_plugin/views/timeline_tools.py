@@ -105,8 +105,8 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
 
 def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1000) -> dict:
     """Counter tracks for [start_us, end_us]: memory allocated/reserved per device, GPU utilization."""
+    from profiler_core.analysis.stages.columns import category_mask
     from tb_plugin.views import memory
-    from tb_plugin.views.common import category_mask
 
     tl = tiles_for(t)
     w = WIDTH_PX.parse(width_px)

@@ -145,11 +145,11 @@ def test_sixteen_workers_labels_never_overlap_and_stragglers(page_factory, local
     page = open_view(page_factory(local_tb), local_tb, "distributed", "job16")
     assert page.locator("#dist-heatmap rect.cell").count() == 16 * STEPS
     _labels_never_overlap(page)
-    # the straggler (rank 16 // 3 = 5) is ranked first; its row opens its step
+    # the straggler (rank 16 // 3 = 5) is ranked first; its row's "step detail" opens its step
     first = page.locator("#dist-stragglers tbody tr >> nth=0")
     coll = page.inner_text("#comm-table tbody tr >> nth=0 >> td >> nth=1")  # the all-reduce's name
     assert "node0_rank00005" in first.inner_text() and f"{coll} #" in first.inner_text()
-    first.click()
+    first.locator("button", has_text="step detail").click()
     page.wait_for_selector("#dist-drill #dist-drill-table tbody tr")
     assert "node0_rank00005" in page.inner_text("#dist-drill h3")
     for metric in ("computation", "communication"):

@@ -7,11 +7,36 @@ export type Row = EventsRow | BucketsRow;
 export interface Track {
   index: number; id: string; kind: "cpu" | "gpu"; pid: number; tid: number; process: string; thread: string;
   label: string; depth_count: number; event_count: number; rows: Row[];
+  /** Merged timeline only: the worker the track belongs to, its group (rank) place, whether it is the group's
+   * header (folded: no tile asked for it) and the track's index in the worker's own tile. */
+  worker?: string; group?: number; header?: boolean; folded?: boolean; own_index?: number;
 }
 export interface Flows { id: number[]; cat: number[]; from_track: number[]; from_depth: number[]; from_us: number[]; to_track: number[]; to_depth: number[]; to_us: number[] }
 export interface Tile {
   start_us: number; end_us: number; trace_start_us: number; trace_end_us: number; width_px: number; bucket_us: number;
   names: string[]; cats: string[]; tracks: Track[]; flows?: Flows; truncated?: boolean;
+  /** Chrome counter events ("ph": "C") of the CUDA queue length per (device, stream); the reason when none. */
+  counters?: any[]; counters_reason?: string | null;
+}
+
+/** The queue-length counter events of a tile as counter tracks (one per device and stream, in time order);
+ * the device is named only when the tile has several. Malformed events are skipped. */
+export function queueCounters(events: any): { name: string; unit: string; ts_us: number[]; values: number[] }[] {
+  const by = new Map<string, { name: string; pid: number; ts_us: number[]; values: number[] }>();
+  for (const e of Array.isArray(events) ? events : []) {
+    const v = e?.args?.queue_length;
+    if (!e || e.ph !== "C" || typeof e.ts !== "number" || typeof v !== "number" || !isFinite(v)) continue;
+    const key = `${e.pid}|${e.tid}|${e.name}`;
+    if (!by.has(key)) by.set(key, { name: String(e.name ?? `Queue length stream ${e.tid}`), pid: Number(e.pid), ts_us: [], values: [] });
+    const c = by.get(key)!;
+    c.ts_us.push(e.ts); c.values.push(v);
+  }
+  const devices = new Set([...by.values()].map((c) => c.pid));
+  return [...by.values()].sort((a, b) => a.pid - b.pid || a.name.localeCompare(b.name, undefined, { numeric: true })).map((c) => {
+    const order = c.ts_us.map((_, i) => i).sort((i, j) => c.ts_us[i] - c.ts_us[j]);
+    return { name: devices.size > 1 ? `GPU ${c.pid} ${c.name.replace(/^Queue length/, "queue")}` : c.name, unit: "count",
+      ts_us: order.map((i) => c.ts_us[i]), values: order.map((i) => c.values[i]) };
+  });
 }
 
 /** Checks the parts of a tile the viewer relies on; returns an error text or null. */

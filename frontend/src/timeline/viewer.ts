@@ -3,6 +3,7 @@
 // depends on the pixels, not on the number of events in the trace.
 import { Tile, Track, EventsRow, BucketsRow, lowerBound, hitEvent, tickStep, fmtTick } from "./tiles";
 import { fmtUs, fmtBytes } from "../dom";
+import { Mark, drawMarks, markAt } from "./marks";
 
 export interface Selection { track: number; depth: number; idx: number; name: string; cat: string; ts_us: number; dur_us: number }
 export interface ViewerHooks {
@@ -14,9 +15,13 @@ export interface ViewerHooks {
   onRange?(range: RangeSel | null): void;
   /** The user asked for the list of keys (`?`). */
   onHelp?(): void;
+  /** A group header track (merged timeline) was clicked: its owner folds or unfolds the group. */
+  onHeader?(track: Track): void;
+  /** The tracks were scrolled vertically. */
+  onScroll?(): void;
 }
 
-/** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1). */
+/** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1, a count). */
 export interface Counter { name: string; unit: string; ts_us: number[]; values: number[] }
 export interface RangeSel { a: number; b: number; tracks: number[] | null }
 
@@ -36,9 +41,10 @@ export class TimelineViewer {
   private w = 800; private h = 400; private dpr = 1;
   private layout: Layout[] = [];
   private totalH = 0;
-  private pending = false; private queued = false; private frameReq = 0;
+  private pending = false; private queued = false; private forced = false; private frameReq = 0;
   private sel: Selection | null = null;
   private counters: CounterLayout[] = [];
+  private marks: Mark[] = [];
   private collapsed = new Set<number>();
   /** The selected time range, if any. */
   range: RangeSel | null = null;
@@ -97,7 +103,7 @@ export class TimelineViewer {
     this.counters = this.counters.map((L) => { const o = { ...L, y }; y += L.h; return o; });
     this.layout = [];
     for (const tr of this.tile?.tracks ?? []) {
-      const hh = this.collapsed.has(tr.index) ? TRACK_HEAD + GAP : TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP;
+      const hh = this.collapsed.has(tr.index) || tr.header ? TRACK_HEAD + GAP : TRACK_HEAD + Math.max(1, tr.depth_count) * ROW + GAP;
       this.layout.push({ track: tr, y, h: hh }); y += hh;
     }
     this.totalH = y;
@@ -114,6 +120,13 @@ export class TimelineViewer {
   }
   counterNames(): string[] { return this.counters.map((L) => L.c.name); }
 
+  /** Marks time spans over the event area (e.g. the critical path's segments); [] clears them. */
+  setMarks(list: Mark[]): void { this.marks = list; this.redraw(); }
+  /** The marked spans' extent, or null when there is none. */
+  marksExtent(): [number, number] | null {
+    return this.marks.length ? [Math.min(...this.marks.map((m) => m.a)), Math.max(...this.marks.map((m) => m.b))] : null;
+  }
+
   /** Collapses or expands one track (by index), or all of them. */
   toggleTrack(i: number, collapse?: boolean): void {
     if (collapse ?? !this.collapsed.has(i)) this.collapsed.add(i); else this.collapsed.delete(i);
@@ -125,6 +138,11 @@ export class TimelineViewer {
     this.relayout(); this.redraw();
   }
   isCollapsed(i: number): boolean { return this.collapsed.has(i); }
+  /** The indexes of the tracks at least partly in view (vertically). */
+  visibleTracks(): number[] {
+    const top = this.scrollY, bottom = this.scrollY + this.h - RULER;
+    return this.layout.filter((L) => L.y + L.h > top && L.y < bottom).map((L) => L.track.index);
+  }
   trackY(i: number): number | null { const L = this.layout[i]; return L ? RULER + L.y - this.scrollY : null; }
 
   /** Selects a time range (and its tracks), or clears it with null. */
@@ -158,7 +176,10 @@ export class TimelineViewer {
     this.setView(t - (t - this.v0) * factor, t + (this.v1 - t) * factor);
   }
   pan(dxPx: number, dyPx = 0): void {
-    if (dyPx) this.scrollY = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), this.scrollY + dyPx));
+    if (dyPx) {
+      const y = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), this.scrollY + dyPx));
+      if (y !== this.scrollY) { this.scrollY = y; this.hooks.onScroll?.(); }
+    }
     const d = dxPx * this.usPerPx();
     this.setView(this.v0 + d, this.v1 + d);
   }
@@ -174,8 +195,11 @@ export class TimelineViewer {
     this.redraw();
   }
 
-  /** Requests a new tile when the view leaves the cached one or needs finer detail. */
-  private maybeFetch(): void {
+  /** Asks for the current window's tile again (its content changed: a group folded, clocks realigned). */
+  refetch(): void { this.maybeFetch(true); }
+
+  /** Requests a new tile when the view leaves the cached one or needs finer detail (or `force`). */
+  private maybeFetch(force = false): void {
     const t = this.tile;
     if (!t) return;
     const span = this.v1 - this.v0;
@@ -184,8 +208,8 @@ export class TimelineViewer {
     const atEdges = (this.v0 <= ta || t.start_us <= ta) && (this.v1 >= tb || t.end_us >= tb);
     const fineEnough = t.bucket_us <= this.usPerPx() * 1.01 || (t.end_us - t.start_us) <= span * 1.01 && t.bucket_us <= this.usPerPx() * 1.5;
     const tooFine = t.bucket_us < this.usPerPx() / 4;
-    if ((covered || atEdges) && fineEnough && !tooFine) return;
-    if (this.pending) { this.queued = true; return; }
+    if ((covered || atEdges) && fineEnough && !tooFine && !force) return;
+    if (this.pending) { this.queued = true; this.forced ||= force; return; }
     this.pending = true;
     const a = this.v0 - span, b = this.v1 + span;
     const px = Math.round(this.plotW() * 3);
@@ -196,7 +220,7 @@ export class TimelineViewer {
       this.setTile(tile); this.redraw();
     }).catch((e) => this.hooks.onError((e as Error).message)).finally(() => {
       this.pending = false;
-      if (this.queued) { this.queued = false; this.maybeFetch(); }
+      if (this.queued) { const f = this.forced; this.queued = false; this.forced = false; this.maybeFetch(f); }
     });
   }
 
@@ -239,7 +263,7 @@ export class TimelineViewer {
         if (y0 > H || y0 + L.h < RULER) continue;
         this.fill(0, pw, Math.max(clipTop, Math.round(y0 * dpr)), Math.min(ph, Math.round((y0 + L.h - GAP / 2) * dpr)), li % 2 ? th.bg : th.track);
         this.fill(0, pw, Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr)), Math.max(clipTop, Math.round((y0 + L.h - GAP / 2) * dpr) + 1), th.line);
-        if (this.collapsed.has(L.track.index)) continue;
+        if (this.collapsed.has(L.track.index) || L.track.header) continue;
         for (const row of L.track.rows) {
           const ry = y0 + TRACK_HEAD + row.depth * ROW;
           if (ry > H || ry + ROW < RULER) continue;
@@ -262,6 +286,12 @@ export class TimelineViewer {
       for (let li = 0; li < this.layout.length; li++) {
         const L = this.layout[li], y0 = RULER + L.y - this.scrollY;
         if (y0 > H || y0 + L.h < RULER) continue;
+        if (L.track.header) {  // a rank's group (merged timeline): its label runs across the plot
+          c.fillStyle = th.fg; c.font = "bold 11px system-ui,sans-serif";
+          c.fillText((L.track.folded ? "▸ " : "▾ ") + L.track.label, 4, y0 + TRACK_HEAD / 2);
+          c.font = "11px system-ui,sans-serif";
+          continue;
+        }
         const shut = this.collapsed.has(L.track.index);
         c.fillStyle = th.fg; c.fillText((shut ? "▸ " : "▾ ") + clip(L.track.label, GUTTER - 22), 4, y0 + TRACK_HEAD / 2);
         if (!shut) { c.fillStyle = th.muted; c.fillText(`${L.track.kind.toUpperCase()} · ${L.track.event_count.toLocaleString("en-US")} events`, 16, y0 + TRACK_HEAD / 2 + 14); }
@@ -275,6 +305,7 @@ export class TimelineViewer {
       c.fillStyle = "#111";
       for (const [x, w, y, name] of labels) c.fillText(clip(name, w - 6), x + 3, y + ROW / 2);
       if (this.showFlows && tile.flows) this.drawFlows(tile, th.muted); else this.stats.flows = 0;
+      this.stats.marks = this.marks.length ? drawMarks(c, this.marks, (t) => this.xOf(t), GUTTER, W, RULER, H) : 0;
       if (this.sel) this.drawSelection(th.fgCss);
       if (this.range) this.drawRange(th.fgCss);
       c.restore();
@@ -412,7 +443,7 @@ export class TimelineViewer {
     c.fillStyle = th.bgCss; c.fillRect(0, y0, this.w, C.h);
     c.fillStyle = th.lineCss; c.fillRect(0, y0 + C.h - 1, this.w, 1);
     const last = vs.length ? vs[Math.min(vs.length - 1, Math.max(0, lowerBound(ts, this.v1) - 1))] : 0;
-    const fmtV = (v: number) => (C.c.unit === "fraction" ? `${Math.round(v * 100)} %` : fmtBytes(v));
+    const fmtV = (v: number) => fmtCounter(C.c.unit, v);
     c.fillStyle = th.fg; c.fillText(clip(C.c.name, GUTTER - 8), 4, y0 + 9);
     c.fillStyle = th.muted; c.fillText(`max ${fmtV(C.max)}`, 4, y0 + 23);
     if (!ts.length || !(C.max > 0)) return;
@@ -484,11 +515,13 @@ export class TimelineViewer {
   hitTest(x: number, y: number): { sel: Selection | null; info?: string } {
     const tile = this.tile;
     if (!tile || x < GUTTER || y < RULER) return { sel: null };
+    const M = y < RULER + 6 ? markAt(this.marks, this.tOf(x)) : null;
+    if (M) return { sel: null, info: `Critical path: ${M.label} (${fmtUs(M.b - M.a)})` };
     const yy = y - RULER + this.scrollY;
     const C = this.counters.find((K) => yy >= K.y && yy < K.y + K.h);
     if (C) {
       const t = this.tOf(x), i = Math.max(0, lowerBound(C.c.ts_us, t + 1e-9) - 1), v = C.c.values[i] ?? 0;
-      return { sel: null, info: `${C.c.name}: ${C.c.unit === "fraction" ? Math.round(v * 100) + " %" : fmtBytes(v)} at ${fmtUs(t)}` };
+      return { sel: null, info: `${C.c.name}: ${fmtCounter(C.c.unit, v)} at ${fmtUs(t)}` };
     }
     const li = this.layout.findIndex((L) => yy >= L.y && yy < L.y + L.h);
     if (li < 0) return { sel: null };
@@ -533,7 +566,7 @@ export class TimelineViewer {
       const [x, y] = local(e);
       if (x < GUTTER && y >= RULER) {  // a track header: collapse / expand it
         const yy = y - RULER + this.scrollY, L = this.layout.find((K) => yy >= K.y && yy < K.y + TRACK_HEAD);
-        if (L) { this.toggleTrack(L.track.index); e.preventDefault(); }
+        if (L?.track.header) { this.hooks.onHeader?.(L.track); e.preventDefault(); } else if (L) { this.toggleTrack(L.track.index); e.preventDefault(); }
         return;
       }
       if (y < RULER || e.shiftKey || e.altKey) { rsel = { x0: Math.max(GUTTER, x), y0: y, ruler: y < RULER }; e.preventDefault(); return; }
@@ -614,4 +647,9 @@ export function nameRGB(name: string, dark: boolean): [number, number, number] {
   const q = lig < 0.5 ? lig * (1 + sat) : lig + sat - lig * sat, p = 2 * lig - q;
   const ch = (t: number) => { t = (t + 1) % 1; const v = t < 1 / 6 ? p + (q - p) * 6 * t : t < 0.5 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p; return v * 255; };
   return [ch(hue + 1 / 3), ch(hue), ch(hue - 1 / 3)];
+}
+
+/** A counter's value as text: a share in %, a count, or bytes. */
+function fmtCounter(unit: string, v: number): string {
+  return unit === "fraction" ? `${Math.round(v * 100)} %` : unit === "count" ? String(Math.round(v)) : fmtBytes(v);
 }

@@ -40,7 +40,8 @@ export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
     const q = { ...ctx.sel(), exp_run: exp.run, exp_worker: exp.worker, exp_span: exp.span };
     const d = await getJSON<any>("diff", q, { cache: true });
     if (!ctx.alive()) return;
-    mount(out, diffTabs(ctx, renderDiff(d), q, exp));
+    mount(out, diffTabs(ctx, renderDiff(d, ctx.get("dstep")), q, exp));
+    out.querySelector("#tree-focus")?.scrollIntoView({ block: "center" });
   };
   runSel.addEventListener("change", () => { ctx.set("exp_worker", undefined); ctx.set("exp_span", undefined); void loadWorkers().catch(showErr); });
   workerSel.addEventListener("change", () => { ctx.set("exp_span", undefined); void loadSpans().catch(showErr); });
@@ -84,7 +85,7 @@ function flat(x: any, keys: string[]): Record<string, number | null> {
 }
 
 /** The backend's diff answer: totals, aligned steps -> phases -> ops, and the op delta table. */
-function renderAligned(d: any): HTMLElement {
+function renderAligned(d: any, step?: string): HTMLElement {
   const tk = ["host_us", "device_us", "calls"];
   const b = d.base ?? {}, e = d.exp ?? {};
   const cards = h("div", { class: "cards" }, ["host_us", "device_us", "calls"].map((k) => {
@@ -104,6 +105,8 @@ function renderAligned(d: any): HTMLElement {
   const phaseNode = (p: any): TreeNode => ({ name: String(p.phase), ...flat(p, tk), children: (p.ops ?? []).map(opNode) });
   const steps: any[] = Array.isArray(d.steps) ? d.steps : [];
   const roots: TreeNode[] = steps.map((st) => ({ name: `step ${st.base_step ?? "–"} ↔ ${st.exp_step ?? "–"}`, ...flat(st, tk), children: (st.phases ?? []).map(phaseNode) }));
+  // a link to one step (the Distributed view's straggler at that step): only its row open, marked
+  const fi = step === undefined ? -1 : steps.findIndex((st) => String(st.base_step) === step);
   const cols: Column[] = [{ key: "name", label: "Step / phase / operator" },
     { key: "base_host_us", label: "Base host", numeric: true, fmt: fmtUs }, { key: "exp_host_us", label: "Exp host", numeric: true, fmt: fmtUs }, { key: "delta_host_us", label: "Δ host", numeric: true, fmt: sgn },
     { key: "base_device_us", label: "Base device", numeric: true, fmt: fmtUs }, { key: "exp_device_us", label: "Exp device", numeric: true, fmt: fmtUs }, { key: "delta_device_us", label: "Δ device", numeric: true, fmt: sgn },
@@ -116,7 +119,9 @@ function renderAligned(d: any): HTMLElement {
     fmt: k === "calls" ? (side === "delta" ? sgnN : fmtNum) : side === "delta" ? sgn : fmtUs })))];
   const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
   return h("div", null, cards, chart,
-    h("h3", null, "Aligned steps, phases and operators"), collapsedTree(cols, roots),
+    h("h3", null, "Aligned steps, phases and operators"),
+    step !== undefined ? h("p", { class: "muted", id: "diff-step-note" }, fi >= 0 ? `Step ${step} of the baseline is open and marked.` : `The baseline has no aligned step ${step}.`) : null,
+    collapsedTree(cols, roots, fi >= 0 ? roots[fi] : undefined),
     h("div", { id: "diff-table", style: "margin-top:12px" }, dataTable(ocols, rows, { caption: "Operator deltas (largest change first)", rowClass: (r) => (r.delta_host_total_us > 0 ? "pos" : r.delta_host_total_us < 0 ? "neg" : "") })),
     notes.length ? h("ul", { class: "recs muted" }, notes.map((n) => h("li", null, n))) : null);
 }
@@ -125,17 +130,17 @@ function renderAligned(d: any): HTMLElement {
 const STEP_ROOTS = 10;
 
 /** The aligned tree with its first STEP_ROOTS steps, and a button for all of them when there are more. */
-function collapsedTree(cols: Column[], roots: TreeNode[]): HTMLElement {
+function collapsedTree(cols: Column[], roots: TreeNode[], focus?: TreeNode): HTMLElement {
   const box = h("div", { id: "diff-tree-box" });
-  const draw = (all: boolean) => mount(box, treeTable(cols, all ? roots : roots.slice(0, STEP_ROOTS), 1, "diff-tree"),
+  const draw = (all: boolean) => mount(box, treeTable(cols, all ? roots : roots.slice(0, STEP_ROOTS), 1, "diff-tree", focus),
     all ? null : h("p", { class: "muted" }, `The first ${STEP_ROOTS} of ${roots.length} aligned steps. `,
       h("button", { type: "button", class: "btn small", id: "diff-tree-all", onclick: () => draw(true) }, `Show all ${roots.length} steps`)));
-  draw(roots.length <= STEP_ROOTS + 2);
+  draw(roots.length <= STEP_ROOTS + 2 || (focus !== undefined && roots.indexOf(focus) >= STEP_ROOTS));
   return box;
 }
 
-function renderDiff(d: any): HTMLElement {
-  if (d && typeof d === "object" && (Array.isArray(d.ops) || Array.isArray(d.steps)) && d.base && d.exp) return renderAligned(d);
+function renderDiff(d: any, step?: string): HTMLElement {
+  if (d && typeof d === "object" && (Array.isArray(d.ops) || Array.isArray(d.steps)) && d.base && d.exp) return renderAligned(d, step);
   const parts: (HTMLElement | string)[] = [];
   const roots = findRoots(d, ["tree", "root", "nodes"]);
   if (roots && roots.length) {

@@ -5,6 +5,9 @@ import { getJSON, forget } from "../api";
 import { stackedBarsMany, heatmap } from "../charts";
 import { dataTable, Column } from "../table";
 import { segmented } from "./widgets";
+import { criticalPathSection } from "./critical";
+import { pipelineSection } from "./pipeline";
+import { fmtMs } from "./ledger";
 import type { Ctx } from "../ctx";
 
 const PARTS: [string, string, string][] = [["computation_us", "Computation", "#4e79a7"], ["overlap_us", "Overlapping", "#76b7b2"], ["communication_us", "Communication", "#e15759"], ["other_us", "Other", "#bab0ac"]];
@@ -123,18 +126,38 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
   }) : h("div", { class: "banner info" }, "No steps recorded.");
   const heatTools = h("div", { class: "toolbar" }, segmented("Heatmap", METRICS, metric, (v) => { ctx.set("metric", v); rerender(); }));
 
-  // stragglers: (worker, step) busy longest over the step's median; a row opens that cell
+  // stragglers: (worker, step) busy longest over the step's median, why, and the step had it run at the median;
+  // a row opens the Diff of that worker against the median worker (the row's button: its heatmap cell)
   const strag: any[] = Array.isArray(d?.stragglers) ? d.stragglers : [];
   const stragTable = strag.length ? h("div", { id: "dist-stragglers" }, dataTable([
     { key: "worker", label: "Worker" }, { key: "step", label: "Step" },
     { key: "excess_us", label: "Excess over median", numeric: true, fmt: fmtUs },
-    { key: "busy_us", label: "Busy", numeric: true, fmt: fmtUs, title: "step time minus its own wait in collectives" },
-    { key: "median_us", label: "Median busy", numeric: true, fmt: fmtUs },
+    { key: "why", label: "Why", wrap: true, fmt: (v) => (v ? String(v) : "–"), title: "where its step's time exceeds the median rank's" },
+    { key: "what_if_ms", label: "Step at the median", numeric: true, fmt: (v) => fmtMs(v), title: "the step's time had this worker run at the median" },
+    { key: "busy_us", label: "Busy", numeric: true, fmt: fmtUs, title: "step time minus its own wait in collectives", optional: true },
+    { key: "median_us", label: "Median busy", numeric: true, fmt: fmtUs, optional: true },
     { key: "collective", label: "Collective that waited on it", fmt: (v) => (v ? String(v) : "–") },
     { key: "others_wait_us", label: "Others' wait there", numeric: true, fmt: fmtUs },
-  ] as Column[], strag, { caption: "Stragglers", filterKeys: ["worker"], sortKey: "excess_us", pageSize: 10,
-    onRowClick: (r) => { ctx.set("cell", `${r.worker}|${r.step}`); if (step && step !== String(r.step)) ctx.set("step", String(r.step)); rerender(); } }))
+  ] as Column[], strag, { caption: "Stragglers (click a row: Diff against the median worker)", filterKeys: ["worker", "why"], sortKey: "excess_us", pageSize: 10,
+    onRowClick: (r) => { if (!openDiff(ctx, r)) { ctx.set("cell", `${r.worker}|${r.step}`); rerender(); } },
+    actions: (r) => h("button", { type: "button", class: "btn small", title: "this worker's step in the heatmap and its detail",
+      onclick: (e: Event) => { e.stopPropagation(); ctx.set("cell", `${r.worker}|${r.step}`); if (step && step !== String(r.step)) ctx.set("step", String(r.step)); rerender(); } }, "step detail") }))
     : h("div", { class: "banner info", id: "dist-stragglers" }, names.length > 1 ? "No straggler: no worker is busier than its step's median." : "Stragglers need two workers or more.");
+
+  // wait vs transfer per process group: every member of every group, subgroups included
+  const groupRows: any[] = [];
+  for (const [g, members] of Object.entries<any>(obj(d?.groups))) for (const [w, v] of Object.entries<any>(obj(members))) {
+    const t = Number(v?.transfer_us) || 0, wt = Number(v?.wait_us) || 0;
+    groupRows.push({ group: g, worker: w, calls: v?.calls ?? null, transfer_us: t, wait_us: wt, wait_share: t + wt > 0 ? wt / (t + wt) : null });
+  }
+  const groupTable = groupRows.length ? h("div", { id: "dist-groups" }, dataTable([
+    { key: "group", label: "Process group" }, { key: "worker", label: "Worker" }, { key: "calls", label: "Calls", numeric: true },
+    { key: "transfer_us", label: "Transfer", numeric: true, fmt: fmtUs }, { key: "wait_us", label: "Wait", numeric: true, fmt: fmtUs },
+    { key: "wait_share", label: "Wait share", numeric: true, fmt: (v) => (typeof v === "number" ? `${(v * 100).toFixed(1)} %` : "–") },
+  ] as Column[], groupRows, { caption: "Wait vs transfer per process group", filterKeys: ["group", "worker"], sortKey: "wait_us", pageSize: 20 }))
+    : h("div", { class: "banner info", id: "dist-groups" }, "No collective matched across the members of a process group: no wait/transfer split.");
+  const cpath = h("section", { class: "section", id: "dist-cpath" });
+  const pipe = h("section", { class: "section", id: "dist-pipeline" });
 
   // collectives per worker (the chosen worker, or all)
   const commRows: any[] = [];
@@ -172,9 +195,23 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
     errors.length ? h("div", { class: "banner", id: "dist-errors" }, "Some workers could not be read (the others are shown):",
       h("ul", null, errors.map((e) => h("li", null, `${e?.file ?? e?.worker ?? ""}: ${e?.error ?? ""}`)))) : null,
     h("div", { class: "grid2" }, bars, wait),
-    h("section", { class: "section" }, heatTools, heat), drill, stragTable, comm, devices,
+    h("section", { class: "section" }, heatTools, heat), drill, stragTable, cpath, pipe, groupTable, comm, devices,
     notes.length ? h("section", { class: "section" }, h("h3", null, "Notes"), h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
   if (selected && !pending.length) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
+  if (!pending.length && names.length > 1) await Promise.all([criticalPathSection(ctx, cpath, step), pipelineSection(ctx, pipe, step)]);
+}
+
+/** Opens the Diff view: the straggler (baseline) against the median worker of that step, in this run and span. */
+function openDiff(ctx: Ctx, r: any): boolean {
+  const pair = obj(r?.diff);
+  const worker = typeof pair.worker === "string" ? pair.worker : String(r.worker);
+  if (typeof pair.exp_worker !== "string") return false;
+  const q = new URLSearchParams({ run: ctx.run, worker, span: ctx.span, view: "diff", exp_run: ctx.run, exp_worker: pair.exp_worker, exp_span: ctx.span,
+    dstep: String(pair.step ?? r.step) });
+  const u = new URL(location.href);
+  u.hash = "#" + q.toString();
+  location.assign(u.href);
+  return true;
 }
 
 /** The drill-down: one worker's step, its parts and each collective with wait and transfer. */

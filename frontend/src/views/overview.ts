@@ -1,9 +1,10 @@
-// Overview: configuration and GPU cards, step-time breakdown per step and on average, recommendations.
+// Overview: configuration and GPU cards, step-time breakdown per step and on average, the recoverable-time ledger.
 import { h, mount, fmtUs, fmtPct, fmtNum } from "../dom";
-import { getJSON } from "../api";
+import { getJSON, forget } from "../api";
 import { stackedBars, pie } from "../charts";
 import { genericValue } from "../table";
 import { exportButtons } from "../export";
+import { ledgerSection } from "./ledger";
 import type { Ctx } from "../ctx";
 
 /** The breakdown categories in DESIGN.md §4 order, with display names. */
@@ -13,6 +14,8 @@ export const STEP_PARTS: [string, string][] = [
 ];
 /** Per-step rows shown before "Show all" in per-step tables. */
 const STEP_ROWS = 10;
+/** How often the Overview asks again while the run-level ledger waits for workers' summaries (ms). */
+const PENDING_POLL_MS = 1500;
 const COLORS = ["#4e79a7", "#f28e2b", "#edc948", "#e15759", "#76b7b2", "#b07aa1", "#59a14f", "#bab0ac"];
 
 export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
@@ -47,14 +50,24 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("thead", null, h("tr", null, h("th", null, "Category"), h("th", { class: "num" }, "Time (avg per step)"), h("th", { class: "num" }, "Share"))),
     h("tbody", null, STEP_PARTS.map(([k, label]) => h("tr", null, h("td", null, label), h("td", { class: "num" }, fmtUs(avg[k])),
       h("td", { class: "num" }, avg.total_us ? fmtPct((avg[k] ?? 0) / avg.total_us) : "–")))));
-  const recs: string[] = Array.isArray(d.recommendations) ? d.recommendations.map(String) : [];
-  mount(el, cards, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"),
+  const ledgerBox = h("div", { id: "ledger-section" });
+  const drawLedger = (x: any) => mount(ledgerBox, ledgerSection(x, ctx.run, ctx.worker, ctx.get("ledger"), (v) => { ctx.set("ledger", v); drawLedger(x); }));
+  drawLedger(d);
+  mount(el, cards, ledgerBox, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"),
       h("div", { class: "table-tools" }, exportButtons(() => `overview-${ctx.run}`, () => ({ header: ["category", "avg_us", "share"],
         rows: STEP_PARTS.map(([k, label]) => [label, avg[k] ?? null, avg.total_us ? (avg[k] ?? 0) / avg.total_us : null]) }))), table),
     notes.length ? h("section", { class: "section", id: "overview-notes" }, h("h3", null, "Notes"),
-      h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null,
-    h("section", { class: "section", id: "recommendations" }, h("h3", null, "Recommendations"),
-      recs.length ? h("ul", { class: "recs" }, recs.map((r) => h("li", null, r))) : h("p", { class: "muted" }, "Nothing to recommend.")));
+      h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
+  // the run-level ledger fills in as the workers' summaries are computed
+  let cur = d;
+  while (Array.isArray(cur?.run_ledger?.pending) && cur.run_ledger.pending.length) {
+    await new Promise((r) => setTimeout(r, PENDING_POLL_MS));
+    if (!ctx.alive()) return;
+    forget("overview", ctx.sel());
+    cur = await getJSON<any>("overview", ctx.sel(), { cache: true });
+    if (!ctx.alive()) return;
+    drawLedger(cur);
+  }
 }
 
 function pieOfAverage(avg: any, parts: [string, string][]): HTMLElement {

@@ -4,13 +4,19 @@ import { getJSON, url } from "../api";
 import { genericValue, dataTable } from "../table";
 import { exportButtons } from "../export";
 import { TimelineViewer, Selection, RangeSel, Counter } from "../timeline/viewer";
-import { Tile, validateTile } from "../timeline/tiles";
+import { Tile, validateTile, queueCounters } from "../timeline/tiles";
+import { pathMarks, pathRows, pathWorkerButtons } from "./critical";
+import { mergedTimelineView } from "./timeline_merged";
 import type { Ctx } from "../ctx";
 
 let current: TimelineViewer | null = null;
 
 export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
   current?.destroy(); current = null;
+  if (ctx.get("merged") === "1") {
+    await mergedTimelineView(ctx, el, () => { ctx.set("merged", undefined); ctx.set("win", undefined); void timelineView(ctx, el); });
+    return;
+  }
   const sel = ctx.sel();
   const wrap = h("div", { class: "tl-wrap", id: "tl-canvas", "aria-label": "timeline: wheel to zoom, drag or W/A/S/D to move, click an event for details" });
   const details = h("div", { class: "tl-details", id: "tl-details" }, h("span", { class: "muted" }, "Click an event to see its details."));
@@ -19,6 +25,8 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
   const flows = h("input", { type: "checkbox", id: "tl-flows", checked: true }) as HTMLInputElement;
   const download = h("a", { class: "btn small", id: "tl-download", href: url("trace", sel), download: `${sel.worker || "trace"}.span${sel.span}.pt.trace.json`, title: "the raw trace, for Perfetto or chrome://tracing" }, "⤓ Download trace");
   const status = h("span", { class: "muted", id: "tl-status" });
+  const queueNote = h("span", { class: "muted", id: "tl-queue-note" });
+  const cpathBar = h("div", { id: "tl-cpath", class: "toolbar" });
   const summary = h("div", { id: "tl-summary" });
   const occBar = h("div", { id: "tl-occ", class: "toolbar" });
   const keys = h("div", { id: "tl-keys", class: "tl-keys", hidden: true }, h("strong", null, "Keys and mouse"), h("dl", { class: "kv" },
@@ -36,15 +44,23 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
       h("button", { type: "button", class: "btn small", id: "tl-collapse", title: "collapse every track", onclick: () => v.setAllCollapsed(true) }, "Collapse all"),
       h("button", { type: "button", class: "btn small", id: "tl-expand", title: "expand every track", onclick: () => v.setAllCollapsed(false) }, "Expand all"),
       h("button", { type: "button", class: "btn small", id: "tl-keys-btn", title: "keys (?)", onclick: toggleKeys }, "?"),
+      h("button", { type: "button", class: "btn small", id: "tl-merged-btn", title: "the run's ranks on one clock-aligned timeline",
+        onclick: () => { v.destroy(); ctx.set("merged", "1"); ctx.set("win", undefined); void timelineView(ctx, el); } }, "All ranks"),
       download, status),
-    h("div", { class: "tl-help" }, "Wheel: zoom · drag: move · Shift+drag or ruler drag: select a range · F: frame · ?: keys · click: details"),
-    occBar, keys, wrap, summary, details, results));
+    h("div", { class: "tl-help" }, "Wheel: zoom · drag: move · Shift+drag or ruler drag: select a range · F: frame · ?: keys · click: details ", queueNote),
+    cpathBar, occBar, keys, wrap, summary, details, results));
+  // counter tracks: the queue length per stream comes with each tile, memory and utilization separately
+  let queue: Counter[] = [], other: Counter[] = [];
+  const showCounters = () => { if (current === v) v.setCounters([...other, ...queue]); };
   let viewTimer = 0;
   const v = new TimelineViewer(wrap, {
     fetchTile: async (a, b, px) => {
       const t = await getJSON<Tile>("timeline", { ...sel, start_us: isFinite(a) ? a.toFixed(3) : undefined, end_us: isFinite(b) ? b.toFixed(3) : undefined, width_px: px });
       const err = validateTile(t);
       if (err) throw new Error(err);
+      queue = queueCounters(t.counters);
+      queueNote.textContent = queue.length ? "" : typeof t.counters_reason === "string" ? `No queue-length track: ${t.counters_reason}` : "";
+      showCounters();
       return t;
     },
     onSelect: (s, info) => showDetails(s, info),
@@ -83,8 +99,35 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
     try {
       const d = await getJSON<any>("timeline/counters", { ...sel, start_us: lo.toFixed(3), end_us: hi.toFixed(3), width_px: 1500 });
       if (!ctx.alive() || seq !== counterSeq) return;
-      v.setCounters((Array.isArray(d.counters) ? d.counters : []) as Counter[]);
+      other = (Array.isArray(d.counters) ? d.counters : []) as Counter[];
+      showCounters();
     } catch { /* counters are an extra: the events still show */ }
+  }
+
+  /** The cross-rank critical path of one step (`/diagnosis`): its segments on this worker marked on the timeline. */
+  async function showCriticalPath(step: string, frame: boolean): Promise<void> {
+    const clear = h("button", { type: "button", class: "btn small", title: "remove the marks", onclick: () => { v.setMarks([]); mount(cpathBar); ctx.set("cpath", undefined); } }, "✕");
+    try {
+      const d = await getJSON<any>("diagnosis", { run: sel.run, span: sel.span }, { cache: true });
+      if (!ctx.alive()) return;
+      const st = (Array.isArray(d?.steps) ? d.steps : []).find((x: any) => String(x?.step) === step);
+      if (!st) { mount(cpathBar, h("span", { class: "muted" }, `No critical path for step ${step}` + (typeof d?.reason === "string" ? `: ${d.reason}` : ".")), clear); return; }
+      const { marks, ranks, ms } = pathMarks(st.segments, sel.worker);
+      v.setMarks(marks);
+      if (!marks.length) {
+        mount(cpathBar, h("span", { class: "muted" }, `${sel.worker} is not on the critical path of step ${step}` + (ranks.length ? ` (ranks on it: ${ranks.join(", ")}).` : ".")),
+          pathWorkerButtons(ctx, pathRows(st.segments), step, null), clear);
+        return;
+      }
+      const ext = v.marksExtent()!;
+      const pad = Math.max(1, (ext[1] - ext[0]) * 0.02);
+      mount(cpathBar, h("strong", null, `Critical path of step ${step}`),
+        h("span", { id: "tl-cpath-info" }, ` ${marks.length} segment${marks.length === 1 ? "" : "s"} on ${sel.worker}, ${fmtUs(ms * 1000)} of work` +
+          (ranks.length > 1 ? ` · ranks on the path: ${ranks.join(", ")}` : "") + " (red bands; click the red bar for each one)"),
+        h("button", { type: "button", class: "btn small", id: "tl-cpath-frame", onclick: () => v.setView(ext[0] - pad, ext[1] + pad) }, "Frame the path"),
+        pathWorkerButtons(ctx, pathRows(st.segments), step, sel.worker), clear);
+      if (frame) v.setView(ext[0] - pad, ext[1] + pad);
+    } catch (e) { mount(cpathBar, h("span", { class: "muted" }, `No critical path: ${(e as Error).message}`), clear); }
   }
 
   /** "Show in timeline": every occurrence of one name, with next / previous. */
@@ -165,6 +208,8 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
   if (ctx.get("q")) { search.value = ctx.get("q")!; void runSearch(); }
   if (rangeArg && rangeArg.length >= 2 && isFinite(+rangeArg[0]) && isFinite(+rangeArg[1]))
     v.setRange({ a: +rangeArg[0], b: +rangeArg[1], tracks: rangeArg[2] ? rangeArg[2].split(".").map(Number).filter((x) => x >= 0 && x < v.tracks().length) : null });
+  const cpath = ctx.get("cpath");
+  if (cpath) await showCriticalPath(cpath, !win);
   if (find) await showOccurrences(find, Number(ctx.get("occ") ?? 0) || 0);
   else if (selIdx && /^\d+$/.test(selIdx)) {
     // a link to one event: find where it is drawn, select it, and frame it unless the link has a window

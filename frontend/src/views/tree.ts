@@ -5,19 +5,21 @@ import { exportButtons } from "../export";
 
 export interface TreeNode { name: string; children?: TreeNode[]; [k: string]: any }
 
-/** Renders nodes as an indented table; the first `openDepth` levels start expanded. */
-export function treeTable(columns: Column[], roots: TreeNode[], openDepth = 1, id?: string): HTMLElement {
+/** Renders nodes as an indented table; the first `openDepth` levels start expanded (with `focus`: only that
+ * root's subtree, its row marked selected). */
+export function treeTable(columns: Column[], roots: TreeNode[], openDepth = 1, id?: string, focus?: TreeNode): HTMLElement {
   const body = h("tbody");
   const open = new Set<TreeNode>();
   const shown: [number, TreeNode][] = [];
   const walk = (n: TreeNode, d: number) => { if (d < openDepth) open.add(n); (n.children ?? []).forEach((c) => walk(c, d + 1)); };
-  roots.forEach((r) => walk(r, 0));
+  if (focus) walk(focus, 0);
+  if (!focus) roots.forEach((r) => walk(r, 0));
   function draw(): void {
     const trs: HTMLElement[] = [];
     const visit = (n: TreeNode, d: number) => {
       const kids = n.children ?? [];
       const tog = h("span", { class: "toggle" }, kids.length ? (open.has(n) ? "▾" : "▸") : "");
-      const tr = h("tr", { class: kids.length ? "clickable" : "", "data-depth": d }, columns.map((c, i) => h("td", { class: c.numeric ? "num" : "", style: i === 0 ? `padding-left:${8 + d * 16}px` : "" },
+      const tr = h("tr", { class: (kids.length ? "clickable" : "") + (n === focus ? " selected" : ""), "data-depth": d, id: n === focus ? "tree-focus" : null }, columns.map((c, i) => h("td", { class: c.numeric ? "num" : "", style: i === 0 ? `padding-left:${8 + d * 16}px` : "" },
         i === 0 ? [tog, c.fmt ? c.fmt(n[c.key], n) : String(n[c.key] ?? "")] : c.fmt ? c.fmt(n[c.key], n) : fmtNum(n[c.key]))));
       if (kids.length) tr.addEventListener("click", () => { if (open.has(n)) open.delete(n); else open.add(n); draw(); });
       trs.push(tr); shown.push([d, n]);

@@ -1,4 +1,4 @@
-"""Named analysis stages over a `TraceData` (DESIGN.md §8): each a public function `stage(t) -> table` in its
+"""Named analysis stages over a `TraceData` (docs/internals.md §5): each a public function `stage(t) -> table` in its
 own module, computed once per trace (`registry`), the views and summaries only select and render them.
 
 GRAPH is the one written list of which stage reads which (the plugin's view-level stages too);
@@ -26,7 +26,7 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "python_parents": (),  # operators: with_stack frames
     "op_nodes": ("op_tree", "node_stats", "steps"),  # diff: ops per step and phase
     "kernel_groups": ("op_tree", "link_gpu_to_ops"),  # kernel_diff: kernels per (op path, name)
-    "module_nodes": ("op_tree", "link_gpu_to_ops"),  # modules
+    "module_nodes": ("node_stats",),  # modules
     "collective_analysis": ("link_gpu_to_ops",),  # collectives
     "memory_records": (),  # memory
     "memory_record_ops": ("memory_records", "op_tree"),  # memory

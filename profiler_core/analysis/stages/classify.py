@@ -1,19 +1,65 @@
-"""Event classes by name: communication (collectives and NCCL kernels), DataLoader ranges, ProfilerStep ranges."""
+"""Event classes by name: communication (collectives and NCCL kernels), collective calls (what every member of a
+process group calls, matched across ranks), DataLoader ranges, ProfilerStep ranges."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ...trace.categories import CUDA_DRIVER, CUDA_RUNTIME, GPU_MEMCPY, GPU_MEMSET, KERNEL, PYTHON_FUNCTION, TRACE
-from .columns import category_mask, name_mask
+from ...trace.categories import (
+    CUDA_DRIVER,
+    CUDA_RUNTIME,
+    GPU_MEMCPY,
+    GPU_MEMSET,
+    KERNEL,
+    OP_CATS,
+    PYTHON_FUNCTION,
+    TRACE,
+)
+from .columns import category_mask, name_mask, per_value
 
-__all__ = ["is_communication", "communication_mask", "is_dataloader", "COMM_PREFIXES", "COMM_NAMES", "STEP_PREFIX"]
+__all__ = [
+    "is_communication",
+    "communication_mask",
+    "is_collective_call",
+    "collective_call_mask",
+    "is_dataloader",
+    "COMM_PREFIXES",
+    "COMM_NAMES",
+    "MPI_PREFIX",
+    "MPI_COLLECTIVES",
+    "STEP_PREFIX",
+]
 
 COMM_PREFIXES = ("nccl:", "gloo:", "c10d::", "mpi::")
 COMM_NAMES = frozenset({"record_param_comms"})
 _NOT_COMM_CATS = frozenset({GPU_MEMCPY, GPU_MEMSET, CUDA_RUNTIME, CUDA_DRIVER, PYTHON_FUNCTION, TRACE})
 STEP_PREFIX = "ProfilerStep#"
+MPI_PREFIX = "mpi::"
+#: MPI methods every member of a communicator calls, as our MPI integration writes them in `Collective name` (the
+#: method in lower case); point-to-point calls and request completions (wait, test) are not among them
+MPI_COLLECTIVES = frozenset(
+    pre + m
+    for pre in ("", "i")
+    for m in (
+        "allreduce",
+        "reduce",
+        "allgather",
+        "allgatherv",
+        "alltoall",
+        "alltoallv",
+        "gather",
+        "gatherv",
+        "scatter",
+        "scatterv",
+        "reduce_scatter",
+        "reduce_scatter_block",
+        "scan",
+        "exscan",
+        "bcast",
+        "barrier",
+    )
+)
 
 
 def is_communication(name: str, cat: str) -> bool:
@@ -24,6 +70,27 @@ def is_communication(name: str, cat: str) -> bool:
     if cat in _NOT_COMM_CATS:
         return False
     return name.startswith(COMM_PREFIXES) or name in COMM_NAMES
+
+
+def is_collective_call(name: str, coll: str) -> bool:
+    """True for a collective call (`coll`: its `Collective name` arg, "" when absent): a `record_param_comms` op
+    that names its collective, or an `mpi::` op of a collective MPI method (`MPI_COLLECTIVES`)."""
+    name, coll = str(name), str(coll).strip()
+    if name in COMM_NAMES:
+        return coll != ""
+    return name.startswith(MPI_PREFIX) and coll.lower() in MPI_COLLECTIVES
+
+
+def collective_call_mask(events: pd.DataFrame) -> np.ndarray:
+    """Vectorised `is_collective_call` over the CPU ops of an events frame (boolean array aligned with it)."""
+    if len(events) == 0 or "coll_name" not in events:
+        return np.zeros(len(events), dtype=bool)
+    cpu = category_mask(events, OP_CATS)
+    rpc = name_mask(events, lambda n: n in COMM_NAMES) & per_value(events["coll_name"], lambda c: str(c).strip() != "")
+    mpi = name_mask(events, lambda n: n.startswith(MPI_PREFIX)) & per_value(
+        events["coll_name"], lambda c: str(c).strip().lower() in MPI_COLLECTIVES
+    )
+    return cpu & (rpc | mpi)
 
 
 def is_dataloader(name: str) -> bool:

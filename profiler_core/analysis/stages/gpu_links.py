@@ -19,7 +19,7 @@ from .graph_replay import graph_replay
 from .op_tree import innermost_op_at, op_tree
 from .registry import stage
 
-__all__ = ["link_launches_to_ops", "link_gpu_to_ops", "ext_to_op", "first_position_by_key", "lookup"]
+__all__ = ["link_launches_to_ops", "link_gpu_to_ops", "launch_calls", "ext_to_op", "first_position_by_key", "lookup"]
 
 
 @stage()
@@ -109,3 +109,12 @@ def link_gpu_to_ops(t: Any) -> pd.DataFrame:
     An activity a graph launch replayed has the op of the call that captured it (`graph_replay`), where the
     trace holds the capture; its `runtime` stays the graph launch."""
     return _build_gpu_links(t)
+
+
+def launch_calls(t: Any, rows: np.ndarray) -> np.ndarray:
+    """For the GPU activities at `rows` (positions in t.events), the row of the runtime/driver call that launched
+    each (`link_gpu_to_ops`' `runtime`), -1 where the trace has none."""
+    gl = link_gpu_to_ops(t)
+    runtime_of = np.full(len(t.events), -1, np.int64)
+    runtime_of[gl["row"].to_numpy()] = gl["runtime"].to_numpy()
+    return runtime_of[rows]

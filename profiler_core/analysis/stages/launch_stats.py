@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...trace.categories import KERNEL
 from .columns import category_mask, name_mask, sorted_unique
-from .gpu_links import link_gpu_to_ops
+from .gpu_links import launch_calls, link_gpu_to_ops
 from .registry import stage
 
 __all__ = ["launch_stats", "device_properties", "is_amd_device", "cdna_occupancy", "WORK_ITEM_GRID_LAUNCHES"]
@@ -49,10 +49,7 @@ def _launch_stats(t: Any) -> pd.DataFrame:
     shared = k["shared_memory"].to_numpy(np.int64).copy()
     launch = np.full(len(rows), -1, np.int64)
     if len(rows):
-        gl = link_gpu_to_ops(t)
-        rt_of = np.full(len(ev), -1, np.int64)
-        rt_of[gl["row"].to_numpy()] = gl["runtime"].to_numpy()
-        launch = rt_of[rows]
+        launch = launch_calls(t, rows)
         has = launch >= 0
         if has.any():  # ROCm kernels may carry the shape only on their launch call
             lr = launch[has]

@@ -46,6 +46,37 @@ def composite(g: np.ndarray, v: np.ndarray, lo: int, span: int) -> np.ndarray:
     return g.astype(np.int64) * np.int64(span) + (v.astype(np.int64) - np.int64(lo))
 
 
+def _adopt_inside_repaired(
+    parent: np.ndarray,
+    depth: np.ndarray,
+    repaired: np.ndarray,
+    grp: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+) -> None:
+    """Give each node inside a partially overlapping node `r` (one the repair moved up) `r` as parent where its
+    parent starts before `r`: the depth count counted the range `r` overlaps, so the nodes inside `r` were given
+    an outer parent. Afterwards every node's parent is the latest-starting earlier node of its thread that holds
+    it, as in torch's tree. The nodes inside `r` are moved deeper than `r` (every child deeper than its parent,
+    the order the stages sum children in). `repaired` in tree order; `parent` and `depth` change in place."""
+    lo = int(min(start.min(), end.min()))
+    span = int(max(start.max(), end.max())) - lo + 2
+    keys = composite(grp, start, lo, span)
+    stop = np.searchsorted(keys, composite(grp[repaired], end[repaired], lo, span), side="left")
+    del keys
+    has_inside = stop > repaired + 1
+    for r, k in zip(repaired[has_inside].tolist(), stop[has_inside].tolist()):
+        sl = slice(r + 1, k)
+        inside = end[sl] <= end[r]
+        adopt = inside & (parent[sl] < r)
+        if adopt.any():
+            parent[sl][adopt] = r
+            below = depth[sl][inside]
+            shift = int(depth[r]) + 1 - int(below.min())
+            if shift > 0:
+                depth[sl][inside] = below + shift
+
+
 def _build_op_tree(t: Any) -> pd.DataFrame:
     """Build the op tree: depth by counting open ranges, parent = last earlier node one level up, repairs."""
     ev = t.events
@@ -139,6 +170,7 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
         return ok & ((grp[pp] != grp) | (end[pp] < end) | (start[pp] > start))
 
     bad = bad_mask(parent)
+    repaired = np.flatnonzero(bad)
     for _ in range(int(depth.max()) + 2):
         if not bad.any():
             break
@@ -146,6 +178,8 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
         bad = bad_mask(parent)
     parent[bad] = -1
     del bad
+    if len(repaired):
+        _adopt_inside_repaired(parent, depth, repaired, grp, start, end)
 
     # torch's _remove_dup_nodes: an op whose only child is an op of the same name absorbs it
     small = np.int32 if len(ev) < 2**31 else np.int64  # positions, depths, thread codes (see below)
@@ -192,10 +226,11 @@ def op_tree(t: Any) -> pd.DataFrame:
     """The CPU op tree (cpu_op, user_annotation and nn.Module python_function events) per (pid, tid).
 
     One row per node in tree order (thread, start, longest first): `row` (position in t.events), `parent`
-    (position of the innermost enclosing node, -1 at top level), `depth` (before merging), `group` (thread
+    (position of the innermost enclosing node, -1 at top level), `depth` (greater than its parent's), `group` (thread
     code), `start`, `end` (ns), `merged_into` (position of the op this one was merged into by torch's
     same-name single-child rule, else -1; merged nodes are not separate calls), `is_op` (cpu_op or
-    user_annotation). Partially overlapping nodes hang under the innermost node that fully contains them.
+    user_annotation). Partially overlapping nodes hang under the innermost node that fully contains them
+    and hold the nodes inside them (torch's tree: each node's parent is the latest-starting earlier node holding it).
     Positions, depth and group are int32 (the tree lives as long as its trace), start and end int64.
     """
     return _build_op_tree(t)

@@ -14,14 +14,15 @@ FIX = Path("tests/data/issue11")  # read relative to the cwd: the fixtures are t
 
 
 def main() -> None:
+    from profiler_core.analysis.stages.steps import steps
     from profiler_core.trace.read.reader import read_trace
-    from tb_plugin.views import common, distributed, kernels, overview
+    from tb_plugin.views import distributed, kernels, overview
 
     def load(name):
         return read_trace(FIX / f"{name}.pt.trace.json.gz", processes=0)
 
     t = load("early_gpu_work")
-    st = common.steps(t)
+    st = steps(t)
     ov = overview.overview(t)
     print(
         "1 early_gpu_work: step lengths us",

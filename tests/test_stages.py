@@ -1,11 +1,17 @@
-"""Shared view helpers: communication recognition, ProfilerStep ranges, GPU->launch->op links, the op tree."""
+"""The analysis stages the views share: communication recognition, ProfilerStep ranges, GPU->launch->op links,
+the op tree, the per-trace cache, Tensor Core kernel names."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tb_plugin.views import common
+from profiler_core.analysis.stages.classify import communication_mask, is_communication, is_dataloader
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops, link_launches_to_ops
+from profiler_core.analysis.stages.op_tree import innermost_op_at, op_tree
+from profiler_core.analysis.stages.registry import cached
+from profiler_core.analysis.stages.steps import early_gpu_rows, steps
+from tb_plugin.views.tensor_cores import uses_tensor_cores
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 
@@ -31,7 +37,7 @@ from .test_views_common_support import kernel, make_trace, op, runtime
     ],
 )
 def test_is_communication(name, cat, expected):
-    assert common.is_communication(name, cat) is expected
+    assert is_communication(name, cat) is expected
 
 
 def test_communication_mask_agrees_with_is_communication():
@@ -46,16 +52,16 @@ def test_communication_mask_agrees_with_is_communication():
         op("mpi::Wait", 20, 2),
     ]
     t = make_trace(events)
-    mask = common.communication_mask(t.events)
-    expected = [common.is_communication(n, c) for n, c in zip(t.events["name"], t.events["cat"])]
+    mask = communication_mask(t.events)
+    expected = [is_communication(n, c) for n, c in zip(t.events["name"], t.events["cat"])]
     assert mask.tolist() == expected
     assert sum(expected) == 5
 
 
 def test_dataloader_names():
-    assert common.is_dataloader("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
-    assert common.is_dataloader("enumerate(DataPipe)#ShufflerIterDataPipe")
-    assert not common.is_dataloader("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__init__")
+    assert is_dataloader("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+    assert is_dataloader("enumerate(DataPipe)#ShufflerIterDataPipe")
+    assert not is_dataloader("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__init__")
 
 
 # -------------------------------------------------------------------------------------------------- steps
@@ -75,7 +81,7 @@ def _gpu_steps_trace(last_step_kernels: int = 5):
 
 def test_steps_extend_to_gpu_work_launched_inside():
     t = make_trace(_gpu_steps_trace())
-    st = common.steps(t)
+    st = steps(t)
     assert st["step"].tolist() == ["3", "4", "5"]
     base = t.base_ns
     us = lambda col: ((st[col] + base) / 1000).tolist()  # noqa: E731
@@ -91,7 +97,7 @@ def test_steps_next_step_starts_after_previous_gpu_end():
     ev.append(runtime("cudaLaunchKernel", 290, 1, corr=99, ext=1001))
     ev.append(kernel("long", 295, 40, corr=99))  # step 4's work now ends at 335, past step 5's CPU start
     t = make_trace(ev)
-    st = common.steps(t)
+    st = steps(t)
     starts = ((st["start"] + t.base_ns) / 1000).tolist()
     ends = ((st["end"] + t.base_ns) / 1000).tolist()
     assert ends[1] == 335 and starts[2] == 335
@@ -99,11 +105,11 @@ def test_steps_next_step_starts_after_previous_gpu_end():
 
 def test_steps_drop_tail_with_too_little_gpu_work():
     t = make_trace(_gpu_steps_trace(last_step_kernels=3))  # 3 < 0.8 * 5: not fully captured
-    assert common.steps(t)["step"].tolist() == ["3", "4"]
+    assert steps(t)["step"].tolist() == ["3", "4"]
     t = make_trace(_gpu_steps_trace(last_step_kernels=4))  # 4 >= 0.8 * 5: kept
-    assert common.steps(t)["step"].tolist() == ["3", "4", "5"]
+    assert steps(t)["step"].tolist() == ["3", "4", "5"]
     t = make_trace(_gpu_steps_trace(last_step_kernels=0))  # no GPU work at the end: dropped
-    assert common.steps(t)["step"].tolist() == ["3", "4"]
+    assert steps(t)["step"].tolist() == ["3", "4"]
 
 
 def test_steps_first_step_keeps_its_cpu_start_despite_earlier_gpu_work():
@@ -111,10 +117,10 @@ def test_steps_first_step_keeps_its_cpu_start_despite_earlier_gpu_work():
     ev.append(runtime("cudaLaunchKernel", 50, 1, corr=500))  # launched before profiling step 3
     ev.append(kernel("warmup", 90, 30, corr=500))  # ends at 120, before step 3's first kernel (150)
     t = make_trace(ev)
-    st = common.steps(t)
+    st = steps(t)
     # torch-tb-profiler 0.4.3 starts step 3 at 120; the work launched before the window never moves a step
     assert (st["start"].iloc[0] + t.base_ns) / 1000 == 100
-    warmup = common.early_gpu_rows(t)
+    warmup = early_gpu_rows(t)
     assert t.events["name"].astype(str).to_numpy()[warmup].tolist() == ["warmup"]
 
 
@@ -127,7 +133,7 @@ def test_steps_without_profiler_steps_cover_the_whole_trace_window():
             op("PyTorch Profiler (0)", 0, 500, cat="Trace"),
         ]
     )
-    st = common.steps(t)
+    st = steps(t)
     assert st["step"].tolist() == ["0"]
     # issue 23 item 8: the first op (10 µs) to the kernel's end (150 µs), as torch-tb-profiler and HTA's
     # temporal breakdown; never the profiler's own Trace span (0..500 µs)
@@ -142,10 +148,10 @@ def test_steps_cpu_only_keep_host_ranges_and_user_annotation_steps():
             op("ProfilerStep#2", 12, 10, cat="user_annotation"),
         ]
     )
-    st = common.steps(t)
+    st = steps(t)
     assert st["step"].tolist() == ["1", "2"]
     assert (st["end"] - st["start"]).tolist() == [10_000, 10_000]
-    assert common.steps(make_trace([]))["step"].tolist() == []
+    assert steps(make_trace([]))["step"].tolist() == []
 
 
 # -------------------------------------------------------------------------------------------------- links
@@ -162,7 +168,7 @@ def test_link_by_correlation_and_external_id():
         ]
     )
     ev = t.events
-    links = common.link_gpu_to_ops(t).set_index("row")
+    links = link_gpu_to_ops(t).set_index("row")
     name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
     got = {name(r): (name(x.runtime), name(x.op), x.external_id) for r, x in links.iterrows()}
     assert got == {
@@ -185,18 +191,18 @@ def test_link_driver_calls_and_calls_without_external_id():
         ]
     )
     ev = t.events
-    links = common.link_gpu_to_ops(t)
+    links = link_gpu_to_ops(t)
     ops = [str(ev["name"].iloc[r]) for r in links["op"]]
     assert ops == ["my_kernel_op", "outer"]
     assert all(str(ev["cat"].iloc[r]) == "cuda_driver" for r in links["runtime"])
-    launches = common.link_launches_to_ops(t)
+    launches = link_launches_to_ops(t)
     assert [str(ev["name"].iloc[r]) for r in launches["op"]] == ["my_kernel_op", "outer"]
 
 
 def test_link_old_traces_by_the_activity_external_id():
     """An activity whose launch is missing still finds its op through its own External id."""
     t = make_trace([op("aten::copy_", 0, 50, ext=5), kernel("copy_kernel", 10, 5, corr=77, **{"external id": 5})])
-    links = common.link_gpu_to_ops(t)
+    links = link_gpu_to_ops(t)
     assert links["runtime"].tolist() == [-1]
     assert str(t.events["name"].iloc[links["op"].iloc[0]]) == "aten::copy_"
 
@@ -215,7 +221,7 @@ def test_op_tree_nesting_zero_length_and_threads():
         ]
     )
     ev = t.events
-    tree = common.op_tree(t)
+    tree = op_tree(t)
     name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
     parents = {name(r): name(p) for r, p in zip(tree["row"], tree["parent"])}
     # zero-length ops are leaves of the op open at their time; an op starting where its parent ends is a sibling
@@ -225,7 +231,7 @@ def test_op_tree_nesting_zero_length_and_threads():
 def test_op_tree_partial_overlap_goes_under_the_container():
     t = make_trace([op("outer", 0, 100), op("p", 10, 30), op("q", 30, 20), op("r", 35, 5)])
     ev = t.events
-    tree = common.op_tree(t)
+    tree = op_tree(t)
     name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
     parents = {name(r): name(p) for r, p in zip(tree["row"], tree["parent"])}
     assert parents == {"outer": None, "p": "outer", "q": "outer", "r": "q"}
@@ -234,7 +240,7 @@ def test_op_tree_partial_overlap_goes_under_the_container():
 def test_op_tree_merges_same_name_single_child():
     t = make_trace([op("aten::div", 0, 10, ext=1), op("aten::div", 1, 8, ext=2), op("aten::empty", 2, 1, ext=3)])
     ev = t.events
-    tree = common.op_tree(t).set_index("row")
+    tree = op_tree(t).set_index("row")
     inner = int(np.flatnonzero((ev["name"] == "aten::div").to_numpy())[1])
     outer = int(np.flatnonzero((ev["name"] == "aten::div").to_numpy())[0])
     empty = int(np.flatnonzero((ev["name"] == "aten::empty").to_numpy())[0])
@@ -251,9 +257,7 @@ def test_innermost_op_at_queries():
         ]
     )
     ev = t.events
-    rows = common.innermost_op_at(
-        t, [1, 1, 1, 1, 2], [1, 1, 1, 1, 1], np.array([15, 45, 150, 30, 15]) * 1000 - t.base_ns
-    )
+    rows = innermost_op_at(t, [1, 1, 1, 1, 2], [1, 1, 1, 1, 1], np.array([15, 45, 150, 30, 15]) * 1000 - t.base_ns)
     names = [str(ev["name"].iloc[r]) if r >= 0 else None for r in rows]
     assert names == ["b", "a", None, "a", None]  # modules are skipped; ends are exclusive
 
@@ -280,7 +284,7 @@ def test_innermost_op_at_queries():
     ],
 )
 def test_tensor_core_kernel_names(name):
-    assert common.uses_tensor_cores(name)
+    assert uses_tensor_cores(name)
 
 
 @pytest.mark.parametrize(
@@ -296,17 +300,17 @@ def test_tensor_core_kernel_names(name):
     ],
 )
 def test_non_tensor_core_kernel_names(name):
-    assert not common.uses_tensor_cores(name)
+    assert not uses_tensor_cores(name)
 
 
 def test_derived_memoises_per_trace():
     t = make_trace([op("a", 0, 1)])
     calls = []
-    assert common.derived(t, "k", lambda: calls.append(1) or 42) == 42
-    assert common.derived(t, "k", lambda: calls.append(1) or 43) == 42
+    assert cached(t, "k", lambda: calls.append(1) or 42) == 42
+    assert cached(t, "k", lambda: calls.append(1) or 43) == 42
     assert calls == [1]
     t2 = make_trace([op("a", 0, 1)])
-    assert common.derived(t2, "k", lambda: 7) == 7
+    assert cached(t2, "k", lambda: 7) == 7
 
 
 def _reference_parents(nodes):
@@ -344,8 +348,65 @@ def test_op_tree_matches_a_stack_walk_on_random_nesting(seed):
         grow(tid, 0, 1000, 0)
     t = make_trace([op(n, s, e - s, tid=tid) for n, tid, s, e in nodes])
     ev = t.events
-    tree = common.op_tree(t)
+    tree = op_tree(t)
     name = lambda r: str(ev["name"].iloc[r]) if r >= 0 else None  # noqa: E731
     got = {name(r): name(p) for r, p in zip(tree["row"], tree["parent"])}
     assert got == _reference_parents(nodes)
     assert (tree["merged_into"] < 0).all()  # unique names: nothing to merge
+
+
+def test_collective_calls_are_record_param_comms_and_collective_mpi_methods():
+    """A collective call is what every member of a group calls (matched across ranks): record_param_comms naming its
+    collective and the collective MPI methods; MPI point-to-point calls and request completions are not."""
+    from profiler_core.analysis.stages.classify import collective_call_mask, is_collective_call
+
+    cases = [
+        ("record_param_comms", "allreduce", True),
+        ("record_param_comms", "", False),
+        ("mpi::Allreduce", "allreduce", True),
+        ("mpi::allreduce", "allreduce", True),  # the pickle-based form
+        ("mpi::Iallreduce", "iallreduce", True),
+        ("mpi::Barrier", "barrier", True),
+        ("mpi::Bcast", "bcast", True),
+        ("mpi::Isend", "isend", False),
+        ("mpi::Recv", "recv", False),
+        ("mpi::Wait", "wait", False),
+        ("mpi::Waitall", "waitall", False),
+        ("nccl:all_reduce", "", False),
+        ("aten::add", "", False),
+    ]
+    for name, coll, expected in cases:
+        assert is_collective_call(name, coll) is expected, (name, coll)
+    events = [op(n, 10 * i, 5, **({"Collective name": c} if c else {})) for i, (n, c, _) in enumerate(cases)]
+    t = make_trace(events)
+    keys = [f"{n}/{c}" for n, c in zip(t.events["name"].astype(str), t.events["coll_name"].astype(str))]
+    got = dict(zip(keys, collective_call_mask(t.events).tolist()))
+    assert got == {f"{n}/{c}": e for n, c, e in cases}
+
+
+def test_mpi_collectives_are_collective_calls_with_their_communicator_as_group():
+    from tb_plugin.views import collectives
+
+    events = [
+        op(
+            "mpi::Allreduce",
+            0,
+            50,
+            **{
+                "Collective name": "allreduce",
+                "Group size": 4,
+                "In msg nelems": 10,
+                "dtype": "float32",
+                "Process Group Name": "MPI_COMM_WORLD",
+            },
+        ),
+        op("mpi::Isend", 60, 5, **{"Collective name": "isend", "peer": 1, "bytes": 8}),
+        op("mpi::Wait", 70, 5, **{"Collective name": "wait", "Requests": 1}),
+        op("mpi::Bcast", 80, 5, **{"Collective name": "bcast", "Group size": 2, "Process Group Name": "rows"}),
+    ]
+    c = collectives.collectives(make_trace(events))
+    assert c["name"].tolist() == ["mpi:all_reduce", "mpi:bcast"]
+    assert c["pg"].tolist() == ["MPI_COMM_WORLD", "rows"]
+    assert c["group_size"].tolist() == [4, 2]
+    assert c["dur"].tolist() == [50_000, 5_000]  # ns: the CPU call (no NCCL kernel)
+    assert c["bytes"].tolist()[0] == 40 and not c["is_wait"].any()

@@ -1,0 +1,472 @@
+"""Pipeline parallelism: the stage x micro-batch schedule of a job rebuilt from its per-rank traces, the schedule
+recognised, each stage's bubble split by cause and the bubble ratio per step next to the schedule's theoretical
+one (docs/diagnosis.md, "Pipeline parallelism").
+
+Two steps, so that a run can be analysed from its summaries without reading traces:
+
+* `project(t)`: one trace -> a small JSON-able projection (`PROJECTION_VERSION`): per ProfilerStep, the GPU span
+  of every forward/backward annotation (`SPAN_PATTERNS`), every P2P kernel (an NCCL kernel whose
+  `record_param_comms` names `send` or `recv`) with the span it feeds or was fed by, and the GPU's busy ranges
+  (every other GPU activity, merged). Size per step: spans and P2P kernels are a few per micro-batch; busy ranges
+  are at most `MAX_BUSY_RANGES` (beyond that the shortest gaps between them are closed and their time counted in
+  `closed_gap_ns`, which the analysis counts as true idle), so a projection is O(steps x micro-batches).
+* `analyse(projections)`: the projections of a job's ranks -> the schedule, bubbles and ratios (`pipeline`
+  reads the traces and does both).
+
+Stage order: the `PP:<stage>` index of torch.distributed.pipelining's names where the trace has them (a rank
+holding several virtual stages is an interleaved schedule; its pipeline position is its lowest stage), else the
+ranks' order. Times: every trace's ns since the epoch (`base_ns` + ts); the ranks must share a clock.
+
+Per step, the window W is from the first span's start to the last span's end over all stages. On each stage,
+idle = W minus its busy ranges (P2P kernels are not busy), split into four parts that add up to it exactly:
+
+* `p2p_transfer_ns`: idle time inside a P2P kernel once both sides of its transfer are there (a recv paired with
+  the send of the span it feeds: from the later of the two kernels' starts to each kernel's end);
+* `upstream_wait_ns`: idle time, outside transfers, from the stage's previous span's end (or W's start) until the
+  producing stage's send for the next span ended (forward: the previous stage; backward: the next one), but not
+  past that span's start; `waiting_on` splits it by producing stage;
+* `p2p_wait_ns`: idle time left inside P2P kernels (a send whose receiver is not there yet);
+* `true_idle_ns`: the rest.
+
+Bubble ratio of a step: summed idle / (stages x |W|). Theoretical: (p - 1) / (m + p - 1) for 1F1B and GPipe,
+(p - 1) / (v m + p - 1) interleaved (p stages, m micro-batches, v virtual stages per rank).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from profiler_core.analysis.intervals import clip_ranges, intersect_ranges, merge_ranges, subtract_ranges, total_length
+from profiler_core.analysis.stages.columns import category_mask
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.steps import steps as steps_stage
+from profiler_core.trace.categories import GPU_ACTIVITY_CATS
+from profiler_core.trace.read.decode import TraceReadError
+from profiler_core.trace.read.reader import read_trace
+
+__all__ = [
+    "MAX_BUSY_RANGES",
+    "PROJECTION_VERSION",
+    "SPAN_PATTERNS",
+    "MAX_P2P",
+    "MAX_SPANS",
+    "MAX_STEPS",
+    "analyse",
+    "check_projection",
+    "parse_span",
+    "pipeline",
+    "project",
+    "theoretical_ratio",
+]
+
+PROJECTION_VERSION = 1
+MAX_BUSY_RANGES = 2048
+#: a projection's bounds (a summary holding more is refused and recomputed): steps (the first ones are kept,
+#: `steps_dropped` counts the others), forward/backward spans and P2P kernels per step (a step with more has
+#: no schedule: `reason`)
+MAX_STEPS, MAX_SPANS, MAX_P2P = 64, 4096, 8192
+P2P_NAMES = frozenset({"send", "recv"})
+#: forward/backward annotation names -> (kind, micro-batch, stage or None): torch.distributed.pipelining's
+#: `PP:<stage><F|B|I|W><mb>` (I/W: backward for inputs/weights), its older `Forward <mb>`/`Backward <mb>`, and
+#: `forward_mb<mb>`/`backward_step_mb<mb>` style user annotations
+SPAN_PATTERNS = (
+    re.compile(r"^PP:(?P<stage>\d+)(?P<kind>[FBIW])(?P<mb>\d+)$"),
+    re.compile(r"^(?P<kind>Forward|Backward) (?P<mb>\d+)$"),
+    re.compile(r"^(?P<kind>forward|backward)[_ ]?(?:step[_ ]?)?(?:mb|microbatch|micro_batch)[_ ]?(?P<mb>\d+)$", re.I),
+)
+NO_SPANS = "no forward/backward micro-batch annotations (PP:<stage>F<mb>, forward_mb<mb>, ...) in the trace"
+
+
+def parse_span(name: str) -> tuple[str, int, int | None] | None:
+    """(kind "F"/"B"/"I"/"W", micro-batch, stage or None) of a forward/backward annotation name, else None."""
+    for pat in SPAN_PATTERNS:
+        m = pat.match(name)
+        if m:
+            kind = m["kind"][0].upper()
+            stage = m.groupdict().get("stage")
+            return kind, int(m["mb"]), int(stage) if stage is not None else None
+    return None
+
+
+def theoretical_ratio(schedule: str, stages: int, microbatches: int, virtual: int = 1) -> float | None:
+    """The bubble ratio a schedule has with equal stages and free communication, None for an unknown one."""
+    if schedule in ("1F1B", "GPipe"):
+        return (stages - 1) / (microbatches + stages - 1)
+    if schedule == "interleaved":
+        return (stages - 1) / (virtual * microbatches + stages - 1)
+    return None
+
+
+# --------------------------------------------------------------------------- one trace -> projection
+def project(t: Any) -> dict:
+    """The pipeline projection of one trace (module docstring): {"version", "rank", "base_ns", "steps": [{"step",
+    "spans": [[kind, mb, stage, start, end]], "p2p": [[coll, start, end, span]], "busy": [[start, end]],
+    "closed_gap_ns"}] (at most MAX_STEPS), "steps_dropped", "reason"}; times are ns relative to base_ns, `stage`
+    -1 when the name has none, a P2P kernel's `span` the index of the span a recv feeds (the first to start after
+    it ends) or a send carries (the last to end before it starts), -1 if none."""
+    ev = t.events
+    info = t.metadata.get("distributedInfo") if isinstance(getattr(t, "metadata", None), dict) else None
+    rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+    out: dict[str, Any] = {"version": PROJECTION_VERSION, "rank": rank, "base_ns": int(t.base_ns), "steps": []}
+    out["steps_dropped"] = 0
+    ts = ev["ts"].to_numpy(np.int64)
+    te = ts + ev["dur"].to_numpy(np.int64)
+    names = ev["name"].to_numpy()
+    ann = np.flatnonzero(category_mask(ev, ("user_annotation",)))
+    parsed = [(int(r), parse_span(str(names[r]))) for r in ann]
+    spans_rows = [(r, p) for r, p in parsed if p is not None]
+    if not spans_rows:
+        out["reason"] = NO_SPANS
+        return out
+    links = link_gpu_to_ops(t)
+    grow, grt, gop = (links[c].to_numpy(np.int64) for c in ("row", "runtime", "op"))
+    gpu = category_mask(ev, GPU_ACTIVITY_CATS)
+    coll = ev["coll_name"].astype(str).to_numpy() if "coll_name" in ev else np.full(len(ev), "", object)
+    is_p2p = np.zeros(len(grow), dtype=bool)
+    has_op = gop >= 0
+    is_p2p[has_op] = np.isin(coll[gop[has_op]], sorted(P2P_NAMES))
+    tid = ev["tid"].to_numpy()
+    # each span's GPU time: the non-P2P activities launched (same thread) inside its CPU range
+    compute = (~is_p2p) & (grt >= 0)
+    c_launch, c_row = ts[grt[compute]], grow[compute]
+    order = np.argsort(c_launch, kind="stable")
+    c_launch, c_row = c_launch[order], c_row[order]
+    c_tid = tid[grt[compute]][order]
+    spans = []
+    for r, (kind, mb, stage) in spans_rows:
+        lo, hi = np.searchsorted(c_launch, ts[r]), np.searchsorted(c_launch, te[r])
+        rows = c_row[lo:hi][c_tid[lo:hi] == tid[r]]
+        if len(rows):
+            spans.append((int(ts[rows].min()), int(te[rows].max()), kind, mb, -1 if stage is None else stage))
+    if not spans:
+        out["reason"] = "the forward/backward annotations launched no GPU work"
+        return out
+    spans.sort()
+    p2p_rows = grow[is_p2p]
+    p2p = sorted((int(ts[r]), int(te[r]), str(coll[gop[k]])) for k, r in zip(np.flatnonzero(is_p2p), p2p_rows))
+    other = np.setdiff1d(np.flatnonzero(gpu), p2p_rows)
+    busy_all = merge_ranges(ts[other], te[other])
+    st = steps_stage(t)
+    for _, s in st.iterrows():
+        a, b = int(s["start"]), int(s["end"])
+        sp = [x for x in spans if a <= x[0] < b]
+        if not sp:
+            continue
+        if len(out["steps"]) == MAX_STEPS:
+            out["steps_dropped"] += 1
+            continue
+        if len(sp) > MAX_SPANS:
+            out["steps"] = []
+            out["reason"] = f"step {s['step']} holds {len(sp)} forward/backward spans, more than the {MAX_SPANS} read"
+            return out
+        starts = np.array([x[0] for x in sp], np.int64)
+        ends = np.array([x[1] for x in sp], np.int64)
+        pp = []
+        for ps, pe, c in p2p:
+            if not a <= ps < b:
+                continue
+            if c == "recv":
+                k = int(np.searchsorted(starts, pe, side="left"))
+                k = k if k < len(sp) else -1
+            else:
+                done = np.flatnonzero(ends <= ps)
+                k = int(done[np.argmax(ends[done])]) if len(done) else -1
+            pp.append([c, ps, pe, k])
+        if len(pp) > MAX_P2P:
+            out["steps"] = []
+            out["reason"] = f"step {s['step']} holds {len(pp)} P2P kernels, more than the {MAX_P2P} read"
+            return out
+        busy, closed = _bounded(clip_ranges(busy_all, a, b))
+        out["steps"].append(
+            {
+                "step": str(s["step"]),
+                "spans": [[k, mb, stg, x0, x1] for x0, x1, k, mb, stg in sp],
+                "p2p": pp,
+                "busy": busy.tolist(),
+                "closed_gap_ns": closed,
+            }
+        )
+    out["reason"] = None if out["steps"] else "no step holds a forward/backward annotation"
+    return out
+
+
+def check_projection(p: Any) -> None:
+    """ValueError unless `p` has the shape `project` gives, within its bounds (`analyse` can read it)."""
+
+    def ints(xs: Any, n: int) -> bool:
+        return isinstance(xs, list) and len(xs) == n and all(type(x) is int and -(1 << 63) <= x < 1 << 63 for x in xs)
+
+    if not isinstance(p, dict) or p.get("version") != PROJECTION_VERSION:
+        raise ValueError(f"is not a version-{PROJECTION_VERSION} pipeline projection")
+    if not (p.get("rank") is None or type(p.get("rank")) is int) or type(p.get("base_ns")) is not int:
+        raise ValueError("rank or base_ns is not an integer")
+    if not (p.get("reason") is None or isinstance(p.get("reason"), str)):
+        raise ValueError("reason is not a text")
+    steps = p.get("steps")
+    if not isinstance(steps, list) or len(steps) > MAX_STEPS or type(p.get("steps_dropped", 0)) is not int:
+        raise ValueError(f"steps is not a list of at most {MAX_STEPS}")
+    for s in steps:
+        if not isinstance(s, dict) or not isinstance(s.get("step"), str) or type(s.get("closed_gap_ns")) is not int:
+            raise ValueError("a step is not of the expected shape")
+        spans, p2p, busy = s.get("spans"), s.get("p2p"), s.get("busy")
+        if not isinstance(spans, list) or not 0 < len(spans) <= MAX_SPANS:
+            raise ValueError(f"step {s['step']}: not 1 to {MAX_SPANS} spans")
+        if not all(
+            isinstance(x, list) and len(x) == 5 and x[0] in ("F", "B", "I", "W") and ints(x[1:], 4) for x in spans
+        ):
+            raise ValueError(f"step {s['step']}: a span is not [kind, mb, stage, start, end]")
+        if any(a[3] > b[3] for a, b in zip(spans, spans[1:])):
+            raise ValueError(f"step {s['step']}: spans are not in time order")
+        if not isinstance(p2p, list) or len(p2p) > MAX_P2P:
+            raise ValueError(f"step {s['step']}: p2p is not a list of at most {MAX_P2P}")
+        if not all(isinstance(c, list) and len(c) == 4 and c[0] in P2P_NAMES and ints(c[1:], 3) for c in p2p):
+            raise ValueError(f"step {s['step']}: a P2P kernel is not [coll, start, end, span]")
+        if not all(-1 <= c[3] < len(spans) for c in p2p):
+            raise ValueError(f"step {s['step']}: a P2P kernel's span is out of range")
+        if not isinstance(busy, list) or len(busy) > MAX_BUSY_RANGES or not all(ints(b, 2) for b in busy):
+            raise ValueError(f"step {s['step']}: busy is not a list of at most {MAX_BUSY_RANGES} ranges")
+
+
+def _bounded(busy: np.ndarray) -> tuple[np.ndarray, int]:
+    """At most MAX_BUSY_RANGES ranges: the shortest gaps closed; (ranges, the closed gaps' total ns)."""
+    if len(busy) <= MAX_BUSY_RANGES:
+        return busy, 0
+    gaps = busy[1:, 0] - busy[:-1, 1]
+    close = np.argsort(gaps, kind="stable")[: len(busy) - MAX_BUSY_RANGES]
+    keep = np.ones(len(busy), dtype=bool)
+    keep[close + 1] = False  # range i + 1 joins range i
+    first = np.flatnonzero(keep)
+    last = np.append(first[1:], len(busy)) - 1
+    return np.stack([busy[first, 0], busy[last, 1]], axis=1), int(gaps[close].sum())
+
+
+# --------------------------------------------------------------------------- projections -> schedule and bubbles
+def _stage_orders(projections: Mapping[str, dict]) -> tuple[list[str], dict[str, list[int]]]:
+    """Workers in pipeline order and the (virtual) stages each holds."""
+    held: dict[str, list[int]] = {}
+    for w, p in projections.items():
+        held[w] = sorted({x[2] for s in p["steps"] for x in s["spans"] if x[2] >= 0})
+    if all(held.values()):
+        order = sorted(projections, key=lambda w: (held[w][0], w))
+    else:
+        order = sorted(projections, key=lambda w: (projections[w].get("rank") is None, projections[w].get("rank"), w))
+        held = {w: [i] for i, w in enumerate(order)}
+    return order, held
+
+
+def _expected(kind: str, stage: int, stages: int, mbs: int) -> list[tuple[str, int]]:
+    if kind == "GPipe":
+        return [("F", i) for i in range(mbs)] + [("B", i) for i in range(mbs)]
+    warm = min(stages - 1 - stage, mbs)  # 1F1B: warm-up forwards, one forward one backward, cool-down backwards
+    seq = [("F", i) for i in range(warm)]
+    for i in range(mbs - warm):
+        seq += [("F", warm + i), ("B", i)]
+    return seq + [("B", i) for i in range(mbs - warm, mbs)]
+
+
+def _recognise(seqs: list[list[tuple[str, int]]], virtual: int, mbs: int) -> tuple[str, str | None]:
+    stages = len(seqs)
+    if virtual > 1:
+        if all({k for k, _ in s} <= {"F", "B"} and len(s) == 2 * virtual * mbs for s in seqs):
+            return "interleaved", None
+        return "unknown", "ranks hold several stages but do not run every micro-batch's forward and backward"
+    for kind in ("1F1B", "GPipe"):
+        if all(s == _expected(kind, i, stages, mbs) for i, s in enumerate(seqs)):
+            return kind, None
+    return "unknown", "the forward/backward order matches neither 1F1B nor GPipe"
+
+
+def analyse(projections: Mapping[str, dict]) -> dict:
+    """The pipeline diagnosis of a job from its workers' projections (module docstring): {"stages", "workers"
+    (pipeline order), "virtual_stages", "microbatches", "schedule", "schedule_reason", "steps": [{"step",
+    "start_ns", "end_ns" (since the epoch), "bubble_ratio", "theoretical_ratio", "chart": [per stage: [[kind, mb,
+    stage, start, end] (ns from start_ns)]], "stages": [{"stage", "worker", "window_ns", "busy_ns", "idle_ns",
+    "true_idle_ns", "p2p_wait_ns", "p2p_transfer_ns", "upstream_wait_ns", "waiting_on": {stage: ns}}]}],
+    "steps_dropped" (steps beyond the projections' MAX_STEPS, not analysed), "reason"}."""
+    usable = {w: p for w, p in projections.items() if p.get("steps")}
+    out: dict[str, Any] = {"stages": len(usable), "workers": [], "steps": [], "schedule": "unknown"}
+    out.update(schedule_reason=None, virtual_stages=None, microbatches=None)
+    out["steps_dropped"] = max((int(p.get("steps_dropped", 0)) for p in usable.values()), default=0)
+    if len(usable) < 2:
+        lacking = [f"{w}: {p.get('reason')}" for w, p in sorted(projections.items()) if not p.get("steps")]
+        out["reason"] = "a pipeline needs at least two ranks with forward/backward spans" + (
+            f" ({'; '.join(lacking)})" if lacking else ""
+        )
+        return out
+    order, held = _stage_orders(usable)
+    claimed = [v for w in order for v in held[w]]
+    if len(set(claimed)) < len(claimed):
+        dup = sorted({v for v in claimed if claimed.count(v) > 1})
+        out["reason"] = (
+            f"several ranks run stage {', '.join(map(str, dup))}: pass the ranks of one pipeline "
+            "(one data-parallel replica) at a time"
+        )
+        return out
+    p = len(order)
+    virtual = max(len(v) for v in held.values())
+    pos = {w: i for i, w in enumerate(order)}
+    names = [[s["step"] for s in usable[w]["steps"]] for w in order]
+    common = [s for s in names[0] if all(s in n for n in names[1:])]
+    if not common:
+        out["workers"], out["reason"] = order, "no step is recorded on every stage"
+        return out
+    first = {w: {s["step"]: s for s in usable[w]["steps"]} for w in order}
+    mbs = len({x[1] for x in first[order[0]][common[0]]["spans"]})
+    seqs = [[(x[0], x[1]) for x in first[w][common[0]]["spans"]] for w in order]
+    schedule, why = _recognise(seqs, virtual, mbs)
+    out["workers"], out["virtual_stages"], out["microbatches"] = order, virtual, mbs
+    out["schedule"], out["schedule_reason"] = schedule, why
+    theory = theoretical_ratio(schedule, p, mbs, virtual)
+    for name in common:
+        out["steps"].append(
+            _step(
+                name, [first[w][name] for w in order], [usable[w]["base_ns"] for w in order], held, order, pos, theory
+            )
+        )
+    out["reason"] = None
+    return out
+
+
+def _step(
+    name: str, recs: list[dict], bases: list[int], held: dict, order: list[str], pos: dict, theory: float | None
+) -> dict:
+    p = len(recs)
+    # absolute spans; (stage of the span's owner, kind, mb, virtual stage) -> span, and the send each span made
+    spans = [[(x[0], x[1], x[2], b + x[3], b + x[4]) for x in r["spans"]] for r, b in zip(recs, bases)]
+    p2p = [[(c[0], b + c[1], b + c[2], c[3]) for c in r["p2p"]] for r, b in zip(recs, bases)]
+    start = min(s[0][3] for s in spans)
+    end = max(max(x[4] for x in s) for s in spans)
+    vstage_of = {}  # (virtual stage) -> pipeline position
+    for w in order:
+        for v in held[w]:
+            vstage_of[v] = pos[w]
+    nv = len(vstage_of)
+    by_key: dict[tuple, tuple[int, int]] = {}  # (kind, mb, virtual stage) -> (position, span index)
+    for i, sp in enumerate(spans):
+        for j, x in enumerate(sp):
+            by_key[(x[0], x[1], x[2] if x[2] >= 0 else i)] = (i, j)
+    send_of: dict[tuple[int, int], tuple[int, int]] = {}
+    recv_of: dict[tuple[int, int], tuple[int, int]] = {}
+    for i, cs in enumerate(p2p):
+        for c, s0, s1, k in cs:
+            if k >= 0:
+                (send_of if c == "send" else recv_of).setdefault((i, k), (s0, s1))
+    stages = []
+    idle_sum = 0
+    for i, r in enumerate(recs):
+        win = np.array([[start, end]], np.int64)
+        busy = clip_ranges(np.asarray(r["busy"], np.int64).reshape(-1, 2) + bases[i], start, end)
+        idle = subtract_ranges(win, busy)
+        closed = int(r.get("closed_gap_ns", 0))
+        kernels = merge_ranges(np.array([c[1] for c in p2p[i]], np.int64), np.array([c[2] for c in p2p[i]], np.int64))
+        transfer_parts, upstream_wins, upstream_from = [], [], []
+        prev_end = start
+        for j, x in enumerate(spans[i]):
+            kind, mb, v = x[0], x[1], x[2] if x[2] >= 0 else i
+            producer = v - 1 if kind == "F" else v + 1 if kind in ("B", "I") else None
+            if producer is not None and 0 <= producer < nv and (kind, mb, producer) in by_key:
+                q, k = by_key[(kind, mb, producer)]
+                send = send_of.get((q, k))
+                ready = send[1] if send else spans[q][k][4]
+                if ready > prev_end:
+                    upstream_wins.append((prev_end, min(ready, x[3])))
+                    upstream_from.append(vstage_of.get(producer, q))
+                recv = recv_of.get((i, j))
+                if send and recv:
+                    both = max(send[0], recv[0])
+                    if both < recv[1]:
+                        transfer_parts.append((both, recv[1]))
+            prev_end = max(prev_end, x[4])
+        for c, s0, s1, k in p2p[i]:  # a send's transfer: from when its receiver's recv started
+            if c == "send" and k >= 0:
+                rx = _recv_for(i, k, spans, by_key, recv_of, nv)
+                if rx is not None and max(s0, rx[0]) < s1:
+                    transfer_parts.append((max(s0, rx[0]), s1))
+        tr = intersect_ranges(idle, _ranges(transfer_parts))
+        rest = subtract_ranges(idle, tr)
+        waiting_on: dict[int, int] = {}
+        for src in sorted(set(upstream_from)):  # a stage's windows are disjoint: one intersection per producer
+            wins = [w for w, f in zip(upstream_wins, upstream_from) if f == src]
+            n = total_length(intersect_ranges(rest, _ranges(wins)))
+            if n:
+                waiting_on[src] = n
+        up = intersect_ranges(rest, _ranges(upstream_wins))
+        rest = subtract_ranges(rest, up)
+        pw = intersect_ranges(rest, kernels)
+        true_idle = total_length(subtract_ranges(rest, pw)) + closed
+        idle_ns = total_length(idle) + closed
+        row = {
+            "stage": i,
+            "worker": order[i],
+            "window_ns": end - start,
+            "busy_ns": end - start - idle_ns,
+            "idle_ns": idle_ns,
+            "p2p_transfer_ns": total_length(tr),
+            "upstream_wait_ns": total_length(up),
+            "p2p_wait_ns": total_length(pw),
+            "waiting_on": {str(k): v for k, v in sorted(waiting_on.items())},
+        }
+        row["true_idle_ns"] = true_idle
+        stages.append(row)
+        idle_sum += idle_ns
+    chart = [[[x[0], x[1], x[2], x[3] - start, x[4] - start] for x in sp] for sp in spans]
+    return {
+        "step": name,
+        "start_ns": start,
+        "end_ns": end,
+        "bubble_ratio": idle_sum / (p * (end - start)) if end > start else None,
+        "theoretical_ratio": theory,
+        "chart": chart,
+        "stages": stages,
+    }
+
+
+def _recv_for(i: int, k: int, spans: list, by_key: dict, recv_of: dict, nv: int) -> tuple[int, int] | None:
+    """The recv that takes span k of position i's output (the consumer's recv)."""
+    kind, mb, v = spans[i][k][0], spans[i][k][1], spans[i][k][2] if spans[i][k][2] >= 0 else i
+    consumer = v + 1 if kind == "F" else v - 1
+    if not 0 <= consumer < nv or (kind, mb, consumer) not in by_key:
+        return None
+    return recv_of.get(by_key[(kind, mb, consumer)])
+
+
+def _ranges(pairs: list[tuple[int, int]]) -> np.ndarray:
+    if not pairs:
+        return np.zeros((0, 2), np.int64)
+    a = np.array(pairs, np.int64)
+    a = a[a[:, 1] > a[:, 0]]
+    return merge_ranges(a[:, 0], a[:, 1])
+
+
+def pipeline(traces: Mapping[str, Any]) -> dict:
+    """`analyse` of the traces' projections ({worker: TraceData})."""
+    return analyse({w: project(t) for w, t in traces.items()})
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m tb_plugin.diagnosis.pipeline RUN_DIR`: the pipeline diagnosis of a run folder's traces as JSON
+    (without the chart)."""
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("run_dir", help="a folder of one pipeline's rank traces (*.pt.trace.json[.gz])")
+    a = ap.parse_args(argv)
+    try:
+        files = sorted(f for f in os.listdir(a.run_dir) if ".pt.trace.json" in f)
+        if not files:
+            raise SystemExit(f"{a.run_dir}: no *.pt.trace.json files")
+        r = pipeline({f.split(".")[0]: read_trace(os.path.join(a.run_dir, f), processes=0) for f in files})
+    except (OSError, TraceReadError) as e:
+        raise SystemExit(str(e)) from None
+    for step in r["steps"]:
+        step.pop("chart")
+    print(json.dumps(r, indent=1))
+
+
+if __name__ == "__main__":
+    main()
