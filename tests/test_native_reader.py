@@ -362,6 +362,16 @@ def _one_event(ts: str) -> bytes:
     )
 
 
+def test_invalid_utf8_in_a_top_level_value_is_a_clear_error():
+    """Invalid UTF-8 inside a top-level value other than traceEvents (left raw by the first pass): both readers
+    say so (the native one by declining, the Python one by a TraceReadError naming the key), no traceback."""
+    data = json.dumps(_base_doc()).encode().replace(b'"name": "GPU"', b'"\xffname": "GPU"', 1)
+    assert b"\xff" in data
+    assert parse_trace_native(data) is None
+    with pytest.raises(TraceReadError, match="invalid JSON in 'deviceProperties'"):
+        parse_trace(data)
+
+
 def test_huge_numbers_and_exact_floats():
     for ts in ("1773709742341309.550", "0.1", "5e-324", "1E5", "-0.0", "123456789.123456789", "4503599627370497"):
         assert _compare(_one_event(ts), ts) == "native", ts

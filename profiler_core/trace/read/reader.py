@@ -111,7 +111,10 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     meta = {}
     for key, raw in top.items():
         if key != "traceEvents":
-            meta[key] = _ANY_DECODER.decode(raw)
+            try:
+                meta[key] = _ANY_DECODER.decode(raw)
+            except msgspec.DecodeError as e:  # (invalid UTF-8 in a string the top-level pass leaves raw)
+                raise TraceReadError(f"{path}: invalid JSON in {key!r} ({e})") from None
     return meta, top["traceEvents"]
 
 
