@@ -215,8 +215,6 @@ class _State:
         self.loader = Loader()
         self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler)
         self.big: set = set()  # keys of files of runs with more than PREPARE_MAX_WORKERS workers
-        # the views' imports (pandas) take a second or more: done while the page asks for its lists
-        threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
         self.runs: dict = {}
         self.scanned_at = -math.inf
         self.scan_s = 0.0  # how long the last scan took
@@ -265,11 +263,23 @@ class _State:
         return self.loader.get(f)
 
 
+#: what the run-level routes (/distributed, /diagnosis, the Overview's run ledger) import on first use
+WARM_MODULES = (
+    "tb_plugin.views.distributed",
+    "tb_plugin.summaries.summary",
+    "tb_plugin.diagnosis.worker_facts",
+    "tb_plugin.diagnosis.stragglers",
+    "tb_plugin.diagnosis.run_ledger",
+    "tb_plugin.diagnosis.report",
+)
+
+
 def _warm_up() -> None:
-    try:
-        importlib.import_module("tb_plugin.views.distributed")
-    except Exception:  # noqa: BLE001 - the route reports import errors itself
-        pass
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the route reports import errors itself
+            pass
 
 
 class GpuscopePlugin(base_plugin.TBPlugin):
@@ -286,6 +296,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         self._state: _State | None = None
         self._state_lock = threading.Lock()
         self._active: tuple[float, bool] = (0.0, False)
+        # the run-level views' imports (pandas, the diagnosis) take a second or more: done while TensorBoard
+        # starts and the page loads, not on the first request
+        threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
 
     # -------------------------------------------------------------- TBPlugin API
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
@@ -583,7 +596,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         from tb_plugin.diagnosis import report
 
         summaries, errors = self._worker_summaries(a)
-        result = report.diagnose(summaries)
+        run = self._run(a["run"])
+        # a one-worker run: its single-rank critical path, from the trace the other views of the run load
+        result = report.diagnose(summaries, trace=lambda w: self.state().loader.get(run.file(w, a["span"])))
         if errors:
             result["errors"] = errors
         return result

@@ -165,7 +165,8 @@ def test_real_mpi_run_straggler_and_what_if(mpi_run):
     for i, s in enumerate(mpi_run["steps"]):
         st = s["straggler"]
         assert st is not None and st["rank"] == 2, mpi_run["text"]
-        assert 100 <= next((p["excess_ms"] for p in st["phases"] if p["phase"] == "data_loading"), 0) < 125
+        # the excess is over the median rank, whose own data loading is a few ms: within 10 % of the plant
+        assert 90 <= next((p["excess_ms"] for p in st["phases"] if p["phase"] == "data_loading"), 0) < 125
         assert st["why"].startswith("data loading +"), st["why"]
         assert "rank 2 late at " in s["path"] and "on group MPI_COMM_WORLD (4 ranks)" in s["path"], s["path"]
         assert "mpi:all_reduce #" in s["path"], s["path"]

@@ -85,6 +85,20 @@ def _variants(s: dict) -> dict:
     v("memory_peak text", lambda c: c.update(memory_peak="lots"))
     v("events text", lambda c: c.update(events="many"))
     v("gpus a list", lambda c: c["distributed"].update(gpus=[1]))
+    # each list check that works on a whole list at once (summary._FAST, _ints_ok, the tops)
+    v("call dur a bool", lambda c: c["collective_calls"]["dur"].__setitem__(0, True))
+    v("call start beyond int64", lambda c: c["collective_calls"]["start"].__setitem__(0, 1 << 63))
+    v("call group a float", lambda c: c["collective_calls"]["group"].__setitem__(0, 0.0))
+    v("phase start a bool", lambda c: c["phases"]["start"].__setitem__(0, False))
+    v("phase step a number", lambda c: c["phases"]["step"].__setitem__(0, 1))
+    v("phase value text", lambda c: c["phases"]["compute"].__setitem__(0, "x"))
+    v("top name out of range", lambda c: c["phases"]["top_kernels"][0].append([10**6, 1.0]))
+    v("top pair of three", lambda c: c["phases"]["top_ops"][0].append([0, 1.0, 2]))
+    v("top value text", lambda c: c["phases"]["top_ops"][0].append([0, "x"]))
+    v("top not a list", lambda c: c["phases"]["top_ops"].__setitem__(0, {"a": 1}))
+    v("ledger ns a float", lambda c: c["ledger"]["buckets"]["compute"]["ns"].__setitem__(0, 1.5))
+    v("step start beyond int64", lambda c: c["distributed"]["steps"]["start"].__setitem__(0, -(1 << 64)))
+    v("idle launches a bool", lambda c: next(iter(c["gpu_idle"]["launches"].values())).__setitem__(0, True))
     return out
 
 

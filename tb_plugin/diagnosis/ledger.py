@@ -43,7 +43,8 @@ import numpy as np
 from profiler_core.analysis import intervals
 from profiler_core.analysis.stages.classify import STEP_PREFIX, is_dataloader
 from profiler_core.analysis.stages.columns import category_mask, name_mask, sorted_unique
-from profiler_core.analysis.stages.registry import cached
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.registry import stage
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 from tb_plugin.views import collectives
@@ -239,11 +240,12 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
     return out
 
 
+@stage(steps, link_gpu_to_ops)
 def worker_ledger(t: Any) -> dict:
     """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `reason` (None, or why there is no
     step), `buckets` ({bucket: {"ns": [per step] | None, "recoverable_ns": [per step] | None, "reason"}}). The
     buckets whose ns is not None add up to each step's wall_ns exactly."""
-    return cached(t, "ledger", lambda: _compute(t))
+    return _compute(t)
 
 
 def _mean(xs: list | None) -> float | None:

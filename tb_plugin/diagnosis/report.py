@@ -8,20 +8,31 @@ and the views serve.
               "path": text, "straggler": stragglers.explain(...) | None}...],
    "worst": {"step", "straggler"...} | None,     # the step whose straggler would save the most
    "stragglers": [explain(...)...],              # the path stragglers of all steps, most saved first
-   "notes": [text...], "reason": text | None}    # reason: why there is no path (no facts, one worker)
+   "notes": [text...], "reason": text | None,    # reason: why there is no path (no facts, one worker)
+   "single_rank": single_rank(...) | None}       # one worker: its single-rank critical path per step
 `render_text(report) -> str`: the same in words, for a terminal or a CI log.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tb_plugin.diagnosis import critical_path, stragglers
+from tb_plugin.diagnosis.buckets import COMPUTE
 
 #: the critical paths reported in words (every step is in the JSON)
 TEXT_STEPS = 5
+#: the steps whose critical rank's ledger is reported in words (most time outside compute; all in the JSON)
+TEXT_LEDGER_STEPS = 20
+#: buckets under this many ms are left out of the text
+TEXT_MIN_MS = 0.05
+#: a single-rank run: the steps whose critical path is computed (the longest ones), the segments and the
+#: (kind, name) totals kept per step
+SINGLE_STEPS = 20
+SINGLE_SEGMENTS = 20
+SINGLE_TOP = 10
 LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
 
 
@@ -57,8 +68,9 @@ def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
             seg["why"] = s["why"] if s else None
 
 
-def diagnose(summaries: Mapping[str, Mapping]) -> dict:
-    """The diagnosis of one run and span (module doc)."""
+def diagnose(summaries: Mapping[str, Mapping], trace: Callable[[str], Any] | None = None) -> dict:
+    """The diagnosis of one run and span (module doc). `trace(worker)`: the parsed trace of a worker, read only for
+    a run of one worker (its single-rank critical path); an exception there becomes a note."""
     workers = sorted(summaries)
     ledger, ledger_reason = _ledger(summaries)
     out: dict = {
@@ -71,15 +83,21 @@ def diagnose(summaries: Mapping[str, Mapping]) -> dict:
         "stragglers": [],
         "notes": [],
         "reason": None,
+        "single_rank": None,
     }
     if not workers:
         out["reason"] = "no worker summaries"
         return out
+    if len(workers) == 1 and trace is not None:
+        try:
+            out["single_rank"] = single_rank(trace(workers[0]), workers[0])
+        except Exception as e:  # noqa: BLE001 - the summaries' diagnosis stands without it
+            out["notes"].append(f"no single-rank critical path: the trace cannot be read ({e})")
     if not any(isinstance(summaries[w].get("phases"), dict) for w in workers):
         out["reason"] = critical_path.NO_FACTS
         return out
     job = critical_path.match(summaries)
-    out["notes"] = list(job.notes)
+    out["notes"] += list(job.notes)
     if len(workers) < 2:
         out["notes"].append("one worker: no cross-rank critical path (see its single-rank critical path)")
     if not len(job.inst) and len(workers) > 1:
@@ -96,6 +114,57 @@ def diagnose(summaries: Mapping[str, Mapping]) -> dict:
     found.sort(key=lambda s: (-s["saved_ms"], -s["excess_ms"], s["worker"]))
     out["stragglers"] = found
     out["worst"] = found[0] if found and found[0]["saved_ms"] > 0 else None
+    return out
+
+
+def single_rank(t: Any, worker: str) -> dict:
+    """The single-rank critical path (`single_rank_path.critical_path`) of a one-worker run's trace, per step
+    (the SINGLE_STEPS longest steps, in step order; without steps the trace window), each bounded to its
+    SINGLE_SEGMENTS longest segments (in time order) and SINGLE_TOP (kind, name) totals:
+    {"worker", "steps": [path...], "steps_total", "note": text | None}."""
+    from profiler_core.analysis.stages.steps import steps as steps_stage
+
+    from .single_rank_path import critical_path as path_of
+
+    st = steps_stage(t)
+    note = None
+    if len(st):
+        wall = (st["end"] - st["start"]).to_numpy()
+        idx = sorted(sorted(range(len(st)), key=lambda i: (-int(wall[i]), i))[:SINGLE_STEPS])
+        if len(idx) < len(st):
+            note = f"the critical path of the {len(idx)} longest of {len(st)} steps"
+        paths = [path_of(t, i) for i in idx]
+    else:
+        paths = [path_of(t, None)]
+    for p in paths:
+        segs = p["segments"]
+        if len(segs) > SINGLE_SEGMENTS:
+            keep = sorted(range(len(segs)), key=lambda i: (-(segs[i]["end_ns"] - segs[i]["start_ns"]), i))
+            p["segments"] = [segs[i] for i in sorted(keep[:SINGLE_SEGMENTS])]
+        p["top"] = p["top"][:SINGLE_TOP]
+    return {"worker": worker, "steps": paths, "steps_total": len(st), "note": note}
+
+
+def _single_lines(single: Mapping) -> list[str]:
+    """The single-rank critical path per step: its length, the kinds on it and its largest (kind, name) totals."""
+    out = []
+    for p in single.get("steps") or []:
+        where = f"step {p['step']}" if p.get("step") is not None else "trace window"
+        if p.get("reason"):
+            out.append(f"  {where}: not available: {p['reason']}")
+            continue
+        kinds = sorted(
+            ((k, v["ns"]) for k, v in p["by_kind"].items() if v.get("ns")),
+            key=lambda kv: -kv[1],
+        )
+        out.append(
+            f"  {where} ({p['window_ns'] / 1e6:.1f} ms): path {p['length_ns'] / 1e6:.1f} ms: "
+            + ", ".join(f"{k} {ns / 1e6:.1f} ms" for k, ns in kinds if ns >= TEXT_MIN_MS * 1e6)
+        )
+        for x in p["top"][:3]:
+            out.append(f"    {x['kind']} {x['name'][:120]}: {x['ns'] / 1e6:.1f} ms")
+    if single.get("note"):
+        out.append(f"  ({single['note']})")
     return out
 
 
@@ -131,6 +200,41 @@ def _ledger_lines(ledger: Any) -> list[str]:
     return out
 
 
+def _who(worker: Any, ranks: Mapping) -> str:
+    rank = ranks.get(worker) if isinstance(ranks, Mapping) else None
+    return f"rank {rank}" if rank is not None else f"worker {worker}"
+
+
+def _critical_lines(ledger: Any, ranks: Mapping) -> list[str]:
+    """Per step, the ledger of the rank that set the step's time (`run_ledger`'s `critical`): its buckets of at
+    least TEXT_MIN_MS, largest first. At most TEXT_LEDGER_STEPS steps, those with the most time outside compute,
+    in step order."""
+    crit = ledger.get("critical") if isinstance(ledger, dict) else None
+    steps = crit.get("steps") if isinstance(crit, dict) else None
+    if not isinstance(steps, list) or not steps:
+        return []
+    rows = {r["key"]: r for r in crit.get("buckets") or [] if isinstance(r, dict) and "key" in r}
+
+    def saving(s: dict) -> float:
+        return sum(ms for b, ms in (s.get("buckets") or {}).items() if ms is not None and b != COMPUTE)
+
+    shown = steps
+    if len(steps) > TEXT_LEDGER_STEPS:
+        keep = sorted(range(len(steps)), key=lambda i: (-saving(steps[i]), i))[:TEXT_LEDGER_STEPS]
+        shown = [steps[i] for i in sorted(keep)]
+    out = []
+    for s in shown:
+        parts = sorted(
+            ((b, ms) for b, ms in (s.get("buckets") or {}).items() if ms is not None and ms >= TEXT_MIN_MS),
+            key=lambda p: -p[1],
+        )
+        text = ", ".join(f"{(rows.get(b) or {}).get('label', b)} {ms:.1f} ms" for b, ms in parts)
+        out.append(f"  step {s['step']} ({s['wall_ms']:.1f} ms), set by {_who(s.get('worker'), ranks)}: {text}")
+    if len(shown) < len(steps):
+        out.append(f"  ({len(steps) - len(shown)} more steps with less recoverable time in --json)")
+    return out
+
+
 def render_text(report: Mapping) -> str:
     """The diagnosis in words: the ledger, the worst straggler with its what-if, the critical paths."""
     lines = [f"gpuscope diagnosis: {report['workers']} workers"]
@@ -138,6 +242,11 @@ def render_text(report: Mapping) -> str:
     lines.append("Ledger (recoverable time per step, across ranks):")
     if report.get("ledger") is not None:
         lines += _ledger_lines(report["ledger"])
+        crit = _critical_lines(report["ledger"], report.get("ranks") or {})
+        if crit:
+            lines.append("")
+            lines.append("Ledger of the rank that set each step (its buckets of at least 0.05 ms, largest first):")
+            lines += crit
     else:
         lines.append(f"  not available: {report.get('ledger_reason')}")
     lines.append("")
@@ -166,6 +275,10 @@ def render_text(report: Mapping) -> str:
         lines.append(f"Critical path per step ({len(shown)} of {len(steps)} steps, largest what-if saving first):")
         for s in shown:
             lines.append(f"  step {s['step']} ({s['step_ms']:.1f} ms): {s['path']}")
+    if report.get("single_rank"):
+        lines.append("")
+        lines.append("Single-rank critical path (from the trace: the chain of CPU and GPU work that set each step):")
+        lines += _single_lines(report["single_rank"])
     notes = report.get("notes") or []
     if notes:
         lines.append("")

@@ -85,11 +85,6 @@ def _with_skew(led: dict, wait: list[int] | None) -> dict:
     return out
 
 
-def _value(led: dict, b: str, i: int) -> int:
-    ns = led["buckets"][b]["ns"]
-    return int(ns[i]) if ns is not None else 0
-
-
 def run_ledger(summaries: Mapping[str, dict]) -> dict:
     """The run's ledger from its workers' summaries (worker -> summary with "ledger" and "distributed"):
     `workers`, `critical` and `mean` (module docstring), `totals` (worker -> bucket -> ns over its steps, None
@@ -123,29 +118,39 @@ def run_ledger(summaries: Mapping[str, dict]) -> dict:
             reasons[b] = f"not measured on {len(lacking)} of {len(workers)} workers ({'; '.join(why)}): 0 there"
         else:
             reasons[b] = None
-    crit_w: list[str] = []
-    crit_wall: list[int] = []
-    mean_wall: list[float] = []
-    crit: dict[str, tuple[list, list]] = {b: ([], []) for b in BUCKETS}
-    mean: dict[str, tuple[list, list]] = {b: ([], []) for b in BUCKETS}
-    for s in order:
-        members = where[s]
-        busy = [leds[w]["wall_ns"][i] - _value(leds[w], SYNC_SKEW, i) for w, i in members]
-        w0, i0 = members[int(np.argmax(busy))]
-        crit_w.append(w0)
-        crit_wall.append(int(leds[w0]["wall_ns"][i0]))
-        mean_wall.append(float(np.mean([leds[w]["wall_ns"][i] for w, i in members])))
-        for b in BUCKETS:
-            e = leds[w0]["buckets"][b]
-            crit[b][0].append(_value(leds[w0], b, i0))
-            crit[b][1].append(int(e["recoverable_ns"][i0]) if e["recoverable_ns"] is not None else 0)
-            ns = [_value(leds[w], b, i) for w, i in members]
-            rec = [
-                int(leds[w]["buckets"][b]["recoverable_ns"][i]) if leds[w]["buckets"][b]["ns"] is not None else 0
-                for w, i in members
-            ]
-            mean[b][0].append(float(np.mean(ns)))
-            mean[b][1].append(float(np.mean(rec)))
+    # every (worker, step) pair as one row, workers in name order: per step, the critical row and the means
+    code_of = {st: k for k, st in enumerate(order)}
+    row_w = [w for w in workers for _ in leds[w]["steps"]]
+    code = np.asarray([code_of[st] for w in workers for st in leds[w]["steps"]], np.int64)
+    count = np.bincount(code, minlength=len(order))
+
+    def column(b: str, key: str) -> np.ndarray:
+        """The bucket's `key` list of every row (0 where a worker cannot measure the bucket)."""
+        parts = [
+            np.asarray(leds[w]["buckets"][b][key], np.int64)
+            if leds[w]["buckets"][b]["ns"] is not None
+            else np.zeros(len(leds[w]["steps"]), np.int64)
+            for w in workers
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def per_step_mean(x: np.ndarray) -> list[float]:
+        return (np.bincount(code, weights=x.astype(np.float64), minlength=len(order)) / count).tolist()
+
+    wall = np.concatenate([np.asarray(leds[w]["wall_ns"], np.int64) for w in workers])
+    busy = wall - column(SYNC_SKEW, "ns")
+    # the longest busy time per step; ties: the first row (first worker by name)
+    ranked = np.lexsort((np.arange(len(code)), -busy, code))
+    first = ranked[np.r_[True, code[ranked][1:] != code[ranked][:-1]]] if len(code) else ranked
+    crit_w = [row_w[r] for r in first]
+    crit_wall = wall[first].tolist()
+    mean_wall = per_step_mean(wall)
+    crit: dict[str, tuple[list, list]] = {}
+    mean: dict[str, tuple[list, list]] = {}
+    for b in BUCKETS:
+        ns, rec = column(b, "ns"), column(b, "recoverable_ns")
+        crit[b] = (ns[first].tolist(), rec[first].tolist())
+        mean[b] = (per_step_mean(ns), per_step_mean(rec))
 
     def as_ledger(parts: dict, wall: list) -> dict:
         return {

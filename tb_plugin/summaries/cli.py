@@ -229,9 +229,10 @@ class DiagnoseFailed(Exception):
     """`gpuscope diagnose` cannot answer (no such logdir, run or span, no readable trace): the message says why."""
 
 
-def run_summaries(logdir: str, run: str | None, span: str, log=print) -> tuple[str, dict]:
-    """The run's name and its workers' summaries at `span`: read from LOGDIR/.gpuscope/summaries, the missing
-    ones computed here (and stored there when it is writable). DiagnoseFailed when there is nothing to read."""
+def run_summaries(logdir: str, run: str | None, span: str, log=print) -> tuple[str, dict, dict]:
+    """The run's name, its workers' summaries at `span` (read from LOGDIR/.gpuscope/summaries, the missing
+    ones computed here and stored there when it is writable) and their trace paths. DiagnoseFailed when there is
+    nothing to read."""
     from tb_plugin.runs import Scanner
     from tb_plugin.summaries.summary import decode
 
@@ -278,7 +279,7 @@ def run_summaries(logdir: str, run: str | None, span: str, log=print) -> tuple[s
             log(f"gpuscope diagnose: cannot store the summary of {f.relpath}: {fs.redact(str(e))}")
     if not got:
         raise DiagnoseFailed(f"no trace of run {run!r} could be read")
-    return run, got
+    return run, got, {w: f.path for w, f in files}
 
 
 def diagnose_main(args: argparse.Namespace) -> int:
@@ -291,7 +292,7 @@ def diagnose_main(args: argparse.Namespace) -> int:
         print(f"gpuscope diagnose: {args.logdir}: no such directory", file=sys.stderr)
         return 2
     try:
-        run, summaries = run_summaries(
+        run, summaries, paths = run_summaries(
             args.logdir, args.run, args.span, log=lambda m: print(m, file=sys.stderr, flush=True)
         )
     except DiagnoseFailed as e:
@@ -300,7 +301,13 @@ def diagnose_main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("gpuscope diagnose: interrupted", file=sys.stderr)
         return 130
-    rep = report.diagnose(summaries)
+
+    def trace(worker: str) -> Any:  # a one-worker run: its single-rank critical path reads the trace
+        from profiler_core.trace.read.reader import read_trace
+
+        return read_trace(paths[worker], processes=0, tune_memory=True)
+
+    rep = report.diagnose(summaries, trace=trace)
     if args.json:
         print(json.dumps({"run": run, "span": args.span, **rep}, indent=1))
     else:

@@ -172,12 +172,46 @@ def _check(ok: bool, what: str) -> None:
         raise SummaryError(f"malformed summary: {what}")
 
 
+def _all(item: Callable[[Any], bool], v: list) -> bool:
+    """Whether `item` accepts every element of `v` (for the common item checks: by the set of element types and
+    the list's extremes, without a Python call per element)."""
+    fast = _FAST.get(item)
+    return fast(v) if fast is not None else all(item(x) for x in v)
+
+
+def _in_int64(v: list) -> bool:
+    return not v or (min(v) >= -_INT64 and max(v) < _INT64)
+
+
+def _ints_ok(v: list) -> bool:
+    return set(map(type, v)) <= {int} and _in_int64(v)
+
+
+def _nums_ok(v: list) -> bool:
+    types = set(map(type, v))
+    if not types <= {int, float}:
+        return False
+    if float not in types:
+        return _in_int64(v)
+    if not all(map(math.isfinite, [x for x in v if type(x) is float])):
+        return False
+    return int not in types or _in_int64([x for x in v if type(x) is int])
+
+
+def _ints_or_none_ok(v: list) -> bool:
+    return set(map(type, v)) <= {int, type(None)} and _in_int64([x for x in v if x is not None])
+
+
+def _strs_ok(v: list) -> bool:
+    return set(map(type, v)) <= {str}
+
+
 def _lists(d: dict, keys: tuple, item: Callable[[Any], bool], what: str) -> int:
     """The common length of the lists d[k] for k in keys, each of items `item` accepts."""
     n = None
     for k in keys:
         v = d.get(k)
-        _check(isinstance(v, list) and all(item(x) for x in v), f"{what}.{k} is not a list of the expected type")
+        _check(isinstance(v, list) and _all(item, v), f"{what}.{k} is not a list of the expected type")
         _check(n is None or len(v) == n, f"{what}.{k} has {len(v)} entries, not {n}")
         n = len(v)
     return n or 0
@@ -303,7 +337,7 @@ def _validate_gpu_idle(g: Any) -> None:
             _check(isinstance(c, dict), f"gpu_idle.{part} is not an object of objects")
             for k, xs in c.items():
                 _check(
-                    xs is None or (isinstance(xs, list) and len(xs) == n and all(_is_int(x) for x in xs)),
+                    xs is None or (isinstance(xs, list) and len(xs) == n and _ints_ok(xs)),
                     f"gpu_idle.{part}.{k} is not one count per step",
                 )
 
@@ -318,9 +352,7 @@ def _int_lists(d: dict, keys: tuple, what: str) -> int:
     for k in keys:
         v = d.get(k)
         _check(
-            isinstance(v, list)
-            and all(type(x) is int for x in v)
-            and (not v or (min(v) >= -_INT64 and max(v) < _INT64)),
+            isinstance(v, list) and _ints_ok(v),
             f"{what}.{k} is not a list of integers",
         )
         assert isinstance(v, list)
@@ -360,20 +392,36 @@ def _validate_facts(obj: dict) -> None:
     _check(_lists(ph, PHASES, _is_int_or_none, "phases") == ns, "phases lists do not match the steps")
     nt = _lists(ph, ("names",), _is_str, "phases")
 
-    def top(x: Any) -> bool:
-        return (
-            isinstance(x, list)
-            and len(x) <= TOP_N
-            and all(
-                isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and 0 <= p[0] < nt and _is_num(p[1]) for p in x
-            )
+    for k in ("top_kernels", "top_ops"):
+        v = ph.get(k)
+        _check(
+            isinstance(v, list) and set(map(type, v)) <= {list} and all(len(x) <= TOP_N for x in v),
+            f"phases.{k} is not a list of lists of at most {TOP_N} entries",
         )
-
-    _check(_lists(ph, ("top_kernels", "top_ops"), top, "phases") == ns, "phases tops do not match the steps")
+        pairs = [p for x in v for p in x]
+        _check(
+            set(map(type, pairs)) <= {list} and set(map(len, pairs)) <= {2},
+            f"phases.{k} entries are not [name, value] pairs",
+        )
+        idx = [p[0] for p in pairs]
+        _check(
+            _ints_ok(idx) and (not idx or (min(idx) >= 0 and max(idx) < nt)) and _nums_ok([p[1] for p in pairs]),
+            f"phases.{k}: a name out of range or a value not a number",
+        )
+        _check(len(v) == ns, "phases tops do not match the steps")
     _check(
         isinstance(ph.get("reasons"), dict) and all(isinstance(v, str) for v in ph["reasons"].values()),
         "phases.reasons is not an object of texts",
     )
+
+
+#: `_all`'s checks of whole lists, one per element check
+_FAST: dict[Callable[[Any], bool], Callable[[list], bool]] = {
+    _is_int: _ints_ok,
+    _is_num: _nums_ok,
+    _is_str: _strs_ok,
+    _is_int_or_none: _ints_or_none_ok,
+}
 
 
 def source_fields(src: fs.Stat) -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 from profiler_core.analysis.stages.columns import category_mask
 from profiler_core.analysis.stages.gpu_links import link_launches_to_ops
 from profiler_core.analysis.stages.graph_replay import BY_NODE_ID, graph_captures, graph_replay
-from profiler_core.analysis.stages.registry import cached
+from profiler_core.analysis.stages.registry import stage
 from profiler_core.trace.categories import GPU_ACTIVITY_CATS
 
 #: a launching row holding more than this fraction of the GPU time is named as holding most of it
@@ -75,7 +75,13 @@ def _notes(t: Any) -> list[str]:
     return notes
 
 
+@stage(graph_replay, graph_captures, link_launches_to_ops)
+def replay_notes(t: Any) -> tuple[str, ...]:
+    """The notes of `graph_replay_notes`, computed once per trace."""
+    return tuple(_notes(t))
+
+
 def graph_replay_notes(t: Any) -> list[str]:
     """Plain-text notes on CUDA-graph replays: how many replayed activities landed on their capture ops, and
     the share of GPU time left on the graph-launching op where the capture is missing."""
-    return list(cached(t, "graph_replay_notes", lambda: _notes(t)))
+    return list(replay_notes(t))

@@ -98,37 +98,46 @@ def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tup
     present = {w: ranks.get(w) for w in workers}
     out = calls.reset_index(drop=True).copy()
     sizes = out["group_size"].to_numpy(np.int64)
-    out["group"] = [
-        group_key(str(g), r if isinstance(r, tuple) else None, int(s))
-        for g, r, s in zip(out["pg"], out["pg_ranks"], sizes)
-    ]
+    # the group key and expected members, once per distinct (name, ranks, size)
+    pgs = out["pg"].to_numpy(dtype=object)  # plain objects: iterating Arrow strings costs a Python call each
+    triples = list(zip(pgs, [r if isinstance(r, tuple) else None for r in out["pg_ranks"]], sizes.tolist()))
+    first: dict[tuple, int] = {}
+    codes = np.fromiter((first.setdefault(t, len(first)) for t in triples), np.int64, len(triples))
+    uniq = list(first)
+    keys = np.asarray([group_key(str(g), r, int(n)) for g, r, n in uniq], dtype=object)
+    members = np.asarray([expected_members(r, int(n), present) for _, r, n in uniq], dtype=np.int64)
+    out["group"] = keys[codes] if len(out) else np.asarray([], dtype=object)
     is_wait = out["is_wait"].to_numpy(bool)
     seq = np.full(len(out), -1, np.int64)
     seq[~is_wait] = out[~is_wait].groupby(["worker", "group"], sort=False).cumcount().to_numpy(np.int64)
     out["seq"] = seq
-
-    out["members"] = [
-        expected_members(r if isinstance(r, tuple) else None, int(s), present) for r, s in zip(out["pg_ranks"], sizes)
-    ]
+    out["members"] = members[codes] if len(out) else np.asarray([], dtype=np.int64)
     dur = out["dur"].to_numpy(np.int64)
     transfer = dur.copy()
     aligned = np.zeros(len(out), dtype=bool)
     notes: list[str] = []
     real = out[~is_wait]
-    for (group, k), g in real.groupby(["group", "seq"], sort=True):
-        expected = int(g["members"].max())
-        names = set(g["name"])
-        if len(g) == expected and expected >= 2 and len(names) == 1:
-            idx = g.index.to_numpy()
-            aligned[idx] = True
-            transfer[idx] = int(g["dur"].min())
-        elif expected >= 2:
-            why = (
-                f"names differ ({', '.join(sorted(names))})"
-                if len(names) > 1
-                else f"{len(g)} of {expected} members have it"
-            )
-            notes.append(f"process group {group}: call #{int(k) + 1} not matched ({why}); counted as transfer only")
+    if len(real):
+        gb = real.groupby(["group", "seq"], sort=True)
+        agg = gb.agg(n=("dur", "size"), expected=("members", "max"), names=("name", "nunique"), tmin=("dur", "min"))
+        ok = ((agg["n"] == agg["expected"]) & (agg["expected"] >= 2) & (agg["names"] == 1)).to_numpy()
+        row_group = gb.ngroup().to_numpy()  # the rows' group numbers, in agg's (sorted) order
+        idx = real.index.to_numpy()
+        rows_ok = ok[row_group]
+        aligned[idx[rows_ok]] = True
+        transfer[idx[rows_ok]] = agg["tmin"].to_numpy(np.int64)[row_group[rows_ok]]
+        bad = np.flatnonzero(~ok & (agg["expected"].to_numpy() >= 2))
+        if len(bad):
+            names_of = real[np.isin(row_group, bad)].groupby(["group", "seq"], sort=True)["name"].agg(set)
+            for i in bad:
+                group, k = agg.index[i]
+                names = names_of[(group, k)]
+                why = (
+                    f"names differ ({', '.join(sorted(names))})"
+                    if len(names) > 1
+                    else f"{int(agg['n'].iloc[i])} of {int(agg['expected'].iloc[i])} members have it"
+                )
+                notes.append(f"process group {group}: call #{int(k) + 1} not matched ({why}); counted as transfer only")
     transfer[is_wait] = 0
     out["aligned"] = aligned
     out["transfer"] = transfer

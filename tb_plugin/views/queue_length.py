@@ -15,6 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
+from profiler_core.analysis.stages.registry import stage
+
 from .gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES, gpu_activities
 
 NO_QUEUE = "no GPU activity launched by a kernel/memcpy/memset launch call in the trace"
@@ -44,6 +47,13 @@ def queue_length_series(
     base = np.maximum.accumulate(np.where(new, np.arange(len(ts)), 0)) if len(ts) else np.zeros(0, np.int64)
     before = np.where(base > 0, total[np.maximum(base - 1, 0)], 0)
     return pd.DataFrame({"device": dev, "stream": stream, "ts": ts, "queue_length": total - before})
+
+
+@stage(link_gpu_to_ops)
+def queue_track(t: Any) -> pd.DataFrame:
+    """`queue_length_series` of every stream with the default launch names, computed once per trace (the
+    timeline's counter track)."""
+    return queue_length_series(t)
 
 
 def queue_length_summary(series: pd.DataFrame) -> pd.DataFrame:

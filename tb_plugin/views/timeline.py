@@ -99,7 +99,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.registry import cached, stage
+from profiler_core.analysis.stages.registry import stage
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import SEARCH_LIMIT, WIDTH_PX, number_param
 
@@ -584,9 +584,9 @@ def timeline(t: Any, start_us: float | None = None, end_us: float | None = None,
 def _counters_json(t: Any, origin: int, a: float, b: float, width_px: int) -> dict:
     """The queue length counter events within [a, b] (ns rel. origin), see the module docstring."""
     from .gpu_launches import NO_GPU, has_gpu_activity
-    from .queue_length import NO_QUEUE, queue_length_counter, queue_length_series
+    from .queue_length import NO_QUEUE, queue_length_counter, queue_track
 
-    series = cached(t, "queue_length_series", lambda: queue_length_series(t))
+    series = queue_track(t)
     if not len(series):
         return {"counters": [], "counters_reason": NO_QUEUE if has_gpu_activity(t) else NO_GPU}
     ts = series["ts"].to_numpy(np.int64) - origin

@@ -31,4 +31,7 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "memory_records": (),  # memory
     "memory_record_ops": ("memory_records", "op_tree"),  # memory
     "tiles_for": (),  # timeline
+    "queue_track": ("link_gpu_to_ops",),  # queue_length: the timeline's counter track
+    "replay_notes": ("graph_replay", "graph_captures", "link_launches_to_ops"),  # graph_notes
+    "worker_ledger": ("steps", "link_gpu_to_ops"),  # diagnosis/ledger
 }

@@ -28,14 +28,14 @@ tests/test_single_rank_path.py compares gpuscope's single-rank critical path wit
 from __future__ import annotations
 
 import datetime
-import json
 import logging
-import os
 import shutil
 import sys
 import tempfile
 import warnings
 from pathlib import Path
+
+from hta_refs import hta_version, write_reference
 
 HERE = Path(__file__).resolve().parent
 ALEXNET_FORWARD = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
@@ -160,7 +160,7 @@ def main() -> None:
     result = {
         "provenance": {
             "tool": "HolisticTraceAnalysis",
-            "version": getattr(hta, "__version__", None) or _version(),
+            "version": hta_version(hta),
             "generated_by": "tests/data/hta/make_hta_critical_path_reference.py",
             "python": sys.version.split()[0],
             "date": datetime.date.today().isoformat(),
@@ -173,18 +173,7 @@ def main() -> None:
     for rel, annotation, instance_id in CASES:
         print("analysing", rel, flush=True)
         result["traces"][rel] = analyse(root / rel, annotation, instance_id)
-    out = Path(os.environ.get("HTA_REFERENCE_OUT") or HERE / "hta_critical_path_reference.json")
-    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    print("wrote", out)
-
-
-def _version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("HolisticTraceAnalysis")
-    except Exception:  # noqa: BLE001
-        return None
+    write_reference(result, HERE / "hta_critical_path_reference.json")
 
 
 if __name__ == "__main__":

@@ -23,14 +23,14 @@ tests/test_hta_idle.py compares gpuscope's numbers with these.
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import math
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from hta_refs import hta_version, write_reference
 
 HERE = Path(__file__).resolve().parent
 #: the shared traces HTA's analyses run on (paths relative to the traces folder): every GPU trace HTA loads, and
@@ -149,7 +149,7 @@ def main() -> None:
     result = {
         "provenance": {
             "tool": "HolisticTraceAnalysis",
-            "version": getattr(hta, "__version__", None) or _version(),
+            "version": hta_version(hta),
             "generated_by": "tests/data/hta/make_hta_idle_reference.py",
             "python": sys.version.split()[0],
             "date": datetime.date.today().isoformat(),
@@ -164,18 +164,7 @@ def main() -> None:
     for rel in TRACES:
         print("analysing", rel, flush=True)
         result["traces"][rel] = analyse(root / rel)
-    out = Path(os.environ.get("HTA_REFERENCE_OUT") or HERE / "hta_idle_reference.json")
-    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    print("wrote", out)
-
-
-def _version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("HolisticTraceAnalysis")
-    except Exception:  # noqa: BLE001
-        return None
+    write_reference(result, HERE / "hta_idle_reference.json")
 
 
 if __name__ == "__main__":

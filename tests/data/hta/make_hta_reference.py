@@ -14,14 +14,14 @@ tests/test_hta_agreement.py compares gpuscope's numbers with these.
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import math
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from hta_refs import hta_version, write_reference
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = ("idle_gpu", "nccl_rpc_rank0")  # tests/data/issue11/, with communication kernels
@@ -80,7 +80,7 @@ def main() -> None:
     result = {
         "provenance": {
             "tool": "HolisticTraceAnalysis",
-            "version": getattr(hta, "__version__", None) or _version(),
+            "version": hta_version(hta),
             "generated_by": "tests/data/hta/make_hta_reference.py",
             "python": sys.version.split()[0],
             "date": datetime.date.today().isoformat(),
@@ -100,18 +100,7 @@ def main() -> None:
         p = HERE.parent / "issue11" / f"{name}.pt.trace.json.gz"
         print("analysing", name, flush=True)
         result["fixtures"][name] = analyse(p)
-    out = Path(os.environ.get("HTA_REFERENCE_OUT") or HERE / "hta_reference.json")
-    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    print("wrote", out)
-
-
-def _version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("HolisticTraceAnalysis")
-    except Exception:  # noqa: BLE001
-        return None
+    write_reference(result, HERE / "hta_reference.json")
 
 
 if __name__ == "__main__":

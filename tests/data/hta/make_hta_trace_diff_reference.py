@@ -14,9 +14,10 @@ tests/test_view_kernel_diff.py::test_per_name_totals_agree_with_hta compares the
 from __future__ import annotations
 
 import datetime
-import json
 import sys
 from pathlib import Path
+
+from hta_refs import hta_version, write_reference
 
 HERE = Path(__file__).resolve().parent
 CASES = {"base": "public/hta_diff_control", "exp": "public/hta_diff_test"}
@@ -39,7 +40,7 @@ def main() -> None:
     out = {
         "provenance": {
             "tool": "HolisticTraceAnalysis",
-            "version": getattr(hta, "__version__", None) or _version(),
+            "version": hta_version(hta),
             "calls": "LabeledTrace.get_ops_summary(rows of get_trace(rank 0) with stream != -1)",
             "inputs": {side: f"../shared/traces/{rel}" for side, rel in CASES.items()},
             "generated_by": "tests/data/hta/make_hta_trace_diff_reference.py",
@@ -49,16 +50,7 @@ def main() -> None:
     }
     for side, rel in CASES.items():
         out[side] = summary(traces / rel)
-    (HERE / "hta_trace_diff_reference.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-
-
-def _version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("HolisticTraceAnalysis")
-    except Exception:
-        return None
+    write_reference(out, HERE / "hta_trace_diff_reference.json")
 
 
 if __name__ == "__main__":

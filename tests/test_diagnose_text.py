@@ -1,0 +1,79 @@
+"""`gpuscope diagnose` text (issue 22 item 7): per step, the ledger of the rank that set the step, so a cause on
+one rank of many shows at its size and not divided by the number of ranks.
+
+The job (benchmarks/gen_distributed.py): 8 ranks, 3 steps; rank 5's DataLoader span is 15 ms longer at step
+index 1 (`--plant 5:data:15:1`). Every rank's DataLoader span is 100-140 µs without a plant, with the GPU idle
+meanwhile, so rank 5's data loading at that step is 15.10-15.14 ms and the others' 0.10-0.14 ms: rank 5 is the
+one the others wait for at that step (the longest busy time), its ledger line names data loading at 15.1 ms,
+while the mean over the 8 ranks is (15.12 + 7 x 0.12) / 8 = 1.9-2.0 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gen_distributed import generate, parse_plant  # noqa: E402
+
+PLANT_RANK, PLANT_MS, PLANT_STEP = 5, 15.0, 1
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tb_plugin.summaries.cli", "diagnose", *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("diagnose_text")
+    plant = parse_plant(f"{PLANT_RANK}:data:{PLANT_MS:g}:{PLANT_STEP}")
+    generate(str(root / "job"), 8, events=1000, steps=3, buckets=2, plants=(plant,))
+    return root
+
+
+def test_text_shows_the_planted_rank_and_cause_at_its_size(logdir):
+    js = _cli(str(logdir), "--json")
+    assert js.returncode == 0, js.stderr
+    rep = json.loads(js.stdout)
+    crit = rep["ledger"]["critical"]
+    names = [s["step"] for s in crit["steps"]]
+    assert len(names) == 3
+    planted = names[PLANT_STEP]
+    # --json holds the critical rank's ledger: rank 5's worker at the planted step, data loading at the plant's size
+    worker = crit["steps"][PLANT_STEP]["worker"]
+    assert rep["ranks"][worker] == PLANT_RANK
+    assert 15.05 <= crit["steps"][PLANT_STEP]["buckets"]["data_loading"] <= 15.2
+    mean_dl = next(b for b in rep["ledger"]["mean"]["buckets"] if b["key"] == "data_loading")["steps_ms"]
+    assert 1.85 <= mean_dl[PLANT_STEP] <= 2.05
+
+    txt = _cli(str(logdir))
+    assert txt.returncode == 0, txt.stderr
+    lines = txt.stdout.splitlines()
+    head = lines.index("Ledger of the rank that set each step (its buckets of at least 0.05 ms, largest first):")
+    rows = lines[head + 1 : head + 4]
+    assert [re.match(r"  step (\S+) ", r).group(1) for r in rows] == names
+    row = rows[PLANT_STEP]
+    assert f"step {planted} (" in row and f"set by rank {PLANT_RANK}:" in row
+    m = re.search(r"Data loading \(GPU idle\) ([0-9.]+) ms", row)
+    assert m and float(m.group(1)) == pytest.approx(15.1, abs=0.051), row
+    # largest first: with the GPU idle for 15 ms of a step of about 21 ms, data loading leads the line
+    assert row.split(": ", 1)[1].startswith("Data loading (GPU idle)"), row
+    # the other steps have no plant: their critical rank loads data for about 0.1 ms
+    for i, r in enumerate(rows):
+        if i != PLANT_STEP:
+            m = re.search(r"Data loading \(GPU idle\) ([0-9.]+) ms", r)
+            assert m is None or float(m.group(1)) <= 0.2, r
