@@ -110,6 +110,13 @@ SETTINGS: dict[str, Setting] = {
             "gzip inflater: ISA-L (when installed) or the standard library's zlib",
             choices=("isal", "zlib"),
         ),
+        _s(
+            "NATIVE_READER",
+            "flag",
+            True,
+            "0 reads traces with the Python reader only (else the native reader, where it is built, reads "
+            "the files it can read exactly)",
+        ),
         _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
         _s(
             "PREPARE_MAX_WORKERS",
@@ -144,6 +151,13 @@ SETTINGS: dict[str, Setting] = {
         _s("SHARED", "text", None, "the team's shared folder with real traces (default `../shared`)", dev=True),
         _s("ORACLES_DIR", "text", None, "where the GPU oracles of tests live (default `.venvs`)", dev=True),
         _s("BIG_TRACE_EVENTS", "count", 2000000, "events of tests/test_reader_big.py's trace", dev=True),
+        _s(
+            "NATIVE_FUZZ_SECONDS",
+            "count",
+            2,
+            "seconds of tests/test_native_reader.py's byte-mutation loop",
+            dev=True,
+        ),
         _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/", dev=True),
         _s(
             "DEV_BACKEND",

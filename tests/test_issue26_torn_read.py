@@ -23,6 +23,7 @@ def _rewrite_in_place(path, data: bytes) -> None:
 def test_a_rewrite_during_the_parse_is_read_again(tmp_path, monkeypatch):
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(_doc(5, "old"))
+    monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")  # the rewrite is made from the streaming reader's parse
     real = stream._stream_parse
     calls: list = []
 
@@ -43,6 +44,7 @@ def test_a_rewrite_during_the_parse_is_read_again(tmp_path, monkeypatch):
 def test_a_file_rewritten_at_every_read_is_refused(tmp_path, monkeypatch):
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(_doc(5, "a"))
+    monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")  # the rewrite is made from the streaming reader's parse
     real = stream._stream_parse
     n = [0]
 

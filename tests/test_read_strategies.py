@@ -61,6 +61,7 @@ def test_cache_first_then_a_parse_that_is_stored(tmp_path, monkeypatch):
     read_trace(path, use_cache=True)  # the default store writes the entry now
     monkeypatch.setattr(stream, "_stream_parse", _refuse)
     monkeypatch.setattr(reader, "parse_trace", _refuse)
+    monkeypatch.setattr(reader, "_native_parse", _refuse)
     stored.clear()
     t = read_trace(path, use_cache=True, store=lambda p, t: stored.append(p))
     assert t.events["name"].tolist() == [f"op{i}" for i in range(5)] and stored == []

@@ -79,10 +79,13 @@ def test_a_bomb_whose_trailer_wraps_is_stopped_at_the_cap(tmp_path, monkeypatch)
             read()
 
 
-def test_leading_whitespace_is_not_kept(tmp_path, monkeypatch):
-    """32 MiB of whitespace before a valid trace: read, holding at most a few blocks of it."""
+@pytest.mark.parametrize("native_reader", ["0", "1"])
+def test_leading_whitespace_is_not_kept(tmp_path, monkeypatch, native_reader):
+    """32 MiB of whitespace before a valid trace: read, holding at most a few blocks of it (by the streaming
+    reader, and by the native one where it is built: it scans the inflated file in pieces)."""
     monkeypatch.delenv("GPUSCOPE_MAX_TRACE_BYTES", raising=False)
     monkeypatch.delenv("GPUSCOPE_MAX_LOADED_BYTES", raising=False)
+    monkeypatch.setenv("GPUSCOPE_NATIVE_READER", native_reader)
     doc = json.dumps({"traceEvents": _events(50)}).encode()
     path = tmp_path / "ws.pt.trace.json.gz"
     path.write_bytes(_gzip_stream([b" \n\t" * (1 << 20)] * 11 + [doc], 9))

@@ -16,6 +16,12 @@ from profiler_core.trace.read.reader import parse_trace, read_trace
 from .test_reader_pieces import _doc
 
 
+@pytest.fixture(autouse=True)
+def _python_reader(monkeypatch):
+    """These tests are about the Python reader's parser processes: the native reader would read first."""
+    monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")
+
+
 class _InlineSpan:
     """A worker range parsed at once in this process (the range logic without processes)."""
 

@@ -138,6 +138,7 @@ def test_parallel_byte_range_reader_reads_objects_like_the_serial_reader(bucket,
     url = _put(f"s3://{bucket}/big.pt.trace.json" + (".gz" if gz else ""), doc, gz)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
+    monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")  # the Python reader's parser processes (native reads first)
     used = []
     real = stream._parallel_parse
 

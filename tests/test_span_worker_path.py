@@ -34,6 +34,8 @@ def test_a_module_in_the_working_directory_is_never_run_by_a_worker(tmp_path, mo
         (cwd / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
     monkeypatch.chdir(cwd)
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
+    # the Python reader's worker processes (the native one starts none)
+    monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     started = []
     real = stream._SpanProcess

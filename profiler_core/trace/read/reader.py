@@ -19,7 +19,7 @@ import msgspec
 
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read import cache, stream
+from profiler_core.trace.read import cache, native, stream
 from profiler_core.trace.read.columns import _base_ns, _Builder
 from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
     _ANY_DECODER,
@@ -42,15 +42,19 @@ from profiler_core.trace.read.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_s
 from profiler_core.trace.read.malloc_tuning import release_memory, tune_for_parsing, tune_for_views
 from profiler_core.trace.read.stream import default_parse_processes  # noqa: F401 - re-exported
 
+log = logging.getLogger(__name__)
+
 
 # --------------------------------------------------------------------------- file access
-def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
+def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = False) -> bytes:
     """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name), read block
     by block up to `limit` (default max_trace_bytes(); a gzip file whose trailer says more is
-    refused unread)."""
+    refused unread). With `grow`, a bytearray grown block by block (never the blocks and their join
+    in memory at once)."""
     path = os.fspath(path)
     limit = max_trace_bytes() if limit is None else limit
     parts, total = [], 0
+    grown = bytearray() if grow else None
     try:
         with storage.open_read(path) as f:
             head = f.read(2)
@@ -65,7 +69,10 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
                 total += len(block)
                 if total > limit:
                     raise too_big(path, limit)
-                parts.append(block)
+                if grown is not None:
+                    grown += block
+                else:
+                    parts.append(block)
     except FileNotFoundError:
         raise TraceReadError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -74,6 +81,8 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
         raise TraceReadError(f"{path}: truncated gzip file (ended before its end marker)") from None
     except (OSError, *GUNZIP_ERRORS) as e:
         raise TraceReadError(f"{path}: corrupt gzip file ({e})") from None
+    if grown is not None:
+        return grown  # type: ignore[return-value]  # a bytes-like buffer
     data = parts[0] if len(parts) == 1 else b"".join(parts)
     del parts
     return data
@@ -102,7 +111,10 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     meta = {}
     for key, raw in top.items():
         if key != "traceEvents":
-            meta[key] = _ANY_DECODER.decode(raw)
+            try:
+                meta[key] = _ANY_DECODER.decode(raw)
+            except msgspec.DecodeError as e:  # (invalid UTF-8 in a string the top-level pass leaves raw)
+                raise TraceReadError(f"{path}: invalid JSON in {key!r} ({e})") from None
     return meta, top["traceEvents"]
 
 
@@ -113,6 +125,49 @@ def _event_raws(events_raw: Any, path: str) -> list:
         raise TraceReadError(f"{path}: 'traceEvents' is not a list") from None
     except msgspec.DecodeError as e:
         raise TraceReadError(f"{path}: invalid or truncated JSON in traceEvents ({e})") from None
+
+
+def _native_parse(path: str) -> TraceData | None:
+    """The native reader's parse of the file at `path` (inflated and scanned piece by piece); None when it
+    does not read it (not built or turned off, or a shape it declines): the Python reader then reads it."""
+    if not native.enabled():
+        return None
+    try:
+        return native.read_file(path)
+    except (TraceReadError, RecursionError):
+        return None
+
+
+def parse_trace_native(data: bytes, path: str = "<memory>", index: bool = False) -> TraceData | None:
+    """`parse_trace` by the native reader: the same TraceData, or None when the native reader is not
+    built or declines the document (it then raises nothing: `parse_trace` says what is wrong).
+    With `index`, its `event_index` locates pieces of events in `data` (for `lookup`)."""
+    if not native.available() or not isinstance(data, (bytes, bytearray)):
+        return None
+    try:
+        meta, events = _split_top(bytes(data), path)
+    except (TraceReadError, RecursionError):
+        return None
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return native.columns_of(meta, events, path, _offset_in(events, data) if index else None)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _offset_in(part: Any, data: bytes) -> int | None:
+    """Where the buffer `part` (a msgspec.Raw of `data`, or `data` itself) starts in `data`."""
+    if part is data:
+        return 0
+    import numpy as np
+
+    view, whole = np.frombuffer(memoryview(part), np.uint8), np.frombuffer(data, np.uint8)
+    at = view.ctypes.data - whole.ctypes.data
+    if 0 <= at <= len(data) - len(view) and data[at : at + 64] == bytes(view[:64]):
+        return at
+    return None
 
 
 def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
@@ -180,15 +235,24 @@ def _fingerprint(path: str) -> tuple:
 
 
 #: the read strategies, in the order `choose_strategies` lists them
-CACHE, PROCESSES, STREAM, WHOLE_FILE = "parse cache", "parser processes", "streaming", "whole file"
+CACHE, NATIVE, PROCESSES, STREAM, WHOLE_FILE = (
+    "parse cache",
+    "native reader",
+    "parser processes",
+    "streaming",
+    "whole file",
+)
 
 
-def choose_strategies(size: int, workers: int, use_cache: bool) -> tuple[str, ...]:
+def choose_strategies(size: int, workers: int, use_cache: bool, native_reader: bool = False) -> tuple[str, ...]:
     """The ways to read a trace file of `size` bytes on disk, in the order they are tried; one that
     does not apply to the file falls through to the next:
 
     1. CACHE, only when `use_cache` (the plugin's loader): the parse an earlier read stored for this
        very version of the file (`cache.load`). No valid entry: the next.
+    1b. NATIVE, only when `native_reader` (the C extension is built and GPUSCOPE_NATIVE_READER is not 0):
+       the file inflated block by block and scanned by the C reader in pieces of whole events
+       (`native.read_file`). A shape of event it does not read exactly: the next.
     2. PROCESSES, when `workers` > 0, the file has at least stream.PARALLEL_MIN_BYTES on disk and
        there is a Python executable to start them: byte ranges parsed by `workers` parser processes
        and this one. A range boundary that is not between two events, or a failed worker: the next.
@@ -200,6 +264,8 @@ def choose_strategies(size: int, workers: int, use_cache: bool) -> tuple[str, ..
     A TraceReadError (the file's own fault) ends the read at any step: the others would say the same.
     """
     plan = [CACHE] if use_cache else []
+    if native_reader:
+        plan.append(NATIVE)
     if workers > 0 and size >= stream.PARALLEL_MIN_BYTES and sys.executable:
         plan.append(PROCESSES)
     return (*plan, STREAM, WHOLE_FILE)
@@ -231,7 +297,7 @@ def read_trace(
     fingerprint = _fingerprint(path)
     if not storage.is_remote(path) and os.path.isdir(path):
         raise TraceReadError(f"{path}: is a directory")
-    plan = choose_strategies(fingerprint[0], workers, use_cache)
+    plan = choose_strategies(fingerprint[0], workers, use_cache, native.enabled())
     t = cache.load(path) if CACHE in plan else None
     if t is None:
         if tune_memory:
@@ -281,6 +347,11 @@ def _read_once(path: str, plan: tuple[str, ...], workers: int) -> TraceData:
         for strategy in plan:
             t = _parse_by(strategy, path, workers)
             if t is not None:
+                log.info(
+                    "gpuscope: %s read by the %s",
+                    path,
+                    native.NATIVE_READER if strategy == NATIVE else native.PYTHON_READER,
+                )
                 return t
         raise TraceReadError(f"{path}: no read strategy applies ({', '.join(plan)})")
     except TraceReadError:
@@ -294,6 +365,14 @@ def _read_once(path: str, plan: tuple[str, ...], workers: int) -> TraceData:
 
 def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
     """A parse of `path` by one strategy; None when it does not apply to this file."""
+    if strategy == NATIVE:
+        try:
+            return _native_parse(path)
+        except Exception as e:  # noqa: BLE001 - a fault of the native reader: the Python reader reads the file
+            log.warning(
+                "gpuscope: %s: the native reader failed (%s: %s); reading it in Python", path, type(e).__name__, e
+            )
+            return None
     if strategy == PROCESSES:
         try:
             return stream._parallel_parse(path, workers)

@@ -1,0 +1,493 @@
+"""The native reader's Python side: the C scan's column buffers (`_native.parse_events`) -> a `TraceData`.
+
+The C extension is optional (built where a compiler is found) and reads only the common shapes of
+events; on anything else it declines and the Python reader, the reference, reads the file. What it
+returns is turned into the `_Builder`'s state by the same conversions the Python reader applies to
+each distinct text (categories, labels, compact JSON), and `_Builder.finish` makes the frames, so both
+readers give the same TraceData. The C scan knows a fixed set of args keys (`_native.KEYS`, in columns
+`args.{key}`); which of them fill which column, as what kind, missing as what, on which events, all
+follow `event_args.ARGS`, and a table the scan cannot honour (a key it does not know, another kind or
+missing value) makes it decline every file. GPUSCOPE_NATIVE_READER=0 turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from profiler_core import settings
+from profiler_core.trace import event_args
+from profiler_core.trace.event_args import FLOAT, INT32, INT64, JSON, TEXT, TRIPLE, VALUE, Arg
+from profiler_core.trace.model import EVENT_COLUMNS, TraceData
+from profiler_core.trace.read import stream
+from profiler_core.trace.read.columns import _base_ns, _Builder, _Interner, _Labels, _to_ns, _to_text
+from profiler_core.trace.read.decode import _ANY_DECODER, max_trace_events
+
+try:
+    from profiler_core.trace.read import _native  # type: ignore[attr-defined]
+except ImportError:  # not built (no compiler where it was installed): the Python reader reads every trace
+    _native = None
+
+log = logging.getLogger(__name__)
+
+#: the name of each reader, as the log line says which one read a trace
+NATIVE_READER, PYTHON_READER = "native reader", "Python reader"
+
+#: |µs| below which columns._to_ns takes its fast path (a piece of events takes it when all its values do)
+_FAST_NS_LIMIT = float(1 << 31)
+
+
+def available() -> bool:
+    """Whether the C extension is built and importable."""
+    return _native is not None
+
+
+def enabled() -> bool:
+    """Whether read_trace tries the native reader first (built, and GPUSCOPE_NATIVE_READER is not 0)."""
+    return _native is not None and bool(settings.get("GPUSCOPE_NATIVE_READER"))
+
+
+#: event_args kind -> how the C scan must keep its keys (`_native.KEYS`), and the missing value it writes
+_SCAN_KIND: dict[str, tuple[str, Any]] = {
+    INT64.name: ("int64", -1),
+    INT32.name: ("int32", -1),
+    FLOAT.name: ("float", math.nan),
+    TEXT.name: ("text", ""),
+    JSON.name: ("raw", ""),
+    TRIPLE.name: ("triple", 0),
+    VALUE.name: ("raw", None),
+}
+
+
+def _same_missing(a: Any, b: Any) -> bool:
+    return (a is b) or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)) or a == b
+
+
+def scan_mismatch(args: tuple[Arg, ...] | None = None, keys: Any = None) -> str | None:
+    """Why the C scan cannot read the args table `args` (default event_args.ARGS) exactly, or None: a key
+    it does not know, kept as another kind, for another frame, or missing as another value."""
+    args = event_args.ARGS if args is None else args
+    if keys is None:
+        keys = () if _native is None else _native.KEYS
+    known = {k: (how, table) for k, how, table in keys}
+    for a in args:
+        if a.column is None:
+            continue
+        how, missing = _SCAN_KIND.get(a.kind.name, (None, None))
+        if how is None or not _same_missing(a.missing, missing):
+            return f"the {a.kind.name} arg {a.keys[0]!r} missing as {a.missing!r}"
+        if len(a.keys) > 2:
+            return f"the arg {a.keys[0]!r} with more than one older spelling"
+        if a.table == "memory" and a.kind is not INT64:
+            return f"the memory arg {a.keys[0]!r} of kind {a.kind.name}"
+        for key in a.keys:
+            if key not in known:
+                return f"the arg {key!r}, which the scan does not know"
+            if known[key] != (how, a.table):
+                return f"the arg {key!r}, kept by the scan as {known[key]} and by the table as {(how, a.table)}"
+    return None
+
+
+def scan_pairs(args: tuple[Arg, ...] | None = None) -> tuple[tuple[str, str], ...]:
+    """(lead key, follower key) of the args read only where the arg Kineto writes them with is present
+    (event_args' `written_with`): an event with a follower and without its lead makes the scan decline."""
+    args = event_args.ARGS if args is None else args
+    by_field = {a.field: a for a in args}
+    return tuple((by_field[a.written_with].keys[0], key) for a in args if a.written_with is not None for key in a.keys)
+
+
+class _Decline(Exception):
+    """A value the native path cannot convert exactly as the Python reader does: it reads the file."""
+
+
+def columns_of(meta: dict, events: Any, path: str, events_at: int | None = None) -> TraceData | None:
+    """The TraceData of a trace whose top-level keys are `meta` and whose traceEvents array is the
+    JSON bytes `events` (any buffer); None when the native reader declines it (or is not built).
+    With `events_at`, the offset of `events` in the file's decompressed bytes, its `event_index`
+    holds the byte ranges of pieces of about stream.BLOCK bytes, as the streaming reader's."""
+    out = scan(events, path)
+    return None if out is None else build(out, meta, path, events_at)
+
+
+def scan(events: Any, path: str, max_events: int | None = None) -> dict | None:
+    """The C scan of a traceEvents array (JSON bytes, any buffer): its column buffers and texts, which
+    no longer refer to `events`; None when it declines (or is not built)."""
+    if _native is None:
+        return None
+    why = scan_mismatch()
+    if why is not None:
+        log.debug("gpuscope: %s: the native reader declined (the args table has %s)", path, why)
+        return None
+    limit = max_trace_events() if max_events is None else max_events
+    out = _native.parse_events(events, limit, stream.BLOCK, scan_pairs())
+    if isinstance(out, str):
+        log.debug("gpuscope: %s: the native reader declined (%s)", path, out)
+        return None
+    return out
+
+
+def build(out: dict, meta: dict, path: str, events_at: int | None = None) -> TraceData | None:
+    """The TraceData of a `scan` result (see `columns_of`); None when a value cannot be converted exactly."""
+    try:
+        t = _Build(out).trace(path, meta)
+    except _Decline as e:
+        log.debug("gpuscope: %s: the native reader declined (%s)", path, e)
+        return None
+    if events_at is not None:
+        pieces = np.frombuffer(out["pieces"]["first_start_end"], dtype=np.int64).reshape(-1, 3)
+        t.event_index = tuple((int(i), int(a) + events_at, int(b) + events_at) for i, a, b in pieces.tolist())
+    return t
+
+
+#: inflated bytes of events scanned at a time by `read_file` (the JSON it holds at once, about). One read of
+#: the 220k-event trace (83 MB of JSON), peak RSS above imports / CPU: 1 MB pieces 47 MB / 0.51 s, 2 MB
+#: 50 MB / 0.49 s, 4 MB 57 MB / 0.47 s, 8 MB 75 MB / 0.47 s; the streaming reader 44 MB / 0.69 s
+SCAN_PIECE = 2 << 20
+
+
+def read_file(path: str) -> TraceData | None:
+    """The TraceData of the trace file at `path`, inflated block by block (`stream._blocks`) and scanned
+    in pieces of about SCAN_PIECE bytes of whole events cut at `}, {` separators, the rows of each added to
+    one `_Builder`: memory stays near the streaming reader's. None when the native reader declines the
+    file (or a cut falls inside a string, which the scan then finds invalid): the Python reader reads it."""
+    if _native is None:
+        return None
+    b = _Builder()
+    index: list[tuple[int, int, int]] = []
+    buf, start, head, bare, n = b"", 0, None, False, 0
+
+    def add(piece: Any, at: int) -> bool:
+        """Scan the events text `piece` (without brackets), which starts at `at` in the inflated stream."""
+        nonlocal n
+        out = scan(b"".join((b"[", piece, b"]")), path, max_trace_events() - n)
+        if out is None:
+            return False
+        for group in ("complete", "memory", "flows"):
+            np.frombuffer(out[group]["idx"], dtype=np.int64)[:] += n  # (a writable buffer)
+        try:
+            _Build(out, b).add()
+        except _Decline as e:
+            log.debug("gpuscope: %s: the native reader declined (%s)", path, e)
+            return False
+        pieces = np.frombuffer(out["pieces"]["first_start_end"], dtype=np.int64).reshape(-1, 3)
+        index.extend((int(i) + n, int(lo) - 1 + at, int(hi) - 1 + at) for i, lo, hi in pieces.tolist())
+        n += int(out["entries"])
+        return True
+
+    for block in stream._blocks(path):
+        buf = buf + block if buf else block
+        if head is None:
+            stripped = buf.lstrip()
+            if not stripped:
+                start += len(buf)
+                buf = b""
+                continue
+            if stripped[:1] == b"[":
+                bare, head = True, b""
+                start += len(buf) - len(stripped) + 1
+                buf = stripped[1:]
+            elif stripped[:1] == b"{":
+                m = stream._HEAD_RE.search(buf)
+                if m is None:
+                    if len(buf) > stream.MAX_PIECE:
+                        return None
+                    continue
+                head, buf = buf[: m.start()], buf[m.end() :]
+                start += m.end()
+            else:
+                return None
+        if len(buf) < SCAN_PIECE:
+            continue
+        last = None
+        for last in stream._SEP_RE.finditer(buf, max(0, len(buf) - stream.MAX_EVENT_SCAN)):  # noqa: B007
+            pass
+        if last is None:
+            if len(buf) > stream.MAX_PIECE:
+                return None
+            continue
+        view = memoryview(buf)
+        ok = add(view[: last.start() + 1], start)
+        view.release()
+        if not ok:
+            return None
+        start += last.end() - 1
+        buf = buf[last.end() - 1 :]
+    if head is None:
+        return None
+    for meta, tail in stream._tails(buf, head, bare):
+        if tail.strip() and not add(tail, start):
+            return None
+        try:
+            t = b.finish(path, meta, _base_ns(meta))
+        except _Decline:
+            return None
+        t.event_index = tuple(index)
+        return t
+    return None
+
+
+class _Build:
+    """One native result -> rows added to a `_Builder` (a new one by default) -> its TraceData."""
+
+    def __init__(self, out: dict, builder: _Builder | None = None) -> None:
+        self.out = out
+        self.raws: list[bytes] = out["texts"]
+        self.strings: dict[int, Any] = {}
+        self.b = _Builder() if builder is None else builder
+
+    # ---- texts
+    def string(self, i: int) -> str | None:
+        """The decoded string literal at table index i (None for -1: absent or null)."""
+        if i < 0:
+            return None
+        s = self.strings.get(i)
+        if s is None:
+            s = msgspec.json.decode(self.raws[i])
+            if not isinstance(s, str):
+                raise _Decline("a text that does not decode to a string")
+            self.strings[i] = s
+        return s
+
+    def raw(self, i: int) -> bytes:
+        """The raw JSON text at table index i (b"" for -1)."""
+        return b"" if i < 0 else self.raws[i]
+
+    def value(self, i: int) -> Any:
+        """The decoded JSON value at table index i (None for -1)."""
+        return None if i < 0 else _ANY_DECODER.decode(self.raws[i])
+
+    def codes(self, interner: _Interner, idx: np.ndarray, value_of) -> np.ndarray:
+        """Codes in `interner` of the texts at table indexes `idx` (-1: absent), each distinct one
+        converted once, as `_Interner.add` converts the decoded values."""
+        if not len(idx):
+            return np.empty(0, np.int32)
+        used = np.flatnonzero(np.bincount(idx + 1, minlength=1)) - 1
+        table = np.zeros(len(self.raws) + 1, dtype=np.int32)
+        table[used + 1] = interner.add([value_of(int(u)) for u in used])
+        return table[idx + 1]
+
+    def labels(self, values: np.ndarray, label_idx: np.ndarray) -> np.ndarray:
+        """pid or tid values with text labels coded by `_Labels` (a text that int() reads differently
+        from `_Labels.code` would depend on the piece it is read in: declined)."""
+        texts = np.flatnonzero(np.bincount(label_idx + 1, minlength=1)[1:])
+        if not len(texts):
+            return values
+        labels: _Labels = self.b.labels
+        out = values.copy()
+        for u in texts:
+            s = self.string(int(u)) or ""
+            code = labels.code(s)
+            try:
+                as_int = int(s)  # what numpy makes of a text in an int64 column
+            except ValueError:
+                as_int = None
+            if as_int is not None and as_int != code:
+                raise _Decline(f"a pid or tid text {s!r} read two ways")
+            out[label_idx == u] = code
+        return out
+
+    # ---- helpers
+    def group(self, name: str, types: dict) -> dict:
+        cols = self.out[name]
+        return {c: np.frombuffer(cols[c], dtype=types.get(c, np.int64)) for c in cols}
+
+    @staticmethod
+    def ns(us: np.ndarray) -> np.ndarray:
+        """columns._to_ns of the whole array, as of each piece: all in its fast range, or none."""
+        fast = (us > -_FAST_NS_LIMIT) & (us < _FAST_NS_LIMIT)
+        if len(us) and not (fast.all() or not fast.any()):
+            raise _Decline("timestamps both within and beyond 2**31 us")
+        return _to_ns(us)
+
+    # ---- the groups of events
+    def trace(self, path: str, meta: dict) -> TraceData:
+        """The TraceData of this one result."""
+        self.add()
+        return self.b.finish(path, meta, _base_ns(meta))
+
+    def add(self) -> None:
+        """This result's rows, counts and names added to the builder."""
+        b = self.b
+        entries = int(self.out["entries"])
+        b.entries += entries
+        b.with_phase += entries  # every entry had a text ph (else declined)
+        self.complete()
+        self.memory()
+        self.flows()
+        self.metadata()
+        phs = np.frombuffer(self.out["unsupported"]["ph"], dtype=np.int32)
+        if len(phs):
+            for u, k in zip(*np.unique(phs, return_counts=True)):
+                b._count(f"events of unsupported phase {self.string(int(u))!r} skipped", int(k))
+
+    def complete(self) -> None:
+        x = self.group("complete", _X_TYPES)
+        n = len(x["idx"])
+        if not n:
+            return
+        b = self.b
+        cat = self.codes(b.interners["cat"], x["cat"], self.string)
+        name = self.codes(b.interners["name"], x["name"], self.string)
+        dur_us = x["dur"]
+        no_dur = ~np.isfinite(dur_us)
+        if no_dur.any():
+            b._count("complete events without a dur (set to 0)", int(no_dur.sum()))
+        dur = self.ns(np.where(no_dur, 0.0, dur_us))
+        neg = dur < 0
+        if neg.any():
+            b._count("negative durations clamped to 0", int(neg.sum()))
+            dur[neg] = 0
+        cols: dict[str, np.ndarray | None] = {
+            "ts": self.ns(x["ts"]),
+            "dur": dur,
+            "idx": x["idx"],
+            "cat": cat,
+            "name": name,
+            "pid": self.labels(x["pid"], x["pid_label"]),
+            "tid": self.labels(x["tid"], x["tid_label"]),
+        }
+        # which rows carry each arg: those of the extraction groups of categories that read it
+        groups = event_args.EVENT_GROUPS
+        group_of_code = np.array(
+            [groups.index(event_args.CATEGORY_GROUP.get(v, "other")) for v in b.interners["cat"].values],
+            dtype=np.int8,
+        )
+        row_groups = group_of_code[cat]
+        for a in event_args.ARGS:
+            if a.table == "events" and a.column is not None:
+                keep = np.isin(row_groups, [groups.index(g) for g in a.groups | {"other"}])
+                col = self.arg_column(a, x, keep)
+                if a.kind is TRIPLE:
+                    for j, column in enumerate(a.columns):
+                        cols[column] = None if col is None else col[:, j]
+                else:
+                    cols[a.column] = col
+        for c in EVENT_COLUMNS:
+            arr = cols[c]
+            b.ev[c].append(arr)
+        b.ev_len.append(n)
+
+    def arg_column(self, a: Arg, x: dict, keep: np.ndarray) -> np.ndarray | None:
+        """The column of one events arg on the rows `keep` (its missing value elsewhere): its key's value,
+        else its older spelling's (as `_Builder._arg_column`); None when no row has a value."""
+        col = None
+        for key in a.keys:
+            value = self.key_column(a, key, x, keep)
+            if value is None:
+                continue
+            if col is None:
+                col = value
+            else:
+                gap = _missing_rows(a, col)
+                col[gap] = value[gap]
+        if col is None or _missing_rows(a, col).all():
+            return None  # absent from every row: the shared read-only missing column, as the Python reader
+        return col
+
+    def key_column(self, a: Arg, key: str, x: dict, keep: np.ndarray) -> np.ndarray | None:
+        """One key's scanned column converted to `a`'s kind (codes for texts, (n, 3) for a triple);
+        None when the scan stored no value of it (see put_opt in _native.c)."""
+        if a.kind is TRIPLE:
+            axes = [x[f"args.{key}_{axis}"] for axis in "xyz"]
+            if not len(axes[0]):
+                return None
+            return np.where(keep[:, None], np.stack(axes, axis=1), 0).astype(np.int32)
+        raw = x[f"args.{key}"]
+        if not len(raw):
+            return None
+        if a.kind is TEXT or a.kind is JSON:
+            idx = np.where(keep, raw, -1).astype(np.int32)
+            return self.codes(self.b.interners[str(a.column)], idx, self.raw if a.kind is JSON else self.string)
+        if a.kind is FLOAT:
+            return np.where(keep, raw, np.nan)
+        return np.where(keep, raw, a.missing).astype(np.int32 if a.kind is INT32 else np.int64)
+
+    def memory(self) -> None:
+        m = self.group("memory", {"ts": np.float64, "pid_label": np.int32, "tid_label": np.int32})
+        if not len(m["idx"]):
+            return
+        self.b.mem.append(
+            {
+                "ts": self.ns(m["ts"]),
+                "pid": self.labels(m["pid"], m["pid_label"]),
+                "tid": self.labels(m["tid"], m["tid_label"]),
+                **{a.column: m[f"args.{a.keys[0]}"] for a in event_args.ARGS if a.table == "memory"},
+                "idx": m["idx"],
+            }
+        )
+
+    def flows(self) -> None:
+        f = self.group("flows", _FLOW_TYPES)
+        if not len(f["idx"]):
+            return
+        b = self.b
+        b.flows.append(
+            {
+                "cat": self.codes(b.flow_cat, f["cat"], self.string),
+                "name": self.codes(b.flow_name, f["name"], self.string),
+                "id": f["id"],
+                "ph": self.codes(b.flow_ph, f["ph"], self.string),
+                "pid": self.labels(f["pid"], f["pid_label"]),
+                "tid": self.labels(f["tid"], f["tid_label"]),
+                "ts": self.ns(f["ts"]),
+                "bp": self.codes(b.flow_bp, f["bp"], self.string),
+                "idx": f["idx"],
+            }
+        )
+
+    def metadata(self) -> None:
+        md = self.group("metadata", _MD_TYPES)
+        if not len(md["pid"]):
+            return
+        labels = self.b.labels
+        value_keys = [f"args.{a.keys[0]}" for a in event_args.ARGS if a.table == "names"]
+        pid, tid = md["pid"].tolist(), md["tid"].tolist()
+        pid_label, tid_label = md["pid_label"].tolist(), md["tid_label"].tolist()
+        for i, name in enumerate(md["name"].tolist()):
+            value = None
+            for key in value_keys:
+                value = self.value(int(md[key][i]))
+                if value is not None:
+                    break
+            p = pid[i] if pid_label[i] < 0 else labels.code(self.string(pid_label[i]))
+            t = tid[i] if tid_label[i] < 0 else labels.code(self.string(tid_label[i]))
+            self.b.names.append((p, t, _to_text(self.string(name)), value))
+
+
+def _missing_rows(a: Arg, col: np.ndarray) -> np.ndarray:
+    """Which rows of an arg's converted column hold its missing value."""
+    if a.kind is TEXT or a.kind is JSON:
+        return np.asarray(col == 0)  # code 0 is ""
+    if a.kind is FLOAT:
+        return np.asarray(np.isnan(col))
+    if a.kind is TRIPLE:
+        return np.asarray(~col.any(axis=1))
+    return np.asarray(col == a.missing)
+
+
+_I32 = np.int32
+_SCAN_DTYPE = {"int64": np.int64, "int32": _I32, "float": np.float64, "text": _I32, "raw": _I32, "triple": _I32}
+#: the complete events' scanned columns and their dtypes (an arg's by the kind the scan keeps it as)
+_X_TYPES: dict[str, Any] = {"ts": np.float64, "dur": np.float64, "cat": _I32, "name": _I32, "pid_label": _I32}
+_X_TYPES["tid_label"] = _I32
+if _native is not None:
+    for _key, _how, _table in _native.KEYS:
+        if _table == "events":
+            for _c in (f"args.{_key}_{axis}" for axis in "xyz") if _how == "triple" else (f"args.{_key}",):
+                _X_TYPES[_c] = _SCAN_DTYPE[_how]
+_FLOW_TYPES = {
+    "ts": np.float64,
+    "cat": _I32,
+    "name": _I32,
+    "ph": _I32,
+    "bp": _I32,
+    "pid_label": _I32,
+    "tid_label": _I32,
+}
+_MD_TYPES: dict[str, Any] = {"pid_label": _I32, "tid_label": _I32, "name": _I32}
+if _native is not None:
+    _MD_TYPES.update((f"args.{k}", _I32) for k, _, table in _native.KEYS if table == "names")
