@@ -159,7 +159,7 @@ SETTINGS: dict[str, Setting] = {
             dev=True,
         ),
         _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/", dev=True),
-        _s("SHOTS_DIR", "text", None, "a folder the merged-timeline browser test copies its screenshots into", dev=True),
+        _s("SHOTS_DIR", "text", None, "folder the merged-timeline browser test copies its screenshots to", dev=True),
         _s(
             "DEV_BACKEND",
             "flag",
