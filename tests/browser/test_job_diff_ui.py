@@ -69,6 +69,13 @@ def test_job_diff_tab_names_the_planted_rank_kernel_and_ms(browser, tb):
         )
         assert [r[0] for r in ranks] == [f"rank {i}" for i in range(8)]
         assert float(ranks[3][3].removeprefix("+").removesuffix(" ms")) == pytest.approx(KERNEL_MS, rel=0.1)
+        # the compute column (shown: it changed on some rank) has rank 3's +4 ms, and no change on the others
+        heads = page.evaluate(
+            "() => [...document.querySelectorAll('#jobdiff-ranks thead th')].map(th => th.textContent)"
+        )
+        ci = heads.index("Δ Compute (kernels)")
+        assert float(ranks[3][ci].removeprefix("+").removesuffix(" ms")) == pytest.approx(KERNEL_MS, rel=0.1)
+        assert all(r[ci] == "0.00 ms" for i, r in enumerate(ranks) if i != 3), ranks
         href = page.get_attribute("#jobdiff-csv", "href")
         q = parse_qs(urlsplit(href).query)
         assert q["format"] == ["csv"] and q["run"] == ["jd_a"] and q["exp_run"] == ["jd_b"], href

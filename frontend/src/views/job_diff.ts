@@ -8,8 +8,12 @@ import { dataTable, Column } from "../table";
 export interface JobPair { run: string; span: string; exp_run: string; exp_span: string }
 
 const ms = (v: any) => (typeof v === "number" ? `${fmtNum(Math.round(v * 100) / 100)} ms` : "–");
-const sms = (v: any) => (typeof v === "number" ? `${v > 0 ? "+" : ""}${v.toFixed(2)} ms` : "–");
-const deltaClass = (v: any) => (typeof v === "number" && v > 0 ? "pos" : typeof v === "number" && v < 0 ? "neg" : "");
+const sms = (v: any) => {
+  if (typeof v !== "number") return "–";
+  const t = Math.abs(v) < 0.005 ? "0.00" : v.toFixed(2);
+  return `${v > 0 && t !== "0.00" ? "+" : ""}${t} ms`;
+};
+const deltaClass = (v: any) => (typeof v === "number" && v >= 0.005 ? "pos" : typeof v === "number" && v <= -0.005 ? "neg" : "");
 
 /** The CSV file of the job diff (the ranked lines, then the job's buckets, groups and kernels). */
 export function jobDiffCsvHref(p: JobPair): string {
@@ -25,14 +29,16 @@ export function renderJobDiff(d: any, p: JobPair): HTMLElement {
   const label: Record<string, string> = Object.fromEntries(buckets.map((x) => [String(x.bucket), String(x.label ?? x.bucket)]));
   const perRank: any[] = Array.isArray(d?.per_rank) ? d.per_rank : [];
   const bucketKeys = buckets.map((x) => String(x.bucket));
-  const rankRows = perRank.map((r) => ({
+  const rankRows: Record<string, any>[] = perRank.map((r) => ({
     name: `rank ${r.rank}`, rank: r.rank, worker_a: r.worker_a ?? "(A's mean rank)", worker_b: String(r.worker_b ?? ""),
     step_delta_ms: r.step_delta_ms, ...Object.fromEntries(bucketKeys.map((k) => [`b_${k}`, r.buckets?.[k] ?? null])),
   }));
   const rankCols: Column[] = [
     { key: "name", label: "Rank" }, { key: "worker_a", label: "Worker A" }, { key: "worker_b", label: "Worker B" },
     { key: "step_delta_ms", label: "Δ step", numeric: true, fmt: sms },
-    ...bucketKeys.map((k) => ({ key: `b_${k}`, label: `Δ ${label[k]}`, numeric: true, fmt: sms, optional: true })),
+    // the buckets that changed on some rank are shown, the others behind the Columns menu
+    ...bucketKeys.map((k) => ({ key: `b_${k}`, label: `Δ ${label[k]}`, numeric: true, fmt: sms,
+      optional: !rankRows.some((r) => Math.abs(Number(r[`b_${k}`]) || 0) >= 0.005) })),
   ];
   const groups: any[] = Array.isArray(d?.groups) ? d.groups : [];
   const groupRows = groups.map((g) => ({ ...g, name: String(g.name ?? ""), group: String(g.group ?? ""), ranks: g.ranks ?? "" }));
