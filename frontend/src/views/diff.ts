@@ -6,6 +6,7 @@ import { groupedBars } from "../charts";
 import { treeTable, findRoots, numericKeys, TreeNode } from "./tree";
 import { shareLink } from "../tburl";
 import type { Ctx } from "../ctx";
+import { renderJobDiff, JobPair } from "./job_diff";
 
 export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
   const runSel = h("select", { id: "diff-run", "aria-label": "compare with run" }, ctx.runs.map((r) => h("option", { value: r }, r))) as HTMLSelectElement;
@@ -160,29 +161,42 @@ function renderDiff(d: any, step?: string): HTMLElement {
   return h("div", null, parts);
 }
 
-/** The diff's two tabs: steps/phases/operators (the answer of /diff) and kernels (/diff/kernels, fetched when first shown). */
+/** The diff's tabs: steps/phases/operators (the answer of /diff), kernels (/diff/kernels) and the whole job's ranks
+ * (/jobdiff of the two runs), each fetched when first shown; the tab is kept in the URL as `diff_tab`. */
 function diffTabs(ctx: Ctx, ops: HTMLElement, q: Record<string, string>, exp: { run: string; worker: string; span: string }): HTMLElement {
   const kbox = h("div", { id: "diff-kernels" });
-  let loaded = false;
+  const jbox = h("div", { id: "diff-jobs" });
+  const loaded = new Set<string>();
   const tabOps = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-ops" }, "Steps and operators");
   const tabK = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-kernels" }, "Kernels");
+  const tabJ = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-jobs", title: "every rank of the two runs, from their summaries" }, "Jobs (all ranks)");
+  const load = (box: HTMLElement, what: string, fetch: () => Promise<HTMLElement>) => {
+    mount(box, h("p", { class: "muted" }, what));
+    fetch().then((el) => { if (ctx.alive()) mount(box, el); })
+      .catch((e: Error) => { if (ctx.alive()) mount(box, h("div", { class: "banner" }, e.message)); });
+  };
   const show = (which: string) => {
-    ctx.set("diff_tab", which === "kernels" ? "kernels" : undefined);
-    tabOps.setAttribute("aria-selected", String(which !== "kernels"));
+    ctx.set("diff_tab", which === "ops" ? undefined : which);
+    tabOps.setAttribute("aria-selected", String(which === "ops"));
     tabK.setAttribute("aria-selected", String(which === "kernels"));
-    ops.hidden = which === "kernels";
+    tabJ.setAttribute("aria-selected", String(which === "jobs"));
+    ops.hidden = which !== "ops";
     kbox.hidden = which !== "kernels";
-    if (which === "kernels" && !loaded) {
-      loaded = true;
-      mount(kbox, h("p", { class: "muted" }, "comparing kernels…"));
-      getJSON<any>("diff/kernels", q, { cache: true }).then((d) => { if (ctx.alive()) mount(kbox, renderKernelDiff(ctx, d, exp)); })
-        .catch((e: Error) => { if (ctx.alive()) mount(kbox, h("div", { class: "banner" }, e.message)); });
+    jbox.hidden = which !== "jobs";
+    if (loaded.has(which)) return;
+    loaded.add(which);
+    if (which === "kernels") load(kbox, "comparing kernels…", async () => renderKernelDiff(ctx, await getJSON<any>("diff/kernels", q, { cache: true }), exp));
+    if (which === "jobs") {
+      const pair: JobPair = { run: ctx.run, span: ctx.span, exp_run: exp.run, exp_span: exp.span };
+      load(jbox, "comparing every rank of the two runs…", async () => renderJobDiff(await getJSON<any>("jobdiff", { ...pair }, { cache: true }), pair));
     }
   };
   tabOps.addEventListener("click", () => show("ops"));
   tabK.addEventListener("click", () => show("kernels"));
-  show(ctx.get("diff_tab") === "kernels" ? "kernels" : "ops");
-  return h("div", null, h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK), ops, kbox);
+  tabJ.addEventListener("click", () => show("jobs"));
+  const want = ctx.get("diff_tab");
+  show(want === "kernels" || want === "jobs" ? want : "ops");
+  return h("div", null, h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK, tabJ), ops, kbox, jbox);
 }
 
 const ALIGN_TITLE: Record<string, string> = {

@@ -1,0 +1,86 @@
+"""Issue 24 item 1 in headless Chromium against a real TensorBoard: the Diff view's "Jobs (all ranks)" tab shows
+/jobdiff of two generated 8-rank jobs, B being A with rank 3's slow kernel planted 4 ms longer per step
+(benchmarks/gen_distributed.py, as in tests/test_job_diff.py): the first ranked line names rank 3, compute and that
+kernel with about +4 ms, and the CSV link asks for format=csv."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from .conftest import ROOT, TensorBoard, browser_available
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gen_distributed import SLOW_KERNEL, Plant, generate  # noqa: E402
+
+KERNEL_MS = 4.0
+OLD = time.time() - 3600  # files untouched for an hour: complete, not still being written
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory):
+    if browser_available():
+        pytest.skip(browser_available())
+    d = tmp_path_factory.mktemp("job_diff_ui")
+    for run, plants in (("jd_a", ()), ("jd_b", (Plant(3, "kernel", KERNEL_MS),))):
+        for p in generate(str(d / run), 8, events=2000, steps=3, plants=plants, layout=True):
+            os.utime(p, (OLD, OLD))
+    server = TensorBoard(Path(d))
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_job_diff_tab_names_the_planted_rank_kernel_and_ms(browser, tb):
+    context = browser.new_context(viewport={"width": 1600, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(f"{tb.url}/data/plugin_entry.html?name=gpuscope#run=jd_a&view=diff&exp_run=jd_b")
+        page.wait_for_selector("#view-diff[data-ready='1']", timeout=120000)
+        page.wait_for_selector("#diff-tab-jobs", timeout=120000)
+        page.click("#diff-tab-jobs")
+        page.wait_for_selector("#jobdiff-lines li", timeout=120000)
+        assert "diff_tab=jobs" in page.evaluate("location.hash")
+        header = page.text_content("#jobdiff-header")
+        assert "(8 ranks" in header and header.count("8 ranks") == 2, header
+        first = page.text_content("#jobdiff-lines li >> nth=0")
+        assert first.startswith("Compute (kernels) +"), first
+        assert "on rank 3:" in first and f"kernel {SLOW_KERNEL}" in first, first
+        got_ms = float(re.match(r"Compute \(kernels\) \+([0-9.]+) ms per step", first).group(1))
+        assert got_ms == pytest.approx(KERNEL_MS, rel=0.1)
+        # the drill-down: the kernel table's first row is the planted kernel, 4 ms / 8 ranks longer on the mean rank
+        k0 = page.evaluate(
+            "() => [...document.querySelectorAll('#jobdiff-kernels tbody tr:first-child td')].map(td => td.textContent)"
+        )
+        assert k0[0] == SLOW_KERNEL and k0[3].startswith("+0.5"), k0
+        # per rank: 8 rows, rank 3's step +4 ms
+        ranks = page.evaluate(
+            "() => [...document.querySelectorAll('#jobdiff-ranks tbody tr')].map(r => [...r.querySelectorAll('td')]"
+            ".map(td => td.textContent))"
+        )
+        assert [r[0] for r in ranks] == [f"rank {i}" for i in range(8)]
+        assert float(ranks[3][3].removeprefix("+").removesuffix(" ms")) == pytest.approx(KERNEL_MS, rel=0.1)
+        # the compute column (shown: it changed on some rank) has rank 3's +4 ms, and no change on the others
+        heads = page.evaluate(
+            "() => [...document.querySelectorAll('#jobdiff-ranks thead th')].map(th => th.textContent)"
+        )
+        ci = heads.index("Δ Compute (kernels)")
+        assert float(ranks[3][ci].removeprefix("+").removesuffix(" ms")) == pytest.approx(KERNEL_MS, rel=0.1)
+        assert all(r[ci] == "0.00 ms" for i, r in enumerate(ranks) if i != 3), ranks
+        href = page.get_attribute("#jobdiff-csv", "href")
+        q = parse_qs(urlsplit(href).query)
+        assert q["format"] == ["csv"] and q["run"] == ["jd_a"] and q["exp_run"] == ["jd_b"], href
+        # the link answers a CSV file whose first ranked row is the same line
+        csv = page.evaluate("h => fetch(h).then(r => r.text())", href)
+        assert csv.splitlines()[1].startswith("1,kernel,"), csv[:300]
+    finally:
+        context.close()
