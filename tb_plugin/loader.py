@@ -161,11 +161,18 @@ class Loader:
         f = entry.file
         self._running += 1
         entry.started = time.monotonic()
-        if self.processes:
-            with child_env.safe_path():  # the pool starts its processes here, on demand
-                fut = self._pool.submit(_prepare_in_process, f.path)
-        else:
-            fut = self._pool.submit(self._load_here, f)
+        try:
+            if self.processes:
+                with child_env.safe_path():  # the pool starts its processes here, on demand
+                    fut = self._pool.submit(_prepare_in_process, f.path)
+            else:
+                fut = self._pool.submit(self._load_here, f)
+        except RuntimeError:  # the interpreter is exiting: its pools take no more work
+            self._running -= 1
+            entry.started = None
+            self._queue.appendleft(entry)
+            self._closed = True
+            return
         entry.future = fut
         fut.add_done_callback(lambda fu, e=entry: self._finished(e, fu))
 
@@ -186,7 +193,10 @@ class Loader:
         with self._lock:
             if self._storer is None:
                 self._storer = ThreadPoolExecutor(1, thread_name_prefix="gpuscope-cache")
-            self._stores.append(self._storer.submit(cache.store, path, t))
+            try:
+                self._stores.append(self._storer.submit(cache.store, path, t))
+            except RuntimeError:  # the interpreter is exiting: write it here, as read_trace would
+                cache.store(path, t)
             self._stores = [s for s in self._stores if not s.done()]
 
     def flush(self, timeout: float | None = None) -> None:

@@ -166,3 +166,37 @@ def test_trace_is_served_while_its_cache_entry_is_written(tmp_path, monkeypatch)
     finally:
         release.set()
         loader.close()
+
+
+_EXIT_WHILE_LOADING = """
+import argparse, sys
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+from tb_plugin import plugin
+flags = argparse.Namespace(gpuscope_dask_scheduler=None)
+p = plugin.GpuscopePlugin(base_plugin.TBContext(logdir=sys.argv[1], flags=flags))
+r = Client(application.TensorBoardWSGI([p])).get("/data/plugin/gpuscope/runs")
+print("runs", r.status_code)
+"""
+
+
+def test_exit_while_files_load_prints_no_traceback(tmp_path):
+    """A script that starts the plugin and exits while the loader still reads and queues files: the
+    pools refuse new work at interpreter exit, and that must end quietly, not in tracebacks."""
+    import subprocess
+    import sys
+
+    for i in range(6):
+        _trace(tmp_path / "logs" / f"run{i}" / "w.1.pt.trace.json", 4000)
+    env = {**os.environ, "GPUSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(3):
+        out = subprocess.run(
+            [sys.executable, "-c", _EXIT_WHILE_LOADING, str(tmp_path / "logs")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert out.returncode == 0 and "runs 200" in out.stdout, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr, out.stderr[-3000:]
