@@ -34,7 +34,9 @@ next collective by MS, so every other rank waits for it there, as under NCCL:
 With `--pipeline STAGES:MICROBATCHES`, a pipeline-parallel job instead (gen_pipeline.py).
 
 Version A of a planted job, for the job diff (version B: the same flags plus `--plant`): `--plant-layout` writes
-the planted layout with no cause, `--two-d` adds the node and rail groups of a `link` plant.
+the planted layout with no cause, `--two-d` adds the node and rail groups of a `link` plant. `--rename-kernel
+OLD:NEW` names every OLD kernel NEW in version B, as a library or hardware upgrade does (sm80_* -> sm90_*): the
+same kernel in the same place under its op, which the job diff aligns by structure.
 """
 
 from __future__ import annotations
@@ -279,8 +281,11 @@ def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dic
     }
 
 
-def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> dict:
-    """The Kineto trace of one rank from the simulation."""
+def rank_trace(
+    rank: int, ranks: int, steps_sim: list[list[dict]], p: dict, rename: Mapping[str, str] | None = None
+) -> dict:
+    """The Kineto trace of one rank from the simulation; `rename` (old kernel name -> new) renames kernels."""
+    renamed = dict(rename or {})
     planted = "dl" in steps_sim[0][rank]
     link = any(k[0] == "c" for k in steps_sim[0][rank]["ks"])
     ev: list[dict] = [
@@ -304,6 +309,7 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
         kernel_args: dict | None = None,
     ) -> None:
         nonlocal corr, ext
+        kname = renamed.get(kname, kname)
         cpu_ts = gpu_ts - 30.0
         a = {"External id": ext, "Record function id": 0, "Ev Idx": len(ev)}
         if op_args:
@@ -505,7 +511,8 @@ def rank_trace(rank: int, ranks: int, steps_sim: list[list[dict]], p: dict) -> d
             }
         )
     ev.sort(key=lambda e: e.get("ts", -1))
-    pgs = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": ranks, "ranks": "all"}]
+    world = list(range(ranks))  # torch's _get_pg_config: get_process_group_ranks(pg), the world group's too
+    pgs = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": ranks, "ranks": world}]
     if link:
         pgs += [
             {"pg_name": pg, "pg_desc": desc, "backend_config": "cuda:nccl", "pg_size": len(members), "ranks": members}
@@ -564,6 +571,7 @@ def generate(
     clock_skew: Mapping[int, float] | None = None,
     layout: bool = False,
     two_d: bool = False,
+    rename: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Writes one trace per rank under `out` (a run folder); returns the paths. The slow rank is `straggler`
     (negative: none; default ranks // 3, none when `plants` are given, so that the plants are the only cause).
@@ -571,7 +579,8 @@ def generate(
     CUDA-graph job instead (no plants there). `clock_skew` (rank -> µs) adds a known error to a rank's clock:
     every timestamp of its trace moves by it, as when its host clock is off.
     `layout` (and `two_d`, the 2D node and rail groups of a `link` plant) write a planted job's layout with no
-    cause: version A of a job whose version B has the plants."""
+    cause: version A of a job whose version B has the plants. `rename` (old kernel name -> new) renames kernels
+    (a library or hardware change: the same kernels under other names) in the data-parallel job."""
     check_plants(plants, ranks, steps)
     if two_d and (ranks < 4 or ranks % _node_size(ranks)):
         raise ValueError(f"the 2D layout needs an even number of ranks, at least 4 (got {ranks})")
@@ -589,7 +598,7 @@ def generate(
         name = f"node{r // 8}_rank{r:05d}.{1790900000000 + r}.pt.trace.json" + (".gz" if gz else "")
         path = os.path.join(out, name)
         doc = (
-            rank_trace(r, ranks, sim, p)
+            rank_trace(r, ranks, sim, p, rename)
             if cuda_graph is None
             else graph_trace(r, ranks, replays=max(1, steps - 1), **cuda_graph)
         )
@@ -605,6 +614,14 @@ def generate(
         os.replace(tmp, path)
         paths.append(path)
     return paths
+
+
+def parse_rename(text: str) -> tuple[str, str]:
+    """`OLD:NEW` -> (OLD, NEW): kernel names, split at the first ':' followed by no ':' (C++ names hold '::')."""
+    for i, ch in enumerate(text):
+        if ch == ":" and text[i + 1 : i + 2] != ":" and text[i - 1 : i] != ":" and 0 < i < len(text) - 1:
+            return text[:i], text[i + 1 :]
+    raise ValueError(f"--rename-kernel {text!r}: expected OLD:NEW")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -639,6 +656,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument(
         "--two-d", action="store_true", help="the node and rail groups of a link plant, with or without one"
+    )
+    ap.add_argument(
+        "--rename-kernel",
+        action="append",
+        default=[],
+        metavar="OLD:NEW",
+        help="name every OLD kernel NEW (a library or hardware change; version B of a job diff); repeatable",
     )
     ap.add_argument("--plain", action="store_true", help="write .json instead of .json.gz")
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
@@ -686,6 +710,7 @@ def main(argv: list[str] | None = None) -> None:
                 "--plant applies to the data-parallel job, not to --cuda-graph (so do --plant-layout, --two-d)"
             )
         skew = {int(r): float(us) for r, us in (t.split(":") for t in a.clock_skew)}
+        rename = dict(parse_rename(t) for t in a.rename_kernel)
     except ValueError as exc:
         ap.error(str(exc))
     paths = generate(
@@ -700,6 +725,7 @@ def main(argv: list[str] | None = None) -> None:
         clock_skew=skew,
         layout=a.plant_layout,
         two_d=a.two_d,
+        rename=rename,
     )
     print(f"wrote {len(paths)} rank traces to {a.out}")
 

@@ -101,7 +101,7 @@ def test_link_plant_slows_the_groups_of_the_rank(tmp_path):
     calls: dict[str, list[dict]] = {}  # pg name -> the subgroup kernel of step STEP on each member
     for r, t in enumerate(traces):
         pgs = {c["pg_name"]: c["ranks"] for c in t["distributedInfo"]["pg_config"]}
-        assert pgs["0"] == "all" and len(pgs) == 3 and all(r in v for k, v in pgs.items() if k != "0")
+        assert pgs["0"] == list(range(RANKS)) and len(pgs) == 3 and all(r in v for k, v in pgs.items() if k != "0")
         comms = sorted(_x(t, "record_param_comms"), key=lambda e: e["ts"])
         sub = [e for e in _in_step(t, comms, STEP) if e["args"]["Process Group Name"] != "0"]
         assert [e["args"]["Process Group Ranks"] for e in sub] == [

@@ -129,7 +129,7 @@ def test_pg_ranks_from_distributed_info():
             {"pg_name": "w", "ranks": "all"},
         ]
     }
-    # "all" (benchmarks/gen_distributed.py's world group) names no ranks: such a group is matched by its size
+    # "all" names no ranks (torch writes a list): such a group is matched by its size
     assert group_waits.pg_ranks_of(info) == {"0": (0, 1), "3": (2, 5)}
     assert group_waits.pg_ranks_of(None) == {}
 

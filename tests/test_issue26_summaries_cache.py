@@ -99,6 +99,10 @@ def _variants(s: dict) -> dict:
     v("ledger ns a float", lambda c: c["ledger"]["buckets"]["compute"]["ns"].__setitem__(0, 1.5))
     v("step start beyond int64", lambda c: c["distributed"]["steps"]["start"].__setitem__(0, -(1 << 64)))
     v("idle launches a bool", lambda c: next(iter(c["gpu_idle"]["launches"].values())).__setitem__(0, True))
+    v("kernel path out of range", lambda c: c["kernel_table"]["path"].__setitem__(0, 10**6))
+    v("kernel total a float", lambda c: c["kernel_table"]["total"].__setitem__(0, 1.5))
+    v("kernel names short", lambda c: c["kernel_table"]["name"].pop())
+    v("kernel table null", lambda c: c.update(kernel_table=None))
     return out
 
 

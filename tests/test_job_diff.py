@@ -77,10 +77,18 @@ def test_planted_kernel_comes_first_with_its_rank_kernel_and_ms(jobs):
     for x in r["per_rank"]:
         assert sum(x["buckets"][b] for b in BUCKETS) == pytest.approx(x["step_delta_ms"], abs=1e-3)
     # kernel drill-down: on the mean rank the slow kernel is 4 ms / 8 ranks longer per step, the others unchanged
-    assert r["kernels"][0]["name"] == SLOW_KERNEL
+    # (rows are per op path and name: the generator's CPU ops may nest a backward op under another call in one job
+    # and not in the other, which moves a few µs between two rows of one name; a name's rows add up)
+    assert r["kernels"][0]["name"] == SLOW_KERNEL and r["kernels"][0]["align"] == "name"
     assert r["kernels"][0]["delta_ms"] == pytest.approx(KERNEL_MS / 8, rel=0.1)
-    assert all(abs(k["delta_ms"]) < 1e-3 for k in r["kernels"][1:])
+    by_name: dict[str, float] = {}
+    for k in r["kernels"][1:]:
+        by_name[k["name"]] = by_name.get(k["name"], 0.0) + k["delta_ms"]
+    assert len(by_name) >= 4 and all(abs(d) < 1e-3 for d in by_name.values())
     assert len(r["steps"]) == 3 and all(x["delta_ms"] == pytest.approx(KERNEL_MS, rel=0.1) for x in r["steps"])
+    # the world group's members, from each trace's distributedInfo.pg_config (a list of ranks, as torch writes it)
+    world = [g for g in r["groups"] if g["group"] == "0"]
+    assert world and all(g["ranks"] == "0-7" for g in world)
 
 
 def test_different_rank_counts(jobs):

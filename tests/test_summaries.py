@@ -19,7 +19,7 @@ from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.diagnosis import worker_facts
+from tb_plugin.diagnosis import kernel_table, worker_facts
 from tb_plugin.diagnosis.buckets import BUCKETS
 from tb_plugin.runs import Scanner
 from tb_plugin.summaries import cli, store
@@ -136,6 +136,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
         },
         **worker_facts.empty_facts(),
         "pipeline": {"version": 1, "rank": None, "base_ns": 0, "steps": [], "steps_dropped": 0, "reason": "none"},
+        "kernel_table": kernel_table.empty(),
     }
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)

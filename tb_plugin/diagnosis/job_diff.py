@@ -7,7 +7,7 @@
    "lines": [{"kind", "bucket", "name", "group", "ranks", "ranks_text", "delta_ms", "text"}...],   # ranked
    "per_rank": [{"rank", "worker_a", "worker_b", "step_delta_ms", "buckets": {bucket: delta_ms}}...],
    "groups": [{"group", "name", "ranks", "a_ms", "b_ms", "delta_ms", "max_rank", "max_delta_ms"}...],
-   "kernels": [{"name", "a_ms", "b_ms", "delta_ms"}...],
+   "kernels": [{"name", "align", "a_name", "b_name", "a_path", "b_path", "a_ms", "b_ms", "delta_ms"}...],
    "steps": [{"step", "a_ms", "b_ms", "delta_ms"}...],                 # aligned by position
    "only_a": [rank...], "notes": [text...]}
 `to_csv(result) -> str`: the ranked lines, then the buckets, groups and kernels, one row each.
@@ -27,8 +27,12 @@ How the numbers relate (nothing counts twice):
 * `groups` and `kernels` are drill-down tables, not further parts of the step delta: a group's exposed
   collective time per step (duration less the compute under it: transfer and waiting) averaged over the ranks
   that call it on each side, with the rank whose time changed most; a kernel's time per step averaged over all
-  ranks, from each step's top kernels in the summary (a kernel outside a step's top `worker_facts.TOP_N` counts
-  0 there).
+  ranks, from each worker's kernel table (`kernel_table`: kernels per op path and name; a group outside a
+  worker's largest `kernel_table.MAX_GROUPS` counts 0 there).
+* Kernels align as in the Diff view's kernel diff (`kernel_diff.align_groups` over each job's groups): by op path
+  and name, else by their place under the same op path ("structure": a kernel renamed between library or
+  hardware versions is one row, `name` "A -> B"), else by name under another path; the rest are unmatched
+  (`align`). A compute line names the row whose time changed most, with that `name`.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from . import kernel_table
 from .buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
 from .run_ledger import worker_ledgers
 
@@ -86,25 +91,36 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
             while len(step_walls) <= i:
                 step_walls.append([])
             step_walls[i].append(float(x))
-        kern: dict[str, float] = {}
-        ph = summaries[w].get("phases") or {}
-        names = ph.get("names") or []
-        tops = (ph.get("top_kernels") or [])[:n]
-        for top in tops:
-            for i, ns in top:
-                kern[names[i]] = kern.get(names[i], 0.0) + float(ns) / len(tops)
+        table = summaries[w].get("kernel_table") or kernel_table.empty()
         cc = summaries[w].get("collective_calls") or {}
         coll = _exposed_by_collective(cc, n, group_ranks) if cc.get("group") else {}
         per[rank_of[w]] = {
             "worker": w,
             "wall": float(np.mean(led["wall_ns"])),
             "buckets": b,
-            "kernels": kern,
+            "kernels": kernel_table.per_step(table),
+            "table": table,
             "coll": coll,
         }
     if not per:
         raise JobDiffError("no worker recorded a step")
     return {"workers": len(workers), "per": per, "step_walls": step_walls, "group_ranks": group_ranks}
+
+
+def _align_kernels(A: dict, B: dict) -> list[dict]:
+    """The two jobs' kernel groups aligned (`kernel_table.align`), one row each: its `label` ("A -> B" when the
+    names differ); each rank's `kernels` rekeyed from (path, name) to the row's index."""
+    rows = kernel_table.align(
+        [A["per"][r]["table"] for r in sorted(A["per"])], [B["per"][r]["table"] for r in sorted(B["per"])]
+    )
+    for side, which in ((A, "a"), (B, "b")):
+        index = {row[which]: i for i, row in enumerate(rows) if row[which] is not None}
+        for v in side["per"].values():
+            v["kernels"] = {index[k]: ns for k, ns in v["kernels"].items()}
+    for row in rows:
+        na, nb = (row["a"] or row["b"])[1], (row["b"] or row["a"])[1]
+        row["label"] = na if na == nb else f"{na} -> {nb}"
+    return rows
 
 
 def _exposed_by_collective(cc: Mapping[str, Any], n: int, group_ranks: dict) -> dict[tuple[str, str], float]:
@@ -198,6 +214,7 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
     except JobDiffError as e:
         raise JobDiffError(f"run B: {e}") from None
     pa, pb = A["per"], B["per"]
+    krows = _align_kernels(A, B)
     mean_a = {part: _mean(pa, part) for part in ("buckets", "kernels", "coll")}
     mean_b = {part: _mean(pb, part) for part in ("buckets", "kernels", "coll")}
     wall_a = float(np.mean([v["wall"] for v in pa.values()]))
@@ -241,8 +258,8 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
             if k == COMPUTE:
                 key, kd = _top_key(rs, pa, pb, mean_a["kernels"], "kernels", float(np.sign(d)))
                 if key is not None and abs(kd) >= MIN_MS * 1e6:
-                    name, kind = key, "kernel"
-                    detail = f": kernel {key} {kd / 1e6:+.2f} ms"
+                    name, kind = krows[key]["label"], "kernel"
+                    detail = f": kernel {name} {kd / 1e6:+.2f} ms"
             elif k in (EXPOSED_COMM, SYNC_SKEW):
                 key, kd = _top_key(rs, pa, pb, mean_a["coll"], "coll", float(np.sign(d)))
                 if key is not None and abs(kd) >= MIN_MS * 1e6:
@@ -304,14 +321,19 @@ def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mappi
     groups.sort(key=lambda x: (-abs(x["max_delta_ms"]), x["group"], x["name"]))
     kernels = [
         {
-            "name": n,
-            "a_ms": _ms(mean_a["kernels"].get(n, 0.0)),
-            "b_ms": _ms(mean_b["kernels"].get(n, 0.0)),
-            "delta_ms": _ms(mean_b["kernels"].get(n, 0.0) - mean_a["kernels"].get(n, 0.0)),
+            "name": row["label"],
+            "align": row["align"],
+            "a_name": row["a"][1] if row["a"] else None,
+            "b_name": row["b"][1] if row["b"] else None,
+            "a_path": row["a"][0] if row["a"] else None,
+            "b_path": row["b"][0] if row["b"] else None,
+            "a_ms": _ms(mean_a["kernels"].get(i, 0.0)),
+            "b_ms": _ms(mean_b["kernels"].get(i, 0.0)),
+            "delta_ms": _ms(mean_b["kernels"].get(i, 0.0) - mean_a["kernels"].get(i, 0.0)),
         }
-        for n in sorted(set(mean_a["kernels"]) | set(mean_b["kernels"]))
+        for i, row in enumerate(krows)
     ]
-    kernels.sort(key=lambda x: (-abs(x["delta_ms"]), x["name"]))
+    kernels.sort(key=lambda x: (-abs(x["delta_ms"]), x["name"], x["a_path"] or x["b_path"] or ""))
     steps = [
         {
             "step": i,
@@ -377,5 +399,5 @@ def to_csv(result: Mapping[str, Any]) -> str:
              f"largest on rank {row['max_rank']}: {row['max_delta_ms']:+.2f} ms"]
         )  # fmt: skip
     for row in result["kernels"]:
-        wr.writerow(["", "job_kernel", COMPUTE, row["name"], "", "all", "", row["delta_ms"], ""])
+        wr.writerow(["", "job_kernel", COMPUTE, row["name"], "", "all", "", row["delta_ms"], row["align"]])
     return buf.getvalue()

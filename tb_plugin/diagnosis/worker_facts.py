@@ -75,7 +75,7 @@ def _origin(t: Any) -> int:
     return int(trace_origin_ns(t))
 
 
-def _step_of(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
+def step_of(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The step whose [start, end] holds each time (the later one on a shared edge), else -1."""
     out = np.full(len(x), -1, np.int64)
     if len(starts) and len(x):
@@ -114,7 +114,7 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
     ni = {n: i for i, n in enumerate(names)}
     start = calls["start"].to_numpy(np.int64)
     end = start + calls["dur"].to_numpy(np.int64)
-    step = _step_of(steps["start"].to_numpy(np.int64), steps["end"].to_numpy(np.int64), start)
+    step = step_of(steps["start"].to_numpy(np.int64), steps["end"].to_numpy(np.int64), start)
     n = min(len(calls), MAX_CALLS)
     nbytes = _bytes_of(t, len(calls))
     if compute is None:
@@ -214,7 +214,7 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
                 out[k].append(intervals.union_in(prepared[k], a, b))
     table: dict[str, int] = {}
     k_rows = np.flatnonzero(kernel & ~comm)
-    k_step = _step_of(starts, ends, ts[k_rows])
+    k_step = step_of(starts, ends, ts[k_rows])
     ns = node_stats(t) if cpu.any() else None
     if ns is not None and len(ns):
         op_node = np.flatnonzero(ns["is_op"].to_numpy(bool))
@@ -222,7 +222,7 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
         keep = ~is_step[op_rows] & ~comm[op_rows]
         op_node, op_rows = op_node[keep], op_rows[keep]
         op_self = ns["host_self"].to_numpy(np.float64)[op_node]
-        op_step = _step_of(starts, ends, ts[op_rows])
+        op_step = step_of(starts, ends, ts[op_rows])
     else:
         op_rows, op_self, op_step = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
     top_k, top_o = [], []

@@ -13,7 +13,8 @@ A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the t
    "ledger": {...},                              # diagnosis.ledger.worker_ledger: per-step buckets (ns)
    "gpu_idle": {...},                            # views.gpu_idle_summary: idle by cause, launches, queue
    "collective_calls": {...}, "phases": {...},   # diagnosis.worker_facts: the cross-rank diagnosis' input
-   "pipeline": {...}}                            # diagnosis.pipeline.project: the pipeline schedule's input
+   "pipeline": {...},                            # diagnosis.pipeline.project: the pipeline schedule's input
+   "kernel_table": {...}}                        # diagnosis.kernel_table.project: the job diff's kernels
 Never pickle: summaries may be computed on another machine and are read by the plugin.
 """
 
@@ -37,8 +38,9 @@ from tb_plugin.summaries import fs
 #: 4: the recoverable-time ledger and the GPU idle projection;
 #: 5: collective calls per process group and step phases for the cross-rank diagnosis;
 #: 6: MPI collectives (mpi:: ops) are collective calls, their communicator the process group;
-#: 7: the pipeline projection)
-VERSION = 7
+#: 7: the pipeline projection;
+#: 8: the kernel table (kernels per op path and name with their place, for the job diff's alignment)
+VERSION = 8
 KIND = "gpuscope-summary"
 TOP = 20
 
@@ -60,7 +62,7 @@ def _memory_peak(t: Any) -> dict:
 
 def summarize(t: Any, source: fs.Stat | None = None) -> dict:
     """The summary of one parsed trace (`source`: the file's identity, stored for validation)."""
-    from tb_plugin.diagnosis import ledger, pipeline, worker_facts
+    from tb_plugin.diagnosis import kernel_table, ledger, pipeline, worker_facts
     from tb_plugin.views import distributed, gpu_idle_summary, kernels, operators, overview
 
     ov = overview.overview(t)
@@ -89,6 +91,7 @@ def summarize(t: Any, source: fs.Stat | None = None) -> dict:
         "gpu_idle": gpu_idle_summary.gpu_idle_summary(t),
         **worker_facts.worker_facts(t),
         "pipeline": pipeline.project(t),
+        "kernel_table": kernel_table.project(t),
     }
     return normalize(out)
 
@@ -281,6 +284,16 @@ def validate(obj: dict) -> None:
     _validate_gpu_idle(obj.get("gpu_idle"))
     _validate_facts(obj)
     _validate_pipeline(obj.get("pipeline"))
+    _validate_kernel_table(obj.get("kernel_table"))
+
+
+def _validate_kernel_table(p: Any) -> None:
+    from tb_plugin.diagnosis.kernel_table import check
+
+    try:
+        check(p)
+    except ValueError as e:
+        raise SummaryError(f"malformed summary: kernel_table {e}") from None
 
 
 def _validate_pipeline(p: Any) -> None:

@@ -71,25 +71,27 @@ def _op_paths(t: Any, ops: np.ndarray) -> dict[int, str]:
     return out
 
 
+PLACE_COLUMNS = ("row", "path", "name", "k", "ts", "dur", "idx")
+GROUP_COLUMNS = ("path", "name", "count", "total", "ordinal", "first_ts", "first_dur", "first_idx")
+
+
 @stage(op_tree, link_gpu_to_ops)
-def kernel_groups(t: Any) -> pd.DataFrame:
-    """The kernel diff's stage: one profile's kernels grouped by (path, name): count, total ns, ordinal (the
-    most common k of "k-th kernel of its op call"), first start (ns), first duration (ns), first traceEvents index."""
-    cols = ("path", "name", "count", "total", "ordinal", "first_ts", "first_dur", "first_idx")
+def kernel_places(t: Any) -> pd.DataFrame:
+    """Each kernel of one profile with its place: event row, op path, name, k (its rank by start among the
+    kernels its op call launched; NO_OP without an op), start and duration (ns), traceEvents index."""
     ev = t.events
     if not len(ev):
-        return pd.DataFrame({c: [] for c in cols})
+        return pd.DataFrame({c: [] for c in PLACE_COLUMNS})
     links = link_gpu_to_ops(t)
     lrows = links["row"].to_numpy().astype(np.int64)
     is_k = category_mask(ev, (KERNEL,))[lrows]
     krows = lrows[is_k]
     if not len(krows):
-        return pd.DataFrame({c: [] for c in cols})
+        return pd.DataFrame({c: [] for c in PLACE_COLUMNS})
     op = links["op"].to_numpy().astype(np.int64)[is_k]
     ts = ev["ts"].to_numpy(np.int64)[krows]
     dur = ev["dur"].to_numpy(np.int64)[krows]
     idx = ev["idx"].to_numpy(np.int64)[krows] if "idx" in ev else krows
-    # k: rank of each kernel among those its op call launched, by start
     order = np.lexsort((ts, op))
     so = op[order]
     first_of_run = np.r_[True, so[1:] != so[:-1]] if len(so) else np.zeros(0, bool)
@@ -100,10 +102,16 @@ def kernel_groups(t: Any) -> pd.DataFrame:
     uops = np.unique(op[op >= 0])
     paths = _op_paths(t, uops)
     path = [paths.get(o, "") if o >= 0 else "" for o in op.tolist()]
-    df = pd.DataFrame(
-        {"path": path, "name": ev["name"].to_numpy()[krows].astype(str), "k": k, "ts": ts, "dur": dur, "idx": idx}
-    )
-    df = df.sort_values("ts", kind="stable")
+    names = ev["name"].to_numpy()[krows].astype(str)
+    return pd.DataFrame({"row": krows, "path": path, "name": names, "k": k, "ts": ts, "dur": dur, "idx": idx})
+
+
+def group_places(places: pd.DataFrame) -> pd.DataFrame:
+    """Kernels (rows of `kernel_places`) grouped by (path, name): count, total ns, ordinal (the most common k),
+    first start (ns), first duration (ns), first traceEvents index; in order of first start."""
+    if not len(places):
+        return pd.DataFrame({c: [] for c in GROUP_COLUMNS})
+    df = places.sort_values("ts", kind="stable")
     g = df.groupby(["path", "name"], sort=False)
     ordinal = df.groupby(["path", "name", "k"], sort=False).size().reset_index(name="n")
     ordinal = ordinal.sort_values(["n", "k"], ascending=[False, True], kind="stable").drop_duplicates(["path", "name"])
@@ -117,7 +125,13 @@ def kernel_groups(t: Any) -> pd.DataFrame:
         }
     ).reset_index()
     out = out.merge(ordinal[["path", "name", "k"]].rename(columns={"k": "ordinal"}), on=["path", "name"])
-    return out.sort_values("first_ts", kind="stable").reset_index(drop=True)[list(cols)]
+    return out.sort_values("first_ts", kind="stable").reset_index(drop=True)[list(GROUP_COLUMNS)]
+
+
+@stage(kernel_places)
+def kernel_groups(t: Any) -> pd.DataFrame:
+    """The kernel diff's stage: one profile's kernels grouped by (path, name) (`group_places`)."""
+    return group_places(kernel_places(t))
 
 
 def _us(ns: float) -> float:

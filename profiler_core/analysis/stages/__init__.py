@@ -25,7 +25,8 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "tensor_core_eligible_kernel_ratio": ("op_stats",),  # operators
     "python_parents": (),  # operators: with_stack frames
     "op_nodes": ("op_tree", "node_stats", "steps"),  # diff: ops per step and phase
-    "kernel_groups": ("op_tree", "link_gpu_to_ops"),  # kernel_diff: kernels per (op path, name)
+    "kernel_places": ("op_tree", "link_gpu_to_ops"),  # kernel_diff: each kernel's op path and place k
+    "kernel_groups": ("kernel_places",),  # kernel_diff: kernels per (op path, name)
     "module_nodes": ("node_stats",),  # modules
     "collective_analysis": ("link_gpu_to_ops",),  # collectives
     "memory_records": (),  # memory
