@@ -422,7 +422,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return _view(module, function)(*args, **kwargs)
 
     def _overview(self, request: wrappers.Request, a: dict) -> Any:
-        out = self._call("overview", "overview", self._trace_data(a))
+        from tb_plugin.diagnosis.ledger import overview_with_ledger
+
+        out = overview_with_ledger(self._trace_data(a))
         if len(self._run(a["run"]).workers) > 1:  # the run's ledger, from the summaries there are now
             from tb_plugin.diagnosis.run_ledger import run_view
 

@@ -4,13 +4,12 @@ existing recommendation texts attached to their buckets; the old keys stay."""
 from __future__ import annotations
 
 from tb_plugin.diagnosis import ledger as L
-from tb_plugin.views import overview
 
 from .test_diagnosis_ledger import every_bucket_trace
 
 
 def test_overview_carries_the_ranked_ledger_with_advice_by_bucket():
-    o = overview.overview(every_bucket_trace())
+    o = L.overview_with_ledger(every_bucket_trace())
     assert {"steps", "average", "gpu", "recommendations", "environment", "has_steps", "notes"} <= set(o)
     led = o["ledger"]
     row = {r["key"]: r for r in led["buckets"]}
@@ -26,3 +25,13 @@ def test_overview_carries_the_ranked_ledger_with_advice_by_bucket():
     assert sorted(placed) == sorted(o["recommendations"]) and len(o["recommendations"]) == 3
     # the ledger's ms add up to the step: 100 µs
     assert round(sum(r["ms"] for r in led["buckets"] if r["ms"] is not None), 6) == led["average_wall_ms"] == 0.1
+
+
+def test_overview_view_is_the_ledgers_overview_without_the_ledger():
+    """The plugin's /overview is `overview_with_ledger`; the view part equals `views.overview.overview`."""
+    from tb_plugin.views import overview
+
+    t = every_bucket_trace()
+    with_ledger = L.overview_with_ledger(t)
+    assert "ledger" not in overview.overview(t)
+    assert {k: v for k, v in with_ledger.items() if k != "ledger"} == overview.overview(t)

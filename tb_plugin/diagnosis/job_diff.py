@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from ..buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
 from . import kernel_table
-from .buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
 from .run_ledger import worker_ledgers
 
 #: a per-rank delta smaller than this (ms per step) is noise, not a line

@@ -51,7 +51,7 @@ from tb_plugin.views import collectives
 from tb_plugin.views.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
 from tb_plugin.views.idle_causes import KERNEL_WAIT, idle_gaps
 
-from .buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
+from ..buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
     BUCKETS,
     COMPUTE,
     COPY_PAGEABLE,
@@ -304,3 +304,12 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
         "other_advice": [text for key, text in advice if key is None or key not in BUCKETS],
         "reason": ledger.get("reason"),
     }
+
+
+def overview_with_ledger(t: Any) -> dict:
+    """The `/overview` answer for one trace: `views.overview.overview` plus `ledger`, the ranked ledger with each
+    recommendation also under its bucket's `advice` (docs/diagnosis.md)."""
+    from tb_plugin.views.overview import overview_with_advice
+
+    out, tips = overview_with_advice(t)
+    return {**out, "ledger": ranked(worker_ledger(t), tips)}

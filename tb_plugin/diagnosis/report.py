@@ -19,8 +19,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tb_plugin.buckets import COMPUTE
 from tb_plugin.diagnosis import critical_path, stragglers
-from tb_plugin.diagnosis.buckets import COMPUTE
 
 #: the critical paths reported in words (every step is in the JSON)
 TEXT_STEPS = 5

@@ -27,7 +27,7 @@ import pandas as pd
 
 from tb_plugin.views import group_waits
 
-from .buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
+from ..buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 

@@ -310,7 +310,7 @@ def _is_opt_str(x: Any) -> bool:
 
 
 def _validate_ledger(led: Any) -> None:
-    from tb_plugin.diagnosis.buckets import BUCKETS
+    from tb_plugin.buckets import BUCKETS
 
     _check(isinstance(led, dict), "ledger is not an object")
     n = _lists(led, ("steps",), _is_str, "ledger")

@@ -19,8 +19,7 @@ from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 from tb_plugin.views.tensor_cores import uses_tensor_cores
 
-from ..diagnosis import ledger
-from ..diagnosis.buckets import COMPUTE, DATA_LOADING, EXPOSED_COMM, HOST_COMPUTE, LAUNCH_OVERHEAD
+from ..buckets import COMPUTE, DATA_LOADING, EXPOSED_COMM, HOST_COMPUTE, LAUNCH_OVERHEAD
 from . import collectives, temporal
 
 # breakdown roles in priority order; whatever no role covers inside a step is "other"
@@ -225,7 +224,7 @@ def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
 
 
 def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
-    """`recommendations` with the ledger bucket (diagnosis/buckets.py) each text belongs to, None for advice
+    """`recommendations` with the ledger bucket (tb_plugin/buckets.py) each text belongs to, None for advice
     of no bucket (device memory)."""
     from .operators import tensor_core_eligible_kernel_ratio
 
@@ -361,9 +360,13 @@ def _row(step: str, costs: np.ndarray, total_ns: float) -> dict:
 
 
 def overview(t: Any) -> dict:
-    """The `/overview` answer (docs/http-api.md) for one trace: steps, average, gpu (or None), recommendations,
-    environment, and `ledger` (the recoverable-time ledger, `diagnosis.ledger.ranked`: each recommendation also
-    appears under its bucket's `advice`; docs/diagnosis.md)."""
+    """The per-trace part of the `/overview` answer (docs/http-api.md): steps, average, gpu (or None),
+    recommendations, environment (the plugin adds the ledger: `diagnosis.ledger.overview_with_ledger`)."""
+    return overview_with_advice(t)[0]
+
+
+def overview_with_advice(t: Any) -> tuple[dict, list[tuple[str | None, str]]]:
+    """`overview(t)` and its recommendations as (ledger bucket or None, text) pairs, for the ledger."""
     st, costs = breakdown(t)
     lengths = (st["end"] - st["start"]).to_numpy(np.float64)
     rows = [_row(str(s), costs[i], lengths[i]) for i, s in enumerate(st["step"])]
@@ -377,13 +380,13 @@ def overview(t: Any) -> dict:
             0, "No steps in this trace (no ProfilerStep# ranges): the breakdown covers the whole trace window."
         )
     tips = advice(t, avg, gpu)
-    return {
+    out = {
         "steps": rows,
         "average": avg,
         "gpu": gpu,
         "recommendations": [text for _, text in tips],
-        "ledger": ledger.ranked(ledger.worker_ledger(t), tips),
         "environment": environment(t, gpu),
         "has_steps": has_steps,
         "notes": notes,
     }
+    return out, tips
