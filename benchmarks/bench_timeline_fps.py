@@ -6,6 +6,13 @@ the same run: the 60 fps frame budget (16.7 ms) and a naive canvas renderer that
 with one fillRect per frame over the same 1M events in the same browser.
 
     python3 benchmarks/bench_timeline_fps.py [--events 1000000] [--frames 120]
+
+`--merged` measures the merged timeline (issue 24 item 3, "All ranks") instead: a generated job of `--ranks`
+ranks (benchmarks/gen_distributed.py, `--rank-events` events each), the same pan and zoom script run first on
+one rank's own timeline (rank 0: the baseline) and then on the merged timeline with all ranks chosen and the
+first `--unfold` unfolded, in the same browser and run; printed side by side with merged / single ratios.
+
+    python3 benchmarks/bench_timeline_fps.py --merged [--ranks 64] [--unfold 8] [--rank-events 20000]
 """
 
 from __future__ import annotations
@@ -138,11 +145,146 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))]
 
 
+SCENARIOS = (("whole trace", 1.0), ("1/100 of the trace", 0.01), ("1/10000 of the trace", 1e-4))
+
+
+def measure(page, frames: int) -> dict[str, dict]:
+    """The pan scenarios and the zoom on the page's timeline (window.__gpuscope.timeline)."""
+    results = {f"pan over {label}": page.evaluate(PAN_JS, [frames, 15, span]) for label, span in SCENARIOS}
+    results["zoom in and out"] = page.evaluate(ZOOM_JS, [frames])
+    return results
+
+
+def figures(r: dict) -> dict[str, float]:
+    """Draw-time percentiles (ms) and frames per second from the rAF intervals (those before each measurement's
+    first frame already left out)."""
+    gaps = r["gaps"]
+    return {
+        "draw_p50": statistics.median(r["draws"]),
+        "draw_p95": pct(r["draws"], 0.95),
+        "draw_max": max(r["draws"]),
+        "frame_p50": statistics.median(gaps),
+        "frame_p95": pct(gaps, 0.95),
+        "fps": 1000 / statistics.mean(gaps),
+    }
+
+
+def start_tensorboard(d: str, log) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "tensorboard.main",
+        "--logdir",
+        d,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--load_fast=false",
+    ]
+    if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the stand-in backend
+        cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), d, str(port)]
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT), f"http://127.0.0.1:{port}"
+
+
+def merged_main(args: argparse.Namespace) -> None:
+    """Single-rank timeline (rank 0) against the merged timeline of all ranks, `--unfold` unfolded."""
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gen_distributed import generate
+
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.time()
+        paths = generate(str(Path(d) / "job"), args.ranks, events=args.rank_events, steps=args.steps)
+        old = time.time() - 3600  # complete files, not still being written
+        for p in paths:
+            os.utime(p, (old, old))
+        print(f"generated {args.ranks} ranks x ~{args.rank_events:,} events in {time.time() - t0:.1f}s")
+        log = open(Path(d) / "tb.log", "w")  # noqa: SIM115 - open for the server process's lifetime
+        proc, url = start_tensorboard(d, log)
+        rank0 = Path(paths[0]).name.split(".")[0]
+        opened = ",".join(str(k) for k in range(min(args.unfold, args.ranks)))
+        views = {
+            "single rank": f"#run=job&worker={rank0}&view=timeline",
+            f"merged {args.ranks} ranks, {args.unfold} unfolded": f"#run=job&view=timeline&merged=1&ranks=0-{args.ranks - 1}&open={opened}",
+        }
+        out: dict[str, dict[str, dict]] = {}
+        sizes: dict[str, str] = {}  # the canvas: one rank's tracks may be shorter than the merged view's height
+        try:
+            t0 = time.time()
+            wait_runs(f"{url}/data/plugin/gpuscope", proc, 900)
+            with sync_playwright() as p:
+                b = p.chromium.launch(
+                    executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+                )
+                # the views take turns, `--rounds` times, so that a busy machine slows both alike; each round opens
+                # the view afresh, and its frames join the view's samples
+                for rnd in range(args.rounds):
+                    for name, frag in views.items():
+                        page = b.new_page(viewport={"width": 1400, "height": 900})
+                        page.goto(f"{url}/data/plugin_entry.html?name=gpuscope{frag}")
+                        page.wait_for_selector("#view-timeline[data-ready='1']", timeout=900000)
+                        page.wait_for_function("() => window.__gpuscope && window.__gpuscope.timeline", timeout=900000)
+                        size = page.evaluate(
+                            "() => { const r = document.querySelector('#tl-canvas canvas').getBoundingClientRect();"
+                            " return [Math.round(r.width), Math.round(r.height)]; }"
+                        )
+                        sizes[name] = f"{size[0]}x{size[1]}"
+                        print(
+                            f"round {rnd + 1}, {name}: first tile after {time.time() - t0:.1f}s, canvas {sizes[name]} px"
+                        )
+                        for scen, r in measure(page, args.frames).items():
+                            have = out.setdefault(name, {}).setdefault(scen, {"draws": [], "gaps": []})
+                            have["draws"] += r["draws"]
+                            have["gaps"] += r["gaps"][1:]
+                        asked = page.evaluate(
+                            "() => window.__gpuscope.merged ? [...window.__gpuscope.merged.requests.keys()] : null"
+                        )
+                        if asked is not None:
+                            print(f"  ranks whose tiles were asked for: {len(asked)} of {args.ranks}")
+                        page.close()
+                        t0 = time.time()
+                b.close()
+        finally:
+            proc.terminate()
+            proc.wait(20)
+            log.close()
+    (base_name, base), (m_name, merged) = out.items()
+    cols = ("fps", "frame_p50", "frame_p95", "draw_p50", "draw_p95", "draw_max")
+    print(f"\n{'scenario':<34}{'view':<30}" + "".join(f"{c:>11}" for c in cols))
+    worst = 0.0
+    for scen in base:
+        fb, fm = figures(base[scen]), figures(merged[scen])
+        for name, f in ((base_name, fb), (m_name, fm)):
+            print(f"{scen:<34}{name:<30}" + "".join(f"{f[c]:>11.2f}" for c in cols))
+        ratio = {c: fm[c] / fb[c] if fb[c] else float("nan") for c in cols}
+        print(f"{'':<34}{'merged / single':<30}" + "".join(f"{ratio[c]:>10.2f}x" for c in cols))
+        worst = max(worst, fm["draw_p95"])
+    print("canvas (CSS px): " + ", ".join(f"{k} {v}" for k, v in sizes.items()))
+    fps_b = statistics.mean(figures(r)["fps"] for r in base.values())
+    fps_m = statistics.mean(figures(r)["fps"] for r in merged.values())
+    print(
+        f"RESULT: merged {fps_m:.0f} fps vs single-rank {fps_b:.0f} fps (mean over the scenarios, "
+        f"{fps_m / fps_b:.2f}x); merged worst p95 draw {worst:.2f} ms = {worst / (1000 / 60):.2f}x the 60 fps budget"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--frames", type=int, default=120)
+    ap.add_argument("--merged", action="store_true", help="single-rank vs merged timeline of a generated job")
+    ap.add_argument("--ranks", type=int, default=64, help="--merged: ranks of the generated job")
+    ap.add_argument("--unfold", type=int, default=8, help="--merged: ranks unfolded (the first ones)")
+    ap.add_argument("--rank-events", type=int, default=20_000, help="--merged: about this many events per rank")
+    ap.add_argument("--steps", type=int, default=4, help="--merged: steps per rank")
+    ap.add_argument("--rounds", type=int, default=3, help="--merged: measurements of each view, taking turns")
     args = ap.parse_args()
+    if args.merged:
+        merged_main(args)
+        return
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as d:
@@ -151,25 +293,9 @@ def main() -> None:
         t0 = time.time()
         n = million_event_trace(run / "bench.1700000000000.pt.trace.json", args.events)
         print(f"generated {n:,} events in {time.time() - t0:.1f}s")
-        port = free_port()
         log = open(Path(d) / "tb.log", "w")  # noqa: SIM115 - open for the server process's lifetime
-        cmd = [
-            sys.executable,
-            "-m",
-            "tensorboard.main",
-            "--logdir",
-            d,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--load_fast=false",
-        ]
-        if os.environ.get("GPUSCOPE_DEV_BACKEND") == "1":  # frontend development only: the stand-in backend
-            cmd = [sys.executable, str(ROOT / "frontend" / "dev" / "dev_server.py"), d, str(port)]
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc, url = start_tensorboard(d, log)
         try:
-            url = f"http://127.0.0.1:{port}"
             t0 = time.time()
             wait_runs(f"{url}/data/plugin/gpuscope", proc, 600)
             with sync_playwright() as p:

@@ -1,7 +1,9 @@
 """Issue 24 item 1 in headless Chromium against a real TensorBoard: the Diff view's "Jobs (all ranks)" tab shows
 /jobdiff of two generated 8-rank jobs, B being A with rank 3's slow kernel planted 4 ms longer per step
 (benchmarks/gen_distributed.py, as in tests/test_job_diff.py): the first ranked line names rank 3, compute and that
-kernel with about +4 ms, and the CSV link asks for format=csv."""
+kernel with about +4 ms, and the CSV link asks for format=csv. The tab needs no worker pair: against a 16-rank job whose
+rank 0 trace is cut short (so /diff of the rank-0 pair fails), and against a run that lists no worker, it still
+compares the two jobs."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from gen_distributed import SLOW_KERNEL, Plant, generate  # noqa: E402
 
 KERNEL_MS = 4.0
+CUT_RUN = "jd_16"  # 16 ranks, rank 0's trace cut short: /diff of the default worker pair (rank 0 of both) fails
 OLD = time.time() - 3600  # files untouched for an hour: complete, not still being written
 
 
@@ -32,6 +35,11 @@ def tb(tmp_path_factory):
     for run, plants in (("jd_a", ()), ("jd_b", (Plant(3, "kernel", KERNEL_MS),))):
         for p in generate(str(d / run), 8, events=2000, steps=3, plants=plants, layout=True):
             os.utime(p, (OLD, OLD))
+    cut = generate(str(d / CUT_RUN), 16, events=2000, steps=3, layout=True)
+    data = Path(cut[0]).read_bytes()
+    Path(cut[0]).write_bytes(data[: len(data) // 2])
+    for p in cut:
+        os.utime(p, (OLD, OLD))
     server = TensorBoard(Path(d))
     try:
         server.wait_ready()
@@ -40,15 +48,20 @@ def tb(tmp_path_factory):
         server.stop()
 
 
+def _open_jobs_tab(page, tb, exp_run: str, done: str = "#jobdiff-lines li") -> None:
+    """Opens the Diff view of jd_a against `exp_run` and its Jobs (all ranks) tab, and waits for `done`."""
+    page.goto(f"{tb.url}/data/plugin_entry.html?name=gpuscope#run=jd_a&view=diff&exp_run={exp_run}")
+    page.wait_for_selector("#view-diff[data-ready='1']", timeout=120000)
+    page.wait_for_selector("#diff-tab-jobs", timeout=120000)
+    page.click("#diff-tab-jobs")
+    page.wait_for_selector(done, timeout=120000)
+
+
 def test_job_diff_tab_names_the_planted_rank_kernel_and_ms(browser, tb):
     context = browser.new_context(viewport={"width": 1600, "height": 900})
     page = context.new_page()
     try:
-        page.goto(f"{tb.url}/data/plugin_entry.html?name=gpuscope#run=jd_a&view=diff&exp_run=jd_b")
-        page.wait_for_selector("#view-diff[data-ready='1']", timeout=120000)
-        page.wait_for_selector("#diff-tab-jobs", timeout=120000)
-        page.click("#diff-tab-jobs")
-        page.wait_for_selector("#jobdiff-lines li", timeout=120000)
+        _open_jobs_tab(page, tb, "jd_b")
         assert "diff_tab=jobs" in page.evaluate("location.hash")
         header = page.text_content("#jobdiff-header")
         assert "(8 ranks" in header and header.count("8 ranks") == 2, header
@@ -82,5 +95,34 @@ def test_job_diff_tab_names_the_planted_rank_kernel_and_ms(browser, tb):
         # the link answers a CSV file whose first ranked row is the same line
         csv = page.evaluate("h => fetch(h).then(r => r.text())", href)
         assert csv.splitlines()[1].startswith("1,kernel,"), csv[:300]
+    finally:
+        context.close()
+
+
+def test_jobs_tab_needs_no_worker_pair(browser, tb):
+    context = browser.new_context(viewport={"width": 1600, "height": 900})
+    page = context.new_page()
+    try:
+        # 8 ranks against 16 whose rank 0 cannot be read: the rank-0 pair's diff fails in its own tab, the Jobs tab
+        # compares the jobs (the 15 readable ranks of B) and names the unreadable worker
+        _open_jobs_tab(page, tb, CUT_RUN, done="#jobdiff-header")
+        header = page.text_content("#jobdiff-header")
+        assert "(8 ranks" in header and "(15 ranks" in header, header
+        assert "node0_rank00000" in page.text_content("#jobdiff-errors")
+        assert "diff_tab=jobs" in page.evaluate("location.hash")
+        page.click("#diff-tab-ops")
+        failed = page.text_content("#diff-ops .banner[data-failed]")
+        assert "truncated" in failed, failed
+        # the compared run lists no worker (its /workers answers none): no pair, yet the two jobs are compared
+        page.route(
+            lambda u: "/data/plugin/gpuscope/workers?" in u and "run=jd_b" in u,
+            lambda route: route.fulfill(json={"workers": []}),
+        )
+        page.goto("about:blank")
+        _open_jobs_tab(page, tb, "jd_b", done="#jobdiff-lines li")
+        assert page.input_value("#diff-worker") == ""
+        assert page.text_content("#jobdiff-lines li >> nth=0").startswith("Compute (kernels) +")
+        page.click("#diff-tab-ops")
+        assert "no worker" in page.text_content("#diff-ops .banner[data-nopair]")
     finally:
         context.close()

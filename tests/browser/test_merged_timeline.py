@@ -1,7 +1,8 @@
 """The merged timeline (issue 24 item 3) in headless Chromium against a real TensorBoard: a generated 64-rank job
 whose rank 3 has a planted clock error of SKEW_US. Only the chosen, unfolded ranks' tiles are asked for (requests
 counted by worker; with all 64 unfolded, only those in view), turning clock alignment off moves rank 3's events
-by its offset, and the critical path's ranks can be chosen."""
+by its offset, and the critical path's ranks can be chosen. The search box finds a name on every chosen rank and a
+click on a match goes there: the rank unfolds, scrolls into view and its event is selected on the aligned clock."""
 
 from __future__ import annotations
 
@@ -172,6 +173,85 @@ def test_merged_timeline_asks_only_for_unfolded_ranks_and_alignment_moves_a_rank
         )
         assert len(asked) < 32 and worker(32) not in asked, sorted(asked)
         _shot(page, "merged_timeline_64_all_unfolded_end", tmp_path)
+    finally:
+        context.close()
+    guard.check()
+
+
+def _requests_by_worker(page, route: str) -> dict[str, int]:
+    """Counts, by worker, the page's requests to the plugin route `route` (filled in as they are made)."""
+    asked: dict[str, int] = {}
+
+    def count(req) -> None:
+        u = urlparse(req.url)
+        if u.path.endswith(f"/data/plugin/gpuscope/{route}"):
+            w = parse_qs(u.query).get("worker", ["?"])[0]
+            asked[w] = asked.get(w, 0) + 1
+
+    page.on("request", count)
+    return asked
+
+
+def _go_to_match(page, rank: int) -> float:
+    """Clicks rank `rank`'s earliest match in the search results and checks that it is selected, drawn on that rank's
+    tracks in view and in the window, at its own time plus the rank's shift. Returns the shift."""
+    row = page.locator(f"#tl-msearch-table tbody tr[data-worker='{worker(rank)}']").first
+    idx = int(row.get_attribute("data-idx"))
+    name = row.locator("td >> nth=1").text_content()
+    assert "allreduce" in name.lower()
+    page.evaluate("() => { const d = document.querySelector('#tl-sel-name'); if (d) d.textContent = ''; }")
+    row.click()
+    page.wait_for_function(
+        "(n) => document.querySelector('#tl-sel-name')?.textContent === n", arg=name, timeout=120_000
+    )
+    assert worker(rank) in page.text_content("#tl-details")
+    ts = _ts_of(page, worker(rank), idx)
+    assert ts is not None
+    a, b = page.evaluate("() => window.__gpuscope.timeline.view()")
+    assert a <= ts <= b, (a, ts, b)
+    assert page.evaluate(
+        """([w, idx]) => { const v = window.__gpuscope.timeline, tr = v.tracks();
+        return v.visibleTracks().some((i) => tr[i].worker === w && tr[i].rows.some((r) => r.mode === 'events' && r.idx.includes(idx))); }""",
+        [worker(rank), idx],
+    )
+    shift = page.evaluate("(w) => window.__gpuscope.merged.shifts()[w]", worker(rank))
+    own = page.evaluate(
+        "(w) => fetch(`/data/plugin/gpuscope/timeline/search?run=job64&worker=${w}&span=1&query=allreduce&limit=20`).then((r) => r.json())",
+        worker(rank),
+    )
+    hit = next(r for r in own["results"] if r["idx"] == idx)
+    assert abs(ts - (hit["ts_us"] + shift)) < 1e-3, (ts, hit, shift)
+    return shift
+
+
+def test_merged_search_finds_a_name_on_every_chosen_rank_and_goes_there(browser, tb64, tmp_path):
+    context = browser.new_context(viewport={"width": 1300, "height": 900}, color_scheme="light")
+    page = context.new_page()
+    guard = Guard(tb64.url)
+    guard.attach(context, page)
+    searched = _requests_by_worker(page, "timeline/search")
+    tiles = _requests_by_worker(page, "timeline")
+    try:
+        open_view(page, tb64, "timeline", "job64", "merged=1&ranks=0-63", timeout=240_000)
+        page.fill("#tl-msearch", "allreduce")
+        page.press("#tl-msearch", "Enter")
+        page.wait_for_selector("#tl-msearch-table tbody tr", timeout=120_000)
+        head = page.text_content("#tl-msearch-head")
+        assert "on 64 of 64 ranks" in head, head
+        assert set(searched) == {worker(r) for r in range(64)}, sorted(searched)
+        assert "mq=allreduce" in page.evaluate("location.hash")
+        # rank 63's earliest match: far below the view (64 groups), its group folded
+        before = set(tiles)
+        _go_to_match(page, 63)
+        # tiles only for the ranks brought into view, not for those between
+        new = set(tiles) - before
+        assert worker(63) in new and worker(32) not in tiles, sorted(new)
+        assert "63" in parse_qs(page.evaluate("location.hash")[1:])["open"][0].split(",")
+        # clocks not aligned, rank 3 (its clock SKEW_US off) shifted by that: its match is placed by the shift
+        page.uncheck("#tl-align")
+        shift = _go_to_match(page, 3)
+        assert abs(shift - SKEW_US) < 1, shift
+        _shot(page, "merged_timeline_search", tmp_path)
     finally:
         context.close()
     guard.check()

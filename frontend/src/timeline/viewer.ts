@@ -19,6 +19,8 @@ export interface ViewerHooks {
   onHeader?(track: Track): void;
   /** The tracks were scrolled vertically. */
   onScroll?(): void;
+  /** A new tile (asked for by a move, a zoom or `refetch`) was drawn. */
+  onTile?(): void;
 }
 
 /** A counter track: a value over time drawn as a step area (memory bytes, GPU utilization 0..1, a count). */
@@ -144,6 +146,14 @@ export class TimelineViewer {
     return this.layout.filter((L) => L.y + L.h > top && L.y < bottom).map((L) => L.track.index);
   }
   trackY(i: number): number | null { const L = this.layout[i]; return L ? RULER + L.y - this.scrollY : null; }
+  /** Scrolls the tracks so that track `i` is at the top (as far as they scroll). */
+  scrollToTrack(i: number): void {
+    const L = this.layout[i];
+    if (!L) return;
+    const y = Math.max(0, Math.min(Math.max(0, this.totalH - (this.h - RULER)), L.y));
+    if (y !== this.scrollY) { this.scrollY = y; this.hooks.onScroll?.(); }
+    this.redraw();
+  }
 
   /** Selects a time range (and its tracks), or clears it with null. */
   setRange(r: RangeSel | null): void {
@@ -218,6 +228,7 @@ export class TimelineViewer {
       if (this.destroyed) return;
       this.stats.fetches++; this.stats.lastFetchMs = performance.now() - t0;
       this.setTile(tile); this.redraw();
+      this.hooks.onTile?.();
     }).catch((e) => this.hooks.onError((e as Error).message)).finally(() => {
       this.pending = false;
       if (this.queued) { const f = this.forced; this.queued = false; this.forced = false; this.maybeFetch(f); }

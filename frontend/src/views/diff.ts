@@ -17,37 +17,49 @@ export async function diffView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("label", null, "Run ", runSel), h("label", null, "Worker ", workerSel), h("label", null, "Span ", spanSel)), out);
   const fill = (sel: HTMLSelectElement, items: string[], want?: string) => { mount(sel, items.map((x) => h("option", { value: x }, x))); sel.value = want && items.includes(want) ? want : items[items.length - 1] ?? ""; };
   runSel.value = ctx.get("exp_run") && ctx.runs.includes(ctx.get("exp_run")!) ? ctx.get("exp_run")! : otherRun(ctx.runs, ctx.run);
+  // why the compared run has no worker or span to pair with the baseline (then only the Jobs tab compares)
+  let noPair = "";
   const loadWorkers = async () => {
-    const ws = (await getJSON<{ workers: string[] }>("workers", { run: runSel.value }, { cache: true })).workers.map(String);
+    let ws: string[] = [];
+    try { ws = (await getJSON<{ workers: string[] }>("workers", { run: runSel.value }, { cache: true })).workers.map(String); noPair = ""; }
+    catch (e) { noPair = `run ${runSel.value}'s workers cannot be listed: ${(e as Error).message}`; }
+    if (!ctx.alive()) return;
+    if (!ws.length && !noPair) noPair = `run ${runSel.value} has no worker to compare with`;
     fill(workerSel, ws, ctx.get("exp_worker") ?? otherWorker(ws, ctx.worker, runSel.value === ctx.run));
     await loadSpans();
   };
   const loadSpans = async () => {
-    const ss = (await getJSON<{ spans: string[] }>("spans", { run: runSel.value, worker: workerSel.value }, { cache: true })).spans.map(String);
+    let ss: string[] = [];
+    if (workerSel.value) {
+      try { ss = (await getJSON<{ spans: string[] }>("spans", { run: runSel.value, worker: workerSel.value }, { cache: true })).spans.map(String); noPair = ""; }
+      catch (e) { noPair = `worker ${workerSel.value}'s spans cannot be listed: ${(e as Error).message}`; }
+      if (!ctx.alive()) return;
+    }
     const want = ctx.get("exp_span") ?? (runSel.value === ctx.run && workerSel.value === ctx.worker ? ss.find((x) => x !== ctx.span) : undefined);
     fill(spanSel, ss, want);
     await compare();
   };
   const compare = async () => {
-    ctx.set("exp_run", runSel.value); ctx.set("exp_worker", workerSel.value); ctx.set("exp_span", spanSel.value);
+    ctx.set("exp_run", runSel.value); ctx.set("exp_worker", workerSel.value || undefined); ctx.set("exp_span", spanSel.value || undefined);
     if (runSel.value === ctx.run && workerSel.value === ctx.worker && spanSel.value === ctx.span) {
       mount(out, h("div", { class: "banner info", id: "diff-same" }, ctx.runs.length > 1 || workerSel.options.length > 1 || spanSel.options.length > 1
         ? "This is the baseline itself: pick another run, worker or span to compare with."
         : "There is only one profile in the log directory: add another run to compare with."));
       return;
     }
-    mount(out, h("p", { class: "muted" }, "comparing…"));
     const exp = { run: runSel.value, worker: workerSel.value, span: spanSel.value };
     const q = { ...ctx.sel(), exp_run: exp.run, exp_worker: exp.worker, exp_span: exp.span };
-    const d = await getJSON<any>("diff", q, { cache: true });
-    if (!ctx.alive()) return;
-    mount(out, diffTabs(ctx, renderDiff(d, ctx.get("dstep")), q, exp));
-    out.querySelector("#tree-focus")?.scrollIntoView({ block: "center" });
+    // the tabs come at once: the worker pair's diff loads in its own tab (and may fail there), while the job-level
+    // comparison of the two runs needs no worker pair
+    const why = !exp.worker || !exp.span ? noPair || `run ${exp.run} has no worker to compare with` : "";
+    const tabs = diffTabs(ctx, q, exp, why);
+    mount(out, tabs.el);
+    await tabs.ready;
   };
   runSel.addEventListener("change", () => { ctx.set("exp_worker", undefined); ctx.set("exp_span", undefined); void loadWorkers().catch(showErr); });
   workerSel.addEventListener("change", () => { ctx.set("exp_span", undefined); void loadSpans().catch(showErr); });
   spanSel.addEventListener("change", () => void compare().catch(showErr));
-  const showErr = (e: Error) => mount(out, h("div", { class: "banner" }, e.message));
+  const showErr = (e: Error) => { if (ctx.alive()) mount(out, h("div", { class: "banner" }, e.message)); };
   await loadWorkers();
 }
 
@@ -162,20 +174,31 @@ function renderDiff(d: any, step?: string): HTMLElement {
 }
 
 /** The diff's tabs: steps/phases/operators (the answer of /diff), kernels (/diff/kernels) and the whole job's ranks
- * (/jobdiff of the two runs), each fetched when first shown; the tab is kept in the URL as `diff_tab`. */
-function diffTabs(ctx: Ctx, ops: HTMLElement, q: Record<string, string>, exp: { run: string; worker: string; span: string }): HTMLElement {
+ * (/jobdiff of the two runs), each fetched when first shown; the tab is kept in the URL as `diff_tab`. `noPair`:
+ * why there is no worker pair to compare (then the first two tabs say so, and the Jobs tab still compares the runs);
+ * a worker pair's failing diff shows in its tab, the others stay usable. */
+function diffTabs(ctx: Ctx, q: Record<string, string>, exp: { run: string; worker: string; span: string }, noPair: string): { el: HTMLElement; ready: Promise<void> } {
+  const ops = h("div", { id: "diff-ops" });
   const kbox = h("div", { id: "diff-kernels" });
   const jbox = h("div", { id: "diff-jobs" });
   const loaded = new Set<string>();
   const tabOps = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-ops" }, "Steps and operators");
   const tabK = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-kernels" }, "Kernels");
   const tabJ = h("button", { type: "button", class: "tab", role: "tab", id: "diff-tab-jobs", title: "every rank of the two runs, from their summaries" }, "Jobs (all ranks)");
-  const load = (box: HTMLElement, what: string, fetch: () => Promise<HTMLElement>) => {
+  const load = (box: HTMLElement, what: string, fetch: () => Promise<HTMLElement>, then?: () => void): Promise<void> => {
+    if (noPair && box !== jbox) {
+      mount(box, h("div", { class: "banner info", "data-nopair": "1" }, `No worker pair to compare: ${noPair}. The Jobs (all ranks) tab compares every rank of the two runs.`));
+      return Promise.resolve();
+    }
     mount(box, h("p", { class: "muted" }, what));
-    fetch().then((el) => { if (ctx.alive()) mount(box, el); })
-      .catch((e: Error) => { if (ctx.alive()) mount(box, h("div", { class: "banner" }, e.message)); });
+    return fetch().then((el) => { if (ctx.alive()) { mount(box, el); then?.(); } })
+      .catch((e: Error) => {
+        if (!ctx.alive()) return;
+        mount(box, h("div", { class: "banner", "data-failed": "1" }, e.message,
+          box === jbox ? null : h("span", null, " · ", h("a", { href: "#", class: "diff-to-jobs", onclick: (ev: Event) => { ev.preventDefault(); show("jobs"); } }, "compare every rank of the two runs (Jobs tab)"))));
+      });
   };
-  const show = (which: string) => {
+  const show = (which: string): Promise<void> => {
     ctx.set("diff_tab", which === "ops" ? undefined : which);
     tabOps.setAttribute("aria-selected", String(which === "ops"));
     tabK.setAttribute("aria-selected", String(which === "kernels"));
@@ -183,20 +206,24 @@ function diffTabs(ctx: Ctx, ops: HTMLElement, q: Record<string, string>, exp: { 
     ops.hidden = which !== "ops";
     kbox.hidden = which !== "kernels";
     jbox.hidden = which !== "jobs";
-    if (loaded.has(which)) return;
+    if (loaded.has(which)) return Promise.resolve();
     loaded.add(which);
-    if (which === "kernels") load(kbox, "comparing kernels…", async () => renderKernelDiff(ctx, await getJSON<any>("diff/kernels", q, { cache: true }), exp));
+    if (which === "ops") return load(ops, "comparing…", async () => renderDiff(await getJSON<any>("diff", q, { cache: true }), ctx.get("dstep")),
+      () => ops.querySelector("#tree-focus")?.scrollIntoView({ block: "center" }));
+    if (which === "kernels") return load(kbox, "comparing kernels…", async () => renderKernelDiff(ctx, await getJSON<any>("diff/kernels", q, { cache: true }), exp));
     if (which === "jobs") {
-      const pair: JobPair = { run: ctx.run, span: ctx.span, exp_run: exp.run, exp_span: exp.span };
-      load(jbox, "comparing every rank of the two runs…", async () => renderJobDiff(await getJSON<any>("jobdiff", { ...pair }, { cache: true }), pair));
+      // with no worker pair there is no span chosen: each worker's first span, as the route's default
+      const pair: JobPair = { run: ctx.run, span: ctx.span, exp_run: exp.run, exp_span: exp.span || "1" };
+      return load(jbox, "comparing every rank of the two runs…", async () => renderJobDiff(await getJSON<any>("jobdiff", { ...pair }, { cache: true }), pair));
     }
+    return Promise.resolve();
   };
   tabOps.addEventListener("click", () => show("ops"));
   tabK.addEventListener("click", () => show("kernels"));
   tabJ.addEventListener("click", () => show("jobs"));
   const want = ctx.get("diff_tab");
-  show(want === "kernels" || want === "jobs" ? want : "ops");
-  return h("div", null, h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK, tabJ), ops, kbox, jbox);
+  const ready = show(want === "kernels" || want === "jobs" ? want : "ops");
+  return { el: h("div", null, h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK, tabJ), ops, kbox, jbox), ready };
 }
 
 const ALIGN_TITLE: Record<string, string> = {

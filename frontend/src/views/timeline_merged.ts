@@ -12,6 +12,9 @@ import type { Ctx } from "../ctx";
 
 let current: TimelineViewer | null = null;
 
+/** Cross-rank search: matches listed per rank (the earliest ones), ranks searched at once, rows shown. */
+const SEARCH_PER_RANK = 20, SEARCH_PARALLEL = 6, SEARCH_ROWS = 500;
+
 /** The merged timeline of the run's ranks; `back` returns to the single-worker timeline. */
 export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => void): Promise<void> {
   current?.destroy(); current = null;
@@ -39,8 +42,11 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   const alignBox = h("input", { type: "checkbox", id: "tl-align", checked: aligned }) as HTMLInputElement;
   const status = h("span", { class: "muted", id: "tl-status" });
   const offsets = h("div", { id: "tl-offsets" });
+  const msearch = h("input", { type: "search", id: "tl-msearch", placeholder: "Search the chosen ranks…", size: 22,
+    "aria-label": "search events by name on every chosen rank", title: "an event name (or part of it) on every chosen rank; click a match to go there" }) as HTMLInputElement;
+  const found = h("div", { id: "tl-msearch-results" });
   mount(el, h("div", { class: "tl" },
-    h("div", { class: "toolbar" },
+    h("div", { class: "toolbar" }, msearch,
       h("button", { type: "button", class: "btn small", id: "tl-single", title: "back to one worker's timeline", onclick: back }, "◂ One worker"),
       h("label", null, "Ranks ", ranksIn),
       h("button", { type: "button", class: "btn small", id: "tl-ranks-apply", onclick: () => applyRanks() }, "Show"),
@@ -55,7 +61,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
       status),
     h("div", { class: "tl-help" }, `All ranks on one clock${typeof d?.reference === "string" ? ` (reference: ${d.reference})` : ""}: wheel to zoom, drag to move, click a rank's header to fold or unfold it; only unfolded ranks load.`),
     typeof d?.reason === "string" ? h("div", { class: "banner", id: "tl-offsets-reason" }, `Clocks cannot be aligned: ${d.reason}`) : null,
-    wrap, offsets, details));
+    found, wrap, offsets, details));
 
   const label = (c: RankClock): string => {
     const who = c.rank !== null ? `rank ${c.rank} · ${c.worker}` : c.worker;
@@ -120,6 +126,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
       return mergeTiles(merged, a, b, px, extents);
     },
     onScroll: () => { clearTimeout(scrollTimer); scrollTimer = window.setTimeout(checkView, 120); },
+    onTile: () => land(),
     onSelect: (s, info) => void showDetails(s, info),
     onView: (a, b) => ctx.set("win", `${a.toFixed(3)},${b.toFixed(3)}`),
     onError: (m) => { status.textContent = m; },
@@ -170,6 +177,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
     aligned = alignBox.checked;
     ctx.set("align", aligned ? undefined : "0");
     v.refetch();
+    if (msearch.value.trim()) void runSearch();  // the matches' times move with the clocks
   });
 
   /** The chosen ranks' clock offsets: how each was estimated, or why it could not be. */
@@ -206,7 +214,81 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
     } catch (err) { mount(details, head, h("p", { class: "muted" }, `No details: ${(err as Error).message}`)); }
   }
 
+  /** Searches every chosen rank (its own `/timeline/search`, a few ranks at a time) and lists the matches on the
+   * aligned clock, earliest first; a click goes to one. */
+  let searchGen = 0, searchTimer = 0;
+  async function runSearch(): Promise<void> {
+    const q = msearch.value.trim(), gen = ++searchGen;
+    ctx.set("mq", q || undefined);
+    if (!q) { mount(found); return; }
+    const ps = parts();
+    const per: { c: RankClock; k: number; total: number; results: any[]; error?: string }[] = [];
+    let next = 0;
+    const progress = () => { if (gen === searchGen && ctx.alive()) mount(found, h("p", { class: "muted" }, `searching rank ${per.length + 1} of ${ps.length}…`)); };
+    progress();
+    const one = async (): Promise<void> => {
+      while (next < ps.length && gen === searchGen) {
+        const { c, k } = ps[next++];
+        try {
+          const d = await getJSON<any>("timeline/search", { run: sel.run, worker: c.worker, span: sel.span, query: q, limit: SEARCH_PER_RANK }, { cache: true });
+          per.push({ c, k, total: Number(d?.total) || 0, results: Array.isArray(d?.results) ? d.results : [] });
+        } catch (e) { per.push({ c, k, total: 0, results: [], error: (e as Error).message }); }
+        progress();
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(SEARCH_PARALLEL, ps.length) }, one));
+    if (gen !== searchGen || !ctx.alive()) return;
+    const total = per.reduce((x, p) => x + p.total, 0), ranksHit = per.filter((p) => p.total > 0).length;
+    const rows = per.flatMap((p) => p.results.map((r) => ({ p, r, at: Number(r.ts_us) + shiftOf(p.c, aligned) })))
+      .sort((x, y) => x.at - y.at).slice(0, SEARCH_ROWS);
+    const errors = per.filter((p) => p.error);
+    mount(found,
+      h("h3", { id: "tl-msearch-head" }, `${total.toLocaleString("en-US")} matches for “`, q, `” on ${ranksHit} of ${per.length} ranks`,
+        rows.length < total ? ` (the earliest ${Math.min(SEARCH_PER_RANK, rows.length)} per rank listed)` : ""),
+      errors.length ? h("div", { class: "banner" }, `Not searched: ${errors.map((p) => `${p.c.worker}: ${p.error}`).join("; ")}`) : null,
+      // a box of its own that scrolls, so that the timeline stays in sight below it
+      rows.length ? h("div", { style: "max-height:15em;overflow:auto" }, h("table", { class: "data-table", id: "tl-msearch-table" },
+        h("thead", null, h("tr", null, ["Rank", "Name", aligned ? "Start (aligned)" : "Start (unaligned)", "Duration", "Matches on the rank"].map((x) => h("th", null, x)))),
+        h("tbody", null, rows.map(({ p, r, at }) => {
+          const tr = h("tr", { class: "clickable", "data-worker": p.c.worker, "data-idx": String(r.idx), title: "go there" },
+            h("td", null, p.c.rank !== null ? `rank ${p.c.rank}` : p.c.worker), h("td", null, String(r.name)),
+            h("td", { class: "num" }, fmtUs(at)), h("td", { class: "num" }, fmtUs(Number(r.dur_us))), h("td", { class: "num" }, p.total.toLocaleString("en-US")));
+          tr.addEventListener("click", () => jumpTo(p.c, p.k, r));
+          return tr;
+        })))) : null);
+  }
+  msearch.addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = window.setTimeout(() => void runSearch(), 400); });
+  msearch.addEventListener("keydown", (e) => { if (e.key === "Enter") { clearTimeout(searchTimer); void runSearch(); } });
+
+  /** The match being gone to: selected once its rank's tile is drawn (`land`, after each new tile). */
+  let pending: { worker: string; own: number; sel: Selection; tries: number } | null = null;
+  function jumpTo(c: RankClock, k: number, r: any): void {
+    const ts = Number(r.ts_us) + shiftOf(c, aligned), dur = Number(r.dur_us) || 0;
+    pending = { worker: c.worker, own: Number(r.track), tries: 0,
+      sel: { track: -1, depth: Number(r.depth) || 0, idx: Number(r.idx), name: String(r.name), cat: String(r.cat ?? ""), ts_us: ts, dur_us: dur } };
+    open.add(k);
+    ctx.set("open", [...open].filter((x) => chosen.includes(x)).join(","));
+    showStatus();
+    v.setAllCollapsed(false);
+    const pad = Math.max(dur * 2, 5);
+    v.setView(ts - pad, ts + dur + pad);
+    v.refetch();
+    wrap.scrollIntoView({ block: "nearest" });
+  }
+  function land(): void {
+    if (!pending) return;
+    const tr = v.tracks();
+    const i = tr.findIndex((t) => !t.header && t.worker === pending!.worker && t.own_index === pending!.own);
+    if (i >= 0) { const s = { ...pending.sel, track: i }; pending = null; v.select(s); return; }
+    // the rank is out of view: scroll its group to the top, and ask for its tile there
+    const head = tr.findIndex((t) => t.header && t.worker === pending!.worker);
+    if (head < 0 || ++pending.tries > 4) { status.textContent = `${pending.worker}'s tracks did not load`; pending = null; return; }
+    v.scrollToTrack(head);
+    v.refetch();
+  }
+
   const win = ctx.get("win")?.split(",").map(Number);
   await v.init(win && win.length === 2 && win.every(isFinite) ? [win[0], win[1]] : undefined);
   showStatus();
+  if (ctx.get("mq")) { msearch.value = ctx.get("mq")!; void runSearch(); }
 }
