@@ -3,7 +3,8 @@
 (benchmarks/gen_distributed.py, as in tests/test_job_diff.py): the first ranked line names rank 3, compute and that
 kernel with about +4 ms, and the CSV link asks for format=csv. The tab needs no worker pair: against a 16-rank job whose
 rank 0 trace is cut short (so /diff of the rank-0 pair fails), and against a run that lists no worker, it still
-compares the two jobs."""
+compares the two jobs. A job whose slow kernel was renamed (a library upgrade) shows it as one kernel row aligned by
+structure."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from gen_distributed import SLOW_KERNEL, Plant, generate  # noqa: E402
 
 KERNEL_MS = 4.0
+RENAMED = "sm90_xmma_gemm_renamed"  # jd_r: jd_b with SLOW_KERNEL under this name
 CUT_RUN = "jd_16"  # 16 ranks, rank 0's trace cut short: /diff of the default worker pair (rank 0 of both) fails
 OLD = time.time() - 3600  # files untouched for an hour: complete, not still being written
 
@@ -32,8 +34,9 @@ def tb(tmp_path_factory):
     if browser_available():
         pytest.skip(browser_available())
     d = tmp_path_factory.mktemp("job_diff_ui")
-    for run, plants in (("jd_a", ()), ("jd_b", (Plant(3, "kernel", KERNEL_MS),))):
-        for p in generate(str(d / run), 8, events=2000, steps=3, plants=plants, layout=True):
+    slow = (Plant(3, "kernel", KERNEL_MS),)
+    for run, plants, rename in (("jd_a", (), None), ("jd_b", slow, None), ("jd_r", slow, {SLOW_KERNEL: RENAMED})):
+        for p in generate(str(d / run), 8, events=2000, steps=3, plants=plants, layout=True, rename=rename):
             os.utime(p, (OLD, OLD))
     cut = generate(str(d / CUT_RUN), 16, events=2000, steps=3, layout=True)
     data = Path(cut[0]).read_bytes()
@@ -71,10 +74,8 @@ def test_job_diff_tab_names_the_planted_rank_kernel_and_ms(browser, tb):
         got_ms = float(re.match(r"Compute \(kernels\) \+([0-9.]+) ms per step", first).group(1))
         assert got_ms == pytest.approx(KERNEL_MS, rel=0.1)
         # the drill-down: the kernel table's first row is the planted kernel, 4 ms / 8 ranks longer on the mean rank
-        k0 = page.evaluate(
-            "() => [...document.querySelectorAll('#jobdiff-kernels tbody tr:first-child td')].map(td => td.textContent)"
-        )
-        assert k0[0] == SLOW_KERNEL and k0[3].startswith("+0.5"), k0
+        k0 = _kernel_rows(page)[0]
+        assert k0["Kernel"] == SLOW_KERNEL and k0["Δ"].startswith("+0.5") and k0["Aligned by"] == "name", k0
         # per rank: 8 rows, rank 3's step +4 ms
         ranks = page.evaluate(
             "() => [...document.querySelectorAll('#jobdiff-ranks tbody tr')].map(r => [...r.querySelectorAll('td')]"
@@ -95,6 +96,29 @@ def test_job_diff_tab_names_the_planted_rank_kernel_and_ms(browser, tb):
         # the link answers a CSV file whose first ranked row is the same line
         csv = page.evaluate("h => fetch(h).then(r => r.text())", href)
         assert csv.splitlines()[1].startswith("1,kernel,"), csv[:300]
+    finally:
+        context.close()
+
+
+def _kernel_rows(page) -> list[dict]:
+    """The job diff's kernel table as {column header: cell text} per row, in the order shown."""
+    return page.evaluate(
+        "() => { const hs = [...document.querySelectorAll('#jobdiff-kernels thead th')].map(th => th.textContent);"
+        " return [...document.querySelectorAll('#jobdiff-kernels tbody tr')].map(r => Object.fromEntries("
+        "[...r.querySelectorAll('td')].map((td, i) => [hs[i], td.textContent]))); }"
+    )
+
+
+def test_renamed_kernel_is_one_row_aligned_by_structure(browser, tb):
+    context = browser.new_context(viewport={"width": 1600, "height": 900})
+    page = context.new_page()
+    try:
+        _open_jobs_tab(page, tb, "jd_r")
+        rows = _kernel_rows(page)
+        top = rows[0]
+        assert top["Kernel"] == f"{SLOW_KERNEL} -> {RENAMED}" and top["Aligned by"] == "structure", top
+        assert top["Δ"].startswith("+0.5") and top["Op path"] not in ("", "–"), top
+        assert not [r for r in rows if r["Aligned by"] == "unmatched"], rows
     finally:
         context.close()
 

@@ -49,8 +49,11 @@ export function renderJobDiff(d: any, p: JobPair): HTMLElement {
     { key: "max_delta_ms", label: "Its Δ", numeric: true, fmt: sms },
   ];
   const kernels: any[] = Array.isArray(d?.kernels) ? d.kernels : [];
+  const kernelRows = kernels.map((k) => ({ ...k, name: String(k.name ?? ""), align: String(k.align ?? ""), path: String(k.b_path ?? k.a_path ?? "") }));
   const kernelCols: Column[] = [
-    { key: "name", label: "Kernel" }, { key: "a_ms", label: "A (mean rank)", numeric: true, fmt: ms },
+    { key: "name", label: "Kernel" }, { key: "path", label: "Op path", fmt: (v) => String(v || "–") },
+    { key: "align", label: "Aligned by", fmt: (v) => String(v || "–"), title: "name / structure (place under the same op) / unmatched" },
+    { key: "a_ms", label: "A (mean rank)", numeric: true, fmt: ms },
     { key: "b_ms", label: "B (mean rank)", numeric: true, fmt: ms }, { key: "delta_ms", label: "Δ", numeric: true, fmt: sms },
   ];
   const bucketCols: Column[] = [
@@ -75,6 +78,6 @@ export function renderJobDiff(d: any, p: JobPair): HTMLElement {
       { caption: "Per rank (Δ of B's rank against A's same rank)", filterKeys: ["name", "worker_a", "worker_b"], exportName: "jobdiff_ranks", sortKey: "rank", sortDesc: false, rowClass: (r) => deltaClass(r.step_delta_ms) })),
     h("div", { id: "jobdiff-groups" }, dataTable(groupCols, groupRows,
       { caption: "Collectives per process group (exposed time per step)", filterKeys: ["name", "group"], exportName: "jobdiff_groups", rowClass: (r) => deltaClass(r.delta_ms) })),
-    h("div", { id: "jobdiff-kernels" }, dataTable(kernelCols, kernels,
-      { caption: "Kernels (largest change first)", exportName: "jobdiff_kernels", rowClass: (r) => deltaClass(r.delta_ms) })));
+    h("div", { id: "jobdiff-kernels" }, dataTable(kernelCols, kernelRows,
+      { caption: "Kernels (largest change first; a kernel renamed between the jobs is one row, aligned by its place under the same op)", filterKeys: ["name", "path"], exportName: "jobdiff_kernels", rowClass: (r) => `align-${r.align} ` + deltaClass(r.delta_ms) })));
 }
