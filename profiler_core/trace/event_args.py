@@ -290,9 +290,16 @@ def markdown_table(args: tuple[Arg, ...] | None = None) -> str:
     )
     kept = [a for a in args if a.table == "events" and a.column is None]
     words = ", ".join(f"`{a.keys[0]}` ({', '.join(FAMILIES[f][1] for f in a.on)})" for a in kept)
+    sparse = ", ".join(f"`{a.keys[0]}`" for a in args if a.table == "events" and a.sparse and a.column)
     return "\n".join(lines) + (
         f"\n\n{words} are written as torch writes them and kept only in each event's full args (read back by\n"
         "`profiler_core.trace.read.lookup.trace_event_args`).\n"
+        + (
+            f"\nThe reader keeps the columns of {sparse} sparse: only for the events that carry them\n"
+            "(`TraceData.sparse`, docs/internals.md §3).\n"
+            if sparse
+            else ""
+        )
     )
 
 

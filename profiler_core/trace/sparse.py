@@ -168,7 +168,9 @@ class SparseColumn:
         """Same length, rows, values (NaN equal to NaN), missing value and texts."""
         if not isinstance(other, SparseColumn) or self.n != other.n or self.is_text != other.is_text:
             return False
-        if not (np.array_equal(self.rows, other.rows) and self.values.dtype == other.values.dtype):
+        if self.rows.dtype != other.rows.dtype or self.values.dtype != other.values.dtype:
+            return False
+        if not np.array_equal(self.rows, other.rows):
             return False
         if not (self.missing == other.missing or (_is_nan(self.missing) and _is_nan(other.missing))):
             return False
