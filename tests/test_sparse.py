@@ -237,3 +237,17 @@ def test_event_route_gives_a_kernel_its_launch_args(tmp_path, monkeypatch):
     args = r.json["args"]
     assert args["grid"] == [3, 2, 1] and args["block"] == [128, 1, 1] and args["registers per thread"] == 34
     assert args["shared memory"] == 2048 and args["est. achieved occupancy %"] == 12
+
+
+def test_an_entry_of_the_dense_format_is_parsed_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    p = tmp_path / "w.pt.trace.json"
+    p.write_text(json.dumps(_doc()))
+    t = read_trace(str(p))
+    current = cache.FORMAT_VERSION
+    assert current >= 8  # 8: the sparse args
+    monkeypatch.setattr(cache, "FORMAT_VERSION", 7)
+    cache.store(str(p), t)
+    assert cache.load(str(p)) is not None
+    monkeypatch.setattr(cache, "FORMAT_VERSION", current)
+    assert cache.load(str(p)) is None  # the reader parses the file again

@@ -34,6 +34,7 @@ def rows_dtype(n: int) -> np.dtype:
 
 
 def _is_nan(value: Any) -> bool:
+    """True for a float NaN (the missing value of float columns)."""
     return isinstance(value, float) and value != value
 
 
@@ -110,17 +111,21 @@ class SparseColumn:
         return int(self.rows.nbytes + self.values.nbytes)
 
     def __len__(self) -> int:
+        """The column's row count (rows with and without a value)."""
         return self.n
 
     def __repr__(self) -> str:
+        """Rows, rows with a value and dtype."""
         return f"SparseColumn({self.n} rows, {len(self.rows)} with a value, {self.dtype})"
 
     def _decoded(self, values: np.ndarray) -> np.ndarray:
+        """Stored values as the column's values (a text column's codes as its texts)."""
         if self.categories is None:
             return values
         return self.categories[values] if len(values) else np.empty(0, dtype=object)
 
     def _full(self, m: int) -> np.ndarray:
+        """`m` missing values of the column's dense dtype."""
         if self.is_text:
             out = np.empty(m, dtype=object)
             out[:] = self.missing
@@ -179,9 +184,11 @@ class SparseColumn:
         return bool(np.array_equal(self.values, other.values, equal_nan=self.values.dtype.kind == "f"))
 
     def __getstate__(self) -> tuple:
+        """Pickled as its fields (a shared rows array stays shared within one pickle)."""
         return (self.n, self.rows, self.values, self.missing, self.categories)
 
     def __setstate__(self, state: tuple) -> None:
+        """Restores the fields `__getstate__` gave."""
         self.n, self.rows, self.values, self.missing, self.categories = state
 
 

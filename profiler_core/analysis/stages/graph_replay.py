@@ -46,6 +46,7 @@ def is_graph_launch(name: str) -> bool:
 
 
 def _int_column(t: Any, name: str) -> np.ndarray:
+    """An events column of `t` (sparse or not) as int64, every row."""
     return t.arg(name).astype(np.int64, copy=False)
 
 
