@@ -107,7 +107,7 @@ def read_msgspec(path: str) -> dict:
     from profiler_core.trace.read.reader import read_trace
 
     t = read_trace(path, processes=0)
-    ev = t.events.sort_values("idx", kind="stable")
+    ev = t.dense_events().sort_values("idx", kind="stable")  # the sparse args too, as full columns
     out = {c: _plain(ev[c]) for c in EVENT_COLUMNS}
     if C._base_ns(t.metadata) is None:  # rebased on the first event: back to the file's µs
         out["ts"] = out["ts"] + t.base_ns

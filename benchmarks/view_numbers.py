@@ -19,8 +19,13 @@ SHARED = Path(os.environ.get("GPUSCOPE_SHARED", Path.cwd().parent / "shared")) /
 
 def dump(out: str) -> None:
     """Write one JSON file per shared trace with the views that read node, link and step stages."""
+    from profiler_core.analysis.stages.graph_replay import graph_replay
     from profiler_core.trace.read.reader import read_trace
-    from tb_plugin.views import diff, distributed, kernels, memory, modules, operators, overview
+    from tb_plugin.diagnosis import pipeline, worker_facts
+    from tb_plugin.views import collectives, diff, distributed, kernels, memory, modules, operators, overview
+
+    def frame(df: object) -> dict:
+        return df.to_dict("list")  # type: ignore[attr-defined]
 
     os.makedirs(out, exist_ok=True)
     for f in sorted(SHARED.rglob("*.json*")):
@@ -37,6 +42,11 @@ def dump(out: str) -> None:
                 ("ops", operators.operators),
                 ("ops_shape", lambda t: operators.operators(t, "name_shape")),
                 ("kernels", lambda t: kernels.kernels(t, "name_op")),
+                ("kernels_config", lambda t: kernels.kernels(t, "name_op_config")),
+                ("collectives", lambda t: frame(collectives.collectives(t))),
+                ("graph_replay", lambda t: frame(graph_replay(t))),
+                ("pipeline", pipeline.project),
+                ("worker_facts", worker_facts.worker_facts),
                 ("mem_stats", memory.memory_stats),
                 ("mem_events", memory.memory_events),
                 ("modules", modules.modules),

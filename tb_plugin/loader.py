@@ -32,6 +32,7 @@ from profiler_core.storage import redact
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import cache
 from profiler_core.trace.read.reader import TraceReadError, default_parse_processes, read_trace
+from profiler_core.trace.sparse import nbytes_of
 from tb_plugin.errors import LoadFailed
 from tb_plugin.runs import TraceFile
 
@@ -51,8 +52,9 @@ def default_processes() -> int:
 
 
 def trace_nbytes(t: TraceData) -> int:
-    """Approximate memory held by a parsed trace."""
-    return int(sum(df.memory_usage(index=False, deep=False).sum() for df in (t.events, t.memory, t.flows, t.names)))
+    """Approximate memory held by a parsed trace (its frames and its sparse arg columns)."""
+    frames = sum(df.memory_usage(index=False, deep=False).sum() for df in (t.events, t.memory, t.flows, t.names))
+    return int(frames) + nbytes_of(t.sparse.values())
 
 
 def check_is_trace(path: str, t: TraceData) -> TraceData:

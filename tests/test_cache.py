@@ -104,12 +104,14 @@ def test_default_dir_is_under_home(monkeypatch):
 def test_absent_columns_stay_shared_constants_through_the_cache(cache_env, tmp_path):
     p = _trace(tmp_path / "w.pt.trace.json", 50)
     t = read_trace(p)
-    grid = t.events["grid_x"].to_numpy()
-    assert grid.strides == (0,) and not grid.flags.writeable and (grid == 0).all()
+    stream = t.events["stream"].to_numpy()
+    assert stream.strides == (0,) and not stream.flags.writeable and (stream == -1).all()
+    assert len(t.sparse["grid_x"].rows) == 0 and (t.arg("grid_x") == 0).all()  # a sparse arg no row holds
     assert t.events["ts"].to_numpy().strides == (8,)
     cache.store(p, t)
     t2 = cache.load(p)
     pd.testing.assert_frame_equal(t.events, t2.events)
+    assert t2.sparse.keys() == t.sparse.keys() and all(t2.sparse[c].equals(t.sparse[c]) for c in t.sparse)
     assert t2.events["correlation"].to_numpy().strides == (0,)
     assert list(t2.events.columns) == list(t.events.columns)
     sub = t2.events[t2.events["name"] == "op3"]  # ordinary pandas work on them

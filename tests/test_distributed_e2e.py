@@ -80,7 +80,7 @@ def _check_one_trace_per_rank(logdir: Path, n: int) -> dict:
         assert info["backend"] == "mpi" and info["world_size"] == n
         assert worker.endswith(f"_rank{info['rank']:05d}")
         ranks.append(info["rank"])
-        comm = t.events[t.events["name"].astype(str) == "mpi::Allreduce"]
+        comm = t.dense_events()[t.events["name"].astype(str) == "mpi::Allreduce"]
         assert len(comm) >= 3
         assert set(comm["coll_name"].astype(str)) == {"allreduce"}
         assert (comm["group_size"] == n).all() and (comm["in_nelems"] > 0).all()

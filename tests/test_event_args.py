@@ -54,7 +54,7 @@ def test_model_columns_come_from_the_schema():
 
 def test_absent_args_read_as_their_missing_values_with_their_dtypes():
     t = _read([_kernel("k", 1, {}), _op("op", 2, {"Collective name": "allreduce"})])
-    ev = t.events
+    ev = t.dense_events()
     k = ev[ev["name"] == "k"].iloc[0]
     # missing values as docs/internals.md §3 states them
     assert k["registers"] == -1 and k["grid_x"] == 0 and math.isnan(k["occupancy"]) and k["coll_name"] == ""
@@ -81,8 +81,10 @@ def test_older_spellings_fill_only_where_the_key_is_absent():
 
 def test_a_family_only_arg_stays_a_constant_column_where_no_event_has_it():
     t = _read([_op("op", 1, {"Input Dims": [[1]]}), _kernel("k", 2, {"grid": [1, 1, 1]})])
-    for c in ("in_nelems", "python_id", "occupancy", "registers"):
-        assert t.events[c].to_numpy().strides == (0,), c  # the schema's missing value, stored once
+    assert t.events["python_id"].to_numpy().strides == (0,)  # the schema's missing value, stored once
+    for c in ("in_nelems", "occupancy", "registers"):  # sparse args: no row holds a value, nothing is stored
+        assert len(t.sparse[c].rows) == 0 and len(t.sparse[c].values) == 0, c
+    assert len(t.sparse["grid_x"].rows) == 1
 
 
 _ADD_A_ROW = r"""
@@ -103,9 +105,10 @@ ev = [
     {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 3, "dur": 1, "args": {"launch cost": 5}},
 ]
 t = parse_trace(json.dumps({"baseTimeNanoseconds": 10**18, "traceEvents": ev}).encode())
-e = t.events
+e = t.dense_events()
 print(json.dumps({
     "in_model": "launch_cost" in model.EVENT_COLUMNS and "kernel_tag" in model.EVENT_COLUMNS,
+    "sparse": sorted(set(t.sparse) & {"launch_cost", "kernel_tag"}),
     "cost": e["launch_cost"].tolist(), "dtype": str(e["launch_cost"].dtype),
     "tag": e["kernel_tag"].astype(str).tolist(), "tag_dtype": str(e["kernel_tag"].dtype),
     "doc": "`launch cost` (older: `Launch Cost`) | kernels | `launch_cost`" in ea.markdown_table(),
@@ -123,6 +126,7 @@ def test_a_row_added_to_the_schema_reaches_the_reader_and_the_docs():
     # kernels carry it (under either spelling); the cpu_op's is not read: the row says kernels only
     assert got == {
         "in_model": True,
+        "sparse": ["launch_cost"],
         "cost": [42, 7, -1],
         "dtype": "int64",
         "tag": ["hot", "", ""],

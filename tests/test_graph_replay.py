@@ -70,7 +70,7 @@ def test_sequence_fallback_and_node_id_order(tmp_path):
     r = graph_replay(ided).sort_values("row")
     ev = ided.events
     calls = np.flatnonzero((ev["name"] == "cudaLaunchKernel").to_numpy())
-    node = ev["graph_node_id"].to_numpy()[r["row"].to_numpy()]
+    node = ided.arg("graph_node_id", r["row"].to_numpy())
     assert node.tolist() == [102, 101, 104, 103]
     assert r["call"].tolist() == [calls[1], calls[0], calls[3], calls[2]]
 

@@ -23,7 +23,7 @@ def ranks():
 
 
 def test_reader_keeps_the_process_group_name(ranks):
-    ev = ranks["rank0"].events
+    ev = ranks["rank0"].dense_events()
     rpc = ev[ev["name"].astype(str) == "record_param_comms"]
     assert set(rpc["pg_name"].astype(str)) == {"0"} and set(rpc["group_size"]) == {2}
 
@@ -61,7 +61,7 @@ def test_kernels_belong_to_their_collective(ranks):
     rows, owners = collectives.kernel_owners(t)
     ev = t.events
     assert len(rows) == 21 and len(set(owners.tolist())) == 21
-    colls = ev["coll_name"].astype(str).to_numpy()[owners]
+    colls = t.arg("coll_name", owners)
     kernels = ev["name"].astype(str).to_numpy()[rows]
     for c, k in zip(colls, kernels):
         assert collectives.kernel_kind(k) == {"allreduce": "allreduce", "broadcast": "broadcast"}[c]

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from profiler_core import settings
+from profiler_core.trace.model import SPARSE_COLUMNS
 from profiler_core.trace.read import native, reader
 from profiler_core.trace.read.reader import TraceReadError, parse_trace, parse_trace_native, read_bytes, read_trace
 
@@ -35,11 +36,15 @@ if not native.available():
 
 
 def _same(nat, ref) -> None:
-    """Every frame, column, dtype and value equal (categories compared by value: their order follows a set's)."""
+    """Every frame, column, dtype and value equal (categories compared by value: their order follows a set's),
+    and every sparse column: the same rows, values, texts and missing value."""
     for a, b in ((nat.events, ref.events), (nat.memory, ref.memory), (nat.flows, ref.flows)):
         pd.testing.assert_frame_equal(a, b, check_categorical=False)
         for c in a.columns:
             assert a[c].dtype == b[c].dtype, c
+    assert list(nat.sparse) == list(ref.sparse) == list(SPARSE_COLUMNS)
+    for c in SPARSE_COLUMNS:
+        assert nat.sparse[c].equals(ref.sparse[c]), c
     pd.testing.assert_frame_equal(nat.names, ref.names)
     assert nat.metadata == ref.metadata
     assert nat.device_properties == ref.device_properties
@@ -255,10 +260,10 @@ def test_the_base_document_is_read_natively_and_alike():
     assert _compare(data) == "native"
     t = parse_trace_native(data)
     # values checked by hand, not only against the Python reader
-    kernels = t.events[t.events["cat"] == "kernel"]
+    kernels = t.dense_events()[t.events["cat"] == "kernel"]
     assert kernels["grid_x"].tolist()[:3] == [0, 1, 2] and set(kernels["block_x"]) == {128}
     assert set(kernels["external_id"]) == set(range(300)) and set(kernels["registers"]) == {32}
-    ops = t.events[t.events["cat"] == "cpu_op"]
+    ops = t.dense_events()[t.events["cat"] == "cpu_op"]
     assert set(ops["input_dims"]) == {f"[[{k},3],[]]" for k in range(5)}
     assert set(ops["bytes"]) == set(range(300)) and (ops["device"] == -1).all()
     assert len(t.memory) == 30 and set(t.memory["total_reserved"]) == {4096} and set(t.memory["device_type"]) == {-1}
@@ -488,7 +493,7 @@ def test_an_arg_without_the_arg_it_is_written_with_is_declined_or_read_alike():
     with_lead = [_op(0, {"graph id": 3, "graph node id": 4}, cat="kernel")]
     data = json.dumps({"traceEvents": with_lead}).encode()
     assert _compare(data) == "native"
-    assert parse_trace_native(data).events["graph_node_id"].tolist() == [4]
+    assert parse_trace_native(data).arg("graph_node_id").tolist() == [4]
     assert ("graph id", "graph node id") in native.scan_pairs()
     alone = [_op(0, {"graph node id": 4}, cat="kernel")]
     assert _compare(json.dumps({"traceEvents": alone}).encode()) == "declined"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from profiler_core.trace.categories import normalise_category
-from profiler_core.trace.model import EVENT_COLUMNS, TraceData
+from profiler_core.trace.model import EVENT_COLUMNS, FRAME_COLUMNS, TraceData
 from profiler_core.trace.read.lookup import trace_event_args
 from profiler_core.trace.read.reader import TraceReadError, parse_trace, read_trace
 
@@ -64,7 +64,7 @@ def test_every_shared_trace_matches_plain_json(shared_traces):
         # times as written (decimal text), since a float64 µs loses nanoseconds past ~2**53 ns
         exact = json.loads(text, parse_float=Decimal)["traceEvents"]
         xt = [exact[i] for i, _ in xs]
-        ev = t.events.sort_values("idx").reset_index(drop=True)
+        ev = t.dense_events().sort_values("idx").reset_index(drop=True)
         assert len(ev) == len(xs), path
         assert list(ev["idx"]) == [i for i, _ in xs]
         base = doc.get("baseTimeNanoseconds")
@@ -127,7 +127,8 @@ def test_every_shared_trace_matches_plain_json(shared_traces):
 def test_schema_dtypes_and_order(shared_traces):
     path = _shared_files(shared_traces / "torch_cpu_cnn")[0]
     t = read_trace(path)
-    ev = t.events
+    assert tuple(t.events.columns) == FRAME_COLUMNS  # the sparse args are kept apart (trace/sparse.py)
+    ev = t.dense_events()
     assert tuple(ev.columns) == EVENT_COLUMNS
     for c in ("cat", "name", "input_dims", "input_type", "call_stack", "coll_name", "dtype"):
         assert isinstance(ev[c].dtype, pd.CategoricalDtype), c
@@ -228,7 +229,7 @@ def test_bare_list_na_values_and_string_ids(tmp_path):
     ]
     p = _write(tmp_path / "bare.json", ev)
     t = read_trace(p)
-    e = t.events
+    e = t.dense_events()
     assert list(e["name"].astype(str)) == ["op", "Memcpy HtoD", "k"]
     assert t.base_ns == 99_000  # no baseTimeNanoseconds: rebased on the first event
     assert list(e["ts"]) == [0, 1000, 2000]
@@ -299,7 +300,8 @@ def test_corrupt_and_truncated_gzip(tmp_path):
 
 def test_empty_trace_has_typed_empty_frames(tmp_path):
     t = read_trace(_write(tmp_path / "e.json", {"traceEvents": []}, gz=True))
-    assert len(t.events) == 0 and tuple(t.events.columns) == EVENT_COLUMNS
+    assert len(t.events) == 0 and tuple(t.events.columns) == FRAME_COLUMNS
+    assert tuple(t.dense_events().columns) == EVENT_COLUMNS and all(c.n == 0 for c in t.sparse.values())
     assert t.events["ts"].dtype == np.int64
     assert isinstance(t.events["name"].dtype, pd.CategoricalDtype)
     assert len(t.memory) == 0 and len(t.flows) == 0 and len(t.names) == 0
@@ -346,7 +348,7 @@ def test_bare_na_nan_and_control_characters_are_repaired(tmp_path):
     )
     for gz in (False, True):
         t = read_trace(_write(tmp_path / f"na{gz}.json", text, gz=gz))
-        e = t.events
+        e = t.dense_events()
         assert list(e["name"].astype(str)) == ["Memcpy HtoD", "k"]
         assert e["bytes"].iloc[0] == 8
         assert np.isnan(e["blocks_per_sm"].iloc[1]) and e["warps_per_sm"].iloc[1] == np.inf
@@ -374,7 +376,7 @@ def test_static_dynamic_shared_memory_columns(tmp_path):
         for i, a in enumerate(args)
     ]
     t = read_trace(_write(tmp_path / "split.json", {"traceEvents": ev}))
-    e = t.events
+    e = t.dense_events()
     assert e["static_shared_memory"].dtype == np.int32 and e["dynamic_shared_memory"].dtype == np.int32
     assert list(zip(e["shared_memory"], e["static_shared_memory"], e["dynamic_shared_memory"])) == [
         (3072, 1024, 2048),

@@ -27,7 +27,7 @@ def _kernels(tmp_path, grids: list) -> tuple:
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": ev}))
     t = read_trace(p, processes=0)
-    return t.events[["grid_x", "grid_y", "grid_z"]].to_numpy(), t.warnings
+    return t.dense_events()[["grid_x", "grid_y", "grid_z"]].to_numpy(), t.warnings
 
 
 def test_triples_in_bulk_with_missing_values(tmp_path):

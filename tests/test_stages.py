@@ -379,8 +379,8 @@ def test_collective_calls_are_record_param_comms_and_collective_mpi_methods():
         assert is_collective_call(name, coll) is expected, (name, coll)
     events = [op(n, 10 * i, 5, **({"Collective name": c} if c else {})) for i, (n, c, _) in enumerate(cases)]
     t = make_trace(events)
-    keys = [f"{n}/{c}" for n, c in zip(t.events["name"].astype(str), t.events["coll_name"].astype(str))]
-    got = dict(zip(keys, collective_call_mask(t.events).tolist()))
+    keys = [f"{n}/{c}" for n, c in zip(t.events["name"].astype(str), t.arg("coll_name"))]
+    got = dict(zip(keys, collective_call_mask(t).tolist()))
     assert got == {f"{n}/{c}": e for n, c, e in cases}
 
 

@@ -129,7 +129,7 @@ def test_arguments_table_is_generated_from_the_schema():
 
 
 def test_every_argument_of_the_document_reaches_its_column(trace):
-    ev = trace.events.set_index(trace.events["name"].astype(str))
+    ev = trace.dense_events().set_index(trace.events["name"].astype(str))
     checked = 0
     for key, _on, column in _table("Arguments (`args`)"):
         keys, columns = _ticked(key), _ticked(column)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from profiler_core.trace.sparse import SparseColumn
 from tb_plugin.views import kernels
 
 from .test_views_common_support import kernel, make_trace, op, runtime
@@ -109,9 +110,9 @@ def test_non_finite_kernel_args_are_estimated_or_ignored():
     )
     kern = (t.events["cat"] == "kernel").to_numpy()
     for col, values in (("blocks_per_sm", [np.inf, -1.0]), ("occupancy", [np.inf, 30.0])):  # JSON has no inf
-        arr = t.events[col].to_numpy(dtype=np.float64, copy=True)
+        arr = t.arg(col).astype(np.float64)
         arr[kern] = values
-        t.events[col] = arr
+        t.sparse[col] = SparseColumn.from_dense(arr, np.nan)
     (row,) = kernels.kernels(t)["rows"]
     assert row["blocks_per_sm"] == pytest.approx((0.5 * 40 + 2.0 * 10) / 50)  # 5/10 and 20/10 blocks per SM
     assert row["achieved_occupancy"] == pytest.approx(0.30)
@@ -256,7 +257,7 @@ def _naive(t, group_by: str) -> list[tuple]:
     """calls, total, min, max, weighted blocks per SM and occupancy, launch configurations per group, by a
     loop over the kernels (independent of the view's vectorised grouping)."""
     rows = {}
-    ev = t.events
+    ev = t.dense_events()
     op_of = {}
     for r in ev.itertuples():
         op_of.setdefault(r.external_id, r.name) if r.cat == "cpu_op" else None

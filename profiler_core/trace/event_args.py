@@ -94,7 +94,8 @@ class Arg:
     kind: Kind
     on: tuple[str, ...]  # FAMILIES carrying it
     table: str = "events"  # the TraceData frame: events, memory or names
-    #: carried by its family's events only (a kernel-only or collective-only column): a sparse candidate
+    #: carried by its family's events only (kernel-only, copy/collective-only): the trace model and the parse
+    #: cache keep its column(s) as `trace/sparse.py` SparseColumns (`TraceData.sparse`), not in `events`
     sparse: bool = False
     #: the field of the arg Kineto always writes this one with: absent with it (not `warps per SM` with
     #: `blocks per SM`: torch 1.8 writes the warps alone)
@@ -178,7 +179,15 @@ ARGS: tuple[Arg, ...] = (
     Arg("grid", ("grid",), "grid", TRIPLE, _KERNEL, sparse=True),
     Arg("block", ("block",), "block", TRIPLE, _KERNEL, sparse=True, written_with="grid"),
     Arg("occupancy", ("est. achieved occupancy %",), "occupancy", FLOAT, _KERNEL, sparse=True, note="the % value"),
-    Arg("bytes", ("bytes",), "bytes", INT64, ("memcpy", "memset", "collective"), note="MPI ops: message bytes"),
+    Arg(
+        "bytes",
+        ("bytes",),
+        "bytes",
+        INT64,
+        ("memcpy", "memset", "collective"),
+        sparse=True,
+        note="MPI ops: message bytes",
+    ),
     Arg(
         "graph_id",
         ("graph id",),
@@ -235,6 +244,11 @@ def event_columns(args: tuple[Arg, ...] | None = None) -> tuple[str, ...]:
     return EVENT_HEAD + table_columns("events", args) + EVENT_TAIL
 
 
+def sparse_columns(table: str = "events", args: tuple[Arg, ...] | None = None) -> tuple[str, ...]:
+    """The arg columns of one frame that the model keeps sparse (rows with `sparse=True`), in order."""
+    return tuple(dict.fromkeys(c for a in _rows(args) if a.table == table and a.sparse for c in a.columns))
+
+
 def column_kinds(table: str = "events", args: tuple[Arg, ...] | None = None) -> dict[str, tuple[Kind, Any]]:
     """Arg column -> (its kind, its missing value) for one frame."""
     return {c: (a.kind, a.missing) for a in _rows(args) if a.table == table for c in a.columns}
@@ -276,9 +290,16 @@ def markdown_table(args: tuple[Arg, ...] | None = None) -> str:
     )
     kept = [a for a in args if a.table == "events" and a.column is None]
     words = ", ".join(f"`{a.keys[0]}` ({', '.join(FAMILIES[f][1] for f in a.on)})" for a in kept)
+    sparse = ", ".join(f"`{a.keys[0]}`" for a in args if a.table == "events" and a.sparse and a.column)
     return "\n".join(lines) + (
         f"\n\n{words} are written as torch writes them and kept only in each event's full args (read back by\n"
         "`profiler_core.trace.read.lookup.trace_event_args`).\n"
+        + (
+            f"\nThe reader keeps the columns of {sparse} sparse: only for the events that carry them\n"
+            "(`TraceData.sparse`, docs/internals.md §3).\n"
+            if sparse
+            else ""
+        )
     )
 
 

@@ -10,14 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from profiler_core.trace.event_args import event_columns, table_columns
+from profiler_core.trace.event_args import column_kinds, event_columns, sparse_columns, table_columns
+from profiler_core.trace.sparse import SparseColumn, share_rows
 
 if TYPE_CHECKING:  # pandas is imported lazily: profiler_core must stay light at import time
     import pandas as pd
 
-#: Columns of `TraceData.events`, `.memory`, `.flows` and `.names`, in order; the dtype and missing value
-#: of each arg column, and the args they come from: `profiler_core.trace.event_args.ARGS`
+#: Every column of a complete event, in order (the reader builds them all); the dtype and missing value of each
+#: arg column, and the args they come from: `profiler_core.trace.event_args.ARGS`
 EVENT_COLUMNS = event_columns()
+#: those kept as `trace/sparse.py` SparseColumns in `TraceData.sparse` (the ARGS rows with `sparse=True`)
+SPARSE_COLUMNS = sparse_columns()
+#: the columns of the `TraceData.events` frame: EVENT_COLUMNS less the sparse ones
+FRAME_COLUMNS = tuple(c for c in EVENT_COLUMNS if c not in SPARSE_COLUMNS)
+#: Columns of `TraceData.memory`, `.flows` and `.names`, in order
 MEMORY_COLUMNS = ("ts", "pid", "tid") + table_columns("memory") + ("idx",)
 FLOW_COLUMNS = ("cat", "name", "id", "ph", "pid", "tid", "ts", "bp", "idx")
 NAME_COLUMNS = ("pid", "tid", "kind", "value")
@@ -31,6 +37,14 @@ def constant_column(value: Any, n: int) -> Any:
     import numpy as np
 
     return np.broadcast_to(np.asarray(value), (n,))
+
+
+def _row_count(rows: Any) -> int:
+    """How many rows a row selection (positions or a boolean mask) picks."""
+    import numpy as np
+
+    sel = np.asarray(rows)
+    return int(sel.sum()) if sel.dtype == bool else int(sel.size)
 
 
 def _is_constant(values: Any) -> bool:
@@ -86,6 +100,78 @@ class TraceData:
     source_stat: tuple = (-1, -1)
     #: (first event idx, start, end) byte ranges of the reader's pieces, for fast event look-ups
     event_index: tuple = ()
+    #: the SPARSE_COLUMNS of `events` (row positions in it + values); read them with `arg` / `arg_at`
+    sparse: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Moves any sparse arg column given in `events` (a hand-built frame) into `sparse`."""
+        ev = self.events
+        moved = [c for c in SPARSE_COLUMNS if hasattr(ev, "columns") and c in ev.columns]
+        if moved:
+            kinds = column_kinds()
+            self.sparse = dict(self.sparse)
+            for c in moved:
+                self.sparse[c] = SparseColumn.from_dense(ev[c], kinds[c][1])
+            self.events = ev.drop(columns=moved)
+            self.sparse = share_rows(self.sparse)
+        n = len(ev)
+        for c, col in self.sparse.items():
+            if col.n != n:
+                raise ValueError(f"sparse column {c!r} has {col.n} rows, the events {n}")
+
+    def arg(self, column: str, rows: Any = None) -> Any:
+        """The dense values of an events column (sparse or not) for every row, the row positions `rows`
+        or a boolean mask: a numpy array (texts: object array of str); an arg column absent from both
+        `events` and `sparse` reads as its missing value."""
+        import numpy as np
+
+        col = self.sparse.get(column)
+        if col is not None:
+            return col.dense(rows)
+        if column in self.events.columns:
+            values = self.events[column].to_numpy()
+            return values if rows is None else values[np.asarray(rows)]
+        kind = column_kinds().get(column)
+        if kind is None:
+            raise KeyError(column)
+        n = len(self.events) if rows is None else _row_count(rows)
+        if kind[0].dtype == "category":
+            out = np.empty(n, dtype=object)
+            out[:] = kind[1]
+            return out
+        return np.full(n, kind[1], dtype=np.dtype(kind[0].dtype))
+
+    def dense_events(self) -> pd.DataFrame:
+        """`events` with every EVENT_COLUMNS column, the sparse ones made dense (texts as categories), in order:
+        for tests and tools that compare whole tables; views read the sparse columns with `arg` instead."""
+        import pandas as pd
+
+        data = {}
+        for c in EVENT_COLUMNS:
+            if c in self.events.columns:
+                data[c] = self.events[c]
+            elif c in self.sparse or c in SPARSE_COLUMNS:
+                values = self.arg(c)
+                data[c] = pd.Categorical(values) if values.dtype == object else values
+        return pd.DataFrame(data, index=self.events.index, copy=False)
+
+    def arg_rows(self, column: str) -> Any:
+        """The row positions (sorted) whose value of an events column is not its missing value."""
+        col = self.sparse.get(column)
+        if col is None:
+            kind = column_kinds().get(column)
+            if kind is None:
+                raise KeyError(column)
+            col = SparseColumn.from_dense(self.arg(column), kind[1])
+        return col.rows
+
+    def arg_at(self, column: str, row: int) -> Any:
+        """The value of an events column (sparse or not) at one row position, as a Python scalar."""
+        col = self.sparse.get(column)
+        if col is not None:
+            return col.at(row)
+        value = self.arg(column, [row])[0]
+        return value.item() if hasattr(value, "item") else value
 
     # pickling (the disk cache) keeps constant columns as one value each
     def __getstate__(self) -> dict:

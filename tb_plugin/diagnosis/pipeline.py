@@ -128,7 +128,7 @@ def project(t: Any) -> dict:
     links = link_gpu_to_ops(t)
     grow, grt, gop = (links[c].to_numpy(np.int64) for c in ("row", "runtime", "op"))
     gpu = category_mask(ev, GPU_ACTIVITY_CATS)
-    coll = ev["coll_name"].astype(str).to_numpy() if "coll_name" in ev else np.full(len(ev), "", object)
+    coll = t.arg("coll_name")
     is_p2p = np.zeros(len(grow), dtype=bool)
     has_op = gop >= 0
     is_p2p[has_op] = np.isin(coll[gop[has_op]], sorted(P2P_NAMES))

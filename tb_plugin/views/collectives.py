@@ -146,13 +146,13 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     ev = t.events
     cols = ["row", "name", "coll", "pg", "group_size", "start", "dur", "bytes", "is_wait", "kernels"]
     none = np.zeros(0, np.int64)
-    rpc = np.flatnonzero(collective_call_mask(ev))
+    rpc = np.flatnonzero(collective_call_mask(t))
     if not len(rpc):
         return pd.DataFrame({c: [] for c in cols}), none, none
     ts = ev["ts"].to_numpy(np.int64)
     dur = ev["dur"].to_numpy(np.int64)
     names = ev["name"].astype(str).to_numpy()
-    coll = ev["coll_name"].astype(str).to_numpy()[rpc]
+    coll = t.arg("coll_name", rpc).astype(str)
     is_wait = np.isin(np.char.lower(coll.astype(str)), list(WAIT_NAMES))
     kmask = category_mask(ev, ("kernel",)) & name_mask(ev, lambda n: "nccl" in n.lower())
     nccl = np.flatnonzero(kmask)
@@ -169,7 +169,7 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
         owned = np.zeros(len(ev), dtype=bool)
         owned[owner[owner >= 0]] = True
         calls = rpc[~is_wait]
-        call_kind = np.array([_kind_of_coll(c) for c in ev["coll_name"].astype(str).to_numpy()[calls]], object)
+        call_kind = np.array([_kind_of_coll(c) for c in t.arg("coll_name", calls).astype(str)], object)
         k_kind = np.array([kernel_kind(n) for n in names[nccl]], object)
         for kind in {k for k in k_kind[owner < 0].tolist() if k}:
             free_k = np.flatnonzero((owner < 0) & (k_kind == kind))
@@ -191,10 +191,10 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     on_gpu = n_kernels[rpc] > 0
     start = np.where(on_gpu, k_start[rpc], ts[rpc])
     length = np.where(on_gpu, k_busy[rpc], dur[rpc])
-    size = np.array([dtype_bytes(d) or -1 for d in ev["dtype"].astype(str).to_numpy()[rpc]], np.int64)
-    nel = np.maximum(ev["in_nelems"].to_numpy(np.int64)[rpc], ev["out_nelems"].to_numpy(np.int64)[rpc])
+    size = np.array([dtype_bytes(d) or -1 for d in t.arg("dtype", rpc).astype(str)], np.int64)
+    nel = np.maximum(t.arg("in_nelems", rpc).astype(np.int64), t.arg("out_nelems", rpc).astype(np.int64))
     nbytes = np.where((size > 0) & (nel >= 0) & ~is_wait, nel * size, -1)
-    pg = ev["pg_name"].astype(str).to_numpy()[rpc] if "pg_name" in ev else np.full(len(rpc), "", object)
+    pg = t.arg("pg_name", rpc)
     frame = pd.DataFrame(
         {
             "row": rpc,
@@ -203,7 +203,7 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
             ],
             "coll": coll,
             "pg": pg,
-            "group_size": ev["group_size"].to_numpy(np.int64)[rpc],
+            "group_size": t.arg("group_size", rpc).astype(np.int64),
             "start": start,
             "dur": length,
             "bytes": nbytes,

@@ -129,20 +129,19 @@ def _shape_bytes(dims: str, types: str) -> int | None:
     return total if found else None
 
 
-def _collective_bytes(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def _collective_bytes(t: Any, rows: np.ndarray) -> np.ndarray:
     """Message bytes of the comm ops at `rows` (-1 when unknown): the `bytes` arg (ours), else
     In msg nelems × dtype, else input shapes × input types."""
     out = np.full(len(rows), -1, np.int64)
     if not len(rows):
         return out
-    sub = ev.iloc[rows]
-    if "bytes" in sub:
-        out = np.where(sub["bytes"].to_numpy(np.int64) >= 0, sub["bytes"].to_numpy(np.int64), -1)
-    if "in_nelems" in sub and "dtype" in sub:
-        n = sub["in_nelems"].to_numpy(np.int64)
-        sizes = np.array([_dtype_size(x) or -1 for x in sub["dtype"].astype(str).tolist()], np.int64)
-        ok = (out < 0) & (n >= 0) & (sizes > 0)
-        out = np.where(ok, n * sizes, out)
+    sub = t.events.iloc[rows]
+    nbytes = t.arg("bytes", rows).astype(np.int64)
+    out = np.where(nbytes >= 0, nbytes, -1)
+    n = t.arg("in_nelems", rows).astype(np.int64)
+    sizes = np.array([_dtype_size(x) or -1 for x in t.arg("dtype", rows).astype(str).tolist()], np.int64)
+    ok = (out < 0) & (n >= 0) & (sizes > 0)
+    out = np.where(ok, n * sizes, out)
     if "input_dims" in sub and (out < 0).any():
         dims = sub["input_dims"].astype(str).tolist()
         types = sub["input_type"].astype(str).tolist() if "input_type" in sub else [""] * len(rows)
@@ -183,18 +182,18 @@ def _worker_data(t: Any) -> dict:
         launch = np.array([op_of.get(r, -1) for r in inst.tolist()], np.int64)
         nm = names.astype(str).to_numpy()
         inst_names = np.where(launch >= 0, nm[np.maximum(launch, 0)], nm[inst])
-        bytes_ = np.where(launch >= 0, _collective_bytes(ev, np.maximum(launch, 0)), -1)
+        bytes_ = np.where(launch >= 0, _collective_bytes(t, np.maximum(launch, 0)), -1)
     else:
         inst = np.flatnonzero(cpu_coll)
         inst_names = names.astype(str).to_numpy()[inst]
-        if "coll_name" in ev and len(inst):  # record_param_comms: named by its Collective name arg
-            coll = ev["coll_name"].astype(str).to_numpy()[inst]
+        if len(inst):  # record_param_comms: named by its Collective name arg
+            coll = t.arg("coll_name", inst).astype(str)
             inst_names = np.where(
                 (inst_names == "record_param_comms") & (coll != ""),
                 np.char.add("record_param_comms:", coll.astype(str)),
                 inst_names,
             )
-        bytes_ = _collective_bytes(ev, inst)
+        bytes_ = _collective_bytes(t, inst)
     commr = intervals.merge_ranges(ts[inst], te[inst])
     o = np.argsort(ts[inst], kind="stable")
     coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o], "bytes": bytes_[o]})

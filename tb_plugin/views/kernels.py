@@ -41,7 +41,7 @@ def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
     del op_of
     launches = launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
     col = {
-        c: ev[c].to_numpy(np.int64)[rows]
+        c: t.arg(c, rows).astype(np.int64)
         for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_memory", *SPLIT)
     }
     for dims in ("grid", "block"):  # '' in the table when the trace has no launch size: one code for all

@@ -3,6 +3,8 @@ process group calls, matched across ranks), DataLoader ranges, ProfilerStep rang
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -16,7 +18,7 @@ from ...trace.categories import (
     PYTHON_FUNCTION,
     TRACE,
 )
-from .columns import category_mask, name_mask, per_value
+from .columns import category_mask, name_mask
 
 __all__ = [
     "is_communication",
@@ -81,16 +83,20 @@ def is_collective_call(name: str, coll: str) -> bool:
     return name.startswith(MPI_PREFIX) and coll.lower() in MPI_COLLECTIVES
 
 
-def collective_call_mask(events: pd.DataFrame) -> np.ndarray:
-    """Vectorised `is_collective_call` over the CPU ops of an events frame (boolean array aligned with it)."""
-    if len(events) == 0 or "coll_name" not in events:
-        return np.zeros(len(events), dtype=bool)
-    cpu = category_mask(events, OP_CATS)
-    rpc = name_mask(events, lambda n: n in COMM_NAMES) & per_value(events["coll_name"], lambda c: str(c).strip() != "")
-    mpi = name_mask(events, lambda n: n.startswith(MPI_PREFIX)) & per_value(
-        events["coll_name"], lambda c: str(c).strip().lower() in MPI_COLLECTIVES
+def collective_call_mask(t: Any) -> np.ndarray:
+    """Vectorised `is_collective_call` over the CPU ops of a trace (boolean array aligned with `t.events`)."""
+    events = t.events
+    out = np.zeros(len(events), dtype=bool)
+    rows = t.arg_rows("coll_name")  # a collective call names its collective: only these rows can be one
+    if not len(rows):
+        return out
+    coll = [str(c).strip() for c in t.arg("coll_name", rows)]
+    rpc = name_mask(events, lambda n: n in COMM_NAMES)[rows] & np.array([c != "" for c in coll], dtype=bool)
+    mpi = name_mask(events, lambda n: n.startswith(MPI_PREFIX))[rows] & np.array(
+        [c.lower() in MPI_COLLECTIVES for c in coll], dtype=bool
     )
-    return cpu & (rpc | mpi)
+    out[rows] = category_mask(events, OP_CATS)[rows] & (rpc | mpi)
+    return out
 
 
 def is_dataloader(name: str) -> bool:

@@ -45,8 +45,9 @@ def is_graph_launch(name: str) -> bool:
     return GRAPH_LAUNCH.search(name) is not None
 
 
-def _int_column(ev: pd.DataFrame, name: str) -> np.ndarray | None:
-    return ev[name].to_numpy(np.int64) if name in ev.columns else None
+def _int_column(t: Any, name: str) -> np.ndarray:
+    """An events column of `t` (sparse or not) as int64, every row."""
+    return t.arg(name).astype(np.int64, copy=False)
 
 
 def _regions(ev: pd.DataFrame, begins: np.ndarray, ends: np.ndarray, b_at: np.ndarray, e_at: np.ndarray) -> list:
@@ -108,7 +109,7 @@ def _build_replay(t: Any) -> pd.DataFrame:
     ev = t.events
     ts = ev["ts"].to_numpy(np.int64)
     corr = ev["correlation"].to_numpy(np.int64)
-    node_col, graph_col = _int_column(ev, "graph_node_id"), _int_column(ev, "graph_id")
+    node_col, graph_col = _int_column(t, "graph_node_id"), _int_column(t, "graph_id")
     glaunch = np.flatnonzero(category_mask(ev, LAUNCH_CATS) & name_mask(ev, is_graph_launch))
     acts = np.flatnonzero(category_mask(ev, GPU_ACTIVITY_CATS))
     ok = corr[glaunch] >= 0

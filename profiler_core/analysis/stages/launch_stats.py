@@ -44,9 +44,9 @@ def _launch_stats(t: Any) -> pd.DataFrame:
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, (KERNEL,)))
     k = ev.iloc[rows]
-    grid = np.stack([k[c].to_numpy(np.int64) for c in ("grid_x", "grid_y", "grid_z")], axis=1)
-    block = np.stack([k[c].to_numpy(np.int64) for c in ("block_x", "block_y", "block_z")], axis=1)
-    shared = k["shared_memory"].to_numpy(np.int64).copy()
+    grid = np.stack([t.arg(c, rows).astype(np.int64) for c in ("grid_x", "grid_y", "grid_z")], axis=1)
+    block = np.stack([t.arg(c, rows).astype(np.int64) for c in ("block_x", "block_y", "block_z")], axis=1)
+    shared = t.arg("shared_memory", rows).astype(np.int64)
     launch = np.full(len(rows), -1, np.int64)
     if len(rows):
         launch = launch_calls(t, rows)
@@ -54,12 +54,12 @@ def _launch_stats(t: Any) -> pd.DataFrame:
         if has.any():  # ROCm kernels may carry the shape only on their launch call
             lr = launch[has]
             for j, c in enumerate(("grid_x", "grid_y", "grid_z")):
-                v = ev[c].to_numpy(np.int64)[lr]
+                v = t.arg(c, lr).astype(np.int64)
                 grid[has, j] = np.where(grid[has, j] > 0, grid[has, j], v)
             for j, c in enumerate(("block_x", "block_y", "block_z")):
-                v = ev[c].to_numpy(np.int64)[lr]
+                v = t.arg(c, lr).astype(np.int64)
                 block[has, j] = np.where(block[has, j] > 0, block[has, j], v)
-            sh = ev["shared_memory"].to_numpy(np.int64)[lr]
+            sh = t.arg("shared_memory", lr).astype(np.int64)
             shared[has] = np.where(shared[has] >= 0, shared[has], sh)
             work_items = np.zeros(len(rows), dtype=bool)
             work_items[has] = name_mask(ev, WORK_ITEM_GRID_LAUNCHES.__contains__)[lr]
@@ -70,9 +70,10 @@ def _launch_stats(t: Any) -> pd.DataFrame:
     threads = np.where(block[:, 0] > 0, block[:, 0] * np.maximum(block[:, 1], 1) * np.maximum(block[:, 2], 1), 0)
     props = device_properties(t)
     dev = k["device"].to_numpy(np.int64)
-    bps = k["blocks_per_sm"].to_numpy(np.float64).copy()
+    bps = t.arg("blocks_per_sm", rows).astype(np.float64)
     bps[~np.isfinite(bps) | (bps < 0)] = np.nan  # CUPTI can report "inf" (no SM count): estimate instead
-    occ = k["occupancy"].to_numpy(np.float64).copy()
+    occ = t.arg("occupancy", rows).astype(np.float64)
+    registers = t.arg("registers", rows).astype(np.int64)
     amd = np.zeros(len(rows), dtype=bool)
     for d in sorted_unique(dev).tolist():
         sel = dev == d
@@ -85,7 +86,7 @@ def _launch_stats(t: Any) -> pd.DataFrame:
             occ[sel] = cdna_occupancy(est, threads[sel], shared[sel], p) * 100.0
         else:
             bps[sel] = np.where(np.isnan(bps[sel]), est, bps[sel])
-            _optin_occupancy(occ, sel, p, bps, threads, k["registers"].to_numpy(np.int64), shared)
+            _optin_occupancy(occ, sel, p, bps, threads, registers, shared)
     return pd.DataFrame(
         {"row": rows, "blocks": blocks, "threads": threads, "blocks_per_sm": bps, "occupancy": occ, "amd": amd},
         copy=False,

@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 #: bump when TraceData's columns or the reader's semantics change
 #: (2: pg_name column, torch 1.8 `Input dims`; 3: data-only entries keyed on the file's identity;
 #: 5: pre-Kineto exports' events as cpu_op/kernel; 6: graph_id, graph_node_id; 7: the columns and
-#: spellings of trace/event_args.py: `external id` on ops, columns in Kineto's key order)
-FORMAT_VERSION = 7
+#: spellings of trace/event_args.py: `external id` on ops, columns in Kineto's key order; 8: the sparse args
+#: (`TraceData.sparse`, trace/sparse.py) stored as row positions and values)
+FORMAT_VERSION = 8
 SUFFIX = ".trace.gpc"
 #: entries of the old format (pickles): never read, removed by trim
 _OLD_SUFFIX = ".trace.pkl"

@@ -5,7 +5,9 @@
 
 The key (small: `trim` reads only it) names the trace and its version. The header (decoded by
 msgspec into plain dicts, lists, str and numbers: never objects) holds the entry's key, the plain
-fields of `TraceData` and, per DataFrame column, where its buffer lies and its dtype. Buffers are
+fields of `TraceData`, per DataFrame column where its buffer lies and its dtype, and the sparse
+columns (`TraceData.sparse`: each distinct row-position array once, then per column its values' buffer
+or codes and texts, rows and missing value). Buffers are
 read back with `np.frombuffer` for numeric dtypes only (no object dtype, so no pickle); categories
 and object columns are msgpack lists. Anything unexpected raises
 `CacheFormatError`; the caller drops the entry.
@@ -20,6 +22,7 @@ import msgspec
 import numpy as np
 
 from profiler_core.trace.model import TraceData, clean_device_properties, constant_column
+from profiler_core.trace.sparse import SparseColumn
 
 MAGIC = b"GPUSCOPE-TRACE-CACHE-2\n"
 _ALIGN = 64
@@ -57,6 +60,41 @@ def _tupled(value: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------- writing
+def _add(arr: np.ndarray, arrays: list, offset: int) -> tuple[dict, int]:
+    """The spec of a numeric buffer appended to `arrays`, and the offset after it."""
+    arr = np.ascontiguousarray(arr)
+    _numeric_dtype(arr.dtype.str)
+    spec = {"dtype": arr.dtype.str, "offset": offset, "count": int(arr.size)}
+    arrays.append(arr)
+    return spec, offset + arr.nbytes + _pad(arr.nbytes)
+
+
+def _sparse_spec(columns: dict, arrays: list, offset: int) -> tuple[dict, int]:
+    """The header description of `TraceData.sparse` (a shared row array stored once)."""
+    rows: list = []
+    row_of: dict = {}
+    specs = []
+    for name, col in columns.items():
+        if not isinstance(col, SparseColumn):
+            raise CacheFormatError(f"sparse column {name!r} is not a SparseColumn")
+        if id(col.rows) not in row_of:
+            row_of[id(col.rows)] = len(rows)
+            spec, offset = _add(col.rows, arrays, offset)
+            rows.append(spec)
+        values, offset = _add(col.values, arrays, offset)
+        specs.append(
+            {
+                "name": name,
+                "n": col.n,
+                "rows": row_of[id(col.rows)],
+                "values": values,
+                "missing": col.missing,
+                "categories": None if col.categories is None else col.categories.tolist(),
+            }
+        )
+    return {"rows": rows, "columns": specs}, offset
+
+
 def _frame_spec(df: Any, arrays: list, offset: int) -> tuple[dict, int]:
     """The header description of one DataFrame; its buffers are appended to `arrays`."""
     import pandas as pd
@@ -68,11 +106,7 @@ def _frame_spec(df: Any, arrays: list, offset: int) -> tuple[dict, int]:
 
     def add(arr: np.ndarray) -> dict:
         nonlocal offset
-        arr = np.ascontiguousarray(arr)
-        _numeric_dtype(arr.dtype.str)
-        spec = {"dtype": arr.dtype.str, "offset": offset, "count": int(arr.size)}
-        arrays.append(arr)
-        offset += arr.nbytes + _pad(arr.nbytes)
+        spec, offset = _add(arr, arrays, offset)
         return spec
 
     for name in df.columns:
@@ -109,15 +143,18 @@ def dump(f: IO[bytes], key: list, t: TraceData) -> None:
     arrays: list = []
     offset = 0
     fields, frames = {}, {}
+    sparse: dict = {"rows": [], "columns": []}
     for fld in dataclasses.fields(t):
         value = getattr(t, fld.name)
         if isinstance(value, pd.DataFrame):
             frames[fld.name], offset = _frame_spec(value, arrays, offset)
+        elif fld.name == "sparse":
+            sparse, offset = _sparse_spec(value, arrays, offset)
         else:
             fields[fld.name] = value
     try:
         key_raw = msgspec.msgpack.encode(key)
-        header = msgspec.msgpack.encode({"fields": fields, "frames": frames})
+        header = msgspec.msgpack.encode({"fields": fields, "frames": frames, "sparse": sparse})
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as e:
         raise CacheFormatError(f"cannot encode the trace's fields ({e})") from None
     head = (
@@ -161,6 +198,7 @@ def read_header(f: IO[bytes]) -> dict:
         not isinstance(header, dict)
         or not isinstance(header.get("fields"), dict)
         or not isinstance(header.get("frames"), dict)
+        or not isinstance(header.get("sparse"), dict)
     ):
         raise CacheFormatError("bad header")
     f.read(_pad(f.tell()))
@@ -224,6 +262,31 @@ def _column(spec: Any, rows: int, data: np.ndarray) -> Any:
     return values
 
 
+def _sparse(spec: dict, data: np.ndarray) -> dict:
+    """`TraceData.sparse` from its header description (CacheFormatError for anything unexpected)."""
+    rows_specs, cols = spec.get("rows"), spec.get("columns")
+    if not isinstance(rows_specs, list) or not isinstance(cols, list):
+        raise CacheFormatError("bad sparse columns")
+    rows = [_buffer(r, data) for r in rows_specs]
+    out = {}
+    for c in cols:
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or c["name"] in out:
+            raise CacheFormatError("bad sparse column")
+        at, n, cats = c.get("rows"), c.get("n"), c.get("categories")
+        if not (isinstance(at, int) and 0 <= at < len(rows) and isinstance(n, int)):
+            raise CacheFormatError("bad sparse column rows")
+        if cats is not None and (not isinstance(cats, list) or not all(isinstance(x, str) for x in cats)):
+            raise CacheFormatError("bad sparse column texts")
+        missing = c.get("missing")
+        if not isinstance(missing, (int, float, str)) or isinstance(missing, bool):
+            raise CacheFormatError("bad sparse column missing value")
+        try:
+            out[c["name"]] = SparseColumn(n, rows[at], _buffer(c.get("values"), data), missing, cats)
+        except ValueError as e:
+            raise CacheFormatError(f"bad sparse column {c['name']!r} ({e})") from None
+    return out
+
+
 def _frame(spec: Any, data: np.ndarray) -> Any:
     import pandas as pd
 
@@ -249,6 +312,8 @@ def load(f: IO[bytes], size: int, key: list) -> TraceData:
     for fld in dataclasses.fields(TraceData):
         if fld.name in header["frames"]:
             kwargs[fld.name] = _frame(header["frames"][fld.name], data)
+        elif fld.name == "sparse":
+            kwargs[fld.name] = _sparse(header["sparse"], data)
         elif fld.name in header["fields"]:
             value = header["fields"][fld.name]
             kwargs[fld.name] = _tupled(value) if fld.type == "tuple" else value
@@ -261,5 +326,5 @@ def load(f: IO[bytes], size: int, key: list) -> TraceData:
         kwargs["device_properties"] = clean_device_properties(kwargs["device_properties"])[0]
     try:
         return TraceData(**kwargs)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise CacheFormatError(f"bad fields ({e})") from None

@@ -22,13 +22,16 @@ from profiler_core.trace.event_args import FLOAT, INT32, INT64, JSON, TEXT, TRIP
 from profiler_core.trace.model import (
     EVENT_COLUMNS,
     FLOW_COLUMNS,
+    FRAME_COLUMNS,
     MEMORY_COLUMNS,
     NAME_COLUMNS,
+    SPARSE_COLUMNS,
     TraceData,
     clean_device_properties,
     constant_column,
 )
 from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, decoder_fields
+from profiler_core.trace.sparse import SparseColumn, share_rows
 
 # --------------------------------------------------------------------------- normalisation
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -817,10 +820,22 @@ class _Builder:
         order = _event_order(ts, dur, idx)
         data: dict = {"ts": ts[order], "dur": dur[order], "idx": idx[order]}
         del ts, dur, idx
+        sparse: dict = {}
         for c in EVENT_COLUMNS:
             if c in data:
                 continue
             arr = column(c)
+            if c in SPARSE_COLUMNS:  # kept as its rows with a value (trace/sparse.py)
+                kind, missing = _COLUMN_KIND[c]
+                if arr is None:
+                    sparse[c] = SparseColumn.empty(total, kind.dtype, missing)
+                else:
+                    arr = arr[order]
+                    values = (
+                        self.interners[c].categorical(arr.astype(np.int32, copy=False)) if c in self.interners else arr
+                    )
+                    sparse[c] = SparseColumn.from_dense(values, missing)
+                continue
             # absent from the whole trace: one shared read-only value
             arr = constant_column(_missing_column(c, 1)[0], total) if arr is None else arr[order]
             if c in self.interners:
@@ -843,7 +858,7 @@ class _Builder:
                     if not data[c].flags.writeable:
                         data[c] = data[c].copy()
                     data[c][fill] = data[src][fill]
-        events = pd.DataFrame({c: data.pop(c) for c in EVENT_COLUMNS}, copy=False)
+        events = pd.DataFrame({c: data.pop(c) for c in FRAME_COLUMNS}, copy=False)
         mem_order = np.lexsort((mem["idx"], mem["ts"]))
         memory = pd.DataFrame({k: v[mem_order] for k, v in mem.items()}, copy=False)
         flow_order = np.lexsort((flows["idx"], flows["ts"]))
@@ -876,6 +891,7 @@ class _Builder:
             names=names,
             warnings=warnings,
             labels=dict(self.labels.by_code),
+            sparse=share_rows(sparse),
         )
 
 
