@@ -550,7 +550,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         queries `{"run", "worker"}` objects. LoadFailed when a query's workers all failed."""
         for q in queries:  # an unknown run or span is a 404 before anything starts
             self._span_files(q)
-        got, pending, total = [], [], 0
+        got: list[tuple[dict, list]] = []
+        pending: list = []
+        total = 0
         for q in queries:
             summaries, errors, waiting = self._summaries_now(q)
             got.append((summaries, errors))
