@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from tensorboard.backend import application
@@ -112,3 +113,35 @@ def test_routes_answer_pending_at_once_then_the_same_answer(runs, tmp_path, monk
     assert p.state().summaries.computed == 12 and len(held) == 12
     csv = c.get(f"{urls['jobdiff']}&format=csv")
     assert csv.status_code == 200 and csv.get_data(as_text=True) == J.to_csv(want["jobdiff"])
+
+
+def _scanned(path: Path) -> SimpleNamespace:
+    """A trace file as the scanner describes it (what the summaries engine reads of it)."""
+    st = path.stat()
+    return SimpleNamespace(
+        path=str(path), relpath=path.name, size=st.st_size, mtime_ns=st.st_mtime_ns, key=(str(path),), ident=()
+    )
+
+
+def test_a_failed_summary_stays_failed_while_other_files_are_prepared(runs, tmp_path, monkeypatch):
+    """A pending answer prepares only the missing files: the failure of another worker stays known (not computed
+    again on every poll); a rescan's prepare of all the files there are still forgets the files gone."""
+    logdir, _ = runs
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.pt.trace.json"
+    bad.write_text("{not a trace")
+    good = _scanned(sorted((logdir / "b").iterdir())[0])
+    s = engine.Summaries(str(tmp_path))
+    try:
+        [failed] = s.get_many([_scanned(bad)])
+        assert isinstance(failed, Exception)
+        end = time.monotonic() + 60  # the failure is recorded by the future's callback, just after its result
+        while s.failure(_scanned(bad)) is None and time.monotonic() < end:
+            time.sleep(0.01)
+        assert s.failure(_scanned(bad)) is not None
+        s.prepare([good], forget_others=False)
+        assert s.failure(_scanned(bad)) is not None
+        s.prepare([good])
+        assert s.failure(_scanned(bad)) is None
+    finally:
+        s.close()
