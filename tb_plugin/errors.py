@@ -4,13 +4,14 @@ from __future__ import annotations
 
 
 class RequestError(Exception):
-    """An answer other than 200: the route replies `status` with `{"error": message}`."""
+    """An answer other than 200: the route replies `status` with `{"error": message}` (and `headers`)."""
 
     status = 500
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.headers = dict(headers or {})
 
 
 class BadRequest(RequestError, ValueError):
@@ -35,3 +36,9 @@ class Unavailable(RequestError):
     """A view module cannot be imported in this installation (501)."""
 
     status = 501
+
+
+class NotReady(RequestError):
+    """What was asked for is still being computed in the background: ask again after Retry-After (503)."""
+
+    status = 503

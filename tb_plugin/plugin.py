@@ -2,7 +2,9 @@
 
 Routes only parse the request, look run/worker/span up in the latest scan (names are never
 joined into paths), call a view from `tb_plugin.views` (imported lazily) and answer JSON.
-Errors are JSON too: 400 bad parameter, 404 unknown name, 422 unreadable trace file.
+Errors are JSON too: 400 bad parameter, 404 unknown name, 422 unreadable trace file, 503 (with
+Retry-After) for a CSV whose summaries are still being computed. The run-level routes never wait for
+missing per-worker summaries: they start them in the background and answer `pending` at once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from werkzeug import wrappers
 
 from profiler_core import settings
 from profiler_core.identity import file_identity
-from tb_plugin.errors import BadRequest, LoadFailed, NotFound, RequestError, Unavailable
+from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady, RequestError, Unavailable
 from tb_plugin.routes import ROUTES, Route
 
 log = logging.getLogger(__name__)
@@ -135,8 +137,16 @@ def to_json(obj: Any) -> bytes:
         return json.dumps(_clean(obj), allow_nan=False, default=_default).encode()
 
 
-def _respond(request: wrappers.Request, obj: Any, code: int = 200) -> wrappers.Response:
-    return http_util.Respond(request, to_json(obj), "application/json", code=code)
+#: seconds a client is told to wait (Retry-After) before asking again for what is still being computed
+RETRY_AFTER_S = 2
+
+
+def _respond(
+    request: wrappers.Request, obj: Any, code: int = 200, headers: dict[str, str] | None = None
+) -> wrappers.Response:
+    return http_util.Respond(
+        request, to_json(obj), "application/json", code=code, headers=list((headers or {}).items()) or None
+    )
 
 
 def _redact(message: str) -> str:
@@ -158,7 +168,7 @@ def _route(route: Route, fn: Callable) -> Callable:
                 return result
             return _respond(request, result)
         except RequestError as e:
-            return _respond(request, {"error": _redact(e.message)}, e.status)
+            return _respond(request, {"error": _redact(e.message)}, e.status, e.headers)
         except Exception as e:  # noqa: BLE001 - never a traceback page
             # the traceback only in the log, and only where no message can hold a credential
             log.error(
@@ -533,6 +543,28 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
         return summaries, errors
 
+    def _ready_summaries(self, *queries: dict) -> list[tuple[dict, list]] | dict:
+        """Each query's (worker -> summary, failed files) once every summary of its run and span exists;
+        else, without waiting, the pending answer `{"pending", "progress": {"done", "total"}}` (the
+        missing summaries being computed in the background). `pending` names workers, or with several
+        queries `{"run", "worker"}` objects. LoadFailed when a query's workers all failed."""
+        for q in queries:  # an unknown run or span is a 404 before anything starts
+            self._span_files(q)
+        got: list[tuple[dict, list]] = []
+        pending: list = []
+        total = 0
+        for q in queries:
+            summaries, errors, waiting = self._summaries_now(q)
+            got.append((summaries, errors))
+            total += len(summaries) + len(errors) + len(waiting)
+            pending += waiting if len(queries) == 1 else [{"run": q["run"], "worker": w} for w in waiting]
+        if pending:
+            return {"pending": pending, "progress": {"done": total - len(pending), "total": total}}
+        for summaries, errors in got:
+            if not summaries:
+                raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
+        return got
+
     def _summaries_now(self, a: dict) -> tuple[dict, list, list]:
         """Without waiting: the summaries of the run's workers that exist now, the failed files and
         the workers still being read (their summaries are started in the background)."""
@@ -556,8 +588,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 )
             else:
                 pending.append(w)
-        if pending:
-            state.summaries.prepare([f for w, f in files if w in pending], loaded=state.trace_for_summary)
+        if pending:  # the failures of other files stay known: they are not retried on every request
+            state.summaries.prepare(
+                [f for w, f in files if w in pending], loaded=state.trace_for_summary, forget_others=False
+            )
         return summaries, errors, pending
 
     def _distributed(self, request: wrappers.Request, a: dict) -> Any:
@@ -597,7 +631,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def _diagnosis(self, request: wrappers.Request, a: dict) -> Any:
         from tb_plugin.diagnosis import report
 
-        summaries, errors = self._worker_summaries(a)
+        ready = self._ready_summaries(a)
+        if isinstance(ready, dict):
+            return ready
+        [(summaries, errors)] = ready
         run = self._run(a["run"])
         # a one-worker run: its single-rank critical path, from the trace the other views of the run load
         result = report.diagnose(summaries, trace=lambda w: self.state().loader.get(run.file(w, a["span"])))
@@ -608,7 +645,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def _pipeline(self, request: wrappers.Request, a: dict) -> Any:
         from tb_plugin.diagnosis import pipeline
 
-        summaries, errors = self._worker_summaries(a)
+        ready = self._ready_summaries(a)
+        if isinstance(ready, dict):
+            return ready
+        [(summaries, errors)] = ready
         result = pipeline.analyse({w: s["pipeline"] for w, s in summaries.items()})
         if errors:
             result["errors"] = errors
@@ -617,7 +657,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def _clock_offsets(self, request: wrappers.Request, a: dict) -> Any:
         from tb_plugin.diagnosis import clock_offsets
 
-        summaries, errors = self._worker_summaries(a)
+        ready = self._ready_summaries(a)
+        if isinstance(ready, dict):
+            return ready
+        [(summaries, errors)] = ready
         result = clock_offsets.clock_offsets(summaries)
         if errors:
             result["errors"] = errors
@@ -626,8 +669,19 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def _jobdiff(self, request: wrappers.Request, a: dict) -> Any:
         from tb_plugin.diagnosis import job_diff
 
-        sa, ea = self._worker_summaries({"run": a["run"], "span": a["span"]})
-        sb, eb = self._worker_summaries({"run": a["exp_run"], "span": a["exp_span"]})
+        ready = self._ready_summaries(
+            {"run": a["run"], "span": a["span"]}, {"run": a["exp_run"], "span": a["exp_span"]}
+        )
+        if isinstance(ready, dict):
+            if a["format"] == "csv":  # never a partial CSV: a download link asked too early says so
+                p = ready["progress"]
+                raise NotReady(
+                    f"the workers' summaries are still being computed ({p['done']} of {p['total']} done); "
+                    f"ask again in a few seconds",
+                    headers={"Retry-After": str(RETRY_AFTER_S)},
+                )
+            return ready
+        (sa, ea), (sb, eb) = ready
         try:
             result = job_diff.job_diff(sa, sb)
         except job_diff.JobDiffError as e:

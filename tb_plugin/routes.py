@@ -59,6 +59,14 @@ INPUT_SHAPE = Text(
 EVENT_NAME = Text("name", "the event's exact name", required=True, max_len=MAX_TEXT_LEN)
 QUERY = Text("query", "case-insensitive substring of event names", required=True, max_len=1000)
 
+#: what the run-level routes say of missing per-worker summaries (in their description), and their answer then
+PENDING = (
+    "; never waits for missing per-worker summaries: starts computing them in the background "
+    "(`gpuscope summarize LOGDIR` stores them ahead) and answers at once with `pending` and `progress` "
+    "(HTTP 200), to be asked again until the answer has no `pending`"
+)
+PENDING_ANSWER = ' | while summarizing: {"pending": [worker...], "progress": {"done", "total"}}'
+
 FILE = (RUN, WORKER, SPAN)
 RANGE = (START_US, END_US)
 
@@ -190,9 +198,10 @@ ROUTES: tuple[Route, ...] = (
         "_diagnosis",
         (RUN, SPAN),
         "the run's diagnosis from the per-worker summaries: ledger, critical path per step, stragglers with "
-        "their cause and what-if (docs/diagnosis.md)",
+        "their cause and what-if (docs/diagnosis.md)" + PENDING,
         '{"workers", "ranks", "ledger", "ledger_reason", "steps": [{"step", "step_ms", "segments": [...], '
-        '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}',
+        '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}'
+        + PENDING_ANSWER,
     ),
     Route(
         "/pipeline",
@@ -200,31 +209,35 @@ ROUTES: tuple[Route, ...] = (
         (RUN, SPAN),
         "the run's pipeline-parallel schedule from the per-worker summaries: stage x micro-batch chart per step, "
         "schedule, bubble ratio against the schedule's theoretical one, each stage's bubble split by cause "
-        "(docs/diagnosis.md); `reason` says why a run has none",
+        "(docs/diagnosis.md); `reason` says why a run has none" + PENDING,
         '{"stages", "workers", "virtual_stages", "microbatches", "schedule", "schedule_reason", "steps": [{"step", '
         '"start_ns", "end_ns", "bubble_ratio", "theoretical_ratio", "chart": [[[kind, mb, stage, start_ns, end_ns]...] '
         'per stage], "stages": [{"stage", "worker", "idle_ns", "true_idle_ns", "p2p_wait_ns", "upstream_wait_ns", '
-        '"p2p_transfer_ns", "waiting_on", ...}]}...], "steps_dropped", "reason", "errors": [...]}',
+        '"p2p_transfer_ns", "waiting_on", ...}]}...], "steps_dropped", "reason", "errors": [...]}' + PENDING_ANSWER,
     ),
     Route(
         "/clock_offsets",
         "_clock_offsets",
         (RUN, SPAN),
         "each worker's clock offset against a reference worker, from the collectives' common end times "
-        "(per-worker summaries only), and the shift that places its timeline on the reference's",
+        "(per-worker summaries only), and the shift that places its timeline on the reference's" + PENDING,
         '{"reference": worker | null, "workers": [{"worker", "rank", "shift_us", "raw_shift_us", "offset_us", '
-        '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}',
+        '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}'
+        + PENDING_ANSWER,
     ),
     Route(
         "/jobdiff",
         "_jobdiff",
         (RUN, JOB_B, JOB_SPAN, JOB_EXP_SPAN, FORMAT),
         "job B compared with job A (any number of ranks each) from the per-worker summaries: where the extra ms per "
-        "step came from, ranked, with per-rank, per-group and per-kernel drill-down (docs/diagnosis.md)",
+        "step came from, ranked, with per-rank, per-group and per-kernel drill-down (docs/diagnosis.md)"
+        + PENDING
+        + " (`pending` names `{run, worker}`: the workers of both runs); format=csv then answers 503 with a "
+        "Retry-After header, never a partial CSV",
         '{"a": {"workers", "ranks", "steps", "step_ms"}, "b": {...}, "step_delta_ms", "buckets": [...], '
         '"lines": [{"kind", "bucket", "name", "group", "ranks", "ranks_text", "delta_ms", "text"}...], '
         '"per_rank": [...], "groups": [...], "kernels": [...], "steps": [...], "only_a": [...], "notes": [...], '
-        '"errors": [...]}; format=csv: text/csv',
+        '"errors": [...]}; format=csv: text/csv' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
     ),
     Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
     Route(
@@ -284,7 +297,8 @@ def markdown() -> str:
         f"Every route is a GET under `{PREFIX}/` and answers JSON. Times are µs with an `_us` "
         'suffix; fractions are 0..1. Errors are JSON `{"error": "..."}`: 400 for a bad '
         "parameter, 404 for an unknown run, worker, span or event, 422 for a trace file that "
-        "cannot be read. A parameter longer than "
+        "cannot be read, 503 (with a Retry-After header) for a CSV whose per-worker summaries are still being "
+        "computed. A parameter longer than "
         f"{MAX_TEXT_LEN} characters is refused (400) whatever its name.",
         "",
         "This page is generated from `tb_plugin/routes.py` "

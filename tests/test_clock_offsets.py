@@ -21,6 +21,7 @@ import pytest
 from tb_plugin.diagnosis import clock_offsets
 from tb_plugin.summaries import summary
 
+from .summaries_support import ready
 from .test_views_common_support import make_trace, op
 
 MS = 1000  # µs
@@ -105,7 +106,7 @@ def test_route_recovers_the_generators_planted_clock_skews(tmp_path, monkeypatch
     flags = argparse.Namespace(gpuscope_dask_scheduler=None)
     p = plugin_mod.GpuscopePlugin(base_plugin.TBContext(logdir=str(tmp_path / "logs"), flags=flags))
     c = Client(application.TensorBoardWSGI([p]))
-    got = c.get("/data/plugin/gpuscope/clock_offsets?run=job&span=1")
+    got = ready(c, "/data/plugin/gpuscope/clock_offsets?run=job&span=1")  # the summaries are computed meanwhile
     assert got.status_code == 200, got.json
     assert got.json["reference"] == "node0_rank00000" and got.json["reason"] is None
     for row in got.json["workers"]:

@@ -25,6 +25,7 @@ from profiler_core.trace.read.reader import read_trace
 from tb_plugin.diagnosis import report
 from tb_plugin.diagnosis import single_rank_path as srp
 
+from .summaries_support import ready
 from .test_views_common_support import kernel, op, runtime
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +98,7 @@ def test_route_one_worker_has_its_single_rank_path(handmade):
     p = plugin_mod.GpuscopePlugin(base_plugin.TBContext(logdir=str(handmade), flags=flags))
     c = Client(application.TensorBoardWSGI([p]))
     assert c.get(f"{P}/runs").json["runs"] == ["job"]
-    got = c.get(f"{P}/diagnosis?run=job&span=1")
+    got = ready(c, f"{P}/diagnosis?run=job&span=1")  # its summary is computed meanwhile
     assert got.status_code == 200, got.json
     _check_handmade(got.json)
 

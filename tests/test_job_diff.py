@@ -26,6 +26,8 @@ from tb_plugin.diagnosis import job_diff as J
 from tb_plugin.summaries import cli
 from tb_plugin.summaries.summary import summarize_path
 
+from .summaries_support import ready
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -161,7 +163,7 @@ def test_route_json_csv_and_errors(jobs, tmp_path, monkeypatch):
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     logdir, s = jobs
     c = _plugin(logdir)
-    got = c.get(f"{P}/jobdiff?run=a&exp_run=b")
+    got = ready(c, f"{P}/jobdiff?run=a&exp_run=b")  # the summaries are computed meanwhile
     assert got.status_code == 200, got.json
     assert got.json["lines"] == J.job_diff(s["a"], s["b"])["lines"]
     text = c.get(f"{P}/jobdiff?run=a&exp_run=b&format=csv")

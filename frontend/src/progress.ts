@@ -14,3 +14,12 @@ export function fileProgressText(st: any): string | null {
   if (st.state === "queued") return `Waiting to read ${name} (${MB(Number(st.bytes_total) || 0)})` + (st.position ? `, place ${st.position} in the queue` : "") + all;
   return null;
 }
+
+/** "Summarizing 5 of 8 workers… (3 done)" from a run-level route's pending answer (`pending`, `progress`). */
+export function summarizingText(d: any): string {
+  const pending = Array.isArray(d?.pending) ? d.pending.length : 0;
+  const total = Number(d?.progress?.total) || pending;
+  const done = Number(d?.progress?.done) || 0;
+  return `Summarizing ${Math.max(pending, total - done)} of ${total} workers… (${done} done; ` +
+    "`gpuscope summarize LOGDIR` computes the summaries ahead of time)";
+}

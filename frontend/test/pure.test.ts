@@ -5,7 +5,7 @@ import { readHash, writeHash } from "../src/state";
 import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
 import { parseCurves } from "../src/views/memory";
 import { toCSV, toTSV, fileName } from "../src/export";
-import { fileProgressText } from "../src/progress";
+import { fileProgressText, summarizingText } from "../src/progress";
 import { hostURL, parseHostHash } from "../src/tburl";
 
 test("lowerBound finds the first index >= x", () => {
@@ -87,6 +87,12 @@ test("fileProgressText: reading, queued, nothing for done", () => {
     "Reading r/w.json: ≈ 12.3 MB of 837 MB (68.0 MB/s, about 12 s left) · 3 of 9 files loaded");
   assert.equal(fileProgressText({ state: "queued", file: "r/w.json", bytes_total: 5e6, position: 2, all }), "Waiting to read r/w.json (5.0 MB), place 2 in the queue · 3 of 9 files loaded");
   assert.equal(fileProgressText({ state: "done", file: "x" }), null);
+});
+
+test("summarizingText: the workers still summarized of all, and how many are done", () => {
+  assert.equal(summarizingText({ pending: ["w3", "w4"], progress: { done: 6, total: 8 } }),
+    "Summarizing 2 of 8 workers… (6 done; `gpuscope summarize LOGDIR` computes the summaries ahead of time)");
+  assert.match(summarizingText({ pending: ["w0"] }), /^Summarizing 1 of 1 workers… \(0 done;/);
 });
 
 test("TensorBoard URL state: p.gpuscope.* entries written and read back, others kept", () => {

@@ -102,11 +102,12 @@ class Summaries:
                 self._memory.popitem(last=False)
 
     # ------------------------------------------------------------------ computing
-    def prepare(self, files: list, loaded: Callable[[Any], Any] | None = None) -> None:
-        """Starts finding or computing, in the background, the summaries of `files`."""
+    def prepare(self, files: list, loaded: Callable[[Any], Any] | None = None, forget_others: bool = True) -> None:
+        """Starts finding or computing, in the background, the summaries of `files`; with `forget_others`
+        (`files` are all the files there are) the failures of other files are forgotten."""
         keys = {f.key for f in files}
         with self._lock:
-            for k in [k for k in self._failed if k not in keys]:
+            for k in [k for k in self._failed if forget_others and k not in keys]:
                 del self._failed[k]
         for f in files:
             with self._lock:

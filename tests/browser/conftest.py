@@ -112,17 +112,17 @@ def get_json(url: str, timeout: float = 10):
 
 
 class TensorBoard:
-    """A running `tensorboard --logdir` process."""
+    """A running `tensorboard --logdir` process; `prelude`: Python code the server process runs first."""
 
-    def __init__(self, logdir: Path):
+    def __init__(self, logdir: Path, prelude: str = ""):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api = f"{self.url}/data/plugin/gpuscope"
         self.log = open(logdir.parent / f"tensorboard_{self.port}.log", "w+")  # noqa: SIM115 - open for the server process's lifetime
+        start = ["-c", f"{prelude}\nimport runpy\nrunpy.run_module('tensorboard.main', run_name='__main__')"]
         cmd = [
             sys.executable,
-            "-m",
-            "tensorboard.main",
+            *(start if prelude else ["-m", "tensorboard.main"]),
             "--logdir",
             str(logdir),
             "--host",

@@ -4,7 +4,8 @@
 kernel with about +4 ms, and the CSV link asks for format=csv. The tab needs no worker pair: against a 16-rank job whose
 rank 0 trace is cut short (so /diff of the rank-0 pair fails), and against a run that lists no worker, it still
 compares the two jobs. A job whose slow kernel was renamed (a library upgrade) shows it as one kernel row aligned by
-structure."""
+structure. Without stored summaries, while the server holds every summary computation, the tab shows "Summarizing N of
+M workers…" and then, once they are released and computed, the diff."""
 
 from __future__ import annotations
 
@@ -48,6 +49,42 @@ def tb(tmp_path_factory):
         server.wait_ready()
         yield server
     finally:
+        server.stop()
+
+
+#: run first in a server process: its summary computations wait until the file named by `gate` exists
+HOLD_SUMMARIES = """
+import os, time
+from tb_plugin.summaries import engine
+
+def _held(f):
+    def held(*a, **k):
+        while not os.path.exists({gate!r}):
+            time.sleep(0.05)
+        return f(*a, **k)
+    return held
+
+engine.summarize, engine.summarize_path = _held(engine.summarize), _held(engine.summarize_path)
+"""
+
+
+@pytest.fixture(scope="module")
+def held_tb(tmp_path_factory):
+    """A server over two 4-rank jobs (B: rank 3's slow kernel) without stored summaries, holding their computation
+    until the returned gate file exists."""
+    if browser_available():
+        pytest.skip(browser_available())
+    d = tmp_path_factory.mktemp("job_diff_held")
+    for run, plants in (("jd_a", ()), ("jd_b", (Plant(3, "kernel", KERNEL_MS),))):
+        for p in generate(str(d / "logs" / run), 4, events=1500, steps=2, plants=plants, layout=True):
+            os.utime(p, (OLD, OLD))
+    gate = d / "release"
+    server = TensorBoard(d / "logs", prelude=HOLD_SUMMARIES.format(gate=str(gate)))
+    try:
+        server.wait_ready()
+        yield server, gate
+    finally:
+        gate.touch()
         server.stop()
 
 
@@ -148,5 +185,24 @@ def test_jobs_tab_needs_no_worker_pair(browser, tb):
         assert page.text_content("#jobdiff-lines li >> nth=0").startswith("Compute (kernels) +")
         page.click("#diff-tab-ops")
         assert "no worker" in page.text_content("#diff-ops .banner[data-nopair]")
+    finally:
+        context.close()
+
+
+def test_jobs_tab_says_summarizing_then_shows_the_diff(browser, held_tb):
+    tb, gate = held_tb
+    context = browser.new_context(viewport={"width": 1600, "height": 900})
+    page = context.new_page()
+    try:
+        _open_jobs_tab(page, tb, "jd_b", done="#jobdiff-pending")
+        text = page.text_content("#jobdiff-pending")
+        assert text.startswith("Summarizing 8 of 8 workers… (0 done;"), text
+        assert page.query_selector("#jobdiff-header") is None
+        gate.touch()  # the summaries are computed now: the tab, asking again, shows the diff
+        page.wait_for_selector("#jobdiff-lines li", timeout=120000)
+        first = page.text_content("#jobdiff-lines li >> nth=0")
+        assert first.startswith("Compute (kernels) +") and "on rank 3:" in first, first
+        assert "(4 ranks" in page.text_content("#jobdiff-header")
+        assert page.query_selector("#jobdiff-pending") is None
     finally:
         context.close()

@@ -1,7 +1,8 @@
 // The run's diagnosis in the Distributed view: per step the cross-rank critical path as a list (rank, segment,
 // ms) with a button that opens the timeline on it, and the straggler's why / what-if (the `/diagnosis` route).
 import { h, mount } from "../dom";
-import { getJSON } from "../api";
+import { getWhenReady } from "../api";
+import { summarizingText } from "../progress";
 import { dataTable, Column } from "../table";
 import { fmtMs } from "./ledger";
 import type { Ctx } from "../ctx";
@@ -72,9 +73,11 @@ export function openPathInTimeline(ctx: Ctx, rows: PathRow[], worker: string, st
 export async function criticalPathSection(ctx: Ctx, box: HTMLElement, step: string): Promise<void> {
   mount(box, h("h3", null, "Critical path across ranks"), h("p", { class: "muted" }, "loading…"));
   let d: any;
-  try { d = await getJSON<any>("diagnosis", { run: ctx.run, span: ctx.span }, { cache: true }); }
-  catch (e) { if (ctx.alive()) mount(box, h("h3", null, "Critical path across ranks"), h("div", { class: "banner" }, (e as Error).message)); return; }
-  if (!ctx.alive()) return;
+  try {
+    d = await getWhenReady<any>("diagnosis", { run: ctx.run, span: ctx.span }, ctx.alive, { onPending: (p) => mount(box, h("h3", null, "Critical path across ranks"),
+      h("p", { class: "muted", id: "cpath-pending", role: "status" }, summarizingText(p))) });
+  } catch (e) { if (ctx.alive()) mount(box, h("h3", null, "Critical path across ranks"), h("div", { class: "banner" }, (e as Error).message)); return; }
+  if (!d) return;
   const steps: any[] = Array.isArray(d?.steps) ? d.steps.filter((s: any) => s && typeof s === "object") : [];
   const notes: string[] = Array.isArray(d?.notes) ? d.notes.map(String) : [];
   const noteList = notes.length ? h("ul", { class: "recs muted" }, notes.map((n) => h("li", null, n))) : null;

@@ -1,6 +1,7 @@
 // Diff: pick another profile to compare with; aligned operator tree with deltas and a delta table.
 import { h, mount, fmtUs, fmtNum } from "../dom";
-import { getJSON } from "../api";
+import { getJSON, getWhenReady } from "../api";
+import { summarizingText } from "../progress";
 import { dataTable, Column, genericValue } from "../table";
 import { groupedBars } from "../charts";
 import { treeTable, findRoots, numericKeys, TreeNode } from "./tree";
@@ -214,7 +215,11 @@ function diffTabs(ctx: Ctx, q: Record<string, string>, exp: { run: string; worke
     if (which === "jobs") {
       // with no worker pair there is no span chosen: each worker's first span, as the route's default
       const pair: JobPair = { run: ctx.run, span: ctx.span, exp_run: exp.run, exp_span: exp.span || "1" };
-      return load(jbox, "comparing every rank of the two runs…", async () => renderJobDiff(await getJSON<any>("jobdiff", { ...pair }, { cache: true }), pair));
+      return load(jbox, "comparing every rank of the two runs…", async () => {
+        const d = await getWhenReady<any>("jobdiff", { ...pair }, ctx.alive,
+          { onPending: (p) => mount(jbox, h("p", { class: "muted", id: "jobdiff-pending", role: "status" }, summarizingText(p))) });
+        return d ? renderJobDiff(d, pair) : h("div");
+      });
     }
     return Promise.resolve();
   };

@@ -1,7 +1,7 @@
 // Distributed: all workers at once (readable at 2 and at 256): a step selector, per-worker bars, a
 // step × worker heatmap with drill-down into one worker's step, stragglers, collectives with bandwidth.
 import { h, mount, fmtUs, fmtNum, fmtBytes } from "../dom";
-import { getJSON, forget } from "../api";
+import { getJSON, getWhenReady } from "../api";
 import { stackedBarsMany, heatmap } from "../charts";
 import { dataTable, Column } from "../table";
 import { segmented } from "./widgets";
@@ -33,24 +33,15 @@ function workerLabel(w: string): string {
 
 function obj(v: any): Record<string, any> { return v && typeof v === "object" && !Array.isArray(v) ? v : {}; }
 
-/** How often the view asks again while some workers' traces are still being read (ms). */
-const PENDING_POLL_MS = 1000;
 let pollToken = 0;
 
 export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> {
   // draws what is known at once, then again as more workers' traces are read; resolves when complete
   const token = ++pollToken;
   const q = { run: ctx.run, span: ctx.span, partial: 1 };
-  for (;;) {
-    const d = await getJSON<any>("distributed", q, { cache: true });
-    if (!ctx.alive() || token !== pollToken) return;
-    const pending: string[] = Array.isArray(d?.pending) ? d.pending.map(String) : [];
-    if (!pending.length) return drawDistributed(ctx, el, d, []);
-    forget("distributed", q);
-    await drawDistributed(ctx, el, d, pending);
-    await new Promise((r) => setTimeout(r, PENDING_POLL_MS));
-    if (!ctx.alive() || token !== pollToken) return;
-  }
+  const d = await getWhenReady<any>("distributed", q, () => ctx.alive() && token === pollToken,
+    { onPending: (p) => drawDistributed(ctx, el, p, p.pending.map(String)) });
+  if (d) return drawDistributed(ctx, el, d, []);
 }
 
 async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: string[]): Promise<void> {

@@ -1,6 +1,6 @@
 // Overview: configuration and GPU cards, step-time breakdown per step and on average, the recoverable-time ledger.
 import { h, mount, fmtUs, fmtPct, fmtNum } from "../dom";
-import { getJSON, forget } from "../api";
+import { getJSON, getWhenReady, isPending } from "../api";
 import { stackedBars, pie } from "../charts";
 import { genericValue } from "../table";
 import { exportButtons } from "../export";
@@ -14,8 +14,6 @@ export const STEP_PARTS: [string, string][] = [
 ];
 /** Per-step rows shown before "Show all" in per-step tables. */
 const STEP_ROWS = 10;
-/** How often the Overview asks again while the run-level ledger waits for workers' summaries (ms). */
-const PENDING_POLL_MS = 1500;
 const COLORS = ["#4e79a7", "#f28e2b", "#edc948", "#e15759", "#76b7b2", "#b07aa1", "#59a14f", "#bab0ac"];
 
 export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
@@ -59,14 +57,9 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
     notes.length ? h("section", { class: "section", id: "overview-notes" }, h("h3", null, "Notes"),
       h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
   // the run-level ledger fills in as the workers' summaries are computed
-  let cur = d;
-  while (Array.isArray(cur?.run_ledger?.pending) && cur.run_ledger.pending.length) {
-    await new Promise((r) => setTimeout(r, PENDING_POLL_MS));
-    if (!ctx.alive()) return;
-    forget("overview", ctx.sel());
-    cur = await getJSON<any>("overview", ctx.sel(), { cache: true });
-    if (!ctx.alive()) return;
-    drawLedger(cur);
+  if (isPending(d?.run_ledger)) {
+    const done = await getWhenReady<any>("overview", ctx.sel(), ctx.alive, { onPending: drawLedger, still: (x) => isPending(x?.run_ledger) });
+    if (done) drawLedger(done);
   }
 }
 

@@ -2,7 +2,8 @@
 // micro-batch's forward and backward (the gaps between them are the bubbles), the schedule, the bubble ratio of
 // each step next to the schedule's theoretical one, and each stage's bubble split by cause.
 import { h, mount, fmtUs } from "../dom";
-import { getJSON } from "../api";
+import { getWhenReady } from "../api";
+import { summarizingText } from "../progress";
 import { laneChart, LaneBox } from "../charts";
 import { dataTable, Column } from "../table";
 import type { Ctx } from "../ctx";
@@ -29,9 +30,11 @@ const usOf = (ns: any) => (typeof ns === "number" ? ns / 1e3 : null);
 /** Fills `box` with the run's pipeline schedule; leaves it empty when the run has none (a data-parallel job). */
 export async function pipelineSection(ctx: Ctx, box: HTMLElement, viewStep: string): Promise<void> {
   let d: any;
-  try { d = await getJSON<any>("pipeline", { run: ctx.run, span: ctx.span }, { cache: true }); }
-  catch (e) { if (ctx.alive()) mount(box, h("h3", null, "Pipeline schedule"), h("div", { class: "banner" }, (e as Error).message)); return; }
-  if (!ctx.alive()) return;
+  try {
+    d = await getWhenReady<any>("pipeline", { run: ctx.run, span: ctx.span }, ctx.alive, { onPending: (p) => mount(box, h("h3", null, "Pipeline schedule"),
+      h("p", { class: "muted", id: "pipe-pending", role: "status" }, summarizingText(p))) });
+  } catch (e) { if (ctx.alive()) mount(box, h("h3", null, "Pipeline schedule"), h("div", { class: "banner" }, (e as Error).message)); return; }
+  if (!d) return;
   const steps: any[] = Array.isArray(d?.steps) ? d.steps.filter((s: any) => s && typeof s === "object") : [];
   if (!steps.length) { mount(box); box.dataset.reason = String(d?.reason ?? ""); return; }
   const names = steps.map((s) => String(s.step));

@@ -1,6 +1,7 @@
 // Timeline: toolbar (search, zoom, flows, download), the canvas viewer, event details.
 import { h, mount, fmtUs } from "../dom";
-import { getJSON, url } from "../api";
+import { getJSON, getWhenReady, url } from "../api";
+import { summarizingText } from "../progress";
 import { genericValue, dataTable } from "../table";
 import { exportButtons } from "../export";
 import { TimelineViewer, Selection, RangeSel, Counter } from "../timeline/viewer";
@@ -108,8 +109,9 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
   async function showCriticalPath(step: string, frame: boolean): Promise<void> {
     const clear = h("button", { type: "button", class: "btn small", title: "remove the marks", onclick: () => { v.setMarks([]); mount(cpathBar); ctx.set("cpath", undefined); } }, "✕");
     try {
-      const d = await getJSON<any>("diagnosis", { run: sel.run, span: sel.span }, { cache: true });
-      if (!ctx.alive()) return;
+      const d = await getWhenReady<any>("diagnosis", { run: sel.run, span: sel.span }, ctx.alive,
+        { onPending: (p) => mount(cpathBar, h("span", { class: "muted", id: "tl-cpath-pending", role: "status" }, summarizingText(p)), clear) });
+      if (!d) return;
       const st = (Array.isArray(d?.steps) ? d.steps : []).find((x: any) => String(x?.step) === step);
       if (!st) { mount(cpathBar, h("span", { class: "muted" }, `No critical path for step ${step}` + (typeof d?.reason === "string" ? `: ${d.reason}` : ".")), clear); return; }
       const { marks, ranks, ms } = pathMarks(st.segments, sel.worker);

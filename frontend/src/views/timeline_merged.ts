@@ -2,7 +2,8 @@
 // aligned by the collectives' common end times (`/clock_offsets`, shown; a toggle turns alignment off). Tiles are
 // asked for only for the chosen, unfolded ranks: each rank's own `/timeline` tile of the window moved by its shift.
 import { h, mount, fmtUs } from "../dom";
-import { getJSON } from "../api";
+import { getJSON, getWhenReady } from "../api";
+import { summarizingText } from "../progress";
 import { genericValue } from "../table";
 import { TimelineViewer, Selection } from "../timeline/viewer";
 import { Tile, validateTile } from "../timeline/tiles";
@@ -21,8 +22,11 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   const sel = ctx.sel();
   mount(el, h("p", { class: "muted" }, "estimating the ranks' clock offsets…"));
   let d: any;
-  try { d = await getJSON<any>("clock_offsets", { run: sel.run, span: sel.span }, { cache: true }); } catch (e) { mount(el, h("div", { class: "banner" }, (e as Error).message)); return; }
-  if (!ctx.alive()) return;
+  try {
+    d = await getWhenReady<any>("clock_offsets", { run: sel.run, span: sel.span }, ctx.alive,
+      { onPending: (p) => mount(el, h("p", { class: "muted", id: "tl-offsets-pending", role: "status" }, "estimating the ranks' clock offsets: " + summarizingText(p))) });
+  } catch (e) { mount(el, h("div", { class: "banner" }, (e as Error).message)); return; }
+  if (!d) return;
   const clocks: RankClock[] = Array.isArray(d?.workers) ? d.workers : [];
   const keys = clocks.map(rankKey);
   const byKey = new Map(clocks.map((c, i) => [keys[i], c]));
@@ -160,8 +164,8 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   /** The ranks on the cross-rank critical path (`/diagnosis`) of the worst step, else of the first one. */
   async function pathRanks(): Promise<void> {
     try {
-      const g = await getJSON<any>("diagnosis", { run: sel.run, span: sel.span }, { cache: true });
-      if (!ctx.alive()) return;
+      const g = await getWhenReady<any>("diagnosis", { run: sel.run, span: sel.span }, ctx.alive, { onPending: (p) => { status.textContent = summarizingText(p); } });
+      if (!g) return;
       const steps: any[] = Array.isArray(g?.steps) ? g.steps : [];
       const st = steps.find((x) => String(x?.step) === String(g?.worst?.step)) ?? steps[0];
       const ws = st ? pathWorkers(pathRows(st.segments)) : [];
