@@ -432,9 +432,11 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return _view(module, function)(*args, **kwargs)
 
     def _overview(self, request: wrappers.Request, a: dict) -> Any:
-        from tb_plugin.diagnosis.ledger import overview_with_ledger
+        from tb_plugin.diagnosis.ledger import overview_ledger
 
-        out = overview_with_ledger(self._trace_data(a))
+        t = self._trace_data(a)
+        out, tips = self._call("overview", "overview_with_advice", t)
+        out = {**out, "ledger": overview_ledger(t, tips)}
         if len(self._run(a["run"]).workers) > 1:  # the run's ledger, from the summaries there are now
             from tb_plugin.diagnosis.run_ledger import run_view
 

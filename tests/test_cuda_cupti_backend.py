@@ -325,7 +325,7 @@ def test_written_trace_reads_back_with_gpu_columns(fake_cupti, tmp_path):
             corr = fake_cupti.launch("_Z6matmulPfS_S_i", grid=(264, 1, 1), block=(256, 1, 1))
     t = read_trace(prof.export_chrome_trace(str(tmp_path / "w.pt.trace.json")))
     assert t.warnings == []
-    [k] = t.events[t.events.cat == "kernel"].itertuples()
+    [k] = t.dense_events().query("cat == 'kernel'").itertuples()
     op = t.events[t.events.name == "my::matmul"].iloc[0]
     assert (k.external_id, k.correlation, k.device, k.stream) == (op.external_id, corr, 0, 7)
     assert (k.blocks_per_sm, k.occupancy, k.grid_x, k.block_x, k.dur) == (2.0, 25.0, 264, 256, 4000)

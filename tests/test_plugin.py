@@ -157,6 +157,8 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
     def fake_view(module, function):
         def fn(*args, **kwargs):
             calls.append((module, function, args, kwargs))
+            if function == "overview_with_advice":  # the view's answer and its advice for the ledger
+                return {"ok": f"{module}.{function}"}, []
             return {"ok": f"{module}.{function}"}
 
         return fn
@@ -165,7 +167,7 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
     c, _ = _client(logdir)
     q = "run=run1&worker=w0&span=2"
     expect = {
-        f"overview?{q}": ("overview", "overview", 1, {}),
+        f"overview?{q}": ("overview", "overview_with_advice", 1, {}),
         f"operators?{q}&group_by=name_shape": ("operators", "operators", 1, {"group_by": "name_shape"}),
         f"operators?{q}": ("operators", "operators", 1, {"group_by": "name"}),
         f"operators/stack?{q}&name=op1&input_shape=[[1]]": (
@@ -188,8 +190,8 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
         r = c.get(f"{P}/{url}")
         assert r.status_code == 200, (url, r.get_data())
         got = dict(r.json)
-        if function == "overview":  # run1 has two workers: the route adds the run's ledger from summaries
-            assert "run_ledger" in got
+        if function == "overview_with_advice":  # the route adds the trace's ledger and (two workers) the run's
+            assert got.pop("ledger")["buckets"] and "run_ledger" in got
             got.pop("run_ledger")
         assert got == {"ok": f"{module}.{function}"}
         ((m, f, args, kw),) = calls

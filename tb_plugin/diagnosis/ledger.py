@@ -306,10 +306,15 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
     }
 
 
+def overview_ledger(t: Any, advice: Iterable[tuple[str | None, str]]) -> dict:
+    """The Overview's `ledger`: the trace's ledger ranked, each (bucket, text) of `advice` under its bucket."""
+    return ranked(worker_ledger(t), advice)
+
+
 def overview_with_ledger(t: Any) -> dict:
-    """The `/overview` answer for one trace: `views.overview.overview` plus `ledger`, the ranked ledger with each
-    recommendation also under its bucket's `advice` (docs/diagnosis.md)."""
+    """The `/overview` answer for one trace: `views.overview.overview` plus `ledger` (`overview_ledger`; shape in
+    docs/diagnosis.md)."""
     from tb_plugin.views.overview import overview_with_advice
 
     out, tips = overview_with_advice(t)
-    return {**out, "ledger": ranked(worker_ledger(t), tips)}
+    return {**out, "ledger": overview_ledger(t, tips)}
