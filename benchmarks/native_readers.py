@@ -20,7 +20,7 @@ outside the clock, its columns are compared with `read_trace`'s, column by colum
     python benchmarks/native_readers.py compare [ROOT]                # every shared trace (../shared/traces)
     python benchmarks/native_readers.py probes                        # what each option cannot express
     python benchmarks/native_readers.py floor FILE...                 # inflate and raw parse alone
-    python benchmarks/native_readers.py phases FILE...                # the Python reader's phases
+    python benchmarks/native_readers.py phases FILE...                # read_trace's phases, the floor
 
 The args and their columns, kinds, missing values and families come from `trace/event_args.py`.
 """
@@ -755,20 +755,12 @@ def cmd_floor(files: list, steps: tuple = FLOOR_STEPS) -> None:
 
 
 def cmd_phases(files: list) -> None:
-    """CPU seconds per million events of the phases of one serial read_trace (bench_real.py's split)."""
+    """CPU seconds per million events of the phases of one serial read_trace and its floor (bench_real.py's
+    `phases`; GPUSCOPE_NATIVE_READER=0 for the Python reader's)."""
     sys.path.insert(0, HERE)
     import bench_real
 
-    # CPU seconds of the process, not wall time: robust to the other load of a shared machine
-    code = bench_real.PHASES.format(root=ROOT).replace("time.perf_counter()", "time.process_time()")
-    p = subprocess.run([sys.executable, "-c", code, *files], capture_output=True, text=True, check=True)
-    ph = json.loads(p.stdout.strip().splitlines()[-1])
-    m = ph["events"] / 1e6
-    decode = max(0.0, ph["cut_decode_s"] - ph["inflate_s"])
-    cols = max(0.0, ph["read_s"] - ph["cut_decode_s"])
-    out = {"events_all_frames": ph["events"], "inflate": ph["inflate_s"] / m, "cut_decode": decode / m}
-    out.update({"columns": cols / m, "read_total": ph["read_s"] / m, "views": ph["views_s"] / m})
-    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}), flush=True)
+    print(json.dumps(bench_real.phases(files, dict(os.environ, PYTHONPATH=ROOT))), flush=True)
 
 
 def main() -> None:

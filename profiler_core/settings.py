@@ -117,6 +117,13 @@ SETTINGS: dict[str, Setting] = {
             "0 reads traces with the Python reader only (else the native reader, where it is built, reads "
             "the files it can read exactly)",
         ),
+        _s(
+            "NATIVE_THREADS",
+            "count",
+            None,
+            "threads that scan pieces of one trace with the native reader, beside the thread that inflates "
+            "and converts them (default: cores, at most 4; 0 or 1: the reading thread scans them)",
+        ),
         _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
         _s(
             "PREPARE_MAX_WORKERS",

@@ -106,11 +106,15 @@ def test_read_trace_uses_it_and_says_which_reader(tmp_path, monkeypatch, caplog)
     _same(t_native, t_python)
 
 
-def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch):
-    """read_file scans the inflated file in pieces of whole events (here ~20 KB, so many): the same TraceData
-    as the Python reader's, and an event_index whose every range holds exactly its piece's events."""
+@pytest.mark.parametrize("threads", ["0", "3"])
+def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads):
+    """read_file scans the inflated file in pieces of whole events (here ~20 KB, so many), in the reading
+    thread or on scan threads: the same TraceData as the Python reader's, and an event_index whose every
+    range holds exactly its piece's events."""
     import gzip
 
+    monkeypatch.setenv("GPUSCOPE_NATIVE_THREADS", threads)
+    assert native.scan_threads() == (0 if threads == "0" else 3)
     monkeypatch.setattr(native, "SCAN_PIECE", 20_000)
     monkeypatch.setattr(reader.stream, "IO_BLOCK", 8_000)  # blocks smaller than a piece: joined first
     data = json.dumps(_base_doc()).encode()
@@ -124,6 +128,36 @@ def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch):
     firsts = [i for i, _, _ in index] + [len(_base_doc()["traceEvents"])]
     for (first, lo, hi), nxt in zip(index, firsts[1:]):
         assert len(json.loads(b"[" + data[lo:hi] + b"]")) == nxt - first
+
+
+def test_a_bare_piece_scans_as_its_array():
+    """parse_events(..., bare=True) reads the events of a piece without the array's brackets as the array."""
+    events = json.dumps(_base_doc()["traceEvents"]).encode()
+    pairs = native.scan_pairs()
+    whole = native._native.parse_events(events, 1 << 40, 4096, pairs)
+    bare = native._native.parse_events(events[1:-1], 1 << 40, 4096, pairs, True)
+    assert isinstance(whole, dict) and isinstance(bare, dict)
+    assert bare["entries"] == whole["entries"] and bare["texts"] == whole["texts"]
+    for group in ("complete", "memory", "flows", "metadata", "unsupported"):
+        assert {k: bytes(v) for k, v in bare[group].items()} == {k: bytes(v) for k, v in whole[group].items()}
+    shifted = [v - 1 if j % 3 else v for j, v in enumerate(memoryview(whole["pieces"]["first_start_end"]).cast("q"))]
+    assert list(memoryview(bare["pieces"]["first_start_end"]).cast("q")) == shifted
+    assert native._native.parse_events(b"  ", 10, 4096, pairs, True)["entries"] == 0
+    for bad in (events, events[1:-1] + b",", events[1:-1] + b"]"):
+        assert isinstance(native._native.parse_events(bad, 1 << 40, 4096, pairs, True), str)
+
+
+def test_a_file_over_the_event_budget_across_pieces_is_declined(tmp_path, monkeypatch):
+    """Each piece within the budget of events, the file over it: read_file declines (the Python reader says so)."""
+    monkeypatch.setattr(native, "SCAN_PIECE", 2_000)
+    doc = _base_doc()
+    n = len(doc["traceEvents"])
+    monkeypatch.setattr(native, "max_trace_events", lambda: n - 1)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert native.read_file(str(path)) is None
+    monkeypatch.setattr(native, "max_trace_events", lambda: n)
+    assert native.read_file(str(path)) is not None
 
 
 def test_a_cut_inside_a_string_is_declined(tmp_path, monkeypatch):

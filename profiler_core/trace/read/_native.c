@@ -1,6 +1,6 @@
 /* The native trace reader: the traceEvents array of a Kineto trace -> per-event column buffers.
  *
- * parse_events(buffer, max_events) scans the JSON bytes of the traceEvents array (strictly: any text
+ * parse_events(buffer, max_events, ...) scans the JSON bytes of the traceEvents array (strictly: any text
  * that is not JSON, or a value of a shape this reader does not handle exactly, makes it decline) and
  * returns a dict of writable buffers (one per column, native-endian int64/int32/float64) and the table of
  * raw JSON texts (string literals and raw values) that the string columns index; or a str saying why
@@ -238,6 +238,7 @@ typedef struct {
     size_t piece_bytes, last_end;
     int n_pairs;
     int pairs[N_ARGS][2]; /* (lead, follower) args: the follower is read only where its lead is present */
+    int bare;             /* the buffer holds the array's events without its brackets (a piece of it) */
 } parser_t;
 
 #define DECLINE(P, WHY)          \
@@ -949,14 +950,17 @@ static int emit(parser_t *p, const event_t *ev, int64_t idx) {
     return 0;
 }
 
-/* the whole buffer: one JSON array of events, then only whitespace */
+/* the whole buffer: one JSON array of events, then only whitespace; or, bare, the events of a piece of
+ * one (comma-separated, no brackets), the last one ending the buffer */
 static int parse_all(parser_t *p) {
     skip_ws(p);
-    if (peek(p) != '[') DECLINE(p, "traceEvents is not an array");
-    p->pos++;
-    skip_ws(p);
-    if (peek(p) == ']') {
+    if (!p->bare) {
+        if (peek(p) != '[') DECLINE(p, "traceEvents is not an array");
         p->pos++;
+        skip_ws(p);
+    }
+    if (peek(p) == (p->bare ? -1 : ']')) {
+        if (!p->bare) p->pos++;
     } else {
         int64_t piece_first = 0;
         size_t piece_start = p->pos;
@@ -980,8 +984,8 @@ static int parse_all(parser_t *p) {
                 skip_ws(p);
                 continue;
             }
-            if (c == ']') {
-                p->pos++;
+            if (c == (p->bare ? -1 : ']')) {
+                if (!p->bare) p->pos++;
                 int64_t piece[3] = {piece_first, (int64_t)piece_start, (int64_t)p->last_end};
                 if (buf_push(&p->pieces, piece, sizeof piece)) DECLINE(p, "out of memory");
                 break;
@@ -1111,7 +1115,8 @@ static PyObject *parse_events(PyObject *self, PyObject *args) {
     long long max_events;
     Py_ssize_t piece_bytes;
     PyObject *pairs;
-    if (!PyArg_ParseTuple(args, "y*LnO", &view, &max_events, &piece_bytes, &pairs)) return NULL;
+    int bare = 0;
+    if (!PyArg_ParseTuple(args, "y*LnO|p", &view, &max_events, &piece_bytes, &pairs, &bare)) return NULL;
     struct lconv *lc = localeconv();
     if (!lc || strcmp(lc->decimal_point, ".") != 0) {
         PyBuffer_Release(&view);
@@ -1125,6 +1130,7 @@ static PyObject *parse_events(PyObject *self, PyObject *args) {
     p->base = view.buf;
     p->end = (size_t)view.len;
     p->max_events = max_events;
+    p->bare = bare;
     p->piece_bytes = piece_bytes > 0 ? (size_t)piece_bytes : 1;
     const char *bad_pairs = set_pairs(p, pairs);
     if (bad_pairs) {
@@ -1189,8 +1195,9 @@ done:
 
 static PyMethodDef methods[] = {
     {"parse_events", parse_events, METH_VARARGS,
-     "parse_events(buffer, max_events, piece_bytes, pairs) -> dict of column buffers, texts and pieces, or a "
-     "str: why it declined. pairs: (lead key, follower key) of args read only together"},
+     "parse_events(buffer, max_events, piece_bytes, pairs, bare=False) -> dict of column buffers, texts and "
+     "pieces, or a str: why it declined. pairs: (lead key, follower key) of args read only together; bare: the "
+     "buffer holds events of the array without its brackets"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+import os
+import re
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -148,23 +153,141 @@ def build(out: dict, meta: dict, path: str, events_at: int | None = None) -> Tra
 #: 50 MB / 0.49 s, 4 MB 57 MB / 0.47 s, 8 MB 75 MB / 0.47 s; the streaming reader 44 MB / 0.69 s
 SCAN_PIECE = 2 << 20
 
+#: `}` tried from the end of a piece for its last `}, {` separator before the piece is searched as a whole
+_SEP_TRIES = 64
+
+
+def scan_threads() -> int:
+    """Threads that scan pieces beside the reading thread (GPUSCOPE_NATIVE_THREADS; default: cores, at most
+    4); 0 when the reading thread scans them itself (one core, or the setting 0 or 1)."""
+    n = settings.get("GPUSCOPE_NATIVE_THREADS")
+    if n is None:
+        n = min(4, os.cpu_count() or 1)
+    return n if n > 1 else 0
+
+
+def _last_sep(buf: bytes) -> re.Match | None:
+    """The last `}, {` separator of `buf` within its last stream.MAX_EVENT_SCAN bytes (None: none there):
+    found from the end, `}` by `}`, the way the window's last regex match would be."""
+    lo, hi = max(0, len(buf) - stream.MAX_EVENT_SCAN), len(buf)
+    for _ in range(_SEP_TRIES):
+        j = buf.rfind(b"}", lo, hi)
+        if j < 0:
+            return None
+        m = stream._SEP_RE.match(buf, j)
+        if m is not None:
+            return m
+        hi = j
+    last = None
+    for last in stream._SEP_RE.finditer(buf, lo, hi):  # noqa: B007 - keeps the last match
+        pass
+    return last
+
+
+class _Text(NamedTuple):
+    """What `_pieces` yields: a piece of whole events to scan, or the head / rest of the document."""
+
+    kind: str  # "head": text before the array's events; "piece"; "rest": the text after the last piece
+    text: Any  # bytes or a memoryview of them
+    at: int  # offset of `text` in the inflated stream (pieces and rest)
+    bare: bool = False  # (head) the document is the bare array
+
+
+def _pieces(path: str) -> Iterator[_Text]:
+    """The file at `path` inflated block by block (`stream._blocks`): its head, once (the text before the
+    traceEvents array's first event), then the array's text in pieces of about SCAN_PIECE bytes of whole
+    events cut at `}, {` separators (without brackets), then the rest (last events, `]`, the keys after
+    the array). Ends early, without the rest, when the text cannot be cut so (the native reader then
+    declines the file)."""
+    head: bytes | None = None
+    buf, start = b"", 0
+    blocks: list[bytes] = []
+    size = 0
+    for block in stream._blocks(path):
+        if head is None:
+            buf = buf + block if buf else block
+            stripped = buf.lstrip()
+            if not stripped:
+                start += len(buf)
+                buf = b""
+                continue
+            if stripped[:1] == b"[":
+                head = b""
+                start += len(buf) - len(stripped) + 1
+                buf = stripped[1:]
+                yield _Text("head", head, 0, True)
+            elif stripped[:1] == b"{":
+                m = stream._HEAD_RE.search(buf)
+                if m is None:
+                    if len(buf) > stream.MAX_PIECE:
+                        return
+                    continue
+                head, buf = buf[: m.start()], buf[m.end() :]
+                start += m.end()
+                yield _Text("head", head, 0, False)
+            else:
+                return
+            blocks, size = [buf], len(buf)
+        else:
+            blocks.append(block)
+            size += len(block)
+        if size < SCAN_PIECE:
+            continue
+        buf = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+        last = _last_sep(buf)
+        if last is None:
+            if len(buf) > stream.MAX_PIECE:
+                return
+            blocks, size = [buf], len(buf)
+            continue
+        yield _Text("piece", memoryview(buf)[: last.start() + 1], start)
+        start += last.end() - 1
+        rest = buf[last.end() - 1 :]
+        blocks, size = [rest], len(rest)
+    if head is not None:
+        yield _Text("rest", blocks[0] if len(blocks) == 1 else b"".join(blocks), start)
+
 
 def read_file(path: str) -> TraceData | None:
-    """The TraceData of the trace file at `path`, inflated block by block (`stream._blocks`) and scanned
-    in pieces of about SCAN_PIECE bytes of whole events cut at `}, {` separators, the rows of each added to
-    one `_Builder`: memory stays near the streaming reader's. None when the native reader declines the
-    file (or a cut falls inside a string, which the scan then finds invalid): the Python reader reads it."""
-    if _native is None:
+    """The TraceData of the trace file at `path`, inflated block by block and scanned in pieces of about
+    SCAN_PIECE bytes of whole events (`_pieces`), the rows of each added in order to one `_Builder`: memory
+    stays near the streaming reader's. The scans run without the GIL on `scan_threads()` threads, up to
+    that many pieces ahead of the reading thread, which inflates, cuts and converts. None when the native
+    reader declines the file (or a cut falls inside a string, which the scan then finds invalid): the
+    Python reader reads it."""
+    if _native is None or scan_mismatch() is not None:
         return None
+    threads = scan_threads()
+    if not threads:
+        return _read_pieces(path, None, 0)
+    with ThreadPoolExecutor(threads, thread_name_prefix="gpuscope-scan") as pool:
+        try:
+            return _read_pieces(path, pool, threads)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> TraceData | None:
+    """`read_file` with its scans on `pool` (`ahead` pieces in flight), or in this thread (None)."""
     b = _Builder()
     index: list[tuple[int, int, int]] = []
-    buf, start, head, bare, n = b"", 0, None, False, 0
+    limit = max_trace_events()
+    pairs = scan_pairs()
+    n = 0
+    pending: deque[tuple[Any, int]] = deque()  # (scan result or its future, the piece's offset)
 
-    def add(piece: Any, at: int) -> bool:
-        """Scan the events text `piece` (without brackets), which starts at `at` in the inflated stream."""
+    def scan_piece(text: Any) -> dict | str:
+        return _native.parse_events(text, limit, stream.BLOCK, pairs, True)
+
+    def add(out: dict | str, at: int) -> bool:
+        """The rows of one piece's scan result (its text at `at` in the inflated stream) added to `b`."""
         nonlocal n
-        out = scan(b"".join((b"[", piece, b"]")), path, max_trace_events() - n)
-        if out is None:
+        if isinstance(out, str):
+            log.debug("gpuscope: %s: the native reader declined (%s)", path, out)
+            return False
+        entries = int(out["entries"])
+        if n + entries > limit:
+            log.debug("gpuscope: %s: the native reader declined (more events than the memory budget holds)", path)
             return False
         for group in ("complete", "memory", "flows"):
             np.frombuffer(out[group]["idx"], dtype=np.int64)[:] += n  # (a writable buffer)
@@ -174,59 +297,36 @@ def read_file(path: str) -> TraceData | None:
             log.debug("gpuscope: %s: the native reader declined (%s)", path, e)
             return False
         pieces = np.frombuffer(out["pieces"]["first_start_end"], dtype=np.int64).reshape(-1, 3)
-        index.extend((int(i) + n, int(lo) - 1 + at, int(hi) - 1 + at) for i, lo, hi in pieces.tolist())
-        n += int(out["entries"])
+        index.extend((int(i) + n, int(lo) + at, int(hi) + at) for i, lo, hi in pieces.tolist())
+        n += entries
         return True
 
-    for block in stream._blocks(path):
-        buf = buf + block if buf else block
-        if head is None:
-            stripped = buf.lstrip()
-            if not stripped:
-                start += len(buf)
-                buf = b""
-                continue
-            if stripped[:1] == b"[":
-                bare, head = True, b""
-                start += len(buf) - len(stripped) + 1
-                buf = stripped[1:]
-            elif stripped[:1] == b"{":
-                m = stream._HEAD_RE.search(buf)
-                if m is None:
-                    if len(buf) > stream.MAX_PIECE:
-                        return None
-                    continue
-                head, buf = buf[: m.start()], buf[m.end() :]
-                start += m.end()
-            else:
+    def drain(keep: int) -> bool:
+        """Add the oldest scans' rows until `keep` are in flight; False when one declines."""
+        while len(pending) > keep:
+            job, at = pending.popleft()
+            if not add(job.result() if isinstance(job, Future) else job, at):
+                return False
+        return True
+
+    head: _Text | None = None
+    for text in _pieces(path):
+        if text.kind == "head":
+            head = text
+        elif text.kind == "piece":
+            pending.append((pool.submit(scan_piece, text.text) if pool is not None else scan_piece(text.text), text.at))
+            if not drain(ahead):
                 return None
-        if len(buf) < SCAN_PIECE:
-            continue
-        last = None
-        for last in stream._SEP_RE.finditer(buf, max(0, len(buf) - stream.MAX_EVENT_SCAN)):  # noqa: B007
-            pass
-        if last is None:
-            if len(buf) > stream.MAX_PIECE:
-                return None
-            continue
-        view = memoryview(buf)
-        ok = add(view[: last.start() + 1], start)
-        view.release()
-        if not ok:
-            return None
-        start += last.end() - 1
-        buf = buf[last.end() - 1 :]
-    if head is None:
-        return None
-    for meta, tail in stream._tails(buf, head, bare):
-        if tail.strip() and not add(tail, start):
-            return None
-        try:
-            t = b.finish(path, meta, _base_ns(meta))
-        except _Decline:
-            return None
-        t.event_index = tuple(index)
-        return t
+        elif head is not None and drain(0):
+            for meta, tail in stream._tails(text.text, head.text, head.bare):
+                if tail.strip() and not add(scan_piece(tail), text.at):
+                    return None
+                try:
+                    t = b.finish(path, meta, _base_ns(meta))
+                except _Decline:
+                    return None
+                t.event_index = tuple(index)
+                return t
     return None
 
 
@@ -357,9 +457,14 @@ class _Build:
             dtype=np.int8,
         )
         row_groups = group_of_code[cat]
+        keeps: dict[frozenset, np.ndarray] = {}  # rows of each set of groups (args share them)
         for a in event_args.ARGS:
             if a.table == "events" and a.column is not None:
-                keep = np.isin(row_groups, [groups.index(g) for g in a.groups | {"other"}])
+                keep = keeps.get(a.groups)
+                if keep is None:
+                    in_groups = np.zeros(len(groups), dtype=bool)
+                    in_groups[[groups.index(g) for g in a.groups | {"other"}]] = True
+                    keep = keeps[a.groups] = in_groups[row_groups]
                 col = self.arg_column(a, x, keep)
                 if a.kind is TRIPLE:
                     for j, column in enumerate(a.columns):
