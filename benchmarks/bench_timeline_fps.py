@@ -169,6 +169,13 @@ def figures(r: dict) -> dict[str, float]:
     }
 
 
+def launch_chromium(p):
+    """Debian's Chromium through Playwright, with the flags it needs as root and offline."""
+    return p.chromium.launch(
+        executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+    )
+
+
 def start_tensorboard(d: str, log) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [
@@ -216,9 +223,7 @@ def merged_main(args: argparse.Namespace) -> None:
             t0 = time.time()
             wait_runs(f"{url}/data/plugin/gpuscope", proc, 900)
             with sync_playwright() as p:
-                b = p.chromium.launch(
-                    executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-                )
+                b = launch_chromium(p)
                 # the views take turns, `--rounds` times, so that a busy machine slows both alike; each round opens
                 # the view afresh, and its frames join the view's samples
                 for rnd in range(args.rounds):
@@ -299,9 +304,7 @@ def main() -> None:
             t0 = time.time()
             wait_runs(f"{url}/data/plugin/gpuscope", proc, 600)
             with sync_playwright() as p:
-                b = p.chromium.launch(
-                    executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-                )
+                b = launch_chromium(p)
                 page = b.new_page(viewport={"width": 1400, "height": 900})
                 page.goto(f"{url}/data/plugin_entry.html?name=gpuscope#run=million&view=timeline")
                 page.wait_for_selector("#view-timeline[data-ready='1']", timeout=600000)
