@@ -98,23 +98,24 @@ def _theoretical(
     more than 48 KiB did opt in); NaN when the device or the configuration is unknown."""
     from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm
 
-    out = np.full(len(device), np.nan)
-    memo: dict[tuple, float] = {}
-    for i, key in enumerate(zip(device.tolist(), block_size.tolist(), regs.tolist(), smem.tolist())):
-        if key not in memo:
-            dev, bs, r, sm = key
-            p = props.get(int(dev))
-            val = np.nan
-            if p and bs > 0 and r >= 0 and sm >= 0:
-                try:
-                    warp = int(p.get("warpSize", 32))
-                    res = active_blocks_per_sm(p, bs, r, 0, sm, opt_in=True)  # it ran: it opted in
-                    val = min(1.0, res.active_blocks * (-(-bs // warp)) * warp / int(p["maxThreadsPerMultiprocessor"]))
-                except (UnknownDevice, ValueError, KeyError, TypeError, ZeroDivisionError):
-                    val = np.nan
-            memo[key] = val
-        out[i] = memo[key]
-    return out
+    if len(device) == 0:
+        return np.full(0, np.nan)
+    # one calculation per distinct (device, block size, registers, shared memory): codes, not a dict per kernel
+    key = _codes(device, block_size, regs, smem)
+    first = np.full(int(key.max()) + 1, len(key), np.int64)
+    np.minimum.at(first, key, np.arange(len(key)))
+    vals = np.full(len(first), np.nan)
+    for j, i in enumerate(first.tolist()):
+        dev, bs, r, sm = int(device[i]), int(block_size[i]), int(regs[i]), int(smem[i])
+        p = props.get(dev)
+        if p and bs > 0 and r >= 0 and sm >= 0:
+            try:
+                warp = int(p.get("warpSize", 32))
+                res = active_blocks_per_sm(p, bs, r, 0, sm, opt_in=True)  # it ran: it opted in
+                vals[j] = min(1.0, res.active_blocks * (-(-bs // warp)) * warp / int(p["maxThreadsPerMultiprocessor"]))
+            except (UnknownDevice, ValueError, KeyError, TypeError, ZeroDivisionError):
+                vals[j] = np.nan
+    return vals[key]
 
 
 def kernels(t: Any, group_by: str = "name") -> dict:
