@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
-from profiler_core.analysis.stages.classify import STEP_PREFIX, is_dataloader
+from profiler_core.analysis.stages.classify import is_dataloader, is_step_name
 from profiler_core.analysis.stages.columns import category_mask, name_mask, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
@@ -104,6 +104,18 @@ NEEDS_ALL_RANKS = (
 CPU_ONLY = "no GPU activity in the trace: " + NO_GPU
 
 
+def _is_pageable(name: str) -> bool:
+    return "pageable" in name.lower()
+
+
+def _is_sync(name: str) -> bool:
+    return name in SYNC_NAMES
+
+
+def _is_launch(name: str) -> bool:
+    return name in LAUNCH_NAMES
+
+
 def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     """Per label (BUCKETS order; sync_skew empty): a boolean mask over t.events; the communication kernels'
     mask; what the trace holds (gpu, launches, runtime, comm)."""
@@ -115,11 +127,11 @@ def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     cpu = cat(ev, OP_CATS)
     runtime = cat(ev, LAUNCH_CATS)
     comm = collectives.communication_events(t)
-    step = cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    step = cpu & name_mask(ev, is_step_name)
     loader = cpu & name_mask(ev, is_dataloader) & ~step
-    pageable = memcpy & name_mask(ev, lambda n: "pageable" in n.lower())
-    sync = runtime & name_mask(ev, lambda n: n in SYNC_NAMES)
-    launch = runtime & name_mask(ev, lambda n: n in LAUNCH_NAMES)
+    pageable = memcpy & name_mask(ev, _is_pageable)
+    sync = runtime & name_mask(ev, _is_sync)
+    launch = runtime & name_mask(ev, _is_launch)
     comm_kernel = comm & kernel
     none = np.zeros(len(ev), dtype=bool)
     masks = [

@@ -3,6 +3,7 @@ the look-up of positions by integer key."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -65,7 +66,17 @@ def category_mask(events: pd.DataFrame, cats: Iterable[str]) -> np.ndarray:
 
 
 def name_mask(events: pd.DataFrame, fn: Callable[[str], bool]) -> np.ndarray:
-    """Boolean array: rows whose `name` satisfies `fn` (evaluated once per distinct name)."""
+    """Boolean array: rows whose `name` satisfies `fn` (evaluated once per distinct name). Memoised per events
+    frame when `fn` is a module-level function (not a lambda, closure or bound method: those have no stable
+    name): the array is then shared between callers, read-only (do not modify it)."""
+    if isinstance(fn, types.FunctionType) and fn.__closure__ is None and "<" not in fn.__qualname__:
+
+        def build() -> np.ndarray:
+            mask = per_value(events["name"], fn)
+            mask.flags.writeable = False  # shared between callers
+            return mask
+
+        return cached(events, f"name:{fn.__module__}.{fn.__qualname__}", build)
     return per_value(events["name"], fn)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace.categories import OP_CATS, TRACE
-from .classify import STEP_PREFIX
+from .classify import STEP_PREFIX, is_step_name
 from .columns import category_mask, name_mask
 from .gpu_links import link_gpu_to_ops
 from .registry import stage
@@ -38,7 +38,7 @@ def _steps(t: Any) -> pd.DataFrame:
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
     is_cpu = category_mask(ev, OP_CATS)
-    is_step = is_cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    is_step = is_cpu & name_mask(ev, is_step_name)
     srows = np.flatnonzero(is_step)
     if len(srows):
         srows = srows[np.lexsort((srows, ts[srows]))]
