@@ -57,7 +57,9 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     if n == 0:
         return st, costs
     ss, se = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
-    roles = _role_intervals(t)
+    # each role as its union: the same coverage, from far fewer bounds than every interval's ends (the
+    # per-segment lengths add up to the same integers)
+    roles = [intervals.merged(s, e) for s, e in _role_intervals(t)]
     bounds = sorted_unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
     if len(bounds) < 2:
         return st, costs
