@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.columns import category_mask, codes_and_texts, ns_to_us
+from profiler_core.analysis.stages.columns import category_mask, codes_and_texts, name_mask, ns_to_us
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.launch_stats import device_properties, launch_stats
 from tb_plugin.views.tensor_cores import uses_tensor_cores
@@ -30,8 +30,9 @@ NO_OP = "N/A"  # kernels whose launch could not be tied to an operator
 
 def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
     """Per kernel (event order): name and launching-op name codes, duration, blocks per SM, occupancy, the
-    launch configuration (grid/block normalised to 0 where the trace has no launch size) and the theoretical
-    occupancy. Plain arrays: the view groups on integer codes, never on per-kernel strings."""
+    launch configuration (grid/block normalised to 0 where the trace has no launch size), the theoretical
+    occupancy and `tc` (a Tensor Core kernel by name). Plain arrays: the view groups on integer codes, never on
+    per-kernel strings."""
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, ("kernel",)))
     links = link_gpu_to_ops(t)
@@ -64,6 +65,7 @@ def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
         bps=launches["blocks_per_sm"].to_numpy(np.float64),
         occ=launches["occupancy"].to_numpy(np.float64),
         theo=np.where(amd, np.nan, theo),
+        tc=name_mask(ev, uses_tensor_cores)[rows],  # (per name, memoised per trace: the overview's too)
     )  # NVIDIA's calculator never applies to AMD devices
     return col
 
@@ -174,7 +176,6 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     for c, codes in fields.items():
         shared[c] = _per_group_unique(gid, _codes(codes), m) == 1
     everywhere = np.ones(m, dtype=bool)  # (name_op_config: the launch fields are keys, shared by the group)
-    tc: dict[str, bool] = {}
     rows = []
     for gi in range(m):
         i = int(first[gi])
@@ -182,8 +183,6 @@ def kernels(t: Any, group_by: str = "name") -> dict:
         row: dict[str, Any] = {"name": name}
         if group_by != "name":
             row["op"] = str(op_values[int(op_codes[i])])
-        if name not in tc:
-            tc[name] = bool(uses_tensor_cores(name))
         row.update(
             calls=int(calls[gi]),
             total_us=ns_to_us(total[gi]),
@@ -192,7 +191,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
             max_us=ns_to_us(hi[gi]),
             blocks_per_sm=None if np.isnan(mean["bps"][gi]) else round(float(mean["bps"][gi]), 4),
             achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
-            tensor_cores=tc[name],
+            tensor_cores=bool(k["tc"][i]),
         )
 
         def value(field: str, src: str, gi: int = gi, i: int = i) -> Any:

@@ -217,10 +217,13 @@ def _peak_device_memory(t: Any) -> dict[int, int]:
     mem = getattr(t, "memory", None)
     if mem is None or len(mem) == 0 or "device_type" not in mem:
         return {}
-    gpu = mem[mem["device_type"] == 1]
-    if len(gpu) == 0:
+    sel = (mem["device_type"] == 1).to_numpy()
+    if not sel.any():
         return {}
-    return {int(d): int(v) for d, v in gpu.groupby("device_id")["total_allocated"].max().items()}
+    total, dev = mem["total_allocated"].to_numpy()[sel], mem["device_id"].to_numpy()[sel]
+    if total.dtype.kind not in "iu" or dev.dtype.kind not in "iu":  # (the reader's int64; else pandas' NaN rules)
+        return {int(d): int(v) for d, v in mem[sel].groupby("device_id")["total_allocated"].max().items()}
+    return {int(d): int(total[dev == d].max()) for d in sorted_unique(dev)}
 
 
 def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
