@@ -49,7 +49,7 @@ from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 from tb_plugin.views import collectives
 from tb_plugin.views.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
-from tb_plugin.views.idle_causes import KERNEL_WAIT, idle_gaps
+from tb_plugin.views.idle_causes import CATEGORIES, KERNEL_WAIT, idle_gap_arrays
 
 from ..buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
     BUCKETS,
@@ -188,9 +188,12 @@ def _compute(t: Any) -> dict:
             sel = m & (te > s0) & (ts < s1)
             layers.append((i, np.clip(ts[sel], s0, s1), np.clip(te[sel], s0, s1)))
         if has["gpu"] and has["launch"]:
-            g = idle_gaps(t, per_stream=False)
-            g = g[(g["category"] == KERNEL_WAIT).to_numpy() & g["launch_known"].to_numpy(bool)]
-            gs, ge = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+            g = idle_gap_arrays(t, per_stream=False)  # (arrays: no frame of every gap to filter)
+            if g is None:
+                gs = ge = np.zeros(0, np.int64)
+            else:
+                wait = (g["kind"] == CATEGORIES.index(KERNEL_WAIT)) & g["launch_known"]
+                gs, ge = g["start"][wait], g["end"][wait]
             keep = (ge > s0) & (gs < s1)
             i = BUCKETS.index(LAUNCH_OVERHEAD)
             layers[i] = (

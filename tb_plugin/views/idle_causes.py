@@ -52,10 +52,35 @@ def idle_gaps(
     `row` (the activity after the gap), `launch_known` (its launch call is in the trace). With
     `per_stream=False`, the gaps of each device as a whole (no activity on any of its streams; `stream` is
     ALL_STREAMS), classified by the activity that ends the gap by the same rule."""
+    g = idle_gap_arrays(t, kernel_wait_threshold_ns, rows, per_stream)
+    if g is None:
+        return _empty_gaps()
+    return pd.DataFrame(
+        {
+            "device": g["device"],
+            "stream": g["stream"],
+            "start": g["start"],
+            "end": g["end"],
+            "duration": g["end"] - g["start"],
+            "category": np.array(CATEGORIES, dtype=object)[g["kind"]],
+            "row": g["row"],
+            "launch_known": g["launch_known"],
+        }
+    )
+
+
+def idle_gap_arrays(
+    t: Any,
+    kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
+    rows: np.ndarray | None = None,
+    per_stream: bool = True,
+) -> dict[str, np.ndarray] | None:
+    """`idle_gaps` as arrays (None without GPU activity): `device`, `stream`, `start`, `end`, `row` (int64),
+    `kind` (the category's position in CATEGORIES), `launch_known`."""
     a = activity_arrays(t, rows)  # plain arrays: a lexsort and a running maximum, no frame sort or groupby
     n = len(a["row"])
     if not n:
-        return _empty_gaps()
+        return None
     if not per_stream:
         a["stream"] = np.full(n, ALL_STREAMS, np.int64)
     order = np.lexsort((a["row"], a["start"], a["stream"], a["device"]))  # (rows are unique: a total order)
@@ -74,23 +99,20 @@ def idle_gaps(
     g_start, g_end = prev[idx], start[idx]
     launch_start = a["launch_start"][idx]
     known = a["launch"][idx] >= 0
-    cat = np.where(
+    kind = np.where(
         known & (launch_start > g_start),
-        HOST_WAIT,
-        np.where(g_end - g_start < kernel_wait_threshold_ns, KERNEL_WAIT, OTHER),
+        CATEGORIES.index(HOST_WAIT),
+        np.where(g_end - g_start < kernel_wait_threshold_ns, CATEGORIES.index(KERNEL_WAIT), CATEGORIES.index(OTHER)),
     )
-    return pd.DataFrame(
-        {
-            "device": dev[idx],
-            "stream": stream[idx],
-            "start": g_start,
-            "end": g_end,
-            "duration": g_end - g_start,
-            "category": cat.astype(object),
-            "row": a["row"][idx],
-            "launch_known": known,
-        }
-    )
+    return {
+        "device": dev[idx],
+        "stream": stream[idx],
+        "start": g_start,
+        "end": g_end,
+        "kind": kind,
+        "row": a["row"][idx],
+        "launch_known": known,
+    }
 
 
 def _group_cummax(group: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -21,9 +21,8 @@ def _step_number(name: str) -> str:
     return name[len(STEP_PREFIX) :] if name.startswith(STEP_PREFIX) else name
 
 
-def _steps(t: Any) -> pd.DataFrame:
-    ev = t.events
-    empty = pd.DataFrame(
+def _empty_steps() -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "step": pd.Series([], dtype=object),
             "start": pd.Series([], dtype=np.int64),
@@ -33,8 +32,12 @@ def _steps(t: Any) -> pd.DataFrame:
             "device_ops": pd.Series([], dtype=np.int64),
         }
     )
+
+
+def _steps(t: Any) -> pd.DataFrame:
+    ev = t.events
     if len(ev) == 0:
-        return empty
+        return _empty_steps()
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
     is_cpu = category_mask(ev, OP_CATS)
@@ -47,7 +50,7 @@ def _steps(t: Any) -> pd.DataFrame:
     else:  # no ProfilerStep: one step "0" over the whole trace window (never the profiler's own `Trace` span)
         sel = ~category_mask(ev, (TRACE,))
         if not sel.any():
-            return empty
+            return _empty_steps()
         names, hs, he = ["0"], np.array([ts[sel].min()]), np.array([te[sel].max()])
     n = len(hs)
 
