@@ -104,8 +104,12 @@ def _is_sorted(a: np.ndarray) -> bool:
 
 def first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique keys and, for each, the smallest position carrying it."""
-    order = np.argsort(keys, kind="stable") if _is_sorted(positions) else np.lexsort((positions, keys))
-    k, p = keys[order], positions[order]
+    in_order = _is_sorted(positions)
+    if in_order and _is_sorted(keys):  # (External ids grow with time: often in order already)
+        k, p = keys, positions
+    else:
+        order = np.argsort(keys, kind="stable") if in_order else np.lexsort((positions, keys))
+        k, p = keys[order], positions[order]
     first = np.ones(len(k), dtype=bool)
     first[1:] = k[1:] != k[:-1]
     return k[first], p[first]
