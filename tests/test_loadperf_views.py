@@ -5,6 +5,7 @@ import pytest
 
 from profiler_core.analysis.intervals import coverage as _coverage
 from profiler_core.analysis.intervals import covered as _covered
+from profiler_core.analysis.intervals import merged as _merged
 from profiler_core.analysis.stages.columns import sorted_unique
 
 
@@ -26,6 +27,38 @@ def test_covered_matches_interval_counting():
         assert np.array_equal(got, _coverage(b, s, e) > 0)
         checked += 1
     assert checked > 300
+
+
+def test_merged_bounds_give_the_same_segment_sums():
+    """A priority sweep over each role's union (`merged`) and the bounds of those unions gives the same ns per
+    role as the sweep over every interval's bounds (the overview's breakdown and the ledger rely on it)."""
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        roles = []
+        for _r in range(3):
+            n = int(rng.integers(0, 40))
+            s = rng.integers(0, 200, n)
+            e = s + rng.integers(0, 30, n) * (rng.random(n) < 0.8)
+            if rng.random() < 0.5:
+                order = np.argsort(s, kind="stable")
+                s, e = s[order], e[order]
+            roles.append((s, e))
+
+        def sweep(rs: list) -> np.ndarray:
+            win = np.array([0, 50, 120, 210])
+            b = sorted_unique(np.concatenate([win] + [a for r in rs for a in r]))
+            owner = np.full(len(b) - 1, len(rs), np.int64)
+            for i in range(len(rs) - 1, -1, -1):
+                if len(rs[i][0]):
+                    owner[_covered(b, *rs[i])] = i
+            k = np.searchsorted(win[:-1], b[:-1], side="right") - 1
+            inside = (k >= 0) & (b[:-1] < win[-1])
+            return np.bincount(k[inside] * (len(rs) + 1) + owner[inside], weights=np.diff(b)[inside], minlength=12)
+
+        ms = [_merged(s, e) for s, e in roles]
+        for m_s, m_e in ms:
+            assert np.all(m_e > m_s) and np.all(m_s[1:] > m_e[:-1])  # disjoint, not touching, not empty
+        assert np.array_equal(sweep(roles), sweep(ms))
 
 
 # ------------------------------------------------------------------ operators: bincount aggregation

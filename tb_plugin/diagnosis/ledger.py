@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
-from profiler_core.analysis.stages.classify import STEP_PREFIX, is_dataloader
+from profiler_core.analysis.stages.classify import is_dataloader, is_step_name
 from profiler_core.analysis.stages.columns import category_mask, name_mask, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
@@ -49,7 +49,7 @@ from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 from tb_plugin.views import collectives
 from tb_plugin.views.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
-from tb_plugin.views.idle_causes import KERNEL_WAIT, idle_gaps
+from tb_plugin.views.idle_causes import CATEGORIES, KERNEL_WAIT, idle_gap_arrays
 
 from ..buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
     BUCKETS,
@@ -104,6 +104,18 @@ NEEDS_ALL_RANKS = (
 CPU_ONLY = "no GPU activity in the trace: " + NO_GPU
 
 
+def _is_pageable(name: str) -> bool:
+    return "pageable" in name.lower()
+
+
+def _is_sync(name: str) -> bool:
+    return name in SYNC_NAMES
+
+
+def _is_launch(name: str) -> bool:
+    return name in LAUNCH_NAMES
+
+
 def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     """Per label (BUCKETS order; sync_skew empty): a boolean mask over t.events; the communication kernels'
     mask; what the trace holds (gpu, launches, runtime, comm)."""
@@ -115,11 +127,11 @@ def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     cpu = cat(ev, OP_CATS)
     runtime = cat(ev, LAUNCH_CATS)
     comm = collectives.communication_events(t)
-    step = cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    step = cpu & name_mask(ev, is_step_name)
     loader = cpu & name_mask(ev, is_dataloader) & ~step
-    pageable = memcpy & name_mask(ev, lambda n: "pageable" in n.lower())
-    sync = runtime & name_mask(ev, lambda n: n in SYNC_NAMES)
-    launch = runtime & name_mask(ev, lambda n: n in LAUNCH_NAMES)
+    pageable = memcpy & name_mask(ev, _is_pageable)
+    sync = runtime & name_mask(ev, _is_sync)
+    launch = runtime & name_mask(ev, _is_launch)
     comm_kernel = comm & kernel
     none = np.zeros(len(ev), dtype=bool)
     masks = [
@@ -176,9 +188,12 @@ def _compute(t: Any) -> dict:
             sel = m & (te > s0) & (ts < s1)
             layers.append((i, np.clip(ts[sel], s0, s1), np.clip(te[sel], s0, s1)))
         if has["gpu"] and has["launch"]:
-            g = idle_gaps(t, per_stream=False)
-            g = g[(g["category"] == KERNEL_WAIT).to_numpy() & g["launch_known"].to_numpy(bool)]
-            gs, ge = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+            g = idle_gap_arrays(t, per_stream=False)  # (arrays: no frame of every gap to filter)
+            if g is None:
+                gs = ge = np.zeros(0, np.int64)
+            else:
+                wait = (g["kind"] == CATEGORIES.index(KERNEL_WAIT)) & g["launch_known"]
+                gs, ge = g["start"][wait], g["end"][wait]
             keep = (ge > s0) & (gs < s1)
             i = BUCKETS.index(LAUNCH_OVERHEAD)
             layers[i] = (
@@ -187,7 +202,9 @@ def _compute(t: Any) -> dict:
                 np.concatenate([layers[i][2], np.clip(ge[keep], s0, s1)]),
             )
         sel = comm_kernel & (te > s0) & (ts < s1)
-        ck = (np.clip(ts[sel], s0, s1), np.clip(te[sel], s0, s1))
+        ck = intervals.merged(np.clip(ts[sel], s0, s1), np.clip(te[sel], s0, s1))
+        # each layer as its union: the same coverage from far fewer bounds (per-segment sums: the same integers)
+        layers = [(i, *intervals.merged(s, e)) for i, s, e in layers]
         bounds = sorted_unique(np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)]))
         if len(bounds) >= 2:
             owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int8)

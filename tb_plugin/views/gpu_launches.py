@@ -51,11 +51,9 @@ NO_GPU = "no GPU activity (kernel, memcpy or memset) in the trace"
 NO_LAUNCHES = "no launch calls (cuda_runtime/cuda_driver events with a GPU activity's correlation) in the trace"
 
 
-def gpu_activities(t: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
-    """One row per GPU activity (all, or the positions `rows` in t.events), in event order: `row`, `device`,
-    `stream`, `start`, `end` (ns), `correlation`, `launch` (position of the launching cuda_runtime/cuda_driver
-    call, -1 when it is not in the trace), `launch_name` ("" without one), `launch_start`, `launch_end` (ns,
-    -1 without one)."""
+def activity_arrays(t: Any, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """`gpu_activities`' numeric columns as int64 arrays (no frame, no launch names): `row`, `device`, `stream`,
+    `start`, `end`, `launch`, `launch_start`, `launch_end`."""
     ev = t.events
     links = link_gpu_to_ops(t)
     all_rows = links["row"].to_numpy(np.int64)
@@ -67,21 +65,42 @@ def gpu_activities(t: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
     te = ts + ev["dur"].to_numpy(np.int64)
     has = launch >= 0
     lr = np.maximum(launch, 0)
-    launch_name = np.full(len(all_rows), "", dtype=object)
+    return {
+        "row": all_rows,
+        "device": ev["device"].to_numpy(np.int64)[all_rows],
+        "stream": ev["stream"].to_numpy(np.int64)[all_rows],
+        "start": ts[all_rows],
+        "end": te[all_rows],
+        "launch": launch,
+        "launch_start": np.where(has, ts[lr], -1),
+        "launch_end": np.where(has, te[lr], -1),
+    }
+
+
+def gpu_activities(t: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per GPU activity (all, or the positions `rows` in t.events), in event order: `row`, `device`,
+    `stream`, `start`, `end` (ns), `correlation`, `launch` (position of the launching cuda_runtime/cuda_driver
+    call, -1 when it is not in the trace), `launch_name` ("" without one), `launch_start`, `launch_end` (ns,
+    -1 without one)."""
+    ev = t.events
+    a = activity_arrays(t, rows)
+    launch = a["launch"]
+    has = launch >= 0
+    launch_name = np.full(len(launch), "", dtype=object)
     if has.any():
         launch_name[has] = ev["name"].iloc[launch[has]].astype(str).to_numpy()
     return pd.DataFrame(
         {
-            "row": all_rows,
-            "device": ev["device"].to_numpy(np.int64)[all_rows],
-            "stream": ev["stream"].to_numpy(np.int64)[all_rows],
-            "start": ts[all_rows],
-            "end": te[all_rows],
-            "correlation": ev["correlation"].to_numpy(np.int64)[all_rows],
+            "row": a["row"],
+            "device": a["device"],
+            "stream": a["stream"],
+            "start": a["start"],
+            "end": a["end"],
+            "correlation": ev["correlation"].to_numpy(np.int64)[a["row"]],
             "launch": launch,
             "launch_name": launch_name,
-            "launch_start": np.where(has, ts[lr], -1),
-            "launch_end": np.where(has, te[lr], -1),
+            "launch_start": a["launch_start"],
+            "launch_end": a["launch_end"],
         }
     )
 

@@ -27,7 +27,7 @@ import pandas as pd
 
 from profiler_core.analysis.stages.steps import steps
 
-from .gpu_launches import NO_GPU, gpu_activities
+from .gpu_launches import NO_GPU, activity_arrays, gpu_activities
 
 HOST_WAIT, KERNEL_WAIT, OTHER = "host_wait", "kernel_wait", "other"
 CATEGORIES = (HOST_WAIT, KERNEL_WAIT, OTHER)
@@ -52,43 +52,84 @@ def idle_gaps(
     `row` (the activity after the gap), `launch_known` (its launch call is in the trace). With
     `per_stream=False`, the gaps of each device as a whole (no activity on any of its streams; `stream` is
     ALL_STREAMS), classified by the activity that ends the gap by the same rule."""
-    a = gpu_activities(t, rows)
-    if not len(a):
+    g = idle_gap_arrays(t, kernel_wait_threshold_ns, rows, per_stream)
+    if g is None:
         return _empty_gaps()
+    return pd.DataFrame(
+        {
+            "device": g["device"],
+            "stream": g["stream"],
+            "start": g["start"],
+            "end": g["end"],
+            "duration": g["end"] - g["start"],
+            "category": np.array(CATEGORIES, dtype=object)[g["kind"]],
+            "row": g["row"],
+            "launch_known": g["launch_known"],
+        }
+    )
+
+
+def idle_gap_arrays(
+    t: Any,
+    kernel_wait_threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
+    rows: np.ndarray | None = None,
+    per_stream: bool = True,
+) -> dict[str, np.ndarray] | None:
+    """`idle_gaps` as arrays (None without GPU activity): `device`, `stream`, `start`, `end`, `row` (int64),
+    `kind` (the category's position in CATEGORIES), `launch_known`."""
+    a = activity_arrays(t, rows)  # plain arrays: a lexsort and a running maximum, no frame sort or groupby
+    n = len(a["row"])
+    if not n:
+        return None
     if not per_stream:
-        a = a.assign(stream=ALL_STREAMS)
-    a = a.sort_values(["device", "stream", "start", "row"], kind="stable")
-    dev, stream = a["device"].to_numpy(np.int64), a["stream"].to_numpy(np.int64)
-    start, end = a["start"].to_numpy(np.int64), a["end"].to_numpy(np.int64)
-    new = np.ones(len(a), dtype=bool)
+        a["stream"] = np.full(n, ALL_STREAMS, np.int64)
+    order = np.lexsort((a["row"], a["start"], a["stream"], a["device"]))  # (rows are unique: a total order)
+    a = {k: v[order] for k, v in a.items()}
+    dev, stream = a["device"], a["stream"]
+    start, end = a["start"], a["end"]
+    new = np.ones(n, dtype=bool)
     new[1:] = (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])
     group = np.cumsum(new) - 1
-    reach = pd.Series(end).groupby(group).cummax().to_numpy(np.int64)  # latest end so far on the stream
+    reach = _group_cummax(group, end)  # latest end so far on the stream
     prev = np.empty_like(reach)
     prev[1:] = reach[:-1]
     gap = ~new & (start > prev)
     gap[0] = False
     idx = np.flatnonzero(gap)
     g_start, g_end = prev[idx], start[idx]
-    launch_start = a["launch_start"].to_numpy(np.int64)[idx]
-    known = a["launch"].to_numpy(np.int64)[idx] >= 0
-    cat = np.where(
+    launch_start = a["launch_start"][idx]
+    known = a["launch"][idx] >= 0
+    kind = np.where(
         known & (launch_start > g_start),
-        HOST_WAIT,
-        np.where(g_end - g_start < kernel_wait_threshold_ns, KERNEL_WAIT, OTHER),
+        CATEGORIES.index(HOST_WAIT),
+        np.where(g_end - g_start < kernel_wait_threshold_ns, CATEGORIES.index(KERNEL_WAIT), CATEGORIES.index(OTHER)),
     )
-    return pd.DataFrame(
-        {
-            "device": dev[idx],
-            "stream": stream[idx],
-            "start": g_start,
-            "end": g_end,
-            "duration": g_end - g_start,
-            "category": cat.astype(object),
-            "row": a["row"].to_numpy(np.int64)[idx],
-            "launch_known": known,
-        }
-    )
+    return {
+        "device": dev[idx],
+        "stream": stream[idx],
+        "start": g_start,
+        "end": g_end,
+        "kind": kind,
+        "row": a["row"][idx],
+        "launch_known": known,
+    }
+
+
+def _group_cummax(group: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The running maximum of int64 `v` within each run of equal, ascending `group` codes: one accumulate over
+    (group, value) keys, which order the groups first."""
+    if len(v) == 0:
+        return v.copy()
+    lo = int(v.min())
+    span = int(v.max()) - lo + 1
+    if (int(group[-1]) + 1) * span >= 2**62:  # pragma: no cover - absurd time ranges
+        return pd.Series(v).groupby(group).cummax().to_numpy(np.int64)
+    base = group.astype(np.int64) * np.int64(span)
+    key = base + (v - np.int64(lo))
+    np.maximum.accumulate(key, out=key)
+    key -= base
+    key += np.int64(lo)
+    return key
 
 
 def _empty_gaps() -> pd.DataFrame:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.columns import category_mask, codes_and_texts, ns_to_us
+from profiler_core.analysis.stages.columns import category_mask, codes_and_texts, name_mask, ns_to_us
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.launch_stats import device_properties, launch_stats
 from tb_plugin.views.tensor_cores import uses_tensor_cores
@@ -30,8 +30,9 @@ NO_OP = "N/A"  # kernels whose launch could not be tied to an operator
 
 def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
     """Per kernel (event order): name and launching-op name codes, duration, blocks per SM, occupancy, the
-    launch configuration (grid/block normalised to 0 where the trace has no launch size) and the theoretical
-    occupancy. Plain arrays: the view groups on integer codes, never on per-kernel strings."""
+    launch configuration (grid/block normalised to 0 where the trace has no launch size), the theoretical
+    occupancy and `tc` (a Tensor Core kernel by name). Plain arrays: the view groups on integer codes, never on
+    per-kernel strings."""
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, ("kernel",)))
     links = link_gpu_to_ops(t)
@@ -64,6 +65,7 @@ def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
         bps=launches["blocks_per_sm"].to_numpy(np.float64),
         occ=launches["occupancy"].to_numpy(np.float64),
         theo=np.where(amd, np.nan, theo),
+        tc=name_mask(ev, uses_tensor_cores)[rows],  # (per name, memoised per trace: the overview's too)
     )  # NVIDIA's calculator never applies to AMD devices
     return col
 
@@ -98,23 +100,24 @@ def _theoretical(
     more than 48 KiB did opt in); NaN when the device or the configuration is unknown."""
     from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm
 
-    out = np.full(len(device), np.nan)
-    memo: dict[tuple, float] = {}
-    for i, key in enumerate(zip(device.tolist(), block_size.tolist(), regs.tolist(), smem.tolist())):
-        if key not in memo:
-            dev, bs, r, sm = key
-            p = props.get(int(dev))
-            val = np.nan
-            if p and bs > 0 and r >= 0 and sm >= 0:
-                try:
-                    warp = int(p.get("warpSize", 32))
-                    res = active_blocks_per_sm(p, bs, r, 0, sm, opt_in=True)  # it ran: it opted in
-                    val = min(1.0, res.active_blocks * (-(-bs // warp)) * warp / int(p["maxThreadsPerMultiprocessor"]))
-                except (UnknownDevice, ValueError, KeyError, TypeError, ZeroDivisionError):
-                    val = np.nan
-            memo[key] = val
-        out[i] = memo[key]
-    return out
+    if len(device) == 0:
+        return np.full(0, np.nan)
+    # one calculation per distinct (device, block size, registers, shared memory): codes, not a dict per kernel
+    key = _codes(device, block_size, regs, smem)
+    first = np.full(int(key.max()) + 1, len(key), np.int64)
+    np.minimum.at(first, key, np.arange(len(key)))
+    vals = np.full(len(first), np.nan)
+    for j, i in enumerate(first.tolist()):
+        dev, bs, r, sm = int(device[i]), int(block_size[i]), int(regs[i]), int(smem[i])
+        p = props.get(dev)
+        if p and bs > 0 and r >= 0 and sm >= 0:
+            try:
+                warp = int(p.get("warpSize", 32))
+                res = active_blocks_per_sm(p, bs, r, 0, sm, opt_in=True)  # it ran: it opted in
+                vals[j] = min(1.0, res.active_blocks * (-(-bs // warp)) * warp / int(p["maxThreadsPerMultiprocessor"]))
+            except (UnknownDevice, ValueError, KeyError, TypeError, ZeroDivisionError):
+                vals[j] = np.nan
+    return vals[key]
 
 
 def kernels(t: Any, group_by: str = "name") -> dict:
@@ -173,7 +176,6 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     for c, codes in fields.items():
         shared[c] = _per_group_unique(gid, _codes(codes), m) == 1
     everywhere = np.ones(m, dtype=bool)  # (name_op_config: the launch fields are keys, shared by the group)
-    tc: dict[str, bool] = {}
     rows = []
     for gi in range(m):
         i = int(first[gi])
@@ -181,8 +183,6 @@ def kernels(t: Any, group_by: str = "name") -> dict:
         row: dict[str, Any] = {"name": name}
         if group_by != "name":
             row["op"] = str(op_values[int(op_codes[i])])
-        if name not in tc:
-            tc[name] = bool(uses_tensor_cores(name))
         row.update(
             calls=int(calls[gi]),
             total_us=ns_to_us(total[gi]),
@@ -191,7 +191,7 @@ def kernels(t: Any, group_by: str = "name") -> dict:
             max_us=ns_to_us(hi[gi]),
             blocks_per_sm=None if np.isnan(mean["bps"][gi]) else round(float(mean["bps"][gi]), 4),
             achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
-            tensor_cores=tc[name],
+            tensor_cores=bool(k["tc"][i]),
         )
 
         def value(field: str, src: str, gi: int = gi, i: int = i) -> Any:

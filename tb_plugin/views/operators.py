@@ -15,6 +15,7 @@ from profiler_core.analysis.stages.columns import (
     codes_and_texts,
     first_position_by_key,
     lookup,
+    name_mask,
     ns_to_us,
     per_value,
     zeros_column,
@@ -60,11 +61,11 @@ def op_stats(t: Any) -> pd.DataFrame:
     parent = st["parent"].to_numpy().astype(np.int64)
     depth = st["depth"].to_numpy()
     rows = st["row"].to_numpy()
-    eligible = per_value(ev["name"], is_tc_eligible_op)[rows]
+    eligible = name_mask(ev, is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
     gnode, grow = st.attrs["device_node"], st.attrs["device_rows"]
     if len(grow):
-        tc_kernel = category_mask(ev, ("kernel",))[grow] & per_value(ev["name"], uses_tensor_cores)[grow]
+        tc_kernel = category_mask(ev, ("kernel",))[grow] & name_mask(ev, uses_tensor_cores)[grow]
         tc_self = np.bincount(
             gnode, weights=np.where(tc_kernel, ev["dur"].to_numpy(np.float64)[grow], 0.0), minlength=n
         )
@@ -153,7 +154,7 @@ def _table_rows(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.nd
     """Positions in `st` (node_stats) of the operator-table nodes, optionally of one name."""
     ev = t.events
     rows = st["row"].to_numpy()
-    keep = st["is_op"].to_numpy() & per_value(ev["name"], _is_table_op)[rows]
+    keep = st["is_op"].to_numpy() & name_mask(ev, _is_table_op)[rows]
     if only_name is not None:
         keep &= per_value(ev["name"], lambda n: n == only_name)[rows]
     return np.flatnonzero(keep)

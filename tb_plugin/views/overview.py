@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis import intervals
-from profiler_core.analysis.stages.classify import STEP_PREFIX, is_communication, is_dataloader
-from profiler_core.analysis.stages.columns import category_mask, name_mask, ns_to_us, per_value, sorted_unique
+from profiler_core.analysis.stages.classify import is_communication, is_dataloader, is_step_name
+from profiler_core.analysis.stages.columns import category_mask, name_mask, ns_to_us, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.launch_stats import device_properties, launch_stats
 from profiler_core.analysis.stages.steps import steps
@@ -34,7 +34,7 @@ def _role_intervals(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     comm = collectives.communication_events(t)
     kernel = category_mask(ev, ("kernel",))
     cpu = category_mask(ev, OP_CATS)
-    step = cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    step = cpu & name_mask(ev, is_step_name)
     loader = cpu & name_mask(ev, is_dataloader)
     masks = [
         kernel & ~comm,
@@ -57,7 +57,9 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     if n == 0:
         return st, costs
     ss, se = st["start"].to_numpy(np.int64), st["end"].to_numpy(np.int64)
-    roles = _role_intervals(t)
+    # each role as its union: the same coverage, from far fewer bounds than every interval's ends (the
+    # per-segment lengths add up to the same integers)
+    roles = [intervals.merged(s, e) for s, e in _role_intervals(t)]
     bounds = sorted_unique(np.concatenate([ss, se] + [a for r in roles for a in r]))
     if len(bounds) < 2:
         return st, costs
@@ -85,7 +87,7 @@ def has_profiler_steps(t: Any) -> bool:
     ev = t.events
     if len(ev) == 0:
         return False
-    return bool((category_mask(ev, OP_CATS) & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))).any())
+    return bool((category_mask(ev, OP_CATS) & name_mask(ev, is_step_name)).any())
 
 
 def _in_step_ns(st: pd.DataFrame, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -131,9 +133,12 @@ def gpu_work_notes(t: Any) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- GPU summary
-def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, s1: int) -> dict:
-    ks = k["ts"].to_numpy(np.int64)
-    ke = ks + k["dur"].to_numpy(np.int64)
+def _device_summary(
+    ks: np.ndarray, kd: np.ndarray, dur: np.ndarray, tc: np.ndarray, bps: np.ndarray, occ: np.ndarray, s0: int, s1: int
+) -> dict:
+    """One device's summary from its kernels' starts and durations (int64 ns; `dur` as float64) and Tensor Core
+    mask."""
+    ke = ks + kd
     span = max(s1 - s0, 0)
     cs, ce = np.clip(ks, s0, s1), np.clip(ke, s0, s1)
     util = intervals.union_length(cs, ce) / span if span > 0 else None
@@ -152,8 +157,6 @@ def _device_summary(k: pd.DataFrame, bps: np.ndarray, occ: np.ndarray, s0: int, 
     w = (ce - cs).astype(np.float64)
     achieved = float((occ[has] * w[has]).sum() / w[has].sum() / 100.0) if has.any() and w[has].sum() > 0 else None
 
-    dur = k["dur"].to_numpy(np.float64)
-    tc = per_value(k["name"], uses_tensor_cores)
     total = dur.sum()
     tc_ratio = float(dur[tc].sum() / total) if total > 0 else 0.0
     return {"utilization": util, "sm_efficiency": sm_eff, "achieved_occupancy": achieved, "tensor_core_ratio": tc_ratio}
@@ -172,16 +175,19 @@ def gpu_summary(t: Any) -> dict | None:
         s0, s1 = int(st["start"].iloc[0]), int(st["end"].iloc[-1])
     else:
         s0, s1 = int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max())
-    k = ev.loc[kmask]
+    krows = np.flatnonzero(kmask)  # the kernels' columns as arrays (no copy of their frame rows)
+    ks, kd = ev["ts"].to_numpy(np.int64)[krows], ev["dur"].to_numpy(np.int64)[krows]
+    kdur = ev["dur"].to_numpy(np.float64)[krows]
+    tc = name_mask(ev, uses_tensor_cores)[krows]
     props = device_properties(t)
     launches = launch_stats(t)  # ROCm grids in blocks; AMD occupancy from CDNA limits, never NVIDIA's
     bps = launches["blocks_per_sm"].to_numpy(np.float64)
     occ = launches["occupancy"].to_numpy(np.float64)
     devices = []
-    dev = k["device"].to_numpy()
+    dev = ev["device"].to_numpy()[krows]
     for d in sorted_unique(dev):
         sel = dev == d
-        summary = _device_summary(k.loc[sel], bps[sel], occ[sel], s0, s1)
+        summary = _device_summary(ks[sel], kd[sel], kdur[sel], tc[sel], bps[sel], occ[sel], s0, s1)
         p = props.get(int(d)) or {}
         cc = (
             f"{p['computeMajor']}.{p['computeMinor']}"
@@ -211,10 +217,13 @@ def _peak_device_memory(t: Any) -> dict[int, int]:
     mem = getattr(t, "memory", None)
     if mem is None or len(mem) == 0 or "device_type" not in mem:
         return {}
-    gpu = mem[mem["device_type"] == 1]
-    if len(gpu) == 0:
+    sel = (mem["device_type"] == 1).to_numpy()
+    if not sel.any():
         return {}
-    return {int(d): int(v) for d, v in gpu.groupby("device_id")["total_allocated"].max().items()}
+    total, dev = mem["total_allocated"].to_numpy()[sel], mem["device_id"].to_numpy()[sel]
+    if total.dtype.kind not in "iu" or dev.dtype.kind not in "iu":  # (the reader's int64; else pandas' NaN rules)
+        return {int(d): int(v) for d, v in mem[sel].groupby("device_id")["total_allocated"].max().items()}
+    return {int(d): int(total[dev == d].max()) for d in sorted_unique(dev)}
 
 
 def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:

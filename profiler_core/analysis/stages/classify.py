@@ -26,6 +26,7 @@ __all__ = [
     "is_collective_call",
     "collective_call_mask",
     "is_dataloader",
+    "is_step_name",
     "COMM_PREFIXES",
     "COMM_NAMES",
     "MPI_PREFIX",
@@ -107,12 +108,25 @@ def is_dataloader(name: str) -> bool:
     )
 
 
+def is_step_name(name: str) -> bool:
+    """A ProfilerStep range's name (`ProfilerStep#5`)."""
+    return str(name).startswith(STEP_PREFIX)
+
+
+def _is_nccl_name(name: str) -> bool:
+    return "nccl" in name.lower()
+
+
+def _is_comm_name(name: str) -> bool:
+    return name.startswith(COMM_PREFIXES) or name in COMM_NAMES
+
+
 def communication_mask(events: pd.DataFrame) -> pd.Series:
     """Vectorised `is_communication` over an events frame (boolean Series aligned with `events`)."""
     if len(events) == 0:
         return pd.Series(np.zeros(0, dtype=bool), index=events.index)
     kernel = category_mask(events, (KERNEL,))
-    nccl = name_mask(events, lambda n: "nccl" in n.lower())
-    by_name = name_mask(events, lambda n: n.startswith(COMM_PREFIXES) or n in COMM_NAMES)
+    nccl = name_mask(events, _is_nccl_name)  # (module-level predicates: memoised per events frame)
+    by_name = name_mask(events, _is_comm_name)
     excluded = category_mask(events, _NOT_COMM_CATS)
     return pd.Series(np.where(kernel, nccl, by_name & ~excluded), index=events.index)

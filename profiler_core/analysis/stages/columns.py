@@ -3,6 +3,7 @@ the look-up of positions by integer key."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -65,7 +66,17 @@ def category_mask(events: pd.DataFrame, cats: Iterable[str]) -> np.ndarray:
 
 
 def name_mask(events: pd.DataFrame, fn: Callable[[str], bool]) -> np.ndarray:
-    """Boolean array: rows whose `name` satisfies `fn` (evaluated once per distinct name)."""
+    """Boolean array: rows whose `name` satisfies `fn` (evaluated once per distinct name). Memoised per events
+    frame when `fn` is a module-level function (not a lambda, closure or bound method: those have no stable
+    name): the array is then shared between callers, read-only (do not modify it)."""
+    if isinstance(fn, types.FunctionType) and fn.__closure__ is None and "<" not in fn.__qualname__:
+
+        def build() -> np.ndarray:
+            mask = per_value(events["name"], fn)
+            mask.flags.writeable = False  # shared between callers
+            return mask
+
+        return cached(events, f"name:{fn.__module__}.{fn.__qualname__}", build)
     return per_value(events["name"], fn)
 
 
@@ -93,8 +104,12 @@ def _is_sorted(a: np.ndarray) -> bool:
 
 def first_position_by_key(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique keys and, for each, the smallest position carrying it."""
-    order = np.argsort(keys, kind="stable") if _is_sorted(positions) else np.lexsort((positions, keys))
-    k, p = keys[order], positions[order]
+    in_order = _is_sorted(positions)
+    if in_order and _is_sorted(keys):  # (External ids grow with time: often in order already)
+        k, p = keys, positions
+    else:
+        order = np.argsort(keys, kind="stable") if in_order else np.lexsort((positions, keys))
+        k, p = keys[order], positions[order]
     first = np.ones(len(k), dtype=bool)
     first[1:] = k[1:] != k[:-1]
     return k[first], p[first]

@@ -107,10 +107,13 @@ def _order_key(ts: np.ndarray, node: np.ndarray | None) -> np.ndarray:
 
 def _build_replay(t: Any) -> pd.DataFrame:
     ev = t.events
+    glaunch = np.flatnonzero(category_mask(ev, LAUNCH_CATS) & name_mask(ev, is_graph_launch))
+    if not len(glaunch):  # no graph launch: nothing replayed (and no dense graph id columns to read)
+        z = np.zeros(0, np.int64)
+        return pd.DataFrame({"row": z, "launch": z, "call": z, "how": np.zeros(0, np.int8)})
     ts = ev["ts"].to_numpy(np.int64)
     corr = ev["correlation"].to_numpy(np.int64)
     node_col, graph_col = _int_column(t, "graph_node_id"), _int_column(t, "graph_id")
-    glaunch = np.flatnonzero(category_mask(ev, LAUNCH_CATS) & name_mask(ev, is_graph_launch))
     acts = np.flatnonzero(category_mask(ev, GPU_ACTIVITY_CATS))
     ok = corr[glaunch] >= 0
     keys, pos = first_position_by_key(corr[glaunch][ok], glaunch[ok])

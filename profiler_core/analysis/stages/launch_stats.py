@@ -43,7 +43,6 @@ def is_amd_device(p: dict | None) -> bool:
 def _launch_stats(t: Any) -> pd.DataFrame:
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, (KERNEL,)))
-    k = ev.iloc[rows]
     grid = np.stack([t.arg(c, rows).astype(np.int64) for c in ("grid_x", "grid_y", "grid_z")], axis=1)
     block = np.stack([t.arg(c, rows).astype(np.int64) for c in ("block_x", "block_y", "block_z")], axis=1)
     shared = t.arg("shared_memory", rows).astype(np.int64)
@@ -69,7 +68,7 @@ def _launch_stats(t: Any) -> pd.DataFrame:
     blocks = np.where(grid[:, 0] > 0, grid[:, 0] * np.maximum(grid[:, 1], 1) * np.maximum(grid[:, 2], 1), 0)
     threads = np.where(block[:, 0] > 0, block[:, 0] * np.maximum(block[:, 1], 1) * np.maximum(block[:, 2], 1), 0)
     props = device_properties(t)
-    dev = k["device"].to_numpy(np.int64)
+    dev = ev["device"].to_numpy(np.int64)[rows]  # (one column: no copy of the kernels' frame rows)
     bps = t.arg("blocks_per_sm", rows).astype(np.float64)
     bps[~np.isfinite(bps) | (bps < 0)] = np.nan  # CUPTI can report "inf" (no SM count): estimate instead
     occ = t.arg("occupancy", rows).astype(np.float64)

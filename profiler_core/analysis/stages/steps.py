@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace.categories import OP_CATS, TRACE
-from .classify import STEP_PREFIX
+from .classify import STEP_PREFIX, is_step_name
 from .columns import category_mask, name_mask
 from .gpu_links import link_gpu_to_ops
 from .registry import stage
@@ -21,9 +21,8 @@ def _step_number(name: str) -> str:
     return name[len(STEP_PREFIX) :] if name.startswith(STEP_PREFIX) else name
 
 
-def _steps(t: Any) -> pd.DataFrame:
-    ev = t.events
-    empty = pd.DataFrame(
+def _empty_steps() -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "step": pd.Series([], dtype=object),
             "start": pd.Series([], dtype=np.int64),
@@ -33,12 +32,16 @@ def _steps(t: Any) -> pd.DataFrame:
             "device_ops": pd.Series([], dtype=np.int64),
         }
     )
+
+
+def _steps(t: Any) -> pd.DataFrame:
+    ev = t.events
     if len(ev) == 0:
-        return empty
+        return _empty_steps()
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
     is_cpu = category_mask(ev, OP_CATS)
-    is_step = is_cpu & name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
+    is_step = is_cpu & name_mask(ev, is_step_name)
     srows = np.flatnonzero(is_step)
     if len(srows):
         srows = srows[np.lexsort((srows, ts[srows]))]
@@ -47,7 +50,7 @@ def _steps(t: Any) -> pd.DataFrame:
     else:  # no ProfilerStep: one step "0" over the whole trace window (never the profiler's own `Trace` span)
         sel = ~category_mask(ev, (TRACE,))
         if not sel.any():
-            return empty
+            return _empty_steps()
         names, hs, he = ["0"], np.array([ts[sel].min()]), np.array([te[sel].max()])
     n = len(hs)
 
