@@ -44,6 +44,32 @@ static inline int buf_push(buf_t *b, const void *v, size_t n) {
     return 0;
 }
 
+/* a[:n] == b[:n], short lengths by word compares (no call) */
+static inline int bytes_eq(const char *a, const char *b, size_t n) {
+    if (n >= 8 && n <= 16) {
+        uint64_t x, y, u, v;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        memcpy(&u, a + n - 8, 8);
+        memcpy(&v, b + n - 8, 8);
+        return ((x ^ y) | (u ^ v)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t x, y, u, v;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        memcpy(&u, a + n - 4, 4);
+        memcpy(&v, b + n - 4, 4);
+        return ((x ^ y) | (u ^ v)) == 0;
+    }
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 /* ------------------------------------------------------------------ the table of raw texts */
 typedef struct {
     size_t off;
@@ -95,7 +121,7 @@ static int32_t table_intern(table_t *t, const char *base, size_t off, size_t len
         int32_t e = t->slots[h];
         if (!e) break;
         span_t *sp = (span_t *)t->spans.data + (e - 1);
-        if (sp->len == len && memcmp(base + sp->off, base + off, len) == 0) return e - 1;
+        if (sp->len == len && bytes_eq(base + sp->off, base + off, len)) return e - 1;
         h = (h + 1) & (t->nslots - 1);
     }
     span_t sp = {off, len};
@@ -574,9 +600,37 @@ static int parse_triple(parser_t *p, val_t *v, int depth) {
 
 static size_t ARG_LEN[N_ARGS], FIELD_LEN[N_FIELDS];
 
-static int key_is(parser_t *p, size_t off, size_t len, const char *key, size_t n) {
-    return len == n + 2 && memcmp(p->base + off + 1, key, n) == 0;
+/* the known keys found by a hash of (length, first byte, last byte): open addressing, index + 1 (0 = empty) */
+#define KEY_SLOTS 256
+static unsigned char ARG_SLOT[KEY_SLOTS], FIELD_SLOT[KEY_SLOTS];
+
+static inline unsigned key_hash(const char *k, size_t n) {
+    return ((unsigned)n * 37u + (unsigned char)k[0] * 11u + (unsigned char)k[n - 1]) & (KEY_SLOTS - 1);
 }
+
+static void key_table(unsigned char *slots, const char *const *keys, const size_t *lens, int n) {
+    memset(slots, 0, KEY_SLOTS);
+    for (int k = 0; k < n; k++) {
+        unsigned h = key_hash(keys[k], lens[k]);
+        while (slots[h]) h = (h + 1) & (KEY_SLOTS - 1);
+        slots[h] = (unsigned char)(k + 1);
+    }
+}
+
+/* the index of the key whose string literal (quotes included) is base[off:off+len], -1 when unknown */
+static inline int key_find(const parser_t *p, const unsigned char *slots, const char *const *keys, const size_t *lens,
+                           size_t off, size_t len) {
+    if (len <= 2) return -1;
+    const char *k = p->base + off + 1;
+    size_t n = len - 2;
+    for (unsigned h = key_hash(k, n); slots[h]; h = (h + 1) & (KEY_SLOTS - 1)) {
+        int i = slots[h] - 1;
+        if (lens[i] == n && bytes_eq(k, keys[i], n)) return i;
+    }
+    return -1;
+}
+
+static const char *ARG_KEYS[N_ARGS];
 
 typedef struct {
     val_t f[N_FIELDS];
@@ -623,12 +677,7 @@ static int parse_args(parser_t *p, event_t *ev) {
         if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
         p->pos++;
         skip_ws(p);
-        int which = -1;
-        for (int k = 0; k < N_ARGS; k++)
-            if (key_is(p, off, len, ARGS[k].key, ARG_LEN[k])) {
-                which = k;
-                break;
-            }
+        int which = key_find(p, ARG_SLOT, ARG_KEYS, ARG_LEN, off, len);
         if (which < 0) {
             if (skip_value(p, 3)) return -1;
         } else {
@@ -675,12 +724,7 @@ static int parse_event(parser_t *p, event_t *ev) {
         if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
         p->pos++;
         skip_ws(p);
-        int which = -1;
-        for (int k = 0; k < N_FIELDS; k++)
-            if (key_is(p, off, len, FIELDS[k], FIELD_LEN[k])) {
-                which = k;
-                break;
-            }
+        int which = key_find(p, FIELD_SLOT, FIELDS, FIELD_LEN, off, len);
         if (which < 0) {
             if (skip_value(p, 2)) return -1;
         } else {
@@ -1208,6 +1252,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int k = 0; k < N_ARGS; k++) ARG_LEN[k] = strlen(ARGS[k].key);
     for (int c = 0x20; c < 0x80; c++) PLAIN[c] = c != '"' && c != '\\';
     for (int k = 0; k < N_FIELDS; k++) FIELD_LEN[k] = strlen(FIELDS[k]);
+    for (int k = 0; k < N_ARGS; k++) ARG_KEYS[k] = ARGS[k].key;
+    key_table(ARG_SLOT, ARG_KEYS, ARG_LEN, N_ARGS);
+    key_table(FIELD_SLOT, FIELDS, FIELD_LEN, N_FIELDS);
     for (int k = 0; k < N_ARGS; k++) {
         int t = ARGS[k].how == K_FLOAT ? T_F64 : ARGS[k].how == K_INT ? T_I64 : T_I32;
         if (ARGS[k].group == G_EVENTS) {
