@@ -258,6 +258,7 @@ typedef struct {
     table_t table;
     buf_t x[N_X], m[N_M], fl[N_FL], md[N_MD], u[N_U];
     int x_active[N_X]; /* arg columns of complete events: stored from the first row with a value */
+    uint64_t x_active_args; /* bit k: a column of arg k is stored */
     int64_t x_rows;
     buf_t pieces; /* (first event, start, end) int64 triples: byte ranges of about piece_bytes of whole events */
     int64_t entries, max_events;
@@ -636,7 +637,27 @@ typedef struct {
     val_t f[N_FIELDS];
     val_t a[N_ARGS];
     int args_object;
+    uint64_t amask; /* the args the event has (bit k: a[k] is not V_ABSENT) */
 } event_t;
+
+typedef char n_args_fit_a_mask[N_ARGS <= 64 ? 1 : -1];
+
+/* the index of the lowest set bit of m (m != 0) */
+static inline int ctz64(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(m);
+#else
+    int k = 0;
+    while (!(m & 1)) {
+        m >>= 1;
+        k++;
+    }
+    return k;
+#endif
+}
+
+/* bit k for each arg of the events group */
+static uint64_t EVENT_ARGS_MASK;
 
 /* a text of plain decimal digits in an integer arg ("4096"): the Python reader reads it as int() does */
 static void digits_to_int(parser_t *p, val_t *v) {
@@ -683,6 +704,7 @@ static int parse_args(parser_t *p, event_t *ev) {
         } else {
             val_t *v = &ev->a[which];
             if (v->kind != V_ABSENT) DECLINE(p, "a repeated key in args");
+            ev->amask |= (uint64_t)1 << which;
             int how = ARGS[which].how;
             int r = how == K_TRIPLE ? parse_triple(p, v, 3) : parse_value(p, v, how == K_RAW, 3);
             if (r) return -1;
@@ -705,8 +727,10 @@ static int parse_args(parser_t *p, event_t *ev) {
 }
 
 static int parse_event(parser_t *p, event_t *ev) {
+    /* ev holds the previous event: only the args it had are reset */
     for (int k = 0; k < N_FIELDS; k++) ev->f[k].kind = V_ABSENT;
-    for (int k = 0; k < N_ARGS; k++) ev->a[k].kind = V_ABSENT;
+    for (uint64_t m = ev->amask; m; m &= m - 1) ev->a[ctz64(m)].kind = V_ABSENT;
+    ev->amask = 0;
     ev->args_object = 0;
     if (peek(p) != '{') DECLINE(p, "an entry of traceEvents that is not an object");
     p->pos++;
@@ -818,7 +842,8 @@ static int arg_missing(const val_t *v, int k) {
 
 /* every known arg of the event checked for its type, whatever the event's phase */
 static int check_args(parser_t *p, const event_t *ev) {
-    for (int k = 0; k < N_ARGS; k++) {
+    for (uint64_t m = ev->amask; m; m &= m - 1) {
+        int k = ctz64(m);
         const val_t *v = &ev->a[k];
         if (v->kind == V_ABSENT || v->kind == V_NULL) continue;
         switch (ARGS[k].how) {
@@ -855,7 +880,7 @@ static int32_t sval(const val_t *v) { return (v->kind == V_ABSENT || v->kind == 
 
 /* an arg column's value for the current complete event: nothing stored while the column has only
  * missing values, the missing value of the earlier rows written when its first value comes */
-static int put_opt(parser_t *p, int k, const void *value, const void *missing, size_t size) {
+static inline int put_opt(parser_t *p, int k, const void *value, const void *missing, size_t size) {
     buf_t *b = &p->x[k];
     if (!p->x_active[k]) {
         if (memcmp(value, missing, size) == 0) return 0;
@@ -864,6 +889,7 @@ static int put_opt(parser_t *p, int k, const void *value, const void *missing, s
         for (size_t r = 0; r < rows; r++) memcpy(b->data + r * size, missing, size);
         b->len = rows * size;
         p->x_active[k] = 1;
+        p->x_active_args |= (uint64_t)1 << ((k - X_HEAD) / 3);
     }
     if (buf_push(b, value, size)) DECLINE(p, "out of memory");
     return 0;
@@ -894,8 +920,9 @@ static int emit_complete(parser_t *p, const event_t *ev, int64_t idx) {
     PUT(p, x[X_NAME], int32_t, name);
     if (put_label(p, &x[X_PID], &x[X_PID_LABEL], &f[F_PID])) return -1;
     if (put_label(p, &x[X_TID], &x[X_TID_LABEL], &f[F_TID])) return -1;
-    for (int k = 0; k < N_ARGS; k++) {
-        if (ARGS[k].group != G_EVENTS) continue;
+    /* only the args the event has or whose columns are stored: put_opt stores nothing for the others */
+    for (uint64_t m = (ev->amask | p->x_active_args) & EVENT_ARGS_MASK; m; m &= m - 1) {
+        int k = ctz64(m);
         const val_t *v = &a[k];
         int at = X_HEAD + 3 * k;
         switch (ARGS[k].how) {
@@ -1008,8 +1035,9 @@ static int parse_all(parser_t *p) {
     } else {
         int64_t piece_first = 0;
         size_t piece_start = p->pos;
+        event_t ev;
+        memset(&ev, 0, sizeof ev); /* every kind V_ABSENT */
         for (;;) {
-            event_t ev;
             if (++p->entries > p->max_events) DECLINE(p, "more events than the memory budget holds");
             size_t at = p->pos;
             if (p->entries - 1 > piece_first && at - piece_start >= p->piece_bytes) {
@@ -1253,6 +1281,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int c = 0x20; c < 0x80; c++) PLAIN[c] = c != '"' && c != '\\';
     for (int k = 0; k < N_FIELDS; k++) FIELD_LEN[k] = strlen(FIELDS[k]);
     for (int k = 0; k < N_ARGS; k++) ARG_KEYS[k] = ARGS[k].key;
+    EVENT_ARGS_MASK = 0;
+    for (int k = 0; k < N_ARGS; k++)
+        if (ARGS[k].group == G_EVENTS) EVENT_ARGS_MASK |= (uint64_t)1 << k;
     key_table(ARG_SLOT, ARG_KEYS, ARG_LEN, N_ARGS);
     key_table(FIELD_SLOT, FIELDS, FIELD_LEN, N_FIELDS);
     for (int k = 0; k < N_ARGS; k++) {
