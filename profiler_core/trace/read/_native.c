@@ -44,6 +44,20 @@ static inline int buf_push(buf_t *b, const void *v, size_t n) {
     return 0;
 }
 
+/* the index of the lowest set bit of m (m != 0) */
+static inline int ctz64(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(m);
+#else
+    int k = 0;
+    while (!(m & 1)) {
+        m >>= 1;
+        k++;
+    }
+    return k;
+#endif
+}
+
 /* a[:n] == b[:n], short lengths by word compares (no call) */
 static inline int bytes_eq(const char *a, const char *b, size_t n) {
     if (n >= 8 && n <= 16) {
@@ -274,6 +288,18 @@ typedef struct {
         return -1;               \
     } while (0)
 
+/* 8 bytes at a time where the byte order allows (the first byte in memory is the word's lowest) */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* a byte's high bit set where the byte of w is 0: exact for the lowest such byte (the borrow only runs
+ * upwards from a zero byte) */
+#define ZERO_BYTES(w) (((w) - ONES) & ~(w) & HIGHS)
+#else
+#define SWAR 0
+#endif
+
 static inline void skip_ws(parser_t *p) {
     while (p->pos < p->end) {
         char c = p->base[p->pos];
@@ -304,6 +330,20 @@ static int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
     const unsigned char *s = (const unsigned char *)p->base;
     while (p->pos < p->end) {
         /* plain ASCII runs first: printable, not a quote or a backslash */
+#if SWAR
+        /* 8 bytes a round to the first that is not plain: '"', '\\', < 0x20 or >= 0x80 */
+        while (p->pos + 8 <= p->end) {
+            uint64_t w;
+            memcpy(&w, s + p->pos, 8);
+            uint64_t q = w ^ 0x2222222222222222ULL, b = w ^ 0x5C5C5C5C5C5C5C5CULL;
+            uint64_t m = ZERO_BYTES(q) | ZERO_BYTES(b) | ((((w - 0x2020202020202020ULL) & ~w) | w) & HIGHS);
+            if (m) {
+                p->pos += (size_t)ctz64(m) >> 3;
+                break;
+            }
+            p->pos += 8;
+        }
+#endif
         while (p->pos < p->end && PLAIN[s[p->pos]]) p->pos++;
         if (p->pos >= p->end) break;
         unsigned char c = s[p->pos];
@@ -641,20 +681,6 @@ typedef struct {
 } event_t;
 
 typedef char n_args_fit_a_mask[N_ARGS <= 64 ? 1 : -1];
-
-/* the index of the lowest set bit of m (m != 0) */
-static inline int ctz64(uint64_t m) {
-#if defined(__GNUC__) || defined(__clang__)
-    return __builtin_ctzll(m);
-#else
-    int k = 0;
-    while (!(m & 1)) {
-        m >>= 1;
-        k++;
-    }
-    return k;
-#endif
-}
 
 /* bit k for each arg of the events group */
 static uint64_t EVENT_ARGS_MASK;
