@@ -321,29 +321,11 @@ static int hexval(int c) {
     return -1;
 }
 
-/* a string literal at pos (strict: valid escapes, no control characters, valid UTF-8, no escaped
- * surrogates); its raw text, quotes included, at off and len */
-static int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
-    if (peek(p) != '"') DECLINE(p, "a string expected");
-    size_t start = p->pos++;
-    *escaped = 0;
+/* parse_string from pos, inside the string that opens at start (the bytes between are plain) */
+static int parse_string_rest(parser_t *p, size_t start, size_t *off, size_t *len, int *escaped) {
     const unsigned char *s = (const unsigned char *)p->base;
     while (p->pos < p->end) {
         /* plain ASCII runs first: printable, not a quote or a backslash */
-#if SWAR
-        /* 8 bytes a round to the first that is not plain: '"', '\\', < 0x20 or >= 0x80 */
-        while (p->pos + 8 <= p->end) {
-            uint64_t w;
-            memcpy(&w, s + p->pos, 8);
-            uint64_t q = w ^ 0x2222222222222222ULL, b = w ^ 0x5C5C5C5C5C5C5C5CULL;
-            uint64_t m = ZERO_BYTES(q) | ZERO_BYTES(b) | ((((w - 0x2020202020202020ULL) & ~w) | w) & HIGHS);
-            if (m) {
-                p->pos += (size_t)ctz64(m) >> 3;
-                break;
-            }
-            p->pos += 8;
-        }
-#endif
         while (p->pos < p->end && PLAIN[s[p->pos]]) p->pos++;
         if (p->pos >= p->end) break;
         unsigned char c = s[p->pos];
@@ -407,44 +389,96 @@ static int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
     DECLINE(p, "a truncated string");
 }
 
-/* a number at pos (strict JSON grammar): an int64 (V_INT), a bigger integer (V_BIG) or a float */
+/* a string literal at pos (strict: valid escapes, no control characters, valid UTF-8, no escaped
+ * surrogates); its raw text, quotes included, at off and len. Plain ASCII strings end here, the rest
+ * (escapes, UTF-8, the last bytes of the buffer) in parse_string_rest */
+static inline int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
+    const unsigned char *s = (const unsigned char *)p->base;
+    size_t i = p->pos, end = p->end;
+    if (i >= end || s[i] != '"') DECLINE(p, "a string expected");
+    size_t start = i++;
+    *escaped = 0;
+#if SWAR
+    /* 8 bytes a round to the first that is not plain: '"', '\\', < 0x20 or >= 0x80 */
+    while (i + 8 <= end) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t q = w ^ 0x2222222222222222ULL, b = w ^ 0x5C5C5C5C5C5C5C5CULL;
+        uint64_t m = ZERO_BYTES(q) | ZERO_BYTES(b) | ((((w - 0x2020202020202020ULL) & ~w) | w) & HIGHS);
+        if (m) {
+            i += (size_t)ctz64(m) >> 3;
+            if (s[i] == '"') {
+                p->pos = i + 1;
+                *off = start;
+                *len = i + 1 - start;
+                return 0;
+            }
+            break;
+        }
+        i += 8;
+    }
+#endif
+    p->pos = i;
+    return parse_string_rest(p, start, off, len, escaped);
+}
+
+/* a number at pos (strict JSON grammar): an int64 (V_INT), a bigger integer (V_BIG) or a float; one pass
+ * validates it and gathers its digits (the decimal point left out) */
 static int parse_number(parser_t *p, val_t *v) {
     const char *s = p->base;
-    size_t start = p->pos, i = p->pos;
-    int neg = 0, is_float = 0;
-    if (i < p->end && s[i] == '-') {
+    size_t start = p->pos, i = p->pos, end = p->end;
+    int neg = 0, is_float = 0, has_exp = 0;
+    size_t digits = 0, frac = 0;
+    uint64_t m = 0; /* the digits as an integer: exact while digits <= 19 */
+    if (i < end && s[i] == '-') {
         neg = 1;
         i++;
     }
-    if (i >= p->end) DECLINE(p, "a truncated number");
+    if (i >= end) DECLINE(p, "a truncated number");
     if (s[i] == '0') {
         i++;
+        digits = 1;
     } else if (s[i] >= '1' && s[i] <= '9') {
-        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        while (i < end && s[i] >= '0' && s[i] <= '9') {
+            m = m * 10 + (uint64_t)(s[i] - '0');
+            digits++;
+            i++;
+        }
     } else {
         DECLINE(p, "an invalid number");
     }
     size_t int_end = i;
-    if (i < p->end && s[i] == '.') {
+    if (i < end && s[i] == '.') {
         is_float = 1;
         i++;
         size_t d = i;
-        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        while (i < end && s[i] >= '0' && s[i] <= '9') {
+            m = m * 10 + (uint64_t)(s[i] - '0');
+            i++;
+        }
         if (i == d) DECLINE(p, "an invalid number");
+        frac = i - d;
+        digits += frac;
     }
-    if (i < p->end && (s[i] == 'e' || s[i] == 'E')) {
-        is_float = 1;
+    if (i < end && (s[i] == 'e' || s[i] == 'E')) {
+        is_float = has_exp = 1;
         i++;
-        if (i < p->end && (s[i] == '+' || s[i] == '-')) i++;
+        if (i < end && (s[i] == '+' || s[i] == '-')) i++;
         size_t d = i;
-        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        while (i < end && s[i] >= '0' && s[i] <= '9') i++;
         if (i == d) DECLINE(p, "an invalid number");
     }
-    if (i >= p->end) DECLINE(p, "a truncated number");
+    if (i >= end) DECLINE(p, "a truncated number");
     p->pos = i;
     v->off = start;
     v->len = i - start;
     if (!is_float) {
+        if (digits <= 18) { /* below 10**18: an int64 */
+            v->kind = V_INT;
+            v->i = neg ? -(int64_t)m : (int64_t)m;
+            v->d = (double)v->i; /* round to nearest even, as Python's float(int) */
+            return 0;
+        }
         uint64_t acc = 0;
         int big = 0;
         for (size_t k = start + neg; k < int_end; k++) {
@@ -466,28 +500,13 @@ static int parse_number(parser_t *p, val_t *v) {
     }
     /* no exponent and digits that make at most 2**53: digits / 10**k, both exact doubles, is the
      * correctly rounded value (one IEEE division) */
-    if (i - start <= 21) {
-        int exp_at = 0;
-        for (size_t k = int_end; k < i; k++)
-            if (s[k] == 'e' || s[k] == 'E') exp_at = 1;
-        if (!exp_at) {
-            uint64_t m = 0;
-            int digits = 0, frac = 0;
-            for (size_t k = start + neg; k < i; k++) {
-                if (s[k] == '.') continue;
-                m = m * 10 + (uint64_t)(s[k] - '0');
-                digits++;
-                if (k > int_end) frac++;
-            }
-            if (digits <= 19 && m <= (1ULL << 53)) {
-                static const double P10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
-                                             1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
-                double d = (double)m / P10[frac];
-                v->kind = V_FLOAT;
-                v->d = neg ? -d : d;
-                return 0;
-            }
-        }
+    if (!has_exp && digits <= 19 && m <= (1ULL << 53)) {
+        static const double P10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
+                                     1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
+        double d = (double)m / P10[frac];
+        v->kind = V_FLOAT;
+        v->d = neg ? -d : d;
+        return 0;
     }
     if (v->len >= MAX_NUMBER_TEXT) DECLINE(p, "a number literal too long");
     char tmp[MAX_NUMBER_TEXT];
