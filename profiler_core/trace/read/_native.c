@@ -97,18 +97,27 @@ typedef struct {
     size_t count;
 } table_t;
 
-/* 8 bytes a round, then the tail; the top bits mixed down (the table masks the low ones) */
-static uint64_t hash_bytes(const unsigned char *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-        h ^= h >> 32;
+/* 8 bytes a round, then the tail by fixed-size loads (no call); the top bits mixed down (the table masks
+ * the low ones). Only the table's speed depends on it: its entries are numbered in order of appearance */
+static inline uint64_t hash_bytes(const unsigned char *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, p + i, 8);
+            h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+            h ^= h >> 32;
+        }
+        if (i == n) return h ^ (h >> 29);
+        memcpy(&w, p + n - 8, 8); /* the last 8 bytes: the tail and some hashed already */
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        w = lo | ((uint64_t)hi << 32);
+    } else {
+        w = n ? p[0] | ((uint64_t)p[n / 2] << 8) | ((uint64_t)p[n - 1] << 16) : 0;
     }
-    uint64_t w = 0;
-    memcpy(&w, p + i, n - i);
     h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     return h ^ (h >> 29);
 }
