@@ -537,47 +537,107 @@ static int match_literal(parser_t *p, const char *lit) {
     return 0;
 }
 
-static int skip_value(parser_t *p, int depth);
-
-/* an array or object at pos, validated and skipped */
-static int skip_container(parser_t *p, int depth) {
-    if (depth > MAX_DEPTH) DECLINE(p, "values nested too deeply");
-    char open = p->base[p->pos++];
-    char close = open == '{' ? '}' : ']';
-    skip_ws(p);
-    if (peek(p) == close) {
-        p->pos++;
-        return 0;
+/* a number at pos validated and skipped, its value not made: the numbers parse_number cannot decline
+ * (integers; no exponent and at most 19 digits) here, the others by parse_number */
+static inline int skip_number(parser_t *p) {
+    const char *s = p->base;
+    size_t i = p->pos, end = p->end, digits = 0;
+    if (i < end && s[i] == '-') i++;
+    if (i >= end) DECLINE(p, "a truncated number");
+    if (s[i] == '0') {
+        i++;
+        digits = 1;
+    } else if (s[i] >= '1' && s[i] <= '9') {
+        size_t d = i;
+        while (i < end && s[i] >= '0' && s[i] <= '9') i++;
+        digits = i - d;
+    } else {
+        DECLINE(p, "an invalid number");
     }
-    for (;;) {
-        if (open == '{') {
+    if (i < end && s[i] == '.') {
+        i++;
+        size_t d = i;
+        while (i < end && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) DECLINE(p, "an invalid number");
+        digits += i - d;
+        if (digits > 19) goto full;
+    }
+    if (i < end && (s[i] == 'e' || s[i] == 'E')) goto full;
+    if (i >= end) DECLINE(p, "a truncated number");
+    p->pos = i;
+    return 0;
+full: {
+    val_t v;
+    return parse_number(p, &v);
+}
+}
+
+/* an array or object at pos (nested `depth` deep), validated and skipped: one loop over its values, the
+ * closing bracket of each open container on a stack */
+static int skip_container(parser_t *p, int depth) {
+    char closers[MAX_DEPTH + 2];
+    int top = 0; /* containers open */
+    int c;
+enter: /* at '{' or '[' */
+    if (depth + top > MAX_DEPTH) DECLINE(p, "values nested too deeply");
+    closers[top++] = p->base[p->pos++] == '{' ? '}' : ']';
+    skip_ws(p);
+    if (peek(p) == closers[top - 1]) {
+        p->pos++;
+        goto closed;
+    }
+element:
+    if (closers[top - 1] == '}') {
+        size_t off, len;
+        int esc;
+        if (parse_string(p, &off, &len, &esc)) return -1;
+        skip_ws(p);
+        if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
+        p->pos++;
+        skip_ws(p);
+    }
+    c = peek(p);
+    switch (c) {
+        case '{':
+        case '[':
+            goto enter;
+        case '"': {
             size_t off, len;
             int esc;
             if (parse_string(p, &off, &len, &esc)) return -1;
-            skip_ws(p);
-            if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
-            p->pos++;
-            skip_ws(p);
+            break;
         }
-        if (skip_value(p, depth + 1)) return -1;
-        skip_ws(p);
-        int c = peek(p);
-        if (c == ',') {
-            p->pos++;
-            skip_ws(p);
-            continue;
-        }
-        if (c == close) {
-            p->pos++;
-            return 0;
-        }
-        DECLINE(p, "invalid JSON (',' or a closing bracket expected)");
+        case 't':
+            if (match_literal(p, "true")) return -1;
+            break;
+        case 'f':
+            if (match_literal(p, "false")) return -1;
+            break;
+        case 'n':
+            if (match_literal(p, "null")) return -1;
+            break;
+        default:
+            if (!(c == '-' || (c >= '0' && c <= '9'))) DECLINE(p, "invalid JSON (a value expected)");
+            if (skip_number(p)) return -1;
+            break;
     }
+after_value:
+    skip_ws(p);
+    c = peek(p);
+    if (c == ',') {
+        p->pos++;
+        skip_ws(p);
+        goto element;
+    }
+    if (c != closers[top - 1]) DECLINE(p, "invalid JSON (',' or a closing bracket expected)");
+    p->pos++;
+closed:
+    if (--top == 0) return 0;
+    goto after_value;
 }
 
 static int skip_value(parser_t *p, int depth) {
     int c = peek(p);
-    val_t v;
     size_t off, len;
     int esc;
     switch (c) {
@@ -593,7 +653,7 @@ static int skip_value(parser_t *p, int depth) {
         case 'n':
             return match_literal(p, "null");
         default:
-            if (c == '-' || (c >= '0' && c <= '9')) return parse_number(p, &v);
+            if (c == '-' || (c >= '0' && c <= '9')) return skip_number(p);
             DECLINE(p, "invalid JSON (a value expected)");
     }
 }
