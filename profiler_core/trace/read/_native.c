@@ -982,9 +982,12 @@ static int check_args(parser_t *p, const event_t *ev) {
         }
     }
     /* an arg the Python reader reads only where its lead arg is in the same piece of events */
-    for (int k = 0; k < p->n_pairs; k++)
-        if (arg_missing(&ev->a[p->pairs[k][0]], p->pairs[k][0]) && !arg_missing(&ev->a[p->pairs[k][1]], p->pairs[k][1]))
+    for (int k = 0; k < p->n_pairs; k++) {
+        int lead = p->pairs[k][0], follower = p->pairs[k][1];
+        if (!((ev->amask >> follower) & 1)) continue; /* an absent follower is missing */
+        if (arg_missing(&ev->a[lead], lead) && !arg_missing(&ev->a[follower], follower))
             DECLINE(p, "an arg without the arg Kineto writes it with");
+    }
     return 0;
 }
 
