@@ -282,6 +282,7 @@ typedef struct {
     buf_t x[N_X], m[N_M], fl[N_FL], md[N_MD], u[N_U];
     int x_active[N_X]; /* arg columns of complete events: stored from the first row with a value */
     uint64_t x_active_args; /* bit k: a column of arg k is stored */
+    int32_t last_text[N_FIELDS + N_ARGS]; /* per event key (fields, then args): the table index of its last text, -1 */
     int64_t x_rows;
     buf_t pieces; /* (first event, start, end) int64 triples: byte ranges of about piece_bytes of whole events */
     int64_t entries, max_events;
@@ -659,7 +660,7 @@ static int skip_value(parser_t *p, int depth) {
 }
 
 /* any value at pos into *v; strings (and with `raw`, any value) get a table index */
-static int parse_value(parser_t *p, val_t *v, int raw, int depth) {
+static int parse_value(parser_t *p, val_t *v, int raw, int depth, int slot) {
     memset(v, 0, sizeof *v);
     v->s = -1;
     int c = peek(p);
@@ -681,8 +682,18 @@ static int parse_value(parser_t *p, val_t *v, int raw, int depth) {
         v->len = p->pos - start;
         if (!raw) return 0;
     }
+    /* the text of this key in an earlier event, often the same (ph, cat): its index without the hash */
+    int32_t last = p->last_text[slot];
+    if (last >= 0) {
+        const span_t *sp = (const span_t *)p->table.spans.data + last;
+        if (sp->len == v->len && bytes_eq(p->base + sp->off, p->base + v->off, v->len)) {
+            v->s = last;
+            return 0;
+        }
+    }
     v->s = table_intern(&p->table, p->base, v->off, v->len);
     if (v->s < 0) DECLINE(p, "out of memory");
+    p->last_text[slot] = v->s;
     return 0;
 }
 
@@ -820,7 +831,7 @@ static int parse_args(parser_t *p, event_t *ev) {
             if (v->kind != V_ABSENT) DECLINE(p, "a repeated key in args");
             ev->amask |= (uint64_t)1 << which;
             int how = ARGS[which].how;
-            int r = how == K_TRIPLE ? parse_triple(p, v, 3) : parse_value(p, v, how == K_RAW, 3);
+            int r = how == K_TRIPLE ? parse_triple(p, v, 3) : parse_value(p, v, how == K_RAW, 3, N_FIELDS + which);
             if (r) return -1;
             if (v->kind == V_ABSENT) v->kind = V_OTHER; /* never absent once seen */
             if ((how == K_INT || how == K_INT32) && v->kind == V_STR) digits_to_int(p, v);
@@ -876,7 +887,7 @@ static int parse_event(parser_t *p, event_t *ev) {
                     DECLINE(p, "args that is not an object");
                 }
             } else {
-                if (parse_value(p, v, 0, 2)) return -1;
+                if (parse_value(p, v, 0, 2, which)) return -1;
             }
         }
         skip_ws(p);
@@ -1320,6 +1331,7 @@ static PyObject *parse_events(PyObject *self, PyObject *args) {
     p->end = (size_t)view.len;
     p->max_events = max_events;
     p->bare = bare;
+    for (int k = 0; k < N_FIELDS + N_ARGS; k++) p->last_text[k] = -1;
     p->piece_bytes = piece_bytes > 0 ? (size_t)piece_bytes : 1;
     const char *bad_pairs = set_pairs(p, pairs);
     if (bad_pairs) {
