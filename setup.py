@@ -12,7 +12,7 @@ setup(
             "profiler_core.trace.read._native",
             sources=["profiler_core/trace/read/_native.c"],
             optional=True,
-            extra_compile_args=["-O2"],
+            extra_compile_args=["-O3"],
         )
     ]
 )

@@ -11,6 +11,6 @@ py=${PYTHON:-python3}
 inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 mkdir -p "$out/profiler_core/trace/read"
-${CC:-gcc} -O2 -g -Wall -Wextra -Wno-missing-field-initializers -fPIC -shared -I"$inc" "$@" \
+${CC:-gcc} -O3 -g -Wall -Wextra -Wno-missing-field-initializers -fPIC -shared -I"$inc" "$@" \
   profiler_core/trace/read/_native.c -o "$out/profiler_core/trace/read/_native$suffix"
 echo "$out/profiler_core/trace/read/_native$suffix"

@@ -44,6 +44,46 @@ static inline int buf_push(buf_t *b, const void *v, size_t n) {
     return 0;
 }
 
+/* the index of the lowest set bit of m (m != 0) */
+static inline int ctz64(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(m);
+#else
+    int k = 0;
+    while (!(m & 1)) {
+        m >>= 1;
+        k++;
+    }
+    return k;
+#endif
+}
+
+/* a[:n] == b[:n], short lengths by word compares (no call) */
+static inline int bytes_eq(const char *a, const char *b, size_t n) {
+    if (n >= 8 && n <= 16) {
+        uint64_t x, y, u, v;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        memcpy(&u, a + n - 8, 8);
+        memcpy(&v, b + n - 8, 8);
+        return ((x ^ y) | (u ^ v)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t x, y, u, v;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        memcpy(&u, a + n - 4, 4);
+        memcpy(&v, b + n - 4, 4);
+        return ((x ^ y) | (u ^ v)) == 0;
+    }
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 /* ------------------------------------------------------------------ the table of raw texts */
 typedef struct {
     size_t off;
@@ -57,18 +97,27 @@ typedef struct {
     size_t count;
 } table_t;
 
-/* 8 bytes a round, then the tail; the top bits mixed down (the table masks the low ones) */
-static uint64_t hash_bytes(const unsigned char *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-        h ^= h >> 32;
+/* 8 bytes a round, then the tail by fixed-size loads (no call); the top bits mixed down (the table masks
+ * the low ones). Only the table's speed depends on it: its entries are numbered in order of appearance */
+static inline uint64_t hash_bytes(const unsigned char *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, p + i, 8);
+            h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+            h ^= h >> 32;
+        }
+        if (i == n) return h ^ (h >> 29);
+        memcpy(&w, p + n - 8, 8); /* the last 8 bytes: the tail and some hashed already */
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        w = lo | ((uint64_t)hi << 32);
+    } else {
+        w = n ? p[0] | ((uint64_t)p[n / 2] << 8) | ((uint64_t)p[n - 1] << 16) : 0;
     }
-    uint64_t w = 0;
-    memcpy(&w, p + i, n - i);
     h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     return h ^ (h >> 29);
 }
@@ -95,7 +144,7 @@ static int32_t table_intern(table_t *t, const char *base, size_t off, size_t len
         int32_t e = t->slots[h];
         if (!e) break;
         span_t *sp = (span_t *)t->spans.data + (e - 1);
-        if (sp->len == len && memcmp(base + sp->off, base + off, len) == 0) return e - 1;
+        if (sp->len == len && bytes_eq(base + sp->off, base + off, len)) return e - 1;
         h = (h + 1) & (t->nslots - 1);
     }
     span_t sp = {off, len};
@@ -232,6 +281,8 @@ typedef struct {
     table_t table;
     buf_t x[N_X], m[N_M], fl[N_FL], md[N_MD], u[N_U];
     int x_active[N_X]; /* arg columns of complete events: stored from the first row with a value */
+    uint64_t x_active_args; /* bit k: a column of arg k is stored */
+    int32_t last_text[N_FIELDS + N_ARGS]; /* per event key (fields, then args): the table index of its last text, -1 */
     int64_t x_rows;
     buf_t pieces; /* (first event, start, end) int64 triples: byte ranges of about piece_bytes of whole events */
     int64_t entries, max_events;
@@ -246,6 +297,18 @@ typedef struct {
         if (!(P)->why) (P)->why = (WHY); \
         return -1;               \
     } while (0)
+
+/* 8 bytes at a time where the byte order allows (the first byte in memory is the word's lowest) */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* a byte's high bit set where the byte of w is 0: exact for the lowest such byte (the borrow only runs
+ * upwards from a zero byte) */
+#define ZERO_BYTES(w) (((w) - ONES) & ~(w) & HIGHS)
+#else
+#define SWAR 0
+#endif
 
 static inline void skip_ws(parser_t *p) {
     while (p->pos < p->end) {
@@ -268,12 +331,8 @@ static int hexval(int c) {
     return -1;
 }
 
-/* a string literal at pos (strict: valid escapes, no control characters, valid UTF-8, no escaped
- * surrogates); its raw text, quotes included, at off and len */
-static int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
-    if (peek(p) != '"') DECLINE(p, "a string expected");
-    size_t start = p->pos++;
-    *escaped = 0;
+/* parse_string from pos, inside the string that opens at start (the bytes between are plain) */
+static int parse_string_rest(parser_t *p, size_t start, size_t *off, size_t *len, int *escaped) {
     const unsigned char *s = (const unsigned char *)p->base;
     while (p->pos < p->end) {
         /* plain ASCII runs first: printable, not a quote or a backslash */
@@ -340,44 +399,96 @@ static int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
     DECLINE(p, "a truncated string");
 }
 
-/* a number at pos (strict JSON grammar): an int64 (V_INT), a bigger integer (V_BIG) or a float */
+/* a string literal at pos (strict: valid escapes, no control characters, valid UTF-8, no escaped
+ * surrogates); its raw text, quotes included, at off and len. Plain ASCII strings end here, the rest
+ * (escapes, UTF-8, the last bytes of the buffer) in parse_string_rest */
+static inline int parse_string(parser_t *p, size_t *off, size_t *len, int *escaped) {
+    const unsigned char *s = (const unsigned char *)p->base;
+    size_t i = p->pos, end = p->end;
+    if (i >= end || s[i] != '"') DECLINE(p, "a string expected");
+    size_t start = i++;
+    *escaped = 0;
+#if SWAR
+    /* 8 bytes a round to the first that is not plain: '"', '\\', < 0x20 or >= 0x80 */
+    while (i + 8 <= end) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t q = w ^ 0x2222222222222222ULL, b = w ^ 0x5C5C5C5C5C5C5C5CULL;
+        uint64_t m = ZERO_BYTES(q) | ZERO_BYTES(b) | ((((w - 0x2020202020202020ULL) & ~w) | w) & HIGHS);
+        if (m) {
+            i += (size_t)ctz64(m) >> 3;
+            if (s[i] == '"') {
+                p->pos = i + 1;
+                *off = start;
+                *len = i + 1 - start;
+                return 0;
+            }
+            break;
+        }
+        i += 8;
+    }
+#endif
+    p->pos = i;
+    return parse_string_rest(p, start, off, len, escaped);
+}
+
+/* a number at pos (strict JSON grammar): an int64 (V_INT), a bigger integer (V_BIG) or a float; one pass
+ * validates it and gathers its digits (the decimal point left out) */
 static int parse_number(parser_t *p, val_t *v) {
     const char *s = p->base;
-    size_t start = p->pos, i = p->pos;
-    int neg = 0, is_float = 0;
-    if (i < p->end && s[i] == '-') {
+    size_t start = p->pos, i = p->pos, end = p->end;
+    int neg = 0, is_float = 0, has_exp = 0;
+    size_t digits = 0, frac = 0;
+    uint64_t m = 0; /* the digits as an integer: exact while digits <= 19 */
+    if (i < end && s[i] == '-') {
         neg = 1;
         i++;
     }
-    if (i >= p->end) DECLINE(p, "a truncated number");
+    if (i >= end) DECLINE(p, "a truncated number");
     if (s[i] == '0') {
         i++;
+        digits = 1;
     } else if (s[i] >= '1' && s[i] <= '9') {
-        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        while (i < end && s[i] >= '0' && s[i] <= '9') {
+            m = m * 10 + (uint64_t)(s[i] - '0');
+            digits++;
+            i++;
+        }
     } else {
         DECLINE(p, "an invalid number");
     }
     size_t int_end = i;
-    if (i < p->end && s[i] == '.') {
+    if (i < end && s[i] == '.') {
         is_float = 1;
         i++;
         size_t d = i;
-        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        while (i < end && s[i] >= '0' && s[i] <= '9') {
+            m = m * 10 + (uint64_t)(s[i] - '0');
+            i++;
+        }
         if (i == d) DECLINE(p, "an invalid number");
+        frac = i - d;
+        digits += frac;
     }
-    if (i < p->end && (s[i] == 'e' || s[i] == 'E')) {
-        is_float = 1;
+    if (i < end && (s[i] == 'e' || s[i] == 'E')) {
+        is_float = has_exp = 1;
         i++;
-        if (i < p->end && (s[i] == '+' || s[i] == '-')) i++;
+        if (i < end && (s[i] == '+' || s[i] == '-')) i++;
         size_t d = i;
-        while (i < p->end && s[i] >= '0' && s[i] <= '9') i++;
+        while (i < end && s[i] >= '0' && s[i] <= '9') i++;
         if (i == d) DECLINE(p, "an invalid number");
     }
-    if (i >= p->end) DECLINE(p, "a truncated number");
+    if (i >= end) DECLINE(p, "a truncated number");
     p->pos = i;
     v->off = start;
     v->len = i - start;
     if (!is_float) {
+        if (digits <= 18) { /* below 10**18: an int64 */
+            v->kind = V_INT;
+            v->i = neg ? -(int64_t)m : (int64_t)m;
+            v->d = (double)v->i; /* round to nearest even, as Python's float(int) */
+            return 0;
+        }
         uint64_t acc = 0;
         int big = 0;
         for (size_t k = start + neg; k < int_end; k++) {
@@ -399,28 +510,13 @@ static int parse_number(parser_t *p, val_t *v) {
     }
     /* no exponent and digits that make at most 2**53: digits / 10**k, both exact doubles, is the
      * correctly rounded value (one IEEE division) */
-    if (i - start <= 21) {
-        int exp_at = 0;
-        for (size_t k = int_end; k < i; k++)
-            if (s[k] == 'e' || s[k] == 'E') exp_at = 1;
-        if (!exp_at) {
-            uint64_t m = 0;
-            int digits = 0, frac = 0;
-            for (size_t k = start + neg; k < i; k++) {
-                if (s[k] == '.') continue;
-                m = m * 10 + (uint64_t)(s[k] - '0');
-                digits++;
-                if (k > int_end) frac++;
-            }
-            if (digits <= 19 && m <= (1ULL << 53)) {
-                static const double P10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
-                                             1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
-                double d = (double)m / P10[frac];
-                v->kind = V_FLOAT;
-                v->d = neg ? -d : d;
-                return 0;
-            }
-        }
+    if (!has_exp && digits <= 19 && m <= (1ULL << 53)) {
+        static const double P10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
+                                     1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
+        double d = (double)m / P10[frac];
+        v->kind = V_FLOAT;
+        v->d = neg ? -d : d;
+        return 0;
     }
     if (v->len >= MAX_NUMBER_TEXT) DECLINE(p, "a number literal too long");
     char tmp[MAX_NUMBER_TEXT];
@@ -442,47 +538,107 @@ static int match_literal(parser_t *p, const char *lit) {
     return 0;
 }
 
-static int skip_value(parser_t *p, int depth);
-
-/* an array or object at pos, validated and skipped */
-static int skip_container(parser_t *p, int depth) {
-    if (depth > MAX_DEPTH) DECLINE(p, "values nested too deeply");
-    char open = p->base[p->pos++];
-    char close = open == '{' ? '}' : ']';
-    skip_ws(p);
-    if (peek(p) == close) {
-        p->pos++;
-        return 0;
+/* a number at pos validated and skipped, its value not made: the numbers parse_number cannot decline
+ * (integers; no exponent and at most 19 digits) here, the others by parse_number */
+static inline int skip_number(parser_t *p) {
+    const char *s = p->base;
+    size_t i = p->pos, end = p->end, digits = 0;
+    if (i < end && s[i] == '-') i++;
+    if (i >= end) DECLINE(p, "a truncated number");
+    if (s[i] == '0') {
+        i++;
+        digits = 1;
+    } else if (s[i] >= '1' && s[i] <= '9') {
+        size_t d = i;
+        while (i < end && s[i] >= '0' && s[i] <= '9') i++;
+        digits = i - d;
+    } else {
+        DECLINE(p, "an invalid number");
     }
-    for (;;) {
-        if (open == '{') {
+    if (i < end && s[i] == '.') {
+        i++;
+        size_t d = i;
+        while (i < end && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) DECLINE(p, "an invalid number");
+        digits += i - d;
+        if (digits > 19) goto full;
+    }
+    if (i < end && (s[i] == 'e' || s[i] == 'E')) goto full;
+    if (i >= end) DECLINE(p, "a truncated number");
+    p->pos = i;
+    return 0;
+full: {
+    val_t v;
+    return parse_number(p, &v);
+}
+}
+
+/* an array or object at pos (nested `depth` deep), validated and skipped: one loop over its values, the
+ * closing bracket of each open container on a stack */
+static int skip_container(parser_t *p, int depth) {
+    char closers[MAX_DEPTH + 2];
+    int top = 0; /* containers open */
+    int c;
+enter: /* at '{' or '[' */
+    if (depth + top > MAX_DEPTH) DECLINE(p, "values nested too deeply");
+    closers[top++] = p->base[p->pos++] == '{' ? '}' : ']';
+    skip_ws(p);
+    if (peek(p) == closers[top - 1]) {
+        p->pos++;
+        goto closed;
+    }
+element:
+    if (closers[top - 1] == '}') {
+        size_t off, len;
+        int esc;
+        if (parse_string(p, &off, &len, &esc)) return -1;
+        skip_ws(p);
+        if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
+        p->pos++;
+        skip_ws(p);
+    }
+    c = peek(p);
+    switch (c) {
+        case '{':
+        case '[':
+            goto enter;
+        case '"': {
             size_t off, len;
             int esc;
             if (parse_string(p, &off, &len, &esc)) return -1;
-            skip_ws(p);
-            if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
-            p->pos++;
-            skip_ws(p);
+            break;
         }
-        if (skip_value(p, depth + 1)) return -1;
-        skip_ws(p);
-        int c = peek(p);
-        if (c == ',') {
-            p->pos++;
-            skip_ws(p);
-            continue;
-        }
-        if (c == close) {
-            p->pos++;
-            return 0;
-        }
-        DECLINE(p, "invalid JSON (',' or a closing bracket expected)");
+        case 't':
+            if (match_literal(p, "true")) return -1;
+            break;
+        case 'f':
+            if (match_literal(p, "false")) return -1;
+            break;
+        case 'n':
+            if (match_literal(p, "null")) return -1;
+            break;
+        default:
+            if (!(c == '-' || (c >= '0' && c <= '9'))) DECLINE(p, "invalid JSON (a value expected)");
+            if (skip_number(p)) return -1;
+            break;
     }
+after_value:
+    skip_ws(p);
+    c = peek(p);
+    if (c == ',') {
+        p->pos++;
+        skip_ws(p);
+        goto element;
+    }
+    if (c != closers[top - 1]) DECLINE(p, "invalid JSON (',' or a closing bracket expected)");
+    p->pos++;
+closed:
+    if (--top == 0) return 0;
+    goto after_value;
 }
 
 static int skip_value(parser_t *p, int depth) {
     int c = peek(p);
-    val_t v;
     size_t off, len;
     int esc;
     switch (c) {
@@ -498,13 +654,13 @@ static int skip_value(parser_t *p, int depth) {
         case 'n':
             return match_literal(p, "null");
         default:
-            if (c == '-' || (c >= '0' && c <= '9')) return parse_number(p, &v);
+            if (c == '-' || (c >= '0' && c <= '9')) return skip_number(p);
             DECLINE(p, "invalid JSON (a value expected)");
     }
 }
 
 /* any value at pos into *v; strings (and with `raw`, any value) get a table index */
-static int parse_value(parser_t *p, val_t *v, int raw, int depth) {
+static int parse_value(parser_t *p, val_t *v, int raw, int depth, int slot) {
     memset(v, 0, sizeof *v);
     v->s = -1;
     int c = peek(p);
@@ -526,8 +682,18 @@ static int parse_value(parser_t *p, val_t *v, int raw, int depth) {
         v->len = p->pos - start;
         if (!raw) return 0;
     }
+    /* the text of this key in an earlier event, often the same (ph, cat): its index without the hash */
+    int32_t last = p->last_text[slot];
+    if (last >= 0) {
+        const span_t *sp = (const span_t *)p->table.spans.data + last;
+        if (sp->len == v->len && bytes_eq(p->base + sp->off, p->base + v->off, v->len)) {
+            v->s = last;
+            return 0;
+        }
+    }
     v->s = table_intern(&p->table, p->base, v->off, v->len);
     if (v->s < 0) DECLINE(p, "out of memory");
+    p->last_text[slot] = v->s;
     return 0;
 }
 
@@ -574,15 +740,49 @@ static int parse_triple(parser_t *p, val_t *v, int depth) {
 
 static size_t ARG_LEN[N_ARGS], FIELD_LEN[N_FIELDS];
 
-static int key_is(parser_t *p, size_t off, size_t len, const char *key, size_t n) {
-    return len == n + 2 && memcmp(p->base + off + 1, key, n) == 0;
+/* the known keys found by a hash of (length, first byte, last byte): open addressing, index + 1 (0 = empty) */
+#define KEY_SLOTS 256
+static unsigned char ARG_SLOT[KEY_SLOTS], FIELD_SLOT[KEY_SLOTS];
+
+static inline unsigned key_hash(const char *k, size_t n) {
+    return ((unsigned)n * 37u + (unsigned char)k[0] * 11u + (unsigned char)k[n - 1]) & (KEY_SLOTS - 1);
 }
+
+static void key_table(unsigned char *slots, const char *const *keys, const size_t *lens, int n) {
+    memset(slots, 0, KEY_SLOTS);
+    for (int k = 0; k < n; k++) {
+        unsigned h = key_hash(keys[k], lens[k]);
+        while (slots[h]) h = (h + 1) & (KEY_SLOTS - 1);
+        slots[h] = (unsigned char)(k + 1);
+    }
+}
+
+/* the index of the key whose string literal (quotes included) is base[off:off+len], -1 when unknown */
+static inline int key_find(const parser_t *p, const unsigned char *slots, const char *const *keys, const size_t *lens,
+                           size_t off, size_t len) {
+    if (len <= 2) return -1;
+    const char *k = p->base + off + 1;
+    size_t n = len - 2;
+    for (unsigned h = key_hash(k, n); slots[h]; h = (h + 1) & (KEY_SLOTS - 1)) {
+        int i = slots[h] - 1;
+        if (lens[i] == n && bytes_eq(k, keys[i], n)) return i;
+    }
+    return -1;
+}
+
+static const char *ARG_KEYS[N_ARGS];
 
 typedef struct {
     val_t f[N_FIELDS];
     val_t a[N_ARGS];
     int args_object;
+    uint64_t amask; /* the args the event has (bit k: a[k] is not V_ABSENT) */
 } event_t;
+
+typedef char n_args_fit_a_mask[N_ARGS <= 64 ? 1 : -1];
+
+/* bit k for each arg of the events group */
+static uint64_t EVENT_ARGS_MASK;
 
 /* a text of plain decimal digits in an integer arg ("4096"): the Python reader reads it as int() does */
 static void digits_to_int(parser_t *p, val_t *v) {
@@ -623,19 +823,15 @@ static int parse_args(parser_t *p, event_t *ev) {
         if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
         p->pos++;
         skip_ws(p);
-        int which = -1;
-        for (int k = 0; k < N_ARGS; k++)
-            if (key_is(p, off, len, ARGS[k].key, ARG_LEN[k])) {
-                which = k;
-                break;
-            }
+        int which = key_find(p, ARG_SLOT, ARG_KEYS, ARG_LEN, off, len);
         if (which < 0) {
             if (skip_value(p, 3)) return -1;
         } else {
             val_t *v = &ev->a[which];
             if (v->kind != V_ABSENT) DECLINE(p, "a repeated key in args");
+            ev->amask |= (uint64_t)1 << which;
             int how = ARGS[which].how;
-            int r = how == K_TRIPLE ? parse_triple(p, v, 3) : parse_value(p, v, how == K_RAW, 3);
+            int r = how == K_TRIPLE ? parse_triple(p, v, 3) : parse_value(p, v, how == K_RAW, 3, N_FIELDS + which);
             if (r) return -1;
             if (v->kind == V_ABSENT) v->kind = V_OTHER; /* never absent once seen */
             if ((how == K_INT || how == K_INT32) && v->kind == V_STR) digits_to_int(p, v);
@@ -656,8 +852,10 @@ static int parse_args(parser_t *p, event_t *ev) {
 }
 
 static int parse_event(parser_t *p, event_t *ev) {
+    /* ev holds the previous event: only the args it had are reset */
     for (int k = 0; k < N_FIELDS; k++) ev->f[k].kind = V_ABSENT;
-    for (int k = 0; k < N_ARGS; k++) ev->a[k].kind = V_ABSENT;
+    for (uint64_t m = ev->amask; m; m &= m - 1) ev->a[ctz64(m)].kind = V_ABSENT;
+    ev->amask = 0;
     ev->args_object = 0;
     if (peek(p) != '{') DECLINE(p, "an entry of traceEvents that is not an object");
     p->pos++;
@@ -675,12 +873,7 @@ static int parse_event(parser_t *p, event_t *ev) {
         if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
         p->pos++;
         skip_ws(p);
-        int which = -1;
-        for (int k = 0; k < N_FIELDS; k++)
-            if (key_is(p, off, len, FIELDS[k], FIELD_LEN[k])) {
-                which = k;
-                break;
-            }
+        int which = key_find(p, FIELD_SLOT, FIELDS, FIELD_LEN, off, len);
         if (which < 0) {
             if (skip_value(p, 2)) return -1;
         } else {
@@ -694,7 +887,7 @@ static int parse_event(parser_t *p, event_t *ev) {
                     DECLINE(p, "args that is not an object");
                 }
             } else {
-                if (parse_value(p, v, 0, 2)) return -1;
+                if (parse_value(p, v, 0, 2, which)) return -1;
             }
         }
         skip_ws(p);
@@ -774,7 +967,8 @@ static int arg_missing(const val_t *v, int k) {
 
 /* every known arg of the event checked for its type, whatever the event's phase */
 static int check_args(parser_t *p, const event_t *ev) {
-    for (int k = 0; k < N_ARGS; k++) {
+    for (uint64_t m = ev->amask; m; m &= m - 1) {
+        int k = ctz64(m);
         const val_t *v = &ev->a[k];
         if (v->kind == V_ABSENT || v->kind == V_NULL) continue;
         switch (ARGS[k].how) {
@@ -799,9 +993,12 @@ static int check_args(parser_t *p, const event_t *ev) {
         }
     }
     /* an arg the Python reader reads only where its lead arg is in the same piece of events */
-    for (int k = 0; k < p->n_pairs; k++)
-        if (arg_missing(&ev->a[p->pairs[k][0]], p->pairs[k][0]) && !arg_missing(&ev->a[p->pairs[k][1]], p->pairs[k][1]))
+    for (int k = 0; k < p->n_pairs; k++) {
+        int lead = p->pairs[k][0], follower = p->pairs[k][1];
+        if (!((ev->amask >> follower) & 1)) continue; /* an absent follower is missing */
+        if (arg_missing(&ev->a[lead], lead) && !arg_missing(&ev->a[follower], follower))
             DECLINE(p, "an arg without the arg Kineto writes it with");
+    }
     return 0;
 }
 
@@ -811,7 +1008,7 @@ static int32_t sval(const val_t *v) { return (v->kind == V_ABSENT || v->kind == 
 
 /* an arg column's value for the current complete event: nothing stored while the column has only
  * missing values, the missing value of the earlier rows written when its first value comes */
-static int put_opt(parser_t *p, int k, const void *value, const void *missing, size_t size) {
+static inline int put_opt(parser_t *p, int k, const void *value, const void *missing, size_t size) {
     buf_t *b = &p->x[k];
     if (!p->x_active[k]) {
         if (memcmp(value, missing, size) == 0) return 0;
@@ -820,6 +1017,7 @@ static int put_opt(parser_t *p, int k, const void *value, const void *missing, s
         for (size_t r = 0; r < rows; r++) memcpy(b->data + r * size, missing, size);
         b->len = rows * size;
         p->x_active[k] = 1;
+        p->x_active_args |= (uint64_t)1 << ((k - X_HEAD) / 3);
     }
     if (buf_push(b, value, size)) DECLINE(p, "out of memory");
     return 0;
@@ -850,8 +1048,9 @@ static int emit_complete(parser_t *p, const event_t *ev, int64_t idx) {
     PUT(p, x[X_NAME], int32_t, name);
     if (put_label(p, &x[X_PID], &x[X_PID_LABEL], &f[F_PID])) return -1;
     if (put_label(p, &x[X_TID], &x[X_TID_LABEL], &f[F_TID])) return -1;
-    for (int k = 0; k < N_ARGS; k++) {
-        if (ARGS[k].group != G_EVENTS) continue;
+    /* only the args the event has or whose columns are stored: put_opt stores nothing for the others */
+    for (uint64_t m = (ev->amask | p->x_active_args) & EVENT_ARGS_MASK; m; m &= m - 1) {
+        int k = ctz64(m);
         const val_t *v = &a[k];
         int at = X_HEAD + 3 * k;
         switch (ARGS[k].how) {
@@ -964,8 +1163,9 @@ static int parse_all(parser_t *p) {
     } else {
         int64_t piece_first = 0;
         size_t piece_start = p->pos;
+        event_t ev;
+        memset(&ev, 0, sizeof ev); /* every kind V_ABSENT */
         for (;;) {
-            event_t ev;
             if (++p->entries > p->max_events) DECLINE(p, "more events than the memory budget holds");
             size_t at = p->pos;
             if (p->entries - 1 > piece_first && at - piece_start >= p->piece_bytes) {
@@ -1131,6 +1331,7 @@ static PyObject *parse_events(PyObject *self, PyObject *args) {
     p->end = (size_t)view.len;
     p->max_events = max_events;
     p->bare = bare;
+    for (int k = 0; k < N_FIELDS + N_ARGS; k++) p->last_text[k] = -1;
     p->piece_bytes = piece_bytes > 0 ? (size_t)piece_bytes : 1;
     const char *bad_pairs = set_pairs(p, pairs);
     if (bad_pairs) {
@@ -1208,6 +1409,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int k = 0; k < N_ARGS; k++) ARG_LEN[k] = strlen(ARGS[k].key);
     for (int c = 0x20; c < 0x80; c++) PLAIN[c] = c != '"' && c != '\\';
     for (int k = 0; k < N_FIELDS; k++) FIELD_LEN[k] = strlen(FIELDS[k]);
+    for (int k = 0; k < N_ARGS; k++) ARG_KEYS[k] = ARGS[k].key;
+    EVENT_ARGS_MASK = 0;
+    for (int k = 0; k < N_ARGS; k++)
+        if (ARGS[k].group == G_EVENTS) EVENT_ARGS_MASK |= (uint64_t)1 << k;
+    key_table(ARG_SLOT, ARG_KEYS, ARG_LEN, N_ARGS);
+    key_table(FIELD_SLOT, FIELDS, FIELD_LEN, N_FIELDS);
     for (int k = 0; k < N_ARGS; k++) {
         int t = ARGS[k].how == K_FLOAT ? T_F64 : ARGS[k].how == K_INT ? T_I64 : T_I32;
         if (ARGS[k].group == G_EVENTS) {
