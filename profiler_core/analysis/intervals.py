@@ -29,21 +29,25 @@ __all__ = [
 ]
 
 
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals (at least one) as sorted disjoint (starts, ends), empty ones kept."""
+    if len(starts) > 1 and not bool((starts[1:] >= starts[:-1]).all()):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    return starts[first], reach[np.append(first[1:], len(starts)) - 1]
+
+
 def merge_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Union of [start, end) ranges as sorted disjoint (n, 2) int64 ranges."""
     start = np.asarray(start, np.int64)
     end = np.asarray(end, np.int64)
     if not len(start):
         return np.zeros((0, 2), np.int64)
-    o = np.lexsort((end, start))
-    s, e = start[o], end[o]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    grp = np.cumsum(new) - 1
-    out_e = np.zeros(int(new.sum()), np.int64)
-    np.maximum.at(out_e, grp, e)
-    return np.stack([s[new], out_e], axis=1)
+    return np.stack(_union(start, end), axis=1)
 
 
 def intersect_ranges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -118,15 +122,7 @@ def covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
     start and end). Merges the intervals first, so it only searches the few merged ranges."""
     if len(starts) == 0:
         return np.zeros(max(len(bounds) - 1, 0), dtype=bool)
-    if len(starts) > 1 and not bool((starts[1:] >= starts[:-1]).all()):
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    new = np.ones(len(starts), dtype=bool)
-    new[1:] = starts[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    ms = starts[first]
-    me = reach[np.append(first[1:], len(starts)) - 1]
+    ms, me = _union(starts, ends)
     # merged ranges are disjoint and sorted: mark [first segment, last + 1) of each, then a running sum
     delta = np.zeros(len(bounds), dtype=np.int8)
     delta[np.searchsorted(bounds, ms)] = 1
@@ -140,15 +136,7 @@ def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray
     needs only these ends as its bounds (far fewer than every interval's, for nested CPU ops)."""
     if len(starts) == 0:
         return starts, ends
-    if len(starts) > 1 and not bool((starts[1:] >= starts[:-1]).all()):
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    new = np.ones(len(starts), dtype=bool)
-    new[1:] = starts[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    ms = starts[first]
-    me = reach[np.append(first[1:], len(starts)) - 1]
+    ms, me = _union(starts, ends)
     keep = me > ms
     return (ms, me) if bool(keep.all()) else (ms[keep], me[keep])
 
