@@ -268,17 +268,7 @@ def _forward_kernel(
     return t
 
 
-def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dict) -> dict:
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": round(ts, 3),
-        "dur": round(dur, 3),
-        "args": args,
-    }
+_x = gen_pipeline.complete
 
 
 def rank_trace(

@@ -114,7 +114,8 @@ def simulate_step(
     return spans, p2p
 
 
-def _ev(cat: str, name: str, ts: float, dur: float, args: dict, pid: int = PID, tid: int = TID) -> dict:
+def complete(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dict) -> dict:
+    """A Kineto complete event ("X"), times in µs rounded to the ns as Kineto writes them."""
     return {
         "ph": "X",
         "cat": cat,
@@ -125,6 +126,10 @@ def _ev(cat: str, name: str, ts: float, dur: float, args: dict, pid: int = PID, 
         "dur": round(dur, 3),
         "args": args,
     }
+
+
+def _ev(cat: str, name: str, ts: float, dur: float, args: dict, pid: int = PID, tid: int = TID) -> dict:
+    return complete(cat, name, pid, tid, ts, dur, args)
 
 
 def generate_pipeline(
