@@ -1,10 +1,17 @@
 """Asking the run-level routes (/diagnosis, /pipeline, /clock_offsets, /jobdiff) as the page does: again while
-their answer names `pending` workers (per-worker summaries still being computed in the background)."""
+their answer names `pending` workers (per-worker summaries still being computed in the background); and their
+`gpuscope` commands, run as a user runs them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: how long a test waits for the background summaries at most (a hang guard, never a timing)
 GUARD_S = 600.0
@@ -26,3 +33,14 @@ def ready(c: Any, url: str, guard_s: float = GUARD_S) -> Any:
         time.sleep(0.05)
         r = c.get(url)
     return r
+
+
+def gpuscope(command: str, *args: str) -> subprocess.CompletedProcess:
+    """`gpuscope COMMAND ARGS...` in a child process (the source tree on its path), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "tb_plugin.summaries.cli", command, *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -6,7 +6,6 @@ because of compute; it stores the summaries it computed; bad input is one line o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,8 @@ import pytest
 
 from tb_plugin.summaries import store
 
+from .summaries_support import gpuscope
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -22,13 +23,7 @@ from gen_distributed import generate  # noqa: E402
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tb_plugin.summaries.cli", "diagnose", *args],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return gpuscope("diagnose", *args)
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,14 @@ while the mean over the 8 ranks is (15.12 + 7 x 0.12) / 8 = 1.9-2.0 ms.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from .summaries_support import gpuscope
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -28,13 +29,7 @@ PLANT_RANK, PLANT_MS, PLANT_STEP = 5, 15.0, 1
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tb_plugin.summaries.cli", "diagnose", *args],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return gpuscope("diagnose", *args)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from tb_plugin.diagnosis import job_diff as J
 from tb_plugin.summaries import cli
 from tb_plugin.summaries.summary import summarize_path
 
-from .summaries_support import ready
+from .summaries_support import gpuscope, ready
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -177,13 +177,7 @@ def test_route_json_csv_and_errors(jobs, tmp_path, monkeypatch):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tb_plugin.summaries.cli", "jobdiff", *args],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return gpuscope("jobdiff", *args)
 
 
 def test_cli(jobs):

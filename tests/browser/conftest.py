@@ -111,6 +111,16 @@ def get_json(url: str, timeout: float = 10):
         return json.loads(r.read().decode("utf-8"))
 
 
+def wait_summaries(tb: TensorBoard, run: str, workers: int, guard_s: float = 300) -> None:
+    """Until every worker of `run` has its summary (the run-level answers read only those); a hang guard."""
+    end = time.time() + guard_s
+    while time.time() < end:
+        dist = get_json(f"{tb.api}/distributed?run={run}&span=1&partial=1", timeout=60)
+        if not dist.get("pending") and len(dist.get("workers", {})) == workers:
+            return
+        time.sleep(0.5)
+
+
 class TensorBoard:
     """A running `tensorboard --logdir` process; `prelude`: Python code the server process runs first."""
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import Guard, TensorBoard, browser_available, get_json, missing, open_view, screenshot
+from .conftest import Guard, TensorBoard, browser_available, get_json, missing, open_view, screenshot, wait_summaries
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -41,13 +40,7 @@ def job_tb(tmp_path_factory):
     tb = TensorBoard(d)
     try:
         tb.wait_ready()
-        # every worker's summary (the run-level answers read only those)
-        end = time.time() + 300
-        while time.time() < end:
-            dist = get_json(f"{tb.api}/distributed?run={RUN}&span=1&partial=1", timeout=60)
-            if not dist.get("pending") and len(dist.get("workers", {})) == RANKS:
-                break
-            time.sleep(0.5)
+        wait_summaries(tb, RUN, RANKS)
         yield tb
     finally:
         tb.stop()

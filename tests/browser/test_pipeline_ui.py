@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import Guard, TensorBoard, browser_available, get_json, missing, open_view, screenshot
+from .conftest import Guard, TensorBoard, browser_available, missing, open_view, screenshot, wait_summaries
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -36,13 +35,8 @@ def pp_tb(tmp_path_factory):
     tb = TensorBoard(d)
     try:
         tb.wait_ready()
-        end = time.time() + 300  # every worker's summary (the run-level answers read only those)
         for run, n in ((RUN, P), (DDP, 2)):
-            while time.time() < end:
-                dist = get_json(f"{tb.api}/distributed?run={run}&span=1&partial=1", timeout=60)
-                if not dist.get("pending") and len(dist.get("workers", {})) == n:
-                    break
-                time.sleep(0.5)
+            wait_summaries(tb, run, n)
         yield tb
     finally:
         tb.stop()
