@@ -197,9 +197,11 @@ class Loader:
                 self._storer = ThreadPoolExecutor(1, thread_name_prefix="gpuscope-cache")
             try:
                 self._stores.append(self._storer.submit(cache.store, path, t))
-            except RuntimeError:  # the interpreter is exiting: write it here, as read_trace would
-                cache.store(path, t)
-            self._stores = [s for s in self._stores if not s.done()]
+                self._stores = [s for s in self._stores if not s.done()]
+                return
+            except RuntimeError:  # the interpreter is exiting: its pools take no more work
+                pass
+        cache.store(path, t)  # written here, as read_trace would, without holding the loader's lock
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the cache writes started so far are done."""
