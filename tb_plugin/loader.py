@@ -88,6 +88,12 @@ def skip_message(warnings: list) -> str | None:
     return "; ".join(parts) or None
 
 
+#: files are warmed (see `Loader`) only while the loader knows at most this many: a logdir of many files
+#: is not computed ahead for views that may never be asked for
+WARM_MAX_FILES = 8
+#: nor traces of more events than this (a warming under way delays the interpreter's exit)
+WARM_MAX_EVENTS = 2_000_000
+
 #: parse throughput (file bytes per second) assumed before any file was timed here
 DEFAULT_RATE = {"gz": 3e6, "json": 40e6}
 
@@ -102,13 +108,24 @@ class _Entry:
     seconds: float | None = None  # how long the read took
     shown: int = 0  # the largest bytes-parsed estimate given (estimates never go back)
     warnings: tuple = ()  # the reader's warnings for the file (events skipped, ...)
+    warm: Future | None = None  # the warming of its parsed trace (see Loader)
 
 
 class Loader:
-    """Loads trace files in the background and serves parsed `TraceData` (LRU in memory)."""
+    """Loads trace files in the background and serves parsed `TraceData` (LRU in memory).
+
+    `warm(t)`, when given, runs on a thread of its own after each file is read (while the next one
+    is read): it computes what the file's first view will ask for. A request for the file waits
+    for its warming under way rather than compute the same again; one not started yet is
+    cancelled, and the request computes what it needs itself."""
 
     def __init__(
-        self, workers: int = 1, processes: int | None = None, max_bytes: int | None = None, use_cache: bool = True
+        self,
+        workers: int = 1,
+        processes: int | None = None,
+        max_bytes: int | None = None,
+        use_cache: bool = True,
+        warm: Callable[[TraceData], object] | None = None,
     ) -> None:
         self.max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
         self.use_cache = use_cache and settings.get("GPUSCOPE_CACHE")
@@ -131,6 +148,8 @@ class Loader:
         self._lru: OrderedDict[tuple, TraceData] = OrderedDict()
         self._lru_bytes: dict[tuple, int] = {}
         self._storer: ThreadPoolExecutor | None = None  # cache writes (see _store_later)
+        self._warm = warm
+        self._warmer: ThreadPoolExecutor | None = None
         self._stores: list[Future] = []
         self._closed = False
 
@@ -233,8 +252,37 @@ class Loader:
             if isinstance(result, TraceData):
                 entry.warnings = tuple(result.warnings)
                 self._keep(entry.file.key, result)
+                self._start_warming(entry, result)
             elif isinstance(result, list):
                 entry.warnings = tuple(result)
+
+    def _start_warming(self, entry: _Entry, t: TraceData) -> None:
+        """Hands `t` to the warming thread (called with the lock held)."""
+        if (
+            self._warm is None
+            or entry.warm is not None
+            or self._closed
+            or len(self._entries) > WARM_MAX_FILES
+            or len(t.events) > WARM_MAX_EVENTS
+        ):
+            return
+        if self._warmer is None:
+            self._warmer = ThreadPoolExecutor(1, thread_name_prefix="gpuscope-warm")
+        try:
+            entry.warm = self._warmer.submit(self._warm, t)
+        except RuntimeError:  # the interpreter is exiting: its pools take no more work
+            pass
+
+    def _wait_warming(self, entry: _Entry) -> None:
+        """Before a request computes from `entry`'s trace: its warming under way finishes first (the
+        request then finds it done); one not started yet is cancelled."""
+        fut = entry.warm
+        if fut is None or fut.done() or fut.cancel():
+            return
+        try:
+            fut.result(timeout=900)
+        except Exception:  # noqa: BLE001 - warming failures are the request's to find
+            pass
 
     @staticmethod
     def _message(f: TraceFile, err: BaseException) -> str:
@@ -283,9 +331,14 @@ class Loader:
         """The parsed trace of `f`, waiting for its load; raises LoadFailed for a bad file."""
         with self._lock:
             t = self._lru.get(f.key)
+            entry = self._entries.get(f.key)
             if t is not None:
                 self._lru.move_to_end(f.key)
-                return t
+        if t is not None:
+            if entry is not None:
+                self._wait_warming(entry)
+            return t
+        with self._lock:
             entry = self._entries.get(f.key)
             if entry is None:
                 entry = self._entries[f.key] = _Entry(f)
@@ -328,7 +381,9 @@ class Loader:
             t = self._lru.get(f.key)
             if t is not None:
                 self._lru.move_to_end(f.key)
-                return t
+        if t is not None:
+            self._wait_warming(entry)
+            return t
         return self._load_now(entry)  # prepared in the disk cache, or evicted since
 
     def _load_now(self, entry: _Entry) -> TraceData:
@@ -369,6 +424,11 @@ class Loader:
             # plus an estimate of the files being read (by the throughput measured so far)
             "bytes_done_est": int(sum(e.file.size for e in done) + reading),
         }
+
+    def busy(self) -> bool:
+        """True while a file is queued or being read, or a trace is being warmed."""
+        with self._lock:
+            return any(not e.done or (e.warm is not None and not e.warm.done()) for e in self._entries.values())
 
     @contextlib.contextmanager
     def hold(self):
@@ -449,5 +509,7 @@ class Loader:
             self._closed = True
             self._queue.clear()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._warmer is not None:
+            self._warmer.shutdown(wait=False, cancel_futures=True)
         if self._storer is not None:
             self._storer.shutdown(wait=True)

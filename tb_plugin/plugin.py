@@ -207,6 +207,50 @@ def _view(module: str, function: str) -> Callable:
         raise Unavailable(f"view {module}.{function} is not available ({e})") from None
 
 
+def _answer(t: Any, key: str, fn: Callable[[], Any]) -> Any:
+    """A per-file view's answer, computed once per parsed trace (kept with its stages, dropped with it)."""
+    from profiler_core.analysis.stages.registry import cached
+
+    return cached(t, "plugin:" + key, fn)
+
+
+def _overview_answer(t: Any) -> dict:
+    """The /overview answer of one file (without the run's ledger)."""
+
+    def compute() -> dict:
+        from tb_plugin.diagnosis.ledger import overview_ledger
+
+        out, tips = _view("overview", "overview_with_advice")(t)
+        return {**out, "ledger": overview_ledger(t, tips)}
+
+    return _answer(t, "overview", compute)
+
+
+def _operators_answer(t: Any, group_by: str) -> dict:
+    return _answer(t, f"operators:{group_by}", lambda: _view("operators", "operators")(t, group_by=group_by))
+
+
+def _kernels_answer(t: Any, group_by: str) -> dict:
+    return _answer(t, f"kernels:{group_by}", lambda: _view("kernels", "kernels")(t, group_by=group_by))
+
+
+def warm_views(t: Any) -> None:
+    """Compute what a file's first page asks for (the Overview, and the operators and kernels with
+    their default grouping) once it is read, on the loader's warming thread: the requests then find
+    the answers ready. A failure is left for the request to report."""
+    from tb_plugin.params import KERNELS_GROUP_BY, OPERATORS_GROUP_BY
+
+    for fn in (
+        _overview_answer,
+        lambda t: _operators_answer(t, OPERATORS_GROUP_BY.default_value()),
+        lambda t: _kernels_answer(t, KERNELS_GROUP_BY.default_value()),
+    ):
+        try:
+            fn(t)
+        except Exception:  # noqa: BLE001 - the request computes it again and answers the error
+            log.debug("gpuscope: warming a view failed", exc_info=True)
+
+
 # ------------------------------------------------------------------------ the plugin
 #: runs with more workers than this are not parsed in the background: their traces load when a
 #: per-worker view asks, and the run-level views read only the per-worker summaries
@@ -222,7 +266,7 @@ class _State:
         from tb_plugin.summaries.engine import Summaries
 
         self.scanner = Scanner(logdir)
-        self.loader = Loader()
+        self.loader = Loader(warm=warm_views)
         self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler)
         self.big: set = set()  # keys of files of runs with more than PREPARE_MAX_WORKERS workers
         self.runs: dict = {}
@@ -284,7 +328,21 @@ WARM_MODULES = (
 )
 
 
-def _warm_up() -> None:
+#: the warm-up's imports wait this long for the first request, then until the loader is idle (at most
+#: WARM_UP_WAIT_S): on a few cores they would slow the first files' reading and views down
+WARM_UP_DELAY_S = 0.2
+WARM_UP_WAIT_S = 30.0
+
+
+def _warm_up(plugin: GpuscopePlugin | None = None) -> None:
+    if plugin is not None:
+        time.sleep(WARM_UP_DELAY_S)
+        deadline = time.monotonic() + WARM_UP_WAIT_S
+        while time.monotonic() < deadline:
+            state = plugin._state
+            if state is None or not state.loader.busy():
+                break
+            time.sleep(0.05)
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)
@@ -307,8 +365,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         self._state_lock = threading.Lock()
         self._active: tuple[float, bool] = (0.0, False)
         # the run-level views' imports (pandas, the diagnosis) take a second or more: done while TensorBoard
-        # starts and the page loads, not on the first request
-        threading.Thread(target=_warm_up, name="gpuscope-warm-up", daemon=True).start()
+        # starts and the page loads, not on the first request (nor while the first files are read)
+        threading.Thread(target=_warm_up, args=(self,), name="gpuscope-warm-up", daemon=True).start()
 
     # -------------------------------------------------------------- TBPlugin API
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
@@ -432,11 +490,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return _view(module, function)(*args, **kwargs)
 
     def _overview(self, request: wrappers.Request, a: dict) -> Any:
-        from tb_plugin.diagnosis.ledger import overview_ledger
-
-        t = self._trace_data(a)
-        out, tips = self._call("overview", "overview_with_advice", t)
-        out = {**out, "ledger": overview_ledger(t, tips)}
+        out = _overview_answer(self._trace_data(a))
         if len(self._run(a["run"]).workers) > 1:  # the run's ledger, from the summaries there are now
             from tb_plugin.diagnosis.run_ledger import run_view
 
@@ -448,13 +502,13 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return self._call("modules", "modules", self._trace_data(a))
 
     def _operators(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("operators", "operators", self._trace_data(a), group_by=a["group_by"])
+        return _operators_answer(self._trace_data(a), a["group_by"])
 
     def _operator_stack(self, request: wrappers.Request, a: dict) -> Any:
         return self._call("operators", "operator_stacks", self._trace_data(a), a["name"], input_shape=a["input_shape"])
 
     def _kernels(self, request: wrappers.Request, a: dict) -> Any:
-        return self._call("kernels", "kernels", self._trace_data(a), group_by=a["group_by"])
+        return _kernels_answer(self._trace_data(a), a["group_by"])
 
     def _memory_curve(self, request: wrappers.Request, a: dict) -> Any:
         return self._call(

@@ -200,3 +200,62 @@ def test_exit_while_files_load_prints_no_traceback(tmp_path):
         )
         assert out.returncode == 0 and "runs 200" in out.stdout, out.stderr[-2000:]
         assert "Traceback" not in out.stderr, out.stderr[-3000:]
+
+
+def test_loaded_files_are_warmed_and_requests_wait_for_their_warming(tmp_path):
+    """Each file read in the background is handed to `warm` (on a thread of its own, while the next
+    file is read); a request for a file whose warming is under way waits for it, not computing twice."""
+    for i in range(2):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 2000)
+    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
+    started, release = threading.Event(), threading.Event()
+    warmed: list = []
+
+    def warm(t):
+        warmed.append(t)
+        if len(warmed) == 1:
+            started.set()
+            assert release.wait(60)
+        return t
+
+    loader = Loader(processes=0, use_cache=False, warm=warm)
+    try:
+        loader.prepare(files)
+        assert started.wait(60)
+        got: list = []
+        request = threading.Thread(target=lambda: got.append(loader.get(files[0])))
+        request.start()
+        request.join(0.3)
+        assert request.is_alive() and not got  # its warming is under way: the request waits for it
+        release.set()
+        request.join(60)
+        assert got and got[0] is warmed[0]
+        t1 = loader.get(files[1])
+        deadline = time.time() + 60
+        while len(warmed) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+        assert len(t1.events) == 2000 and warmed[1] is t1  # every file is warmed, once
+        assert len(warmed) == 2
+    finally:
+        release.set()
+        loader.close()
+
+
+def test_no_warming_for_logdirs_of_many_files(tmp_path, monkeypatch):
+    """A logdir of more files than WARM_MAX_FILES is not computed ahead: views nobody may ask for."""
+    import tb_plugin.loader as loader_mod
+
+    monkeypatch.setattr(loader_mod, "WARM_MAX_FILES", 2)
+    for i in range(3):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 500)
+    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
+    warmed: list = []
+    loader = Loader(processes=0, use_cache=False, warm=warmed.append)
+    try:
+        loader.prepare(files)
+        deadline = time.time() + 60
+        while loader.progress()["loading"] and time.time() < deadline:
+            time.sleep(0.02)
+        assert loader.progress()["files_done"] == 3 and not warmed
+    finally:
+        loader.close()
