@@ -94,6 +94,10 @@ WARM_MAX_FILES = 8
 #: nor traces of more events than this (a warming under way delays the interpreter's exit)
 WARM_MAX_EVENTS = 2_000_000
 
+#: a cache write waits (at most this many seconds after the read) until no file is being read or warmed
+#: and no view is computed: on a few cores it would slow them down
+STORE_WAIT_S = 5.0
+
 #: parse throughput (file bytes per second) assumed before any file was timed here
 DEFAULT_RATE = {"gz": 3e6, "json": 40e6}
 
@@ -210,17 +214,33 @@ class Loader:
 
     def _store_later(self, path: str, t: TraceData) -> None:
         """Write `t` to the disk cache on a thread of its own: the trace is served meanwhile (the
-        writes release the GIL; 0.3 s for the 2.2M-event trace, which views no longer wait for)."""
+        writes release the GIL; 0.3 s for the 2.2M-event trace, which views no longer wait for),
+        once the loader is quiet (see `_store_when_quiet`)."""
         with self._lock:
             if self._storer is None:
                 self._storer = ThreadPoolExecutor(1, thread_name_prefix="gpuscope-cache")
             try:
-                self._stores.append(self._storer.submit(cache.store, path, t))
+                deadline = time.monotonic() + STORE_WAIT_S
+                self._stores.append(self._storer.submit(self._store_when_quiet, path, t, deadline))
                 self._stores = [s for s in self._stores if not s.done()]
                 return
             except RuntimeError:  # the interpreter is exiting: its pools take no more work
                 pass
         cache.store(path, t)  # written here, as read_trace would, without holding the loader's lock
+
+    def _store_when_quiet(self, path: str, t: TraceData, deadline: float) -> None:
+        """`cache.store(path, t)` once no file is being read or warmed and no view is computed (or at
+        `deadline`, or when the loader is closed)."""
+        while time.monotonic() < deadline and not self._closed and self._active():
+            time.sleep(0.02)
+        cache.store(path, t)
+
+    def _active(self) -> bool:
+        """True while a file is being read, a view computed (`hold`) or a trace warmed."""
+        with self._lock:
+            return bool(self._running or self._urgent) or any(
+                e.warm is not None and not e.warm.done() for e in self._entries.values()
+            )
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the cache writes started so far are done."""

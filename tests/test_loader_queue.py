@@ -259,3 +259,31 @@ def test_no_warming_for_logdirs_of_many_files(tmp_path, monkeypatch):
         assert loader.progress()["files_done"] == 3 and not warmed
     finally:
         loader.close()
+
+
+def test_cache_write_waits_for_the_warming(tmp_path, monkeypatch):
+    """The disk-cache write of a file read in the background waits while a trace is warmed (it would
+    slow the first views down on a few cores), then happens."""
+    from profiler_core.trace.read import cache
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    _trace(tmp_path / "logs" / "run0" / "w.1.pt.trace.json", 2000)
+    f = Scanner(str(tmp_path / "logs")).scan()["run0"].files()[0]
+    started, release = threading.Event(), threading.Event()
+
+    def warm(t):
+        started.set()
+        assert release.wait(60)
+
+    loader = Loader(processes=0, warm=warm)
+    try:
+        loader.prepare([f])
+        assert started.wait(60)
+        time.sleep(0.3)
+        assert cache.load(f.path) is None  # waiting for the warming
+        release.set()
+        loader.flush(timeout=60)
+        assert cache.load(f.path) is not None
+    finally:
+        release.set()
+        loader.close()
