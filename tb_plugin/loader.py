@@ -51,6 +51,13 @@ def default_processes() -> int:
     return min(4, cores // 2) if cores >= 4 else 0
 
 
+def _exiting() -> bool:
+    """True once the interpreter's exit began stopping thread pools (concurrent.futures' flag)."""
+    import concurrent.futures.thread as pools
+
+    return bool(getattr(pools, "_shutdown", False))
+
+
 def trace_nbytes(t: TraceData) -> int:
     """Approximate memory held by a parsed trace (its frames and its sparse arg columns)."""
     frames = sum(df.memory_usage(index=False, deep=False).sum() for df in (t.events, t.memory, t.flows, t.names))
@@ -289,15 +296,20 @@ class Loader:
         if self._warmer is None:
             self._warmer = ThreadPoolExecutor(1, thread_name_prefix="gpuscope-warm")
         try:
-            entry.warm = self._warmer.submit(self._warm, t)
+            entry.warm = self._warmer.submit(self._warm_now, t)
         except RuntimeError:  # the interpreter is exiting: its pools take no more work
             pass
 
-    def _wait_warming(self, entry: _Entry) -> None:
+    def _warm_now(self, t: TraceData) -> None:
+        # warmings still queued when the interpreter exits are skipped: its exit waits for the pool
+        if self._warm is not None and not self._closed and not _exiting():
+            self._warm(t)
+
+    def _wait_warming(self, entry: _Entry, cancel: bool = True) -> None:
         """Before a request computes from `entry`'s trace: its warming under way finishes first (the
-        request then finds it done); one not started yet is cancelled."""
+        request then finds it done); one not started yet is cancelled (with `cancel`; else waited for)."""
         fut = entry.warm
-        if fut is None or fut.done() or fut.cancel():
+        if fut is None or fut.done() or (cancel and fut.cancel()):
             return
         try:
             fut.result(timeout=900)
@@ -347,8 +359,10 @@ class Loader:
             return list(self._lru)
 
     # ------------------------------------------------------------------ requests
-    def get(self, f: TraceFile, timeout: float | None = 900) -> TraceData:
-        """The parsed trace of `f`, waiting for its load; raises LoadFailed for a bad file."""
+    def get(self, f: TraceFile, timeout: float | None = 900, cancel_warming: bool = True) -> TraceData:
+        """The parsed trace of `f`, waiting for its load (and its warming under way: one not started
+        yet is cancelled, unless `cancel_warming` is False, as for background work, which waits for it);
+        raises LoadFailed for a bad file."""
         with self._lock:
             t = self._lru.get(f.key)
             entry = self._entries.get(f.key)
@@ -356,7 +370,7 @@ class Loader:
                 self._lru.move_to_end(f.key)
         if t is not None:
             if entry is not None:
-                self._wait_warming(entry)
+                self._wait_warming(entry, cancel_warming)
             return t
         with self._lock:
             entry = self._entries.get(f.key)
@@ -402,7 +416,7 @@ class Loader:
             if t is not None:
                 self._lru.move_to_end(f.key)
         if t is not None:
-            self._wait_warming(entry)
+            self._wait_warming(entry, cancel_warming)
             return t
         return self._load_now(entry)  # prepared in the disk cache, or evicted since
 

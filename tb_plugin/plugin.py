@@ -314,7 +314,7 @@ class _State:
         prepares, the one in memory or None (read the file alone) for big runs' files."""
         if f.key in self.big:
             return self.loader.peek(f)
-        return self.loader.get(f)
+        return self.loader.get(f, cancel_warming=False)  # background work: the warming stays
 
 
 #: what the run-level routes (/distributed, /diagnosis, the Overview's run ledger) import on first use

@@ -287,3 +287,23 @@ def test_cache_write_waits_for_the_warming(tmp_path, monkeypatch):
     finally:
         release.set()
         loader.close()
+
+
+def test_warmings_are_skipped_once_the_interpreter_exits(tmp_path, monkeypatch):
+    """The interpreter's exit waits for the warming thread: the warmings still queued then are skipped."""
+    import tb_plugin.loader as loader_mod
+
+    _trace(tmp_path / "run0" / "w.1.pt.trace.json", 500)
+    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
+    warmed: list = []
+    monkeypatch.setattr(loader_mod, "_exiting", lambda: True)
+    loader = Loader(processes=0, use_cache=False, warm=warmed.append)
+    try:
+        loader.prepare(files)
+        t = loader.get(files[0])
+        deadline = time.time() + 60
+        while loader.busy() and time.time() < deadline:  # its warming (if the pool read it) has run
+            time.sleep(0.01)
+        assert len(t.events) == 500 and not warmed
+    finally:
+        loader.close()
