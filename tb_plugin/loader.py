@@ -98,7 +98,8 @@ def skip_message(warnings: list) -> str | None:
 #: files are warmed (see `Loader`) only while the loader knows at most this many: a logdir of many files
 #: is not computed ahead for views that may never be asked for
 WARM_MAX_FILES = 8
-#: nor traces of more events than this (a warming under way delays the interpreter's exit)
+#: nor once the traces in memory hold more events than this together: what warming keeps (the views'
+#: stages) stays small beside the memory budget, and a warming under way delays the interpreter's exit little
 WARM_MAX_EVENTS = 2_000_000
 
 #: a cache write waits (at most this many seconds after the read) until no file is being read or warmed
@@ -290,7 +291,7 @@ class Loader:
             or entry.warm is not None
             or self._closed
             or len(self._entries) > WARM_MAX_FILES
-            or len(t.events) > WARM_MAX_EVENTS
+            or sum(len(x.events) for x in self._lru.values()) > WARM_MAX_EVENTS
         ):
             return
         if self._warmer is None:

@@ -307,3 +307,24 @@ def test_warmings_are_skipped_once_the_interpreter_exits(tmp_path, monkeypatch):
         assert len(t.events) == 500 and not warmed
     finally:
         loader.close()
+
+
+def test_no_warming_once_the_traces_in_memory_hold_many_events(tmp_path, monkeypatch):
+    """What warming keeps stays small beside the memory budget: no warming once the traces in memory
+    hold more than WARM_MAX_EVENTS events together."""
+    import tb_plugin.loader as loader_mod
+
+    monkeypatch.setattr(loader_mod, "WARM_MAX_EVENTS", 700)
+    for i in range(2):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 500)
+    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
+    warmed: list = []
+    loader = Loader(processes=0, use_cache=False, warm=warmed.append)
+    try:
+        loader.prepare(files)
+        deadline = time.time() + 60
+        while loader.busy() and time.time() < deadline:
+            time.sleep(0.02)
+        assert loader.progress()["files_done"] == 2 and len(warmed) == 1  # the first only: 500, then 1000
+    finally:
+        loader.close()
