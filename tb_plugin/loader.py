@@ -177,6 +177,8 @@ class Loader:
                     self._queue.remove(entry)
                 if entry.future is not None:
                     entry.future.cancel()
+                if entry.warm is not None:
+                    entry.warm.cancel()
                 self._drop(key)
             for f in files:
                 if f.key not in self._entries and not (lazy is not None and lazy(f)):
