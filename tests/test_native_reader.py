@@ -133,6 +133,19 @@ def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, 
         assert len(json.loads(b"[" + data[lo:hi] + b"]")) == nxt - first
 
 
+def test_finish_on_threads_gives_the_same_trace(monkeypatch):
+    """`_Builder.finish` puts the columns in order on threads for big traces (FINISH_THREADS_ROWS): the same
+    TraceData as in one thread, by both readers."""
+    data = json.dumps(_base_doc()).encode()
+    serial = parse_trace(data, "t.json")
+    monkeypatch.setattr(columns, "FINISH_THREADS_ROWS", 0)
+    monkeypatch.setattr(columns.os, "cpu_count", lambda: 4)
+    _same(parse_trace(data, "t.json"), serial)
+    nat = parse_trace_native(data, "t.json")
+    assert nat is not None
+    _same(nat, serial)
+
+
 def test_a_bare_piece_scans_as_its_array():
     """parse_events(..., bare=True) reads the events of a piece without the array's brackets as the array."""
     events = json.dumps(_base_doc()["traceEvents"]).encode()
