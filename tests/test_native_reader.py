@@ -18,7 +18,7 @@ import pytest
 
 from profiler_core import settings
 from profiler_core.trace.model import SPARSE_COLUMNS
-from profiler_core.trace.read import native, reader
+from profiler_core.trace.read import columns, native, reader
 from profiler_core.trace.read.reader import TraceReadError, parse_trace, parse_trace_native, read_bytes, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,13 +106,16 @@ def test_read_trace_uses_it_and_says_which_reader(tmp_path, monkeypatch, caplog)
     _same(t_native, t_python)
 
 
-@pytest.mark.parametrize("threads", ["0", "3"])
-def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads):
+@pytest.mark.parametrize("threads,block_rows", [("0", None), ("3", None), ("0", 7), ("3", 40)])
+def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, block_rows):
     """read_file scans the inflated file in pieces of whole events (here ~20 KB, so many), in the reading
-    thread or on scan threads: the same TraceData as the Python reader's, and an event_index whose every
-    range holds exactly its piece's events."""
+    thread or on scan threads, their rows joined into blocks as they are added (a few pieces each with
+    `block_rows`): the same TraceData as the Python reader's, and an event_index whose every range holds
+    exactly its piece's events."""
     import gzip
 
+    if block_rows is not None:
+        monkeypatch.setattr(columns, "BLOCK_ROWS", block_rows)
     monkeypatch.setenv("GPUSCOPE_NATIVE_THREADS", threads)
     assert native.scan_threads() == (0 if threads == "0" else 3)
     monkeypatch.setattr(native, "SCAN_PIECE", 20_000)
@@ -128,6 +131,19 @@ def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads):
     firsts = [i for i, _, _ in index] + [len(_base_doc()["traceEvents"])]
     for (first, lo, hi), nxt in zip(index, firsts[1:]):
         assert len(json.loads(b"[" + data[lo:hi] + b"]")) == nxt - first
+
+
+def test_finish_on_threads_gives_the_same_trace(monkeypatch):
+    """`_Builder.finish` puts the columns in order on threads for big traces (FINISH_THREADS_ROWS): the same
+    TraceData as in one thread, by both readers."""
+    data = json.dumps(_base_doc()).encode()
+    serial = parse_trace(data, "t.json")
+    monkeypatch.setattr(columns, "FINISH_THREADS_ROWS", 0)
+    monkeypatch.setattr(columns.os, "cpu_count", lambda: 4)
+    _same(parse_trace(data, "t.json"), serial)
+    nat = parse_trace_native(data, "t.json")
+    assert nat is not None
+    _same(nat, serial)
 
 
 def test_a_bare_piece_scans_as_its_array():

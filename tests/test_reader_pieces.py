@@ -73,6 +73,19 @@ def test_event_order_is_lexsort_of_idx_negative_dur_ts():
         assert np.array_equal(columns._event_order(ts, dur, shuffled), np.lexsort((shuffled, -dur, ts)))
 
 
+def test_event_order_ties_by_key_or_lexsort():
+    """The ties' key (the ts's rank, then -dur, in 62 bits) and its fallback where dur spans too much."""
+    rng = np.random.default_rng(1)
+    for trial in range(600):
+        n = int(rng.integers(0, 80))
+        ts = np.sort(rng.integers(0, int(rng.integers(1, 20)), n)) + int(rng.choice([0, 1 << 40, -(1 << 50)]))
+        if trial % 3 == 0:
+            rng.shuffle(ts)
+        dur = rng.integers(0, int(rng.choice([3, 1000, 1 << 62])), n)
+        idx = np.arange(n) * 3
+        assert np.array_equal(columns._event_order(ts, dur, idx), np.lexsort((idx, -dur, ts)))
+
+
 def test_fast_ns_conversion_is_exact_for_three_decimals():
     from decimal import Decimal
 

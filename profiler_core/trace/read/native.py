@@ -293,6 +293,7 @@ def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> Trac
             np.frombuffer(out[group]["idx"], dtype=np.int64)[:] += n  # (a writable buffer)
         try:
             _Build(out, b).add()
+            b.join_pending()
         except _Decline as e:
             log.debug("gpuscope: %s: the native reader declined (%s)", path, e)
             return False
