@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from profiler_core.analysis.stages import op_tree as op_tree_module
 from profiler_core.analysis.stages.classify import communication_mask, is_communication, is_dataloader
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops, link_launches_to_ops
 from profiler_core.analysis.stages.op_tree import innermost_op_at, op_tree
@@ -326,8 +327,12 @@ def _reference_parents(nodes):
     return out
 
 
+@pytest.mark.parametrize("tids", [(1, 2, 3), (1,)])
+@pytest.mark.parametrize("by_level", [True, False])
 @pytest.mark.parametrize("seed", range(8))
-def test_op_tree_matches_a_stack_walk_on_random_nesting(seed):
+def test_op_tree_matches_a_stack_walk_on_random_nesting(seed, by_level, tids, monkeypatch):
+    # both ways of finding the candidate parents: level by level (shallow trees) and one search (deep ones)
+    monkeypatch.setattr(op_tree_module, "LEVEL_PASSES_MAX", 10 if by_level else -1)
     rng = np.random.default_rng(seed)
     nodes = []
 
@@ -344,7 +349,7 @@ def test_op_tree_matches_a_stack_walk_on_random_nesting(seed):
                 grow(tid, t + int(rng.integers(0, 2)), t + d - int(rng.integers(0, 2)), depth + 1)
             t += d + int(rng.integers(0, 3))
 
-    for tid in (1, 2, 3):
+    for tid in tids:
         grow(tid, 0, 1000, 0)
     t = make_trace([op(n, s, e - s, tid=tid) for n, tid, s, e in nodes])
     ev = t.events

@@ -20,6 +20,8 @@ def group_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Dense codes for (pid, tid) pairs, ordered by (pid, tid)."""
     if len(pid) == 0:
         return np.zeros(0, dtype=np.int64)
+    if pid.min() == pid.max() and tid.min() == tid.max():  # one thread (a CPU trace): no hashing
+        return np.zeros(len(pid), dtype=np.int64)
     cp, up = pd.factorize(pid, sort=True)
     ct, ut = pd.factorize(tid, sort=True)
     pair = cp.astype(np.int64) * len(ut) + ct  # order-preserving: the factorized codes are sorted
@@ -77,6 +79,53 @@ def _adopt_inside_repaired(
                 depth[sl][inside] = below + shift
 
 
+#: up to this depth the candidate parents are found level by level (a few quick passes over the nodes each, about
+#: a tenth of the cost of the one search over all nodes sorted by level that deeper trees take)
+LEVEL_PASSES_MAX = 10
+
+
+def _last_one_level_up(depth: np.ndarray) -> np.ndarray:
+    """Per node (tree order), the position of the last earlier node whose depth is one less, else -1."""
+    n = len(depth)
+    top = int(depth.max())
+    if top <= LEVEL_PASSES_MAX:
+        small = np.int32 if n < 2**31 - 1 else np.int64
+        level = depth.astype(np.int8)
+        pos1 = np.arange(1, n + 1, dtype=small)  # positions + 1, so that 0 is "none"
+        last = np.empty(n, small)
+        best = np.zeros(n, small)
+        sel = np.empty(n, bool)
+        for d in range(1, top + 1):
+            np.equal(level, d - 1, out=sel)
+            np.multiply(pos1, sel, out=last)
+            np.maximum.accumulate(last, out=last)  # the latest node of depth d - 1 so far, + 1
+            np.equal(level, d, out=sel)
+            np.copyto(best, last, where=sel)
+        out = best.astype(np.int64)
+        out -= 1
+        return out
+    parent = np.full(n, -1, np.int64)
+    # keys depth * n + pos in (depth, pos) order (a radix sort of small depths); the queries (depth - 1) * n
+    # + pos are then sorted too, which makes searchsorted and the gathers sequential.
+    by_level = np.argsort(depth.astype(np.int16) if top < 2**15 else depth, kind="stable")
+    dk = depth[by_level]
+    dk *= n
+    dk += by_level
+    ks = dk - n
+    ks = np.searchsorted(dk, ks, side="left")
+    ks -= 1
+    found = ks >= 0
+    np.maximum(ks, 0, out=ks)
+    cand = dk[ks]
+    del ks
+    found &= dk >= n
+    found &= cand // n == dk // n - 1
+    del dk
+    cand %= n
+    parent[by_level[found]] = cand[found]
+    return parent
+
+
 def _build_op_tree(t: Any) -> pd.DataFrame:
     """Build the op tree: depth by counting open ranges, parent = last earlier node one level up, repairs."""
     ev = t.events
@@ -116,10 +165,11 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     span = int(max(start.max(), end.max())) - lo + 2
     if (int(grp.max()) + 1) * span >= 2**62:  # pragma: no cover - absurd time ranges
         raise ValueError("trace time range too large for the op tree")
+    # (closed counts the ends of earlier threads too: as many as the nodes before the thread's first, which
+    # `pos` counts as well, so depth = pos - closed)
     end_keys = composite(grp, end, lo, span)
     end_keys.sort(kind="stable")  # ends come nearly in order: 10x quicker than quicksort (2.2M nodes: 0.13 s)
     closed = np.searchsorted(end_keys, composite(grp, start, lo, span), side="right")
-    closed -= np.searchsorted(end_keys, grp.astype(np.int64) * span, side="left")
     del end_keys
     zero = end == start
     run_change = np.ones(n, dtype=bool)
@@ -136,38 +186,25 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     del run_end, nz_run
     closed -= z
     del z
-    depth = pos - np.searchsorted(grp, grp, side="left")
-    depth -= closed
-    del closed, pos  # (an arange: made again where needed)
+    depth = pos - closed
+    del closed
     np.maximum(depth, 0, out=depth)
 
-    # candidate parent: the last earlier node one level up. Keys depth * n + pos in (depth, pos) order
-    # (a radix sort of small depths); the queries (depth - 1) * n + pos are then sorted too, which
-    # makes searchsorted and the gathers sequential.
-    by_level = np.argsort(depth.astype(np.int16) if int(depth.max()) < 2**15 else depth, kind="stable")
-    dk = depth[by_level]
-    dk *= n
-    dk += by_level
-    ks = dk - n
-    ks = np.searchsorted(dk, ks, side="left")
-    ks -= 1
-    found = ks >= 0
-    np.maximum(ks, 0, out=ks)
-    cand = dk[ks]
-    del ks
-    found &= dk >= n
-    found &= cand // n == dk // n - 1
-    del dk
-    cand %= n
-    parent = np.full(n, -1, np.int64)
-    parent[by_level[found]] = cand[found]
-    del by_level, cand, found
+    parent = _last_one_level_up(depth)
+    del pos
 
     # repair nodes whose candidate does not contain them (partially overlapping siblings): walk up
+    # (a candidate comes earlier in tree order: on the same thread it starts no later; one thread: no
+    # thread to compare)
+    one_thread = int(grp[-1]) == int(grp[0])
+
     def bad_mask(p: np.ndarray) -> np.ndarray:
-        ok = p >= 0
         pp = np.maximum(p, 0)
-        return ok & ((grp[pp] != grp) | (end[pp] < end) | (start[pp] > start))
+        bad = end[pp] < end
+        if not one_thread:
+            bad |= grp[pp] != grp
+        bad &= p >= 0
+        return bad
 
     bad = bad_mask(parent)
     repaired = np.flatnonzero(bad)
