@@ -31,13 +31,16 @@ def group_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return (np.cumsum(present) - 1)[pair]
 
 
-def _tree_order(grp: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _tree_order(grp: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
     """np.lexsort((rows, -end, start, grp)) for ascending `rows`; a stable sort by group alone when the
-    rows already come in (start, -end) order, as the reader sorts events (ts, then longest first)."""
+    rows already come in (start, -end) order, as the reader sorts events (ts, then longest first); None when
+    they are in tree order already (one thread, in that order)."""
     if len(rows) > 1:
         later = start[1:] > start[:-1]
         tie = start[1:] == start[:-1]
         if bool((later | (tie & (end[1:] <= end[:-1]))).all()):
+            if int(grp.max()) == int(grp.min()):
+                return None
             small = grp.astype(np.int16) if int(grp.max()) < 2**15 else grp  # radix sort
             return np.argsort(small, kind="stable")
     return np.lexsort((rows, -end, start, grp))
@@ -151,13 +154,14 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     end = start + ev["dur"].to_numpy(np.int64)[rows]
     grp = group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
     order = _tree_order(grp, start, end, rows)
-    # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
-    # they are used: the tree's peak memory is the views' peak)
-    rows = rows[order]
-    start = start[order]
-    end = end[order]
-    grp = grp[order]
-    del order
+    if order is not None:
+        # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
+        # they are used: the tree's peak memory is the views' peak)
+        rows = rows[order]
+        start = start[order]
+        end = end[order]
+        grp = grp[order]
+        del order
     pos = np.arange(n, dtype=np.int64)
 
     # depth_i = number of earlier nodes (tree order) of the same thread still open at start_i (end_j > start_i)
@@ -172,20 +176,22 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     closed = np.searchsorted(end_keys, composite(grp, start, lo, span), side="right")
     del end_keys
     zero = end == start
-    run_change = np.ones(n, dtype=bool)
-    run_change[1:] = (grp[1:] != grp[:-1]) | (start[1:] != start[:-1])
-    run_id = np.cumsum(run_change) - 1
-    run_start = np.flatnonzero(run_change)
-    del run_change
-    run_end = np.append(run_start[1:], n)[run_id]
-    del run_start
-    nz_run = np.bincount(run_id, weights=zero).astype(np.int64)[run_id]
-    del run_id
-    run_end -= pos
-    z = np.where(zero, run_end, nz_run)
-    del run_end, nz_run
-    closed -= z
-    del z
+    if zero.any():  # zero-length nodes (none: nothing to correct)
+        run_change = np.ones(n, dtype=bool)
+        run_change[1:] = (grp[1:] != grp[:-1]) | (start[1:] != start[:-1])
+        run_id = np.cumsum(run_change) - 1
+        run_start = np.flatnonzero(run_change)
+        del run_change
+        run_end = np.append(run_start[1:], n)[run_id]
+        del run_start
+        nz_run = np.bincount(run_id, weights=zero).astype(np.int64)[run_id]
+        del run_id
+        run_end -= pos
+        z = np.where(zero, run_end, nz_run)
+        del run_end, nz_run
+        closed -= z
+        del z
+    del zero
     depth = pos - closed
     del closed
     np.maximum(depth, 0, out=depth)
@@ -229,20 +235,24 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     cpu_op = category_mask(ev, (CPU_OP,))[rows]
     pp = np.maximum(parent, 0)
     merge = (parent >= 0) & (nchild[pp] == 1) & (names[pp] == names) & cpu_op & cpu_op[pp]
-    del nchild, names, cpu_op, pp
-    rep = np.where(merge, parent, np.arange(n, dtype=np.int64))
-    for _ in range(int(depth.max()) + 2):
-        nxt = rep[rep]
-        if np.array_equal(nxt, rep):
-            break
-        rep = nxt
-    del nxt
-    final_parent = np.where(parent >= 0, rep[np.maximum(parent, 0)], -1)
-    del parent
-    merged_into = np.where(merge, rows[rep], -1).astype(small)
-    del merge, rep
-    parent_row = np.where(final_parent >= 0, rows[np.maximum(final_parent, 0)], -1).astype(small)
-    del final_parent
+    del nchild, names, cpu_op
+    if merge.any():
+        rep = np.where(merge, parent, np.arange(n, dtype=np.int64))
+        for _ in range(int(depth.max()) + 2):
+            nxt = rep[rep]
+            if np.array_equal(nxt, rep):
+                break
+            rep = nxt
+        del nxt
+        stands_for = rows.astype(small)[rep]  # the row of the node each node was merged into (or its own)
+        del rep
+        merged_into = np.where(merge, stands_for, -1).astype(small, copy=False)
+    else:
+        stands_for = rows.astype(small)
+        merged_into = np.full(n, -1, small)
+    del merge
+    parent_row = np.where(parent >= 0, stands_for[pp], -1).astype(small, copy=False)
+    del parent, pp, stands_for
     # the tree is held as long as its trace: int32 where it fits (a trace of 2**31 events is far beyond
     # memory) keeps it at 37 bytes a node rather than 57
     cols = dict(
