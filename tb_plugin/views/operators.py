@@ -168,6 +168,11 @@ def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return call_stack, py_leaf, per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
 
 
+def _stack_mask(t: Any, rows: np.ndarray) -> np.ndarray:
+    """`_has_stack(t, rows)[2]` without taking the rows' texts: whether the events at `rows` have a stack."""
+    return per_value(t.events["call_stack"], bool)[rows] | (python_leaf_frames(t, rows) >= 0)
+
+
 def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
     """The operator-table nodes (optionally of one name) with input dims, call stack and stack availability."""
     st = node_stats(t)
@@ -226,6 +231,14 @@ def operators(t: Any, group_by: str = "name") -> dict:
     return {**res, "rows": [dict(r) for r in res["rows"]]}  # callers may edit their copy
 
 
+def _group_sums(group: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """Per group 0..m-1, the sum of `values` (group m: left out); a column of zeros shared by every row (a
+    CPU trace's device times) sums to zeros without a pass."""
+    if values.strides == (0,) and len(values) and values[0] == 0:
+        return np.zeros(m)
+    return np.bincount(group, weights=values, minlength=m + 1)[:m]
+
+
 def _operators(t: Any, group_by: str) -> dict:
     """The table, aggregated with bincounts over group codes (no per-node frame: the table's nodes are
     most of a trace's events, and a frame of them was this view's peak memory)."""
@@ -246,9 +259,16 @@ def _operators(t: Any, group_by: str) -> dict:
         inverse, groups = name_codes, np.arange(len(name_values))
     m = len(groups)
     calls = np.bincount(inverse, minlength=m)
-    sums = {c: np.bincount(inverse, weights=st[c].to_numpy()[where], minlength=m) for c in _SUMS}
-    tc = np.bincount(inverse, weights=st["tc_eligible"].to_numpy()[where], minlength=m) > 0
-    stack = np.bincount(inverse, weights=_has_stack(t, rows)[2], minlength=m) > 0
+    # the sums over every node, those outside the table in one more group (m): no copy of each column's
+    # table part (the same additions in the same order)
+    group_of_node = np.full(len(st), m, dtype=np.int64)
+    group_of_node[where] = inverse
+    sums = {c: _group_sums(group_of_node, st[c].to_numpy(), m) for c in _SUMS}
+    del group_of_node
+    tc = np.zeros(m, dtype=bool)
+    tc[inverse[st["tc_eligible"].to_numpy()[where]]] = True
+    stack = np.zeros(m, dtype=bool)
+    stack[inverse[_stack_mask(t, rows)]] = True
     device = _has_device(t)
     metric = "device_self" if device else "host_self"
     out = []
