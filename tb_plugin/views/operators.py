@@ -14,6 +14,7 @@ from profiler_core.analysis.stages.columns import (
     category_mask,
     codes_and_texts,
     first_position_by_key,
+    is_zeros_column,
     lookup,
     name_mask,
     ns_to_us,
@@ -73,7 +74,7 @@ def op_stats(t: Any) -> pd.DataFrame:
     else:
         tc_self = zeros_column(n)
     has_parent = parent >= 0
-    for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
+    for d in range(int(depth.max()) if n and eligible.any() else 0, 0, -1):  # children before parents
         sel = np.flatnonzero((depth == d) & has_parent)
         if len(sel) == 0:
             continue
@@ -196,7 +197,10 @@ _SUMS = ("host_self", "host_total", "device_self", "device_total")
 def tensor_core_eligible_kernel_ratio(t: Any) -> float:
     """Kernel time of the lowest Tensor Core eligible ops / kernel time of all table ops (for the AMP advice)."""
     st = op_stats(t)
-    total = st["kernel_self"].to_numpy()[_table_rows(t, st)].sum()
+    kernel_self = st["kernel_self"].to_numpy()
+    if is_zeros_column(kernel_self):  # no kernel under any node
+        return 0.0
+    total = kernel_self[_table_rows(t, st)].sum()
     if total <= 0:
         return 0.0
     return float(st.loc[st["bottom_eligible"], "kernel_self"].sum() / total)
@@ -234,7 +238,7 @@ def operators(t: Any, group_by: str = "name") -> dict:
 def _group_sums(group: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
     """Per group 0..m-1, the sum of `values` (group m: left out); a column of zeros shared by every row (a
     CPU trace's device times) sums to zeros without a pass."""
-    if values.strides == (0,) and len(values) and values[0] == 0:
+    if is_zeros_column(values):
         return np.zeros(m)
     return np.bincount(group, weights=values, minlength=m + 1)[:m]
 

@@ -19,6 +19,11 @@ def zeros_column(n: int) -> np.ndarray:
     return np.broadcast_to(np.float64(0.0), (n,))
 
 
+def is_zeros_column(values: np.ndarray) -> bool:
+    """True for a `zeros_column` (one shared zero: its sums are zeros without a pass)."""
+    return values.ndim == 1 and values.strides == (0,) and len(values) > 0 and values[0] == 0
+
+
 def codes_and_texts(values: Any) -> tuple[np.ndarray, list[str]]:
     """int64 codes of a column's values and the text of each code (categorical as the reader makes it,
     or plain values from elsewhere; missing values read as "")."""

@@ -152,7 +152,12 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
         )
     start = ev["ts"].to_numpy(np.int64)[rows]
     end = start + ev["dur"].to_numpy(np.int64)[rows]
-    grp = group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    if pid.min() == pid.max() and tid.min() == tid.max():  # one thread in the whole trace
+        grp = np.zeros(n, dtype=np.int64)
+    else:
+        grp = group_codes(pid[rows], tid[rows])
+    del pid, tid
     order = _tree_order(grp, start, end, rows)
     if order is not None:
         # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
