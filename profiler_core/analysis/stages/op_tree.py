@@ -152,12 +152,7 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
         )
     start = ev["ts"].to_numpy(np.int64)[rows]
     end = start + ev["dur"].to_numpy(np.int64)[rows]
-    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    if pid.min() == pid.max() and tid.min() == tid.max():  # one thread in the whole trace
-        grp = np.zeros(n, dtype=np.int64)
-    else:
-        grp = group_codes(pid[rows], tid[rows])
-    del pid, tid
+    grp = group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
     order = _tree_order(grp, start, end, rows)
     if order is not None:
         # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
@@ -174,12 +169,22 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     span = int(max(start.max(), end.max())) - lo + 2
     if (int(grp.max()) + 1) * span >= 2**62:  # pragma: no cover - absurd time ranges
         raise ValueError("trace time range too large for the op tree")
+    # closed_i = the nodes whose (thread, end) key is at most i's (thread, start) key: counted from each node's
+    # q = the starts before its end (node j is closed at i when q_j <= i). A node with a length that ends by
+    # the next node's start (most: the leaves) has q = its position + 1; only the others are searched.
     # (closed counts the ends of earlier threads too: as many as the nodes before the thread's first, which
     # `pos` counts as well, so depth = pos - closed)
+    start_keys = composite(grp, start, lo, span)
     end_keys = composite(grp, end, lo, span)
-    end_keys.sort(kind="stable")  # ends come nearly in order: 10x quicker than quicksort (2.2M nodes: 0.13 s)
-    closed = np.searchsorted(end_keys, composite(grp, start, lo, span), side="right")
-    del end_keys
+    q = np.arange(1, n + 1, dtype=np.int64)
+    searched = end_keys <= start_keys  # zero length
+    searched[:-1] |= end_keys[:-1] > start_keys[1:]
+    far = np.flatnonzero(searched)
+    del searched
+    q[far] = np.searchsorted(start_keys, end_keys[far], side="left")
+    del start_keys, end_keys, far
+    closed = np.cumsum(np.bincount(q, minlength=n + 1)[:n])
+    del q
     zero = end == start
     if zero.any():  # zero-length nodes (none: nothing to correct)
         run_change = np.ones(n, dtype=bool)
