@@ -50,6 +50,22 @@ def _display_shape(dims: str) -> str:
         return dims
 
 
+def _eligible_up(parent: np.ndarray, is_op: np.ndarray, eligible: np.ndarray, below: np.ndarray) -> None:
+    """Up the tree from the eligible nodes, in place: every ancestor of one has an eligible node `below`; an op
+    whose child is eligible is eligible. The walks touch only those nodes and their ancestors, a level at a
+    time (not every node at every depth)."""
+    up = parent[eligible]
+    while len(up := up[up >= 0]):
+        up = up[~below[up]]
+        below[up] = True
+        up = parent[up]
+    up = parent[eligible]
+    while len(up := up[up >= 0]):
+        up = up[is_op[up] & ~eligible[up]]
+        eligible[up] = True
+        up = parent[up]
+
+
 @stage(stages_node_stats)
 def op_stats(t: Any) -> pd.DataFrame:
     """`stages.node_stats` plus Tensor Core columns: `tc_self` (Tensor Core kernel ns launched by the node),
@@ -60,7 +76,6 @@ def op_stats(t: Any) -> pd.DataFrame:
     n = len(st)
     is_op = st["is_op"].to_numpy()
     parent = st["parent"].to_numpy().astype(np.int64)
-    depth = st["depth"].to_numpy()
     rows = st["row"].to_numpy()
     eligible = name_mask(ev, is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
@@ -73,17 +88,7 @@ def op_stats(t: Any) -> pd.DataFrame:
         eligible |= is_op & (tc_self > 0)
     else:
         tc_self = zeros_column(n)
-    has_parent = parent >= 0
-    for d in range(int(depth.max()) if n and eligible.any() else 0, 0, -1):  # children before parents
-        sel = np.flatnonzero((depth == d) & has_parent)
-        if len(sel) == 0:
-            continue
-        p = parent[sel]
-        below = eligible[sel] | has_eligible_below[sel]
-        has_eligible_below[p[below]] = True
-        inherit = np.zeros(n, dtype=bool)
-        inherit[p[eligible[sel]]] = True
-        eligible |= inherit & is_op
+    _eligible_up(parent, is_op, eligible, has_eligible_below)
     cols = {c: st[c].array if c == "name" else st[c].to_numpy() for c in st.columns}
     cols.update(tc_self=tc_self, tc_eligible=eligible, bottom_eligible=eligible & ~has_eligible_below)
     return pd.DataFrame(cols, copy=False)
