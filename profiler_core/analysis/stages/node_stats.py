@@ -34,12 +34,14 @@ def _siblings_apart(parent: np.ndarray, cs: np.ndarray, ce: np.ndarray, parent_d
     the children sorted by their node's depth (a radix sort of small numbers) then by position are grouped by
     node (each node's children one run), and each ends by the next one's start (so their union's length is the
     sum of their lengths)."""
-    order = np.argsort(
-        parent_depth.astype(np.int16) if int(parent_depth.max()) < 2**15 else parent_depth, kind="stable"
-    )
+    top = int(parent_depth.max())
+    small = np.int8 if top < 2**7 else np.int16 if top < 2**15 else parent_depth.dtype  # (radix sorts)
+    order = np.argsort(parent_depth.astype(small, copy=False), kind="stable")
     p = parent[order]
     change = p[1:] != p[:-1]
-    if int(np.count_nonzero(change)) + 1 != int(np.count_nonzero(np.bincount(p))):
+    has_children = np.zeros(int(p.max()) + 1, dtype=bool)  # (children: at least one)
+    has_children[p] = True
+    if int(np.count_nonzero(change)) + 1 != int(np.count_nonzero(has_children)):
         return False
     apart = ce[order[:-1]] <= cs[order[1:]]
     apart |= change
