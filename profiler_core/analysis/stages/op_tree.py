@@ -83,7 +83,8 @@ def _adopt_inside_repaired(
 
 
 #: up to this depth the candidate parents are found level by level (a few quick passes over the nodes each, about
-#: a tenth of the cost of the one search over all nodes sorted by level that deeper trees take)
+#: a third of the cost of the one search over all nodes sorted by level that deeper trees take: 2.2M nodes of depth 4,
+#: 55 ms against 146 ms)
 LEVEL_PASSES_MAX = 10
 
 
