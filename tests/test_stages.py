@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from profiler_core.analysis.stages import op_tree as op_tree_module
 from profiler_core.analysis.stages.classify import communication_mask, is_communication, is_dataloader
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops, link_launches_to_ops
 from profiler_core.analysis.stages.op_tree import innermost_op_at, op_tree
@@ -326,8 +327,12 @@ def _reference_parents(nodes):
     return out
 
 
+@pytest.mark.parametrize("tids", [(1, 2, 3), (1,)])
+@pytest.mark.parametrize("by_level", [True, False])
 @pytest.mark.parametrize("seed", range(8))
-def test_op_tree_matches_a_stack_walk_on_random_nesting(seed):
+def test_op_tree_matches_a_stack_walk_on_random_nesting(seed, by_level, tids, monkeypatch):
+    # both ways of finding the candidate parents: level by level (shallow trees) and one search (deep ones)
+    monkeypatch.setattr(op_tree_module, "LEVEL_PASSES_MAX", 10 if by_level else -1)
     rng = np.random.default_rng(seed)
     nodes = []
 
@@ -344,7 +349,7 @@ def test_op_tree_matches_a_stack_walk_on_random_nesting(seed):
                 grow(tid, t + int(rng.integers(0, 2)), t + d - int(rng.integers(0, 2)), depth + 1)
             t += d + int(rng.integers(0, 3))
 
-    for tid in (1, 2, 3):
+    for tid in tids:
         grow(tid, 0, 1000, 0)
     t = make_trace([op(n, s, e - s, tid=tid) for n, tid, s, e in nodes])
     ev = t.events
@@ -410,3 +415,34 @@ def test_mpi_collectives_are_collective_calls_with_their_communicator_as_group()
     assert c["group_size"].tolist() == [4, 2]
     assert c["dur"].tolist() == [50_000, 5_000]  # ns: the CPU call (no NCCL kernel)
     assert c["bytes"].tolist()[0] == 40 and not c["is_wait"].any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_children_cover_sum_of_apart_siblings_equals_the_union(seed):
+    # node_stats' shortcut (siblings one after another: the sum of their lengths) gives the union's length,
+    # and falls back to the union where siblings overlap or come interleaved
+    from profiler_core.analysis.stages import node_stats as ns
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    depth = rng.integers(0, 4, n)
+    start = np.sort(rng.integers(0, 1000, n)).astype(np.int64)
+    end = start + rng.integers(0, 500, n)
+    taken = []
+    for apart in (True, False):
+        parent = np.sort(rng.integers(0, n, 200)) if apart else rng.integers(0, n, 200)
+        cs = np.empty(200, np.int64)
+        for p in np.unique(parent):  # apart: each node's children in order, gaps (or touching) between them
+            k = np.flatnonzero(parent == p)
+            cuts = np.sort(rng.integers(start[p] - 5, end[p] + 5, len(k)))
+            cs[k] = cuts
+        ce = cs + (rng.integers(0, 3, 200) if apart else rng.integers(0, 400, 200))
+        if apart:
+            ce = np.minimum(ce, np.append(cs[1:], ce[-1]))
+        clipped_s = np.maximum(cs, start[parent])  # (as _children_cover clips them)
+        clipped_e = np.maximum(np.minimum(ce, end[parent]), clipped_s)
+        taken.append(ns._siblings_apart(parent, clipped_s, clipped_e, depth[parent]))
+        fast = ns._children_cover(n, start, end, parent, cs.copy(), ce.copy(), depth=depth)
+        slow = ns._children_cover(n, start, end, parent, cs.copy(), ce.copy())
+        assert np.array_equal(fast, slow)
+    assert taken == [True, False]

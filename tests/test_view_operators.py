@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tb_plugin.views import operators
@@ -175,3 +176,31 @@ def test_invariants_on_a_synthetic_gpu_trace():
     assert by["aten::empty"]["host_self_us"] == pytest.approx(3000 * 7.0)  # 10 µs minus the 3 µs launch
     assert sum(by[f"aten::op{k}"]["calls"] for k in range(50)) == 3000
     assert all(by[f"aten::op{k}"]["host_self_us"] == pytest.approx(60 * 5.0) for k in range(50))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_eligible_walk_up_matches_the_level_sweep(seed):
+    # op_stats' walk up from the eligible nodes gives what a sweep over every level (deepest first) gives
+    from tb_plugin.views.operators import _eligible_up
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    parent = np.full(n, -1, np.int64)
+    depth = np.zeros(n, np.int64)
+    for i in range(1, n):
+        if rng.random() < 0.9:
+            parent[i] = int(rng.integers(0, i))
+            depth[i] = depth[parent[i]] + int(rng.integers(1, 3))  # (merged nodes: a parent two levels up)
+    is_op = rng.random(n) < 0.7
+    start = rng.random(n) < 0.05
+    want_e, want_b = start.copy(), np.zeros(n, dtype=bool)
+    for d in range(int(depth.max()), 0, -1):
+        sel = np.flatnonzero((depth == d) & (parent >= 0))
+        p = parent[sel]
+        want_b[p[want_e[sel] | want_b[sel]]] = True
+        inherit = np.zeros(n, dtype=bool)
+        inherit[p[want_e[sel]]] = True
+        want_e |= inherit & is_op
+    got_e, got_b = start.copy(), np.zeros(n, dtype=bool)
+    _eligible_up(parent, is_op, got_e, got_b)
+    assert np.array_equal(got_e, want_e) and np.array_equal(got_b, want_b)

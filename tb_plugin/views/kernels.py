@@ -125,6 +125,8 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     time descending, then the group keys."""
     if group_by not in GROUP_BY:
         raise BadRequest(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
+    if not category_mask(t.events, ("kernel",)).any():  # (a CPU trace: no per-event codes to make)
+        return {"rows": []}
     name_codes, names = codes_and_texts(t.events["name"].array)
     k = _kernel_columns(t, name_codes)
     if len(k["dur"]) == 0:

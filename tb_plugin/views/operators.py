@@ -14,6 +14,7 @@ from profiler_core.analysis.stages.columns import (
     category_mask,
     codes_and_texts,
     first_position_by_key,
+    is_zeros_column,
     lookup,
     name_mask,
     ns_to_us,
@@ -49,6 +50,22 @@ def _display_shape(dims: str) -> str:
         return dims
 
 
+def _eligible_up(parent: np.ndarray, is_op: np.ndarray, eligible: np.ndarray, below: np.ndarray) -> None:
+    """Up the tree from the eligible nodes, in place: every ancestor of one has an eligible node `below`; an op
+    whose child is eligible is eligible. The walks touch only those nodes and their ancestors, a level at a
+    time (not every node at every depth)."""
+    up = parent[eligible]
+    while len(up := up[up >= 0]):
+        up = up[~below[up]]
+        below[up] = True
+        up = parent[up]
+    up = parent[eligible]
+    while len(up := up[up >= 0]):
+        up = up[is_op[up] & ~eligible[up]]
+        eligible[up] = True
+        up = parent[up]
+
+
 @stage(stages_node_stats)
 def op_stats(t: Any) -> pd.DataFrame:
     """`stages.node_stats` plus Tensor Core columns: `tc_self` (Tensor Core kernel ns launched by the node),
@@ -59,7 +76,6 @@ def op_stats(t: Any) -> pd.DataFrame:
     n = len(st)
     is_op = st["is_op"].to_numpy()
     parent = st["parent"].to_numpy().astype(np.int64)
-    depth = st["depth"].to_numpy()
     rows = st["row"].to_numpy()
     eligible = name_mask(ev, is_tc_eligible_op)[rows]
     has_eligible_below = np.zeros(n, dtype=bool)
@@ -72,17 +88,7 @@ def op_stats(t: Any) -> pd.DataFrame:
         eligible |= is_op & (tc_self > 0)
     else:
         tc_self = zeros_column(n)
-    has_parent = parent >= 0
-    for d in range(int(depth.max()) if n else 0, 0, -1):  # children before parents
-        sel = np.flatnonzero((depth == d) & has_parent)
-        if len(sel) == 0:
-            continue
-        p = parent[sel]
-        below = eligible[sel] | has_eligible_below[sel]
-        has_eligible_below[p[below]] = True
-        inherit = np.zeros(n, dtype=bool)
-        inherit[p[eligible[sel]]] = True
-        eligible |= inherit & is_op
+    _eligible_up(parent, is_op, eligible, has_eligible_below)
     cols = {c: st[c].array if c == "name" else st[c].to_numpy() for c in st.columns}
     cols.update(tc_self=tc_self, tc_eligible=eligible, bottom_eligible=eligible & ~has_eligible_below)
     return pd.DataFrame(cols, copy=False)
@@ -168,6 +174,11 @@ def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return call_stack, py_leaf, per_value(pd.Series(call_stack), bool) | (py_leaf >= 0)
 
 
+def _stack_mask(t: Any, rows: np.ndarray) -> np.ndarray:
+    """`_has_stack(t, rows)[2]` without taking the rows' texts: whether the events at `rows` have a stack."""
+    return per_value(t.events["call_stack"], bool)[rows] | (python_leaf_frames(t, rows) >= 0)
+
+
 def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
     """The operator-table nodes (optionally of one name) with input dims, call stack and stack availability."""
     st = node_stats(t)
@@ -191,7 +202,10 @@ _SUMS = ("host_self", "host_total", "device_self", "device_total")
 def tensor_core_eligible_kernel_ratio(t: Any) -> float:
     """Kernel time of the lowest Tensor Core eligible ops / kernel time of all table ops (for the AMP advice)."""
     st = op_stats(t)
-    total = st["kernel_self"].to_numpy()[_table_rows(t, st)].sum()
+    kernel_self = st["kernel_self"].to_numpy()
+    if is_zeros_column(kernel_self):  # no kernel under any node
+        return 0.0
+    total = kernel_self[_table_rows(t, st)].sum()
     if total <= 0:
         return 0.0
     return float(st.loc[st["bottom_eligible"], "kernel_self"].sum() / total)
@@ -226,6 +240,14 @@ def operators(t: Any, group_by: str = "name") -> dict:
     return {**res, "rows": [dict(r) for r in res["rows"]]}  # callers may edit their copy
 
 
+def _group_sums(group: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """Per group 0..m-1, the sum of `values` (group m: left out); a column of zeros shared by every row (a
+    CPU trace's device times) sums to zeros without a pass."""
+    if is_zeros_column(values):
+        return np.zeros(m)
+    return np.bincount(group, weights=values, minlength=m + 1)[:m]
+
+
 def _operators(t: Any, group_by: str) -> dict:
     """The table, aggregated with bincounts over group codes (no per-node frame: the table's nodes are
     most of a trace's events, and a frame of them was this view's peak memory)."""
@@ -246,9 +268,16 @@ def _operators(t: Any, group_by: str) -> dict:
         inverse, groups = name_codes, np.arange(len(name_values))
     m = len(groups)
     calls = np.bincount(inverse, minlength=m)
-    sums = {c: np.bincount(inverse, weights=st[c].to_numpy()[where], minlength=m) for c in _SUMS}
-    tc = np.bincount(inverse, weights=st["tc_eligible"].to_numpy()[where], minlength=m) > 0
-    stack = np.bincount(inverse, weights=_has_stack(t, rows)[2], minlength=m) > 0
+    # the sums over every node, those outside the table in one more group (m): no copy of each column's
+    # table part (the same additions in the same order)
+    group_of_node = np.full(len(st), m, dtype=np.int64)
+    group_of_node[where] = inverse
+    sums = {c: _group_sums(group_of_node, st[c].to_numpy(), m) for c in _SUMS}
+    del group_of_node
+    tc = np.zeros(m, dtype=bool)
+    tc[inverse[st["tc_eligible"].to_numpy()[where]]] = True
+    stack = np.zeros(m, dtype=bool)
+    stack[inverse[_stack_mask(t, rows)]] = True
     device = _has_device(t)
     metric = "device_self" if device else "host_self"
     out = []

@@ -52,12 +52,17 @@ _TC_WORDS = re.compile(r"(?:^|[^a-z0-9])tensorop|_mi\d+x\d+x\d+|(?:^|[^a-z0-9])x
 NOT_TC_MARKERS = ("simt", "ffma", "hfma2", "dfma")
 
 
+#: the fragments above as one search each (a name is tested against every fragment in one pass)
+_NOT_TC = re.compile("|".join(map(re.escape, NOT_TC_MARKERS)))
+_TC_ANY = re.compile("|".join(map(re.escape, TC_KERNEL_PATTERNS)))
+
+
 def uses_tensor_cores(kernel_name: str) -> bool:
     """True if a kernel's name places it in a Tensor Core / Matrix Core family (see the module docstring)."""
     name = str(kernel_name).lower()
-    if any(m in name for m in NOT_TC_MARKERS):
+    if _NOT_TC.search(name) is not None:
         return False
-    if any(p in name for p in TC_KERNEL_PATTERNS) or _TC_WORDS.search(name) is not None:
+    if _TC_ANY.search(name) is not None or _TC_WORDS.search(name) is not None:
         return True
     return "cutlass" in name and "tensorop" in name
 

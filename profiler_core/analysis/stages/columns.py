@@ -19,6 +19,11 @@ def zeros_column(n: int) -> np.ndarray:
     return np.broadcast_to(np.float64(0.0), (n,))
 
 
+def is_zeros_column(values: np.ndarray) -> bool:
+    """True for a `zeros_column` (one shared zero: its sums are zeros without a pass)."""
+    return values.ndim == 1 and values.strides == (0,) and len(values) > 0 and values[0] == 0
+
+
 def codes_and_texts(values: Any) -> tuple[np.ndarray, list[str]]:
     """int64 codes of a column's values and the text of each code (categorical as the reader makes it,
     or plain values from elsewhere; missing values read as "")."""
@@ -33,12 +38,28 @@ def codes_and_texts(values: Any) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int64), [str(v) for v in uniq]
 
 
+#: up to this many values per_value's answer is made by comparing the codes with each (else by a gather)
+FEW_COMPARES = 4
+
+
 def per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
     """Evaluate `fn` once per distinct value of a (categorical) column; boolean array per row."""
     if isinstance(col.dtype, pd.CategoricalDtype):
         cats = col.cat.categories
         vals = np.fromiter((bool(fn(c)) for c in cats), dtype=bool, count=len(cats))
         codes = col.cat.codes.to_numpy()
+        yes = np.flatnonzero(vals)
+        if len(yes) <= FEW_COMPARES:  # a few values hold (a category mask): compares of the small codes are
+            out = codes == yes[0] if len(yes) else np.zeros(len(codes), dtype=bool)  # quicker than a gather
+            for c in yes[1:]:
+                out |= codes == c
+            return out
+        no = np.flatnonzero(~vals)
+        if len(no) <= FEW_COMPARES:  # (missing values are code -1: never true)
+            out = codes >= 0
+            for c in no:
+                out &= codes != c
+            return out
         if not len(codes) or codes.min() >= 0:  # no missing value (the reader's columns): one gather
             return vals.take(codes)
         out = np.zeros(len(codes), dtype=bool)

@@ -47,6 +47,8 @@ def _resolve_merged(t: Any, op_rows: np.ndarray) -> np.ndarray:
 def _build_launch_links(t: Any) -> pd.DataFrame:
     ev = t.events
     rows = np.flatnonzero(category_mask(ev, LAUNCH_CATS))
+    if len(rows) == 0:  # no launch call (a CPU trace): no External id map to build
+        return pd.DataFrame({"row": rows, "op": np.zeros(0, np.int64), "correlation": np.zeros(0, np.int64)})
     ext = ev["external_id"].to_numpy(np.int64)[rows]
     keys, vals = ext_to_op(t)
     op = lookup(keys, vals, ext)

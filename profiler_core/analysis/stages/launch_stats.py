@@ -29,6 +29,12 @@ def device_properties(t: Any) -> dict[int, dict]:
 # ------------------------------------------------------------------------------------------- launch shapes
 #: ROCm launch calls whose `grid` is the global work size in work-items (hipLaunchKernel's is in blocks)
 WORK_ITEM_GRID_LAUNCHES = frozenset({"hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel"})
+
+
+def _is_work_item_launch(name: str) -> bool:
+    return name in WORK_ITEM_GRID_LAUNCHES
+
+
 _AMD_NAME_HINTS = ("amd", "instinct", "radeon", "gfx")
 
 
@@ -50,18 +56,21 @@ def _launch_stats(t: Any) -> pd.DataFrame:
     if len(rows):
         launch = launch_calls(t, rows)
         has = launch >= 0
-        if has.any():  # ROCm kernels may carry the shape only on their launch call
+        if has.any():  # ROCm kernels may carry the shape only on their launch call (read where they lack it)
             lr = launch[has]
             for j, c in enumerate(("grid_x", "grid_y", "grid_z")):
-                v = t.arg(c, lr).astype(np.int64)
-                grid[has, j] = np.where(grid[has, j] > 0, grid[has, j], v)
+                need = has & (grid[:, j] <= 0)
+                if need.any():
+                    grid[need, j] = t.arg(c, launch[need]).astype(np.int64)
             for j, c in enumerate(("block_x", "block_y", "block_z")):
-                v = t.arg(c, lr).astype(np.int64)
-                block[has, j] = np.where(block[has, j] > 0, block[has, j], v)
-            sh = t.arg("shared_memory", lr).astype(np.int64)
-            shared[has] = np.where(shared[has] >= 0, shared[has], sh)
+                need = has & (block[:, j] <= 0)
+                if need.any():
+                    block[need, j] = t.arg(c, launch[need]).astype(np.int64)
+            need = has & (shared < 0)
+            if need.any():
+                shared[need] = t.arg("shared_memory", launch[need]).astype(np.int64)
             work_items = np.zeros(len(rows), dtype=bool)
-            work_items[has] = name_mask(ev, WORK_ITEM_GRID_LAUNCHES.__contains__)[lr]
+            work_items[has] = name_mask(ev, _is_work_item_launch)[lr]
             if work_items.any():  # global work size -> work-groups, axis by axis
                 b = np.maximum(block[work_items], 1)
                 grid[work_items] = (grid[work_items] + b - 1) // b

@@ -29,11 +29,38 @@ from .registry import stage
 __all__ = ["node_stats"]
 
 
+def _siblings_apart(parent: np.ndarray, cs: np.ndarray, ce: np.ndarray, parent_depth: np.ndarray) -> bool:
+    """True when the children (given in tree order) of each node come one after another without overlapping:
+    the children sorted by their node's depth (a radix sort of small numbers) then by position are grouped by
+    node (each node's children one run), and each ends by the next one's start (so their union's length is the
+    sum of their lengths)."""
+    top = int(parent_depth.max())
+    small = np.int8 if top < 2**7 else np.int16 if top < 2**15 else parent_depth.dtype  # (radix sorts)
+    order = np.argsort(parent_depth.astype(small, copy=False), kind="stable")
+    p = parent[order]
+    change = p[1:] != p[:-1]
+    has_children = np.zeros(int(p.max()) + 1, dtype=bool)  # (children: at least one)
+    has_children[p] = True
+    if int(np.count_nonzero(change)) + 1 != int(np.count_nonzero(has_children)):
+        return False
+    apart = ce[order[:-1]] <= cs[order[1:]]
+    apart |= change
+    return bool(apart.all())
+
+
 def _children_cover(
-    n: int, start: np.ndarray, end: np.ndarray, parent: np.ndarray, cs: np.ndarray, ce: np.ndarray
+    n: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    parent: np.ndarray,
+    cs: np.ndarray,
+    ce: np.ndarray,
+    depth: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per node (0..n-1): the length of the union of its children's ranges [cs, ce) clipped to the node's own
-    [start, end) (`parent` gives each child's node).
+    [start, end) (`parent` gives each child's node). With `depth` (each node's), the children come in tree
+    order (the op tree's): where siblings do not overlap (`_siblings_apart`) the union's length is the sum of
+    theirs, without sorting them.
 
     `cs` and `ce` (int64) are worked on in place and left overwritten: the caller's arrays stay alive for the
     whole call, so a copy of either would add to the peak. Each temporary is dropped as soon as it is used:
@@ -44,6 +71,9 @@ def _children_cover(
     np.maximum(cs, start[parent], out=cs)
     np.minimum(ce, end[parent], out=ce)
     np.maximum(ce, cs, out=ce)
+    if depth is not None and _siblings_apart(parent, cs, ce, depth[parent]):
+        ce -= cs  # (integers: the same sums in any order)
+        return np.bincount(parent, weights=ce.astype(np.float64), minlength=n)
     lo = int(cs.min())
     span = int(ce.max()) - lo + 1
     if (int(parent.max()) + 1) * span < 2**62:
@@ -127,6 +157,7 @@ def node_stats(t: Any) -> pd.DataFrame:
         np.concatenate([parent[has_parent], hn[ok]]),
         np.concatenate([start[has_parent], cs]),
         np.concatenate([end[has_parent], cs + ev["dur"].to_numpy(np.int64)[calls[ok]]]),
+        depth=None if ok.any() else depth,  # (only the tree's children: in tree order)
     )
     del cs
     host_total = (end - start).astype(np.float64)

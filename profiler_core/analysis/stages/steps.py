@@ -45,7 +45,7 @@ def _steps(t: Any) -> pd.DataFrame:
     srows = np.flatnonzero(is_step)
     if len(srows):
         srows = srows[np.lexsort((srows, ts[srows]))]
-        names = [_step_number(str(n)) for n in ev["name"].to_numpy()[srows]]
+        names = [_step_number(str(n)) for n in ev["name"].take(srows).to_numpy()]  # (not every row's text)
         hs, he = ts[srows], te[srows]
     else:  # no ProfilerStep: one step "0" over the whole trace window (never the profiler's own `Trace` span)
         sel = ~category_mask(ev, (TRACE,))
