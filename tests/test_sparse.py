@@ -37,6 +37,21 @@ def test_rows_and_values_give_the_dense_column_back():
         col.dense(np.ones(5, bool))  # a mask of another length
 
 
+def test_reading_the_columns_own_rows_gives_its_values_as_a_copy():
+    col = SparseColumn(6, np.array([1, 4], np.int32), np.array([7, 9], np.int32), -1)
+    for rows in (col.rows, np.array([1, 4], np.int64), np.array([1, 4], np.uint32), [1, 4]):
+        out = col.dense(rows)
+        assert out.tolist() == [7, 9] and out.dtype == np.int32
+        out[0] = 0  # the caller's array, never the column's
+        assert col.values.tolist() == [7, 9]
+    assert col.dense(np.array([False, True, False, False, True, False])).tolist() == [7, 9]
+    assert col.dense([4, 1]).tolist() == [9, 7] and col.dense([1, 5]).tolist() == [7, -1]  # not its rows
+    texts = SparseColumn(4, np.array([0, 2], np.int32), np.array([1, 0], np.int32), "", np.array(["a", "b"], object))
+    out = texts.dense(texts.rows)
+    assert out.tolist() == ["b", "a"] and out.dtype == object
+    assert texts.dense([2, 0]).tolist() == ["a", "b"] and texts.dense([0, 1]).tolist() == ["b", ""]
+
+
 @pytest.mark.parametrize("n", [0, 5])
 def test_an_empty_column(n):
     col = SparseColumn.empty(n, "int32", 0)
