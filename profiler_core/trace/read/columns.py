@@ -109,6 +109,7 @@ class _Interner:
         self.raw: dict[Any, int] = {}  # raw decoded value -> code
         self.convert = convert or _to_text
         self.strict = strict  # lists/objects raise TypeError (else: keyed by their JSON text)
+        self.by_raw: dict[Any, int] = {}  # (the native reader) raw JSON text of a value -> code
 
     def intern(self, text: str) -> int:
         """The code of an already converted text."""

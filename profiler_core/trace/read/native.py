@@ -368,7 +368,16 @@ class _Build:
             return np.empty(0, np.int32)
         used = np.flatnonzero(np.bincount(idx + 1, minlength=1)) - 1
         table = np.zeros(len(self.raws) + 1, dtype=np.int32)
-        table[used + 1] = interner.add([value_of(int(u)) for u in used])
+        raws, known = self.raws, interner.by_raw  # (a text met in an earlier piece: no decode, no conversion)
+        at = used.tolist()
+        keys = [raws[u] if u >= 0 else None for u in at]
+        try:
+            table[used + 1] = [known[k] for k in keys]
+        except KeyError:
+            new = [(u, k) for u, k in zip(at, keys) if k not in known]
+            for (_, k), c in zip(new, interner.add([value_of(u) for u, _ in new]).tolist()):
+                known[k] = c
+            table[used + 1] = [known[k] for k in keys]
         return table[idx + 1]
 
     def labels(self, values: np.ndarray, label_idx: np.ndarray) -> np.ndarray:
