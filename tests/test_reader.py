@@ -424,3 +424,23 @@ def test_execution_trace_is_refused(shared_traces):
         missing(f"{et} is absent")
     with pytest.raises(TraceReadError, match=r"a PyTorch execution trace \(schema, nodes; no traceEvents\)"):
         read_trace(et)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [],
+        [(1, 2, "process_name", "python"), (3, 0, "thread_name", "thread 3 (python)")],
+        [(1, 2, "process_sort_index", 5), (3, 0, "thread_name", None)],  # not all texts: pandas' inference
+        [(1, 2, "process_name", "a"), (3, 0, "x", [1, 2])],
+    ],
+)
+def test_the_names_frame_is_built_as_pandas_infers_it(rows):
+    from profiler_core.trace.model import NAME_COLUMNS
+    from profiler_core.trace.read.columns import _names_frame
+
+    ref = pd.DataFrame(rows, columns=list(NAME_COLUMNS))
+    ref = ref.astype({"pid": np.int64, "tid": np.int64, "kind": object, "value": object})
+    got = _names_frame(rows)
+    pd.testing.assert_frame_equal(got, ref, check_column_type=True, check_index_type=True)
+    assert [type(v) for v in got["value"]] == [type(v) for v in ref["value"]]

@@ -919,8 +919,7 @@ class _Builder:
         ):
             fdata[c] = interner.categorical(fdata[c].astype(np.int32, copy=False))
         flows_df = pd.DataFrame({c: fdata[c] for c in FLOW_COLUMNS}, copy=False)
-        names = pd.DataFrame(self.names, columns=list(NAME_COLUMNS))
-        names = names.astype({"pid": np.int64, "tid": np.int64, "kind": object, "value": object})
+        names = _names_frame(self.names)
         warnings = [f"{n} {what}" for what, n in sorted(self.counts.items())]
         warnings += [f"{n} non-numeric values of {c!r} treated as missing" for c, n in sorted(self.bad.items())]
         if self.labels.beyond:
@@ -941,6 +940,25 @@ class _Builder:
             labels=dict(self.labels.by_code),
             sparse=share_rows(sparse),
         )
+
+
+def _names_frame(rows: list[tuple]) -> pd.DataFrame:
+    """The names frame of (pid, tid, kind, value) rows: pid and tid int64, kind and value objects."""
+    import pandas as pd
+
+    if all(type(r[2]) is str and type(r[3]) is str for r in rows):  # the usual: texts (no inference, no astype)
+        pid, tid, kind, value = zip(*rows) if rows else ((), (), (), ())
+        return pd.DataFrame(
+            {
+                "pid": np.array(pid, np.int64),
+                "tid": np.array(tid, np.int64),
+                "kind": pd.Series(kind, dtype=object),
+                "value": pd.Series(value, dtype=object),
+            },
+            copy=False,
+        )
+    names = pd.DataFrame(rows, columns=list(NAME_COLUMNS))
+    return names.astype({"pid": np.int64, "tid": np.int64, "kind": object, "value": object})
 
 
 #: the pid label of the device events in torch.autograd.profiler's pre-Kineto chrome export
