@@ -358,3 +358,34 @@ def test_a_missing_kernel_name_groups_as_empty_text_not_as_another_name():
         assert sum(r["calls"] for r in rows) == len(kernel_rows)
         assert sum(r["total_us"] for r in rows) == pytest.approx(want_total)
     assert kernels.kernels(a) == kernels.kernels(b)
+
+
+def test_codes_of_row_tuples_number_them_by_first_appearance():
+    import numpy as np
+    import pandas as pd
+
+    from tb_plugin.views.kernels import _codes
+
+    rng = np.random.default_rng(1)
+    cols = [rng.integers(-3, 4, 500), rng.integers(0, 2, 500), rng.integers(10, 13, 500)]
+    tuples = list(zip(*(c.tolist() for c in cols)))
+    expected = pd.factorize(pd.Index(tuples, tupleize_cols=False))[0]
+    assert _codes(*cols).tolist() == expected.tolist()
+    huge = [np.array([0, 2**40, 0, 5]), np.array([2**40, 0, 2**40, 1]), np.array([-(2**40), 7, -(2**40), 7])]
+    assert _codes(*huge).tolist() == [0, 1, 0, 2]  # ranges beyond int64 together: factorized pairwise
+    assert _codes(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_theoretical_occupancy_with_properties_that_cannot_be_a_key():
+    import numpy as np
+
+    from tb_plugin.views.kernels import _theoretical
+
+    v100 = {"name": "Tesla V100-DGXS-32GB", "computeMajor": 7, "computeMinor": 0, "maxThreadsPerBlock": 1024,
+            "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "regsPerMultiprocessor": 65536,
+            "warpSize": 32, "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 98304, "numSms": 80,
+            "sharedMemPerBlockOptin": 98304}  # fmt: skip
+    args = (np.array([0, 0]), np.array([256, 128]), np.array([32, 64]), np.array([0, 1024]))
+    plain = _theoretical({0: v100}, *args)
+    odd = _theoretical({0: {**v100, "extra": [1, 2]}}, *args)  # a list: computed without the memo
+    assert np.isfinite(plain).all() and np.array_equal(plain, odd)

@@ -8,6 +8,8 @@ A field the group's launches do not share is None; `launch_configs` counts the d
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,16 @@ GROUP_BY = KERNELS_GROUP_BY.choices
 CONFIG = ("grid", "block", "registers_per_thread", "shared_memory")
 SPLIT = ("static_shared_memory", "dynamic_shared_memory")  # our converter's args; Kineto writes no split
 NO_OP = "N/A"  # kernels whose launch could not be tied to an operator
+
+
+class _All:
+    """Every group (name_op_config: the launch fields are keys, shared by the group)."""
+
+    def __getitem__(self, gi: int) -> bool:
+        return True
+
+
+_ALL = _All()
 
 
 def _kernel_columns(t: Any, name_codes: np.ndarray) -> dict[str, np.ndarray]:
@@ -79,6 +91,17 @@ def _codes(*cols: np.ndarray) -> np.ndarray:
     """Dense int64 codes of the row tuples of equal-length integer columns (first-appearance order)."""
     if len(cols) == 1:
         return pd.factorize(cols[0])[0].astype(np.int64)
+    if len(cols[0]):  # one mixed-radix key of the tuples where it fits in int64: one factorize (same codes)
+        key, span = np.zeros(len(cols[0]), np.int64), 1
+        for c in cols:
+            lo, hi = int(c.min()), int(c.max())
+            span *= hi - lo + 1
+            if span >= 1 << 62:
+                break
+            key *= hi - lo + 1
+            key += c - lo
+        else:
+            return pd.factorize(key)[0].astype(np.int64)
     codes = pd.factorize(cols[0])[0].astype(np.int64)
     for c in cols[1:]:
         part, uniq = pd.factorize(c)
@@ -98,8 +121,6 @@ def _theoretical(
     """The occupancy (0..1) the launch configuration allows on its device: resident warps / the SM's
     maximum, by CUDA's occupancy calculator with the kernel's shared memory opted in (a kernel that ran with
     more than 48 KiB did opt in); NaN when the device or the configuration is unknown."""
-    from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm
-
     if len(device) == 0:
         return np.full(0, np.nan)
     # one calculation per distinct (device, block size, registers, shared memory): codes, not a dict per kernel
@@ -107,17 +128,45 @@ def _theoretical(
     first = np.full(int(key.max()) + 1, len(key), np.int64)
     np.minimum.at(first, key, np.arange(len(key)))
     vals = np.full(len(first), np.nan)
+    keys: dict[int, tuple | None] = {}
     for j, i in enumerate(first.tolist()):
         dev, bs, r, sm = int(device[i]), int(block_size[i]), int(regs[i]), int(smem[i])
         p = props.get(dev)
         if p and bs > 0 and r >= 0 and sm >= 0:
-            try:
-                warp = int(p.get("warpSize", 32))
-                res = active_blocks_per_sm(p, bs, r, 0, sm, opt_in=True)  # it ran: it opted in
-                vals[j] = min(1.0, res.active_blocks * (-(-bs // warp)) * warp / int(p["maxThreadsPerMultiprocessor"]))
-            except (UnknownDevice, ValueError, KeyError, TypeError, ZeroDivisionError):
-                vals[j] = np.nan
+            if dev not in keys:
+                keys[dev] = _props_key(p)
+            pk = keys[dev]
+            vals[j] = _theoretical_one(pk, bs, r, sm) if pk is not None else _theoretical_of(p, bs, r, sm)
     return vals[key]
+
+
+def _props_key(p: dict) -> tuple | None:
+    """A hashable key of a device's properties (each value with its type); None when one is not hashable."""
+    try:
+        key = tuple(sorted((k, type(v).__name__, v) for k, v in p.items()))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _theoretical_one(props_key: tuple, bs: int, regs: int, smem: int) -> float:
+    """`_theoretical_of` memoised by the device's properties and the configuration (the files of a run share
+    their devices and most of their kernels' configurations)."""
+    return _theoretical_of({k: v for k, _, v in props_key}, bs, regs, smem)
+
+
+def _theoretical_of(p: dict, bs: int, regs: int, smem: int) -> float:
+    """The theoretical occupancy of one configuration on the device of properties `p` (NaN: unknown)."""
+    from profiler_core.cuda.occupancy import UnknownDevice, active_blocks_per_sm
+
+    try:
+        warp = int(p.get("warpSize", 32))
+        res = active_blocks_per_sm(p, bs, regs, 0, smem, opt_in=True)  # it ran: it opted in
+        return min(1.0, res.active_blocks * (-(-bs // warp)) * warp / int(p["maxThreadsPerMultiprocessor"]))
+    except (UnknownDevice, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return math.nan
 
 
 def kernels(t: Any, group_by: str = "name") -> dict:
@@ -151,22 +200,27 @@ def kernels(t: Any, group_by: str = "name") -> dict:
 
     dur = k["dur"]
     frame = {"dur": dur}
+    # durations are whole ns: their sums are exact in any order (bincount); the weighted values' sums keep
+    # pandas' compensated summation
+    sums = {"dur": np.bincount(gid, weights=dur, minlength=m)}
     for c, has in (
         ("bps", k["bps"] > 0),
         ("occ", np.isfinite(k["occ"]) & (k["occ"] >= 0)),
         ("theo", np.isfinite(k["theo"])),
     ):  # duration-weighted over the kernels with a value
         frame[f"{c}_vw"] = np.where(has, np.where(has, k[c], 0.0) * dur, 0.0)
-        frame[f"{c}_w"] = np.where(has, dur, 0.0)
-        frame[f"{c}_n"] = has.astype(np.int64)
-    g = pd.DataFrame(frame).groupby(gid, sort=True)
-    sums = g.sum()
-    lo, hi = g["dur"].min().to_numpy(), g["dur"].max().to_numpy()
+        sums[f"{c}_w"] = np.bincount(gid, weights=np.where(has, dur, 0.0), minlength=m)
+        sums[f"{c}_n"] = np.bincount(gid, weights=has, minlength=m)
+    del frame["dur"]
+    vw = pd.DataFrame(frame).groupby(gid, sort=True).sum()
+    lo, hi = np.full(m, np.inf), np.full(m, -np.inf)
+    np.minimum.at(lo, gid, dur)
+    np.maximum.at(hi, gid, dur)
     calls = np.bincount(gid, minlength=m)
-    total = sums["dur"].to_numpy()
+    total = sums["dur"]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = {
-            c: np.where(sums[f"{c}_n"].to_numpy() > 0, sums[f"{c}_vw"].to_numpy() / sums[f"{c}_w"].to_numpy(), np.nan)
+            c: np.where(sums[f"{c}_n"] > 0, vw[f"{c}_vw"].to_numpy() / sums[f"{c}_w"], np.nan)
             for c in ("bps", "occ", "theo")
         }
     configs = _per_group_unique(gid, config, m)
@@ -177,46 +231,53 @@ def kernels(t: Any, group_by: str = "name") -> dict:
     fields.update({c: k[c] for c in SPLIT} if split else {})
     for c, codes in fields.items():
         shared[c] = _per_group_unique(gid, _codes(codes), m) == 1
-    everywhere = np.ones(m, dtype=bool)  # (name_op_config: the launch fields are keys, shared by the group)
+    # the groups' values as Python lists, each group's keys read at its first kernel (no numpy scalars per row)
+    at = first
+    key_of = {c: k[c][at].tolist() for c in ("name", "tc", "registers", "shared_memory", *(SPLIT if split else ()))}
+    dims = {c: k[c][at].tolist() for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")}
+    ops = op_codes[at].tolist() if group_by != "name" else []
+    shared_at = {c: v.tolist() for c, v in shared.items()}
+    calls_l, total_l, lo_l, hi_l, configs_l = (a.tolist() for a in (calls, total, lo, hi, configs))
+    mean_l = {c: v.tolist() for c, v in mean.items()}
     rows = []
     for gi in range(m):
-        i = int(first[gi])
-        name = names[int(k["name"][i])]
+        name = names[int(key_of["name"][gi])]
         row: dict[str, Any] = {"name": name}
         if group_by != "name":
-            row["op"] = str(op_values[int(op_codes[i])])
+            row["op"] = str(op_values[ops[gi]])
+        bps, occ, theo = mean_l["bps"][gi], mean_l["occ"][gi], mean_l["theo"][gi]
         row.update(
-            calls=int(calls[gi]),
-            total_us=ns_to_us(total[gi]),
-            mean_us=ns_to_us(total[gi] / calls[gi]),
-            min_us=ns_to_us(lo[gi]),
-            max_us=ns_to_us(hi[gi]),
-            blocks_per_sm=None if np.isnan(mean["bps"][gi]) else round(float(mean["bps"][gi]), 4),
-            achieved_occupancy=None if np.isnan(mean["occ"][gi]) else round(float(mean["occ"][gi]) / 100.0, 6),
-            tensor_cores=bool(k["tc"][i]),
+            calls=calls_l[gi],
+            total_us=ns_to_us(total_l[gi]),
+            mean_us=ns_to_us(total_l[gi] / calls_l[gi]),
+            min_us=ns_to_us(lo_l[gi]),
+            max_us=ns_to_us(hi_l[gi]),
+            blocks_per_sm=None if math.isnan(bps) else round(bps, 4),
+            achieved_occupancy=None if math.isnan(occ) else round(occ / 100.0, 6),
+            tensor_cores=bool(key_of["tc"][gi]),
         )
 
-        def value(field: str, src: str, gi: int = gi, i: int = i) -> Any:
-            if field in shared and not shared[field][gi]:
+        def value(field: str, src: str, gi: int = gi) -> Any:
+            if field in shared_at and not shared_at[field][gi]:
                 return None
-            v = int(k[src][i])
+            v = key_of[src][gi]
             return v if v >= 0 else None
 
-        gtext = _dims_text(int(k["grid_x"][i]), int(k["grid_y"][i]), int(k["grid_z"][i]))
-        btext = _dims_text(int(k["block_x"][i]), int(k["block_y"][i]), int(k["block_z"][i]))
+        gtext = _dims_text(dims["grid_x"][gi], dims["grid_y"][gi], dims["grid_z"][gi])
+        btext = _dims_text(dims["block_x"][gi], dims["block_y"][gi], dims["block_z"][gi])
         row.update(
-            grid=gtext if gtext and shared.get("grid", everywhere)[gi] else None,
-            block=btext if btext and shared.get("block", everywhere)[gi] else None,
+            grid=gtext if gtext and shared_at.get("grid", _ALL)[gi] else None,
+            block=btext if btext and shared_at.get("block", _ALL)[gi] else None,
             registers_per_thread=value("registers_per_thread", "registers"),
             shared_memory=value("shared_memory", "shared_memory"),
             **{c: value(c, c) for c in SPLIT if split},
-            theoretical_occupancy=None if np.isnan(mean["theo"][gi]) else round(float(mean["theo"][gi]), 6),
-            launch_configs=int(configs[gi]),
+            theoretical_occupancy=None if math.isnan(theo) else round(theo, 6),
+            launch_configs=configs_l[gi],
         )
         keys = (name, row.get("op", "")) + (
-            (gtext, btext, int(k["registers"][i]), int(k["shared_memory"][i])) if group_by == "name_op_config" else ()
+            (gtext, btext, key_of["registers"][gi], key_of["shared_memory"][gi]) if group_by == "name_op_config" else ()
         )
-        rows.append((-total[gi], keys, row))
+        rows.append((-total_l[gi], keys, row))
     rows.sort(key=lambda r: (r[0], r[1]))
     notes = graph_replay_notes(t)
     return {"rows": [r for _, _, r in rows], **({"notes": notes} if notes else {})}
