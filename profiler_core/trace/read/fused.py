@@ -25,10 +25,14 @@ def step_processes(t: Any) -> list[int]:
     cats = set(cat.cat.categories) if hasattr(cat, "cat") else set(map(str, cat.unique()))
     if not cats & {"cpu_op", "user_annotation"}:
         return []
-    is_cpu = cat.isin(("cpu_op", "user_annotation")).to_numpy()
+    if hasattr(cat, "cat"):  # by codes (a table per category; code -1, NaN, the table's last entry: False)
+        cpu = np.array([c in ("cpu_op", "user_annotation") for c in cat.cat.categories] + [False])
+        is_cpu = cpu[cat.cat.codes.to_numpy()]
+    else:
+        is_cpu = cat.isin(("cpu_op", "user_annotation")).to_numpy()
     if hasattr(names, "cat"):
-        step_codes = [i for i, n in enumerate(names.cat.categories) if str(n).startswith(STEP_PREFIX)]
-        is_step = np.isin(names.cat.codes.to_numpy(), step_codes)
+        step = np.array([str(n).startswith(STEP_PREFIX) for n in names.cat.categories] + [False])
+        is_step = step[names.cat.codes.to_numpy()]
     else:
         is_step = names.astype(str).str.startswith(STEP_PREFIX).to_numpy()
     pids = ev["pid"].to_numpy()[is_cpu & is_step]
