@@ -476,9 +476,9 @@ class _Build:
                     in_groups[[groups.index(g) for g in a.groups | {"other"}]] = True
                     keep = keeps[a.groups] = in_groups[row_groups]
                 col = self.arg_column(a, x, keep)
-                if a.kind is TRIPLE:
+                if a.kind is TRIPLE:  # (3, rows): each axis a contiguous row
                     for j, column in enumerate(a.columns):
-                        cols[column] = None if col is None else col[:, j]
+                        cols[column] = None if col is None else col[j]
                 else:
                     cols[a.column] = col
         for c in EVENT_COLUMNS:
@@ -498,19 +498,22 @@ class _Build:
                 col = value
             else:
                 gap = _missing_rows(a, col)
-                col[gap] = value[gap]
+                if a.kind is TRIPLE:
+                    col[:, gap] = value[:, gap]
+                else:
+                    col[gap] = value[gap]
         if col is None or _missing_rows(a, col).all():
             return None  # absent from every row: the shared read-only missing column, as the Python reader
         return col
 
     def key_column(self, a: Arg, key: str, x: dict, keep: np.ndarray) -> np.ndarray | None:
-        """One key's scanned column converted to `a`'s kind (codes for texts, (n, 3) for a triple);
+        """One key's scanned column converted to `a`'s kind (codes for texts, (3, n) for a triple);
         None when the scan stored no value of it (see put_opt in _native.c)."""
         if a.kind is TRIPLE:
             axes = [x[f"args.{key}_{axis}"] for axis in "xyz"]
             if not len(axes[0]):
                 return None
-            return np.where(keep[:, None], np.stack(axes, axis=1), 0).astype(np.int32)
+            return np.where(keep, np.stack(axes), 0).astype(np.int32, copy=False)
         raw = x[f"args.{key}"]
         if not len(raw):
             return None
@@ -580,7 +583,7 @@ def _missing_rows(a: Arg, col: np.ndarray) -> np.ndarray:
     if a.kind is FLOAT:
         return np.asarray(np.isnan(col))
     if a.kind is TRIPLE:
-        return np.asarray(~col.any(axis=1))
+        return np.asarray(~col.any(axis=0))  # (3, rows)
     return np.asarray(col == a.missing)
 
 
