@@ -469,14 +469,16 @@ class _Build:
             dtype=np.int8,
         )
         row_groups = group_of_code[cat]
-        keeps: dict[frozenset, np.ndarray] = {}  # rows of each set of groups (args share them)
+        keeps: dict[frozenset, np.ndarray | None] = {}  # rows of each set of groups (args share them)
         for a in event_args.ARGS:
             if a.table == "events" and a.column is not None:
-                keep = keeps.get(a.groups)
-                if keep is None:
+                if a.groups in keeps:
+                    keep = keeps[a.groups]
+                else:
                     in_groups = np.zeros(len(groups), dtype=bool)
                     in_groups[[groups.index(g) for g in a.groups | {"other"}]] = True
-                    keep = keeps[a.groups] = in_groups[row_groups]
+                    keep = in_groups[row_groups]
+                    keep = keeps[a.groups] = None if keep.all() else keep  # None: every row
                 col = self.arg_column(a, x, keep)
                 if a.kind is TRIPLE:  # (3, rows): each axis a contiguous row
                     for j, column in enumerate(a.columns):
@@ -488,7 +490,7 @@ class _Build:
             b.ev[c].append(arr)
         b.ev_len.append(n)
 
-    def arg_column(self, a: Arg, x: dict, keep: np.ndarray) -> np.ndarray | None:
+    def arg_column(self, a: Arg, x: dict, keep: np.ndarray | None) -> np.ndarray | None:
         """The column of one events arg on the rows `keep` (its missing value elsewhere): its key's value,
         else its older spelling's (as `_Builder._arg_column`); None when no row has a value."""
         col = None
@@ -508,23 +510,25 @@ class _Build:
             return None  # absent from every row: the shared read-only missing column, as the Python reader
         return col
 
-    def key_column(self, a: Arg, key: str, x: dict, keep: np.ndarray) -> np.ndarray | None:
+    def key_column(self, a: Arg, key: str, x: dict, keep: np.ndarray | None) -> np.ndarray | None:
         """One key's scanned column converted to `a`'s kind (codes for texts, (3, n) for a triple);
         None when the scan stored no value of it (see put_opt in _native.c)."""
         if a.kind is TRIPLE:
             axes = [x[f"args.{key}_{axis}"] for axis in "xyz"]
             if not len(axes[0]):
                 return None
-            return np.where(keep, np.stack(axes), 0).astype(np.int32, copy=False)
+            stacked = np.stack(axes)
+            return (stacked if keep is None else np.where(keep, stacked, 0)).astype(np.int32, copy=False)
         raw = x[f"args.{key}"]
         if not len(raw):
             return None
         if a.kind is TEXT or a.kind is JSON:
-            idx = np.where(keep, raw, -1).astype(np.int32)
+            idx = raw.astype(np.int32) if keep is None else np.where(keep, raw, -1).astype(np.int32)
             return self.codes(self.b.interners[str(a.column)], idx, self.raw if a.kind is JSON else self.string)
         if a.kind is FLOAT:
-            return np.where(keep, raw, np.nan)
-        return np.where(keep, raw, a.missing).astype(np.int32 if a.kind is INT32 else np.int64)
+            return raw.astype(np.float64) if keep is None else np.where(keep, raw, np.nan)
+        dtype = np.int32 if a.kind is INT32 else np.int64
+        return raw.astype(dtype) if keep is None else np.where(keep, raw, a.missing).astype(dtype)
 
     def memory(self) -> None:
         m = self.group("memory", {"ts": np.float64, "pid_label": np.int32, "tid_label": np.int32})
