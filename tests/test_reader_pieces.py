@@ -84,6 +84,9 @@ def test_event_order_ties_by_key_or_lexsort():
         dur = rng.integers(0, int(rng.choice([3, 1000, 1 << 62])), n)
         idx = np.arange(n) * 3
         assert np.array_equal(columns._event_order(ts, dur, idx), np.lexsort((idx, -dur, ts)))
+        order, ts_sorted, dur_sorted = columns._sorted_order(ts, dur, idx)
+        if ts_sorted is not None:  # the sorted columns it hands back are those of its order
+            assert np.array_equal(ts_sorted, ts[order]) and np.array_equal(dur_sorted, dur[order])
 
 
 def test_fast_ns_conversion_is_exact_for_three_decimals():
@@ -98,3 +101,18 @@ def test_fast_ns_conversion_is_exact_for_three_decimals():
     assert np.array_equal(columns._to_ns(us), ns)
     big = np.array([1.7e15 + 0.5, np.nan, 3.25])  # outside the fast range / not finite: exact path
     assert list(columns._to_ns(big)) == [1_700_000_000_000_000_500, 0, 3250]
+
+
+def test_event_order_with_few_wrong_ties_sorts_only_their_runs():
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        n = int(rng.integers(100, 3000))
+        ts = rng.integers(0, n * int(rng.choice([2, 20, 200])), n)  # some ties, few of them the wrong way
+        if trial % 2:
+            ts = np.sort(ts)
+        dur = rng.integers(0, int(rng.choice([5, 10**6, 1 << 62])), n)
+        idx = np.arange(n) * 2
+        order, ts_sorted, dur_sorted = columns._sorted_order(ts, dur, idx)
+        assert np.array_equal(order, np.lexsort((idx, -dur, ts)))
+        if ts_sorted is not None:
+            assert np.array_equal(ts_sorted, ts[order]) and np.array_equal(dur_sorted, dur[order])
