@@ -54,6 +54,7 @@ def _trace(tmp_path):
 def test_read_trace_parses_under_its_settings_then_tunes_for_views(tmp_path, monkeypatch):
     fake = _FakeLibc()
     monkeypatch.setattr(malloc_tuning, "_LIBC", fake)
+    monkeypatch.setattr(reader, "TRIM_MIN_EVENTS", 1)  # a big read: its freed heap goes back at once
     for _ in range(2):  # every read switches to the parsing settings first, whatever came before
         fake.calls.clear()
         t = reader.read_trace(_trace(tmp_path), tune_memory=True)
@@ -104,3 +105,13 @@ def test_tuning_can_be_turned_off(monkeypatch):
     monkeypatch.setattr(malloc_tuning, "_LIBC", None)
     monkeypatch.setenv("GPUSCOPE_NO_MALLOC_TUNING", "1")
     assert malloc_tuning.libc() is False
+
+
+def test_a_small_read_keeps_its_freed_heap_for_the_views(tmp_path, monkeypatch):
+    """Below TRIM_MIN_EVENTS no malloc_trim: the freed parse memory (under KEEP_FREED) is reused by the views."""
+    fake = _FakeLibc()
+    monkeypatch.setattr(malloc_tuning, "_LIBC", fake)
+    assert reader.TRIM_MIN_EVENTS > 1
+    reader.read_trace(_trace(tmp_path), tune_memory=True)
+    assert ("trim", 0) not in fake.calls
+    assert fake.calls[-2:] == [(-3, malloc_tuning.VIEWS_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED)]

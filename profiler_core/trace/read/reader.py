@@ -44,6 +44,10 @@ from profiler_core.trace.read.stream import default_parse_processes  # noqa: F40
 
 log = logging.getLogger(__name__)
 
+#: a read of this many events or more returns its freed heap to the OS at once (malloc_trim); below it the
+#: freed parse memory (under malloc_tuning.KEEP_FREED) stays for the views, which would fault it back in
+TRIM_MIN_EVENTS = 1_000_000
+
 
 # --------------------------------------------------------------------------- file access
 def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = False) -> bytes:
@@ -303,7 +307,7 @@ def read_trace(
         if tune_memory:
             tune_for_parsing()
         t = _read_checked(path, plan, workers, fingerprint)
-        if tune_memory:
+        if tune_memory and len(t.events) >= TRIM_MIN_EVENTS:
             release_memory()
         if use_cache:
             (store or cache.store)(path, t)
