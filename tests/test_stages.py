@@ -448,12 +448,15 @@ def test_children_cover_sum_of_apart_siblings_equals_the_union(seed):
     assert taken == [True, False]
 
 
+@pytest.mark.parametrize("block", [1 << 20, 7])
 @pytest.mark.parametrize("seed", range(6))
-def test_tree_cover_by_parent_depth_equals_the_union(seed):
+def test_tree_cover_by_parent_depth_equals_the_union(seed, block, monkeypatch):
     # node_stats' tree-only cover (children taken a parent depth at a time, from the tree's arrays) gives the
-    # union's length, or None where siblings overlap; shallow trees (passes per depth) and deep ones (one sort)
+    # union's length, or None where siblings overlap; shallow trees (passes per depth) and deep ones (one sort),
+    # in blocks of tree positions
     from profiler_core.analysis.stages import node_stats as ns
 
+    monkeypatch.setattr(ns, "COVER_BLOCK", block)  # (small blocks: runs of children across blocks)
     rng = np.random.default_rng(seed)
     for deep, nested in ((False, True), (True, True), (False, False), (True, False)):
         n = 300

@@ -261,7 +261,7 @@ def _operators(t: Any, group_by: str) -> dict:
     most of a trace's events, and a frame of them was this view's peak memory)."""
     st = node_stats(t)
     keep = _table_mask(t, st)
-    rows = st["row"].to_numpy()[keep]
+    rows = st["row"].to_numpy()[keep] if group_by == "name_shape" or len(python_parents(t)[0]) else None
     # the sums over every node, those outside the table in one more group (m): no copy of each column's
     # table part (the same additions in the same order); the table's masks are spread over the nodes too
     # (no per-table-node copies: the table's nodes are most of a big trace's events)
@@ -306,8 +306,12 @@ def _operators(t: Any, group_by: str) -> dict:
     sums = {c: _group_sums(group_of_node, st[c].to_numpy(), m) for c in _SUMS}
     tc = np.zeros(m + 1, dtype=bool)
     tc[group_of_node[keep & st["tc_eligible"].to_numpy()]] = True
-    stack_of_node = np.zeros(len(st), dtype=bool)
-    stack_of_node[keep] = _stack_mask(t, rows)
+    if rows is None:  # (no with_stack frame: the Call stack texts alone, over the nodes' rows)
+        stack_of_node = per_value(t.events["call_stack"], bool)[st["row"].to_numpy()]
+        stack_of_node &= keep
+    else:
+        stack_of_node = np.zeros(len(st), dtype=bool)
+        stack_of_node[keep] = _stack_mask(t, rows)
     del rows, keep
     stack = np.zeros(m + 1, dtype=bool)
     stack[group_of_node[stack_of_node]] = True

@@ -118,6 +118,10 @@ def _children_cover(
     return np.bincount(p, weights=covered.astype(np.float64), minlength=n)
 
 
+#: the children are taken this many tree positions at a time (their temporaries: about 40 bytes a child)
+COVER_BLOCK = 1 << 20
+
+
 def _tree_cover(
     n: int, tstart: np.ndarray, tend: np.ndarray, at: np.ndarray, parent: np.ndarray, depth: np.ndarray
 ) -> np.ndarray | None:
@@ -126,51 +130,61 @@ def _tree_cover(
     lengths per node, or None where some node's children overlap (the union's length then needs the sort).
 
     The children are taken a parent depth at a time (tree order keeps each node's children one run there, as
-    `_siblings_apart` checks), so that no child-length array is held for all nodes at once: on an 11M-node
-    trace the whole-tree arrays were the operators view's peak memory."""
+    `_siblings_apart` checks), COVER_BLOCK positions at a time, so that no child array is held for all nodes at
+    once: on an 11M-node trace the whole-tree arrays were the operators view's peak memory."""
     covered = np.zeros(n)
     has_parent = parent >= 0
     if not has_parent.any():
         return covered
+    top = int(depth.max())
     parent_depth = depth[parent]  # (-1: the last node's, masked below)
+    if top < 2**7:
+        parent_depth = parent_depth.astype(np.int8)
     parent_depth[~has_parent] = -1
     del has_parent
     has_children = np.zeros(n, dtype=bool)
     runs = 0
-    top = int(depth.max())
-    # one pass per parent depth over the whole tree picks its children; deep trees take them by one sort
+    # one pass per parent depth picks its children; deep trees take them by one sort
     by_level = None if top <= LEVEL_PASSES_MAX else np.argsort(parent_depth, kind="stable")
     if by_level is not None:
         bounds = np.searchsorted(parent_depth[by_level], np.arange(top + 2), side="left")
     for d in range(top + 1):
-        if by_level is None:
-            idx = np.flatnonzero(parent_depth == d)
-        else:
-            idx = by_level[bounds[d] : bounds[d + 1]]
-        if len(idx) == 0:
-            continue
-        p = parent[idx]
-        has_children[p] = True
-        pos = at[idx]
-        cs = tstart[pos]
-        ce = tend[pos]
-        del pos, idx
-        ppos = at[p]
-        np.maximum(cs, tstart[ppos], out=cs)
-        np.minimum(ce, tend[ppos], out=ce)
-        del ppos
-        np.maximum(ce, cs, out=ce)
-        change = p[1:] != p[:-1]
-        runs += int(np.count_nonzero(change)) + 1
-        apart = ce[:-1] <= cs[1:]
-        apart |= change
-        if not apart.all():
-            return None
-        del apart
-        ce -= cs
-        del cs
-        first = np.flatnonzero(np.concatenate(([True], change)))
-        covered[p[first]] = np.add.reduceat(ce, first)  # (integers: exact, as the sums in any order)
+        last_p, last_end = -1, 0  # the previous block's last child: its node and clipped end
+        first_at, stop = (0, n) if by_level is None else (int(bounds[d]), int(bounds[d + 1]))
+        for a in range(first_at, stop, COVER_BLOCK):
+            b = min(a + COVER_BLOCK, stop)
+            if by_level is None:
+                idx = np.flatnonzero(parent_depth[a:b] == d)
+                idx += a
+            else:
+                idx = by_level[a:b]
+            if len(idx) == 0:
+                continue
+            p = parent[idx]
+            has_children[p] = True
+            pos = at[idx]
+            del idx
+            cs = tstart[pos]
+            ce = tend[pos]
+            pos = at[p]
+            np.maximum(cs, tstart[pos], out=cs)
+            np.minimum(ce, tend[pos], out=ce)
+            del pos
+            np.maximum(ce, cs, out=ce)
+            change = p[1:] != p[:-1]
+            runs += int(np.count_nonzero(change)) + (0 if int(p[0]) == last_p else 1)
+            if int(p[0]) == last_p and last_end > int(cs[0]):
+                return None
+            apart = ce[:-1] <= cs[1:]
+            apart |= change
+            if not apart.all():
+                return None
+            del apart
+            last_p, last_end = int(p[-1]), int(ce[-1])
+            ce -= cs
+            del cs
+            first = np.flatnonzero(np.concatenate(([True], change)))
+            covered[p[first]] += np.add.reduceat(ce, first)  # (integers: exact, as the sums in any order)
     if runs != int(np.count_nonzero(has_children)):  # some node's children in two runs
         return None
     return covered
@@ -227,9 +241,10 @@ def node_stats(t: Any) -> pd.DataFrame:
         )  # (calls, or overlapping siblings: the union by the sort)
         del cs, start, end, has_parent
     del hn, ok
-    host_total = tend[at]
-    host_total -= tstart[at]
-    host_total = host_total.astype(np.float64)
+    host_total = np.empty(n)
+    for a in range(0, n, COVER_BLOCK):  # (a block at a time: no whole-tree temporaries)
+        pos = at[a : a + COVER_BLOCK]
+        host_total[a : a + COVER_BLOCK] = tend[pos] - tstart[pos]
     del at
     host_self = np.subtract(host_total, covered, out=covered)
     del covered
