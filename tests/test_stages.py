@@ -446,3 +446,44 @@ def test_children_cover_sum_of_apart_siblings_equals_the_union(seed):
         slow = ns._children_cover(n, start, end, parent, cs.copy(), ce.copy())
         assert np.array_equal(fast, slow)
     assert taken == [True, False]
+
+
+@pytest.mark.parametrize("block", [1 << 20, 7])
+@pytest.mark.parametrize("seed", range(6))
+def test_tree_cover_by_parent_depth_equals_the_union(seed, block, monkeypatch):
+    # node_stats' tree-only cover (children taken a parent depth at a time, from the tree's arrays) gives the
+    # union's length, or None where siblings overlap; shallow trees (passes per depth) and deep ones (one sort),
+    # in blocks of tree positions
+    from profiler_core.analysis.stages import node_stats as ns
+
+    monkeypatch.setattr(ns, "COVER_BLOCK", block)  # (small blocks: runs of children across blocks)
+    rng = np.random.default_rng(seed)
+    for deep, nested in ((False, True), (True, True), (False, False), (True, False)):
+        n = 300
+        parent = np.full(n, -1)
+        depth = np.zeros(n, np.int64)
+        stack: list[int] = []
+        for i in range(n):  # a random tree in preorder (deep: mostly one chain)
+            while stack and (rng.random() < 0.05 or (not deep and (len(stack) > 8 or rng.random() < 0.4))):
+                stack.pop()
+            if stack:
+                parent[i] = stack[-1]
+                depth[i] = depth[stack[-1]] + 1
+            stack.append(i)
+        last = np.arange(n)  # each node's last descendant
+        for i in range(n - 1, -1, -1):
+            if parent[i] >= 0:
+                last[parent[i]] = max(last[parent[i]], last[i])
+        start = np.arange(n, dtype=np.int64) * 10
+        end = last * 10 + 5 if nested else start + rng.integers(0, 400, n)
+        keep = np.sort(rng.choice(n + 50, n, replace=False))  # the nodes' positions in a bigger tree
+        tstart, tend = np.zeros(n + 50, np.int64), np.zeros(n + 50, np.int64)
+        tstart[keep], tend[keep] = start, end
+        got = ns._tree_cover(n, tstart, tend, keep, parent, depth)
+        hp = parent >= 0
+        want = ns._children_cover(n, start, end, parent[hp], start[hp].copy(), end[hp].copy())
+        assert (depth.max() > ns.LEVEL_PASSES_MAX) == deep
+        if nested:
+            assert got is not None and np.array_equal(got, want)
+        else:
+            assert got is None

@@ -156,14 +156,19 @@ def _python_stack(names: pd.Series, parent_of: np.ndarray, leaf: int, memo: dict
     return memo[leaf]
 
 
-def _table_rows(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.ndarray:
-    """Positions in `st` (node_stats) of the operator-table nodes, optionally of one name."""
+def _table_mask(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.ndarray:
+    """Per node of `st` (node_stats): whether it is an operator-table node (optionally of one name)."""
     ev = t.events
     rows = st["row"].to_numpy()
     keep = st["is_op"].to_numpy() & name_mask(ev, _is_table_op)[rows]
     if only_name is not None:
         keep &= per_value(ev["name"], lambda n: n == only_name)[rows]
-    return np.flatnonzero(keep)
+    return keep
+
+
+def _table_rows(t: Any, st: pd.DataFrame, only_name: str | None = None) -> np.ndarray:
+    """Positions in `st` (node_stats) of the operator-table nodes, optionally of one name."""
+    return np.flatnonzero(_table_mask(t, st, only_name))
 
 
 def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -176,7 +181,10 @@ def _has_stack(t: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def _stack_mask(t: Any, rows: np.ndarray) -> np.ndarray:
     """`_has_stack(t, rows)[2]` without taking the rows' texts: whether the events at `rows` have a stack."""
-    return per_value(t.events["call_stack"], bool)[rows] | (python_leaf_frames(t, rows) >= 0)
+    has = per_value(t.events["call_stack"], bool)[rows]
+    if len(python_parents(t)[0]):  # (no with_stack frame: no leaf to look for)
+        has |= python_leaf_frames(t, rows) >= 0
+    return has
 
 
 def _table_ops(t: Any, only_name: str | None = None) -> pd.DataFrame:
@@ -252,32 +260,62 @@ def _operators(t: Any, group_by: str) -> dict:
     """The table, aggregated with bincounts over group codes (no per-node frame: the table's nodes are
     most of a trace's events, and a frame of them was this view's peak memory)."""
     st = node_stats(t)
-    where = _table_rows(t, st)
-    rows = st["row"].to_numpy()[where]
-    name_codes, name_values = codes_and_texts(st["name"].array.take(where))
+    keep = _table_mask(t, st)
+    rows = st["row"].to_numpy()[keep] if group_by == "name_shape" or len(python_parents(t)[0]) else None
+    # the sums over every node, those outside the table in one more group (m): no copy of each column's
+    # table part (the same additions in the same order); the table's masks are spread over the nodes too
+    # (no per-table-node copies: the table's nodes are most of a big trace's events)
     shape_values: list[str] = []
+    names = st["name"].array
     if group_by == "name_shape":  # distinct Input Dims texts that display alike form one group
+        name_codes, name_values = codes_and_texts(names[keep])
         dims_codes, dims_values = codes_and_texts(t.events["input_dims"].array.take(rows))
         shape_of_dims, uniq = pd.factorize(pd.Index([_display_shape(d) for d in dims_values], dtype=object))
         shape_values = [str(v) for v in uniq]
         shape_codes = shape_of_dims[dims_codes]
+        del dims_codes
         keys = name_codes * max(1, len(shape_values)) + shape_codes
+        del name_codes, shape_codes
         inverse, groups = pd.factorize(keys)  # hashing: leaner than np.unique's sorts
-        del keys, shape_codes
-    else:  # the name codes are the groups already (names without a table op have no calls)
-        inverse, groups = name_codes, np.arange(len(name_values))
-    m = len(groups)
-    calls = np.bincount(inverse, minlength=m)
-    # the sums over every node, those outside the table in one more group (m): no copy of each column's
-    # table part (the same additions in the same order)
-    group_of_node = np.full(len(st), m, dtype=np.int64)
-    group_of_node[where] = inverse
+        del keys
+        m = len(groups)
+        group_of_node = np.full(len(st), m, dtype=np.int64)
+        group_of_node[keep] = inverse
+        del inverse
+    elif not isinstance(names, pd.Categorical):  # (the reader's names are categorical)
+        inverse, name_values = codes_and_texts(names[keep])
+        groups = np.arange(len(name_values))
+        m = len(groups)
+        group_of_node = np.full(len(st), m, dtype=np.int64)
+        group_of_node[keep] = inverse
+        del inverse
+    else:  # the name codes are the groups already (names without a table op have no calls): codes_and_texts'
+        # codes and texts, without a per-table-node copy
+        codes = np.asarray(names.codes)
+        name_values = [str(v) for v in names.categories]
+        missing = keep & (codes < 0)
+        if missing.any():  # missing: its own code, shown as ""
+            name_values.append("")
+        groups = np.arange(len(name_values))
+        m = len(groups)
+        group_of_node = np.full(len(st), m, dtype=np.int64)
+        group_of_node[keep] = codes[keep]
+        group_of_node[missing] = len(names.categories)
+        del codes, missing
+    calls = np.bincount(group_of_node, minlength=m + 1)[:m]
     sums = {c: _group_sums(group_of_node, st[c].to_numpy(), m) for c in _SUMS}
-    del group_of_node
-    tc = np.zeros(m, dtype=bool)
-    tc[inverse[st["tc_eligible"].to_numpy()[where]]] = True
-    stack = np.zeros(m, dtype=bool)
-    stack[inverse[_stack_mask(t, rows)]] = True
+    tc = np.zeros(m + 1, dtype=bool)
+    tc[group_of_node[keep & st["tc_eligible"].to_numpy()]] = True
+    if rows is None:  # (no with_stack frame: the Call stack texts alone, over the nodes' rows)
+        stack_of_node = per_value(t.events["call_stack"], bool)[st["row"].to_numpy()]
+        stack_of_node &= keep
+    else:
+        stack_of_node = np.zeros(len(st), dtype=bool)
+        stack_of_node[keep] = _stack_mask(t, rows)
+    del rows, keep
+    stack = np.zeros(m + 1, dtype=bool)
+    stack[group_of_node[stack_of_node]] = True
+    del group_of_node, stack_of_node
     device = _has_device(t)
     metric = "device_self" if device else "host_self"
     out = []

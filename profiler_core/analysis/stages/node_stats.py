@@ -23,7 +23,7 @@ import pandas as pd
 from ...trace.categories import KERNEL
 from .columns import category_mask, zeros_column
 from .gpu_links import link_gpu_to_ops, link_launches_to_ops
-from .op_tree import innermost_op_at, op_tree
+from .op_tree import LEVEL_PASSES_MAX, innermost_op_at, op_tree
 from .registry import stage
 
 __all__ = ["node_stats"]
@@ -118,6 +118,78 @@ def _children_cover(
     return np.bincount(p, weights=covered.astype(np.float64), minlength=n)
 
 
+#: the children are taken this many tree positions at a time (their temporaries: about 40 bytes a child)
+COVER_BLOCK = 1 << 20
+
+
+def _tree_cover(
+    n: int, tstart: np.ndarray, tend: np.ndarray, at: np.ndarray, parent: np.ndarray, depth: np.ndarray
+) -> np.ndarray | None:
+    """`_children_cover` for the tree's own children (the nodes' positions `at` in the op tree, whose `tstart` and
+    `tend` they are read from; `parent` and `depth` per node, tree order): the sum of the clipped children's
+    lengths per node, or None where some node's children overlap (the union's length then needs the sort).
+
+    The children are taken a parent depth at a time (tree order keeps each node's children one run there, as
+    `_siblings_apart` checks), COVER_BLOCK positions at a time, so that no child array is held for all nodes at
+    once: on an 11M-node trace the whole-tree arrays were the operators view's peak memory."""
+    covered = np.zeros(n)
+    has_parent = parent >= 0
+    if not has_parent.any():
+        return covered
+    top = int(depth.max())
+    parent_depth = depth[parent]  # (-1: the last node's, masked below)
+    if top < 2**7:
+        parent_depth = parent_depth.astype(np.int8)
+    parent_depth[~has_parent] = -1
+    del has_parent
+    has_children = np.zeros(n, dtype=bool)
+    runs = 0
+    # one pass per parent depth picks its children; deep trees take them by one sort
+    by_level = None if top <= LEVEL_PASSES_MAX else np.argsort(parent_depth, kind="stable")
+    if by_level is not None:
+        bounds = np.searchsorted(parent_depth[by_level], np.arange(top + 2), side="left")
+    for d in range(top + 1):
+        last_p, last_end = -1, 0  # the previous block's last child: its node and clipped end
+        first_at, stop = (0, n) if by_level is None else (int(bounds[d]), int(bounds[d + 1]))
+        for a in range(first_at, stop, COVER_BLOCK):
+            b = min(a + COVER_BLOCK, stop)
+            if by_level is None:
+                idx = np.flatnonzero(parent_depth[a:b] == d)
+                idx += a
+            else:
+                idx = by_level[a:b]
+            if len(idx) == 0:
+                continue
+            p = parent[idx]
+            has_children[p] = True
+            pos = at[idx]
+            del idx
+            cs = tstart[pos]
+            ce = tend[pos]
+            pos = at[p]
+            np.maximum(cs, tstart[pos], out=cs)
+            np.minimum(ce, tend[pos], out=ce)
+            del pos
+            np.maximum(ce, cs, out=ce)
+            change = p[1:] != p[:-1]
+            runs += int(np.count_nonzero(change)) + (0 if int(p[0]) == last_p else 1)
+            if int(p[0]) == last_p and last_end > int(cs[0]):
+                return None
+            apart = ce[:-1] <= cs[1:]
+            apart |= change
+            if not apart.all():
+                return None
+            del apart
+            last_p, last_end = int(p[-1]), int(ce[-1])
+            ce -= cs
+            del cs
+            first = np.flatnonzero(np.concatenate(([True], change)))
+            covered[p[first]] += np.add.reduceat(ce, first)  # (integers: exact, as the sums in any order)
+    if runs != int(np.count_nonzero(has_children)):  # some node's children in two runs
+        return None
+    return covered
+
+
 @stage(op_tree, link_launches_to_ops, link_gpu_to_ops)
 def node_stats(t: Any) -> pd.DataFrame:
     """Per op-tree node (merged nodes dropped), in tree order: `row`, `name` (categorical), `is_op`, `parent`
@@ -127,49 +199,60 @@ def node_stats(t: Any) -> pd.DataFrame:
     ev = t.events
     tree = op_tree(t)
     # the columns of the unmerged nodes, one at a time (not a copy of the whole tree frame: this is
-    # the operators view's peak memory on a big trace)
-    kept = np.flatnonzero(tree["merged_into"].to_numpy() < 0)
-    n = len(kept)
+    # the operators view's peak memory on a big trace); start and end are read from the tree's own arrays
+    kept = tree["merged_into"].to_numpy() < 0
+    n = int(np.count_nonzero(kept))
     small = np.int32 if len(ev) < 2**31 else np.int64
     rows = tree["row"].to_numpy()[kept]
-    node_of = np.full(len(ev), -1, small)
+    node_of = np.full(len(ev) + 1, -1, small)  # (the last: -1, for the parent -1)
     node_of[rows] = np.arange(n, dtype=small)
-    parent = tree["parent"].to_numpy()[kept]
-    parent = np.where(parent >= 0, node_of[np.maximum(parent, 0)], -1).astype(small, copy=False)
-    start = tree["start"].to_numpy()[kept]
-    end = tree["end"].to_numpy()[kept]
+    parent = node_of[tree["parent"].to_numpy()[kept]]
+    tstart = tree["start"].to_numpy()
+    tend = tree["end"].to_numpy()
     is_op = tree["is_op"].to_numpy()[kept]
     depth = tree["depth"].to_numpy()[kept]
+    at = np.flatnonzero(kept).astype(small)  # each node's tree position
     del tree, kept
 
-    has_parent = parent >= 0
     calls = link_launches_to_ops(t)["row"].to_numpy()
     holder = innermost_op_at(
         t, ev["pid"].to_numpy()[calls], ev["tid"].to_numpy()[calls], ev["ts"].to_numpy(np.int64)[calls], ops_only=False
     )
     hn = node_of[np.maximum(holder, 0)]
     ok = (holder >= 0) & (hn >= 0)
-    cs = ev["ts"].to_numpy(np.int64)[calls[ok]]
-    covered = _children_cover(
-        n,
-        start,
-        end,
-        np.concatenate([parent[has_parent], hn[ok]]),
-        np.concatenate([start[has_parent], cs]),
-        np.concatenate([end[has_parent], cs + ev["dur"].to_numpy(np.int64)[calls[ok]]]),
-        depth=None if ok.any() else depth,  # (only the tree's children: in tree order)
-    )
-    del cs
-    host_total = (end - start).astype(np.float64)
-    del start, end
-
+    del holder
     gl = link_gpu_to_ops(t)
     gop = node_of[np.maximum(gl["op"].to_numpy(), 0)]
-    ok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
+    gok = (gl["op"].to_numpy() >= 0) & (gop >= 0)
     del node_of
-    grow = gl["row"].to_numpy()[ok]
-    gnode = gop[ok].astype(np.int64)
-    if ok.any():
+    covered = None if ok.any() else _tree_cover(n, tstart, tend, at, parent, depth)
+    if covered is None:
+        has_parent = parent >= 0
+        start = tstart[at]
+        end = tend[at]
+        cs = ev["ts"].to_numpy(np.int64)[calls[ok]]
+        covered = _children_cover(
+            n,
+            start,
+            end,
+            np.concatenate([parent[has_parent], hn[ok]]),
+            np.concatenate([start[has_parent], cs]),
+            np.concatenate([end[has_parent], cs + ev["dur"].to_numpy(np.int64)[calls[ok]]]),
+        )  # (calls, or overlapping siblings: the union by the sort)
+        del cs, start, end, has_parent
+    del hn, ok
+    host_total = np.empty(n)
+    for a in range(0, n, COVER_BLOCK):  # (a block at a time: no whole-tree temporaries)
+        pos = at[a : a + COVER_BLOCK]
+        host_total[a : a + COVER_BLOCK] = tend[pos] - tstart[pos]
+    del at
+    host_self = np.subtract(host_total, covered, out=covered)
+    del covered
+
+    has_parent = parent >= 0
+    grow = gl["row"].to_numpy()[gok]
+    gnode = gop[gok].astype(np.int64)
+    if gok.any():
         gdur = ev["dur"].to_numpy(np.float64)[grow]
         device_self = np.bincount(gnode, weights=gdur, minlength=n)
         is_kernel = category_mask(ev, (KERNEL,))[grow]
@@ -183,13 +266,13 @@ def node_stats(t: Any) -> pd.DataFrame:
         device_self = device_total = kernel_self = zeros_column(n)
     out = pd.DataFrame(
         {
-            "row": rows.astype(small),
+            "row": rows.astype(small, copy=False),
             "name": ev["name"].array.take(rows),
             "is_op": is_op,
-            "parent": parent.astype(small),
+            "parent": parent.astype(small, copy=False),
             "depth": depth,
             "host_total": host_total,
-            "host_self": host_total - covered,
+            "host_self": host_self,
             "device_self": device_self,
             "device_total": device_total,
             "kernel_self": kernel_self,

@@ -89,7 +89,8 @@ LEVEL_PASSES_MAX = 10
 
 
 def _last_one_level_up(depth: np.ndarray) -> np.ndarray:
-    """Per node (tree order), the position of the last earlier node whose depth is one less, else -1."""
+    """Per node (tree order), the position of the last earlier node whose depth is one less, else -1 (int32 where
+    positions fit, else int64)."""
     n = len(depth)
     top = int(depth.max())
     if top <= LEVEL_PASSES_MAX:
@@ -105,14 +106,13 @@ def _last_one_level_up(depth: np.ndarray) -> np.ndarray:
             np.maximum.accumulate(last, out=last)  # the latest node of depth d - 1 so far, + 1
             np.equal(level, d, out=sel)
             np.copyto(best, last, where=sel)
-        out = best.astype(np.int64)
-        out -= 1
-        return out
+        best -= 1  # (positions in int32 where they fit: the tree holds them so)
+        return best
     parent = np.full(n, -1, np.int64)
     # keys depth * n + pos in (depth, pos) order (a radix sort of small depths); the queries (depth - 1) * n
     # + pos are then sorted too, which makes searchsorted and the gathers sequential.
     by_level = np.argsort(depth.astype(np.int16) if top < 2**15 else depth, kind="stable")
-    dk = depth[by_level]
+    dk = depth[by_level].astype(np.int64)
     dk *= n
     dk += by_level
     ks = dk - n
@@ -151,9 +151,18 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
                 "is_op": is_op[rows],
             }
         )
+    # positions, depths and thread codes in int32 where they fit (a trace of 2**31 events is far beyond memory):
+    # the tree is held as long as its trace, and its build's temporaries are the operators view's peak memory
+    small = np.int32 if len(ev) < 2**31 else np.int64
+    rows = rows.astype(small)
     start = ev["ts"].to_numpy(np.int64)[rows]
-    end = start + ev["dur"].to_numpy(np.int64)[rows]
-    grp = group_codes(ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows])
+    end = ev["dur"].to_numpy(np.int64)[rows]
+    end += start
+    pid = ev["pid"].to_numpy()[rows]
+    tid = ev["tid"].to_numpy()[rows]
+    one_thread = bool(pid.min() == pid.max() and tid.min() == tid.max())
+    grp = np.zeros(n, small) if one_thread else group_codes(pid, tid).astype(small)
+    del pid, tid
     order = _tree_order(grp, start, end, rows)
     if order is not None:
         # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
@@ -163,7 +172,6 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
         end = end[order]
         grp = grp[order]
         del order
-    pos = np.arange(n, dtype=np.int64)
 
     # depth_i = number of earlier nodes (tree order) of the same thread still open at start_i (end_j > start_i)
     lo = int(min(start.min(), end.min()))
@@ -175,8 +183,9 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     # the next node's start (most: the leaves) has q = its position + 1; only the others are searched.
     # (closed counts the ends of earlier threads too: as many as the nodes before the thread's first, which
     # `pos` counts as well, so depth = pos - closed)
-    start_keys = composite(grp, start, lo, span)
-    end_keys = composite(grp, end, lo, span)
+    # (one thread: the times are the keys)
+    start_keys = start if one_thread else composite(grp, start, lo, span)
+    end_keys = end if one_thread else composite(grp, end, lo, span)
     q = np.arange(1, n + 1, dtype=np.int64)
     searched = end_keys <= start_keys  # zero length
     searched[:-1] |= end_keys[:-1] > start_keys[1:]
@@ -184,8 +193,9 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     del searched
     q[far] = np.searchsorted(start_keys, end_keys[far], side="left")
     del start_keys, end_keys, far
-    closed = np.cumsum(np.bincount(q, minlength=n + 1)[:n])
+    closed = np.bincount(q, minlength=n + 1)[:n]
     del q
+    np.cumsum(closed, out=closed)
     zero = end == start
     if zero.any():  # zero-length nodes (none: nothing to correct)
         run_change = np.ones(n, dtype=bool)
@@ -197,24 +207,22 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
         del run_start
         nz_run = np.bincount(run_id, weights=zero).astype(np.int64)[run_id]
         del run_id
-        run_end -= pos
+        run_end -= np.arange(n)
         z = np.where(zero, run_end, nz_run)
         del run_end, nz_run
         closed -= z
         del z
     del zero
-    depth = pos - closed
+    np.subtract(np.arange(n), closed, out=closed)  # depth = pos - closed
+    np.maximum(closed, 0, out=closed)
+    depth = closed.astype(small)
     del closed
-    np.maximum(depth, 0, out=depth)
 
-    parent = _last_one_level_up(depth)
-    del pos
+    parent = _last_one_level_up(depth).astype(small, copy=False)
 
     # repair nodes whose candidate does not contain them (partially overlapping siblings): walk up
     # (a candidate comes earlier in tree order: on the same thread it starts no later; one thread: no
     # thread to compare)
-    one_thread = int(grp[-1]) == int(grp[0])
-
     def bad_mask(p: np.ndarray) -> np.ndarray:
         pp = np.maximum(p, 0)
         bad = end[pp] < end
@@ -236,7 +244,6 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
         _adopt_inside_repaired(parent, depth, repaired, grp, start, end)
 
     # torch's _remove_dup_nodes: an op whose only child is an op of the same name absorbs it
-    small = np.int32 if len(ev) < 2**31 else np.int64  # positions, depths, thread codes (see below)
     nchild = np.bincount(parent[parent >= 0], minlength=n)
     names = (
         ev["name"].to_numpy()[rows]
@@ -248,29 +255,28 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     merge = (parent >= 0) & (nchild[pp] == 1) & (names[pp] == names) & cpu_op & cpu_op[pp]
     del nchild, names, cpu_op
     if merge.any():
-        rep = np.where(merge, parent, np.arange(n, dtype=np.int64))
+        rep = np.where(merge, parent, np.arange(n, dtype=small))
         for _ in range(int(depth.max()) + 2):
             nxt = rep[rep]
             if np.array_equal(nxt, rep):
                 break
             rep = nxt
         del nxt
-        stands_for = rows.astype(small)[rep]  # the row of the node each node was merged into (or its own)
+        stands_for = rows[rep]  # the row of the node each node was merged into (or its own)
         del rep
         merged_into = np.where(merge, stands_for, -1).astype(small, copy=False)
     else:
-        stands_for = rows.astype(small)
+        stands_for = rows
         merged_into = np.full(n, -1, small)
     del merge
     parent_row = np.where(parent >= 0, stands_for[pp], -1).astype(small, copy=False)
     del parent, pp, stands_for
-    # the tree is held as long as its trace: int32 where it fits (a trace of 2**31 events is far beyond
-    # memory) keeps it at 37 bytes a node rather than 57
+    # int32 where it fits keeps the tree at 37 bytes a node rather than 57
     cols = dict(
-        row=rows.astype(small),
+        row=rows,
         parent=parent_row,
-        depth=depth.astype(small),
-        group=grp.astype(small),
+        depth=depth,
+        group=grp,
         start=start,
         end=end,
         merged_into=merged_into,

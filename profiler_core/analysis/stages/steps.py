@@ -39,19 +39,24 @@ def _steps(t: Any) -> pd.DataFrame:
     if len(ev) == 0:
         return _empty_steps()
     ts = ev["ts"].to_numpy(np.int64)
-    te = ts + ev["dur"].to_numpy(np.int64)
+    dur = ev["dur"].to_numpy(np.int64)
+
+    def te(rows: np.ndarray) -> np.ndarray:  # end times of some rows (not a whole-trace column: 88 MB at 11M)
+        return ts[rows] + dur[rows]
+
     is_cpu = category_mask(ev, OP_CATS)
     is_step = is_cpu & name_mask(ev, is_step_name)
     srows = np.flatnonzero(is_step)
     if len(srows):
         srows = srows[np.lexsort((srows, ts[srows]))]
         names = [_step_number(str(n)) for n in ev["name"].take(srows).to_numpy()]  # (not every row's text)
-        hs, he = ts[srows], te[srows]
+        hs, he = ts[srows], te(srows)
     else:  # no ProfilerStep: one step "0" over the whole trace window (never the profiler's own `Trace` span)
         sel = ~category_mask(ev, (TRACE,))
         if not sel.any():
             return _empty_steps()
-        names, hs, he = ["0"], np.array([ts[sel].min()]), np.array([te[sel].max()])
+        rows = np.flatnonzero(sel)
+        names, hs, he = ["0"], np.array([ts[rows].min()]), np.array([te(rows).max()])
     n = len(hs)
 
     gl = link_gpu_to_ops(t)
@@ -61,14 +66,14 @@ def _steps(t: Any) -> pd.DataFrame:
     matched = np.zeros(len(grow), dtype=bool)
     has_rt = grt >= 0
     if has_rt.any():
-        rs, re_ = ts[grt[has_rt]], te[grt[has_rt]]
+        rs, re_ = ts[grt[has_rt]], te(grt[has_rt])
         k = np.searchsorted(hs, rs, side="right") - 1
         inside = (k >= 0) & (re_ <= he[np.maximum(k, 0)])
         idx = np.flatnonzero(has_rt)[inside]
         kk = k[inside]
         matched[idx] = True
         matched_count = np.bincount(kk, minlength=n).astype(np.int64)
-        np.maximum.at(dev_max, kk, te[grow[idx]])
+        np.maximum.at(dev_max, kk, te(grow[idx]))
     start, end = hs.copy(), he.copy()
     if matched.any():
         # GPU work launched before the window (or whose launch record is missing) never moves a step: the
