@@ -241,24 +241,31 @@ def test_loaded_files_are_warmed_and_requests_wait_for_their_warming(tmp_path):
         loader.close()
 
 
-def test_no_warming_for_logdirs_of_many_files(tmp_path, monkeypatch):
-    """A logdir of more files than WARM_MAX_FILES is not computed ahead: views nobody may ask for."""
-    import tb_plugin.loader as loader_mod
-
-    monkeypatch.setattr(loader_mod, "WARM_MAX_FILES", 2)
-    for i in range(3):
-        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 500)
+def _load_all(tmp_path, runs: int, events: int) -> tuple[dict, list]:
+    """Reads `runs` one-file runs of `events` events in the background, warming each into a list;
+    the progress and the warmed traces once the loader is idle."""
+    for i in range(runs):
+        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", events)
     files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
     warmed: list = []
     loader = Loader(processes=0, use_cache=False, warm=warmed.append)
     try:
         loader.prepare(files)
         deadline = time.time() + 60
-        while loader.progress()["loading"] and time.time() < deadline:
+        while (loader.busy() or loader.progress()["loading"]) and time.time() < deadline:
             time.sleep(0.02)
-        assert loader.progress()["files_done"] == 3 and not warmed
+        return loader.progress(), warmed
     finally:
         loader.close()
+
+
+def test_no_warming_for_logdirs_of_many_files(tmp_path, monkeypatch):
+    """A logdir of more files than WARM_MAX_FILES is not computed ahead: views nobody may ask for."""
+    import tb_plugin.loader as loader_mod
+
+    monkeypatch.setattr(loader_mod, "WARM_MAX_FILES", 2)
+    progress, warmed = _load_all(tmp_path, runs=3, events=500)
+    assert progress["files_done"] == 3 and not warmed
 
 
 def test_cache_write_waits_for_the_warming(tmp_path, monkeypatch):
@@ -315,16 +322,5 @@ def test_no_warming_once_the_traces_in_memory_hold_many_events(tmp_path, monkeyp
     import tb_plugin.loader as loader_mod
 
     monkeypatch.setattr(loader_mod, "WARM_MAX_EVENTS", 700)
-    for i in range(2):
-        _trace(tmp_path / f"run{i}" / "w.1.pt.trace.json", 500)
-    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
-    warmed: list = []
-    loader = Loader(processes=0, use_cache=False, warm=warmed.append)
-    try:
-        loader.prepare(files)
-        deadline = time.time() + 60
-        while loader.busy() and time.time() < deadline:
-            time.sleep(0.02)
-        assert loader.progress()["files_done"] == 2 and len(warmed) == 1  # the first only: 500, then 1000
-    finally:
-        loader.close()
+    progress, warmed = _load_all(tmp_path, runs=2, events=500)
+    assert progress["files_done"] == 2 and len(warmed) == 1  # the first only: 500, then 1000
