@@ -123,6 +123,11 @@ class _Entry:
     warm: Future | None = None  # the warming of its parsed trace (see Loader)
 
 
+def _warming(e: _Entry) -> bool:
+    """True while `e`'s trace is being warmed (or waits for the warming thread)."""
+    return e.warm is not None and not e.warm.done()
+
+
 class Loader:
     """Loads trace files in the background and serves parsed `TraceData` (LRU in memory).
 
@@ -248,9 +253,7 @@ class Loader:
     def _active(self) -> bool:
         """True while a file is being read, a view computed (`hold`) or a trace warmed."""
         with self._lock:
-            return bool(self._running or self._urgent) or any(
-                e.warm is not None and not e.warm.done() for e in self._entries.values()
-            )
+            return bool(self._running or self._urgent) or any(map(_warming, self._entries.values()))
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the cache writes started so far are done."""
@@ -465,7 +468,7 @@ class Loader:
     def busy(self) -> bool:
         """True while a file is queued or being read, or a trace is being warmed."""
         with self._lock:
-            return any(not e.done or (e.warm is not None and not e.warm.done()) for e in self._entries.values())
+            return any(not e.done or _warming(e) for e in self._entries.values())
 
     @contextlib.contextmanager
     def hold(self):
