@@ -393,7 +393,7 @@ class Loader:
             fut = entry.future
         if queued:
             try:
-                return self._load_now(entry)
+                return self._load_now(entry, warm=not cancel_warming)
             finally:
                 with self._lock:
                     self._urgent -= 1
@@ -404,7 +404,7 @@ class Loader:
                 entry.started = time.monotonic()
                 self._urgent += 1
             try:
-                return self._load_now(entry)
+                return self._load_now(entry, warm=not cancel_warming)
             finally:
                 with self._lock:
                     self._urgent -= 1
@@ -424,9 +424,11 @@ class Loader:
         if t is not None:
             self._wait_warming(entry, cancel_warming)
             return t
-        return self._load_now(entry)  # prepared in the disk cache, or evicted since
+        return self._load_now(entry, warm=not cancel_warming)  # prepared in the disk cache, or evicted since
 
-    def _load_now(self, entry: _Entry) -> TraceData:
+    def _load_now(self, entry: _Entry, warm: bool = False) -> TraceData:
+        """Reads `entry`'s file in this thread; with `warm` (background work, not a request, read it
+        ahead of the queue) its trace is warmed as a file read by the pool is."""
         try:
             t = self._load_here(entry.file)
         except Exception as e:  # noqa: BLE001 - any failure is this file's error
@@ -441,6 +443,8 @@ class Loader:
             entry.warnings = tuple(t.warnings)
             if self._entries.get(entry.file.key) is entry:
                 self._keep(entry.file.key, t)
+                if warm:
+                    self._start_warming(entry, t)
         return t
 
     # ------------------------------------------------------------------ status

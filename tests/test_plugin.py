@@ -381,3 +381,60 @@ def test_timeline_tool_routes_and_file_status(logdir):
     st = c.get(f"{P}/file_status?{q}").json
     assert st["state"] == "done" and st["file"].startswith("run1/w0.") and st["all"]["files_total"] >= 2
     assert c.get(f"{P}/file_status?run=run1&worker=w0&span=9").status_code == 404
+
+
+def _warm_logdir(root: Path) -> Path:
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(40)}
+    _put(root / "run1" / "w0.1000.pt.trace.json", doc)
+    _put(root / "run1" / "w1.1000.pt.trace.json", doc)
+    return root
+
+
+def _answers(c: Client) -> dict:
+    out = {}
+    for worker in ("w0", "w1"):
+        for route in ("overview", "operators", "kernels", "operators?group_by=name_shape"):
+            sep = "&" if "?" in route else "?"
+            r = c.get(f"{P}/{route}{sep}run=run1&worker={worker}&span=1")
+            assert r.status_code == 200, (route, r.get_data()[:300])
+            out[(worker, route)] = r.json
+            out[(worker, route)].pop("run_ledger", None)  # from the summaries there are now (not warmed)
+    return out
+
+
+def test_files_read_in_the_background_are_warmed_and_served_as_computed(tmp_path, monkeypatch):
+    """Once the loader is idle, a file's Overview, operators and kernels (default grouping) answers
+    are ready: their requests compute no view; another grouping is computed by its request; and the
+    answers equal those of a plugin that warms nothing."""
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = _warm_logdir(tmp_path / "logs")
+    c, p = _client(root)
+    _wait_loaded(c)
+    loader = p.state().loader
+    end = time.time() + 60
+    while loader.busy() and time.time() < end:
+        time.sleep(0.02)
+    real_view, computed = plugin_mod._view, []
+
+    def counting(module, function):
+        fn = real_view(module, function)
+
+        def wrap(*args, **kwargs):
+            if threading.current_thread() is threading.main_thread():  # the requests, not background work
+                computed.append((module, function))
+            return fn(*args, **kwargs)
+
+        return wrap
+
+    monkeypatch.setattr(plugin_mod, "_view", counting)
+    warmed = _answers(c)
+    assert sorted(set(computed)) == [("operators", "operators")]  # only the name_shape grouping
+    assert len(computed) == 2  # once per worker
+
+    monkeypatch.setattr(plugin_mod, "warm_views", lambda t: None)
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache2"))
+    c2, _ = _client(_warm_logdir(tmp_path / "logs2"))
+    _wait_loaded(c2)
+    computed.clear()
+    assert _answers(c2) == warmed
+    assert ("overview", "overview_with_advice") in computed  # nothing warmed there: computed on request
