@@ -200,3 +200,29 @@ def test_distributed_generator_flag_writes_the_graph_job(tmp_path):
         rows = {x["name"]: x["device_self_us"] for x in operators(t)["rows"]}
         # steps=3: one capture step and 2 replays; op j gets kernel j (10 + j µs) per replay
         assert rows == {OPS[j]: 2 * (10 + j) for j in range(4)} | {"CompiledFunction": 0, "layer_0": 0}
+
+
+def test_a_collective_the_graph_captured_counts_as_communication_in_the_ledger(tmp_path):
+    """The ledger sees the capture ops too: when the capture's first op is a collective, its replayed kernel (an
+    ordinary kernel name, launched by `cudaGraphLaunch` under `CompiledFunction`) is exposed communication, not
+    compute. One layer, kernels 0-3 of 10, 11, 12 and 13 µs one after another: per replay step 10 µs of
+    communication and 36 µs of compute; with the plain capture all 46 µs are compute."""
+    from tb_plugin.buckets import COMPUTE, EXPOSED_COMM
+    from tb_plugin.diagnosis.ledger import worker_ledger
+
+    plain = graph_trace(layers=1, replays=2)
+    comm = json.loads(json.dumps(plain))
+    for e in comm["traceEvents"]:
+        if e.get("name") == OPS[0]:
+            e["name"] = "c10d::allreduce_"
+    for doc, want_comm, want_compute in ((plain, None, 46_000), (comm, 10_000, 36_000)):
+        led = worker_ledger(_read(tmp_path, doc))
+        assert led["steps"] == ["1", "2", "3"]
+        # the capture step runs no kernel; each replay step runs the graph once
+        got = led["buckets"][EXPOSED_COMM]
+        if want_comm is None:  # no communication in the trace: the bucket says so instead of a number
+            assert got["ns"] is None and got["reason"]
+        else:
+            # in the capture step the collective op itself (15 µs on the CPU, no kernel runs) is exposed too
+            assert got["ns"] == [15_000, want_comm, want_comm]
+        assert led["buckets"][COMPUTE]["ns"] == [0, want_compute, want_compute]

@@ -176,6 +176,30 @@ def test_route_json_csv_and_errors(jobs, tmp_path, monkeypatch):
     assert c.get(f"{P}/jobdiff?run=a&exp_run=b&exp_span=9").status_code == 404
 
 
+def test_route_reads_only_summaries(tmp_path, monkeypatch):
+    """/jobdiff answers from the stored summaries: with every way to read a whole trace made to fail, it still
+    names the planted rank and kernel."""
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    logdir = tmp_path / "logs"
+    for name, plants in (("a", ()), ("b", (Plant(1, "kernel", KERNEL_MS),))):
+        for p in generate(str(logdir / name), 2, events=2000, steps=2, plants=plants, layout=True):
+            os.utime(p, (OLD, OLD))
+    res = cli.summarize_logdir(str(logdir))
+    assert res["done"] == 4 and not res["failed"], res
+    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 1)  # no whole-trace parsing in the background
+
+    def no_read(*a, **k):
+        raise AssertionError("a whole trace was read")
+
+    monkeypatch.setattr("profiler_core.trace.read.reader.read_trace", no_read)
+    monkeypatch.setattr("tb_plugin.summaries.summary.summarize_path", no_read)
+    got = _plugin(logdir).get(f"{P}/jobdiff?run=a&exp_run=b")
+    assert got.status_code == 200, got.json
+    first = got.json["lines"][0]
+    assert (first["kind"], first["name"], first["ranks"]) == ("kernel", SLOW_KERNEL, [1])
+    assert first["delta_ms"] == pytest.approx(KERNEL_MS, rel=0.1)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return gpuscope("jobdiff", *args)
 
