@@ -101,7 +101,7 @@ NEEDS_ALL_RANKS = (
     "waiting for other ranks needs every member's collectives: the run-level ledger moves it out of exposed_comm "
     "(one trace cannot tell waiting from transferring)"
 )
-CPU_ONLY = "no GPU activity in the trace: " + NO_GPU
+CPU_ONLY = NO_GPU
 
 
 def _is_pageable(name: str) -> bool:
