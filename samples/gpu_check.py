@@ -23,10 +23,12 @@ Checks (each a named entry in gpu_check.json, with details):
   (plus our static/dynamic shared-memory split, which must add up to Kineto's total).
 - fallback: the CUDA-event backend on the pycuda workload (GPUSCOPE_CUDA_BACKEND=events, child process):
   one kernel per launch, driver calls inside their op (one clock), memsets timed.
+- graphs: a CUDA graph captured and replayed by cupy: the replayed kernels carry CUPTI's graph and node ids, and
+  Operators gives their time to the op that captured them.
 - sample: samples/pycuda_train.py writes a trace with kernels into a logdir.
 - overhead: benchmarks/bench_launch.py.
 Files written to $OUT: gpu_check.json, raw_records.json.gz (with provenance), gpuscope_trace.json.gz,
-torch_trace.json.gz, bench.json.
+graph_trace.json.gz, torch_trace.json.gz, bench.json.
 """
 
 from __future__ import annotations
@@ -421,6 +423,58 @@ def capture() -> None:
     check("a second profile cycle captures again", len(k2) >= 1, len(k2))
 
 
+@section
+def graphs() -> None:
+    """A CUDA graph captured and replayed (cupy's stream capture): the replayed kernels carry CUPTI's graph and
+    node ids, and the Operators view gives their time to the op that captured them, none to the launching one."""
+    try:
+        import cupy
+        import numpy as np
+    except Exception as exc:
+        skip("graphs", f"cupy: {type(exc).__name__}: {exc}")
+        return
+    import profiler_core
+    from profiler_core import ProfilerActivity, record_op
+    from profiler_core.trace.read.reader import read_trace
+    from tb_plugin.views.operators import operators
+
+    k = cupy.RawKernel(SRC, "scale")
+    n = 1 << 16
+    a = cupy.ones(n, dtype=cupy.float32)
+    args = (a, np.float32(1.0), np.int32(n))
+    k(((n + 255) // 256,), (256,), args)  # compile outside the window
+    cupy.cuda.runtime.deviceSynchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    nodes, replays = 3, 2
+    with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with stream:
+            with record_op("check::graph_capture"):
+                stream.begin_capture()
+                for _ in range(nodes):
+                    k(((n + 255) // 256,), (256,), args)
+                graph = stream.end_capture()
+            for _ in range(replays):
+                with record_op("check::graph_replay"):
+                    graph.launch(stream)
+            stream.synchronize()
+    trace = prof.trace
+    _dump_gz(trace, "graph_trace.json.gz")
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and str(e.get("name")).startswith("scale")]
+    check("graph replays: one kernel event per node and replay", len(kernels) == nodes * replays, len(kernels))
+    ids = [(e["args"].get("graph id"), e["args"].get("graph node id")) for e in kernels]
+    check("replayed kernels carry CUPTI's graph id and graph node id", all(g and nd for g, nd in ids), ids)
+    path = OUT / "graph_trace.json"
+    path.write_text(json.dumps(trace))
+    rows = {r["name"]: r for r in operators(read_trace(str(path), processes=0))["rows"]}
+    total = sum(e["dur"] for e in kernels)
+    got = {name: rows.get(name, {}).get("device_self_us") for name in ("check::graph_capture", "check::graph_replay")}
+    check(
+        "the capture op holds the replayed kernels' time, the launching op none",
+        abs((got["check::graph_capture"] or 0) - total) <= 0.01 * total + 1 and not got["check::graph_replay"],
+        {"kernels_us": total, **got},
+    )
+
+
 TORCH_REF = r"""
 import json, sys, torch
 from torch.profiler import profile, ProfilerActivity
@@ -611,6 +665,7 @@ def main() -> int:
     environment()
     props = device_properties() or []
     capture()
+    graphs()
     occupancy(props)
     for step in (fallback, sample, overhead):
         if time.time() - T0 > 240:
