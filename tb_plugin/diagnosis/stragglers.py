@@ -8,7 +8,8 @@ names what stands out, it does not add up to the excess; phases may overlap each
 
 What-if: the step replayed with the worker's timeline earlier by its excess (`what_if.replay`: each collective
 it arrived last at ends earlier by at most what the others waited for it there, and everyone after it runs on
-earlier by that much); `what_if_ms` is the median over the workers of their step time less their shift.
+earlier by that much); `what_if_ms` is the median over the workers of their step time less their shift, at least
+what the other workers need on their own (`what_if.own_floor`, for all-reduces queued on a comm stream).
 
 `explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
 "what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
@@ -212,7 +213,8 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     # a slow link's longer transfers are in the worker's busy time: the replay takes them off the collectives
     own = max(excess - link["excess_ns"], 0.0) if link else excess
     shifts = what_if.replay(job, k, {wi: own}, link["cut"] if link else None)
-    what_if_ns = what_if.step_time(job, k, shifts)
+    floor = what_if.own_floor(job, k, wi, link["cut"] if link else None)
+    what_if_ns = min(max(what_if.step_time(job, k, shifts), floor), step_ns)
     saved = max(step_ns - what_if_ns, 0.0)
     phases = _phase_rows(job, k, wi)
     link_text = None

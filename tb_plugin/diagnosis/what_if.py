@@ -100,3 +100,42 @@ def step_time(job: Job, k: int, shifts: np.ndarray) -> float:
         return 0.0
     length = (job.b_end[k] - job.b_start[k])[has].astype(np.float64)
     return float(np.median(np.maximum(length - shifts[has], 0.0)))
+
+
+def own_floor(job: Job, k: int, straggler: int, cut: Mapping[int, float] | None = None) -> float:
+    """A lower bound on step `k` had the straggler not been late: the longest any other worker with GPU activity
+    needs on its own, in ns (0 when no such worker recorded the step).
+
+    A worker's own need is its step time less its exposed waiting (waiting its own compute did not cover) and less
+    the transfers of the calls after it first waited exposed: once idle, it ran those calls at the pace of the
+    ones it waited for, where on its own they would have overlapped its compute. The replay alone cannot see this
+    bound where a worker's calls queue back to back on its comm stream: each such call then waits for the late
+    member's next bucket, and the replay moves the worker's whole timeline by the sum. `cut`: as in `replay`, the
+    transfer time taken off collectives (a slow link), which no worker then needs."""
+    W = len(job.workers)
+    has = job.b_idx[k] >= 0
+    has[straggler] = False
+    # only workers whose compute runs on a GPU beside their communication: on a CPU-only worker a collective
+    # blocks its thread, nothing overlaps it, and the replay is the answer
+    has &= np.array([any(x is not None for x in (job.phases[w].get("gpu_idle") or [])) for w in job.workers], bool)
+    if not has.any():
+        return 0.0
+    rows = np.flatnonzero(job.c_step == k)
+    rows = rows[np.lexsort((job.c_start[rows], job.c_w[rows]))]
+    ws = job.c_w[rows]
+    exposed = job.c_exposed[rows].astype(np.float64)
+    inst = job.c_inst[rows]
+    transfer = np.zeros(len(rows))
+    if len(job.inst):
+        t = job.inst["transfer"].to_numpy(np.float64)
+        transfer[inst >= 0] = t[inst[inst >= 0]]
+    idle = exposed > WAIT_EPS_NS
+    # per worker: whether an earlier call of its own in the step waited exposed (a running count by worker)
+    first = np.r_[True, ws[1:] != ws[:-1]]
+    seen = np.cumsum(idle) - idle
+    base = np.maximum.accumulate(np.where(first, seen, 0))
+    after = (seen - base) > 0
+    saved = np.array([float((cut or {}).get(int(i), 0.0)) if i >= 0 else 0.0 for i in inst])
+    lost = np.bincount(ws, weights=exposed + np.where(after, transfer, saved), minlength=W)
+    need = (job.b_end[k] - job.b_start[k]).astype(np.float64) - lost
+    return float(need[has].max())
