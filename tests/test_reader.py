@@ -16,14 +16,22 @@ from profiler_core.trace.read.reader import TraceReadError, parse_trace, read_tr
 
 from .conftest import missing
 
+#: torch 1.8-1.9's category spellings and the names the reader gives them, written out by hand
 CATS = {
     "Operator": "cpu_op",
     "Runtime": "cuda_runtime",
+    "Driver": "cuda_driver",
     "Kernel": "kernel",
     "Memcpy": "gpu_memcpy",
     "Memset": "gpu_memset",
     "Trace": "trace",
 }
+
+
+def test_the_hand_written_spellings_are_the_category_tables():
+    from profiler_core.trace.categories import normalise_category
+
+    assert {k: normalise_category(k) for k in CATS} == CATS
 
 
 #: µs timestamps since the epoch (2024: ~1.7e15 µs) are exact in a float64 only up to this many ns

@@ -12,7 +12,7 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
-from ..trace.categories import GPU_ACTIVITY_CATS, GPU_USER_ANNOTATION, HOST_CATS, SPELLINGS
+from ..trace.categories import GPU_ACTIVITY_CATS, GPU_USER_ANNOTATION, HOST_CATS, LAUNCH_CATS, SPELLINGS
 from ..trace.event_args import BY_FIELD
 from ..trace.event_args import arg as _arg
 from ..trace.event_args import key as _key
@@ -388,7 +388,7 @@ class _Builder:
             fe.python_module_id = _int_arg(args, _PYTHON_MODULE_ID)
             if not ext:
                 fe.id = fe.python_id if fe.python_id >= 0 else 0
-        elif cat in ("cuda_runtime", "cuda_driver"):
+        elif cat in LAUNCH_CATS:
             fe.linked_correlation_id = ext
             corr = _int_arg(args, _CORRELATION)
             if corr >= 0:

@@ -100,10 +100,12 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.stages.registry import stage
+from profiler_core.trace.categories import GPU_ACTIVITY_CATS, GPU_USER_ANNOTATION
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import SEARCH_LIMIT, WIDTH_PX, number_param
 
-GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+#: the categories whose events make a track a GPU track
+GPU_TRACK_CATS = GPU_ACTIVITY_CATS + (GPU_USER_ANNOTATION,)
 MAX_FLOWS = 5000
 
 
@@ -259,7 +261,7 @@ def _build(t: Any) -> _Tiles:
     pname, plabel, tname, psort, tsort = _names_lookup(t)
     tr_code, tr_uniques = _pair_codes(pid, tid)
     ntr = len(tr_uniques)
-    gpu_cat_codes = [i for i, c in enumerate(cat_table) if c in GPU_ACTIVITY_CATS]
+    gpu_cat_codes = [i for i, c in enumerate(cat_table) if c in GPU_TRACK_CATS]
     is_gpu_ev = np.isin(cat_code, gpu_cat_codes)
     tr_gpu = np.zeros(ntr, dtype=bool)
     if ntr:

@@ -33,8 +33,9 @@ from torch.autograd.profiler_util import EventList
 
 #: Kineto JSON categories of device-side activities (DeviceType.CUDA in torch's KinetoEvent)
 GPU_CATS = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "gpu_user_annotation"}
-#: categories of CPU-side events carrying a link to the op that caused them
-LINKED_CPU_CATS = {"cuda_runtime", "runtime", "cuda_driver"}
+#: categories of CPU-side events carrying a link to the op that caused them (torch's spellings, its 1.8 "Driver"
+#: too: this adapter stands on torch's side and runs in the torch venv, not on gpuscope's category table)
+LINKED_CPU_CATS = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
 #: categories torch's KinetoEvent list holds at all (others, e.g. the "Trace" span, are not events there)
 EVENT_CATS = GPU_CATS | LINKED_CPU_CATS | {"cpu_op", "operator", "user_annotation", "python_function"}
 TABLES = [
