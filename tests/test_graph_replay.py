@@ -226,3 +226,17 @@ def test_a_collective_the_graph_captured_counts_as_communication_in_the_ledger(t
             # in the capture step the collective op itself (15 µs on the CPU, no kernel runs) is exposed too
             assert got["ns"] == [15_000, want_comm, want_comm]
         assert led["buckets"][COMPUTE]["ns"] == [0, want_compute, want_compute]
+
+
+def test_graph_replays_are_the_named_difference_of_gpu_links(tmp_path):
+    """GPU links in key_averages() and the views differ on purpose in one way: one layer replayed twice, kernels
+    j = 0..3 of 10 + j µs. The views give each capture op its kernel (2 x (10 + j) µs) and the graph's launcher
+    none; key_averages() gives the launcher all 2 x 46 = 92 µs and the capture ops none, as torch's profiler does."""
+    from profiler_core.analysis import events_from_trace
+
+    doc = graph_trace(layers=1, replays=2)
+    views = {r["name"]: r["device_self_us"] for r in operators(_read(tmp_path, doc))["rows"]}
+    ka = {e.key: e.self_device_time_total for e in events_from_trace(doc).key_averages()}
+    assert {OPS[j]: views[OPS[j]] for j in range(4)} == {OPS[j]: 2 * (10 + j) for j in range(4)}
+    assert views["CompiledFunction"] == 0 and ka["CompiledFunction"] == 92
+    assert all(ka[OPS[j]] == 0 for j in range(4))
