@@ -135,7 +135,9 @@ def own_floor(job: Job, k: int, straggler: int, cut: Mapping[int, float] | None 
     seen = np.cumsum(idle) - idle
     base = np.maximum.accumulate(np.where(first, seen, 0))
     after = (seen - base) > 0
-    saved = np.array([float((cut or {}).get(int(i), 0.0)) if i >= 0 else 0.0 for i in inst])
+    saved = np.zeros(len(rows))
+    for i, v in (cut or {}).items():
+        saved[inst == i] = float(v)
     lost = np.bincount(ws, weights=exposed + np.where(after, transfer, saved), minlength=W)
     need = (job.b_end[k] - job.b_start[k]).astype(np.float64) - lost
     return float(need[has].max())
