@@ -55,6 +55,7 @@ from gen_graph_job import graph_trace
 
 BASE_NS = 1_790_900_000_000_000_000
 PID, TID, DEVICE, STREAM, COMM_STREAM = 1000, 1000, 0, 7, 20
+HOOK_TID = TID + 1  # the thread DDP's gradient hooks launch the bucket all-reduces from
 EVENTS_PER_OP = 3  # cpu_op, cudaLaunchKernel, kernel
 FWD_KERNELS = [
     "ampere_sgemm_128x64_nn",
@@ -236,7 +237,7 @@ def simulate(
             pend = 0.0
             for j in range(p["buckets"]):
                 cs = max(row["arrivals"][j], pend)
-                colls.append((cs, coll_end[j], nelems[j]))
+                colls.append((cs, coll_end[j], nelems[j], row["arrivals"][j]))
                 pend = coll_end[j]
             t = max(row["compute_end"], coll_end[-1]) + 2.0
             for d in opt_base:
@@ -281,6 +282,7 @@ def rank_trace(
     ev: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python"}},
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": TID, "args": {"name": "thread 1 (python)"}},
+        {"ph": "M", "name": "thread_name", "pid": PID, "tid": HOOK_TID, "args": {"name": "thread 2 (autograd)"}},
         {"ph": "M", "name": "process_name", "pid": DEVICE, "tid": 0, "args": {"name": "GPU 0"}},
     ]
     corr = 1
@@ -297,10 +299,12 @@ def rank_trace(
         grid=(1024, 1, 1),
         block=(256, 1, 1),
         kernel_args: dict | None = None,
+        cpu_ts: float | None = None,
+        tid: int = TID,
     ) -> None:
         nonlocal corr, ext
         kname = renamed.get(kname, kname)
-        cpu_ts = gpu_ts - 30.0
+        cpu_ts = gpu_ts - 30.0 if cpu_ts is None else cpu_ts
         a = {"External id": ext, "Record function id": 0, "Ev Idx": len(ev)}
         if op_args:
             a.update(op_args)
@@ -310,7 +314,7 @@ def rank_trace(
                 "cat": "cpu_op",
                 "name": op_name,
                 "pid": PID,
-                "tid": TID,
+                "tid": tid,
                 "ts": round(cpu_ts, 3),
                 "dur": 9.0,
                 "args": a,
@@ -322,7 +326,7 @@ def rank_trace(
                 "cat": "cuda_runtime",
                 "name": "cudaLaunchKernel",
                 "pid": PID,
-                "tid": TID,
+                "tid": tid,
                 "ts": round(cpu_ts + 2.0, 3),
                 "dur": 5.0,
                 "args": {"External id": ext, "correlation": corr, "cbid": 211},
@@ -375,8 +379,10 @@ def rank_trace(
             a["Process Group Ranks"] = str(members if members else list(range(ranks)))
         return a
 
-    def world_allreduce(coll: tuple[float, float, int], full_args: bool) -> None:
-        cs, ce, n = coll
+    def world_allreduce(coll: tuple[float, float, int, float], full_args: bool) -> None:
+        """A DDP bucket's all-reduce, launched when its gradients were launched (just before the next backward
+        kernel's launch); on the comm stream it starts once every rank's bucket is done and the previous one ended."""
+        cs, ce, n, ready = coll
         args = comm_args(n, "0", "default_pg", None)
         if not full_args:
             args = {k: args[k] for k in ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size")}
@@ -391,6 +397,8 @@ def rank_trace(
             grid=(2, 1, 1),
             block=(640, 1, 1),
             kernel_args=args if planted else None,
+            cpu_ts=min(ready, cs) - 31.0,
+            tid=HOOK_TID,
         )
 
     def host_sync(ts: float, stall: float) -> None:

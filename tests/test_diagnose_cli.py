@@ -48,7 +48,7 @@ def test_json_names_the_straggler_its_collectives_and_cause(logdir):
         assert s["rank"] == 1 and s["excess_ms"] > 0 and s["phases"][0]["phase"] == "compute"
         # the what-if gives back what rank 1 cost the others, no more than its excess
         assert s["what_if_ms"] == pytest.approx(s["step_ms"] - s["saved_ms"], abs=2e-3)
-        assert 0 < s["saved_ms"] <= s["excess_ms"]
+        assert 0 < s["saved_ms"] <= s["excess_ms"] + 2e-3  # + the 1 µs between a bucket's last kernel and its call
     assert rep["worst"]["rank"] == 1
     # the summaries it computed are stored where `gpuscope summarize` puts them
     assert len(list(Path(store.default_out(str(logdir))).rglob("*" + store.SUFFIX))) == 4

@@ -155,11 +155,14 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     assert store.read(where, src) is None
     cc = {**s["collective_calls"], "groups": ["0 [0, 1]"], "group_pg": ["0"], "group_ranks": [[0, 1]]}
     cc.update(group_size=[2], names=["nccl:all_reduce"], group=[3], name=[0], step=[-1])
-    cc.update(start=[0], dur=[5], bytes=[-1], wait=[0], covered=[0])
+    cc.update(start=[0], dur=[5], bytes=[-1], wait=[0], covered=[0], lead=[0], tail=[5])
     store.write(where, {**s, "collective_calls": cc})
     assert store.read(where, src) is None  # group index 3 of 1 group
     store.write(where, {**s, "collective_calls": {**cc, "group": [0]}})
     assert store.read(where, src) == {**s, "collective_calls": {**cc, "group": [0]}}
+    for bad in ({"lead": [-1]}, {"tail": [6]}, {"tail": [-1]}):  # ready after its start, idle beyond its call
+        store.write(where, {**s, "collective_calls": {**cc, "group": [0], **bad}})
+        assert store.read(where, src) is None, bad
     Path(where).write_bytes(b"\x1f\x8b not gzip")
     assert store.read(where, src) is None  # damaged
     with pytest.raises(S.SummaryError, match="not a gpuscope summary"):

@@ -50,7 +50,7 @@ def test_damaged_ledger_is_refused(damage, message):
         S.decode(S.encode(s))
 
 
-@pytest.mark.parametrize("old_version", [2, 3, 4])
+@pytest.mark.parametrize("old_version", [2, 3, 4, 8])
 def test_earlier_format_summary_is_recomputed(tmp_path, monkeypatch, old_version):
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     logdir = tmp_path / "logs"
@@ -58,10 +58,14 @@ def test_earlier_format_summary_is_recomputed(tmp_path, monkeypatch, old_version
     f = [f for r in Scanner(str(logdir)).scan().values() for f in r.files()][0]
     trace = next(run.glob("*.pt.trace.json*"))
     # a summary as formats 2 and 3 wrote it (no ledger, gpu_idle, collective calls, phases) or format 4 (no
-    # collective calls, phases), their version, of this very file
+    # collective calls, phases) or format 8 (no call readiness), their version, of this very file
     old = S.summarize(read_trace(str(trace), processes=0), S.fs.stat(str(trace)))
-    later = ("collective_calls", "phases") + (("ledger", "gpu_idle") if old_version < 4 else ())
+    later = (
+        ("collective_calls", "phases") + (("ledger", "gpu_idle") if old_version < 4 else ()) if old_version < 8 else ()
+    )
     old = {k: v for k, v in old.items() if k not in later} | {"version": old_version}
+    if old_version == 8:
+        old["collective_calls"] = {k: v for k, v in old["collective_calls"].items() if k not in ("lead", "tail")}
     where = store.out_path(store.default_out(str(logdir)), f.relpath)
     store.write(where, old)
     assert os.path.exists(where) and store.read(where, S.fs.stat(str(trace))) is None

@@ -52,8 +52,8 @@ def label(worker: str, rank: int | None) -> str:
 @dataclass
 class Job:
     """Every worker's matched collective calls and step bounds, the input of the walk and the stragglers: per
-    call `c_*` (worker, step code, instance or -1, start, end, wait, exposed wait), per step code and worker
-    `b_start`/`b_end`/`b_idx` (the step's index in the worker's phases, -1: not recorded), per matched
+    call `c_*` (worker, step code, instance or -1, start, end, wait, exposed wait, ready, idle tail), per step code
+    and worker `b_start`/`b_end`/`b_idx` (the step's index in the worker's phases, -1: not recorded), per matched
     collective `inst` (its group, name, members, bytes (-1: unknown), transfer, late worker, gap) with `i_*`
     arrays and its members' call rows `members(i)`."""
 
@@ -80,6 +80,7 @@ class Job:
         c = self.calls
         self.c_w, self.c_step, self.c_inst = c["w"], c["step"], c["inst"]
         self.c_start, self.c_end, self.c_wait, self.c_exposed = c["start"], c["end"], c["wait"], c["exposed"]
+        self.c_ready, self.c_tail = c["ready"], c["tail"]
         ni = len(self.inst)
         rows = np.flatnonzero(self.c_inst >= 0)
         rows = rows[np.argsort(self.c_inst[rows], kind="stable")]
@@ -145,7 +146,8 @@ def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str
     """Every worker's calls as flat arrays with global codes (group, name, step)."""
     step_code = {s: i for i, s in enumerate(steps)}
     parts: dict[str, list] = {
-        k: [] for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "bytes", "is_wait")
+        k: []
+        for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "bytes", "is_wait", "ready", "tail")
     }
     for wi, w in enumerate(workers):
         cc = summaries[w].get("collective_calls") or {}
@@ -166,6 +168,11 @@ def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str
         parts["covered"].append(np.asarray(cc.get("covered") or np.zeros(n), np.int64))
         parts["bytes"].append(np.asarray(cc.get("bytes") or np.full(n, -1), np.int64))
         parts["is_wait"].append(np.asarray(cc["wait"], bool))
+        start = np.asarray(cc["start"], np.int64)
+        lead = cc.get("lead")  # hand-made facts may leave it out: ready when started
+        parts["ready"].append(start - np.maximum(np.asarray(lead, np.int64), 0) if lead is not None else start)
+        tail = cc.get("tail")  # likewise: idle for the whole call
+        parts["tail"].append(np.asarray(tail, np.int64) if tail is not None else np.asarray(cc["dur"], np.int64))
     return {k: np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64) for k, v in parts.items()}
 
 

@@ -1,15 +1,16 @@
 """Why a straggler is slow, and what the step would take if it were not: from the per-worker summaries only.
 
-A worker's busy time in a step is the step's time minus its own waiting for other workers (the wait part of its
-matched collectives and its `wait` calls). Its excess is its busy time minus the median busy time of the workers in
-that step. The excess is split into the phases, kernels and operators where the worker spent more than the
-median worker (`worker_facts`: a kernel or operator outside a worker's top list counts as 0 there, so the split
-names what stands out, it does not add up to the excess; phases may overlap each other).
+A worker's busy time in a step is the step's time minus what other workers cost it: its step replayed on its own
+(`what_if.replay` with `alone`), where each collective call starts when the worker was ready for it (or its own
+previous call ended) and takes only its transfer time, so calls queued on a comm stream count their waiting once.
+Its excess is its busy time minus the median busy time of the workers in that step. The excess is split into the
+phases, kernels and operators where the worker spent more than the median worker (`worker_facts`: a kernel or
+operator outside a worker's top list counts as 0 there, so the split names what stands out, it does not add up
+to the excess; phases may overlap each other).
 
 What-if: the step replayed with the worker's timeline earlier by its excess (`what_if.replay`: each collective
-it arrived last at ends earlier by at most what the others waited for it there, and everyone after it runs on
-earlier by that much); `what_if_ms` is the median over the workers of their step time less their shift, at least
-what the other workers need on their own (`what_if.own_floor`, for all-reduces queued on a comm stream).
+ends earlier by the least slack of its members, and a member that waited for it runs on earlier by that much);
+`what_if_ms` is the median over the workers of their step time less their shift.
 
 `explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
 "what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
@@ -48,14 +49,15 @@ def _ms(ns: float) -> float:
 
 
 def busy(job: Job, step: str) -> dict[int, float]:
-    """Worker index -> busy ns in `step` (step time minus own waiting for other workers)."""
+    """Worker index -> busy ns in `step`: the step's time less what other workers cost it, i.e. its step replayed
+    on its own (`what_if.replay` with `alone`: each call starts when the worker was ready for it, or when its own
+    previous call ended, and takes its transfer time)."""
     k = job.code(step)
     if k is None:
         return {}
-    m = job.c_step == k
-    waits = np.bincount(job.c_w[m], weights=job.c_wait[m].astype(np.float64), minlength=len(job.workers))
+    lost = what_if.replay(job, k, {}, alone=True)
     has = np.flatnonzero(job.b_idx[k] >= 0)
-    vals = (job.b_end[k] - job.b_start[k] - waits)[has]
+    vals = (job.b_end[k] - job.b_start[k] - lost)[has]
     return dict(zip(has.tolist(), vals.tolist()))
 
 
@@ -213,8 +215,7 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     # a slow link's longer transfers are in the worker's busy time: the replay takes them off the collectives
     own = max(excess - link["excess_ns"], 0.0) if link else excess
     shifts = what_if.replay(job, k, {wi: own}, link["cut"] if link else None)
-    floor = what_if.own_floor(job, k, wi, link["cut"] if link else None)
-    what_if_ns = min(max(what_if.step_time(job, k, shifts), floor), step_ns)
+    what_if_ns = min(what_if.step_time(job, k, shifts), step_ns)
     saved = max(step_ns - what_if_ns, 0.0)
     phases = _phase_rows(job, k, wi)
     link_text = None

@@ -14,6 +14,9 @@
       "bytes": [int...] (-1 unknown), "wait": [0|1...],
       "covered": [ns...],            # of the call's range, the time compute ran on this worker (its wait
                                      # there cost nothing: the cross-rank analysis counts only the rest)
+      "lead": [ns...],               # how long before its start this worker was ready for the call (`ready_times`)
+      "tail": [ns...],               # how long its compute had been idle when the call ended (`idle_tails`):
+                                     # what its next work waited for the call, 0 when compute ran on through
       "dropped": n}                  # calls left out beyond MAX_CALLS
   "phases": {
       "step": [name...], "start": [ns...], "end": [ns...],   # steps as `steps`, relative to the origin
@@ -122,6 +125,8 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
         m = _compute_mask(t)
         compute = intervals.prepare(ts[m], (ts + t.events["dur"].to_numpy(np.int64))[m])
     covered = [intervals.union_in(compute, a, b) for a, b in zip(start[:n].tolist(), end[:n].tolist())]
+    ready = ready_times(t, len(calls))
+    tail = idle_tails(compute, start[:n], end[:n])
     return {
         "groups": groups,
         "group_pg": g_pg,
@@ -136,6 +141,8 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
         "bytes": nbytes[:n].tolist(),
         "wait": is_wait[:n].astype(np.int64).tolist(),
         "covered": covered,
+        "lead": np.maximum(start[:n] - ready[:n], 0).tolist(),
+        "tail": tail.tolist(),
         "dropped": int(len(calls) - n),
     }
 
@@ -146,6 +153,47 @@ def _bytes_of(t: Any, n: int) -> np.ndarray:
     c = collectives.collectives(t).sort_values("start", kind="stable")
     b = c["bytes"].to_numpy(np.int64) if len(c) == n else np.full(n, -1, np.int64)
     return b
+
+
+def ready_times(t: Any, n: int) -> np.ndarray:
+    """When the worker was ready for each collective call (ns; calls in `worker_calls`' order, `n` of them), which
+    can be before the call started: a call queued behind the worker's previous one on its comm stream started when
+    that one ended, not when the worker was ready. For a call that ran NCCL kernels: the later of its host call's
+    start (its kernels cannot start before their launch) and the end of the last compute kernel launched before
+    it (the comm stream waits for the compute enqueued before the launch, as DDP's buckets do). A CPU call (gloo,
+    MPI) blocks its thread, so it is ready when it starts. Where the calls are not known one for one, their
+    start."""
+    from tb_plugin.views import collectives
+    from tb_plugin.views.gpu_launches import activity_arrays
+
+    c = collectives.collectives(t).sort_values("start", kind="stable")
+    start = c["start"].to_numpy(np.int64)
+    if len(c) != n:
+        return np.zeros(n, np.int64) if not n else start[:n]
+    on_gpu = c["kernels"].to_numpy(np.int64) > 0
+    if not on_gpu.any():
+        return start
+    ev = t.events
+    host = ev["ts"].to_numpy(np.int64)[c["row"].to_numpy(np.int64)]
+    a = activity_arrays(t)
+    comp = _compute_mask(t)[a["row"]] & (a["launch"] >= 0)
+    launched, ends = a["launch_start"][comp], a["end"][comp]
+    o = np.argsort(launched, kind="stable")
+    launched, ends = launched[o], np.maximum.accumulate(ends[o]) if len(o) else ends
+    k = np.searchsorted(launched, host, side="left") - 1  # compute launched strictly before the call
+    dep = np.where(k >= 0, ends[np.maximum(k, 0)] if len(ends) else 0, np.iinfo(np.int64).min)
+    return np.where(on_gpu, np.minimum(np.maximum(host, dep), start), start)
+
+
+def idle_tails(compute: tuple, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per call: how long the worker's compute (`intervals.prepare`d ranges) had been idle when the call ended,
+    within the call (0 when compute ran at its end, so the worker's next work did not wait for the call)."""
+    s, _, reach = compute
+    if not len(s):
+        return end - start
+    i = np.searchsorted(s, end, side="left") - 1  # compute that started before the call's end
+    last = np.where(i >= 0, reach[np.maximum(i, 0)], np.iinfo(np.int64).min)
+    return np.where(last >= end, 0, end - np.maximum(start, last)).astype(np.int64)
 
 
 def _union(mask: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple:
@@ -263,7 +311,7 @@ def sequence(group: np.ndarray, is_wait: np.ndarray) -> np.ndarray:
 def empty_facts() -> dict:
     """The facts of a worker with no collective calls and no steps (the shape, for hand-made summaries)."""
     cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "name", "step")
-    cc: dict = {k: [] for k in (*cc_keys, "start", "dur", "bytes", "wait", "covered")}
+    cc: dict = {k: [] for k in (*cc_keys, "start", "dur", "bytes", "wait", "covered", "lead", "tail")}
     ph: dict = {k: [] for k in ("step", "start", "end", *PHASES, "names", "top_kernels", "top_ops")}
     return {"collective_calls": {**cc, "dropped": 0}, "phases": {**ph, "reasons": {}, "dropped_steps": 0}}
 

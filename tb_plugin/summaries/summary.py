@@ -40,7 +40,8 @@ from tb_plugin.summaries import fs
 #: 6: MPI collectives (mpi:: ops) are collective calls, their communicator the process group;
 #: 7: the pipeline projection;
 #: 8: the kernel table (kernels per op path and name with their place, for the job diff's alignment)
-VERSION = 8
+#: 9: per collective call, when its worker was ready for it and how long its compute idled at its end (`lead`, `tail`)
+VERSION = 9
 KIND = "gpuscope-summary"
 TOP = 20
 
@@ -391,8 +392,12 @@ def _validate_facts(obj: dict) -> None:
         "collective_calls.group_ranks is not a list of rank lists",
     )
     nn = _lists(cc, ("names",), _is_str, "collective_calls")
-    n = _int_lists(cc, ("group", "name", "step", "start", "dur", "bytes", "wait", "covered"), "collective_calls")
+    n = _int_lists(
+        cc, ("group", "name", "step", "start", "dur", "bytes", "wait", "covered", "lead", "tail"), "collective_calls"
+    )
     _check(not n or min(cc["dur"]) >= 0, "collective_calls.dur is negative")
+    _check(all(x >= 0 for x in cc["lead"]), "collective_calls.lead is negative")
+    _check(all(0 <= x <= d for x, d in zip(cc["tail"], cc["dur"])), "collective_calls.tail is not within its call")
     _check(n <= MAX_CALLS and _is_int(cc.get("dropped")), "collective_calls holds too many calls")
     _check(not n or (min(cc["group"]) >= 0 and max(cc["group"]) < ng), "collective_calls.group out of range")
     _check(not n or (min(cc["name"]) >= 0 and max(cc["name"]) < nn), "collective_calls.name out of range")
