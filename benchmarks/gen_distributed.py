@@ -197,13 +197,14 @@ def simulate(
                     ks, i, d * factor[r] * noise[r].uniform(0.97, 1.03), t, planted, slow_kernel, mid, extra[r]
                 )
             rows.append({"ks": ks, "t": t, "dl": dl} if planted else {"ks": ks, "t": t})
+        ready = [row["t"] for row in rows]  # the host launches both subgroup calls when the rank gets there
         for kind in ("node", "rail"):  # the subgroup collectives, in this order on every rank
             for name, desc, members in (g for g in groups if g[1].startswith(kind)):
                 last = max(rows[m]["t"] for m in members)
                 end = last + SUBGROUP_NELEMS * 4 / SUBGROUP_GBPS[kind] / 1e3
                 end += max(extra[m]["link"] for m in members) / 2.0  # the slow link: half in each of its groups
                 for m in members:
-                    rows[m]["ks"].append(("c", rows[m]["t"], end - rows[m]["t"], (name, desc, members)))
+                    rows[m]["ks"].append(("c", rows[m]["t"], end - rows[m]["t"], (name, desc, members), ready[m]))
                     rows[m]["t"] = end + 1.0
         for r in range(ranks):
             row = rows[r]
@@ -467,6 +468,7 @@ def rank_trace(
             ext += 1
         bi = 0
         nb = 0
+        nc = 0  # subgroup calls in a row so far
         for kind, ts, dur, *which in ks:
             if kind == "f":
                 k = which[0] if which else int(ts) % len(FWD_OPS)
@@ -476,7 +478,12 @@ def rank_trace(
             elif kind == "c":
                 pg, desc, members = which[0]
                 args = comm_args(SUBGROUP_NELEMS, pg, desc, members)
-                launch("record_param_comms", NCCL_KERNEL, ts, dur, COMM_STREAM, args, (2, 1, 1), (640, 1, 1), args)
+                host = min(which[1], ts) - 20.0 + 10.0 * nc  # launched back to back, ahead of the GPU
+                launch(
+                    "record_param_comms", NCCL_KERNEL, ts, dur, COMM_STREAM, args, (2, 1, 1), (640, 1, 1), args, host
+                )
+                nc += 1
+                continue
             elif kind == "b":
                 k = which[0] if which else int(ts) % len(BWD_OPS)
                 launch(BWD_OPS[k], FWD_KERNELS[k], ts, dur, STREAM)
@@ -486,6 +493,7 @@ def rank_trace(
                     bi += 1
             else:
                 launch(OPT_OP, OPT_KERNEL, ts, dur, STREAM)
+            nc = 0
         while bi < len(row["colls"]):
             world_allreduce(row["colls"][bi], full_args=planted)
             bi += 1

@@ -197,3 +197,22 @@ def test_what_if_replays_collectives_in_an_order_every_member_agrees_with():
     # worker 2 calling B at 90: the mean order (A 75, B 75) holds on every worker
     job.c_start = np.array([50, 60, 100, 90])
     assert what_if._agreed_order(job, 0, rows, ws, inv, 2) == [0, 1]
+
+
+def test_idle_tails_give_the_wait_to_the_call_the_next_compute_waited_for():
+    """Compute ran [0, 10) and [30, 40); four calls: A [2, 8) ends while compute runs (0); B [8, 14) and C [14, 25)
+    end before D [26, 29), which also ends before the next compute (at 30), so that compute waited for D, not for
+    them (0, 0); D held it, the compute idle since 10 (19). With no compute at all, a call is idle from its
+    start."""
+    import numpy as np
+
+    from profiler_core.analysis import intervals
+    from tb_plugin.diagnosis.worker_facts import idle_tails
+
+    compute = intervals.prepare(np.array([0, 30]), np.array([10, 40]))
+    start, end = np.array([2, 8, 14, 26]), np.array([8, 14, 25, 29])
+    assert idle_tails(compute, start, end).tolist() == [0, 0, 0, 19]
+    # the last call before no further compute at all holds the rest: idle since the compute's end
+    assert idle_tails(compute, np.array([41]), np.array([45])).tolist() == [5]
+    none = intervals.prepare(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert idle_tails(none, start, end).tolist() == [6, 6, 11, 3]

@@ -15,8 +15,8 @@
       "covered": [ns...],            # of the call's range, the time compute ran on this worker (its wait
                                      # there cost nothing: the cross-rank analysis counts only the rest)
       "lead": [ns...],               # how long before its start this worker was ready for the call (`ready_times`)
-      "tail": [ns...],               # how long its compute had been idle when the call ended (`idle_tails`):
-                                     # what its next work waited for the call, 0 when compute ran on through
+      "tail": [ns...],               # how long its compute had been idle when the call ended, if its next
+                                     # compute waited for this call (`idle_tails`), else 0
       "dropped": n}                  # calls left out beyond MAX_CALLS
   "phases": {
       "step": [name...], "start": [ns...], "end": [ns...],   # steps as `steps`, relative to the origin
@@ -186,14 +186,25 @@ def ready_times(t: Any, n: int) -> np.ndarray:
 
 
 def idle_tails(compute: tuple, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per call: how long the worker's compute (`intervals.prepare`d ranges) had been idle when the call ended,
-    within the call (0 when compute ran at its end, so the worker's next work did not wait for the call)."""
+    """Per call (calls of one worker): how long the worker's compute (`intervals.prepare`d ranges) had been idle
+    when the call ended, if its next compute waited for this call: no other call of the worker ended between this
+    one's end and that compute's start (where no compute follows: the last call to end). 0 for a call its compute
+    ran on through or that another call took over; from the call's start where no compute came before it."""
     s, _, reach = compute
+    n = len(end)
+    if not n:
+        return np.zeros(0, np.int64)
     if not len(s):
-        return end - start
-    i = np.searchsorted(s, end, side="left") - 1  # compute that started before the call's end
-    last = np.where(i >= 0, reach[np.maximum(i, 0)], np.iinfo(np.int64).min)
-    return np.where(last >= end, 0, end - np.maximum(start, last)).astype(np.int64)
+        return (end - start).astype(np.int64)
+    i = np.searchsorted(s, end, side="left")  # compute that started before the call's end: s[:i]
+    last = np.where(i > 0, reach[np.maximum(i - 1, 0)], start)  # the end of the latest of them
+    nxt = np.where(i < len(s), s[np.minimum(i, len(s) - 1)], np.iinfo(np.int64).max)  # the next compute starts
+    ends = np.sort(end)
+    j = np.searchsorted(ends, end, side="right")
+    later = np.where(j < n, ends[np.minimum(j, n - 1)], np.iinfo(np.int64).max)  # the next end of another call
+    big = np.iinfo(np.int64).max
+    holds = (last < end) & ((later > nxt) | ((nxt == big) & (later == big)))  # no compute after: the last call
+    return np.where(holds, end - np.minimum(last, end), 0).astype(np.int64)
 
 
 def _union(mask: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple:
