@@ -11,6 +11,7 @@ about 11M events and 4.2 GB of JSON. The output is gzip (ISA-L when installed, l
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import sys
 
@@ -35,6 +36,7 @@ def generate(src: str, out: str, copies: int) -> None:
     end = data.rindex(b"]")
     head, events, tail = data[: m.end()], data[m.end() : end], data[end:]
     del data
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with _open_out(out) as f:
         f.write(head)
         f.write(events)

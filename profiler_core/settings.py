@@ -95,6 +95,14 @@ SETTINGS: dict[str, Setting] = {
             "once (default: half the cores, at most 4, from 4 cores; else 0)",
         ),
         _s(
+            "LOAD_THREADS",
+            "count",
+            None,
+            "without load processes, files the plugin reads at once in threads "
+            "(default: 2 from 2 cores where the native reader is built, else 1)",
+            minimum=1,
+        ),
+        _s(
             "MAX_LOADED_BYTES",
             "bytes",
             4 << 30,
