@@ -89,6 +89,15 @@ class Job:
         self.i_late = self.inst["late"].to_numpy(np.int64) if ni else np.zeros(0, np.int64)
         self.i_gap = self.inst["gap"].to_numpy(np.int64) if ni else np.zeros(0, np.int64)
 
+    def on_gpu(self) -> np.ndarray:
+        """Per worker: whether its compute runs on a GPU beside its communication (its phases measure GPU idle);
+        on a worker without, a call blocks its thread."""
+        got = self.__dict__.get("_on_gpu")
+        if got is None:
+            got = np.array([any(x is not None for x in (self.phases[w].get("gpu_idle") or [])) for w in self.workers])
+            self.__dict__["_on_gpu"] = got.astype(bool)
+        return self.__dict__["_on_gpu"]
+
     def code(self, step: str) -> int | None:
         """The step's index in `steps`, or None."""
         return self.steps.index(step) if step in self.steps else None

@@ -58,7 +58,7 @@ def replay(
     ready = job.c_ready[rows].astype(np.float64)
     transfer = end - start - job.c_wait[rows]
     # on a worker without GPU activity a call blocks its thread: whatever ops enclose it, nothing runs meanwhile
-    idle = np.where(_on_gpu(job)[ws], job.c_tail[rows].astype(np.float64), end - start)
+    idle = np.where(job.on_gpu()[ws], job.c_tail[rows].astype(np.float64), end - start)
     cuts = np.array([float(cut.get(int(u), 0.0)) if u < len(job.inst) else 0.0 for u in uniq.tolist()])
     prev_end = np.full(W, -np.inf)  # per worker: its previous call's end in the trace, and how much earlier
     prev_gain = np.zeros(W)  # it ended in the replay
@@ -75,15 +75,6 @@ def replay(
         prev_end[mw] = end[pos]
         prev_gain[mw] = gain
     return s
-
-
-def _on_gpu(job: Job) -> np.ndarray:
-    """Per worker: whether its compute runs on a GPU beside its communication (its phases measure GPU idle)."""
-    got = job.__dict__.get("_on_gpu")
-    if got is None:
-        got = np.array([any(x is not None for x in (job.phases[w].get("gpu_idle") or [])) for w in job.workers], bool)
-        job.__dict__["_on_gpu"] = got
-    return got
 
 
 def _agreed_order(job: Job, k: int, rows: np.ndarray, ws: np.ndarray, inv: np.ndarray, n: int) -> list[int]:
