@@ -198,7 +198,7 @@ def test_long_steps_where_calls_queue_on_the_comm_stream(tmp_path):
     next bucket. Summed per call, those waits are tens of ms per step while the lag is a few ms (the straggler's
     excess read 30-40 ms, its what-if saved 75.7 ms of a 160 ms step). With each call's readiness the busy time
     counts the lag once: the planted rank is busier by the plant, every other rank as busy as in its other steps,
-    and the what-if gives the unplanted steps' time back."""
+    and the what-if gives the unplanted steps' time back; the path says how much of the waiting left them idle."""
     from tb_plugin.diagnosis import critical_path, stragglers
 
     ms = 15.0
@@ -212,6 +212,11 @@ def test_long_steps_where_calls_queue_on_the_comm_stream(tmp_path):
     assert abs(st["what_if_ms"] - unplanted) <= 0.1 * ms, (st["what_if_ms"], unplanted)
     cost = steps["3"]["step_ms"] - unplanted  # what the plant made the step longer (it overlaps others' lag)
     assert abs(st["saved_ms"] - cost) <= 0.1 * ms, (st["saved_ms"], cost)
+    # the path: the others waited at rank 5's collectives far longer than they were idle, and idle about the cost
+    late = [c for c in steps["3"]["segments"] if c["kind"] == "collective" and c["waiters"] and c["late_rank"] == 5]
+    waited, idle = sum(c["wait_ms_median"] for c in late), sum(c["idle_ms"] for c in late)
+    assert waited > 3 * cost and abs(idle - cost) <= 0.1 * ms, (waited, idle, cost)
+    assert f"{idle:.1f} ms of it idle" in rep["text"], rep["text"]
     job = critical_path.match(rep["summaries"])
     busy = {step: stragglers.busy(job, step) for step in ("2", "3")}
     for w in busy["3"]:

@@ -15,10 +15,12 @@ then on to the member that arrived last there, from the start of its call, until
 with segments in time order, each
   {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker
   {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
-   "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "transfer_ms", "gap_ms",
+   "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "idle_ms", "transfer_ms", "gap_ms",
    "start_us", "end_us"}                                                         # on the late worker
 (µs relative to each worker's origin, as the timeline's; `gap_ms`: what the late member cost the others there,
-i.e. the second-latest member's exposed wait: its wait minus what its own compute covered of the call).
+i.e. the second-latest member's exposed wait: its wait minus what its own compute covered of the call;
+`idle_ms`: how long the member ready next to last had its next work wait for the call (its compute idle since;
+on a worker without GPU activity, its wait)).
 """
 
 from __future__ import annotations
@@ -335,6 +337,11 @@ def _collective(job: Job, i: int, late: int) -> dict:
     m = job.members(i)
     waits = job.c_wait[m]
     waiting = waits[waits > WAIT_EPS_NS]
+    # the member ready next to last (least slack): how long its next work waited for the call (its compute idle
+    # since, where the next compute waited for this call; a call on a worker without GPU activity blocks its
+    # thread: its wait), what the late member cost the others there
+    idle = np.where(job.on_gpu()[job.c_w[m]], job.c_tail[m], waits)[waits > WAIT_EPS_NS]
+    slack = job.c_end[m] - int(r["transfer"]) - job.c_ready[m]  # how long before the transfer each was ready
     mine = m[job.c_w[m] == late][0]
     w = job.workers[late]
     return {
@@ -350,6 +357,7 @@ def _collective(job: Job, i: int, late: int) -> dict:
         "wait_ms_median": _ms(np.median(waiting)) if len(waiting) else 0.0,
         "wait_ms_max": _ms(waiting.max()) if len(waiting) else 0.0,
         "wait_ms_total": _ms(waiting.sum()),
+        "idle_ms": _ms(idle[np.argmin(slack[waits > WAIT_EPS_NS])]) if len(waiting) else 0.0,
         "transfer_ms": _ms(int(r["transfer"])),
         "gap_ms": _ms(int(r["gap"])),
         "start_us": _us(int(job.c_start[mine])),
@@ -428,7 +436,10 @@ def _many(colls: list[dict]) -> str:
     calls = f"{names[0]} #{colls[0]['call']}..#{colls[-1]['call']}" if len(names) == 1 else ", ".join(names)
     n = max(c["waiters"] for c in colls)
     waited = sum(c["wait_ms_median"] for c in colls)
+    idle = sum(c.get("idle_ms", c["wait_ms_median"]) for c in colls)
+    # calls queued on a comm stream wait one after another while the ranks compute: say what it cost them
+    of_it = f", {idle:.1f} ms of it idle" if idle < 0.9 * waited else ""
     return (
         f"{who} late at {len(colls)} collectives on {where}, {calls} -> {n} rank{'s' if n != 1 else ''} "
-        f"waited {waited:.1f} ms in all"
+        f"waited {waited:.1f} ms in all{of_it}"
     )
