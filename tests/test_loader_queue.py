@@ -231,7 +231,7 @@ def test_loaded_files_are_warmed_and_requests_wait_for_their_warming(tmp_path):
             assert release.wait(60)
         return t
 
-    loader = Loader(processes=0, use_cache=False, warm=warm)
+    loader = Loader(workers=1, processes=0, use_cache=False, warm=warm)  # one at a time: files[0] is warmed first
     try:
         loader.prepare(files)
         assert started.wait(60)
