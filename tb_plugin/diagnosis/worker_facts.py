@@ -48,9 +48,10 @@ from profiler_core.analysis import intervals
 from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask, is_dataloader
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.node_stats import node_stats
+from profiler_core.analysis.stages.registry import cached
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import GPU_ACTIVITY_CATS, LAUNCH_CATS, OP_CATS
-from tb_plugin.views import group_waits
+from tb_plugin.views import collectives, group_waits
 
 MAX_CALLS = 20_000
 MAX_STEPS = 1_000
@@ -88,7 +89,14 @@ def step_of(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _compute_mask(t: Any) -> np.ndarray:
-    """Compute: non-communication kernels, or (no kernels) CPU ops other than steps, collectives, DataLoader."""
+    """Compute: non-communication kernels, or (no kernels) CPU ops other than steps, collectives, DataLoader
+    (computed once per trace: the facts, the phases and the readiness all read it)."""
+    mask = cached(t, "worker_facts.compute_mask", lambda: _compute_mask_of(t))
+    mask.flags.writeable = False  # shared by its readers
+    return mask
+
+
+def _compute_mask_of(t: Any) -> np.ndarray:
     ev = t.events
     kernel = category_mask(ev, ("kernel",))
     comm = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
@@ -119,13 +127,14 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
     end = start + calls["dur"].to_numpy(np.int64)
     step = step_of(steps["start"].to_numpy(np.int64), steps["end"].to_numpy(np.int64), start)
     n = min(len(calls), MAX_CALLS)
-    nbytes = _bytes_of(t, len(calls))
+    in_order = collectives.collectives(t).sort_values("start", kind="stable")  # as `worker_calls` orders them
+    nbytes = in_order["bytes"].to_numpy(np.int64)
     if compute is None:
         ts = t.events["ts"].to_numpy(np.int64)
         m = _compute_mask(t)
         compute = intervals.prepare(ts[m], (ts + t.events["dur"].to_numpy(np.int64))[m])
     covered = [intervals.union_in(compute, a, b) for a, b in zip(start[:n].tolist(), end[:n].tolist())]
-    ready = ready_times(t, len(calls))
+    ready = ready_times(t, in_order)
     tail = idle_tails(compute, start[:n], end[:n])
     return {
         "groups": groups,
@@ -147,29 +156,16 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
     }
 
 
-def _bytes_of(t: Any, n: int) -> np.ndarray:
-    from tb_plugin.views import collectives
-
-    c = collectives.collectives(t).sort_values("start", kind="stable")
-    b = c["bytes"].to_numpy(np.int64) if len(c) == n else np.full(n, -1, np.int64)
-    return b
-
-
-def ready_times(t: Any, n: int) -> np.ndarray:
-    """When the worker was ready for each collective call (ns; calls in `worker_calls`' order, `n` of them), which
+def ready_times(t: Any, c: pd.DataFrame) -> np.ndarray:
+    """When the worker was ready for each collective call (ns; `c`: `collectives` in time order), which
     can be before the call started: a call queued behind the worker's previous one on its comm stream started when
     that one ended, not when the worker was ready. For a call that ran NCCL kernels: the later of its host call's
     start (its kernels cannot start before their launch) and the end of the last compute kernel launched before
     it (the comm stream waits for the compute enqueued before the launch, as DDP's buckets do). A CPU call (gloo,
-    MPI) blocks its thread, so it is ready when it starts. Where the calls are not known one for one, their
-    start."""
-    from tb_plugin.views import collectives
+    MPI) blocks its thread, so it is ready when it starts."""
     from tb_plugin.views.gpu_launches import activity_arrays
 
-    c = collectives.collectives(t).sort_values("start", kind="stable")
     start = c["start"].to_numpy(np.int64)
-    if len(c) != n:
-        return np.zeros(n, np.int64) if not n else start[:n]
     on_gpu = c["kernels"].to_numpy(np.int64) > 0
     if not on_gpu.any():
         return start
