@@ -337,3 +337,18 @@ def test_no_warming_once_the_traces_in_memory_hold_many_events(tmp_path, monkeyp
     monkeypatch.setattr(loader_mod, "WARM_MAX_EVENTS", 700)
     progress, warmed = _load_all(tmp_path, runs=2, events=500)
     assert progress["files_done"] == 2 and len(warmed) == 1  # the first only: 500, then 1000
+
+
+def test_load_threads_setting_sets_the_slots(monkeypatch):
+    """GPUSCOPE_LOAD_THREADS overrides the default; a value under 1 is refused with a warning and the default used."""
+    import tb_plugin.loader as loader_mod
+
+    monkeypatch.setattr(loader_mod.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")
+    for value, slots in (("3", 3), ("1", 1), ("0", 1)):  # "0": below the minimum, the default (1 here)
+        monkeypatch.setenv("GPUSCOPE_LOAD_THREADS", value)
+        loader = Loader(processes=0, use_cache=False)
+        try:
+            assert loader._slots == slots, (value, loader._slots)
+        finally:
+            loader.close()
