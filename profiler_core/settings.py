@@ -126,6 +126,13 @@ SETTINGS: dict[str, Setting] = {
             "the files it can read exactly)",
         ),
         _s(
+            "NATIVE_TREE",
+            "flag",
+            True,
+            "0 nests the op tree in numpy only (else its C pass, where it is built, counts depths and candidate "
+            "parents)",
+        ),
+        _s(
             "NATIVE_THREADS",
             "count",
             None,

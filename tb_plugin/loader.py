@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from profiler_core import child_env, settings
 from profiler_core.storage import redact
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read import cache
+from profiler_core.trace.read import cache, malloc_tuning
 from profiler_core.trace.read.reader import TraceReadError, default_parse_processes, read_trace
 from profiler_core.trace.sparse import nbytes_of
 from tb_plugin.errors import LoadFailed
@@ -111,8 +111,9 @@ def skip_message(warnings: list) -> str | None:
 #: files are warmed (see `Loader`) only while the loader knows at most this many: a logdir of many files
 #: is not computed ahead for views that may never be asked for
 WARM_MAX_FILES = 8
-#: nor once the traces in memory hold more events than this together: what warming keeps (the views'
-#: stages) stays small beside the memory budget, and a warming under way delays the interpreter's exit little
+#: nor once the other traces in memory hold more events than this together: what warming keeps (the views'
+#: stages) stays small beside the memory budget. The first file read is always warmed, however big: it is
+#: the one a user opens (an 11M-event trace's first view: its Overview beside its operators, two threads).
 WARM_MAX_EVENTS = 2_000_000
 
 #: a cache write waits (at most this many seconds after the read) until no file is being read or warmed
@@ -162,6 +163,7 @@ class Loader:
         processes = default_processes() if processes is None else processes
         self.processes = processes if self.use_cache else 0
         workers = default_threads() if workers is None else workers
+        malloc_tuning.share_heap()  # before its threads start: they then reuse the memory each other frees
         self._pool: Executor
         if self.processes:
             import multiprocessing
@@ -310,7 +312,7 @@ class Loader:
             or entry.warm is not None
             or self._closed
             or len(self._entries) > WARM_MAX_FILES
-            or sum(len(x.events) for x in self._lru.values()) > WARM_MAX_EVENTS
+            or sum(len(x.events) for k, x in self._lru.items() if k != entry.file.key) > WARM_MAX_EVENTS
         ):
             return
         if self._warmer is None:

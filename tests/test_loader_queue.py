@@ -330,13 +330,16 @@ def test_warmings_are_skipped_once_the_interpreter_exits(tmp_path, monkeypatch):
 
 
 def test_no_warming_once_the_traces_in_memory_hold_many_events(tmp_path, monkeypatch):
-    """What warming keeps stays small beside the memory budget: no warming once the traces in memory
-    hold more than WARM_MAX_EVENTS events together."""
+    """What warming keeps stays small beside the memory budget: no warming once the other traces in memory
+    hold more than WARM_MAX_EVENTS events together; the first file is warmed however big it is."""
     import tb_plugin.loader as loader_mod
 
-    monkeypatch.setattr(loader_mod, "WARM_MAX_EVENTS", 700)
+    monkeypatch.setattr(loader_mod, "WARM_MAX_EVENTS", 400)
     progress, warmed = _load_all(tmp_path, runs=2, events=500)
-    assert progress["files_done"] == 2 and len(warmed) == 1  # the first only: 500, then 1000
+    assert progress["files_done"] == 2 and len(warmed) == 1  # the first only: 500 beyond 400, but none before it
+    monkeypatch.setattr(loader_mod, "WARM_MAX_EVENTS", 700)
+    progress, warmed = _load_all(tmp_path / "again", runs=2, events=500)
+    assert progress["files_done"] == 2 and len(warmed) == 2  # 500 others held before the second: within 700
 
 
 def test_load_threads_setting_sets_the_slots(monkeypatch):

@@ -61,6 +61,32 @@ def test_merged_bounds_give_the_same_segment_sums():
         assert np.array_equal(sweep(roles), sweep(ms))
 
 
+def test_merged_where_equals_merged_of_the_selected_rows():
+    """The union made a block of rows at a time (`merged_where`) is `merged` of the selected rows' intervals (each
+    clipped to the window, those outside it dropped, when a window is given), for any block size."""
+    from profiler_core.analysis.intervals import merged_where
+
+    rng = np.random.default_rng(4)
+    for trial in range(400):
+        n = int(rng.integers(0, 80))
+        ts = rng.integers(0, 300, n).astype(np.int64)
+        if rng.random() < 0.7:
+            ts.sort()  # the events' order (by ts), and not
+        dur = (rng.integers(0, 40, n) * (rng.random(n) < 0.85)).astype(np.int64)
+        mask = rng.random(n) < rng.random()
+        block = int(rng.integers(1, 20))
+        s, e = ts[mask], ts[mask] + dur[mask]
+        got = merged_where(ts, dur, mask, block=block)
+        want = _merged(s, e) if len(s) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        assert all(np.array_equal(g, w) and g.dtype == np.int64 for g, w in zip(got, want)), trial
+        lo, hi = sorted(rng.integers(0, 340, 2).tolist())
+        keep = (e > lo) & (s < hi)
+        cs, ce = np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi)
+        want = _merged(cs, ce) if len(cs) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        got = merged_where(ts, dur, mask, lo, hi, block=block)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want)), trial
+
+
 # ------------------------------------------------------------------ operators: bincount aggregation
 def _groupby_reference(t, group_by: str) -> list[dict]:
     """The operator table by a plain pandas groupby over the table's nodes (the computation that

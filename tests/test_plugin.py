@@ -402,6 +402,49 @@ def _answers(c: Client) -> dict:
     return out
 
 
+def test_a_big_trace_is_warmed_on_two_threads_alike(tmp_path, monkeypatch):
+    """A trace of WARM_TWO_THREADS_EVENTS events or more is warmed with its Overview on a second thread beside
+    the operators and kernels: the same answers as one thread's, each computed once."""
+    from profiler_core.trace.read.reader import read_trace
+    from tb_plugin.params import KERNELS_GROUP_BY, OPERATORS_GROUP_BY
+
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(40)}
+    path = tmp_path / "w0.1000.pt.trace.json"
+    _put(path, doc)
+    real_view, threads = plugin_mod._view, []
+
+    def recording(module, function):
+        fn = real_view(module, function)
+
+        def wrap(*args, **kwargs):
+            threads.append((function, threading.current_thread().name))
+            return fn(*args, **kwargs)
+
+        return wrap
+
+    monkeypatch.setattr(plugin_mod, "_view", recording)
+    monkeypatch.setattr(plugin_mod.os, "cpu_count", lambda: 2)
+    answers = {}
+    for label, at_least in (("one", 10**9), ("two", 1)):
+        monkeypatch.setattr(plugin_mod, "WARM_TWO_THREADS_EVENTS", at_least)
+        t = read_trace(path, use_cache=False)
+        threads.clear()
+        plugin_mod.warm_views(t)
+        names = dict(threads)
+        assert sorted(names) == ["kernels", "operators", "overview_with_advice"] and len(threads) == 3, threads
+        beside = names["overview_with_advice"] != names["operators"]
+        assert beside == (label == "two"), names
+        answers[label] = (
+            plugin_mod._overview_answer(t),
+            plugin_mod._operators_answer(t, OPERATORS_GROUP_BY.default_value()),
+            plugin_mod._kernels_answer(t, KERNELS_GROUP_BY.default_value()),
+        )
+        assert len(threads) == 3  # the answers were ready: nothing computed again
+    assert json.dumps(answers["one"], sort_keys=True, default=str) == json.dumps(
+        answers["two"], sort_keys=True, default=str
+    )
+
+
 def test_files_read_in_the_background_are_warmed_and_served_as_computed(tmp_path, monkeypatch):
     """Once the loader is idle, a file's Overview, operators and kernels (default grouping) answers
     are ready: their requests compute no view; another grouping is computed by its request; and the

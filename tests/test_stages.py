@@ -487,3 +487,47 @@ def test_tree_cover_by_parent_depth_equals_the_union(seed, block, monkeypatch):
             assert got is not None and np.array_equal(got, want)
         else:
             assert got is None
+
+
+def test_threads_asking_one_stage_at_once_compute_it_once():
+    """The stage cache is single-flight: threads asking for one key of one trace at once wait for the one
+    computing it (the loader's two warming threads and a request share stages); other keys do not wait."""
+    import threading
+    import time
+
+    from profiler_core.analysis.stages.registry import _computing, cached
+
+    class T:  # any weak-referenceable object stands for a trace
+        pass
+
+    t = T()
+    calls, started = [], threading.Event()
+
+    def slow() -> int:
+        calls.append(threading.current_thread().name)
+        started.set()
+        time.sleep(0.2)
+        return 42
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cached(t, "k", slow))) for _ in range(4)]
+    for th in threads:
+        th.start()
+    started.wait(5)
+    t0 = time.perf_counter()
+    assert cached(t, "other", lambda: 7) == 7 and time.perf_counter() - t0 < 0.15  # not behind "k"
+    for th in threads:
+        th.join()
+    assert results == [42] * 4 and len(calls) == 1
+    assert not [k for k in _computing if k[0] == id(t)]  # nothing left behind
+
+    def failing() -> int:
+        calls.append("failed")
+        raise RuntimeError("boom")
+
+    for _ in range(2):  # a failure is not kept: the next caller computes again
+        try:
+            cached(t, "bad", failing)
+        except RuntimeError:
+            pass
+    assert calls.count("failed") == 2 and not [k for k in _computing if k[0] == id(t)]

@@ -23,6 +23,7 @@ __all__ = [
     "coverage",
     "covered",
     "merged",
+    "merged_where",
     "prepare",
     "union_in",
     "busy_before",
@@ -139,6 +140,42 @@ def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray
     ms, me = _union(starts, ends)
     keep = me > ms
     return (ms, me) if bool(keep.all()) else (ms[keep], me[keep])
+
+
+#: rows per block of `merged_where`
+UNION_BLOCK_ROWS = 1 << 20
+
+
+def merged_where(
+    ts: np.ndarray,
+    dur: np.ndarray,
+    mask: np.ndarray,
+    lo: int | None = None,
+    hi: int | None = None,
+    block: int = UNION_BLOCK_ROWS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`merged` of the intervals [ts, ts + dur) of the rows where `mask` holds; with `lo` and `hi`, only those
+    ending after `lo` and starting before `hi`, each clipped to [lo, hi]. Made a block of rows at a time (a union
+    of the blocks' unions is the same union, and `merged` writes each union one way), so its temporaries are a
+    block's, not the selected rows' (an 11M-event trace's CPU ops: 176 MB of times at once)."""
+    parts_s, parts_e = [], []
+    for a in range(0, len(mask), block):
+        m = mask[a : a + block]
+        s = ts[a : a + block]
+        e = s + dur[a : a + block]
+        if lo is not None and hi is not None:
+            m = m & (e > lo)
+            m &= s < hi
+            s, e = np.clip(s[m], lo, hi), np.clip(e[m], lo, hi)
+        else:
+            s, e = s[m], e[m]
+        if len(s):
+            ms, me = merged(s, e)
+            parts_s.append(ms)
+            parts_e.append(me)
+    if not parts_s:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return merged(np.concatenate(parts_s), np.concatenate(parts_e)) if len(parts_s) > 1 else (parts_s[0], parts_e[0])
 
 
 def prepare(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -8,10 +8,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ... import settings
 from ...trace.categories import CPU_OP, OP_CATS, PYTHON_FUNCTION
 from ..intervals import holds
 from .columns import category_mask
 from .registry import stage
+
+try:
+    from . import _tree  # type: ignore[attr-defined]
+except ImportError:  # not built (no compiler where it was installed): the nesting is counted in numpy
+    _tree = None
 
 __all__ = ["op_tree", "tree_index", "innermost_op_at", "group_codes", "composite"]
 
@@ -22,6 +28,15 @@ def group_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if pid.min() == pid.max() and tid.min() == tid.max():  # one thread (a CPU trace): no hashing
         return np.zeros(len(pid), dtype=np.int64)
+    if _tree is not None and settings.get("GPUSCOPE_NATIVE_TREE") and pid.dtype == tid.dtype == np.int64:
+        codes = np.empty(len(pid), np.int64)
+        _tree.pair_codes(np.ascontiguousarray(pid), np.ascontiguousarray(tid), codes)  # one pass, a hash table
+        return codes
+    return group_codes_numpy(pid, tid)
+
+
+def group_codes_numpy(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """`group_codes` in numpy (the reference): the pairs' codes from each column's sorted factorization."""
     cp, up = pd.factorize(pid, sort=True)
     ct, ut = pd.factorize(tid, sort=True)
     pair = cp.astype(np.int64) * len(ut) + ct  # order-preserving: the factorized codes are sorted
@@ -130,49 +145,24 @@ def _last_one_level_up(depth: np.ndarray) -> np.ndarray:
     return parent
 
 
-def _build_op_tree(t: Any) -> pd.DataFrame:
-    """Build the op tree: depth by counting open ranges, parent = last earlier node one level up, repairs."""
-    ev = t.events
-    is_op = category_mask(ev, OP_CATS)
-    is_module = category_mask(ev, (PYTHON_FUNCTION,)) & (ev["python_module_id"].to_numpy() >= 0)
-    rows = np.flatnonzero(is_op | is_module)
-    n = len(rows)
-    if n == 0:
-        empty = np.zeros(0, np.int64)
-        return pd.DataFrame(
-            {
-                "row": rows,
-                "parent": empty,
-                "depth": empty,
-                "group": empty,
-                "start": empty,
-                "end": empty,
-                "merged_into": empty,
-                "is_op": is_op[rows],
-            }
-        )
-    # positions, depths and thread codes in int32 where they fit (a trace of 2**31 events is far beyond memory):
-    # the tree is held as long as its trace, and its build's temporaries are the operators view's peak memory
-    small = np.int32 if len(ev) < 2**31 else np.int64
-    rows = rows.astype(small)
-    start = ev["ts"].to_numpy(np.int64)[rows]
-    end = ev["dur"].to_numpy(np.int64)[rows]
-    end += start
-    pid = ev["pid"].to_numpy()[rows]
-    tid = ev["tid"].to_numpy()[rows]
-    one_thread = bool(pid.min() == pid.max() and tid.min() == tid.max())
-    grp = np.zeros(n, small) if one_thread else group_codes(pid, tid).astype(small)
-    del pid, tid
-    order = _tree_order(grp, start, end, rows)
-    if order is not None:
-        # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
-        # they are used: the tree's peak memory is the views' peak)
-        rows = rows[order]
-        start = start[order]
-        end = end[order]
-        grp = grp[order]
-        del order
+def _nest(
+    grp: np.ndarray, start: np.ndarray, end: np.ndarray, one_thread: bool, small: type
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's depth (the earlier nodes of its thread still open at its start: end > its start) and candidate
+    parent (the last earlier node one level up, else -1), nodes in tree order: by the C pass where it is built
+    (`_tree.c`, one loop with a heap of open ends), else in numpy (`nest_numpy`, the reference)."""
+    if _tree is not None and settings.get("GPUSCOPE_NATIVE_TREE"):
+        depth, parent = np.empty(len(grp), small), np.empty(len(grp), small)
+        if _tree.depths(np.ascontiguousarray(grp), start, end, depth, parent):
+            return depth, parent
+    return nest_numpy(grp, start, end, one_thread, small)
 
+
+def nest_numpy(
+    grp: np.ndarray, start: np.ndarray, end: np.ndarray, one_thread: bool, small: type
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_nest` in numpy: depths by counting the nodes closed before each start, candidates by level passes."""
+    n = len(grp)
     # depth_i = number of earlier nodes (tree order) of the same thread still open at start_i (end_j > start_i)
     lo = int(min(start.min(), end.min()))
     span = int(max(start.max(), end.max())) - lo + 2
@@ -217,8 +207,53 @@ def _build_op_tree(t: Any) -> pd.DataFrame:
     np.maximum(closed, 0, out=closed)
     depth = closed.astype(small)
     del closed
+    return depth, _last_one_level_up(depth).astype(small, copy=False)
 
-    parent = _last_one_level_up(depth).astype(small, copy=False)
+
+def _build_op_tree(t: Any) -> pd.DataFrame:
+    """Build the op tree: depth by counting open ranges, parent = last earlier node one level up, repairs."""
+    ev = t.events
+    is_op = category_mask(ev, OP_CATS)
+    is_module = category_mask(ev, (PYTHON_FUNCTION,)) & (ev["python_module_id"].to_numpy() >= 0)
+    rows = np.flatnonzero(is_op | is_module)
+    n = len(rows)
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return pd.DataFrame(
+            {
+                "row": rows,
+                "parent": empty,
+                "depth": empty,
+                "group": empty,
+                "start": empty,
+                "end": empty,
+                "merged_into": empty,
+                "is_op": is_op[rows],
+            }
+        )
+    # positions, depths and thread codes in int32 where they fit (a trace of 2**31 events is far beyond memory):
+    # the tree is held as long as its trace, and its build's temporaries are the operators view's peak memory
+    small = np.int32 if len(ev) < 2**31 else np.int64
+    rows = rows.astype(small)
+    start = ev["ts"].to_numpy(np.int64)[rows]
+    end = ev["dur"].to_numpy(np.int64)[rows]
+    end += start
+    pid = ev["pid"].to_numpy()[rows]
+    tid = ev["tid"].to_numpy()[rows]
+    one_thread = bool(pid.min() == pid.max() and tid.min() == tid.max())
+    grp = np.zeros(n, small) if one_thread else group_codes(pid, tid).astype(small)
+    del pid, tid
+    order = _tree_order(grp, start, end, rows)
+    if order is not None:
+        # one column at a time, each old one freed as its reordered copy is made (temporaries go as soon as
+        # they are used: the tree's peak memory is the views' peak)
+        rows = rows[order]
+        start = start[order]
+        end = end[order]
+        grp = grp[order]
+        del order
+
+    depth, parent = _nest(grp, start, end, one_thread, small)
 
     # repair nodes whose candidate does not contain them (partially overlapping siblings): walk up
     # (a candidate comes earlier in tree order: on the same thread it starts no later; one thread: no

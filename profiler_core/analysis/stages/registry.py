@@ -18,6 +18,7 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {}
 
 _cache_lock = threading.Lock()
 _cache: dict[int, tuple[weakref.ref, dict]] = {}
+_computing: dict[tuple[int, str], Any] = {}  # (trace id, key) -> the lock of its computation under way
 
 
 def _forget(key: int) -> None:
@@ -30,25 +31,45 @@ def forget(t: Any) -> None:
     _forget(id(t))
 
 
-def cached(t: Any, key: str, fn: Callable[[], Any]) -> Any:
-    """`fn()` computed once per TraceData object `t` and `key` (weakly held: dropped with `t`)."""
-    tid = id(t)
+def _lookup(t: Any, tid: int, key: str) -> tuple[bool, Any]:
     with _cache_lock:
         entry = _cache.get(tid)
         if entry is not None and entry[0]() is t and key in entry[1]:
-            return entry[1][key]
-    value = fn()
+            return True, entry[1][key]
+    return False, None
+
+
+def cached(t: Any, key: str, fn: Callable[[], Any]) -> Any:
+    """`fn()` computed once per TraceData object `t` and `key` (weakly held: dropped with `t`). Threads asking
+    for one key at once compute it once: the others wait for its value (stages depend on stages declared before
+    them, so two keys never wait on each other)."""
+    tid = id(t)
+    found, value = _lookup(t, tid, key)
+    if found:
+        return value
     with _cache_lock:
-        entry = _cache.get(tid)
-        if entry is None or entry[0]() is not t:
-            try:
-                ref = weakref.ref(t, lambda _r, k=tid: _forget(k))
-            except TypeError:  # not weak-referenceable: no memoisation
+        lock = _computing.setdefault((tid, key), threading.RLock())
+    try:
+        with lock:
+            found, value = _lookup(t, tid, key)
+            if found:
                 return value
-            entry = (ref, {})
-            _cache[tid] = entry
-        entry[1][key] = value
-    return value
+            value = fn()
+            with _cache_lock:
+                entry = _cache.get(tid)
+                if entry is None or entry[0]() is not t:
+                    try:
+                        ref = weakref.ref(t, lambda _r, k=tid: _forget(k))
+                    except TypeError:  # not weak-referenceable: no memoisation
+                        return value
+                    entry = (ref, {})
+                    _cache[tid] = entry
+                entry[1][key] = value
+            return value
+    finally:
+        with _cache_lock:
+            if _computing.get((tid, key)) is lock and not lock._is_owned():  # type: ignore[attr-defined]
+                del _computing[(tid, key)]
 
 
 def stage(*deps: Callable[..., Any]) -> Callable[[F], F]:
