@@ -15,7 +15,7 @@ from .columns import category_mask
 from .registry import stage
 
 try:
-    from . import _tree  # type: ignore[attr-defined]
+    from profiler_core.analysis.stages import _tree  # type: ignore[attr-defined]
 except ImportError:  # not built (no compiler where it was installed): the nesting is counted in numpy
     _tree = None
 
