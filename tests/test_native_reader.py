@@ -21,6 +21,8 @@ from profiler_core.trace.model import SPARSE_COLUMNS
 from profiler_core.trace.read import columns, native, reader
 from profiler_core.trace.read.reader import TraceReadError, parse_trace, parse_trace_native, read_bytes, read_trace
 
+from .gil_support import runs_without_the_gil
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(settings.get("GPUSCOPE_SHARED") or ROOT.parent / "shared")
 
@@ -550,24 +552,9 @@ def test_an_arg_without_the_arg_it_is_written_with_is_declined_or_read_alike():
 
 
 def test_the_scan_releases_the_gil():
-    """Another thread runs while the C scan works: with a switch interval of 1000 s the interpreter never
-    takes the GIL from a thread by itself, so the waiting thread can only run if the scan lets go of it."""
-    import sys
-    import threading
-
+    """Another thread runs while the C scan works (`gil_support.runs_without_the_gil`)."""
     from profiler_core.trace.read import _native
 
     events = json.dumps(_base_doc()["traceEvents"] * 100).encode()  # ~80k events: tens of ms of scanning
-    go, ran = threading.Event(), []
-    waiter = threading.Thread(target=lambda: (go.wait(), ran.append(True)))
-    waiter.start()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000)
-    try:
-        go.set()  # the waiter wakes and waits for the GIL, which this thread keeps
-        out = _native.parse_events(events, 10**9, 1 << 20, native.scan_pairs())
-        during = bool(ran)  # read before this thread gives the GIL up in any other way
-    finally:
-        sys.setswitchinterval(interval)
-        waiter.join()
+    out, during = runs_without_the_gil(lambda: _native.parse_events(events, 10**9, 1 << 20, native.scan_pairs()))
     assert isinstance(out, dict) and during

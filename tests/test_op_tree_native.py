@@ -6,8 +6,6 @@ and clear errors for wrong arrays. `.ci/native_sanitize.sh` runs this file again
 from __future__ import annotations
 
 import os
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,6 +17,8 @@ from profiler_core import settings
 from profiler_core.analysis.stages import op_tree as tree_mod
 from profiler_core.trace.read.decode import TraceReadError
 from profiler_core.trace.read.reader import read_trace
+
+from .gil_support import runs_without_the_gil
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(settings.get("GPUSCOPE_SHARED") or ROOT.parent / "shared")
@@ -132,23 +132,15 @@ def test_pair_codes_match_numpy():
 
 
 def test_the_passes_release_the_gil():
-    """Another thread runs while the C pass works: with a switch interval of 1000 s the interpreter never takes
-    the GIL from a thread by itself, so the waiting thread can only run if the pass lets go of it."""
+    """Another thread runs while each C pass works (`gil_support.runs_without_the_gil`)."""
     grp, start, end = _random_tree(np.random.default_rng(5), 2_000_000, 4, np.int32)
     depth, cand = np.empty(len(grp), np.int32), np.empty(len(grp), np.int32)
-    go, ran = threading.Event(), []
-    waiter = threading.Thread(target=lambda: (go.wait(), ran.append(True)))
-    waiter.start()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000)
-    try:
-        go.set()
-        ok = _tree.depths(grp, start, end, depth, cand)
-        during = bool(ran)
-    finally:
-        sys.setswitchinterval(interval)
-        waiter.join()
+    ok, during = runs_without_the_gil(lambda: _tree.depths(grp, start, end, depth, cand))
     assert ok and during
+    pid = np.repeat(np.arange(1000, dtype=np.int64), 2000) * 7919 % 1009
+    codes = np.empty(len(pid), np.int64)
+    _, during = runs_without_the_gil(lambda: _tree.pair_codes(pid, pid[::-1].copy(), codes))
+    assert during
 
 
 def _tree_files() -> list[Path]:
