@@ -257,8 +257,7 @@ def warm_views(t: Any) -> None:
         _try(lambda t: _operators_answer(t, OPERATORS_GROUP_BY.default_value()), t)
         _try(lambda t: _kernels_answer(t, KERNELS_GROUP_BY.default_value()), t)
 
-    events = getattr(t, "events", None)
-    if (os.cpu_count() or 1) >= 2 and events is not None and len(events) >= WARM_TWO_THREADS_EVENTS:
+    if (os.cpu_count() or 1) >= 2 and len(t.events) >= WARM_TWO_THREADS_EVENTS:
         beside = threading.Thread(target=_try, args=(_overview_answer, t), name="gpuscope-warm-overview", daemon=True)
         beside.start()
         operators_and_kernels(t)

@@ -83,7 +83,7 @@ def test_merged_where_equals_merged_of_the_selected_rows():
         keep = (e > lo) & (s < hi)
         cs, ce = np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi)
         want = _merged(cs, ce) if len(cs) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        got = merged_where(ts, dur, mask, lo, hi, block=block)
+        got = merged_where(ts, dur, mask, (lo, hi), block=block)
         assert all(np.array_equal(g, w) for g, w in zip(got, want)), trial
 
 

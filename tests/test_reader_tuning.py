@@ -115,3 +115,19 @@ def test_a_small_read_keeps_its_freed_heap_for_the_views(tmp_path, monkeypatch):
     reader.read_trace(_trace(tmp_path), tune_memory=True)
     assert ("trim", 0) not in fake.calls
     assert fake.calls[-2:] == [(-3, malloc_tuning.VIEWS_MMAP_THRESHOLD), (-1, malloc_tuning.KEEP_FREED)]
+
+
+def test_the_loader_shares_one_heap_before_its_threads_start(monkeypatch):
+    """The plugin's loader asks glibc for one heap (M_ARENA_MAX 1) before it starts its threads, so the views
+    reuse what a read freed; with tuning turned off (no glibc) it asks nothing."""
+    from tb_plugin.loader import Loader
+
+    fake = _FakeLibc()
+    monkeypatch.setattr(malloc_tuning, "_LIBC", fake)
+    loader = Loader(processes=0, use_cache=False)
+    try:
+        assert fake.calls == [(-8, malloc_tuning.ARENA_MAX)] and malloc_tuning.ARENA_MAX == 1
+    finally:
+        loader.close()
+    monkeypatch.setattr(malloc_tuning, "_LIBC", False)
+    Loader(processes=0, use_cache=False).close()  # nothing to call, nothing raised

@@ -150,12 +150,11 @@ def merged_where(
     ts: np.ndarray,
     dur: np.ndarray,
     mask: np.ndarray,
-    lo: int | None = None,
-    hi: int | None = None,
+    window: tuple[int, int] | None = None,
     block: int = UNION_BLOCK_ROWS,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`merged` of the intervals [ts, ts + dur) of the rows where `mask` holds; with `lo` and `hi`, only those
-    ending after `lo` and starting before `hi`, each clipped to [lo, hi]. Made a block of rows at a time (a union
+    """`merged` of the intervals [ts, ts + dur) of the rows where `mask` holds; with a `window` (lo, hi), only those
+    ending after lo and starting before hi, each clipped to [lo, hi]. Made a block of rows at a time (a union
     of the blocks' unions is the same union, and `merged` writes each union one way), so its temporaries are a
     block's, not the selected rows' (an 11M-event trace's CPU ops: 176 MB of times at once)."""
     parts_s, parts_e = [], []
@@ -163,7 +162,8 @@ def merged_where(
         m = mask[a : a + block]
         s = ts[a : a + block]
         e = s + dur[a : a + block]
-        if lo is not None and hi is not None:
+        if window is not None:
+            lo, hi = window
             m = m & (e > lo)
             m &= s < hi
             s, e = np.clip(s[m], lo, hi), np.clip(e[m], lo, hi)

@@ -195,7 +195,7 @@ def _compute(t: Any) -> dict:
         s0, s1 = int(ss[0]), int(se[-1])
         # each layer as its union in the steps' window (the same coverage from far fewer bounds; per-segment sums:
         # the same integers), made a block of rows at a time (`merged_where`: no whole-trace temporaries)
-        layers = [(i, *intervals.merged_where(ts, dur, m, s0, s1)) for i, m in enumerate(masks)]
+        layers = [(i, *intervals.merged_where(ts, dur, m, (s0, s1))) for i, m in enumerate(masks)]
         if has["gpu"] and has["launch"]:
             g = idle_gap_arrays(t, per_stream=False)  # (arrays: no frame of every gap to filter)
             if g is None:
@@ -212,7 +212,7 @@ def _compute(t: Any) -> dict:
                     np.concatenate([layers[i][2], np.clip(ge[keep], s0, s1)]),
                 ),
             )
-        ck = intervals.merged_where(ts, dur, comm_kernel, s0, s1)
+        ck = intervals.merged_where(ts, dur, comm_kernel, (s0, s1))
         bounds = sorted_unique(np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)]))
         if len(bounds) >= 2:
             owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int8)

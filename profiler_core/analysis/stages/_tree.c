@@ -16,7 +16,6 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 typedef struct {
     int64_t *v;

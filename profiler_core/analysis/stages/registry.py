@@ -48,7 +48,7 @@ def cached(t: Any, key: str, fn: Callable[[], Any]) -> Any:
     if found:
         return value
     with _cache_lock:
-        lock = _computing.setdefault((tid, key), threading.RLock())
+        lock = _computing.setdefault((tid, key), threading.Lock())
     try:
         with lock:
             found, value = _lookup(t, tid, key)
@@ -68,7 +68,7 @@ def cached(t: Any, key: str, fn: Callable[[], Any]) -> Any:
             return value
     finally:
         with _cache_lock:
-            if _computing.get((tid, key)) is lock and not lock._is_owned():  # type: ignore[attr-defined]
+            if _computing.get((tid, key)) is lock:  # (a thread still waiting holds its own reference)
                 del _computing[(tid, key)]
 
 
