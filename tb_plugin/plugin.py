@@ -333,8 +333,10 @@ class _State:
         return self.loader.get(f, cancel_warming=False)  # background work: the warming stays
 
 
-#: what the run-level routes (/distributed, /diagnosis, the Overview's run ledger) import on first use
+#: what the routes import on first use: the per-file Overview's ledger, the run-level routes (/distributed,
+#: /diagnosis, the Overview's run ledger)
 WARM_MODULES = (
+    "tb_plugin.diagnosis.ledger",
     "tb_plugin.views.distributed",
     "tb_plugin.summaries.summary",
     "tb_plugin.diagnosis.worker_facts",

@@ -43,12 +43,13 @@ class TruncatedGzip(EOFError):
 MAX_BLOCK_OUT = 2 << 20
 
 
-def gunzip_blocks(f: IO[bytes], chunk: int = 1 << 17, impl: Any = None) -> Iterator[bytes]:
+def gunzip_blocks(f: IO[bytes], chunk: int = 1 << 17, impl: Any = None, max_out: int | None = None) -> Iterator[bytes]:
     """The decompressed bytes of the gzip file `f` (concatenated members too), block by block,
-    each at most MAX_BLOCK_OUT bytes (however well the input compresses).
+    each at most `max_out` bytes (default MAX_BLOCK_OUT), however well the input compresses.
 
     Raises `TruncatedGzip` when the file ends inside a member, one of `ERRORS` when it is corrupt."""
     impl = impl or _IMPL
+    most = MAX_BLOCK_OUT if max_out is None else max_out
     d = impl.decompressobj(31)
     while True:
         comp = f.read(chunk)
@@ -57,7 +58,7 @@ def gunzip_blocks(f: IO[bytes], chunk: int = 1 << 17, impl: Any = None) -> Itera
                 raise TruncatedGzip("gzip stream ended before its end marker")
             return
         while comp:
-            out = d.decompress(comp, MAX_BLOCK_OUT)
+            out = d.decompress(comp, most)
             comp = d.unconsumed_tail
             if d.eof:  # the next member (concatenated gzip) starts in unused_data
                 comp = d.unused_data
