@@ -3,13 +3,18 @@
 import numpy as np
 import pytest
 
+from profiler_core.analysis import intervals
 from profiler_core.analysis.intervals import coverage as _coverage
 from profiler_core.analysis.intervals import covered as _covered
 from profiler_core.analysis.intervals import merged as _merged
 from profiler_core.analysis.stages.columns import sorted_unique
 
 
-def test_covered_matches_interval_counting():
+@pytest.mark.parametrize("few", [0, 3, 64])
+def test_covered_matches_interval_counting(monkeypatch, few):
+    """`covered` (a slice per merged range up to FEW_RANGES of them, else a running sum) and `paint` agree with
+    counting the intervals over each segment."""
+    monkeypatch.setattr(intervals, "FEW_RANGES", few)
     rng = np.random.default_rng(1)
     checked = 0
     for _ in range(400):
@@ -25,6 +30,9 @@ def test_covered_matches_interval_counting():
         got = _covered(b, s, e)
         assert got.dtype == bool and len(got) == len(b) - 1
         assert np.array_equal(got, _coverage(b, s, e) > 0)
+        painted = np.full(len(b) - 1, 7, np.int8)
+        intervals.paint(painted, b, s, e, 2)
+        assert np.array_equal(painted, np.where(got, 2, 7))
         checked += 1
     assert checked > 300
 

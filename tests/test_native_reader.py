@@ -108,15 +108,12 @@ def test_read_trace_uses_it_and_says_which_reader(tmp_path, monkeypatch, caplog)
     _same(t_native, t_python)
 
 
-@pytest.mark.parametrize(
-    "threads,block_rows,convert",
-    [("0", None, 4), ("3", None, 4), ("0", 7, 4), ("3", 40, 3), ("0", None, 1), ("3", 7, 2), ("3", None, 100)],
-)
-def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, block_rows, convert):
+@pytest.mark.parametrize("threads,block_rows", [("0", None), ("3", None), ("0", 7), ("3", 40)])
+def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, block_rows):
     """read_file scans the inflated file in pieces of whole events (here ~20 KB, so many), in the reading
-    thread or on scan threads, their results converted `convert` pieces at a time (merged: `native._merged`),
-    their rows joined into blocks as they are added (a few pieces each with `block_rows`): the same TraceData as
-    the Python reader's, and an event_index whose every range holds exactly its piece's events."""
+    thread or on scan threads, their rows joined into blocks as they are added (a few pieces each with
+    `block_rows`): the same TraceData as the Python reader's, and an event_index whose every range holds
+    exactly its piece's events."""
     import gzip
 
     if block_rows is not None:
@@ -125,7 +122,6 @@ def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, 
     assert native.scan_threads() == (0 if threads == "0" else 3)
     monkeypatch.setattr(native, "SCAN_PIECE", 20_000)
     monkeypatch.setattr(native, "INFLATE_BLOCK", 8_000)  # blocks smaller than a piece: joined first
-    monkeypatch.setattr(native, "CONVERT_PIECES", convert)
     data = json.dumps(_base_doc()).encode()
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(data))

@@ -22,6 +22,7 @@ __all__ = [
     "union_length",
     "coverage",
     "covered",
+    "paint",
     "merged",
     "merged_where",
     "prepare",
@@ -118,17 +119,50 @@ def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, weights: 
     return np.cumsum(delta)[:-1]
 
 
+#: up to this many merged ranges, `covered` and `paint` set each range's segments as a slice (no pass over every
+#: segment)
+FEW_RANGES = 64
+
+
+def _segment_ranges(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The merged intervals as [first segment, last segment + 1) index ranges of `bounds` (sorted, disjoint)."""
+    ms, me = _union(starts, ends)
+    return np.searchsorted(bounds, ms), np.searchsorted(bounds, me)
+
+
+def _segments_mask(n: int, si: np.ndarray, ei: np.ndarray) -> np.ndarray:
+    """Boolean per segment 0..n-1: inside one of the sorted disjoint index ranges [si, ei)."""
+    if len(si) <= FEW_RANGES:
+        out = np.zeros(n, dtype=bool)
+        for a, b in zip(si.tolist(), ei.tolist()):
+            out[a:b] = True
+        return out
+    # disjoint and sorted: mark [first segment, last + 1) of each, then a running sum
+    delta = np.zeros(n + 1, dtype=np.int8)
+    delta[si] = 1
+    delta[ei] -= 1  # a zero-length range cancels its own start
+    return np.cumsum(delta[:-1], dtype=np.int8) > 0
+
+
 def covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per elementary segment [bounds[k], bounds[k+1]): whether any interval covers it (bounds must hold every
     start and end). Merges the intervals first, so it only searches the few merged ranges."""
+    n = max(len(bounds) - 1, 0)
     if len(starts) == 0:
-        return np.zeros(max(len(bounds) - 1, 0), dtype=bool)
-    ms, me = _union(starts, ends)
-    # merged ranges are disjoint and sorted: mark [first segment, last + 1) of each, then a running sum
-    delta = np.zeros(len(bounds), dtype=np.int8)
-    delta[np.searchsorted(bounds, ms)] = 1
-    delta[np.searchsorted(bounds, me)] -= 1  # a zero-length range cancels its own start
-    return np.cumsum(delta[:-1], dtype=np.int8) > 0
+        return np.zeros(n, dtype=bool)
+    return _segments_mask(n, *_segment_ranges(bounds, starts, ends))
+
+
+def paint(out: np.ndarray, bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, value: int) -> None:
+    """`out[covered(bounds, starts, ends)] = value`: a slice per merged range when they are few."""
+    if len(starts) == 0:
+        return
+    si, ei = _segment_ranges(bounds, starts, ends)
+    if len(si) <= FEW_RANGES:
+        for a, b in zip(si.tolist(), ei.tolist()):
+            out[a:b] = value
+    else:
+        out[_segments_mask(len(out), si, ei)] = value
 
 
 def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -218,11 +218,11 @@ def _compute(t: Any) -> dict:
             owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int8)
             compute_cov = np.zeros(len(bounds) - 1, dtype=bool)
             for i, s, e in reversed(layers):  # lowest priority first: higher priorities overwrite
-                if len(s):
-                    cov = intervals.covered(bounds, s, e)
-                    owner[cov] = i
-                    if i == 0:
-                        compute_cov = cov
+                if i == 0 and len(s):
+                    compute_cov = intervals.covered(bounds, s, e)
+                    owner[compute_cov] = i
+                else:
+                    intervals.paint(owner, bounds, s, e, i)
             costs = _per_step(bounds, ss, se, owner, nl)
             both = compute_cov & intervals.covered(bounds, *ck) if len(ck[0]) else np.zeros_like(compute_cov)
             hidden = _per_step(bounds, ss, se, both.astype(np.int64), 2)[:, 1]

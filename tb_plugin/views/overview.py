@@ -68,8 +68,7 @@ def breakdown(t: Any) -> tuple[pd.DataFrame, np.ndarray]:
     owner = np.full(len(bounds) - 1, len(ROLES), dtype=np.int8)  # (small dtypes, temporaries
     for r in range(len(ROLES) - 1, -1, -1):  # freed early: this is the overview's peak memory)
         s, e = roles[r]  # lowest priority first, so higher priorities overwrite
-        if len(s):
-            owner[intervals.covered(bounds, s, e)] = r
+        intervals.paint(owner, bounds, s, e, r)
     del roles, s, e
     k = np.searchsorted(ss, bounds[:-1], side="right") - 1
     inside = (k >= 0) & (bounds[:-1] < se[np.maximum(k, 0)])

@@ -306,29 +306,13 @@ def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> Trac
         n += entries
         return True
 
-    done: list[tuple[dict, int]] = []  # scanned, not converted yet: converted CONVERT_PIECES at a time
-
-    def convert(upto: int) -> bool:
-        """Convert the scanned results while `upto` or more wait; False when one declines."""
-        while len(done) >= max(1, upto):
-            batch = done[:CONVERT_PIECES]
-            del done[:CONVERT_PIECES]
-            if not add(*_merged(batch)):
-                return False
-        return True
-
     def drain(keep: int) -> bool:
-        """Take the oldest scans until `keep` are in flight, converting them CONVERT_PIECES at a time (all of them
-        when `keep` is 0); False when one declines."""
+        """Add the oldest scans' rows until `keep` are in flight; False when one declines."""
         while len(pending) > keep:
             job, at = pending.popleft()
-            out = job.result() if isinstance(job, Future) else job
-            if isinstance(out, str):
-                return add(out, at)
-            done.append((out, at))
-            if not convert(CONVERT_PIECES):
+            if not add(job.result() if isinstance(job, Future) else job, at):
                 return False
-        return convert(CONVERT_PIECES if keep else 1)
+        return True
 
     head: _Text | None = None
     for text in _pieces(path):
@@ -351,53 +335,23 @@ def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> Trac
     return None
 
 
-#: scan results of this many pieces are converted at once (`_merged`): converting one costs about as much for a
-#: few rows as for a piece's (V100 trace, 16 pieces of 2 MB: 0.6 ms each)
-CONVERT_PIECES = 4
+_ARG_PLAN: list[tuple[Arg, tuple[str, ...], np.ndarray]] = []
 
 
-def _merged(results: list[tuple[dict, int]]) -> tuple[dict, int]:
-    """The scan results of consecutive pieces (each with its offset in the inflated stream) as one result and its
-    offset: columns joined, the later pieces' text indexes, entry numbers and byte ranges moved past the earlier
-    ones'; an optional arg column a piece did not store (see put_opt in _native.c) filled with its missing value."""
-    if len(results) == 1:
-        return results[0]
-    texts: list[bytes] = []
-    text_at, entry_at = [], []
-    entries = 0
-    for out, _ in results:
-        text_at.append(len(texts))
-        entry_at.append(entries)
-        texts.extend(out["texts"])
-        entries += int(out["entries"])
-    merged: dict[str, Any] = {"texts": texts, "entries": entries}
-    for group, (types, texty, head) in _GROUPS.items():
-        rows = []
-        for out, _ in results:
-            cols = out[group]
-            rows.append(len(np.frombuffer(cols[head], dtype=types.get(head, np.int64))))
-        cols_out: dict[str, np.ndarray] = {}
-        for c in results[0][0][group]:
-            dtype = types.get(c, np.int64)
-            parts = [np.frombuffer(out[group][c], dtype=dtype) for out, _ in results]
-            if not any(len(x) for x in parts):
-                cols_out[c] = parts[0]
-                continue
-            for i, x in enumerate(parts):
-                if len(x) != rows[i]:  # an optional arg column this piece did not store
-                    parts[i] = np.full(rows[i], _OPT_MISSING["t" if c in _TRIPLE_COLS else np.dtype(dtype).kind], dtype)
-                elif c == "idx" and entry_at[i]:
-                    parts[i] = x + entry_at[i]
-                elif c in texty and text_at[i]:
-                    parts[i] = np.where(x >= 0, x + text_at[i], x)
-            cols_out[c] = np.concatenate(parts)
-        merged[group] = cols_out
-    triples = []
-    for i, (out, at) in enumerate(results):
-        t = np.frombuffer(out["pieces"]["first_start_end"], dtype=np.int64).reshape(-1, 3)
-        triples.append(t + np.array([entry_at[i], at, at], dtype=np.int64))
-    merged["pieces"] = {"first_start_end": np.concatenate(triples).reshape(-1)}
-    return merged, 0
+def _arg_plan() -> list[tuple[Arg, tuple[str, ...], np.ndarray]]:
+    """The events args with a column, each with the scan's columns that say whether a key of it has a value (a
+    triple's first axis) and which extraction groups (EVENT_GROUPS order) carry it: made once."""
+    if not _ARG_PLAN:
+        groups = event_args.EVENT_GROUPS
+        plan = []
+        for a in event_args.ARGS:
+            if a.table == "events" and a.column is not None:
+                in_groups = np.zeros(len(groups), dtype=bool)
+                in_groups[[groups.index(g) for g in a.groups | {"other"}]] = True
+                stored = tuple(f"args.{k}_x" if a.kind is TRIPLE else f"args.{k}" for k in a.keys)
+                plan.append((a, stored, in_groups))
+        _ARG_PLAN[:] = plan
+    return _ARG_PLAN
 
 
 class _Build:
@@ -539,21 +493,20 @@ class _Build:
         )
         row_groups = group_of_code[cat]
         keeps: dict[frozenset, np.ndarray | None] = {}  # rows of each set of groups (args share them)
-        for a in event_args.ARGS:
-            if a.table == "events" and a.column is not None:
+        for a, stored, in_groups in _arg_plan():
+            col = None
+            if any(len(x[c]) for c in stored):  # (else the scan stored no value of any of its keys)
                 if a.groups in keeps:
                     keep = keeps[a.groups]
                 else:
-                    in_groups = np.zeros(len(groups), dtype=bool)
-                    in_groups[[groups.index(g) for g in a.groups | {"other"}]] = True
                     keep = in_groups[row_groups]
                     keep = keeps[a.groups] = None if keep.all() else keep  # None: every row
                 col = self.arg_column(a, x, keep)
-                if a.kind is TRIPLE:  # (3, rows): each axis a contiguous row
-                    for j, column in enumerate(a.columns):
-                        cols[column] = None if col is None else col[j]
-                else:
-                    cols[a.column] = col
+            if a.kind is TRIPLE:  # (3, rows): each axis a contiguous row
+                for j, column in enumerate(a.columns):
+                    cols[column] = None if col is None else col[j]
+            else:
+                cols[a.column] = col
         for c in EVENT_COLUMNS:
             arr = cols[c]
             b.ev[c].append(arr)
@@ -684,23 +637,3 @@ _FLOW_TYPES = {
 _MD_TYPES: dict[str, Any] = {"pid_label": _I32, "tid_label": _I32, "name": _I32}
 if _native is not None:
     _MD_TYPES.update((f"args.{k}", _I32) for k, _, table in _native.KEYS if table == "names")
-_M_TYPES: dict[str, Any] = {"ts": np.float64, "pid_label": _I32, "tid_label": _I32}
-#: the missing value the scan writes in an optional arg column, by dtype kind ("t": a triple's axis)
-_OPT_MISSING = {"i": -1, "f": np.nan, "t": 0}
-_LABELS = {"pid_label", "tid_label"}
-_TRIPLE_COLS: set[str] = set()
-_X_TEXTS = {"cat", "name"} | _LABELS
-if _native is not None:
-    for _key, _how, _table in _native.KEYS:
-        if _table == "events" and _how in ("text", "raw"):
-            _X_TEXTS.add(f"args.{_key}")
-        elif _table == "events" and _how == "triple":
-            _TRIPLE_COLS.update(f"args.{_key}_{axis}" for axis in "xyz")
-#: per group of a scan result: its columns' dtypes, the columns holding text table indexes, a column every row fills
-_GROUPS: dict[str, tuple[dict, set, str]] = {
-    "complete": (_X_TYPES, _X_TEXTS, "idx"),
-    "memory": (_M_TYPES, _LABELS, "idx"),
-    "flows": (_FLOW_TYPES, {"cat", "name", "ph", "bp"} | _LABELS, "idx"),
-    "metadata": (_MD_TYPES, {c for c in _MD_TYPES if c not in ("pid", "tid")}, "pid"),
-    "unsupported": ({"ph": _I32}, {"ph"}, "ph"),
-}
