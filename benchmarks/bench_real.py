@@ -11,8 +11,8 @@ Rows (each a run folder of one or more trace files):
   * with --synthetic N, an extra row from gen_trace.py (not representative of real events).
 
 Per row, each side in a fresh process with its imports done before the clock starts:
-  * ours: TensorBoard's WSGI app with the gpuscope plugin and an empty parse cache: /runs until
-    loaded, then /overview, /operators and /kernels of every file;
+  * ours: TensorBoard's WSGI app with the gpuscope plugin and an empty parse cache: /runs?wait=60 (a long
+    poll: answered once the files are loaded), then /overview, /operators and /kernels of every file;
   * theirs: torch-tb-profiler's `RunLoader.load()` (it computes every view while loading), run by
     the compatibility venv's python ($GPUSCOPE_COMPAT_VENV, default ROOT/.venvs/compat).
 Peak memory is the largest sum of RSS over the process and all its descendants (sampled from
@@ -66,8 +66,8 @@ w0 = time.perf_counter()
 p = GpuscopePlugin(base_plugin.TBContext(logdir=logdir))
 c = Client(application.TensorBoardWSGI([p]))
 end = time.time() + 1800
-while True:
-    d = c.get(P + "/runs").json
+while True:  # a long poll: /runs answers once the files are loaded (polling every 10 ms cost ~1 ms of GIL each)
+    d = c.get(P + "/runs", query_string={{"wait": "60"}}).json
     if not d["loading"] and d["runs"]:
         break
     assert time.time() < end, d

@@ -173,6 +173,7 @@ class Loader:
         else:
             self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="gpuscope-load")
         self._lock = threading.RLock()
+        self._read_ended = threading.Condition(self._lock)  # notified whenever a file's read ends (`wait_loaded`)
         self._slots = max(1, self.processes or workers)
         self._queue: deque[_Entry] = deque()  # waiting for a pool slot, in scan order
         self._running = 0  # entries handed to the pool and not finished
@@ -279,6 +280,25 @@ class Loader:
             fut.exception(timeout=timeout)
 
     def _finished(self, entry: _Entry, fut: Future) -> None:
+        try:
+            self._file_finished(entry, fut)
+        finally:
+            with self._lock:
+                self._read_ended.notify_all()
+
+    def wait_loaded(self, timeout: float) -> bool:
+        """Block until no known file is queued or being read (or the loader is closed), at most `timeout`
+        seconds: True when none is. A client's long poll (`/runs?wait=`) instead of asking again and again."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not self._closed and any(not e.done for e in self._entries.values()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._read_ended.wait(left)
+            return True
+
+    def _file_finished(self, entry: _Entry, fut: Future) -> None:
         with self._lock:
             if not getattr(fut, "_gpuscope_counted", False):
                 fut._gpuscope_counted = True  # type: ignore[attr-defined]
@@ -568,6 +588,7 @@ class Loader:
         with self._lock:
             self._closed = True
             self._queue.clear()
+            self._read_ended.notify_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._warmer is not None:
             self._warmer.shutdown(wait=False, cancel_futures=True)

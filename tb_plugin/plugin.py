@@ -346,6 +346,9 @@ WARM_MODULES = (
 )
 
 
+#: a /runs long poll looks at the logdir again at least this often (new files, files still being written)
+WAIT_STEP_S = 1.0
+
 #: the warm-up's imports wait this long for the first request, then until the loader is idle (at most
 #: WARM_UP_WAIT_S): on a few cores they would slow the first files' reading and views down
 WARM_UP_DELAY_S = 0.2
@@ -460,6 +463,16 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         runs = state.refresh(force=args["rescan"] == "1")  # a reload: list the logdir now
         progress = state.loader.progress()
         loading = progress.pop("loading") or state.scanner.unstable > 0
+        deadline = time.monotonic() + (args["wait"] or 0.0)
+        while loading and time.monotonic() < deadline:  # a long poll: answer once loaded, or at the deadline
+            left = deadline - time.monotonic()
+            if progress["files_done"] < progress["files_total"]:
+                state.loader.wait_loaded(min(left, WAIT_STEP_S))
+            else:  # files still being written: listed again until they are stable
+                time.sleep(min(left, WAIT_STEP_S))
+            runs = state.refresh()
+            progress = state.loader.progress()
+            loading = progress.pop("loading") or state.scanner.unstable > 0
         errors = [{"run": f.run, "file": f.relpath, "error": msg} for f, msg in state.loader.errors()]
         errors.sort(key=lambda e: (e["run"], e["file"]))
         if state.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)

@@ -25,6 +25,7 @@ from tb_plugin.params import (
     START_US,
     TRACKS,
     WIDTH_PX,
+    Float,
     Param,
     Text,
 )
@@ -41,6 +42,15 @@ EXP_RUN = Text(
 EXP_WORKER = Text("exp_worker", "the compared worker")
 EXP_SPAN = Text("exp_span", "the compared span")
 RESCAN = Text("rescan", "1: list the logdir now (TensorBoard's reload)", choices=("0", "1"), default="0")
+#: the longest a /runs long poll waits
+MAX_WAIT_S = 60.0
+WAIT = Float(
+    "wait",
+    "seconds to wait while files are loading: the answer comes once they are loaded (or then); a long poll instead "
+    "of asking again and again",
+    lo=0.0,
+    hi=MAX_WAIT_S,
+)
 PARTIAL = Text(
     "partial",
     "1: answer at once with the summaries there are, `pending` naming the workers still read",
@@ -98,7 +108,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/runs",
         "_runs",
-        (RESCAN,),
+        (RESCAN, WAIT),
         "the runs of the logdir and the loading progress",
         '{"runs": [name...], "loading": bool, "progress": {...}, "errors": [{"run", "file", '
         '"error"}...], "warnings": [{"run", "file", "message"}...], "logdir", "logdir_missing"}',

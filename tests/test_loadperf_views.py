@@ -211,3 +211,37 @@ def test_operators_with_plain_text_columns():
         b.events[c] = b.events[c].astype(object)
     for group_by in ("name", "name_shape"):
         assert operators.operators(b, group_by) == operators.operators(a, group_by)
+
+
+_ASKED: list = []
+
+
+def _starts_with_a(name: str) -> bool:
+    """A module-level name classifier (remembered by `values_answer`) that counts its calls."""
+    _ASKED.append(name)
+    return name.startswith("a") or name == "z"
+
+
+def test_name_answers_are_remembered_across_traces_and_agree(monkeypatch):
+    """A module-level name classifier is asked once per distinct name across traces (`values_answer`'s memo), and
+    `per_value` / `name_mask_among` answer as the classifier does row by row (a missing name: False)."""
+    import pandas as pd
+
+    from profiler_core.analysis.stages import columns
+
+    assert columns._memoisable(_starts_with_a)
+    monkeypatch.setattr(columns, "_VALUE_MEMO", {})
+    _ASKED.clear()
+    rng = np.random.default_rng(4)
+    texts = ["a1", "b2", "z", "c", "a9", ""]
+    for _trace in range(3):
+        codes = rng.integers(-1, len(texts), 500)
+        events = pd.DataFrame({"name": pd.Categorical.from_codes(codes, categories=texts)})
+        want = np.array([c >= 0 and (texts[c].startswith("a") or texts[c] == "z") for c in codes])
+        assert np.array_equal(columns.per_value(events["name"], _starts_with_a), want)
+        rows = np.flatnonzero(rng.random(500) < 0.3)
+        assert np.array_equal(columns.name_mask_among(events, rows, _starts_with_a), want[rows])
+    assert sorted(_ASKED) == sorted(texts)  # each name once over the three traces
+    lam = lambda name: name == "c"  # noqa: E731 - a lambda: not remembered
+    assert not columns._memoisable(lam)
+    assert np.array_equal(columns.values_answer(["c", "d", "c"], lam), [True, False, True])

@@ -134,6 +134,39 @@ def test_runs_progress_and_bad_files(logdir):
     assert bad.status_code == 422 and "truncated" in bad.json["error"]
 
 
+def test_runs_long_poll_answers_once_the_files_are_loaded(logdir, monkeypatch):
+    """/runs?wait=S: while files load, the answer comes when the last one is read (not at the deadline, and
+    without asking again), or at the deadline while it is still loading; bad waits are 400s."""
+    import tb_plugin.loader as loader_mod
+
+    gate = threading.Event()
+    real = loader_mod.read_trace
+
+    def slow(path, *a, **k):
+        gate.wait(30)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(loader_mod, "read_trace", slow)
+    c, p = _client(logdir)
+    t0 = time.monotonic()
+    d = c.get(f"{P}/runs?wait=0.3").json
+    assert d["loading"] is True and time.monotonic() - t0 >= 0.3  # the deadline: still loading
+    threading.Timer(0.4, gate.set).start()
+    calls = []
+    real_progress = p.state().loader.progress
+    monkeypatch.setattr(p.state().loader, "progress", lambda: calls.append(1) or real_progress())
+    t0 = time.monotonic()
+    d = c.get(f"{P}/runs?wait=30").json
+    took = time.monotonic() - t0
+    assert d["loading"] is False and d["progress"]["files_done"] == d["progress"]["files_total"] == 8
+    assert 0.3 < took < 10  # answered once loaded, long before the 30 s
+    assert len(calls) < 10  # woken by the reads' ends, not a poll every few ms
+    assert c.get(f"{P}/runs?wait=0").json["loading"] is False  # loaded: no wait
+    for bad in ("-1", "61", "soon", "nan"):
+        r = c.get(f"{P}/runs?wait={bad}")
+        assert r.status_code == 400 and "wait" in r.json["error"], bad
+
+
 def test_workers_spans_and_not_found(logdir):
     c, _ = _client(logdir)
     assert c.get(f"{P}/workers?run=run1").json == {"workers": ["w0", "w1"]}

@@ -42,7 +42,7 @@ import numpy as np
 
 from profiler_core.analysis import intervals
 from profiler_core.analysis.stages.classify import is_dataloader, is_step_name
-from profiler_core.analysis.stages.columns import category_mask, name_mask, per_value, sorted_unique
+from profiler_core.analysis.stages.columns import category_mask, name_mask, name_mask_among, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
 from profiler_core.analysis.stages.steps import steps
@@ -122,7 +122,7 @@ def _names_among(ev: Any, among: np.ndarray, fn: Any) -> np.ndarray:
     out = np.zeros(len(ev), dtype=bool)
     rows = np.flatnonzero(among)
     if len(rows):
-        out[rows] = per_value(ev["name"].take(rows), fn)
+        out[rows] = name_mask_among(ev, rows, fn)
     return out
 
 

@@ -42,11 +42,41 @@ def codes_and_texts(values: Any) -> tuple[np.ndarray, list[str]]:
 FEW_COMPARES = 4
 
 
+#: per module-level function asked of names: its answer per value met so far (the files of a run share most of
+#: their names; the classifications are pure functions of the text), each cache cleared past VALUE_MEMO_MAX
+_VALUE_MEMO: dict[Callable, dict[Any, bool]] = {}
+VALUE_MEMO_MAX = 1 << 16
+
+
+def _memoisable(fn: Callable) -> bool:
+    """A module-level function (no lambda, closure or bound method): a pure classification by its name."""
+    return isinstance(fn, types.FunctionType) and fn.__closure__ is None and "<" not in fn.__qualname__
+
+
+def values_answer(values: Any, fn: Callable[[str], bool]) -> np.ndarray:
+    """bool(fn(v)) for each of `values`; a module-level `fn`'s answers are remembered across traces."""
+    if not _memoisable(fn):
+        return np.fromiter((bool(fn(v)) for v in values), dtype=bool, count=len(values))
+    memo = _VALUE_MEMO.setdefault(fn, {})
+    if len(memo) > VALUE_MEMO_MAX:
+        memo.clear()
+    out = np.empty(len(values), dtype=bool)
+    for i, v in enumerate(values):
+        if type(v) is not str:  # (texts only: 1 and True are one key)
+            out[i] = bool(fn(v))
+            continue
+        a = memo.get(v)
+        if a is None:
+            a = memo[v] = bool(fn(v))
+        out[i] = a
+    return out
+
+
 def per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
     """Evaluate `fn` once per distinct value of a (categorical) column; boolean array per row."""
     if isinstance(col.dtype, pd.CategoricalDtype):
         cats = col.cat.categories
-        vals = np.fromiter((bool(fn(c)) for c in cats), dtype=bool, count=len(cats))
+        vals = values_answer(cats, fn)
         codes = col.cat.codes.to_numpy()
         yes = np.flatnonzero(vals)
         if len(yes) <= FEW_COMPARES:  # a few values hold (a category mask): compares of the small codes are
@@ -67,7 +97,7 @@ def per_value(col: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
         out[ok] = vals[codes[ok]]
         return out
     codes, uniques = pd.factorize(col, use_na_sentinel=True)
-    vals = np.fromiter((bool(fn(c)) for c in uniques), dtype=bool, count=len(uniques))
+    vals = values_answer(uniques, fn)
     out = np.zeros(len(codes), dtype=bool)
     ok = codes >= 0
     out[ok] = vals[codes[ok]]
@@ -98,13 +128,29 @@ def name_mask(events: pd.DataFrame, fn: Callable[[str], bool]) -> np.ndarray:
     """Boolean array: rows whose `name` satisfies `fn` (evaluated once per distinct name). Memoised per events
     frame when `fn` is a module-level function (not a lambda, closure or bound method: those have no stable
     name): the array is then shared between callers, read-only (do not modify it)."""
-    if isinstance(fn, types.FunctionType) and fn.__closure__ is None and "<" not in fn.__qualname__:
+    if _memoisable(fn):
 
         def build() -> np.ndarray:
             return _shared(per_value(events["name"], fn))
 
         return cached(events, f"name:{fn.__module__}.{fn.__qualname__}", build)
     return per_value(events["name"], fn)
+
+
+def name_mask_among(events: pd.DataFrame, rows: np.ndarray, fn: Callable[[str], bool]) -> np.ndarray:
+    """`fn` of the names of the rows `rows` only (asked once per distinct name among them): a bool per row of
+    `rows` (no whole-trace mask made or kept)."""
+    col = events["name"]
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return per_value(col.take(rows), fn)
+    codes = col.cat.codes.to_numpy()[rows]
+    cats = col.cat.categories
+    if not len(codes):
+        return np.zeros(0, dtype=bool)
+    present = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(cats)))
+    vals = np.zeros(len(cats) + 1, dtype=bool)  # (the last: a missing value, code -1: never true)
+    vals[present] = values_answer(cats.take(present), fn)
+    return vals[codes]
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
