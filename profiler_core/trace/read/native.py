@@ -389,19 +389,21 @@ class _Build:
         converted once, as `_Interner.add` converts the decoded values."""
         if not len(idx):
             return np.empty(0, np.int32)
-        used = np.flatnonzero(np.bincount(idx + 1, minlength=1)) - 1
+        shifted = idx + 1  # (table position: 0 for -1)
+        used1 = np.flatnonzero(np.bincount(shifted))
         table = np.zeros(len(self.raws) + 1, dtype=np.int32)
         raws, known = self.raws, interner.by_raw  # (a text met in an earlier piece: no decode, no conversion)
-        at = used.tolist()
-        keys = [raws[u] if u >= 0 else None for u in at]
+        at = (used1 - 1).tolist()
+        absent = at[0] < 0  # (sorted: -1 first)
+        keys = ([None] if absent else []) + list(map(raws.__getitem__, at[1:] if absent else at))
         try:
-            table[used + 1] = [known[k] for k in keys]
+            table[used1] = np.fromiter(map(known.__getitem__, keys), dtype=np.int32, count=len(keys))
         except KeyError:
             new = [(u, k) for u, k in zip(at, keys) if k not in known]
             for (_, k), c in zip(new, interner.add([value_of(u) for u, _ in new]).tolist()):
                 known[k] = c
-            table[used + 1] = [known[k] for k in keys]
-        return table[idx + 1]
+            table[used1] = np.fromiter(map(known.__getitem__, keys), dtype=np.int32, count=len(keys))
+        return table[shifted]
 
     def labels(self, values: np.ndarray, label_idx: np.ndarray) -> np.ndarray:
         """pid or tid values with text labels coded by `_Labels` (a text that int() reads differently
