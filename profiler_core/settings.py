@@ -137,7 +137,7 @@ SETTINGS: dict[str, Setting] = {
             "count",
             None,
             "threads that scan pieces of one trace with the native reader, beside the thread that inflates "
-            "and converts them (default: cores, at most 4; 0 or 1: the reading thread scans them)",
+            "and converts them (default: cores minus one, at most 4; 0: the reading thread scans them)",
         ),
         _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
         _s(

@@ -108,7 +108,19 @@ def test_read_trace_uses_it_and_says_which_reader(tmp_path, monkeypatch, caplog)
     _same(t_native, t_python)
 
 
-@pytest.mark.parametrize("threads,block_rows", [("0", None), ("3", None), ("0", 7), ("3", 40)])
+def test_scan_threads_leave_the_reading_thread_a_core(monkeypatch):
+    """By default the scans get the cores but the reading thread's (at most 4; none on one core: it scans
+    itself); GPUSCOPE_NATIVE_THREADS sets them, 0 the reading thread alone."""
+    monkeypatch.delenv("GPUSCOPE_NATIVE_THREADS", raising=False)
+    for cores, want in ((1, 0), (2, 1), (3, 2), (16, 4)):
+        monkeypatch.setattr(native.os, "cpu_count", lambda c=cores: c)
+        assert native.scan_threads() == want, cores
+    for setting, want in (("0", 0), ("1", 1), ("6", 6)):
+        monkeypatch.setenv("GPUSCOPE_NATIVE_THREADS", setting)
+        assert native.scan_threads() == want, setting
+
+
+@pytest.mark.parametrize("threads,block_rows", [("0", None), ("3", None), ("0", 7), ("3", 40), ("1", None)])
 def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, block_rows):
     """read_file scans the inflated file in pieces of whole events (here ~20 KB, so many), in the reading
     thread or on scan threads, their rows joined into blocks as they are added (a few pieces each with
@@ -119,7 +131,7 @@ def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, 
     if block_rows is not None:
         monkeypatch.setattr(columns, "BLOCK_ROWS", block_rows)
     monkeypatch.setenv("GPUSCOPE_NATIVE_THREADS", threads)
-    assert native.scan_threads() == (0 if threads == "0" else 3)
+    assert native.scan_threads() == int(threads)
     monkeypatch.setattr(native, "SCAN_PIECE", 20_000)
     monkeypatch.setattr(native, "INFLATE_BLOCK", 8_000)  # blocks smaller than a piece: joined first
     data = json.dumps(_base_doc()).encode()
