@@ -105,6 +105,33 @@ def test_close_with_loads_pending_in_the_pool_and_files_queued_returns(tmp_path,
     assert not closer.is_alive(), "Loader.close() deadlocked"
 
 
+def test_wait_loaded_returns_when_the_reads_end_or_the_loader_closes(tmp_path, monkeypatch):
+    """`wait_loaded` (the /runs long poll) times out while a read runs, returns True once the reads end, and a
+    wait under way returns as soon as the loader is closed (not at its timeout)."""
+    _trace(tmp_path / "run0" / "w.1.pt.trace.json", 10)
+    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
+    release = threading.Event()
+    real = Loader._load_here
+    monkeypatch.setattr(Loader, "_load_here", lambda self, f: release.wait(30) and real(self, f))
+    loader = Loader(workers=1, processes=0, use_cache=False)
+    loader.prepare(files)
+    assert loader.wait_loaded(0.1) is False
+    threading.Timer(0.2, release.set).start()
+    assert loader.wait_loaded(30) is True and loader.progress()["files_done"] == 1
+    loader.close()
+
+    _trace(tmp_path / "run1" / "w.1.pt.trace.json", 10)
+    files = [f for r in Scanner(str(tmp_path)).scan().values() for f in r.files()]
+    release.clear()
+    loader = Loader(workers=1, processes=0, use_cache=False)
+    loader.prepare(files)
+    threading.Timer(0.2, loader.close).start()
+    t0 = time.monotonic()
+    loader.wait_loaded(30)
+    assert time.monotonic() - t0 < 10  # woken by close()
+    release.set()
+
+
 @pytest.mark.parametrize("native_reader", ["0", "1"])
 def test_background_reads_in_process_run_one_or_two_at_a_time(tmp_path, monkeypatch, native_reader):
     """The Python reader holds the GIL: without the native reader the loader reads one file at a time, never two
