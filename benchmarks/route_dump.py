@@ -3,7 +3,8 @@
 A refactoring that must not change behaviour is proved by a dump before and after: it goes through the HTTP
 routes (`tb_plugin.routes.ROUTES`) and the summary encoder only, so it does not depend on where a module lives.
 
-    PYTHONPATH=. python benchmarks/route_dump.py dump OUT_DIR      # from a checkout's root
+    PYTHONHASHSEED=0 PYTHONPATH=. python benchmarks/route_dump.py dump OUT_DIR   # from a checkout's root; the seed
+    # fixes the order of names that come from sets (the timeline's name table), so two dumps compare
     python benchmarks/route_dump.py compare BEFORE_DIR AFTER_DIR
 """
 
@@ -117,8 +118,9 @@ def dump(out: str) -> None:
             files[f"{run}__{route}"] = _until_done(c, route, {"run": run, "span": first_span})
         dist = json.loads(files[f"{run}__distributed"].split(b"\n", 1)[1] or b"{}")
         for w in workers[:2]:
-            steps = (dist.get("steps") or [None]) if isinstance(dist, dict) else [None]
-            step = steps[0] if steps[0] is not None else "0"
+            steps = dist.get("steps") if isinstance(dist, dict) else None
+            first = steps[0] if isinstance(steps, list) and steps else "0"
+            step = first.get("step", "0") if isinstance(first, dict) else first
             files[f"{run}__{w}__distributed/step"] = _answer(
                 c, "distributed/step", {"run": run, "span": first_span, "worker": w, "step": str(step)}
             )
@@ -139,7 +141,8 @@ def dump(out: str) -> None:
             files[key] = f"error: {type(e).__name__}: {e}".encode()
     root = str(tmp)
     for name, body in files.items():
-        safe = hashlib.sha1(name.encode()).hexdigest()[:12] + "_" + "".join(ch if ch.isalnum() else "_" for ch in name)[:80]
+        readable = "".join(ch if ch.isalnum() else "_" for ch in name)[:80]
+        safe = hashlib.sha1(name.encode()).hexdigest()[:12] + "_" + readable
         Path(out, safe).write_bytes(body.replace(root.encode(), b"<TMP>"))
     print(f"{len(files)} answers written to {out}")
     p._loader.close() if hasattr(p, "_loader") else None
