@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     from werkzeug.test import Client
 
     import tb_plugin.plugin as plugin_mod
-    from tb_plugin.diagnosis import job_diff
+    from tb_plugin.run_level import job_diff
     from tb_plugin.summaries.cli import run_summaries
 
     flags = argparse.Namespace(gpuscope_dask_scheduler=None)

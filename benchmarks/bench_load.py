@@ -36,7 +36,9 @@ sys.path.insert(0, {root!r})
 path, mode = sys.argv[1], sys.argv[2]
 from profiler_core.trace.read import cache
 from profiler_core.trace.read.reader import default_parse_processes, read_trace
-from tb_plugin.views import kernels, operators, overview
+from profiler_core.analysis.tables import kernels
+from profiler_core.analysis.tables import operators
+from profiler_core.analysis import step_breakdown as overview
 
 def rss_kb(pid):
     try:

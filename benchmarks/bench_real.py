@@ -49,7 +49,7 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 from tb_plugin.plugin import GpuscopePlugin
-import tb_plugin.views.overview, tb_plugin.views.operators, tb_plugin.views.kernels  # noqa: F401
+import profiler_core.analysis.step_breakdown, tb_plugin.views.operators, tb_plugin.views.kernels  # noqa: F401
 import pandas, numpy, msgspec  # noqa: F401
 from profiler_core.trace.read import reader  # noqa: F401
 # what the plugin imports on its first request (it stays light at TensorBoard's start) and the test
@@ -117,7 +117,9 @@ sys.path.insert(0, {root!r})
 os.environ["GPUSCOPE_NATIVE_THREADS"] = "0"  # one serial read: every phase in this thread
 from profiler_core.trace.read import columns, native, stream
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import kernels, operators, overview
+from profiler_core.analysis.tables import kernels
+from profiler_core.analysis.tables import operators
+from profiler_core.analysis import step_breakdown as overview
 import gc
 gc.disable()
 clock = time.process_time  # CPU seconds of this process: robust to the other load of a shared machine

@@ -1,4 +1,4 @@
-"""Time of the single-rank critical path (tb_plugin/diagnosis/single_rank_path.py) on one trace: the whole
+"""Time of the single-rank critical path (profiler_core/analysis/worker/single_rank_path.py) on one trace: the whole
 trace window and each of the first steps, best of `--repeat` runs (the stages it reads are computed once,
 before timing).
 
@@ -23,8 +23,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     from profiler_core.analysis.stages.steps import steps
+    from profiler_core.analysis.worker.single_rank_path import critical_path
     from profiler_core.trace.read.reader import read_trace
-    from tb_plugin.diagnosis.single_rank_path import critical_path
 
     path = args.trace
     if os.path.isdir(path):

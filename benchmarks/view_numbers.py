@@ -19,10 +19,13 @@ SHARED = Path(os.environ.get("GPUSCOPE_SHARED", Path.cwd().parent / "shared")) /
 
 def dump(out: str) -> None:
     """Write one JSON file per shared trace with the views that read node, link and step stages."""
+    from profiler_core.analysis import step_breakdown as overview
+    from profiler_core.analysis.comm import collectives
     from profiler_core.analysis.stages.graph_replay import graph_replay
+    from profiler_core.analysis.tables import kernels, operators
+    from profiler_core.analysis.worker import pipeline, worker_facts
     from profiler_core.trace.read.reader import read_trace
-    from tb_plugin.diagnosis import pipeline, worker_facts
-    from tb_plugin.views import collectives, diff, distributed, kernels, memory, modules, operators, overview
+    from tb_plugin.views import diff, distributed, memory, modules
 
     def frame(df: object) -> dict:
         return df.to_dict("list")  # type: ignore[attr-defined]

@@ -435,8 +435,8 @@ def graphs() -> None:
         return
     import profiler_core
     from profiler_core import ProfilerActivity, record_op
+    from profiler_core.analysis.tables.operators import operators
     from profiler_core.trace.read.reader import read_trace
-    from tb_plugin.views.operators import operators
 
     k = cupy.RawKernel(SRC, "scale")
     n = 1 << 16

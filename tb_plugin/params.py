@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from profiler_core.analysis import groupings
 from tb_plugin.errors import BadRequest
 
 #: longest run / worker / span / choice value (a run is a path relative to the logdir)
@@ -191,11 +192,11 @@ OCCURRENCE_LIMIT = Int("limit", "most results", lo=1, hi=100000, default=10000)
 EVENT_IDX = Int("idx", "the event's index in the file's traceEvents", lo=0, hi=2**62, required=True)
 TRACKS = IntList("tracks", "timeline track indexes (default: all)")
 OPERATORS_GROUP_BY = Text(
-    "group_by", "rows per name, or per name and input shapes", choices=("name", "name_shape"), default="name"
+    "group_by", "rows per name, or per name and input shapes", choices=groupings.OPERATORS, default="name"
 )
 KERNELS_GROUP_BY = Text(
     "group_by",
     "rows per kernel name, with the launching op, or with the launch configuration too",
-    choices=("name", "name_op", "name_op_config"),
+    choices=groupings.KERNELS,
     default="name",
 )

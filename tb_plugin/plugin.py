@@ -217,13 +217,7 @@ def _answer(t: Any, key: str, fn: Callable[[], Any]) -> Any:
 def _overview_answer(t: Any) -> dict:
     """The /overview answer of one file (without the run's ledger)."""
 
-    def compute() -> dict:
-        from tb_plugin.diagnosis.ledger import overview_ledger
-
-        out, tips = _view("overview", "overview_with_advice")(t)
-        return {**out, "ledger": overview_ledger(t, tips)}
-
-    return _answer(t, "overview", compute)
+    return _answer(t, "overview", lambda: _view("overview", "overview")(t))
 
 
 def _operators_answer(t: Any, group_by: str) -> dict:
@@ -336,13 +330,13 @@ class _State:
 #: what the routes import on first use: the per-file Overview's ledger, the run-level routes (/distributed,
 #: /diagnosis, the Overview's run ledger)
 WARM_MODULES = (
-    "tb_plugin.diagnosis.ledger",
+    "profiler_core.analysis.worker.ledger",
     "tb_plugin.views.distributed",
     "tb_plugin.summaries.summary",
-    "tb_plugin.diagnosis.worker_facts",
-    "tb_plugin.diagnosis.stragglers",
-    "tb_plugin.diagnosis.run_ledger",
-    "tb_plugin.diagnosis.report",
+    "profiler_core.analysis.worker.worker_facts",
+    "tb_plugin.run_level.stragglers",
+    "tb_plugin.run_level.run_ledger",
+    "tb_plugin.run_level.report",
 )
 
 
@@ -523,7 +517,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
     def _overview(self, request: wrappers.Request, a: dict) -> Any:
         out = _overview_answer(self._trace_data(a))
         if len(self._run(a["run"]).workers) > 1:  # the run's ledger, from the summaries there are now
-            from tb_plugin.diagnosis.run_ledger import run_view
+            from tb_plugin.run_level.run_ledger import run_view
 
             summaries, errors, pending = self._summaries_now(a)
             out = {**out, "run_ledger": {**run_view(summaries, pending), "errors": errors}}
@@ -699,7 +693,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         mod = _view("distributed", "from_summaries")
         result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
         if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
-            from tb_plugin.diagnosis import stragglers
+            from tb_plugin.run_level import stragglers
 
             stragglers.annotate_rows(result["stragglers"], summaries)
         if pending:
@@ -716,7 +710,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return result
 
     def _diagnosis(self, request: wrappers.Request, a: dict) -> Any:
-        from tb_plugin.diagnosis import report
+        from tb_plugin.run_level import report
 
         ready = self._ready_summaries(a)
         if isinstance(ready, dict):
@@ -730,7 +724,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return result
 
     def _pipeline(self, request: wrappers.Request, a: dict) -> Any:
-        from tb_plugin.diagnosis import pipeline
+        from tb_plugin.run_level import pipeline
 
         ready = self._ready_summaries(a)
         if isinstance(ready, dict):
@@ -742,7 +736,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return result
 
     def _clock_offsets(self, request: wrappers.Request, a: dict) -> Any:
-        from tb_plugin.diagnosis import clock_offsets
+        from tb_plugin.run_level import clock_offsets
 
         ready = self._ready_summaries(a)
         if isinstance(ready, dict):
@@ -754,7 +748,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         return result
 
     def _jobdiff(self, request: wrappers.Request, a: dict) -> Any:
-        from tb_plugin.diagnosis import job_diff
+        from tb_plugin.run_level import job_diff
 
         ready = self._ready_summaries(
             {"run": a["run"], "span": a["span"]}, {"run": a["exp_run"], "span": a["exp_span"]}

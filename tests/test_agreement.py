@@ -144,9 +144,9 @@ def is_comm_now(name: str) -> bool:
 
 
 def test_overview_breakdown_matches_reference(shared_traces):
+    from profiler_core.analysis import step_breakdown as overview
     from profiler_core.analysis.stages.classify import is_dataloader
     from profiler_core.analysis.stages.steps import steps
-    from tb_plugin.views import overview
 
     for run, worker, span, path, views in all_cases(shared_traces):
         t = trace(path)
@@ -179,7 +179,7 @@ def test_overview_breakdown_matches_reference(shared_traces):
 
 
 def test_gpu_summary_and_recommendations_match_reference(shared_traces):
-    from tb_plugin.views import overview
+    from profiler_core.analysis import step_breakdown as overview
 
     for run, _worker, _span, path, views in all_cases(shared_traces):
         ours = overview.overview(trace(path))
@@ -256,7 +256,7 @@ OLD_TC_OPS = {  # torch-tb-profiler 0.4.3's TC_OP_Allowlist
 def names_above_new_tc_ops(t) -> set[str]:
     """Names of the ops that are, or contain, an op eligible only under our newer list (TC_OPS)."""
     from profiler_core.analysis.stages.op_tree import op_tree
-    from tb_plugin.views.tensor_cores import TC_ELIGIBLE_OPS
+    from profiler_core.analysis.tensor_cores import TC_ELIGIBLE_OPS
 
     new = set(TC_ELIGIBLE_OPS) - OLD_TC_OPS
     tree = op_tree(t)
@@ -287,7 +287,7 @@ def _user_annotation_names(t) -> set[str]:
     [("name", "operation_table_Operation"), ("name_shape", "operation_table_OperationAndInputShape")],
 )
 def test_operator_tables_match_reference(shared_traces, group_by, ref_key):
-    from tb_plugin.views import operators
+    from profiler_core.analysis.tables import operators
 
     for run, worker, span, path, views in all_cases(shared_traces):
         t = trace(path)
@@ -359,7 +359,7 @@ def _ref_kernel_rows(table: dict, by_op: bool) -> dict:
     "group_by,ref_key", [("name", "kernel_table_Kernel"), ("name_op", "kernel_table_KernelNameAndOpName")]
 )
 def test_kernel_tables_match_reference(shared_traces, group_by, ref_key):
-    from tb_plugin.views import kernels
+    from profiler_core.analysis.tables import kernels
 
     checked = 0
     for run, worker, span, path, views in all_cases(shared_traces):
@@ -394,7 +394,7 @@ def test_kernel_tables_match_reference(shared_traces, group_by, ref_key):
 
 def test_kernel_launch_configuration_rows_match_reference(shared_traces):
     """group_by=name_op_config has torch-tb-profiler's rows: one per kernel, operator and launch configuration."""
-    from tb_plugin.views import kernels
+    from profiler_core.analysis.tables import kernels
 
     checked = 0
     for run, worker, span, path, views in all_cases(shared_traces):
@@ -433,8 +433,9 @@ def test_cuda_runtime_category_keeps_device_times(shared_traces):
     since torch 1.11) keeps the reference's device times; 0.4.3 ignores `cuda_runtime` and reports 0 (kineto #843)."""
     import gzip
 
+    from profiler_core.analysis import step_breakdown as overview
+    from profiler_core.analysis.tables import operators
     from profiler_core.trace.read import reader
-    from tb_plugin.views import operators, overview
 
     run, worker, span, path, views = next(c for c in all_cases(shared_traces) if c[0] == "num_workers_0")
     raw = gzip.decompress(path.read_bytes())
@@ -454,8 +455,9 @@ def test_cuda_runtime_category_keeps_device_times(shared_traces):
 
 def test_outputs_are_json_and_deterministic(shared_traces):
     """Same trace loaded twice -> byte-identical JSON (rows ordered by metric, then name), no NaN anywhere."""
+    from profiler_core.analysis import step_breakdown as overview
     from profiler_core.analysis.stages import registry
-    from tb_plugin.views import kernels, operators, overview
+    from profiler_core.analysis.tables import kernels, operators
 
     run, worker, span, path, views = next(c for c in all_cases(shared_traces) if c[0] == "num_workers_4")
     outs = []

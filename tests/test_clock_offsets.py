@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from tb_plugin.diagnosis import clock_offsets
+from tb_plugin.run_level import clock_offsets
 from tb_plugin.summaries import summary
 
 from .summaries_support import ready

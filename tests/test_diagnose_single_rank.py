@@ -21,9 +21,9 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from profiler_core.analysis.worker import single_rank_path as srp
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.diagnosis import report
-from tb_plugin.diagnosis import single_rank_path as srp
+from tb_plugin.run_level import report
 
 from .summaries_support import ready
 from .test_views_common_support import kernel, op, runtime

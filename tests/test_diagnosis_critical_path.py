@@ -25,7 +25,7 @@ import json
 
 import pytest
 
-from tb_plugin.diagnosis import critical_path, report, stragglers
+from tb_plugin.run_level import critical_path, report, stragglers
 from tb_plugin.summaries import summary
 from tb_plugin.views import distributed
 
@@ -187,7 +187,7 @@ def test_what_if_replays_collectives_in_an_order_every_member_agrees_with():
 
     import numpy as np
 
-    from tb_plugin.diagnosis import what_if
+    from tb_plugin.run_level import what_if
 
     job = types.SimpleNamespace(
         workers=["w0", "w1", "w2"], c_start=np.array([50, 60, 100, 0]), b_start=np.zeros((1, 3), np.int64)
@@ -207,7 +207,7 @@ def test_idle_tails_give_the_wait_to_the_call_the_next_compute_waited_for():
     import numpy as np
 
     from profiler_core.analysis import intervals
-    from tb_plugin.diagnosis.worker_facts import idle_tails
+    from profiler_core.analysis.worker.worker_facts import idle_tails
 
     compute = intervals.prepare(np.array([0, 30]), np.array([10, 40]))
     start, end = np.array([2, 8, 14, 26]), np.array([8, 14, 25, 29])

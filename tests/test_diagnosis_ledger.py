@@ -1,4 +1,4 @@
-"""The recoverable-time ledger of one worker (tb_plugin/diagnosis/ledger.py) on hand-made traces, one instant
+"""The recoverable-time ledger of one worker (profiler_core/analysis/worker/ledger.py) on hand-made traces, one instant
 per bucket with its ns derived by hand, and on every shared real trace: the buckets add up to each step's wall
 time exactly and none is negative."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from profiler_core.analysis.worker import ledger as L
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.diagnosis import ledger as L
 from tests.test_self_time_real import _real_traces
 
 from .conftest import TRACES

@@ -16,7 +16,7 @@ from statistics import median
 import pytest
 
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.diagnosis import report
+from tb_plugin.run_level import report
 from tb_plugin.summaries import summary
 
 from .test_distributed_e2e import MPIEXEC, _run_sample, needs_mpi
@@ -177,7 +177,7 @@ def test_real_mpi_run_straggler_and_what_if(mpi_run):
 def test_slow_link_is_named_only_where_a_link_was_slow(jobs):
     """The link job's planted step points at the planted rank through its node and rail groups; its other steps
     and the other jobs (no transfer grew) point at nobody."""
-    from tb_plugin.diagnosis import critical_path, slow_links
+    from tb_plugin.run_level import critical_path, slow_links
 
     for cause, (rank, _) in CAUSES.items():
         rep = jobs[cause]
@@ -199,7 +199,7 @@ def test_long_steps_where_calls_queue_on_the_comm_stream(tmp_path):
     excess read 30-40 ms, its what-if saved 75.7 ms of a 160 ms step). With each call's readiness the busy time
     counts the lag once: the planted rank is busier by the plant, every other rank as busy as in its other steps,
     and the what-if gives the unplanted steps' time back; the path says how much of the waiting left them idle."""
-    from tb_plugin.diagnosis import critical_path, stragglers
+    from tb_plugin.run_level import critical_path, stragglers
 
     ms = 15.0
     run = tmp_path / "long"

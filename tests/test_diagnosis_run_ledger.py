@@ -1,13 +1,13 @@
-"""The run-level ledger from summaries (tb_plugin/diagnosis/run_ledger.py): each worker's wait moves from
+"""The run-level ledger from summaries (tb_plugin/run_level/run_ledger.py): each worker's wait moves from
 exposed communication to sync skew, the rank that set each step is the busiest one, and the mean is over ranks.
 Summaries made by hand (values derived in the comments) and from a generated job with a straggler."""
 
 from __future__ import annotations
 
 import tb_plugin.loader  # noqa: F401 - bound to the real reader before any test patches read_trace
+from profiler_core.analysis.worker import ledger as L
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.diagnosis import ledger as L
-from tb_plugin.diagnosis.run_ledger import ONE_WORKER, run_ledger
+from tb_plugin.run_level.run_ledger import ONE_WORKER, run_ledger
 from tb_plugin.summaries import summary as S
 
 from .test_diagnosis_ledger import adds_up

@@ -96,7 +96,7 @@ def test_nccl_kernels_are_communication_by_name(tmp_path):
 
 
 def test_overview_counts_nccl_kernel_time_as_communication(tmp_path):
-    from tb_plugin.views import overview
+    from profiler_core.analysis import step_breakdown as overview
 
     t = _write(tmp_path, "w0", _gpu_trace("my_cupy_allreduce"))
     step = overview.overview(t)["steps"][0]

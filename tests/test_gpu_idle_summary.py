@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tb_plugin.views import gpu_idle_summary as gis
-from tb_plugin.views.gpu_launches import NO_GPU, NO_LAUNCHES
-from tb_plugin.views.idle_causes import NO_LAUNCH_LINKS
+from profiler_core.analysis.gpu_idle import gpu_idle_summary as gis
+from profiler_core.analysis.gpu_idle.gpu_launches import NO_GPU, NO_LAUNCHES
+from profiler_core.analysis.gpu_idle.idle_causes import NO_LAUNCH_LINKS
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from profiler_core.analysis.stages.graph_replay import BY_NODE_ID, BY_SEQUENCE, NOT_MATCHED, graph_replay
+from profiler_core.analysis.tables.kernels import kernels
+from profiler_core.analysis.tables.operators import operators
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views.kernels import kernels
 from tb_plugin.views.modules import modules
-from tb_plugin.views.operators import operators
 
 from .conftest import SHARED, missing
 
@@ -207,8 +207,8 @@ def test_a_collective_the_graph_captured_counts_as_communication_in_the_ledger(t
     ordinary kernel name, launched by `cudaGraphLaunch` under `CompiledFunction`) is exposed communication, not
     compute. One layer, kernels 0-3 of 10, 11, 12 and 13 µs one after another: per replay step 10 µs of
     communication and 36 µs of compute; with the plain capture all 46 µs are compute."""
-    from tb_plugin.buckets import COMPUTE, EXPOSED_COMM
-    from tb_plugin.diagnosis.ledger import worker_ledger
+    from profiler_core.analysis.worker.buckets import COMPUTE, EXPOSED_COMM
+    from profiler_core.analysis.worker.ledger import worker_ledger
 
     plain = graph_trace(layers=1, replays=2)
     comm = json.loads(json.dumps(plain))

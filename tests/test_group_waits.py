@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tb_plugin.views import group_waits
+from profiler_core.analysis.comm import group_waits
 
 from .test_views_common_support import make_trace, op
 

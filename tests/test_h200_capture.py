@@ -23,6 +23,8 @@ import pytest
 
 from profiler_core.analysis import events_from_trace
 from profiler_core.analysis.stages.graph_replay import NOT_MATCHED, graph_replay
+from profiler_core.analysis.tables.kernels import kernels as kernels_view
+from profiler_core.analysis.tables.operators import operators
 from profiler_core.cuda.convert import convert_records
 from profiler_core.cuda.device_props import kineto_view
 from profiler_core.cuda.link import link_trace
@@ -31,8 +33,6 @@ from profiler_core.trace.event_args import ARGS, column_kinds
 from profiler_core.trace.read import native, reader
 from profiler_core.trace.read.reader import read_trace
 from profiler_core.trace.write.schema import convert_collector_events
-from tb_plugin.views.kernels import kernels as kernels_view
-from tb_plugin.views.operators import operators
 
 from .conftest import DATA, missing
 

@@ -65,7 +65,7 @@ def reference() -> dict:
 def hta_selection(t, path: Path | None = None):
     """HTA's GPU events with their kinds: our GPU activities in HTA's window (HTA_WINDOW, `hta_rows`), plus the
     CPU events of `path` that carry a `stream` arg (HTA_CPU_STREAM), as computation."""
-    from tb_plugin.views import temporal
+    from profiler_core.analysis import temporal
 
     all_rows, all_kinds = temporal.gpu_kinds(t)
     rows = hta_rows(t)
@@ -149,7 +149,8 @@ def test_reference_covers_every_shared_trace(shared_traces):
 
 
 def test_temporal_breakdown_matches_hta(shared_traces):
-    from tb_plugin.views import overview, temporal
+    from profiler_core.analysis import step_breakdown as overview
+    from profiler_core.analysis import temporal
 
     checked = 0
     for rel, path, r in cases(shared_traces):
@@ -179,7 +180,7 @@ def test_temporal_breakdown_matches_hta(shared_traces):
 
 
 def test_kernel_type_breakdown_matches_hta(shared_traces):
-    from tb_plugin.views import temporal
+    from profiler_core.analysis import temporal
 
     for rel, path, r in cases(shared_traces):
         kt = r["kernel_type_breakdown"]
@@ -194,7 +195,8 @@ def test_kernel_type_breakdown_matches_hta(shared_traces):
 
 
 def test_comm_comp_overlap_matches_hta(shared_traces):
-    from tb_plugin.views import distributed, temporal
+    from profiler_core.analysis import temporal
+    from tb_plugin.views import distributed
 
     checked = 0
     for rel, path, r in cases(shared_traces):
@@ -255,7 +257,8 @@ def cpu_collectives_per_step(t) -> float:
 def test_cpu_ops_with_a_stream_arg_are_not_gpu_time(shared_traces):
     """HTA_CPU_STREAM on tl_vllm_graph_capture: the 48 Triton launcher ops HTA counts as GPU kernels are CPU
     ops for us; HTA's kernel time and window are ours, its computation is ours plus theirs."""
-    from tb_plugin.views import overview, temporal
+    from profiler_core.analysis import step_breakdown as overview
+    from profiler_core.analysis import temporal
 
     ref = reference()["traces"]
     (rel,) = [k for k in ref if k.startswith("public/tl_vllm_graph_capture/")]

@@ -153,7 +153,7 @@ def overlaps_by_stream(t, rows) -> dict[int, float]:
 
 @pytest.mark.parametrize("delay_us, key", [(30, "idle_time_breakdown"), (5, "idle_time_breakdown_delay_5")])
 def test_idle_time_breakdown_matches_hta(shared_traces, delay_us, key):
-    from tb_plugin.views import gpu_launches, idle_causes
+    from profiler_core.analysis.gpu_idle import gpu_launches, idle_causes
 
     checked = 0
     for rel, r, (t, rows) in cases(shared_traces):
@@ -174,7 +174,7 @@ def test_idle_time_breakdown_matches_hta(shared_traces, delay_us, key):
 def test_idle_time_overlap_difference_is_named(shared_traces):
     """HTA_NEGATIVE_GAPS happens on real traces: on tl_b200_eager HTA's kernel wait is 10 µs of overlaps
     lower than ours, and ours is exactly HTA's plus those overlaps."""
-    from tb_plugin.views import idle_causes
+    from profiler_core.analysis.gpu_idle import idle_causes
 
     rel = "public/tl_b200_eager/eager_trace.json.gz"
     r = reference()["traces"][rel]
@@ -187,7 +187,7 @@ def test_idle_time_overlap_difference_is_named(shared_traces):
 
 
 def test_kernel_launch_stats_match_hta(shared_traces):
-    from tb_plugin.views import gpu_launches
+    from profiler_core.analysis.gpu_idle import gpu_launches
 
     for rel, r, (t, rows) in cases(shared_traces):
         h = r["launch_stats"]
@@ -214,7 +214,7 @@ def test_kernel_launch_stats_match_hta(shared_traces):
 def test_launch_stats_of_hip_and_driver_launches(shared_traces, rel, launch):
     """HTA_LAUNCH_NAMES: HTA's launch statistics are empty on a ROCm trace and on a Triton one (cuLaunchKernel);
     ours by default count those launches, with HTA's definitions."""
-    from tb_plugin.views import gpu_launches
+    from profiler_core.analysis.gpu_idle import gpu_launches
 
     assert reference()["traces"][rel]["launch_stats"]["count"] == 0
     t, rows = prepared(str(shared_traces / rel))
@@ -226,7 +226,7 @@ def test_launch_stats_of_hip_and_driver_launches(shared_traces, rel, launch):
 
 
 def test_queue_length_summary_matches_hta(shared_traces):
-    from tb_plugin.views import queue_length
+    from profiler_core.analysis.gpu_idle import queue_length
 
     for rel, r, (t, rows) in cases(shared_traces):
         series = queue_length.queue_length_series(t, queue_rows(t, rows))

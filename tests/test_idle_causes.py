@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tb_plugin.views import gpu_launches, idle_causes, queue_length
+from profiler_core.analysis.gpu_idle import gpu_launches, idle_causes, queue_length
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 

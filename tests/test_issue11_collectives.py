@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core.analysis.comm import collectives
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import collectives, distributed
+from tb_plugin.views import distributed
 
 DATA = Path(__file__).parent / "data" / "issue11"
 
@@ -80,7 +81,7 @@ def test_collective_names_follow_older_traces():
 
 
 def test_ddp_on_nccl_via_record_param_comms_gets_no_use_nccl_advice():
-    from tb_plugin.views import overview
+    from profiler_core.analysis import step_breakdown as overview
 
     from .test_views_common_support import kernel, make_trace, op, runtime
 

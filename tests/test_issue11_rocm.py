@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from profiler_core.analysis import step_breakdown as overview
 from profiler_core.analysis.stages.launch_stats import is_amd_device
+from profiler_core.analysis.tables import kernels
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import kernels, overview
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 

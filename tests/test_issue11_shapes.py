@@ -13,10 +13,10 @@ from collections import Counter
 
 import pytest
 
+from profiler_core.analysis.tables import operators
 from profiler_core.trace.event_args import SPELLINGS
 from profiler_core.trace.event_args import arg as shape_arg
 from profiler_core.trace.read.reader import parse_trace, read_trace
-from tb_plugin.views import operators
 
 from .conftest import TRACES, missing
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from profiler_core.analysis import step_breakdown as overview
 from profiler_core.analysis.stages.columns import category_mask
 from profiler_core.analysis.stages.steps import early_gpu_rows, steps
 from profiler_core.trace.categories import OP_CATS
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import overview
 
 from .conftest import TRACES, missing
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core.analysis import step_breakdown as overview
+from profiler_core.analysis import temporal
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import overview, temporal
 
 DATA = Path(__file__).parent / "data" / "issue11"
 

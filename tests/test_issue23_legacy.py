@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from profiler_core.analysis.stages.columns import category_mask
+from profiler_core.analysis.tables import kernels, operators
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import kernels, operators
 
 LEGACY = Path(__file__).parent / "data" / "issue23" / "legacy_export.json"
 

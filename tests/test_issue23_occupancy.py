@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from profiler_core.analysis.tables import kernels
 from profiler_core.cuda.occupancy import OPTIN_SHARED_MEMORY_PER_BLOCK, optin_shared_memory_per_block
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import kernels
 
 from .conftest import SHARED, missing
 

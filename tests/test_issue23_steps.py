@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core.analysis import step_breakdown as overview
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import overview
 
 from .conftest import SHARED, missing, requires
 from .test_views_common_support import kernel, make_trace, op, runtime

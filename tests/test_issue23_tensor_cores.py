@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from profiler_core.analysis.tables import kernels
+from profiler_core.analysis.tensor_cores import uses_tensor_cores
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.views import kernels
-from tb_plugin.views.tensor_cores import uses_tensor_cores
 
 from .conftest import SHARED, missing
 

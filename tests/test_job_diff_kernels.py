@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from profiler_core.analysis.worker import kernel_table
+from profiler_core.analysis.worker.buckets import COMPUTE
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.buckets import COMPUTE
-from tb_plugin.diagnosis import job_diff as J
-from tb_plugin.diagnosis import kernel_table
+from tb_plugin.run_level import job_diff as J
 from tb_plugin.summaries.summary import summarize_path
 from tb_plugin.views.kernel_diff import kernel_diff
 

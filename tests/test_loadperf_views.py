@@ -100,7 +100,7 @@ def _groupby_reference(t, group_by: str) -> list[dict]:
     """The operator table by a plain pandas groupby over the table's nodes (the computation that
     `operators._operators` replaces with bincounts over group codes)."""
     from profiler_core.analysis.stages.columns import ns_to_us
-    from tb_plugin.views import operators
+    from profiler_core.analysis.tables import operators
 
     ops = operators._table_ops(t)
     keys = ["name"] + (["input_dims"] if group_by == "name_shape" else [])
@@ -170,7 +170,7 @@ def _shapes_trace():
 
 @pytest.mark.parametrize("group_by", ["name", "name_shape"])
 def test_operators_bincount_aggregation_matches_a_groupby(group_by):
-    from tb_plugin.views import operators
+    from profiler_core.analysis.tables import operators
 
     from .test_views_common_support import synthetic_gpu_trace
 
@@ -186,7 +186,7 @@ def test_derived_op_data_is_compact():
     """The op tree keeps positions as int32, and a CPU trace's node stats hold no device-time arrays
     (one shared read-only zero), while a GPU trace's are real."""
     from profiler_core.analysis.stages.op_tree import op_tree
-    from tb_plugin.views import operators
+    from profiler_core.analysis.tables import operators
 
     from .test_views_common_support import synthetic_gpu_trace
 
@@ -204,7 +204,7 @@ def test_derived_op_data_is_compact():
 
 def test_operators_with_plain_text_columns():
     """A trace built elsewhere may hold names and Input Dims as plain text, not categorical columns."""
-    from tb_plugin.views import operators
+    from profiler_core.analysis.tables import operators
 
     a, b = _shapes_trace(), _shapes_trace()
     for c in ("name", "input_dims"):

@@ -3,13 +3,14 @@ existing recommendation texts attached to their buckets; the old keys stay."""
 
 from __future__ import annotations
 
-from tb_plugin.diagnosis import ledger as L
+from profiler_core.analysis.worker import ledger as L
+from tb_plugin.views import overview as overview_view
 
 from .test_diagnosis_ledger import every_bucket_trace
 
 
 def test_overview_carries_the_ranked_ledger_with_advice_by_bucket():
-    o = L.overview_with_ledger(every_bucket_trace())
+    o = overview_view.overview(every_bucket_trace())
     assert {"steps", "average", "gpu", "recommendations", "environment", "has_steps", "notes"} <= set(o)
     led = o["ledger"]
     row = {r["key"]: r for r in led["buckets"]}
@@ -27,11 +28,11 @@ def test_overview_carries_the_ranked_ledger_with_advice_by_bucket():
     assert round(sum(r["ms"] for r in led["buckets"] if r["ms"] is not None), 6) == led["average_wall_ms"] == 0.1
 
 
-def test_overview_view_is_the_ledgers_overview_without_the_ledger():
-    """The plugin's /overview is `overview_with_ledger`; the view part equals `views.overview.overview`."""
-    from tb_plugin.views import overview
+def test_overview_view_is_the_step_breakdown_with_the_ledger():
+    """The plugin's /overview is `views.overview.overview`; without its ledger it equals the step breakdown's."""
+    from profiler_core.analysis import step_breakdown
 
     t = every_bucket_trace()
-    with_ledger = L.overview_with_ledger(t)
-    assert "ledger" not in overview.overview(t)
-    assert {k: v for k, v in with_ledger.items() if k != "ledger"} == overview.overview(t)
+    with_ledger = overview_view.overview(t)
+    assert "ledger" not in step_breakdown.overview(t)
+    assert {k: v for k, v in with_ledger.items() if k != "ledger"} == step_breakdown.overview(t)

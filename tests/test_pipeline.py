@@ -1,4 +1,4 @@
-"""Pipeline parallelism (tb_plugin/diagnosis/pipeline.py) on jobs from benchmarks/gen_pipeline.py.
+"""Pipeline parallelism (profiler_core/analysis/worker/pipeline.py) on jobs from benchmarks/gen_pipeline.py.
 
 The job: p = 4 stages, m = 8 micro-batches, a forward takes F = 40 µs and a backward B = 80 µs on every stage
 (kernels back to back), P2P transfers take `transfer_us`. Worked out by hand for 0 transfer: in 1F1B (and GPipe)
@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from profiler_core.analysis.worker import pipeline as pp
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.diagnosis import pipeline as pp
+from tb_plugin.run_level import pipeline as run_pp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from gen_pipeline import generate_pipeline  # noqa: E402
@@ -29,7 +30,7 @@ US = 1000
 
 def _job(tmp_path: Path, **kw) -> dict:
     paths = generate_pipeline(str(tmp_path / "job"), P, M, steps=2, fwd_us=F, bwd_us=B, **kw)
-    return pp.pipeline({Path(p).name.split(".")[0]: read_trace(p, processes=0) for p in paths})
+    return run_pp.pipeline({Path(p).name.split(".")[0]: read_trace(p, processes=0) for p in paths})
 
 
 def _parts(st: dict) -> int:
@@ -105,7 +106,7 @@ def test_projection_is_small_json_and_enough_for_the_analysis(tmp_path):
             assert len(s["spans"]) == 2 * M
             assert len(s["busy"]) <= 2 * M  # kernels back to back: at most one busy range per span
         json.dumps(p)
-    assert pp.analyse(json.loads(json.dumps(proj)))["steps"][0]["stages"][0]["idle_ns"] > 0
+    assert run_pp.analyse(json.loads(json.dumps(proj)))["steps"][0]["stages"][0]["idle_ns"] > 0
 
 
 def test_busy_ranges_are_bounded_and_the_closed_gaps_counted():
@@ -150,35 +151,35 @@ def test_interleaved_schedule_and_its_theoretical_ratio():
                     t += 10
         return out
 
-    r = pp.analyse({"a": _proj(0, spans([0, 2])), "b": _proj(1, spans([1, 3]))})
+    r = run_pp.analyse({"a": _proj(0, spans([0, 2])), "b": _proj(1, spans([1, 3]))})
     assert (r["schedule"], r["virtual_stages"], r["microbatches"]) == ("interleaved", 2, 2)
     assert r["steps"][0]["theoretical_ratio"] == pytest.approx(1 / 5)
 
 
 def test_unknown_schedule_and_missing_annotations_say_why():
     odd = [["B", 0, -1, 0, 10], ["F", 0, -1, 10, 20]]
-    r = pp.analyse({"a": _proj(0, odd), "b": _proj(1, odd)})
+    r = run_pp.analyse({"a": _proj(0, odd), "b": _proj(1, odd)})
     assert r["schedule"] == "unknown" and "neither" in r["schedule_reason"]
     assert r["steps"][0]["theoretical_ratio"] is None
     none = {"version": 1, "rank": 1, "base_ns": 0, "steps": [], "reason": pp.NO_SPANS}
-    r = pp.analyse({"a": _proj(0, odd), "b": none})
+    r = run_pp.analyse({"a": _proj(0, odd), "b": none})
     assert r["steps"] == [] and pp.NO_SPANS in r["reason"]
 
 
 def test_two_pipelines_at_once_are_refused_with_a_reason():
     a = [["F", 0, 0, 0, 10], ["B", 0, 0, 10, 20]]
     b = [["F", 0, 1, 5, 15], ["B", 0, 1, 15, 25]]
-    r = pp.analyse({"r0": _proj(0, a), "r1": _proj(1, b), "r2": _proj(2, a), "r3": _proj(3, b)})
+    r = run_pp.analyse({"r0": _proj(0, a), "r1": _proj(1, b), "r2": _proj(2, a), "r3": _proj(3, b)})
     assert r["steps"] == [] and "several ranks run stage 0, 1" in r["reason"]
 
 
 def test_command_line_reports_the_run_and_refuses_a_missing_folder(tmp_path, capsys):
     generate_pipeline(str(tmp_path / "job"), P, M, steps=1, transfer_us=0)
-    pp.main([str(tmp_path / "job")])
+    run_pp.main([str(tmp_path / "job")])
     r = json.loads(capsys.readouterr().out)
     assert r["schedule"] == "1F1B" and r["steps"][0]["bubble_ratio"] == pytest.approx(3 / 11)
     with pytest.raises(SystemExit, match="No such file"):
-        pp.main([str(tmp_path / "absent")])
+        run_pp.main([str(tmp_path / "absent")])
 
 
 def test_interleaved_job_matches_its_theoretical_ratio(tmp_path):
@@ -188,7 +189,7 @@ def test_interleaved_job_matches_its_theoretical_ratio(tmp_path):
     19 x 120 = 2280 µs, each rank idles (p - 1)(F + B) / v = 360 µs of it: ratio 3/19 = (p - 1) / (v m + p - 1).
     Rank r waits r F / v at the start for its first input and idles r B / v at the end."""
     paths = generate_pipeline(str(tmp_path / "job"), P, M, steps=1, fwd_us=80, bwd_us=160, transfer_us=0, virtual=2)
-    r = pp.pipeline({Path(p).name.split(".")[0]: read_trace(p, processes=0) for p in paths})
+    r = run_pp.pipeline({Path(p).name.split(".")[0]: read_trace(p, processes=0) for p in paths})
     assert (r["schedule"], r["virtual_stages"], r["microbatches"]) == ("interleaved", 2, M)
     step = r["steps"][0]
     assert step["end_ns"] - step["start_ns"] == 2280 * US
@@ -205,4 +206,4 @@ def test_a_data_parallel_trace_has_no_pipeline_and_says_why(tmp_path):
     paths = generate(str(tmp_path / "dp"), 2, events=600, steps=2, gz=False)
     proj = {str(i): pp.project(read_trace(p, processes=0)) for i, p in enumerate(paths)}
     assert all(p["steps"] == [] and p["reason"] == pp.NO_SPANS for p in proj.values())
-    assert pp.NO_SPANS in pp.analyse(proj)["reason"]
+    assert pp.NO_SPANS in run_pp.analyse(proj)["reason"]

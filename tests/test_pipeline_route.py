@@ -21,8 +21,9 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from profiler_core.analysis.worker import pipeline as pp
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.diagnosis import pipeline as pp
+from tb_plugin.run_level import pipeline as run_pp
 from tb_plugin.summaries import cli
 from tb_plugin.summaries import summary as S
 
@@ -126,5 +127,5 @@ def test_projection_keeps_the_first_steps_and_counts_the_others(tmp_path, monkey
     monkeypatch.setattr(pp, "MAX_STEPS", 2)
     projs = {str(i): pp.project(read_trace(p, processes=0)) for i, p in enumerate(paths)}
     assert all(len(p["steps"]) == 2 and p["steps_dropped"] == 1 for p in projs.values())
-    r = pp.analyse(projs)
+    r = run_pp.analyse(projs)
     assert len(r["steps"]) == 2 and r["steps_dropped"] == 1

@@ -12,10 +12,11 @@ import pytest
 
 from profiler_core.analysis import events_from_trace
 from profiler_core.analysis.stages.node_stats import node_stats
+from profiler_core.analysis.tables import operators
 from profiler_core.trace.categories import OP_CATS
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin.summaries.summary import summarize
-from tb_plugin.views import diff, modules, operators
+from tb_plugin.views import diff, modules
 from tests.conftest import TRACES
 
 NOT_KINETO = ("hta_et_file",)  # an execution trace, not a Kineto trace (traces/public/README.md)

@@ -1,4 +1,4 @@
-"""The single-rank critical path (tb_plugin/diagnosis/single_rank_path.py): hand-derived paths on small traces
+"""The single-rank critical path (profiler_core/analysis/worker/single_rank_path.py): hand-derived paths on small traces
 (CPU-bound, GPU-bound, a host sync), and agreement with Holistic Trace Analysis' critical path analysis on the
 shared traces made for it.
 
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tb_plugin.diagnosis import single_rank_path as srp
+from profiler_core.analysis.worker import single_rank_path as srp
 
 from . import trace_builder as tb
 from .test_hta_idle import hta_clock
@@ -311,7 +311,7 @@ def test_no_events_says_why():
 def test_heaviest_path_on_a_hand_made_graph():
     """Nodes 0..6 in topological order. 0->1 (2), 1->2 (3) and 0->3 (1), 3->4 (1), 4->2 (1) join at 2; 2->5 (4)
     and 3->6 (10). Heaviest: 0->3->6 (11) beats 0->1->2->5 (9); with 3->6 weighing 1, it is 0->1->2->5."""
-    from tb_plugin.diagnosis.longest_path import heaviest_path
+    from profiler_core.analysis.worker.longest_path import heaviest_path
 
     pos = np.arange(7)
     src = np.array([0, 1, 0, 3, 4, 2, 3])

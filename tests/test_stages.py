@@ -12,7 +12,7 @@ from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops, link_launch
 from profiler_core.analysis.stages.op_tree import innermost_op_at, op_tree
 from profiler_core.analysis.stages.registry import cached
 from profiler_core.analysis.stages.steps import early_gpu_rows, steps
-from tb_plugin.views.tensor_cores import uses_tensor_cores
+from profiler_core.analysis.tensor_cores import uses_tensor_cores
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 
@@ -390,7 +390,7 @@ def test_collective_calls_are_record_param_comms_and_collective_mpi_methods():
 
 
 def test_mpi_collectives_are_collective_calls_with_their_communicator_as_group():
-    from tb_plugin.views import collectives
+    from profiler_core.analysis.comm import collectives
 
     events = [
         op(

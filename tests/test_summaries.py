@@ -18,9 +18,9 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from profiler_core.analysis.worker import kernel_table, worker_facts
+from profiler_core.analysis.worker.buckets import BUCKETS
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.buckets import BUCKETS
-from tb_plugin.diagnosis import kernel_table, worker_facts
 from tb_plugin.runs import Scanner
 from tb_plugin.summaries import cli, store
 from tb_plugin.summaries import summary as S

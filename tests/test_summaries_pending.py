@@ -21,8 +21,8 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
-from tb_plugin.diagnosis import clock_offsets, pipeline, report
-from tb_plugin.diagnosis import job_diff as J
+from tb_plugin.run_level import clock_offsets, pipeline, report
+from tb_plugin.run_level import job_diff as J
 from tb_plugin.summaries import engine
 from tb_plugin.summaries.summary import summarize_path
 

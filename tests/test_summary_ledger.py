@@ -8,8 +8,8 @@ import os
 
 import pytest
 
+from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE
 from profiler_core.trace.read.reader import read_trace
-from tb_plugin.buckets import BUCKETS, COMPUTE
 from tb_plugin.runs import Scanner
 from tb_plugin.summaries import store
 from tb_plugin.summaries import summary as S

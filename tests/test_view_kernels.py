@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from profiler_core.analysis.tables import kernels as kernel_table
 from profiler_core.trace.sparse import SparseColumn
+from tb_plugin.errors import BadRequest
 from tb_plugin.views import kernels
 
 from .test_views_common_support import kernel, make_trace, op, runtime
@@ -64,7 +66,7 @@ def test_group_by_name_and_op():
         ("volta_sgemm_128x64_nn", "aten::addmm", 1, 50.0),
         ("volta_h884gemm_64x64_nt", "aten::addmm", 1, 30.0),
         ("volta_h884gemm_64x64_nt", "aten::mm", 1, 10.0),
-        ("orphan_kernel", kernels.NO_OP, 1, 5.0),
+        ("orphan_kernel", kernel_table.NO_OP, 1, 5.0),
     ]
 
 
@@ -75,7 +77,7 @@ def test_ties_sorted_by_name():
 
 @pytest.mark.parametrize("group_by", ["Kernel", "op", ""])
 def test_bad_group_by(group_by):
-    with pytest.raises(kernels.BadRequest, match="group_by"):
+    with pytest.raises(BadRequest, match="group_by"):
         kernels.kernels(trace(), group_by)
 
 
@@ -84,7 +86,6 @@ def test_no_kernels():
 
 
 def test_bad_request_is_the_plugin_error():
-    from tb_plugin.errors import BadRequest
     from tb_plugin.views import operators
 
     with pytest.raises(BadRequest):
@@ -97,7 +98,7 @@ def test_non_finite_kernel_args_are_estimated_or_ignored():
     """CUPTI-derived traces may carry "inf" blocks per SM (no SM count): estimate from the grid, skip bad occupancy."""
     import numpy as np
 
-    from tb_plugin.views import overview
+    from profiler_core.analysis import step_breakdown as overview
 
     props = {"deviceProperties": [{"id": 0, "name": "GPU", "numSms": 10, "computeMajor": 8, "computeMinor": 6}]}
     t = make_trace(
@@ -265,7 +266,7 @@ def _naive(t, group_by: str) -> list[tuple]:
     for r in ev.itertuples():
         if r.cat != "kernel":
             continue
-        opn = op_of.get(launch_ext.get(r.correlation, -2), kernels.NO_OP)
+        opn = op_of.get(launch_ext.get(r.correlation, -2), kernel_table.NO_OP)
         key = (r.name, opn) if group_by == "name_op" else (r.name,)
         g = rows.setdefault(key, {"durs": [], "bps": [], "occ": [], "cfg": set()})
         d = float(r.dur)
@@ -327,7 +328,7 @@ def test_grouping_matches_a_loop_over_the_kernels(seed, group_by):
         assert g[2:5] == pytest.approx(w[2:5])
         for a, b in zip(g[5:7], w[5:7]):
             assert (a is None and b is None) or a == pytest.approx(b, abs=1e-6)
-    assert any(r["op"] == kernels.NO_OP for r in kernels.kernels(t, "name_op")["rows"])
+    assert any(r["op"] == kernel_table.NO_OP for r in kernels.kernels(t, "name_op")["rows"])
 
 
 def test_plain_text_names_group_like_categorical_ones():
@@ -364,7 +365,7 @@ def test_codes_of_row_tuples_number_them_by_first_appearance():
     import numpy as np
     import pandas as pd
 
-    from tb_plugin.views.kernels import _codes
+    from profiler_core.analysis.tables.kernels import _codes
 
     rng = np.random.default_rng(1)
     cols = [rng.integers(-3, 4, 500), rng.integers(0, 2, 500), rng.integers(10, 13, 500)]
@@ -379,7 +380,7 @@ def test_codes_of_row_tuples_number_them_by_first_appearance():
 def test_theoretical_occupancy_with_properties_that_cannot_be_a_key():
     import numpy as np
 
-    from tb_plugin.views.kernels import _theoretical
+    from profiler_core.analysis.tables.kernels import _theoretical
 
     v100 = {"name": "Tesla V100-DGXS-32GB", "computeMajor": 7, "computeMinor": 0, "maxThreadsPerBlock": 1024,
             "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "regsPerMultiprocessor": 65536,

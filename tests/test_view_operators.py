@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from tb_plugin.errors import BadRequest
 from tb_plugin.views import operators
 
 from .test_views_common_support import kernel, make_trace, op, runtime
@@ -147,13 +148,13 @@ def test_call_stacks_from_python_function_events():
 
 @pytest.mark.parametrize("group_by", ["", "Operation", "name_op", None])
 def test_bad_group_by(group_by):
-    with pytest.raises(operators.BadRequest, match="group_by"):
+    with pytest.raises(BadRequest, match="group_by"):
         operators.operators(gpu_trace(), group_by)
 
 
 def test_bad_request_is_a_value_error_and_stacks_need_a_name():
-    assert issubclass(operators.BadRequest, ValueError)
-    with pytest.raises(operators.BadRequest):
+    assert issubclass(BadRequest, ValueError)
+    with pytest.raises(BadRequest):
         operators.operator_stacks(gpu_trace(), "")
 
 
@@ -163,7 +164,7 @@ def test_empty_trace():
 
 def test_invariants_on_a_synthetic_gpu_trace():
     """Every kernel is launched inside an op: device self times add up to the kernel time, totals to self."""
-    from tb_plugin.views import kernels
+    from profiler_core.analysis.tables import kernels
 
     from .test_views_common_support import synthetic_gpu_trace
 
@@ -181,7 +182,7 @@ def test_invariants_on_a_synthetic_gpu_trace():
 @pytest.mark.parametrize("seed", range(6))
 def test_eligible_walk_up_matches_the_level_sweep(seed):
     # op_stats' walk up from the eligible nodes gives what a sweep over every level (deepest first) gives
-    from tb_plugin.views.operators import _eligible_up
+    from profiler_core.analysis.tables.operators import _eligible_up
 
     rng = np.random.default_rng(seed)
     n = 300

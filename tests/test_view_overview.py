@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tb_plugin.views import overview
+from profiler_core.analysis import step_breakdown as overview
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 from .trace_builder import memory_event

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from profiler_core.analysis.gpu_idle.gpu_launches import NO_GPU
 from tb_plugin.views import timeline as tv
-from tb_plugin.views.gpu_launches import NO_GPU
 
 from .test_views_common_support import kernel, make_trace, op, runtime
 

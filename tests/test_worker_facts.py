@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_plugin.diagnosis import worker_facts
+from profiler_core.analysis.worker import worker_facts
 from tb_plugin.summaries import summary
 
 from .test_views_common_support import kernel, make_trace, op, runtime

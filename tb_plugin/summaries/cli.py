@@ -287,7 +287,7 @@ def diagnose_main(args: argparse.Namespace) -> int:
     """`gpuscope diagnose`: the diagnosis of one run as text or JSON on stdout; 2 when there is none."""
     import json
 
-    from tb_plugin.diagnosis import report
+    from tb_plugin.run_level import report
 
     if not fs.is_url(args.logdir) and not os.path.isdir(args.logdir):
         print(f"gpuscope diagnose: {args.logdir}: no such directory", file=sys.stderr)
@@ -337,7 +337,7 @@ def jobdiff_main(args: argparse.Namespace) -> int:
     """`gpuscope jobdiff`: job B compared with job A from their summaries, as text, JSON or CSV; 2 on bad input."""
     import json
 
-    from tb_plugin.diagnosis import job_diff
+    from tb_plugin.run_level import job_diff
 
     sides = []
     for what, arg, span in (("A", args.job_a, args.span), ("B", args.job_b, args.exp_span)):

@@ -63,10 +63,12 @@ def _memory_peak(t: Any) -> dict:
 
 def summarize(t: Any, source: fs.Stat | None = None) -> dict:
     """The summary of one parsed trace (`source`: the file's identity, stored for validation)."""
-    from tb_plugin.diagnosis import kernel_table, ledger, pipeline, worker_facts
-    from tb_plugin.views import distributed, gpu_idle_summary, kernels, operators, overview
+    from profiler_core.analysis import step_breakdown
+    from profiler_core.analysis.gpu_idle import gpu_idle_summary
+    from profiler_core.analysis.tables import kernels, operators
+    from profiler_core.analysis.worker import distributed, kernel_table, ledger, pipeline, worker_facts
 
-    ov = overview.overview(t)
+    ov = step_breakdown.overview(t)
     dist = distributed.worker_summary(t)
     ops = operators.operators(t)["rows"][:TOP]
     ks = kernels.kernels(t)["rows"][:TOP]
@@ -289,7 +291,7 @@ def validate(obj: dict) -> None:
 
 
 def _validate_kernel_table(p: Any) -> None:
-    from tb_plugin.diagnosis.kernel_table import check
+    from profiler_core.analysis.worker.kernel_table import check
 
     try:
         check(p)
@@ -298,7 +300,7 @@ def _validate_kernel_table(p: Any) -> None:
 
 
 def _validate_pipeline(p: Any) -> None:
-    from tb_plugin.diagnosis.pipeline import check_projection
+    from profiler_core.analysis.worker.pipeline import check_projection
 
     try:
         check_projection(p)
@@ -311,7 +313,7 @@ def _is_opt_str(x: Any) -> bool:
 
 
 def _validate_ledger(led: Any) -> None:
-    from tb_plugin.buckets import BUCKETS
+    from profiler_core.analysis.worker.buckets import BUCKETS
 
     _check(isinstance(led, dict), "ledger is not an object")
     n = _lists(led, ("steps",), _is_str, "ledger")
@@ -377,7 +379,7 @@ def _int_lists(d: dict, keys: tuple, what: str) -> int:
 
 def _validate_facts(obj: dict) -> None:
     """The diagnosis' keys (`diagnosis.worker_facts`): their lists typed, of one length, indices in range."""
-    from tb_plugin.diagnosis.worker_facts import MAX_CALLS, MAX_STEPS, PHASES, TOP_N
+    from profiler_core.analysis.worker.worker_facts import MAX_CALLS, MAX_STEPS, PHASES, TOP_N
 
     cc = obj.get("collective_calls")
     if not isinstance(cc, dict):

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
+from profiler_core.analysis.tables.timeline_tiles import tiles_for
 from tb_plugin.errors import BadRequest, NotFound
 from tb_plugin.params import EVENT_IDX, MAX_POINTS, OCCURRENCE_LIMIT, TRACKS, WIDTH_PX, number_param
-from tb_plugin.views.timeline import tiles_for
 
 MAX_ROWS = 1000
 

@@ -195,3 +195,23 @@ def lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np
     i = np.searchsorted(sorted_keys, query)
     i = np.minimum(i, len(sorted_keys) - 1)
     return np.where(sorted_keys[i] == query, values[i], -1)
+
+
+def trace_origin_ns(t: Any) -> int:
+    """ts (ns) of the trace's first event: the zero of every `_us` time the views return."""
+    ev = t.events
+    if len(ev):
+        return int(ev["ts"].min())
+    mem = getattr(t, "memory", None)
+    if mem is not None and len(mem):
+        return int(mem["ts"].min())
+    return 0
+
+
+def column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and the string table of a (categorical or plain) column, in the table's order of first
+    appearance (a categorical column: its categories' order)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(np.int64), np.asarray(col.cat.categories.astype(str), dtype=object)
+    codes, uniques = pd.factorize(col.astype(str), sort=False)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)

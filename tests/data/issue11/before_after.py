@@ -14,9 +14,11 @@ FIX = Path("tests/data/issue11")  # read relative to the cwd: the fixtures are t
 
 
 def main() -> None:
+    from profiler_core.analysis import step_breakdown as overview
     from profiler_core.analysis.stages.steps import steps
+    from profiler_core.analysis.tables import kernels
     from profiler_core.trace.read.reader import read_trace
-    from tb_plugin.views import distributed, kernels, overview
+    from tb_plugin.views import distributed
 
     def load(name):
         return read_trace(FIX / f"{name}.pt.trace.json.gz", processes=0)

@@ -50,14 +50,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.gpu_idle.gpu_launches import QUEUE_LAUNCH_NAMES, gpu_activities
 from profiler_core.analysis.stages.columns import category_mask
 from profiler_core.analysis.stages.gpu_links import first_position_by_key, lookup
 from profiler_core.analysis.stages.op_tree import group_codes, innermost_op_at
 from profiler_core.analysis.stages.steps import steps as steps_stage
+from profiler_core.analysis.worker.longest_path import heaviest_path
 from profiler_core.trace.categories import CPU_OP, CUDA_SYNC, LAUNCH_CATS
-
-from ..views.gpu_launches import QUEUE_LAUNCH_NAMES, gpu_activities
-from .longest_path import heaviest_path
 
 __all__ = [
     "BLOCKING_CALLS",

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import collectives
+from profiler_core.analysis.comm import collectives
 
 CALL_COLUMNS = ("worker", "name", "pg", "pg_ranks", "group_size", "start", "dur", "is_wait")
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tb_plugin.diagnosis.worker_facts import sequence
-from tb_plugin.views import group_waits
+from profiler_core.analysis.comm import group_waits
+from profiler_core.analysis.worker.worker_facts import sequence
 
 #: a member waited when its wait exceeds this (ns): clock noise below it names nobody
 WAIT_EPS_NS = 1_000

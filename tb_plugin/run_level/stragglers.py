@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from tb_plugin.diagnosis import slow_links, what_if
-from tb_plugin.diagnosis.critical_path import Job, label
-from tb_plugin.diagnosis.worker_facts import PHASES
+from profiler_core.analysis.worker.worker_facts import PHASES
+from tb_plugin.run_level import slow_links, what_if
+from tb_plugin.run_level.critical_path import Job, label
 
 PHASE_LABELS = {
     "data_loading": "data loading",
@@ -288,7 +288,7 @@ def annotate_rows(rows: list[dict], summaries: Mapping[str, Mapping]) -> list[di
         return rows
     job = None
     if any(isinstance(s.get("phases"), dict) for s in summaries.values()):
-        from tb_plugin.diagnosis.critical_path import match
+        from tb_plugin.run_level.critical_path import match
 
         job = match(summaries)
     cache: dict[str, dict] = {}

@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tb_plugin.views import group_waits
-
-from ..buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
+from profiler_core.analysis.comm import group_waits
+from profiler_core.analysis.worker.buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 
@@ -196,7 +195,7 @@ def run_view(summaries: Mapping[str, dict], pending: list[str] | None = None) ->
     """The run's ledger as the Overview shows it (docs/diagnosis.md): `critical` and `mean` rendered by
     `ledger.ranked` (`critical.workers`: the rank that set each step), `workers` (how many), `notes`, and
     `pending` (workers whose summary is still computed: the ledger waits for every worker)."""
-    from .ledger import ranked
+    from profiler_core.analysis.worker.ledger import ranked
 
     if pending:
         return {

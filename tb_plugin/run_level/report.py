@@ -19,10 +19,11 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tb_plugin.buckets import COMPUTE
-from tb_plugin.diagnosis import critical_path, stragglers
+from profiler_core.analysis.worker.buckets import COMPUTE
 
 #: the critical paths reported in words (every step is in the JSON)
+from tb_plugin.run_level import critical_path, stragglers
+
 TEXT_STEPS = 5
 #: the steps whose critical rank's ledger is reported in words (most time outside compute; all in the JSON)
 TEXT_LEDGER_STEPS = 20
@@ -37,10 +38,10 @@ LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
 
 
 def _ledger(summaries: Mapping[str, Mapping]) -> tuple[Any, str | None]:
-    """The run's ledger (`tb_plugin.diagnosis.run_ledger.run_view`) when this gpuscope has it and the summaries
+    """The run's ledger (`tb_plugin.run_level.run_ledger.run_view`) when this gpuscope has it and the summaries
     hold the workers' ledgers, else None and the reason."""
     try:
-        mod = importlib.import_module("tb_plugin.diagnosis.run_ledger")
+        mod = importlib.import_module("tb_plugin.run_level.run_ledger")
     except ImportError:
         return None, LEDGER_PENDING
     fn = getattr(mod, "run_view", None)
@@ -123,8 +124,7 @@ def single_rank(t: Any, worker: str) -> dict:
     SINGLE_SEGMENTS longest segments (in time order) and SINGLE_TOP (kind, name) totals:
     {"worker", "steps": [path...], "steps_total", "note": text | None}."""
     from profiler_core.analysis.stages.steps import steps as steps_stage
-
-    from .single_rank_path import critical_path as path_of
+    from profiler_core.analysis.worker.single_rank_path import critical_path as path_of
 
     st = steps_stage(t)
     note = None

@@ -1,11 +1,11 @@
 """The job diff's kernels: each worker's compute kernels per (op path, name) with their place, kept in its summary,
-and two jobs' kernels aligned by the kernel diff's passes (`views.kernel_diff.align_groups`).
+and two jobs' kernels aligned by the kernel diff's passes (`tables.kernel_places.align_groups`).
 
 `project(t) -> dict`, the summary's "kernel_table" (columnar, lists that go together):
   {"steps": S,                          # the steps counted: the first `worker_facts.MAX_STEPS`
-   "paths": [op path...],               # `kernel_diff.kernel_places`' paths, cut at PATH_LEN characters
+   "paths": [op path...],               # `kernel_places.kernel_places`' paths, cut at PATH_LEN characters
    "path": [i...], "name": [text...],   # per group: its path (index into paths), kernel name (cut at NAME_LEN)
-   "ordinal": [k...],                   # the group's most common k (`kernel_diff.NO_OP`: no op)
+   "ordinal": [k...],                   # the group's most common k (`kernel_places.NO_OP`: no op)
    "count": [n...], "total": [ns...],   # the group's kernels that start in the S steps, their summed duration
    "dropped": n, "dropped_ns": ns}      # groups left out beyond MAX_GROUPS (the smallest by total), their ns
 Groups are in order of first start, the order `align_groups` pairs in. Communication kernels are left out (their
@@ -19,8 +19,6 @@ job diff and the Diff view's kernel diff align kernels alike.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,8 +26,8 @@ import pandas as pd
 
 from profiler_core.analysis.stages.classify import communication_mask
 from profiler_core.analysis.stages.steps import steps
-from tb_plugin.diagnosis.worker_facts import MAX_STEPS, NAME_LEN, step_of
-from tb_plugin.views.kernel_diff import NO_OP, align_groups, group_places, kernel_places
+from profiler_core.analysis.tables.kernel_places import NO_OP, group_places, kernel_places
+from profiler_core.analysis.worker.worker_facts import MAX_STEPS, NAME_LEN, step_of
 
 #: groups kept per worker (the largest by total): a few tens of KB at most
 MAX_GROUPS = 256
@@ -107,37 +105,3 @@ def check(p: Any) -> None:
         raise ValueError("path out of range")
     if any(x < NO_OP for x in p["ordinal"]) or any(x < 0 for x in p["count"]) or any(x < 0 for x in p["total"]):
         raise ValueError("a negative ordinal, count or total")
-
-
-def per_step(table: Mapping[str, Any]) -> dict[Key, float]:
-    """One worker's kernel ns per step by (path, name) ({} without steps)."""
-    n = table.get("steps") or 0
-    if not n:
-        return {}
-    paths = table["paths"]
-    return {(paths[i], nm): float(v) / n for i, nm, v in zip(table["path"], table["name"], table["total"])}
-
-
-def job_groups(tables: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """One job's kernel groups over its workers' tables: path, name, ordinal (the most common over the workers,
-    the smallest on a tie), in order of first appearance over the workers in the order given."""
-    seen: dict[Key, Counter] = {}
-    for tb in tables:
-        paths = tb["paths"]
-        for i, nm, k in zip(tb["path"], tb["name"], tb["ordinal"]):
-            seen.setdefault((paths[i], nm), Counter())[int(k)] += 1
-    rows = [(p, nm, min(c, key=lambda k: (-c[k], k))) for (p, nm), c in seen.items()]
-    return pd.DataFrame(rows, columns=["path", "name", "ordinal"])
-
-
-def align(tables_a: Iterable[Mapping[str, Any]], tables_b: Iterable[Mapping[str, Any]]) -> list[dict]:
-    """The two jobs' kernel groups paired by `align_groups`: [{"align", "a": (path, name) | None, "b": ...}]."""
-    pairs = align_groups(job_groups(tables_a), job_groups(tables_b))
-    return [
-        {
-            "align": how,
-            "a": (a["path"], a["name"]) if a is not None else None,
-            "b": (b["path"], b["name"]) if b is not None else None,
-        }
-        for how, a, b in pairs
-    ]

@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.gpu_idle.gpu_launches import NO_GPU, activity_arrays, gpu_activities
 from profiler_core.analysis.stages.steps import steps
-
-from .gpu_launches import NO_GPU, activity_arrays, gpu_activities
 
 HOST_WAIT, KERNEL_WAIT, OTHER = "host_wait", "kernel_wait", "other"
 CATEGORIES = (HOST_WAIT, KERNEL_WAIT, OTHER)

@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.gpu_idle.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES, gpu_activities
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
-
-from .gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES, gpu_activities
 
 NO_QUEUE = "no GPU activity launched by a kernel/memcpy/memset launch call in the trace"
 #: HTA's CUDA_MAX_LAUNCH_QUEUE_PER_STREAM: a launch blocks the CPU when its stream has this many pending

@@ -11,13 +11,24 @@ from typing import Any
 
 import numpy as np
 
+from profiler_core.analysis.gpu_idle.gpu_launches import (
+    NO_GPU,
+    NO_LAUNCHES,
+    has_gpu_activity,
+    kernel_launch_stats,
+    launch_stats_by_step,
+)
+from profiler_core.analysis.gpu_idle.idle_causes import (
+    CATEGORIES,
+    KERNEL_WAIT_THRESHOLD_NS,
+    NO_LAUNCH_LINKS,
+    idle_by_step,
+    idle_gaps,
+)
+from profiler_core.analysis.gpu_idle.queue_length import queue_length_series
 from profiler_core.analysis.stages.columns import category_mask, sorted_unique
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import GPU_ACTIVITY_CATS
-
-from .gpu_launches import NO_GPU, NO_LAUNCHES, has_gpu_activity, kernel_launch_stats, launch_stats_by_step
-from .idle_causes import CATEGORIES, KERNEL_WAIT_THRESHOLD_NS, NO_LAUNCH_LINKS, idle_by_step, idle_gaps
-from .queue_length import queue_length_series
 
 LAUNCH_KEYS = ("count", "cpu_duration", "gpu_duration", "launch_delay", "shorter_than_launch")
 

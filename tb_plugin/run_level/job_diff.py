@@ -29,8 +29,8 @@ How the numbers relate (nothing counts twice):
   that call it on each side, with the rank whose time changed most; a kernel's time per step averaged over all
   ranks, from each worker's kernel table (`kernel_table`: kernels per op path and name; a group outside a
   worker's largest `kernel_table.MAX_GROUPS` counts 0 there).
-* Kernels align as in the Diff view's kernel diff (`kernel_diff.align_groups` over each job's groups): by op path
-  and name, else by their place under the same op path ("structure": a kernel renamed between library or
+* Kernels align as in the Diff view's kernel diff (`tables.kernel_places.align_groups` over each job's groups): by
+  op path and name, else by their place under the same op path ("structure": a kernel renamed between library or
   hardware versions is one row, `name` "A -> B"), else by name under another path; the rest are unmatched
   (`align`). A compute line names the row whose time changed most, with that `name`.
 """
@@ -44,9 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from ..buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
-from . import kernel_table
-from .run_ledger import worker_ledgers
+from profiler_core.analysis.worker import kernel_table
+from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
+from tb_plugin.run_level import kernel_alignment
+from tb_plugin.run_level.run_ledger import worker_ledgers
 
 #: a per-rank delta smaller than this (ms per step) is noise, not a line
 MIN_MS = 0.05
@@ -98,7 +99,7 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
             "worker": w,
             "wall": float(np.mean(led["wall_ns"])),
             "buckets": b,
-            "kernels": kernel_table.per_step(table),
+            "kernels": kernel_alignment.per_step(table),
             "table": table,
             "coll": coll,
         }
@@ -108,9 +109,9 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
 
 
 def _align_kernels(A: dict, B: dict) -> list[dict]:
-    """The two jobs' kernel groups aligned (`kernel_table.align`), one row each: its `label` ("A -> B" when the
+    """The two jobs' kernel groups aligned (`kernel_alignment.align`), one row each: its `label` ("A -> B" when the
     names differ); each rank's `kernels` rekeyed from (path, name) to the row's index."""
-    rows = kernel_table.align(
+    rows = kernel_alignment.align(
         [A["per"][r]["table"] for r in sorted(A["per"])], [B["per"][r]["table"] for r in sorted(B["per"])]
     )
     for side, which in ((A, "a"), (B, "b")):

@@ -41,17 +41,15 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
+from profiler_core.analysis.comm import collectives
+from profiler_core.analysis.gpu_idle.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
+from profiler_core.analysis.gpu_idle.idle_causes import CATEGORIES, KERNEL_WAIT, idle_gap_arrays
 from profiler_core.analysis.stages.classify import is_dataloader, is_step_name
 from profiler_core.analysis.stages.columns import category_mask, name_mask, name_mask_among, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
 from profiler_core.analysis.stages.steps import steps
-from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
-from tb_plugin.views import collectives
-from tb_plugin.views.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
-from tb_plugin.views.idle_causes import CATEGORIES, KERNEL_WAIT, idle_gap_arrays
-
-from ..buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
+from profiler_core.analysis.worker.buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
     BUCKETS,
     COMPUTE,
     COPY_PAGEABLE,
@@ -66,6 +64,7 @@ from ..buckets import (  # noqa: F401 - the bucket names are part of the ledger'
     OTHER,
     SYNC_SKEW,
 )
+from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 
 SYNC_NAMES = frozenset(
     {
@@ -329,17 +328,3 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
         "other_advice": [text for key, text in advice if key is None or key not in BUCKETS],
         "reason": ledger.get("reason"),
     }
-
-
-def overview_ledger(t: Any, advice: Iterable[tuple[str | None, str]]) -> dict:
-    """The Overview's `ledger`: the trace's ledger ranked, each (bucket, text) of `advice` under its bucket."""
-    return ranked(worker_ledger(t), advice)
-
-
-def overview_with_ledger(t: Any) -> dict:
-    """The `/overview` answer for one trace: `views.overview.overview` plus `ledger` (`overview_ledger`; shape in
-    docs/diagnosis.md)."""
-    from tb_plugin.views.overview import overview_with_advice
-
-    out, tips = overview_with_advice(t)
-    return {**out, "ledger": overview_ledger(t, tips)}

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_plugin.diagnosis.critical_path import NO_FACTS, label, match
+from tb_plugin.run_level.critical_path import NO_FACTS, label, match
 
 
 def _origin(summary: Mapping) -> int | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_plugin.diagnosis.critical_path import Job
+from tb_plugin.run_level.critical_path import Job
 
 RATIO = 1.5
 MIN_NS = 50_000

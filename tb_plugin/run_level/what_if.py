@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tb_plugin.diagnosis.critical_path import WAIT_EPS_NS, Job
+from tb_plugin.run_level.critical_path import WAIT_EPS_NS, Job
 
 
 def replay(

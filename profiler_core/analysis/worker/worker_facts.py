@@ -45,13 +45,13 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis import intervals
+from profiler_core.analysis.comm import collectives, group_waits
 from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask, is_dataloader
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.analysis.stages.registry import cached
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import GPU_ACTIVITY_CATS, LAUNCH_CATS, OP_CATS
-from tb_plugin.views import collectives, group_waits
 
 MAX_CALLS = 20_000
 MAX_STEPS = 1_000
@@ -74,7 +74,7 @@ _LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "hipLaunch", "hipExtLaunch", "hipM
 
 
 def _origin(t: Any) -> int:
-    from tb_plugin.views.timeline import trace_origin_ns
+    from profiler_core.analysis.stages.columns import trace_origin_ns
 
     return int(trace_origin_ns(t))
 
@@ -163,7 +163,7 @@ def ready_times(t: Any, c: pd.DataFrame) -> np.ndarray:
     start (its kernels cannot start before their launch) and the end of the last compute kernel launched before
     it (the comm stream waits for the compute enqueued before the launch, as DDP's buckets do). A CPU call (gloo,
     MPI) blocks its thread, so it is ready when it starts."""
-    from tb_plugin.views.gpu_launches import activity_arrays
+    from profiler_core.analysis.gpu_idle.gpu_launches import activity_arrays
 
     start = c["start"].to_numpy(np.int64)
     on_gpu = c["kernels"].to_numpy(np.int64) > 0
