@@ -2,9 +2,11 @@
 # The C extensions under AddressSanitizer and UndefinedBehaviorSanitizer: builds the native trace reader
 # (profiler_core/trace/read/_native.c) and the op tree's C pass (profiler_core/analysis/stages/_tree.c) once more
 # with them into a temporary copy of profiler_core and runs their differential and fuzz tests
-# (tests/test_native_reader.py, tests/test_op_tree_native.py) against that build. Any read past a
+# (tests/test_native_reader.py, tests/test_op_tree_native.py, and the readers' hang fuzz loop
+# tests/test_issue40_reader.py) against that build. Any read past a
 # buffer, leak-free crash or undefined behaviour aborts the run. Needs gcc and the installed package's
-# dependencies (.ci/run installs them first). GPUSCOPE_NATIVE_FUZZ_SECONDS sets the fuzz loop's length.
+# dependencies (.ci/run installs them first). GPUSCOPE_NATIVE_FUZZ_SECONDS and
+# GPUSCOPE_READER_FUZZ_SECONDS set the fuzz loops' lengths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
@@ -25,5 +27,8 @@ for mod in profiler_core.trace.read._native profiler_core.analysis.stages._tree;
     "$tmp" "$mod" || { echo "native_sanitize: the tests would not import the sanitized build of $mod" >&2; exit 1; }
 done
 export GPUSCOPE_NATIVE_FUZZ_SECONDS=${GPUSCOPE_NATIVE_FUZZ_SECONDS:-30}
+# the readers' hostile-input loop (issue 40): long escaped strings and backslash runs, windows cut inside them,
+# each read in a child process (the sanitized build too) that must end; bounded like the byte-mutation loop
+export GPUSCOPE_READER_FUZZ_SECONDS=${GPUSCOPE_READER_FUZZ_SECONDS:-30}
 "$py" -m pytest -q -p no:cacheprovider --import-mode=append --rootdir="$repo" "$repo/tests/test_native_reader.py" \
-  "$repo/tests/test_op_tree_native.py"
+  "$repo/tests/test_op_tree_native.py" "$repo/tests/test_issue40_reader.py"

@@ -180,6 +180,13 @@ SETTINGS: dict[str, Setting] = {
             "seconds of tests/test_native_reader.py's byte-mutation loop",
             dev=True,
         ),
+        _s(
+            "READER_FUZZ_SECONDS",
+            "count",
+            3,
+            "seconds of tests/test_issue40_reader.py's hostile-input loop (each read in a child process)",
+            dev=True,
+        ),
         _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/", dev=True),
         _s("SHOTS_DIR", "text", None, "folder the merged-timeline browser test copies its screenshots to", dev=True),
         _s(

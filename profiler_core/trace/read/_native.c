@@ -742,6 +742,7 @@ static size_t ARG_LEN[N_ARGS], FIELD_LEN[N_FIELDS];
 
 /* the known keys found by a hash of (length, first byte, last byte): open addressing, index + 1 (0 = empty) */
 #define KEY_SLOTS 256
+#define KEY_UNESCAPED_MAX 64 /* bytes of an escaped key undone at most (known keys are shorter) */
 static unsigned char ARG_SLOT[KEY_SLOTS], FIELD_SLOT[KEY_SLOTS];
 
 static inline unsigned key_hash(const char *k, size_t n) {
@@ -758,16 +759,48 @@ static void key_table(unsigned char *slots, const char *const *keys, const size_
 }
 
 /* the index of the key whose string literal (quotes included) is base[off:off+len], -1 when unknown */
-static inline int key_find(const parser_t *p, const unsigned char *slots, const char *const *keys, const size_t *lens,
-                           size_t off, size_t len) {
-    if (len <= 2) return -1;
-    const char *k = p->base + off + 1;
-    size_t n = len - 2;
+static inline int key_lookup(const unsigned char *slots, const char *const *keys, const size_t *lens, const char *k,
+                             size_t n) {
     for (unsigned h = key_hash(k, n); slots[h]; h = (h + 1) & (KEY_SLOTS - 1)) {
         int i = slots[h] - 1;
         if (lens[i] == n && bytes_eq(k, keys[i], n)) return i;
     }
     return -1;
+}
+
+/* the known key (index) that the key string at off, len (quotes included) names, -1 for none; with `escaped`,
+ * its escapes are undone first (parse_string checked them), as a JSON decoder reads the key: known keys are
+ * short ASCII, so a key that decodes longer or to other characters names none */
+static inline int key_find(const parser_t *p, const unsigned char *slots, const char *const *keys, const size_t *lens,
+                           size_t off, size_t len, int escaped) {
+    if (len <= 2) return -1;
+    const char *k = p->base + off + 1;
+    size_t n = len - 2;
+    if (!escaped) return key_lookup(slots, keys, lens, k, n);
+    char buf[KEY_UNESCAPED_MAX];
+    size_t m = 0;
+    for (size_t i = 0; i < n; m++) {
+        if (m == sizeof buf) return -1;
+        unsigned char c = (unsigned char)k[i];
+        if (c != '\\') {
+            if (c >= 0x80) return -1;
+            buf[m] = (char)c;
+            i++;
+            continue;
+        }
+        unsigned char e = (unsigned char)k[i + 1];
+        if (e == 'u') {
+            int v = 0;
+            for (size_t q = 2; q < 6; q++) v = v * 16 + hexval((unsigned char)k[i + q]);
+            if (v >= 0x80) return -1;
+            buf[m] = (char)v;
+            i += 6;
+            continue;
+        }
+        buf[m] = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : (char)e;
+        i += 2;
+    }
+    return m ? key_lookup(slots, keys, lens, buf, m) : -1;
 }
 
 static const char *ARG_KEYS[N_ARGS];
@@ -818,12 +851,11 @@ static int parse_args(parser_t *p, event_t *ev) {
         size_t off, len;
         int esc;
         if (parse_string(p, &off, &len, &esc)) return -1;
-        if (esc) DECLINE(p, "an escaped key in args");
         skip_ws(p);
         if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
         p->pos++;
         skip_ws(p);
-        int which = key_find(p, ARG_SLOT, ARG_KEYS, ARG_LEN, off, len);
+        int which = key_find(p, ARG_SLOT, ARG_KEYS, ARG_LEN, off, len, esc);
         if (which < 0) {
             if (skip_value(p, 3)) return -1;
         } else {
@@ -868,12 +900,11 @@ static int parse_event(parser_t *p, event_t *ev) {
         size_t off, len;
         int esc;
         if (parse_string(p, &off, &len, &esc)) return -1;
-        if (esc) DECLINE(p, "an escaped key in an event");
         skip_ws(p);
         if (peek(p) != ':') DECLINE(p, "invalid JSON (':' expected)");
         p->pos++;
         skip_ws(p);
-        int which = key_find(p, FIELD_SLOT, FIELDS, FIELD_LEN, off, len);
+        int which = key_find(p, FIELD_SLOT, FIELDS, FIELD_LEN, off, len, esc);
         if (which < 0) {
             if (skip_value(p, 2)) return -1;
         } else {

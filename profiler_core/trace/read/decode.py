@@ -163,8 +163,10 @@ def _decode_chunk(raws: list, counts: dict) -> list:
     return [_decode_one(raw, counts) for raw in raws]
 
 
-#: a JSON string, or one of the characters that shape the structure around it
-_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
+#: a JSON string, a quote that opens no string closed within the text (the last alternative), or one of
+#: the characters that shape the structure around it. Each alternative matches or fails in one pass over
+#: the string's bytes (a backslash takes the byte after it, so there is one way to split the text)
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{},]')
 
 
 def element_bounds(
@@ -174,12 +176,16 @@ def element_bounds(
     brackets) that a comma closes, found by a scan that skips strings and tracks nesting without
     recursion (linear in the bytes scanned); and where the rest begins (the element after the
     last comma, or the array's closing bracket). With `stop_after`, the scan stops at the first
-    comma past that offset."""
+    comma past that offset. A string not closed before `end` ends the scan there: the quotes
+    inside it are never taken for the start of another string (which made the scan quadratic
+    in a long run of escaped quotes)."""
     end = len(buf) if end is None else end
     depth, start, out = 0, pos, []
     for m in _TOKENS.finditer(buf, pos, end):
         c = buf[m.start()]
         if c == 34:  # a string
+            if m.end() - m.start() == 1:  # one that does not close within the text
+                break
             continue
         if c in (123, 91):
             depth += 1

@@ -211,6 +211,7 @@ def _pieces(path: str) -> Iterator[_Text]:
     the array). Ends early, without the rest, when the text cannot be cut so (the native reader then
     declines the file)."""
     head: bytes | None = None
+    scan: stream.EventsHead | None = None
     buf, start = b"", 0
     blocks: list[bytes] = []
     size = 0
@@ -228,13 +229,18 @@ def _pieces(path: str) -> Iterator[_Text]:
                 buf = stripped[1:]
                 yield _Text("head", head, 0, True)
             elif stripped[:1] == b"{":
-                m = stream._HEAD_RE.search(buf)
-                if m is None:
+                if scan is None:
+                    scan = stream.EventsHead(len(buf) - len(stripped))
+                try:
+                    found = scan.find(buf)
+                except stream._NotStreamable:
+                    return
+                if found is None:
                     if len(buf) > stream.MAX_PIECE:
                         return
                     continue
-                head, buf = buf[: m.start()], buf[m.end() :]
-                start += m.end()
+                head, buf = buf[: found[0]], buf[found[1] :]
+                start += found[1]
                 yield _Text("head", head, 0, False)
             else:
                 return
@@ -330,7 +336,10 @@ def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> Trac
             if not drain(ahead):
                 return None
         elif head is not None and drain(0):
-            for meta, tail in stream._tails(text.text, head.text, head.bare):
+            for meta, tail, repeated in stream._tails(text.text, head.text, head.bare):
+                if repeated:  # a later top-level traceEvents, the one JSON decoders read: the Python reader's
+                    log.debug("gpuscope: %s: the native reader declined (a repeated top-level traceEvents)", path)
+                    return None
                 if tail.strip() and not add(scan_piece(tail), text.at):
                     return None
                 try:

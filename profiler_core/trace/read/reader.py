@@ -94,7 +94,8 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = F
 
 def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     """Top-level keys (decoded) and the raw traceEvents array of a trace document."""
-    start = data[:64].lstrip()
+    first = stream._skip_ws(data, 0)  # however much whitespace leads (the streaming reader skips it all)
+    start = data[first : first + 1]
     if not start:
         raise TraceReadError(f"{path}: empty file")
     if start[:1] == b"[":
@@ -183,7 +184,9 @@ def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse_bytes(bytes(data) if not isinstance(data, (bytes, str)) else data, path)
+        return _parse_bytes(
+            data.encode() if isinstance(data, str) else bytes(data) if not isinstance(data, bytes) else data, path
+        )
     except TraceReadError:
         raise
     except Exception as e:  # noqa: BLE001 - last resort: a clear message, never a deep traceback

@@ -36,7 +36,13 @@ from profiler_core.trace.read.gunzip import (
     uncompressed_size_hint,
 )
 
-_HEAD_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+#: the bytes that shape a JSON document's structure (the scan of its head stops at each)
+_STRUCTURE = re.compile(rb'["\[\]{},:]')
+#: the rest of a string's text from a point between two of its characters (escapes whole): a match
+#: that a quote follows ends the string; one that ends the bytes (or a lone last backslash) needs more
+_STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*')
+#: JSON's whitespace
+_WS = re.compile(rb"[ \t\r\n]*")
 _SEP_RE = re.compile(rb"\}\s*,\s*\{")
 #: bytes of JSON per decoded piece: small enough that a piece's decoded events stay in the CPU
 #: cache (L2) while each column is pulled out of them; read_trace of the 2M-event benchmark
@@ -56,6 +62,90 @@ def _stream_size(f) -> int:
     size = f.seek(0, os.SEEK_END)
     f.seek(pos)
     return int(size)
+
+
+class EventsHead:
+    """Where the top-level `traceEvents` array of a JSON object starts, found by a scan of the text from its
+    `{` that skips strings and nested values, so that a `traceEvents` key inside another value (or in a
+    string) is never taken, and a key written with escapes (`"trace\\u0045vents"`) is (as JSON decoders
+    read it). Fed the growing text block by block (`find(buf)`, buf the text so far, the same first
+    bytes each time), it resumes where it stopped: linear in the text however it is cut.
+
+    `find` returns (key start, first byte after the array's `[`) once found; None while the text ends
+    first; raises _NotStreamable when the first top-level `traceEvents` is not an array or the object
+    ends without one (the whole-file path says what is wrong)."""
+
+    def __init__(self, at: int) -> None:
+        self.pos = at  # the `{` of the document: the next byte to scan
+        self.depth = 0
+        self.expect_key = False  # at depth 1, the next string is a key
+        self.open_string = -1  # start of a string not closed yet (pos: where its text resumes)
+        self.key: tuple[int, int] | None = None  # (start, end) of a top-level key whose value is next
+
+    def find(self, buf: bytes) -> tuple[int, int] | None:
+        n = len(buf)
+        while True:
+            if self.key is not None:  # a top-level key: its ':' and the value's first byte
+                at = _skip_ws(buf, self.key[1])
+                if at >= n:
+                    return None
+                if buf[at] != 58:  # ':'
+                    raise _NotStreamable
+                at = _skip_ws(buf, at + 1)
+                if at >= n:
+                    return None
+                start, end = self.key
+                self.key = None
+                if _key_text(buf[start:end]) == "traceEvents":
+                    if buf[at] != 91:  # '[': not an array
+                        raise _NotStreamable
+                    return start, at + 1
+                self.pos, self.expect_key = at, False
+            if self.open_string >= 0:
+                body = _STRING_BODY.match(buf, self.pos)  # (it matches an empty text too)
+                end = self.pos if body is None else body.end()
+                if end >= n or buf[end] != 34:
+                    self.pos = end
+                    return None
+                start, self.open_string, self.pos = self.open_string, -1, end + 1
+                if self.depth == 1 and self.expect_key:
+                    self.key = (start, end + 1)
+                continue
+            m = _STRUCTURE.search(buf, self.pos)
+            if m is None:
+                self.pos = n
+                return None
+            c, self.pos = buf[m.start()], m.end()
+            if c == 34:
+                self.open_string = m.start()
+            elif c in (123, 91):  # '{' '['
+                self.depth += 1
+                self.expect_key = self.depth == 1 and c == 123
+            elif c in (125, 93):  # '}' ']'
+                self.depth -= 1
+                if self.depth <= 0:
+                    raise _NotStreamable  # the object ends without a top-level traceEvents
+            elif c == 44 and self.depth == 1:  # ','
+                self.expect_key = True
+
+
+def _skip_ws(buf: bytes, at: int) -> int:
+    m = _WS.match(buf, at)
+    return at if m is None else m.end()
+
+
+def _key_text(raw: bytes) -> str | None:
+    """The text of a JSON string (quotes included) as a decoder reads it; None when it is not valid."""
+    if b"\\" not in raw:
+        try:
+            return raw[1:-1].decode()
+        except UnicodeDecodeError:
+            return None
+    try:
+        out = _ANY_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return out if isinstance(out, str) else None
 
 
 def _blocks(path: str, block: int | None = None, gather: bool = True) -> Iterator[bytes]:
@@ -282,6 +372,7 @@ def _parse_span(
     buf = b""
     start = 0  # offset of buf in the decompressed stream
     head: bytes | None = None
+    scan: EventsHead | None = None
     bare = False
     n = 0
     index: list[tuple[int, int, int]] = []  # (first event idx, start, end) of every piece
@@ -312,13 +403,15 @@ def _parse_span(
                     start += len(buf) - len(stripped) + 1
                     buf = stripped[1:]
                 elif stripped[:1] == b"{":
-                    m = _HEAD_RE.search(buf)
-                    if m is None:
+                    if scan is None:
+                        scan = EventsHead(len(buf) - len(stripped))
+                    found = scan.find(buf)
+                    if found is None:
                         if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                             raise _NotStreamable
                         continue
-                    head, buf = buf[: m.start()], buf[m.end() :]
-                    start += m.end()
+                    head, buf = buf[: found[0]], buf[found[1] :]
+                    start += found[1]
                 else:
                     raise TraceReadError(f"{path}: not a JSON trace (starts with {stripped[:1]!r})")
                 lo = None if lo is None else max(lo, start)
@@ -362,13 +455,15 @@ def _parse_span(
     if lo is not None:  # no separator after lo: the span before this one holds every event
         return 0, [], None
     # the last piece: events, "]", then the rest of the top-level object
-    for meta, last in _tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
+    for meta, last, repeated in _tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
         try:
             evs = _decode_piece(last, counts) if last.strip() else []
             break
         except _NotStreamable:
             continue
     else:
+        raise _NotStreamable
+    if repeated:  # the events read are not the ones JSON decoders read: the whole-file path reads those
         raise _NotStreamable
     add(evs, start, start + len(last))
     return n, index, meta
@@ -424,9 +519,16 @@ _QUICK_WINDOW = 1 << 12
 MAX_EVENT_SCAN = 1 << 20
 
 
-def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
-    """Candidates (metadata, last events) for the `]` closing the event array, last first."""
+#: what the traceEvents array stands for while the text after it is decoded: a later top-level `traceEvents`
+#: (a repeated key, which JSON decoders read as the last one) replaces it
+_EVENTS_STANDIN = b'"traceEvents": "gpuscope: the events array read in pieces"'
+
+
+def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes, bool]]:
+    """Candidates (metadata, last events, repeated) for the `]` closing the event array, last first;
+    `repeated`: the text after it holds another top-level `traceEvents` (the one JSON decoders read)."""
     q = len(buf)
+    standin = _ANY_DECODER.decode(_EVENTS_STANDIN.partition(b":")[2])
     for _ in range(64):
         q = buf.rfind(b"]", 0, q)
         if q < 0:
@@ -434,12 +536,11 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
         tail = buf[q + 1 :]
         if bare:
             if not tail.strip():
-                yield {}, buf[:q]
+                yield {}, buf[:q], False
             continue
         try:
-            meta = _ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
+            meta = _ANY_DECODER.decode(head + _EVENTS_STANDIN + tail)
         except (msgspec.DecodeError, RecursionError):
             continue
         if isinstance(meta, dict):
-            meta.pop("traceEvents", None)
-            yield meta, buf[:q]
+            yield meta, buf[:q], meta.pop("traceEvents", None) != standin
