@@ -60,6 +60,19 @@ class TraceReadError(ValueError):
     """A file that is not a readable Kineto trace; the message names the file and the problem."""
 
 
+def refuse_nul(path: str, data: Any, at: int = 0) -> None:
+    """Raise TraceReadError at the first NUL byte of `data` (JSON text at offset `at` of the file's inflated
+    bytes): a NUL is never JSON, not even inside a string, and unlike the other control characters that old
+    writers leave in strings it is never repaired. It is what a preallocated, sparse or zero-filled file holds,
+    so every reader stops at the first block that has one, before it holds or scans more."""
+    i = data.find("\0" if isinstance(data, str) else b"\0")
+    if i >= 0:
+        raise TraceReadError(
+            f"{path}: a NUL byte at offset {at + i} of its JSON, which cannot be JSON "
+            "(a preallocated, zero-filled or partly written file?)"
+        )
+
+
 # --------------------------------------------------------------------------- decoding structs
 _NO_RAW = msgspec.Raw(b"")  # the default of absent raw args (one shared object)
 

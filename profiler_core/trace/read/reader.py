@@ -32,6 +32,7 @@ from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
     _NotStreamable,
     max_trace_bytes,
     max_trace_events,
+    refuse_nul,
     repair_json,
     too_big,
     too_many_events,
@@ -70,6 +71,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = F
             else:
                 blocks = iter(lambda: f.read(1 << 24), b"")
             for block in blocks:
+                refuse_nul(path, block, total)
                 total += len(block)
                 if total > limit:
                     raise too_big(path, limit)
@@ -194,6 +196,7 @@ def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
 
 
 def _parse_bytes(data: bytes, path: str) -> TraceData:
+    refuse_nul(path, data)
     builder = _Builder()
     try:
         meta, events_raw = _split_top(data, path)

@@ -24,6 +24,7 @@ from profiler_core.trace.read.decode import (
     element_bounds,
     max_trace_bytes,
     max_trace_events,
+    refuse_nul,
     too_big,
     too_many_events,
 )
@@ -78,6 +79,7 @@ def _blocks(path: str, block: int | None = None, gather: bool = True) -> Iterato
             chunk = max(512, min(1 << 20, size // 8))
             outs = gunzip_blocks(f, chunk, max_out=block) if gz else iter(lambda: f.read(size), b"")
             for out in outs:
+                refuse_nul(path, out, total)
                 total += len(out)
                 if total > limit:
                     raise too_big(path, limit)
