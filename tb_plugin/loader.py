@@ -32,6 +32,7 @@ from profiler_core import child_env, settings
 from profiler_core.storage import redact
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import cache, malloc_tuning
+from profiler_core.trace.read.budget import memory_budget
 from profiler_core.trace.read.reader import TraceReadError, default_parse_processes, read_trace
 from profiler_core.trace.sparse import nbytes_of
 from tb_plugin.errors import LoadFailed
@@ -40,7 +41,7 @@ from tb_plugin.runs import TraceFile
 log = logging.getLogger(__name__)
 
 #: memory budget for parsed traces kept in memory (bytes); env GPUSCOPE_MAX_LOADED_BYTES
-DEFAULT_MAX_BYTES = settings.get("GPUSCOPE_MAX_LOADED_BYTES")
+DEFAULT_MAX_BYTES = memory_budget()
 
 
 def default_processes() -> int:

@@ -81,3 +81,78 @@ def test_a_nul_in_memory_is_refused_too():
     assert len(parse_trace(good.encode()).events) == 1
     with pytest.raises(TraceReadError, match="NUL byte at offset 20"):
         parse_trace(good[:20].encode() + b"\0" + good[21:].encode())
+
+
+def _events(n: int, pad: int = 0) -> list:
+    """`n` complete events; `pad` bytes of an arg the reader does not keep on each (JSON it does not hold)."""
+    extra = {"args": {"unkept note": "x" * pad}} if pad else {}
+    return [{"ph": "X", "name": "a", "ts": i, "dur": 1, "pid": 1, "tid": 1, **extra} for i in range(n)]
+
+
+def test_a_trace_whose_json_is_over_the_budget_but_whose_columns_fit_is_read(tmp_path, monkeypatch):
+    """The budget counts what a read keeps, not JSON bytes: 12 MB of JSON, 6000 events, an 8 MiB budget."""
+    monkeypatch.delenv("GPUSCOPE_MAX_TRACE_BYTES", raising=False)
+    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(8 << 20))
+    path = tmp_path / "fat.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _events(6000, 2000)}))
+    assert path.stat().st_size > 8 << 20
+    for native_reader in ("0", "1"):
+        monkeypatch.setenv("GPUSCOPE_NATIVE_READER", native_reader)
+        from profiler_core.trace.read.reader import read_trace
+
+        assert len(read_trace(path, processes=0).events) == 6000
+
+
+def test_a_trace_over_the_budget_is_refused_before_its_body_is_read(tmp_path, monkeypatch):
+    """100k events (5 MB of JSON) cost about 22 MB to read: over an 8 MiB budget, refused from the estimate."""
+    from profiler_core.trace.read import reader, stream
+    from profiler_core.trace.read.reader import TraceReadError, read_trace
+
+    monkeypatch.delenv("GPUSCOPE_MAX_TRACE_BYTES", raising=False)
+    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(8 << 20))
+    path = tmp_path / "many.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _events(100_000)}))
+    assert path.stat().st_size < 8 << 20
+
+    def no_body(*a, **k):
+        raise AssertionError("read the body of a trace the estimate rules out")
+
+    monkeypatch.setattr(reader, "_read_once", no_body)
+    monkeypatch.setattr(stream, "_blocks", no_body)
+    with pytest.raises(TraceReadError, match=r"about \d+ events .* more than the memory budget.*MAX_LOADED_BYTES"):
+        read_trace(path, processes=0)
+
+
+def test_the_default_budget_is_bounded_by_the_machine_s_memory(monkeypatch):
+    from profiler_core.trace.read import budget, decode
+
+    monkeypatch.delenv("GPUSCOPE_MAX_LOADED_BYTES", raising=False)
+    monkeypatch.setattr(budget, "machine_memory", lambda: 2 << 30)
+    assert budget.memory_budget() == 1 << 30
+    assert decode.max_trace_events() == (1 << 30) // budget.EVENT_PEAK_BYTES
+    monkeypatch.setattr(budget, "machine_memory", lambda: 64 << 30)
+    assert budget.memory_budget() == 4 << 30
+    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(123 << 20))  # the setting wins
+    assert budget.memory_budget() == 123 << 20
+
+
+def test_the_estimate_counts_events_and_sparse_args(tmp_path):
+    from profiler_core.trace.read import budget
+
+    kernel = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "ts": 1,
+        "dur": 1,
+        "pid": 0,
+        "tid": 7,
+        "args": {"grid": [1, 1, 1]},
+    }
+    path = tmp_path / "k.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": [e for pair in zip(_events(20_000), [kernel] * 20_000) for e in pair]}))
+    plain = tmp_path / "p.pt.trace.json"
+    plain.write_text(json.dumps({"traceEvents": _events(40_000)}))
+    (n_plain, cost_plain), (n_k, cost_k) = budget.estimate(str(plain)), budget.estimate(str(path))
+    assert 30_000 < n_plain < 50_000 and abs(cost_plain - budget.cost(n_plain)) < budget.EVENT_PEAK_BYTES
+    assert 30_000 < n_k < 50_000 and cost_k > budget.cost(n_k) + 0.4 * n_k * budget.SPARSE_ROW_PEAK_BYTES

@@ -449,7 +449,9 @@ def test_huge_numbers_and_exact_floats():
 
 
 def test_too_many_events_and_too_deep_are_left_to_the_python_reader(monkeypatch):
-    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(400 * 100))  # 100 events at 400 bytes each
+    from profiler_core.trace.read.budget import EVENT_PEAK_BYTES
+
+    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(EVENT_PEAK_BYTES * 100))  # 100 events
     data = json.dumps(_base_doc()).encode()
     assert parse_trace_native(data) is None
     with pytest.raises(TraceReadError, match="more than 100 events"):

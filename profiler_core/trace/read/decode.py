@@ -10,32 +10,29 @@ import msgspec
 
 from profiler_core import settings
 from profiler_core.trace.event_args import ARGS, FLOAT, INT32, INT64, JSON, Arg
+from profiler_core.trace.read.budget import EVENT_PEAK_BYTES, memory_budget
 
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
-#: uncompressed JSON bytes read per byte of that budget (reading a trace peaks at about 0.6-1 byte
-#: of memory per byte of its JSON, so a trace at the limit stays within the budget)
-JSON_PER_LOADED_BYTE = 1
+#: uncompressed JSON bytes read per byte of the memory budget: not what memory bounds (the streaming and native
+#: readers hold a few pieces of JSON at a time, and the budget counts the cost of what is kept: `budget`), only a
+#: ceiling on the inflating work (real traces hold 224-465 bytes of JSON an entry, and take 230-240 to read)
+JSON_PER_LOADED_BYTE = 4
 
 
 def max_trace_bytes() -> int:
     """Largest uncompressed trace the reader reads (bytes): GPUSCOPE_MAX_TRACE_BYTES when set,
-    else JSON_PER_LOADED_BYTE times the memory budget GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB)."""
+    else JSON_PER_LOADED_BYTE times the memory budget (`budget.memory_budget()`)."""
     explicit = settings.get("GPUSCOPE_MAX_TRACE_BYTES")
     if explicit is not None:
         return explicit
-    return JSON_PER_LOADED_BYTE * settings.get("GPUSCOPE_MAX_LOADED_BYTES")
-
-
-#: memory one event may take while a trace is read (its columns, about 220 bytes, and the sorting
-#: and merging copies of them): a trace of tiny events (a gzip bomb of `{"ph":"X"}` repeated) is
-#: bounded by its event count, not by its JSON size
-EVENT_PEAK_BYTES = 400
+    return JSON_PER_LOADED_BYTE * memory_budget()
 
 
 def max_trace_events() -> int:
-    """Most events (entries of traceEvents) the reader reads: the memory budget
-    GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB) over EVENT_PEAK_BYTES."""
-    return settings.get("GPUSCOPE_MAX_LOADED_BYTES") // EVENT_PEAK_BYTES
+    """Most events (entries of traceEvents) the reader reads: the memory budget over the measured peak cost of
+    an entry, EVENT_PEAK_BYTES (so a gzip bomb of tiny `{"ph":"X"}` entries is bounded by its count, not by
+    its JSON size)."""
+    return memory_budget() // EVENT_PEAK_BYTES
 
 
 def too_many_events(path: str, limit: int) -> TraceReadError:

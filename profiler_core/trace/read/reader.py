@@ -20,6 +20,7 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import cache, native, stream
+from profiler_core.trace.read.budget import memory_budget, over_budget
 from profiler_core.trace.read.columns import _base_ns, _Builder
 from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
     _ANY_DECODER,
@@ -223,9 +224,17 @@ def _parse_bytes(data: bytes, path: str) -> TraceData:
     return builder.finish(path, meta, _base_ns(meta))
 
 
-#: the whole-file path (files the streaming reader cannot cut) holds the JSON and a list of one
-#: object per entry (as big again) at once: it reads traces up to max_trace_bytes() / this
-WHOLE_FILE_FACTOR = 2
+#: copies of its JSON the whole-file path (files the streaming reader cannot cut) may hold at once, counted
+#: against the memory budget: the blocks read and their join, then the document and a list of one object per
+#: entry, and a repaired document's two passes beside it; it reads traces up to the budget / this
+WHOLE_FILE_FACTOR = 4
+
+
+def whole_file_limit() -> int:
+    """Largest uncompressed trace the whole-file path reads: the budget over WHOLE_FILE_FACTOR (its copies)."""
+    return min(max_trace_bytes(), memory_budget() // WHOLE_FILE_FACTOR)
+
+
 #: reads of a file that changed while it was read, before giving up on it
 READ_ATTEMPTS = 3
 
@@ -266,7 +275,7 @@ def choose_strategies(size: int, workers: int, use_cache: bool, native_reader: b
     3. STREAM: decompressed block by block and decoded piece by piece in this process. A file it
        cannot cut into pieces: the next.
     4. WHOLE_FILE: the whole document decoded at once (it holds the bytes and one object per entry,
-       so it reads files up to max_trace_bytes() / WHOLE_FILE_FACTOR).
+       and its copies, so it reads files up to the memory budget / WHOLE_FILE_FACTOR).
 
     A TraceReadError (the file's own fault) ends the read at any step: the others would say the same.
     """
@@ -307,6 +316,9 @@ def read_trace(
     plan = choose_strategies(fingerprint[0], workers, use_cache, native.enabled())
     t = cache.load(path) if CACHE in plan else None
     if t is None:
+        why = over_budget(path)  # before the body is read
+        if why is not None:
+            raise TraceReadError(why)
         if tune_memory:
             tune_for_parsing()
         t = _read_checked(path, plan, workers, fingerprint)
@@ -396,5 +408,5 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
         except _NotStreamable:
             return None
     if strategy == WHOLE_FILE:
-        return parse_trace(read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR), path)
+        return parse_trace(read_bytes(path, whole_file_limit()), path)
     return None  # CACHE: looked up before any parse
