@@ -148,7 +148,7 @@ def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, 
 
 
 def test_finish_on_threads_gives_the_same_trace(monkeypatch):
-    """`_Builder.finish` puts the columns in order on threads for big traces (FINISH_THREADS_ROWS): the same
+    """`Builder.finish` puts the columns in order on threads for big traces (FINISH_THREADS_ROWS): the same
     TraceData as in one thread, by both readers."""
     data = json.dumps(_base_doc()).encode()
     serial = parse_trace(data, "t.json")

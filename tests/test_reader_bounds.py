@@ -135,7 +135,7 @@ class _Counting:
 def _count_work(monkeypatch) -> list:
     """Bytes handed to every JSON decoder and to repair_json from now on (one tally)."""
     tally = [0]
-    names = ("_CHUNK_DECODER", "_RAW_LIST_DECODER", "_EVENT_DECODER", "_LOOSE_DECODER", "_TOP_DECODER", "_ANY_DECODER")
+    names = ("_CHUNK_DECODER", "RAW_LIST_DECODER", "_EVENT_DECODER", "_LOOSE_DECODER", "TOP_DECODER", "ANY_DECODER")
     for name in names:
         wrapped = _Counting(getattr(decode, name), tally)
         for mod in (decode, stream, reader):

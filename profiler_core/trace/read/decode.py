@@ -128,9 +128,9 @@ _Event = msgspec.defstruct("_Event", [("args", _Args, _NO_ARGS)], bases=(_LooseE
 _CHUNK_DECODER = msgspec.json.Decoder(list[_Event])  # type: ignore[valid-type]  # (a class made by defstruct)
 _EVENT_DECODER = msgspec.json.Decoder(_Event)
 _LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
-_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-_TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY_DECODER = msgspec.json.Decoder()
+RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+ANY_DECODER = msgspec.json.Decoder()
 
 
 TOO_DEEP = "events nested too deeply to read skipped"
@@ -163,7 +163,7 @@ def _decode_one(raw: Any, counts: dict) -> Any:
     return _Event(**{f: getattr(loose, f) for f in loose.__struct_fields__})
 
 
-def _decode_chunk(raws: list, counts: dict) -> list:
+def decode_chunk(raws: list, counts: dict) -> list:
     """Decode a slice of raw events into `_Event`s; undecodable ones become None (counted)."""
     buf = b"[" + b",".join(raws) + b"]"
     try:
@@ -214,7 +214,7 @@ def _decode_elements(inner: bytes, counts: dict) -> list:
     return [_decode_one(inner[a:b], counts) for a, b in bounds if inner[a:b].strip()]
 
 
-class _NotStreamable(Exception):
+class NotStreamable(Exception):
     """The quick splitter could not cut this file safely; the whole-file path reads it."""
 
 
@@ -229,7 +229,7 @@ def repair_json(data: bytes) -> bytes | None:
     return None if fixed == data else fixed
 
 
-def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
+def decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     """Decode a run of whole events (as cut by the splitter) into `_Event`s."""
     buf = b"".join((b"[", piece, b"]"))
     try:
@@ -241,7 +241,7 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     except msgspec.DecodeError:
         fixed = repair_json(buf)
         if fixed is None:
-            raise _NotStreamable from None
+            raise NotStreamable from None
         try:
             buf = fixed
             evs = _CHUNK_DECODER.decode(buf)
@@ -250,11 +250,11 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
         except msgspec.ValidationError:
             counts[REPAIRED] = counts.get(REPAIRED, 0) + 1
         except msgspec.DecodeError:
-            raise _NotStreamable from None
+            raise NotStreamable from None
     try:
-        raws = _RAW_LIST_DECODER.decode(buf)
+        raws = RAW_LIST_DECODER.decode(buf)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        raise _NotStreamable from None
+        raise NotStreamable from None
     except RecursionError:
         return _decode_elements(buf[1:-1], counts)
-    return _decode_chunk(raws, counts)
+    return decode_chunk(raws, counts)

@@ -21,16 +21,16 @@ from profiler_core import storage
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import cache, native, stream
 from profiler_core.trace.read.budget import memory_budget, over_budget
-from profiler_core.trace.read.columns import _base_ns, _Builder
+from profiler_core.trace.read.columns import Builder, base_ns_of
 from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
-    _ANY_DECODER,
-    _RAW_LIST_DECODER,
-    _TOP_DECODER,
+    ANY_DECODER,
     CHUNK,
+    RAW_LIST_DECODER,
     REPAIRED,
+    TOP_DECODER,
+    NotStreamable,
     TraceReadError,
-    _decode_chunk,
-    _NotStreamable,
+    decode_chunk,
     max_trace_bytes,
     max_trace_events,
     refuse_nul,
@@ -95,7 +95,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = F
     return data
 
 
-def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
+def split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     """Top-level keys (decoded) and the raw traceEvents array of a trace document."""
     start = data[:64].lstrip()
     if not start:
@@ -105,7 +105,7 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     if start[:1] != b"{":
         raise TraceReadError(f"{path}: not a JSON trace (starts with {start[:1]!r})")
     try:
-        top = _TOP_DECODER.decode(data)
+        top = TOP_DECODER.decode(data)
     except msgspec.DecodeError as e:
         raise TraceReadError(f"{path}: invalid or truncated JSON ({e})") from None
     if "traceEvents" not in top and "nodes" in top and "schema" in top:
@@ -119,15 +119,15 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     for key, raw in top.items():
         if key != "traceEvents":
             try:
-                meta[key] = _ANY_DECODER.decode(raw)
+                meta[key] = ANY_DECODER.decode(raw)
             except msgspec.DecodeError as e:  # (invalid UTF-8 in a string the top-level pass leaves raw)
                 raise TraceReadError(f"{path}: invalid JSON in {key!r} ({e})") from None
     return meta, top["traceEvents"]
 
 
-def _event_raws(events_raw: Any, path: str) -> list:
+def event_raws(events_raw: Any, path: str) -> list:
     try:
-        return _RAW_LIST_DECODER.decode(events_raw)
+        return RAW_LIST_DECODER.decode(events_raw)
     except msgspec.ValidationError:
         raise TraceReadError(f"{path}: 'traceEvents' is not a list") from None
     except msgspec.DecodeError as e:
@@ -152,7 +152,7 @@ def parse_trace_native(data: bytes, path: str = "<memory>", index: bool = False)
     if not native.available() or not isinstance(data, (bytes, bytearray)):
         return None
     try:
-        meta, events = _split_top(bytes(data), path)
+        meta, events = split_top(bytes(data), path)
     except (TraceReadError, RecursionError):
         return None
     gc_was_enabled = gc.isenabled()
@@ -198,30 +198,30 @@ def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
 
 def _parse_bytes(data: bytes, path: str) -> TraceData:
     refuse_nul(path, data)
-    builder = _Builder()
+    builder = Builder()
     try:
-        meta, events_raw = _split_top(data, path)
+        meta, events_raw = split_top(data, path)
     except RecursionError:  # an event nesting too deeply for the whole-document decode
         try:
             return stream._stream_parse(path, iter((data,)))
-        except (_NotStreamable, RecursionError):
+        except (NotStreamable, RecursionError):
             raise TraceReadError(f"{path}: JSON nested too deeply to read") from None
     except TraceReadError:
         fixed = repair_json(data)
         if fixed is None:
             raise
         data = fixed
-        meta, events_raw = _split_top(data, path)
+        meta, events_raw = split_top(data, path)
         builder.counts[REPAIRED] = 1
-    raws = _event_raws(events_raw, path)
+    raws = event_raws(events_raw, path)
     if len(raws) > max_trace_events():
         raise too_many_events(path, max_trace_events())
     for start in range(0, len(raws), CHUNK):
         chunk = raws[start : start + CHUNK]
-        evs = _decode_chunk(chunk, builder.counts)
+        evs = decode_chunk(chunk, builder.counts)
         builder.add_chunk(evs, start)
     del raws, events_raw
-    return builder.finish(path, meta, _base_ns(meta))
+    return builder.finish(path, meta, base_ns_of(meta))
 
 
 #: copies of its JSON the whole-file path (files the streaming reader cannot cut) may hold at once, counted
@@ -397,7 +397,7 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
             return stream._parallel_parse(path, workers)
         except TraceReadError:  # the file's own fault: reading it here says the same
             raise
-        except _NotStreamable:  # a range boundary that is not between two events
+        except NotStreamable:  # a range boundary that is not between two events
             return None
         except Exception as e:  # noqa: BLE001 - a failed worker: parse here instead
             logging.getLogger(__name__).warning("gpuscope: parallel parsing failed (%s); parsing in this process", e)
@@ -405,7 +405,7 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
     if strategy == STREAM:
         try:
             return stream._stream_parse(path)
-        except _NotStreamable:
+        except NotStreamable:
             return None
     if strategy == WHOLE_FILE:
         return parse_trace(read_bytes(path, whole_file_limit()), path)

@@ -13,14 +13,15 @@ from typing import Any
 
 import msgspec
 
-from profiler_core import settings, storage
+from profiler_core import storage
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read.columns import _base_ns, _Builder
+from profiler_core.trace.read import parallel_plan
+from profiler_core.trace.read.columns import Builder, base_ns_of
 from profiler_core.trace.read.decode import (
-    _ANY_DECODER,
+    ANY_DECODER,
+    NotStreamable,
     TraceReadError,
-    _decode_piece,
-    _NotStreamable,
+    decode_piece,
     element_bounds,
     max_trace_bytes,
     max_trace_events,
@@ -101,7 +102,7 @@ def _blocks(path: str, block: int | None = None, gather: bool = True) -> Iterato
 
 
 #: traces at least this big on disk are split across parser processes (smaller: this process)
-PARALLEL_MIN_BYTES = 16 << 20
+PARALLEL_MIN_BYTES = parallel_plan.PARALLEL_MIN_BYTES
 #: share of the decompressed stream this process parses when it splits a trace with one worker
 #: (it also merges and sorts, while the worker starts Python and inflates the bytes before its range;
 #: on the 2.2M-event real trace, 2 cores, the main process waited 0.55-0.65 s for the worker's half
@@ -110,15 +111,15 @@ MAIN_SHARE = 0.55
 
 
 def default_parse_processes() -> int:
-    """Parser processes worth adding here: cores - 1, at most 3 (none on one core)."""
-    return max(0, min(3, (os.cpu_count() or 1) - 1))
+    """Parser processes worth adding here for a big trace: `parallel_plan`'s (cores - 1, at most 3)."""
+    return parallel_plan.default_plan(os.cpu_count() or 1, parallel_plan.PARALLEL_MIN_BYTES, False).parse_processes
 
 
 def _parse_processes(requested: int | None) -> int:
-    env = settings.get("GPUSCOPE_PARSE_PROCESSES")
-    if env is not None:  # the environment wins (0 turns parallel parsing off)
-        return env
-    return default_parse_processes() if requested is None else max(0, requested)
+    p = parallel_plan.plan(os.cpu_count() or 1, parallel_plan.PARALLEL_MIN_BYTES, False)
+    if requested is None or "parse_processes" in p.overridden:  # the setting wins (0 turns parallel parsing off)
+        return p.parse_processes
+    return max(0, requested)
 
 
 def file_version(path: str) -> tuple[int, ...]:
@@ -130,14 +131,14 @@ def file_version(path: str) -> tuple[int, ...]:
 def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = None) -> bytes:
     """A worker's job: the events between the cuts at `lo` and `hi` (see _parse_span) as one compact
     chunk of columns, pickled for the main process to merge. A file whose (size, mtime) is no longer
-    `version` (replaced since the main process looked) raises _NotStreamable: read it serially."""
+    `version` (replaced since the main process looked) raises NotStreamable: read it serially."""
     if version is not None:
         try:
             if file_version(path) != tuple(version):
-                raise _NotStreamable
+                raise NotStreamable
         except OSError:
-            raise _NotStreamable from None
-    builder = _Builder()
+            raise NotStreamable from None
+    builder = Builder()
     n, index, meta = _parse_span(path, builder, lo, hi)
     builder.compact()
     out = builder.export()
@@ -181,7 +182,7 @@ class _SpanProcess:
         )
 
     def result(self) -> bytes:
-        """The pickled columns; TraceReadError / _NotStreamable as the worker raised them."""
+        """The pickled columns; TraceReadError / NotStreamable as the worker raised them."""
         out, err = self.proc.communicate()
         code = self.proc.returncode
         if code == 0:
@@ -190,7 +191,7 @@ class _SpanProcess:
         if code == SPAN_READ_ERROR:
             raise TraceReadError(text)
         if code == SPAN_NOT_STREAMABLE:
-            raise _NotStreamable
+            raise NotStreamable
         raise RuntimeError(f"parser process exited with {code}: {text[-800:]}")
 
     def cancel(self) -> None:
@@ -217,7 +218,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     Every range boundary is the first `}, {` at or after a target offset, found the same way by
     the two processes that share it; the process on the left decodes its last events up to it, so
     a boundary that is not between two events (inside a string, an event or the metadata after
-    the array) fails that decode and raises _NotStreamable (the caller reads serially instead).
+    the array) fails that decode and raises NotStreamable (the caller reads serially instead).
     `start(path, lo, hi, version)` starts a worker (a handle with result() and cancel()), by default a
     _SpanProcess."""
     start = start or _SpanProcess
@@ -231,7 +232,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     try:
         for lo, hi in zip(bounds, bounds[1:] + [None]):
             spans.append(start(path, lo, hi, version))
-        builder = _Builder()
+        builder = Builder()
         n, index, meta = _parse_span(path, builder, None, bounds[0])
         for span in spans:
             part = pickle.loads(span.result())
@@ -247,8 +248,8 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
             span.cancel()
         raise
     if meta is None:
-        raise _NotStreamable
-    t = builder.finish(path, meta, _base_ns(meta))
+        raise NotStreamable
+    t = builder.finish(path, meta, base_ns_of(meta))
     t.event_index = tuple(index)
     return t
 
@@ -256,16 +257,16 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
 def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData:
     """Parse a whole trace while it is decompressed (see _parse_span); `blocks`: its bytes, when
     they are not to be read from `path`."""
-    builder = _Builder()
+    builder = Builder()
     _, index, meta = _parse_span(path, builder, blocks=blocks)
-    t = builder.finish(path, meta, _base_ns(meta))
+    t = builder.finish(path, meta, base_ns_of(meta))
     t.event_index = tuple(index)
     return t
 
 
 def _parse_span(
     path: str,
-    builder: _Builder,
+    builder: Builder,
     lo: int | None = None,
     hi: int | None = None,
     blocks: Iterator[bytes] | None = None,
@@ -274,7 +275,7 @@ def _parse_span(
     `}, {` separators; returns (events added, piece index, top-level metadata).
 
     Every cut is checked by the JSON decoder (a cut inside an event or a string leaves an
-    unbalanced piece, which fails to decode), so a file this cannot split raises _NotStreamable
+    unbalanced piece, which fails to decode), so a file this cannot split raises NotStreamable
     and goes to the whole-file path instead of being misread.
 
     With `lo`, events before the first separator at or after decompressed offset `lo` are
@@ -317,7 +318,7 @@ def _parse_span(
                     m = _HEAD_RE.search(buf)
                     if m is None:
                         if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-                            raise _NotStreamable
+                            raise NotStreamable
                         continue
                     head, buf = buf[: m.start()], buf[m.end() :]
                     start += m.end()
@@ -334,18 +335,18 @@ def _parse_span(
                 m = _SEP_RE.search(buf)
                 if m is None:
                     if len(buf) > MAX_PIECE:
-                        raise _NotStreamable
+                        raise NotStreamable
                     continue
                 buf, start, lo = buf[m.end() - 1 :], start + m.end() - 1, None
             if hi is not None and start + len(buf) > hi:  # this span's end is in buf
                 m = _SEP_RE.search(buf, max(0, hi - start))
                 if m is None:
                     if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-                        raise _NotStreamable
+                        raise NotStreamable
                     continue  # wait for the whole separator
                 part = buf[: m.start() + 1]
                 pos = _add_pieces(part, 0, start, add, counts)
-                evs = _decode_piece(part[pos:], counts)
+                evs = decode_piece(part[pos:], counts)
                 add(evs, start + pos, start + len(part))
                 return n, index, None
             pos = _add_pieces(buf, 0, start, add, counts)
@@ -353,25 +354,25 @@ def _parse_span(
                 buf = buf[pos:]
                 start += pos
             elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-                raise _NotStreamable
+                raise NotStreamable
     finally:
         if hasattr(blocks, "close"):
             blocks.close()  # closes the file when this span ends early
     if head is None:
         if not buf.strip():
             raise TraceReadError(f"{path}: empty file")
-        raise _NotStreamable
+        raise NotStreamable
     if lo is not None:  # no separator after lo: the span before this one holds every event
         return 0, [], None
     # the last piece: events, "]", then the rest of the top-level object
     for meta, last in _tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
         try:
-            evs = _decode_piece(last, counts) if last.strip() else []
+            evs = decode_piece(last, counts) if last.strip() else []
             break
-        except _NotStreamable:
+        except NotStreamable:
             continue
     else:
-        raise _NotStreamable
+        raise NotStreamable
     add(evs, start, start + len(last))
     return n, index, meta
 
@@ -396,7 +397,7 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
 
     The quick cut is the last `}, {` before pos + BLOCK; when that piece does not decode (the
     separator was inside a string), the exact cut comes from a scan of the bytes that skips
-    strings (`element_bounds`), and a piece that fails even then is invalid JSON: _NotStreamable,
+    strings (`element_bounds`), and a piece that fails even then is invalid JSON: NotStreamable,
     at once (the whole-file path says what is wrong). No byte is decoded more than a few times."""
     hi = min(pos + max(BLOCK, 1), len(buf))
     m = None
@@ -407,17 +408,17 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
     if m is not None:
         cut = (m.start() + 1, m.end() - 1)
         try:
-            return _decode_piece(view[pos : cut[0]], counts), cut
-        except _NotStreamable:
+            return decode_piece(view[pos : cut[0]], counts), cut
+        except NotStreamable:
             pass
     end = min(len(buf), hi + max(BLOCK, MAX_EVENT_SCAN))  # a bounded scan: never the whole buffer
     bounds, _ = element_bounds(buf, pos, end, stop_after=hi)
     if not bounds:
         if end < len(buf):  # no event ends within the scan: the whole-file path reads it
-            raise _NotStreamable
+            raise NotStreamable
         return None, None
     end = bounds[-1][1]
-    return _decode_piece(view[pos:end], counts), (end, end + 1)
+    return decode_piece(view[pos:end], counts), (end, end + 1)
 
 
 #: bytes before the window's end searched for the quick cut (a few events)
@@ -439,7 +440,7 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes]]:
                 yield {}, buf[:q]
             continue
         try:
-            meta = _ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
+            meta = ANY_DECODER.decode(head + b'"traceEvents": []' + tail)
         except (msgspec.DecodeError, RecursionError):
             continue
         if isinstance(meta, dict):
