@@ -124,14 +124,14 @@ import gc
 gc.disable()
 clock = time.process_time  # CPU seconds of this process: robust to the other load of a shared machine
 ph = {{"inflate": 0.0, "cut": 0.0, "scan": 0.0, "read": 0.0, "finish": 0.0, "views": 0.0, "events": 0}}
-finish = columns._Builder.finish
+finish = columns.Builder.finish
 def timed_finish(self, *a, **k):
     t0 = clock()
     try:
         return finish(self, *a, **k)
     finally:
         ph["finish"] += clock() - t0
-columns._Builder.finish = timed_finish
+columns.Builder.finish = timed_finish
 for path in sys.argv[1:]:
     t0 = clock()
     for _ in stream._blocks(path, native.INFLATE_BLOCK, gather=False) if native.available() else stream._blocks(path):
@@ -171,7 +171,7 @@ BIG_BUDGET = 8 << 30
 def phases(files: list, env: dict | None = None) -> dict:
     """CPU seconds per million events of the phases of one serial read of `files` (one process, the
     reader read_trace picks) and the floor. inflate: ISA-L alone; cut: cutting the inflated text into
-    pieces; scan: the C scan of the pieces; read: read_trace in all; finish: `_Builder.finish` in it;
+    pieces; scan: the C scan of the pieces; read: read_trace in all; finish: `Builder.finish` in it;
     convert: the rest of the read (the native reader: texts and columns handed over to the builder;
     the Python reader: its msgspec decoding and coercions); views: overview, operators and kernels;
     floor: inflate + scan (the native parser's speed, one core)."""
@@ -433,7 +433,7 @@ def _report(table: list, cores: int) -> None:
     print(
         "(inflate: ISA-L alone; cut and scan: the native reader's cutting into pieces and its C scan; convert: "
         "the rest of the read before finish (native: texts and columns handed to the builder; Python: msgspec "
-        "decoding and coercions); finish: _Builder.finish; views: overview, operators, kernels; total: read + "
+        "decoding and coercions); finish: Builder.finish; views: overview, operators, kernels; total: read + "
         "views; floor: inflate + scan, the native parser's speed on one core; x floor: read / floor)"
     )
     if verdicts:

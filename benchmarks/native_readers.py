@@ -85,8 +85,8 @@ def events_slice(data: bytes) -> tuple[dict, bytes]:
     """(top-level keys but traceEvents, the traceEvents array's bytes), by msgspec's raw pass."""
     if data.lstrip()[:1] == b"[":
         return {}, data
-    top = _retry_repaired(D._TOP_DECODER.decode, data)
-    meta = {k: D._ANY_DECODER.decode(v) for k, v in top.items() if k != "traceEvents"}
+    top = _retry_repaired(D.TOP_DECODER.decode, data)
+    meta = {k: D.ANY_DECODER.decode(v) for k, v in top.items() if k != "traceEvents"}
     return meta, bytes(top["traceEvents"])
 
 
@@ -109,7 +109,7 @@ def read_msgspec(path: str) -> dict:
     t = read_trace(path, processes=0)
     ev = t.dense_events().sort_values("idx", kind="stable")  # the sparse args too, as full columns
     out = {c: _plain(ev[c]) for c in EVENT_COLUMNS}
-    if C._base_ns(t.metadata) is None:  # rebased on the first event: back to the file's µs
+    if C.base_ns_of(t.metadata) is None:  # rebased on the first event: back to the file's µs
         out["ts"] = out["ts"] + t.base_ns
     return out
 
@@ -231,7 +231,7 @@ def ndjson_of(path: str) -> tuple[dict, bytes]:
     """The top-level keys and traceEvents rewritten as one event per line (msgspec's raw-list pass)."""
     meta, arr = events_slice(inflate(path))
     arr = arr.replace(b"\n", b" ")  # a JSON text holds no raw newline: only the layout's go
-    return meta, b"\n".join(D._RAW_LIST_DECODER.decode(arr))
+    return meta, b"\n".join(D.RAW_LIST_DECODER.decode(arr))
 
 
 def read_pyarrow(path: str) -> dict:
@@ -345,7 +345,7 @@ class ListColumns:
         return self.co.ints(k, self.raw[k], missing, dtype)
 
     def texts(self, k: str, convert) -> np.ndarray:
-        it = C._Interner(convert)
+        it = C.Interner(convert)
         codes = it.add(self.raw[k])
         return np.asarray(it.values, dtype=object)[codes]
 
@@ -353,7 +353,7 @@ class ListColumns:
         return labels.column(self.raw[k])
 
     def triples(self, k: str) -> np.ndarray:
-        b = C._Builder()
+        b = C.Builder()
         return b._triples(k, self.raw[k])
 
     def present(self, k: str) -> np.ndarray:
@@ -446,12 +446,12 @@ def _finish_columns(cols, meta: dict) -> dict:
     ts_us, dur_us = cols.floats("ts"), cols.floats("dur")
     keep = C._valid_ts(ts_us) & ~(np.abs(dur_us) >= C._MAX_US)
     out: dict = {"idx": np.asarray(cols.raw["idx"])}
-    out["ts"] = C._to_ns(ts_us)
-    dur = C._to_ns(np.where(np.isfinite(dur_us), dur_us, 0.0))
+    out["ts"] = C.to_ns(ts_us)
+    dur = C.to_ns(np.where(np.isfinite(dur_us), dur_us, 0.0))
     out["dur"] = np.maximum(dur, 0)
-    out["cat"] = cols.texts("cat", lambda v: normalise_category(C._to_text(v)))
-    out["name"] = cols.texts("name", C._to_text)
-    labels = C._Labels()
+    out["cat"] = cols.texts("cat", lambda v: normalise_category(C.to_text(v)))
+    out["name"] = cols.texts("name", C.to_text)
+    labels = C.Labels()
     out["pid"], out["tid"] = cols.labels("pid", labels), cols.labels("tid", labels)
     import pandas as pd
 
@@ -483,7 +483,7 @@ def _finish_columns(cols, meta: dict) -> dict:
             v = merged(a.field, lambda f: cols.texts(f, lambda s: C._compact_json(s.encode()) if s else ""), "")
             out[a.column] = np.where(rows, v, "")
         elif kind == "text":
-            out[a.column] = np.where(rows, merged(a.field, lambda f: cols.texts(f, C._to_text), ""), "")
+            out[a.column] = np.where(rows, merged(a.field, lambda f: cols.texts(f, C.to_text), ""), "")
         elif kind == "float":
             out[a.column] = np.where(rows, merged(a.field, cols.floats, None), np.nan)
         else:
@@ -744,7 +744,7 @@ def cmd_floor(files: list, steps: tuple = FLOOR_STEPS) -> None:
         timed("simdjson_parse", lambda d: simdjson.Parser().parse(d) and None, data)
         timed("orjson_loads", lambda d: orjson.loads(d) and None, data)
         t0 = time.process_time()
-        top = D._TOP_DECODER.decode(data)
+        top = D.TOP_DECODER.decode(data)
         raws = msgspec.json.Decoder(list[msgspec.Raw]).decode(top["traceEvents"])
         if "msgspec_raw_list" in t:
             t["msgspec_raw_list"] += time.process_time() - t0

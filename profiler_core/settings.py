@@ -105,11 +105,16 @@ SETTINGS: dict[str, Setting] = {
         _s(
             "MAX_LOADED_BYTES",
             "bytes",
-            4 << 30,
-            "the plugin's memory budget for parsed traces; a trace may hold at most this much uncompressed JSON",
+            None,
+            "the memory budget for parsed traces (default: 4 GiB, at most half the machine's memory); a trace is "
+            "read when the measured cost of what it keeps (about 224 bytes an event, 128 more with kernel or copy "
+            "args) fits, estimated before its body is read",
         ),
         _s(
-            "MAX_TRACE_BYTES", "bytes", None, "the largest uncompressed trace read (default: GPUSCOPE_MAX_LOADED_BYTES)"
+            "MAX_TRACE_BYTES",
+            "bytes",
+            None,
+            "the largest uncompressed trace read (default: 4 times GPUSCOPE_MAX_LOADED_BYTES)",
         ),
         _s(
             "GUNZIP",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict, deque
@@ -31,7 +30,8 @@ from dataclasses import dataclass
 from profiler_core import child_env, settings
 from profiler_core.storage import redact
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read import cache, malloc_tuning
+from profiler_core.trace.read import cache, malloc_tuning, parallel_plan
+from profiler_core.trace.read.budget import memory_budget
 from profiler_core.trace.read.reader import TraceReadError, default_parse_processes, read_trace
 from profiler_core.trace.sparse import nbytes_of
 from tb_plugin.errors import LoadFailed
@@ -40,28 +40,19 @@ from tb_plugin.runs import TraceFile
 log = logging.getLogger(__name__)
 
 #: memory budget for parsed traces kept in memory (bytes); env GPUSCOPE_MAX_LOADED_BYTES
-DEFAULT_MAX_BYTES = settings.get("GPUSCOPE_MAX_LOADED_BYTES")
+DEFAULT_MAX_BYTES = memory_budget()
 
 
 def default_processes() -> int:
     """Worker processes for parsing: env GPUSCOPE_LOAD_PROCESSES, else some when cores allow."""
-    env = settings.get("GPUSCOPE_LOAD_PROCESSES")
-    if env is not None:
-        return env
-    cores = os.cpu_count() or 1
-    return min(4, cores // 2) if cores >= 4 else 0
+    return parallel_plan.here(native=False).load_processes
 
 
 def default_threads() -> int:
     """Files read at once in threads when there are no load processes: env GPUSCOPE_LOAD_THREADS, else 2 from 2
     cores where the native reader is built (its scan lets go of the GIL, so one file's scan overlaps the other's
     conversion), else 1."""
-    env = settings.get("GPUSCOPE_LOAD_THREADS")
-    if env is not None:
-        return env
-    from profiler_core.trace.read import native
-
-    return 2 if (os.cpu_count() or 1) >= 2 and native.enabled() else 1
+    return parallel_plan.here().load_threads
 
 
 def _exiting() -> bool:

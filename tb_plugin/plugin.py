@@ -30,6 +30,7 @@ from werkzeug import wrappers
 
 from profiler_core import settings
 from profiler_core.identity import file_identity
+from profiler_core.trace.read import parallel_plan
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady, RequestError, Unavailable
 from tb_plugin.routes import ROUTES, Route
 
@@ -251,7 +252,7 @@ def warm_views(t: Any) -> None:
         _try(lambda t: _operators_answer(t, OPERATORS_GROUP_BY.default_value()), t)
         _try(lambda t: _kernels_answer(t, KERNELS_GROUP_BY.default_value()), t)
 
-    if (os.cpu_count() or 1) >= 2 and len(t.events) >= WARM_TWO_THREADS_EVENTS:
+    if len(t.events) >= WARM_TWO_THREADS_EVENTS and parallel_plan.here(native=False).warm_two_threads:
         beside = threading.Thread(target=_try, args=(_overview_answer, t), name="gpuscope-warm-overview", daemon=True)
         beside.start()
         operators_and_kernels(t)

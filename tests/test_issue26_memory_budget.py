@@ -24,7 +24,7 @@ from tb_plugin.runs import Scanner
 if sys.argv[3] == "whole":  # as for a file the streaming reader cannot cut
     from profiler_core.trace.read import stream
     def not_streamable(*a, **k):
-        raise stream._NotStreamable
+        raise stream.NotStreamable
     stream._stream_parse = not_streamable
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 out = {}
@@ -100,10 +100,12 @@ def test_the_event_limit_follows_the_budget(tmp_path, monkeypatch):
             {"traceEvents": [{"ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1, "name": "a"} for i in range(30)]}
         )
     )
-    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(20 * 400))
+    from profiler_core.trace.read.budget import EVENT_PEAK_BYTES
+
+    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(20 * EVENT_PEAK_BYTES))
     with pytest.raises(TraceReadError, match="more than 20 events"):
         read_trace(path, processes=0)
-    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(40 * 400))
+    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(40 * EVENT_PEAK_BYTES))
     assert len(read_trace(path, processes=0).events) == 30
 
 

@@ -158,7 +158,7 @@ def test_the_streaming_strategy_alone_never_takes_nested_events(doc):
     path, text, _ = doc
     try:
         t = stream._stream_parse(path)
-    except decode._NotStreamable:  # (a repeated key: the whole-file path reads the last)
+    except decode.NotStreamable:  # (a repeated key: the whole-file path reads the last)
         return
     assert _names(t) == _want(text)
 

@@ -141,7 +141,7 @@ def test_background_reads_in_process_run_one_or_two_at_a_time(tmp_path, monkeypa
     from profiler_core.trace.read import native
 
     monkeypatch.setenv("GPUSCOPE_NATIVE_READER", native_reader)
-    monkeypatch.setattr(loader_mod.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     if native_reader == "1" and not native.available():
         pytest.skip("the native reader is not built here")
 
@@ -371,9 +371,8 @@ def test_no_warming_once_the_traces_in_memory_hold_many_events(tmp_path, monkeyp
 
 def test_load_threads_setting_sets_the_slots(monkeypatch):
     """GPUSCOPE_LOAD_THREADS overrides the default; a value under 1 is refused with a warning and the default used."""
-    import tb_plugin.loader as loader_mod
 
-    monkeypatch.setattr(loader_mod.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")
     for value, slots in (("3", 3), ("1", 1), ("0", 1)):  # "0": below the minimum, the default (1 here)
         monkeypatch.setenv("GPUSCOPE_LOAD_THREADS", value)

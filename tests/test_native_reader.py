@@ -148,7 +148,7 @@ def test_a_file_is_scanned_piece_by_piece_alike(tmp_path, monkeypatch, threads, 
 
 
 def test_finish_on_threads_gives_the_same_trace(monkeypatch):
-    """`_Builder.finish` puts the columns in order on threads for big traces (FINISH_THREADS_ROWS): the same
+    """`Builder.finish` puts the columns in order on threads for big traces (FINISH_THREADS_ROWS): the same
     TraceData as in one thread, by both readers."""
     data = json.dumps(_base_doc()).encode()
     serial = parse_trace(data, "t.json")
@@ -449,7 +449,9 @@ def test_huge_numbers_and_exact_floats():
 
 
 def test_too_many_events_and_too_deep_are_left_to_the_python_reader(monkeypatch):
-    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(400 * 100))  # 100 events at 400 bytes each
+    from profiler_core.trace.read.budget import EVENT_PEAK_BYTES
+
+    monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(EVENT_PEAK_BYTES * 100))  # 100 events
     data = json.dumps(_base_doc()).encode()
     assert parse_trace_native(data) is None
     with pytest.raises(TraceReadError, match="more than 100 events"):

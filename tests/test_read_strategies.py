@@ -6,7 +6,7 @@ import json
 import pytest
 
 from profiler_core.trace.read import reader, stream
-from profiler_core.trace.read.decode import _NotStreamable
+from profiler_core.trace.read.decode import NotStreamable
 from profiler_core.trace.read.reader import CACHE, PROCESSES, STREAM, WHOLE_FILE, choose_strategies, read_trace
 
 BIG = stream.PARALLEL_MIN_BYTES
@@ -71,7 +71,7 @@ def test_cache_first_then_a_parse_that_is_stored(tmp_path, monkeypatch):
 
 def test_a_file_streaming_cannot_cut_is_read_whole(tmp_path, monkeypatch):
     def not_streamable(*args, **kwargs):
-        raise _NotStreamable
+        raise NotStreamable
 
     monkeypatch.setattr(stream, "_stream_parse", not_streamable)
     t = read_trace(_trace(tmp_path), processes=0)

@@ -445,10 +445,10 @@ def test_execution_trace_is_refused(shared_traces):
 )
 def test_the_names_frame_is_built_as_pandas_infers_it(rows):
     from profiler_core.trace.model import NAME_COLUMNS
-    from profiler_core.trace.read.columns import _names_frame
+    from profiler_core.trace.read.columns import names_frame
 
     ref = pd.DataFrame(rows, columns=list(NAME_COLUMNS))
     ref = ref.astype({"pid": np.int64, "tid": np.int64, "kind": object, "value": object})
-    got = _names_frame(rows)
+    got = names_frame(rows)
     pd.testing.assert_frame_equal(got, ref, check_column_type=True, check_index_type=True)
     assert [type(v) for v in got["value"]] == [type(v) for v in ref["value"]]

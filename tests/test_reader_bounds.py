@@ -50,7 +50,7 @@ def test_the_cap_follows_the_memory_budget(monkeypatch):
 
 
 def test_a_bomb_is_refused_from_its_trailer_before_inflating(tmp_path, monkeypatch):
-    """64 MiB of spaces in 64 KB of gzip, over a 4 MiB budget: refused, nothing inflated."""
+    """64 MiB of spaces in 64 KB of gzip, over the JSON cap of a 4 MiB budget: refused, nothing inflated."""
     monkeypatch.delenv("GPUSCOPE_MAX_TRACE_BYTES", raising=False)
     monkeypatch.setenv("GPUSCOPE_MAX_LOADED_BYTES", str(4 << 20))
     path = tmp_path / "bomb.pt.trace.json.gz"
@@ -65,7 +65,7 @@ def test_a_bomb_is_refused_from_its_trailer_before_inflating(tmp_path, monkeypat
     for read in (lambda: read_trace(path, processes=0), lambda: read_bytes(path)):
         with pytest.raises(TraceReadError, match="GPUSCOPE_MAX_LOADED_BYTES") as e:
             read()
-        assert f"larger than {4 << 20} bytes" in str(e.value)
+        assert f"larger than {decode.JSON_PER_LOADED_BYTE * (4 << 20)} bytes" in str(e.value)
 
 
 def test_a_bomb_whose_trailer_wraps_is_stopped_at_the_cap(tmp_path, monkeypatch):
@@ -75,7 +75,8 @@ def test_a_bomb_whose_trailer_wraps_is_stopped_at_the_cap(tmp_path, monkeypatch)
     path = tmp_path / "multi.pt.trace.json.gz"
     path.write_bytes(_gzip_stream([b" " * (1 << 20)] * 16, 9) + gzip.compress(b"{}"))
     for read in (lambda: read_trace(path, processes=0), lambda: read_bytes(path)):
-        with pytest.raises(TraceReadError, match=f"larger than {2 << 20} bytes.*GPUSCOPE_MAX_LOADED"):
+        cap = decode.JSON_PER_LOADED_BYTE * (2 << 20)  # (16 MiB of spaces: over it)
+        with pytest.raises(TraceReadError, match=f"larger than {cap} bytes.*GPUSCOPE_MAX_LOADED"):
             read()
 
 
@@ -134,7 +135,7 @@ class _Counting:
 def _count_work(monkeypatch) -> list:
     """Bytes handed to every JSON decoder and to repair_json from now on (one tally)."""
     tally = [0]
-    names = ("_CHUNK_DECODER", "_RAW_LIST_DECODER", "_EVENT_DECODER", "_LOOSE_DECODER", "_TOP_DECODER", "_ANY_DECODER")
+    names = ("_CHUNK_DECODER", "RAW_LIST_DECODER", "_EVENT_DECODER", "_LOOSE_DECODER", "TOP_DECODER", "ANY_DECODER")
     for name in names:
         wrapped = _Counting(getattr(decode, name), tally)
         for mod in (decode, stream, reader):

@@ -78,7 +78,7 @@ def test_ranges_merge_into_the_serial_result(tmp_path, monkeypatch, gz, workers)
         monkeypatch.setattr(stream, "MAIN_SHARE", share)
         try:
             t = _parallel(path, workers)
-        except reader._NotStreamable:  # a boundary inside a string: read_trace reads serially
+        except reader.NotStreamable:  # a boundary inside a string: read_trace reads serially
             continue
         assert len(_InlineSpan.started) == workers
         _same(t, whole, doc)
@@ -107,7 +107,7 @@ def test_boundary_inside_a_string_is_caught_and_read_trace_falls_back(tmp_path, 
     start = text.index(b'"text"')
     monkeypatch.setattr(stream, "MAIN_SHARE", (start + 200) / len(text))  # inside that string
     monkeypatch.setattr(stream, "BLOCK", 4096)
-    with pytest.raises(reader._NotStreamable):
+    with pytest.raises(reader.NotStreamable):
         _parallel(path, 1)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
@@ -121,7 +121,7 @@ def test_boundary_past_the_event_array(tmp_path, monkeypatch):
     whole = parse_trace(text, str(path))
     monkeypatch.setattr(stream, "MAIN_SHARE", 0.9)  # in the metadata after the events
     monkeypatch.setattr(stream, "BLOCK", 4096)
-    with pytest.raises(reader._NotStreamable):
+    with pytest.raises(reader.NotStreamable):
         _parallel(path, 1)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
@@ -138,7 +138,7 @@ def test_no_separator_after_a_boundary_leaves_that_range_empty(tmp_path, monkeyp
     monkeypatch.setattr(stream, "MAIN_SHARE", 0.5)
     monkeypatch.setattr(stream, "BLOCK", 4096)
     _same(_parallel(path, 1), whole, doc)
-    b = columns._Builder()
+    b = columns.Builder()
     assert stream._parse_span(str(path), b, len(text) // 2, None) == (0, [], None)
 
 
@@ -269,7 +269,7 @@ def test_a_file_replaced_before_a_worker_starts_is_read_serially(tmp_path, monke
         return (size, *rest) if len(calls) == 1 else (size + 1, *rest)
 
     monkeypatch.setattr(stream, "file_version", changed_after_the_first_look)
-    with pytest.raises(stream._NotStreamable):
+    with pytest.raises(stream.NotStreamable):
         _parallel(path, 1)
     assert len(calls) == 2  # the main process, then the worker
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)

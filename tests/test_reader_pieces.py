@@ -98,9 +98,9 @@ def test_fast_ns_conversion_is_exact_for_three_decimals():
         [rng.integers(-lim + 1, lim - 1, 20000), rng.integers(-(10**7), 10**7, 20000), [0, 1, 999, 1000, -1]]
     )
     us = np.array([float(Decimal(int(v)) / 1000) for v in ns])  # what json.loads gives for "%.3f"
-    assert np.array_equal(columns._to_ns(us), ns)
+    assert np.array_equal(columns.to_ns(us), ns)
     big = np.array([1.7e15 + 0.5, np.nan, 3.25])  # outside the fast range / not finite: exact path
-    assert list(columns._to_ns(big)) == [1_700_000_000_000_000_500, 0, 3250]
+    assert list(columns.to_ns(big)) == [1_700_000_000_000_000_500, 0, 3250]
 
 
 def test_event_order_with_few_wrong_ties_sorts_only_their_runs():

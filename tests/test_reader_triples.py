@@ -67,11 +67,11 @@ ODD = [
 def test_bulk_path_equals_the_value_by_value_path():
     """Every odd value, alone or among good ones: the bulk conversion gives what the value-by-value one
     gives, and counts the same bad values."""
-    from profiler_core.trace.read.columns import _Builder
+    from profiler_core.trace.read.columns import Builder
 
     for odd in ODD:
         for values in ([odd], [[1, 2, 3], odd, None], [None, odd, [4, 5, 6]]):
-            bulk, slow = _Builder(), _Builder()
+            bulk, slow = Builder(), Builder()
             got = bulk._triples("grid", values)
             want = slow._triples_slow("grid", values)
             assert got.dtype == np.int32 and got.shape == (len(values), 3)

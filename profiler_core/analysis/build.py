@@ -86,7 +86,7 @@ def events_from_trace(trace: Any) -> EventList:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Builder(raw_events, meta).build()
+        return Builder(raw_events, meta).build()
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -119,7 +119,7 @@ def _float_ns(us: float) -> int:
     return whole * 1000 + round((us - whole) * 1000)
 
 
-def _to_ns(value: Any, what: str, index: int) -> int:
+def to_ns(value: Any, what: str, index: int) -> int:
     """A µs timestamp/duration (int, float or numeric string) as integer ns."""
     kind = type(value)
     if kind is float and value - value == 0.0:
@@ -187,7 +187,7 @@ def _lookup_flops() -> Callable | None:
     return compute_flops
 
 
-class _Builder:
+class Builder:
     """One pass over traceEvents, then linking (tree, kernels, memory) and finally the EventList."""
 
     def __init__(self, raw_events: list, meta: dict) -> None:
@@ -302,7 +302,7 @@ class _Builder:
             cat = _GPU_CATS.get(cat_l)
             if cat is None:
                 if cat_l == "trace" and self.origin_ns is None and "ts" in ev:
-                    self.origin_ns = _to_ns(ev.get("ts"), "ts", index)
+                    self.origin_ns = to_ns(ev.get("ts"), "ts", index)
                 return
             is_gpu = True
         name = ev.get("name")
@@ -315,11 +315,11 @@ class _Builder:
             # exact: a non-zero base is beyond 2**32 us, ts within 2**30 of it, so their difference is a float
             start = self.base_ns + round((ts - self.base_us) * 1000)
         else:
-            start = _to_ns(ts, "ts", index)
+            start = to_ns(ts, "ts", index)
             if type(ts) is float and abs(ts) >= 2 * _FAST_NS_LIMIT:
                 self.base_us, self.base_ns = float(int(ts)), int(ts) * 1000
         dur = ev.get("dur", 0)
-        dur = round(dur * 1000) if type(dur) is float else _to_ns(dur, "dur", index)
+        dur = round(dur * 1000) if type(dur) is float else to_ns(dur, "dur", index)
         if dur < 0:
             dur = 0
         args = ev.get("args")
@@ -435,7 +435,7 @@ class _Builder:
         nbytes = _int_arg(args, _MEM_BYTES, default=0)
         self.memory.append(
             (
-                _to_ns(ev.get("ts"), "ts", index),
+                to_ns(ev.get("ts"), "ts", index),
                 self._ident(ev.get("pid", 0)),
                 self._ident(ev.get("tid", 0)),
                 nbytes,

@@ -1,5 +1,5 @@
 """Decoded events -> columns: normalised categories, interned texts, coerced numbers, and the
-`_Builder` that accumulates a trace's pieces and makes its DataFrames (`TraceData`)."""
+`Builder` that accumulates a trace's pieces and makes its DataFrames (`TraceData`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from profiler_core.trace.model import (
     clean_device_properties,
     constant_column,
 )
-from profiler_core.trace.read.decode import _ANY_DECODER, TraceReadError, decoder_fields
+from profiler_core.trace.read.decode import ANY_DECODER, TraceReadError, decoder_fields
 from profiler_core.trace.sparse import SparseColumn, share_rows
 
 # --------------------------------------------------------------------------- normalisation
@@ -41,7 +41,7 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NUMERIC_ID = re.compile(r"^\s*(?:stream\s*)?(-?\d+)\s*$", re.IGNORECASE)
 
 
-class _Labels:
+class Labels:
     """Maps non-numeric pid/tid strings to stable negative codes (crc32-based)."""
 
     def __init__(self) -> None:
@@ -71,7 +71,7 @@ class _Labels:
             found = self._number(int(value))
             if found is not None:
                 return found
-        text = _to_text(value)
+        text = to_text(value)
         m = _NUMERIC_ID.match(text)
         if m:
             found = self._number(int(m.group(1)), counted=not isinstance(value, str))
@@ -97,17 +97,17 @@ class _Labels:
             mapping = {v: self.code(v) for v in set(values)}
             return np.fromiter(map(mapping.__getitem__, values), dtype=np.int64, count=n)
         except TypeError:  # unhashable values (lists ...)
-            return np.fromiter((self.code(_to_text(v)) for v in values), dtype=np.int64, count=n)
+            return np.fromiter((self.code(to_text(v)) for v in values), dtype=np.int64, count=n)
 
 
-class _Interner:
+class Interner:
     """Builds one pandas category column across chunks (value -> code)."""
 
     def __init__(self, convert=None, strict: bool = False) -> None:
         self.codes: dict[str, int] = {"": 0}  # text -> code
         self.values: list[str] = [""]
         self.raw: dict[Any, int] = {}  # raw decoded value -> code
-        self.convert = convert or _to_text
+        self.convert = convert or to_text
         self.strict = strict  # lists/objects raise TypeError (else: keyed by their JSON text)
         self.by_raw: dict[Any, int] = {}  # (the native reader) raw JSON text of a value -> code
 
@@ -164,7 +164,7 @@ class _Interner:
         return pd.Categorical.from_codes(remap[codes].astype(np.int32), categories=cats)
 
 
-def _to_text(value: Any) -> str:
+def to_text(value: Any) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
     return value if isinstance(value, str) else str(value)
@@ -176,7 +176,7 @@ def _compact_json(raw: Any) -> str:
     if not raw or raw == b"null":
         return ""
     try:
-        return msgspec.json.encode(_ANY_DECODER.decode(raw)).decode()
+        return msgspec.json.encode(ANY_DECODER.decode(raw)).decode()
     except (msgspec.DecodeError, UnicodeDecodeError):
         return ""
 
@@ -273,7 +273,7 @@ def _valid_ts(ts_us: np.ndarray) -> np.ndarray:
 _FAST_NS_LIMIT = float(1 << 31)
 
 
-def _to_ns(us: np.ndarray) -> np.ndarray:
+def to_ns(us: np.ndarray) -> np.ndarray:
     """µs floats -> exact int64 ns (Kineto writes at most 3 decimals; exact below 2**43 µs)."""
     if len(us) and us.min() > -_FAST_NS_LIMIT and us.max() < _FAST_NS_LIMIT:  # (NaN fails both)
         return np.rint(us * 1000.0).astype(np.int64)
@@ -394,7 +394,7 @@ def _missing_column(column: str, n: int) -> np.ndarray:
     return np.full(n, missing, np.dtype(kind.dtype))
 
 
-#: rows of the blocks the chunks of a `_Builder` are joined into as they are added (`join_pending`): 4 MB
+#: rows of the blocks the chunks of a `Builder` are joined into as they are added (`join_pending`): 4 MB
 #: of an int32 column, 8 MB of an int64 one
 BLOCK_ROWS = 1 << 20
 
@@ -405,29 +405,27 @@ BLOCK_ROWS = 1 << 20
 FINISH_THREADS, FINISH_THREADS_ROWS = 2, 1 << 20
 
 
-class _Builder:
+class Builder:
     """Accumulates the columns of every chunk; `finish` makes the DataFrames."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.bad: dict[str, int] = {}
         self.co = _Coerce(self.bad)
-        self.labels = _Labels()
-        self.interners = {
-            c: _Interner(_compact_json if _COLUMN_KIND[c][0] is JSON else None) for c in _CATEGORY_COLUMNS
-        }
-        self.interners["cat"] = _Interner(normalise_category, strict=True)
-        self.interners["name"] = _Interner(strict=True)
+        self.labels = Labels()
+        self.interners = {c: Interner(_compact_json if _COLUMN_KIND[c][0] is JSON else None) for c in _CATEGORY_COLUMNS}
+        self.interners["cat"] = Interner(normalise_category, strict=True)
+        self.interners["name"] = Interner(strict=True)
         self.ev: dict[str, list] = {c: [] for c in EVENT_COLUMNS}  # per chunk; None = missing
         self.ev_len: list[int] = []
         self.joined = 0  # leading chunks of `ev` that are blocks joined by join_pending
         self.mem: list[dict] = []
         self.flows: list[dict] = []
         self.names: list[tuple] = []
-        self.flow_cat = _Interner(strict=True)
-        self.flow_name = _Interner(strict=True)
-        self.flow_ph = _Interner()
-        self.flow_bp = _Interner()
+        self.flow_cat = Interner(strict=True)
+        self.flow_name = Interner(strict=True)
+        self.flow_ph = Interner()
+        self.flow_bp = Interner()
         self.entries = 0  # entries of traceEvents seen
         self.with_phase = 0  # of which event objects with a string "ph" (chrome-trace events)
 
@@ -494,12 +492,12 @@ class _Builder:
         no_dur = ~np.isfinite(dur_us)
         if no_dur.any():
             self._count("complete events without a dur (set to 0)", int(no_dur.sum()))
-        dur = _to_ns(np.where(no_dur, 0.0, dur_us))
+        dur = to_ns(np.where(no_dur, 0.0, dur_us))
         neg = dur < 0
         if neg.any():
             self._count("negative durations clamped to 0", int(neg.sum()))
             dur[neg] = 0
-        col["ts"].append(_to_ns(ts_us))
+        col["ts"].append(to_ns(ts_us))
         col["dur"].append(dur)
         col["idx"].append(idx)
         col["cat"].append(cat_codes)
@@ -662,7 +660,7 @@ class _Builder:
         if not keep.all():
             self._count("memory events without a valid ts skipped", int((~keep).sum()))
         rec = {
-            "ts": _to_ns(ts_us)[keep],
+            "ts": to_ns(ts_us)[keep],
             "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
             "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
         }
@@ -698,7 +696,7 @@ class _Builder:
                 "ph": self.flow_ph.add(list(map(_get_ph, evs)))[keep],
                 "pid": self.labels.column(list(map(_get_pid, evs)))[keep],
                 "tid": self.labels.column(list(map(_get_tid, evs)))[keep],
-                "ts": _to_ns(ts_us)[keep],
+                "ts": to_ns(ts_us)[keep],
                 "bp": self.flow_bp.add(list(map(_get_bp, evs)))[keep],
                 "idx": idx[keep],
             }
@@ -707,7 +705,7 @@ class _Builder:
     def _metadata(self, evs: list) -> None:
         for e in evs:
             value = next((v for v in map(getattr, repeat(e.args), _NAME_FIELDS) if v is not None), None)
-            self.names.append((self.labels.code(e.pid), self.labels.code(e.tid), _to_text(e.name), value))
+            self.names.append((self.labels.code(e.pid), self.labels.code(e.tid), to_text(e.name), value))
 
     # ---- final frames
     # ---- parallel parsing: a worker's builder is exported and merged into the main one
@@ -919,7 +917,7 @@ class _Builder:
         ):
             fdata[c] = interner.categorical(fdata[c].astype(np.int32, copy=False))
         flows_df = pd.DataFrame({c: fdata[c] for c in FLOW_COLUMNS}, copy=False)
-        names = _names_frame(self.names)
+        names = names_frame(self.names)
         warnings = [f"{n} {what}" for what, n in sorted(self.counts.items())]
         warnings += [f"{n} non-numeric values of {c!r} treated as missing" for c, n in sorted(self.bad.items())]
         if self.labels.beyond:
@@ -942,7 +940,7 @@ class _Builder:
         )
 
 
-def _names_frame(rows: list[tuple]) -> pd.DataFrame:
+def names_frame(rows: list[tuple]) -> pd.DataFrame:
     """The names frame of (pid, tid, kind, value) rows: pid and tid int64, kind and value objects."""
     import pandas as pd
 
@@ -1050,6 +1048,6 @@ def _concat_dicts(parts: list, keys: tuple, int32: tuple = ()) -> dict:
     return {k: np.concatenate([p[k] for p in parts]) for k in keys}
 
 
-def _base_ns(meta: dict) -> int | None:
+def base_ns_of(meta: dict) -> int | None:
     base = meta.get("baseTimeNanoseconds")
     return None if isinstance(base, bool) or not isinstance(base, int) else base

@@ -10,32 +10,29 @@ import msgspec
 
 from profiler_core import settings
 from profiler_core.trace.event_args import ARGS, FLOAT, INT32, INT64, JSON, Arg
+from profiler_core.trace.read.budget import EVENT_PEAK_BYTES, memory_budget
 
 CHUNK = 4096  # events per chunk on the whole-file path (small: the decoded chunk stays in cache)
-#: uncompressed JSON bytes read per byte of that budget (reading a trace peaks at about 0.6-1 byte
-#: of memory per byte of its JSON, so a trace at the limit stays within the budget)
-JSON_PER_LOADED_BYTE = 1
+#: uncompressed JSON bytes read per byte of the memory budget: not what memory bounds (the streaming and native
+#: readers hold a few pieces of JSON at a time, and the budget counts the cost of what is kept: `budget`), only a
+#: ceiling on the inflating work (real traces hold 224-465 bytes of JSON an entry, and take 230-240 to read)
+JSON_PER_LOADED_BYTE = 4
 
 
 def max_trace_bytes() -> int:
     """Largest uncompressed trace the reader reads (bytes): GPUSCOPE_MAX_TRACE_BYTES when set,
-    else JSON_PER_LOADED_BYTE times the memory budget GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB)."""
+    else JSON_PER_LOADED_BYTE times the memory budget (`budget.memory_budget()`)."""
     explicit = settings.get("GPUSCOPE_MAX_TRACE_BYTES")
     if explicit is not None:
         return explicit
-    return JSON_PER_LOADED_BYTE * settings.get("GPUSCOPE_MAX_LOADED_BYTES")
-
-
-#: memory one event may take while a trace is read (its columns, about 220 bytes, and the sorting
-#: and merging copies of them): a trace of tiny events (a gzip bomb of `{"ph":"X"}` repeated) is
-#: bounded by its event count, not by its JSON size
-EVENT_PEAK_BYTES = 400
+    return JSON_PER_LOADED_BYTE * memory_budget()
 
 
 def max_trace_events() -> int:
-    """Most events (entries of traceEvents) the reader reads: the memory budget
-    GPUSCOPE_MAX_LOADED_BYTES (default 4 GiB) over EVENT_PEAK_BYTES."""
-    return settings.get("GPUSCOPE_MAX_LOADED_BYTES") // EVENT_PEAK_BYTES
+    """Most events (entries of traceEvents) the reader reads: the memory budget over the measured peak cost of
+    an entry, EVENT_PEAK_BYTES (so a gzip bomb of tiny `{"ph":"X"}` entries is bounded by its count, not by
+    its JSON size)."""
+    return memory_budget() // EVENT_PEAK_BYTES
 
 
 def too_many_events(path: str, limit: int) -> TraceReadError:
@@ -58,6 +55,19 @@ def too_big(path: str, limit: int) -> TraceReadError:
 
 class TraceReadError(ValueError):
     """A file that is not a readable Kineto trace; the message names the file and the problem."""
+
+
+def refuse_nul(path: str, data: Any, at: int = 0) -> None:
+    """Raise TraceReadError at the first NUL byte of `data` (JSON text at offset `at` of the file's inflated
+    bytes): a NUL is never JSON, not even inside a string, and unlike the other control characters that old
+    writers leave in strings it is never repaired. It is what a preallocated, sparse or zero-filled file holds,
+    so every reader stops at the first block that has one, before it holds or scans more."""
+    i = data.find("\0" if isinstance(data, str) else b"\0")
+    if i >= 0:
+        raise TraceReadError(
+            f"{path}: a NUL byte at offset {at + i} of its JSON, which cannot be JSON "
+            "(a preallocated, zero-filled or partly written file?)"
+        )
 
 
 # --------------------------------------------------------------------------- decoding structs
@@ -118,9 +128,9 @@ _Event = msgspec.defstruct("_Event", [("args", _Args, _NO_ARGS)], bases=(_LooseE
 _CHUNK_DECODER = msgspec.json.Decoder(list[_Event])  # type: ignore[valid-type]  # (a class made by defstruct)
 _EVENT_DECODER = msgspec.json.Decoder(_Event)
 _LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
-_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-_TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY_DECODER = msgspec.json.Decoder()
+RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+ANY_DECODER = msgspec.json.Decoder()
 
 
 TOO_DEEP = "events nested too deeply to read skipped"
@@ -153,7 +163,7 @@ def _decode_one(raw: Any, counts: dict) -> Any:
     return _Event(**{f: getattr(loose, f) for f in loose.__struct_fields__})
 
 
-def _decode_chunk(raws: list, counts: dict) -> list:
+def decode_chunk(raws: list, counts: dict) -> list:
     """Decode a slice of raw events into `_Event`s; undecodable ones become None (counted)."""
     buf = b"[" + b",".join(raws) + b"]"
     try:
@@ -210,7 +220,7 @@ def _decode_elements(inner: bytes, counts: dict) -> list:
     return [_decode_one(inner[a:b], counts) for a, b in bounds if inner[a:b].strip()]
 
 
-class _NotStreamable(Exception):
+class NotStreamable(Exception):
     """The quick splitter could not cut this file safely; the whole-file path reads it."""
 
 
@@ -225,7 +235,7 @@ def repair_json(data: bytes) -> bytes | None:
     return None if fixed == data else fixed
 
 
-def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
+def decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     """Decode a run of whole events (as cut by the splitter) into `_Event`s."""
     buf = b"".join((b"[", piece, b"]"))
     try:
@@ -237,7 +247,7 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
     except msgspec.DecodeError:
         fixed = repair_json(buf)
         if fixed is None:
-            raise _NotStreamable from None
+            raise NotStreamable from None
         try:
             buf = fixed
             evs = _CHUNK_DECODER.decode(buf)
@@ -246,11 +256,11 @@ def _decode_piece(piece: bytes | memoryview, counts: dict) -> list:
         except msgspec.ValidationError:
             counts[REPAIRED] = counts.get(REPAIRED, 0) + 1
         except msgspec.DecodeError:
-            raise _NotStreamable from None
+            raise NotStreamable from None
     try:
-        raws = _RAW_LIST_DECODER.decode(buf)
+        raws = RAW_LIST_DECODER.decode(buf)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        raise _NotStreamable from None
+        raise NotStreamable from None
     except RecursionError:
         return _decode_elements(buf[1:-1], counts)
-    return _decode_chunk(raws, counts)
+    return decode_chunk(raws, counts)

@@ -12,9 +12,9 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import stream
-from profiler_core.trace.read.decode import _ANY_DECODER, _RAW_LIST_DECODER, TraceReadError, repair_json
+from profiler_core.trace.read.decode import ANY_DECODER, RAW_LIST_DECODER, TraceReadError, repair_json
 from profiler_core.trace.read.gunzip import GZIP_MAGIC
-from profiler_core.trace.read.reader import _event_raws, _split_top, read_bytes
+from profiler_core.trace.read.reader import event_raws, read_bytes, split_top
 
 
 class TraceChangedError(RuntimeError):
@@ -52,25 +52,25 @@ def read_event(path: str | os.PathLike, idx: int, index: tuple = ()) -> Any:
             first, begin, end = index[pos]
             text = b"[" + _byte_range(path, begin, end) + b"]"
             try:
-                raws = _RAW_LIST_DECODER.decode(text)
+                raws = RAW_LIST_DECODER.decode(text)
             except msgspec.DecodeError:
-                raws = _RAW_LIST_DECODER.decode(repair_json(text) or text)
+                raws = RAW_LIST_DECODER.decode(repair_json(text) or text)
             if idx - first < len(raws):
-                return _ANY_DECODER.decode(raws[idx - first])
+                return ANY_DECODER.decode(raws[idx - first])
             if pos + 1 == len(index):
                 raise IndexError(f"event index {idx} out of range (trace has {first + len(raws)} events)")
             raise TraceReadError(f"{path}: event index does not match the file")
     data = read_bytes(path)
     try:
-        _, events_raw = _split_top(data, path)
-        raws = _event_raws(events_raw, path)
+        _, events_raw = split_top(data, path)
+        raws = event_raws(events_raw, path)
     except TraceReadError:
         data = repair_json(data) or data
-        _, events_raw = _split_top(data, path)
-        raws = _event_raws(events_raw, path)
+        _, events_raw = split_top(data, path)
+        raws = event_raws(events_raw, path)
     if not 0 <= idx < len(raws):
         raise IndexError(f"event index {idx} out of range (trace has {len(raws)} events)")
-    return _ANY_DECODER.decode(raws[idx])
+    return ANY_DECODER.decode(raws[idx])
 
 
 def _byte_range(path: str, begin: int, end: int) -> bytes:

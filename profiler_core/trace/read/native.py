@@ -2,8 +2,8 @@
 
 The C extension is optional (built where a compiler is found) and reads only the common shapes of
 events; on anything else it declines and the Python reader, the reference, reads the file. What it
-returns is turned into the `_Builder`'s state by the same conversions the Python reader applies to
-each distinct text (categories, labels, compact JSON), and `_Builder.finish` makes the frames, so both
+returns is turned into the `Builder`'s state by the same conversions the Python reader applies to
+each distinct text (categories, labels, compact JSON), and `Builder.finish` makes the frames, so both
 readers give the same TraceData. The C scan knows a fixed set of args keys (`_native.KEYS`, in columns
 `args.{key}`); which of them fill which column, as what kind, missing as what, on which events, all
 follow `event_args.ARGS`, and a table the scan cannot honour (a key it does not know, another kind or
@@ -28,9 +28,9 @@ from profiler_core import settings
 from profiler_core.trace import event_args
 from profiler_core.trace.event_args import FLOAT, INT32, INT64, JSON, TEXT, TRIPLE, VALUE, Arg
 from profiler_core.trace.model import EVENT_COLUMNS, TraceData
-from profiler_core.trace.read import stream
-from profiler_core.trace.read.columns import _base_ns, _Builder, _Interner, _Labels, _to_ns, _to_text
-from profiler_core.trace.read.decode import _ANY_DECODER, max_trace_events
+from profiler_core.trace.read import parallel_plan, stream
+from profiler_core.trace.read.columns import Builder, Interner, Labels, base_ns_of, to_ns, to_text
+from profiler_core.trace.read.decode import ANY_DECODER, max_trace_events
 
 try:
     from profiler_core.trace.read import _native  # type: ignore[attr-defined]
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 #: the name of each reader, as the log line says which one read a trace
 NATIVE_READER, PYTHON_READER = "native reader", "Python reader"
 
-#: |µs| below which columns._to_ns takes its fast path (a piece of events takes it when all its values do)
+#: |µs| below which columns.to_ns takes its fast path (a piece of events takes it when all its values do)
 _FAST_NS_LIMIT = float(1 << 31)
 
 
@@ -171,10 +171,7 @@ def scan_threads() -> int:
     reading thread's, at most 4: on 2 cores one scan thread reads the 11M-event trace in 6.7-6.8 s, two in
     7.6-8.0 s, as three busy threads share two cores); 0 when the reading thread scans them itself (one core,
     or the setting 0)."""
-    n = settings.get("GPUSCOPE_NATIVE_THREADS")
-    if n is None:
-        n = min(4, (os.cpu_count() or 1) - 1)
-    return max(0, n)
+    return parallel_plan.plan(os.cpu_count() or 1, 0, True).scan_threads
 
 
 def _last_sep(buf: bytes) -> re.Match | None:
@@ -233,7 +230,7 @@ def _pieces(path: str) -> Iterator[_Text]:
                     scan = stream.EventsHead(len(buf) - len(stripped))
                 try:
                     found = scan.find(buf)
-                except stream._NotStreamable:
+                except stream.NotStreamable:
                     return
                 if found is None:
                     if len(buf) > stream.MAX_PIECE:
@@ -267,7 +264,7 @@ def _pieces(path: str) -> Iterator[_Text]:
 
 def read_file(path: str) -> TraceData | None:
     """The TraceData of the trace file at `path`, inflated block by block and scanned in pieces of about
-    SCAN_PIECE bytes of whole events (`_pieces`), the rows of each added in order to one `_Builder`: memory
+    SCAN_PIECE bytes of whole events (`_pieces`), the rows of each added in order to one `Builder`: memory
     stays near the streaming reader's. The scans run without the GIL on `scan_threads()` threads, up to
     that many pieces ahead of the reading thread, which inflates, cuts and converts. None when the native
     reader declines the file (or a cut falls inside a string, which the scan then finds invalid): the
@@ -286,7 +283,7 @@ def read_file(path: str) -> TraceData | None:
 
 def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> TraceData | None:
     """`read_file` with its scans on `pool` (`ahead` pieces in flight), or in this thread (None)."""
-    b = _Builder()
+    b = Builder()
     index: list[tuple[int, int, int]] = []
     limit = max_trace_events()
     pairs = scan_pairs()
@@ -343,7 +340,7 @@ def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> Trac
                 if tail.strip() and not add(scan_piece(tail), text.at):
                     return None
                 try:
-                    t = b.finish(path, meta, _base_ns(meta))
+                    t = b.finish(path, meta, base_ns_of(meta))
                 except _Decline:
                     return None
                 t.event_index = tuple(index)
@@ -371,13 +368,13 @@ def _arg_plan() -> list[tuple[Arg, tuple[str, ...], np.ndarray]]:
 
 
 class _Build:
-    """One native result -> rows added to a `_Builder` (a new one by default) -> its TraceData."""
+    """One native result -> rows added to a `Builder` (a new one by default) -> its TraceData."""
 
-    def __init__(self, out: dict, builder: _Builder | None = None) -> None:
+    def __init__(self, out: dict, builder: Builder | None = None) -> None:
         self.out = out
         self.raws: list[bytes] = out["texts"]
         self.strings: dict[int, Any] = {}
-        self.b = _Builder() if builder is None else builder
+        self.b = Builder() if builder is None else builder
 
     # ---- texts
     def string(self, i: int) -> str | None:
@@ -398,11 +395,11 @@ class _Build:
 
     def value(self, i: int) -> Any:
         """The decoded JSON value at table index i (None for -1)."""
-        return None if i < 0 else _ANY_DECODER.decode(self.raws[i])
+        return None if i < 0 else ANY_DECODER.decode(self.raws[i])
 
-    def codes(self, interner: _Interner, idx: np.ndarray, value_of) -> np.ndarray:
+    def codes(self, interner: Interner, idx: np.ndarray, value_of) -> np.ndarray:
         """Codes in `interner` of the texts at table indexes `idx` (-1: absent), each distinct one
-        converted once, as `_Interner.add` converts the decoded values."""
+        converted once, as `Interner.add` converts the decoded values."""
         if not len(idx):
             return np.empty(0, np.int32)
         shifted = idx + 1  # (table position: 0 for -1)
@@ -422,12 +419,12 @@ class _Build:
         return table[shifted]
 
     def labels(self, values: np.ndarray, label_idx: np.ndarray) -> np.ndarray:
-        """pid or tid values with text labels coded by `_Labels` (a text that int() reads differently
-        from `_Labels.code` would depend on the piece it is read in: declined)."""
+        """pid or tid values with text labels coded by `Labels` (a text that int() reads differently
+        from `Labels.code` would depend on the piece it is read in: declined)."""
         if not len(label_idx) or int(label_idx.max()) < 0:  # (no text: no count of each)
             return values
         texts = np.flatnonzero(np.bincount(label_idx + 1, minlength=1)[1:])
-        labels: _Labels = self.b.labels
+        labels: Labels = self.b.labels
         out = values.copy()
         for u in texts:
             s = self.string(int(u)) or ""
@@ -448,19 +445,19 @@ class _Build:
 
     @staticmethod
     def ns(us: np.ndarray) -> np.ndarray:
-        """columns._to_ns of the whole array, as of each piece: all in its fast range, or none."""
+        """columns.to_ns of the whole array, as of each piece: all in its fast range, or none."""
         if len(us) and us.min() > -_FAST_NS_LIMIT and us.max() < _FAST_NS_LIMIT:  # all (NaN fails both)
-            return np.rint(us * 1000.0).astype(np.int64)  # (_to_ns's fast path)
+            return np.rint(us * 1000.0).astype(np.int64)  # (to_ns's fast path)
         fast = (us > -_FAST_NS_LIMIT) & (us < _FAST_NS_LIMIT)
         if len(us) and not (fast.all() or not fast.any()):
             raise _Decline("timestamps both within and beyond 2**31 us")
-        return _to_ns(us)
+        return to_ns(us)
 
     # ---- the groups of events
     def trace(self, path: str, meta: dict) -> TraceData:
         """The TraceData of this one result."""
         self.add()
-        return self.b.finish(path, meta, _base_ns(meta))
+        return self.b.finish(path, meta, base_ns_of(meta))
 
     def add(self) -> None:
         """This result's rows, counts and names added to the builder."""
@@ -532,7 +529,7 @@ class _Build:
 
     def arg_column(self, a: Arg, x: dict, keep: np.ndarray | None) -> np.ndarray | None:
         """The column of one events arg on the rows `keep` (its missing value elsewhere): its key's value,
-        else its older spelling's (as `_Builder._arg_column`); None when no row has a value."""
+        else its older spelling's (as `Builder._arg_column`); None when no row has a value."""
         col = None
         for key in a.keys:
             value = self.key_column(a, key, x, keep)
@@ -619,7 +616,7 @@ class _Build:
                     break
             p = pid[i] if pid_label[i] < 0 else labels.code(self.string(pid_label[i]))
             t = tid[i] if tid_label[i] < 0 else labels.code(self.string(tid_label[i]))
-            self.b.names.append((p, t, _to_text(self.string(name)), value))
+            self.b.names.append((p, t, to_text(self.string(name)), value))
 
 
 def _missing_rows(a: Arg, col: np.ndarray) -> np.ndarray:

@@ -20,18 +20,20 @@ import msgspec
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import cache, native, stream
-from profiler_core.trace.read.columns import _base_ns, _Builder
+from profiler_core.trace.read.budget import memory_budget, over_budget
+from profiler_core.trace.read.columns import Builder, base_ns_of
 from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
-    _ANY_DECODER,
-    _RAW_LIST_DECODER,
-    _TOP_DECODER,
+    ANY_DECODER,
     CHUNK,
+    RAW_LIST_DECODER,
     REPAIRED,
+    TOP_DECODER,
+    NotStreamable,
     TraceReadError,
-    _decode_chunk,
-    _NotStreamable,
+    decode_chunk,
     max_trace_bytes,
     max_trace_events,
+    refuse_nul,
     repair_json,
     too_big,
     too_many_events,
@@ -70,6 +72,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = F
             else:
                 blocks = iter(lambda: f.read(1 << 24), b"")
             for block in blocks:
+                refuse_nul(path, block, total)
                 total += len(block)
                 if total > limit:
                     raise too_big(path, limit)
@@ -92,7 +95,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = F
     return data
 
 
-def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
+def split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     """Top-level keys (decoded) and the raw traceEvents array of a trace document."""
     first = stream._skip_ws(data, 0)  # however much whitespace leads (the streaming reader skips it all)
     start = data[first : first + 1]
@@ -103,7 +106,7 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     if start[:1] != b"{":
         raise TraceReadError(f"{path}: not a JSON trace (starts with {start[:1]!r})")
     try:
-        top = _TOP_DECODER.decode(data)
+        top = TOP_DECODER.decode(data)
     except msgspec.DecodeError as e:
         raise TraceReadError(f"{path}: invalid or truncated JSON ({e})") from None
     if "traceEvents" not in top and "nodes" in top and "schema" in top:
@@ -117,15 +120,15 @@ def _split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     for key, raw in top.items():
         if key != "traceEvents":
             try:
-                meta[key] = _ANY_DECODER.decode(raw)
+                meta[key] = ANY_DECODER.decode(raw)
             except msgspec.DecodeError as e:  # (invalid UTF-8 in a string the top-level pass leaves raw)
                 raise TraceReadError(f"{path}: invalid JSON in {key!r} ({e})") from None
     return meta, top["traceEvents"]
 
 
-def _event_raws(events_raw: Any, path: str) -> list:
+def event_raws(events_raw: Any, path: str) -> list:
     try:
-        return _RAW_LIST_DECODER.decode(events_raw)
+        return RAW_LIST_DECODER.decode(events_raw)
     except msgspec.ValidationError:
         raise TraceReadError(f"{path}: 'traceEvents' is not a list") from None
     except msgspec.DecodeError as e:
@@ -150,7 +153,7 @@ def parse_trace_native(data: bytes, path: str = "<memory>", index: bool = False)
     if not native.available() or not isinstance(data, (bytes, bytearray)):
         return None
     try:
-        meta, events = _split_top(bytes(data), path)
+        meta, events = split_top(bytes(data), path)
     except (TraceReadError, RecursionError):
         return None
     gc_was_enabled = gc.isenabled()
@@ -197,35 +200,44 @@ def parse_trace(data: bytes, path: str = "<memory>") -> TraceData:
 
 
 def _parse_bytes(data: bytes, path: str) -> TraceData:
-    builder = _Builder()
+    refuse_nul(path, data)
+    builder = Builder()
     try:
-        meta, events_raw = _split_top(data, path)
+        meta, events_raw = split_top(data, path)
     except RecursionError:  # an event nesting too deeply for the whole-document decode
         try:
             return stream._stream_parse(path, iter((data,)))
-        except (_NotStreamable, RecursionError):
+        except (NotStreamable, RecursionError):
             raise TraceReadError(f"{path}: JSON nested too deeply to read") from None
     except TraceReadError:
         fixed = repair_json(data)
         if fixed is None:
             raise
         data = fixed
-        meta, events_raw = _split_top(data, path)
+        meta, events_raw = split_top(data, path)
         builder.counts[REPAIRED] = 1
-    raws = _event_raws(events_raw, path)
+    raws = event_raws(events_raw, path)
     if len(raws) > max_trace_events():
         raise too_many_events(path, max_trace_events())
     for start in range(0, len(raws), CHUNK):
         chunk = raws[start : start + CHUNK]
-        evs = _decode_chunk(chunk, builder.counts)
+        evs = decode_chunk(chunk, builder.counts)
         builder.add_chunk(evs, start)
     del raws, events_raw
-    return builder.finish(path, meta, _base_ns(meta))
+    return builder.finish(path, meta, base_ns_of(meta))
 
 
-#: the whole-file path (files the streaming reader cannot cut) holds the JSON and a list of one
-#: object per entry (as big again) at once: it reads traces up to max_trace_bytes() / this
-WHOLE_FILE_FACTOR = 2
+#: copies of its JSON the whole-file path (files the streaming reader cannot cut) may hold at once, counted
+#: against the memory budget: the blocks read and their join, then the document and a list of one object per
+#: entry, and a repaired document's two passes beside it; it reads traces up to the budget / this
+WHOLE_FILE_FACTOR = 4
+
+
+def whole_file_limit() -> int:
+    """Largest uncompressed trace the whole-file path reads: the budget over WHOLE_FILE_FACTOR (its copies)."""
+    return min(max_trace_bytes(), memory_budget() // WHOLE_FILE_FACTOR)
+
+
 #: reads of a file that changed while it was read, before giving up on it
 READ_ATTEMPTS = 3
 
@@ -266,7 +278,7 @@ def choose_strategies(size: int, workers: int, use_cache: bool, native_reader: b
     3. STREAM: decompressed block by block and decoded piece by piece in this process. A file it
        cannot cut into pieces: the next.
     4. WHOLE_FILE: the whole document decoded at once (it holds the bytes and one object per entry,
-       so it reads files up to max_trace_bytes() / WHOLE_FILE_FACTOR).
+       and its copies, so it reads files up to the memory budget / WHOLE_FILE_FACTOR).
 
     A TraceReadError (the file's own fault) ends the read at any step: the others would say the same.
     """
@@ -307,6 +319,9 @@ def read_trace(
     plan = choose_strategies(fingerprint[0], workers, use_cache, native.enabled())
     t = cache.load(path) if CACHE in plan else None
     if t is None:
+        why = over_budget(path)  # before the body is read
+        if why is not None:
+            raise TraceReadError(why)
         if tune_memory:
             tune_for_parsing()
         t = _read_checked(path, plan, workers, fingerprint)
@@ -385,7 +400,7 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
             return stream._parallel_parse(path, workers)
         except TraceReadError:  # the file's own fault: reading it here says the same
             raise
-        except _NotStreamable:  # a range boundary that is not between two events
+        except NotStreamable:  # a range boundary that is not between two events
             return None
         except Exception as e:  # noqa: BLE001 - a failed worker: parse here instead
             logging.getLogger(__name__).warning("gpuscope: parallel parsing failed (%s); parsing in this process", e)
@@ -393,8 +408,8 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
     if strategy == STREAM:
         try:
             return stream._stream_parse(path)
-        except _NotStreamable:
+        except NotStreamable:
             return None
     if strategy == WHOLE_FILE:
-        return parse_trace(read_bytes(path, max_trace_bytes() // WHOLE_FILE_FACTOR), path)
+        return parse_trace(read_bytes(path, whole_file_limit()), path)
     return None  # CACHE: looked up before any parse

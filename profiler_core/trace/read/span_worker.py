@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     except stream.TraceReadError as e:
         sys.stderr.write(str(e))
         return stream.SPAN_READ_ERROR
-    except stream._NotStreamable:  # noqa: SLF001
+    except stream.NotStreamable:  # noqa: SLF001
         return stream.SPAN_NOT_STREAMABLE
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()

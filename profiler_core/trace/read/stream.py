@@ -13,17 +13,19 @@ from typing import Any
 
 import msgspec
 
-from profiler_core import settings, storage
+from profiler_core import storage
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read.columns import _base_ns, _Builder
+from profiler_core.trace.read import parallel_plan
+from profiler_core.trace.read.columns import Builder, base_ns_of
 from profiler_core.trace.read.decode import (
-    _ANY_DECODER,
+    ANY_DECODER,
+    NotStreamable,
     TraceReadError,
-    _decode_piece,
-    _NotStreamable,
+    decode_piece,
     element_bounds,
     max_trace_bytes,
     max_trace_events,
+    refuse_nul,
     too_big,
     too_many_events,
 )
@@ -72,7 +74,7 @@ class EventsHead:
     bytes each time), it resumes where it stopped: linear in the text however it is cut.
 
     `find` returns (key start, first byte after the array's `[`) once found; None while the text ends
-    first; raises _NotStreamable when the first top-level `traceEvents` is not an array or the object
+    first; raises NotStreamable when the first top-level `traceEvents` is not an array or the object
     ends without one (the whole-file path says what is wrong)."""
 
     def __init__(self, at: int) -> None:
@@ -90,7 +92,7 @@ class EventsHead:
                 if at >= n:
                     return None
                 if buf[at] != 58:  # ':'
-                    raise _NotStreamable
+                    raise NotStreamable
                 at = _skip_ws(buf, at + 1)
                 if at >= n:
                     return None
@@ -98,7 +100,7 @@ class EventsHead:
                 self.key = None
                 if _key_text(buf[start:end]) == "traceEvents":
                     if buf[at] != 91:  # '[': not an array
-                        raise _NotStreamable
+                        raise NotStreamable
                     return start, at + 1
                 self.pos, self.expect_key = at, False
             if self.open_string >= 0:
@@ -124,7 +126,7 @@ class EventsHead:
             elif c in (125, 93):  # '}' ']'
                 self.depth -= 1
                 if self.depth <= 0:
-                    raise _NotStreamable  # the object ends without a top-level traceEvents
+                    raise NotStreamable  # the object ends without a top-level traceEvents
             elif c == 44 and self.depth == 1:  # ','
                 self.expect_key = True
 
@@ -142,7 +144,7 @@ def _key_text(raw: bytes) -> str | None:
         except UnicodeDecodeError:
             return None
     try:
-        out = _ANY_DECODER.decode(raw)
+        out = ANY_DECODER.decode(raw)
     except msgspec.DecodeError:
         return None
     return out if isinstance(out, str) else None
@@ -168,6 +170,7 @@ def _blocks(path: str, block: int | None = None, gather: bool = True) -> Iterato
             chunk = max(512, min(1 << 20, size // 8))
             outs = gunzip_blocks(f, chunk, max_out=block) if gz else iter(lambda: f.read(size), b"")
             for out in outs:
+                refuse_nul(path, out, total)
                 total += len(out)
                 if total > limit:
                     raise too_big(path, limit)
@@ -189,7 +192,7 @@ def _blocks(path: str, block: int | None = None, gather: bool = True) -> Iterato
 
 
 #: traces at least this big on disk are split across parser processes (smaller: this process)
-PARALLEL_MIN_BYTES = 16 << 20
+PARALLEL_MIN_BYTES = parallel_plan.PARALLEL_MIN_BYTES
 #: share of the decompressed stream this process parses when it splits a trace with one worker
 #: (it also merges and sorts, while the worker starts Python and inflates the bytes before its range;
 #: on the 2.2M-event real trace, 2 cores, the main process waited 0.55-0.65 s for the worker's half
@@ -198,15 +201,15 @@ MAIN_SHARE = 0.55
 
 
 def default_parse_processes() -> int:
-    """Parser processes worth adding here: cores - 1, at most 3 (none on one core)."""
-    return max(0, min(3, (os.cpu_count() or 1) - 1))
+    """Parser processes worth adding here for a big trace: `parallel_plan`'s (cores - 1, at most 3)."""
+    return parallel_plan.default_plan(os.cpu_count() or 1, parallel_plan.PARALLEL_MIN_BYTES, False).parse_processes
 
 
 def _parse_processes(requested: int | None) -> int:
-    env = settings.get("GPUSCOPE_PARSE_PROCESSES")
-    if env is not None:  # the environment wins (0 turns parallel parsing off)
-        return env
-    return default_parse_processes() if requested is None else max(0, requested)
+    p = parallel_plan.plan(os.cpu_count() or 1, parallel_plan.PARALLEL_MIN_BYTES, False)
+    if requested is None or "parse_processes" in p.overridden:  # the setting wins (0 turns parallel parsing off)
+        return p.parse_processes
+    return max(0, requested)
 
 
 def file_version(path: str) -> tuple[int, ...]:
@@ -218,14 +221,14 @@ def file_version(path: str) -> tuple[int, ...]:
 def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = None) -> bytes:
     """A worker's job: the events between the cuts at `lo` and `hi` (see _parse_span) as one compact
     chunk of columns, pickled for the main process to merge. A file whose (size, mtime) is no longer
-    `version` (replaced since the main process looked) raises _NotStreamable: read it serially."""
+    `version` (replaced since the main process looked) raises NotStreamable: read it serially."""
     if version is not None:
         try:
             if file_version(path) != tuple(version):
-                raise _NotStreamable
+                raise NotStreamable
         except OSError:
-            raise _NotStreamable from None
-    builder = _Builder()
+            raise NotStreamable from None
+    builder = Builder()
     n, index, meta = _parse_span(path, builder, lo, hi)
     builder.compact()
     out = builder.export()
@@ -269,7 +272,7 @@ class _SpanProcess:
         )
 
     def result(self) -> bytes:
-        """The pickled columns; TraceReadError / _NotStreamable as the worker raised them."""
+        """The pickled columns; TraceReadError / NotStreamable as the worker raised them."""
         out, err = self.proc.communicate()
         code = self.proc.returncode
         if code == 0:
@@ -278,7 +281,7 @@ class _SpanProcess:
         if code == SPAN_READ_ERROR:
             raise TraceReadError(text)
         if code == SPAN_NOT_STREAMABLE:
-            raise _NotStreamable
+            raise NotStreamable
         raise RuntimeError(f"parser process exited with {code}: {text[-800:]}")
 
     def cancel(self) -> None:
@@ -305,7 +308,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     Every range boundary is the first `}, {` at or after a target offset, found the same way by
     the two processes that share it; the process on the left decodes its last events up to it, so
     a boundary that is not between two events (inside a string, an event or the metadata after
-    the array) fails that decode and raises _NotStreamable (the caller reads serially instead).
+    the array) fails that decode and raises NotStreamable (the caller reads serially instead).
     `start(path, lo, hi, version)` starts a worker (a handle with result() and cancel()), by default a
     _SpanProcess."""
     start = start or _SpanProcess
@@ -319,7 +322,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     try:
         for lo, hi in zip(bounds, bounds[1:] + [None]):
             spans.append(start(path, lo, hi, version))
-        builder = _Builder()
+        builder = Builder()
         n, index, meta = _parse_span(path, builder, None, bounds[0])
         for span in spans:
             part = pickle.loads(span.result())
@@ -335,8 +338,8 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
             span.cancel()
         raise
     if meta is None:
-        raise _NotStreamable
-    t = builder.finish(path, meta, _base_ns(meta))
+        raise NotStreamable
+    t = builder.finish(path, meta, base_ns_of(meta))
     t.event_index = tuple(index)
     return t
 
@@ -344,16 +347,16 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
 def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData:
     """Parse a whole trace while it is decompressed (see _parse_span); `blocks`: its bytes, when
     they are not to be read from `path`."""
-    builder = _Builder()
+    builder = Builder()
     _, index, meta = _parse_span(path, builder, blocks=blocks)
-    t = builder.finish(path, meta, _base_ns(meta))
+    t = builder.finish(path, meta, base_ns_of(meta))
     t.event_index = tuple(index)
     return t
 
 
 def _parse_span(
     path: str,
-    builder: _Builder,
+    builder: Builder,
     lo: int | None = None,
     hi: int | None = None,
     blocks: Iterator[bytes] | None = None,
@@ -362,7 +365,7 @@ def _parse_span(
     `}, {` separators; returns (events added, piece index, top-level metadata).
 
     Every cut is checked by the JSON decoder (a cut inside an event or a string leaves an
-    unbalanced piece, which fails to decode), so a file this cannot split raises _NotStreamable
+    unbalanced piece, which fails to decode), so a file this cannot split raises NotStreamable
     and goes to the whole-file path instead of being misread.
 
     With `lo`, events before the first separator at or after decompressed offset `lo` are
@@ -408,7 +411,7 @@ def _parse_span(
                     found = scan.find(buf)
                     if found is None:
                         if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-                            raise _NotStreamable
+                            raise NotStreamable
                         continue
                     head, buf = buf[: found[0]], buf[found[1] :]
                     start += found[1]
@@ -425,18 +428,18 @@ def _parse_span(
                 m = _SEP_RE.search(buf)
                 if m is None:
                     if len(buf) > MAX_PIECE:
-                        raise _NotStreamable
+                        raise NotStreamable
                     continue
                 buf, start, lo = buf[m.end() - 1 :], start + m.end() - 1, None
             if hi is not None and start + len(buf) > hi:  # this span's end is in buf
                 m = _SEP_RE.search(buf, max(0, hi - start))
                 if m is None:
                     if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-                        raise _NotStreamable
+                        raise NotStreamable
                     continue  # wait for the whole separator
                 part = buf[: m.start() + 1]
                 pos = _add_pieces(part, 0, start, add, counts)
-                evs = _decode_piece(part[pos:], counts)
+                evs = decode_piece(part[pos:], counts)
                 add(evs, start + pos, start + len(part))
                 return n, index, None
             pos = _add_pieces(buf, 0, start, add, counts)
@@ -444,27 +447,27 @@ def _parse_span(
                 buf = buf[pos:]
                 start += pos
             elif len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
-                raise _NotStreamable
+                raise NotStreamable
     finally:
         if hasattr(blocks, "close"):
             blocks.close()  # closes the file when this span ends early
     if head is None:
         if not buf.strip():
             raise TraceReadError(f"{path}: empty file")
-        raise _NotStreamable
+        raise NotStreamable
     if lo is not None:  # no separator after lo: the span before this one holds every event
         return 0, [], None
     # the last piece: events, "]", then the rest of the top-level object
     for meta, last, repeated in _tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
         try:
-            evs = _decode_piece(last, counts) if last.strip() else []
+            evs = decode_piece(last, counts) if last.strip() else []
             break
-        except _NotStreamable:
+        except NotStreamable:
             continue
     else:
-        raise _NotStreamable
+        raise NotStreamable
     if repeated:  # the events read are not the ones JSON decoders read: the whole-file path reads those
-        raise _NotStreamable
+        raise NotStreamable
     add(evs, start, start + len(last))
     return n, index, meta
 
@@ -489,7 +492,7 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
 
     The quick cut is the last `}, {` before pos + BLOCK; when that piece does not decode (the
     separator was inside a string), the exact cut comes from a scan of the bytes that skips
-    strings (`element_bounds`), and a piece that fails even then is invalid JSON: _NotStreamable,
+    strings (`element_bounds`), and a piece that fails even then is invalid JSON: NotStreamable,
     at once (the whole-file path says what is wrong). No byte is decoded more than a few times."""
     hi = min(pos + max(BLOCK, 1), len(buf))
     m = None
@@ -500,17 +503,17 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
     if m is not None:
         cut = (m.start() + 1, m.end() - 1)
         try:
-            return _decode_piece(view[pos : cut[0]], counts), cut
-        except _NotStreamable:
+            return decode_piece(view[pos : cut[0]], counts), cut
+        except NotStreamable:
             pass
     end = min(len(buf), hi + max(BLOCK, MAX_EVENT_SCAN))  # a bounded scan: never the whole buffer
     bounds, _ = element_bounds(buf, pos, end, stop_after=hi)
     if not bounds:
         if end < len(buf):  # no event ends within the scan: the whole-file path reads it
-            raise _NotStreamable
+            raise NotStreamable
         return None, None
     end = bounds[-1][1]
-    return _decode_piece(view[pos:end], counts), (end, end + 1)
+    return decode_piece(view[pos:end], counts), (end, end + 1)
 
 
 #: bytes before the window's end searched for the quick cut (a few events)
@@ -528,7 +531,7 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes, b
     """Candidates (metadata, last events, repeated) for the `]` closing the event array, last first;
     `repeated`: the text after it holds another top-level `traceEvents` (the one JSON decoders read)."""
     q = len(buf)
-    standin = _ANY_DECODER.decode(_EVENTS_STANDIN.partition(b":")[2])
+    standin = ANY_DECODER.decode(_EVENTS_STANDIN.partition(b":")[2])
     for _ in range(64):
         q = buf.rfind(b"]", 0, q)
         if q < 0:
@@ -539,7 +542,7 @@ def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes, b
                 yield {}, buf[:q], False
             continue
         try:
-            meta = _ANY_DECODER.decode(head + _EVENTS_STANDIN + tail)
+            meta = ANY_DECODER.decode(head + _EVENTS_STANDIN + tail)
         except (msgspec.DecodeError, RecursionError):
             continue
         if isinstance(meta, dict):
