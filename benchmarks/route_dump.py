@@ -117,7 +117,7 @@ def dump(out: str) -> None:
             files[f"{run}__{route}"] = _until_done(c, route, {"run": run, "span": first_span})
         dist = json.loads(files[f"{run}__distributed"].split(b"\n", 1)[1] or b"{}")
         for w in workers[:2]:
-            steps = (dist.get("steps") or [None]) if isinstance(dist, dict) else [None]
+            steps = list(dist.get("steps") or [None]) if isinstance(dist, dict) else [None]  # a dict: by step name
             step = steps[0] if steps[0] is not None else "0"
             files[f"{run}__{w}__distributed/step"] = _answer(
                 c, "distributed/step", {"run": run, "span": first_span, "worker": w, "step": str(step)}
