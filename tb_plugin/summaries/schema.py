@@ -12,7 +12,7 @@ same. Field order is the file's key order: a `Summary` encodes to the bytes its 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict, Union
+from typing import Annotated, Any, TypedDict
 
 import msgspec
 from typing_extensions import NotRequired
@@ -38,9 +38,9 @@ class SummaryError(ValueError):
 Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 #: a number as JSON gives it back: an int stays an int (a bare `float` would turn 3 into 3.0); floats are finite
 #: (msgspec refuses 1e999)
-Num = Union[Int64, float]
+Num = Int64 | float
 #: a plain JSON value (distributedInfo's values, a GPU's properties, the Overview's averages)
-Scalar = Union[None, str, bool, Int64, float]
+Scalar = None | str | bool | Int64 | float
 
 
 class Source(msgspec.Struct, kw_only=True):
@@ -82,13 +82,14 @@ class DistributedCollectives(TypedDict):
 
 
 class Distributed(TypedDict):
-    """`views.distributed.worker_summary` (also computed from a live trace: a dict)."""
+    """`views.distributed.worker_summary` (also computed from a live trace: a dict). Hand-made parts may leave out
+    origin, info and gpus; a stored summary must hold them (`check`)."""
 
-    origin: Num | None
+    origin: NotRequired[Num | None]
     steps: DistributedSteps
     collectives: DistributedCollectives
-    info: dict[str, Scalar]
-    gpus: dict[str, dict[str, Scalar]]
+    info: NotRequired[dict[str, Scalar]]
+    gpus: NotRequired[dict[str, dict[str, Scalar]]]
 
 
 class Devices(msgspec.Struct, kw_only=True):
@@ -176,10 +177,11 @@ class Phases(msgspec.Struct, kw_only=True):
 
 class Summary(msgspec.Struct, kw_only=True):
     """One trace file's summary (`summary.summarize`). Every part defaults to None so that hand-made summaries
-    (tests) may leave out what their reader does not need; `check` requires every part of a stored one."""
+    (tests, `from_dict`) may leave out what their reader does not need; `check` requires every part of a stored
+    one."""
 
-    kind: str = KIND
-    version: int = VERSION
+    kind: str
+    version: int
     source: Source | None = None
     events: Int64 = 0
     overview: Overview | None = None
@@ -205,8 +207,9 @@ class Header(msgspec.Struct):
 
 
 def from_dict(d: dict[str, Any]) -> Summary:
-    """A summary given as a dict (hand-made ones in tests, or `summarize`'s) as a `Summary`: typed, not checked."""
-    return msgspec.convert(d, Summary)
+    """A summary given as a dict (hand-made ones in tests: this kind and version unless they say) as a `Summary`:
+    typed, not checked."""
+    return msgspec.convert({"kind": KIND, "version": VERSION, **d}, Summary)
 
 
 def empty_phases() -> Phases:
@@ -235,8 +238,9 @@ def _one_length(d: Any, keys: tuple, what: str) -> int:
 def check(s: Summary) -> None:
     """SummaryError unless a decoded summary holds every part, its lists that go together have one length and
     its indices are in range (what its types cannot say): a planted or damaged file is recomputed, never served."""
-    for k in ("source", "overview", "distributed", "devices", "ledger", "gpu_idle", "collective_calls", "phases"):
-        _check(getattr(s, k) is not None, f"no {k} part")
+    _check(s.distributed is not None, "no distributed part")
+    for k in ("source", "overview", "devices", "ledger", "gpu_idle", "collective_calls", "phases"):
+        _check(getattr(s, k) is not None, f"{k} is not an object")
     _check(s.events >= 0, "events is not a count")
     _check_distributed(s.distributed)  # type: ignore[arg-type]
     _check_ledger(s.ledger)  # type: ignore[arg-type]
@@ -248,6 +252,8 @@ def check(s: Summary) -> None:
 
 
 def _check_distributed(d: Distributed) -> None:
+    for k in ("origin", "info", "gpus"):
+        _check(k in d, f"distributed.{k} is missing")
     _one_length(d["steps"], ("step", "start", "end", "comp", "comm", "overlap"), "distributed.steps")
     coll = d["collectives"]
     names = _one_length(coll, ("names", "pg", "group_size"), "distributed.collectives")
@@ -272,10 +278,10 @@ def _check_ledger(led: Ledger) -> None:
 
 def _check_gpu_idle(g: GpuIdle) -> None:
     n = len(g["steps"])
-    cols = [*(g["devices"] or {}).values(), *([g["launches"]] if g["launches"] is not None else [])]
-    for c in cols:
+    cols = [*(("devices", c) for c in (g["devices"] or {}).values()), ("launches", g["launches"] or {})]
+    for part, c in cols:
         for k, xs in c.items():
-            _check(xs is None or len(xs) == n, f"gpu_idle.{k} is not one count per step")
+            _check(xs is None or len(xs) == n, f"gpu_idle.{part}.{k} is not one count per step")
 
 
 def _check_calls(cc: CollectiveCalls) -> None:
