@@ -139,7 +139,11 @@ def dump(out: str) -> None:
             files[key] = f"error: {type(e).__name__}: {e}".encode()
     root = str(tmp)
     for name, body in files.items():
-        safe = hashlib.sha1(name.encode()).hexdigest()[:12] + "_" + "".join(ch if ch.isalnum() else "_" for ch in name)[:80]
+        safe = (
+            hashlib.sha1(name.encode()).hexdigest()[:12]
+            + "_"
+            + "".join(ch if ch.isalnum() else "_" for ch in name)[:80]
+        )
         Path(out, safe).write_bytes(body.replace(root.encode(), b"<TMP>"))
     print(f"{len(files)} answers written to {out}")
     p._loader.close() if hasattr(p, "_loader") else None

@@ -791,9 +791,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         summaries, _ = self._worker_summaries(a)
         if worker not in summaries:
             raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
-        return self._call(
-            "distributed", "step_detail", {w: s.distributed for w, s in summaries.items()}, worker, step
-        )
+        return self._call("distributed", "step_detail", {w: s.distributed for w, s in summaries.items()}, worker, step)
 
     def _timeline(self, request: wrappers.Request, a: dict) -> Any:
         return self._call(
