@@ -212,7 +212,7 @@ def _critical_lines(ledger: Any, ranks: Mapping) -> list[str]:
     in step order."""
     crit = ledger.get("critical") if isinstance(ledger, dict) else None
     steps = crit.get("steps") if isinstance(crit, dict) else None
-    if not isinstance(steps, list) or not steps:
+    if not isinstance(steps, list) or not steps or not isinstance(crit, dict):
         return []
     rows = {r["key"]: r for r in crit.get("buckets") or [] if isinstance(r, dict) and "key" in r}
 

@@ -37,7 +37,8 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]]
     """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups` over the
     summaries' collectives, in their recorded time order), and the notes on calls that could not be matched."""
     cols: dict[str, list] = {k: [] for k in ("worker", "name", "pg", "group_size", "dur", "is_wait", "step")}
-    ranks, nsteps = {}, {}
+    ranks: dict[str, Any] = {}
+    nsteps: dict[str, int] = {}
     for w in sorted(summaries):
         d: Any = summaries[w].distributed
         c = d.get("collectives") or {}

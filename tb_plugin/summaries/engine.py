@@ -55,7 +55,7 @@ class Summaries:
         self._memory: OrderedDict[tuple, Summary] = OrderedDict()
         self._pending: dict[tuple, Future] = {}
         self._failed: dict[tuple, BaseException] = {}  # files whose summary failed (until they change)
-        self._client = None
+        self._client: Any = None
         self.computed = 0  # how many summaries this process computed (tests, benchmarks)
 
     # ------------------------------------------------------------------ look-ups
@@ -124,14 +124,16 @@ class Summaries:
             if fut is not None:
                 return fut
             fut = self._pending[f.key] = self._io.submit(self._find_or_compute, f, loaded)
-        fut.add_done_callback(lambda fu, k=f.key: self._forget(k, fu))
+        key = f.key
+        fut.add_done_callback(lambda fu: self._forget(key, fu))
         return fut
 
     def _forget(self, key: tuple, fut: Future) -> None:
         with self._lock:
             self._pending.pop(key, None)
-            if not fut.cancelled() and fut.exception() is not None:
-                self._failed[key] = fut.exception()
+            exc = None if fut.cancelled() else fut.exception()
+            if exc is not None:
+                self._failed[key] = exc
 
     def get(self, f: Any, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> Summary:
         """The summary of `f`: found, or computed now (errors of the trace file propagate)."""
@@ -147,7 +149,7 @@ class Summaries:
             with self._lock:
                 s = self._memory.get(f.key)
             futs.append(s if s is not None else self._future(f, loaded))
-        out = []
+        out: list[Summary | BaseException] = []
         for x in futs:
             if isinstance(x, Summary):
                 out.append(x)

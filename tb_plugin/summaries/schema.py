@@ -172,7 +172,7 @@ class Phases(msgspec.Struct, kw_only=True):
 
     def phase(self, name: str) -> list[int | None]:
         """The per-step values of phase `name` (one of `worker_facts.PHASES`)."""
-        return getattr(self, name)  # type: ignore[no-any-return]
+        return getattr(self, name)
 
 
 class Summary(msgspec.Struct, kw_only=True):

@@ -139,15 +139,18 @@ def decode(data: bytes, source: fs.Stat | None = None) -> Summary:
 
 def _header(obj: bytes | Summary) -> None:
     """SummaryError unless `obj` (a decoded summary, or JSON that is not one) says it is a summary of this version."""
+    h: Header | Summary
     if isinstance(obj, bytes):
         try:
-            obj = msgspec.json.decode(obj, type=Header)  # type: ignore[assignment]
+            h = msgspec.json.decode(obj, type=Header)
         except (msgspec.DecodeError, ValueError, RecursionError):
             raise SummaryError("not a gpuscope summary") from None
-    if obj.kind != KIND:
+    else:
+        h = obj
+    if h.kind != KIND:
         raise SummaryError("not a gpuscope summary")
-    if obj.version != VERSION:
-        raise SummaryError(f"summary version {obj.version!r}, this gpuscope reads {VERSION}")
+    if h.version != VERSION:
+        raise SummaryError(f"summary version {h.version!r}, this gpuscope reads {VERSION}")
 
 
 def source_fields(src: fs.Stat) -> dict:
