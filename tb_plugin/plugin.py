@@ -692,7 +692,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         else:
             summaries, errors = self._worker_summaries(a)
         mod = _view("distributed", "from_summaries")
-        result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
+        result = dict(mod({w: s.distributed for w, s in summaries.items()}))
         if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
             from tb_plugin.run_level import stragglers
 
@@ -703,9 +703,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
             for w, d in devices.items():
                 s = summaries[w]
-                d["events"] = s.get("events")
-                d["memory_peak"] = s.get("memory_peak")
-                d["step_avg_us"] = (s.get("overview") or {}).get("average", {}).get("total_us")
+                d["events"] = s.events
+                d["memory_peak"] = s.memory_peak
+                d["step_avg_us"] = s.overview.average.get("total_us") if s.overview is not None else None
         if errors:
             result["errors"] = errors
         return result
@@ -731,7 +731,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if isinstance(ready, dict):
             return ready
         [(summaries, errors)] = ready
-        result = pipeline.analyse({w: s["pipeline"] for w, s in summaries.items()})
+        result = pipeline.analyse({w: s.pipeline for w, s in summaries.items()})
         if errors:
             result["errors"] = errors
         return result
@@ -786,9 +786,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         summaries, _ = self._worker_summaries(a)
         if worker not in summaries:
             raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
-        return self._call(
-            "distributed", "step_detail", {w: s["distributed"] for w, s in summaries.items()}, worker, step
-        )
+        return self._call("distributed", "step_detail", {w: s.distributed for w, s in summaries.items()}, worker, step)
 
     def _timeline(self, request: wrappers.Request, a: dict) -> Any:
         return self._call(

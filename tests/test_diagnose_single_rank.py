@@ -24,6 +24,7 @@ import tb_plugin.plugin as plugin_mod
 from profiler_core.analysis.worker import single_rank_path as srp
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin.run_level import report
+from tb_plugin.summaries import schema
 
 from .summaries_support import ready
 from .test_views_common_support import kernel, op, runtime
@@ -107,7 +108,7 @@ def test_unreadable_trace_is_a_note_not_a_failure():
     def fails(worker: str):
         raise OSError("gone")
 
-    rep = report.diagnose({"w0": {"ledger": None, "phases": None}}, trace=fails)
+    rep = report.diagnose({"w0": schema.from_dict({"ledger": None, "phases": None})}, trace=fails)
     assert rep["single_rank"] is None
     assert "no single-rank critical path: the trace cannot be read (gone)" in rep["notes"]
 

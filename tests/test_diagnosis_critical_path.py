@@ -127,7 +127,7 @@ def test_distributed_view_splits_wait_and_transfer_in_subgroups():
     """Item 5: the group-1 all_reduce only runs on ranks 0 and 1; matched per process group, rank 0's 15 ms wait
     is wait (matching only calls every worker has would call it transfer)."""
     s = job_summaries()
-    view = distributed.from_summaries({w: x["distributed"] for w, x in s.items()})
+    view = distributed.from_summaries({w: x.distributed for w, x in s.items()})
     step = view["steps"]["1"]
     assert step["r0"]["wait_us"] == (40 + 15) * MS
     assert step["r1"]["wait_us"] == 40 * MS
@@ -150,9 +150,10 @@ def test_summary_with_nccl_kernels_no_call_launched_reads_back(shared_traces):
     if not path.exists():
         pytest.skip(f"{path} is not in the shared traces")
     s = summary.summarize_path(str(path))
-    coll = s["distributed"]["collectives"]
+    assert s.distributed is not None
+    coll = s.distributed["collectives"]
     assert "" in coll["pg"] and all(isinstance(g, str) for g in coll["pg"])
-    assert summary.decode(summary.encode(s))["distributed"]["collectives"] == coll
+    assert summary.decode(summary.encode(s)).distributed == s.distributed
 
 
 def test_text_shows_the_run_ledger_ranked_with_reasons():

@@ -8,6 +8,7 @@ import tb_plugin.loader  # noqa: F401 - bound to the real reader before any test
 from profiler_core.analysis.worker import ledger as L
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin.run_level.run_ledger import ONE_WORKER, run_ledger
+from tb_plugin.summaries import schema
 from tb_plugin.summaries import summary as S
 
 from .test_diagnosis_ledger import adds_up
@@ -16,29 +17,31 @@ from .test_summaries import _job
 US = 1000
 
 
-def _summary(compute: int, comm: int, other: int, coll_dur: int, pg: str = "0", size: int = 2) -> dict:
+def _summary(compute: int, comm: int, other: int, coll_dur: int, pg: str = "0", size: int = 2) -> schema.Summary:
     """One step "1" of 100 µs: compute, exposed comm, other (µs); one all_reduce of `coll_dur` µs in it."""
     buckets = {b: {"ns": [0], "recoverable_ns": [0], "reason": None} for b in L.BUCKETS}
     buckets[L.COMPUTE]["ns"] = [compute * US]
     buckets[L.EXPOSED_COMM] = {"ns": [comm * US], "recoverable_ns": [comm * US], "reason": None}
     buckets[L.OTHER] = {"ns": [other * US], "recoverable_ns": [other * US], "reason": None}
     buckets[L.SYNC_SKEW] = {"ns": None, "recoverable_ns": None, "reason": L.NEEDS_ALL_RANKS}
-    return {
-        "ledger": {"steps": ["1"], "wall_ns": [100 * US], "has_gpu": True, "reason": None, "buckets": buckets},
-        "distributed": {
-            "steps": {"step": ["1"], "start": [0], "end": [100 * US], "comp": [0], "comm": [0], "overlap": [0]},
-            "collectives": {
-                "names": ["nccl:all_reduce"],
-                "pg": [pg],
-                "group_size": [size],
-                "name": [0],
-                "step": [0],
-                "dur": [coll_dur * US],
-                "bytes": [-1],
-                "wait": [0],
+    return schema.from_dict(
+        {
+            "ledger": {"steps": ["1"], "wall_ns": [100 * US], "has_gpu": True, "reason": None, "buckets": buckets},
+            "distributed": {
+                "steps": {"step": ["1"], "start": [0], "end": [100 * US], "comp": [0], "comm": [0], "overlap": [0]},
+                "collectives": {
+                    "names": ["nccl:all_reduce"],
+                    "pg": [pg],
+                    "group_size": [size],
+                    "name": [0],
+                    "step": [0],
+                    "dur": [coll_dur * US],
+                    "bytes": [-1],
+                    "wait": [0],
+                },
             },
-        },
-    }
+        }
+    )
 
 
 def test_two_ranks_by_hand():

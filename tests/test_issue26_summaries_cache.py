@@ -9,6 +9,7 @@ import os
 import threading
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from profiler_core.trace.read import cache
@@ -103,11 +104,28 @@ def _variants(s: dict) -> dict:
     v("kernel total a float", lambda c: c["kernel_table"]["total"].__setitem__(0, 1.5))
     v("kernel names short", lambda c: c["kernel_table"]["name"].pop())
     v("kernel table null", lambda c: c.update(kernel_table=None))
+    # the schema's types (`schema.Summary`): a required field missing, or one of another type, at any depth
+    v("source missing", lambda c: c.pop("source"))
+    v("phases missing", lambda c: c.pop("phases"))
+    v("call dur missing", lambda c: c["collective_calls"].pop("dur"))
+    v("call tail missing", lambda c: c["collective_calls"].pop("tail"))
+    v("ledger has_gpu missing", lambda c: c["ledger"].pop("has_gpu"))
+    v("collective pg missing", lambda c: c["distributed"]["collectives"].pop("pg"))
+    v("devices a list", lambda c: c.update(devices=[0]))
+    v("source size text", lambda c: c["source"].update(size="big"))
+    v("phase reasons numbers", lambda c: c["phases"].update(reasons={"h2d": 1}))
+    v(
+        "group ranks texts",
+        lambda c: c["collective_calls"].update(group_ranks=[["a"]] * len(c["collective_calls"]["groups"])),
+    )
+    v("ledger has_gpu a number", lambda c: c["ledger"].update(has_gpu=1))
+    v("overview gpu a list", lambda c: c["overview"].update(gpu=[]))
+    v("top row a list", lambda c: c["top_operators"].append([1]))
     return out
 
 
 def test_every_malformed_summary_is_refused_by_decode(job):
-    good = S.decode(_summary_file(job).read_bytes())
+    good = msgspec.to_builtins(S.decode(_summary_file(job).read_bytes()))
     for name, bad in _variants(good).items():
         with pytest.raises(S.SummaryError, match="malformed"):
             S.decode(S.encode(bad))
@@ -126,7 +144,7 @@ def test_planted_summaries_are_recomputed_never_served(job, monkeypatch):
     assert expected.status_code == 200 and p.state().summaries.computed == 0
     path = _summary_file(job)
     original = path.read_bytes()
-    good = S.decode(original)
+    good = msgspec.to_builtins(S.decode(original))
     try:
         for name, bad in _variants(good).items():
             path.write_bytes(S.encode(bad))

@@ -86,15 +86,15 @@ def test_job_diff_aligns_as_the_kernel_diff(jobs):
 
 def test_kernel_table_is_bounded_and_counts_steps(jobs, monkeypatch):
     s = jobs["a_s"][sorted(jobs["a"])[0]]
-    t = s["kernel_table"]
+    t = s.kernel_table
     kernel_table.check(t)
     assert t["steps"] == 3 and t["dropped"] == 0 and len(t["name"]) == len(set(zip(t["path"], t["name"])))
     # the same kernels as the steps' top kernels (fewer than TOP_N names here): per name, the same ns
-    ph = s["phases"]
+    ph = s.phases
     tops: dict[str, int] = {}
-    for top in ph["top_kernels"]:
+    for top in ph.top_kernels:
         for i, ns in top:
-            tops[ph["names"][i]] = tops.get(ph["names"][i], 0) + ns
+            tops[ph.names[int(i)]] = tops.get(ph.names[int(i)], 0) + ns
     table: dict[str, int] = {}
     for name, ns in zip(t["name"], t["total"]):
         table[name] = table.get(name, 0) + ns

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
@@ -97,11 +98,11 @@ def test_pipeline_route_reads_only_summaries(tmp_path, cache, monkeypatch):
 
 def test_summary_holds_the_projection_and_refuses_a_malformed_one(tmp_path):
     paths = generate_pipeline(str(tmp_path / "pp"), P, M, steps=2, fwd_us=F, bwd_us=B, transfer_us=0)
-    s = S.summarize(read_trace(paths[1], processes=0))
+    s = msgspec.to_builtins(S.summarize(read_trace(paths[1], processes=0)))
     proj = s["pipeline"]
     assert proj["version"] == pp.PROJECTION_VERSION and len(proj["steps"]) == 2
     assert len(proj["steps"][0]["spans"]) == 2 * M  # stage 1: 8 forwards and 8 backwards per step
-    assert S.decode(S.encode(s))["pipeline"] == proj
+    assert S.decode(S.encode(s)).pipeline == proj
 
     def bad(change) -> dict:
         t = copy.deepcopy(s)

@@ -22,7 +22,7 @@ from profiler_core.analysis.worker import kernel_table, worker_facts
 from profiler_core.analysis.worker.buckets import BUCKETS
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin.runs import Scanner
-from tb_plugin.summaries import cli, store
+from tb_plugin.summaries import cli, schema, store
 from tb_plugin.summaries import summary as S
 from tb_plugin.summaries.engine import Summaries
 from tb_plugin.views import distributed as dv
@@ -58,7 +58,7 @@ def test_view_from_stored_summaries_equals_view_from_traces(tmp_path, cache):
     stored = {}
     for w, t in traces.items():
         data = S.encode(S.summarize(t))
-        stored[w] = S.decode(data)["distributed"]
+        stored[w] = S.decode(data).distributed
     assert dv.from_summaries(stored) == whole
     # the straggler (rank ranks // 3 = 1) is the first one ranked, with the collective that waited on it
     top = whole["stragglers"][0]
@@ -75,7 +75,7 @@ def test_view_from_stored_summaries_equals_view_from_traces(tmp_path, cache):
 def test_view_from_summaries_on_real_ddp_trace(shared_traces):
     run = shared_traces / "torch_cpu_cnn" / "ddp_gloo"
     traces = {p.name.split(".")[0]: read_trace(str(p), processes=0) for p in sorted(run.glob("*.pt.trace.json*"))}
-    parts = {w: S.decode(S.encode(S.summarize(t)))["distributed"] for w, t in traces.items()}
+    parts = {w: S.decode(S.encode(S.summarize(t))).distributed for w, t in traces.items()}
     assert dv.from_summaries(parts) == dv.distributed(traces)
 
 
@@ -111,7 +111,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     s = {
         "kind": S.KIND,
         "version": S.VERSION,
-        "source": {"size": 100, "mtime_ns": 5, "etag": ""},
+        "source": {"size": 100, "mtime_ns": 5, "etag": "", "ident": []},
         "events": 0,
         "overview": {"steps": [], "average": {}, "gpu": None},
         "memory_peak": {},
@@ -140,7 +140,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     }
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)
-    assert store.read(where, src) == s
+    assert store.read(where, src) == schema.from_dict(s)
     assert store.read(where, S.fs.Stat(101, 5)) is None  # the trace changed
     store.write(where, {**s, "version": S.VERSION + 1})
     assert store.read(where, src) is None  # another gpuscope's
@@ -159,7 +159,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     store.write(where, {**s, "collective_calls": cc})
     assert store.read(where, src) is None  # group index 3 of 1 group
     store.write(where, {**s, "collective_calls": {**cc, "group": [0]}})
-    assert store.read(where, src) == {**s, "collective_calls": {**cc, "group": [0]}}
+    assert store.read(where, src) == schema.from_dict({**s, "collective_calls": {**cc, "group": [0]}})
     for bad in ({"lead": [-1]}, {"tail": [-1]}):  # ready after its start, idle for less than nothing
         store.write(where, {**s, "collective_calls": {**cc, "group": [0], **bad}})
         assert store.read(where, src) is None, bad

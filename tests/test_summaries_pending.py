@@ -102,7 +102,7 @@ def test_routes_answer_pending_at_once_then_the_same_answer(runs, tmp_path, monk
     release.set()
     want = {
         "diagnosis": report.diagnose(s["a"], trace=_no_trace),
-        "pipeline": pipeline.analyse({w: x["pipeline"] for w, x in s["a"].items()}),
+        "pipeline": pipeline.analyse({w: x.pipeline for w, x in s["a"].items()}),
         "clock_offsets": clock_offsets.clock_offsets(s["a"]),
         "jobdiff": J.job_diff(s["a"], s["b"]),
     }

@@ -91,7 +91,7 @@ def test_a_summary_records_and_checks_the_files_inode_and_ctime(logdir):
     path = logdir / "job" / "w0.1000.pt.trace.json"
     src = fs.stat(str(path))
     s = S.summarize_path(str(path))
-    assert s["source"]["ident"] == list(src.ident) and len(src.ident) == 4
+    assert s.source is not None and s.source.ident == list(src.ident) and len(src.ident) == 4
     where = str(logdir / "w0.summary.json.gz")
     store.write(where, s)
     assert store.read(where, src) == s

@@ -3,9 +3,9 @@ an earlier format (2, or 3 without them) is recomputed, never read as if it had 
 
 from __future__ import annotations
 
-import copy
 import os
 
+import msgspec
 import pytest
 
 from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE
@@ -21,12 +21,13 @@ from .test_summaries import _job
 
 def test_summary_holds_ledger_and_gpu_idle():
     s = S.decode(S.encode(S.summarize(every_bucket_trace())))
-    assert S.VERSION >= 5 and s["version"] == S.VERSION  # the ledger came with format 5
+    assert S.VERSION >= 5 and s.version == S.VERSION  # the ledger came with format 5
+    assert s.ledger is not None and s.gpu_idle is not None and s.gpu_idle["devices"] is not None
     # the hand-derived ledger of test_diagnosis_ledger: 30 µs compute of the 100 µs step
-    assert s["ledger"]["wall_ns"] == [100_000] and s["ledger"]["buckets"][COMPUTE]["ns"] == [30_000]
-    assert sorted(s["ledger"]["buckets"]) == sorted(BUCKETS)
+    assert s.ledger["wall_ns"] == [100_000] and s.ledger["buckets"][COMPUTE]["ns"] == [30_000]
+    assert sorted(s.ledger["buckets"]) == sorted(BUCKETS)
     # gpu_idle: device 0's idle by cause per step (idle gaps [55, 80) host wait 25 µs, [85, 90) kernel wait 5 µs)
-    dev = s["gpu_idle"]["devices"]["0"]
+    dev = s.gpu_idle["devices"]["0"]
     assert dev["host_wait"] == [25_000] and dev["kernel_wait"] == [5_000] and dev["other"] == [0]
 
 
@@ -44,7 +45,7 @@ def test_summary_holds_ledger_and_gpu_idle():
     ],
 )
 def test_damaged_ledger_is_refused(damage, message):
-    s = copy.deepcopy(S.summarize(every_bucket_trace()))
+    s = msgspec.to_builtins(S.summarize(every_bucket_trace()))
     damage(s)
     with pytest.raises(S.SummaryError, match=message):
         S.decode(S.encode(s))
@@ -59,7 +60,7 @@ def test_earlier_format_summary_is_recomputed(tmp_path, monkeypatch, old_version
     trace = next(run.glob("*.pt.trace.json*"))
     # a summary as formats 2 and 3 wrote it (no ledger, gpu_idle, collective calls, phases) or format 4 (no
     # collective calls, phases) or format 8 (no call readiness), their version, of this very file
-    old = S.summarize(read_trace(str(trace), processes=0), S.fs.stat(str(trace)))
+    old = msgspec.to_builtins(S.summarize(read_trace(str(trace), processes=0), S.fs.stat(str(trace))))
     later = (
         ("collective_calls", "phases") + (("ledger", "gpu_idle") if old_version < 4 else ()) if old_version < 8 else ()
     )
@@ -72,6 +73,6 @@ def test_earlier_format_summary_is_recomputed(tmp_path, monkeypatch, old_version
     sums = Summaries(str(logdir))
     assert sums.find(f) is None  # not read as the current format
     s = sums.get(f)
-    assert sums.computed == 1 and s["version"] == S.VERSION and "ledger" in s and "gpu_idle" in s
-    assert "collective_calls" in s and "phases" in s
-    assert sum(s["ledger"]["wall_ns"]) > 0
+    assert sums.computed == 1 and s.version == S.VERSION and s.ledger is not None and s.gpu_idle is not None
+    assert s.collective_calls is not None and s.phases is not None
+    assert sum(s.ledger["wall_ns"]) > 0

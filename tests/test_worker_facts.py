@@ -84,7 +84,7 @@ def test_calls_beyond_the_bound_are_dropped_and_counted(monkeypatch):
 
 def test_a_summary_holding_more_calls_than_the_bound_is_refused(monkeypatch):
     s = summary.summarize(_calls_trace(5))
-    assert len(summary.decode(summary.encode(s))["collective_calls"]["start"]) == 5
+    assert len(summary.decode(summary.encode(s)).collective_calls.start) == 5
     monkeypatch.setattr(worker_facts, "MAX_CALLS", 3)
     with pytest.raises(summary.SummaryError, match="too many calls"):
         summary.decode(summary.encode(s))

@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from tb_plugin.run_level.critical_path import NO_FACTS, label, match
+from tb_plugin.summaries.schema import Summary
 
 
-def _origin(summary: Mapping) -> int | None:
-    o = (summary.get("distributed") or {}).get("origin")
+def _origin(summary: Summary) -> int | None:
+    o = summary.distributed["origin"] if summary.distributed is not None else None
     return int(o) if isinstance(o, (int, float)) and not isinstance(o, bool) else None
 
 
@@ -91,12 +92,12 @@ def _tree(n: int, ref: int, links: dict[tuple[int, int], np.ndarray]) -> dict[in
     return placed
 
 
-def clock_offsets(summaries: Mapping[str, Mapping]) -> dict:
+def clock_offsets(summaries: Mapping[str, Summary]) -> dict:
     """Each worker's clock offset and timeline shift against the reference worker (module doc)."""
     workers = sorted(summaries)
     if not workers:
         return {"reference": None, "workers": [], "notes": [], "reason": "the run has no worker summaries"}
-    if not any(isinstance(s.get("collective_calls"), dict) for s in summaries.values()):
+    if not any(s.collective_calls is not None for s in summaries.values()):
         return {"reference": None, "workers": [], "notes": [], "reason": NO_FACTS}
     job = match(summaries)
     links = _links(job)

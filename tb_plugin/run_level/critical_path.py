@@ -34,15 +34,16 @@ import pandas as pd
 
 from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.worker.worker_facts import sequence
+from tb_plugin.summaries.schema import CollectiveCalls, Phases, Summary, empty_phases
 
 #: a member waited when its wait exceeds this (ns): clock noise below it names nobody
 WAIT_EPS_NS = 1_000
 NO_FACTS = "no worker's summary holds its collective calls and phases (summaries of an older gpuscope?)"
 
 
-def worker_rank(summary: Mapping) -> int | None:
+def worker_rank(summary: Summary) -> int | None:
     """The worker's global rank as its summary records it, or None."""
-    r = (summary.get("devices") or {}).get("rank")
+    r = summary.devices.rank if summary.devices is not None else None
     return int(r) if isinstance(r, int) and not isinstance(r, bool) else None
 
 
@@ -61,7 +62,7 @@ class Job:
 
     workers: list[str]
     ranks: dict[str, int | None]
-    phases: dict[str, dict]
+    phases: dict[str, Phases]
     steps: list[str]
     calls: dict[str, np.ndarray]
     inst: pd.DataFrame
@@ -75,7 +76,7 @@ class Job:
         self.b_idx = np.full((S, W), -1, np.int64)
         for wi, w in enumerate(self.workers):
             ph = self.phases[w]
-            for i, (name, a, b) in enumerate(zip(ph.get("step") or [], ph.get("start") or [], ph.get("end") or [])):
+            for i, (name, a, b) in enumerate(zip(ph.step, ph.start, ph.end)):
                 k = code[str(name)]
                 if self.b_idx[k, wi] < 0:
                     self.b_idx[k, wi], self.b_start[k, wi], self.b_end[k, wi] = i, a, b
@@ -96,7 +97,7 @@ class Job:
         on a worker without, a call blocks its thread."""
         got = self.__dict__.get("_on_gpu")
         if got is None:
-            got = np.array([any(x is not None for x in (self.phases[w].get("gpu_idle") or [])) for w in self.workers])
+            got = np.array([any(x is not None for x in self.phases[w].gpu_idle) for w in self.workers])
             self.__dict__["_on_gpu"] = got.astype(bool)
         return self.__dict__["_on_gpu"]
 
@@ -117,11 +118,11 @@ class Job:
         return self.inst_rows[self.inst_off[i] : self.inst_off[i + 1]]
 
 
-def _step_order(phases: Mapping[str, Mapping], workers: list[str]) -> list[str]:
+def _step_order(phases: Mapping[str, Phases], workers: list[str]) -> list[str]:
     """Step names in the order the workers recorded them."""
     order: dict[str, None] = {}
     for w in workers:
-        for s in phases[w].get("step") or []:
+        for s in phases[w].step:
             order.setdefault(str(s), None)
     return list(order)
 
@@ -136,9 +137,9 @@ class _Codes:
         self.size: list[int] = []
         self.names: dict[str, int] = {}
 
-    def group_codes(self, cc: Mapping) -> np.ndarray:
+    def group_codes(self, cc: CollectiveCalls) -> np.ndarray:
         out = []
-        for key, pg, r, size in zip(cc["groups"], cc["group_pg"], cc["group_ranks"], cc["group_size"]):
+        for key, pg, r, size in zip(cc.groups, cc.group_pg, cc.group_ranks, cc.group_size):
             i = self.groups.setdefault(key, len(self.groups))
             if i == len(self.pg):
                 self.pg.append(pg)
@@ -149,11 +150,11 @@ class _Codes:
             out.append(i)
         return np.asarray(out, np.int64)
 
-    def name_codes(self, cc: Mapping) -> np.ndarray:
-        return np.asarray([self.names.setdefault(n, len(self.names)) for n in cc["names"]], np.int64)
+    def name_codes(self, cc: CollectiveCalls) -> np.ndarray:
+        return np.asarray([self.names.setdefault(n, len(self.names)) for n in cc.names], np.int64)
 
 
-def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str], codes: _Codes) -> dict:
+def _calls(summaries: Mapping[str, Summary], workers: list[str], steps: list[str], codes: _Codes) -> dict:
     """Every worker's calls as flat arrays with global codes (group, name, step)."""
     step_code = {s: i for i, s in enumerate(steps)}
     parts: dict[str, list] = {
@@ -161,37 +162,36 @@ def _calls(summaries: Mapping[str, Mapping], workers: list[str], steps: list[str
         for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "bytes", "is_wait", "ready", "tail")
     }
     for wi, w in enumerate(workers):
-        cc = summaries[w].get("collective_calls") or {}
-        n = len(cc.get("group") or [])
-        if not n:
+        cc = summaries[w].collective_calls
+        n = len(cc.group) if cc is not None else 0
+        if cc is None or not n:
             continue
-        local_steps = np.asarray(
-            [step_code[str(x)] for x in (summaries[w].get("phases") or {}).get("step") or []] + [-1], np.int64
-        )
-        st = np.asarray(cc["step"], np.int64)
+        ph = summaries[w].phases
+        local_steps = np.asarray([step_code[str(x)] for x in (ph.step if ph is not None else [])] + [-1], np.int64)
+        st = np.asarray(cc.step, np.int64)
         parts["w"].append(np.full(n, wi, np.int64))
-        parts["group"].append(codes.group_codes(cc)[np.asarray(cc["group"], np.int64)])
-        parts["name"].append(codes.name_codes(cc)[np.asarray(cc["name"], np.int64)])
+        parts["group"].append(codes.group_codes(cc)[np.asarray(cc.group, np.int64)])
+        parts["name"].append(codes.name_codes(cc)[np.asarray(cc.name, np.int64)])
         parts["step"].append(local_steps[np.where((st >= 0) & (st < len(local_steps) - 1), st, -1)])
-        parts["seq"].append(sequence(np.asarray(cc["group"], np.int64), np.asarray(cc["wait"], bool)))
-        parts["start"].append(np.asarray(cc["start"], np.int64))
-        parts["end"].append(np.asarray(cc["start"], np.int64) + np.asarray(cc["dur"], np.int64))
-        parts["covered"].append(np.asarray(cc.get("covered") or np.zeros(n), np.int64))
-        parts["bytes"].append(np.asarray(cc.get("bytes") or np.full(n, -1), np.int64))
-        parts["is_wait"].append(np.asarray(cc["wait"], bool))
-        start = np.asarray(cc["start"], np.int64)
-        lead = cc.get("lead")  # hand-made facts may leave it out: ready when started
+        parts["seq"].append(sequence(np.asarray(cc.group, np.int64), np.asarray(cc.wait, bool)))
+        parts["start"].append(np.asarray(cc.start, np.int64))
+        parts["end"].append(np.asarray(cc.start, np.int64) + np.asarray(cc.dur, np.int64))
+        parts["covered"].append(np.asarray(cc.covered or np.zeros(n), np.int64))
+        parts["bytes"].append(np.asarray(cc.bytes or np.full(n, -1), np.int64))
+        parts["is_wait"].append(np.asarray(cc.wait, bool))
+        start = np.asarray(cc.start, np.int64)
+        lead = cc.lead  # hand-made facts may leave it out: ready when started
         parts["ready"].append(start - np.maximum(np.asarray(lead, np.int64), 0) if lead is not None else start)
-        tail = cc.get("tail")  # likewise: idle for the whole call
-        parts["tail"].append(np.asarray(tail, np.int64) if tail is not None else np.asarray(cc["dur"], np.int64))
+        tail = cc.tail  # likewise: idle for the whole call
+        parts["tail"].append(np.asarray(tail, np.int64) if tail is not None else np.asarray(cc.dur, np.int64))
     return {k: np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64) for k, v in parts.items()}
 
 
-def match(summaries: Mapping[str, Mapping]) -> Job:
+def match(summaries: Mapping[str, Summary]) -> Job:
     """The workers' calls matched per process group and sequence (module doc); `inst` -1 where unmatched."""
     workers = sorted(summaries)
     ranks = {w: worker_rank(summaries[w]) for w in workers}
-    phases = {w: summaries[w].get("phases") or {} for w in workers}
+    phases = {w: summaries[w].phases or empty_phases() for w in workers}
     steps = _step_order(phases, workers)
     codes = _Codes()
     c = _calls(summaries, workers, steps, codes)
@@ -377,9 +377,9 @@ def step_paths(job: Job) -> list[dict]:
     return out
 
 
-def critical_paths(summaries: Mapping[str, Mapping]) -> dict:
+def critical_paths(summaries: Mapping[str, Summary]) -> dict:
     """The cross-rank critical path per step (module doc), or a `reason` when the summaries lack the facts."""
-    if not any(isinstance(s.get("phases"), dict) for s in summaries.values()):
+    if not any(s.phases is not None for s in summaries.values()):
         return {"steps": [], "notes": [], "reason": NO_FACTS}
     job = match(summaries)
     return {"steps": step_paths(job), "notes": job.notes, "reason": None}

@@ -48,6 +48,7 @@ from profiler_core.analysis.worker import kernel_table
 from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
 from tb_plugin.run_level import kernel_alignment
 from tb_plugin.run_level.run_ledger import worker_ledgers
+from tb_plugin.summaries.schema import CollectiveCalls, Summary
 
 #: a per-rank delta smaller than this (ms per step) is noise, not a line
 MIN_MS = 0.05
@@ -63,16 +64,16 @@ class JobDiffError(ValueError):
     """The two runs cannot be compared (no summaries, no steps): the message says why."""
 
 
-def _rank_of(workers: list[str], summaries: Mapping[str, Mapping]) -> dict[str, int]:
+def _rank_of(workers: list[str], summaries: Mapping[str, Summary]) -> dict[str, int]:
     """worker -> rank (`devices.rank`; the worker's place by name where no rank is recorded or ranks repeat)."""
-    ranks = {w: (summaries[w].get("devices") or {}).get("rank") for w in workers}
+    ranks = {w: (d.rank if (d := summaries[w].devices) is not None else None) for w in workers}
     vals = [r for r in ranks.values() if isinstance(r, int)]
     if len(vals) != len(workers) or len(set(vals)) != len(vals):
         return {w: i for i, w in enumerate(workers)}
     return {w: int(r) for w, r in ranks.items()}  # type: ignore[arg-type]
 
 
-def _side(summaries: Mapping[str, Mapping]) -> dict:
+def _side(summaries: Mapping[str, Summary]) -> dict:
     """One job's per-rank means per step: bucket ns, kernel ns by name, exposed collective ns by (group, name)."""
     workers = sorted(summaries)
     if not workers:
@@ -92,9 +93,9 @@ def _side(summaries: Mapping[str, Mapping]) -> dict:
             while len(step_walls) <= i:
                 step_walls.append([])
             step_walls[i].append(float(x))
-        table = summaries[w].get("kernel_table") or kernel_table.empty()
-        cc = summaries[w].get("collective_calls") or {}
-        coll = _exposed_by_collective(cc, n, group_ranks) if cc.get("group") else {}
+        table = summaries[w].kernel_table or kernel_table.empty()
+        cc = summaries[w].collective_calls
+        coll = _exposed_by_collective(cc, n, group_ranks) if cc is not None and cc.group else {}
         per[rank_of[w]] = {
             "worker": w,
             "wall": float(np.mean(led["wall_ns"])),
@@ -124,22 +125,22 @@ def _align_kernels(A: dict, B: dict) -> list[dict]:
     return rows
 
 
-def _exposed_by_collective(cc: Mapping[str, Any], n: int, group_ranks: dict) -> dict[tuple[str, str], float]:
+def _exposed_by_collective(cc: CollectiveCalls, n: int, group_ranks: dict) -> dict[tuple[str, str], float]:
     """(process group name, collective name) -> exposed ns per step (duration less `covered`) of the calls in
     the worker's first `n` steps; `group_ranks` gets each key's ranks."""
-    names = len(cc["names"])
-    step = np.asarray(cc["step"], np.int64)
+    names = len(cc.names)
+    step = np.asarray(cc.step, np.int64)
     keep = (step >= 0) & (step < n)
-    code = (np.asarray(cc["group"], np.int64) * names + np.asarray(cc["name"], np.int64))[keep]
-    exposed = np.maximum(np.asarray(cc["dur"], np.int64) - np.asarray(cc["covered"], np.int64), 0)[keep]
+    code = (np.asarray(cc.group, np.int64) * names + np.asarray(cc.name, np.int64))[keep]
+    exposed = np.maximum(np.asarray(cc.dur, np.int64) - np.asarray(cc.covered, np.int64), 0)[keep]
     codes, inv = np.unique(code, return_inverse=True)
     sums = np.bincount(inv, weights=exposed.astype(np.float64), minlength=len(codes))
     out: dict[tuple[str, str], float] = {}
     for c, v in zip(codes.tolist(), sums.tolist()):
         g, nm = divmod(c, names)
-        key = (str(cc["group_pg"][g]), str(cc["names"][nm]))
+        key = (str(cc.group_pg[g]), str(cc.names[nm]))
         out[key] = out.get(key, 0.0) + v / n
-        group_ranks.setdefault(key, cc["group_ranks"][g])
+        group_ranks.setdefault(key, cc.group_ranks[g])
     return out
 
 
@@ -204,7 +205,7 @@ def _ms(ns: float) -> float:
     return round(ns / 1e6, 4)
 
 
-def job_diff(summaries_a: Mapping[str, Mapping], summaries_b: Mapping[str, Mapping]) -> dict:
+def job_diff(summaries_a: Mapping[str, Summary], summaries_b: Mapping[str, Summary]) -> dict:
     """Job B (`summaries_b`: worker -> summary) compared with job A, step by step (module docstring)."""
     try:
         A = _side(summaries_a)

@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from profiler_core.analysis.worker.buckets import COMPUTE
+from tb_plugin.run_level import critical_path, stragglers
+from tb_plugin.summaries.schema import Summary
 
 #: the critical paths reported in words (every step is in the JSON)
-from tb_plugin.run_level import critical_path, stragglers
 
 TEXT_STEPS = 5
 #: the steps whose critical rank's ledger is reported in words (most time outside compute; all in the JSON)
@@ -37,7 +38,7 @@ SINGLE_TOP = 10
 LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
 
 
-def _ledger(summaries: Mapping[str, Mapping]) -> tuple[Any, str | None]:
+def _ledger(summaries: Mapping[str, Summary]) -> tuple[Any, str | None]:
     """The run's ledger (`tb_plugin.run_level.run_ledger.run_view`) when this gpuscope has it and the summaries
     hold the workers' ledgers, else None and the reason."""
     try:
@@ -47,7 +48,7 @@ def _ledger(summaries: Mapping[str, Mapping]) -> tuple[Any, str | None]:
     fn = getattr(mod, "run_view", None)
     if fn is None:
         return None, LEDGER_PENDING
-    if not all(isinstance(s.get("ledger"), dict) for s in summaries.values()):
+    if not all(s.ledger is not None for s in summaries.values()):
         return None, "the summaries hold no ledger"
     return fn(dict(summaries)), None
 
@@ -69,7 +70,7 @@ def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
             seg["why"] = s["why"] if s else None
 
 
-def diagnose(summaries: Mapping[str, Mapping], trace: Callable[[str], Any] | None = None) -> dict:
+def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | None = None) -> dict:
     """The diagnosis of one run and span (module doc). `trace(worker)`: the parsed trace of a worker, read only for
     a run of one worker (its single-rank critical path); an exception there becomes a note."""
     workers = sorted(summaries)
@@ -94,7 +95,7 @@ def diagnose(summaries: Mapping[str, Mapping], trace: Callable[[str], Any] | Non
             out["single_rank"] = single_rank(trace(workers[0]), workers[0])
         except Exception as e:  # noqa: BLE001 - the summaries' diagnosis stands without it
             out["notes"].append(f"no single-rank critical path: the trace cannot be read ({e})")
-    if not any(isinstance(summaries[w].get("phases"), dict) for w in workers):
+    if not any(summaries[w].phases is not None for w in workers):
         out["reason"] = critical_path.NO_FACTS
         return out
     job = critical_path.match(summaries)
@@ -211,7 +212,7 @@ def _critical_lines(ledger: Any, ranks: Mapping) -> list[str]:
     in step order."""
     crit = ledger.get("critical") if isinstance(ledger, dict) else None
     steps = crit.get("steps") if isinstance(crit, dict) else None
-    if not isinstance(steps, list) or not steps:
+    if not isinstance(steps, list) or not steps or not isinstance(crit, dict):
         return []
     rows = {r["key"]: r for r in crit.get("buckets") or [] if isinstance(r, dict) and "key" in r}
 

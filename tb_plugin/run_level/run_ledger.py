@@ -27,20 +27,22 @@ import pandas as pd
 
 from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.worker.buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
+from tb_plugin.summaries.schema import Summary
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 
 
-def wait_by_step(summaries: Mapping[str, dict]) -> tuple[dict[str, list[int]], list[str]]:
+def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]], list[str]]:
     """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups` over the
     summaries' collectives, in their recorded time order), and the notes on calls that could not be matched."""
     cols: dict[str, list] = {k: [] for k in ("worker", "name", "pg", "group_size", "dur", "is_wait", "step")}
-    ranks, nsteps = {}, {}
+    ranks: dict[str, Any] = {}
+    nsteps: dict[str, int] = {}
     for w in sorted(summaries):
-        d = summaries[w]["distributed"]
+        d: Any = summaries[w].distributed
         c = d.get("collectives") or {}
         nsteps[w] = len((d.get("steps") or {}).get("step") or [])
-        ranks[w] = (summaries[w].get("devices") or {}).get("rank")
+        ranks[w] = dev.rank if (dev := summaries[w].devices) is not None else None
         code = np.asarray(c.get("name") or [], np.int64)
         if not len(code):
             continue
@@ -66,7 +68,7 @@ def wait_by_step(summaries: Mapping[str, dict]) -> tuple[dict[str, list[int]], l
     return out, notes
 
 
-def _with_skew(led: dict, wait: list[int] | None) -> dict:
+def _with_skew(led: Mapping[str, Any], wait: list[int] | None) -> dict:
     """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new dict)."""
     out = {**led, "buckets": {b: dict(e) for b, e in led["buckets"].items()}}
     comm = out["buckets"][EXPOSED_COMM]
@@ -84,7 +86,7 @@ def _with_skew(led: dict, wait: list[int] | None) -> dict:
     return out
 
 
-def worker_ledgers(summaries: Mapping[str, Any], notes: list[str] | None = None) -> dict[str, dict]:
+def worker_ledgers(summaries: Mapping[str, Summary], notes: list[str] | None = None) -> dict[str, dict]:
     """worker -> its ledger with its wait for other ranks moved from exposed_comm to sync_skew (module doc);
     the notes on calls that could not be matched go to `notes`."""
     workers = sorted(summaries)
@@ -93,10 +95,10 @@ def worker_ledgers(summaries: Mapping[str, Any], notes: list[str] | None = None)
         waits, wnotes = wait_by_step(summaries)
         if notes is not None:
             notes.extend(wnotes[:5] + ([f"... and {len(wnotes) - 5} more such calls"] if len(wnotes) > 5 else []))
-    return {w: _with_skew(summaries[w]["ledger"], waits[w] if waits else None) for w in workers}
+    return {w: _with_skew(summaries[w].ledger or {}, waits[w] if waits else None) for w in workers}
 
 
-def run_ledger(summaries: Mapping[str, dict]) -> dict:
+def run_ledger(summaries: Mapping[str, Summary]) -> dict:
     """The run's ledger from its workers' summaries (worker -> summary with "ledger" and "distributed"):
     `workers`, `critical` and `mean` (module docstring), `totals` (worker -> bucket -> ns over its steps, None
     where its trace cannot measure the bucket), `notes`."""
@@ -191,7 +193,7 @@ def _all_lack(leds: Mapping[str, Any], b: str) -> bool:
     return all(led["buckets"][b]["ns"] is None for led in leds.values())
 
 
-def run_view(summaries: Mapping[str, dict], pending: list[str] | None = None) -> dict:
+def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None) -> dict:
     """The run's ledger as the Overview shows it (docs/diagnosis.md): `critical` and `mean` rendered by
     `ledger.ranked` (`critical.workers`: the rank that set each step), `workers` (how many), `notes`, and
     `pending` (workers whose summary is still computed: the ledger waits for every worker)."""

@@ -28,6 +28,7 @@ import numpy as np
 from profiler_core.analysis.worker.worker_facts import PHASES
 from tb_plugin.run_level import slow_links, what_if
 from tb_plugin.run_level.critical_path import Job, label
+from tb_plugin.summaries.schema import Summary
 
 PHASE_LABELS = {
     "data_loading": "data loading",
@@ -79,13 +80,13 @@ def _flat(job: Job) -> dict:
         ks = np.flatnonzero(job.b_idx[:, wi] >= 0)
         idx = job.b_idx[ks, wi]
         for j, p in enumerate(_CAUSES):
-            vals = np.array(ph.get(p) or [], dtype=np.float64)
+            vals = np.array(ph.phase(p), dtype=np.float64)
             ok = idx < len(vals)
             mat[ks[ok], j, wi] = vals[idx[ok]]
-        gm = [codes.setdefault(str(n), len(codes)) for n in ph.get("names") or []]
+        gm = [codes.setdefault(str(n), len(codes)) for n in ph.names]
         step_of = dict(zip(idx.tolist(), ks.tolist()))
         for key, (tw, tk, tn, tv) in tops.items():
-            for i, lst in enumerate(ph.get(key) or []):
+            for i, lst in enumerate(getattr(ph, key)):
                 k = step_of.get(i)
                 if k is None:
                     continue
@@ -281,13 +282,13 @@ def describe(s: Mapping) -> str:
     )
 
 
-def annotate_rows(rows: list[dict], summaries: Mapping[str, Mapping]) -> list[dict]:
+def annotate_rows(rows: list[dict], summaries: Mapping[str, Summary]) -> list[dict]:
     """The Distributed view's straggler rows with `why`, `what_if_ms` and `diff` (the Diff view's pair: the row's
     worker against the median worker at that step); None where the summaries lack the facts."""
     if not rows:
         return rows
     job = None
-    if any(isinstance(s.get("phases"), dict) for s in summaries.values()):
+    if any(s.phases is not None for s in summaries.values()):
         from tb_plugin.run_level.critical_path import match
 
         job = match(summaries)

@@ -162,7 +162,7 @@ def summarize_logdir(
         from tb_plugin.summaries.summary import decode
 
         s = decode(data)
-        if s.get("source", {}).get("size") != f.size:
+        if s.source is None or s.source.size != f.size:
             failed.append((f.relpath, "the file changed while it was summarized"))
             return
         writes.append(writer.submit(write, f, data))

@@ -15,9 +15,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import msgspec
+
 from profiler_core import settings
 from profiler_core.identity import portable_identity
 from tb_plugin.summaries import fs, store
+from tb_plugin.summaries.schema import Source, Summary
 from tb_plugin.summaries.summary import encode, source_fields, summarize, summarize_path
 
 log = logging.getLogger(__name__)
@@ -49,14 +52,14 @@ class Summaries:
         # finding stored summaries is I/O (one or two small reads each, remote ones slow): in parallel
         self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gpuscope-summary-io")
         self._lock = threading.Lock()
-        self._memory: OrderedDict[tuple, dict] = OrderedDict()
+        self._memory: OrderedDict[tuple, Summary] = OrderedDict()
         self._pending: dict[tuple, Future] = {}
         self._failed: dict[tuple, BaseException] = {}  # files whose summary failed (until they change)
-        self._client = None
+        self._client: Any = None
         self.computed = 0  # how many summaries this process computed (tests, benchmarks)
 
     # ------------------------------------------------------------------ look-ups
-    def find(self, f: Any) -> dict | None:
+    def find(self, f: Any) -> Summary | None:
         """A stored valid summary of `f` (memory, logdir's hidden folder, cache), or None."""
         with self._lock:
             s = self._memory.get(f.key)
@@ -69,7 +72,7 @@ class Summaries:
             self._remember(f.key, s)
         return s
 
-    def _stored(self, f: Any, src: fs.Stat) -> dict | None:
+    def _stored(self, f: Any, src: fs.Stat) -> Summary | None:
         """The summary of `f` from the logdir's hidden folder (only where it and its folders belong
         to this user or to the trace's owner), else from the cache (only where it is ours)."""
         hidden = store.out_path(store.default_out(self.logdir), f.relpath)
@@ -94,7 +97,7 @@ class Summaries:
         with self._lock:
             return self._failed.get(f.key)
 
-    def _remember(self, key: tuple, s: dict) -> None:
+    def _remember(self, key: tuple, s: Summary) -> None:
         with self._lock:
             self._memory[key] = s
             self._memory.move_to_end(key)
@@ -121,16 +124,18 @@ class Summaries:
             if fut is not None:
                 return fut
             fut = self._pending[f.key] = self._io.submit(self._find_or_compute, f, loaded)
-        fut.add_done_callback(lambda fu, k=f.key: self._forget(k, fu))
+        key = f.key
+        fut.add_done_callback(lambda fu: self._forget(key, fu))
         return fut
 
     def _forget(self, key: tuple, fut: Future) -> None:
         with self._lock:
             self._pending.pop(key, None)
-            if not fut.cancelled() and fut.exception() is not None:
-                self._failed[key] = fut.exception()
+            exc = None if fut.cancelled() else fut.exception()
+            if exc is not None:
+                self._failed[key] = exc
 
-    def get(self, f: Any, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> dict:
+    def get(self, f: Any, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> Summary:
         """The summary of `f`: found, or computed now (errors of the trace file propagate)."""
         s = self.find(f)
         if s is not None:
@@ -144,9 +149,9 @@ class Summaries:
             with self._lock:
                 s = self._memory.get(f.key)
             futs.append(s if s is not None else self._future(f, loaded))
-        out = []
+        out: list[Summary | BaseException] = []
         for x in futs:
-            if isinstance(x, dict):
+            if isinstance(x, Summary):
                 out.append(x)
                 continue
             try:
@@ -155,13 +160,13 @@ class Summaries:
                 out.append(e)
         return out
 
-    def _find_or_compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> dict:
+    def _find_or_compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> Summary:
         s = self.find(f)
         if s is not None:
             return s
         return self._pool.submit(self._compute, f, loaded).result()
 
-    def _compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> dict:
+    def _compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> Summary:
         src = source_of(f)
         t = loaded(f) if loaded is not None else None
         if t is not None:
@@ -170,14 +175,14 @@ class Summaries:
             s = self._on_cluster(f.path)
         else:
             s = summarize_path(f.path)
-        s["source"] = source_fields(src)
+        s.source = msgspec.convert(source_fields(src), Source)
         store.write(store.cache_path(f.path, src), s)
         self._remember(f.key, s)
         with self._lock:
             self.computed += 1
         return s
 
-    def _on_cluster(self, path: str) -> dict:
+    def _on_cluster(self, path: str) -> Summary:
         from tb_plugin.summaries.summary import decode
 
         with self._lock:

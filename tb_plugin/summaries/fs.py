@@ -46,8 +46,8 @@ def read_bytes(path: str, max_bytes: int | None = None, owners: Iterable[int] | 
             with f:
                 return f.read()
         return safe_open.read_regular(path, max_bytes, owners=owners)
-    with storage.open_read(path) as f:
-        data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    with storage.open_read(path) as fh:
+        data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
     if max_bytes is not None and len(data) > max_bytes:
         raise ValueError(f"more than {max_bytes} bytes")
     return data

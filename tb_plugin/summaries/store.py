@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from profiler_core import safe_open
 from tb_plugin.summaries import fs
+from tb_plugin.summaries.schema import Summary
 from tb_plugin.summaries.summary import MAX_FILE_BYTES, VERSION, SummaryError, decode, encode
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def cache_path(path: str, source: fs.Stat) -> str:
 
 def read(
     where: str, source: fs.Stat | None, trusted_top: str | None = None, owners: Iterable[int] | None = None
-) -> dict | None:
+) -> Summary | None:
     """The summary stored at `where` if it is valid for `source`, else None (never raises).
 
     A local summary is read only from a regular file of at most `summary.MAX_FILE_BYTES`; with
@@ -89,7 +90,7 @@ def _note_refused(where: str, why: str) -> None:
     log.warning("gpuscope: not reading summary %s: %s", fs.redact(where), fs.redact(why))
 
 
-def write(where: str, summary: dict) -> bool:
+def write(where: str, summary: Summary | dict) -> bool:
     """Stores a summary atomically; False (logged) when the place cannot be written."""
     try:
         fs.write_bytes(where, encode(summary))

@@ -1,0 +1,330 @@
+"""The per-worker summary's schema: what a summary file holds, as `msgspec` types, and its version history.
+
+`summary.decode` decodes a file with `type=Summary`: a missing field or one of another type is a decode error
+(`SummaryError`), and the summary is recomputed. `check(s)` holds what a type cannot say (lists that go together
+have one length, indices in range, bounds); `decode` runs it on every file it reads.
+
+The parts the run-level diagnosis reads are `Struct`s (attributes). The parts that a view's own functions read
+both from a live trace and from a summary (`distributed`, `ledger`, `gpu_idle`, `pipeline`, `kernel_table`) are
+`TypedDict`s or plain dicts: they decode to dicts, which those functions read with keys, typed and checked all the
+same. Field order is the file's key order: a `Summary` encodes to the bytes its dict did.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+import msgspec
+from typing_extensions import NotRequired
+
+#: bump when a summary's fields or the views' definitions they hold change
+#: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names;
+#: 3: kernels replayed by CUDA graphs count for the ops that captured them;
+#: 4: the recoverable-time ledger and the GPU idle projection;
+#: 5: collective calls per process group and step phases for the cross-rank diagnosis;
+#: 6: MPI collectives (mpi:: ops) are collective calls, their communicator the process group;
+#: 7: the pipeline projection;
+#: 8: the kernel table (kernels per op path and name with their place, for the job diff's alignment)
+#: 9: per collective call, when its worker was ready for it and how long its compute idled at its end (`lead`, `tail`)
+VERSION = 9
+KIND = "gpuscope-summary"
+
+
+class SummaryError(ValueError):
+    """A summary file that cannot be used (damaged, another version, another file's)."""
+
+
+#: an integer within int64 (JSON allows any; numpy and the views' arrays do not)
+Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+#: a number as JSON gives it back: an int stays an int (a bare `float` would turn 3 into 3.0); floats are finite
+#: (msgspec refuses 1e999)
+Num = Int64 | float
+#: a plain JSON value (distributedInfo's values, a GPU's properties, the Overview's averages)
+Scalar = None | str | bool | Int64 | float
+
+
+class Source(msgspec.Struct, kw_only=True):
+    """The trace file the summary was computed from (`summary.matches`)."""
+
+    size: Int64
+    mtime_ns: Int64
+    etag: str
+    ident: list[Int64]
+
+
+class Overview(msgspec.Struct, kw_only=True):
+    """`views.overview.overview`: its per-step rows (free-form: the Overview's columns), average and GPU part."""
+
+    steps: list[dict[str, Any]]
+    average: dict[str, Scalar]
+    gpu: dict[str, Any] | None  # free-form: the Overview's GPU block, shown as it is
+
+
+class DistributedSteps(TypedDict):
+    step: list[str]
+    start: list[Num]
+    end: list[Num]
+    comp: list[Num]
+    comm: list[Num]
+    overlap: list[Num]
+
+
+class DistributedCollectives(TypedDict):
+    names: list[str]
+    pg: list[str]
+    group_size: list[Int64]
+    pg_ranks: NotRequired[list[list[Int64] | None]]  # hand-made parts may leave it out
+    name: list[Int64]
+    step: list[Int64]
+    dur: list[Int64]
+    bytes: list[Int64]
+    wait: list[Int64]
+
+
+class Distributed(TypedDict):
+    """`views.distributed.worker_summary` (also computed from a live trace: a dict). Hand-made parts may leave out
+    origin, info and gpus; a stored summary must hold them (`check`)."""
+
+    origin: NotRequired[Num | None]
+    steps: DistributedSteps
+    collectives: DistributedCollectives
+    info: NotRequired[dict[str, Scalar]]
+    gpus: NotRequired[dict[str, dict[str, Scalar]]]
+
+
+class Devices(msgspec.Struct, kw_only=True):
+    """The worker's distributedInfo and GPUs (hand-made summaries may leave any out)."""
+
+    rank: Scalar = None
+    world_size: Scalar = None
+    backend: Scalar = None
+    gpus: dict[str, dict[str, Scalar]] = msgspec.field(default_factory=dict)
+
+
+class LedgerBucket(TypedDict):
+    ns: list[Int64] | None
+    recoverable_ns: list[Int64] | None
+    reason: str | None
+
+
+class Ledger(TypedDict):
+    """`diagnosis.ledger.worker_ledger` (also computed from a live trace: a dict)."""
+
+    steps: list[str]
+    wall_ns: list[Int64]
+    reason: str | None
+    buckets: dict[str, LedgerBucket]
+    has_gpu: bool
+
+
+class GpuIdle(TypedDict):
+    """`views.gpu_idle_summary.gpu_idle_summary`: counts per step (None: not measured)."""
+
+    steps: list[str]
+    kernel_wait_threshold_ns: Int64
+    devices: dict[str, dict[str, list[Int64] | None]] | None
+    launches: dict[str, list[Int64] | None] | None
+    queue_max: dict[str, Int64]
+    reasons: list[str]
+
+
+class CollectiveCalls(msgspec.Struct, kw_only=True):
+    """`diagnosis.worker_facts.collective_calls`: columnar, per group and per call (module doc there)."""
+
+    groups: list[str]
+    group_pg: list[str]
+    group_ranks: list[list[Int64] | None]
+    group_size: list[Int64]
+    names: list[str]
+    group: list[Int64]
+    name: list[Int64]
+    step: list[Int64]
+    start: list[Int64]
+    dur: list[Int64]
+    # hand-made facts may leave these out (the readers take: bytes unknown, nothing covered, ready when started,
+    # idle for the whole call); a stored summary must hold them (`check`)
+    bytes: list[Int64] | None = None
+    wait: list[Int64]
+    covered: list[Int64] | None = None
+    lead: list[Int64] | None = None
+    tail: list[Int64] | None = None
+    dropped: Int64 = 0
+
+
+class Phases(msgspec.Struct, kw_only=True):
+    """`diagnosis.worker_facts.phases`: per step, its bounds and phases (ns, None: not measurable), its tops."""
+
+    step: list[str]
+    start: list[Int64]
+    end: list[Int64]
+    data_loading: list[Int64 | None]
+    h2d: list[Int64 | None]
+    host_sync: list[Int64 | None]
+    launch: list[Int64 | None]
+    gpu_idle: list[Int64 | None]
+    compute: list[Int64 | None]
+    comm: list[Int64 | None]
+    names: list[str]
+    top_kernels: list[list[list[Num]]]  # per step, [name index, ns] pairs (`check`)
+    top_ops: list[list[list[Num]]]
+    reasons: dict[str, str]
+    dropped_steps: Int64 = 0
+
+    def phase(self, name: str) -> list[int | None]:
+        """The per-step values of phase `name` (one of `worker_facts.PHASES`)."""
+        return getattr(self, name)
+
+
+class Summary(msgspec.Struct, kw_only=True):
+    """One trace file's summary (`summary.summarize`). Every part defaults to None so that hand-made summaries
+    (tests, `from_dict`) may leave out what their reader does not need; `check` requires every part of a stored
+    one."""
+
+    kind: str
+    version: int
+    source: Source | None = None
+    events: Int64 = 0
+    overview: Overview | None = None
+    distributed: Distributed | None = None
+    # free-form rows: the operators and kernels views' columns, shown as they are
+    top_operators: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    top_kernels: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    memory_peak: dict[str, dict[str, Int64]] = msgspec.field(default_factory=dict)
+    devices: Devices | None = None
+    ledger: Ledger | None = None
+    gpu_idle: GpuIdle | None = None
+    collective_calls: CollectiveCalls | None = None
+    phases: Phases | None = None
+    pipeline: dict[str, Any] | None = None  # `diagnosis.pipeline.project`, checked by its `check_projection`
+    kernel_table: dict[str, Any] | None = None  # `diagnosis.kernel_table.project`, checked by its `check`
+
+
+class Header(msgspec.Struct):
+    """The fields that say what a file is, read alone when it is not a `Summary` (for the error's message)."""
+
+    kind: Any = None
+    version: Any = None
+
+
+def from_dict(d: dict[str, Any]) -> Summary:
+    """A summary given as a dict (hand-made ones in tests: this kind and version unless they say) as a `Summary`:
+    typed, not checked."""
+    return msgspec.convert({"kind": KIND, "version": VERSION, **d}, Summary)
+
+
+def empty_phases() -> Phases:
+    """The phases of a worker without steps."""
+    from profiler_core.analysis.worker.worker_facts import empty_facts
+
+    return msgspec.convert(empty_facts()["phases"], Phases)
+
+
+# ---------------------------------------------------------------------------------------------- check
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise SummaryError(f"malformed summary: {what}")
+
+
+def _one_length(d: Any, keys: tuple, what: str) -> int:
+    """The common length of the lists d[k] (dict) or d.k (Struct) for k in keys."""
+    n = None
+    for k in keys:
+        v = d[k] if isinstance(d, dict) else getattr(d, k)
+        _check(n is None or len(v) == n, f"{what}.{k} has {len(v)} entries, not {n}")
+        n = len(v)
+    return n or 0
+
+
+def check(s: Summary) -> None:
+    """SummaryError unless a decoded summary holds every part, its lists that go together have one length and
+    its indices are in range (what its types cannot say): a planted or damaged file is recomputed, never served."""
+    _check(s.distributed is not None, "no distributed part")
+    for k in ("source", "overview", "devices", "ledger", "gpu_idle", "collective_calls", "phases"):
+        _check(getattr(s, k) is not None, f"{k} is not an object")
+    _check(s.events >= 0, "events is not a count")
+    _check_distributed(s.distributed)  # type: ignore[arg-type]
+    _check_ledger(s.ledger)  # type: ignore[arg-type]
+    _check_gpu_idle(s.gpu_idle)  # type: ignore[arg-type]
+    _check_calls(s.collective_calls)  # type: ignore[arg-type]
+    _check_phases(s.phases)  # type: ignore[arg-type]
+    _check_projection("pipeline", s.pipeline)
+    _check_projection("kernel_table", s.kernel_table)
+
+
+def _check_distributed(d: Distributed) -> None:
+    for k in ("origin", "info", "gpus"):
+        _check(k in d, f"distributed.{k} is missing")
+    _one_length(d["steps"], ("step", "start", "end", "comp", "comm", "overlap"), "distributed.steps")
+    coll = d["collectives"]
+    names = _one_length(coll, ("names", "pg", "group_size"), "distributed.collectives")
+    _one_length(coll, ("name", "step", "dur", "bytes", "wait"), "distributed.collectives")
+    _check(all(0 <= x < names for x in coll["name"]), "distributed.collectives.name out of range")
+
+
+def _check_ledger(led: Ledger) -> None:
+    from profiler_core.analysis.worker.buckets import BUCKETS
+
+    n = _one_length(led, ("steps", "wall_ns"), "ledger")
+    b = led["buckets"]
+    _check(sorted(b) == sorted(BUCKETS), "ledger.buckets are not the ledger's buckets")
+    for k, e in b.items():
+        _check((e["ns"] is None) == (e["recoverable_ns"] is None), f"ledger.buckets.{k}: ns without recoverable")
+        if e["ns"] is not None:
+            _check(
+                _one_length(e, ("ns", "recoverable_ns"), f"ledger.buckets.{k}") == n,
+                f"ledger.buckets.{k}: not one value per step",
+            )
+
+
+def _check_gpu_idle(g: GpuIdle) -> None:
+    n = len(g["steps"])
+    cols = [*(("devices", c) for c in (g["devices"] or {}).values()), ("launches", g["launches"] or {})]
+    for part, c in cols:
+        for k, xs in c.items():
+            _check(xs is None or len(xs) == n, f"gpu_idle.{part}.{k} is not one count per step")
+
+
+def _check_calls(cc: CollectiveCalls) -> None:
+    from profiler_core.analysis.worker.worker_facts import MAX_CALLS
+
+    for k in ("bytes", "covered", "lead", "tail"):
+        _check(getattr(cc, k) is not None, f"collective_calls.{k} is missing")
+    ng = _one_length(cc, ("groups", "group_pg", "group_size", "group_ranks"), "collective_calls")
+    nn = len(cc.names)
+    n = _one_length(
+        cc, ("group", "name", "step", "start", "dur", "bytes", "wait", "covered", "lead", "tail"), "collective_calls"
+    )
+    _check(not n or min(cc.dur) >= 0, "collective_calls.dur is negative")
+    _check(not n or min(cc.lead or [0]) >= 0, "collective_calls.lead is negative")
+    _check(not n or min(cc.tail or [0]) >= 0, "collective_calls.tail is negative")
+    _check(n <= MAX_CALLS, "collective_calls holds too many calls")
+    _check(not n or (min(cc.group) >= 0 and max(cc.group) < ng), "collective_calls.group out of range")
+    _check(not n or (min(cc.name) >= 0 and max(cc.name) < nn), "collective_calls.name out of range")
+
+
+def _check_phases(ph: Phases) -> None:
+    from profiler_core.analysis.worker.worker_facts import MAX_STEPS, PHASES, TOP_N
+
+    ns = _one_length(ph, ("step", "start", "end", *PHASES, "top_kernels", "top_ops"), "phases")
+    _check(ns <= MAX_STEPS, "phases holds too many steps")
+    nt = len(ph.names)
+    for k in ("top_kernels", "top_ops"):
+        v = getattr(ph, k)
+        _check(all(len(x) <= TOP_N for x in v), f"phases.{k} is not a list of lists of at most {TOP_N} entries")
+        pairs = [p for x in v for p in x]
+        _check(set(map(len, pairs)) <= {2}, f"phases.{k} entries are not [name, value] pairs")
+        idx = [p[0] for p in pairs]
+        _check(
+            set(map(type, idx)) <= {int} and (not idx or (min(idx) >= 0 and max(idx) < nt)),
+            f"phases.{k}: a name out of range or a value not a number",
+        )
+
+
+def _check_projection(part: str, p: dict[str, Any] | None) -> None:
+    from profiler_core.analysis.worker import kernel_table, pipeline
+
+    fn = pipeline.check_projection if part == "pipeline" else kernel_table.check
+    try:
+        fn(p)
+    except ValueError as e:
+        raise SummaryError(f"malformed summary: {part} {e}") from None
