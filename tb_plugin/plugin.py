@@ -32,6 +32,7 @@ from profiler_core import settings
 from profiler_core.identity import file_identity
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady, RequestError, Unavailable
 from tb_plugin.routes import ROUTES, Route
+from tb_plugin.summaries.answers import answer
 
 log = logging.getLogger(__name__)
 
@@ -526,7 +527,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             from tb_plugin.diagnosis.run_ledger import run_view
 
             summaries, errors, pending = self._summaries_now(a)
-            out = {**out, "run_ledger": {**run_view(summaries, pending), "errors": errors}}
+            ledger = self._kept(("run_ledger", *pending), [summaries], lambda: run_view(summaries, pending))
+            out = {**out, "run_ledger": {**ledger, "errors": errors}}
         return out
 
     def _modules(self, request: wrappers.Request, a: dict) -> Any:
@@ -630,6 +632,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
         return summaries, errors
 
+    def _kept(self, what: tuple, parts: list, compute: Callable[[], Any]) -> dict:
+        """A run-level answer (a copy: callers add to it), computed once per set of summaries (`answers.answer`)."""
+        return dict(answer(self.state().summaries, what, parts, compute))
+
     def _ready_summaries(self, *queries: dict) -> list[tuple[dict, list]] | dict:
         """Each query's (worker -> summary, failed files) once every summary of its run and span exists;
         else, without waiting, the pending answer `{"pending", "progress": {"done", "total"}}` (the
@@ -696,21 +702,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 }
         else:
             summaries, errors = self._worker_summaries(a)
-        mod = _view("distributed", "from_summaries")
-        result = dict(mod({w: s["distributed"] for w, s in summaries.items()}))
-        if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
-            from tb_plugin.diagnosis import stragglers
-
-            stragglers.annotate_rows(result["stragglers"], summaries)
+        result = self._kept(("distributed",), [summaries], lambda: _distributed_view(summaries))
         if pending:
             result["pending"] = pending
-        devices = result.get("devices")
-        if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
-            for w, d in devices.items():
-                s = summaries[w]
-                d["events"] = s.get("events")
-                d["memory_peak"] = s.get("memory_peak")
-                d["step_avg_us"] = (s.get("overview") or {}).get("average", {}).get("total_us")
         if errors:
             result["errors"] = errors
         return result
@@ -724,7 +718,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         [(summaries, errors)] = ready
         run = self._run(a["run"])
         # a one-worker run: its single-rank critical path, from the trace the other views of the run load
-        result = report.diagnose(summaries, trace=lambda w: self.state().loader.get(run.file(w, a["span"])))
+        trace = lambda w: self.state().loader.get(run.file(w, a["span"]))  # noqa: E731
+        result = self._kept(("diagnosis",), [summaries], lambda: report.diagnose(summaries, trace=trace))
         if errors:
             result["errors"] = errors
         return result
@@ -736,7 +731,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if isinstance(ready, dict):
             return ready
         [(summaries, errors)] = ready
-        result = pipeline.analyse({w: s["pipeline"] for w, s in summaries.items()})
+        result = self._kept(
+            ("pipeline",), [summaries], lambda: pipeline.analyse({w: s["pipeline"] for w, s in summaries.items()})
+        )
         if errors:
             result["errors"] = errors
         return result
@@ -748,7 +745,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if isinstance(ready, dict):
             return ready
         [(summaries, errors)] = ready
-        result = clock_offsets.clock_offsets(summaries)
+        result = self._kept(("clock_offsets",), [summaries], lambda: clock_offsets.clock_offsets(summaries))
         if errors:
             result["errors"] = errors
         return result
@@ -770,7 +767,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             return ready
         (sa, ea), (sb, eb) = ready
         try:
-            result = job_diff.job_diff(sa, sb)
+            result = self._kept(("jobdiff",), [sa, sb], lambda: job_diff.job_diff(sa, sb))
         except job_diff.JobDiffError as e:
             raise LoadFailed(str(e)) from None
         if a["format"] == "csv":
@@ -791,8 +788,11 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         summaries, _ = self._worker_summaries(a)
         if worker not in summaries:
             raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
-        return self._call(
-            "distributed", "step_detail", {w: s["distributed"] for w, s in summaries.items()}, worker, step
+        parts = {w: s["distributed"] for w, s in summaries.items()}
+        return self._kept(
+            ("distributed/step", worker, step),
+            [summaries],
+            lambda: self._call("distributed", "step_detail", parts, worker, step),
         )
 
     def _timeline(self, request: wrappers.Request, a: dict) -> Any:
@@ -875,6 +875,23 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         ext = os.path.splitext(resolved)[1].lower()
         ctype = CONTENT_TYPES.get(ext) or mimetypes.guess_type(resolved)[0] or "application/octet-stream"
         return http_util.Respond(request, data, ctype)
+
+
+def _distributed_view(summaries: dict) -> dict:
+    """The /distributed answer of the workers' summaries (without `pending` and `errors`)."""
+    result = dict(_view("distributed", "from_summaries")({w: s["distributed"] for w, s in summaries.items()}))
+    if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
+        from tb_plugin.diagnosis import stragglers
+
+        stragglers.annotate_rows(result["stragglers"], summaries)
+    devices = result.get("devices")
+    if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
+        for w, d in devices.items():
+            s = summaries[w]
+            d["events"] = s.get("events")
+            d["memory_peak"] = s.get("memory_peak")
+            d["step_avg_us"] = (s.get("overview") or {}).get("average", {}).get("total_us")
+    return result
 
 
 def _static_file(name: str) -> str | None:
