@@ -30,6 +30,7 @@ from werkzeug import wrappers
 
 from profiler_core import settings
 from profiler_core.identity import file_identity
+from tb_plugin import runs as runs_mod
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady, RequestError, Unavailable
 from tb_plugin.routes import ROUTES, Route
 from tb_plugin.summaries.answers import answer
@@ -464,16 +465,22 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         runs = state.refresh(force=args["rescan"] == "1")  # a reload: list the logdir now
         progress = state.loader.progress()
         loading = progress.pop("loading") or state.scanner.unstable > 0
-        deadline = time.monotonic() + (args["wait"] or 0.0)
-        while loading and time.monotonic() < deadline:  # a long poll: answer once loaded, or at the deadline
-            left = deadline - time.monotonic()
-            if progress["files_done"] < progress["files_total"]:
-                state.loader.wait_loaded(min(left, WAIT_STEP_S))
-            else:  # files still being written: listed again until they are stable
-                time.sleep(min(left, WAIT_STEP_S))
-            runs = state.refresh()
-            progress = state.loader.progress()
-            loading = progress.pop("loading") or state.scanner.unstable > 0
+        # beyond runs.MAX_WAITERS long polls at once, one answers at once (each holds a server thread)
+        waits = bool(loading and args["wait"]) and runs_mod.enter_wait()
+        deadline = time.monotonic() + (args["wait"] if waits else 0.0)
+        try:
+            while loading and time.monotonic() < deadline:  # a long poll: answer once loaded, or at the deadline
+                left = deadline - time.monotonic()
+                if progress["files_done"] < progress["files_total"]:
+                    state.loader.wait_loaded(min(left, WAIT_STEP_S))
+                else:  # files still being written: listed again until they are stable
+                    time.sleep(min(left, WAIT_STEP_S))
+                runs = state.refresh()
+                progress = state.loader.progress()
+                loading = progress.pop("loading") or state.scanner.unstable > 0
+        finally:
+            if waits:
+                runs_mod.leave_wait()
         errors = [{"run": f.run, "file": f.relpath, "error": msg} for f, msg in state.loader.errors()]
         errors.sort(key=lambda e: (e["run"], e["file"]))
         if state.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)

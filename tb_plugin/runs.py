@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -28,6 +29,34 @@ _TEMP_PARTS = frozenset({"tmp", "temp", "part", "partial", "swp", "crdownload", 
 STABLE_AGE_S = 2.0
 #: below this a numeric file-name stamp is milliseconds since the epoch, above it nanoseconds
 _MS_LIMIT = 10**14
+
+
+#: `/runs?wait=` long polls that may wait at once (each holds a server thread); beyond it one answers at once
+MAX_WAITERS = 16
+_waiters_lock = threading.Lock()
+_waiters = 0
+
+
+def enter_wait() -> bool:
+    """Takes one of the MAX_WAITERS places of a long poll; False (answer at once) when all are taken."""
+    global _waiters
+    with _waiters_lock:
+        if _waiters >= MAX_WAITERS:
+            return False
+        _waiters += 1
+        return True
+
+
+def leave_wait() -> None:
+    """Gives back the place `enter_wait` took."""
+    global _waiters
+    with _waiters_lock:
+        _waiters -= 1
+
+
+def waiting() -> int:
+    """How many long polls wait now."""
+    return _waiters
 
 
 @dataclass(frozen=True)
