@@ -71,10 +71,10 @@ def build(where: Path, calls: int, ranks: int, events: int) -> Path:
     """A logdir of one run `job` of `ranks` ranks whose stored summaries hold `calls` collective calls each."""
     from gen_distributed import generate
 
+    from tb_plugin.runs import Scanner
     from tb_plugin.summaries import store
     from tb_plugin.summaries.engine import source_of
     from tb_plugin.summaries.summary import decode, encode, source_fields, summarize_path, validate
-    from tb_plugin.runs import Scanner
 
     logdir = where / f"c{calls}_r{ranks}"
     if (logdir / ".done").exists():
