@@ -31,8 +31,10 @@ from werkzeug import wrappers
 from profiler_core import settings
 from profiler_core.identity import file_identity
 from profiler_core.trace.read import parallel_plan
+from tb_plugin import runs as runs_mod
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady, RequestError, Unavailable
 from tb_plugin.routes import ROUTES, Route
+from tb_plugin.summaries.answers import answer
 
 log = logging.getLogger(__name__)
 
@@ -458,16 +460,22 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         runs = state.refresh(force=args["rescan"] == "1")  # a reload: list the logdir now
         progress = state.loader.progress()
         loading = progress.pop("loading") or state.scanner.unstable > 0
-        deadline = time.monotonic() + (args["wait"] or 0.0)
-        while loading and time.monotonic() < deadline:  # a long poll: answer once loaded, or at the deadline
-            left = deadline - time.monotonic()
-            if progress["files_done"] < progress["files_total"]:
-                state.loader.wait_loaded(min(left, WAIT_STEP_S))
-            else:  # files still being written: listed again until they are stable
-                time.sleep(min(left, WAIT_STEP_S))
-            runs = state.refresh()
-            progress = state.loader.progress()
-            loading = progress.pop("loading") or state.scanner.unstable > 0
+        # beyond runs.MAX_WAITERS long polls at once, one answers at once (each holds a server thread)
+        waits = bool(loading and args["wait"]) and runs_mod.enter_wait()
+        deadline = time.monotonic() + (args["wait"] if waits else 0.0)
+        try:
+            while loading and time.monotonic() < deadline:  # a long poll: answer once loaded, or at the deadline
+                left = deadline - time.monotonic()
+                if progress["files_done"] < progress["files_total"]:
+                    state.loader.wait_loaded(min(left, WAIT_STEP_S))
+                else:  # files still being written: listed again until they are stable
+                    time.sleep(min(left, WAIT_STEP_S))
+                runs = state.refresh()
+                progress = state.loader.progress()
+                loading = progress.pop("loading") or state.scanner.unstable > 0
+        finally:
+            if waits:
+                runs_mod.leave_wait()
         errors = [{"run": f.run, "file": f.relpath, "error": msg} for f, msg in state.loader.errors()]
         errors.sort(key=lambda e: (e["run"], e["file"]))
         if state.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)
@@ -521,7 +529,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             from tb_plugin.run_level.run_ledger import run_view
 
             summaries, errors, pending = self._summaries_now(a)
-            out = {**out, "run_ledger": {**run_view(summaries, pending), "errors": errors}}
+            ledger = self._kept(("run_ledger", *pending), [summaries], lambda: run_view(summaries, pending))
+            out = {**out, "run_ledger": {**ledger, "errors": errors}}
         return out
 
     def _modules(self, request: wrappers.Request, a: dict) -> Any:
@@ -625,6 +634,10 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in errors))
         return summaries, errors
 
+    def _kept(self, what: tuple, parts: list, compute: Callable[[], Any]) -> dict:
+        """A run-level answer (a copy: callers add to it), computed once per set of summaries (`answers.answer`)."""
+        return dict(answer(self.state().summaries, what, parts, compute))
+
     def _ready_summaries(self, *queries: dict) -> list[tuple[dict, list]] | dict:
         """Each query's (worker -> summary, failed files) once every summary of its run and span exists;
         else, without waiting, the pending answer `{"pending", "progress": {"done", "total"}}` (the
@@ -691,21 +704,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
                 }
         else:
             summaries, errors = self._worker_summaries(a)
-        mod = _view("distributed", "from_summaries")
-        result = dict(mod({w: s.distributed for w, s in summaries.items()}))
-        if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
-            from tb_plugin.run_level import stragglers
-
-            stragglers.annotate_rows(result["stragglers"], summaries)
+        result = self._kept(("distributed",), [summaries], lambda: _distributed_view(summaries))
         if pending:
             result["pending"] = pending
-        devices = result.get("devices")
-        if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
-            for w, d in devices.items():
-                s = summaries[w]
-                d["events"] = s.events
-                d["memory_peak"] = s.memory_peak
-                d["step_avg_us"] = s.overview.average.get("total_us") if s.overview is not None else None
         if errors:
             result["errors"] = errors
         return result
@@ -719,7 +720,8 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         [(summaries, errors)] = ready
         run = self._run(a["run"])
         # a one-worker run: its single-rank critical path, from the trace the other views of the run load
-        result = report.diagnose(summaries, trace=lambda w: self.state().loader.get(run.file(w, a["span"])))
+        trace = lambda w: self.state().loader.get(run.file(w, a["span"]))  # noqa: E731
+        result = self._kept(("diagnosis",), [summaries], lambda: report.diagnose(summaries, trace=trace))
         if errors:
             result["errors"] = errors
         return result
@@ -731,7 +733,9 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if isinstance(ready, dict):
             return ready
         [(summaries, errors)] = ready
-        result = pipeline.analyse({w: s.pipeline for w, s in summaries.items()})
+        result = self._kept(
+            ("pipeline",), [summaries], lambda: pipeline.analyse({w: s.pipeline for w, s in summaries.items()})
+        )
         if errors:
             result["errors"] = errors
         return result
@@ -743,7 +747,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         if isinstance(ready, dict):
             return ready
         [(summaries, errors)] = ready
-        result = clock_offsets.clock_offsets(summaries)
+        result = self._kept(("clock_offsets",), [summaries], lambda: clock_offsets.clock_offsets(summaries))
         if errors:
             result["errors"] = errors
         return result
@@ -765,7 +769,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
             return ready
         (sa, ea), (sb, eb) = ready
         try:
-            result = job_diff.job_diff(sa, sb)
+            result = self._kept(("jobdiff",), [sa, sb], lambda: job_diff.job_diff(sa, sb))
         except job_diff.JobDiffError as e:
             raise LoadFailed(str(e)) from None
         if a["format"] == "csv":
@@ -786,7 +790,12 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         summaries, _ = self._worker_summaries(a)
         if worker not in summaries:
             raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
-        return self._call("distributed", "step_detail", {w: s.distributed for w, s in summaries.items()}, worker, step)
+        parts = {w: s.distributed for w, s in summaries.items()}
+        return self._kept(
+            ("distributed/step", worker, step),
+            [summaries],
+            lambda: self._call("distributed", "step_detail", parts, worker, step),
+        )
 
     def _timeline(self, request: wrappers.Request, a: dict) -> Any:
         return self._call(
@@ -868,6 +877,23 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         ext = os.path.splitext(resolved)[1].lower()
         ctype = CONTENT_TYPES.get(ext) or mimetypes.guess_type(resolved)[0] or "application/octet-stream"
         return http_util.Respond(request, data, ctype)
+
+
+def _distributed_view(summaries: dict) -> dict:
+    """The /distributed answer of the workers' summaries (without `pending` and `errors`)."""
+    result = dict(_view("distributed", "from_summaries")({w: s.distributed for w, s in summaries.items()}))
+    if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
+        from tb_plugin.run_level import stragglers
+
+        stragglers.annotate_rows(result["stragglers"], summaries)
+    devices = result.get("devices")
+    if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
+        for w, d in devices.items():
+            s = summaries[w]
+            d["events"] = s.events
+            d["memory_peak"] = s.memory_peak
+            d["step_avg_us"] = s.overview.average.get("total_us") if s.overview is not None else None
+    return result
 
 
 def _static_file(name: str) -> str | None:

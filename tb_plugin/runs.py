@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -28,6 +29,34 @@ _TEMP_PARTS = frozenset({"tmp", "temp", "part", "partial", "swp", "crdownload", 
 STABLE_AGE_S = 2.0
 #: below this a numeric file-name stamp is milliseconds since the epoch, above it nanoseconds
 _MS_LIMIT = 10**14
+
+
+#: `/runs?wait=` long polls that may wait at once (each holds a server thread); beyond it one answers at once
+MAX_WAITERS = 16
+_waiters_lock = threading.Lock()
+_waiters = 0
+
+
+def enter_wait() -> bool:
+    """Takes one of the MAX_WAITERS places of a long poll; False (answer at once) when all are taken."""
+    global _waiters
+    with _waiters_lock:
+        if _waiters >= MAX_WAITERS:
+            return False
+        _waiters += 1
+        return True
+
+
+def leave_wait() -> None:
+    """Gives back the place `enter_wait` took."""
+    global _waiters
+    with _waiters_lock:
+        _waiters -= 1
+
+
+def waiting() -> int:
+    """How many long polls wait now."""
+    return _waiters
 
 
 @dataclass(frozen=True)
@@ -75,14 +104,29 @@ class Run:
 
 
 def display_name(name: str) -> str:
-    """`name` as valid text: bytes that are not UTF-8 (kept by the OS as surrogates) are written
-    as `\\xNN` escapes, so a folder or file with such a name is listed instead of breaking the
-    JSON answers; the scan maps the escaped name back to the file."""
-    try:
-        name.encode("utf-8")
-        return name
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """`name` as valid text, and never another name's: bytes that are not UTF-8 (kept by the OS as
+    surrogates) are written as `\\xNN` escapes, so a folder or file with such a name is listed instead of
+    breaking the JSON answers, and a backslash as `\\\\`, so that the folder named `run\\xff` (the text) is
+    listed apart from the folder of the byte 0xff (`run\\\\xff` and `run\\xff`). A name with neither is
+    itself. The scan maps the escaped name back to the file."""
+    if "\\" not in name:
+        try:
+            name.encode("utf-8")
+            return name
+        except UnicodeEncodeError:
+            pass
+    return _ESCAPED.sub(_escape, name)
+
+
+#: what `display_name` escapes: a backslash and lone surrogates
+_ESCAPED = re.compile("[\\\\\ud800-\udfff]")
+
+
+def _escape(m: re.Match) -> str:
+    o = ord(m.group())
+    if o == 0x5C:
+        return "\\\\"
+    return f"\\x{o - 0xDC00:02x}" if 0xDC80 <= o <= 0xDCFF else f"\\u{o:04x}"
 
 
 def parse_name(name: str) -> tuple[str, int | None] | None:

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -24,6 +25,31 @@ from typing import Any
 from profiler_core import child_env
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.engine import IO_THREADS, source_of, summarize_bytes
+
+#: what `printable` escapes: C0, DEL, C1, and lone surrogates
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` safe on a terminal: C0 and C1 control characters and DEL (but those in `keep`) as `\\xNN` escapes,
+    so that a name from a folder or a trace (`ctl\\x1b[31m`) sends no escape sequence; a lone surrogate (an
+    undecodable byte of a command-line argument) as `\\xNN` too, or `\\uNNNN`."""
+
+    def esc(m: re.Match) -> str:
+        ch = m.group()
+        o = ord(ch)
+        if ch in keep:
+            return ch
+        if 0xD800 <= o <= 0xDFFF:
+            return f"\\x{o - 0xDC00:02x}" if 0xDC80 <= o <= 0xDCFF else f"\\u{o:04x}"
+        return f"\\x{o:02x}"
+
+    return _UNPRINTABLE.sub(esc, text)
+
+
+def _print(*parts: object, file: Any = None, end: str = "\n", flush: bool = False) -> None:
+    """print() of text output: every part through `printable` (line breaks kept)."""
+    print(*(printable(str(p), keep="\n") for p in parts), file=file, end=end, flush=flush)
 
 
 class ScanFailed(Exception):
@@ -137,7 +163,7 @@ def summarize_logdir(
     scheduler: str | None = None,
     local: int | None = None,
     force: bool = False,
-    log=print,
+    log=_print,
 ) -> dict:
     """Summarizes every trace file of `logdir` that lacks a valid summary under `out`; returns counts
     (files, done, skipped, failed: [(relpath, reason)]) and the wall time."""
@@ -230,7 +256,7 @@ class DiagnoseFailed(Exception):
     """`gpuscope diagnose` cannot answer (no such logdir, run or span, no readable trace): the message says why."""
 
 
-def run_summaries(logdir: str, run: str | None, span: str, log=print) -> tuple[str, dict, dict]:
+def run_summaries(logdir: str, run: str | None, span: str, log=_print) -> tuple[str, dict, dict]:
     """The run's name, its workers' summaries at `span` (read from LOGDIR/.gpuscope/summaries, the missing
     ones computed here and stored there when it is writable) and their trace paths. DiagnoseFailed when there is
     nothing to read."""
@@ -290,17 +316,17 @@ def diagnose_main(args: argparse.Namespace) -> int:
     from tb_plugin.run_level import report
 
     if not fs.is_url(args.logdir) and not os.path.isdir(args.logdir):
-        print(f"gpuscope diagnose: {args.logdir}: no such directory", file=sys.stderr)
+        _print(f"gpuscope diagnose: {args.logdir}: no such directory", file=sys.stderr)
         return 2
     try:
         run, summaries, paths = run_summaries(
-            args.logdir, args.run, args.span, log=lambda m: print(m, file=sys.stderr, flush=True)
+            args.logdir, args.run, args.span, log=lambda m: _print(m, file=sys.stderr, flush=True)
         )
     except DiagnoseFailed as e:
-        print(f"gpuscope diagnose: {e}", file=sys.stderr)
+        _print(f"gpuscope diagnose: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("gpuscope diagnose: interrupted", file=sys.stderr)
+        _print("gpuscope diagnose: interrupted", file=sys.stderr)
         return 130
 
     def trace(worker: str) -> Any:  # a one-worker run: its single-rank critical path reads the trace
@@ -310,10 +336,10 @@ def diagnose_main(args: argparse.Namespace) -> int:
 
     rep = report.diagnose(summaries, trace=trace)
     if args.json:
-        print(json.dumps({"run": run, "span": args.span, **rep}, indent=1))
+        _print(json.dumps({"run": run, "span": args.span, **rep}, indent=1))
     else:
-        print(f"run {run}, span {args.span}")
-        print(report.render_text(rep), end="")
+        _print(f"run {run}, span {args.span}")
+        _print(report.render_text(rep), end="")
     return 0
 
 
@@ -343,29 +369,29 @@ def jobdiff_main(args: argparse.Namespace) -> int:
     for what, arg, span in (("A", args.job_a, args.span), ("B", args.job_b, args.exp_span)):
         logdir, run = split_run(arg)
         if not fs.is_url(logdir) and not os.path.isdir(logdir):
-            print(f"gpuscope jobdiff: job {what}: {logdir}: no such directory", file=sys.stderr)
+            _print(f"gpuscope jobdiff: job {what}: {logdir}: no such directory", file=sys.stderr)
             return 2
         try:
-            name, summaries, _ = run_summaries(logdir, run, span, log=lambda m: print(m, file=sys.stderr, flush=True))
+            name, summaries, _ = run_summaries(logdir, run, span, log=lambda m: _print(m, file=sys.stderr, flush=True))
         except DiagnoseFailed as e:
-            print(f"gpuscope jobdiff: job {what}: {e}", file=sys.stderr)
+            _print(f"gpuscope jobdiff: job {what}: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            print("gpuscope jobdiff: interrupted", file=sys.stderr)
+            _print("gpuscope jobdiff: interrupted", file=sys.stderr)
             return 130
         sides.append((name, summaries))
     try:
         res = job_diff.job_diff(sides[0][1], sides[1][1])
     except job_diff.JobDiffError as e:
-        print(f"gpuscope jobdiff: {e}", file=sys.stderr)
+        _print(f"gpuscope jobdiff: {e}", file=sys.stderr)
         return 2
     if args.csv:
-        sys.stdout.write(job_diff.to_csv(res))
+        sys.stdout.write(printable(job_diff.to_csv(res), keep="\r\n"))
     elif args.json:
-        print(json.dumps({"run": sides[0][0], "exp_run": sides[1][0], **res}, indent=1))
+        _print(json.dumps({"run": sides[0][0], "exp_run": sides[1][0], **res}, indent=1))
     else:
-        print(f"job A: run {sides[0][0]}; job B: run {sides[1][0]}")
-        print(job_diff.render_text(res), end="")
+        _print(f"job A: run {sides[0][0]}; job B: run {sides[1][0]}")
+        _print(job_diff.render_text(res), end="")
     return 0
 
 
@@ -424,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         import os
 
         if not os.path.isdir(args.logdir):
-            print(f"gpuscope summarize: {args.logdir}: no such directory", file=sys.stderr)
+            _print(f"gpuscope summarize: {args.logdir}: no such directory", file=sys.stderr)
             return 2
     try:
         res = summarize_logdir(
@@ -433,18 +459,18 @@ def main(argv: list[str] | None = None) -> int:
             args.scheduler,
             args.local,
             args.force,
-            log=lambda m: print(m, file=sys.stderr, flush=True),
+            log=lambda m: _print(m, file=sys.stderr, flush=True),
         )
     except ScanFailed as e:
-        print(f"gpuscope summarize: cannot list the logdir: {e}", file=sys.stderr)
+        _print(f"gpuscope summarize: cannot list the logdir: {e}", file=sys.stderr)
         return 2
     except SchedulerUnavailable as e:
-        print(f"gpuscope summarize: {e}", file=sys.stderr)
+        _print(f"gpuscope summarize: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("gpuscope summarize: interrupted", file=sys.stderr)
+        _print("gpuscope summarize: interrupted", file=sys.stderr)
         return 130
-    print(
+    _print(
         f"gpuscope summarize: {res['done']} summarized, {res['skipped']} up to date, "
         f"{len(res['failed'])} failed, of {res['files']} trace files in {res['seconds']:.1f} s -> {res['out']}"
     )

@@ -7,9 +7,11 @@ Nothing here holds a parsed trace longer than one summary's computation.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +22,7 @@ import msgspec
 from profiler_core import settings
 from profiler_core.identity import portable_identity
 from tb_plugin.summaries import fs, store
+from tb_plugin.summaries.answers import Answers
 from tb_plugin.summaries.schema import Source, Summary
 from tb_plugin.summaries.summary import encode, source_fields, summarize, summarize_path
 
@@ -28,6 +31,22 @@ log = logging.getLogger(__name__)
 #: summaries kept in memory (each a few hundred KB at most)
 MEMORY_ENTRIES = settings.get("GPUSCOPE_SUMMARY_MEMORY")
 IO_THREADS = 16
+#: a summary read from a stored file is checked against that file's identity again on each look-up (a local file:
+#: one stat), a remote one at most every REMOTE_RECHECK_S: a summary replaced on disk (`gpuscope summarize
+#: --force`) is read again
+REMOTE_RECHECK_S = 10.0
+
+
+def _file_id(path: str) -> tuple | None:
+    """What tells a stored summary file's content apart (None when it is not there or cannot be stat-ed)."""
+    try:
+        if fs.is_url(path):
+            st = fs.stat(path)
+            return (st.size, st.mtime_ns, st.etag)
+        s = os.stat(path)
+        return (s.st_size, s.st_mtime_ns, s.st_ino, s.st_dev, s.st_ctime_ns)
+    except (OSError, ValueError):
+        return None
 
 
 def source_of(f: Any) -> fs.Stat:
@@ -53,6 +72,12 @@ class Summaries:
         self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gpuscope-summary-io")
         self._lock = threading.Lock()
         self._memory: OrderedDict[tuple, Summary] = OrderedDict()
+        # per file key in memory read from a stored summary: (its path, its identity then, when it was checked)
+        self._origin: dict[tuple, tuple[str, tuple, float]] = {}
+        # id() of each summary in memory -> its identity (`token`); entries leave with their summary
+        self._tokens: dict[int, tuple] = {}
+        self._serial = itertools.count()
+        self.answers = Answers()  # the run-level answers of these summaries (`answers.answer`)
         self._pending: dict[tuple, Future] = {}
         self._failed: dict[tuple, BaseException] = {}  # files whose summary failed (until they change)
         self._client: Any = None
@@ -61,22 +86,56 @@ class Summaries:
     # ------------------------------------------------------------------ look-ups
     def find(self, f: Any) -> Summary | None:
         """A stored valid summary of `f` (memory, logdir's hidden folder, cache), or None."""
-        with self._lock:
-            s = self._memory.get(f.key)
-            if s is not None:
-                self._memory.move_to_end(f.key)
-                return s
-        src = source_of(f)
-        s = self._stored(f, src)
+        s = self._recall(f)
         if s is not None:
-            self._remember(f.key, s)
+            return s
+        src = source_of(f)
+        found = self._stored(f, src)
+        if found is None:
+            return None
+        s, origin = found
+        self._remember(f.key, s, origin)
         return s
 
-    def _stored(self, f: Any, src: fs.Stat) -> Summary | None:
+    def _recall(self, f: Any) -> Summary | None:
+        """The summary of `f` in memory, unless the stored file it was read from changed since (then forgotten)."""
+        with self._lock:
+            s = self._memory.get(f.key)
+            if s is None:
+                return None
+            self._memory.move_to_end(f.key)
+            origin = self._origin.get(f.key)
+        if origin is None:
+            return s
+        path, ident, checked = origin
+        now = time.monotonic()
+        if fs.is_url(path) and now - checked < REMOTE_RECHECK_S:
+            return s
+        same = _file_id(path) == ident
+        with self._lock:
+            if self._memory.get(f.key) is not s:  # replaced meanwhile: look again
+                return self._memory.get(f.key)
+            if same:
+                self._origin[f.key] = (path, ident, now)
+                return s
+            self._drop(f.key)
+        return None
+
+    def token(self, s: Any) -> tuple | None:
+        """The identity of the summary `s` (held by the caller) while it is in memory: the stored file it was read
+        from (path and file identity), or the computation that made it; None once it left memory."""
+        with self._lock:
+            return self._tokens.get(id(s))
+
+    def _stored(self, f: Any, src: fs.Stat) -> tuple[Summary, tuple] | None:
         """The summary of `f` from the logdir's hidden folder (only where it and its folders belong
-        to this user or to the trace's owner), else from the cache (only where it is ours)."""
+        to this user or to the trace's owner), else from the cache (only where it is ours), and
+        (its path, that file's identity before it was read)."""
         hidden = store.out_path(store.default_out(self.logdir), f.relpath)
-        if fs.is_url(hidden):
+        ident = _file_id(hidden)
+        if ident is None:
+            s = None
+        elif fs.is_url(hidden):
             s = store.read(hidden, src)
         else:
             owners = {os.getuid()} if hasattr(os, "getuid") else None
@@ -87,22 +146,38 @@ class Summaries:
                     pass
             s = store.read(hidden, src, trusted_top=fs.join(self.logdir, store.HIDDEN_DIR), owners=owners)
         if s is not None:
-            return s
+            return s, (hidden, ident)
         from profiler_core.trace.read.cache import cache_dir
 
-        return store.read(store.cache_path(f.path, src), src, trusted_top=str(cache_dir()))
+        cached = store.cache_path(f.path, src)
+        ident = _file_id(cached)
+        s = None if ident is None else store.read(cached, src, trusted_top=str(cache_dir()))
+        return None if s is None else (s, (cached, ident))
 
     def failure(self, f: Any) -> BaseException | None:
         """Why the summary of `f` failed (until the file changes), or None."""
         with self._lock:
             return self._failed.get(f.key)
 
-    def _remember(self, key: tuple, s: Summary) -> None:
+    def _remember(self, key: tuple, s: Summary, origin: tuple | None = None) -> None:
+        """Keeps `s`, the summary of the file `key`; `origin`: (the stored file it was read from, its identity)."""
         with self._lock:
+            self._drop(key)
             self._memory[key] = s
-            self._memory.move_to_end(key)
+            if origin is not None:
+                self._origin[key] = (*origin, time.monotonic())
+                self._tokens[id(s)] = ("file", *origin)
+            else:
+                self._tokens[id(s)] = ("computed", next(self._serial))
             while len(self._memory) > MEMORY_ENTRIES:
-                self._memory.popitem(last=False)
+                self._drop(next(iter(self._memory)))
+
+    def _drop(self, key: tuple) -> None:
+        """Forgets the summary of the file `key` (under the lock)."""
+        s = self._memory.pop(key, None)
+        if s is not None:
+            self._tokens.pop(id(s), None)
+        self._origin.pop(key, None)
 
     # ------------------------------------------------------------------ computing
     def prepare(self, files: list, loaded: Callable[[Any], Any] | None = None, forget_others: bool = True) -> None:
@@ -146,8 +221,7 @@ class Summaries:
         """Summaries of `files` (in order); a file that fails gives its exception in its place."""
         futs: list = []
         for f in files:
-            with self._lock:
-                s = self._memory.get(f.key)
+            s = self._recall(f)
             futs.append(s if s is not None else self._future(f, loaded))
         out: list[Summary | BaseException] = []
         for x in futs:
