@@ -134,7 +134,9 @@ def timed_finish(self, *a, **k):
 columns.Builder.finish = timed_finish
 for path in sys.argv[1:]:
     t0 = clock()
-    for _ in stream._blocks(path, native.INFLATE_BLOCK, gather=False) if native.available() else stream._blocks(path):
+    fast = native.available()
+    blocks = stream.read_blocks(path, native.INFLATE_BLOCK, gather=False) if fast else stream.read_blocks(path)
+    for _ in blocks:
         pass  # (inflated as the reader that reads it inflates)
     inflate = clock() - t0
     ph["inflate"] += inflate

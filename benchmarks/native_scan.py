@@ -52,7 +52,7 @@ def _texts(files: list[str]) -> list[bytes]:
             elif t.kind == "piece":
                 texts.append(bytes(t.text))
             elif head is not None:
-                for _meta, tail, _repeated in stream._tails(t.text, head.text, head.bare):
+                for _meta, tail, _repeated in stream.tails(t.text, head.text, head.bare):
                     if tail.strip():
                         texts.append(bytes(tail))
                     break

@@ -25,7 +25,7 @@ if sys.argv[3] == "whole":  # as for a file the streaming reader cannot cut
     from profiler_core.trace.read import stream
     def not_streamable(*a, **k):
         raise stream.NotStreamable
-    stream._stream_parse = not_streamable
+    stream.stream_parse = not_streamable
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 out = {}
 try:

@@ -24,7 +24,7 @@ def test_a_rewrite_during_the_parse_is_read_again(tmp_path, monkeypatch):
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(_doc(5, "old"))
     monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")  # the rewrite is made from the streaming reader's parse
-    real = stream._stream_parse
+    real = stream.stream_parse
     calls: list = []
 
     def parse_then_rewrite(p, *a, **k):
@@ -34,7 +34,7 @@ def test_a_rewrite_during_the_parse_is_read_again(tmp_path, monkeypatch):
         calls.append(1)
         return t
 
-    monkeypatch.setattr(stream, "_stream_parse", parse_then_rewrite)
+    monkeypatch.setattr(stream, "stream_parse", parse_then_rewrite)
     t = read_trace(path, processes=0)
     assert len(calls) == 2
     assert len(t.events) == 7 and set(t.events["name"].astype(str)) == {"new"}
@@ -45,7 +45,7 @@ def test_a_file_rewritten_at_every_read_is_refused(tmp_path, monkeypatch):
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(_doc(5, "a"))
     monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")  # the rewrite is made from the streaming reader's parse
-    real = stream._stream_parse
+    real = stream.stream_parse
     n = [0]
 
     def parse_then_rewrite(p, *a, **k):
@@ -54,7 +54,7 @@ def test_a_file_rewritten_at_every_read_is_refused(tmp_path, monkeypatch):
         _rewrite_in_place(p, _doc(5 + n[0], "b"))
         return t
 
-    monkeypatch.setattr(stream, "_stream_parse", parse_then_rewrite)
+    monkeypatch.setattr(stream, "stream_parse", parse_then_rewrite)
     with pytest.raises(TraceReadError, match="changed while it was read"):
         read_trace(path, processes=0)
     assert n[0] == reader.READ_ATTEMPTS
@@ -64,7 +64,7 @@ def test_a_half_written_file_that_is_then_completed_is_read_whole(tmp_path, monk
     path = tmp_path / "w.pt.trace.json"
     whole = _doc(6, "x")
     path.write_bytes(whole[: len(whole) // 2])
-    real = stream._stream_parse
+    real = stream.stream_parse
 
     def fail_then_complete(p, *a, **k):
         if os.path.getsize(p) != len(whole):  # the half-written file fails, and is completed meanwhile
@@ -72,7 +72,7 @@ def test_a_half_written_file_that_is_then_completed_is_read_whole(tmp_path, monk
             raise TraceReadError(f"{p}: invalid or truncated JSON")
         return real(p, *a, **k)
 
-    monkeypatch.setattr(stream, "_stream_parse", fail_then_complete)
+    monkeypatch.setattr(stream, "stream_parse", fail_then_complete)
     t = read_trace(path, processes=0)
     assert len(t.events) == 6
 
@@ -81,8 +81,8 @@ def test_a_bad_file_that_does_not_change_fails_once(tmp_path, monkeypatch):
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(b'{"traceEvents": [{"ph": "X", "na')
     calls: list = []
-    real = stream._stream_parse
-    monkeypatch.setattr(stream, "_stream_parse", lambda p, *a, **k: (calls.append(1), real(p, *a, **k))[1])
+    real = stream.stream_parse
+    monkeypatch.setattr(stream, "stream_parse", lambda p, *a, **k: (calls.append(1), real(p, *a, **k))[1])
     with pytest.raises(TraceReadError):
         read_trace(path, processes=0)
     assert len(calls) == 1

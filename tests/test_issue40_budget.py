@@ -27,9 +27,9 @@ try:
     if how == "native":
         r = native.read_file(path)
     elif how == "stream":
-        r = stream._stream_parse(path)
+        r = stream.stream_parse(path)
     elif how == "processes":
-        r = stream._parallel_parse(path, 1)
+        r = stream.parallel_parse(path, 1)
     elif how == "whole":
         r = reader._parse_by(reader.WHOLE_FILE, path, 0)
     else:
@@ -118,7 +118,7 @@ def test_a_trace_over_the_budget_is_refused_before_its_body_is_read(tmp_path, mo
         raise AssertionError("read the body of a trace the estimate rules out")
 
     monkeypatch.setattr(reader, "_read_once", no_body)
-    monkeypatch.setattr(stream, "_blocks", no_body)
+    monkeypatch.setattr(stream, "read_blocks", no_body)
     with pytest.raises(TraceReadError, match=r"about \d+ events .* more than the memory budget.*MAX_LOADED_BYTES"):
         read_trace(path, processes=0)
 

@@ -157,7 +157,7 @@ def test_the_python_reader_streaming_reads_the_top_level_events(doc, monkeypatch
 def test_the_streaming_strategy_alone_never_takes_nested_events(doc):
     path, text, _ = doc
     try:
-        t = stream._stream_parse(path)
+        t = stream.stream_parse(path)
     except decode.NotStreamable:  # (a repeated key: the whole-file path reads the last)
         return
     assert _names(t) == _want(text)
@@ -173,7 +173,7 @@ def test_parser_processes_read_the_top_level_events(doc, monkeypatch):
     monkeypatch.setattr(stream, "BLOCK", 512)
     monkeypatch.setattr(stream, "IO_BLOCK", 2048)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
+    monkeypatch.setattr(stream, "SpanProcess", _InlineSpan)
     path, text, _ = doc
     _InlineSpan.started = []
     assert _names(read_trace(path, processes=2)) == _want(text)

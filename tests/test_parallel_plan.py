@@ -61,12 +61,12 @@ def test_the_readers_and_the_loader_ask_the_plan(monkeypatch):
     monkeypatch.setattr(parallel_plan.os, "cpu_count", lambda: 8)
     monkeypatch.setattr(stream.os, "cpu_count", lambda: 8)
     monkeypatch.setattr(native.os, "cpu_count", lambda: 8)
-    assert stream.default_parse_processes() == 3 and stream._parse_processes(None) == 3
-    assert stream._parse_processes(1) == 1  # an explicit request beats the default
+    assert stream.default_parse_processes() == 3 and stream.parse_processes_for(None) == 3
+    assert stream.parse_processes_for(1) == 1  # an explicit request beats the default
     assert native.scan_threads() == 4
     assert loader.default_processes() == 4
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "0")
-    assert stream._parse_processes(2) == 0  # ... but not the setting
+    assert stream.parse_processes_for(2) == 0  # ... but not the setting
     monkeypatch.setenv("GPUSCOPE_NATIVE_THREADS", "0")
     assert native.scan_threads() == 0
     monkeypatch.setenv("GPUSCOPE_LOAD_THREADS", "5")

@@ -59,7 +59,7 @@ def test_cache_first_then_a_parse_that_is_stored(tmp_path, monkeypatch):
     assert stored == [str(path)]  # a fresh parse goes to `store`, not to the default writer
     assert len(t.events) == 5
     read_trace(path, use_cache=True)  # the default store writes the entry now
-    monkeypatch.setattr(stream, "_stream_parse", _refuse)
+    monkeypatch.setattr(stream, "stream_parse", _refuse)
     monkeypatch.setattr(reader, "parse_trace", _refuse)
     monkeypatch.setattr(reader, "_native_parse", _refuse)
     stored.clear()
@@ -73,6 +73,6 @@ def test_a_file_streaming_cannot_cut_is_read_whole(tmp_path, monkeypatch):
     def not_streamable(*args, **kwargs):
         raise NotStreamable
 
-    monkeypatch.setattr(stream, "_stream_parse", not_streamable)
+    monkeypatch.setattr(stream, "stream_parse", not_streamable)
     t = read_trace(_trace(tmp_path), processes=0)
     assert t.events["name"].tolist() == [f"op{i}" for i in range(5)]

@@ -30,7 +30,7 @@ class _InlineSpan:
     def __init__(self, path, lo, hi, version):
         self.started.append((lo, hi))
         try:
-            self.data, self.error = stream._parse_span_job(path, lo, hi, version), None
+            self.data, self.error = stream.parse_span_job(path, lo, hi, version), None
         except BaseException as e:  # noqa: BLE001 - raised from result(), as a worker's would be
             self.data, self.error = None, e
 
@@ -45,7 +45,7 @@ class _InlineSpan:
 
 def _parallel(path, workers):
     _InlineSpan.started = []
-    return stream._parallel_parse(str(path), workers, start=_InlineSpan)
+    return stream.parallel_parse(str(path), workers, start=_InlineSpan)
 
 
 def _same(t, whole, doc):
@@ -110,7 +110,7 @@ def test_boundary_inside_a_string_is_caught_and_read_trace_falls_back(tmp_path, 
     with pytest.raises(reader.NotStreamable):
         _parallel(path, 1)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
+    monkeypatch.setattr(stream, "SpanProcess", _InlineSpan)
     _same(read_trace(path, processes=1), whole, doc)
 
 
@@ -124,7 +124,7 @@ def test_boundary_past_the_event_array(tmp_path, monkeypatch):
     with pytest.raises(reader.NotStreamable):
         _parallel(path, 1)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
+    monkeypatch.setattr(stream, "SpanProcess", _InlineSpan)
     t = read_trace(path, processes=1)
     _same(t, whole, doc)
     assert len(t.device_properties) == 3000
@@ -156,14 +156,14 @@ def test_worker_processes_give_the_serial_result(shared_traces, monkeypatch):
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
     used = []
-    real = stream._parallel_parse
+    real = stream.parallel_parse
 
     def spy(*args):
         t = real(*args)
         used.append(t is not None)
         return t
 
-    monkeypatch.setattr(stream, "_parallel_parse", spy)
+    monkeypatch.setattr(stream, "parallel_parse", spy)
     par = read_trace(path, processes=2)
     assert used == [True]  # the parallel path ran and its result was used
     seq = read_trace(path)
@@ -180,7 +180,7 @@ def test_a_worker_process_s_read_error_reaches_the_caller(tmp_path, monkeypatch)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(stream, "BLOCK", 2048)
     with pytest.raises(reader.TraceReadError, match="truncated gzip"):
-        stream._parallel_parse(str(path), 1)  # a real worker process
+        stream.parallel_parse(str(path), 1)  # a real worker process
     with pytest.raises(reader.TraceReadError, match="truncated gzip"):
         read_trace(path, processes=1)
 
@@ -195,7 +195,7 @@ def test_a_failed_worker_process_means_a_serial_read_and_a_warning(tmp_path, mon
     path, text = _write(tmp_path, doc, True)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(stream, "BLOCK", 2048)
-    monkeypatch.setattr(stream, "_SpanProcess", _BrokenSpan)
+    monkeypatch.setattr(stream, "SpanProcess", _BrokenSpan)
     with caplog.at_level("WARNING"):
         t = read_trace(path, processes=1)
     _same(t, parse_trace(text, str(path)), doc)
@@ -206,7 +206,7 @@ def test_the_environment_turns_parallel_parsing_off(tmp_path, monkeypatch):
     path, _ = _write(tmp_path, _doc(300), True)
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     calls = []
-    monkeypatch.setattr(stream, "_parallel_parse", lambda *a: calls.append(a))
+    monkeypatch.setattr(stream, "parallel_parse", lambda *a: calls.append(a))
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "0")
     read_trace(path, processes=2)
     assert calls == []
@@ -273,5 +273,5 @@ def test_a_file_replaced_before_a_worker_starts_is_read_serially(tmp_path, monke
         _parallel(path, 1)
     assert len(calls) == 2  # the main process, then the worker
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(stream, "_SpanProcess", _InlineSpan)
+    monkeypatch.setattr(stream, "SpanProcess", _InlineSpan)
     _same(read_trace(path, processes=1), parse_trace(text, str(path)), doc)

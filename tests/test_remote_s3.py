@@ -140,14 +140,14 @@ def test_parallel_byte_range_reader_reads_objects_like_the_serial_reader(bucket,
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
     monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")  # the Python reader's parser processes (native reads first)
     used = []
-    real = stream._parallel_parse
+    real = stream.parallel_parse
 
     def spy(*args):
         t = real(*args)
         used.append(t is not None)
         return t
 
-    monkeypatch.setattr(stream, "_parallel_parse", spy)
+    monkeypatch.setattr(stream, "parallel_parse", spy)
     par = read_trace(url, processes=2)  # two span worker processes read the object themselves
     assert used == [True]
     seq = read_trace(url, processes=0)

@@ -66,13 +66,13 @@ def test_a_bad_value_is_reported_once_and_the_default_used(monkeypatch, caplog):
 
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "²")  # was silently taken as 0
     with caplog.at_level(logging.WARNING, logger="profiler_core.settings"):
-        assert stream._parse_processes(3) == 3
-        assert stream._parse_processes(2) == 2
+        assert stream.parse_processes_for(3) == 3
+        assert stream.parse_processes_for(2) == 2
     assert [r.getMessage() for r in caplog.records if "GPUSCOPE_PARSE_PROCESSES" in r.getMessage()] and len(
         caplog.records
     ) == 1
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "0")
-    assert stream._parse_processes(3) == 0
+    assert stream.parse_processes_for(3) == 0
 
 
 @pytest.mark.parametrize("raw,value", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)])
@@ -89,4 +89,4 @@ def test_parse_processes_default_is_what_the_readme_says(monkeypatch, cores, exp
     assert "cores - 1, at most 3" in settings.SETTINGS["GPUSCOPE_PARSE_PROCESSES"].doc
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
     monkeypatch.setattr(stream.os, "cpu_count", lambda: cores)
-    assert stream._parse_processes(None) == expected == max(0, min(3, cores - 1))
+    assert stream.parse_processes_for(None) == expected == max(0, min(3, cores - 1))

@@ -38,13 +38,13 @@ def test_a_module_in_the_working_directory_is_never_run_by_a_worker(tmp_path, mo
     monkeypatch.setenv("GPUSCOPE_NATIVE_READER", "0")
     monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
     started = []
-    real = stream._SpanProcess
+    real = stream.SpanProcess
 
     def spy(*args):
         started.append(args)
         return real(*args)
 
-    monkeypatch.setattr(stream, "_SpanProcess", spy)
+    monkeypatch.setattr(stream, "SpanProcess", spy)
     if not safe_path_flag:  # what Python 3.10 gets: no -P, only the worker's own directory
         monkeypatch.setattr(stream.sys, "version_info", (3, 10, 13))
     relative = "../w.pt.trace.json"  # a path relative to the working directory still works

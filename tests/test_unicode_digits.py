@@ -2,15 +2,15 @@
 turned into numbers: no ValueError from a setting or from a trace's pid."""
 
 from profiler_core.analysis import events_from_trace
-from profiler_core.trace.read import stream
+from profiler_core.trace.read import parallel_plan, stream
 from tb_plugin import loader
 
 
 def test_a_superscript_in_a_setting_is_not_a_number(monkeypatch):
     monkeypatch.setenv("GPUSCOPE_PARSE_PROCESSES", "²")
-    assert stream._parse_processes(3) == 3  # reported and ignored: tests/test_settings.py
+    assert stream.parse_processes_for(3) == 3  # reported and ignored: tests/test_settings.py
     monkeypatch.setenv("GPUSCOPE_LOAD_PROCESSES", "²")
-    monkeypatch.setattr(loader.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(parallel_plan.os, "cpu_count", lambda: 8)
     assert loader.default_processes() == 4
 
 

@@ -80,7 +80,7 @@ def _byte_range(path: str, begin: int, end: int) -> bytes:
         return storage.read_range(path, begin, end)
     out = []
     pos = 0
-    for block in stream._blocks(path):
+    for block in stream.read_blocks(path):
         if pos + len(block) > begin:
             out.append(block[max(0, begin - pos) : end - pos])
         pos += len(block)

@@ -182,12 +182,12 @@ def _last_sep(buf: bytes) -> re.Match | None:
         j = buf.rfind(b"}", lo, hi)
         if j < 0:
             return None
-        m = stream._SEP_RE.match(buf, j)
+        m = stream.SEP_RE.match(buf, j)
         if m is not None:
             return m
         hi = j
     last = None
-    for last in stream._SEP_RE.finditer(buf, lo, hi):  # noqa: B007 - keeps the last match
+    for last in stream.SEP_RE.finditer(buf, lo, hi):  # noqa: B007 - keeps the last match
         pass
     return last
 
@@ -202,7 +202,7 @@ class _Text(NamedTuple):
 
 
 def _pieces(path: str) -> Iterator[_Text]:
-    """The file at `path` inflated block by block (`stream._blocks`): its head, once (the text before the
+    """The file at `path` inflated block by block (`stream.read_blocks`): its head, once (the text before the
     traceEvents array's first event), then the array's text in pieces of about SCAN_PIECE bytes of whole
     events cut at `}, {` separators (without brackets), then the rest (last events, `]`, the keys after
     the array). Ends early, without the rest, when the text cannot be cut so (the native reader then
@@ -212,7 +212,7 @@ def _pieces(path: str) -> Iterator[_Text]:
     buf, start = b"", 0
     blocks: list[bytes] = []
     size = 0
-    for block in stream._blocks(path, INFLATE_BLOCK, gather=False):
+    for block in stream.read_blocks(path, INFLATE_BLOCK, gather=False):
         if head is None:
             buf = buf + block if buf else block
             stripped = buf.lstrip()
@@ -333,7 +333,7 @@ def _read_pieces(path: str, pool: ThreadPoolExecutor | None, ahead: int) -> Trac
             if not drain(ahead):
                 return None
         elif head is not None and drain(0):
-            for meta, tail, repeated in stream._tails(text.text, head.text, head.bare):
+            for meta, tail, repeated in stream.tails(text.text, head.text, head.bare):
                 if repeated:  # a later top-level traceEvents, the one JSON decoders read: the Python reader's
                     log.debug("gpuscope: %s: the native reader declined (a repeated top-level traceEvents)", path)
                     return None

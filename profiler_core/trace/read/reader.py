@@ -97,7 +97,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None, grow: bool = F
 
 def split_top(data: bytes, path: str) -> tuple[dict, msgspec.Raw | bytes]:
     """Top-level keys (decoded) and the raw traceEvents array of a trace document."""
-    first = stream._skip_ws(data, 0)  # however much whitespace leads (the streaming reader skips it all)
+    first = stream.skip_ws(data, 0)  # however much whitespace leads (the streaming reader skips it all)
     start = data[first : first + 1]
     if not start:
         raise TraceReadError(f"{path}: empty file")
@@ -206,7 +206,7 @@ def _parse_bytes(data: bytes, path: str) -> TraceData:
         meta, events_raw = split_top(data, path)
     except RecursionError:  # an event nesting too deeply for the whole-document decode
         try:
-            return stream._stream_parse(path, iter((data,)))
+            return stream.stream_parse(path, iter((data,)))
         except (NotStreamable, RecursionError):
             raise TraceReadError(f"{path}: JSON nested too deeply to read") from None
     except TraceReadError:
@@ -312,7 +312,7 @@ def read_trace(
     `tune_memory`, which the plugin's loader passes: for parsing while it reads, then for views.
     """
     path = os.fspath(path)
-    workers = stream._parse_processes(processes)
+    workers = stream.parse_processes_for(processes)
     fingerprint = _fingerprint(path)
     if not storage.is_remote(path) and os.path.isdir(path):
         raise TraceReadError(f"{path}: is a directory")
@@ -397,7 +397,7 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
             return None
     if strategy == PROCESSES:
         try:
-            return stream._parallel_parse(path, workers)
+            return stream.parallel_parse(path, workers)
         except TraceReadError:  # the file's own fault: reading it here says the same
             raise
         except NotStreamable:  # a range boundary that is not between two events
@@ -407,7 +407,7 @@ def _parse_by(strategy: str, path: str, workers: int) -> TraceData | None:
             return None
     if strategy == STREAM:
         try:
-            return stream._stream_parse(path)
+            return stream.stream_parse(path)
         except NotStreamable:
             return None
     if strategy == WHOLE_FILE:

@@ -5,7 +5,7 @@
 (HI "-": to the end of the trace; N:N:..., the `storage.fingerprint` of the file the reader
 expects: another one gives 4)
 
-Started by `profiler_core.trace.read.stream._SpanProcess`; the output is the pickled columns of the
+Started by `profiler_core.trace.read.stream.SpanProcess`; the output is the pickled columns of the
 events between the cuts at LO and HI. Exit code 3 (with the message on stderr) is a TraceReadError,
 4 a range the quick splitter cannot cut (the reader then reads the file serially).
 """
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     path, lo, hi = argv[0], int(argv[1]), None if argv[2] == "-" else int(argv[2])
     version = tuple(int(x) for x in argv[3].split(":")) if len(argv) == 4 else None
     try:
-        data = stream._parse_span_job(path, lo, hi, version)  # noqa: SLF001 - the reader's own worker
+        data = stream.parse_span_job(path, lo, hi, version)  # noqa: SLF001 - the reader's own worker
     except stream.TraceReadError as e:
         sys.stderr.write(str(e))
         return stream.SPAN_READ_ERROR

@@ -45,7 +45,7 @@ _STRUCTURE = re.compile(rb'["\[\]{},:]')
 _STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*')
 #: JSON's whitespace
 _WS = re.compile(rb"[ \t\r\n]*")
-_SEP_RE = re.compile(rb"\}\s*,\s*\{")
+SEP_RE = re.compile(rb"\}\s*,\s*\{")
 #: bytes of JSON per decoded piece: small enough that a piece's decoded events stay in the CPU
 #: cache (L2) while each column is pulled out of them; read_trace of the 2M-event benchmark
 #: trace on 2 shared cores (noisy): 4 MB pieces
@@ -88,12 +88,12 @@ class EventsHead:
         n = len(buf)
         while True:
             if self.key is not None:  # a top-level key: its ':' and the value's first byte
-                at = _skip_ws(buf, self.key[1])
+                at = skip_ws(buf, self.key[1])
                 if at >= n:
                     return None
                 if buf[at] != 58:  # ':'
                     raise NotStreamable
-                at = _skip_ws(buf, at + 1)
+                at = skip_ws(buf, at + 1)
                 if at >= n:
                     return None
                 start, end = self.key
@@ -131,7 +131,7 @@ class EventsHead:
                 self.expect_key = True
 
 
-def _skip_ws(buf: bytes, at: int) -> int:
+def skip_ws(buf: bytes, at: int) -> int:
     m = _WS.match(buf, at)
     return at if m is None else m.end()
 
@@ -150,7 +150,7 @@ def _key_text(raw: bytes) -> str | None:
     return out if isinstance(out, str) else None
 
 
-def _blocks(path: str, block: int | None = None, gather: bool = True) -> Iterator[bytes]:
+def read_blocks(path: str, block: int | None = None, gather: bool = True) -> Iterator[bytes]:
     """The file's (gunzipped) bytes in blocks of about `block` bytes (default IO_BLOCK) or more; with
     `gather` False, each block as inflated (at most `block` bytes, or gunzip's MAX_BLOCK_OUT), none joined.
 
@@ -205,7 +205,7 @@ def default_parse_processes() -> int:
     return parallel_plan.default_plan(os.cpu_count() or 1, parallel_plan.PARALLEL_MIN_BYTES, False).parse_processes
 
 
-def _parse_processes(requested: int | None) -> int:
+def parse_processes_for(requested: int | None) -> int:
     p = parallel_plan.plan(os.cpu_count() or 1, parallel_plan.PARALLEL_MIN_BYTES, False)
     if requested is None or "parse_processes" in p.overridden:  # the setting wins (0 turns parallel parsing off)
         return p.parse_processes
@@ -218,7 +218,7 @@ def file_version(path: str) -> tuple[int, ...]:
     return storage.fingerprint(path)
 
 
-def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = None) -> bytes:
+def parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = None) -> bytes:
     """A worker's job: the events between the cuts at `lo` and `hi` (see _parse_span) as one compact
     chunk of columns, pickled for the main process to merge. A file whose (size, mtime) is no longer
     `version` (replaced since the main process looked) raises NotStreamable: read it serially."""
@@ -237,7 +237,7 @@ def _parse_span_job(path: str, lo: int, hi: int | None, version: tuple | None = 
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-class _SpanProcess:
+class SpanProcess:
     """One range of a trace parsed by `python -m profiler_core.trace.read.span_worker` (see there).
 
     A plain child process, not a multiprocessing pool: it needs nothing from the caller's main
@@ -301,7 +301,7 @@ def _worker_pythonpath(root: str, current: str | None) -> str:
 SPAN_READ_ERROR, SPAN_NOT_STREAMABLE = 3, 4
 
 
-def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | None:
+def parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | None:
     """Split the decompressed stream into `workers + 1` byte ranges: each worker process inflates
     the file itself and parses its range, this process parses the first and merges the rest.
 
@@ -310,8 +310,8 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     a boundary that is not between two events (inside a string, an event or the metadata after
     the array) fails that decode and raises NotStreamable (the caller reads serially instead).
     `start(path, lo, hi, version)` starts a worker (a handle with result() and cancel()), by default a
-    _SpanProcess."""
-    start = start or _SpanProcess
+    SpanProcess."""
+    start = start or SpanProcess
     version = file_version(path)
     total = uncompressed_size_hint(path)
     if total < 2 * BLOCK:
@@ -344,7 +344,7 @@ def _parallel_parse(path: str, workers: int, start: Any = None) -> TraceData | N
     return t
 
 
-def _stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData:
+def stream_parse(path: str, blocks: Iterator[bytes] | None = None) -> TraceData:
     """Parse a whole trace while it is decompressed (see _parse_span); `blocks`: its bytes, when
     they are not to be read from `path`."""
     builder = Builder()
@@ -391,7 +391,7 @@ def _parse_span(
         index.append((n, begin, end))
         n += len(evs)
 
-    blocks = _blocks(path) if blocks is None else blocks
+    blocks = read_blocks(path) if blocks is None else blocks
     try:
         for block in blocks:
             buf = buf + block if buf else block
@@ -425,14 +425,14 @@ def _parse_span(
                     buf = b""
                     continue
                 buf, start = buf[lo - start :], lo
-                m = _SEP_RE.search(buf)
+                m = SEP_RE.search(buf)
                 if m is None:
                     if len(buf) > MAX_PIECE:
                         raise NotStreamable
                     continue
                 buf, start, lo = buf[m.end() - 1 :], start + m.end() - 1, None
             if hi is not None and start + len(buf) > hi:  # this span's end is in buf
-                m = _SEP_RE.search(buf, max(0, hi - start))
+                m = SEP_RE.search(buf, max(0, hi - start))
                 if m is None:
                     if len(buf) > max(MAX_PIECE, 4 * IO_BLOCK):
                         raise NotStreamable
@@ -458,7 +458,7 @@ def _parse_span(
     if lo is not None:  # no separator after lo: the span before this one holds every event
         return 0, [], None
     # the last piece: events, "]", then the rest of the top-level object
-    for meta, last, repeated in _tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
+    for meta, last, repeated in tails(buf, head, bare):  # noqa: B007 - meta of the tail that decodes is returned
         try:
             evs = decode_piece(last, counts) if last.strip() else []
             break
@@ -496,10 +496,10 @@ def _next_piece(buf: bytes, view: memoryview, pos: int, counts: dict) -> tuple[l
     at once (the whole-file path says what is wrong). No byte is decoded more than a few times."""
     hi = min(pos + max(BLOCK, 1), len(buf))
     m = None
-    for m in _SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):  # noqa: B007 - keeps the last match
+    for m in SEP_RE.finditer(buf, max(pos, hi - 4 * _QUICK_WINDOW), hi):  # noqa: B007 - keeps the last match
         pass
     if m is None:
-        m = _SEP_RE.search(buf, hi)  # an event longer than the window: the first cut after it
+        m = SEP_RE.search(buf, hi)  # an event longer than the window: the first cut after it
     if m is not None:
         cut = (m.start() + 1, m.end() - 1)
         try:
@@ -527,7 +527,7 @@ MAX_EVENT_SCAN = 1 << 20
 _EVENTS_STANDIN = b'"traceEvents": "gpuscope: the events array read in pieces"'
 
 
-def _tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes, bool]]:
+def tails(buf: bytes, head: bytes, bare: bool) -> Iterator[tuple[dict, bytes, bool]]:
     """Candidates (metadata, last events, repeated) for the `]` closing the event array, last first;
     `repeated`: the text after it holds another top-level `traceEvents` (the one JSON decoders read)."""
     q = len(buf)
