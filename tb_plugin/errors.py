@@ -32,12 +32,6 @@ class LoadFailed(RequestError, RuntimeError):
     status = 422
 
 
-class Unavailable(RequestError):
-    """A view module cannot be imported in this installation (501)."""
-
-    status = 501
-
-
 class NotReady(RequestError):
     """What was asked for is still being computed in the background: ask again after Retry-After (503)."""
 

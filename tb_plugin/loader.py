@@ -84,6 +84,18 @@ def _prepare_in_process(path: str) -> TraceData | list:
     return list(t.warnings) if cache.store(path, t) is not None else t
 
 
+def failure_message(f: TraceFile, err: BaseException) -> str:
+    """How the failure `err` of the trace file `f` reads in an answer: relative to the logdir, without credentials,
+    the exception's type named unless it is a reading error."""
+    text = err.message if isinstance(err, LoadFailed) else str(err)
+    if not isinstance(err, (TraceReadError, LoadFailed)):
+        text = f"{type(err).__name__}: {text}"
+    text = text.replace(f.path, f.relpath)
+    if text.startswith(f.relpath + ": "):
+        text = text[len(f.relpath) + 2 :]
+    return redact(text)
+
+
 def skip_message(warnings: list) -> str | None:
     """One line for a file's reader warnings: "N events skipped (reason: n; ...)" first, then the
     other warnings (values treated as missing, repaired JSON); None when there are none."""
@@ -305,7 +317,7 @@ class Loader:
                 entry.seconds = time.monotonic() - entry.started
             entry.done = True
             if err is not None:
-                entry.error = self._message(entry.file, err)
+                entry.error = failure_message(entry.file, err)
                 log.warning("gpuscope: cannot load %s: %s", entry.file.relpath, entry.error)
                 return
             result = fut.result()
@@ -348,16 +360,6 @@ class Loader:
             fut.result(timeout=900)
         except Exception:  # noqa: BLE001 - warming failures are the request's to find
             pass
-
-    @staticmethod
-    def _message(f: TraceFile, err: BaseException) -> str:
-        text = err.message if isinstance(err, LoadFailed) else str(err)
-        if not isinstance(err, (TraceReadError, LoadFailed)):
-            text = f"{type(err).__name__}: {text}"
-        text = text.replace(f.path, f.relpath)
-        if text.startswith(f.relpath + ": "):
-            text = text[len(f.relpath) + 2 :]
-        return redact(text)
 
     # ------------------------------------------------------------------ LRU
     def _keep(self, key: tuple, t: TraceData) -> None:
@@ -460,7 +462,7 @@ class Loader:
             t = self._load_here(entry.file)
         except Exception as e:  # noqa: BLE001 - any failure is this file's error
             with self._lock:
-                entry.done, entry.error = True, self._message(entry.file, e)
+                entry.done, entry.error = True, failure_message(entry.file, e)
             log.warning("gpuscope: cannot load %s: %s", entry.file.relpath, entry.error)
             raise LoadFailed(entry.error) from None
         with self._lock:

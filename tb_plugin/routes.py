@@ -1,17 +1,19 @@
 """The HTTP API's route table: every route under /data/plugin/gpuscope/, its typed, bounded
 parameters and what it answers (docs/http-api.md is generated from it).
 
-`tb_plugin.plugin` serves exactly these routes, parsing each request with `Route.parse` before a
-handler sees it; `docs/http-api.md` is `markdown()` of this table (a test keeps them equal) and
-the frontend's development server serves the plugin's own routes. Light: no view is imported.
+`tb_plugin.plugin` serves exactly these routes, parsing each request with `Route.parse` before its
+handler (a function of `tb_plugin.handlers`) sees it; `docs/http-api.md` is `markdown()` of this table (a test keeps
+them equal) and the frontend's development server serves the plugin's own routes. Light: no view is imported (the
+handlers import theirs when called).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tb_plugin import handlers
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import (
     END_US,
@@ -83,11 +85,11 @@ RANGE = (START_US, END_US)
 
 @dataclass(frozen=True)
 class Route:
-    """One GET route: its path under PREFIX, the plugin method that answers it, its parameters,
-    whether it runs while the loader's queue is held (every view route) and what it answers."""
+    """One GET route: its path under PREFIX, the handler that answers it (`handler(workspace, args)`), its
+    parameters, whether it runs while the loader's queue is held (every view route) and what it answers."""
 
     path: str
-    handler: str
+    handler: Callable[[Any, dict[str, Any]], Any]
     params: tuple[Param, ...]
     summary: str
     returns: str
@@ -107,20 +109,25 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route(
         "/runs",
-        "_runs",
+        handlers.runs,
         (RESCAN, WAIT),
         "the runs of the logdir and the loading progress",
         '{"runs": [name...], "loading": bool, "progress": {...}, "errors": [{"run", "file", '
         '"error"}...], "warnings": [{"run", "file", "message"}...], "logdir", "logdir_missing"}',
         held=False,
     ),
-    Route("/workers", "_workers", (RUN,), "the workers of a run", '{"workers": [name...]}', held=False),
+    Route("/workers", handlers.workers, (RUN,), "the workers of a run", '{"workers": [name...]}', held=False),
     Route(
-        "/spans", "_spans", (RUN, WORKER), "the spans of a worker, in time order", '{"spans": ["1"..."N"]}', held=False
+        "/spans",
+        handlers.spans,
+        (RUN, WORKER),
+        "the spans of a worker, in time order",
+        '{"spans": ["1"..."N"]}',
+        held=False,
     ),
     Route(
         "/file_status",
-        "_file_status",
+        handlers.file_status,
         FILE,
         "how far the loading of one trace file is",
         '{"state": "queued"|"reading"|"done"|"failed", ..., "all": {...}}',
@@ -128,7 +135,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/overview",
-        "_overview",
+        handlers.overview,
         FILE,
         "per-step time breakdown, GPU summary, recommendations, the recoverable-time ledger (docs/diagnosis.md); "
         "runs of several workers: the run's ledger from the summaries there are",
@@ -137,7 +144,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/operators",
-        "_operators",
+        handlers.operators,
         FILE + (OPERATORS_GROUP_BY,),
         "host and device time per operator",
         '{"rows": [{"name", "input_shape", "calls", "host_self_us", "host_total_us", '
@@ -146,14 +153,14 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/operators/stack",
-        "_operator_stack",
+        handlers.operator_stack,
         FILE + (OP_NAME, INPUT_SHAPE),
         "the call stacks of one operator",
         '{"rows": [...]}',
     ),
     Route(
         "/kernels",
-        "_kernels",
+        handlers.kernels,
         FILE + (KERNELS_GROUP_BY,),
         "GPU kernels and their launch statistics",
         '{"rows": [{"name", "op", "calls", "total_us", "mean_us", "min_us", "max_us", '
@@ -161,34 +168,42 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/memory/curve",
-        "_memory_curve",
+        handlers.memory_curve,
         FILE + RANGE + (MAX_POINTS,),
         "allocated and reserved memory over time, per device",
         '{"devices": [...], ...}',
     ),
     Route(
-        "/memory/events", "_memory_events", FILE + RANGE, "allocations and frees in the range", '{"rows": [...], ...}'
+        "/memory/events",
+        handlers.memory_events,
+        FILE + RANGE,
+        "allocations and frees in the range",
+        '{"rows": [...], ...}',
     ),
     Route(
-        "/memory/stats", "_memory_stats", FILE + RANGE, "memory use per operator in the range", '{"rows": [...], ...}'
+        "/memory/stats",
+        handlers.memory_stats,
+        FILE + RANGE,
+        "memory use per operator in the range",
+        '{"rows": [...], ...}',
     ),
     Route(
         "/modules",
-        "_modules",
+        handlers.modules,
         FILE,
         "time per Python module (nn.Module) tree",
         '{"source", "tree": [...], "notes": [text...] (CUDA graphs, when any)}',
     ),
     Route(
         "/diff",
-        "_diff",
+        handlers.diff,
         FILE + (EXP_RUN, EXP_WORKER, EXP_SPAN),
         "one span compared with another",
         '{..., "compared_with": {"run", "worker", "span"}}',
     ),
     Route(
         "/diff/kernels",
-        "_kernel_diff",
+        handlers.kernel_diff,
         FILE + (EXP_RUN, EXP_WORKER, EXP_SPAN),
         "the kernels of one span compared with another's: aligned by name, else by their place under the same op path",
         '{"base": {"kernels", "device_us"}, "exp": {...}, "rows": [{"align", "path", "base", "exp", "delta_us", '
@@ -196,7 +211,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/distributed",
-        "_distributed",
+        handlers.distributed,
         (RUN, SPAN, PARTIAL),
         "computation, communication and overlap per worker (from per-worker summaries)",
         '{"workers": {w: {"computation_us", "overlap_us", "communication_us", "other_us"}}, '
@@ -205,7 +220,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/diagnosis",
-        "_diagnosis",
+        handlers.diagnosis,
         (RUN, SPAN),
         "the run's diagnosis from the per-worker summaries: ledger, critical path per step, stragglers with "
         "their cause and what-if (docs/diagnosis.md)" + PENDING,
@@ -215,7 +230,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/pipeline",
-        "_pipeline",
+        handlers.pipeline,
         (RUN, SPAN),
         "the run's pipeline-parallel schedule from the per-worker summaries: stage x micro-batch chart per step, "
         "schedule, bubble ratio against the schedule's theoretical one, each stage's bubble split by cause "
@@ -227,7 +242,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/clock_offsets",
-        "_clock_offsets",
+        handlers.clock_offsets,
         (RUN, SPAN),
         "each worker's clock offset against a reference worker, from the collectives' common end times "
         "(per-worker summaries only), and the shift that places its timeline on the reference's" + PENDING,
@@ -237,7 +252,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "/jobdiff",
-        "_jobdiff",
+        handlers.jobdiff,
         (RUN, JOB_B, JOB_SPAN, JOB_EXP_SPAN, FORMAT),
         "job B compared with job A (any number of ranks each) from the per-worker summaries: where the extra ms per "
         "step came from, ranked, with per-rank, per-group and per-kernel drill-down (docs/diagnosis.md)"
@@ -249,53 +264,63 @@ ROUTES: tuple[Route, ...] = (
         '"per_rank": [...], "groups": [...], "kernels": [...], "steps": [...], "only_a": [...], "notes": [...], '
         '"errors": [...]}; format=csv: text/csv' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
     ),
-    Route("/distributed/step", "_distributed_step", (RUN, SPAN, WORKER, STEP), "one worker's step in detail", "{...}"),
+    Route(
+        "/distributed/step",
+        handlers.distributed_step,
+        (RUN, SPAN, WORKER, STEP),
+        "one worker's step in detail",
+        "{...}",
+    ),
     Route(
         "/timeline",
-        "_timeline",
+        handlers.timeline,
         FILE + RANGE + (WIDTH_PX,),
         "one level-of-detail tile of the timeline",
         '{"tracks": [...], ...}',
     ),
     Route(
         "/timeline/search",
-        "_search",
+        handlers.search,
         FILE + (QUERY, SEARCH_LIMIT),
         "events whose name contains the query",
         '{"total": n, "results": [...]}',
     ),
     Route(
         "/timeline/summary",
-        "_range_summary",
+        handlers.range_summary,
         FILE + RANGE + (TRACKS,),
         "count, total and self time by name of the events in a range",
         '{"start_us", "end_us", "tracks", "events", "rows": [...], "truncated"}',
     ),
     Route(
         "/timeline/counters",
-        "_counters",
+        handlers.counters,
         FILE + RANGE + (WIDTH_PX,),
         "memory and GPU utilization counter tracks",
         '{"counters": [...]}',
     ),
     Route(
         "/timeline/occurrences",
-        "_occurrences",
+        handlers.occurrences,
         FILE + (EVENT_NAME, OCCURRENCE_LIMIT),
         "every event of one exact name, in time order",
         '{"name", "total", "results": [...]}',
     ),
     Route(
         "/timeline/locate",
-        "_locate",
+        handlers.locate,
         FILE + (EVENT_IDX,),
         "where one event is drawn",
         '{"name", "cat", "ts_us", "dur_us", "track", "depth", "idx"}',
     ),
     Route(
-        "/event", "_event", FILE + (EVENT_IDX,), "one event with all its args", '{"idx", "event": {...}, "args": {...}}'
+        "/event",
+        handlers.event,
+        FILE + (EVENT_IDX,),
+        "one event with all its args",
+        '{"idx", "event": {...}, "args": {...}}',
     ),
-    Route("/trace", "_trace", FILE, "the raw trace file (gzip-encoded JSON), once it parsed", "the file's bytes"),
+    Route("/trace", handlers.trace, FILE, "the raw trace file (gzip-encoded JSON), once it parsed", "the file's bytes"),
 )
 
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-import tb_plugin.plugin as plugin_mod
+from tb_plugin import workspace
 from tb_plugin.runs import Scanner
 
 from .test_plugin import P, _client, _events, _put, logdir  # noqa: F401
@@ -12,8 +12,8 @@ def test_unknown_run_names_rescan_at_most_once_per_interval(logdir, monkeypatch)
     scans: list = []
     real = Scanner.scan
     monkeypatch.setattr(Scanner, "scan", lambda self: (scans.append(1), real(self))[1])
-    monkeypatch.setattr(plugin_mod, "RESCAN_S", 3600.0)
-    monkeypatch.setattr(plugin_mod, "FORCED_RESCAN_S", 3600.0)
+    monkeypatch.setattr(workspace, "RESCAN_S", 3600.0)
+    monkeypatch.setattr(workspace, "FORCED_RESCAN_S", 3600.0)
     c, _ = _client(logdir)
     assert c.get(f"{P}/runs").status_code == 200
     assert len(scans) == 1
@@ -23,8 +23,8 @@ def test_unknown_run_names_rescan_at_most_once_per_interval(logdir, monkeypatch)
     assert len(scans) == 2  # one forced rescan, not fifty
     _put(logdir / "run9" / "w.pt.trace.json", {"traceEvents": _events(2)})
     assert c.get(f"{P}/workers?run=run9").status_code == 404  # within the interval: not rescanned
-    monkeypatch.setattr(plugin_mod, "FORCED_RESCAN_S", 0.0)
-    monkeypatch.setattr(plugin_mod, "SCAN_SHARE", 0.0)  # a slow scan on a busy machine spaces nothing out
+    monkeypatch.setattr(workspace, "FORCED_RESCAN_S", 0.0)
+    monkeypatch.setattr(workspace, "SCAN_SHARE", 0.0)  # a slow scan on a busy machine spaces nothing out
     r = c.get(f"{P}/workers?run=run9")  # a run that just appeared opens
     assert r.status_code == 200 and r.json == {"workers": ["w"]} and len(scans) == 3
 
@@ -34,7 +34,7 @@ def test_a_slow_scan_spaces_the_next_ones_out(logdir, monkeypatch):
     c.get(f"{P}/runs")
     state = p.state()
     clock = [state.scanned_at + 10.0]
-    monkeypatch.setattr(plugin_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(workspace, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     scans: list = []
 
     def slow_scan():  # a listing that takes 100 s of the fake clock

@@ -24,6 +24,7 @@ from werkzeug.test import Client
 import tb_plugin.plugin as plugin_mod
 from profiler_core.analysis.worker import pipeline as pp
 from profiler_core.trace.read.reader import read_trace
+from tb_plugin import workspace
 from tb_plugin.run_level import pipeline as run_pp
 from tb_plugin.summaries import cli
 from tb_plugin.summaries import summary as S
@@ -62,7 +63,7 @@ def test_pipeline_route_reads_only_summaries(tmp_path, cache, monkeypatch):
     _aged(generate(str(logdir / "ddp"), 2, events=2000, steps=2))
     res = cli.summarize_logdir(str(logdir))
     assert res["done"] == 6 and not res["failed"]
-    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 1)  # never parsed in the background
+    monkeypatch.setattr(workspace, "PREPARE_MAX_WORKERS", 1)  # never parsed in the background
 
     def no_read(*a, **k):
         raise AssertionError("a whole trace was read")

@@ -14,6 +14,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from tb_plugin import workspace
 from tb_plugin.loader import Loader
 from tb_plugin.plugin import GpuscopePlugin
 from tb_plugin.runs import Scanner
@@ -185,25 +186,51 @@ def test_workers_spans_and_not_found(logdir):
     assert r.status_code == 400 and r.json == {"error": "missing parameter 'run'"}
 
 
+#: the view functions the routes call (module of tb_plugin.views, function)
+VIEW_FUNCTIONS = (
+    ("overview", "overview"),
+    ("operators", "operators"),
+    ("operators", "operator_stacks"),
+    ("kernels", "kernels"),
+    ("memory", "memory_curve"),
+    ("memory", "memory_events"),
+    ("memory", "memory_stats"),
+    ("modules", "modules"),
+    ("timeline", "timeline"),
+    ("timeline", "search"),
+    ("diff", "diff"),
+    ("distributed", "from_summaries"),
+)
+
+
+def _spy_views(monkeypatch, make) -> None:
+    """Replace each view function by `make(module, function, real)` (the handlers look them up when called)."""
+    import importlib
+
+    for module, function in VIEW_FUNCTIONS:
+        mod = importlib.import_module(f"tb_plugin.views.{module}")
+        monkeypatch.setattr(mod, function, make(module, function, getattr(mod, function)))
+
+
 def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
+    from tb_plugin import handlers
+
     calls = []
 
-    def fake_view(module, function):
+    def fake_view(module, function, real):
         def fn(*args, **kwargs):
             if threading.current_thread() is threading.main_thread():  # not earlier tests' warming threads
                 calls.append((module, function, args, kwargs))
-            if function == "overview_with_advice":  # the view's answer and its advice for the ledger
-                return {"ok": f"{module}.{function}"}, []
             return {"ok": f"{module}.{function}"}
 
         return fn
 
-    monkeypatch.setattr(plugin_mod, "_view", fake_view)
-    monkeypatch.setattr(plugin_mod, "warm_views", lambda t: None)  # each view computed by its request here
+    _spy_views(monkeypatch, fake_view)
+    monkeypatch.setattr(handlers, "warm_views", lambda t: None)  # each view computed by its request here
     c, _ = _client(logdir)
     q = "run=run1&worker=w0&span=2"
     expect = {
-        f"overview?{q}": ("overview", "overview_with_advice", 1, {}),
+        f"overview?{q}": ("overview", "overview", 1, {}),
         f"operators?{q}&group_by=name_shape": ("operators", "operators", 1, {"group_by": "name_shape"}),
         f"operators?{q}": ("operators", "operators", 1, {"group_by": "name"}),
         f"operators/stack?{q}&name=op1&input_shape=[[1]]": (
@@ -226,8 +253,8 @@ def test_routes_call_views_with_contract_signatures(logdir, monkeypatch):
         r = c.get(f"{P}/{url}")
         assert r.status_code == 200, (url, r.get_data())
         got = dict(r.json)
-        if function == "overview_with_advice":  # the route adds the trace's ledger and (two workers) the run's
-            assert got.pop("ledger")["buckets"] and "run_ledger" in got
+        if function == "overview":  # the route adds the run's ledger (two workers)
+            assert "run_ledger" in got
             got.pop("run_ledger")
         assert got == {"ok": f"{module}.{function}"}
         ((m, f, args, kw),) = calls
@@ -322,8 +349,8 @@ def test_static_files(logdir, tmp_path, monkeypatch):
 
 def test_rescan_without_restart(logdir, monkeypatch):
     c, _ = _client(logdir)
-    monkeypatch.setattr(plugin_mod, "RESCAN_S", 0.0)
-    monkeypatch.setattr(plugin_mod, "SCAN_SHARE", 0.0)  # else a slow scan under load spaces the next one out
+    monkeypatch.setattr(workspace, "RESCAN_S", 0.0)
+    monkeypatch.setattr(workspace, "SCAN_SHARE", 0.0)  # else a slow scan under load spaces the next one out
     assert "run3" not in c.get(f"{P}/runs").json["runs"]
     doc = {"traceEvents": _events(2)}
     _put(logdir / "run3" / "w9.pt.trace.json", doc)
@@ -444,11 +471,9 @@ def test_a_big_trace_is_warmed_on_two_threads_alike(tmp_path, monkeypatch):
     doc = {"schemaVersion": 1, "baseTimeNanoseconds": 10**18, "traceEvents": _events(40)}
     path = tmp_path / "w0.1000.pt.trace.json"
     _put(path, doc)
-    real_view, threads = plugin_mod._view, []
+    threads: list = []
 
-    def recording(module, function):
-        fn = real_view(module, function)
-
+    def recording(module, function, fn):
         def wrap(*args, **kwargs):
             if args and args[0] is current[0]:  # this test's trace (not another test's loader still warming)
                 threads.append((function, threading.current_thread().name))
@@ -456,22 +481,25 @@ def test_a_big_trace_is_warmed_on_two_threads_alike(tmp_path, monkeypatch):
 
         return wrap
 
-    monkeypatch.setattr(plugin_mod, "_view", recording)
-    monkeypatch.setattr(plugin_mod.os, "cpu_count", lambda: 2)
+    from profiler_core.trace.read import parallel_plan
+    from tb_plugin import handlers
+
+    _spy_views(monkeypatch, recording)
+    monkeypatch.setattr(parallel_plan.os, "cpu_count", lambda: 2)
     answers, current = {}, [None]
     for label, at_least in (("one", 10**9), ("two", 1)):
-        monkeypatch.setattr(plugin_mod, "WARM_TWO_THREADS_EVENTS", at_least)
+        monkeypatch.setattr(handlers, "WARM_TWO_THREADS_EVENTS", at_least)
         t = current[0] = read_trace(path, use_cache=False)
         threads.clear()
-        plugin_mod.warm_views(t)
+        handlers.warm_views(t)
         names = dict(threads)
-        assert sorted(names) == ["kernels", "operators", "overview_with_advice"] and len(threads) == 3, threads
-        beside = names["overview_with_advice"] != names["operators"]
+        assert sorted(names) == ["kernels", "operators", "overview"] and len(threads) == 3, threads
+        beside = names["overview"] != names["operators"]
         assert beside == (label == "two"), names
         answers[label] = (
-            plugin_mod._overview_answer(t),
-            plugin_mod._operators_answer(t, OPERATORS_GROUP_BY.default_value()),
-            plugin_mod._kernels_answer(t, KERNELS_GROUP_BY.default_value()),
+            handlers.overview_answer(t),
+            handlers.operators_answer(t, OPERATORS_GROUP_BY.default_value()),
+            handlers.kernels_answer(t, KERNELS_GROUP_BY.default_value()),
         )
         assert len(threads) == 3  # the answers were ready: nothing computed again
     assert json.dumps(answers["one"], sort_keys=True, default=str) == json.dumps(
@@ -491,11 +519,9 @@ def test_files_read_in_the_background_are_warmed_and_served_as_computed(tmp_path
     end = time.time() + 60
     while loader.busy() and time.time() < end:
         time.sleep(0.02)
-    real_view, computed = plugin_mod._view, []
+    computed: list = []
 
-    def counting(module, function):
-        fn = real_view(module, function)
-
+    def counting(module, function, fn):
         def wrap(*args, **kwargs):
             if threading.current_thread() is threading.main_thread():  # the requests, not background work
                 computed.append((module, function))
@@ -503,15 +529,17 @@ def test_files_read_in_the_background_are_warmed_and_served_as_computed(tmp_path
 
         return wrap
 
-    monkeypatch.setattr(plugin_mod, "_view", counting)
+    from tb_plugin import handlers
+
+    _spy_views(monkeypatch, counting)
     warmed = _answers(c)
     assert sorted(set(computed)) == [("operators", "operators")]  # only the name_shape grouping
     assert len(computed) == 2  # once per worker
 
-    monkeypatch.setattr(plugin_mod, "warm_views", lambda t: None)
+    monkeypatch.setattr(handlers, "warm_views", lambda t: None)
     monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache2"))
     c2, _ = _client(_warm_logdir(tmp_path / "logs2"))
     _wait_loaded(c2)
     computed.clear()
     assert _answers(c2) == warmed
-    assert ("overview", "overview_with_advice") in computed  # nothing warmed there: computed on request
+    assert ("overview", "overview") in computed  # nothing warmed there: computed on request

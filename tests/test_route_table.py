@@ -160,7 +160,7 @@ def test_error_classes_carry_their_status(client, monkeypatch):
         (errors.BadRequest, 400),
         (errors.NotFound, 404),
         (errors.LoadFailed, 422),
-        (errors.Unavailable, 501),
+        (errors.NotReady, 503),
     ):
 
         def fail(t, cls=cls):

@@ -17,8 +17,9 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from tb_plugin import handlers
 from tb_plugin.run_level import clock_offsets, job_diff, pipeline, report, run_ledger
-from tb_plugin.summaries import store
+from tb_plugin.summaries import answers, store
 from tb_plugin.summaries.cli import summarize_logdir
 from tb_plugin.summaries.summary import decode, encode
 
@@ -72,7 +73,7 @@ def test_repeated_run_level_requests_compute_once(logdir, tmp_path, monkeypatch)
         (clock_offsets, "clock_offsets"),
         (job_diff, "job_diff"),
         (run_ledger, "run_view"),
-        (plugin_mod, "_distributed_view"),
+        (handlers, "distributed_view"),
     ):
         _counted(monkeypatch, module, name, calls)
     c, _ = _client(logdir, tmp_path, monkeypatch)
@@ -91,7 +92,7 @@ def test_repeated_run_level_requests_compute_once(logdir, tmp_path, monkeypatch)
         "analyse": 1,
         "clock_offsets": 1,
         "job_diff": 1,
-        "_distributed_view": 1,
+        "distributed_view": 1,
     }
     for _ in range(3):
         for u in urls:
@@ -114,13 +115,13 @@ def test_concurrent_identical_requests_compute_once(logdir, tmp_path, monkeypatc
     url = f"{P}/pipeline?run=a&span=1"
     ready(c, url, GUARD_S)  # every summary of run a found
     arrived = threading.Semaphore(0)
-    real_answer = plugin_mod.answer
+    real_answer = answers.answer
 
     def answer(*a, **k):
         arrived.release()
         return real_answer(*a, **k)
 
-    monkeypatch.setattr(plugin_mod, "answer", answer)
+    monkeypatch.setattr(answers, "answer", answer)
     n = 4
     out: list = [None] * n
 

@@ -21,6 +21,7 @@ import tb_plugin.plugin as plugin_mod
 from profiler_core.analysis.worker import kernel_table, worker_facts
 from profiler_core.analysis.worker.buckets import BUCKETS
 from profiler_core.trace.read.reader import read_trace
+from tb_plugin import workspace
 from tb_plugin.runs import Scanner
 from tb_plugin.summaries import cli, schema, store
 from tb_plugin.summaries import summary as S
@@ -182,7 +183,7 @@ def test_plugin_distributed_reads_only_summaries(tmp_path, cache, monkeypatch):
     res = cli.summarize_logdir(str(logdir))
     assert res["done"] == 4 and not res["failed"]
     assert (logdir / ".gpuscope" / "summaries" / "job").is_dir()
-    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 2)  # a "big" run: never parsed in the background
+    monkeypatch.setattr(workspace, "PREPARE_MAX_WORKERS", 2)  # a "big" run: never parsed in the background
 
     def no_read(*a, **k):
         raise AssertionError("a whole trace was read")
@@ -225,7 +226,7 @@ def test_plugin_computes_missing_summaries_and_keeps_them_in_the_cache(tmp_path,
     run = _job(logdir, ranks=3)
     (run / "node9_rank00099.1790900000099.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "na')
     os.utime(run / "node9_rank00099.1790900000099.pt.trace.json", (OLD, OLD))
-    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 2)
+    monkeypatch.setattr(workspace, "PREPARE_MAX_WORKERS", 2)
     from tb_plugin.summaries import engine
 
     reads: list = []

@@ -21,6 +21,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from tb_plugin import handlers
 from tb_plugin.run_level import clock_offsets, pipeline, report
 from tb_plugin.run_level import job_diff as J
 from tb_plugin.summaries import engine
@@ -93,7 +94,7 @@ def test_routes_answer_pending_at_once_then_the_same_answer(runs, tmp_path, monk
         else:
             assert got.json == {"pending": a_workers, "progress": {"done": 0, "total": 8}}, route
     csv = c.get(f"{urls['jobdiff']}&format=csv")
-    assert csv.status_code == 503 and csv.headers["Retry-After"] == str(plugin_mod.RETRY_AFTER_S)
+    assert csv.status_code == 503 and csv.headers["Retry-After"] == str(handlers.RETRY_AFTER_S)
     assert csv.headers["Content-Type"].startswith("application/json") and "0 of 12 done" in csv.json["error"]
     assert not release.is_set() and p.state().summaries.computed == 0
     # an unknown run or span is still a 404 while the others are pending

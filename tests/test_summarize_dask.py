@@ -122,13 +122,14 @@ def test_plugin_flag_sends_missing_summaries_to_the_cluster(cluster, logdir, mon
     from werkzeug.test import Client
 
     import tb_plugin.plugin as plugin_mod
+    from tb_plugin import workspace
 
     def no_read(*a, **k):
         raise AssertionError("TensorBoard's process read a whole trace")
 
     # this process may not summarize: only the cluster's worker processes can
     monkeypatch.setattr("tb_plugin.summaries.engine.summarize_path", no_read)
-    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 2)
+    monkeypatch.setattr(workspace, "PREPARE_MAX_WORKERS", 2)
     flags = argparse.Namespace(gpuscope_dask_scheduler=cluster.scheduler_address)
     p = plugin_mod.GpuscopePlugin(base_plugin.TBContext(logdir=str(logdir), flags=flags))
     c = Client(application.TensorBoardWSGI([p]))

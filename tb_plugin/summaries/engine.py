@@ -13,14 +13,16 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from profiler_core import settings
 from profiler_core.identity import portable_identity
+from tb_plugin.errors import LoadFailed
 from tb_plugin.summaries import fs, store
 from tb_plugin.summaries.answers import Answers
 from tb_plugin.summaries.schema import Source, Summary
@@ -59,6 +61,46 @@ def source_of(f: Any) -> fs.Stat:
 def summarize_bytes(path: str) -> bytes:
     """Dask task: read one trace file straight from its storage, return only its summary's file bytes."""
     return encode(summarize_path(path))
+
+
+#: what a failed file reports in a run-level answer: {"worker", "file", "error"}
+Failure = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Every worker's summary of a run and span exists: worker -> summary, and the workers whose file failed."""
+
+    summaries: dict[str, Summary]
+    errors: list[Failure]
+
+    def require(self) -> Ready:
+        """Itself; LoadFailed naming each file when every worker failed (nothing to answer from)."""
+        if not self.summaries:
+            raise LoadFailed("; ".join(f"{e['file']}: {e['error']}" for e in self.errors))
+        return self
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Some summaries are still being computed (started in the background): those there are now, the failed
+    files, and the workers still read."""
+
+    summaries: dict[str, Summary]
+    errors: list[Failure]
+    pending: list[str]
+
+
+def pending_answer(states: Sequence[Ready | Pending], runs: Sequence[str] | None = None) -> dict:
+    """The answer of a run-level route while summaries are missing: `{"pending", "progress": {"done", "total"}}`;
+    with `runs` (one per state: several runs asked at once) `pending` holds `{"run", "worker"}` objects."""
+    pending: list = []
+    total = 0
+    for i, st in enumerate(states):
+        waiting = st.pending if isinstance(st, Pending) else []
+        total += len(st.summaries) + len(st.errors) + len(waiting)
+        pending += waiting if runs is None else [{"run": runs[i], "worker": w} for w in waiting]
+    return {"pending": pending, "progress": {"done": total - len(pending), "total": total}}
 
 
 class Summaries:
@@ -233,6 +275,53 @@ class Summaries:
             except Exception as e:  # noqa: BLE001 - reported per file by the caller
                 out.append(e)
         return out
+
+    def ready(
+        self,
+        files: Sequence[tuple[str, Any]],
+        loaded: Callable[[Any], Any] | None,
+        load_error: Callable[[Any], str | None],
+        message: Callable[[Any, BaseException], str],
+    ) -> Ready | Pending:
+        """The one readiness protocol of the run-level routes, without waiting: Ready when every file of
+        (worker, file) `files` has a summary or failed, else Pending (the missing ones started in the background;
+        the failures of other files stay known, not retried on every request). `load_error(f)`: the loader's
+        failure of a file; `message(f, e)`: how a failure reads."""
+        summaries: dict[str, Summary] = {}
+        errors: list[Failure] = []
+        waiting: list[str] = []
+        for w, f in files:
+            s = self.find(f)
+            failed = self.failure(f) or (load_error(f) if s is None else None)
+            if s is not None:
+                summaries[w] = s
+            elif failed is not None:
+                text = failed if isinstance(failed, str) else message(f, failed)
+                errors.append({"worker": w, "file": f.relpath, "error": text})
+            else:
+                waiting.append(w)
+        if not waiting:
+            return Ready(summaries, errors)
+        self.prepare([f for w, f in files if w in waiting], loaded=loaded, forget_others=False)
+        return Pending(summaries, errors, waiting)
+
+    def collect(
+        self,
+        files: Sequence[tuple[str, Any]],
+        loaded: Callable[[Any], Any] | None,
+        message: Callable[[Any, BaseException], str],
+    ) -> Ready:
+        """Every summary of (worker, file) `files`, waiting for those being computed (`get_many`); LoadFailed
+        when every file failed."""
+        got = self.get_many([f for _, f in files], loaded=loaded)
+        summaries: dict[str, Summary] = {}
+        errors: list[Failure] = []
+        for (w, f), s in zip(files, got):
+            if isinstance(s, BaseException):
+                errors.append({"worker": w, "file": f.relpath, "error": message(f, s)})
+            else:
+                summaries[w] = s
+        return Ready(summaries, errors).require()
 
     def _find_or_compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> Summary:
         s = self.find(f)

@@ -1,0 +1,488 @@
+"""What each route answers (the route table, `tb_plugin/routes.py`, names these functions): the request's
+run/worker/span looked up in the workspace, a view from `tb_plugin.views` called, its answer returned.
+
+Every handler is `handler(ws: Workspace, a: dict) -> answer`, `a` being the request's parameters parsed by its
+route; a RequestError is the answer's HTTP error. Views are imported inside the handlers, so that the route table
+stays light at TensorBoard's start. The run-level handlers read the per-worker summaries only and never wait for a
+missing one: `Workspace.ready` answers `pending` while they are computed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady
+
+if TYPE_CHECKING:
+    from werkzeug import wrappers
+
+    from tb_plugin.workspace import Workspace
+
+#: seconds a client is told to wait (Retry-After) before asking again for what is still being computed
+RETRY_AFTER_S = 2
+#: a /runs long poll looks at the logdir again at least this often (new files, files still being written)
+WAIT_STEP_S = 1.0
+#: a trace of at least this many events is warmed on two threads where there are 2 cores or more: the Overview
+#: beside the operators and kernels (they share no stage; numpy and the op tree's C pass let go of the GIL).
+#: 11M-event trace: views 2.8 s -> 1.9 s; below this the second thread's start costs more than it saves.
+WARM_TWO_THREADS_EVENTS = 1 << 20
+
+
+# ------------------------------------------------------------------------ per-file answers, kept with the trace
+def _kept_with_trace(t: Any, key: str, fn: Callable[[], Any]) -> Any:
+    """A per-file view's answer, computed once per parsed trace (kept with its stages, dropped with it)."""
+    from profiler_core.analysis.stages.registry import cached
+
+    return cached(t, "plugin:" + key, fn)
+
+
+def overview_answer(t: Any) -> dict:
+    """The per-file /overview answer (without the run's ledger)."""
+    from tb_plugin.views import overview
+
+    return _kept_with_trace(t, "overview", lambda: overview.overview(t))
+
+
+def operators_answer(t: Any, group_by: str) -> dict:
+    """The /operators answer of one trace."""
+    from tb_plugin.views import operators
+
+    return _kept_with_trace(t, f"operators:{group_by}", lambda: operators.operators(t, group_by=group_by))
+
+
+def kernels_answer(t: Any, group_by: str) -> dict:
+    """The /kernels answer of one trace."""
+    from tb_plugin.views import kernels
+
+    return _kept_with_trace(t, f"kernels:{group_by}", lambda: kernels.kernels(t, group_by=group_by))
+
+
+def _try(fn: Callable[[Any], object], t: Any) -> None:
+    try:
+        fn(t)
+    except Exception:  # noqa: BLE001 - the request computes it again and answers the error
+        import logging
+
+        logging.getLogger(__name__).debug("gpuscope: warming a view failed", exc_info=True)
+
+
+def warm_views(t: Any) -> None:
+    """Compute what a file's first page asks for (the Overview, and the operators and kernels with
+    their default grouping) once it is read, on the loader's warming thread: the requests then find
+    the answers ready. A failure is left for the request to report."""
+    from profiler_core.trace.read import parallel_plan
+    from tb_plugin.params import KERNELS_GROUP_BY, OPERATORS_GROUP_BY
+
+    def operators_and_kernels(t: Any) -> None:
+        _try(lambda t: operators_answer(t, OPERATORS_GROUP_BY.default_value()), t)
+        _try(lambda t: kernels_answer(t, KERNELS_GROUP_BY.default_value()), t)
+
+    if len(t.events) >= WARM_TWO_THREADS_EVENTS and parallel_plan.here(native=False).warm_two_threads:
+        beside = threading.Thread(target=_try, args=(overview_answer, t), name="gpuscope-warm-overview", daemon=True)
+        beside.start()
+        operators_and_kernels(t)
+        beside.join()
+    else:
+        _try(overview_answer, t)
+        operators_and_kernels(t)
+
+
+# ------------------------------------------------------------------------ listing routes
+def runs(ws: Workspace, a: dict) -> dict:
+    """/runs: the runs, the loading progress, unreadable files; with `wait`, a long poll (bounded waiters)."""
+    import os
+
+    from profiler_core.storage import redact
+    from tb_plugin import runs as runs_mod
+
+    listed = ws.refresh(force=a["rescan"] == "1")  # a reload: list the logdir now
+    progress = ws.loader.progress()
+    loading = progress.pop("loading") or ws.scanner.unstable > 0
+    # beyond runs.MAX_WAITERS long polls at once, one answers at once (each holds a server thread)
+    waits = bool(loading and a["wait"]) and runs_mod.enter_wait()
+    deadline = time.monotonic() + (a["wait"] if waits else 0.0)
+    try:
+        while loading and time.monotonic() < deadline:  # a long poll: answer once loaded, or at the deadline
+            left = deadline - time.monotonic()
+            if progress["files_done"] < progress["files_total"]:
+                ws.loader.wait_loaded(min(left, WAIT_STEP_S))
+            else:  # files still being written: listed again until they are stable
+                time.sleep(min(left, WAIT_STEP_S))
+            listed = ws.refresh()
+            progress = ws.loader.progress()
+            loading = progress.pop("loading") or ws.scanner.unstable > 0
+    finally:
+        if waits:
+            runs_mod.leave_wait()
+    errors = [{"run": f.run, "file": f.relpath, "error": msg} for f, msg in ws.loader.errors()]
+    errors.sort(key=lambda e: (e["run"], e["file"]))
+    if ws.scanner.error:  # a remote logdir that cannot be listed (bucket, credentials, network)
+        where = redact(ws.scanner.logdir)
+        reason = ws.scanner.error
+        errors.insert(
+            0,
+            {
+                "run": "",
+                "file": where,
+                "error": reason[len(where) + 2 :] if reason.startswith(where + ": ") else reason,
+            },
+        )
+    warnings = sorted(
+        ({"run": f.run, "file": f.relpath, "message": msg} for f, msg in ws.loader.warnings()),
+        key=lambda w: (w["run"], w["file"]),
+    )
+    out = {"runs": list(listed), "loading": loading, "progress": progress, "errors": errors, "warnings": warnings}
+    if not listed:  # say where nothing was found (a mistyped --logdir is the usual cause)
+        out["logdir"] = redact(ws.scanner.logdir or ws.logdir)
+        if not ws.scanner.remote and ws.scanner.logdir and not os.path.isdir(ws.scanner.logdir):
+            out["logdir_missing"] = True
+    return out
+
+
+def file_status(ws: Workspace, a: dict) -> dict:
+    """/file_status: how far the loading of one run/worker/span's file is, and of all files together."""
+    out = ws.loader.file_status(ws.file(a))
+    out["all"] = ws.loader.progress()
+    return out
+
+
+def workers(ws: Workspace, a: dict) -> dict:
+    """/workers: the workers of a run."""
+    return {"workers": sorted(ws.run(a["run"]).workers)}
+
+
+def spans(ws: Workspace, a: dict) -> dict:
+    """/spans: the spans of a worker."""
+    run = ws.run(a["run"])
+    worker = a["worker"]
+    if worker not in run.workers:
+        raise NotFound(f"unknown worker {worker!r} in run {run.name!r}")
+    return {"spans": run.spans(worker)}
+
+
+# ------------------------------------------------------------------------ per-file views
+def overview(ws: Workspace, a: dict) -> dict:
+    """/overview: the file's overview and ledger; for a run of several workers, the run's ledger from the
+    summaries there are now."""
+    out = overview_answer(ws.trace(a))
+    if len(ws.run(a["run"]).workers) > 1:
+        from tb_plugin.run_level.run_ledger import run_view
+
+        now = ws.summaries_now(a)
+        summaries, pending = now.summaries, list(getattr(now, "pending", []))
+        ledger = ws.kept(("run_ledger", *pending), [summaries], lambda: run_view(summaries, pending))
+        out = {**out, "run_ledger": {**ledger, "errors": now.errors}}
+    return out
+
+
+def modules(ws: Workspace, a: dict) -> dict:
+    """/modules."""
+    from tb_plugin.views import modules as view
+
+    return view.modules(ws.trace(a))
+
+
+def operators(ws: Workspace, a: dict) -> dict:
+    """/operators."""
+    return operators_answer(ws.trace(a), a["group_by"])
+
+
+def operator_stack(ws: Workspace, a: dict) -> dict:
+    """/operators/stack."""
+    from tb_plugin.views import operators as view
+
+    return view.operator_stacks(ws.trace(a), a["name"], input_shape=a["input_shape"])
+
+
+def kernels(ws: Workspace, a: dict) -> dict:
+    """/kernels."""
+    return kernels_answer(ws.trace(a), a["group_by"])
+
+
+def memory_curve(ws: Workspace, a: dict) -> dict:
+    """/memory/curve."""
+    from tb_plugin.views import memory
+
+    return memory.memory_curve(ws.trace(a), a["start_us"], a["end_us"], max_points=a["max_points"])
+
+
+def memory_events(ws: Workspace, a: dict) -> dict:
+    """/memory/events."""
+    from tb_plugin.views import memory
+
+    return memory.memory_events(ws.trace(a), a["start_us"], a["end_us"])
+
+
+def memory_stats(ws: Workspace, a: dict) -> dict:
+    """/memory/stats."""
+    from tb_plugin.views import memory
+
+    return memory.memory_stats(ws.trace(a), a["start_us"], a["end_us"])
+
+
+def _compared(ws: Workspace, a: dict, view: Callable[[Any, Any], dict]) -> dict:
+    """A view of two profiles: the request's and the one exp_* names (or, without exp_*, `other_profile`'s)."""
+    base = ws.trace(a)
+    compared = ("exp_run", "exp_worker", "exp_span")
+    if any(a[k] is not None for k in compared):
+        missing = [k for k in compared if a[k] is None]
+        if missing:
+            raise BadRequest(
+                f"missing parameter {missing[0]!r} (give all of exp_run, exp_worker and exp_span, or none)"
+            )
+        exp, other = ws.trace(a, prefix="exp_"), None
+    else:
+        other = ws.other_profile(ws.run(a["run"]), a["worker"], a["span"])
+        exp = ws.loader.get(other[0].file(other[1], other[2]))
+    out = view(base, exp)
+    if other is not None and isinstance(out, dict):
+        out["compared_with"] = {"run": other[0].name, "worker": other[1], "span": other[2]}
+    return out
+
+
+def diff(ws: Workspace, a: dict) -> dict:
+    """/diff."""
+    from tb_plugin.views import diff as view
+
+    return _compared(ws, a, view.diff)
+
+
+def kernel_diff(ws: Workspace, a: dict) -> dict:
+    """/diff/kernels."""
+    from tb_plugin.views import kernel_diff as view
+
+    return _compared(ws, a, view.kernel_diff)
+
+
+def timeline(ws: Workspace, a: dict) -> dict:
+    """/timeline."""
+    from tb_plugin.views import timeline as view
+
+    return view.timeline(ws.trace(a), a["start_us"], a["end_us"], width_px=a["width_px"])
+
+
+def search(ws: Workspace, a: dict) -> dict:
+    """/timeline/search."""
+    from tb_plugin.views import timeline as view
+
+    return view.search(ws.trace(a), a["query"], limit=a["limit"])
+
+
+def range_summary(ws: Workspace, a: dict) -> dict:
+    """/timeline/summary."""
+    from tb_plugin.views import timeline_tools
+
+    return timeline_tools.range_summary(ws.trace(a), a["start_us"], a["end_us"], tracks=a["tracks"])
+
+
+def counters(ws: Workspace, a: dict) -> dict:
+    """/timeline/counters."""
+    from tb_plugin.views import timeline_tools
+
+    return timeline_tools.counters(ws.trace(a), a["start_us"], a["end_us"], a["width_px"])
+
+
+def occurrences(ws: Workspace, a: dict) -> dict:
+    """/timeline/occurrences."""
+    from tb_plugin.views import timeline_tools
+
+    return timeline_tools.occurrences(ws.trace(a), a["name"], limit=a["limit"])
+
+
+def locate(ws: Workspace, a: dict) -> dict:
+    """/timeline/locate."""
+    from tb_plugin.views import timeline_tools
+
+    return timeline_tools.locate(ws.trace(a), a["idx"])
+
+
+def event(ws: Workspace, a: dict) -> dict:
+    """/event: one event of the file as written, read back from it."""
+    from profiler_core.trace.read.lookup import trace_event
+
+    idx = a["idx"]
+    t = ws.trace(a)
+    try:
+        ev = trace_event(t, idx)
+    except IndexError as e:
+        raise NotFound(str(e)) from None
+    except Exception as e:  # noqa: BLE001 - file changed or vanished since it was loaded
+        raise NotFound(f"event {idx} cannot be read: {e}") from None
+    if not isinstance(ev, dict):
+        return {"idx": idx, "event": ev, "args": {}}
+    args = ev.get("args")
+    return {
+        "idx": idx,
+        "event": {k: v for k, v in ev.items() if k != "args"},
+        "args": args if isinstance(args, dict) else {},
+    }
+
+
+def trace(ws: Workspace, a: dict) -> wrappers.Response:
+    """/trace: the raw file, once it parsed (else LoadFailed: 422), gzip-encoded."""
+    from werkzeug import wrappers
+
+    from tb_plugin import trace_download as dl
+
+    f = ws.file(a)
+    t = ws.loader.get(f)
+    fh = dl.open_parsed(f, tuple(t.source_stat))
+    try:
+        gz = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+    except OSError as e:
+        fh.close()
+        raise NotFound(f"{f.relpath}: cannot read ({e.strerror or e})") from None
+    body = dl.file_chunks(fh) if gz else dl.gzip_chunks(fh)
+    headers = {
+        "Content-Encoding": "gzip",
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Disposition": dl.content_disposition(dl.download_name(f.path)),
+    }
+    if gz:
+        headers["Content-Length"] = str(t.source_stat[0] if t.source_stat[0] >= 0 else f.size)
+    return wrappers.Response(
+        body, status=200, content_type="application/json", headers=headers, direct_passthrough=True
+    )
+
+
+# ------------------------------------------------------------------------ run-level views (summaries only)
+def _with_errors(result: dict, errors: list) -> dict:
+    if errors:
+        result["errors"] = errors
+    return result
+
+
+def distributed_view(summaries: dict) -> dict:
+    """The /distributed answer of the workers' summaries (without `pending` and `errors`)."""
+    from tb_plugin.run_level import stragglers
+    from tb_plugin.views import distributed as view
+
+    result = dict(view.from_summaries({w: s.distributed for w, s in summaries.items()}))
+    if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
+        stragglers.annotate_rows(result["stragglers"], summaries)
+    devices = result.get("devices")
+    if isinstance(devices, dict):  # the per-worker table: what each summary says of its worker
+        for w, d in devices.items():
+            s = summaries[w]
+            d["events"] = s.events
+            d["memory_peak"] = s.memory_peak
+            d["step_avg_us"] = s.overview.average.get("total_us") if s.overview is not None else None
+    return result
+
+
+def distributed(ws: Workspace, a: dict) -> dict:
+    """/distributed: waits for every summary, or with `partial=1` answers from those there are now."""
+    from tb_plugin.summaries.engine import Pending
+
+    pending: list = []
+    # partial: what is known now, `pending` naming the workers still read (one worker: nothing to show early)
+    if a["partial"] == "1" and len(ws.run(a["run"]).workers) > 1:
+        now = ws.summaries_now(a)
+        summaries, errors = now.summaries, now.errors
+        pending = now.pending if isinstance(now, Pending) else []
+        if not summaries:
+            return {
+                "workers": {},
+                "steps": {},
+                "comm_ops": {},
+                "pending": pending,
+                **({"errors": errors} if errors else {}),
+            }
+    else:
+        got = ws.collect(a)
+        summaries, errors = got.summaries, got.errors
+    result = ws.kept(("distributed",), [summaries], lambda: distributed_view(summaries))
+    if pending:
+        result["pending"] = pending
+    return _with_errors(result, errors)
+
+
+def diagnosis(ws: Workspace, a: dict) -> dict:
+    """/diagnosis: the run's report (a one-worker run: its single-rank critical path, from its trace)."""
+    from tb_plugin.run_level import report
+
+    ready = ws.ready(a)
+    if isinstance(ready, dict):
+        return ready
+    [got] = ready
+    run = ws.run(a["run"])
+    trace = lambda w: ws.loader.get(run.file(w, a["span"]))  # noqa: E731
+    result = ws.kept(("diagnosis",), [got.summaries], lambda: report.diagnose(got.summaries, trace=trace))
+    return _with_errors(result, got.errors)
+
+
+def pipeline(ws: Workspace, a: dict) -> dict:
+    """/pipeline."""
+    from tb_plugin.run_level import pipeline as analysis
+
+    ready = ws.ready(a)
+    if isinstance(ready, dict):
+        return ready
+    [got] = ready
+    parts = {w: s.pipeline or {} for w, s in got.summaries.items()}  # a stored summary always has one
+    result = ws.kept(("pipeline",), [got.summaries], lambda: analysis.analyse(parts))
+    return _with_errors(result, got.errors)
+
+
+def clock_offsets(ws: Workspace, a: dict) -> dict:
+    """/clock_offsets."""
+    from tb_plugin.run_level import clock_offsets as analysis
+
+    ready = ws.ready(a)
+    if isinstance(ready, dict):
+        return ready
+    [got] = ready
+    result = ws.kept(("clock_offsets",), [got.summaries], lambda: analysis.clock_offsets(got.summaries))
+    return _with_errors(result, got.errors)
+
+
+def jobdiff(ws: Workspace, a: dict) -> Any:
+    """/jobdiff: two runs' jobs compared rank by rank (JSON, or the ranked deltas as CSV)."""
+    from werkzeug import wrappers
+
+    from tb_plugin.run_level import job_diff
+    from tb_plugin.trace_download import content_disposition
+
+    ready = ws.ready({"run": a["run"], "span": a["span"]}, {"run": a["exp_run"], "span": a["exp_span"]})
+    if isinstance(ready, dict):
+        if a["format"] == "csv":  # never a partial CSV: a download link asked too early says so
+            p = ready["progress"]
+            raise NotReady(
+                f"the workers' summaries are still being computed ({p['done']} of {p['total']} done); "
+                f"ask again in a few seconds",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        return ready
+    ga, gb = ready
+    sa, sb = ga.summaries, gb.summaries
+    try:
+        result = ws.kept(("jobdiff",), [sa, sb], lambda: job_diff.job_diff(sa, sb))
+    except job_diff.JobDiffError as e:
+        raise LoadFailed(str(e)) from None
+    if a["format"] == "csv":
+        name = f"jobdiff_{a['run']}_{a['exp_run']}.csv".replace("/", "_")
+        return wrappers.Response(
+            job_diff.to_csv(result),
+            status=200,
+            content_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": content_disposition(name), "X-Content-Type-Options": "nosniff"},
+        )
+    errors = [{**e, "run": a["run"]} for e in ga.errors] + [{**e, "run": a["exp_run"]} for e in gb.errors]
+    return _with_errors(result, errors)
+
+
+def distributed_step(ws: Workspace, a: dict) -> dict:
+    """/distributed/step: one worker's step in detail."""
+    from tb_plugin.views import distributed as view
+
+    worker, step = a["worker"], a["step"]
+    summaries = ws.collect(a).summaries
+    if worker not in summaries:
+        raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
+    parts = {w: s.distributed for w, s in summaries.items()}
+    return ws.kept(("distributed/step", worker, step), [summaries], lambda: view.step_detail(parts, worker, step))
