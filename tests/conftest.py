@@ -17,6 +17,14 @@ COMPAT_VENV = Path(os.environ.get("GPUSCOPE_COMPAT_VENV") or ROOT / ".venvs" / "
 #: Under CI (`CI=true`, as CI services set it) every oracle, reference and tool that .ci/run installs is
 #: required: a test that would skip for lack of one fails instead, with the same reason.
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test under tests/browser/ is marked `browser` (`-m "not browser"` leaves them out)."""
+    for item in items:
+        if BROWSER_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.browser)
 
 
 def missing(reason: str) -> NoReturn:
@@ -74,3 +82,4 @@ def _isolated_trace_cache(tmp_path_factory):
         yield
     finally:
         os.environ.pop("GPUSCOPE_CACHE_DIR", None)
+
