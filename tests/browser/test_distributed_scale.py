@@ -261,6 +261,7 @@ class TensorBoard_s3(TensorBoard):
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
+@pytest.mark.slow
 def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb, tmp_path):
     page = open_view(page_factory(s3_tb), s3_tb, "distributed", "job256", timeout=120000)
     assert page.locator("#dist-heatmap rect.cell").count() == 256 * STEPS
