@@ -1,7 +1,9 @@
 """Shared pytest fixtures: where the team's reference traces live, and what a missing one means."""
 
+import fcntl
 import functools
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -17,6 +19,14 @@ COMPAT_VENV = Path(os.environ.get("GPUSCOPE_COMPAT_VENV") or ROOT / ".venvs" / "
 #: Under CI (`CI=true`, as CI services set it) every oracle, reference and tool that .ci/run installs is
 #: required: a test that would skip for lack of one fails instead, with the same reason.
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test under tests/browser/ is marked `browser` (`-m "not browser"` leaves them out)."""
+    for item in items:
+        if BROWSER_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.browser)
 
 
 def missing(reason: str) -> NoReturn:
@@ -74,3 +84,26 @@ def _isolated_trace_cache(tmp_path_factory):
         yield
     finally:
         os.environ.pop("GPUSCOPE_CACHE_DIR", None)
+
+
+def session_dir(tmp_path_factory) -> Path:
+    """A folder of this test session that its pytest-xdist workers share (each worker's own base temp is
+    a subfolder of the session's, popen-gwN); without xdist, the session's base temp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
+    """The folder `name` of this test session, filled by `build(folder)` the first time any xdist worker
+    asks for it; the others wait on its lock and get the same folder. A build that raised is started over
+    by the next caller (and raises for it as well, usually)."""
+    root = session_dir(tmp_path_factory)
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder

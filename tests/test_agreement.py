@@ -19,7 +19,8 @@ Each value must match the reference within 1% or 1 µs, except the intentional d
   frames have call stacks here (the torch_cpu_cnn traces were recorded with_stack).
 * EARLY_GPU_WORK: 0.4.3 starts the first step after the end of GPU work launched before it (or whose launch is not in
   the trace) that ends before the step's first kernel; on traces that start mid-stream that cut first steps short.
-  Our first step starts with its CPU range and that work is left out of its kernel time (tests/test_issue11_steps.py).
+  Our first step starts with its CPU range and that work is left out of its kernel time
+  (tests/test_steps_mid_stream_and_gpu_only.py).
   No shared trace has such work, so the numbers below are unaffected.
 * KERNEL_GROUPS: 0.4.3 groups "kernel name and op" also by grid, block, registers and shared memory; our
   `name_op` rows are (name, op) only, so reference rows are summed per (name, op) before comparing.

@@ -26,11 +26,12 @@ from profiler_core.trace.read.reader import read_trace
 from tb_plugin.run_level import report
 from tb_plugin.summaries import schema
 
+from .conftest import TRACES, requires
 from .summaries_support import ready
 from .test_views_common_support import kernel, op, runtime
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "traces" / "kineto_resnet50_v100" / "num_workers_0"
+SHARED = TRACES / "kineto_resnet50_v100" / "num_workers_0"  # GPUSCOPE_SHARED, default ../shared
 P = "/data/plugin/gpuscope"
 OLD = time.time() - 3600
 
@@ -113,7 +114,9 @@ def test_unreadable_trace_is_a_note_not_a_failure():
     assert "no single-rank critical path: the trace cannot be read (gone)" in rep["notes"]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces not present")
+@requires(
+    None if SHARED.is_dir() else f"the shared trace {SHARED.name} is not in {SHARED.parent} (set GPUSCOPE_SHARED)"
+)
 def test_shared_single_rank_trace(tmp_path, monkeypatch):
     """ResNet-50 on one V100 (kineto_resnet50_v100/num_workers_0): the JSON's steps are the trace's steps, each
     with the path `critical_path` finds there (length and per-kind totals), bounded to 20 segments."""

@@ -148,6 +148,7 @@ def test_reference_covers_every_shared_trace(shared_traces):
     assert prov["tool"] == "HolisticTraceAnalysis" and prov["version"]
 
 
+@pytest.mark.slow
 def test_temporal_breakdown_matches_hta(shared_traces):
     from profiler_core.analysis import step_breakdown as overview
     from profiler_core.analysis import temporal
@@ -194,6 +195,7 @@ def test_kernel_type_breakdown_matches_hta(shared_traces):
         assert {k for k, v in ours.items() if v > 0} <= {row["kernel_type"] for row in kt}, rel
 
 
+@pytest.mark.slow
 def test_comm_comp_overlap_matches_hta(shared_traces):
     from profiler_core.analysis import temporal
     from tb_plugin.views import distributed

@@ -204,6 +204,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return gpuscope("jobdiff", *args)
 
 
+@pytest.mark.slow
 def test_cli(jobs):
     logdir, s = jobs
     r = _cli(f"{logdir}:a", f"{logdir}:b", "--json")

@@ -221,6 +221,7 @@ print("runs", r.status_code)
 """
 
 
+@pytest.mark.slow
 def test_exit_while_files_load_prints_no_traceback(tmp_path):
     """A script that starts the plugin and exits while the loader still reads and queues files: the
     pools refuse new work at interpreter exit, and that must end quietly, not in tracebacks."""

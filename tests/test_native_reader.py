@@ -77,6 +77,7 @@ def _trace_files() -> list[Path]:
     return files
 
 
+@pytest.mark.slow
 def test_real_traces_read_alike():
     files = _trace_files()
     if not any(SHARED.joinpath("traces").rglob("*.json*")):
@@ -412,6 +413,7 @@ def _mutate(doc: dict, rng: random.Random) -> bytes:
     )
 
 
+@pytest.mark.slow
 def test_fuzzed_corpus_reads_alike_or_is_declined():
     rng = random.Random(25)
     base = json.dumps(_base_doc())

@@ -43,6 +43,7 @@ def test_every_v100_launch_configuration_matches_kineto(k):
     assert _ours(V100["deviceProperties"], k) == {key: k[key] for key in KEYS}
 
 
+@pytest.mark.slow
 def test_every_kernel_of_the_shared_resnet50_traces(shared_traces):
     n = 0
     for path in sorted((shared_traces / "kineto_resnet50_v100").glob("*/*.pt.trace.json.gz")):

@@ -148,6 +148,7 @@ def _tree_files() -> list[Path]:
     return files + [p for p in sorted((ROOT / "tests" / "data").rglob("*")) if p.is_file() and ".json" in p.name]
 
 
+@pytest.mark.slow
 def test_real_traces_give_the_same_op_tree(monkeypatch):
     """Every shared real trace and held-in test trace: the op tree with the C pass equals numpy's, frame and
     dtypes (the repairs and merges after the pass are the same code)."""

@@ -58,6 +58,7 @@ def _shared_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.pt.trace.json*"))
 
 
+@pytest.mark.slow
 def test_every_shared_trace_matches_plain_json(shared_traces):
     files = _shared_files(shared_traces)
     assert len(files) >= 7

@@ -145,6 +145,7 @@ def _union(lo: float, hi: float, ranges: list) -> float:
     return total + (0.0 if cur_e is None else cur_e - cur_s)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _real_traces(), ids=lambda p: str(p.relative_to(TRACES)))
 def test_key_averages_self_time_differs_from_the_views_only_as_named(path):
     # Operators' self time of every operator equals node_stats' definition applied to key_averages()' own tree

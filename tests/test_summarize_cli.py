@@ -79,6 +79,7 @@ def test_local_workers_are_capped_at_the_files_and_the_cores(monkeypatch, asked,
     assert cli.local_workers(asked, files) == expected
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_local_run_is_one_line_and_a_clean_exit(tmp_path):
     pytest.importorskip("distributed")
     logdir = _logdir(tmp_path, 40, ops=3000)

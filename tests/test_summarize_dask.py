@@ -89,6 +89,7 @@ def test_plugin_computes_missing_summaries_on_the_scheduler(cluster, logdir):
     assert {f.relpath: g for f, g in zip(files, got)} == expected
 
 
+@pytest.mark.slow
 def test_cli_local_cluster_of_two_processes(logdir, tmp_path):
     out = tmp_path / "sums"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))

@@ -6,6 +6,7 @@ stragglers, collectives with bandwidth, labels that never overlap, and the singl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import built_once
 from .conftest import (
     HTML_RUN,
     Guard,
@@ -170,11 +172,9 @@ def test_single_worker_shows_the_empty_state(guarded_page, tensorboard):
 
 
 # ------------------------------------------------------------------- 256 ranks in an S3 bucket
-@pytest.fixture(scope="module")
-def s3_tb(tmp_path_factory):
-    if browser_available():
-        missing(browser_available())
-    require_module("distributed", "Dask is an extra: pip install 'gpuscope[dask]'")
+@contextlib.contextmanager
+def _s3_server():
+    """A moto S3 server with the bucket `jobs`, this process's AWS variables pointing at it meanwhile."""
     from .. import s3_server
 
     server = s3_server.start()
@@ -184,19 +184,7 @@ def s3_tb(tmp_path_factory):
             os.environ.pop(k, None)
         os.environ.update(server.env)
         server.make_bucket("jobs")
-        local = tmp_path_factory.mktemp("job256")
-        generate(str(local / "job256"), 256, events=300, steps=STEPS)
-        fs = server.fs()
-        fs.put(str(local) + "/", "jobs/logs/", recursive=True)
-        assert len(fs.find("jobs/logs/job256")) == 256
-        out = _summarize("s3://jobs/logs")
-        assert "256 summarized" in out
-        tb = TensorBoard_s3("s3://jobs/logs", local)
-        try:
-            tb.wait_ready(timeout=180)
-            yield tb
-        finally:
-            tb.stop()
+        yield server
     finally:
         server.stop()
         for k, v in saved.items():
@@ -204,6 +192,49 @@ def s3_tb(tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _build_job256(d: Path) -> None:
+    """Into `d`: the 256-rank job's traces (job256/) and the summaries that `gpuscope summarize
+    s3://jobs/logs --local 2` writes for them into the bucket (.gpuscope/), copied back from it."""
+    generate(str(d / "job256"), 256, events=300, steps=STEPS)
+    with _s3_server() as server:
+        fs = server.fs()
+        fs.put(str(d) + "/", "jobs/logs/", recursive=True)
+        assert len(fs.find("jobs/logs/job256")) == 256
+        out = _summarize("s3://jobs/logs")
+        assert "256 summarized" in out
+        for key in fs.find("jobs/logs/.gpuscope"):
+            local = d / key.removeprefix("jobs/logs/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(key, str(local))
+
+
+@pytest.fixture(scope="session")
+def job256(tmp_path_factory) -> Path:
+    """The 256-rank job and its summaries, built (through S3 and a LocalCluster) once per test session and
+    shared by the xdist workers; in a fresh bucket the summaries still match their traces (same size and
+    ETag), so each use only uploads the folder."""
+    require_module("distributed", "Dask is an extra: pip install 'gpuscope[dask]'")
+    return built_once(tmp_path_factory, "job256", _build_job256)
+
+
+@pytest.fixture(scope="module")
+def s3_tb(request):
+    if browser_available():
+        missing(browser_available())
+    local = request.getfixturevalue("job256")
+    with _s3_server() as server:
+        fs = server.fs()
+        fs.put(str(local) + "/", "jobs/logs/", recursive=True)
+        assert len(fs.find("jobs/logs/job256")) == 256
+        assert len(fs.find("jobs/logs/.gpuscope")) >= 256
+        tb = TensorBoard_s3("s3://jobs/logs", local)
+        try:
+            tb.wait_ready(timeout=180)
+            yield tb
+        finally:
+            tb.stop()
 
 
 class TensorBoard_s3(TensorBoard):
@@ -230,6 +261,7 @@ class TensorBoard_s3(TensorBoard):
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
+@pytest.mark.slow
 def test_256_ranks_in_s3_open_from_summaries(page_factory, s3_tb, tmp_path):
     page = open_view(page_factory(s3_tb), s3_tb, "distributed", "job256", timeout=120000)
     assert page.locator("#dist-heatmap rect.cell").count() == 256 * STEPS

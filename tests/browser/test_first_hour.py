@@ -219,6 +219,7 @@ def test_a_mistyped_logdir_is_named(browser, tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_tensorboard_auto_reload_shows_new_runs(browser, tb):
     """Item 11: TensorBoard's auto-reload (off by default in TensorBoard 2.21; on, every 30 s) also
     brings a new run, no click needed."""

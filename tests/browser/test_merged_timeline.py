@@ -80,6 +80,7 @@ def _shot(page, name: str, tmp_path: Path) -> None:
         (Path(out) / shot.name).write_bytes(shot.read_bytes())
 
 
+@pytest.mark.slow
 def test_merged_timeline_asks_only_for_unfolded_ranks_and_alignment_moves_a_rank_by_its_offset(browser, tb64, tmp_path):
     context = browser.new_context(viewport={"width": 1300, "height": 900}, color_scheme="light")
     page = context.new_page()

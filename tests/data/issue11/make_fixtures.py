@@ -1,4 +1,4 @@
-"""Regenerate the small hand-made traces of tests/test_issue11_*.py (plain Python, no torch):
+"""Regenerate the small hand-made traces PROVENANCE.md lists, with their tests (plain Python, no torch):
 
     python3 tests/data/issue11/make_fixtures.py
 

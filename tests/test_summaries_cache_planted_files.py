@@ -139,6 +139,7 @@ def _view(logdir: Path, monkeypatch):
     return r, p
 
 
+@pytest.mark.slow
 def test_planted_summaries_are_recomputed_never_served(job, monkeypatch):
     expected, p = _view(job, monkeypatch)
     assert expected.status_code == 200 and p.state().summaries.computed == 0

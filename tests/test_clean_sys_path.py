@@ -99,6 +99,7 @@ def test_loader_worker_processes_and_parser_processes(tmp_path, mechanism):
     assert ran == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_dask_local_workers(tmp_path, mechanism):
     pytest.importorskip("distributed")
