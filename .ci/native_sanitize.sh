@@ -3,7 +3,7 @@
 # (profiler_core/trace/read/_native.c) and the op tree's C pass (profiler_core/analysis/stages/_tree.c) once more
 # with them into a temporary copy of profiler_core and runs their differential and fuzz tests
 # (tests/test_native_reader.py, tests/test_op_tree_native.py, and the readers' hang fuzz loop
-# tests/test_issue40_reader.py) against that build. Any read past a
+# tests/test_reader_hostile_documents.py) against that build. Any read past a
 # buffer, leak-free crash or undefined behaviour aborts the run. Needs gcc and the installed package's
 # dependencies (.ci/run installs them first). GPUSCOPE_NATIVE_FUZZ_SECONDS and
 # GPUSCOPE_READER_FUZZ_SECONDS set the fuzz loops' lengths.
@@ -31,4 +31,4 @@ export GPUSCOPE_NATIVE_FUZZ_SECONDS=${GPUSCOPE_NATIVE_FUZZ_SECONDS:-30}
 # each read in a child process (the sanitized build too) that must end; bounded like the byte-mutation loop
 export GPUSCOPE_READER_FUZZ_SECONDS=${GPUSCOPE_READER_FUZZ_SECONDS:-30}
 "$py" -m pytest -q -p no:cacheprovider --import-mode=append --rootdir="$repo" "$repo/tests/test_native_reader.py" \
-  "$repo/tests/test_op_tree_native.py" "$repo/tests/test_issue40_reader.py"
+  "$repo/tests/test_op_tree_native.py" "$repo/tests/test_reader_hostile_documents.py"

@@ -189,7 +189,7 @@ SETTINGS: dict[str, Setting] = {
             "READER_FUZZ_SECONDS",
             "count",
             3,
-            "seconds of tests/test_issue40_reader.py's hostile-input loop (each read in a child process)",
+            "seconds of tests/test_reader_hostile_documents.py's hostile-input loop (each read in a child process)",
             dev=True,
         ),
         _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/", dev=True),
