@@ -174,12 +174,14 @@ def test_two_pipelines_at_once_are_refused_with_a_reason():
 
 
 def test_command_line_reports_the_run_and_refuses_a_missing_folder(tmp_path, capsys):
+    from tb_plugin.summaries import cli
+
     generate_pipeline(str(tmp_path / "job"), P, M, steps=1, transfer_us=0)
-    run_pp.main([str(tmp_path / "job")])
+    assert cli.main(["pipeline", str(tmp_path / "job")]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["schedule"] == "1F1B" and r["steps"][0]["bubble_ratio"] == pytest.approx(3 / 11)
-    with pytest.raises(SystemExit, match="No such file"):
-        run_pp.main([str(tmp_path / "absent")])
+    assert cli.main(["pipeline", str(tmp_path / "absent")]) == 2
+    assert "No such file" in capsys.readouterr().err
 
 
 def test_interleaved_job_matches_its_theoretical_ratio(tmp_path):

@@ -2,7 +2,7 @@
 (`analysis.worker.pipeline.project`, kept in the summaries, so a run is analysed without reading traces), the
 schedule recognised, each stage's bubble split by cause and the bubble ratio per step next to the schedule's
 theoretical one (docs/diagnosis.md, "Pipeline parallelism"). `analyse(projections)` does this; `pipeline(traces)`
-projects traces and analyses them; `python -m tb_plugin.run_level.pipeline RUN_DIR` prints it for a run folder.
+projects traces and analyses them (`gpuscope pipeline RUN_DIR` prints it for a run folder).
 
 Stage order: the `PP:<stage>` index of torch.distributed.pipelining's names where the trace has them (a rank
 holding several virtual stages is an interleaved schedule; its pipeline position is its lowest stage), else the
@@ -25,9 +25,6 @@ Bubble ratio of a step: summed idle / (stages x |W|). Theoretical: (p - 1) / (m 
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,8 +32,6 @@ import numpy as np
 
 from profiler_core.analysis.intervals import clip_ranges, intersect_ranges, merge_ranges, subtract_ranges, total_length
 from profiler_core.analysis.worker.pipeline import project
-from profiler_core.trace.read.decode import TraceReadError
-from profiler_core.trace.read.reader import read_trace
 
 #: a projection's bounds (a summary holding more is refused and recomputed): steps (the first ones are kept,
 #: `steps_dropped` counts the others), forward/backward spans and P2P kernels per step (a step with more has
@@ -253,25 +248,3 @@ def _ranges(pairs: list[tuple[int, int]]) -> np.ndarray:
 def pipeline(traces: Mapping[str, Any]) -> dict:
     """`analyse` of the traces' projections ({worker: TraceData})."""
     return analyse({w: project(t) for w, t in traces.items()})
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m tb_plugin.run_level.pipeline RUN_DIR`: the pipeline diagnosis of a run folder's
-    traces as JSON (without the chart)."""
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("run_dir", help="a folder of one pipeline's rank traces (*.pt.trace.json[.gz])")
-    a = ap.parse_args(argv)
-    try:
-        files = sorted(f for f in os.listdir(a.run_dir) if ".pt.trace.json" in f)
-        if not files:
-            raise SystemExit(f"{a.run_dir}: no *.pt.trace.json files")
-        r = pipeline({f.split(".")[0]: read_trace(os.path.join(a.run_dir, f), processes=0) for f in files})
-    except (OSError, TraceReadError) as e:
-        raise SystemExit(str(e)) from None
-    for step in r["steps"]:
-        step.pop("chart")
-    print(json.dumps(r, indent=1))
-
-
-if __name__ == "__main__":
-    main()

@@ -395,8 +395,32 @@ def jobdiff_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def pipeline_main(args: argparse.Namespace) -> int:
+    """`gpuscope pipeline RUN_DIR`: the pipeline diagnosis of a run folder's traces as JSON (without the chart)."""
+    import json
+    import os
+
+    from profiler_core.trace.read.decode import TraceReadError
+    from profiler_core.trace.read.reader import read_trace
+    from tb_plugin.run_level.pipeline import pipeline
+
+    try:
+        files = sorted(f for f in os.listdir(args.run_dir) if ".pt.trace.json" in f)
+        if not files:
+            _print(f"gpuscope pipeline: {args.run_dir}: no *.pt.trace.json files", file=sys.stderr)
+            return 2
+        r = pipeline({f.split(".")[0]: read_trace(os.path.join(args.run_dir, f), processes=0) for f in files})
+    except (OSError, TraceReadError) as e:
+        _print(f"gpuscope pipeline: {e}", file=sys.stderr)
+        return 2
+    for step in r["steps"]:
+        step.pop("chart")
+    _print(json.dumps(r, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`)."""
+    """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`, `pipeline`)."""
     from profiler_core import __version__
 
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
@@ -439,7 +463,16 @@ def main(argv: list[str] | None = None) -> int:
     fmt = j.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the job diff as JSON (the /jobdiff route's)")
     fmt.add_argument("--csv", action="store_true", help="print the ranked deltas as CSV")
+    pp = sub.add_parser(
+        "pipeline",
+        help="a pipeline-parallel run's schedule and bubbles, from its rank traces (JSON)",
+        description="Prints the pipeline diagnosis of a run folder's rank traces as JSON, without the chart "
+        "(docs/diagnosis.md, Pipeline parallelism).",
+    )
+    pp.add_argument("run_dir", help="a folder of one pipeline's rank traces (*.pt.trace.json[.gz])")
     args = p.parse_args(argv)
+    if args.command == "pipeline":
+        return pipeline_main(args)
     if args.command == "diagnose":
         return diagnose_main(args)
     if args.command == "jobdiff":

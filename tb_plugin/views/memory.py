@@ -30,7 +30,12 @@ import pandas as pd
 
 from profiler_core.analysis.stages.columns import codes_and_texts, trace_origin_ns
 from profiler_core.analysis.stages.op_tree import op_tree
-from profiler_core.analysis.tables.memory_records import memory_record_ops, memory_records
+from profiler_core.analysis.tables.memory_records import (
+    device_windows,
+    downsample,
+    memory_record_ops,
+    memory_records,
+)
 from tb_plugin.errors import BadRequest
 from tb_plugin.params import MAX_POINTS, number_param
 
@@ -50,28 +55,11 @@ def _us(ns: np.ndarray) -> list:
     return np.round(ns / 1e3, 3).tolist()
 
 
-def _downsample(ts: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: int) -> np.ndarray:
-    """Indices to keep: per time bucket min/max allocated and max reserved, plus both ends."""
-    n = len(ts)
-    if n <= max_points:
-        return np.arange(n)
-    nb = max(1, (max_points - 2) // 3)
-    lo, hi = float(ts[0]), float(ts[-1])
-    width = (hi - lo) / nb or 1.0
-    bucket = np.minimum(((ts - lo) / width).astype(np.int64), nb - 1)
-    df = pd.DataFrame({"b": bucket, "a": alloc, "r": res})
-    g = df.groupby("b", sort=False)
-    keep = np.concatenate(
-        [g["a"].idxmax().to_numpy(), g["a"].idxmin().to_numpy(), g["r"].idxmax().to_numpy(), [0, n - 1]]
-    )
-    return np.unique(keep)
-
-
 def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = None, max_points: int = 2000) -> dict:
     """Allocated and reserved bytes over time per device, downsampled to ~max_points keeping peaks."""
     mp = MAX_POINTS.parse(max_points)
     a, b = _window(start_us, end_us)
-    rec, names = memory_records(t)
+    _, names = memory_records(t)
     totals = _device_totals(t)
     out: dict = {
         "devices": names,
@@ -83,21 +71,8 @@ def memory_curve(t: Any, start_us: float | None = None, end_us: float | None = N
         "total_bytes": {},
         "points": {},
     }
-    ts_all = rec["ts"].to_numpy()
-    devs = rec["dev"].to_numpy()
-    al_all, rs_all = rec["alloc"].to_numpy(), rec["reserved"].to_numpy()
-    for code, name in enumerate(names):
-        sel = np.flatnonzero(devs == code)
-        ts, al, rs = ts_all[sel], al_all[sel], rs_all[sel]
-        i0 = np.searchsorted(ts, a, side="left")
-        i1 = np.searchsorted(ts, b, side="right")
-        ts_w, al_w, rs_w = ts[i0:i1].astype(np.float64), al[i0:i1], rs[i0:i1]
-        if i0 > 0 and math.isfinite(a):  # the level held when the window opens
-            ts_w = np.concatenate([[a], ts_w])
-            al_w = np.concatenate([[al[i0 - 1]], al_w])
-            rs_w = np.concatenate([[rs[i0 - 1]], rs_w])
-        rs_w = np.maximum(rs_w, 0)
-        keep = _downsample(ts_w, al_w, rs_w, mp)
+    for name, ts_w, al_w, rs_w in device_windows(t, a, b):
+        keep = downsample(ts_w, al_w, rs_w, mp)
         out["curves"][name] = {
             "ts_us": _us(ts_w[keep]),
             "allocated_bytes": al_w[keep].tolist(),

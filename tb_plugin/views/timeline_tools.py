@@ -106,17 +106,22 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
 def counters(t: Any, start_us: Any = None, end_us: Any = None, width_px: Any = 1000) -> dict:
     """Counter tracks for [start_us, end_us]: memory allocated/reserved per device, GPU utilization."""
     from profiler_core.analysis.stages.columns import category_mask
-    from tb_plugin.views import memory
+    from profiler_core.analysis.tables.memory_records import device_windows, downsample
 
     tl = tiles_for(t)
     w = WIDTH_PX.parse(width_px)
     a_us, b_us = _window(tl, start_us, end_us)
     out: list[dict] = []
-    mem = memory.memory_curve(t, a_us, b_us, max_points=max(MAX_POINTS.lo, w))
-    for dev in mem.get("devices", []):
-        c = mem["curves"].get(dev) or {}
-        if not c.get("ts_us"):
+    points = MAX_POINTS.parse(max(MAX_POINTS.lo, w))
+    for dev, ts_w, al_w, rs_w in device_windows(t, a_us * 1e3, b_us * 1e3):
+        if not len(ts_w):
             continue
+        keep = downsample(ts_w, al_w, rs_w, points)
+        c = {
+            "ts_us": np.round(ts_w[keep] / 1e3, 3).tolist(),
+            "allocated_bytes": al_w[keep].tolist(),
+            "reserved_bytes": rs_w[keep].tolist(),
+        }
         out.append(
             {
                 "name": f"Memory allocated ({dev})",

@@ -3,6 +3,7 @@ reserved totals) and the op that made each (stage `memory_record_ops`); the Memo
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -93,3 +94,42 @@ def memory_record_ops(t: Any) -> np.ndarray:
     if not len(rec) or not len(t.events):
         return np.full(len(rec), -1, np.int64)
     return innermost_op_at(t, rec["pid"].to_numpy(), rec["tid"].to_numpy(), rec["abs_ts"].to_numpy())
+
+
+def device_windows(t: Any, a: float, b: float) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per device (in `memory_records`' order): the allocated and reserved bytes over [a, b] ns (ts as floats),
+    starting with the level held when the window opens, reserved clipped at 0."""
+    rec, names = memory_records(t)
+    ts_all = rec["ts"].to_numpy()
+    devs = rec["dev"].to_numpy()
+    al_all, rs_all = rec["alloc"].to_numpy(), rec["reserved"].to_numpy()
+    out = []
+    for code, name in enumerate(names):
+        sel = np.flatnonzero(devs == code)
+        ts, al, rs = ts_all[sel], al_all[sel], rs_all[sel]
+        i0 = np.searchsorted(ts, a, side="left")
+        i1 = np.searchsorted(ts, b, side="right")
+        ts_w, al_w, rs_w = ts[i0:i1].astype(np.float64), al[i0:i1], rs[i0:i1]
+        if i0 > 0 and math.isfinite(a):  # the level held when the window opens
+            ts_w = np.concatenate([[a], ts_w])
+            al_w = np.concatenate([[al[i0 - 1]], al_w])
+            rs_w = np.concatenate([[rs[i0 - 1]], rs_w])
+        out.append((name, ts_w, al_w, np.maximum(rs_w, 0)))
+    return out
+
+
+def downsample(ts: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices of a curve's points to keep: per time bucket min/max allocated and max reserved, plus both ends."""
+    n = len(ts)
+    if n <= max_points:
+        return np.arange(n)
+    nb = max(1, (max_points - 2) // 3)
+    lo, hi = float(ts[0]), float(ts[-1])
+    width = (hi - lo) / nb or 1.0
+    bucket = np.minimum(((ts - lo) / width).astype(np.int64), nb - 1)
+    df = pd.DataFrame({"b": bucket, "a": alloc, "r": res})
+    g = df.groupby("b", sort=False)
+    keep = np.concatenate(
+        [g["a"].idxmax().to_numpy(), g["a"].idxmin().to_numpy(), g["r"].idxmax().to_numpy(), [0, n - 1]]
+    )
+    return np.unique(keep)
