@@ -70,7 +70,7 @@ def test_every_consumer_gives_one_self_time(sub):
     for name, r in ops.items():
         assert r["host_self_us"] == pytest.approx(ka[name].self_cpu_time_total, abs=0.01), name
         assert r["host_total_us"] == pytest.approx(ka[name].cpu_time_total, abs=0.01), name
-    for r in summarize(t)["top_operators"]:
+    for r in summarize(t).top_operators:
         assert r == ops[r["name"]]
     # Diff counts only the ops inside steps: where it counts every call of an op, its sums are Operators'
     compared = 0
