@@ -1,6 +1,7 @@
 """Every route on every public real trace (../shared/traces/public, see its README): no 5xx anywhere,
-every view of a trace answers 200, and the one file that is not a trace (an execution trace) is listed
-unreadable with its reason and answers 422."""
+every view of a trace answers 200, and the files gpuscope refuses on purpose (an execution trace, a file of
+several ranks fused into one: tests/real_traces_support.py's REFUSED) are listed unreadable with their reason
+and answer 422."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from .conftest import TRACES, missing
+from .conftest import missing
+from .real_traces_support import PUBLIC, REFUSED
 from .test_plugin import P, _client
 
-PUBLIC = TRACES / "public"
-#: runs whose only file is not a Kineto trace -> the reason its listing must give
-NOT_TRACES = {"hta_et_file": "a PyTorch execution trace (schema, nodes; no traceEvents), not a Kineto trace"}
 #: per-worker routes -> their parameters beyond run/worker/span (optional ones left at their defaults)
 WORKER_ROUTES = {
     "overview": {},
@@ -69,13 +68,13 @@ def _get(c, route: str, params: dict):
     return c.get(f"{P}/{route.split('?')[0]}?{urlencode(params)}")
 
 
-def test_every_public_run_is_listed_and_only_the_execution_trace_is_unreadable(public):
+def test_every_public_run_is_listed_and_only_the_refused_ones_are_unreadable(public):
     _, listing = public
     assert not listing["loading"]
     assert sorted(listing["runs"]) == _runs()
     errors = {e["run"]: e["error"] for e in listing["errors"]}
-    assert set(errors) == set(NOT_TRACES), errors
-    for run, reason in NOT_TRACES.items():
+    assert set(errors) == set(REFUSED), errors
+    for run, reason in REFUSED.items():
         assert reason in errors[run]
 
 
@@ -84,11 +83,11 @@ def test_every_route_on_a_public_run(public, run):
     c, _ = public
     workers = c.get(f"{P}/workers?{urlencode({'run': run})}")
     assert workers.status_code == 200, workers.get_data()[:300]
-    if run in NOT_TRACES:
+    if run in REFUSED:
         for worker in workers.json["workers"]:
             for route, extra in WORKER_ROUTES.items():
                 r = _get(c, route, {"run": run, "worker": worker, "span": "1", **extra})
-                assert r.status_code == 422 and NOT_TRACES[run] in r.json["error"], (route, r.get_data()[:300])
+                assert r.status_code == 422 and REFUSED[run] in r.json["error"], (route, r.get_data()[:300])
         return
     assert workers.json["workers"]
     for worker in workers.json["workers"]:
@@ -129,9 +128,9 @@ def test_the_execution_trace_answers_422_with_its_reason(public, tmp_path):
         time.sleep(0.05)
     errors = c.get(f"{P}/runs").json["errors"]
     assert [e["file"] for e in errors] == ["et_and_trace/benchmark_simple_add_et.pt.trace.json.gz"]
-    assert NOT_TRACES["hta_et_file"] in errors[0]["error"]
+    assert REFUSED["hta_et_file"] in errors[0]["error"]
     for route in ("overview", "operators", "trace"):
         r = c.get(f"{P}/{route}?run=et_and_trace&worker=benchmark_simple_add_et&span=1")
-        assert r.status_code == 422 and NOT_TRACES["hta_et_file"] in r.json["error"], (route, r.get_data()[:300])
+        assert r.status_code == 422 and REFUSED["hta_et_file"] in r.json["error"], (route, r.get_data()[:300])
     ok = c.get(f"{P}/overview?run=et_and_trace&worker=benchmark_simple_add&span=1")
     assert ok.status_code == 200

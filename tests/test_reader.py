@@ -15,6 +15,7 @@ from profiler_core.trace.read.lookup import trace_event_args
 from profiler_core.trace.read.reader import TraceReadError, parse_trace, read_trace
 
 from .conftest import missing
+from .real_traces_support import json_bytes
 
 #: torch 1.8-1.9's category spellings and the names the reader gives them, written out by hand
 CATS = {
@@ -65,7 +66,7 @@ def test_every_shared_trace_matches_plain_json(shared_traces):
     # one file per run: the two spans of a run have the same shape
     files = list({f.parent: f for f in files}.values())
     for path in files:
-        text = gzip.decompress(path.read_bytes())
+        text = json_bytes(path)  # by content, as the reader: moe_a100_2rank_alltoall's files are plain JSON
         doc = json.loads(text)
         t = read_trace(path)
         raw = doc["traceEvents"]
@@ -131,6 +132,19 @@ def test_every_shared_trace_matches_plain_json(shared_traces):
         assert t.metadata == {k: v for k, v in doc.items() if k != "traceEvents"}
         assert t.device_properties == doc.get("deviceProperties", [])
         assert not t.warnings
+
+
+def test_a_trace_is_read_by_its_content_whatever_its_name(shared_traces, tmp_path):
+    """A real plain-JSON trace, gzipped under a plain name and plain under a .gz name: read as the original."""
+    files = _shared_files(shared_traces / "public" / "moe_a100_2rank_alltoall")
+    if not files:
+        missing("public/moe_a100_2rank_alltoall (plain-JSON .pt.trace.json files) is absent")
+    text = files[0].read_bytes()
+    assert text[:2] != b"\x1f\x8b"  # plain JSON, as its name says
+    want = read_trace(files[0]).dense_events()
+    for name, data in (("gz.pt.trace.json", gzip.compress(text)), ("plain.pt.trace.json.gz", text)):
+        (tmp_path / name).write_bytes(data)
+        pd.testing.assert_frame_equal(read_trace(tmp_path / name).dense_events(), want)
 
 
 def test_schema_dtypes_and_order(shared_traces):
