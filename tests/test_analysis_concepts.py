@@ -220,7 +220,7 @@ def test_mm_self_time_is_one_number_in_every_consumer(tmp_path):
     want = {"host_self_us": 20.0, "host_total_us": 50.0, "device_self_us": 5.0, "device_total_us": 5.0}
     got_ops = _op_row(operators.operators(t)["rows"], "aten::mm")
     got_diff = _op_row(diff.diff(t, t)["ops"], "aten::mm")["base"]
-    got_summary = _op_row(summarize(t)["top_operators"], "aten::mm")
+    got_summary = _op_row(summarize(t).top_operators, "aten::mm")
     for got in (got_ops, got_diff, got_summary):
         assert {k: got[k] for k in want} == want
     ka = _ka(tr, "aten::mm")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from profiler_core.analysis.worker import ledger as L
-from tests.real_traces_support import read_real_trace, real_trace_files
 
 from .conftest import TRACES
+from .real_traces_support import read_real_trace, real_trace_files
 from .test_views_common_support import kernel, make_trace, op, runtime
 
 US = 1000

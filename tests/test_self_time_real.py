@@ -14,7 +14,8 @@ from profiler_core.trace.read.reader import read_trace
 from tb_plugin.summaries.summary import summarize
 from tb_plugin.views import diff, modules
 from tests.conftest import TRACES
-from tests.real_traces_support import load_json, read_real_trace, real_trace_files
+
+from .real_traces_support import load_json, read_real_trace, real_trace_files
 
 
 @pytest.mark.parametrize("path", real_trace_files(), ids=lambda p: str(p.relative_to(TRACES)))
