@@ -142,19 +142,21 @@ def _levels(ws: np.ndarray, inv: np.ndarray, n: int, W: int) -> np.ndarray:
     level = np.full(n, -1, np.int64)
     off = np.searchsorted(ws, np.arange(W + 1))
     need = np.bincount(inv, minlength=n)
+    have = np.zeros(n, np.int64)  # scratch: how many members point at each collective this round
     ptr = off[:-1].copy()
+    act = np.flatnonzero(ptr < off[1:])
     t = 0
-    while True:
-        act = np.flatnonzero(ptr < off[1:])
-        if not len(act):
+    while len(act):
+        cur = inv[ptr[act]]  # each active worker's next collective
+        np.add.at(have, cur, 1)
+        full = have[cur] == need[cur]
+        have[cur] = 0
+        if not full.any():
             break
-        cur = inv[ptr[act]]
-        u, cnt = np.unique(cur, return_counts=True)
-        ready = u[cnt == need[u]]
-        if not len(ready):
-            break
-        level[ready] = t
-        ptr[act[np.isin(cur, ready)]] += 1
+        level[cur[full]] = t
+        adv = act[full]
+        ptr[adv] += 1
+        act = np.concatenate([act[~full], adv[ptr[adv] < off[adv + 1]]])
         t += 1
     return level
 
