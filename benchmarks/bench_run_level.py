@@ -130,10 +130,11 @@ def row(logdir: Path, timeout: float) -> dict:
         assert r.status_code == 200 and "pending" not in r.json, r.get_data()[:300]
         return r
 
-    cold, _ = _timed(ask, timeout)
+    cold, first = _timed(ask, timeout)
     out["cold_s"] = cold
     if cold is None:
         return out
+    out["answer"] = first.get_data()
     reps = []
     for _ in range(3):
         t = time.perf_counter()
@@ -162,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default="/tmp/gpuscope_bench_run_level", help="where the logdirs are built (kept)")
     ap.add_argument("--events", type=int, default=1500, help="events per rank of the generated traces")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds a cold request may take")
+    ap.add_argument("--dump", help="save each row's /diagnosis answer (bytes) as DIR/CALLSxRANKS.json, to compare")
     a = ap.parse_args(argv)
     os.environ.setdefault("GPUSCOPE_CACHE_DIR", str(Path(a.dir) / "cache"))
     print(f"{'calls x ranks':>16} {'find':>8} {'cold':>9} {'repeated':>9} {'4 at once':>10}")
@@ -169,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
         calls, ranks = (int(x) for x in spec.split("x"))
         logdir = build(Path(a.dir), calls, ranks, a.events)
         res = row(logdir, a.timeout)
+        if a.dump and res.get("answer") is not None:
+            os.makedirs(a.dump, exist_ok=True)
+            Path(a.dump, f"{spec}.json").write_bytes(res["answer"])
 
         def fmt(v: float | None, limit: float = a.timeout) -> str:
             return f"> {limit:.0f} s" if v is None else f"{v:.3f} s"

@@ -48,7 +48,8 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]]
     names: dict[str, int] = {}
     cols: dict[str, list] = {k: [] for k in ("w", "group", "name", "dur", "is_wait", "step")}
     for wi, w in enumerate(workers):
-        c = (summaries[w].distributed or {}).get("collectives") or {}
+        dist: Any = summaries[w].distributed or {}
+        c = dist.get("collectives") or {}
         code = np.asarray(c.get("name") or [], np.int64)
         if not len(code):
             continue
