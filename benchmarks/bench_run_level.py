@@ -22,6 +22,14 @@ A row whose cold request takes more than --timeout seconds is reported as "> N s
     20000x8         2.32 / 2.93 s       2.15 s / 0.002 s        7.99 / 2.87 s
     50000x8         3.83 / 3.79 s       3.06 s / 0.004 s        11.5 / 3.43 s
     200000x64       (not run) / 115 s   (= cold) / 0.004 s      (not run) / 86.9 s
+
+Vectorised run-level path (issue 40 item 3; before ed3f4b9, after it, one session, answers byte-identical):
+
+    calls x ranks   cold before/after   4 at once before/after
+    5000x8          0.60 / 0.26 s       0.34 / 0.22 s
+    20000x8         1.26 / 0.81 s       1.15 / 0.71 s
+    50000x8         1.69 / 0.74 s       1.38 / 0.73 s
+    200000x64       18.8 / 5.1 s        17.7 / 4.0 s
 """
 
 from __future__ import annotations
