@@ -22,6 +22,14 @@ A row whose cold request takes more than --timeout seconds is reported as "> N s
     20000x8         2.32 / 2.93 s       2.15 s / 0.002 s        7.99 / 2.87 s
     50000x8         3.83 / 3.79 s       3.06 s / 0.004 s        11.5 / 3.43 s
     200000x64       (not run) / 115 s   (= cold) / 0.004 s      (not run) / 86.9 s
+
+Vectorised run-level path (issue 40 item 3; before ed3f4b9, after it, one session, answers byte-identical):
+
+    calls x ranks   cold before/after   4 at once before/after
+    5000x8          0.60 / 0.26 s       0.34 / 0.22 s
+    20000x8         1.26 / 0.81 s       1.15 / 0.71 s
+    50000x8         1.69 / 0.74 s       1.38 / 0.73 s
+    200000x64       18.8 / 5.1 s        17.7 / 4.0 s
 """
 
 from __future__ import annotations
@@ -130,10 +138,11 @@ def row(logdir: Path, timeout: float) -> dict:
         assert r.status_code == 200 and "pending" not in r.json, r.get_data()[:300]
         return r
 
-    cold, _ = _timed(ask, timeout)
+    cold, first = _timed(ask, timeout)
     out["cold_s"] = cold
     if cold is None:
         return out
+    out["answer"] = first.get_data()
     reps = []
     for _ in range(3):
         t = time.perf_counter()
@@ -162,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default="/tmp/gpuscope_bench_run_level", help="where the logdirs are built (kept)")
     ap.add_argument("--events", type=int, default=1500, help="events per rank of the generated traces")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds a cold request may take")
+    ap.add_argument("--dump", help="save each row's /diagnosis answer (bytes) as DIR/CALLSxRANKS.json, to compare")
     a = ap.parse_args(argv)
     os.environ.setdefault("GPUSCOPE_CACHE_DIR", str(Path(a.dir) / "cache"))
     print(f"{'calls x ranks':>16} {'find':>8} {'cold':>9} {'repeated':>9} {'4 at once':>10}")
@@ -169,6 +179,9 @@ def main(argv: list[str] | None = None) -> None:
         calls, ranks = (int(x) for x in spec.split("x"))
         logdir = build(Path(a.dir), calls, ranks, a.events)
         res = row(logdir, a.timeout)
+        if a.dump and res.get("answer") is not None:
+            os.makedirs(a.dump, exist_ok=True)
+            Path(a.dump, f"{spec}.json").write_bytes(res["answer"])
 
         def fmt(v: float | None, limit: float = a.timeout) -> str:
             return f"> {limit:.0f} s" if v is None else f"{v:.3f} s"

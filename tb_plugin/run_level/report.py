@@ -108,7 +108,9 @@ def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | Non
     for step in critical_path.step_paths(job):
         _annotate(job, step, cache)
         step["path"] = critical_path.path_text(step["segments"])
-        b = cache.setdefault(("busy", step["step"]), stragglers.busy(job, step["step"]))
+        if ("busy", step["step"]) not in cache:  # (setdefault would replay the step again each time)
+            cache[("busy", step["step"])] = stragglers.busy(job, step["step"])
+        b = cache[("busy", step["step"])]
         w = stragglers.pick(job, step["step"], step["segments"], b)
         step["straggler"] = _explained(job, step["step"], w, cache) if w is not None else None
         out["steps"].append(step)

@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.worker.buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
@@ -33,38 +32,65 @@ ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 
 
 def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]], list[str]]:
-    """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups` over the
-    summaries' collectives, in their recorded time order), and the notes on calls that could not be matched."""
-    cols: dict[str, list] = {k: [] for k in ("worker", "name", "pg", "group_size", "dur", "is_wait", "step")}
+    """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups`' rule over
+    the summaries' collectives, in their recorded time order, on integer codes: `group_waits.match_codes`), and
+    the notes on calls that could not be matched."""
     ranks: dict[str, Any] = {}
     nsteps: dict[str, int] = {}
-    for w in sorted(summaries):
+    workers = sorted(summaries)
+    for w in workers:
         d: Any = summaries[w].distributed
-        c = d.get("collectives") or {}
         nsteps[w] = len((d.get("steps") or {}).get("step") or [])
         ranks[w] = dev.rank if (dev := summaries[w].devices) is not None else None
+    out = {w: [0] * n for w, n in nsteps.items()}
+    # summaries do not hold the communicator's ranks: a group is its name and size (`group_waits.group_key`)
+    groups: dict[tuple[str, int], int] = {}
+    names: dict[str, int] = {}
+    cols: dict[str, list] = {k: [] for k in ("w", "group", "name", "dur", "is_wait", "step")}
+    for wi, w in enumerate(workers):
+        dist: Any = summaries[w].distributed or {}
+        c = dist.get("collectives") or {}
         code = np.asarray(c.get("name") or [], np.int64)
         if not len(code):
             continue
-        cols["worker"].append(np.full(len(code), w, dtype=object))
-        cols["name"].append(np.asarray([str(x) for x in c["names"]], dtype=object)[code])
-        cols["pg"].append(np.asarray([str(x) for x in c["pg"]], dtype=object)[code])
-        cols["group_size"].append(np.asarray(c["group_size"], np.int64)[code])
+        # this summary's table of (name, pg, size) -> global codes, then per call by its index there
+        g_of = np.asarray(
+            [groups.setdefault((str(pg), int(z)), len(groups)) for pg, z in zip(c["pg"], c["group_size"])], np.int64
+        )
+        n_of = np.asarray([names.setdefault(str(x), len(names)) for x in c["names"]], np.int64)
+        cols["w"].append(np.full(len(code), wi, np.int64))
+        cols["group"].append(g_of[code])
+        cols["name"].append(n_of[code])
         cols["dur"].append(np.asarray(c["dur"], np.int64))
         cols["is_wait"].append(np.asarray(c["wait"], np.int64).astype(bool))
         cols["step"].append(np.asarray(c["step"], np.int64))
-    out = {w: [0] * n for w, n in nsteps.items()}
-    if not cols["worker"]:
+    if not cols["w"]:
         return out, []
-    # object columns, not pandas' inferred Arrow strings: match_in_groups walks them row by row
-    calls = pd.DataFrame({k: pd.Series(np.concatenate(v), dtype=v[0].dtype) for k, v in cols.items()})
-    calls["start"] = calls.groupby("worker", sort=False).cumcount()  # the recorded (time) order
-    calls["pg_ranks"] = None  # summaries do not hold the communicator's ranks: groups by name and size
-    matched, notes = group_waits.match_in_groups(calls, ranks)
-    inside = matched[(matched["step"] >= 0) & (matched["wait"] > 0)]
-    for (w, k), v in inside.groupby(["worker", "step"])["wait"].sum().items():
-        if int(k) < nsteps[w]:
-            out[w][int(k)] = int(v)
+    present = {workers[wi]: ranks.get(workers[wi]) for wi in sorted({int(x[0]) for x in cols["w"]})}  # with calls
+    keys = [group_waits.group_key(pg, None, z) for pg, z in groups]
+    key_list = sorted(set(keys))
+    index = {k: i for i, k in enumerate(key_list)}
+    key_code = np.asarray([index[k] for k in keys], np.int64)
+    members = np.asarray([group_waits.expected_members(None, z, present) for _, z in groups], np.int64)
+    wc, gc, dur, step = (np.concatenate(cols[k]) for k in ("w", "group", "dur", "step"))
+    _, _, transfer, notes = group_waits.match_codes(
+        wc,
+        key_code[gc],
+        np.concatenate(cols["name"]),
+        dur,
+        np.concatenate(cols["is_wait"]),
+        members[gc],
+        key_list,
+        list(names),
+    )
+    wait = dur - transfer
+    limit = np.asarray([nsteps[w] for w in workers], np.int64)
+    inside = (step >= 0) & (wait > 0) & (step < limit[wc])
+    S = int(limit.max()) if len(limit) else 0
+    total = np.zeros(len(workers) * S, np.int64)
+    np.add.at(total, wc[inside] * S + step[inside], wait[inside])
+    for wi, w in enumerate(workers):
+        out[w] = total[wi * S : wi * S + nsteps[w]].tolist()
     return out, notes
 
 

@@ -89,56 +89,128 @@ def expected_members(ranks: tuple[int, ...] | list[int] | None, size: int, prese
     return min(size, n) if size > 0 else n
 
 
+def _runs(sorted_keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of `sorted_keys` starts (indices)."""
+    first = np.ones(len(sorted_keys), dtype=bool)
+    first[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    return np.flatnonzero(first)
+
+
+def match_codes(
+    worker: np.ndarray,
+    group: np.ndarray,
+    name: np.ndarray,
+    dur: np.ndarray,
+    is_wait: np.ndarray,
+    members: np.ndarray,
+    group_keys: list[str] | np.ndarray,
+    names: list[str] | np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """The matching of `match_in_groups` on integer codes, one pass of sorts and segment reductions (no loop
+    over the calls). Per call (each worker's calls in time order): `worker` (any code), `group` (the index of its
+    key in `group_keys`, which are in sorted order), `name` (the index of its name in `names`), `dur`, `is_wait`,
+    `members` (its expected members). Returns per call `seq` (-1 for wait calls), `aligned`, `transfer`, and the
+    notes on the calls that could not be matched (by group key, then sequence)."""
+    n = len(dur)
+    seq = np.full(n, -1, np.int64)
+    aligned = np.zeros(n, dtype=bool)
+    transfer = np.asarray(dur, np.int64).copy()
+    notes: list[str] = []
+    real = np.flatnonzero(~is_wait)
+    if len(real):
+        # sequence: the place among the worker's calls of the same group, in row (time) order
+        ng = int(group.max()) + 1
+        pair = np.asarray(worker, np.int64)[real] * ng + group[real]
+        o = np.argsort(pair, kind="stable")
+        pos = np.arange(len(o))
+        starts = np.zeros(len(o), np.int64)
+        at = _runs(pair[o])
+        starts[at] = at
+        seq[real[o]] = pos - np.maximum.accumulate(starts)
+        # one collective per (group, sequence): segments of the calls sorted by it (stably: row order within)
+        kmax = int(seq[real].max()) + 1
+        inst = group[real] * kmax + seq[real]
+        o = np.argsort(inst, kind="stable")
+        at = _runs(inst[o])
+        count = np.diff(np.append(at, len(o)))
+        rows = real[o]
+        names_o = name[rows]
+        expected = np.maximum.reduceat(members[rows], at)
+        lo = np.minimum.reduceat(names_o, at)
+        hi = np.maximum.reduceat(names_o, at)
+        tmin = np.minimum.reduceat(transfer[rows], at)
+        ok = (count == expected) & (expected >= 2) & (lo == hi)
+        seg = np.repeat(np.arange(len(at)), count)  # each sorted call's collective
+        rows_ok = ok[seg]
+        aligned[rows[rows_ok]] = True
+        transfer[rows[rows_ok]] = tmin[seg[rows_ok]]
+        for i in np.flatnonzero(~ok & (expected >= 2)).tolist():  # one note per unmatched collective
+            key = int(inst[o[at[i]]])
+            differ = sorted({str(names[x]) for x in np.unique(names_o[at[i] : at[i] + count[i]]).tolist()})
+            why = (
+                f"names differ ({', '.join(differ)})"
+                if lo[i] != hi[i]
+                else f"{int(count[i])} of {int(expected[i])} members have it"
+            )
+            notes.append(
+                f"process group {group_keys[key // kmax]}: call #{key % kmax + 1} not matched ({why}); "
+                "counted as transfer only"
+            )
+    transfer[is_wait] = 0
+    return seq, aligned, transfer, notes
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques) of an object column whose values may be unhashable (then by their repr)."""
+    try:
+        codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:
+        codes, uniq = pd.factorize(np.asarray([repr(v) for v in values], dtype=object), use_na_sentinel=False)
+        first = np.full(len(uniq), -1, np.int64)
+        first[codes[::-1]] = np.arange(len(codes))[::-1]
+        return np.asarray(codes, np.int64), values[first]
+    return np.asarray(codes, np.int64), np.asarray(uniq, dtype=object)
+
+
 def match_in_groups(calls: pd.DataFrame, ranks: Mapping[str, int | None]) -> tuple[pd.DataFrame, list[str]]:
     """Wait and transfer of every call of every worker (`calls`: CALL_COLUMNS, each worker's calls in time
     order; `ranks`: worker -> global rank or None). Returns the calls with `group` (process group key), `seq`
     (k-th non-wait call of that group on that worker, -1 for wait calls), `members` (expected members),
-    `aligned`, `transfer`, `wait` (ns); and notes on calls that could not be matched."""
+    `aligned`, `transfer`, `wait` (ns); and notes on calls that could not be matched (`match_codes`)."""
     workers = sorted(set(calls["worker"]))
     present = {w: ranks.get(w) for w in workers}
     out = calls.reset_index(drop=True).copy()
+    n = len(out)
     sizes = out["group_size"].to_numpy(np.int64)
-    # the group key and expected members, once per distinct (name, ranks, size)
-    pgs = out["pg"].to_numpy(dtype=object)  # plain objects: iterating Arrow strings costs a Python call each
-    triples = list(zip(pgs, [r if isinstance(r, tuple) else None for r in out["pg_ranks"]], sizes.tolist()))
-    first: dict[tuple, int] = {}
-    codes = np.fromiter((first.setdefault(t, len(first)) for t in triples), np.int64, len(triples))
-    uniq = list(first)
-    keys = np.asarray([group_key(str(g), r, int(n)) for g, r, n in uniq], dtype=object)
-    members = np.asarray([expected_members(r, int(n), present) for _, r, n in uniq], dtype=np.int64)
-    out["group"] = keys[codes] if len(out) else np.asarray([], dtype=object)
+    # the group key and expected members, once per distinct (name, ranks, size): codes of each column, combined
+    pg_c, pg_u = _codes(out["pg"].to_numpy(dtype=object))
+    rk_c, rk_u = _codes(out["pg_ranks"].to_numpy(dtype=object))
+    sz_u, sz_c = np.unique(sizes, return_inverse=True)
+    triple = (pg_c * max(len(rk_u), 1) + rk_c) * max(len(sz_u), 1) + sz_c.reshape(-1)
+    tu, codes = np.unique(triple, return_inverse=True)
+    codes = codes.reshape(-1)
+    uniq = []
+    for t in tu.tolist():
+        rest, s = divmod(t, max(len(sz_u), 1))
+        g, r = divmod(rest, max(len(rk_u), 1))
+        rr = rk_u[r]
+        uniq.append((pg_u[g], rr if isinstance(rr, tuple) else None, int(sz_u[s])))
+    keys = np.asarray([group_key(str(g), r, int(s)) for g, r, s in uniq], dtype=object)
+    members = np.asarray([expected_members(r, int(s), present) for _, r, s in uniq], dtype=np.int64)
+    key_list = sorted(set(keys.tolist()))
+    index = {k: i for i, k in enumerate(key_list)}
+    key_code = np.asarray([index[k] for k in keys.tolist()], np.int64)
+    out["group"] = keys[codes] if n else np.asarray([], dtype=object)
     is_wait = out["is_wait"].to_numpy(bool)
-    seq = np.full(len(out), -1, np.int64)
-    seq[~is_wait] = out[~is_wait].groupby(["worker", "group"], sort=False).cumcount().to_numpy(np.int64)
-    out["seq"] = seq
-    out["members"] = members[codes] if len(out) else np.asarray([], dtype=np.int64)
+    w_c, _ = _codes(out["worker"].to_numpy(dtype=object))
+    nm_c, nm_u = _codes(out["name"].to_numpy(dtype=object))
+    member_rows = members[codes] if n else np.asarray([], dtype=np.int64)
     dur = out["dur"].to_numpy(np.int64)
-    transfer = dur.copy()
-    aligned = np.zeros(len(out), dtype=bool)
-    notes: list[str] = []
-    real = out[~is_wait]
-    if len(real):
-        gb = real.groupby(["group", "seq"], sort=True)
-        agg = gb.agg(n=("dur", "size"), expected=("members", "max"), names=("name", "nunique"), tmin=("dur", "min"))
-        ok = ((agg["n"] == agg["expected"]) & (agg["expected"] >= 2) & (agg["names"] == 1)).to_numpy()
-        row_group = gb.ngroup().to_numpy()  # the rows' group numbers, in agg's (sorted) order
-        idx = real.index.to_numpy()
-        rows_ok = ok[row_group]
-        aligned[idx[rows_ok]] = True
-        transfer[idx[rows_ok]] = agg["tmin"].to_numpy(np.int64)[row_group[rows_ok]]
-        bad = np.flatnonzero(~ok & (agg["expected"].to_numpy() >= 2))
-        if len(bad):
-            names_of = real[np.isin(row_group, bad)].groupby(["group", "seq"], sort=True)["name"].agg(set)
-            for i in bad:
-                group, k = agg.index[i]
-                names = names_of[(group, k)]
-                why = (
-                    f"names differ ({', '.join(sorted(names))})"
-                    if len(names) > 1
-                    else f"{int(agg['n'].iloc[i])} of {int(agg['expected'].iloc[i])} members have it"
-                )
-                notes.append(f"process group {group}: call #{int(k) + 1} not matched ({why}); counted as transfer only")
-    transfer[is_wait] = 0
+    seq, aligned, transfer, notes = match_codes(
+        w_c, key_code[codes] if n else np.zeros(0, np.int64), nm_c, dur, is_wait, member_rows, key_list, nm_u
+    )
+    out["seq"] = seq
+    out["members"] = member_rows
     out["aligned"] = aligned
     out["transfer"] = transfer
     out["wait"] = dur - transfer
