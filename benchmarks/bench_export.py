@@ -5,7 +5,7 @@
 Both sides profile a loop making ``--events`` tiny record_function events (CPU only), then time
 ``export_chrome_trace("....pt.trace.json.gz")``. torch runs in its own interpreter (env
 GPUSCOPE_TORCH_PYTHON, default .venvs/compat/bin/python in the repo). Also printed: our stop (trace-dict
-assembly) time, file sizes, and a plain .json export. Target (DESIGN.md §5): export <= 2x torch.
+assembly) time, file sizes, and a plain .json export. Target (docs/targets.md): export <= 2x torch.
 """
 
 from __future__ import annotations

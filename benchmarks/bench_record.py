@@ -6,7 +6,7 @@ Each figure is the best of ``--repeat`` short timings of ``with record_function(
 loop, minus the empty loop, per event (short runs, best one: robust to a shared, loaded machine).
 torch runs in its own interpreter (env GPUSCOPE_TORCH_PYTHON, default .venvs/compat/bin/python in the
 repo); timings alternate ours/torch to share the machine's load.
-Targets (DESIGN.md §5): profiling <= 1/5 of torch's; not profiling < 0.3 us.
+Targets (docs/targets.md): profiling <= 1/5 of torch's; not profiling < 0.3 us.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 1. With this interpreter (gpuscope installed): profile a small numpy training loop with
    ``profiler_core`` (schedule, ProfilerStep#N, record_shapes, profile_memory, with_stack) into a
    logdir through ``tensorboard_trace_handler``, and write a second, GPU-shaped trace in our
-   format (DESIGN.md §2: kernel, gpu_memcpy, gpu_memset, cuda_runtime with ac2g flows,
+   format (docs/trace-format.md: kernel, gpu_memcpy, gpu_memset, cuda_runtime with ac2g flows,
    deviceProperties) built with ``profiler_core.analysis.synthetic`` since this machine has no
    GPU. Our own analysis (``events_from_trace``) lists the operators, steps and kernels in each.
 2. With the venv's interpreter (torch 2.13 CPU, torch-tb-profiler 0.4.3, HolisticTraceAnalysis):

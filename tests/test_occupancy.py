@@ -13,7 +13,7 @@ from .conftest import DATA
 KEYS = ("blocks per SM", "warps per SM", "est. achieved occupancy %")
 V100 = json.loads((DATA / "cupti" / "v100_kernel_occupancy.json").read_text())
 
-# An H800 entry as torch 2.x writes it (shared/notes/trace-format.md), the reference for cc 9.0.
+# An H800 entry as torch 2.x writes it (a real H800 trace's deviceProperties), the reference for cc 9.0.
 H800 = {
     "id": 0,
     "name": "NVIDIA H800",

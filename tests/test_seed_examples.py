@@ -1,5 +1,5 @@
 """The two examples of the torch.profiler 1.9 reference page, unchanged except the import and a
-CPU-only activity list (shared/torch-profiler-1.9-api.txt)."""
+CPU-only activity list (PyTorch 1.9's torch.profiler documentation page)."""
 
 import numpy as np
 import pytest

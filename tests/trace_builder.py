@@ -19,7 +19,7 @@ from pathlib import Path
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read.reader import read_trace
 
-#: reader column -> the Kineto args key it is read from (DESIGN.md §2; Kineto's names)
+#: reader column -> the Kineto args key it is read from (docs/trace-format.md; Kineto's names)
 ARG_OF_COLUMN = {
     "external_id": "External id",
     "correlation": "correlation",

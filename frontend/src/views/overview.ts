@@ -7,7 +7,7 @@ import { exportButtons } from "../export";
 import { ledgerSection } from "./ledger";
 import type { Ctx } from "../ctx";
 
-/** The breakdown categories in DESIGN.md §4 order, with display names. */
+/** The breakdown categories in the /overview answer's order (docs/http-api.md), with display names. */
 export const STEP_PARTS: [string, string][] = [
   ["kernel_us", "Kernel"], ["memcpy_us", "Memcpy"], ["memset_us", "Memset"], ["communication_us", "Communication"],
   ["runtime_us", "Runtime"], ["dataloader_us", "DataLoader"], ["cpu_exec_us", "CPU Exec"], ["other_us", "Other"],
