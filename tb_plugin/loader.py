@@ -52,7 +52,9 @@ def default_threads() -> int:
     """Files read at once in threads when there are no load processes: env GPUSCOPE_LOAD_THREADS, else 2 from 2
     cores where the native reader is built (its scan lets go of the GIL, so one file's scan overlaps the other's
     conversion), else 1."""
-    return parallel_plan.here().load_threads
+    from profiler_core.trace.read import native
+
+    return parallel_plan.here(native=native.enabled()).load_threads
 
 
 def _exiting() -> bool:

@@ -21,6 +21,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from tb_plugin import workspace
 from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, DATA_LOADING, SYNC_SKEW
 from tb_plugin.run_level import job_diff as J
 from tb_plugin.summaries import cli
@@ -186,7 +187,7 @@ def test_route_reads_only_summaries(tmp_path, monkeypatch):
             os.utime(p, (OLD, OLD))
     res = cli.summarize_logdir(str(logdir))
     assert res["done"] == 4 and not res["failed"], res
-    monkeypatch.setattr(plugin_mod, "PREPARE_MAX_WORKERS", 1)  # no whole-trace parsing in the background
+    monkeypatch.setattr(workspace, "PREPARE_MAX_WORKERS", 1)  # no whole-trace parsing in the background
 
     def no_read(*a, **k):
         raise AssertionError("a whole trace was read")

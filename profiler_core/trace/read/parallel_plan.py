@@ -57,10 +57,7 @@ def plan(cores: int, size: int, native: bool) -> Plan:
     return dataclasses.replace(base, **set_, overridden=frozenset(set_))
 
 
-def here(size: int = PARALLEL_MIN_BYTES, native: bool | None = None) -> Plan:
-    """`plan` for this machine's cores (and, by default, whether the native reader is on here)."""
-    if native is None:
-        from profiler_core.trace.read import native as native_mod
-
-        native = native_mod.enabled()
+def here(native: bool, size: int = PARALLEL_MIN_BYTES) -> Plan:
+    """`plan` for this machine's cores; `native`: whether the native reader reads here (`native.enabled()`, which
+    the caller asks: this module imports no reader)."""
     return plan(os.cpu_count() or 1, size, native)
