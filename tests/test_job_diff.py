@@ -21,8 +21,8 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
-from tb_plugin import workspace
 from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, DATA_LOADING, SYNC_SKEW
+from tb_plugin import workspace
 from tb_plugin.run_level import job_diff as J
 from tb_plugin.summaries import cli
 from tb_plugin.summaries.summary import summarize_path
