@@ -57,8 +57,8 @@ from profiler_core.trace.read import reader  # noqa: F401
 import tb_plugin.loader, tb_plugin.runs, tb_plugin.summaries.engine, tb_plugin.views.distributed  # noqa: F401
 import profiler_core.trace.read.cache, profiler_core.cuda.occupancy, encodings.idna  # noqa: F401
 # and what the plugin's warm-up thread imports once it starts (TensorBoard starts it long before a request)
-import importlib, tb_plugin.plugin
-for name in tb_plugin.plugin.WARM_MODULES:
+import importlib, tb_plugin.handlers
+for name in tb_plugin.handlers.WARM_MODULES:
     importlib.import_module(name)
 P = "/data/plugin/gpuscope"
 sys.stdout.write("ready\n"); sys.stdout.flush(); sys.stdin.readline()

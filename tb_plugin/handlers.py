@@ -31,6 +31,19 @@ WAIT_STEP_S = 1.0
 WARM_TWO_THREADS_EVENTS = 1 << 20
 
 
+#: what the routes import on first use: the per-file Overview's ledger, the run-level routes (/distributed,
+#: /diagnosis, the Overview's run ledger)
+WARM_MODULES = (
+    "profiler_core.analysis.worker.ledger",
+    "tb_plugin.views.distributed",
+    "tb_plugin.summaries.summary",
+    "profiler_core.analysis.worker.worker_facts",
+    "tb_plugin.run_level.stragglers",
+    "tb_plugin.run_level.run_ledger",
+    "tb_plugin.run_level.report",
+)
+
+
 # ------------------------------------------------------------------------ per-file answers, kept with the trace
 def _kept_with_trace(t: Any, key: str, fn: Callable[[], Any]) -> Any:
     """A per-file view's answer, computed once per parsed trace (kept with its stages, dropped with it)."""
@@ -402,43 +415,43 @@ def distributed(ws: Workspace, a: dict) -> dict:
     return _with_errors(result, errors)
 
 
-def diagnosis(ws: Workspace, a: dict) -> dict:
-    """/diagnosis: the run's report (a one-worker run: its single-rank critical path, from its trace)."""
-    from tb_plugin.run_level import report
-
+def _run_answer(ws: Workspace, a: dict, key: str, compute: Callable[[dict], dict]) -> dict:
+    """A run-level answer computed from every worker's summary by `compute(summaries)`, kept per set of summaries
+    (`Workspace.kept`), with the failed files as `errors`; the pending answer while summaries are computed."""
     ready = ws.ready(a)
     if isinstance(ready, dict):
         return ready
     [got] = ready
+    return _with_errors(ws.kept((key,), [got.summaries], lambda: compute(got.summaries)), got.errors)
+
+
+def diagnosis(ws: Workspace, a: dict) -> dict:
+    """/diagnosis: the run's report (a one-worker run: its single-rank critical path, from its trace)."""
+    from tb_plugin.run_level import report
+
     run = ws.run(a["run"])
     trace = lambda w: ws.loader.get(run.file(w, a["span"]))  # noqa: E731
-    result = ws.kept(("diagnosis",), [got.summaries], lambda: report.diagnose(got.summaries, trace=trace))
-    return _with_errors(result, got.errors)
+    return _run_answer(ws, a, "diagnosis", lambda summaries: report.diagnose(summaries, trace=trace))
 
 
 def pipeline(ws: Workspace, a: dict) -> dict:
     """/pipeline."""
     from tb_plugin.run_level import pipeline as analysis
 
-    ready = ws.ready(a)
-    if isinstance(ready, dict):
-        return ready
-    [got] = ready
-    parts = {w: s.pipeline or {} for w, s in got.summaries.items()}  # a stored summary always has one
-    result = ws.kept(("pipeline",), [got.summaries], lambda: analysis.analyse(parts))
-    return _with_errors(result, got.errors)
+    return _run_answer(
+        ws,
+        a,
+        "pipeline",
+        # a stored summary always has a projection
+        lambda summaries: analysis.analyse({w: s.pipeline or {} for w, s in summaries.items()}),
+    )
 
 
 def clock_offsets(ws: Workspace, a: dict) -> dict:
     """/clock_offsets."""
     from tb_plugin.run_level import clock_offsets as analysis
 
-    ready = ws.ready(a)
-    if isinstance(ready, dict):
-        return ready
-    [got] = ready
-    result = ws.kept(("clock_offsets",), [got.summaries], lambda: analysis.clock_offsets(got.summaries))
-    return _with_errors(result, got.errors)
+    return _run_answer(ws, a, "clock_offsets", analysis.clock_offsets)
 
 
 def jobdiff(ws: Workspace, a: dict) -> Any:

@@ -183,17 +183,6 @@ def _with_security_headers(app: Callable) -> Callable:
 
 
 # ------------------------------------------------------------------------ the plugin
-#: what the routes import on first use: the per-file Overview's ledger, the run-level routes (/distributed,
-#: /diagnosis, the Overview's run ledger)
-WARM_MODULES = (
-    "profiler_core.analysis.worker.ledger",
-    "tb_plugin.views.distributed",
-    "tb_plugin.summaries.summary",
-    "profiler_core.analysis.worker.worker_facts",
-    "tb_plugin.run_level.stragglers",
-    "tb_plugin.run_level.run_ledger",
-    "tb_plugin.run_level.report",
-)
 
 
 #: the warm-up's imports wait this long for the first request, then until the loader is idle (at most
@@ -211,6 +200,8 @@ def _warm_up(plugin: GpuscopePlugin | None = None) -> None:
             if state is None or not state.loader.busy():
                 break
             time.sleep(0.05)
+    from tb_plugin.handlers import WARM_MODULES
+
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)

@@ -1,4 +1,4 @@
-"""The per-worker facts the cross-rank diagnosis reads (`diagnosis.worker_facts`): step phases on a hand-made GPU
+"""The per-worker facts the cross-rank diagnosis reads (`analysis.worker.worker_facts`): step phases on a hand-made GPU
 trace with hand-derived values, and the bounds (calls beyond MAX_CALLS are dropped and counted; a summary
 holding more is refused)."""
 

@@ -370,7 +370,7 @@ def _row(step: str, costs: np.ndarray, total_ns: float) -> dict:
 
 def overview(t: Any) -> dict:
     """The per-trace part of the `/overview` answer (docs/http-api.md): steps, average, gpu (or None),
-    recommendations, environment (the plugin adds the ledger: `diagnosis.ledger.overview_with_ledger`)."""
+    recommendations, environment (the Overview view adds the trace's ledger: `tb_plugin/views/overview.py`)."""
     return overview_with_advice(t)[0]
 
 

@@ -5,7 +5,7 @@ Sync skew: one trace cannot tell waiting from transferring, so each worker's led
 `exposed_comm`. Here each worker's wait per step moves from `exposed_comm` to `sync_skew`, at most the step's
 exposed communication (a wait hidden under compute costs nothing), so the buckets still add up to the step
 exactly. The wait: the summary's `distributed.collectives` matched within their process group by
-`views.group_waits.match_in_groups` (the k-th call of a group on each member is one collective; its transfer is
+`analysis.comm.group_waits.match_in_groups` (the k-th call of a group on each member is one collective; its transfer is
 the shortest duration a member saw, each member's wait its own duration minus that).
 
 Per step, two ledgers:

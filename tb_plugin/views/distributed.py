@@ -13,7 +13,7 @@ distributed(traces: {worker: TraceData}) ->
                    # `group_waits.group_key`; calls without a group: "name <collective>"), its members only
    "stragglers": [{"worker", "step", "busy_us", "median_us", "excess_us", "collective",
                    "others_wait_us"}],                     # largest excess first, at most 20 (the plugin adds
-                   # "why", "what_if_ms", "diff": {"worker", "exp_worker", "step"}: diagnosis.stragglers)
+                   # "why", "what_if_ms", "diff": {"worker", "exp_worker", "step"}: run_level.stragglers)
    "notes": [text...]}
 It is computed in two halves: `worker_summary(t)` per worker (`analysis.worker.distributed`: JSON, kept in
 the per-worker summaries, with the definitions of the four time parts), then `from_summaries({worker:
@@ -21,13 +21,6 @@ summary})` across workers, so the view of a 256-worker run never needs a whole t
 transfer time (GB/s). A straggler is a
 (worker, step) whose busy time (step time minus its own wait) exceeds the step's median over the
 workers; its collective is the one of that step whose other workers waited longest.
-The four time parts follow torch-tb-profiler's bars and add up to the step time:
-computation_us = computation not overlapped by communication, overlap_us = both at once,
-communication_us = communication alone, other_us = neither. Computation is the non-communication
-GPU kernels when the worker has kernels, else its CPU ops (cpu_op, ProfilerStep excluded);
-communication is NCCL kernels on the GPU, else the CPU collective ranges: nccl:*/gloo:*/mpi::*
-when present, else record_param_comms, else c10d::* (the wrappers of a lower tier are CPU work
-that enqueues the collective).
 Wait vs transfer, per process group (`group_waits`): the k-th non-wait call of a process group on each
 of its members is one collective (calls without a group: the k-th call of a name on every worker); when
 every expected member has it under one name, its transfer time is the shortest duration any member saw
