@@ -237,7 +237,14 @@ def _kernels(events: list[dict]) -> list[Kernel]:
         if e["cat"] == "kernel":
             kernels.append(
                 Kernel(
-                    e.get("name", ""), key[0], key[1], start, end, args.get("correlation"), args.get("External id"), args
+                    e.get("name", ""),
+                    key[0],
+                    key[1],
+                    start,
+                    end,
+                    args.get("correlation"),
+                    args.get("External id"),
+                    args,
                 )
             )
     flows = _flow_launches(events)
