@@ -61,8 +61,15 @@ Per collective
     bytes = `In msg nelems` x the size of `dtype` when both are known.
 
 Steps
-    step_skew(ranks, name): for the step window `name` present on several ranks: entry skew = max start - min
-    start, end skew = max end - min end, each with the first and the last rank.
+    step_skew(ranks, pattern): per window name matching `pattern` present on several ranks (each rank's first
+    window of that name): entry skew = max start - min start, end (exit) skew = max end - min end, with the
+    first and the last rank in.
+    busy_time(spans, lo, hi): the union of spans clipped to [lo, hi] (the share of a step in some kernels).
+
+Known limits (what these traces do not say)
+    cudaStreamWaitEvent/cudaEventRecord carry no stream or event ids in these traces, so a kernel held by another
+    stream's work is not seen: in moe_a100_2rank_alltoall several NCCL kernels start ~2.4 ms after their arrival.
+    Members matched by stream+name+order are only as right as the ranks' orders agree (hta_trace_filter: not).
 """
 
 from __future__ import annotations
