@@ -203,6 +203,8 @@ def test_big_fifo_device_and_foreign_summaries_are_not_read(job, monkeypatch):
 GROUPING = r"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # fail fast instead of taking the machine
+import msgspec
+from tb_plugin.summaries.schema import Distributed
 from tb_plugin.views.distributed import from_summaries
 N = 20000   # 20000 names, and 20000 calls of the first: 4e8 (name, call) pairs if grouped densely
 def part():
@@ -210,7 +212,7 @@ def part():
     coll = {"names": [f"n{i}" for i in range(N)], "pg": [""] * N, "group_size": [2] * N,
             "name": list(range(N)) + [0] * N, "step": [0] * (2 * N), "dur": [5] * (2 * N),
             "bytes": [1] * (2 * N), "wait": [0] * (2 * N)}
-    return {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}}
+    return msgspec.convert({"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}}, Distributed)
 r = from_summaries({"a": part(), "b": part()})
 print("OK", len(r["comm_ops"]))
 """
