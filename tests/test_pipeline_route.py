@@ -26,9 +26,9 @@ from profiler_core.analysis.worker import pipeline as pp
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin import workspace
 from tb_plugin.run_level import pipeline as run_pp
-from tb_plugin.summaries.schema import Pipeline, convert
 from tb_plugin.summaries import cli
 from tb_plugin.summaries import summary as S
+from tb_plugin.summaries.schema import Pipeline, convert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from gen_distributed import generate  # noqa: E402

@@ -160,7 +160,13 @@ def _variants(s: dict) -> dict:
 
 def test_every_malformed_summary_is_refused_by_decode(job):
     good = msgspec.to_builtins(S.decode(_summary_file(job).read_bytes()))
-    step = {"step": "1", "spans": [["F", 0, -1, 0, 5]], "p2p": [["send", 5, 6, 0]], "busy": [[0, 5]], "closed_gap_ns": 0}
+    step = {
+        "step": "1",
+        "spans": [["F", 0, -1, 0, 5]],
+        "p2p": [["send", 5, 6, 0]],
+        "busy": [[0, 5]],
+        "closed_gap_ns": 0,
+    }
     assert S.decode(S.encode({**good, "pipeline": {**good["pipeline"], "steps": [step]}})).pipeline is not None
     for name, bad in _variants(good).items():
         with pytest.raises(S.SummaryError, match="malformed"):

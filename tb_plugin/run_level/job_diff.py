@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-
 from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
 from tb_plugin.run_level import kernel_alignment
 from tb_plugin.run_level.run_ledger import worker_ledgers

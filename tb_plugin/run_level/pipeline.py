@@ -121,16 +121,14 @@ def analyse(projections: Mapping[str, Pipeline | None]) -> dict:
         return out
     first = {w: {s.step: s for s in usable[w].steps} for w in order}
     mbs = len({x[1] for x in first[order[0]][common[0]].spans})
-    seqs = [[(x[0], x[1]) for x in first[w][common[0]].spans] for w in order]
+    seqs: list[list[tuple[str, int]]] = [[(x[0], x[1]) for x in first[w][common[0]].spans] for w in order]
     schedule, why = _recognise(seqs, virtual, mbs)
     out["workers"], out["virtual_stages"], out["microbatches"] = order, virtual, mbs
     out["schedule"], out["schedule_reason"] = schedule, why
     theory = theoretical_ratio(schedule, p, mbs, virtual)
     for name in common:
         out["steps"].append(
-            _step(
-                name, [first[w][name] for w in order], [usable[w].base_ns for w in order], held, order, pos, theory
-            )
+            _step(name, [first[w][name] for w in order], [usable[w].base_ns for w in order], held, order, pos, theory)
         )
     out["reason"] = None
     return out

@@ -206,8 +206,7 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
         }
 
     totals = {
-        w: {b: (sum(ns) if (ns := led.buckets[b].ns) is not None else None) for b in BUCKETS}
-        for w, led in leds.items()
+        w: {b: (sum(xs) if (xs := led.buckets[b].ns) is not None else None) for b in BUCKETS} for w, led in leds.items()
     }
     return {
         "workers": workers,

@@ -58,7 +58,8 @@ class Source(msgspec.Struct, kw_only=True):
 
 
 class Overview(msgspec.Struct, kw_only=True):
-    """`profiler_core/analysis/step_breakdown.overview`: its per-step rows (free-form: the Overview's columns), average and GPU part."""
+    """`profiler_core/analysis/step_breakdown.overview`: its per-step rows (free-form: the Overview's columns),
+    average and GPU part."""
 
     steps: list[dict[str, Any]]
     average: dict[str, Scalar]
@@ -142,7 +143,8 @@ class GpuIdle(msgspec.Struct, kw_only=True):
 
 
 class CollectiveCalls(msgspec.Struct, kw_only=True):
-    """`profiler_core/analysis/worker/worker_facts.collective_calls`: columnar, per group and per call (module doc there)."""
+    """`profiler_core/analysis/worker/worker_facts.collective_calls`: columnar, per group and per call (module doc
+    there)."""
 
     groups: list[str]
     group_pg: list[str]
@@ -203,7 +205,8 @@ class KernelTable(msgspec.Struct, kw_only=True):
 
 
 class Phases(msgspec.Struct, kw_only=True):
-    """`profiler_core/analysis/worker/worker_facts.phases`: per step, its bounds and phases (ns, None: not measurable), its tops."""
+    """`profiler_core/analysis/worker/worker_facts.phases`: per step, its bounds and phases (ns, None: not
+    measurable), its tops."""
 
     step: list[str]
     start: list[Int64]
