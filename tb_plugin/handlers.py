@@ -370,12 +370,17 @@ def _with_errors(result: dict, errors: list) -> dict:
     return result
 
 
+def _distributed_parts(summaries: dict) -> dict:
+    """worker -> its summary's `distributed` (`schema.Distributed`; a stored summary always has one)."""
+    return {w: s.distributed for w, s in summaries.items() if s.distributed is not None}
+
+
 def distributed_view(summaries: dict) -> dict:
     """The /distributed answer of the workers' summaries (without `pending` and `errors`)."""
     from tb_plugin.run_level import stragglers
     from tb_plugin.views import distributed as view
 
-    result = dict(view.from_summaries({w: s.distributed for w, s in summaries.items()}))
+    result = dict(view.from_summaries(_distributed_parts(summaries)))
     if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
         stragglers.annotate_rows(result["stragglers"], summaries)
     devices = result.get("devices")
@@ -439,11 +444,7 @@ def pipeline(ws: Workspace, a: dict) -> dict:
     from tb_plugin.run_level import pipeline as analysis
 
     return _run_answer(
-        ws,
-        a,
-        "pipeline",
-        # a stored summary always has a projection
-        lambda summaries: analysis.analyse({w: s.pipeline or {} for w, s in summaries.items()}),
+        ws, a, "pipeline", lambda summaries: analysis.analyse({w: s.pipeline for w, s in summaries.items()})
     )
 
 
@@ -497,5 +498,5 @@ def distributed_step(ws: Workspace, a: dict) -> dict:
     summaries = ws.collect(a).summaries
     if worker not in summaries:
         raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
-    parts = {w: s.distributed for w, s in summaries.items()}
+    parts = _distributed_parts(summaries)
     return ws.kept(("distributed/step", worker, step), [summaries], lambda: view.step_detail(parts, worker, step))

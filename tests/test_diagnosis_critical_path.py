@@ -151,8 +151,8 @@ def test_summary_with_nccl_kernels_no_call_launched_reads_back(shared_traces):
         pytest.skip(f"{path} is not in the shared traces")
     s = summary.summarize_path(str(path))
     assert s.distributed is not None
-    coll = s.distributed["collectives"]
-    assert "" in coll["pg"] and all(isinstance(g, str) for g in coll["pg"])
+    coll = s.distributed.collectives
+    assert "" in coll.pg and all(isinstance(g, str) for g in coll.pg)
     assert summary.decode(summary.encode(s)).distributed == s.distributed
 
 

@@ -86,8 +86,8 @@ def test_ledger_names_the_rank_and_the_cause(jobs, cause):
     assert abs(growth[bucket] - MS) <= 0.1 * MS, growth
     # the planted rank's own ledger (its summary) holds the delay in that bucket too (link: its transfers)
     led = rep["summaries"][_worker(rep, rank)].ledger
-    ns = led["buckets"][bucket]["ns"]
-    i = led["steps"].index(PLANTED)
+    ns = led.buckets[bucket].ns
+    i = led.steps.index(PLANTED)
     assert abs((ns[i] - median(x for j, x in enumerate(ns) if j != i)) / 1e6 - MS) <= 0.1 * MS
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from profiler_core.analysis.worker import kernel_table
@@ -87,8 +88,9 @@ def test_job_diff_aligns_as_the_kernel_diff(jobs):
 def test_kernel_table_is_bounded_and_counts_steps(jobs, monkeypatch):
     s = jobs["a_s"][sorted(jobs["a"])[0]]
     t = s.kernel_table
-    kernel_table.check(t)
-    assert t["steps"] == 3 and t["dropped"] == 0 and len(t["name"]) == len(set(zip(t["path"], t["name"])))
+    assert t is not None
+    kernel_table.check(msgspec.to_builtins(t))
+    assert t.steps == 3 and t.dropped == 0 and len(t.name) == len(set(zip(t.path, t.name)))
     # the same kernels as the steps' top kernels (fewer than TOP_N names here): per name, the same ns
     ph = s.phases
     tops: dict[str, int] = {}
@@ -96,16 +98,16 @@ def test_kernel_table_is_bounded_and_counts_steps(jobs, monkeypatch):
         for i, ns in top:
             tops[ph.names[int(i)]] = tops.get(ph.names[int(i)], 0) + ns
     table: dict[str, int] = {}
-    for name, ns in zip(t["name"], t["total"]):
+    for name, ns in zip(t.name, t.total):
         table[name] = table.get(name, 0) + ns
     assert table == tops and len(table) >= 5
     # at most MAX_GROUPS groups, the largest by time, in order of first start; the rest counted as dropped
     monkeypatch.setattr(kernel_table, "MAX_GROUPS", 3)
     small = kernel_table.project(read_trace(jobs["a"][sorted(jobs["a"])[0]], processes=0))
-    assert len(small["name"]) == 3 and small["dropped"] == len(t["name"]) - 3
-    kept = sorted(t["total"], reverse=True)[:3]
+    assert len(small["name"]) == 3 and small["dropped"] == len(t.name) - 3
+    kept = sorted(t.total, reverse=True)[:3]
     assert sorted(small["total"], reverse=True) == kept
-    assert small["dropped_ns"] == sum(t["total"]) - sum(kept)
+    assert small["dropped_ns"] == sum(t.total) - sum(kept)
 
 
 def test_rename_option_splits_at_the_names_colon():

@@ -20,12 +20,18 @@ import pytest
 from profiler_core.analysis.worker import pipeline as pp
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin.run_level import pipeline as run_pp
+from tb_plugin.summaries.schema import Pipeline, convert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from gen_pipeline import generate_pipeline  # noqa: E402
 
 P, M, F, B = 4, 8, 40, 80
 US = 1000
+
+
+def analyse(projections: dict) -> dict:
+    """`run_pp.analyse` of the projections as `project` gives them (dicts), typed as the summary holds them."""
+    return run_pp.analyse({w: convert(p, Pipeline) for w, p in projections.items()})
 
 
 def _job(tmp_path: Path, **kw) -> dict:
@@ -106,7 +112,7 @@ def test_projection_is_small_json_and_enough_for_the_analysis(tmp_path):
             assert len(s["spans"]) == 2 * M
             assert len(s["busy"]) <= 2 * M  # kernels back to back: at most one busy range per span
         json.dumps(p)
-    assert run_pp.analyse(json.loads(json.dumps(proj)))["steps"][0]["stages"][0]["idle_ns"] > 0
+    assert analyse(json.loads(json.dumps(proj)))["steps"][0]["stages"][0]["idle_ns"] > 0
 
 
 def test_busy_ranges_are_bounded_and_the_closed_gaps_counted():
@@ -151,25 +157,25 @@ def test_interleaved_schedule_and_its_theoretical_ratio():
                     t += 10
         return out
 
-    r = run_pp.analyse({"a": _proj(0, spans([0, 2])), "b": _proj(1, spans([1, 3]))})
+    r = analyse({"a": _proj(0, spans([0, 2])), "b": _proj(1, spans([1, 3]))})
     assert (r["schedule"], r["virtual_stages"], r["microbatches"]) == ("interleaved", 2, 2)
     assert r["steps"][0]["theoretical_ratio"] == pytest.approx(1 / 5)
 
 
 def test_unknown_schedule_and_missing_annotations_say_why():
     odd = [["B", 0, -1, 0, 10], ["F", 0, -1, 10, 20]]
-    r = run_pp.analyse({"a": _proj(0, odd), "b": _proj(1, odd)})
+    r = analyse({"a": _proj(0, odd), "b": _proj(1, odd)})
     assert r["schedule"] == "unknown" and "neither" in r["schedule_reason"]
     assert r["steps"][0]["theoretical_ratio"] is None
     none = {"version": 1, "rank": 1, "base_ns": 0, "steps": [], "reason": pp.NO_SPANS}
-    r = run_pp.analyse({"a": _proj(0, odd), "b": none})
+    r = analyse({"a": _proj(0, odd), "b": none})
     assert r["steps"] == [] and pp.NO_SPANS in r["reason"]
 
 
 def test_two_pipelines_at_once_are_refused_with_a_reason():
     a = [["F", 0, 0, 0, 10], ["B", 0, 0, 10, 20]]
     b = [["F", 0, 1, 5, 15], ["B", 0, 1, 15, 25]]
-    r = run_pp.analyse({"r0": _proj(0, a), "r1": _proj(1, b), "r2": _proj(2, a), "r3": _proj(3, b)})
+    r = analyse({"r0": _proj(0, a), "r1": _proj(1, b), "r2": _proj(2, a), "r3": _proj(3, b)})
     assert r["steps"] == [] and "several ranks run stage 0, 1" in r["reason"]
 
 
@@ -208,4 +214,4 @@ def test_a_data_parallel_trace_has_no_pipeline_and_says_why(tmp_path):
     paths = generate(str(tmp_path / "dp"), 2, events=600, steps=2, gz=False)
     proj = {str(i): pp.project(read_trace(p, processes=0)) for i, p in enumerate(paths)}
     assert all(p["steps"] == [] and p["reason"] == pp.NO_SPANS for p in proj.values())
-    assert pp.NO_SPANS in run_pp.analyse(proj)["reason"]
+    assert pp.NO_SPANS in analyse(proj)["reason"]

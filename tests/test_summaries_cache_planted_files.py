@@ -121,11 +121,53 @@ def _variants(s: dict) -> dict:
     v("ledger has_gpu a number", lambda c: c["ledger"].update(has_gpu=1))
     v("overview gpu a list", lambda c: c["overview"].update(gpu=[]))
     v("top row a list", lambda c: c["top_operators"].append([1]))
+    # the parts typed as Structs since (issue 36 item 2): distributed, ledger, gpu_idle, pipeline, kernel_table
+    v("distributed steps comp missing", lambda c: c["distributed"]["steps"].pop("comp"))
+    v("distributed collectives wait texts", lambda c: c["distributed"]["collectives"].update(wait=["no"]))
+    v("distributed origin missing", lambda c: c["distributed"].pop("origin"))
+    v("distributed info missing", lambda c: c["distributed"].pop("info"))
+    v("ledger steps missing", lambda c: c["ledger"].pop("steps"))
+    v("ledger reason a number", lambda c: c["ledger"].update(reason=1))
+    v("ledger bucket reason missing", lambda c: c["ledger"]["buckets"]["compute"].pop("reason"))
+    v("ledger bucket a list", lambda c: c["ledger"]["buckets"].update(compute=[1]))
+    v("idle steps missing", lambda c: c["gpu_idle"].pop("steps"))
+    v("idle threshold text", lambda c: c["gpu_idle"].update(kernel_wait_threshold_ns="30us"))
+    v("idle queue_max a float", lambda c: c["gpu_idle"].update(queue_max={"0:7": 1.5}))
+    v("idle reasons numbers", lambda c: c["gpu_idle"].update(reasons=[1]))
+    v("pipeline version missing", lambda c: c["pipeline"].pop("version"))
+    v("pipeline base_ns text", lambda c: c["pipeline"].update(base_ns="0"))
+    v("pipeline steps_dropped negative", lambda c: c["pipeline"].update(steps_dropped=-1))
+    v("pipeline reason a number", lambda c: c["pipeline"].update(reason=2))
+    v("pipeline of another version", lambda c: c["pipeline"].update(version=99))
+    step = {"step": "1", "spans": [["F", 0, -1, 0, 5]], "p2p": [], "busy": [[0, 5]], "closed_gap_ns": 0}
+    for name, change in {
+        "span kind unknown": {"spans": [["X", 0, -1, 0, 5]]},
+        "span of four": {"spans": [["F", 0, -1, 0]]},
+        "p2p of another coll": {"p2p": [["all_reduce", 0, 1, -1]]},
+        "p2p span out of range": {"p2p": [["send", 0, 1, 1]]},
+        "busy a float": {"busy": [[0, 5.5]]},
+        "closed gap missing": {"closed_gap_ns": None},
+        "step a number": {"step": 1},
+    }.items():
+        bad = {k: x for k, x in {**step, **change}.items() if x is not None}
+        v(f"pipeline {name}", lambda c, bad=bad: c["pipeline"].update(steps=[bad]))
+    v("kernel table steps missing", lambda c: c["kernel_table"].pop("steps"))
+    v("kernel table dropped negative", lambda c: c["kernel_table"].update(dropped=-1))
+    v("kernel table paths numbers", lambda c: c["kernel_table"].update(paths=[1]))
+    v("kernel table count negative", lambda c: c["kernel_table"]["count"].__setitem__(0, -1))
     return out
 
 
 def test_every_malformed_summary_is_refused_by_decode(job):
     good = msgspec.to_builtins(S.decode(_summary_file(job).read_bytes()))
+    step = {
+        "step": "1",
+        "spans": [["F", 0, -1, 0, 5]],
+        "p2p": [["send", 5, 6, 0]],
+        "busy": [[0, 5]],
+        "closed_gap_ns": 0,
+    }
+    assert S.decode(S.encode({**good, "pipeline": {**good["pipeline"], "steps": [step]}})).pipeline is not None
     for name, bad in _variants(good).items():
         with pytest.raises(S.SummaryError, match="malformed"):
             S.decode(S.encode(bad))
@@ -203,6 +245,8 @@ def test_big_fifo_device_and_foreign_summaries_are_not_read(job, monkeypatch):
 GROUPING = r"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # fail fast instead of taking the machine
+import msgspec
+from tb_plugin.summaries.schema import Distributed
 from tb_plugin.views.distributed import from_summaries
 N = 20000   # 20000 names, and 20000 calls of the first: 4e8 (name, call) pairs if grouped densely
 def part():
@@ -210,7 +254,7 @@ def part():
     coll = {"names": [f"n{i}" for i in range(N)], "pg": [""] * N, "group_size": [2] * N,
             "name": list(range(N)) + [0] * N, "step": [0] * (2 * N), "dur": [5] * (2 * N),
             "bytes": [1] * (2 * N), "wait": [0] * (2 * N)}
-    return {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}}
+    return msgspec.convert({"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}}, Distributed)
 r = from_summaries({"a": part(), "b": part()})
 print("OK", len(r["comm_ops"]))
 """

@@ -22,12 +22,12 @@ from .test_summaries import _job
 def test_summary_holds_ledger_and_gpu_idle():
     s = S.decode(S.encode(S.summarize(every_bucket_trace())))
     assert S.VERSION >= 5 and s.version == S.VERSION  # the ledger came with format 5
-    assert s.ledger is not None and s.gpu_idle is not None and s.gpu_idle["devices"] is not None
+    assert s.ledger is not None and s.gpu_idle is not None and s.gpu_idle.devices is not None
     # the hand-derived ledger of test_diagnosis_ledger: 30 µs compute of the 100 µs step
-    assert s.ledger["wall_ns"] == [100_000] and s.ledger["buckets"][COMPUTE]["ns"] == [30_000]
-    assert sorted(s.ledger["buckets"]) == sorted(BUCKETS)
+    assert s.ledger.wall_ns == [100_000] and s.ledger.buckets[COMPUTE].ns == [30_000]
+    assert sorted(s.ledger.buckets) == sorted(BUCKETS)
     # gpu_idle: device 0's idle by cause per step (idle gaps [55, 80) host wait 25 µs, [85, 90) kernel wait 5 µs)
-    dev = s.gpu_idle["devices"]["0"]
+    dev = s.gpu_idle.devices["0"]
     assert dev["host_wait"] == [25_000] and dev["kernel_wait"] == [5_000] and dev["other"] == [0]
 
 
@@ -75,4 +75,4 @@ def test_earlier_format_summary_is_recomputed(tmp_path, monkeypatch, old_version
     s = sums.get(f)
     assert sums.computed == 1 and s.version == S.VERSION and s.ledger is not None and s.gpu_idle is not None
     assert s.collective_calls is not None and s.phases is not None
-    assert sum(s.ledger["wall_ns"]) > 0
+    assert sum(s.ledger.wall_ns) > 0

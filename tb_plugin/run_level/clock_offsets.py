@@ -34,7 +34,7 @@ from tb_plugin.summaries.schema import Summary
 
 
 def _origin(summary: Summary) -> int | None:
-    o = summary.distributed["origin"] if summary.distributed is not None else None
+    o = summary.distributed.origin if summary.distributed is not None else None
     return int(o) if isinstance(o, (int, float)) and not isinstance(o, bool) else None
 
 

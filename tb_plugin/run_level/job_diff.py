@@ -44,11 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from profiler_core.analysis.worker import kernel_table
 from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, EXPOSED_COMM, LABELS, SYNC_SKEW
 from tb_plugin.run_level import kernel_alignment
 from tb_plugin.run_level.run_ledger import worker_ledgers
-from tb_plugin.summaries.schema import CollectiveCalls, Summary
+from tb_plugin.summaries.schema import CollectiveCalls, Summary, empty_kernel_table
 
 #: a per-rank delta smaller than this (ms per step) is noise, not a line
 MIN_MS = 0.05
@@ -85,20 +84,20 @@ def _side(summaries: Mapping[str, Summary]) -> dict:
     group_ranks: dict[tuple[str, str], list[int] | None] = {}
     for w in workers:
         led = leds[w]
-        n = len(led["steps"])
+        n = len(led.steps)
         if not n:
             continue
-        b = {k: (sum(led["buckets"][k]["ns"]) / n if led["buckets"][k]["ns"] is not None else 0.0) for k in BUCKETS}
-        for i, x in enumerate(led["wall_ns"]):
+        b = {k: (sum(ns) / n if (ns := led.buckets[k].ns) is not None else 0.0) for k in BUCKETS}
+        for i, x in enumerate(led.wall_ns):
             while len(step_walls) <= i:
                 step_walls.append([])
             step_walls[i].append(float(x))
-        table = summaries[w].kernel_table or kernel_table.empty()
+        table = summaries[w].kernel_table or empty_kernel_table()
         cc = summaries[w].collective_calls
         coll = _exposed_by_collective(cc, n, group_ranks) if cc is not None and cc.group else {}
         per[rank_of[w]] = {
             "worker": w,
-            "wall": float(np.mean(led["wall_ns"])),
+            "wall": float(np.mean(led.wall_ns)),
             "buckets": b,
             "kernels": kernel_alignment.per_step(table),
             "table": table,

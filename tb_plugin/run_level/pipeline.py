@@ -32,6 +32,7 @@ import numpy as np
 
 from profiler_core.analysis.intervals import clip_ranges, intersect_ranges, merge_ranges, subtract_ranges, total_length
 from profiler_core.analysis.worker.pipeline import project
+from tb_plugin.summaries.schema import Pipeline, PipelineStep, convert
 
 #: a projection's bounds (a summary holding more is refused and recomputed): steps (the first ones are kept,
 #: `steps_dropped` counts the others), forward/backward spans and P2P kernels per step (a step with more has
@@ -48,15 +49,15 @@ def theoretical_ratio(schedule: str, stages: int, microbatches: int, virtual: in
 
 
 # --------------------------------------------------------------------------- projections -> schedule and bubbles
-def _stage_orders(projections: Mapping[str, dict]) -> tuple[list[str], dict[str, list[int]]]:
+def _stage_orders(projections: Mapping[str, Pipeline]) -> tuple[list[str], dict[str, list[int]]]:
     """Workers in pipeline order and the (virtual) stages each holds."""
     held: dict[str, list[int]] = {}
     for w, p in projections.items():
-        held[w] = sorted({x[2] for s in p["steps"] for x in s["spans"] if x[2] >= 0})
+        held[w] = sorted({x[2] for s in p.steps for x in s.spans if x[2] >= 0})
     if all(held.values()):
         order = sorted(projections, key=lambda w: (held[w][0], w))
     else:
-        order = sorted(projections, key=lambda w: (projections[w].get("rank") is None, projections[w].get("rank"), w))
+        order = sorted(projections, key=lambda w: (projections[w].rank is None, projections[w].rank or 0, w))
         held = {w: [i] for i, w in enumerate(order)}
     return order, held
 
@@ -83,19 +84,20 @@ def _recognise(seqs: list[list[tuple[str, int]]], virtual: int, mbs: int) -> tup
     return "unknown", "the forward/backward order matches neither 1F1B nor GPipe"
 
 
-def analyse(projections: Mapping[str, dict]) -> dict:
+def analyse(projections: Mapping[str, Pipeline | None]) -> dict:
     """The pipeline diagnosis of a job from its workers' projections (module docstring): {"stages", "workers"
     (pipeline order), "virtual_stages", "microbatches", "schedule", "schedule_reason", "steps": [{"step",
     "start_ns", "end_ns" (since the epoch), "bubble_ratio", "theoretical_ratio", "chart": [per stage: [[kind, mb,
     stage, start, end] (ns from start_ns)]], "stages": [{"stage", "worker", "window_ns", "busy_ns", "idle_ns",
     "true_idle_ns", "p2p_wait_ns", "p2p_transfer_ns", "upstream_wait_ns", "waiting_on": {stage: ns}}]}],
-    "steps_dropped" (steps beyond the projections' MAX_STEPS, not analysed), "reason"}."""
-    usable = {w: p for w, p in projections.items() if p.get("steps")}
+    "steps_dropped" (steps beyond the projections' MAX_STEPS, not analysed), "reason"}. `projections`: each
+    worker's summary part (`schema.Pipeline`; None: none)."""
+    usable = {w: p for w, p in projections.items() if p is not None and p.steps}
     out: dict[str, Any] = {"stages": len(usable), "workers": [], "steps": [], "schedule": "unknown"}
     out.update(schedule_reason=None, virtual_stages=None, microbatches=None)
-    out["steps_dropped"] = max((int(p.get("steps_dropped", 0)) for p in usable.values()), default=0)
+    out["steps_dropped"] = max((int(p.steps_dropped) for p in usable.values()), default=0)
     if len(usable) < 2:
-        lacking = [f"{w}: {p.get('reason')}" for w, p in sorted(projections.items()) if not p.get("steps")]
+        lacking = [f"{w}: {p.reason if p else None}" for w, p in sorted(projections.items()) if not (p and p.steps)]
         out["reason"] = "a pipeline needs at least two ranks with forward/backward spans" + (
             f" ({'; '.join(lacking)})" if lacking else ""
         )
@@ -112,35 +114,39 @@ def analyse(projections: Mapping[str, dict]) -> dict:
     p = len(order)
     virtual = max(len(v) for v in held.values())
     pos = {w: i for i, w in enumerate(order)}
-    names = [[s["step"] for s in usable[w]["steps"]] for w in order]
+    names = [[s.step for s in usable[w].steps] for w in order]
     common = [s for s in names[0] if all(s in n for n in names[1:])]
     if not common:
         out["workers"], out["reason"] = order, "no step is recorded on every stage"
         return out
-    first = {w: {s["step"]: s for s in usable[w]["steps"]} for w in order}
-    mbs = len({x[1] for x in first[order[0]][common[0]]["spans"]})
-    seqs = [[(x[0], x[1]) for x in first[w][common[0]]["spans"]] for w in order]
+    first = {w: {s.step: s for s in usable[w].steps} for w in order}
+    mbs = len({x[1] for x in first[order[0]][common[0]].spans})
+    seqs: list[list[tuple[str, int]]] = [[(x[0], x[1]) for x in first[w][common[0]].spans] for w in order]
     schedule, why = _recognise(seqs, virtual, mbs)
     out["workers"], out["virtual_stages"], out["microbatches"] = order, virtual, mbs
     out["schedule"], out["schedule_reason"] = schedule, why
     theory = theoretical_ratio(schedule, p, mbs, virtual)
     for name in common:
         out["steps"].append(
-            _step(
-                name, [first[w][name] for w in order], [usable[w]["base_ns"] for w in order], held, order, pos, theory
-            )
+            _step(name, [first[w][name] for w in order], [usable[w].base_ns for w in order], held, order, pos, theory)
         )
     out["reason"] = None
     return out
 
 
 def _step(
-    name: str, recs: list[dict], bases: list[int], held: dict, order: list[str], pos: dict, theory: float | None
+    name: str,
+    recs: list[PipelineStep],
+    bases: list[int],
+    held: dict,
+    order: list[str],
+    pos: dict,
+    theory: float | None,
 ) -> dict:
     p = len(recs)
     # absolute spans; (stage of the span's owner, kind, mb, virtual stage) -> span, and the send each span made
-    spans = [[(x[0], x[1], x[2], b + x[3], b + x[4]) for x in r["spans"]] for r, b in zip(recs, bases)]
-    p2p = [[(c[0], b + c[1], b + c[2], c[3]) for c in r["p2p"]] for r, b in zip(recs, bases)]
+    spans = [[(x[0], x[1], x[2], b + x[3], b + x[4]) for x in r.spans] for r, b in zip(recs, bases)]
+    p2p = [[(c[0], b + c[1], b + c[2], c[3]) for c in r.p2p] for r, b in zip(recs, bases)]
     start = min(s[0][3] for s in spans)
     end = max(max(x[4] for x in s) for s in spans)
     vstage_of = {}  # (virtual stage) -> pipeline position
@@ -162,9 +168,9 @@ def _step(
     idle_sum = 0
     for i, r in enumerate(recs):
         win = np.array([[start, end]], np.int64)
-        busy = clip_ranges(np.asarray(r["busy"], np.int64).reshape(-1, 2) + bases[i], start, end)
+        busy = clip_ranges(np.asarray(r.busy, np.int64).reshape(-1, 2) + bases[i], start, end)
         idle = subtract_ranges(win, busy)
-        closed = int(r.get("closed_gap_ns", 0))
+        closed = int(r.closed_gap_ns)
         kernels = merge_ranges(np.array([c[1] for c in p2p[i]], np.int64), np.array([c[2] for c in p2p[i]], np.int64))
         transfer_parts, upstream_wins, upstream_from = [], [], []
         prev_end = start
@@ -247,4 +253,4 @@ def _ranges(pairs: list[tuple[int, int]]) -> np.ndarray:
 
 def pipeline(traces: Mapping[str, Any]) -> dict:
     """`analyse` of the traces' projections ({worker: TraceData})."""
-    return analyse({w: project(t) for w, t in traces.items()})
+    return analyse({w: convert(project(t), Pipeline) for w, t in traces.items()})

@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.worker.buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
-from tb_plugin.summaries.schema import Summary
+from tb_plugin.summaries.schema import Ledger, LedgerBucket, Summary
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 
@@ -39,8 +40,8 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]]
     nsteps: dict[str, int] = {}
     workers = sorted(summaries)
     for w in workers:
-        d: Any = summaries[w].distributed
-        nsteps[w] = len((d.get("steps") or {}).get("step") or [])
+        d = summaries[w].distributed
+        nsteps[w] = len(d.steps.step) if d is not None else 0
         ranks[w] = dev.rank if (dev := summaries[w].devices) is not None else None
     out = {w: [0] * n for w, n in nsteps.items()}
     # summaries do not hold the communicator's ranks: a group is its name and size (`group_waits.group_key`)
@@ -48,22 +49,22 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]]
     names: dict[str, int] = {}
     cols: dict[str, list] = {k: [] for k in ("w", "group", "name", "dur", "is_wait", "step")}
     for wi, w in enumerate(workers):
-        dist: Any = summaries[w].distributed or {}
-        c = dist.get("collectives") or {}
-        code = np.asarray(c.get("name") or [], np.int64)
-        if not len(code):
+        dist = summaries[w].distributed
+        if dist is None or not dist.collectives.name:
             continue
+        c = dist.collectives
+        code = np.asarray(c.name, np.int64)
         # this summary's table of (name, pg, size) -> global codes, then per call by its index there
         g_of = np.asarray(
-            [groups.setdefault((str(pg), int(z)), len(groups)) for pg, z in zip(c["pg"], c["group_size"])], np.int64
+            [groups.setdefault((str(pg), int(z)), len(groups)) for pg, z in zip(c.pg, c.group_size)], np.int64
         )
-        n_of = np.asarray([names.setdefault(str(x), len(names)) for x in c["names"]], np.int64)
+        n_of = np.asarray([names.setdefault(str(x), len(names)) for x in c.names], np.int64)
         cols["w"].append(np.full(len(code), wi, np.int64))
         cols["group"].append(g_of[code])
         cols["name"].append(n_of[code])
-        cols["dur"].append(np.asarray(c["dur"], np.int64))
-        cols["is_wait"].append(np.asarray(c["wait"], np.int64).astype(bool))
-        cols["step"].append(np.asarray(c["step"], np.int64))
+        cols["dur"].append(np.asarray(c.dur, np.int64))
+        cols["is_wait"].append(np.asarray(c.wait, np.int64).astype(bool))
+        cols["step"].append(np.asarray(c.step, np.int64))
     if not cols["w"]:
         return out, []
     present = {workers[wi]: ranks.get(workers[wi]) for wi in sorted({int(x[0]) for x in cols["w"]})}  # with calls
@@ -94,25 +95,27 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]]
     return out, notes
 
 
-def _with_skew(led: Mapping[str, Any], wait: list[int] | None) -> dict:
-    """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new dict)."""
-    out = {**led, "buckets": {b: dict(e) for b, e in led["buckets"].items()}}
-    comm = out["buckets"][EXPOSED_COMM]
-    if comm["ns"] is None:
-        return out  # no collectives: sync skew keeps the ledger's reason
+def _with_skew(led: Ledger | None, wait: list[int] | None) -> Ledger:
+    """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new `Ledger`)."""
+    if led is None:
+        raise KeyError("ledger")  # a stored summary always has one (`schema.check`)
+    buckets = dict(led.buckets)
+    comm = buckets[EXPOSED_COMM]
+    if comm.ns is None:
+        return led  # no collectives: sync skew keeps the ledger's reason
     if wait is None:
-        out["buckets"][SYNC_SKEW] = {"ns": None, "recoverable_ns": None, "reason": ONE_WORKER}
-        return out
-    skew = [min(max(int(w), 0), c) for w, c in zip(wait, comm["ns"])]
-    skew += [0] * (len(comm["ns"]) - len(skew))
-    left = [c - s for c, s in zip(comm["ns"], skew)]
-    comm["recoverable_ns"] = [min(r, x) for r, x in zip(comm["recoverable_ns"], left)]
-    comm["ns"] = left
-    out["buckets"][SYNC_SKEW] = {"ns": skew, "recoverable_ns": list(skew), "reason": None}
-    return out
+        buckets[SYNC_SKEW] = LedgerBucket(ns=None, recoverable_ns=None, reason=ONE_WORKER)
+        return msgspec.structs.replace(led, buckets=buckets)
+    skew = [min(max(int(w), 0), c) for w, c in zip(wait, comm.ns)]
+    skew += [0] * (len(comm.ns) - len(skew))
+    left = [c - s for c, s in zip(comm.ns, skew)]
+    rec = [min(r, x) for r, x in zip(comm.recoverable_ns or [], left)]
+    buckets[EXPOSED_COMM] = msgspec.structs.replace(comm, ns=left, recoverable_ns=rec)
+    buckets[SYNC_SKEW] = LedgerBucket(ns=skew, recoverable_ns=list(skew), reason=None)
+    return msgspec.structs.replace(led, buckets=buckets)
 
 
-def worker_ledgers(summaries: Mapping[str, Summary], notes: list[str] | None = None) -> dict[str, dict]:
+def worker_ledgers(summaries: Mapping[str, Summary], notes: list[str] | None = None) -> dict[str, Ledger]:
     """worker -> its ledger with its wait for other ranks moved from exposed_comm to sync_skew (module doc);
     the notes on calls that could not be matched go to `notes`."""
     workers = sorted(summaries)
@@ -121,7 +124,7 @@ def worker_ledgers(summaries: Mapping[str, Summary], notes: list[str] | None = N
         waits, wnotes = wait_by_step(summaries)
         if notes is not None:
             notes.extend(wnotes[:5] + ([f"... and {len(wnotes) - 5} more such calls"] if len(wnotes) > 5 else []))
-    return {w: _with_skew(summaries[w].ledger or {}, waits[w] if waits else None) for w in workers}
+    return {w: _with_skew(summaries[w].ledger, waits[w] if waits else None) for w in workers}
 
 
 def run_ledger(summaries: Mapping[str, Summary]) -> dict:
@@ -136,7 +139,7 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
     order: list[str] = []
     where: dict[str, list[tuple[str, int]]] = {}
     for w in workers:
-        for i, s in enumerate(leds[w]["steps"]):
+        for i, s in enumerate(leds[w].steps):
             if s not in where:
                 order.append(s)
                 where[s] = []
@@ -145,8 +148,8 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
         notes.append("not every worker recorded every step: each step is over the workers that recorded it")
     reasons: dict[str, str | None] = {}
     for b in BUCKETS:
-        lacking = [w for w in workers if leds[w]["buckets"][b]["ns"] is None]
-        why = sorted({str(leds[w]["buckets"][b]["reason"]) for w in lacking})
+        lacking = [w for w in workers if leds[w].buckets[b].ns is None]
+        why = sorted({str(leds[w].buckets[b].reason) for w in lacking})
         if len(lacking) == len(workers):
             reasons[b] = "; ".join(why)
         elif lacking:
@@ -155,16 +158,16 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
             reasons[b] = None
     # every (worker, step) pair as one row, workers in name order: per step, the critical row and the means
     code_of = {st: k for k, st in enumerate(order)}
-    row_w = [w for w in workers for _ in leds[w]["steps"]]
-    code = np.asarray([code_of[st] for w in workers for st in leds[w]["steps"]], np.int64)
+    row_w = [w for w in workers for _ in leds[w].steps]
+    code = np.asarray([code_of[st] for w in workers for st in leds[w].steps], np.int64)
     count = np.bincount(code, minlength=len(order))
 
     def column(b: str, key: str) -> np.ndarray:
         """The bucket's `key` list of every row (0 where a worker cannot measure the bucket)."""
         parts = [
-            np.asarray(leds[w]["buckets"][b][key], np.int64)
-            if leds[w]["buckets"][b]["ns"] is not None
-            else np.zeros(len(leds[w]["steps"]), np.int64)
+            np.asarray(getattr(leds[w].buckets[b], key), np.int64)
+            if leds[w].buckets[b].ns is not None
+            else np.zeros(len(leds[w].steps), np.int64)
             for w in workers
         ]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
@@ -172,7 +175,7 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
     def per_step_mean(x: np.ndarray) -> list[float]:
         return (np.bincount(code, weights=x.astype(np.float64), minlength=len(order)) / count).tolist()
 
-    wall = np.concatenate([np.asarray(leds[w]["wall_ns"], np.int64) for w in workers])
+    wall = np.concatenate([np.asarray(leds[w].wall_ns, np.int64) for w in workers])
     busy = wall - column(SYNC_SKEW, "ns")
     # the longest busy time per step; ties: the first row (first worker by name)
     ranked = np.lexsort((np.arange(len(code)), -busy, code))
@@ -203,8 +206,7 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
         }
 
     totals = {
-        w: {b: (sum(led["buckets"][b]["ns"]) if led["buckets"][b]["ns"] is not None else None) for b in BUCKETS}
-        for w, led in leds.items()
+        w: {b: (sum(xs) if (xs := led.buckets[b].ns) is not None else None) for b in BUCKETS} for w, led in leds.items()
     }
     return {
         "workers": workers,
@@ -215,8 +217,8 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
     }
 
 
-def _all_lack(leds: Mapping[str, Any], b: str) -> bool:
-    return all(led["buckets"][b]["ns"] is None for led in leds.values())
+def _all_lack(leds: Mapping[str, Ledger], b: str) -> bool:
+    return all(led.buckets[b].ns is None for led in leds.values())
 
 
 def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None) -> dict:

@@ -4,18 +4,21 @@
 (`SummaryError`), and the summary is recomputed. `check(s)` holds what a type cannot say (lists that go together
 have one length, indices in range, bounds); `decode` runs it on every file it reads.
 
-The parts the run-level diagnosis reads are `Struct`s (attributes). The parts that a view's own functions read
-both from a live trace and from a summary (`distributed`, `ledger`, `gpu_idle`, `pipeline`, `kernel_table`) are
-`TypedDict`s or plain dicts: they decode to dicts, which those functions read with keys, typed and checked all the
-same. Field order is the file's key order: a `Summary` encodes to the bytes its dict did.
+Every part is a `Struct`, which the run-level code (`tb_plugin/run_level/*`, the run routes, `summaries.cli`) reads
+as attributes. The producers are analyses in `profiler_core` (`profiler_core/analysis/step_breakdown.overview`,
+`profiler_core/analysis/worker/*`, `profiler_core/analysis/gpu_idle/gpu_idle_summary`) and return plain dicts;
+`summary.summarize` turns them into these types, and where a run-level function is fed a part computed from a live
+trace, `convert` does at that boundary. Field order is the file's key order: a `Summary` encodes to the bytes its
+dict did. Optional fields UNSET are left out when encoded, as a dict without that key was.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
-from typing_extensions import NotRequired
+import numpy as np
+from msgspec import UNSET, UnsetType
 
 #: bump when a summary's fields or the views' definitions they hold change
 #: (2: GPU work counts in the step it runs in; without ProfilerStep the whole trace window; Tensor Core names;
@@ -39,6 +42,8 @@ Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 #: a number as JSON gives it back: an int stays an int (a bare `float` would turn 3 into 3.0); floats are finite
 #: (msgspec refuses 1e999)
 Num = Int64 | float
+#: a count (within int64)
+Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 #: a plain JSON value (distributedInfo's values, a GPU's properties, the Overview's averages)
 Scalar = None | str | bool | Int64 | float
 
@@ -53,14 +58,17 @@ class Source(msgspec.Struct, kw_only=True):
 
 
 class Overview(msgspec.Struct, kw_only=True):
-    """`views.overview.overview`: its per-step rows (free-form: the Overview's columns), average and GPU part."""
+    """`profiler_core/analysis/step_breakdown.overview`: its per-step rows (free-form: the Overview's columns),
+    average and GPU part."""
 
     steps: list[dict[str, Any]]
     average: dict[str, Scalar]
     gpu: dict[str, Any] | None  # free-form: the Overview's GPU block, shown as it is
 
 
-class DistributedSteps(TypedDict):
+class DistributedSteps(msgspec.Struct, kw_only=True):
+    """Per step: its name, bounds and computation, communication and overlap ns."""
+
     step: list[str]
     start: list[Num]
     end: list[Num]
@@ -69,11 +77,14 @@ class DistributedSteps(TypedDict):
     overlap: list[Num]
 
 
-class DistributedCollectives(TypedDict):
+class DistributedCollectives(msgspec.Struct, kw_only=True):
+    """Per (name, process group): `names`, `pg`, `group_size`, `pg_ranks`; per call in time order: its name
+    (index), step (index or -1), duration, bytes (-1: unknown) and whether it is a `wait`."""
+
     names: list[str]
     pg: list[str]
     group_size: list[Int64]
-    pg_ranks: NotRequired[list[list[Int64] | None]]  # hand-made parts may leave it out
+    pg_ranks: list[list[Int64] | None] | UnsetType = UNSET  # hand-made parts may leave it out
     name: list[Int64]
     step: list[Int64]
     dur: list[Int64]
@@ -81,15 +92,16 @@ class DistributedCollectives(TypedDict):
     wait: list[Int64]
 
 
-class Distributed(TypedDict):
-    """`views.distributed.worker_summary` (also computed from a live trace: a dict). Hand-made parts may leave out
-    origin, info and gpus; a stored summary must hold them (`check`)."""
+class Distributed(msgspec.Struct, kw_only=True):
+    """`profiler_core/analysis/worker/distributed.worker_summary` (a dict there; `convert` turns a live one into
+    this). Hand-made parts may leave out origin, info and gpus (UNSET: left out when encoded too); a stored
+    summary must hold them (`check`)."""
 
-    origin: NotRequired[Num | None]
+    origin: Num | None | UnsetType = UNSET
     steps: DistributedSteps
     collectives: DistributedCollectives
-    info: NotRequired[dict[str, Scalar]]
-    gpus: NotRequired[dict[str, dict[str, Scalar]]]
+    info: dict[str, Scalar] | UnsetType = UNSET
+    gpus: dict[str, dict[str, Scalar]] | UnsetType = UNSET
 
 
 class Devices(msgspec.Struct, kw_only=True):
@@ -101,14 +113,16 @@ class Devices(msgspec.Struct, kw_only=True):
     gpus: dict[str, dict[str, Scalar]] = msgspec.field(default_factory=dict)
 
 
-class LedgerBucket(TypedDict):
+class LedgerBucket(msgspec.Struct, kw_only=True):
+    """One bucket's ns and recoverable ns per step (None, with a reason: the trace cannot measure it)."""
+
     ns: list[Int64] | None
     recoverable_ns: list[Int64] | None
     reason: str | None
 
 
-class Ledger(TypedDict):
-    """`diagnosis.ledger.worker_ledger` (also computed from a live trace: a dict)."""
+class Ledger(msgspec.Struct, kw_only=True):
+    """`profiler_core/analysis/worker/ledger.worker_ledger` (a dict there: `ledger.ranked` reads that Mapping)."""
 
     steps: list[str]
     wall_ns: list[Int64]
@@ -117,8 +131,8 @@ class Ledger(TypedDict):
     has_gpu: bool
 
 
-class GpuIdle(TypedDict):
-    """`views.gpu_idle_summary.gpu_idle_summary`: counts per step (None: not measured)."""
+class GpuIdle(msgspec.Struct, kw_only=True):
+    """`profiler_core/analysis/gpu_idle/gpu_idle_summary.gpu_idle_summary`: counts per step (None: not measured)."""
 
     steps: list[str]
     kernel_wait_threshold_ns: Int64
@@ -129,7 +143,8 @@ class GpuIdle(TypedDict):
 
 
 class CollectiveCalls(msgspec.Struct, kw_only=True):
-    """`diagnosis.worker_facts.collective_calls`: columnar, per group and per call (module doc there)."""
+    """`profiler_core/analysis/worker/worker_facts.collective_calls`: columnar, per group and per call (module doc
+    there)."""
 
     groups: list[str]
     group_pg: list[str]
@@ -151,8 +166,47 @@ class CollectiveCalls(msgspec.Struct, kw_only=True):
     dropped: Int64 = 0
 
 
+class PipelineStep(msgspec.Struct, kw_only=True):
+    """One step of a pipeline projection: spans [kind, micro-batch, stage (-1: none), start, end] in time order,
+    P2P kernels [coll, start, end, span index (-1: none)], busy [start, end] ranges (ns from `base_ns`)."""
+
+    step: str
+    spans: list[tuple[Literal["F", "B", "I", "W"], Int64, Int64, Int64, Int64]]
+    p2p: list[tuple[Literal["send", "recv"], Int64, Int64, Int64]]
+    busy: list[tuple[Int64, Int64]]
+    closed_gap_ns: Int64
+
+
+class Pipeline(msgspec.Struct, kw_only=True):
+    """`profiler_core/analysis/worker/pipeline.project` (a dict there): its steps within the projection's bounds
+    (`check`); hand-made ones may leave out rank, steps_dropped and reason."""
+
+    version: int
+    rank: Int64 | None = None
+    base_ns: Int64
+    steps: list[PipelineStep]
+    steps_dropped: Count = 0
+    reason: str | None = None
+
+
+class KernelTable(msgspec.Struct, kw_only=True):
+    """`profiler_core/analysis/worker/kernel_table.project` (a dict there): per group its path (index into
+    `paths`), name, ordinal, count and total ns (lists of one length, `check`)."""
+
+    steps: Count
+    paths: list[str]
+    path: list[Int64]
+    name: list[str]
+    ordinal: list[Int64]
+    count: list[Count]
+    total: list[Count]
+    dropped: Count
+    dropped_ns: Count
+
+
 class Phases(msgspec.Struct, kw_only=True):
-    """`diagnosis.worker_facts.phases`: per step, its bounds and phases (ns, None: not measurable), its tops."""
+    """`profiler_core/analysis/worker/worker_facts.phases`: per step, its bounds and phases (ns, None: not
+    measurable), its tops."""
 
     step: list[str]
     start: list[Int64]
@@ -195,8 +249,8 @@ class Summary(msgspec.Struct, kw_only=True):
     gpu_idle: GpuIdle | None = None
     collective_calls: CollectiveCalls | None = None
     phases: Phases | None = None
-    pipeline: dict[str, Any] | None = None  # `diagnosis.pipeline.project`, checked by its `check_projection`
-    kernel_table: dict[str, Any] | None = None  # `diagnosis.kernel_table.project`, checked by its `check`
+    pipeline: Pipeline | None = None
+    kernel_table: KernelTable | None = None
 
 
 class Header(msgspec.Struct):
@@ -219,6 +273,31 @@ def empty_phases() -> Phases:
     return msgspec.convert(empty_facts()["phases"], Phases)
 
 
+def empty_kernel_table() -> KernelTable:
+    """The kernel table of a worker with no kernels (a hand-made summary without one)."""
+    from profiler_core.analysis.worker import kernel_table
+
+    return msgspec.convert(kernel_table.empty(), KernelTable)
+
+
+def plain(o: Any) -> Any:
+    """A numpy value as the JSON value it stands for (`enc_hook` of the summary's encoding and of `convert`)."""
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"cannot store {type(o).__name__} in a summary")
+
+
+T = TypeVar("T")
+
+
+def convert(part: Any, type_: type[T]) -> T:
+    """A summary part as its producer in profiler_core returns it (a dict, numpy values allowed) as its `msgspec`
+    type, where a run-level function is fed a live part (`msgspec.ValidationError` when of another shape)."""
+    return msgspec.convert(msgspec.to_builtins(part, enc_hook=plain), type_)
+
+
 # ---------------------------------------------------------------------------------------------- check
 def _check(ok: bool, what: str) -> None:
     if not ok:
@@ -226,10 +305,10 @@ def _check(ok: bool, what: str) -> None:
 
 
 def _one_length(d: Any, keys: tuple, what: str) -> int:
-    """The common length of the lists d[k] (dict) or d.k (Struct) for k in keys."""
+    """The common length of the lists d.k for k in keys."""
     n = None
     for k in keys:
-        v = d[k] if isinstance(d, dict) else getattr(d, k)
+        v = getattr(d, k)
         _check(n is None or len(v) == n, f"{what}.{k} has {len(v)} entries, not {n}")
         n = len(v)
     return n or 0
@@ -238,38 +317,42 @@ def _one_length(d: Any, keys: tuple, what: str) -> int:
 def check(s: Summary) -> None:
     """SummaryError unless a decoded summary holds every part, its lists that go together have one length and
     its indices are in range (what its types cannot say): a planted or damaged file is recomputed, never served."""
+    from profiler_core.analysis.worker.pipeline import PROJECTION_VERSION
+
     _check(s.distributed is not None, "no distributed part")
     for k in ("source", "overview", "devices", "ledger", "gpu_idle", "collective_calls", "phases"):
         _check(getattr(s, k) is not None, f"{k} is not an object")
+    _check(s.pipeline is not None, f"pipeline is not a version-{PROJECTION_VERSION} pipeline projection")
+    _check(s.kernel_table is not None, "kernel_table is not an object")
     _check(s.events >= 0, "events is not a count")
     _check_distributed(s.distributed)  # type: ignore[arg-type]
     _check_ledger(s.ledger)  # type: ignore[arg-type]
     _check_gpu_idle(s.gpu_idle)  # type: ignore[arg-type]
     _check_calls(s.collective_calls)  # type: ignore[arg-type]
     _check_phases(s.phases)  # type: ignore[arg-type]
-    _check_projection("pipeline", s.pipeline)
-    _check_projection("kernel_table", s.kernel_table)
+    _check_pipeline(s.pipeline)  # type: ignore[arg-type]
+    _check_kernel_table(s.kernel_table)  # type: ignore[arg-type]
 
 
 def _check_distributed(d: Distributed) -> None:
     for k in ("origin", "info", "gpus"):
-        _check(k in d, f"distributed.{k} is missing")
-    _one_length(d["steps"], ("step", "start", "end", "comp", "comm", "overlap"), "distributed.steps")
-    coll = d["collectives"]
+        _check(getattr(d, k) is not UNSET, f"distributed.{k} is missing")
+    _one_length(d.steps, ("step", "start", "end", "comp", "comm", "overlap"), "distributed.steps")
+    coll = d.collectives
     names = _one_length(coll, ("names", "pg", "group_size"), "distributed.collectives")
     _one_length(coll, ("name", "step", "dur", "bytes", "wait"), "distributed.collectives")
-    _check(all(0 <= x < names for x in coll["name"]), "distributed.collectives.name out of range")
+    _check(all(0 <= x < names for x in coll.name), "distributed.collectives.name out of range")
 
 
 def _check_ledger(led: Ledger) -> None:
     from profiler_core.analysis.worker.buckets import BUCKETS
 
     n = _one_length(led, ("steps", "wall_ns"), "ledger")
-    b = led["buckets"]
+    b = led.buckets
     _check(sorted(b) == sorted(BUCKETS), "ledger.buckets are not the ledger's buckets")
     for k, e in b.items():
-        _check((e["ns"] is None) == (e["recoverable_ns"] is None), f"ledger.buckets.{k}: ns without recoverable")
-        if e["ns"] is not None:
+        _check((e.ns is None) == (e.recoverable_ns is None), f"ledger.buckets.{k}: ns without recoverable")
+        if e.ns is not None:
             _check(
                 _one_length(e, ("ns", "recoverable_ns"), f"ledger.buckets.{k}") == n,
                 f"ledger.buckets.{k}: not one value per step",
@@ -277,8 +360,8 @@ def _check_ledger(led: Ledger) -> None:
 
 
 def _check_gpu_idle(g: GpuIdle) -> None:
-    n = len(g["steps"])
-    cols = [*(("devices", c) for c in (g["devices"] or {}).values()), ("launches", g["launches"] or {})]
+    n = len(g.steps)
+    cols = [*(("devices", c) for c in (g.devices or {}).values()), ("launches", g.launches or {})]
     for part, c in cols:
         for k, xs in c.items():
             _check(xs is None or len(xs) == n, f"gpu_idle.{part}.{k} is not one count per step")
@@ -320,11 +403,27 @@ def _check_phases(ph: Phases) -> None:
         )
 
 
-def _check_projection(part: str, p: dict[str, Any] | None) -> None:
-    from profiler_core.analysis.worker import kernel_table, pipeline
+def _check_pipeline(p: Pipeline) -> None:
+    """`pipeline.check_projection`'s bounds and order (its types are `Pipeline`'s)."""
+    from profiler_core.analysis.worker import pipeline as pp
 
-    fn = pipeline.check_projection if part == "pipeline" else kernel_table.check
-    try:
-        fn(p)
-    except ValueError as e:
-        raise SummaryError(f"malformed summary: {part} {e}") from None
+    def ok(cond: bool, what: str) -> None:
+        _check(cond, f"pipeline {what}")
+
+    ok(p.version == pp.PROJECTION_VERSION, f"is not a version-{pp.PROJECTION_VERSION} pipeline projection")
+    ok(len(p.steps) <= pp.MAX_STEPS, f"steps is not a list of at most {pp.MAX_STEPS}")
+    for s in p.steps:
+        ok(0 < len(s.spans) <= pp.MAX_SPANS, f"step {s.step}: not 1 to {pp.MAX_SPANS} spans")
+        ok(all(a[3] <= b[3] for a, b in zip(s.spans, s.spans[1:])), f"step {s.step}: spans are not in time order")
+        ok(len(s.p2p) <= pp.MAX_P2P, f"step {s.step}: p2p is not a list of at most {pp.MAX_P2P}")
+        ok(all(-1 <= c[3] < len(s.spans) for c in s.p2p), f"step {s.step}: a P2P kernel's span is out of range")
+        ok(len(s.busy) <= pp.MAX_BUSY_RANGES, f"step {s.step}: busy is not a list of at most {pp.MAX_BUSY_RANGES}")
+
+
+def _check_kernel_table(kt: KernelTable) -> None:
+    """`kernel_table.check`'s lengths and ranges (its types are `KernelTable`'s)."""
+    from profiler_core.analysis.tables.kernel_places import NO_OP
+
+    _one_length(kt, ("path", "name", "ordinal", "count", "total"), "kernel_table")
+    _check(all(0 <= x < len(kt.paths) for x in kt.path), "kernel_table.path out of range")
+    _check(all(x >= NO_OP for x in kt.ordinal), "kernel_table.ordinal is negative")

@@ -4,18 +4,19 @@ A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the t
   {"kind": "gpuscope-summary", "version": VERSION,
    "source": {"size", "mtime_ns", "etag", "ident"},   # the file it was computed from
    "events": N,                                  # complete events in the trace
-   "overview": {"steps": [...], "average": {...}, "gpu": {...} | None},   # views.overview.overview
-   "distributed": {...},                         # views.distributed.worker_summary: per-step
+   "overview": {"steps": [...], "average": {...}, "gpu": {...} | None},   # step_breakdown.overview
+   "distributed": {...},                         # worker.distributed.worker_summary: per-step
                                                  #   computation/communication/overlap, collectives
    "top_operators": [...], "top_kernels": [...], # the first TOP rows of the operators/kernels views
    "memory_peak": {"CPU"|"GPU0"...: {"allocated", "reserved"}},   # bytes, -1 when not recorded
    "devices": {"rank", "world_size", "backend", "gpus"},
-   "ledger": {...},                              # diagnosis.ledger.worker_ledger: per-step buckets (ns)
-   "gpu_idle": {...},                            # views.gpu_idle_summary: idle by cause, launches, queue
-   "collective_calls": {...}, "phases": {...},   # diagnosis.worker_facts: the cross-rank diagnosis' input
-   "pipeline": {...},                            # diagnosis.pipeline.project: the pipeline schedule's input
-   "kernel_table": {...}}                        # diagnosis.kernel_table.project: the job diff's kernels
-Its types, what a stored one must hold and the version history: `schema` (`schema.Summary`).
+   "ledger": {...},                              # worker.ledger.worker_ledger: per-step buckets (ns)
+   "gpu_idle": {...},                            # gpu_idle.gpu_idle_summary: idle by cause, launches, queue
+   "collective_calls": {...}, "phases": {...},   # worker.worker_facts: the cross-rank diagnosis' input
+   "pipeline": {...},                            # worker.pipeline.project: the pipeline schedule's input
+   "kernel_table": {...}}                        # worker.kernel_table.project: the job diff's kernels
+(modules under `profiler_core/analysis/`: they return plain dicts, and `summarize` decodes them as the schema's
+`Struct`s). Its types, what a stored one must hold and the version history: `schema` (`schema.Summary`).
 Never pickle: summaries may be computed on another machine and are read by the plugin.
 """
 
@@ -26,11 +27,10 @@ import zlib
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from profiler_core import settings
 from tb_plugin.summaries import fs
-from tb_plugin.summaries.schema import KIND, VERSION, Header, Summary, SummaryError, check
+from tb_plugin.summaries.schema import KIND, VERSION, Header, Summary, SummaryError, check, plain
 
 TOP = 20
 
@@ -81,20 +81,13 @@ def summarize(t: Any, source: fs.Stat | None = None) -> Summary:
         "pipeline": pipeline.project(t),
         "kernel_table": kernel_table.project(t),
     }
-    return msgspec.json.decode(msgspec.json.encode(out, enc_hook=_plain), type=Summary)
-
-
-def _plain(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"cannot store {type(o).__name__} in a summary")
+    # the producers' dicts (numpy values allowed) as the schema's Structs: what a file of it decodes to
+    return msgspec.json.decode(msgspec.json.encode(out, enc_hook=plain), type=Summary)
 
 
 def encode(summary: Summary | dict) -> bytes:
     """The bytes of a summary file: gzipped JSON (a `Summary` gives the bytes of its dict: same keys, same order)."""
-    return gzip.compress(msgspec.json.encode(summary, enc_hook=_plain), compresslevel=6, mtime=0)
+    return gzip.compress(msgspec.json.encode(summary, enc_hook=plain), compresslevel=6, mtime=0)
 
 
 #: a summary file bigger than this (on disk, then as JSON) is refused unread: real ones hold a few

@@ -30,12 +30,15 @@ tensor-, pipeline- and expert-parallel subgroups get the split too. This needs n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.worker.distributed import worker_summary
 from tb_plugin.errors import BadRequest
+from tb_plugin.summaries.schema import Distributed, DistributedSteps, convert
 
 _PARTS = ("computation_us", "overlap_us", "communication_us", "other_us", "transfer_us", "wait_us")
 
@@ -66,21 +69,21 @@ class _Collectives:
     name on every worker); when every expected member has it under one name, its transfer is the shortest
     duration any member saw, each member's wait its own duration minus that (no clock alignment needed)."""
 
-    def __init__(self, parts: dict, workers: list[str]) -> None:
+    def __init__(self, parts: Mapping[str, Distributed], workers: list[str]) -> None:
         self.workers = workers
         names: dict[tuple[str, str], int] = {}  # (name, process group) -> global code
         gsize: dict[tuple[str, str], int] = {}
         granks: dict[tuple[str, str], tuple[int, ...] | None] = {}
         w_, c_, s_, d_, b_, x_ = [], [], [], [], [], []
         for wi, w in enumerate(workers):
-            c = parts[w].get("collectives") or {}
-            codes = np.asarray(c.get("name") or [], np.int64)
+            c = parts[w].collectives
+            codes = np.asarray(c.name, np.int64)
             if not len(codes):
                 continue
-            local = [str(n) for n in c.get("names") or []]
-            pgs = [str(g) for g in (c.get("pg") or [""] * len(local))]
-            sizes = [int(g) for g in (c.get("group_size") or [-1] * len(local))]
-            ranks = c.get("pg_ranks") or [None] * len(local)
+            local = [str(n) for n in c.names]
+            pgs = [str(g) for g in (c.pg or [""] * len(local))]
+            sizes = [int(g) for g in (c.group_size or [-1] * len(local))]
+            ranks = c.pg_ranks or [None] * len(local)
             for key, g, r in zip(zip(local, pgs), sizes, ranks):
                 gsize[key] = max(gsize.get(key, -1), g)
                 if r is not None:
@@ -88,10 +91,10 @@ class _Collectives:
             glob = np.array([names.setdefault(key, len(names)) for key in zip(local, pgs)], np.int64)
             c_.append(glob[codes])
             w_.append(np.full(len(codes), wi, np.int64))
-            s_.append(np.asarray(c["step"], np.int64))
-            d_.append(np.asarray(c["dur"], np.int64))
-            b_.append(np.asarray(c["bytes"], np.int64))
-            x_.append(np.asarray(c.get("wait") or np.zeros(len(codes)), np.int64))
+            s_.append(np.asarray(c.step, np.int64))
+            d_.append(np.asarray(c.dur, np.int64))
+            b_.append(np.asarray(c.bytes, np.int64))
+            x_.append(np.asarray(c.wait or np.zeros(len(codes)), np.int64))
 
         def cat(xs):
             return np.concatenate(xs) if xs else np.zeros(0, np.int64)
@@ -185,8 +188,8 @@ class _Collectives:
         return tr, wt
 
 
-def _rank_of(part: dict) -> int | None:
-    r = (part.get("info") or {}).get("rank")
+def _rank_of(part: Distributed) -> int | None:
+    r = (part.info or {}).get("rank")
     return int(r) if isinstance(r, int) and not isinstance(r, bool) else None
 
 
@@ -228,7 +231,7 @@ def _comm_rows(c: _Collectives) -> dict:
     return out
 
 
-def _stragglers(parts: dict, c: _Collectives, wait: np.ndarray, limit: int = 20) -> list[dict]:
+def _stragglers(parts: Mapping[str, Distributed], c: _Collectives, wait: np.ndarray, limit: int = 20) -> list[dict]:
     """(worker, step) pairs whose busy time (step time minus own wait) exceeds the step's median over
     the workers, largest excess first, each with the collective whose other workers waited longest
     for it."""
@@ -237,12 +240,12 @@ def _stragglers(parts: dict, c: _Collectives, wait: np.ndarray, limit: int = 20)
         return []
     wi, si, names, length = [], [], [], []
     for i, w in enumerate(workers):
-        s = parts[w]["steps"]
-        n = len(s["step"])
+        s = parts[w].steps
+        n = len(s.step)
         wi.extend([i] * n)
         si.extend(range(n))
-        names.extend(str(x) for x in s["step"])
-        length.extend(e - a for a, e in zip(s["start"], s["end"]))
+        names.extend(str(x) for x in s.step)
+        length.extend(e - a for a, e in zip(s.start, s.end))
     if not wi:
         return []
     f = pd.DataFrame({"w": wi, "si": si, "step": names, "length": np.asarray(length, np.float64)})
@@ -295,14 +298,14 @@ def _group_rows(c: _Collectives) -> dict:
     return out
 
 
-def _parts_of(ps: dict, i: int, tr: float, wt: float) -> list:
-    a, b = ps["start"][i], ps["end"][i]
-    comp, comm, ovl = ps["comp"][i], ps["comm"][i], ps["overlap"][i]
+def _parts_of(ps: DistributedSteps, i: int, tr: float, wt: float) -> list:
+    a, b = ps.start[i], ps.end[i]
+    comp, comm, ovl = ps.comp[i], ps.comm[i], ps.overlap[i]
     return [comp - ovl, ovl, comm - ovl, (b - a) + ovl - comp - comm, tr, wt]
 
 
-def from_summaries(parts: dict) -> dict:
-    """The distributed view over the workers of one run and span (worker name -> worker_summary)."""
+def from_summaries(parts: Mapping[str, Distributed]) -> dict:
+    """The distributed view over the workers of one run and span (worker name -> its summary's `distributed`)."""
     if not isinstance(parts, dict) or not parts:
         raise BadRequest("distributed view needs at least one worker trace")
     notes: list[str] = []
@@ -310,12 +313,12 @@ def from_summaries(parts: dict) -> dict:
     if len(workers) == 1:
         notes.append(f"only one worker ({workers[0]}): no wait time can be measured")
     for w in workers:
-        if not (parts[w].get("collectives") or {}).get("name"):
+        if not parts[w].collectives.name:
             notes.append(f"worker {w} has no communication ops")
     c = _Collectives(parts, workers)
     notes.extend(c.count_notes())
 
-    step_names = {w: [str(s) for s in parts[w]["steps"]["step"]] for w in workers}
+    step_names = {w: [str(s) for s in parts[w].steps.step] for w in workers}
     distinct = {tuple(s) for s in step_names.values()}
     if len(distinct) > 1:
         if len(workers) <= 16:
@@ -335,7 +338,7 @@ def from_summaries(parts: dict) -> dict:
     steps_out: dict = {s: {} for s in order}
     workers_out: dict = {}
     for wi, w in enumerate(workers):
-        ps = parts[w]["steps"]
+        ps = parts[w].steps
         sums = np.zeros(len(_PARTS))
         for i, name in enumerate(step_names[w]):
             vals = _parts_of(ps, i, tr[wi, i], wt[wi, i])
@@ -345,10 +348,10 @@ def from_summaries(parts: dict) -> dict:
         workers_out[w] = {k: _r(v / n) for k, v in zip(_PARTS, sums)}
     devices = {
         w: {
-            "rank": parts[w].get("info", {}).get("rank"),
-            "world_size": parts[w].get("info", {}).get("world_size"),
-            "backend": parts[w].get("info", {}).get("backend"),
-            "gpus": parts[w].get("gpus") or {},
+            "rank": (parts[w].info or {}).get("rank"),
+            "world_size": (parts[w].info or {}).get("world_size"),
+            "backend": (parts[w].info or {}).get("backend"),
+            "gpus": parts[w].gpus or {},
         }
         for w in workers
     }
@@ -363,13 +366,13 @@ def from_summaries(parts: dict) -> dict:
     }
 
 
-def step_detail(parts: dict, worker: str, step: str) -> dict:
+def step_detail(parts: Mapping[str, Distributed], worker: str, step: str) -> dict:
     """One worker's step: its time parts and each collective it ran there with wait and transfer."""
     workers = sorted(parts)
     if worker not in parts:
         raise BadRequest(f"unknown worker {worker!r}")
-    ps = parts[worker]["steps"]
-    names = [str(s) for s in ps["step"]]
+    ps = parts[worker].steps
+    names = [str(s) for s in ps.step]
     if step not in names:
         raise BadRequest(f"worker {worker!r} has no step {step!r}")
     i = names.index(step)
@@ -390,12 +393,12 @@ def step_detail(parts: dict, worker: str, step: str) -> dict:
             }
         )
     vals = _parts_of(ps, i, float(c.transfer[mine].sum()), float(c.wait[mine].sum()))
-    origin = int(parts[worker].get("origin") or 0)
+    origin = int(parts[worker].origin or 0)
     return {
         "worker": worker,
         "step": step,
-        "start_us": _r(ps["start"][i] - origin),
-        "end_us": _r(ps["end"][i] - origin),
+        "start_us": _r(ps.start[i] - origin),
+        "end_us": _r(ps.end[i] - origin),
         "parts": {k: _r(v) for k, v in zip(_PARTS, vals)},
         "collectives": rows,
     }
@@ -405,4 +408,4 @@ def distributed(traces: dict) -> dict:
     """The distributed view over the workers of one run and span (worker name -> TraceData)."""
     if not isinstance(traces, dict) or not traces:
         raise BadRequest("distributed view needs at least one worker trace")
-    return from_summaries({w: worker_summary(traces[w]) for w in traces})
+    return from_summaries({w: convert(worker_summary(traces[w]), Distributed) for w in traces})
