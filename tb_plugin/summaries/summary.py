@@ -1,22 +1,21 @@
-"""One trace file's summary: what the run-level views need, computed once by the views' own functions.
+"""One trace file's summary: what the run-level views need, computed once by the analyses that own each part.
 
 A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the trace):
   {"kind": "gpuscope-summary", "version": VERSION,
    "source": {"size", "mtime_ns", "etag", "ident"},   # the file it was computed from
    "events": N,                                  # complete events in the trace
-   "overview": {"steps": [...], "average": {...}, "gpu": {...} | None},   # step_breakdown.overview
-   "distributed": {...},                         # worker.distributed.worker_summary: per-step
+   "overview": {"steps": [...], "average": {...}, "gpu": {...} | None},   # analysis.step_breakdown.overview
+   "distributed": {...},                         # analysis.worker.distributed.worker_summary: per-step
                                                  #   computation/communication/overlap, collectives
-   "top_operators": [...], "top_kernels": [...], # the first TOP rows of the operators/kernels views
+   "top_operators": [...], "top_kernels": [...], # the first TOP rows of the operator and kernel tables
    "memory_peak": {"CPU"|"GPU0"...: {"allocated", "reserved"}},   # bytes, -1 when not recorded
    "devices": {"rank", "world_size", "backend", "gpus"},
-   "ledger": {...},                              # worker.ledger.worker_ledger: per-step buckets (ns)
-   "gpu_idle": {...},                            # gpu_idle.gpu_idle_summary: idle by cause, launches, queue
-   "collective_calls": {...}, "phases": {...},   # worker.worker_facts: the cross-rank diagnosis' input
-   "pipeline": {...},                            # worker.pipeline.project: the pipeline schedule's input
-   "kernel_table": {...}}                        # worker.kernel_table.project: the job diff's kernels
-(modules under `profiler_core/analysis/`: they return plain dicts, and `summarize` decodes them as the schema's
-`Struct`s). Its types, what a stored one must hold and the version history: `schema` (`schema.Summary`).
+   "ledger": {...},                              # analysis.worker.ledger.worker_ledger: per-step buckets (ns)
+   "gpu_idle": {...},                            # analysis.gpu_idle.gpu_idle_summary: idle by cause, launches, queue
+   "collective_calls": {...}, "phases": {...},   # analysis.worker.worker_facts: the cross-rank diagnosis' input
+   "pipeline": {...},                            # analysis.worker.pipeline.project: the pipeline schedule's input
+   "kernel_table": {...}}                        # analysis.worker.kernel_table.project: the job diff's kernels
+Its types, what a stored one must hold and the version history: `schema` (`schema.Summary`).
 Never pickle: summaries may be computed on another machine and are read by the plugin.
 """
 
