@@ -222,7 +222,8 @@ def test_with_stack_key_averages_lists_ops_and_annotations_and_stacks_stay_on_th
     assert set(rows) == {"forward", "my::busy"}, sorted(rows)  # no Python-frame rows
     op = rows["my::busy"]
     assert op.count == 3 and op.self_cpu_time_total == op.cpu_time_total  # the frames it wraps don't take it
-    table = p.key_averages().table(sort_by="self_cpu_time_total", row_limit=1)
+    # both rows: which of the two has more self time depends on the machine's load (the loop around the calls)
+    table = p.key_averages().table(sort_by="self_cpu_time_total", row_limit=2)
     assert "my::busy" in table and "(" not in table.split("my::busy")[0].splitlines()[-1]
     [by_stack] = [k for k in p.key_averages(group_by_stack_n=3) if k.key == "my::busy"]
     assert any("test_with_stack_key_averages" in frame for frame in by_stack.stack), by_stack.stack
