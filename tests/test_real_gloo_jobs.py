@@ -89,7 +89,12 @@ def args(name: str) -> dict:
 
 def cases(names: list[str], xfail: dict[str, str]) -> list:
     """`names` as parameters, those in `xfail` marked xfail(strict=True) with their reason."""
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=xfail[n])) if n in xfail else n for n in names]
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=xfail[n]))
+        if n in xfail
+        else n
+        for n in names
+    ]
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import COMPAT_VENV, missing
+from ..conftest import COMPAT_VENV, missing
 
 JOB = Path(__file__).resolve().parent / "gloo_job.py"
 #: a job takes about 3 s on 2 shared cores; this is a hang guard, never a timing
