@@ -66,3 +66,8 @@ def test_a_step_prints_its_time_and_a_failing_step_fails_the_run(tmp_path):
     assert re.search(r"^ci: first took \d+ s$", proc.stdout, re.M), out
     assert "in-fail" in out and "after-false" not in out and "after-second" not in out
     assert re.search(r"^ci: second FAILED \(exit 1\) after \d+ s$", proc.stderr, re.M), out
+
+
+def test_test_files_are_named_after_what_they_test_not_an_issue_number():
+    named = sorted(p.name for p in (ROOT / "tests").rglob("test_*.py") if re.match(r"test_issue\d", p.name))
+    assert named == []
