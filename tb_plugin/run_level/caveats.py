@@ -111,8 +111,8 @@ def _missing_ranks(summaries: Mapping[str, Summary], workers: list[str]) -> Cave
     return Caveat(
         MISSING_RANKS,
         f"{present} of {world} ranks present ({which}; distributedInfo world_size {world}): {world - present} "
-        f"rank{'s' if world - present != 1 else ''} missing, any of which may be the one the others waited for, "
-        f"{claim}",
+        f"rank{'s' if world - present != 1 else ''} missing, "
+        f"{'any of which' if world - present != 1 else 'which'} may be the one the others waited for, {claim}",
         True,
     )
 
