@@ -183,9 +183,9 @@ def test_caveats_from_summaries_only():
 
 
 def test_distributed_view_and_run_ledger_carry_the_caveats(tmp_path):
+    from profiler_core.trace.read.reader import read_trace
     from tb_plugin import handlers
     from tb_plugin.summaries.summary import summarize
-    from profiler_core.trace.read.reader import read_trace
 
     _job(tmp_path, drop=(2,))
     summaries = {p.name.split(".")[0]: summarize(read_trace(str(p))) for p in sorted((tmp_path / "job").iterdir())}

@@ -121,7 +121,7 @@ def _who(summaries: Mapping[str, Summary], ws: list[str], n: int) -> str:
     """`every worker`, or the workers `ws` of `n` by rank where known."""
     if len(ws) == n:
         return "every worker" if n > 1 else "the worker"
-    ranks = [_int(summaries[w].devices.rank) if summaries[w].devices is not None else None for w in ws]
+    ranks = [_int(d.rank) if (d := summaries[w].devices) is not None else None for w in ws]
     if all(r is not None for r in ranks):
         return f"{len(ws)} of {n} workers (rank{'s' if len(ws) != 1 else ''} {ranges(ranks)})"  # type: ignore[arg-type]
     return f"{len(ws)} of {n} workers ({', '.join(ws[:4])}{', ...' if len(ws) > 4 else ''})"
@@ -145,7 +145,7 @@ def _steps(summaries: Mapping[str, Summary], workers: list[str]) -> list[Caveat 
         wins = [(ph[w].end[0] - ph[w].start[0]) / 1e6 for w in whole]  # type: ignore[union-attr]
         texts.append(
             f"no ProfilerStep in the trace of {_who(summaries, whole, n)}: the whole trace window "
-            f"({_ms_range(wins)}) is taken as one step \"0\", set-up and anything outside the training loop "
+            f'({_ms_range(wins)}) is taken as one step "0", set-up and anything outside the training loop '
             "included; mark each iteration with prof.step() (torch.profiler.schedule)"
         )
     if empty:
@@ -229,9 +229,7 @@ def _named_reasons(summaries: Mapping[str, Summary], workers: list[str], job: ob
     out = []
     differ = [(key, c) for key, c in counts.items() if len(set(c.values())) > 1]
     for key, c in differ[:SHOWN_GROUPS]:
-        per = ", ".join(
-            f"{_label(summaries, w)}: {k}" for w, k in sorted(c.items(), key=lambda x: (x[1], x[0]))[:4]
-        )
+        per = ", ".join(f"{_label(summaries, w)}: {k}" for w, k in sorted(c.items(), key=lambda x: (x[1], x[0]))[:4])
         out.append(f"group {key}: call counts differ between its members ({per}{', ...' if len(c) > 4 else ''})")
     if len(differ) > SHOWN_GROUPS:
         out.append(f"{len(differ) - SHOWN_GROUPS} more groups whose call counts differ")

@@ -324,7 +324,10 @@ def empty_facts() -> dict:
     cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "name", "step")
     cc: dict = {k: [] for k in (*cc_keys, "start", "dur", "bytes", "wait", "covered", "lead", "tail")}
     ph: dict = {k: [] for k in ("step", "start", "end", *PHASES, "names", "top_kernels", "top_ops")}
-    return {"collective_calls": {**cc, "dropped": 0}, "phases": {**ph, "reasons": {}, "dropped_steps": 0, "whole_trace": False}}
+    return {
+        "collective_calls": {**cc, "dropped": 0},
+        "phases": {**ph, "reasons": {}, "dropped_steps": 0, "whole_trace": False},
+    }
 
 
 def worker_facts(t: Any) -> dict:
