@@ -563,6 +563,18 @@ def rank_trace(
     }
 
 
+#: what `nameless` takes out of record_param_comms: the collective's name and its process group
+NAMED_ARGS = (
+    "Collective name",
+    "Process Group Name",
+    "Process Group Description",
+    "Process Group Ranks",
+    "Group size",
+    "Global rank start",
+    "Global rank stride",
+)
+
+
 def generate(
     out: str,
     ranks: int,
@@ -578,6 +590,8 @@ def generate(
     layout: bool = False,
     two_d: bool = False,
     rename: Mapping[str, str] | None = None,
+    drop: tuple[int, ...] = (),
+    nameless: bool = False,
 ) -> list[str]:
     """Writes one trace per rank under `out` (a run folder); returns the paths. The slow rank is `straggler`
     (negative: none; default ranks // 3, none when `plants` are given, so that the plants are the only cause).
@@ -586,7 +600,9 @@ def generate(
     every timestamp of its trace moves by it, as when its host clock is off.
     `layout` (and `two_d`, the 2D node and rail groups of a `link` plant) write a planted job's layout with no
     cause: version A of a job whose version B has the plants. `rename` (old kernel name -> new) renames kernels
-    (a library or hardware change: the same kernels under other names) in the data-parallel job."""
+    (a library or hardware change: the same kernels under other names) in the data-parallel job. `drop`: ranks whose
+    trace is not written (a job profiled on some ranks only: distributedInfo still says `ranks`); `nameless`: the
+    record_param_comms calls carry no `Collective name` nor process group (as older torch wrote them)."""
     check_plants(plants, ranks, steps)
     if two_d and (ranks < 4 or ranks % _node_size(ranks)):
         raise ValueError(f"the 2D layout needs an even number of ranks, at least 4 (got {ranks})")
@@ -601,6 +617,8 @@ def generate(
     enc = msgspec.json.Encoder()
     paths = []
     for r in range(ranks):
+        if r in drop:
+            continue
         name = f"node{r // 8}_rank{r:05d}.{1790900000000 + r}.pt.trace.json" + (".gz" if gz else "")
         path = os.path.join(out, name)
         doc = (
@@ -608,6 +626,11 @@ def generate(
             if cuda_graph is None
             else graph_trace(r, ranks, replays=max(1, steps - 1), **cuda_graph)
         )
+        if nameless:
+            for e in doc["traceEvents"]:
+                if e.get("name") == "record_param_comms" and isinstance(e.get("args"), dict):
+                    for k in NAMED_ARGS:
+                        e["args"].pop(k, None)
         skew = (clock_skew or {}).get(r, 0.0)
         if skew:
             for e in doc["traceEvents"]:
@@ -671,6 +694,14 @@ def main(argv: list[str] | None = None) -> None:
         help="name every OLD kernel NEW (a library or hardware change; version B of a job diff); repeatable",
     )
     ap.add_argument("--plain", action="store_true", help="write .json instead of .json.gz")
+    ap.add_argument(
+        "--drop-rank", type=int, action="append", default=[], help="leave this rank's trace out (ranks missing)"
+    )
+    ap.add_argument(
+        "--no-collective-name",
+        action="store_true",
+        help="record_param_comms without Collective name or process group (an older torch)",
+    )
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
     ap.add_argument("--graph-ids", action="store_true", help="CUDA-graph job: kernels carry graph and node ids")
@@ -732,6 +763,8 @@ def main(argv: list[str] | None = None) -> None:
         layout=a.plant_layout,
         two_d=a.two_d,
         rename=rename,
+        drop=tuple(a.drop_rank),
+        nameless=a.no_collective_name,
     )
     print(f"wrote {len(paths)} rank traces to {a.out}")
 

@@ -376,11 +376,17 @@ def _distributed_parts(summaries: dict) -> dict:
 
 
 def distributed_view(summaries: dict) -> dict:
-    """The /distributed answer of the workers' summaries (without `pending` and `errors`)."""
+    """The /distributed answer of the workers' summaries (without `pending` and `errors`): `caveats` first
+    (`run_level.caveats`); with ranks missing (a caveat that withholds), no straggler rows (`withheld` names it)."""
+    from tb_plugin.run_level import caveats as cv
     from tb_plugin.run_level import stragglers
     from tb_plugin.views import distributed as view
 
-    result = dict(view.from_summaries(_distributed_parts(summaries)))
+    cavs = cv.caveats(summaries)
+    held = cv.withheld(cavs) if len(summaries) > 1 else None
+    result = {"caveats": cv.as_json(cavs), **view.from_summaries(_distributed_parts(summaries)), "withheld": held}
+    if held is not None:
+        result["stragglers"] = []
     if isinstance(result.get("stragglers"), list):  # why, what-if and the Diff pair, from the same summaries
         stragglers.annotate_rows(result["stragglers"], summaries)
     devices = result.get("devices")
@@ -405,6 +411,7 @@ def distributed(ws: Workspace, a: dict) -> dict:
         pending = now.pending if isinstance(now, Pending) else []
         if not summaries:
             return {
+                "caveats": [],
                 "workers": {},
                 "steps": {},
                 "comm_ops": {},

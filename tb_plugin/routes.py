@@ -222,9 +222,10 @@ ROUTES: tuple[Route, ...] = (
         "/diagnosis",
         handlers.diagnosis,
         (RUN, SPAN),
-        "the run's diagnosis from the per-worker summaries: ledger, critical path per step, stragglers with "
-        "their cause and what-if (docs/diagnosis.md)" + PENDING,
-        '{"workers", "ranks", "ledger", "ledger_reason", "steps": [{"step", "step_ms", "segments": [...], '
+        "the run's diagnosis from the per-worker summaries: what it cannot know first (caveats), ledger, critical "
+        "path per step, stragglers with their cause and what-if (docs/diagnosis.md)" + PENDING,
+        '{"caveats": [{"key", "text", "withholds"}...], "withheld", "workers", "ranks", "ledger", "ledger_reason", '
+        '"steps": [{"step", "step_ms", "segments": [...], '
         '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}'
         + PENDING_ANSWER,
     ),

@@ -323,3 +323,15 @@ def test_gpuscope_says_nothing_on_the_unplanted_twin(gloo_jobs, diagnoses, name)
     assert not [s for step in rep["steps"] for s in step["segments"] if s["kind"] == "collective" and s["waiters"]]
     skew = [b for b in rep["ledger"]["critical"]["buckets"] if b["key"] == "sync_skew"][0]
     assert (skew["ms"] or 0) < QUIET_MS, skew
+
+
+@pytest.mark.parametrize("name", ["quiet", "one_step_quiet"])
+def test_gpuscope_says_first_what_it_cannot_know(gloo_jobs, diagnoses, name):
+    """Issue 37 item 5: gpuscope matches no gloo collective today (NO_MATCH) and says so first, with why; all ranks
+    are there (nothing withheld); a job of one profiled step says steady state is unknown."""
+    rep = diagnosis(gloo_jobs, diagnoses, name)
+    keys = [c["key"] for c in rep["caveats"]]
+    assert list(rep)[0] == "caveats" and "missing_ranks" not in keys and rep["withheld"] is None
+    un = [c["text"] for c in rep["caveats"] if c["key"] == "unmatched_collectives"]
+    assert un and "carry no `Collective name`" in un[0] and "no collective links the ranks" in un[0], rep["caveats"]
+    assert ("one_step" in keys) == (args(name)["steps"] == 1), keys

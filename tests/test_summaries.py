@@ -99,6 +99,7 @@ def test_summary_content_and_size(tmp_path):
         "rank": 0,
         "world_size": 2,
         "backend": "nccl",
+        "host": None,  # the trace names no host_name
         "gpus": {
             "GPU0": {"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85_031_714_816, "compute_capability": "9.0"}
         },

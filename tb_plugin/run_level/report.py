@@ -2,7 +2,11 @@
 and the views serve.
 
 `diagnose(summaries: {worker: summary}) -> dict` (JSON-able):
-  {"workers": n, "ranks": {worker: rank | None},
+  {"caveats": [{"key", "text", "withholds"}...],  # what it cannot know (`caveats.py`), first
+   "withheld": key | None,                       # the caveat that withholds the cross-rank claims (ranks missing):
+                                                 #   then steps and stragglers are [], worst None, `reason` says
+                                                 #   why, the ledger has no sync skew and no `critical`
+   "workers": n, "ranks": {worker: rank | None},
    "ledger": the run's recoverable-time ledger (`run_ledger.run_view`) or None, "ledger_reason": text | None,
    "steps": [{"step", "step_ms", "segments": [...critical_path segments, work ones with "why"...],
               "path": text, "straggler": stragglers.explain(...) | None}...],
@@ -20,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from profiler_core.analysis.worker.buckets import COMPUTE
+from tb_plugin.run_level import caveats as cv
 from tb_plugin.run_level import critical_path, stragglers
 from tb_plugin.summaries.schema import Summary
 
@@ -39,8 +44,8 @@ LEDGER_PENDING = "the recoverable-time ledger is not part of this gpuscope"
 
 
 def _ledger(summaries: Mapping[str, Summary]) -> tuple[Any, str | None]:
-    """The run's ledger (`tb_plugin.run_level.run_ledger.run_view`) when this gpuscope has it and the summaries
-    hold the workers' ledgers, else None and the reason."""
+    """The run's ledger (`tb_plugin.run_level.run_ledger.run_view`, with its caveats) when this gpuscope has it and
+    the summaries hold the workers' ledgers, else None and the reason."""
     try:
         mod = importlib.import_module("tb_plugin.run_level.run_ledger")
     except ImportError:
@@ -75,7 +80,13 @@ def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | Non
     a run of one worker (its single-rank critical path); an exception there becomes a note."""
     workers = sorted(summaries)
     ledger, ledger_reason = _ledger(summaries)
+    has_facts = any(summaries[w].phases is not None for w in workers)
+    job = critical_path.match(summaries) if has_facts else None
+    cavs = cv.caveats(summaries, job)
+    held = cv.withheld(cavs)
     out: dict = {
+        "caveats": cv.as_json(cavs),
+        "withheld": held,
         "workers": len(workers),
         "ranks": {w: critical_path.worker_rank(summaries[w]) for w in workers},
         "ledger": ledger,
@@ -95,11 +106,15 @@ def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | Non
             out["single_rank"] = single_rank(trace(workers[0]), workers[0])
         except Exception as e:  # noqa: BLE001 - the summaries' diagnosis stands without it
             out["notes"].append(f"no single-rank critical path: the trace cannot be read ({e})")
-    if not any(summaries[w].phases is not None for w in workers):
+    if job is None:
         out["reason"] = critical_path.NO_FACTS
         return out
-    job = critical_path.match(summaries)
     out["notes"] += list(job.notes)
+    if held is not None and len(workers) > 1:
+        out["reason"] = (
+            f"withheld: {held.replace('_', ' ')} (see the caveats): no cross-rank critical path, straggler or what-if"
+        )
+        return out
     if len(workers) < 2:
         out["notes"].append("one worker: no cross-rank critical path (see its single-rank critical path)")
     if not len(job.inst) and len(workers) > 1:
@@ -238,9 +253,23 @@ def _critical_lines(ledger: Any, ranks: Mapping) -> list[str]:
     return out
 
 
+def caveat_lines(caveats: list) -> list[str]:
+    """The caveats in words, one line each (a withholding one says so)."""
+    rows = [c for c in caveats if isinstance(c, Mapping) and c.get("text")]
+    if not rows:
+        return []
+    return ["What this diagnosis cannot know:"] + [
+        f"  ! {c['text']}" + (" [cross-rank claims withheld]" if c.get("withholds") else "") for c in rows
+    ]
+
+
 def render_text(report: Mapping) -> str:
-    """The diagnosis in words: the ledger, the worst straggler with its what-if, the critical paths."""
-    lines = [f"gpuscope diagnosis: {report['workers']} workers"]
+    """The diagnosis in words: first what it cannot know (the caveats), then the ledger, the worst straggler with
+    its what-if, the critical paths."""
+    lines = caveat_lines(report.get("caveats") or [])
+    if lines:
+        lines.append("")
+    lines.append(f"gpuscope diagnosis: {report['workers']} workers")
     lines.append("")
     lines.append("Ledger (recoverable time per step, across ranks):")
     if report.get("ledger") is not None:

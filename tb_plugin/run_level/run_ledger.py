@@ -95,8 +95,9 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]]
     return out, notes
 
 
-def _with_skew(led: Ledger | None, wait: list[int] | None) -> Ledger:
-    """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new `Ledger`)."""
+def _with_skew(led: Ledger | None, wait: list[int] | None, reason: str = ONE_WORKER) -> Ledger:
+    """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new `Ledger`); `wait` None: sync
+    skew is not measured, for `reason`."""
     if led is None:
         raise KeyError("ledger")  # a stored summary always has one (`schema.check`)
     buckets = dict(led.buckets)
@@ -104,7 +105,7 @@ def _with_skew(led: Ledger | None, wait: list[int] | None) -> Ledger:
     if comm.ns is None:
         return led  # no collectives: sync skew keeps the ledger's reason
     if wait is None:
-        buckets[SYNC_SKEW] = LedgerBucket(ns=None, recoverable_ns=None, reason=ONE_WORKER)
+        buckets[SYNC_SKEW] = LedgerBucket(ns=None, recoverable_ns=None, reason=reason)
         return msgspec.structs.replace(led, buckets=buckets)
     skew = [min(max(int(w), 0), c) for w, c in zip(wait, comm.ns)]
     skew += [0] * (len(comm.ns) - len(skew))
@@ -115,11 +116,16 @@ def _with_skew(led: Ledger | None, wait: list[int] | None) -> Ledger:
     return msgspec.structs.replace(led, buckets=buckets)
 
 
-def worker_ledgers(summaries: Mapping[str, Summary], notes: list[str] | None = None) -> dict[str, Ledger]:
+def worker_ledgers(
+    summaries: Mapping[str, Summary], notes: list[str] | None = None, withheld: str | None = None
+) -> dict[str, Ledger]:
     """worker -> its ledger with its wait for other ranks moved from exposed_comm to sync_skew (module doc);
-    the notes on calls that could not be matched go to `notes`."""
+    the notes on calls that could not be matched go to `notes`. `withheld`: a reason not to claim waiting across
+    ranks (a caveat's text: ranks missing): sync skew is then not measured, its time stays in exposed_comm."""
     workers = sorted(summaries)
     waits: dict[str, list[int]] | None = None
+    if withheld is not None and len(workers) > 1:
+        return {w: _with_skew(summaries[w].ledger, None, withheld) for w in workers}
     if len(workers) > 1:
         waits, wnotes = wait_by_step(summaries)
         if notes is not None:
@@ -127,15 +133,17 @@ def worker_ledgers(summaries: Mapping[str, Summary], notes: list[str] | None = N
     return {w: _with_skew(summaries[w].ledger, waits[w] if waits else None) for w in workers}
 
 
-def run_ledger(summaries: Mapping[str, Summary]) -> dict:
+def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) -> dict:
     """The run's ledger from its workers' summaries (worker -> summary with "ledger" and "distributed"):
     `workers`, `critical` and `mean` (module docstring), `totals` (worker -> bucket -> ns over its steps, None
-    where its trace cannot measure the bucket), `notes`."""
+    where its trace cannot measure the bucket), `notes`. `withheld` (a caveat's text, `caveats.py`): no waiting
+    across ranks is claimed: sync skew is not measured and, for several workers, `critical` (the rank the others
+    waited for) is None."""
     workers = sorted(summaries)
     notes: list[str] = []
     if not workers:
         return {"workers": [], "critical": None, "mean": None, "notes": ["no worker summaries"]}
-    leds = worker_ledgers(summaries, notes)
+    leds = worker_ledgers(summaries, notes, withheld)
     order: list[str] = []
     where: dict[str, list[tuple[str, int]]] = {}
     for w in workers:
@@ -208,13 +216,20 @@ def run_ledger(summaries: Mapping[str, Summary]) -> dict:
     totals = {
         w: {b: (sum(xs) if (xs := led.buckets[b].ns) is not None else None) for b in BUCKETS} for w, led in leds.items()
     }
+    hide = withheld is not None and len(workers) > 1
     return {
         "workers": workers,
         "totals": totals,
-        "critical": {**as_ledger(crit, crit_wall), "workers": crit_w},
+        "critical": None if hide else {**as_ledger(crit, crit_wall), "workers": crit_w},
         "mean": as_ledger(mean, mean_wall),
         "notes": notes,
     }
+
+
+def withheld_text(cavs: list) -> str | None:
+    """The reason sync skew is not measured when a caveat withholds the cross-rank claims (`caveats.Caveat`)."""
+    c = next((c for c in cavs if c.withholds), None)
+    return f"not claimed: {c.key.replace('_', ' ')} (see the caveats)" if c is not None else None
 
 
 def _all_lack(leds: Mapping[str, Ledger], b: str) -> bool:
@@ -222,26 +237,33 @@ def _all_lack(leds: Mapping[str, Ledger], b: str) -> bool:
 
 
 def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None) -> dict:
-    """The run's ledger as the Overview shows it (docs/diagnosis.md): `critical` and `mean` rendered by
-    `ledger.ranked` (`critical.workers`: the rank that set each step), `workers` (how many), `notes`, and
+    """The run's ledger as the Overview shows it (docs/diagnosis.md): `caveats` (`caveats.caveats`, first; while
+    summaries are pending, []), `critical` and `mean` rendered by `ledger.ranked` (`critical.workers`: the rank
+    that set each step; None when a caveat withholds cross-rank claims), `workers` (how many), `notes`, and
     `pending` (workers whose summary is still computed: the ledger waits for every worker)."""
     from profiler_core.analysis.worker.ledger import ranked
+    from tb_plugin.run_level import caveats as cv
 
     if pending:
         return {
+            "caveats": [],
             "workers": len(summaries) + len(pending),
             "critical": None,
             "mean": None,
             "notes": [],
             "pending": pending,
         }
-    run = run_ledger(summaries)
-    if run["critical"] is None:
-        return {"workers": 0, "critical": None, "mean": None, "notes": run["notes"], "pending": []}
-    crit = ranked(run["critical"])
-    for row, w in zip(crit["steps"], run["critical"]["workers"]):
-        row["worker"] = w
+    cavs = cv.caveats(summaries)
+    run = run_ledger(summaries, withheld_text(cavs))
+    if run["mean"] is None:
+        return {"caveats": [], "workers": 0, "critical": None, "mean": None, "notes": run["notes"], "pending": []}
+    crit = None
+    if run["critical"] is not None:
+        crit = ranked(run["critical"])
+        for row, w in zip(crit["steps"], run["critical"]["workers"]):
+            row["worker"] = w
     return {
+        "caveats": cv.as_json(cavs),
         "workers": len(run["workers"]),
         "critical": crit,
         "mean": ranked(run["mean"]),

@@ -336,7 +336,7 @@ def diagnose_main(args: argparse.Namespace) -> int:
 
     rep = report.diagnose(summaries, trace=trace)
     if args.json:
-        _print(json.dumps({"run": run, "span": args.span, **rep}, indent=1))
+        _print(json.dumps({"caveats": rep["caveats"], "run": run, "span": args.span, **rep}, indent=1))
     else:
         _print(f"run {run}, span {args.span}")
         _print(report.render_text(rep), end="")

@@ -29,7 +29,9 @@ from msgspec import UNSET, UnsetType
 #: 7: the pipeline projection;
 #: 8: the kernel table (kernels per op path and name with their place, for the job diff's alignment)
 #: 9: per collective call, when its worker was ready for it and how long its compute idled at its end (`lead`, `tail`)
-VERSION = 9
+#: 10: whether the worker's one step is the whole trace window (`phases.whole_trace`: no ProfilerStep) and the host
+#: that wrote the trace (`devices.host`, where the trace names it), for the run's caveats
+VERSION = 10
 KIND = "gpuscope-summary"
 
 
@@ -110,6 +112,8 @@ class Devices(msgspec.Struct, kw_only=True):
     rank: Scalar = None
     world_size: Scalar = None
     backend: Scalar = None
+    #: the host that wrote the trace (gpuscope's `host_name`; torch writes none): None when the trace does not say
+    host: str | None = None
     gpus: dict[str, dict[str, Scalar]] = msgspec.field(default_factory=dict)
 
 
@@ -223,6 +227,8 @@ class Phases(msgspec.Struct, kw_only=True):
     top_ops: list[list[list[Num]]]
     reasons: dict[str, str]
     dropped_steps: Int64 = 0
+    #: True: no ProfilerStep in the trace, its one step "0" is the whole trace window (`steps` stage)
+    whole_trace: bool = False
 
     def phase(self, name: str) -> list[int | None]:
         """The per-step values of phase `name` (one of `worker_facts.PHASES`)."""

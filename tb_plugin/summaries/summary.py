@@ -9,7 +9,7 @@ A summary is a JSON object (a few KB to a few hundred KB, far under 1 % of the t
                                                  #   computation/communication/overlap, collectives
    "top_operators": [...], "top_kernels": [...], # the first TOP rows of the operator and kernel tables
    "memory_peak": {"CPU"|"GPU0"...: {"allocated", "reserved"}},   # bytes, -1 when not recorded
-   "devices": {"rank", "world_size", "backend", "gpus"},
+   "devices": {"rank", "world_size", "backend", "host", "gpus"},   # host: None unless the trace names it
    "ledger": {...},                              # analysis.worker.ledger.worker_ledger: per-step buckets (ns)
    "gpu_idle": {...},                            # analysis.gpu_idle.gpu_idle_summary: idle by cause, launches, queue
    "collective_calls": {...}, "phases": {...},   # analysis.worker.worker_facts: the cross-rank diagnosis' input
@@ -45,6 +45,13 @@ def _memory_peak(t: Any) -> dict:
     return out
 
 
+def _host(t: Any) -> str | None:
+    """The host that wrote the trace, where its top level names it (gpuscope's writer: `host_name`), else None."""
+    meta = getattr(t, "metadata", None)
+    host = meta.get("host_name") if isinstance(meta, dict) else None
+    return host[:200] if isinstance(host, str) and host else None
+
+
 def summarize(t: Any, source: fs.Stat | None = None) -> Summary:
     """The summary of one parsed trace (`source`: the file's identity, stored for validation)."""
     from profiler_core.analysis import step_breakdown
@@ -72,6 +79,7 @@ def summarize(t: Any, source: fs.Stat | None = None) -> Summary:
             "rank": info.get("rank"),
             "world_size": info.get("world_size"),
             "backend": info.get("backend"),
+            "host": _host(t),
             "gpus": dist["gpus"],
         },
         "ledger": ledger.worker_ledger(t),

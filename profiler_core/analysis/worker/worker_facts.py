@@ -24,7 +24,9 @@
       "names": [text...],            # kernel and operator names the tops index
       "top_kernels": [[[i, ns]...]...], "top_ops": [[[i, ns]...]...],   # per step, largest first, TOP_N each
       "reasons": {phase: text},      # why a phase is None (the trace lacks what it needs)
-      "dropped_steps": n}
+      "dropped_steps": n,
+      "whole_trace": bool}           # True: the trace has no ProfilerStep, its one step "0" is the whole trace
+                                     # window (the `steps` stage's rule), not a training step
 
 Phases (union of the events' ranges clipped to the step, so nothing counts twice within one phase; phases
 may overlap each other): `data_loading` DataLoader/DataPipe ranges; `h2d` host-to-device copies on the GPU;
@@ -46,7 +48,7 @@ import pandas as pd
 
 from profiler_core.analysis import intervals
 from profiler_core.analysis.comm import collectives, group_waits
-from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask, is_dataloader
+from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask, is_dataloader, is_step_name
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.analysis.stages.registry import cached
@@ -295,6 +297,8 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
         "top_ops": top_o,
         "reasons": reasons,
         "dropped_steps": max(0, len(steps) - MAX_STEPS),
+        # the `steps` stage's rule: without a ProfilerStep range its one step is the whole trace window
+        "whole_trace": bool(len(steps)) and not bool((cpu & name_mask(ev, is_step_name)).any()),
     }
 
 
@@ -320,7 +324,10 @@ def empty_facts() -> dict:
     cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "name", "step")
     cc: dict = {k: [] for k in (*cc_keys, "start", "dur", "bytes", "wait", "covered", "lead", "tail")}
     ph: dict = {k: [] for k in ("step", "start", "end", *PHASES, "names", "top_kernels", "top_ops")}
-    return {"collective_calls": {**cc, "dropped": 0}, "phases": {**ph, "reasons": {}, "dropped_steps": 0}}
+    return {
+        "collective_calls": {**cc, "dropped": 0},
+        "phases": {**ph, "reasons": {}, "dropped_steps": 0, "whole_trace": False},
+    }
 
 
 def worker_facts(t: Any) -> dict:
