@@ -19,7 +19,7 @@ import msgspec
 
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read import cache, native, stream
+from profiler_core.trace.read import cache, fused, native, stream
 from profiler_core.trace.read.budget import memory_budget, over_budget
 from profiler_core.trace.read.columns import Builder, base_ns_of
 from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
@@ -38,7 +38,6 @@ from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
     too_big,
     too_many_events,
 )
-from profiler_core.trace.read import fused
 from profiler_core.trace.read.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.read.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
 from profiler_core.trace.read.malloc_tuning import release_memory, tune_for_parsing, tune_for_views
