@@ -373,7 +373,12 @@ def _url_of(fs: Any, path: str, like: str) -> str:
 # --------------------------------------------------------------------------- reading
 def stat(path: str) -> FileInfo:
     """Size, mtime and version of a file. FileNotFoundError / IsADirectoryError when it is not a
-    file; StorageError for any other failure of a remote call."""
+    file; StorageError for any other failure of a remote call. A fused file's rank part (`PATH@rankR`,
+    `trace/read/fused.py`) is its file's."""
+    if "@rank" in path:
+        from profiler_core.trace.read.fused import split_path
+
+        path = split_path(path)[0]
     if not is_remote(path):
         st = os.stat(path)
         if _stat.S_ISDIR(st.st_mode):

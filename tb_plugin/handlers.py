@@ -354,7 +354,7 @@ def trace(ws: Workspace, a: dict) -> wrappers.Response:
         "Content-Encoding": "gzip",
         "Cache-Control": "no-cache",
         "X-Content-Type-Options": "nosniff",
-        "Content-Disposition": dl.content_disposition(dl.download_name(f.path)),
+        "Content-Disposition": dl.content_disposition(dl.download_name(f.file_path)),
     }
     if gz:
         headers["Content-Length"] = str(t.source_stat[0] if t.source_stat[0] >= 0 else f.size)

@@ -32,6 +32,7 @@ from profiler_core.storage import redact
 from profiler_core.trace.model import TraceData
 from profiler_core.trace.read import cache, malloc_tuning, parallel_plan
 from profiler_core.trace.read.budget import memory_budget
+from profiler_core.trace.read.fused import split_path
 from profiler_core.trace.read.reader import TraceReadError, default_parse_processes, read_trace
 from profiler_core.trace.sparse import nbytes_of
 from tb_plugin.errors import LoadFailed
@@ -82,6 +83,9 @@ def check_is_trace(path: str, t: TraceData) -> TraceData:
 def _prepare_in_process(path: str) -> TraceData | list:
     """Worker-process job: parse and store in the disk cache; return the data only if that failed,
     else the trace's warnings (what the reader skipped or repaired)."""
+    if split_path(path)[1] is not None:  # a fused file's rank: the cache keeps the whole file, read here
+        t = check_is_trace(path, read_trace(path, processes=0, use_cache=True, tune_memory=True))
+        return list(t.warnings)
     t = check_is_trace(path, read_trace(path, processes=0, tune_memory=True))
     return list(t.warnings) if cache.store(path, t) is not None else t
 
@@ -375,7 +379,7 @@ class Loader:
     def _make_room(self, f: TraceFile) -> None:
         """Before `f` is read: drop the least recently used traces until those kept and `f` (about
         its JSON size, at most the whole budget) fit in the budget together."""
-        gz = f.path.endswith(".gz")  # no I/O here: gzip traces inflate about 8 times
+        gz = f.file_path.endswith(".gz")  # no I/O here: gzip traces inflate about 8 times
         need = min(self.max_bytes, f.size * (8 if gz else 1))
         with self._lock:
             while self._lru and sum(self._lru_bytes.values()) + need > self.max_bytes:
@@ -520,12 +524,12 @@ class Loader:
     def rate(self, f: TraceFile) -> float:
         """Parse throughput in file bytes per second for files like `f`: measured on the files of its
         kind (gzip or not) read here so far, else a default."""
-        kind = "gz" if f.path.endswith(".gz") else "json"
+        kind = "gz" if f.file_path.endswith(".gz") else "json"
         with self._lock:
             timed = [
                 (e.file.size, e.seconds)
                 for e in self._entries.values()
-                if e.seconds and e.error is None and e.file.path.endswith(".gz") == (kind == "gz")
+                if e.seconds and e.error is None and e.file.file_path.endswith(".gz") == (kind == "gz")
             ]
         size, secs = sum(x for x, _ in timed), sum(y for _, y in timed)
         return size / secs if secs > 0.05 and size > 0 else DEFAULT_RATE[kind]

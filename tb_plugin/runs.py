@@ -22,6 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from profiler_core import storage
+from profiler_core.trace.read.fused import maybe_fused, part_path, split_path
 
 TRACE_RE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 PLAIN_RE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.json(?:\.gz)?$")
@@ -73,6 +74,11 @@ class TraceFile:
     version: str = ""  # a remote object's ETag (or generation); "" for a local file
     #: a local file's `identity.file_identity` (inode and ctime tell a replaced file apart)
     ident: tuple = ()
+
+    @property
+    def file_path(self) -> str:
+        """The path of the file itself (a fused file's rank part has a path of its own, `fused.part_path`)."""
+        return split_path(self.path)[0]
 
     @property
     def key(self) -> tuple:
@@ -146,9 +152,8 @@ def parse_name(name: str) -> tuple[str, int | None] | None:
 _EXECUTION_TRACE_RE = re.compile(rb'"nodes"\s*:\s*\[')
 
 
-def looks_like_trace(path: str) -> bool:
-    """Cheap sniff of a plain .json file: does its beginning look like a chrome trace, or like a PyTorch
-    execution trace (listed, so that the reader says why it cannot be opened, instead of ignored)?"""
+def _head(path: str) -> bytes | None:
+    """The first 64 KiB of the file's JSON (gunzipped), None when it cannot be read."""
     try:
         if storage.is_remote(path):
             head = storage.read_range(path, 0, 65536)
@@ -158,6 +163,15 @@ def looks_like_trace(path: str) -> bool:
         if head[:2] == b"\x1f\x8b":
             head = zlib.decompressobj(31).decompress(head, 65536)
     except (OSError, zlib.error, EOFError, gzip.BadGzipFile):
+        return None
+    return head
+
+
+def looks_like_trace(path: str, head: bytes | None = None) -> bool:
+    """Cheap sniff of a plain .json file: does its beginning look like a chrome trace, or like a PyTorch
+    execution trace (listed, so that the reader says why it cannot be opened, instead of ignored)?"""
+    head = _head(path) if head is None else head
+    if head is None:
         return True  # unreadable: let the reader report why
     text = head.lstrip()
     if text[:1] == b"{":
@@ -176,6 +190,7 @@ class Scanner:
         self.stable_age_s = 0.0 if storage.is_object_store(self.logdir) else stable_age_s
         self._seen: dict[str, tuple] = {}
         self._sniffed: dict[tuple, bool] = {}
+        self._ranks: dict[tuple, list[int]] = {}  # per file version: its ranks when it is a fused file, else []
         self._last: dict[str, Run] = {}
         self.unstable = 0  # files seen but not listed yet because they may still be written
         self.error: str | None = None  # why the last listing of a remote logdir failed
@@ -215,34 +230,52 @@ class Scanner:
             if not old and now_ns - st.mtime_ns < self.stable_age_s * 1e9:
                 unstable += 1
                 continue
-            if not TRACE_RE.match(name):
-                key = (path,) + sig
-                if key not in self._sniffed:
-                    self._sniffed[key] = looks_like_trace(path)
-                if not self._sniffed[key]:
-                    continue
+            key = (path,) + sig
+            plain = not TRACE_RE.match(name)
+            if key not in self._ranks and (plain or not self.remote):
+                head = _head(path)
+                if plain:
+                    self._sniffed[key] = looks_like_trace(path, head)
+                self._ranks[key] = self._fused_ranks(path) if head is not None and maybe_fused(head) else []
+            if plain and not self._sniffed.get(key, True):
+                continue
             run_name = display_name(storage.relpath(root, self.logdir))
             rel = display_name(storage.relpath(path, self.logdir))
             worker = display_name(worker)
-            f = TraceFile(
-                path=path,
-                relpath=rel,
-                run=run_name,
-                worker=worker,
-                stamp_ns=stamp if stamp is not None else st.mtime_ns,
-                size=st.size,
-                mtime_ns=st.mtime_ns,
-                version=st.version,
-                ident=st.ident,
-            )
-            found.setdefault(run_name, Run(run_name)).workers.setdefault(worker, []).append(f)
+            ranks = self._ranks.get(key) or [None]
+            for r in ranks:  # a fused file: a worker per rank, its part of the file named by a path of its own
+                f = TraceFile(
+                    path=path if r is None else part_path(path, r),
+                    relpath=rel if r is None else part_path(rel, r),
+                    run=run_name,
+                    worker=worker if r is None else f"{worker}_rank{r}",
+                    stamp_ns=stamp if stamp is not None else st.mtime_ns,
+                    size=st.size,
+                    mtime_ns=st.mtime_ns,
+                    version=st.version,
+                    ident=st.ident,
+                )
+                found.setdefault(run_name, Run(run_name)).workers.setdefault(f.worker, []).append(f)
         for run in found.values():
             for files in run.workers.values():
                 files.sort(key=lambda f: (f.stamp_ns, f.relpath))
         self._seen = seen
         self._sniffed = {k: v for k, v in self._sniffed.items() if k[0] in seen}
+        self._ranks = {k: v for k, v in self._ranks.items() if k[0] in seen}
         self.unstable = unstable
         return dict(sorted(found.items()))
+
+    @staticmethod
+    def _fused_ranks(path: str) -> list[int]:
+        """The ranks of a file whose first bytes look fused: one read of the whole file (through the parse cache,
+        kept for the reads of its parts); [] when it is not fused or cannot be read (the loader says why)."""
+        from profiler_core import settings
+        from profiler_core.trace.read.reader import fused_ranks
+
+        try:
+            return fused_ranks(path, use_cache=bool(settings.get("GPUSCOPE_CACHE")))
+        except Exception:  # noqa: BLE001 - listed as one file: its read reports the reason
+            return []
 
     def has_traces(self) -> bool:
         """Whether any trace-like file name exists under the logdir (stops at the first); True for

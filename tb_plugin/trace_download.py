@@ -22,17 +22,18 @@ def open_parsed(f: Any, source: tuple) -> IO[bytes]:
     is its `storage.fingerprint` then): never a device or FIFO swapped in, never another file."""
     from profiler_core import storage
 
-    if storage.is_remote(f.path):
+    path = getattr(f, "file_path", f.path)  # a fused file's rank: the file itself
+    if storage.is_remote(path):
         try:
-            changed = source != (-1, -1) and storage.fingerprint(f.path) != source
-            fh = None if changed else storage.open_read(f.path)
+            changed = source != (-1, -1) and storage.fingerprint(path) != source
+            fh = None if changed else storage.open_read(path)
         except OSError as e:
             raise NotFound(f"{f.relpath}: cannot read ({e})") from None
         if fh is None:
             raise NotFound(f"{f.relpath} changed since it was loaded; reload the page")
         return fh
     try:  # non-blocking: opening a FIFO for reading must not wait for a writer
-        fd = os.open(f.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as e:
         raise NotFound(f"{f.relpath}: cannot read ({e.strerror})") from None
     st = os.fstat(fd)

@@ -19,10 +19,13 @@ PUBLIC = TRACES / "public"
 REFUSED = {
     # an execution trace, not a Kineto trace (traces/public/README.md)
     "hta_et_file": "a PyTorch execution trace (schema, nodes; no traceEvents), not a Kineto trace",
-    # 4 MI300X ranks fused into one file by a trace-merging tool (pid = rank * 1e8 + pid): refused by
-    # profiler_core/trace/read/fused.py; reading it as one worker per rank is future work
-    "amd_mi300x_merged_4rank": "holds the steps of 4 processes fused into one file",
 }
+#: run folders under traces/public whose file holds several ranks fused into one by a trace-merging tool (pid =
+#: rank * 1e8 + pid) -> its ranks: listed as one worker per rank (`<worker>_rank<R>`, profiler_core/trace/read/
+#: fused.py), a normal multi-worker run; only a read of the whole file by its own path is refused (FUSED_WORDS)
+FUSED = {"amd_mi300x_merged_4rank": [0, 1, 2, 3]}
+#: the words the refusal of a fused file's whole read must hold
+FUSED_WORDS = "ranks fused into one file"
 #: the first bytes of a gzip file (RFC 1952)
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -30,7 +33,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 def refusal(path: Path) -> str | None:
     """The words gpuscope's refusal of `path` must hold when it is a file of a REFUSED run, else None."""
     path = Path(path)
-    return REFUSED.get(path.parent.name) if path.parent.parent.name == PUBLIC.name else None
+    if path.parent.parent.name != PUBLIC.name:
+        return None
+    return FUSED_WORDS if path.parent.name in FUSED else REFUSED.get(path.parent.name)
 
 
 def real_trace_files() -> list[Path]:
@@ -46,8 +51,9 @@ def real_trace_files() -> list[Path]:
 
 
 def read_real_trace(path: Path) -> TraceData | None:
-    """read_trace(path); for a file gpuscope refuses on purpose (REFUSED), check that it is refused with its
-    reason and give None: a test over every real trace has nothing more to check on it."""
+    """read_trace(path); for a file gpuscope refuses on purpose (REFUSED), or a fused file read whole (FUSED: its
+    ranks are read by their part paths), check that it is refused with its reason and give None: a test over
+    every real trace has nothing more to check on it."""
     reason = refusal(path)
     if reason is None:
         return read_trace(str(path))

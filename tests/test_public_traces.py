@@ -1,7 +1,7 @@
 """Every route on every public real trace (../shared/traces/public, see its README): no 5xx anywhere,
-every view of a trace answers 200, and the files gpuscope refuses on purpose (an execution trace, a file of
-several ranks fused into one: tests/real_traces_support.py's REFUSED) are listed unreadable with their reason
-and answer 422."""
+every view of a trace answers 200, and the files gpuscope refuses on purpose (an execution trace:
+tests/real_traces_support.py's REFUSED) are listed unreadable with their reason and answer 422. A file of several
+ranks fused into one (FUSED) is a run of one worker per rank."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import pytest
 
 from .conftest import missing
-from .real_traces_support import PUBLIC, REFUSED
+from .real_traces_support import FUSED, PUBLIC, REFUSED
 from .test_plugin import P, _client
 
 #: per-worker routes -> their parameters beyond run/worker/span (optional ones left at their defaults)
@@ -90,6 +90,8 @@ def test_every_route_on_a_public_run(public, run):
                 assert r.status_code == 422 and REFUSED[run] in r.json["error"], (route, r.get_data()[:300])
         return
     assert workers.json["workers"]
+    if run in FUSED:  # one worker per rank of the fused file
+        assert [w.rsplit("_rank", 1)[1] for w in workers.json["workers"]] == [str(r) for r in FUSED[run]]
     for worker in workers.json["workers"]:
         spans = c.get(f"{P}/spans?{urlencode({'run': run, 'worker': worker})}")
         assert spans.status_code == 200 and spans.json["spans"], (worker, spans.get_data()[:300])

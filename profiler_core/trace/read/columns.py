@@ -48,6 +48,7 @@ class Labels:
         self.by_text: dict[str, int] = {}
         self.by_code: dict[int, str] = {}
         self.beyond = 0  # distinct values beyond 64 bits kept as text
+        self.streams: set[int] = set()  # the numbers of "stream N" texts (GPU streams, whose number is kept)
 
     def _number(self, value: int, counted: bool = False) -> int | None:
         if _INT64_MIN <= value <= _INT64_MAX:
@@ -76,6 +77,8 @@ class Labels:
         if m:
             found = self._number(int(m.group(1)), counted=not isinstance(value, str))
             if found is not None:
+                if not text.lstrip()[:1].isdigit() and text.lstrip()[:1] != "-":
+                    self.streams.add(found)
                 return found
         found = self.by_text.get(text)
         if found is not None:
@@ -888,7 +891,14 @@ class Builder:
         for c, value in done:
             (sparse if c in SPARSE_COLUMNS else data)[c] = value
         del done
-        if legacy_export_categories(data, self.labels.by_text.get(LEGACY_DEVICE_PID)):
+        gpu_only = other_tool_gpu_categories(data, sparse, self.labels.by_code, self.labels.streams)
+        if gpu_only:
+            self._count(
+                "events of a chrome trace without categories that is no torch.autograd.profiler export read as "
+                "kernels (their stream or device args, kernel names or GPU-stream threads say GPU work)",
+                gpu_only,
+            )
+        elif legacy_export_categories(data, self.labels.by_text.get(LEGACY_DEVICE_PID)):
             self._count(
                 "events of a pre-Kineto torch.autograd.profiler export (no categories) read as CPU "
                 'ops, and those of its "CUDA functions" process as kernels',
@@ -961,6 +971,74 @@ def names_frame(rows: list[tuple]) -> pd.DataFrame:
 
 #: the pid label of the device events in torch.autograd.profiler's pre-Kineto chrome export
 LEGACY_DEVICE_PID = "CUDA functions"
+
+
+#: the process names torch.autograd.profiler's pre-Kineto export gives its events
+LEGACY_PIDS = ("CPU functions", LEGACY_DEVICE_PID)
+#: a thread or process label that names GPU work ("stream 7", "GPU 0", "cuda:1", "Device 2 ...")
+_GPU_LABEL_RE = re.compile(r"^\s*(?:stream|gpu|cuda|device|hip|rocm)\b[\s:#]*\d*", re.IGNORECASE)
+_STREAM_NUMBER_RE = re.compile(r"(\d+)")
+#: names of GPU kernels and copies as CUDA and ROCm tools write them
+_KERNEL_NAME_RE = re.compile(
+    r"^(?:void\s|memcpy|memset|ncclDevKernel|ncclKernel|Cijk_|triton_)|kernel|\bsm\d\d_|(?:volta|turing|ampere|hopper)_"
+    r"|cutlass|cudnn|cublas|gemm",
+    re.IGNORECASE,
+)
+
+
+def other_tool_gpu_categories(data: dict, sparse: dict, labels: dict, streams: set | frozenset = frozenset()) -> int:
+    """A chrome trace of another tool whose events are GPU activity, without `cat` on any complete event and not
+    torch.autograd.profiler's export (no "CPU functions" / "CUDA functions" process): each (pid, tid) track one
+    of whose events looks like GPU work (a `stream` or `device` arg, a grid/block launch arg, a kernel-like name,
+    a thread or process label such as "stream 7" or "GPU 0": `streams`, the numbers of "stream N" texts) is read
+    as kernels, its device from the `device` arg
+    (else a small numeric pid, else 0) and its stream from the `stream` arg (else the thread's number). Rewrites
+    `data["cat"]`, `device` and `stream` in place; returns how many events became kernels (0: nothing changed, the
+    pre-Kineto rule applies)."""
+    import pandas as pd
+
+    cat = data["cat"]
+    if len(cat) == 0 or any(cat.categories[c] != "" for c in np.unique(cat.codes) if c >= 0):
+        return 0
+    if any(labels.get(int(p)) in LEGACY_PIDS for p in np.unique(data["pid"][data["pid"] < 0])):
+        return 0
+    names = data["name"]
+    kernel_name = np.array(  # a namespaced name ("aten::cudnn_convolution") is a CPU op's
+        [bool(_KERNEL_NAME_RE.search(str(n))) and "::" not in str(n) for n in names.categories] + [False]
+    )
+    gpu = kernel_name[np.asarray(names.codes)] | (np.asarray(data["stream"]) >= 0) | (np.asarray(data["device"]) >= 0)
+    for c in ("grid_x", "block_x"):
+        col = sparse.get(c)
+        if col is not None and len(col.rows):
+            gpu[col.rows] = True
+    for c in ("pid", "tid"):
+        codes = np.unique(data[c][data[c] < 0])
+        named = [int(x) for x in codes if _GPU_LABEL_RE.match(labels.get(int(x), ""))]
+        if named:
+            gpu |= np.isin(data[c], named)
+    if streams:  # threads written "stream N" (read as the number N)
+        gpu |= np.isin(data["tid"], list(streams))
+    if not gpu.any():
+        return 0
+    # every event of a track with GPU work is GPU work
+    _, track = np.unique(np.stack([data["pid"], data["tid"]], axis=1), axis=0, return_inverse=True)
+    track = track.ravel()
+    gpu_track = np.zeros(int(track.max()) + 1, dtype=bool)
+    gpu_track[track[gpu]] = True
+    gpu = gpu_track[track]
+    data["cat"] = pd.Categorical.from_codes((~gpu).astype(np.int8), categories=["kernel", "cpu_op"])
+    device = np.array(data["device"], dtype=np.int64, copy=True)
+    pid = np.asarray(data["pid"])
+    device[gpu & (device < 0)] = np.where((pid >= 0) & (pid < 1024), pid, 0)[gpu & (device < 0)]
+    stream = np.array(data["stream"], dtype=np.int64, copy=True)
+    tid = np.asarray(data["tid"])
+    from_tid = tid.copy()
+    for code in np.unique(tid[tid < 0]):
+        m = _STREAM_NUMBER_RE.search(labels.get(int(code), ""))
+        from_tid[tid == code] = int(m.group(1)) if m else 0
+    stream[gpu & (stream < 0)] = from_tid[gpu & (stream < 0)]
+    data["device"], data["stream"] = device, stream
+    return int(gpu.sum())
 
 
 def legacy_export_categories(data: dict, device_pid: int | None) -> bool:

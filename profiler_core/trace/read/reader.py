@@ -19,7 +19,7 @@ import msgspec
 
 from profiler_core import storage
 from profiler_core.trace.model import TraceData
-from profiler_core.trace.read import cache, native, stream
+from profiler_core.trace.read import cache, fused, native, stream
 from profiler_core.trace.read.budget import memory_budget, over_budget
 from profiler_core.trace.read.columns import Builder, base_ns_of
 from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
@@ -38,7 +38,6 @@ from profiler_core.trace.read.decode import (  # noqa: F401 - re-exported
     too_big,
     too_many_events,
 )
-from profiler_core.trace.read.fused import refuse_fused
 from profiler_core.trace.read.gunzip import ERRORS as GUNZIP_ERRORS
 from profiler_core.trace.read.gunzip import GZIP_MAGIC, gunzip_blocks, trailer_size
 from profiler_core.trace.read.malloc_tuning import release_memory, tune_for_parsing, tune_for_views
@@ -310,8 +309,43 @@ def read_trace(
     read again, up to READ_ATTEMPTS times, then refused: a torn parse is never returned.
     Process-wide settings (glibc malloc, numpy's huge pages: `malloc_tuning`) are changed only with
     `tune_memory`, which the plugin's loader passes: for parsing while it reads, then for views.
+    A file of several ranks fused together (pid = rank * 1e8 + pid) is refused; `PATH@rankR` reads rank R's part
+    of it (`fused.py`).
     """
     path = os.fspath(path)
+    base, rank = fused.split_path(path)
+    if rank is not None:  # one rank's part of a fused file (trace/read/fused.py)
+        return fused.read_part(
+            base,
+            rank,
+            _fingerprint(base),
+            lambda: _read_file(base, processes, use_cache=use_cache, store=store, tune_memory=tune_memory),
+        )
+    t = _read_file(path, processes, use_cache=use_cache, store=store, tune_memory=tune_memory)
+    fused.refuse_fused(t, path)
+    return t
+
+
+def fused_ranks(path: str | os.PathLike, use_cache: bool = False) -> list[int]:
+    """The ranks of a file of several ranks fused together, [] for any other trace (one whole read, kept in
+    memory for the reads of its parts, `fused.py`); TraceReadError when it cannot be read."""
+    path = os.fspath(path)
+    return fused.file_ranks(
+        path,
+        _fingerprint(path),
+        lambda: _read_file(path, None, use_cache=use_cache, store=None, tune_memory=False),
+    )
+
+
+def _read_file(
+    path: str,
+    processes: int | None,
+    *,
+    use_cache: bool,
+    store: Callable[[str, TraceData], Any] | None,
+    tune_memory: bool,
+) -> TraceData:
+    """`read_trace` of a whole file, fused ranks and all."""
     workers = stream.parse_processes_for(processes)
     fingerprint = _fingerprint(path)
     if not storage.is_remote(path) and os.path.isdir(path):
@@ -356,7 +390,6 @@ def _read_checked(path: str, plan: tuple[str, ...], workers: int, fingerprint: t
             f"{path}: the file changed while it was read ({READ_ATTEMPTS} times); "
             "it is read again once it stays the same"
         )
-    refuse_fused(t, path)
     t.source_stat = fingerprint
     return t
 
