@@ -376,9 +376,7 @@ def stat(path: str) -> FileInfo:
     file; StorageError for any other failure of a remote call. A fused file's rank part (`PATH@rankR`,
     `trace/read/fused.py`) is its file's."""
     if "@rank" in path:
-        from profiler_core.trace.read.fused import split_path
-
-        path = split_path(path)[0]
+        path = split_part(path)[0]
     if not is_remote(path):
         st = os.stat(path)
         if _stat.S_ISDIR(st.st_mode):
@@ -620,3 +618,24 @@ def atomic_writer(url: str) -> Iterator[IO[bytes]]:
             raise
     except Exception as e:  # noqa: BLE001
         raise _error(e, url) from None
+
+
+# --------------------------------------------------------------------------- parts of a file
+#: a part of a file named by a path of its own: rank R of a fused trace (trace/read/fused.py) is `FILE@rankR`
+PART_RE = re.compile(r"^(?P<base>.+\.json(?:\.gz)?)@rank(?P<rank>\d{1,9})$", re.IGNORECASE)
+
+
+def part_path(path: str, rank: int) -> str:
+    """The path that names rank `rank`'s part of the fused file at `path`."""
+    return f"{path}@rank{int(rank)}"
+
+
+def split_part(path: str) -> tuple[str, int | None]:
+    """(the file's path, the rank) of a part's path; (path, None) for any other path. A local file that exists
+    under the whole name is itself, whatever its name."""
+    m = PART_RE.match(path)
+    if m is None:
+        return path, None
+    if not is_remote(path) and os.path.lexists(path):
+        return path, None
+    return m.group("base"), int(m.group("rank"))

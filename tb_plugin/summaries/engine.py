@@ -136,8 +136,7 @@ class Summaries:
         if found is None:
             return None
         s, origin = found
-        self._remember(f.key, s, origin)
-        return s
+        return self._remember(f.key, s, origin)
 
     def _recall(self, f: Any) -> Summary | None:
         """The summary of `f` in memory, unless the stored file it was read from changed since (then forgotten)."""
@@ -201,10 +200,14 @@ class Summaries:
         with self._lock:
             return self._failed.get(f.key)
 
-    def _remember(self, key: tuple, s: Summary, origin: tuple | None = None) -> None:
-        """Keeps `s`, the summary of the file `key`; `origin`: (the stored file it was read from, its identity)."""
+    def _remember(self, key: tuple, s: Summary, origin: tuple | None = None) -> Summary:
+        """Keeps `s`, the summary of the file `key`, and returns it; `origin`: (the stored file it was read from, its
+        identity). One found or computed meanwhile (a background computation beside a request's read) summarizes the
+        same file content: it stays, with its identity, so that the run-level answers kept for it stay valid."""
         with self._lock:
-            self._drop(key)
+            kept = self._memory.get(key)
+            if kept is not None:
+                return kept
             self._memory[key] = s
             if origin is not None:
                 self._origin[key] = (*origin, time.monotonic())
@@ -213,6 +216,7 @@ class Summaries:
                 self._tokens[id(s)] = ("computed", next(self._serial))
             while len(self._memory) > MEMORY_ENTRIES:
                 self._drop(next(iter(self._memory)))
+        return s
 
     def _drop(self, key: tuple) -> None:
         """Forgets the summary of the file `key` (under the lock)."""
@@ -340,10 +344,10 @@ class Summaries:
             s = summarize_path(f.path)
         s.source = msgspec.convert(source_fields(src), Source)
         store.write(store.cache_path(f.path, src), s)
-        self._remember(f.key, s)
+        kept = self._remember(f.key, s)
         with self._lock:
             self.computed += 1
-        return s
+        return kept
 
     def _on_cluster(self, path: str) -> Summary:
         from tb_plugin.summaries.summary import decode

@@ -23,33 +23,15 @@ from typing import Any
 
 import numpy as np
 
+from profiler_core import storage
 from profiler_core.trace.read.decode import TraceReadError
 
 STEP_PREFIX = "ProfilerStep#"
 #: the pid offset per rank that trace-merging tools use
 RANK_PID_STRIDE = 100_000_000
-#: a part's path: the file's path and this suffix with the rank
-PART_RE = re.compile(r"^(?P<base>.+\.json(?:\.gz)?)@rank(?P<rank>\d{1,9})$", re.IGNORECASE)
-
-
-def part_path(path: str, rank: int) -> str:
-    """The path that names rank `rank`'s part of the fused file at `path`."""
-    return f"{path}@rank{int(rank)}"
-
-
-def split_path(path: str) -> tuple[str, int | None]:
-    """(the file's path, the rank) of a part's path; (path, None) for any other path. A local file that exists
-    under the whole name is itself, whatever its name."""
-    m = PART_RE.match(path)
-    if m is None:
-        return path, None
-    import os
-
-    from profiler_core import storage
-
-    if not storage.is_remote(path) and os.path.lexists(path):
-        return path, None
-    return m.group("base"), int(m.group("rank"))
+#: a part's path (`storage.part_path`, `storage.split_part`): the file's path and `@rankR`
+part_path = storage.part_path
+split_path = storage.split_part
 
 
 # ------------------------------------------------------------------------------------------- sniffing
