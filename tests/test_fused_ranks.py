@@ -197,3 +197,13 @@ def test_gpuscope_diagnose_reads_the_shared_fused_file_as_four_ranks(shared_logd
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["run"] == "mi300x" and rep["workers"] == 4
+
+
+def test_a_trace_whose_distributed_info_follows_its_events_is_not_taken_for_a_fused_one():
+    """Kineto may write `distributedInfo` after traceEvents (three shared real traces do): its `rank` is the
+    file's own, and listing such a file must not read it whole; a rank among the events still counts."""
+    from profiler_core.trace.read.fused import maybe_fused
+
+    after = b'{"traceEvents": [{"ph": "X", "pid": 7, "ts": 1}], "distributedInfo": {"rank": 1, "world_size": 2}}'
+    assert not maybe_fused(after)
+    assert maybe_fused(b'{"traceEvents": [{"ph": "X", "pid": 7, "args": {"rank": 0}}]}')

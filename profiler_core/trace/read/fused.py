@@ -37,17 +37,19 @@ split_path = storage.split_part
 # ------------------------------------------------------------------------------------------- sniffing
 _EVENT_RANK_RE = re.compile(rb'"rank"\s*:\s*\d')
 _OFFSET_PID_RE = re.compile(rb'"pid"\s*:\s*"?\d{9,}')
+#: the top-level `distributedInfo` (its `rank` is the file's own, and Kineto may write it after traceEvents)
+_DIST_INFO_RE = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*\}')
 
 
 def maybe_fused(head: bytes) -> bool:
     """Whether the first bytes of a trace's JSON look like a fused file's: a pid of 9 digits or more (real
-    pids stay below 2**22), or a `"rank"` key after the start of traceEvents (Kineto writes `rank` only in
-    its top-level `distributedInfo`). A false alarm costs one read of the file when it is first listed."""
+    pids stay below 2**22), or a `"rank"` key among the events (not the top-level `distributedInfo`'s, which
+    Kineto writes before or after them). A false alarm costs one read of the file when it is first listed."""
     if _OFFSET_PID_RE.search(head):
         return True
     start = head.find(b'"traceEvents"')
     events = head[start:] if start >= 0 else head if head.lstrip()[:1] == b"[" else b""
-    return _EVENT_RANK_RE.search(events) is not None
+    return _EVENT_RANK_RE.search(_DIST_INFO_RE.sub(b"", events)) is not None
 
 
 # ------------------------------------------------------------------------------------------- ranks
