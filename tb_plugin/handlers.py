@@ -183,9 +183,10 @@ def overview(ws: Workspace, a: dict) -> dict:
     out = overview_answer(ws.trace(a))
     if len(ws.run(a["run"]).workers) > 1:
         from tb_plugin.run_level.run_ledger import run_view
+        from tb_plugin.summaries.engine import Pending
 
         now = ws.summaries_now(a)
-        summaries, pending = now.summaries, list(getattr(now, "pending", []))
+        summaries, pending = now.summaries, list(now.pending) if isinstance(now, Pending) else []
         ledger = ws.kept(("run_ledger", *pending), [summaries], lambda: run_view(summaries, pending))
         out = {**out, "run_ledger": {**ledger, "errors": now.errors}}
     return out

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_plugin.run_level.job_diff import ranges
 from tb_plugin.summaries.schema import Summary
 
 MISSING_RANKS = "missing_ranks"
@@ -71,17 +72,6 @@ def caveats(summaries: Mapping[str, Summary], job: object | None = None) -> list
     if c is not None:
         out.append(c)
     return out
-
-
-def ranges(xs: list[int]) -> str:
-    """Integers as sorted ranges: 0-3, 7, 9-10."""
-    runs: list[list[int]] = []
-    for x in sorted(set(xs)):
-        if runs and x == runs[-1][1] + 1:
-            runs[-1][1] = x
-        else:
-            runs.append([x, x])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _int(v: object) -> int | None:
