@@ -128,13 +128,17 @@ def test_a_dropped_rank_withholds_the_cross_rank_claims(tmp_path):
     _leads(text, "3 of 4 ranks present")
 
 
-def test_collectives_without_collective_name_are_unmatched(tmp_path):
+def test_collectives_without_collective_name_are_matched_by_order_and_say_so(tmp_path):
+    """No record_param_comms names the NCCL collectives, and no backend range either: the kernels are matched by
+    stream, name and order, and the caveat says so, since a member's missing call would shift the order."""
     rep, text = _diagnose(_job(tmp_path, nameless=True))
-    assert _keys(rep) == [cv.UNMATCHED]
+    assert _keys(rep) == [cv.MATCHED_BY_ORDER]
     t = rep["caveats"][0]["text"]
-    assert t.startswith("48 of 48 collective calls are not matched") and "Collective name" in t
-    assert "no collective links the ranks" in t
-    _leads(text, "48 of 48 collective calls")
+    assert t.startswith("of the 48 matched calls, 48 by the kernel's stream, name and order") and "Collective name" in t
+    assert len(rep["steps"]) == 3 and all(
+        any(s["kind"] == "collective" for s in step["segments"]) for step in rep["steps"]
+    )
+    _leads(text, "of the 48 matched calls")
 
 
 def test_call_counts_that_differ_are_named(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tb_plugin.loader  # noqa: F401 - bound to the real reader before any test patches read_trace
 from profiler_core.analysis.worker import ledger as L
+from profiler_core.analysis.worker.worker_facts import PHASES, empty_facts
 from profiler_core.trace.read.reader import read_trace
 from tb_plugin.run_level.run_ledger import ONE_WORKER, run_ledger
 from tb_plugin.summaries import schema
@@ -17,17 +18,44 @@ from .test_summaries import _job
 US = 1000
 
 
-def _summary(compute: int, comm: int, other: int, coll_dur: int, pg: str = "0", size: int = 2) -> schema.Summary:
-    """One step "1" of 100 µs: compute, exposed comm, other (µs); one all_reduce of `coll_dur` µs in it."""
+def _summary(
+    compute: int, comm: int, other: int, coll_dur: int, pg: str = "0", size: int = 2, end: int = 70
+) -> schema.Summary:
+    """One step "1" of 100 µs: compute, exposed comm, other (µs); one all_reduce in it that ends at `end` µs and
+    lasts `coll_dur` µs on this worker, which arrived when it started (the workers share one clock: origin 0)."""
     buckets = {b: {"ns": [0], "recoverable_ns": [0], "reason": None} for b in L.BUCKETS}
     buckets[L.COMPUTE]["ns"] = [compute * US]
     buckets[L.EXPOSED_COMM] = {"ns": [comm * US], "recoverable_ns": [comm * US], "reason": None}
     buckets[L.OTHER] = {"ns": [other * US], "recoverable_ns": [other * US], "reason": None}
     buckets[L.SYNC_SKEW] = {"ns": None, "recoverable_ns": None, "reason": L.NEEDS_ALL_RANKS}
+    facts = empty_facts()
+    facts["collective_calls"].update(
+        groups=[f"{pg} (size {size})"],
+        group_pg=[pg],
+        group_ranks=[None],
+        group_size=[size],
+        group_how=["pg+seq"],
+        names=["nccl:all_reduce"],
+        group=[0],
+        name=[0],
+        step=[0],
+        start=[(end - coll_dur) * US],
+        dur=[coll_dur * US],
+        bytes=[-1],
+        wait=[0],
+        covered=[0],
+        lead=[0],
+        tail=[coll_dur * US],
+    )
+    ph = facts["phases"]
+    ph.update(step=["1"], start=[0], end=[100 * US], names=[], top_kernels=[[]], top_ops=[[]])
+    for k in PHASES:
+        ph[k] = [0]
     return schema.from_dict(
         {
             "ledger": {"steps": ["1"], "wall_ns": [100 * US], "has_gpu": True, "reason": None, "buckets": buckets},
             "distributed": {
+                "origin": 0,
                 "steps": {"step": ["1"], "start": [0], "end": [100 * US], "comp": [0], "comm": [0], "overlap": [0]},
                 "collectives": {
                     "names": ["nccl:all_reduce"],
@@ -40,12 +68,13 @@ def _summary(compute: int, comm: int, other: int, coll_dur: int, pg: str = "0", 
                     "wait": [0],
                 },
             },
+            **facts,
         }
     )
 
 
 def test_two_ranks_by_hand():
-    # w0 waits: its all_reduce lasts 30 µs, w1's 10 µs -> transfer 10, w0 waited 20, w1 0.
+    # w0 waits: its all_reduce runs 40-70 µs, w1's 60-70 µs -> w1 arrived last, 20 µs after w0: w0 waited 20, w1 0.
     # w0: compute 50, exposed comm 30 -> sync skew 20 + exposed comm 10, other 20: busy 100 - 20 = 80.
     # w1: compute 70, exposed comm 10 (no wait), other 20: busy 100 -> w1 set the step.
     run = run_ledger({"w0": _summary(50, 30, 20, 30), "w1": _summary(70, 10, 20, 10)})
@@ -73,8 +102,8 @@ def test_wait_never_exceeds_exposed_comm():
 
 
 def test_waits_are_matched_within_subgroups():
-    # two tensor-parallel pairs: tp0 = w0, w1 (w0's call 30 µs, w1's 10: w0 waited 20); tp1 = w2, w3 (15 and
-    # 15 µs: nobody waited). Matched per group of 2, not over all 4 workers.
+    # two tensor-parallel pairs: tp0 = w0, w1 (w0's call 40-70 µs, w1's 60-70: w0 waited 20); tp1 = w2, w3 (both
+    # 55-70 µs: nobody waited). Matched per group of 2, not over all 4 workers.
     run = run_ledger(
         {
             "w0": _summary(50, 30, 20, 30, pg="tp0"),

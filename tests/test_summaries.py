@@ -155,7 +155,13 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
     assert store.read(where, src) is None  # a version-6 summary (no pipeline projection): recomputed
     store.write(where, {k: v for k, v in s.items() if k != "pipeline"})
     assert store.read(where, src) is None
-    cc = {**s["collective_calls"], "groups": ["0 [0, 1]"], "group_pg": ["0"], "group_ranks": [[0, 1]]}
+    cc = {
+        **s["collective_calls"],
+        "groups": ["0 [0, 1]"],
+        "group_pg": ["0"],
+        "group_ranks": [[0, 1]],
+        "group_how": ["pg+seq"],
+    }
     cc.update(group_size=[2], names=["nccl:all_reduce"], group=[3], name=[0], step=[-1])
     cc.update(start=[0], dur=[5], bytes=[-1], wait=[0], covered=[0], lead=[0], tail=[5])
     store.write(where, {**s, "collective_calls": cc})

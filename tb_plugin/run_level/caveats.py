@@ -12,7 +12,8 @@ nothing across ranks because of it (no waiting for other ranks, straggler, what-
 * `one_step`: one profiled step: steady state is unknown.
 * `unmatched_collectives` (a run of several workers): collective calls not matched across the workers and why
   (no `Collective name`/process group in the trace; call counts or names that differ between a group's members),
-  or no collective at all.
+  or no collective at all; and which way the matched ones were matched when not by process group and sequence.
+* `matched_by_order`: every call matched, some of them by name and order (no `Collective name` in the traces).
 * `hosts`: the traces come from several hosts (`devices.host`, where a trace names its host: gpuscope's writer
   does, torch's does not; without it this caveat is left out rather than guessed): their clocks differ.
 """
@@ -31,8 +32,9 @@ MISSING_RANKS = "missing_ranks"
 NO_STEPS = "no_steps"
 ONE_STEP = "one_step"
 UNMATCHED = "unmatched_collectives"
+MATCHED_BY_ORDER = "matched_by_order"
 HOSTS = "hosts"
-KEYS = (MISSING_RANKS, NO_STEPS, ONE_STEP, UNMATCHED, HOSTS)
+KEYS = (MISSING_RANKS, NO_STEPS, ONE_STEP, UNMATCHED, MATCHED_BY_ORDER, HOSTS)
 #: the steps to profile for a steady state (the first ones carry warm-up, allocator and compilation costs)
 STEADY_STEPS = 5
 #: groups named in the call-count reason
@@ -165,8 +167,9 @@ def _unmatched(summaries: Mapping[str, Summary], workers: list[str], job: object
     kernels = 0
     for w in workers:
         d = summaries[w].distributed
-        if d is None:
-            continue
+        cc = summaries[w].collective_calls
+        if d is None or (cc is not None and len(cc.group)):
+            continue  # its calls are in its facts (by record_param_comms or its backend ranges)
         c = d.collectives
         no_pg = np.asarray([pg == "" and int(z) < 0 for pg, z in zip(c.pg, c.group_size)], bool)
         real = ~np.asarray(c.wait, bool) if c.wait else np.zeros(0, bool)
@@ -195,13 +198,41 @@ def _unmatched(summaries: Mapping[str, Summary], workers: list[str], job: object
     if matched < total_named:
         why += _named_reasons(summaries, workers, jb)
     unmatched = sum(nameless.values()) + total_named - matched
-    if not unmatched:
-        return None
     total = sum(nameless.values()) + total_named
+    how = _matched_how(jb)
+    if not unmatched:
+        return Caveat(MATCHED_BY_ORDER, how) if how else None
     tail = "" if matched else ": no collective links the ranks, each step's path stays on one worker"
-    return Caveat(
-        UNMATCHED,
-        f"{unmatched} of {total} collective calls are not matched across the workers ({'; '.join(why)}){tail}",
+    text = f"{unmatched} of {total} collective calls are not matched across the workers ({'; '.join(why)}){tail}"
+    return Caveat(UNMATCHED, f"{text}; {how}" if how else text)
+
+
+#: how the calls matched other than by process group and sequence, in words
+_HOW_WORDS = {
+    "name+order": "by name and order within their process group",
+    "peer+time": "point-to-point, each receive paired with its send by time and order",
+    "stream+name+order": "by the kernel's stream, name and order",
+}
+
+
+def _matched_how(job: object) -> str | None:
+    """Which way the matched calls were matched, when some were not by process group and sequence: the traces
+    carry no `Collective name` (gloo's ranges, older torch), so a rank whose trace lacks a call shifts the order."""
+    from tb_plugin.run_level import critical_path
+
+    assert isinstance(job, critical_path.Job)
+    hows = job.calls.get("how")
+    if hows is None:
+        return None
+    real = (~job.calls["is_wait"]) & (job.c_inst >= 0)
+    counts = {h: int((real & (hows == i)).sum()) for i, h in enumerate(job.how_names)}
+    parts = [f"{n} {_HOW_WORDS[h]}" for h, n in counts.items() if n and h in _HOW_WORDS]
+    if not parts:
+        return None
+    n = sum(counts.values())
+    return (
+        f"of the {n} matched calls, {', '.join(parts)}: the traces name no `Collective name`, process group or "
+        "sequence for them (gloo's ranges, or a torch before 2.1), so a member's missing call would shift the matching"
     )
 
 

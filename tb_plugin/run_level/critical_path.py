@@ -26,13 +26,14 @@ on a worker without GPU activity, its wait)).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.comm import group_waits
+from profiler_core.analysis.comm.collectives import P2P_GROUP, PEER_TIME, PG_SEQ
 from profiler_core.analysis.worker.worker_facts import sequence
 from tb_plugin.summaries.schema import CollectiveCalls, Phases, Summary, empty_phases
 
@@ -67,6 +68,8 @@ class Job:
     calls: dict[str, np.ndarray]
     inst: pd.DataFrame
     notes: list[str]
+    #: the ways of matching (`collectives.PG_SEQ`...) the calls' `how` codes index
+    how_names: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         code = {s: i for i, s in enumerate(self.steps)}
@@ -136,6 +139,7 @@ class _Codes:
         self.ranks: list[tuple[int, ...] | None] = []
         self.size: list[int] = []
         self.names: dict[str, int] = {}
+        self.how: dict[str, int] = {}
 
     def group_codes(self, cc: CollectiveCalls) -> np.ndarray:
         out = []
@@ -150,6 +154,18 @@ class _Codes:
             out.append(i)
         return np.asarray(out, np.int64)
 
+    def add_group(self, key: str, ranks: tuple[int, ...] | None, size: int) -> int:
+        """The code of a group the run level makes (a point-to-point pair), added when new."""
+        i = self.groups.setdefault(key, len(self.groups))
+        if i == len(self.pg):
+            self.pg.append(key)
+            self.ranks.append(ranks)
+            self.size.append(size)
+        return i
+
+    def how_codes(self, how: list[str]) -> np.ndarray:
+        return np.asarray([self.how.setdefault(str(h), len(self.how)) for h in how], np.int64)
+
     def name_codes(self, cc: CollectiveCalls) -> np.ndarray:
         return np.asarray([self.names.setdefault(n, len(self.names)) for n in cc.names], np.int64)
 
@@ -159,7 +175,21 @@ def _calls(summaries: Mapping[str, Summary], workers: list[str], steps: list[str
     step_code = {s: i for i, s in enumerate(steps)}
     parts: dict[str, list] = {
         k: []
-        for k in ("w", "group", "seq", "name", "step", "start", "end", "covered", "bytes", "is_wait", "ready", "tail")
+        for k in (
+            "w",
+            "group",
+            "seq",
+            "name",
+            "step",
+            "start",
+            "end",
+            "covered",
+            "bytes",
+            "is_wait",
+            "ready",
+            "tail",
+            "how",
+        )
     }
     for wi, w in enumerate(workers):
         cc = summaries[w].collective_calls
@@ -171,6 +201,8 @@ def _calls(summaries: Mapping[str, Summary], workers: list[str], steps: list[str
         st = np.asarray(cc.step, np.int64)
         parts["w"].append(np.full(n, wi, np.int64))
         parts["group"].append(codes.group_codes(cc)[np.asarray(cc.group, np.int64)])
+        how = cc.group_how if cc.group_how is not None else [PG_SEQ] * len(cc.groups)
+        parts["how"].append(codes.how_codes(how)[np.asarray(cc.group, np.int64)])
         parts["name"].append(codes.name_codes(cc)[np.asarray(cc.name, np.int64)])
         parts["step"].append(local_steps[np.where((st >= 0) & (st < len(local_steps) - 1), st, -1)])
         parts["seq"].append(sequence(np.asarray(cc.group, np.int64), np.asarray(cc.wait, bool)))
@@ -196,6 +228,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     codes = _Codes()
     c = _calls(summaries, workers, steps, codes)
     notes: list[str] = []
+    _pair_p2p(c, codes, workers, ranks, _origins(summaries, workers))
     n = len(c["w"])
     dur = c["end"] - c["start"]
     is_wait = c["is_wait"]
@@ -206,7 +239,8 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     empty = pd.DataFrame({k: [] for k in inst_cols})
     real = np.flatnonzero(~is_wait)
     if not len(real):
-        return Job(workers, ranks, phases, steps, c, empty, notes)
+        c["arrival"] = c["ready"] + _origins(summaries, workers)[c["w"]]
+        return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how))
     kmax = int(c["seq"][real].max()) + 1
     cand, inv, count = np.unique(c["group"][real] * kmax + c["seq"][real], return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
@@ -229,16 +263,31 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     new[ok] = np.arange(int(ok.sum()))
     c["inst"][real] = new[inv]
     ni = int(ok.sum())
+    origin = _origins(summaries, workers)
+    c["arrival"] = _queued_ready(c) + origin[c["w"]]
     if not ni:
-        return Job(workers, ranks, phases, steps, c, empty, notes)
-    m = np.flatnonzero(c["inst"] >= 0)
-    m = m[np.lexsort((c["w"][m], dur[m], c["inst"][m]))]  # per instance: shortest duration first
-    first = np.ones(len(m), dtype=bool)
-    first[1:] = c["inst"][m][1:] != c["inst"][m][:-1]
-    late_row = m[first]
-    transfer = dur[late_row]
+        return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how))
     inst = c["inst"]
-    c["wait"] = np.where(inst >= 0, dur - transfer[np.maximum(inst, 0)], c["wait"])
+    if _hosts(summaries, workers) > 1:
+        origin = origin - _end_alignment(c, origin)
+    base = origin[c["w"]]  # per call: what puts its worker's times on the common clock
+    arrival = _queued_ready(c) + base
+    c["arrival"] = arrival
+    start, end = c["start"] + base, c["end"] + base
+    m = np.flatnonzero(inst >= 0)
+    m = m[np.lexsort((c["w"][m], -arrival[m], inst[m]))]  # per instance: the last to arrive first
+    first = np.ones(len(m), dtype=bool)
+    first[1:] = inst[m][1:] != inst[m][:-1]
+    late_row = m[first]
+    last = np.full(ni, 0, np.int64)
+    last[inst[late_row]] = arrival[late_row]
+    last_end = np.full(ni, np.iinfo(np.int64).min)
+    np.maximum.at(last_end, inst[m], end[m])
+    transfer = np.maximum(last_end - last, 0)  # the exchange's own time, once every member was there
+    # a member waits from when it was ready (or its call started) until the last member arrived, within its call
+    li = last[np.maximum(inst, 0)]
+    wait = np.maximum(np.minimum(li, end) - np.maximum(arrival, start), 0)
+    c["wait"] = np.where(inst >= 0, wait, c["wait"])
     # exposed: the wait not covered by the member's own compute (waiting comes first in a call; what compute
     # covers of the call is taken from the wait first)
     exposed = np.maximum(np.minimum(c["wait"], dur - c["covered"]), 0)
@@ -247,7 +296,9 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     pos = np.flatnonzero(first)
     has2 = pos + 1 < len(m)
     has2[has2] &= ~first[(pos + 1)[has2]]
-    second[has2] = c["exposed"][m[pos[has2] + 1]]
+    second[inst[late_row[has2]]] = c["exposed"][m[pos[has2] + 1]]
+    order = np.argsort(inst[late_row], kind="stable")
+    late_row = late_row[order]
     gi = g_of[ok]
     group_keys = list(codes.groups)
     name_keys = list(codes.names)
@@ -264,7 +315,150 @@ def match(summaries: Mapping[str, Summary]) -> Job:
             "gap": second,
         }
     )
-    return Job(workers, ranks, phases, steps, c, table, notes)
+    return Job(workers, ranks, phases, steps, c, table, notes, list(codes.how))
+
+
+def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, int | None], origin: np.ndarray) -> None:
+    """Pairs the point-to-point calls whose peer the traces do not name (`collectives.PEER_TIME`). First by time:
+    each receive, in the order they end, with the latest send of another worker posted before it ended (a receive
+    cannot complete before its send is posted; one that waited ends just after it), on the traces' clocks. Then,
+    where that makes a sender and a receiver each other's only peers, their calls are paired again by order (the
+    k-th send with the k-th receive), which holds also where the ends do not tell (a receive posted after its send).
+    A pair becomes a two-member group `p2p A -> B` numbered in order; both calls are named `<backend>:send/recv`.
+    A receive left without a send stays unmatched."""
+    code = codes.how.get(PEER_TIME)
+    if code is None:
+        return
+    rows = np.flatnonzero((c["how"] == code) & ~c["is_wait"])
+    names = list(codes.names)
+    is_send = np.asarray([names[x].endswith(":send") for x in c["name"][rows].tolist()], bool)
+    sends, recvs = rows[is_send], rows[~is_send]
+    arrival = c["ready"] + origin[c["w"]]
+    end = c["end"] + origin[c["w"]]
+    sends = sends[np.argsort(arrival[sends], kind="stable")]
+    recvs = recvs[np.argsort(end[recvs], kind="stable")]
+    s_arr = arrival[sends]
+    used = np.zeros(len(sends), dtype=bool)
+    pairs: list[tuple[int, int]] = []
+    for r in recvs.tolist():
+        k = int(np.searchsorted(s_arr, end[r], side="right")) - 1
+        while k >= 0 and (used[k] or c["w"][sends[k]] == c["w"][r]):
+            k -= 1
+        if k >= 0:
+            used[k] = True
+            pairs.append((int(sends[k]), r))
+    peers_of_sender: dict[int, set[int]] = {}
+    peers_of_receiver: dict[int, set[int]] = {}
+    for snd, r in pairs:
+        peers_of_sender.setdefault(int(c["w"][snd]), set()).add(int(c["w"][r]))
+        peers_of_receiver.setdefault(int(c["w"][r]), set()).add(int(c["w"][snd]))
+    only = {(a, next(iter(bs))) for a, bs in peers_of_sender.items() if len(bs) == 1}
+    only = {(a, b) for a, b in only if peers_of_receiver.get(b) == {a}}
+    final = [(snd, r) for snd, r in pairs if (int(c["w"][snd]), int(c["w"][r])) not in only]
+    for a, b in sorted(only):
+        ss = sends[c["w"][sends] == a]  # in arrival order
+        rr = np.sort(recvs[c["w"][recvs] == b])  # rows of one worker are in its time order
+        final += list(zip(ss.tolist(), rr.tolist()))
+    final.sort(key=lambda x: int(end[x[1]]))
+    count: dict[int, int] = {}
+    paired = np.zeros(len(c["w"]), dtype=bool)
+    for snd, r in final:
+        a, b = workers[int(c["w"][snd])], workers[int(c["w"][r])]
+        ra, rb = ranks.get(a), ranks.get(b)
+        key = f"p2p {label(a, ra)} -> {label(b, rb)}"
+        g = codes.add_group(key, (ra, rb) if ra is not None and rb is not None else None, 2)
+        backend = names[int(c["name"][r])].split(":", 1)[0]
+        nm = codes.names.setdefault(f"{backend}:send/recv", len(codes.names))
+        c["group"][[snd, r]] = g
+        c["seq"][[snd, r]] = count.get(g, 0)
+        c["name"][[snd, r]] = nm
+        count[g] = count.get(g, 0) + 1
+        paired[[snd, r]] = True
+    alone = rows[~paired[rows]]
+    if len(alone):  # each its own call: never matched with another worker's unpaired one by order
+        c["group"][alone] = codes.add_group(f"{P2P_GROUP} (no peer found)", None, 2)
+        c["seq"][alone] = np.arange(len(alone))
+
+
+def entry_stagger(job: Job) -> np.ndarray:
+    """Per call: the part of its wait that the late member's later entry explains, not extra work (ns; 0 for a call
+    not matched). Each member's work before a call is measured from when it entered the stretch that ends there:
+    the later of its step's start and its previous call's end in the step. Of a member's wait, the imbalance is
+    how much longer the late member worked in its stretch than this member did (at most the wait); the rest is the
+    stagger with which they entered it, which balancing the work inside the step does not recover. After a first
+    collective the members leave it together, so later calls of a step hold stagger only where ends differ."""
+    got = job.__dict__.get("_stagger")
+    if got is not None:
+        return got
+    n = len(job.c_w)
+    out = np.zeros(n, np.int64)
+    rows = np.flatnonzero(job.c_inst >= 0)
+    if len(rows):
+        o = np.lexsort((job.c_start, job.c_w))
+        prev_end = np.full(n, np.iinfo(np.int64).min)
+        same = (job.c_w[o][1:] == job.c_w[o][:-1]) & (job.c_step[o][1:] == job.c_step[o][:-1])
+        prev_end[o[1:][same]] = job.c_end[o[:-1]][same]
+        k = np.maximum(job.c_step, 0)
+        entered = np.where(job.c_step >= 0, job.b_start[k, job.c_w], job.c_start)
+        since = np.maximum(entered, prev_end)
+        work = np.maximum(job.c_ready - since, 0)
+        late = job.i_late[job.c_inst[rows]]
+        # the late member's row of each matched call: the member of its instance on the late worker
+        late_row = np.full(len(job.inst), -1, np.int64)
+        is_late = job.c_w[rows] == late
+        late_row[job.c_inst[rows][is_late]] = rows[is_late]
+        lw = work[late_row[job.c_inst[rows]]]
+        wait = job.c_wait[rows]
+        imbalance = np.clip(lw - work[rows], 0, wait)
+        out[rows] = wait - imbalance
+    job.__dict__["_stagger"] = out
+    return out
+
+
+def _queued_ready(c: dict) -> np.ndarray:
+    """Per call: when it could start at the earliest, relative to its worker's origin: when the worker was ready for
+    it, or, for a call that started once the worker's previous call ended (queued behind it on the comm stream, or
+    its thread blocked), that end if later: a member held by its own previous collective is not late for this one."""
+    n = len(c["w"])
+    o = np.lexsort((c["start"], c["w"]))
+    prev_end = np.full(n, np.iinfo(np.int64).min)
+    same = c["w"][o][1:] == c["w"][o][:-1]
+    prev_end[o[1:][same]] = c["end"][o[:-1]][same]
+    queued = c["start"] >= prev_end - WAIT_EPS_NS
+    return np.where(queued, np.minimum(np.maximum(c["ready"], prev_end), c["start"]), c["ready"])
+
+
+def _origins(summaries: Mapping[str, Summary], workers: list[str]) -> np.ndarray:
+    """Per worker: its origin (the ns its summary's times count from; 0 where a hand-made summary lacks it), so
+    that origin + time is the time on its host's clock."""
+    out = np.zeros(len(workers), np.int64)
+    for i, w in enumerate(workers):
+        d = summaries[w].distributed
+        o = d.origin if d is not None else None
+        if isinstance(o, (int, float)) and not isinstance(o, bool):
+            out[i] = int(o)
+    return out
+
+
+def _hosts(summaries: Mapping[str, Summary], workers: list[str]) -> int:
+    """How many hosts the traces name (0 or 1: one clock for all, as far as the traces say)."""
+    return len({d.host for w in workers if (d := summaries[w].devices) is not None and d.host})
+
+
+def _end_alignment(c: dict, origin: np.ndarray) -> np.ndarray:
+    """Per worker: how far its clock runs ahead of the others' (ns), from the ends of the collectives it shares
+    with them (the median over its matched calls of its end less the median end of the call's members): the
+    clocks of different hosts differ, while a collective ends at about one instant on all its members."""
+    inst = c["inst"]
+    m = np.flatnonzero(inst >= 0)
+    shift = np.zeros(len(origin), np.int64)
+    if not len(m):
+        return shift
+    end = c["end"][m] + origin[c["w"][m]]
+    ref = pd.Series(end).groupby(inst[m]).transform("median").to_numpy()
+    dev = pd.Series(end - ref).groupby(c["w"][m]).median()
+    shift[dev.index.to_numpy(np.int64)] = np.round(dev.to_numpy()).astype(np.int64)
+    return shift
 
 
 def _us(ns: int) -> float:

@@ -4,9 +4,11 @@ together, without reading any trace.
 Sync skew: one trace cannot tell waiting from transferring, so each worker's ledger has all collective time in
 `exposed_comm`. Here each worker's wait per step moves from `exposed_comm` to `sync_skew`, at most the step's
 exposed communication (a wait hidden under compute costs nothing), so the buckets still add up to the step
-exactly. The wait: the summary's `distributed.collectives` matched within their process group by
-`analysis.comm.group_waits.match_in_groups` (the k-th call of a group on each member is one collective; its transfer is
-the shortest duration a member saw, each member's wait its own duration minus that).
+exactly. The wait is the cross-rank critical path's (`critical_path.match`: the members of a collective matched
+per process group and sequence, each waiting from its arrival until the last member arrived), so the ledger, the
+path, the stragglers and the what-if count one wait. Of it, only the imbalance is recoverable by balancing the
+ranks' work; the part the late member's later entry into the stretch explains (`critical_path.entry_stagger`: ranks
+that enter a step, or the profiled window, apart) is not.
 
 Per step, two ledgers:
 * `critical`: the step's ledger on the rank that set the step's time: the rank with the longest busy time (wall
@@ -20,84 +22,44 @@ critical one also names the rank per step (`workers`). A bucket a rank's trace c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import msgspec
 import numpy as np
 
-from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.worker.buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
 from tb_plugin.summaries.schema import Ledger, LedgerBucket, Summary
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 
 
-def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, list[int]], list[str]]:
-    """Per worker: the wait ns of its collectives in each of its steps (`group_waits.match_in_groups`' rule over
-    the summaries' collectives, in their recorded time order, on integer codes: `group_waits.match_codes`), and
-    the notes on calls that could not be matched."""
-    ranks: dict[str, Any] = {}
-    nsteps: dict[str, int] = {}
+def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str]]:
+    """Per worker, per step name: (wait ns, of which entry stagger ns) of its matched collective calls, as the
+    cross-rank critical path matches them (`critical_path.match`: by arrival; `critical_path.entry_stagger`), so
+    the ledger, the path, the stragglers and the what-if count one wait; and the notes on calls not matched."""
+    from tb_plugin.run_level import critical_path
+
     workers = sorted(summaries)
-    for w in workers:
-        d = summaries[w].distributed
-        nsteps[w] = len(d.steps.step) if d is not None else 0
-        ranks[w] = dev.rank if (dev := summaries[w].devices) is not None else None
-    out = {w: [0] * n for w, n in nsteps.items()}
-    # summaries do not hold the communicator's ranks: a group is its name and size (`group_waits.group_key`)
-    groups: dict[tuple[str, int], int] = {}
-    names: dict[str, int] = {}
-    cols: dict[str, list] = {k: [] for k in ("w", "group", "name", "dur", "is_wait", "step")}
-    for wi, w in enumerate(workers):
-        dist = summaries[w].distributed
-        if dist is None or not dist.collectives.name:
-            continue
-        c = dist.collectives
-        code = np.asarray(c.name, np.int64)
-        # this summary's table of (name, pg, size) -> global codes, then per call by its index there
-        g_of = np.asarray(
-            [groups.setdefault((str(pg), int(z)), len(groups)) for pg, z in zip(c.pg, c.group_size)], np.int64
-        )
-        n_of = np.asarray([names.setdefault(str(x), len(names)) for x in c.names], np.int64)
-        cols["w"].append(np.full(len(code), wi, np.int64))
-        cols["group"].append(g_of[code])
-        cols["name"].append(n_of[code])
-        cols["dur"].append(np.asarray(c.dur, np.int64))
-        cols["is_wait"].append(np.asarray(c.wait, np.int64).astype(bool))
-        cols["step"].append(np.asarray(c.step, np.int64))
-    if not cols["w"]:
-        return out, []
-    present = {workers[wi]: ranks.get(workers[wi]) for wi in sorted({int(x[0]) for x in cols["w"]})}  # with calls
-    keys = [group_waits.group_key(pg, None, z) for pg, z in groups]
-    key_list = sorted(set(keys))
-    index = {k: i for i, k in enumerate(key_list)}
-    key_code = np.asarray([index[k] for k in keys], np.int64)
-    members = np.asarray([group_waits.expected_members(None, z, present) for _, z in groups], np.int64)
-    wc, gc, dur, step = (np.concatenate(cols[k]) for k in ("w", "group", "dur", "step"))
-    _, _, transfer, notes = group_waits.match_codes(
-        wc,
-        key_code[gc],
-        np.concatenate(cols["name"]),
-        dur,
-        np.concatenate(cols["is_wait"]),
-        members[gc],
-        key_list,
-        list(names),
-    )
-    wait = dur - transfer
-    limit = np.asarray([nsteps[w] for w in workers], np.int64)
-    inside = (step >= 0) & (wait > 0) & (step < limit[wc])
-    S = int(limit.max()) if len(limit) else 0
-    total = np.zeros(len(workers) * S, np.int64)
-    np.add.at(total, wc[inside] * S + step[inside], wait[inside])
-    for wi, w in enumerate(workers):
-        out[w] = total[wi * S : wi * S + nsteps[w]].tolist()
-    return out, notes
+    out: dict[str, dict[str, tuple[int, int]]] = {w: {} for w in workers}
+    if not any(summaries[w].collective_calls is not None for w in workers):
+        return out, [critical_path.NO_FACTS]
+    job = critical_path.match(summaries)
+    stagger = critical_path.entry_stagger(job)
+    rows = np.flatnonzero((job.c_inst >= 0) & (job.c_step >= 0))
+    if len(rows):
+        key = job.c_w[rows] * len(job.steps) + job.c_step[rows]
+        size = len(job.workers) * len(job.steps)
+        wait = np.bincount(key, weights=job.c_wait[rows].astype(np.float64), minlength=size)
+        stag = np.bincount(key, weights=stagger[rows].astype(np.float64), minlength=size)
+        for i in np.flatnonzero(wait > 0).tolist():
+            w, k = divmod(i, len(job.steps))
+            out[job.workers[w]][job.steps[k]] = (int(wait[i]), int(stag[i]))
+    return out, list(job.notes)
 
 
-def _with_skew(led: Ledger | None, wait: list[int] | None, reason: str = ONE_WORKER) -> Ledger:
-    """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new `Ledger`); `wait` None: sync
-    skew is not measured, for `reason`."""
+def _with_skew(led: Ledger | None, wait: Mapping[str, tuple[int, int]] | None, reason: str = ONE_WORKER) -> Ledger:
+    """A worker's ledger with its wait moved from exposed_comm to sync_skew (a new `Ledger`); `wait`: step name ->
+    (wait ns, of which entry stagger ns), None: sync skew is not measured, for `reason`. Only the imbalance part of
+    the wait is recoverable by balancing the ranks' work; the stagger with which they entered is not."""
     if led is None:
         raise KeyError("ledger")  # a stored summary always has one (`schema.check`)
     buckets = dict(led.buckets)
@@ -107,12 +69,14 @@ def _with_skew(led: Ledger | None, wait: list[int] | None, reason: str = ONE_WOR
     if wait is None:
         buckets[SYNC_SKEW] = LedgerBucket(ns=None, recoverable_ns=None, reason=reason)
         return msgspec.structs.replace(led, buckets=buckets)
-    skew = [min(max(int(w), 0), c) for w, c in zip(wait, comm.ns)]
+    per = [wait.get(str(st), (0, 0)) for st in led.steps]
+    skew = [min(max(int(w), 0), c) for (w, _), c in zip(per, comm.ns)]
     skew += [0] * (len(comm.ns) - len(skew))
+    rec_skew = [max(x - min(int(st), x), 0) for x, (_, st) in zip(skew, per)]
     left = [c - s for c, s in zip(comm.ns, skew)]
     rec = [min(r, x) for r, x in zip(comm.recoverable_ns or [], left)]
     buckets[EXPOSED_COMM] = msgspec.structs.replace(comm, ns=left, recoverable_ns=rec)
-    buckets[SYNC_SKEW] = LedgerBucket(ns=skew, recoverable_ns=list(skew), reason=None)
+    buckets[SYNC_SKEW] = LedgerBucket(ns=skew, recoverable_ns=rec_skew, reason=None)
     return msgspec.structs.replace(led, buckets=buckets)
 
 
@@ -123,7 +87,7 @@ def worker_ledgers(
     the notes on calls that could not be matched go to `notes`. `withheld`: a reason not to claim waiting across
     ranks (a caveat's text: ranks missing): sync skew is then not measured, its time stays in exposed_comm."""
     workers = sorted(summaries)
-    waits: dict[str, list[int]] | None = None
+    waits: dict[str, dict[str, tuple[int, int]]] | None = None
     if withheld is not None and len(workers) > 1:
         return {w: _with_skew(summaries[w].ledger, None, withheld) for w in workers}
     if len(workers) > 1:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler_core.analysis.worker.worker_facts import PHASES
+from profiler_core.analysis.worker.worker_facts import PHASES, TOP_N
 from tb_plugin.run_level import slow_links, what_if
 from tb_plugin.run_level.critical_path import Job, label
 from tb_plugin.summaries.schema import Summary
@@ -75,6 +75,8 @@ def _flat(job: Job) -> dict:
     mat = np.full((S, len(_CAUSES), W), np.nan)
     codes: dict[str, int] = {}
     tops: dict[str, tuple[list, list, list, list]] = {k: ([], [], [], []) for k in ("top_kernels", "top_ops")}
+    # a name missing from a worker's full top list is at most its smallest entry there, not 0 (TOP_N truncates)
+    fills = {k: np.zeros((S, W)) for k in tops}
     for wi, w in enumerate(job.workers):
         ph = job.phases[w]
         ks = np.flatnonzero(job.b_idx[:, wi] >= 0)
@@ -90,50 +92,64 @@ def _flat(job: Job) -> dict:
                 k = step_of.get(i)
                 if k is None:
                     continue
+                if len(lst) >= TOP_N:
+                    fills[key][k, wi] = min(v for _, v in lst)
                 for n, v in lst:
                     tw.append(wi)
                     tk.append(k)
                     tn.append(gm[n])
                     tv.append(v)
     cache["phases"] = mat
+    cache["fills"] = fills
     cache["names"] = list(codes)
     for key, cols in tops.items():
         cache[key] = tuple(np.asarray(c, np.int64 if i < 3 else np.float64) for i, c in enumerate(cols))
     return cache
 
 
-def _step_table(job: Job, k: int, key: str) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """For step code `k`: the names (phases, or the kernels/operators of `key`'s top lists), a [names x workers]
-    matrix of their ns (NaN: not measured) and each name's median over the workers that recorded the step (a
-    top list's missing name counts 0). Cached on the job: every straggler of the step reads it."""
+def _step_table(job: Job, k: int, key: str) -> tuple[list[str], np.ndarray]:
+    """For step code `k`: the names (phases, or the kernels/operators of `key`'s top lists) and a [names x workers]
+    matrix of their ns (NaN: not measured; a name missing from a worker's top list: 0 when the list is not full,
+    else the list's smallest entry, an upper bound, so an excess is never overstated by the truncation). Cached on
+    the job: every straggler of the step reads it."""
     tables = job.__dict__.setdefault("_tables", {})
     if (k, key) in tables:
         return tables[(k, key)]
     flat = _flat(job)
     W = len(job.workers)
-    has = np.flatnonzero(job.b_idx[k] >= 0)
     if key == "phases":
         names = list(_CAUSES)
         mat = flat["phases"][k]
-        med = np.full(len(names), np.nan)
-        for j in range(len(names)):
-            known = mat[j, has][~np.isnan(mat[j, has])]
-            if len(known) >= 2:
-                med[j] = np.median(known)
     else:
         tw, tk, tn, tv = flat[key]
         sel = tk == k
         uniq, inv = np.unique(tn[sel], return_inverse=True)
         names = [flat["names"][i] for i in uniq.tolist()]
-        mat = np.zeros((len(names), W))
+        mat = np.repeat(flat["fills"][key][k][None, :], len(names), axis=0) if len(names) else np.zeros((0, W))
         mat[inv.reshape(-1), tw[sel]] = tv[sel]
-        med = np.median(mat[:, has], axis=1) if len(has) and len(names) else np.zeros(len(names))
-    tables[(k, key)] = (names, mat, med)
+    tables[(k, key)] = (names, mat)
     return tables[(k, key)]
 
 
+def _others_median(job: Job, k: int, mat: np.ndarray, wi: int) -> np.ndarray:
+    """Per name: the median over the other workers that recorded step `k` and measured it (NaN: none did): the
+    straggler is compared with the others, not with a median it moves itself (with two workers, the other one)."""
+    has = np.flatnonzero(job.b_idx[k] >= 0)
+    others = has[has != wi]
+    if not len(others) or not len(mat):
+        return np.full(len(mat), np.nan)
+    sub = mat[:, others]
+    out = np.full(len(mat), np.nan)
+    known = ~np.isnan(sub)
+    any_known = known.any(axis=1)
+    if any_known.any():
+        out[any_known] = np.nanmedian(sub[any_known], axis=1)
+    return out
+
+
 def _phase_rows(job: Job, k: int, wi: int) -> list[dict]:
-    names, mat, med = _step_table(job, k, "phases")
+    names, mat = _step_table(job, k, "phases")
+    med = _others_median(job, k, mat, wi)
     rows: list[dict[str, Any]] = []
     for j, p in enumerate(names):
         mine = mat[j, wi]
@@ -153,9 +169,10 @@ def _phase_rows(job: Job, k: int, wi: int) -> list[dict]:
 
 
 def _top_rows(job: Job, k: int, wi: int, key: str) -> list[dict]:
-    names, mat, med = _step_table(job, k, key)
+    names, mat = _step_table(job, k, key)
     if not names:
         return []
+    med = _others_median(job, k, mat, wi)
     ex = mat[:, wi] - med
     rows = [
         {"name": names[j], "ms": _ms(mat[j, wi]), "median_ms": _ms(med[j]), "excess_ms": _ms(ex[j])}
@@ -204,7 +221,7 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     k = job.code(step)
     if k is None or wi not in b or len(b) < 2:
         return None
-    med = float(np.median(list(b.values())))
+    med = float(np.median([v for w, v in b.items() if w != wi]))  # the others: with two workers, the other one
     excess = max(b[wi] - med, 0.0)
     has = job.b_idx[k] >= 0
     step_ns = float(np.median((job.b_end[k] - job.b_start[k])[has]))
@@ -226,7 +243,7 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
         link_text = f"transfers grew in groups {', '.join(link['groups'])}; {who} is the only member of all of them"
     kernels = _top_rows(job, k, wi, "top_kernels")
     ops = _top_rows(job, k, wi, "top_ops")
-    median_w = min(b, key=lambda w: (abs(b[w] - med), w))
+    median_w = min((w for w in b if w != wi), key=lambda w: (abs(b[w] - med), w))
     return {
         "worker": worker,
         "rank": job.ranks[worker],

@@ -31,7 +31,7 @@ from msgspec import UNSET, UnsetType
 #: 9: per collective call, when its worker was ready for it and how long its compute idled at its end (`lead`, `tail`)
 #: 10: whether the worker's one step is the whole trace window (`phases.whole_trace`: no ProfilerStep) and the host
 #: that wrote the trace (`devices.host`, where the trace names it), for the run's caveats
-VERSION = 10
+VERSION = 11
 KIND = "gpuscope-summary"
 
 
@@ -154,6 +154,8 @@ class CollectiveCalls(msgspec.Struct, kw_only=True):
     group_pg: list[str]
     group_ranks: list[list[Int64] | None]
     group_size: list[Int64]
+    #: per group, how its calls are matched across ranks (`collectives.PG_SEQ`...); hand-made facts: by pg+seq
+    group_how: list[str] | None = None
     names: list[str]
     group: list[Int64]
     name: list[Int64]
@@ -376,9 +378,9 @@ def _check_gpu_idle(g: GpuIdle) -> None:
 def _check_calls(cc: CollectiveCalls) -> None:
     from profiler_core.analysis.worker.worker_facts import MAX_CALLS
 
-    for k in ("bytes", "covered", "lead", "tail"):
+    for k in ("bytes", "covered", "lead", "tail", "group_how"):
         _check(getattr(cc, k) is not None, f"collective_calls.{k} is missing")
-    ng = _one_length(cc, ("groups", "group_pg", "group_size", "group_ranks"), "collective_calls")
+    ng = _one_length(cc, ("groups", "group_pg", "group_size", "group_ranks", "group_how"), "collective_calls")
     nn = len(cc.names)
     n = _one_length(
         cc, ("group", "name", "step", "start", "dur", "bytes", "wait", "covered", "lead", "tail"), "collective_calls"

@@ -8,6 +8,7 @@ with `record_param_comms` (docs/internals.md §4). Pure functions of one `TraceD
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -19,8 +20,33 @@ from profiler_core.analysis.stages.classify import MPI_PREFIX, collective_call_m
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.gpu_links import launch_calls, link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
+from profiler_core.trace.categories import OP_CATS
 
 RPC = "record_param_comms"
+#: how a call's members are found on the other ranks (the `how` column): by process group and sequence (a
+#: record_param_comms call names both), by the backend range's name and order within the default process group, by
+#: peer and order (point-to-point), by the kernel's stream, name and order (NCCL kernels and nothing else)
+PG_SEQ, NAME_ORDER, PEER_TIME, STREAM_ORDER = "pg+seq", "name+order", "peer+time", "stream+name+order"
+#: the group of a point-to-point call whose peer the trace does not name (the run level pairs it: PEER_TIME)
+#: the backend ranges of a collective where no record_param_comms names it (gloo in torch 2.x; NCCL before 2.1)
+BACKEND_PREFIXES = ("gloo:", "nccl:")
+P2P_GROUP = "p2p"
+#: backend range names (after the prefix) of a point-to-point call
+P2P_OPS = frozenset({"send", "recv", "recv_anysource"})
+FRAME_COLUMNS = (
+    "how",
+    "row",
+    "name",
+    "coll",
+    "pg",
+    "group_size",
+    "start",
+    "dur",
+    "bytes",
+    "is_wait",
+    "kernels",
+    "pg_ranks",
+)
 #: `Collective name` values that are a wait on an earlier collective, not a transfer
 WAIT_NAMES = frozenset({"wait", "wait_all", "waitall"})
 _RENAME = {  # c10d's collective names -> the record_function names of ProcessGroupNCCL/Gloo before torch 2.1
@@ -143,12 +169,10 @@ def _enclosing(t: Any, ops: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    ev = t.events
-    cols = ["row", "name", "coll", "pg", "group_size", "start", "dur", "bytes", "is_wait", "kernels"]
-    none = np.zeros(0, np.int64)
     rpc = np.flatnonzero(collective_call_mask(t))
     if not len(rpc):
-        return pd.DataFrame({c: [] for c in cols}), none, none
+        return backend_calls(t)
+    ev = t.events
     ts = ev["ts"].to_numpy(np.int64)
     dur = ev["dur"].to_numpy(np.int64)
     names = ev["name"].astype(str).to_numpy()
@@ -197,6 +221,7 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     pg = t.arg("pg_name", rpc)
     frame = pd.DataFrame(
         {
+            "how": np.full(len(rpc), PG_SEQ, dtype=object),
             "row": rpc,
             "name": [
                 collective_name(c, "mpi" if n.startswith(MPI_PREFIX) else backend) for c, n in zip(coll, names[rpc])
@@ -209,6 +234,172 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
             "bytes": nbytes,
             "is_wait": is_wait,
             "kernels": n_kernels[rpc],
+            "pg_ranks": pd.Series([None] * len(rpc), dtype=object),
+        }
+    )
+    return frame, nccl[owner >= 0], owner[owner >= 0]
+
+
+def _default_group(t: Any) -> tuple[str, tuple[int, ...] | None, int]:
+    """(name, ranks or None, size or -1) of the process group a backend range without metadata belongs to: the
+    trace's only process group, else the one distributedInfo describes as the default; else a group of the world
+    (named "", as big as `world_size`)."""
+    meta = getattr(t, "metadata", None) or {}
+    info = meta.get("distributedInfo") if isinstance(meta, dict) else None
+    info = info if isinstance(info, dict) else {}
+    pgs = [g for g in info.get("pg_config") or [] if isinstance(g, dict) and "pg_name" in g]
+    pick = pgs[0] if len(pgs) == 1 else next((g for g in pgs if g.get("pg_desc") == "default_pg"), None)
+    world = info.get("world_size")
+    size = int(world) if isinstance(world, int) and not isinstance(world, bool) else -1
+    if pick is None:
+        return "", None, size
+    ranks = pick.get("ranks")
+    if isinstance(ranks, str):
+        try:
+            ranks = json.loads(ranks)
+        except ValueError:
+            ranks = None
+    ok = isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks)
+    return str(pick["pg_name"]), tuple(ranks) if ok else None, len(ranks) if ok else size
+
+
+def _c10d_kind(name: str) -> str:
+    """The backend op a c10d op enqueues: "c10d::allreduce_" -> "all_reduce", "c10d::recv_" -> "recv"."""
+    base = name[len("c10d::") :].rstrip("_")
+    return _RENAME.get(base, base)
+
+
+def _called_at(t: Any, rows: np.ndarray, op: np.ndarray) -> np.ndarray:
+    """When the program called each backend range's collective: the start of the c10d op that enqueued it (the
+    k-th `c10d::<op>` of a process with the k-th backend range of that op, when it starts no later), else the
+    range's own start. gloo runs a collective on a worker thread, so its range starts when that thread takes it
+    up, and a send's range only at the send's end (1 ms after the call in torch 2.13's traces)."""
+    ev = t.events
+    ts = ev["ts"].to_numpy(np.int64)
+    out = ts[rows].copy()
+    names = ev["name"].astype(str).to_numpy()
+    cpu = category_mask(ev, OP_CATS)
+    c10d = np.flatnonzero(cpu & name_mask(ev, lambda n: n.startswith("c10d::")))
+    if not len(c10d):
+        return out
+    pid = ev["pid"].to_numpy(np.int64)
+    kinds = np.asarray([_c10d_kind(n) for n in names[c10d]], dtype=object)
+    for p in np.unique(pid[rows]).tolist():
+        for k in set(op[pid[rows] == p].tolist()):
+            mine = np.flatnonzero((pid[rows] == p) & (op == k))
+            mine = mine[np.argsort(ts[rows[mine]], kind="stable")]
+            calls = c10d[(pid[c10d] == p) & (kinds == k)]
+            calls = calls[np.argsort(ts[calls], kind="stable")]
+            if len(calls) != len(mine):
+                continue  # not one call per range: the order cannot pair them
+            at = ts[calls]
+            out[mine] = np.where(at <= ts[rows[mine]], at, ts[rows[mine]])
+    return out
+
+
+def _input_bytes(t: Any, rows: np.ndarray) -> np.ndarray:
+    """Bytes of the tensors a backend range names (`Input Dims` x `Input type`; -1 when they do not say)."""
+    out = np.full(len(rows), -1, np.int64)
+    if not len(rows) or "input_dims" not in t.events:
+        return out
+    dims = t.events["input_dims"].to_numpy()[rows]
+    types = t.events["input_type"].to_numpy()[rows] if "input_type" in t.events else [""] * len(rows)
+    for i, (d, ty) in enumerate(zip(dims.tolist(), list(types))):
+        try:
+            shapes = json.loads(d) if isinstance(d, str) and d else []
+            names = json.loads(ty) if isinstance(ty, str) and ty else []
+        except ValueError:
+            continue
+        total, found = 0, False
+        for shape, name in zip(shapes, names):
+            size = dtype_bytes(name)
+            if size is None or not isinstance(shape, list) or not all(isinstance(x, int) for x in shape):
+                continue
+            total += int(np.prod(shape, dtype=np.int64)) * size if shape else size
+            found = True
+        if found:
+            out[i] = total
+    return out
+
+
+def backend_calls(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The collective calls of a trace whose collectives no record_param_comms names: its backend ranges
+    (`gloo:all_reduce`, `nccl:broadcast`: BACKEND_PREFIXES) in the default process group (`_default_group`),
+    matched across ranks by name and order, each from when the program called it (`_called_at`); point-to-point ranges (`gloo:send`, `gloo:recv`) in the group P2P_GROUP
+    (their peer is only in the c10d op's `Concrete Inputs`, which the reader does not keep: the run level pairs each
+    receive with the send it waited for, PEER_TIME); the NCCL kernels a range launched are its GPU time (as `_analyse`). A trace with
+    NCCL kernels and no ranges at all: each kernel a call, grouped by its stream and matched by name and order.
+    The frame of `collectives`, with `how` saying which of these matched it."""
+    ev = t.events
+    none = np.zeros(0, np.int64)
+    empty = pd.DataFrame({c: [] for c in FRAME_COLUMNS})
+    if not len(ev):
+        return empty, none, none
+    ts = ev["ts"].to_numpy(np.int64)
+    dur = ev["dur"].to_numpy(np.int64)
+    names = ev["name"].astype(str).to_numpy()
+    cpu = category_mask(ev, OP_CATS)
+    rows = np.flatnonzero(cpu & name_mask(ev, lambda n: n.startswith(BACKEND_PREFIXES)))
+    nccl = np.flatnonzero(category_mask(ev, ("kernel",)) & name_mask(ev, lambda n: "nccl" in n.lower()))
+    pg, ranks, size = _default_group(t)
+    if not len(rows):
+        if not len(nccl):
+            return empty, none, none
+        stream = t.arg("stream", nccl).astype(np.int64)
+        kinds = [kernel_kind(n) for n in names[nccl]]
+        frame = pd.DataFrame(
+            {
+                "how": np.full(len(nccl), STREAM_ORDER, dtype=object),
+                "row": nccl,
+                "name": [f"nccl:{k}" if k else n for k, n in zip(kinds, names[nccl])],
+                "coll": [k or "" for k in kinds],
+                "pg": [f"stream {s}" for s in stream.tolist()],
+                "group_size": np.full(len(nccl), size, np.int64),
+                "start": ts[nccl],
+                "dur": dur[nccl],
+                "bytes": np.full(len(nccl), -1, np.int64),
+                "is_wait": np.zeros(len(nccl), dtype=bool),
+                "kernels": np.ones(len(nccl), np.int64),
+                "pg_ranks": pd.Series([None] * len(nccl), dtype=object),
+            }
+        )
+        return frame, nccl, nccl
+    op = np.array([n.split(":", 1)[1] for n in names[rows]], dtype=object)
+    p2p = np.isin(op, list(P2P_OPS))
+    owner = np.full(len(nccl), -1, np.int64)
+    if len(nccl):
+        launch = launch_calls(t, nccl)
+        has = launch >= 0
+        owner[has] = _enclosing(t, rows, launch[has])
+    n_kernels = np.zeros(len(ev), np.int64)
+    k_start = np.full(len(ev), np.iinfo(np.int64).max)
+    k_busy = np.zeros(len(ev), np.int64)
+    if (owner >= 0).any():
+        o, kr = owner[owner >= 0], nccl[owner >= 0]
+        np.add.at(n_kernels, o, 1)
+        np.minimum.at(k_start, o, ts[kr])
+        np.add.at(k_busy, o, dur[kr])
+    on_gpu = n_kernels[rows] > 0
+    called = _called_at(t, rows, op)
+    how = np.where(p2p, PEER_TIME, NAME_ORDER).astype(object)
+    group = np.where(p2p, P2P_GROUP, pg).astype(object)
+    group_ranks = [None if x else ranks for x in p2p.tolist()]
+    name = names[rows]
+    sizes = np.where(p2p, 2, size).astype(np.int64)
+    frame = pd.DataFrame(
+        {
+            "how": np.asarray(how, dtype=object),
+            "row": rows,
+            "name": name,
+            "coll": op,
+            "pg": group,
+            "group_size": np.asarray(sizes, np.int64),
+            "start": np.where(on_gpu, k_start[rows], called),
+            "dur": np.where(on_gpu, k_busy[rows], ts[rows] + dur[rows] - called),
+            "bytes": _input_bytes(t, rows),
+            "is_wait": np.zeros(len(rows), dtype=bool),
+            "kernels": n_kernels[rows],
+            "pg_ranks": pd.Series(group_ranks, dtype=object),
         }
     )
     return frame, nccl[owner >= 0], owner[owner >= 0]
@@ -227,7 +418,9 @@ def collectives(t: Any) -> pd.DataFrame:
     `group_size` (-1 if absent), `start`/`dur` (ns: the NCCL kernels it launched, start of the first and
     their summed time, else the CPU call), `bytes` (max(In, Out msg nelems) x dtype size; -1 unknown or a
     wait), `is_wait` (a `wait` collective: time spent waiting), `kernels` (NCCL kernels it launched, found by
-    the launch call inside its range, else by order among kernels of the same family)."""
+    the launch call inside its range, else by order among kernels of the same family), `how` (PG_SEQ; a trace
+    without record_param_comms: its backend ranges, `backend_calls`, with the other ways), `pg_ranks` (the group's
+    ranks when the call itself says, else None: distributedInfo's `pg_config` names them)."""
     return collective_analysis(t)[0]
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from profiler_core.analysis.comm import collectives
 
-CALL_COLUMNS = ("worker", "name", "pg", "pg_ranks", "group_size", "start", "dur", "is_wait")
+CALL_COLUMNS = ("worker", "name", "pg", "pg_ranks", "group_size", "start", "dur", "is_wait", "how")
 
 
 def pg_ranks_of(info: Mapping | None) -> dict[str, tuple[int, ...]]:
@@ -58,16 +58,20 @@ def worker_calls(t: Any, worker: str) -> pd.DataFrame:
     ranks = pg_ranks_of(info if isinstance(info, dict) else None)
     c = c.sort_values("start", kind="stable")
     pgs = c["pg"].astype(str).tolist()
+    own = c["pg_ranks"].tolist() if "pg_ranks" in c else [None] * len(c)
     return pd.DataFrame(
         {
             "worker": [worker] * len(c),
             "name": c["name"].astype(str).to_numpy(),
             "pg": pgs,
-            "pg_ranks": pd.Series([ranks.get(g) for g in pgs], dtype=object),
+            "pg_ranks": pd.Series(
+                [o if isinstance(o, tuple) else ranks.get(g) for o, g in zip(own, pgs)], dtype=object
+            ),
             "group_size": c["group_size"].to_numpy(np.int64),
             "start": c["start"].to_numpy(np.int64),
             "dur": c["dur"].to_numpy(np.int64),
             "is_wait": c["is_wait"].to_numpy(bool),
+            "how": c["how"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object),
         }
     )
 

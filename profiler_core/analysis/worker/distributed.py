@@ -146,6 +146,7 @@ def _worker_data(t: Any) -> dict:
         ops = category_mask(ev, ("cpu_op",)) & ~is_step & ~cpu_coll
         comp = intervals.merge_ranges(ts[ops], te[ops])
     rpc = collectives.collectives(t)
+    rpc = rpc[rpc["how"] == collectives.PG_SEQ]  # named by record_param_comms (backend ranges: the tiers below)
     if len(rpc) and (nccl_k.any() or not tier1.any()):  # torch >= 2.1: named record_param_comms calls
         return _worker_with_rpc(t, ev, ts, te, comp, nccl_k, cpu_coll, rpc)
     if nccl_k.any():

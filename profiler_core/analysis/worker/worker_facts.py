@@ -6,6 +6,7 @@
       "groups": [key...],            # process group keys (`group_waits.group_key`: name with ranks, else size)
       "group_pg": [name...],         # the `Process Group Name` of each group
       "group_ranks": [[rank...] | None...], "group_size": [int...],   # per group (-1: size unknown)
+      "group_how": [text...],        # how its calls are matched across ranks (`collectives.PG_SEQ`, ...)
       "names": [collective name...], # `nccl:all_reduce`, ...
       "group": [i...],               # per call (in time order): its group; its sequence number in the group is
                                      # its place among the group's non-wait calls here (`sequence`)
@@ -120,9 +121,11 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
     groups = sorted(set(keys))
     gi = {k: i for i, k in enumerate(groups)}
     g_pg, g_ranks, g_size = [""] * len(groups), [None] * len(groups), [-1] * len(groups)
-    for k, pg, r, s in zip(keys, calls["pg"], ranks, sizes.tolist()):
+    g_how = [collectives.PG_SEQ] * len(groups)
+    for k, pg, r, s, h in zip(keys, calls["pg"], ranks, sizes.tolist(), calls["how"].tolist()):
         i = gi[k]
         g_pg[i], g_ranks[i], g_size[i] = str(pg), list(r) if r is not None else None, max(g_size[i], int(s))
+        g_how[i] = str(h)
     names = sorted(set(calls["name"].astype(str)))
     ni = {n: i for i, n in enumerate(names)}
     start = calls["start"].to_numpy(np.int64)
@@ -143,6 +146,7 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
         "group_pg": g_pg,
         "group_ranks": g_ranks,
         "group_size": g_size,
+        "group_how": g_how,
         "names": names,
         "group": [gi[k] for k in keys[:n]],
         "name": [ni[x] for x in calls["name"].astype(str).tolist()[:n]],
@@ -161,10 +165,11 @@ def collective_calls(t: Any, steps: pd.DataFrame, origin: int, compute: tuple | 
 def ready_times(t: Any, c: pd.DataFrame) -> np.ndarray:
     """When the worker was ready for each collective call (ns; `c`: `collectives` in time order), which
     can be before the call started: a call queued behind the worker's previous one on its comm stream started when
-    that one ended, not when the worker was ready. For a call that ran NCCL kernels: the later of its host call's
-    start (its kernels cannot start before their launch) and the end of the last compute kernel launched before
-    it (the comm stream waits for the compute enqueued before the launch, as DDP's buckets do). A CPU call (gloo,
-    MPI) blocks its thread, so it is ready when it starts."""
+    that one ended, not when the worker was ready (the cross-rank matching adds that queue: `critical_path.match`).
+    For a call that ran NCCL kernels: the later of its host call's start (its kernels cannot start before their
+    launch; a call that is a kernel itself: its launch) and the end of the last compute kernel launched before it
+    (the comm stream waits for the compute enqueued before the launch, as DDP's buckets do). A CPU call (gloo, MPI)
+    blocks its thread, so it is ready when it starts."""
     from profiler_core.analysis.gpu_idle.gpu_launches import activity_arrays
 
     start = c["start"].to_numpy(np.int64)
@@ -172,8 +177,14 @@ def ready_times(t: Any, c: pd.DataFrame) -> np.ndarray:
     if not on_gpu.any():
         return start
     ev = t.events
-    host = ev["ts"].to_numpy(np.int64)[c["row"].to_numpy(np.int64)]
+    rows = c["row"].to_numpy(np.int64)
+    host = ev["ts"].to_numpy(np.int64)[rows]
     a = activity_arrays(t)
+    # a call that is a kernel itself (no host range names it): its launch, where the trace has it
+    at = np.searchsorted(a["row"], rows)
+    at = np.minimum(at, max(len(a["row"]) - 1, 0))
+    is_act = (a["row"][at] == rows) if len(a["row"]) else np.zeros(len(rows), bool)
+    host = np.where(is_act & (a["launch_start"][at] >= 0), a["launch_start"][at], host)
     comp = _compute_mask(t)[a["row"]] & (a["launch"] >= 0)
     launched, ends = a["launch_start"][comp], a["end"][comp]
     o = np.argsort(launched, kind="stable")
@@ -321,7 +332,7 @@ def sequence(group: np.ndarray, is_wait: np.ndarray) -> np.ndarray:
 
 def empty_facts() -> dict:
     """The facts of a worker with no collective calls and no steps (the shape, for hand-made summaries)."""
-    cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "names", "group", "name", "step")
+    cc_keys = ("groups", "group_pg", "group_ranks", "group_size", "group_how", "names", "group", "name", "step")
     cc: dict = {k: [] for k in (*cc_keys, "start", "dur", "bytes", "wait", "covered", "lead", "tail")}
     ph: dict = {k: [] for k in ("step", "start", "end", *PHASES, "names", "top_kernels", "top_ops")}
     return {
