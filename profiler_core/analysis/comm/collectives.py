@@ -325,11 +325,12 @@ def _input_bytes(t: Any, rows: np.ndarray) -> np.ndarray:
 def backend_calls(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """The collective calls of a trace whose collectives no record_param_comms names: its backend ranges
     (`gloo:all_reduce`, `nccl:broadcast`: BACKEND_PREFIXES) in the default process group (`_default_group`),
-    matched across ranks by name and order, each from when the program called it (`_called_at`); point-to-point ranges (`gloo:send`, `gloo:recv`) in the group P2P_GROUP
-    (their peer is only in the c10d op's `Concrete Inputs`, which the reader does not keep: the run level pairs each
-    receive with the send it waited for, PEER_TIME); the NCCL kernels a range launched are its GPU time (as `_analyse`). A trace with
-    NCCL kernels and no ranges at all: each kernel a call, grouped by its stream and matched by name and order.
-    The frame of `collectives`, with `how` saying which of these matched it."""
+    matched across ranks by name and order, each from when the program called it (`_called_at`). Point-to-point
+    ranges (`gloo:send`, `gloo:recv`) go to the group P2P_GROUP: their peer is only in the c10d op's `Concrete
+    Inputs`, which the reader does not keep, so the run level pairs each receive with its send (PEER_TIME). The
+    NCCL kernels a range launched are its GPU time (as `_analyse`). A trace with NCCL kernels and no ranges at all:
+    each kernel a call, grouped by its stream and matched by name and order. The frame of `collectives`, with
+    `how` saying which of these matched it."""
     ev = t.events
     none = np.zeros(0, np.int64)
     empty = pd.DataFrame({c: [] for c in FRAME_COLUMNS})
