@@ -239,7 +239,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     empty = pd.DataFrame({k: [] for k in inst_cols})
     real = np.flatnonzero(~is_wait)
     if not len(real):
-        c["arrival"] = c["ready"] + _origins(summaries, workers)[c["w"]]
+        c["arrival"] = c["start"] + _origins(summaries, workers)[c["w"]]
         return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how))
     kmax = int(c["seq"][real].max()) + 1
     cand, inv, count = np.unique(c["group"][real] * kmax + c["seq"][real], return_inverse=True, return_counts=True)
@@ -264,14 +264,14 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     c["inst"][real] = new[inv]
     ni = int(ok.sum())
     origin = _origins(summaries, workers)
-    c["arrival"] = _queued_ready(c) + origin[c["w"]]
+    c["arrival"] = c["start"] + origin[c["w"]]
     if not ni:
         return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how))
     inst = c["inst"]
     if _hosts(summaries, workers) > 1:
         origin = origin - _end_alignment(c, origin)
     base = origin[c["w"]]  # per call: what puts its worker's times on the common clock
-    arrival = _queued_ready(c) + base
+    arrival = c["start"] + base
     c["arrival"] = arrival
     start, end = c["start"] + base, c["end"] + base
     m = np.flatnonzero(inst >= 0)
@@ -401,7 +401,7 @@ def entry_stagger(job: Job) -> np.ndarray:
         k = np.maximum(job.c_step, 0)
         entered = np.where(job.c_step >= 0, job.b_start[k, job.c_w], job.c_start)
         since = np.maximum(entered, prev_end)
-        work = np.maximum(job.c_ready - since, 0)
+        work = np.maximum(job.c_start - since, 0)
         late = job.i_late[job.c_inst[rows]]
         # the late member's row of each matched call: the member of its instance on the late worker
         late_row = np.full(len(job.inst), -1, np.int64)
@@ -413,19 +413,6 @@ def entry_stagger(job: Job) -> np.ndarray:
         out[rows] = wait - imbalance
     job.__dict__["_stagger"] = out
     return out
-
-
-def _queued_ready(c: dict) -> np.ndarray:
-    """Per call: when it could start at the earliest, relative to its worker's origin: when the worker was ready for
-    it, or, for a call that started once the worker's previous call ended (queued behind it on the comm stream, or
-    its thread blocked), that end if later: a member held by its own previous collective is not late for this one."""
-    n = len(c["w"])
-    o = np.lexsort((c["start"], c["w"]))
-    prev_end = np.full(n, np.iinfo(np.int64).min)
-    same = c["w"][o][1:] == c["w"][o][:-1]
-    prev_end[o[1:][same]] = c["end"][o[:-1]][same]
-    queued = c["start"] >= prev_end - WAIT_EPS_NS
-    return np.where(queued, np.minimum(np.maximum(c["ready"], prev_end), c["start"]), c["ready"])
 
 
 def _origins(summaries: Mapping[str, Summary], workers: list[str]) -> np.ndarray:

@@ -44,10 +44,12 @@ Matching the members of a collective across ranks (`Collective.how`)
         rank are members of one collective (k counted per rank, per stream, per name, in start order).
 
 Per member of a collective
-    arrival = max(launch, prev_end): when its kernel could start at the earliest, from its host launch and its
-        own stream's previous work; never from its duration or end. (Waits on another stream through
-        cudaStreamWaitEvent are not visible in these traces' args and are not counted: a kernel may start later
-        than its arrival; `start` is kept beside it.)
+    arrival = the kernel's start: when it could start, the moment its host launch, its own stream's previous work
+        and any wait on another stream (cudaStreamWaitEvent: the compute that makes its input) let it run; never
+        from its duration or end. max(launch, prev_end) (`earliest`) is only a lower bound: in
+        moe_a100_2rank_alltoall rank 0's kernel of seq 40 was launched 2.45 ms before it started on an idle stream
+        (held by the compute stream) and then took 12 us, while rank 1's kernel, running since before that launch,
+        took 4.5 ms: rank 1 waited for rank 0, which the launch alone would have called early.
     waiting = last arrival of the collective - own arrival (>= 0; 0 for the last arrival).
     The late rank of a collective is the member with the last arrival (a single rank; ties within `TIE_US`
     name none). Roots of broadcast/reduce/scatter/gather and one-sided send/recv are judged the same way, by
@@ -67,8 +69,9 @@ Steps
     busy_time(spans, lo, hi): the union of spans clipped to [lo, hi] (the share of a step in some kernels).
 
 Known limits (what these traces do not say)
-    cudaStreamWaitEvent/cudaEventRecord carry no stream or event ids in these traces, so a kernel held by another
-    stream's work is not seen: in moe_a100_2rank_alltoall several NCCL kernels start ~2.4 ms after their arrival.
+    cudaStreamWaitEvent/cudaEventRecord carry no stream or event ids in these traces, so why a kernel started after
+    its launch and its stream allowed (in moe_a100_2rank_alltoall several NCCL kernels start ~2.4 ms after both) is
+    not seen; its start is when it arrived all the same. A kernel delayed by a busy GPU alone would count late too.
     Members matched by stream+name+order are only as right as the ranks' orders agree (hta_trace_filter: not).
 """
 
@@ -189,7 +192,14 @@ class Kernel:
 
     @property
     def arrival(self) -> float:
-        """max(launch, prev_end); the kernel's start where neither is known."""
+        """The kernel's start: the moment its host launch, its stream's previous work and whatever else it waited
+        for (another stream's event) let it run (see the module's docstring)."""
+        return self.start
+
+    @property
+    def earliest(self) -> float:
+        """max(launch, prev_end): the lower bound of the arrival that the launch and the stream alone give; the
+        kernel's start where neither is known."""
         known = [t for t in (self.launch, self.prev_end) if t is not None]
         return max(known) if known else self.start
 
