@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from profiler_core.analysis.comm import bandwidth as B
+from tests.conftest import TRACES, missing
+from tests.oracles.collectives import collectives, load_ranks
 
 
 @pytest.mark.parametrize(
@@ -78,3 +80,23 @@ def test_bandwidth_below_a_tenth_of_the_link_peak():
     assert got.tolist() == [True, False, False]
     # without the peak only rule 1 holds: none of them is small
     assert not B.latency_bound([1e9, 1e9, 1e6], [0.5, 0.05, 50e-6], "all_reduce", 8).any()
+
+
+def _job(name: str) -> list:
+    path = TRACES / "public" / name
+    if not path.is_dir():
+        missing(f"the shared real job {name} is not at {path}")
+    return load_ranks(path)
+
+
+def test_rule_on_the_exchanges_of_real_jobs():
+    """On the oracle's exchange times (last member's end minus last arrival): the MoE job's 8 KB all_to_allv that
+    took a millisecond or more are named, its exchanges of tens of us are not; no exchange of the MI300X DDP job
+    (all-reduces of 5-27 MB at 15-80 GB/s, broadcasts of 424 B-212 KB in under 45 us) is."""
+    moe = [c for c in collectives(_job("moe_a100_2rank_alltoall")) if c.bytes is not None]
+    assert moe and all(0 <= (c.bytes or 0) <= B.SMALL_BYTES for c in moe)
+    named = B.latency_bound([c.bytes for c in moe], [c.exchange / 1e6 for c in moe])
+    assert named.tolist() == [c.exchange >= B.SLOW_US for c in moe]
+    assert all(n for n, c in zip(named, moe) if c.exchange >= 1000) and not all(named)
+    mi300 = [c for c in collectives(_job("amd_mi300x_merged_4rank")) if c.bytes is not None]
+    assert mi300 and not B.latency_bound([c.bytes for c in mi300], [c.exchange / 1e6 for c in mi300]).any()
