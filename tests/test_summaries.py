@@ -71,6 +71,10 @@ def test_view_from_stored_summaries_equals_view_from_traces(tmp_path, cache):
     assert row["total_bytes"] > 0 and row["bandwidth_gbps"] == pytest.approx(
         row["total_bytes"] / (row["transfer_us"] * 1e3), rel=1e-3
     )
+    # NCCL-tests' bus bandwidth of an all-reduce over its group of n: the algorithm bandwidth x 2(n-1)/n
+    n = row["group_size"]
+    assert row["name"].endswith("all_reduce") and n > 1
+    assert row["busbw_gbps"] == pytest.approx(row["bandwidth_gbps"] * 2 * (n - 1) / n, rel=1e-3)
 
 
 def test_view_from_summaries_on_real_ddp_trace(shared_traces):

@@ -13,7 +13,7 @@ import pandas as pd
 # breakdown roles in priority order; whatever no role covers inside a step is "other"
 from profiler_core.analysis import intervals, temporal
 from profiler_core.analysis.comm import collectives
-from profiler_core.analysis.stages.classify import is_communication, is_dataloader, is_step_name
+from profiler_core.analysis.stages.classify import communication_events, is_communication, is_dataloader, is_step_name
 from profiler_core.analysis.stages.columns import category_mask, name_mask, ns_to_us, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.launch_stats import device_properties, launch_stats
@@ -32,7 +32,7 @@ def _role_unions(t: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     ev = t.events
     ts = ev["ts"].to_numpy(np.int64)
     dur = ev["dur"].to_numpy(np.int64)
-    comm = collectives.communication_events(t)
+    comm = communication_events(t)
     kernel = category_mask(ev, ("kernel",))
     cpu = category_mask(ev, OP_CATS)
     step = cpu & name_mask(ev, is_step_name)

@@ -31,6 +31,9 @@ from msgspec import UNSET, UnsetType
 #: 9: per collective call, when its worker was ready for it and how long its compute idled at its end (`lead`, `tail`)
 #: 10: whether the worker's one step is the whole trace window (`phases.whole_trace`: no ProfilerStep) and the host
 #: that wrote the trace (`devices.host`, where the trace names it), for the run's caveats
+#: 11: communication kernels by name family (DeepEP, RCCL, MSCCL, NVSHMEM, custom all-to-all: `classify`) and by the
+#: communication op that launched them; NCCL's CPU calls are host time in the ledger; collective calls without
+#: record_param_comms (gloo's and older NCCL's backend ranges) with how each group is matched (`group_how`)
 VERSION = 11
 KIND = "gpuscope-summary"
 

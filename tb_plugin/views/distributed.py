@@ -6,7 +6,8 @@ distributed(traces: {worker: TraceData}) ->
                    "transfer_us", "wait_us"}},            # mean per step
    "steps":   {step: {w: {same keys}}},                    # per step (steps in time order)
    "comm_ops": {w: [{"name", "calls", "total_bytes", "avg_bytes", "total_latency_us",
-                     "avg_latency_us", "transfer_us", "avg_transfer_us", "bandwidth_gbps"}]},
+                     "avg_latency_us", "transfer_us", "avg_transfer_us", "bandwidth_gbps", "busbw_gbps",
+                     "latency_bound"}]},
    "devices": {w: {"rank", "world_size", "backend", "gpus": {"GPU0": {"name", "memory_bytes",
                    "compute_capability"}}}},
    "groups": {process group: {w: {"calls", "transfer_us", "wait_us"}}},   # per process group (its
@@ -17,8 +18,10 @@ distributed(traces: {worker: TraceData}) ->
    "notes": [text...]}
 It is computed in two halves: `worker_summary(t)` per worker (`analysis.worker.distributed`: JSON, kept in
 the per-worker summaries, with the definitions of the four time parts), then `from_summaries({worker:
-summary})` across workers, so the view of a 256-worker run never needs a whole trace. Bandwidth is bytes /
-transfer time (GB/s). A straggler is a
+summary})` across workers, so the view of a 256-worker run never needs a whole trace. Bandwidth is the
+algorithm bandwidth, bytes / transfer time (GB/s); `busbw_gbps` is NCCL-tests' bus bandwidth (`analysis.comm.
+bandwidth`: the factor of the collective's kind and group size), `latency_bound` whether the average call is far
+slower than its bytes need (that module's rule). A straggler is a
 (worker, step) whose busy time (step time minus its own wait) exceeds the step's median over the
 workers; its collective is the one of that step whose other workers waited longest.
 Wait vs transfer, per process group (`group_waits`): the k-th non-wait call of a process group on each
@@ -35,7 +38,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.comm import group_waits
+from profiler_core.analysis.comm import bandwidth, group_waits
 from profiler_core.analysis.worker.distributed import worker_summary
 from tb_plugin.errors import BadRequest
 from tb_plugin.summaries.schema import Distributed, DistributedSteps, convert
@@ -193,6 +196,20 @@ def _rank_of(part: Distributed) -> int | None:
     return int(r) if isinstance(r, int) and not isinstance(r, bool) else None
 
 
+def _bus(name: str, group_size: int, nbytes: float, ns: float, calls: int) -> dict:
+    """A collective's bus bandwidth (`bandwidth.bandwidth`: NCCL-tests' factor of its kind and group size; None
+    where either is unknown) and whether its average call is far slower than its bytes need
+    (`bandwidth.latency_bound`)."""
+    if nbytes < 0 or ns <= 0 or calls <= 0:
+        return {"busbw_gbps": None, "latency_bound": None}
+    _, bus = bandwidth.bandwidth(nbytes, ns / 1e9, name, group_size)
+    slow = bandwidth.latency_bound(nbytes / calls, ns / calls / 1e9)
+    return {
+        "busbw_gbps": round(float(bus) / 1e9, 3) if np.isfinite(bus) else None,
+        "latency_bound": bool(slow),
+    }
+
+
 def _comm_rows(c: _Collectives) -> dict:
     """Per worker: one row per collective name (calls, bytes, latency, transfer, bandwidth)."""
     W, G = len(c.workers), max(len(c.names), 1)
@@ -219,8 +236,9 @@ def _comm_rows(c: _Collectives) -> dict:
             "avg_latency_us": _r(lat[i] / n),
             "transfer_us": _r(t),
             "avg_transfer_us": _r(t / n),
-            # bytes per transfer time: bytes/ns is GB/s
+            # algorithm bandwidth, bytes per transfer time: bytes/ns is GB/s
             "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None,
+            **_bus(c.names[g], c.group_sizes[g], b, t, n),
         }
         if c.pgs[g] or c.group_sizes[g] > 0:  # record_param_comms collectives: their group
             row["group_size"] = c.group_sizes[g] if c.group_sizes[g] > 0 else None
@@ -390,6 +408,7 @@ def step_detail(parts: Mapping[str, Distributed], worker: str, step: str) -> dic
                 "wait_us": _r(c.wait[j]),
                 "bytes": b if b >= 0 else None,
                 "bandwidth_gbps": round(b / t, 3) if b >= 0 and t > 0 else None,
+                **_bus(c.names[c.name[j]], c.group_sizes[c.name[j]], b, t, 1),
             }
         )
     vals = _parts_of(ps, i, float(c.transfer[mine].sum()), float(c.wait[mine].sum()))

@@ -120,6 +120,10 @@ def test_two_workers_step_selector_worker_filter_and_drill_down(page_factory, lo
     # bandwidth per worker and collective
     assert page.locator("#comm-table tbody tr").count() == 2
     assert "GB/s" in page.inner_text("#comm-table tbody tr >> nth=0")
+    # the all-reduce's bus bandwidth beside its algorithm bandwidth, and whether it is latency-bound
+    head = page.inner_text("#comm-table thead")
+    assert "Bus bandwidth" in head and "Latency-bound" in head
+    assert page.inner_text("#comm-table tbody tr >> nth=0").count("GB/s") == 2
     # worker filter: one worker's collectives
     page.select_option("#dist-worker", "node0_rank00001")
     page.wait_for_function("() => document.querySelectorAll('#comm-table tbody tr').length === 1")

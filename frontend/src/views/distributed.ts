@@ -14,6 +14,10 @@ const PARTS: [string, string, string][] = [["computation_us", "Computation", "#4
 const WAIT: [string, string, string][] = [["transfer_us", "Data transfer", "#59a14f"], ["wait_us", "Synchronizing (wait)", "#edc948"]];
 const METRICS: [string, string][] = [["computation", "Computation"], ["communication", "Communication"], ["wait", "Wait"]];
 type Parts = Record<string, number>;
+const BUSBW_TITLE = "bus bandwidth (NCCL-tests): bandwidth x 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce, send and recv";
+const LATENCY_TITLE = "far slower than its bytes need: at most 64 KiB taking 100 us or more per call";
+const fmtGbps = (v: any): string => (typeof v === "number" ? `${fmtNum(v)} GB/s` : "–");
+const fmtYesNo = (v: any): string => (v === true ? "yes" : v === false ? "no" : "–");
 const MAX_CELLS = 16384; // heatmap cells drawn at once (SVG stays responsive)
 
 /** The value a heatmap cell shows: all computation (alone + overlapped), all communication, or wait. */
@@ -158,7 +162,9 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
     { key: "total_bytes", label: "Total bytes", numeric: true, fmt: fmtBytes }, { key: "avg_bytes", label: "Mean bytes", numeric: true, fmt: fmtBytes },
     { key: "total_latency_us", label: "Total time", numeric: true, fmt: fmtUs }, { key: "avg_latency_us", label: "Mean time", numeric: true, fmt: fmtUs },
     { key: "transfer_us", label: "Transfer", numeric: true, fmt: fmtUs },
-    { key: "bandwidth_gbps", label: "Bandwidth", numeric: true, fmt: (v) => (typeof v === "number" ? `${fmtNum(v)} GB/s` : "–"), title: "bytes / transfer time" },
+    { key: "bandwidth_gbps", label: "Bandwidth", numeric: true, fmt: fmtGbps, title: "algorithm bandwidth: bytes / transfer time" },
+    { key: "busbw_gbps", label: "Bus bandwidth", numeric: true, fmt: fmtGbps, title: BUSBW_TITLE },
+    { key: "latency_bound", label: "Latency-bound", fmt: fmtYesNo, title: LATENCY_TITLE },
   ];
   const comm = commRows.length ? h("div", { id: "comm-table" }, dataTable(commCols, commRows,
     { caption: `Collectives${dw ? ` of ${dw}` : " per worker"}`, filterKeys: ["name", "worker"], sortKey: "total_latency_us", pageSize: 20 }))
@@ -229,6 +235,8 @@ async function showCell(ctx: Ctx, box: HTMLElement, worker: string, step: string
       { key: "name", label: "Collective" }, { key: "call", label: "Call #", numeric: true },
       { key: "duration_us", label: "Duration", numeric: true, fmt: fmtUs }, { key: "transfer_us", label: "Transfer", numeric: true, fmt: fmtUs },
       { key: "wait_us", label: "Wait", numeric: true, fmt: fmtUs }, { key: "bytes", label: "Bytes", numeric: true, fmt: fmtBytes },
-      { key: "bandwidth_gbps", label: "Bandwidth", numeric: true, fmt: (v) => (typeof v === "number" ? `${fmtNum(v)} GB/s` : "–") },
+      { key: "bandwidth_gbps", label: "Bandwidth", numeric: true, fmt: fmtGbps, title: "algorithm bandwidth: bytes / transfer time" },
+      { key: "busbw_gbps", label: "Bus bandwidth", numeric: true, fmt: fmtGbps, title: BUSBW_TITLE },
+      { key: "latency_bound", label: "Latency-bound", fmt: fmtYesNo, title: LATENCY_TITLE },
     ] as Column[], rows, { caption: "Collectives in this step", sortKey: "wait_us", pageSize: 20 })) : h("p", { class: "muted" }, "No collective in this step."));
 }

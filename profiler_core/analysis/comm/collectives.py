@@ -16,7 +16,11 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.intervals import holds
-from profiler_core.analysis.stages.classify import MPI_PREFIX, collective_call_mask, communication_mask
+from profiler_core.analysis.stages.classify import (  # noqa: F401 - communication_events: its owner is classify
+    MPI_PREFIX,
+    collective_call_mask,
+    communication_events,
+)
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.gpu_links import launch_calls, link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
@@ -430,18 +434,3 @@ def kernel_owners(t: Any) -> tuple[np.ndarray, np.ndarray]:
     assigns them."""
     _, rows, owners = collective_analysis(t)
     return rows, owners
-
-
-def communication_events(t: Any) -> np.ndarray:
-    """Boolean per event of t.events: communication (`communication_mask`: collective CPU ops and NCCL
-    kernels) plus the kernels a communication op launched (NCCL kernels by their launch's External id)."""
-    ev = t.events
-    comm = communication_mask(ev).to_numpy()
-    kernel = category_mask(ev, ("kernel",))
-    if kernel.any():
-        links = link_gpu_to_ops(t)
-        op = links["op"].to_numpy()
-        linked = np.zeros(len(ev), dtype=bool)
-        linked[links["row"].to_numpy()] = np.where(op >= 0, comm[np.maximum(op, 0)], False)
-        comm = comm | (kernel & linked)
-    return comm

@@ -5,9 +5,10 @@ The four time parts follow torch-tb-profiler's bars and add up to the step time:
 computation_us = computation not overlapped by communication, overlap_us = both at once,
 communication_us = communication alone, other_us = neither. Computation is the non-communication
 GPU kernels when the worker has kernels, else its CPU ops (cpu_op, ProfilerStep excluded);
-communication is NCCL kernels on the GPU, else the CPU collective ranges: nccl:*/gloo:*/mpi::*
-when present, else record_param_comms, else c10d::* (the wrappers of a lower tier are CPU work
-that enqueues the collective)."""
+communication is the communication kernels on the GPU (`classify.communication_events`: NCCL, RCCL,
+MSCCL, NVSHMEM, DeepEP, custom all-to-all by name, and kernels a communication op launched), else the CPU
+collective ranges: nccl:*/gloo:*/mpi::* when present, else record_param_comms, else c10d::* (the wrappers
+of a lower tier are CPU work that enqueues the collective)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pandas as pd
 
 from profiler_core.analysis import intervals
 from profiler_core.analysis.comm import collectives, group_waits
-from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask
+from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_events, communication_mask
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.steps import steps
@@ -130,7 +131,8 @@ def _worker_data(t: Any) -> dict:
     ev = t.events
     ts = ev["ts"].to_numpy(np.int64)
     te = ts + ev["dur"].to_numpy(np.int64)
-    comm = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    comm = communication_events(t) if len(ev) else np.zeros(0, bool)
+    by_name = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
     is_kernel = category_mask(ev, ("kernel",))
     names = ev["name"]
     cpu = category_mask(ev, OP_CATS)
@@ -138,7 +140,8 @@ def _worker_data(t: Any) -> dict:
     tier2 = cpu & comm & name_mask(ev, lambda n: n == "record_param_comms")
     tier3 = cpu & comm & name_mask(ev, lambda n: n.startswith("c10d::"))
     cpu_coll = tier1 if tier1.any() else tier2 if tier2.any() else tier3
-    nccl_k = is_kernel & comm
+    comm_k = is_kernel & comm  # the communication time: every communication kernel
+    nccl_k = is_kernel & by_name  # the instances: kernels of a communication family
     if is_kernel.any():
         comp = intervals.merge_ranges(ts[is_kernel & ~comm], te[is_kernel & ~comm])
     else:
@@ -148,7 +151,7 @@ def _worker_data(t: Any) -> dict:
     rpc = collectives.collectives(t)
     rpc = rpc[rpc["how"] == collectives.PG_SEQ]  # named by record_param_comms (backend ranges: the tiers below)
     if len(rpc) and (nccl_k.any() or not tier1.any()):  # torch >= 2.1: named record_param_comms calls
-        return _worker_with_rpc(t, ev, ts, te, comp, nccl_k, cpu_coll, rpc)
+        return _worker_with_rpc(t, ev, ts, te, comp, nccl_k, comm_k, cpu_coll, rpc)
     if nccl_k.any():
         inst = np.flatnonzero(nccl_k)
         links = link_gpu_to_ops(t)
@@ -168,7 +171,9 @@ def _worker_data(t: Any) -> dict:
                 inst_names,
             )
         bytes_ = _collective_bytes(t, inst)
-    commr = intervals.merge_ranges(ts[inst], te[inst])
+    commr = (
+        intervals.merge_ranges(ts[comm_k], te[comm_k]) if nccl_k.any() else intervals.merge_ranges(ts[inst], te[inst])
+    )
     o = np.argsort(ts[inst], kind="stable")
     coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o], "bytes": bytes_[o]})
     return _worker_dict(t, comp, commr, coll)
@@ -198,13 +203,14 @@ def _worker_with_rpc(
     te: np.ndarray,
     comp: np.ndarray,
     nccl_k: np.ndarray,
+    comm_k: np.ndarray,
     cpu_coll: np.ndarray,
     rpc: pd.DataFrame,
 ) -> dict:
     """Collectives named by record_param_comms (collectives.py): their NCCL kernels, or their CPU calls, are the
     instances; `wait` calls are waiting time; NCCL kernels no call launched stay instances of their own."""
     if nccl_k.any():
-        commr = intervals.merge_ranges(ts[nccl_k], te[nccl_k])
+        commr = intervals.merge_ranges(ts[comm_k], te[comm_k])
         owned = np.zeros(len(ev), dtype=bool)
         rest = np.flatnonzero(nccl_k)
         own_rows = _owned_kernels(t, rpc)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.stages.classify import communication_mask
+from profiler_core.analysis.stages.classify import communication_events
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.analysis.tables.kernel_places import NO_OP, group_places, kernel_places
 from profiler_core.analysis.worker.worker_facts import MAX_STEPS, NAME_LEN, step_of
@@ -52,7 +52,7 @@ def project(t: Any) -> dict:
     if not len(places) or not len(starts):
         return out
     rows = places["row"].to_numpy(np.int64)
-    comm = communication_mask(t.events).to_numpy()[rows]
+    comm = communication_events(t)[rows]
     in_step = step_of(starts, ends, places["ts"].to_numpy(np.int64)) >= 0
     g = group_places(places[in_step & ~comm].reset_index(drop=True))
     if not len(g):

@@ -9,8 +9,12 @@ of this priority order that holds then:
 3. `exposed_copy_pinned`: any other memcpy (pinned, device to device) or a memset runs, no compute;
 4. `sync_skew`: a collective runs and its member waits for the other members (needs every member: only the
    run-level ledger, `run_ledger`, fills it; per worker it is None with a reason and the time is in 5.);
-5. `exposed_comm`: a collective runs (an NCCL kernel or a kernel a collective op launched, or a CPU collective
-   op such as gloo's) and no compute or copy hides it;
+5. `exposed_comm`: a collective runs and no compute or copy hides it: a communication kernel (`classify`'s
+   families: NCCL, RCCL, MSCCL, NVSHMEM, DeepEP, custom all-to-all; or a kernel a communication op launched), or
+   a CPU communication op whose own time is the exchange (`classify.host_communication`: gloo's and MPI's; any
+   collective op of a worker without communication kernels). Where the collectives run as kernels, the CPU
+   call (c10d::, record_param_comms, nccl:) only enqueues them: its time is host time (9., or 7./8. when a sync
+   or a launch runs inside it);
 6. `data_loading`: the GPU is idle and a DataLoader span (`enumerate(DataLoader)#...__next__`) is in progress;
 7. `host_sync`: the GPU is idle and a synchronizing runtime call is in progress (SYNC_NAMES: cudaDeviceSynchronize,
    cudaStreamSynchronize, cudaEventSynchronize, blocking cudaMemcpy, their HIP and driver spellings);
@@ -41,10 +45,14 @@ from typing import Any
 import numpy as np
 
 from profiler_core.analysis import intervals
-from profiler_core.analysis.comm import collectives
 from profiler_core.analysis.gpu_idle.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
 from profiler_core.analysis.gpu_idle.idle_causes import CATEGORIES, KERNEL_WAIT, idle_gap_arrays
-from profiler_core.analysis.stages.classify import is_dataloader, is_step_name
+from profiler_core.analysis.stages.classify import (
+    communication_events,
+    host_communication,
+    is_dataloader,
+    is_step_name,
+)
 from profiler_core.analysis.stages.columns import category_mask, name_mask, name_mask_among, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
@@ -95,7 +103,7 @@ NO_RUNTIME = (
     "no CUDA runtime calls in the trace: synchronizations cannot be seen and count as host_compute (a CPU op "
     "runs) or other"
 )
-NO_COMM = "no collectives (NCCL kernels, collective CPU ops) in the trace"
+NO_COMM = "no communication (communication kernels, collective CPU ops) in the trace"
 NEEDS_ALL_RANKS = (
     "waiting for other ranks needs every member's collectives: the run-level ledger moves it out of exposed_comm "
     "(one trace cannot tell waiting from transferring)"
@@ -135,7 +143,8 @@ def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     memset = cat(ev, ("gpu_memset",))
     cpu = cat(ev, OP_CATS)
     runtime = cat(ev, LAUNCH_CATS)
-    comm = collectives.communication_events(t)
+    comm = communication_events(t)
+    host_comm = host_communication(t)  # CPU ops whose range is the exchange; other collective ops: host time
     step = cpu & name_mask(ev, is_step_name)
     loader = cpu & name_mask(ev, is_dataloader) & ~step
     pageable = _names_among(ev, memcpy, _is_pageable)
@@ -148,11 +157,11 @@ def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
         pageable,
         (memcpy & ~pageable) | memset,
         none,
-        comm & (kernel | cpu),
+        comm_kernel | host_comm,
         loader,
         sync,
         launch,
-        (cpu & ~step & ~comm & ~loader) | (runtime & ~sync & ~launch),
+        (cpu & ~step & ~host_comm & ~loader) | (runtime & ~sync & ~launch),
     ]
     has = {
         "gpu": bool((kernel | memcpy | memset).any()),
