@@ -80,3 +80,16 @@ def test_the_api_module_is_typed():
     for name, fn in inspect.getmembers(gpuscope.Profile, inspect.isfunction):
         if not name.startswith("_"):
             assert "return" in fn.__annotations__, name
+
+
+def test_the_readme_from_python_block_runs(tmp_path, monkeypatch, capsys):
+    """The README's "From Python" example, on a generated 2-rank job in the logdir it names."""
+    readme = (ROOT / "README.md").read_text()
+    [code] = [b for b in re.findall(r"^```python\n(.*?)^```", readme, flags=re.S | re.M) if "import gpuscope" in b]
+    logdir = re.search(r'gpuscope\.open\("([^"]+)"\)', code).group(1)
+    api_support.job(tmp_path / logdir, planted=True)
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(compile(code, "README.md From Python", "exec"), ns)  # noqa: S102 - the documented example
+    ns["prof"].close()
+    assert "straggler" in capsys.readouterr().out
