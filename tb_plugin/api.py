@@ -11,7 +11,7 @@ engine. The public names are `__all__`; docs/python-api.md documents each with i
 
 from __future__ import annotations
 
-import builtins
+import copy
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -358,7 +358,8 @@ class Profile:
 
     # ------------------------------------------------------------------ the listing
     def close(self) -> None:
-        """Stops the workspace's background threads (the object answers nothing after)."""
+        """Stops the workspace's background threads (shared with the profiles `select` made: none of them answers
+        after)."""
         self.ws.loader.close()
         self.ws.summaries.close()
 
@@ -505,9 +506,9 @@ class Profile:
         """Allocated and reserved memory over time: `device`, `ts_us` (from the trace's first event),
         `allocated_bytes`, `reserved_bytes` (at most `max_points` points per device, peaks kept)."""
         ans = self._call("/memory/curve", **self._file_args(run, worker, span), max_points=max_points)
-        frames = [_table(pd.DataFrame(c).to_dict("records"), device=d) for d, c in (ans.get("curves") or {}).items()]
+        frames = [pd.DataFrame(c).assign(device=d) for d, c in (ans.get("curves") or {}).items()]
         cols = ["device", "ts_us", "allocated_bytes", "reserved_bytes"]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+        return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
     def modules(self, run: str | None = None, worker: str | None = None, span: str | None = None) -> pd.DataFrame:
         """The module / annotation tree, one row per node in depth-first order: `depth`, `parent` (its path),
@@ -775,8 +776,7 @@ class Profile:
         """This profile with `run` as its default run (same workspace: what was computed stays)."""
         if run not in self.runs:
             raise AnalysisError(f"no run {run!r} in {self.path} (runs: {', '.join(self.runs[:20])})")
-        view = builtins.object.__new__(Profile)
-        view.__dict__.update(self.__dict__)
+        view = copy.copy(self)
         view._run = run
         view._worker = self._worker if run == self._run else None
         return view

@@ -68,6 +68,10 @@ def test_per_file_tables_equal_the_routes_answers(ddp):
         assert list(prof.ledger_buckets(**f)["key"]) == [b["key"] for b in overview["ledger"]["buckets"]]
         mem = _route(ws, "/memory/stats", **f)
         assert len(prof.memory(**f)) == sum(len(r) for r in mem["rows"].values())
+        curve = _route(ws, "/memory/curve", **f, max_points="500")
+        points = prof.memory_curve(**f, max_points=500)
+        for dev, c in curve["curves"].items():
+            assert list(points[points["device"] == dev]["allocated_bytes"]) == c["allocated_bytes"]
         tree = _route(ws, "/modules", **f)["tree"]
         mods = prof.modules(**f)
         assert list(mods[mods["depth"] == 0]["path"]) == [n["path"] for n in tree]
@@ -194,3 +198,20 @@ def test_a_run_added_after_opening_is_listed(jobs, tmp_path):
         shutil.copytree(jobs / "base", tmp_path / "base")
         prof.ws.scanned_at = float("-inf")  # the next question lists the logdir again
         assert prof.runs == ["base"]
+
+
+def test_the_pipeline_analysis_is_the_routes(tmp_path):
+    from gen_pipeline import generate_pipeline
+
+    generate_pipeline(str(tmp_path / "pp"), 2, 4, steps=2, transfer_us=5)
+    ws = Workspace(str(tmp_path))
+    ws.collect({"run": "pp", "span": "1"})
+    route = _route(ws, "/pipeline", run="pp", span="1")
+    with gpuscope.open(tmp_path / "pp") as prof:
+        got = prof.pipeline()
+    assert json.loads(json.dumps(got.data)) == json.loads(json.dumps(route))
+    stages = got.to_frame()
+    assert len(stages) == sum(len(s["stages"]) for s in route["steps"]) > 0
+    assert set(stages["bubble_ratio"]) == {s["bubble_ratio"] for s in route["steps"]}
+    ws.loader.close()
+    ws.summaries.close()

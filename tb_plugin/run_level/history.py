@@ -222,6 +222,8 @@ def render_text(result: Mapping[str, Any]) -> str:
             f"first regression: {reg['run']}: step {reg['step_ms']:.3f} ms, {reg['delta_ms']:+.3f} ms over the "
             f"baseline {reg['baseline_ms']:.3f} ms (threshold {reg['threshold_ms']:.3f}); against {reg['previous']}:"
         )
+        verdicts = [r["verdict"] for r in result["runs"] if r["run"] == reg["run"]]
+        out += [f"  its diagnosis: {v}" for v in verdicts]
         if reg["jobdiff"] is not None:
             out += ["  " + line for line in job_diff.render_text(reg["jobdiff"], limit=5).rstrip("\n").split("\n")]
     out.append(f"rule: {result['rule']}")

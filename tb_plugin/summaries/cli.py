@@ -271,7 +271,9 @@ def _scan(logdir: str) -> dict:
     return runs
 
 
-def run_summaries(logdir: str, run: str | None, span: str, log=_print) -> tuple[str, dict, dict]:
+def run_summaries(
+    logdir: str, run: str | None, span: str, log=_print, prog: str = "gpuscope diagnose"
+) -> tuple[str, dict, dict]:
     """The run's name, its workers' summaries at `span` (read from LOGDIR/.gpuscope/summaries, the missing
     ones computed here and stored there when it is writable) and their trace paths. DiagnoseFailed when there is
     nothing to read."""
@@ -283,12 +285,13 @@ def run_summaries(logdir: str, run: str | None, span: str, log=_print) -> tuple[
         run = next(iter(runs))
     if run not in runs:
         raise DiagnoseFailed(f"no run {run!r} in {logdir} (runs: {', '.join(sorted(runs)[:20])})")
-    got, paths = _summaries_of(logdir, runs[run], span, log)
+    got, paths = _summaries_of(logdir, runs[run], span, log, prog)
     return run, got, paths
 
 
-def _summaries_of(logdir: str, r: Any, span: str, log=_print) -> tuple[dict, dict]:
-    """The summaries of the run `r` (of the scan) at `span` and their trace paths (`run_summaries`)."""
+def _summaries_of(logdir: str, r: Any, span: str, log=_print, prog: str = "gpuscope") -> tuple[dict, dict]:
+    """The summaries of the run `r` (of the scan) at `span` and their trace paths (`run_summaries`); `prog` begins
+    each line logged."""
     from tb_plugin.summaries.summary import decode
 
     run = r.name
@@ -306,19 +309,19 @@ def _summaries_of(logdir: str, r: Any, span: str, log=_print) -> tuple[dict, dic
     todo = [(w, f) for (w, f), s in zip(files, found) if s is None]
     got.update({w: s for (w, _), s in zip(files, found) if s is not None})
     if todo:
-        log(f"gpuscope: summarizing {len(todo)} of {len(files)} trace files of run {run}")
+        log(f"{prog}: summarizing {len(todo)} of {len(files)} trace files of run {run}")
     for w, f in todo:
         try:
             data = summarize_bytes(f.path)
             got[w] = decode(data)
         except Exception as e:  # noqa: BLE001 - one unreadable trace must not stop the others
             why = _reason(f, e)
-            log(f"gpuscope: {why if why.startswith(f.relpath) else f'{f.relpath}: {why}'}")
+            log(f"{prog}: {why if why.startswith(f.relpath) else f'{f.relpath}: {why}'}")
             continue
         try:
             fs.write_bytes(store.out_path(out, f.relpath), data)
         except Exception as e:  # noqa: BLE001 - a read-only logdir still gets its diagnosis
-            log(f"gpuscope: cannot store the summary of {f.relpath}: {fs.redact(str(e))}")
+            log(f"{prog}: cannot store the summary of {f.relpath}: {fs.redact(str(e))}")
     if not got:
         raise DiagnoseFailed(f"no trace of run {run!r} could be read")
     return got, {w: f.path for w, f in files}
@@ -387,7 +390,9 @@ def jobdiff_main(args: argparse.Namespace) -> int:
             _print(f"gpuscope jobdiff: job {what}: {logdir}: no such directory", file=sys.stderr)
             return 2
         try:
-            name, summaries, _ = run_summaries(logdir, run, span, log=lambda m: _print(m, file=sys.stderr, flush=True))
+            name, summaries, _ = run_summaries(
+                logdir, run, span, log=lambda m: _print(m, file=sys.stderr, flush=True), prog="gpuscope jobdiff"
+            )
         except DiagnoseFailed as e:
             _print(f"gpuscope jobdiff: job {what}: {e}", file=sys.stderr)
             return 2
@@ -430,7 +435,7 @@ def history_main(args: argparse.Namespace) -> int:
         series = []
         for r in chosen:
             try:
-                got, _ = _summaries_of(args.logdir, r, args.span, log)
+                got, _ = _summaries_of(args.logdir, r, args.span, log, "gpuscope history")
             except DiagnoseFailed as e:
                 log(f"gpuscope history: {e}")
                 got = {}
