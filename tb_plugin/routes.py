@@ -279,7 +279,7 @@ ROUTES: tuple[Route, ...] = (
         (HISTORY_SPAN, ORDER, MATCH),
         "the job's history across the logdir's runs from the per-worker summaries: per run its step time statistics, "
         "ledger buckets, per-rank step and the diagnosis' verdict; the first run slower than the noise of the runs "
-        "before it (the stated `rule`) and its job diff against the run before (docs/python-api.md#history)"
+        "before it (the stated `rule`) and its job diff against the run before (docs/python-api.md#a-jobs-history)"
         + PENDING
         + " (`pending` names `{run, worker}`)",
         '{"order", "rule", "runs": [{"run", "time_ns", "workers", "steps", "step_ms", "mean_ms", "mad_ms", "min_ms", '

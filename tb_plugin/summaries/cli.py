@@ -556,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Orders the runs of LOGDIR by time (or name), gives each run's step time statistics, ledger "
         "buckets and diagnosis verdict from the per-worker summaries (computing the missing ones here), names the "
         "first run slower than the noise of the runs before it (the printed rule) and explains it with the job diff "
-        "against the run before (docs/python-api.md#history).",
+        "against the run before (docs/python-api.md#a-jobs-history).",
     )
     h.add_argument("logdir", help="the log directory (a local path, or a URL where fsspec can read it)")
     h.add_argument("--span", default="1", help="the span of each worker of every run (1..N, default 1)")
