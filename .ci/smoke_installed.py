@@ -44,6 +44,12 @@ def run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:
     return p.stdout
 
 
+def site_of(mod: Any) -> Path | None:
+    """This venv's site-packages when `mod` was imported from there, else None."""
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    return site if site in Path(mod.__file__ or "").resolve().parents else None
+
+
 def check_installed() -> str:
     """The packages come from this venv's site-packages, not from a source tree; returns the version."""
     import importlib.metadata
@@ -143,6 +149,14 @@ def main(argv: list[str]) -> int:
         summaries = list((logdir / ".gpuscope" / "summaries").rglob("*"))
         check(sum(p.is_file() for p in summaries) == 2, f"gpuscope summarize wrote {summaries}")
         print("smoke: gpuscope summarize --local 1 (Dask) summarized both traces")
+
+        import gpuscope  # the Python API, from the installed wheel
+
+        check(site_of(gpuscope) is not None, f"gpuscope imported from {gpuscope.__file__}, not from the venv")
+        with gpuscope.open(logdir / RUN) as prof:
+            steps = prof.steps()
+            check(len(steps) == 3, f"gpuscope.open(...).steps(): three steps expected: {steps}")
+        print("smoke: import gpuscope answers the steps")
         import s3fs  # noqa: F401  (the [s3] extra)
     print("smoke: the installed wheel works")
     return 0

@@ -498,6 +498,25 @@ def jobdiff(ws: Workspace, a: dict) -> Any:
     return _with_errors(result, errors)
 
 
+def history(ws: Workspace, a: dict) -> dict:
+    """/history: the logdir's runs (those matching `match`, with the span) in order, each from its summaries, and the
+    first run slower than the noise of the runs before it, explained by its job diff (`run_level.history`)."""
+    from tb_plugin.run_level import history as analysis
+    from tb_plugin.summaries.engine import Pending, pending_answer
+
+    chosen = analysis.select(ws.refresh().values(), a["span"], a["match"])
+    if not chosen:
+        raise NotFound(f"no run{' matching ' + repr(a['match']) if a['match'] else ''} has span {a['span']!r}")
+    states = [ws.summaries_now({"run": r.name, "span": a["span"]}) for r in chosen]
+    if any(isinstance(s, Pending) for s in states):
+        return pending_answer(states, [r.name for r in chosen])
+    series = [(r.name, analysis.run_time(r), s.summaries) for r, s in zip(chosen, states)]
+    errors = [{**e, "run": r.name} for r, s in zip(chosen, states) for e in s.errors]
+    key = ("history", a["order"], a["match"], *(r.name for r in chosen))
+    result = ws.kept(key, [s for _, _, s in series], lambda: analysis.history(series, order=a["order"]))
+    return _with_errors(result, errors)
+
+
 def distributed_step(ws: Workspace, a: dict) -> dict:
     """/distributed/step: one worker's step in detail."""
     from tb_plugin.views import distributed as view

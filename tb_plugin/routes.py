@@ -64,6 +64,14 @@ JOB_SPAN = Text("span", "the span of each worker of `run`", default="1")
 JOB_EXP_SPAN = Text("exp_span", "the span of each worker of `exp_run`", default="1")
 FORMAT = Text("format", "json, or csv: the ranked deltas as a CSV file", choices=("json", "csv"), default="json")
 STEP = Text("step", "a step number of that worker", required=True)
+ORDER = Text(
+    "order",
+    "time: runs by their first trace's time; name: by name (digits as numbers)",
+    choices=("time", "name"),
+    default="time",
+)
+HISTORY_SPAN = Text("span", "the span of each worker of every run", default="1")
+MATCH = Text("match", "only the runs whose name matches this glob (`nightly-*`)", max_len=1000)
 OP_NAME = Text("name", "the operator's exact name", required=True, max_len=MAX_TEXT_LEN)
 INPUT_SHAPE = Text(
     "input_shape", "only calls with these input shapes (as in the operators' rows)", max_len=MAX_TEXT_LEN
@@ -264,6 +272,20 @@ ROUTES: tuple[Route, ...] = (
         '"lines": [{"kind", "bucket", "name", "group", "ranks", "ranks_text", "delta_ms", "text"}...], '
         '"per_rank": [...], "groups": [...], "kernels": [...], "steps": [...], "only_a": [...], "notes": [...], '
         '"errors": [...]}; format=csv: text/csv' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
+    ),
+    Route(
+        "/history",
+        handlers.history,
+        (HISTORY_SPAN, ORDER, MATCH),
+        "the job's history across the logdir's runs from the per-worker summaries: per run its step time statistics, "
+        "ledger buckets, per-rank step and the diagnosis' verdict; the first run slower than the noise of the runs "
+        "before it (the stated `rule`) and its job diff against the run before (docs/python-api.md#a-jobs-history)"
+        + PENDING
+        + " (`pending` names `{run, worker}`)",
+        '{"order", "rule", "runs": [{"run", "time_ns", "workers", "steps", "step_ms", "mean_ms", "mad_ms", "min_ms", '
+        '"max_ms", "buckets", "per_rank", "verdict", "baseline_ms", "threshold_ms", "regressed"}...], "regression": '
+        '{"run", "previous", "step_ms", "baseline_ms", "threshold_ms", "delta_ms", "cause", "jobdiff"} | null, '
+        '"notes": [...], "errors": [...]}' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
     ),
     Route(
         "/distributed/step",

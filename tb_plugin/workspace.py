@@ -32,14 +32,24 @@ PREPARE_MAX_WORKERS = settings.get("GPUSCOPE_PREPARE_MAX_WORKERS")
 class Workspace:
     """Scanner + loader + summaries + the latest scan of one logdir."""
 
-    def __init__(self, logdir: str, scheduler: str | None = None, warm: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        logdir: str,
+        scheduler: str | None = None,
+        warm: Callable[[Any], None] | None = None,
+        eager: bool = True,
+    ) -> None:
+        """`eager` (the plugin): each scan queues every file for a background read and the summaries of runs of
+        several workers; False (the Python API, `tb_plugin.api`): nothing is read before a question needs it, the
+        files are listed as soon as they exist (no stability wait) and read in this process."""
         from tb_plugin.loader import Loader
         from tb_plugin.runs import Scanner
         from tb_plugin.summaries.engine import Summaries
 
         self.logdir = logdir  # as given (the scanner's is normalised)
-        self.scanner = Scanner(logdir)
-        self.loader = Loader(warm=warm)
+        self.eager = eager
+        self.scanner = Scanner(logdir) if eager else Scanner(logdir, stable_age_s=0.0)
+        self.loader = Loader(warm=warm) if eager else Loader(processes=0, warm=warm)
         self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler)
         self.big: set = set()  # keys of files of runs with more than PREPARE_MAX_WORKERS workers
         self.runs: dict = {}
@@ -76,12 +86,14 @@ class Workspace:
                     f.key for r in self.runs.values() if len(r.workers) > PREPARE_MAX_WORKERS for f in r.files()
                 }
                 self.loader.prepare(
-                    [f for r in self.runs.values() for f in r.files()], lazy=lambda f: f.key in self.big
+                    [f for r in self.runs.values() for f in r.files()],
+                    lazy=(lambda f: f.key in self.big) if self.eager else (lambda f: True),
                 )
-                self.summaries.prepare(
-                    [f for r in self.runs.values() if len(r.workers) > 1 for f in r.files()],
-                    loaded=self.trace_for_summary,
-                )
+                if self.eager:
+                    self.summaries.prepare(
+                        [f for r in self.runs.values() if len(r.workers) > 1 for f in r.files()],
+                        loaded=self.trace_for_summary,
+                    )
             self.found_runs = self.found_runs or bool(self.runs)
             return self.runs
 

@@ -97,3 +97,14 @@ def test_the_plugin_does_http_only():
     imps = _graph()["tb_plugin.plugin"]
     assert not any(_under(i, "tb_plugin.views") or _under(i, "profiler_core.analysis") for i in imps), imps
     assert "tb_plugin.routes" in imps
+
+
+def test_the_api_sits_above_the_handlers():
+    """tb_plugin/api.py (`import gpuscope`) asks the route handlers and the run level, never a view; below it
+    nothing imports it but the CLI (its `export`)."""
+    g = _graph()
+    imps = g["tb_plugin.api"]
+    assert {"tb_plugin.routes", "tb_plugin.workspace"} <= imps
+    assert not any(_under(i, "tb_plugin.views") for i in imps), imps
+    users = sorted(m for m, i in g.items() if "tb_plugin.api" in i)
+    assert users == ["tb_plugin.summaries.cli"], users

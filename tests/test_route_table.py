@@ -27,6 +27,7 @@ NAMES = {
     "name": "op1",
     "query": "op",
     "idx": "1",
+    "match": "run*",
 }
 GARBAGE = [
     "abc",

@@ -1,6 +1,8 @@
 """`gpuscope summarize LOGDIR [--scheduler ADDRESS | --local N] [--out DIR] [--force]`
 `gpuscope diagnose LOGDIR [RUN] [--span N] [--json]`
 `gpuscope jobdiff LOGDIR_A[:RUN] LOGDIR_B[:RUN] [--span N] [--exp-span N] [--json | --csv]`
+`gpuscope history LOGDIR [--span N] [--order time|name] [--match GLOB] [--json]`
+`gpuscope export LOGDIR OUT [--format parquet] [--span N]`
 
 Computes the summary of every trace file under LOGDIR, each on a Dask worker that reads its own file
 straight from the storage and sends back only the summary (a few KB), then writes them under --out
@@ -256,12 +258,9 @@ class DiagnoseFailed(Exception):
     """`gpuscope diagnose` cannot answer (no such logdir, run or span, no readable trace): the message says why."""
 
 
-def run_summaries(logdir: str, run: str | None, span: str, log=_print) -> tuple[str, dict, dict]:
-    """The run's name, its workers' summaries at `span` (read from LOGDIR/.gpuscope/summaries, the missing
-    ones computed here and stored there when it is writable) and their trace paths. DiagnoseFailed when there is
-    nothing to read."""
+def _scan(logdir: str) -> dict:
+    """The runs of `logdir`, listed now (no stability wait); DiagnoseFailed when it cannot be listed or is empty."""
     from tb_plugin.runs import Scanner
-    from tb_plugin.summaries.summary import decode
 
     scanner = Scanner(logdir, stable_age_s=0.0)
     runs = scanner.scan()
@@ -269,6 +268,16 @@ def run_summaries(logdir: str, run: str | None, span: str, log=_print) -> tuple[
         raise DiagnoseFailed(f"cannot list the logdir: {scanner.error}")
     if not runs:
         raise DiagnoseFailed(f"{logdir}: no trace files")
+    return runs
+
+
+def run_summaries(
+    logdir: str, run: str | None, span: str, log=_print, prog: str = "gpuscope diagnose"
+) -> tuple[str, dict, dict]:
+    """The run's name, its workers' summaries at `span` (read from LOGDIR/.gpuscope/summaries, the missing
+    ones computed here and stored there when it is writable) and their trace paths. DiagnoseFailed when there is
+    nothing to read."""
+    runs = _scan(logdir)
     if run is None:
         if len(runs) > 1:
             names = ", ".join(sorted(runs)[:20]) + (", ..." if len(runs) > 20 else "")
@@ -276,7 +285,16 @@ def run_summaries(logdir: str, run: str | None, span: str, log=_print) -> tuple[
         run = next(iter(runs))
     if run not in runs:
         raise DiagnoseFailed(f"no run {run!r} in {logdir} (runs: {', '.join(sorted(runs)[:20])})")
-    r = runs[run]
+    got, paths = _summaries_of(logdir, runs[run], span, log, prog)
+    return run, got, paths
+
+
+def _summaries_of(logdir: str, r: Any, span: str, log=_print, prog: str = "gpuscope") -> tuple[dict, dict]:
+    """The summaries of the run `r` (of the scan) at `span` and their trace paths (`run_summaries`); `prog` begins
+    each line logged."""
+    from tb_plugin.summaries.summary import decode
+
+    run = r.name
     files = []
     for w in sorted(r.workers):
         f = r.file(w, span)
@@ -291,22 +309,22 @@ def run_summaries(logdir: str, run: str | None, span: str, log=_print) -> tuple[
     todo = [(w, f) for (w, f), s in zip(files, found) if s is None]
     got.update({w: s for (w, _), s in zip(files, found) if s is not None})
     if todo:
-        log(f"gpuscope diagnose: summarizing {len(todo)} of {len(files)} trace files")
+        log(f"{prog}: summarizing {len(todo)} of {len(files)} trace files of run {run}")
     for w, f in todo:
         try:
             data = summarize_bytes(f.path)
             got[w] = decode(data)
         except Exception as e:  # noqa: BLE001 - one unreadable trace must not stop the others
             why = _reason(f, e)
-            log(f"gpuscope diagnose: {why if why.startswith(f.relpath) else f'{f.relpath}: {why}'}")
+            log(f"{prog}: {why if why.startswith(f.relpath) else f'{f.relpath}: {why}'}")
             continue
         try:
             fs.write_bytes(store.out_path(out, f.relpath), data)
         except Exception as e:  # noqa: BLE001 - a read-only logdir still gets its diagnosis
-            log(f"gpuscope diagnose: cannot store the summary of {f.relpath}: {fs.redact(str(e))}")
+            log(f"{prog}: cannot store the summary of {f.relpath}: {fs.redact(str(e))}")
     if not got:
         raise DiagnoseFailed(f"no trace of run {run!r} could be read")
-    return run, got, {w: f.path for w, f in files}
+    return got, {w: f.path for w, f in files}
 
 
 def diagnose_main(args: argparse.Namespace) -> int:
@@ -372,7 +390,9 @@ def jobdiff_main(args: argparse.Namespace) -> int:
             _print(f"gpuscope jobdiff: job {what}: {logdir}: no such directory", file=sys.stderr)
             return 2
         try:
-            name, summaries, _ = run_summaries(logdir, run, span, log=lambda m: _print(m, file=sys.stderr, flush=True))
+            name, summaries, _ = run_summaries(
+                logdir, run, span, log=lambda m: _print(m, file=sys.stderr, flush=True), prog="gpuscope jobdiff"
+            )
         except DiagnoseFailed as e:
             _print(f"gpuscope jobdiff: job {what}: {e}", file=sys.stderr)
             return 2
@@ -392,6 +412,66 @@ def jobdiff_main(args: argparse.Namespace) -> int:
     else:
         _print(f"job A: run {sides[0][0]}; job B: run {sides[1][0]}")
         _print(job_diff.render_text(res), end="")
+    return 0
+
+
+def history_main(args: argparse.Namespace) -> int:
+    """`gpuscope history`: the logdir's runs in order from their summaries, and the first regressed run explained
+    (`run_level.history`), as text or JSON; 2 on bad input."""
+    import json
+
+    from tb_plugin.run_level import history
+
+    if not fs.is_url(args.logdir) and not os.path.isdir(args.logdir):
+        _print(f"gpuscope history: {args.logdir}: no such directory", file=sys.stderr)
+        return 2
+    log = lambda m: _print(m, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        chosen = history.select(_scan(args.logdir).values(), args.span, args.match)
+        if not chosen:
+            raise DiagnoseFailed(
+                f"no run{' matching ' + repr(args.match) if args.match else ''} has span {args.span!r}"
+            )
+        series = []
+        for r in chosen:
+            try:
+                got, _ = _summaries_of(args.logdir, r, args.span, log, "gpuscope history")
+            except DiagnoseFailed as e:
+                log(f"gpuscope history: {e}")
+                got = {}
+            series.append((r.name, history.run_time(r), got))
+    except DiagnoseFailed as e:
+        _print(f"gpuscope history: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        _print("gpuscope history: interrupted", file=sys.stderr)
+        return 130
+    res = history.history(series, order=args.order)
+    if args.json:
+        _print(json.dumps(res, indent=1))
+    else:
+        _print(history.render_text(res), end="")
+    return 0
+
+
+def export_main(args: argparse.Namespace) -> int:
+    """`gpuscope export`: every worker's tables as Parquet under OUT (`tb_plugin.api.Profile.to_parquet`); 2 when
+    there is nothing to export or pyarrow is missing."""
+    from tb_plugin.api import AnalysisError, Profile
+
+    try:
+        with Profile(args.logdir) as prof:
+            written = prof.to_parquet(args.out, span=args.span)
+    except AnalysisError as e:
+        _print(f"gpuscope export: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        _print("gpuscope export: interrupted", file=sys.stderr)
+        return 130
+    if not written:
+        _print(f"gpuscope export: {args.logdir}: no trace files", file=sys.stderr)
+        return 2
+    _print(f"gpuscope export: {', '.join(f'{k} {v}' for k, v in written.items())} files -> {args.out}")
     return 0
 
 
@@ -420,7 +500,7 @@ def pipeline_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`, `pipeline`)."""
+    """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`, `history`, `export`, `pipeline`)."""
     from profiler_core import __version__
 
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
@@ -470,7 +550,34 @@ def main(argv: list[str] | None = None) -> int:
         "(docs/diagnosis.md, Pipeline parallelism).",
     )
     pp.add_argument("run_dir", help="a folder of one pipeline's rank traces (*.pt.trace.json[.gz])")
+    h = sub.add_parser(
+        "history",
+        help="a job's runs over time: step time, ledger, verdict per run; the first regression and its cause",
+        description="Orders the runs of LOGDIR by time (or name), gives each run's step time statistics, ledger "
+        "buckets and diagnosis verdict from the per-worker summaries (computing the missing ones here), names the "
+        "first run slower than the noise of the runs before it (the printed rule) and explains it with the job diff "
+        "against the run before (docs/python-api.md#a-jobs-history).",
+    )
+    h.add_argument("logdir", help="the log directory (a local path, or a URL where fsspec can read it)")
+    h.add_argument("--span", default="1", help="the span of each worker of every run (1..N, default 1)")
+    h.add_argument("--order", choices=("time", "name"), default="time", help="runs by time (default) or by name")
+    h.add_argument("--match", metavar="GLOB", help="only the runs whose name matches this glob")
+    h.add_argument("--json", action="store_true", help="print the history as JSON (the /history route's)")
+    x = sub.add_parser(
+        "export",
+        help="write each worker's tables (events, kernels, operators, steps, ledger, collectives) as Parquet",
+        description="Exports every worker of every run of LOGDIR as Parquet tables under OUT (docs/python-api.md, "
+        "Parquet export: the files and their schema), for DuckDB, polars or pandas.",
+    )
+    x.add_argument("logdir", help="the log directory, a run folder or a trace file (local path or fsspec URL)")
+    x.add_argument("out", help="the folder to write the tables into")
+    x.add_argument("--format", choices=("parquet",), default="parquet", help="the table format (parquet)")
+    x.add_argument("--span", default=None, help="only this span of each worker (default: every span)")
     args = p.parse_args(argv)
+    if args.command == "history":
+        return history_main(args)
+    if args.command == "export":
+        return export_main(args)
     if args.command == "pipeline":
         return pipeline_main(args)
     if args.command == "diagnose":

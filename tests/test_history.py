@@ -1,0 +1,114 @@
+"""A job's history across runs (tb_plugin/run_level/history.py): on 20 generated nightly runs of one 2-rank job whose
+rank 1 runs one kernel 1.5 ms longer per step from run 13 on, `gpuscope history`, the `/history` route and
+`gpuscope.open(...).history()` name run 13 as the first regression and its cause, the kernel on rank 1, by the job
+diff against run 12; without the plant no run is named; runs are ordered by time, not by name, unless asked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gpuscope
+from tb_plugin.routes import ROUTES
+from tb_plugin.run_level import history
+from tb_plugin.summaries import cli
+from tb_plugin.workspace import Workspace
+
+from . import api_support
+
+PLANTED_FROM = 13
+RUNS = 20
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> tuple[Path, list[str]]:
+    root = tmp_path_factory.mktemp("history_planted")
+    return root, api_support.series(root, runs=RUNS, regressed_from=PLANTED_FROM)
+
+
+@pytest.fixture(scope="module")
+def steady(tmp_path_factory) -> tuple[Path, list[str]]:
+    root = tmp_path_factory.mktemp("history_steady")
+    return root, api_support.series(root, runs=RUNS, regressed_from=None)
+
+
+@pytest.mark.slow
+def test_the_planted_run_and_its_cause_are_named(planted):
+    root, names = planted
+    with gpuscope.open(root) as prof:
+        h = prof.history()
+    frame = h.to_frame()
+    assert list(frame["run"]) == names  # by time: the names run the other way
+    assert h.regression == names[PLANTED_FROM]
+    reg = h.data["regression"]
+    assert reg["previous"] == names[PLANTED_FROM - 1]
+    assert not frame["regressed"][:PLANTED_FROM].any()
+    top = h.explained.to_frame().iloc[0]
+    assert top["bucket"] == "compute" and top["name"] == api_support.SLOW_KERNEL
+    assert top["ranks"] == [api_support.PLANT_RANK]
+    assert top["delta_ms"] == pytest.approx(api_support.PLANT_MS, rel=0.2)
+    assert reg["step_ms"] > reg["threshold_ms"] >= reg["baseline_ms"]
+    for r in h.data["runs"]:
+        assert len(r["per_rank"]) == 2 and r["verdict"]
+        assert sum(r["buckets"].values()) == pytest.approx(r["mean_ms"], rel=0.05)
+
+
+@pytest.mark.slow
+def test_route_cli_and_api_give_one_answer(planted, capsys):
+    root, names = planted
+    with gpuscope.open(root) as prof:
+        api_answer = prof.history().data
+    ws = Workspace(str(root))
+    for n in names:
+        ws.collect({"run": n, "span": "1"})
+    route = next(r for r in ROUTES if r.path == "/history")
+    served = route.handler(ws, route.parse({}))
+    ws.loader.close()
+    ws.summaries.close()
+    assert json.loads(json.dumps(served)) == json.loads(json.dumps(api_answer))
+    assert cli.main(["history", str(root), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["runs"] == json.loads(json.dumps(api_answer["runs"]))
+    assert printed["regression"] == json.loads(json.dumps(api_answer["regression"]))
+    assert cli.main(["history", str(root)]) == 0
+    text = capsys.readouterr().out
+    assert f"first regression: {names[PLANTED_FROM]}:" in text and api_support.SLOW_KERNEL in text
+
+
+@pytest.mark.slow
+def test_no_run_is_named_without_a_cause(steady):
+    root, names = steady
+    with gpuscope.open(root) as prof:
+        h = prof.history()
+    assert h.regression is None and h.explained is None
+    assert list(h.to_frame()["run"]) == names
+    assert h.to_frame()["baseline_ms"].notna().sum() == RUNS - history.MIN_BASELINE
+
+
+def test_order_by_name_and_a_glob(planted):
+    root, names = planted
+    with gpuscope.open(root) as prof:
+        by_name = prof.history(order="name")
+        some = prof.history(match="*-1?")
+    assert list(by_name.to_frame()["run"]) == sorted(names)
+    # by name the planted runs come first: they are the baseline, and the later (faster) runs no regression
+    assert by_name.regression is None
+    assert list(some.to_frame()["run"]) == [n for n in names if n[-2] == "1"]
+
+
+def test_too_few_runs_say_so(planted, tmp_path):
+    root, names = planted
+    for n in names[:3]:
+        (tmp_path / n).symlink_to(root / n)
+    with gpuscope.open(tmp_path) as prof:
+        h = prof.history()
+    assert h.regression is None and any("needed" in n for n in h.data["notes"])
+
+
+def test_unknown_glob_is_an_error(planted):
+    root, _ = planted
+    with gpuscope.open(root) as prof, pytest.raises(gpuscope.AnalysisError, match="no run matching"):
+        prof.history(match="weekly-*")
+    assert cli.main(["history", str(root), "--match", "weekly-*"]) == 2
