@@ -49,7 +49,7 @@ import pandas as pd
 
 from profiler_core.analysis import intervals
 from profiler_core.analysis.comm import collectives, group_waits
-from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_mask, is_dataloader, is_step_name
+from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_events, is_dataloader, is_step_name
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.analysis.stages.registry import cached
@@ -102,7 +102,7 @@ def _compute_mask(t: Any) -> np.ndarray:
 def _compute_mask_of(t: Any) -> np.ndarray:
     ev = t.events
     kernel = category_mask(ev, ("kernel",))
-    comm = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    comm = communication_events(t)
     if kernel.any():
         return kernel & ~comm
     cpu = category_mask(ev, OP_CATS)
@@ -243,7 +243,7 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
     cpu = category_mask(ev, OP_CATS)
     gpu = category_mask(ev, GPU_ACTIVITY_CATS)
     kernel = category_mask(ev, ("kernel",))
-    comm = communication_mask(ev).to_numpy() if len(ev) else np.zeros(0, bool)
+    comm = communication_events(t)
     runtime = category_mask(ev, LAUNCH_CATS)
     dl = cpu & name_mask(ev, is_dataloader)
     memcpy = category_mask(ev, ("gpu_memcpy",)) & name_mask(ev, lambda n: "HtoD" in n)
