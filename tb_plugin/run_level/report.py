@@ -23,7 +23,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from profiler_core.analysis.worker.buckets import COMPUTE
+from profiler_core.analysis.worker.buckets import COMPUTE, START_UP
 from tb_plugin.run_level import caveats as cv
 from tb_plugin.run_level import critical_path, stragglers
 from tb_plugin.summaries.schema import Summary
@@ -207,7 +207,8 @@ def _ledger_lines(ledger: Any) -> list[str]:
             out.append(f"  {r.get('label', r.get('key'))}: n/a ({r.get('reason')})")
             continue
         rec = r.get("recoverable_ms")
-        fix = f" -- {r['fix']}" if r.get("fix") and rec else ""
+        # start-up is paid once (nothing recoverable from the steps) and its fix is where to profile
+        fix = f" -- {r['fix']}" if r.get("fix") and (rec or r.get("key") == START_UP) else ""
         out.append(
             f"  {r.get('label', r.get('key'))}: {r['ms']:.1f} ms"
             + (f", recoverable {rec:.1f} ms" if rec is not None else "")

@@ -31,7 +31,9 @@ from msgspec import UNSET, UnsetType
 #: 9: per collective call, when its worker was ready for it and how long its compute idled at its end (`lead`, `tail`)
 #: 10: whether the worker's one step is the whole trace window (`phases.whole_trace`: no ProfilerStep) and the host
 #: that wrote the trace (`devices.host`, where the trace names it), for the run's caveats
-VERSION = 10
+#: 11: the ledger's `start_up` bucket (one-time CUDA start-up); without ProfilerStep the window is the operators'
+#: span (Python frames and profiler overhead around them left out)
+VERSION = 11
 KIND = "gpuscope-summary"
 
 

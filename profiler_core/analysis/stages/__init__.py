@@ -22,4 +22,5 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "early_gpu_rows": ("steps", "link_gpu_to_ops"),  # stages/steps.py
     "launch_stats": ("link_gpu_to_ops",),  # stages/launch_stats.py
     "node_stats": ("op_tree", "link_launches_to_ops", "link_gpu_to_ops"),  # stages/node_stats.py
+    "startup_calls": (),  # stages/startup.py
 }
