@@ -101,8 +101,8 @@ def _startup_calls(t: Any) -> np.ndarray:
     if not len(rows):
         return rows.astype(np.int64)
     dur = ev["dur"].to_numpy(np.int64)[rows]
-    codes, texts = column_codes(ev["name"].take(rows))
-    texts = [str(x) for x in texts]
+    codes, table = column_codes(ev["name"].take(rows))
+    texts = [str(x) for x in table]
     never = np.array([x in SYNC_NAMES or "Memcpy" in x for x in texts], dtype=bool)
     by_name = np.array([is_startup_name(x) for x in texts], dtype=bool)
     cand = ~never[codes] & (by_name[codes] | (dur >= STARTUP_MIN_NS))
