@@ -42,6 +42,7 @@ from tb_plugin.run_level import report
 from tb_plugin.summaries import cli
 from tests.conftest import TRACES, missing
 from tests.oracles import runtime_calls as raw
+from tests.test_views_common_support import kernel, make_trace, op, runtime
 
 PUBLIC = TRACES / "public"
 TOL = 0.05
@@ -268,3 +269,46 @@ def test_diagnose_window_without_steps(tmp_path, monkeypatch, capsys):
     assert rep["ledger"]["mean"]["average_wall_ms"] == pytest.approx((hi - lo) / 1e3, abs=0.001)
     text = next(c["text"] for c in rep["caveats"] if c["key"] == "no_steps")
     assert f"({(hi - lo) / 1e3:.1f} ms)" in text
+
+
+# ---- hand-made traces: the rule's edges ------------------------------------------------------------------------------
+# µs. A first call of `first_dur` at 10 (inside an op [0, 2,000,000)), then 50 ops of 1 ms from 2,000,000, each
+# launching a kernel that keeps the GPU busy 960 of its 1,000 µs. Without ProfilerStep the window is [0, 2,050,000).
+STEADY_START = 2_000_000
+
+
+def _handmade(first: str = "cudaDeviceGetStreamPriorityRange", first_dur: int = 1_999_980, again: bool = False):
+    evs = [op("aten::empty", 0, STEADY_START), runtime(first, 10, first_dur, corr=1)]
+    for i in range(50):
+        t0 = STEADY_START + i * 1000
+        evs += [op("aten::mm", t0, 100), runtime("cudaLaunchKernel", t0 + 10, 10, corr=100 + i)]
+        evs.append(kernel("gemm", t0 + 30, 960, 100 + i))
+    if again:  # the same call as long again after the steady part: a recurring cost
+        end = STEADY_START + 50_000
+        evs += [op("aten::empty", end, first_dur + 20), runtime(first, end + 10, first_dur, corr=2)]
+    return make_trace(evs)
+
+
+def test_handmade_first_call_is_start_up_and_the_advice_leaves_it_out():
+    t = _handmade()
+    led = worker_ledger(t)
+    assert led["buckets"][START_UP]["ns"] == [1_999_980_000]
+    assert _ms(led["buckets"][HOST_COMPUTE]["ns"]) < 5.0 and _ms(led["buckets"][LAUNCH_OVERHEAD]["ns"]) < 5.0
+    _, tips = overview_with_advice(t)
+    keys = [k for k, _ in tips]
+    assert keys.count(START_UP) == 1
+    assert HOST_COMPUTE not in keys and LAUNCH_OVERHEAD not in keys  # the steady part keeps the GPU 96 % busy
+
+
+def test_handmade_twins_without_start_up():
+    short = _handmade(first_dur=10)
+    assert sum(worker_ledger(short)["buckets"][START_UP]["ns"]) == 0
+    assert START_UP not in [k for k, _ in overview_with_advice(short)[1]]
+    # the same 2 s call twice: a cost paid again is not start-up (it is the host's)
+    twice = worker_ledger(_handmade(again=True))
+    assert sum(twice["buckets"][START_UP]["ns"]) == 0
+    assert _ms(twice["buckets"][HOST_COMPUTE]["ns"]) == pytest.approx(2 * 1999.98, rel=0.01)
+    # a 2 s sync is host sync whatever the GPU does: never start-up
+    sync = worker_ledger(_handmade(first="cudaDeviceSynchronize"))
+    assert sum(sync["buckets"][START_UP]["ns"]) == 0
+    assert _ms(sync["buckets"][HOST_SYNC]["ns"]) == pytest.approx(1999.98, rel=0.01)

@@ -234,6 +234,10 @@ def _peak_device_memory(t: Any) -> dict[int, int]:
     return {int(d): int(total[dev == d].max()) for d in sorted_unique(dev)}
 
 
+#: how the utilization and idle advice say that they judge the steps without their one-time start-up
+STARTUP_LEFT_OUT = " (one-time CUDA start-up left out)"
+
+
 def _startup_in_steps(t: Any) -> dict | None:
     """The one-time CUDA start-up inside the steps (`stages.startup`): None when there is none, else its
     `idle_ns` (start-up with the GPU idle), the steps' `window_ns`, their number `steps` and the advice `text`."""
@@ -356,8 +360,9 @@ def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
             out.append(
                 (
                     HOST_COMPUTE,
-                    f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
-                    "A larger batch size may help (it can affect convergence).",
+                    f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time"
+                    f"{STARTUP_LEFT_OUT if start_up else ''}. A larger batch size may help (it can affect "
+                    "convergence).",
                 )
             )
         major = props[0].get("computeMajor") if props else None
@@ -374,7 +379,8 @@ def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
                 )
     if gpu:
         idle = _idle_without_startup(gpu.get("temporal"), start_up)
-        out.extend((LAUNCH_OVERHEAD, text) for text in temporal.idle_recommendations(idle))
+        for text in temporal.idle_recommendations(idle):
+            out.append((LAUNCH_OVERHEAD, text + (STARTUP_LEFT_OUT if start_up else "")))
     for dev, peak in sorted(_peak_device_memory(t).items()):
         p = props[dev] if 0 <= dev < len(props) else {}
         cap = p.get("totalGlobalMem")
