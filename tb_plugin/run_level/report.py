@@ -187,7 +187,9 @@ def _single_lines(single: Mapping) -> list[str]:
 
 
 def _ledger_lines(ledger: Any) -> list[str]:
-    """The run's mean ledger, ranked by recoverable time: one line per bucket."""
+    """The run's mean ledger, ranked by recoverable time: one line per bucket; one-time start-up first when there
+    is any (it is not a cost of the steps that follow, and the window it inflates is what every other line is a
+    share of)."""
     mean = ledger.get("mean") if isinstance(ledger, dict) else None
     rows = mean.get("buckets") if isinstance(mean, dict) else None
     if not isinstance(mean, dict) or not isinstance(rows, list):
@@ -197,6 +199,7 @@ def _ledger_lines(ledger: Any) -> list[str]:
     if mean.get("average_wall_ms") is not None:
         out.append(f"  average step {mean['average_wall_ms']:.1f} ms (mean over ranks)")
     small = 0
+    rows = sorted(rows, key=lambda r: not (isinstance(r, dict) and r.get("key") == START_UP and (r.get("ms") or 0)))
     for r in rows:
         if not isinstance(r, dict):
             continue
