@@ -3,20 +3,20 @@
 The facts come from the raw events (tests/oracles/runtime_calls.py, standard library only, nothing of gpuscope):
 
 * hta_cp_alexnet, hta_et_trace: the first runtime call of the process (cudaDeviceGetStreamPriorityRange, where the
-  context is created) lasts 29.9 s and 19.6 s, every later call of that name µs; hta_cp_alexnet's first
-  cudaLaunchKernel of a module lasts 3.06 s and a cudaFree 6.0 s (module loading, allocator set-up);
+  context is created) lasts 29.9 s and 19.6 s, every later call of that name µs; hta_cp_alexnet's second
+  cudaLaunchKernel lasts 3.06 s (its module loaded; median launch 9 µs) and a cudaFree 6.0 s;
   kineto_rn50_autograd (torch 1.8 spellings) has a cudaLaunchKernel of 1.57 s among 9,329 of median 11 µs;
   hta_cupti_profiler's start-up is a cudaStreamCreateWithFlags of 1.30 s and a cudaFree of 1.33 s, while its
   launches are all tens of ms (the CUPTI profiler's kernel replay): its 1.22 s launch is not ten times the later
   ones, so it is not one-time.
 * No start-up inside: tl_b200_eager (calls of µs), hta_ns_resolution (an 89 ms cudaDeviceSynchronize: a sync),
-  hta_neg_queue (a 158 ms cudaDeviceSynchronize and five cudaMemcpyAsync of 139-147 ms, one per step: syncs and
-  copies), tl_mi300_ddp_resnet18 (hipFree of 70 ms, 270 times its median, in the second and in the third
+  hta_neg_queue (a 158 ms cudaDeviceSynchronize and five cudaMemcpyAsync of 139-147 ms in four of its steps:
+  syncs and copies), tl_mi300_ddp_resnet18 (hipFree of 70 ms, 270 times its median, in the second and in the third
   iteration: it recurs), tl_vllm_graph_capture.
 * hta_neg_queue's last step holds its 158 ms cudaDeviceSynchronize, under which the GPU idles 101.6 ms between
   the tiny kernels the host waits for: host sync.
 * tl_vllm_graph_capture (HIP spellings under cuda_runtime) has no ProfilerStep; its Python frames (threading
-  bootstrap) reach 0.55 ms beyond its first and last operator.
+  bootstrap) start 0.54 ms before its first operator and end 0.01 ms after its last.
 
 gpuscope's answers are asserted against them: the ledger (`worker_ledger`, `gpuscope diagnose --json`), its text,
 the Overview's advice and the single-rank critical path. Within 5 % where a figure is compared.
