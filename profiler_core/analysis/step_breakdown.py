@@ -17,9 +17,17 @@ from profiler_core.analysis.stages.classify import communication_events, is_comm
 from profiler_core.analysis.stages.columns import category_mask, name_mask, ns_to_us, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.launch_stats import device_properties, launch_stats
+from profiler_core.analysis.stages.startup import startup_facts
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.analysis.tensor_cores import uses_tensor_cores
-from profiler_core.analysis.worker.buckets import COMPUTE, DATA_LOADING, EXPOSED_COMM, HOST_COMPUTE, LAUNCH_OVERHEAD
+from profiler_core.analysis.worker.buckets import (
+    COMPUTE,
+    DATA_LOADING,
+    EXPOSED_COMM,
+    HOST_COMPUTE,
+    LAUNCH_OVERHEAD,
+    START_UP,
+)
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 
 ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
@@ -226,6 +234,56 @@ def _peak_device_memory(t: Any) -> dict[int, int]:
     return {int(d): int(total[dev == d].max()) for d in sorted_unique(dev)}
 
 
+#: how the utilization and idle advice say that they judge the steps without their one-time start-up
+STARTUP_LEFT_OUT = " (one-time CUDA start-up left out)"
+
+
+def _startup_in_steps(t: Any) -> dict | None:
+    """The one-time CUDA start-up inside the steps (`stages.startup`): None when there is none, else its
+    `idle_ns` (start-up with the GPU idle), the steps' `window_ns`, their number `steps` and the advice `text`."""
+    st = steps(t)
+    if not len(st):
+        return None
+    s0, s1 = int(st["start"].iloc[0]), int(st["end"].iloc[-1])
+    facts = startup_facts(t, (s0, s1))
+    if not facts["count"] or facts["idle_ns"] <= 0:
+        return None
+    window = int((st["end"] - st["start"]).sum())
+    calls = ", ".join(f"{c['name']} {c['dur_ns'] / 1e6:,.1f} ms" for c in facts["calls"])
+    text = (
+        f"{facts['ns'] / 1e6:,.1f} ms of the profiled window ({facts['ns'] / max(window, 1) * 100:.1f}%) is one-time "
+        f"CUDA start-up (context creation, module loading) in {facts['count']} runtime call"
+        f"{'s' if facts['count'] != 1 else ''} ({calls}), not a cost of the steps that follow: it is neither "
+        "launch overhead nor CPU-bound work. Profile after warm-up (torch.profiler.schedule with wait and warmup "
+        "steps) to see the steady state."
+    )
+    return {"idle_ns": int(facts["idle_ns"]), "window_ns": window, "steps": len(st), "text": text}
+
+
+def _without_startup(utilization: float, start_up: dict | None) -> float:
+    """A device's utilization of the steps' window with the start-up time the GPU was idle left out of the window."""
+    if start_up is None:
+        return utilization
+    rest = start_up["window_ns"] - start_up["idle_ns"]
+    return utilization * start_up["window_ns"] / rest if rest > 0 else 1.0
+
+
+def _idle_without_startup(temporal_part: dict | None, start_up: dict | None) -> dict | None:
+    """HTA's temporal breakdown with the start-up time the GPU was idle left out of each device's average idle
+    time and step (the idle advice is about the steps' own gaps)."""
+    if temporal_part is None or start_up is None:
+        return temporal_part
+    cut_us = start_up["idle_ns"] / 1e3 / start_up["steps"]
+    devices = []
+    for d in temporal_part.get("devices", []):
+        avg = dict(d["average"])
+        total = (avg.get("total_us") or 0.0) - cut_us
+        idle = max((avg.get("idle_us") or 0.0) - cut_us, 0.0)
+        avg["idle_share"] = idle / total if total > 0 else None
+        devices.append({**d, "average": avg})
+    return {**temporal_part, "devices": devices}
+
+
 def recommendations(t: Any, avg: dict, gpu: dict | None) -> list[str]:
     """Plain-text advice with torch-tb-profiler's triggers (data loading, DP vs DDP, NCCL, communication,
     low GPU utilization, AMP for Tensor Core eligible work, device memory near capacity)."""
@@ -288,15 +346,23 @@ def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
                 "sizes may need an optimizer such as LAMB to keep accuracy).",
             )
         )
+    start_up = _startup_in_steps(t)
+    if start_up is not None:
+        out.append((START_UP, start_up["text"]))
     if gpu:
-        low = [d["device"] for d in gpu["devices"] if d["utilization"] is not None and d["utilization"] < 0.5]
+        low = [
+            d["device"]
+            for d in gpu["devices"]
+            if d["utilization"] is not None and _without_startup(d["utilization"], start_up) < 0.5
+        ]
         if low:
             which = ", ".join(str(d) for d in low)
             out.append(
                 (
                     HOST_COMPUTE,
-                    f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time. "
-                    "A larger batch size may help (it can affect convergence).",
+                    f"GPU {which} {'is' if len(low) == 1 else 'are'} busy less than half of the step time"
+                    f"{STARTUP_LEFT_OUT if start_up else ''}. A larger batch size may help (it can affect "
+                    "convergence).",
                 )
             )
         major = props[0].get("computeMajor") if props else None
@@ -312,7 +378,9 @@ def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
                     )
                 )
     if gpu:
-        out.extend((LAUNCH_OVERHEAD, text) for text in temporal.idle_recommendations(gpu.get("temporal")))
+        idle = _idle_without_startup(gpu.get("temporal"), start_up)
+        for text in temporal.idle_recommendations(idle):
+            out.append((LAUNCH_OVERHEAD, text + (STARTUP_LEFT_OUT if start_up else "")))
     for dev, peak in sorted(_peak_device_memory(t).items()):
         p = props[dev] if 0 <= dev < len(props) else {}
         cap = p.get("totalGlobalMem")

@@ -23,7 +23,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from profiler_core.analysis.worker.buckets import COMPUTE
+from profiler_core.analysis.worker.buckets import COMPUTE, START_UP
 from tb_plugin.run_level import caveats as cv
 from tb_plugin.run_level import critical_path, stragglers
 from tb_plugin.summaries.schema import Summary
@@ -187,7 +187,9 @@ def _single_lines(single: Mapping) -> list[str]:
 
 
 def _ledger_lines(ledger: Any) -> list[str]:
-    """The run's mean ledger, ranked by recoverable time: one line per bucket."""
+    """The run's mean ledger, ranked by recoverable time: one line per bucket; one-time start-up first when there
+    is any (it is not a cost of the steps that follow, and the window it inflates is what every other line is a
+    share of)."""
     mean = ledger.get("mean") if isinstance(ledger, dict) else None
     rows = mean.get("buckets") if isinstance(mean, dict) else None
     if not isinstance(mean, dict) or not isinstance(rows, list):
@@ -197,6 +199,7 @@ def _ledger_lines(ledger: Any) -> list[str]:
     if mean.get("average_wall_ms") is not None:
         out.append(f"  average step {mean['average_wall_ms']:.1f} ms (mean over ranks)")
     small = 0
+    rows = sorted(rows, key=lambda r: not (isinstance(r, dict) and r.get("key") == START_UP and (r.get("ms") or 0)))
     for r in rows:
         if not isinstance(r, dict):
             continue
@@ -207,7 +210,8 @@ def _ledger_lines(ledger: Any) -> list[str]:
             out.append(f"  {r.get('label', r.get('key'))}: n/a ({r.get('reason')})")
             continue
         rec = r.get("recoverable_ms")
-        fix = f" -- {r['fix']}" if r.get("fix") and rec else ""
+        # start-up is paid once (nothing recoverable from the steps) and its fix is where to profile
+        fix = f" -- {r['fix']}" if r.get("fix") and (rec or r.get("key") == START_UP) else ""
         out.append(
             f"  {r.get('label', r.get('key'))}: {r['ms']:.1f} ms"
             + (f", recoverable {rec:.1f} ms" if rec is not None else "")

@@ -34,6 +34,8 @@ from msgspec import UNSET, UnsetType
 #: 11: communication kernels by name family (DeepEP, RCCL, MSCCL, NVSHMEM, custom all-to-all: `classify`) and by the
 #: communication op that launched them; NCCL's CPU calls are host time in the ledger; collective calls without
 #: record_param_comms (gloo's and older NCCL's backend ranges) with how each group is matched (`group_how`)
+#: and the ledger's `start_up` bucket (one-time CUDA start-up); without ProfilerStep the window is the operators'
+#: span (Python frames and profiler overhead around them left out)
 VERSION = 11
 KIND = "gpuscope-summary"
 

@@ -23,4 +23,5 @@ GRAPH: dict[str, tuple[str, ...]] = {
     "launch_stats": ("link_gpu_to_ops",),  # stages/launch_stats.py
     "node_stats": ("op_tree", "link_launches_to_ops", "link_gpu_to_ops"),  # stages/node_stats.py
     "communication_events": ("link_gpu_to_ops",),  # stages/classify.py
+    "startup_calls": (),  # stages/startup.py
 }

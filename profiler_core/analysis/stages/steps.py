@@ -8,13 +8,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...trace.categories import OP_CATS, TRACE
+from ...trace.categories import OP_CATS, PYTHON_FUNCTION, TRACE
 from .classify import STEP_PREFIX, is_step_name
 from .columns import category_mask, name_mask
 from .gpu_links import link_gpu_to_ops
 from .registry import stage
 
-__all__ = ["steps", "early_gpu_rows"]
+__all__ = ["steps", "early_gpu_rows", "AROUND_OPS"]
+
+#: what a trace without ProfilerStep holds around its operators and leaves out of its window: the profiler's own
+#: span, Python frames (with_stack / python tracer) and the profiler's overhead records
+AROUND_OPS = (TRACE, PYTHON_FUNCTION, "overhead")
 
 
 def _step_number(name: str) -> str:
@@ -51,8 +55,10 @@ def _steps(t: Any) -> pd.DataFrame:
         srows = srows[np.lexsort((srows, ts[srows]))]
         names = [_step_number(str(n)) for n in ev["name"].take(srows).to_numpy()]  # (not every row's text)
         hs, he = ts[srows], te(srows)
-    else:  # no ProfilerStep: one step "0" over the whole trace window (never the profiler's own `Trace` span)
-        sel = ~category_mask(ev, (TRACE,))
+    else:  # no ProfilerStep: one step "0" over the operators' span (module doc)
+        sel = ~category_mask(ev, AROUND_OPS)
+        if not sel.any():
+            sel = ~category_mask(ev, (TRACE,))
         if not sel.any():
             return _empty_steps()
         rows = np.flatnonzero(sel)
@@ -111,8 +117,11 @@ def steps(t: Any) -> pd.DataFrame:
     """ProfilerStep ranges with torch-tb-profiler's rules: columns `step` ("5"), `start`, `end` (ns, after the
     GPU adjustment), `host_start`, `host_end` (the CPU range), `device_ops` (GPU activities launched inside).
 
-    Without ProfilerStep events: one step "0" over the whole trace window, every event but the profiler's own
-    `Trace`-category span (torch-tb-profiler's rule; HTA's temporal breakdown covers the same window). When GPU work
+    Without ProfilerStep events: one step "0" over the operators' span, from the first start to the last end of
+    every event but those AROUND_OPS (the profiler's own `Trace` span, Python frames, the profiler's overhead
+    records): CPU ops and annotations, runtime calls and GPU activity. Python frames enclose the ops (the script's
+    module, the profiler's __exit__) and would add time nothing recorded explains; a trace of Python frames
+    only keeps them (every event but the `Trace` span, torch-tb-profiler's rule). When GPU work
     is linked to launches inside steps, each step runs from max(previous step end, its CPU start) to max(its CPU
     end, the end of the GPU work it launched); trailing steps that launched nothing, or under 80% of the previous
     step's GPU activities (work not fully captured), are dropped. Unlike torch-tb-profiler 0.4.3, GPU work launched

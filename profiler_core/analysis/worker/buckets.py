@@ -8,6 +8,7 @@ COPY_PAGEABLE = "exposed_copy_pageable"
 COPY_PINNED = "exposed_copy_pinned"
 SYNC_SKEW = "sync_skew"
 EXPOSED_COMM = "exposed_comm"
+START_UP = "start_up"
 DATA_LOADING = "data_loading"
 HOST_SYNC = "host_sync"
 LAUNCH_OVERHEAD = "launch_overhead"
@@ -20,6 +21,7 @@ BUCKETS = (
     COPY_PINNED,
     SYNC_SKEW,
     EXPOSED_COMM,
+    START_UP,
     DATA_LOADING,
     HOST_SYNC,
     LAUNCH_OVERHEAD,
@@ -32,6 +34,7 @@ LABELS = {
     COPY_PINNED: "Exposed memory copies (pinned, device, memset)",
     SYNC_SKEW: "Waiting for other ranks (sync skew)",
     EXPOSED_COMM: "Exposed communication",
+    START_UP: "One-time CUDA start-up (context creation, module loading)",
     DATA_LOADING: "Data loading (GPU idle)",
     HOST_SYNC: "Host synchronization (GPU idle)",
     LAUNCH_OVERHEAD: "Kernel launch overhead (GPU idle)",
@@ -47,6 +50,9 @@ FIXES = {
     "stragglers) and remove its extra work.",
     EXPOSED_COMM: "Overlap communication with compute (DDP bucketing, FSDP prefetch), or communicate less "
     "(gradient accumulation, compression, larger batches).",
+    START_UP: "A one-time cost of the process's first CUDA calls, not of the steps that follow: profile after warm-up "
+    "(torch.profiler.schedule with wait and warmup steps) to see the steady state, and initialise CUDA (a warm-up "
+    "iteration) before the work you time.",
     DATA_LOADING: "Load data in parallel processes (DataLoader num_workers > 0, persistent_workers, prefetching).",
     HOST_SYNC: "Remove synchronizations from the step (.item(), .cpu(), .tolist(), printing tensors, blocking "
     "copies, torch.cuda.synchronize).",

@@ -13,18 +13,23 @@ of this priority order that holds then:
    families: NCCL, RCCL, MSCCL, NVSHMEM, DeepEP, custom all-to-all; or a kernel a communication op launched), or
    a CPU communication op whose own time is the exchange (`classify.host_communication`: gloo's and MPI's; any
    collective op of a worker without communication kernels). Where the collectives run as kernels, the CPU
-   call (c10d::, record_param_comms, nccl:) only enqueues them: its time is host time (9., or 7./8. when a sync
+   call (c10d::, record_param_comms, nccl:) only enqueues them: its time is host time (10., or 8./9. when a sync
    or a launch runs inside it);
-6. `data_loading`: the GPU is idle and a DataLoader span (`enumerate(DataLoader)#...__next__`) is in progress;
-7. `host_sync`: the GPU is idle and a synchronizing runtime call is in progress (SYNC_NAMES: cudaDeviceSynchronize,
-   cudaStreamSynchronize, cudaEventSynchronize, blocking cudaMemcpy, their HIP and driver spellings);
-8. `launch_overhead`: the GPU is idle and a launch call (LAUNCH_NAMES) is in progress, or the idle gap on the
+6. `start_up`: no GPU work runs and a one-time CUDA start-up call is in progress (`stages.startup`: context
+   creation, module and library loading, a first call far longer than every later call of its name; the rule is
+   in that module's docstring): it is never launch overhead nor host compute, whatever call or op holds it;
+7. `data_loading`: the GPU is idle and a DataLoader span (`enumerate(DataLoader)#...__next__`) is in progress;
+8. `host_sync`: the GPU is idle and a synchronizing runtime call is in progress (SYNC_NAMES: cudaDeviceSynchronize,
+   cudaStreamSynchronize, cudaEventSynchronize, blocking cudaMemcpy, their HIP and driver spellings): the host
+   waits for the GPU;
+9. `launch_overhead`: the GPU is idle and a launch call (LAUNCH_NAMES) is in progress, or the idle gap on the
    device is HTA's "kernel wait" (`idle_causes`: the next activity was already launched, gap < 30 µs);
-9. `host_compute`: the GPU is idle and another CPU op (cpu_op / user_annotation other than the step itself) or
+10. `host_compute`: the GPU is idle and another CPU op (cpu_op / user_annotation other than the step itself) or
    runtime call runs: the host is the bottleneck (in a CPU-only trace this is the work itself);
-10. `other`: nothing recorded runs.
+11. `other`: nothing recorded runs.
 
 Recoverable ns per step: compute 0 (it is the work; in a CPU-only trace host_compute is the work and 0 too);
+start_up 0 (paid once: the steps that follow do not pay it again, so no change to them wins it back);
 exposed copies, sync skew and every idle bucket all of their time (an upper bound: what the fix removes or
 overlaps); exposed communication at most the compute time of the step that does not already hide a collective
 (min(exposed_comm, compute - compute overlapping communication); in a CPU-only trace min(exposed_comm,
@@ -56,6 +61,7 @@ from profiler_core.analysis.stages.classify import (
 from profiler_core.analysis.stages.columns import category_mask, name_mask, name_mask_among, sorted_unique
 from profiler_core.analysis.stages.gpu_links import link_gpu_to_ops
 from profiler_core.analysis.stages.registry import stage
+from profiler_core.analysis.stages.startup import SYNC_NAMES, startup_calls
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.analysis.worker.buckets import (  # noqa: F401 - the bucket names are part of the ledger's vocabulary
     BUCKETS,
@@ -70,25 +76,11 @@ from profiler_core.analysis.worker.buckets import (  # noqa: F401 - the bucket n
     LABELS,
     LAUNCH_OVERHEAD,
     OTHER,
+    START_UP,
     SYNC_SKEW,
 )
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 
-SYNC_NAMES = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "hipDeviceSynchronize",
-        "hipStreamSynchronize",
-        "hipEventSynchronize",
-        "hipMemcpy",
-    }
-)
 #: the launch calls of `launch_overhead`: the queue length's launches plus graph and cooperative launches
 LAUNCH_NAMES = QUEUE_LAUNCH_NAMES | frozenset(
     {"cudaGraphLaunch", "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice", "cuLaunchKernelEx"}
@@ -102,6 +94,10 @@ NO_LAUNCH_CALLS = (
 NO_RUNTIME = (
     "no CUDA runtime calls in the trace: synchronizations cannot be seen and count as host_compute (a CPU op "
     "runs) or other"
+)
+NO_STARTUP = (
+    "no CUDA runtime or driver calls in the trace: start-up (context creation, module loading) cannot be seen and "
+    "counts as host_compute (a CPU op runs) or other"
 )
 NO_COMM = "no communication (communication kernels, collective CPU ops) in the trace"
 NEEDS_ALL_RANKS = (
@@ -152,12 +148,15 @@ def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     launch = _names_among(ev, runtime, _is_launch)
     comm_kernel = comm & kernel
     none = np.zeros(len(ev), dtype=bool)
+    start_up = np.zeros(len(ev), dtype=bool)
+    start_up[startup_calls(t)] = True
     masks = [
         kernel & ~comm,
         pageable,
         (memcpy & ~pageable) | memset,
         none,
         comm_kernel | host_comm,
+        start_up,
         loader,
         sync,
         launch,
@@ -251,12 +250,15 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
             reasons[LAUNCH_OVERHEAD] = NO_LAUNCH_CALLS
         if not has["runtime"]:
             reasons[HOST_SYNC] = NO_RUNTIME
+    if not has["runtime"]:
+        reasons[START_UP] = NO_STARTUP
     if not has["comm"]:
         reasons[EXPOSED_COMM] = reasons[SYNC_SKEW] = NO_COMM
     else:
         reasons[SYNC_SKEW] = NEEDS_ALL_RANKS
     rec = {b: col[b].copy() for b in BUCKETS}
     rec[COMPUTE] = np.zeros_like(col[COMPUTE])
+    rec[START_UP] = np.zeros_like(col[START_UP])
     if not has["gpu"]:
         rec[HOST_COMPUTE] = np.zeros_like(col[HOST_COMPUTE])
     # what could overlap: the compute no collective hides (CPU-only: the host's work, never under a collective)
@@ -273,7 +275,7 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
     return out
 
 
-@stage(steps, link_gpu_to_ops)
+@stage(steps, link_gpu_to_ops, startup_calls)
 def worker_ledger(t: Any) -> dict:
     """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `reason` (None, or why there is no
     step), `buckets` ({bucket: {"ns": [per step] | None, "recoverable_ns": [per step] | None, "reason"}}). The

@@ -15,11 +15,11 @@ is one of those. Edges, each weighted with the time it spans unless said otherwi
   ended); otherwise the previous activity's end -> this one's start (`gpu_gap`, stream order; no edge when
   that activity is outside the window). Each activity's own span is a `kernel` edge.
 * synchronisation (weight 0, `sync_wait`): the last activity started on each stream before a
-  cudaDeviceSynchronize, cudaEventSynchronize or cudaStreamSynchronize ends (that call's stream only when the
-  trace has its `Stream Sync` record) -> the call's end; a blocking call's own GPU activity -> the call's end;
-  for a `Stream Wait Event` record, the latest-ending activity of another stream launched before the
-  cudaStreamWaitEvent call -> the next activity launched onto the waiting stream (which is then not bound by
-  its launch or predecessor when that activity ended later).
+  cudaDeviceSynchronize, cudaEventSynchronize or cudaStreamSynchronize (or their HIP and driver spellings) ends
+  (that call's stream only when the trace has its `Stream Sync` record) -> the call's end; a blocking call's own
+  GPU activity -> the call's end; for a `Stream Wait Event` record, the latest-ending activity of another stream
+  launched before the cudaStreamWaitEvent call -> the next activity launched onto the waiting stream (which is
+  then not bound by its launch or predecessor when that activity ended later).
 
 The path is the longest (most weight) in this graph (`longest_path.heaviest_path`); its edges tile the time
 from its first to its last node.
@@ -38,8 +38,9 @@ from its first to its last node.
      "reason": None, or why there is no path (then "segments" is empty and the totals are None)}
 
 Kinds (`KINDS`): `cpu_op`, `launch` (a launch call's CPU time), `runtime` (other runtime/driver calls),
-`launch_delay`, `kernel` (any GPU activity), `gpu_gap`, `sync_wait`, `idle_gap`. Times are ns relative to the
-trace's origin, like t.events.
+`start_up` (a launch or runtime call that is one-time CUDA start-up, `stages.startup`: context creation, module
+loading; never launch or runtime time), `launch_delay`, `kernel` (any GPU activity), `gpu_gap`, `sync_wait`,
+`idle_gap`. Times are ns relative to the trace's origin, like t.events.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from profiler_core.analysis.gpu_idle.gpu_launches import QUEUE_LAUNCH_NAMES, gpu
 from profiler_core.analysis.stages.columns import category_mask
 from profiler_core.analysis.stages.gpu_links import first_position_by_key, lookup
 from profiler_core.analysis.stages.op_tree import group_codes, innermost_op_at
+from profiler_core.analysis.stages.startup import SYNC_NAMES, startup_calls
 from profiler_core.analysis.stages.steps import steps as steps_stage
 from profiler_core.analysis.worker.longest_path import heaviest_path
 from profiler_core.trace.categories import CPU_OP, CUDA_SYNC, LAUNCH_CATS
@@ -68,20 +70,38 @@ __all__ = [
     "single_rank_path",
 ]
 
-#: runtime calls that block the host until the GPU catches up (HTA's list): their span weighs 0
-BLOCKING_CALLS = frozenset(
+#: runtime calls that block the host until the GPU catches up (HTA's list, with the HIP and driver spellings of the
+#: synchronising calls): their span weighs 0
+BLOCKING_CALLS = (
+    frozenset(
+        {
+            "cudaDeviceSynchronize",
+            "cudaStreamSynchronize",
+            "cudaEventQuery",
+            "cudaEventSynchronize",
+            "cudaMemcpy",
+            "cudaMemcpyAsync",
+        }
+    )
+    | SYNC_NAMES
+)
+#: blocking calls that wait for earlier GPU work (sync edges from the streams' last activities)
+WAIT_CALLS = frozenset(
     {
         "cudaDeviceSynchronize",
         "cudaStreamSynchronize",
-        "cudaEventQuery",
         "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpyAsync",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
     }
 )
-#: blocking calls that wait for earlier GPU work (sync edges from the streams' last activities)
-WAIT_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"})
-KINDS = ("cpu_op", "launch", "runtime", "launch_delay", "kernel", "gpu_gap", "sync_wait", "idle_gap")
+#: the calls whose stream a `Stream Sync` record names
+STREAM_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "hipStreamSynchronize", "cuStreamSynchronize"})
+KINDS = ("cpu_op", "launch", "runtime", "start_up", "launch_delay", "kernel", "gpu_gap", "sync_wait", "idle_gap")
 _ZERO_WEIGHT = ("sync_wait", "idle_gap")
 TOP_N = 20
 #: the most segments a result lists (the longest ones, in time order; `segments_total` counts them all)
@@ -401,7 +421,7 @@ def _add_sync_edges(t, g, crows, ce, names, blocking, a, skey, so, nc, ng) -> No
     wend = ce[waits]
     wcorr = corr[crows[waits]]
     only = np.array([stream_of.get(int(c), (-1, -1)) for c in wcorr.tolist()], np.int64).reshape(-1, 2)
-    is_stream_sync = np.isin(cname[waits], names.codes_of({"cudaStreamSynchronize"}))
+    is_stream_sync = np.isin(cname[waits], names.codes_of(STREAM_SYNC_CALLS))
     for k in np.unique(skey).tolist():
         members = so[skey[so] == k]  # this stream's activities by start
         i = np.searchsorted(gs[members], wend, side="right") - 1
@@ -443,6 +463,9 @@ def _report(t, seg: pd.DataFrame, crows, names: _Names, is_rt, a: pd.DataFrame, 
     cname = names.codes[crows[ap]] if nc else np.zeros(len(seg), np.int64)
     rt = on_cpu & is_rt[ap] & (kind == _K["cpu_op"])
     kind[rt] = np.where(np.isin(cname[rt], names.codes_of(QUEUE_LAUNCH_NAMES)), _K["launch"], _K["runtime"])
+    su = startup_calls(t)
+    if len(su) and nc:
+        kind[rt & np.isin(crows[ap], su)] = _K["start_up"]
     name = np.where(on_cpu, cname, -1)
     gpu = attr <= -2  # the GPU activity -2 - attr
     j = np.maximum(-2 - attr, 0)
