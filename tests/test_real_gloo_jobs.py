@@ -260,8 +260,9 @@ def test_gpuscope_names_the_planted_rank_late_at_each_steps_collective(gloo_jobs
         late = [s["late_rank"] for s in step["segments"] if s["kind"] == "collective" and s["waiters"]]
         if args(name)["collective"] == "sendrecv":
             # the chain: rank r sends only once its own receive is done, so the path goes back link by link to the
-            # rank the whole chain waited for, and each link's wait is about the plant
-            assert late == list(range(args(name)["world"] - 1)), step["path"]
+            # rank the whole chain waited for (from the rank whose step ended last: any of the chain's), and each
+            # link's wait is about the plant
+            assert late and late == list(range(len(late))), step["path"]
             waits = [s["wait_ms_max"] for s in step["segments"] if s["kind"] == "collective"]
             assert all(about(w, PLANT_MS, WAIT_TOL) for w in waits), (waits, step["path"])
         else:
@@ -350,3 +351,13 @@ def test_gpuscope_ledger_recovers_no_entry_stagger(gloo_jobs, diagnoses):
     assert stagger["recoverable_ms"] < QUIET_MS, stagger
     data = skew("data")
     assert about(data["recoverable_ms"], PLANT_MS * 3 / 4, WAIT_TOL), data  # 3 of 4 ranks wait the plant
+
+
+@pytest.mark.parametrize("name", PLANTED + QUIET)
+def test_one_answer_per_step(gloo_jobs, diagnoses, name):
+    """The ledger's rank that set a step is the path's straggler of that step, wherever both name one."""
+    rep = diagnosis(gloo_jobs, diagnoses, name)
+    crit = rep["ledger"]["critical"]
+    set_by = {s["step"]: s["worker"] for s in crit["steps"]}
+    pairs = [(s["step"], set_by.get(s["step"]), s["straggler"]["worker"]) for s in rep["steps"] if s["straggler"]]
+    assert pairs and all(a == b for _, a, b in pairs), pairs

@@ -124,7 +124,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
         "top_operators": [],
         "top_kernels": [],
         "devices": {},
-        "distributed": {"origin": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}},
+        "distributed": {"origin": 0, "base_ns": 0, "steps": steps, "collectives": coll, "info": {}, "gpus": {}},
         "ledger": {
             "steps": [],
             "wall_ns": [],

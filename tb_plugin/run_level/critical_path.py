@@ -2,25 +2,35 @@
 
 Collectives are matched across workers per process group and sequence number (`group_waits`: the k-th non-wait
 call of a group on each member is one collective, whatever else the other groups do), so tensor-, pipeline- and
-expert-parallel subgroups link the ranks too. A call is matched when every expected member has it under one
-name. Its transfer time is the shortest duration any member saw; each member's wait is its own duration minus
-that; the member with the shortest duration arrived last (no clock alignment between hosts is needed).
+expert-parallel subgroups link the ranks too. Traces without record_param_comms (gloo, torch before 2.1) give
+their backend ranges instead (`collectives.backend_calls`), matched by name and order in the default group; their
+point-to-point calls are paired here by time (`_pair_p2p`). A call is matched when every expected member has it
+under one name.
 
-The walk, per step: it starts on the worker whose step ends longest after its last matched collective (a
-collective ends at once on all its members, so that worker ends the step last; ties: the longer step, then the
-first worker), and goes back in time: the worker's work since its previous collective, then that collective,
-then on to the member that arrived last there, from the start of its call, until the step's start.
+Arrival is read from evidence, never from a duration: a member arrives when its call starts (a kernel's start:
+when its launch, its stream's earlier work and its inputs let it run; a CPU call's: when the program called it),
+on the traces' clocks (ranks of one host share one; traces from several hosts are first aligned on the matched
+collectives' ends, `_end_alignment`). The member that arrived last is the late one; each member waits from its
+own arrival until the last arrival, within its call (a broadcast root that finished before the last member came
+waited only while its call ran); the collective's transfer is the exchange's own time once all were there (the
+last end less the last arrival), so members that end apart do not turn the exchange into waiting.
+
+The walk, per step: it starts on the worker whose step ends last on the common clock (ties: the longer step,
+then the first worker; without clocks, the one whose step ends longest after its last matched collective), and
+goes back in time: the worker's work since its previous collective, then that collective, then on to the member
+that arrived last there, from the start of its call, until the step's start.
 
 `critical_paths(summaries)` -> {"steps": [{"step", "step_ms", "segments": [...]}], "notes": [...], "reason"}
 with segments in time order, each
   {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker
   {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
    "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "idle_ms", "transfer_ms", "gap_ms",
-   "start_us", "end_us"}                                                         # on the late worker
+   "stagger_ms", "start_us", "end_us"}                                           # on the late worker
 (µs relative to each worker's origin, as the timeline's; `gap_ms`: what the late member cost the others there,
 i.e. the second-latest member's exposed wait: its wait minus what its own compute covered of the call;
 `idle_ms`: how long the member ready next to last had its next work wait for the call (its compute idle since;
-on a worker without GPU activity, its wait)).
+on a worker without GPU activity, its wait); `stagger_ms`: of the median wait, what the late member's later entry
+into the step explains (`entry_stagger`), which balancing the work inside the step does not recover).
 """
 
 from __future__ import annotations
@@ -70,6 +80,8 @@ class Job:
     notes: list[str]
     #: the ways of matching (`collectives.PG_SEQ`...) the calls' `how` codes index
     how_names: list[str] = field(default_factory=list)
+    #: per worker: what puts its times on the common clock (its origin on its host's clock, aligned across hosts)
+    clock: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         code = {s: i for i, s in enumerate(self.steps)}
@@ -239,8 +251,9 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     empty = pd.DataFrame({k: [] for k in inst_cols})
     real = np.flatnonzero(~is_wait)
     if not len(real):
-        c["arrival"] = c["start"] + _origins(summaries, workers)[c["w"]]
-        return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how))
+        clock = _origins(summaries, workers)
+        c["arrival"] = c["start"] + clock[c["w"]]
+        return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how), clock)
     kmax = int(c["seq"][real].max()) + 1
     cand, inv, count = np.unique(c["group"][real] * kmax + c["seq"][real], return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
@@ -266,7 +279,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     origin = _origins(summaries, workers)
     c["arrival"] = c["start"] + origin[c["w"]]
     if not ni:
-        return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how))
+        return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how), origin)
     inst = c["inst"]
     if _hosts(summaries, workers) > 1:
         origin = origin - _end_alignment(c, origin)
@@ -315,50 +328,58 @@ def match(summaries: Mapping[str, Summary]) -> Job:
             "gap": second,
         }
     )
-    return Job(workers, ranks, phases, steps, c, table, notes, list(codes.how))
+    return Job(workers, ranks, phases, steps, c, table, notes, list(codes.how), origin)
 
 
 def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, int | None], origin: np.ndarray) -> None:
-    """Pairs the point-to-point calls whose peer the traces do not name (`collectives.PEER_TIME`). First by time:
-    each receive, in the order they end, with the latest send of another worker posted before it ended (a receive
-    cannot complete before its send is posted; one that waited ends just after it), on the traces' clocks. Then,
-    where that makes a sender and a receiver each other's only peers, their calls are paired again by order (the
-    k-th send with the k-th receive), which holds also where the ends do not tell (a receive posted after its send).
-    A pair becomes a two-member group `p2p A -> B` numbered in order; both calls are named `<backend>:send/recv`.
-    A receive left without a send stays unmatched."""
+    """Pairs the point-to-point calls whose peer the traces do not name (`collectives.PEER_TIME`), on the traces'
+    clocks. A receive cannot complete before its send is posted, and one that waited ends just after it. First
+    whole links: a sender A and a receiver B with as many sends as receives, where each k-th send was posted before
+    the k-th receive ended, are a link; of the links possible, the tightest (least median time from a send to the
+    end of its receive) are taken first, each sender and receiver in one link at most (chains, rings and pipelines
+    send to one peer), and their calls pair in order. The receives left (a sender with several peers) pair one by
+    one, in the order they end, with the latest send of another worker posted before the receive ended. A pair
+    becomes a two-member group `p2p A -> B` numbered in order; both calls are named `<backend>:send/recv`; a receive
+    left without a send stays unmatched."""
     code = codes.how.get(PEER_TIME)
     if code is None:
         return
     rows = np.flatnonzero((c["how"] == code) & ~c["is_wait"])
-    names = list(codes.names)
+    names = list(codes.names)  # as the summaries name them (the pairs' common names are added after)
     is_send = np.asarray([names[x].endswith(":send") for x in c["name"][rows].tolist()], bool)
     sends, recvs = rows[is_send], rows[~is_send]
     arrival = c["ready"] + origin[c["w"]]
     end = c["end"] + origin[c["w"]]
     sends = sends[np.argsort(arrival[sends], kind="stable")]
     recvs = recvs[np.argsort(end[recvs], kind="stable")]
-    s_arr = arrival[sends]
-    used = np.zeros(len(sends), dtype=bool)
-    pairs: list[tuple[int, int]] = []
-    for r in recvs.tolist():
+    by_sender = {int(w): sends[c["w"][sends] == w] for w in np.unique(c["w"][sends]).tolist()}
+    by_receiver = {int(w): np.sort(recvs[c["w"][recvs] == w]) for w in np.unique(c["w"][recvs]).tolist()}
+    links = []
+    for a, ss in by_sender.items():
+        for b, rr in by_receiver.items():
+            if a == b or len(ss) != len(rr):
+                continue
+            slack = end[rr] - arrival[ss]
+            if bool((slack >= -WAIT_EPS_NS).all()):
+                links.append((float(np.median(slack)), a, b))
+    final: list[tuple[int, int]] = []
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    for _, a, b in sorted(links):
+        if a not in used_a and b not in used_b:
+            used_a.add(a)
+            used_b.add(b)
+            final += list(zip(by_sender[a].tolist(), by_receiver[b].tolist()))
+    left_s = sends[~np.isin(c["w"][sends], list(used_a))]
+    s_arr = arrival[left_s]
+    taken = np.zeros(len(left_s), dtype=bool)
+    for r in recvs[~np.isin(c["w"][recvs], list(used_b))].tolist():
         k = int(np.searchsorted(s_arr, end[r], side="right")) - 1
-        while k >= 0 and (used[k] or c["w"][sends[k]] == c["w"][r]):
+        while k >= 0 and (taken[k] or c["w"][left_s[k]] == c["w"][r]):
             k -= 1
         if k >= 0:
-            used[k] = True
-            pairs.append((int(sends[k]), r))
-    peers_of_sender: dict[int, set[int]] = {}
-    peers_of_receiver: dict[int, set[int]] = {}
-    for snd, r in pairs:
-        peers_of_sender.setdefault(int(c["w"][snd]), set()).add(int(c["w"][r]))
-        peers_of_receiver.setdefault(int(c["w"][r]), set()).add(int(c["w"][snd]))
-    only = {(a, next(iter(bs))) for a, bs in peers_of_sender.items() if len(bs) == 1}
-    only = {(a, b) for a, b in only if peers_of_receiver.get(b) == {a}}
-    final = [(snd, r) for snd, r in pairs if (int(c["w"][snd]), int(c["w"][r])) not in only]
-    for a, b in sorted(only):
-        ss = sends[c["w"][sends] == a]  # in arrival order
-        rr = np.sort(recvs[c["w"][recvs] == b])  # rows of one worker are in its time order
-        final += list(zip(ss.tolist(), rr.tolist()))
+            taken[k] = True
+            final.append((int(left_s[k]), r))
     final.sort(key=lambda x: int(end[x[1]]))
     count: dict[int, int] = {}
     paired = np.zeros(len(c["w"]), dtype=bool)
@@ -416,14 +437,17 @@ def entry_stagger(job: Job) -> np.ndarray:
 
 
 def _origins(summaries: Mapping[str, Summary], workers: list[str]) -> np.ndarray:
-    """Per worker: its origin (the ns its summary's times count from; 0 where a hand-made summary lacks it), so
-    that origin + time is the time on its host's clock."""
+    """Per worker: the ns its summary's times count from on its host's clock (its trace's time base plus its
+    origin; 0 where a hand-made summary lacks them), so that origin + time is the time on that clock."""
     out = np.zeros(len(workers), np.int64)
     for i, w in enumerate(workers):
         d = summaries[w].distributed
         o = d.origin if d is not None else None
         if isinstance(o, (int, float)) and not isinstance(o, bool):
             out[i] = int(o)
+        base = d.base_ns if d is not None else None
+        if isinstance(base, int) and not isinstance(base, bool):
+            out[i] += base
     return out
 
 
@@ -469,6 +493,8 @@ def _walk(job: Job, k: int) -> list[dict]:
     tail = job.b_end[k] - last
     length = job.b_end[k] - job.b_start[k]
     cand = np.flatnonzero(has)
+    if job.clock is not None:  # the worker whose step ends last on the common clock
+        tail = job.b_end[k] + job.clock
     cur = int(cand[np.lexsort((cand, -length[cand], -tail[cand]))[0]])
     t = int(job.b_end[k, cur])
     segs: list[dict] = []
@@ -541,6 +567,8 @@ def _collective(job: Job, i: int, late: int) -> dict:
         "idle_ms": _ms(idle[np.argmin(slack[waits > WAIT_EPS_NS])]) if len(waiting) else 0.0,
         "transfer_ms": _ms(int(r["transfer"])),
         "gap_ms": _ms(int(r["gap"])),
+        # of the median wait, how much the late member's later entry into the stretch explains (`entry_stagger`)
+        "stagger_ms": _ms(np.median(entry_stagger(job)[m][waits > WAIT_EPS_NS])) if len(waiting) else 0.0,
         "start_us": _us(int(job.c_start[mine])),
         "end_us": _us(int(job.c_end[mine])),
     }
@@ -577,7 +605,9 @@ def segment_text(seg: Mapping[str, Any]) -> str:
         return f"{where}, transfer {seg['transfer_ms']:.1f} ms"
     who = label(seg["late_worker"], seg["late_rank"])
     n = seg["waiters"]
-    return f"{who} late at {where} -> {n} rank{'s' if n != 1 else ''} waited {seg['wait_ms_median']:.1f} ms"
+    stagger = seg.get("stagger_ms") or 0.0
+    entered = f" ({stagger:.1f} ms of it: {who} entered the step later)" if stagger >= 0.05 else ""
+    return f"{who} late at {where} -> {n} rank{'s' if n != 1 else ''} waited {seg['wait_ms_median']:.1f} ms{entered}"
 
 
 def path_text(segments: list[dict]) -> str:
@@ -620,6 +650,8 @@ def _many(colls: list[dict]) -> str:
     idle = sum(c.get("idle_ms", c["wait_ms_median"]) for c in colls)
     # calls queued on a comm stream wait one after another while the ranks compute: say what it cost them
     of_it = f", {idle:.1f} ms of it idle" if idle < 0.9 * waited else ""
+    stagger = sum(c.get("stagger_ms") or 0.0 for c in colls)
+    of_it += f", {stagger:.1f} ms of it because {who} entered the step later" if stagger >= 0.05 else ""
     return (
         f"{who} late at {len(colls)} collectives on {where}, {calls} -> {n} rank{'s' if n != 1 else ''} "
         f"waited {waited:.1f} ms in all{of_it}"

@@ -217,6 +217,7 @@ def _ledger_lines(ledger: Any) -> list[str]:
             + (f", recoverable {rec:.1f} ms" if rec is not None else "")
             + fix
         )
+        out += [f"    {a}" for a in r.get("advice") or [] if isinstance(a, str)]
     if small:
         out.append(f"  ({small} bucket{'s' if small != 1 else ''} under 0.05 ms left out)")
     return out

@@ -11,8 +11,10 @@ ranks' work; the part the late member's later entry into the stretch explains (`
 that enter a step, or the profiled window, apart) is not.
 
 Per step, two ledgers:
-* `critical`: the step's ledger on the rank that set the step's time: the rank with the longest busy time (wall
-  time minus its own sync skew), i.e. the one the others waited for (ties: the first worker by name);
+* `critical`: the step's ledger on the rank that set the step's time: the step's path straggler (`stragglers.pick`:
+  of the ranks the others waited for on its critical path, the busiest), so the ledger and the straggler give one
+  answer; without the facts, the rank with the longest busy time (wall time minus its own sync skew; ties: the
+  first worker by name);
 * `mean`: each bucket averaged over the ranks that recorded the step.
 Both have the shape of a worker ledger (`steps`, `wall_ns`, `buckets`), so `ledger.ranked` renders them; the
 critical one also names the rank per step (`workers`). A bucket a rank's trace cannot measure (None there) counts
@@ -22,6 +24,7 @@ critical one also names the rank per step (`workers`). A bucket a rank's trace c
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -152,6 +155,12 @@ def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) ->
     # the longest busy time per step; ties: the first row (first worker by name)
     ranked = np.lexsort((np.arange(len(code)), -busy, code))
     first = ranked[np.r_[True, code[ranked][1:] != code[ranked][:-1]]] if len(code) else ranked
+    # where the step's critical path names its straggler, that rank set the step
+    row_of = {(row_w[r], int(code[r])): r for r in range(len(code))}
+    for st, w in _set_by(summaries, workers, withheld).items():
+        k = order.index(st) if st in where else None
+        if k is not None and (w, k) in row_of:
+            first[k] = row_of[(w, k)]
     crit_w = [row_w[r] for r in first]
     crit_wall = wall[first].tolist()
     mean_wall = per_step_mean(wall)
@@ -190,6 +199,23 @@ def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) ->
     }
 
 
+def _set_by(summaries: Mapping[str, Summary], workers: list[str], withheld: str | None) -> dict[str, str]:
+    """Step -> the path straggler of the step (`stragglers.pick` over its critical path: the rank the others
+    waited for), so that the ledger's rank that set a step and the straggler are one answer; {} without the
+    facts, with one worker, or where the cross-rank claims are withheld."""
+    if withheld is not None or len(workers) < 2 or not any(summaries[w].phases is not None for w in workers):
+        return {}
+    from tb_plugin.run_level import critical_path, stragglers
+
+    job = critical_path.match(summaries)
+    out = {}
+    for step in critical_path.step_paths(job):
+        w = stragglers.pick(job, step["step"], step["segments"], stragglers.busy(job, step["step"]))
+        if w is not None:
+            out[str(step["step"])] = w
+    return out
+
+
 def withheld_text(cavs: list) -> str | None:
     """The reason sync skew is not measured when a caveat withholds the cross-rank claims (`caveats.Caveat`)."""
     c = next((c for c in cavs if c.withholds), None)
@@ -221,16 +247,40 @@ def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None)
     run = run_ledger(summaries, withheld_text(cavs))
     if run["mean"] is None:
         return {"caveats": [], "workers": 0, "critical": None, "mean": None, "notes": run["notes"], "pending": []}
+    advice = _stagger_advice(run["mean"])
     crit = None
     if run["critical"] is not None:
-        crit = ranked(run["critical"])
+        crit = ranked(run["critical"], advice)
         for row, w in zip(crit["steps"], run["critical"]["workers"]):
             row["worker"] = w
     return {
         "caveats": cv.as_json(cavs),
         "workers": len(run["workers"]),
         "critical": crit,
-        "mean": ranked(run["mean"]),
+        "mean": ranked(run["mean"], advice),
         "notes": run["notes"],
         "pending": [],
     }
+
+
+#: the stagger below this (ms per step) is not worth a line
+STAGGER_MIN_MS = 0.05
+
+
+def _stagger_advice(mean: Mapping[str, Any] | None) -> list[tuple[str | None, str]]:
+    """The sync skew's advice when part of it is entry stagger (its ns less its recoverable ns: `_with_skew`)."""
+    b = (mean or {}).get("buckets", {}).get(SYNC_SKEW) or {}
+    ns, rec = b.get("ns"), b.get("recoverable_ns")
+    if not ns or rec is None:
+        return []
+    stagger = (sum(ns) - sum(rec)) / len(ns) / 1e6
+    if stagger < STAGGER_MIN_MS:
+        return []
+    return [
+        (
+            SYNC_SKEW,
+            f"{stagger:.1f} ms of it per step is the stagger with which the ranks entered the steps (ranks started "
+            "apart, or work before the step): balancing the work inside the steps does not recover it; profile "
+            "more steps to see whether it lasts past the first",
+        )
+    ]

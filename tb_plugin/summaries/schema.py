@@ -105,6 +105,8 @@ class Distributed(msgspec.Struct, kw_only=True):
     summary must hold them (`check`)."""
 
     origin: Num | None | UnsetType = UNSET
+    #: the trace's time base (ns since the epoch; its times count from it): base_ns + origin is on the host's clock
+    base_ns: Int64 | UnsetType = UNSET
     steps: DistributedSteps
     collectives: DistributedCollectives
     info: dict[str, Scalar] | UnsetType = UNSET
@@ -348,7 +350,7 @@ def check(s: Summary) -> None:
 
 
 def _check_distributed(d: Distributed) -> None:
-    for k in ("origin", "info", "gpus"):
+    for k in ("origin", "base_ns", "info", "gpus"):
         _check(getattr(d, k) is not UNSET, f"distributed.{k} is missing")
     _one_length(d.steps, ("step", "start", "end", "comp", "comm", "overlap"), "distributed.steps")
     coll = d.collectives

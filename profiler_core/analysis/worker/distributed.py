@@ -311,6 +311,7 @@ def worker_summary(t: Any) -> dict:
     pg_ranks = group_waits.pg_ranks_of(d["info"])
     return {
         "origin": trace_origin_ns(t),  # the zero of the other views' µs times
+        "base_ns": int(getattr(t, "base_ns", 0) or 0),  # what the times count from (ns since the epoch)
         "steps": {
             "step": st["step"].astype(str).tolist(),
             "start": starts.tolist(),

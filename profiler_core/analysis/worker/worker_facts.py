@@ -31,7 +31,8 @@
 
 Phases (union of the events' ranges clipped to the step, so nothing counts twice within one phase; phases
 may overlap each other): `data_loading` DataLoader/DataPipe ranges; `h2d` host-to-device copies on the GPU;
-`host_sync` cudaDeviceSynchronize/StreamSynchronize/EventSynchronize and synchronous cudaMemcpy calls;
+`host_sync` cudaDeviceSynchronize/StreamSynchronize/EventSynchronize and synchronous cudaMemcpy calls, outside the
+time communication kernels run (a sync blocked on a collective is waiting for the other ranks, not a cause);
 `launch` kernel-launch runtime calls; `gpu_idle` step time with no GPU activity; `compute` non-communication
 kernels (CPU ops when the worker has no kernels); `comm` collectives. Top kernels: summed kernel time per
 name; top ops: summed host self time per operator name (nested ops never count twice); both leave out
@@ -220,6 +221,16 @@ def _union(mask: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple:
     return intervals.prepare(ts[mask], te[mask])
 
 
+def _sync_not_waiting(sync: np.ndarray, comm_kernels: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple:
+    """The host-sync phase: the synchronizing calls' time outside the time communication kernels run (a sync
+    blocked on a collective waits for the other ranks, which the collective calls measure: it is not this
+    worker's own cause), prepared as `intervals.prepare`."""
+    ranges = intervals.merge_ranges(ts[sync], te[sync])
+    if comm_kernels.any() and len(ranges):
+        ranges = intervals.subtract_ranges(ranges, intervals.merge_ranges(ts[comm_kernels], te[comm_kernels]))
+    return intervals.prepare(ranges[:, 0], ranges[:, 1])
+
+
 def _tops(names: np.ndarray, values: np.ndarray, where: np.ndarray, table: dict) -> list:
     """The TOP_N names by summed value among the rows in `where`, as [[name index, ns]...]."""
     if not len(where):
@@ -263,7 +274,7 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
     prepared = {
         "data_loading": _union(dl, ts, te),
         "h2d": _union(memcpy, ts, te),
-        "host_sync": _union(sync, ts, te),
+        "host_sync": _sync_not_waiting(sync, kernel & comm, ts, te),
         "launch": _union(launch, ts, te),
         "gpu_busy": _union(gpu, ts, te),
         "compute": _union(comp, ts, te),
