@@ -157,6 +157,7 @@ def simulate(
     plants: tuple[Plant, ...] = (),
     layout: bool = False,
     two_d: bool = False,
+    stagger: float = 0.0,
 ) -> list[list[dict]]:
     """Per step, per rank: the GPU start time of every compute kernel and each all-reduce's
     (start, end), with the collective ending everywhere when the last rank arrived + transfer.
@@ -178,7 +179,7 @@ def simulate(
     slow_kernel = next((i for i in range(mid, p["fwd"]) if i % len(FWD_OPS) == 0), mid)
     split = p["fwd"] // 3 if groups else p["fwd"]  # the subgroup collectives run after this many forward kernels
     out: list[list[dict]] = []
-    start = [0.0] * ranks
+    start = [r * stagger for r in range(ranks)]  # rank r enters the first step r x stagger µs after rank 0
     for s in range(steps):
         noise = [random.Random(seed * 1000 + s * 7919 + r) for r in range(ranks)]
         extra = [dict.fromkeys(CAUSES, 0.0) for _ in range(ranks)]
@@ -592,6 +593,7 @@ def generate(
     rename: Mapping[str, str] | None = None,
     drop: tuple[int, ...] = (),
     nameless: bool = False,
+    stagger: float = 0.0,
 ) -> list[str]:
     """Writes one trace per rank under `out` (a run folder); returns the paths. The slow rank is `straggler`
     (negative: none; default ranks // 3, none when `plants` are given, so that the plants are the only cause).
@@ -602,7 +604,9 @@ def generate(
     cause: version A of a job whose version B has the plants. `rename` (old kernel name -> new) renames kernels
     (a library or hardware change: the same kernels under other names) in the data-parallel job. `drop`: ranks whose
     trace is not written (a job profiled on some ranks only: distributedInfo still says `ranks`); `nameless`: the
-    record_param_comms calls carry no `Collective name` nor process group (as older torch wrote them)."""
+    record_param_comms calls carry no `Collective name` nor process group (as older torch wrote them); `stagger`
+    (µs): rank r enters the first profiled step r x stagger after rank 0 (ranks started apart: the others wait for
+    it at the step's first collective, with no more work to do than they)."""
     check_plants(plants, ranks, steps)
     if two_d and (ranks < 4 or ranks % _node_size(ranks)):
         raise ValueError(f"the 2D layout needs an even number of ranks, at least 4 (got {ranks})")
@@ -612,7 +616,7 @@ def generate(
         straggler = -1 if plants or layout or two_d else ranks // 3
     p = plan(events, steps, buckets)
     slow = straggler if straggler >= 0 else None
-    sim = simulate(ranks, steps, p, slow, seed, plants, layout, two_d) if cuda_graph is None else []
+    sim = simulate(ranks, steps, p, slow, seed, plants, layout, two_d, stagger) if cuda_graph is None else []
     os.makedirs(out, exist_ok=True)
     enc = msgspec.json.Encoder()
     paths = []
@@ -702,6 +706,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="record_param_comms without Collective name or process group (an older torch)",
     )
+    ap.add_argument(
+        "--stagger",
+        type=float,
+        default=0.0,
+        metavar="US",
+        help="rank r enters the first step r x US µs after rank 0 (ranks started apart)",
+    )
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
     ap.add_argument("--graph-ids", action="store_true", help="CUDA-graph job: kernels carry graph and node ids")
@@ -765,6 +776,7 @@ def main(argv: list[str] | None = None) -> None:
         rename=rename,
         drop=tuple(a.drop_rank),
         nameless=a.no_collective_name,
+        stagger=a.stagger,
     )
     print(f"wrote {len(paths)} rank traces to {a.out}")
 

@@ -13,7 +13,8 @@ and the views serve.
    "worst": {"step", "straggler"...} | None,     # the step whose straggler would save the most
    "stragglers": [explain(...)...],              # the path stragglers of all steps, most saved first
    "notes": [text...], "reason": text | None,    # reason: why there is no path (no facts, one worker)
-   "single_rank": single_rank(...) | None}       # one worker: its single-rank critical path per step
+   "single_rank": single_rank(...) | None,       # one worker: its single-rank critical path per step
+   "slow_exchanges": slow_exchanges(...) | None} # exchanges far slower than their bytes need, once all were there
 `render_text(report) -> str`: the same in words, for a terminal or a CI log.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 
 from profiler_core.analysis.worker.buckets import COMPUTE, START_UP
 from tb_plugin.run_level import caveats as cv
-from tb_plugin.run_level import critical_path, stragglers
+from tb_plugin.run_level import critical_path, slow_exchanges, stragglers
 from tb_plugin.summaries.schema import Summary
 
 #: the critical paths reported in words (every step is in the JSON)
@@ -97,6 +98,7 @@ def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | Non
         "notes": [],
         "reason": None,
         "single_rank": None,
+        "slow_exchanges": None,
     }
     if not workers:
         out["reason"] = "no worker summaries"
@@ -129,6 +131,7 @@ def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | Non
         w = stragglers.pick(job, step["step"], step["segments"], b)
         step["straggler"] = _explained(job, step["step"], w, cache) if w is not None else None
         out["steps"].append(step)
+    out["slow_exchanges"] = slow_exchanges.slow_exchanges(job)
     found = [s["straggler"] for s in out["steps"] if s["straggler"] is not None]
     found.sort(key=lambda s: (-s["saved_ms"], -s["excess_ms"], s["worker"]))
     out["stragglers"] = found
@@ -306,6 +309,11 @@ def render_text(report: Mapping) -> str:
                     )
         else:
             lines.append("  none: no rank's lateness made others wait")
+        slow = report.get("slow_exchanges")
+        if slow:
+            lines.append("")
+            lines.append("Slow exchanges:")
+            lines.append(f"  {slow['text']}")
         lines.append("")
         steps = report.get("steps") or []
         shown = sorted(steps, key=lambda s: -(s["straggler"] or {}).get("saved_ms", 0.0))[:TEXT_STEPS]

@@ -3,10 +3,13 @@
 A worker's busy time in a step is the step's time minus what other workers cost it: its step replayed on its own
 (`what_if.replay` with `alone`), where each collective call starts when the worker was ready for it (or its own
 previous call ended) and takes only its transfer time, so calls queued on a comm stream count their waiting once.
-Its excess is its busy time minus the median busy time of the workers in that step. The excess is split into the
-phases, kernels and operators where the worker spent more than the median worker (`worker_facts`: a kernel or
-operator outside a worker's top list counts as 0 there, so the split names what stands out, it does not add up
-to the excess; phases may overlap each other).
+Its excess is its busy time minus the median busy time of the other workers in that step (with two workers, the
+other one: a worker never moves the median it is compared with). The excess is split into the phases, kernels and
+operators where the worker spent more than the others' median, comparing only what every worker measured: a
+kernel or operator outside a worker's full top list (`worker_facts.TOP_N`) counts there as that list's smallest
+entry, an upper bound, so the truncation never inflates an excess (a list that is not full: 0). The split names
+what stands out; it does not add up to the excess, and phases may overlap each other. The straggler of a step's
+path is chosen among the workers the others waited for (`pick`): a worker that only waited is never named.
 
 What-if: the step replayed with the worker's timeline earlier by its excess (`what_if.replay`: each collective
 ends earlier by the least slack of its members, and a member that waited for it runs on earlier by that much);
