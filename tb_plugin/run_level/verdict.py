@@ -3,11 +3,13 @@ Overview and Distributed views show at the top, from the report `report.diagnose
 
 `verdict(report) -> {"text", "kind", "rank", "worker", "ms", "saved_ms"}`, `kind` one of:
 
-* `straggler`: the report's worst straggler stands out (its step would be at least STANDS_OUT of its time shorter
-  at the median): "rank 5 is 19.9 ms slow in 5 of 5 steps: data loading +20.0 ms; fixing it saves 19.8 ms per
-  step". Its excess, cause and saving are means over the steps where it is the straggler and stands out, so a
-  straggler is never hidden behind the ledger: it comes first whenever it stands out. `ms`: the excess per step,
-  `saved_ms`: the saving per step over all the steps.
+* `straggler`: a step's straggler stands out (its step would be at least STANDS_OUT of its time shorter at the
+  median): the report's worst straggler, else the rank that saves most over the steps where it stands out. "rank 5
+  is 19.9 ms slow in 5 of 5 steps: data loading +20.0 ms; fixing it saves 19.8 ms per step". Its excess, cause and
+  saving are means over the steps where it is the straggler and stands out, so a straggler is never hidden behind
+  the ledger: it comes first whenever it stands out. `ms`: the excess per step, `saved_ms`: the saving per step
+  over all the steps. Other ranks that stand out in other steps are named after it ("(rank 3 also stands out in
+  other steps)").
 * `ledger`: no rank stands out: "no rank holds the others up; the most recoverable: Data loading (GPU idle) 32.8
   ms per step" (the mean ledger's top bucket, the ranking the CLI's ledger and the Overview's default share). A
   straggler below the threshold is still named with its size, in parentheses, so that nothing is hidden. `ms`:
@@ -28,6 +30,8 @@ from typing import Any
 STANDS_OUT = 0.05
 #: ... and at least this many ms shorter (below it, timer noise)
 MIN_SAVED_MS = 0.05
+#: other standing-out stragglers named after the first one
+OTHERS_NAMED = 3
 KINDS = ("straggler", "ledger", "withheld", "none")
 
 
@@ -116,27 +120,37 @@ def verdict(report: Mapping) -> dict:
     steps = [s for s in report.get("steps") or [] if isinstance(s, Mapping)]
     worst = report.get("worst")
     ranks = report.get("ranks") or {}
-    if isinstance(worst, Mapping) and steps:
-        w = worst["worker"]
-        mine = [s["straggler"] for s in steps if (s.get("straggler") or {}).get("worker") == w]
-        mine = [s for s in mine if _stands_out(s)]
+    standing: dict[str, list[Mapping]] = {}
+    for s in steps:
+        if isinstance(s.get("straggler"), Mapping) and _stands_out(s["straggler"]):
+            standing.setdefault(s["straggler"]["worker"], []).append(s["straggler"])
+    if standing:
+        # the worst straggler's rank; when it does not stand out, the one that saves most in all the steps that do
+        w = worst["worker"] if isinstance(worst, Mapping) and worst.get("worker") in standing else None
+        w = w or max(sorted(standing), key=lambda x: sum(s["saved_ms"] for s in standing[x]))
+        mine = standing[w]
         rank, who = _who(w, ranks)
-        if mine:
-            excess = _mean([s["excess_ms"] for s in mine])
-            saved = _mean([s["saved_ms"] for s in mine])
-            per_step = sum(s["saved_ms"] for s in mine) / len(steps)
-            n, total = len(mine), len(steps)
-            where = "in the one profiled step" if total == 1 else f"in {n} of {total} steps"
-            where += f" (step {mine[0]['step']})" if n == 1 and total > 1 else ""
-            cause = _cause(mine)
-            if n == total:
-                fix = f"fixing it saves {fmt_ms(saved)} per step"
-            else:
-                each = "in that step" if n == 1 else "in each of those steps"
-                fix = f"fixing it saves {fmt_ms(saved)} {each}, {fmt_ms(per_step)} per step over all {total}"
-            out.update(kind="straggler", rank=rank, worker=w, ms=round(excess, 3), saved_ms=round(per_step, 3))
-            out["text"] = f"{who} is {fmt_ms(excess)} slow {where}" + (f": {cause}" if cause else "") + f"; {fix}"
-            return out
+        excess = _mean([s["excess_ms"] for s in mine])
+        saved = _mean([s["saved_ms"] for s in mine])
+        per_step = sum(s["saved_ms"] for s in mine) / len(steps)
+        n, total = len(mine), len(steps)
+        where = "in the one profiled step" if total == 1 else f"in {n} of {total} steps"
+        where += f" (step {mine[0]['step']})" if n == 1 and total > 1 else ""
+        cause = _cause(mine)
+        if n == total:
+            fix = f"fixing it saves {fmt_ms(saved)} per step"
+        else:
+            each = "in that step" if n == 1 else "in each of those steps"
+            fix = f"fixing it saves {fmt_ms(saved)} {each}, {fmt_ms(per_step)} per step over all {total}"
+        others = sorted(set(standing) - {w})
+        also = ""
+        if others:
+            named = ", ".join(_who(o, ranks)[1] for o in others[:OTHERS_NAMED])
+            more = f" and {len(others) - OTHERS_NAMED} more" if len(others) > OTHERS_NAMED else ""
+            also = f" ({named}{more} also {'stands' if len(others) == 1 else 'stand'} out in other steps)"
+        out.update(kind="straggler", rank=rank, worker=w, ms=round(excess, 3), saved_ms=round(per_step, 3))
+        out["text"] = f"{who} is {fmt_ms(excess)} slow {where}" + (f": {cause}" if cause else "") + f"; {fix}{also}"
+        return out
     clause, ms = _ledger_clause(report)
     out.update(kind="ledger" if ms is not None else "none", ms=round(ms, 3) if ms is not None else None)
     if workers < 2:
