@@ -70,7 +70,7 @@ class Diagnosis(Result):
 
     @property
     def verdict(self) -> str:
-        """One line: the worst straggler, its cause and what fixing it saves, or why there is none."""
+        """One line: the verdict's text (`run_level.verdict`), the sentence `gpuscope diagnose` prints first."""
         from tb_plugin.run_level.history import verdict
 
         return verdict(self.data)

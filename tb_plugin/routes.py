@@ -230,9 +230,11 @@ ROUTES: tuple[Route, ...] = (
         "/diagnosis",
         handlers.diagnosis,
         (RUN, SPAN),
-        "the run's diagnosis from the per-worker summaries: what it cannot know first (caveats), ledger, critical "
-        "path per step, stragglers with their cause and what-if (docs/diagnosis.md)" + PENDING,
-        '{"caveats": [{"key", "text", "withholds"}...], "withheld", "workers", "ranks", "ledger", "ledger_reason", '
+        "the run's diagnosis from the per-worker summaries: what it cannot know first (caveats), then its verdict "
+        "in one sentence, ledger, critical path per step, stragglers with their cause and what-if "
+        "(docs/diagnosis.md)" + PENDING,
+        '{"caveats": [{"key", "text", "withholds"}...], "verdict": {"text", "kind", "rank", "worker", "ms", '
+        '"saved_ms"}, "withheld", "workers", "ranks", "ledger", "ledger_reason", '
         '"steps": [{"step", "step_ms", "segments": [...], '
         '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}'
         + PENDING_ANSWER,

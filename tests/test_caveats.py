@@ -116,7 +116,8 @@ def _job(root: Path, **kw) -> Path:
 def test_complete_matched_multi_step_job_has_no_caveat(tmp_path):
     rep, text = _diagnose(_job(tmp_path))
     assert rep["caveats"] == [] and rep["withheld"] is None and list(rep)[0] == "caveats"
-    assert HEAD not in text and text.startswith("run job, span 1\ngpuscope diagnosis: 4 workers\n")
+    assert HEAD not in text and text.startswith(f"run job, span 1\nVerdict: {rep['verdict']['text']}\n\n")
+    assert "\ngpuscope diagnosis: 4 workers\n" in text
     assert len(rep["steps"]) == 3
 
 

@@ -81,6 +81,12 @@ main{padding:12px;flex:1;min-width:0}
 .ledger td.fix{min-width:280px;max-width:640px}.ledger .advice{margin-top:2px;color:var(--muted)}
 .ledger .reason{color:var(--muted);font-style:italic}.ledger tr.nothing td,.ledger tr.unmeasured td.num{color:var(--muted)}
 .ledger td.rec{font-weight:600}
+.diag-head{margin:0 0 12px;display:flex;flex-direction:column;gap:6px}
+.caveats{background:var(--panel);border:1px solid var(--line);border-left:4px solid var(--accent);border-radius:4px;padding:6px 12px}
+.caveats h3{margin:0 0 4px;font-size:13px}.caveats ul{margin:0;padding-left:18px}.caveats li{overflow-wrap:anywhere}
+.caveats .tag{display:inline-block;margin-right:6px;padding:0 5px;border:1px solid var(--err);border-radius:3px;background:var(--errbg);color:var(--err);font-size:11px;font-weight:600}
+.verdict{margin:0;padding:8px 12px;background:var(--panel);border:1px solid var(--line);border-left:4px solid var(--accent2);border-radius:4px;font-size:14px;overflow-wrap:anywhere}
+.verdict[data-kind=pending]{color:var(--muted);font-size:13px}
 .tl{display:flex;flex-direction:column;gap:6px}
 .tl-wrap{position:relative;border:1px solid var(--line);border-radius:4px;height:60vh;min-height:160px;outline:none;overflow:hidden}
 .tl-wrap:focus{border-color:var(--accent2)}

@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { rankBuckets, fmtMs, LedgerBucket } from "../src/views/ledger";
 import { pathRows, pathMarks, mainWorker, pathWorkers } from "../src/views/critical";
+import { asCaveats } from "../src/views/verdict";
 
 const b = (key: string, ms: number | null, rec: number | null): LedgerBucket => ({ key, label: key, ms, recoverable_ms: rec, share: null, fix: "", advice: [], reason: null });
 
@@ -33,4 +34,11 @@ test("pathRows / pathMarks: work on a rank, collectives on the late rank, marks 
   assert.deepEqual(m.ranks, ["2", "1"]);
   assert.equal(m.ms, 50);
   assert.deepEqual(pathMarks(segs, "w0").marks, []);
+});
+
+test("asCaveats: text, key and withholds kept; entries without text dropped", () => {
+  const out = asCaveats([{ key: "missing_ranks", text: "3 of 4 ranks present", withholds: true }, { key: "x" }, null,
+    { key: "hosts", text: "2 hosts", withholds: "yes" }]);
+  assert.deepEqual(out, [{ key: "missing_ranks", text: "3 of 4 ranks present", withholds: true }, { key: "hosts", text: "2 hosts", withholds: false }]);
+  assert.deepEqual(asCaveats(undefined), []);
 });

@@ -34,6 +34,7 @@ import numpy as np
 from profiler_core.analysis.worker.buckets import BUCKETS
 from tb_plugin.run_level import job_diff, report
 from tb_plugin.run_level.run_ledger import worker_ledgers
+from tb_plugin.run_level.verdict import verdict as one_line
 from tb_plugin.summaries.schema import Summary
 
 #: runs needed before one can be called a regression (fewer say nothing about the noise)
@@ -129,18 +130,12 @@ def run_stats(summaries: Mapping[str, Summary]) -> dict:
 
 
 def verdict(diagnosis: Mapping[str, Any]) -> str:
-    """One line of a diagnosis (`report.diagnose`'s answer): its worst straggler and what fixing it saves, else why
-    there is none."""
-    worst = diagnosis.get("worst")
-    if worst:
-        return (
-            f"{worst.get('worker')} (rank {worst.get('rank')}) is the straggler of step {worst.get('step')}: "
-            f"{worst.get('why') or 'slower'}; at the median it would take {worst.get('what_if_ms')} ms "
-            f"(saves {worst.get('saved_ms')} ms)"
-        )
-    if diagnosis.get("reason"):
-        return str(diagnosis["reason"])
-    return "no straggler: every rank is within the noise of the median"
+    """One line of a diagnosis (`report.diagnose`'s answer): its verdict (`verdict.py`), the sentence `gpuscope
+    diagnose` prints first and the views show at the top."""
+    v = diagnosis.get("verdict")
+    if isinstance(v, Mapping) and v.get("text"):
+        return str(v["text"])
+    return one_line(diagnosis)["text"]
 
 
 def history(series: Sequence[tuple[str, int, Mapping[str, Summary]]], order: str = "time") -> dict:

@@ -3,6 +3,7 @@ and the views serve.
 
 `diagnose(summaries: {worker: summary}) -> dict` (JSON-able):
   {"caveats": [{"key", "text", "withholds"}...],  # what it cannot know (`caveats.py`), first
+   "verdict": {"text", "kind", "rank", "worker", "ms", "saved_ms"},  # the run in one sentence (`verdict.py`)
    "withheld": key | None,                       # the caveat that withholds the cross-rank claims (ranks missing):
                                                  #   then steps and stragglers are [], worst None, `reason` says
                                                  #   why, the ledger has no sync skew and no `critical`
@@ -27,6 +28,7 @@ from typing import Any
 from profiler_core.analysis.worker.buckets import COMPUTE, START_UP
 from tb_plugin.run_level import caveats as cv
 from tb_plugin.run_level import critical_path, slow_exchanges, stragglers
+from tb_plugin.run_level.verdict import verdict
 from tb_plugin.summaries.schema import Summary
 
 #: the critical paths reported in words (every step is in the JSON)
@@ -79,6 +81,12 @@ def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
 def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | None = None) -> dict:
     """The diagnosis of one run and span (module doc). `trace(worker)`: the parsed trace of a worker, read only for
     a run of one worker (its single-rank critical path); an exception there becomes a note."""
+    out = _diagnose(summaries, trace)
+    out["verdict"] = verdict(out)
+    return out
+
+
+def _diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | None) -> dict:
     workers = sorted(summaries)
     ledger, ledger_reason = _ledger(summaries)
     has_facts = any(summaries[w].phases is not None for w in workers)
@@ -87,6 +95,7 @@ def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | Non
     held = cv.withheld(cavs)
     out: dict = {
         "caveats": cv.as_json(cavs),
+        "verdict": None,
         "withheld": held,
         "workers": len(workers),
         "ranks": {w: critical_path.worker_rank(summaries[w]) for w in workers},
@@ -272,9 +281,11 @@ def caveat_lines(caveats: list) -> list[str]:
 
 
 def render_text(report: Mapping) -> str:
-    """The diagnosis in words: first what it cannot know (the caveats), then the ledger, the worst straggler with
-    its what-if, the critical paths."""
+    """The diagnosis in words: first what it cannot know (the caveats), then the verdict, the ledger, the worst
+    straggler with its what-if, the critical paths."""
     lines = caveat_lines(report.get("caveats") or [])
+    if isinstance(report.get("verdict"), Mapping) and report["verdict"].get("text"):
+        lines.append(f"Verdict: {report['verdict']['text']}")
     if lines:
         lines.append("")
     lines.append(f"gpuscope diagnosis: {report['workers']} workers")

@@ -8,6 +8,7 @@ import { segmented } from "./widgets";
 import { criticalPathSection } from "./critical";
 import { pipelineSection } from "./pipeline";
 import { fmtMs } from "./ledger";
+import { diagnosisHead } from "./verdict";
 import type { Ctx } from "../ctx";
 
 const PARTS: [string, string, string][] = [["computation_us", "Computation", "#4e79a7"], ["overlap_us", "Overlapping", "#76b7b2"], ["communication_us", "Communication", "#e15759"], ["other_us", "Other", "#bab0ac"]];
@@ -43,12 +44,19 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
   // draws what is known at once, then again as more workers' traces are read; resolves when complete
   const token = ++pollToken;
   const q = { run: ctx.run, span: ctx.span, partial: 1 };
+  // the run's caveats and verdict, above everything (from /diagnosis, which the critical path reads too)
+  const head = h("div", { class: "diag-head", id: "diag-head" });
+  let headStarted = false;
+  const draw = (x: any, pending: string[]) => {
+    if (!headStarted && Object.keys(obj(x?.workers)).length + pending.length > 1) { headStarted = true; void diagnosisHead(ctx, head); }
+    return drawDistributed(ctx, el, x, pending, head);
+  };
   const d = await getWhenReady<any>("distributed", q, () => ctx.alive() && token === pollToken,
-    { onPending: (p) => drawDistributed(ctx, el, p, p.pending.map(String)) });
-  if (d) return drawDistributed(ctx, el, d, []);
+    { onPending: (p) => draw(p, p.pending.map(String)) });
+  if (d) return draw(d, []);
 }
 
-async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: string[]): Promise<void> {
+async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: string[], head: HTMLElement): Promise<void> {
   const pendingBox = pending.length ? h("div", { class: "banner info", id: "dist-pending", role: "status" },
     `Reading the traces of ${pending.length} of ${pending.length + Object.keys(obj(d?.workers)).length + (Array.isArray(d?.errors) ? d.errors.length : 0)} workers; `
     + "the view fills in as they are read: ", pending.join(", ")) : null;
@@ -61,7 +69,7 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
   const hasComm = names.some((w) => Array.isArray(commOps[w]) && commOps[w].length);
   const notes: string[] = Array.isArray(d?.notes) ? d.notes.map(String) : [];
   if (pending.length && names.length < 2) {
-    mount(el, pendingBox, names.length ? h("p", { class: "muted", id: "dist-ready-workers" }, "Read so far: ", names.join(", ")) : null);
+    mount(el, head, pendingBox, names.length ? h("p", { class: "muted", id: "dist-ready-workers" }, "Read so far: ", names.join(", ")) : null);
     return;
   }
   if (!names.length || (names.length === 1 && !hasComm)) {
@@ -137,7 +145,9 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
     onRowClick: (r) => { if (!openDiff(ctx, r)) { ctx.set("cell", `${r.worker}|${r.step}`); rerender(); } },
     actions: (r) => h("button", { type: "button", class: "btn small", title: "this worker's step in the heatmap and its detail",
       onclick: (e: Event) => { e.stopPropagation(); ctx.set("cell", `${r.worker}|${r.step}`); if (step && step !== String(r.step)) ctx.set("step", String(r.step)); rerender(); } }, "step detail") }))
-    : h("div", { class: "banner info", id: "dist-stragglers" }, names.length > 1 ? "No straggler: no worker is busier than its step's median." : "Stragglers need two workers or more.");
+    : h("div", { class: "banner info", id: "dist-stragglers" }, typeof d?.withheld === "string" && d.withheld
+      ? "No straggler is claimed: the caveat above withholds the cross-rank claims."
+      : names.length > 1 ? "No straggler: no worker is busier than its step's median." : "Stragglers need two workers or more.");
 
   // wait vs transfer per process group: every member of every group, subgroups included
   const groupRows: any[] = [];
@@ -188,7 +198,7 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
   ] as Column[], devRows, { caption: "Workers", filterKeys: ["worker"], sortKey: "worker", sortDesc: false, pageSize: 20 })) : null;
 
   const errors: any[] = Array.isArray(d?.errors) ? d.errors : [];
-  mount(el, pendingBox, toolbar,
+  mount(el, head, pendingBox, toolbar,
     errors.length ? h("div", { class: "banner", id: "dist-errors" }, "Some workers could not be read (the others are shown):",
       h("ul", null, errors.map((e) => h("li", null, `${e?.file ?? e?.worker ?? ""}: ${e?.error ?? ""}`)))) : null,
     h("div", { class: "grid2" }, bars, wait),

@@ -5,6 +5,7 @@ import { stackedBars, pie } from "../charts";
 import { genericValue } from "../table";
 import { exportButtons } from "../export";
 import { ledgerSection } from "./ledger";
+import { diagnosisHead } from "./verdict";
 import type { Ctx } from "../ctx";
 
 /** The breakdown categories in the /overview answer's order (docs/http-api.md), with display names. */
@@ -48,14 +49,17 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("thead", null, h("tr", null, h("th", null, "Category"), h("th", { class: "num" }, "Time (avg per step)"), h("th", { class: "num" }, "Share"))),
     h("tbody", null, STEP_PARTS.map(([k, label]) => h("tr", null, h("td", null, label), h("td", { class: "num" }, fmtUs(avg[k])),
       h("td", { class: "num" }, avg.total_us ? fmtPct((avg[k] ?? 0) / avg.total_us) : "–")))));
+  // a run of several workers: its caveats and its verdict before anything else
+  const head = d?.run_ledger ? h("div", { class: "diag-head", id: "diag-head" }) : null;
   const ledgerBox = h("div", { id: "ledger-section" });
   const drawLedger = (x: any) => mount(ledgerBox, ledgerSection(x, ctx.run, ctx.worker, ctx.get("ledger"), (v) => { ctx.set("ledger", v); drawLedger(x); }));
   drawLedger(d);
-  mount(el, cards, ledgerBox, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"),
+  mount(el, head, cards, ledgerBox, charts, h("section", { class: "section" }, h("h3", null, "Average step time breakdown"),
       h("div", { class: "table-tools" }, exportButtons(() => `overview-${ctx.run}`, () => ({ header: ["category", "avg_us", "share"],
         rows: STEP_PARTS.map(([k, label]) => [label, avg[k] ?? null, avg.total_us ? (avg[k] ?? 0) / avg.total_us : null]) }))), table),
     notes.length ? h("section", { class: "section", id: "overview-notes" }, h("h3", null, "Notes"),
       h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
+  if (head) void diagnosisHead(ctx, head, d.run_ledger.caveats);
   // the run-level ledger fills in as the workers' summaries are computed
   if (isPending(d?.run_ledger)) {
     const done = await getWhenReady<any>("overview", ctx.sel(), ctx.alive, { onPending: drawLedger, still: (x) => isPending(x?.run_ledger) });
