@@ -92,4 +92,5 @@ def test_the_readme_from_python_block_runs(tmp_path, monkeypatch, capsys):
     ns: dict = {}
     exec(compile(code, "README.md From Python", "exec"), ns)  # noqa: S102 - the documented example
     ns["prof"].close()
-    assert "straggler" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "rank 1 is" in out and "slow in" in out, out  # the planted rank named by the verdict

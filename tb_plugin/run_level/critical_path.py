@@ -402,12 +402,13 @@ def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, in
 
 
 def entry_stagger(job: Job) -> np.ndarray:
-    """Per call: the part of its wait that the late member's later entry explains, not extra work (ns; 0 for a call
-    not matched). Each member's work before a call is measured from when it entered the stretch that ends there:
-    the later of its step's start and its previous call's end in the step. Of a member's wait, the imbalance is
-    how much longer the late member worked in its stretch than this member did (at most the wait); the rest is the
-    stagger with which they entered it, which balancing the work inside the step does not recover. After a first
-    collective the members leave it together, so later calls of a step hold stagger only where ends differ."""
+    """Per call: the part of its wait that the late member's later entry into the profiled window explains, not
+    extra work (ns; 0 for a call not matched). Only a member's first call counts: each member's work before it is
+    measured from its first step's start; of its wait, the imbalance is how much longer the late member worked
+    before that call than this member did (at most the wait), the rest is the stagger with which they entered the
+    window (ranks started apart, or work before the profiler started), which balancing the work inside the steps
+    does not recover. Later waits are imbalance: a rank that enters a step late because of its work after the
+    previous collective, or whose calls queue behind a late one, is late by its work."""
     got = job.__dict__.get("_stagger")
     if got is not None:
         return got
@@ -416,22 +417,22 @@ def entry_stagger(job: Job) -> np.ndarray:
     rows = np.flatnonzero(job.c_inst >= 0)
     if len(rows):
         o = np.lexsort((job.c_start, job.c_w))
-        prev_end = np.full(n, np.iinfo(np.int64).min)
-        same = (job.c_w[o][1:] == job.c_w[o][:-1]) & (job.c_step[o][1:] == job.c_step[o][:-1])
-        prev_end[o[1:][same]] = job.c_end[o[:-1]][same]
+        first = np.zeros(n, dtype=bool)
+        head = np.ones(len(o), dtype=bool)
+        head[1:] = job.c_w[o][1:] != job.c_w[o][:-1]
+        first[o[head]] = True  # each worker's first call in the trace
         k = np.maximum(job.c_step, 0)
         entered = np.where(job.c_step >= 0, job.b_start[k, job.c_w], job.c_start)
-        since = np.maximum(entered, prev_end)
-        work = np.maximum(job.c_start - since, 0)
+        work = np.maximum(job.c_start - entered, 0)
         late = job.i_late[job.c_inst[rows]]
-        # the late member's row of each matched call: the member of its instance on the late worker
         late_row = np.full(len(job.inst), -1, np.int64)
         is_late = job.c_w[rows] == late
         late_row[job.c_inst[rows][is_late]] = rows[is_late]
-        lw = work[late_row[job.c_inst[rows]]]
+        lr = late_row[job.c_inst[rows]]
+        both = first[rows] & first[lr]  # the first call of this member and of the late one: the window's entry
         wait = job.c_wait[rows]
-        imbalance = np.clip(lw - work[rows], 0, wait)
-        out[rows] = wait - imbalance
+        imbalance = np.clip(work[lr] - work[rows], 0, wait)
+        out[rows] = np.where(both, wait - imbalance, 0)
     job.__dict__["_stagger"] = out
     return out
 

@@ -279,8 +279,8 @@ def _stagger_advice(mean: Mapping[str, Any] | None) -> list[tuple[str | None, st
     return [
         (
             SYNC_SKEW,
-            f"{stagger:.1f} ms of it per step is the stagger with which the ranks entered the steps (ranks started "
-            "apart, or work before the step): balancing the work inside the steps does not recover it; profile "
-            "more steps to see whether it lasts past the first",
+            f"{stagger:.1f} ms of it per step is the stagger with which the ranks entered the profiled window (ranks "
+            "started apart, or work before the profiler started): balancing the work inside the steps does not "
+            "recover it; profile more steps to see the steady state",
         )
     ]
