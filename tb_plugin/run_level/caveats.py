@@ -136,8 +136,8 @@ def _steps(summaries: Mapping[str, Summary], workers: list[str]) -> list[Caveat 
     if whole:
         wins = [(ph[w].end[0] - ph[w].start[0]) / 1e6 for w in whole]  # type: ignore[union-attr]
         texts.append(
-            f"no ProfilerStep in the trace of {_who(summaries, whole, n)}: the whole trace window "
-            f'({_ms_range(wins)}) is taken as one step "0", set-up and anything outside the training loop '
+            f"no ProfilerStep in the trace of {_who(summaries, whole, n)}: the span of its events, the whole trace "
+            f'window ({_ms_range(wins)}), is taken as one step "0", set-up and anything outside the training loop '
             "included; mark each iteration with prof.step() (torch.profiler.schedule)"
         )
     if empty:
