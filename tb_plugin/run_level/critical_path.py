@@ -384,9 +384,9 @@ def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, in
     count: dict[int, int] = {}
     paired = np.zeros(len(c["w"]), dtype=bool)
     for snd, r in final:
-        a, b = workers[int(c["w"][snd])], workers[int(c["w"][r])]
-        ra, rb = ranks.get(a), ranks.get(b)
-        key = f"p2p {label(a, ra)} -> {label(b, rb)}"
+        wa, wb = workers[int(c["w"][snd])], workers[int(c["w"][r])]
+        ra, rb = ranks.get(wa), ranks.get(wb)
+        key = f"p2p {label(wa, ra)} -> {label(wb, rb)}"
         g = codes.add_group(key, (ra, rb) if ra is not None and rb is not None else None, 2)
         backend = names[int(c["name"][r])].split(":", 1)[0]
         nm = codes.names.setdefault(f"{backend}:send/recv", len(codes.names))

@@ -31,7 +31,7 @@ def slow_exchanges(job: Job) -> dict[str, Any] | None:
     if not slow.any():
         return None
     _, bus = bandwidth.bandwidth(nbytes, secs, names, members)
-    groups = []
+    groups: list[dict[str, Any]] = []
     for key in sorted({(str(names[i]), int(members[i]), int(nbytes[i])) for i in np.flatnonzero(slow).tolist()}):
         sel = np.flatnonzero(slow & (names == key[0]) & (members == key[1]) & (nbytes == key[2]))
         late = [job.ranks[job.workers[int(w)]] for w in job.i_late[sel].tolist()]
@@ -52,7 +52,7 @@ def slow_exchanges(job: Job) -> dict[str, Any] | None:
                 "late_ranks": counts,
             }
         )
-    groups.sort(key=lambda g: -g["total_ms"])
+    groups.sort(key=lambda g: -float(g["total_ms"]))
     return {"count": int(slow.sum()), "of": int(len(inst)), "groups": groups, "text": _text(groups)}
 
 

@@ -13,7 +13,10 @@ path is chosen among the workers the others waited for (`pick`): a worker that o
 
 What-if: the step replayed with the worker's timeline earlier by its excess (`what_if.replay`: each collective
 ends earlier by the least slack of its members, and a member that waited for it runs on earlier by that much);
-`what_if_ms` is the median over the workers of their step time less their shift.
+`what_if_ms` is the median over the workers of their step time less their shift. A replay of one step cannot see
+work after the straggler's last collective of a step, which holds the others at the next step's first one: the
+saving is at least what the others stop losing (`_held_others`: the median of their idle waits at the step's
+collectives the straggler arrived last at, at most its excess).
 
 `explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
 "what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
@@ -216,6 +219,25 @@ def _link_row(job: Job, link: dict) -> dict:
     }
 
 
+def _held_others(job: Job, k: int, wi: int, excess: float) -> float:
+    """What the other workers stop waiting for when `wi` drops its excess, as far as one step shows it: the median
+    over them of what they lost at the step's collectives `wi` arrived last at (their next work waited: the idle
+    tail, the path's `idle_ms`), at most the excess. A replay of one step misses the work a straggler does after
+    its last collective of a step, which holds the others at the next step's first one (a rank that enters every
+    step late); their waiting says it."""
+    rows = np.flatnonzero((job.c_step == k) & (job.c_inst >= 0) & (job.c_w != wi))
+    rows = rows[job.i_late[job.c_inst[rows]] == wi]
+    if not len(rows):
+        return 0.0
+    # what a waiting member lost: its idle tail (its next work waited for the call), on a worker without GPU
+    # activity its wait (the call blocks its thread)
+    lost = np.where(job.on_gpu()[job.c_w[rows]], np.minimum(job.c_tail[rows], job.c_wait[rows]), job.c_wait[rows])
+    per = np.bincount(job.c_w[rows], weights=lost.astype(np.float64), minlength=len(job.workers))
+    others = np.flatnonzero(job.b_idx[k] >= 0)
+    others = others[others != wi]
+    return float(min(np.median(per[others]), excess)) if len(others) else 0.0
+
+
 def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | None = None) -> dict | None:
     """The excess of `worker` in `step` over the median worker, split, with the what-if (module doc); None
     when the worker did not record the step or fewer than two workers did."""
@@ -237,7 +259,8 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
     own = max(excess - link["excess_ns"], 0.0) if link else excess
     shifts = what_if.replay(job, k, {wi: own}, link["cut"] if link else None)
     what_if_ns = min(what_if.step_time(job, k, shifts), step_ns)
-    saved = max(step_ns - what_if_ns, 0.0)
+    saved = max(step_ns - what_if_ns, _held_others(job, k, wi, own), 0.0)
+    what_if_ns = step_ns - saved
     phases = _phase_rows(job, k, wi)
     link_text = None
     if link:

@@ -111,7 +111,7 @@ def verdict(report: Mapping) -> dict:
         return out
     held = report.get("withheld")
     if held:
-        cav = next((c for c in report.get("caveats") or [] if c.get("key") == held), {})
+        cav: Mapping = next((c for c in report.get("caveats") or [] if c.get("key") == held), {})
         what = str(cav.get("text") or held.replace("_", " ")).split(" (")[0].split(":")[0]
         clause, ms = _ledger_clause(report, " on the ranks present")
         out.update(kind="withheld", ms=round(ms, 3) if ms is not None else None)
