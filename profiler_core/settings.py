@@ -200,6 +200,14 @@ SETTINGS: dict[str, Setting] = {
             None,
             "memory bandwidth GB/s of a GPU the device peaks table does not know (with `GPUSCOPE_PEAK_TFLOPS`)",
         ),
+        _s(
+            "ROOFLINE_FRACTION",
+            "number",
+            0.8,
+            "the fraction of its roofline bound an op can realistically reach: ms lost to the bound is device time "
+            "minus the time at this fraction of the bound",
+            maximum=1.0,
+        ),
         _s("KEEP_RAW_RECORDS", "flag", False, "1 keeps CUPTI's raw records on the collector (debugging)"),
         _s("SHARED", "text", None, "the team's shared folder with real traces (default `../shared`)", dev=True),
         _s("ORACLES_DIR", "text", None, "where the GPU oracles of tests live (default `.venvs`)", dev=True),

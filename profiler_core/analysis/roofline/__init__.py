@@ -8,4 +8,6 @@ from __future__ import annotations
 
 GRAPH: dict[str, tuple[str, ...]] = {
     "op_models": ("op_tree",),  # ops: each modelled op, and which ones are counted (the outermost)
+    "kernel_owners": ("op_models", "link_gpu_to_ops", "communication_events"),  # table: each kernel's call
+    "roofline_calls": ("kernel_owners", "op_models"),  # table: per counted call, achieved vs bound
 }
