@@ -216,6 +216,14 @@ def kernels(ws: Workspace, a: dict) -> dict:
     return kernels_answer(ws.trace(a), a["group_by"])
 
 
+def roofline(ws: Workspace, a: dict) -> dict:
+    """/roofline."""
+    from tb_plugin.views import roofline as view
+
+    t = ws.trace(a)
+    return _kept_with_trace(t, "roofline", lambda: view.roofline(t))
+
+
 def memory_curve(ws: Workspace, a: dict) -> dict:
     """/memory/curve."""
     from tb_plugin.views import memory

@@ -175,6 +175,19 @@ ROUTES: tuple[Route, ...] = (
         '"blocks_per_sm", "achieved_occupancy", "tensor_cores"}...], "notes": [text...] (CUDA graphs, when any)}',
     ),
     Route(
+        "/roofline",
+        handlers.roofline,
+        FILE,
+        "how far each op is from the hardware: achieved FLOP/s and bytes/s against the device's roofs, ms lost to "
+        "the bound, per kernel, and MFU per step",
+        '{"device": {"name", "product", "known", "source", "about", "roofs_tflops", "bandwidth_gbps"}, "fraction", '
+        '"modelled_ms", "no_model_ms", "lost_ms", "ops": [{"name", "shapes", "dtype", "family", "calls", "device_ms", '
+        '"flops", "bytes", "tflops", "gbps", "intensity", "bound", "roof", "fraction", "lost_ms", "tc"}...], '
+        '"more_ops", "kernels": [{"kernel", "count", "device_ms", "modelled", "tc", "tflops", "gbps", "peak_tflops", '
+        '"fraction"}...], "more_kernels", "mfu": {"device", "roof", "peak_tflops", "mfu", "hfu", "steps": [{"step", '
+        '"ms", "model_tflop", "all_tflop", "mfu", "hfu"}...], "note"}}',
+    ),
+    Route(
         "/memory/curve",
         handlers.memory_curve,
         FILE + RANGE + (MAX_POINTS,),

@@ -317,7 +317,7 @@ def roofline_kernels(t: Any) -> pd.DataFrame:
     return out.sort_values("device_ms", ascending=False, ignore_index=True)
 
 
-def _main_device(t: Any, k: pd.DataFrame) -> int | None:
+def main_device(t: Any, k: pd.DataFrame) -> int | None:
     if len(k) == 0:
         return None
     return int(k.groupby("device")["dur"].sum().idxmax())
@@ -340,7 +340,7 @@ def mfu(t: Any) -> dict:
             else "no modelled op launched a kernel"
         )
         return answer
-    dev = _main_device(t, k)
+    dev = main_device(t, k)
     dp = props_of(device_props(t), dev) if dev is not None else None
     peaks = device_peaks.peaks_for(dp) if dp is not None else None
     matrix = calls[calls["matrix"].astype(bool)]
