@@ -405,6 +405,9 @@ def distributed_view(summaries: dict) -> dict:
             d["events"] = s.events
             d["memory_peak"] = s.memory_peak
             d["step_avg_us"] = s.overview.average.get("total_us") if s.overview is not None else None
+            # MFU per rank: a rank slower than the others at the same MFU waits; at a lower MFU it computes worse
+            d["mfu"] = s.roofline.mfu if s.roofline is not None else None
+            d["hfu"] = s.roofline.hfu if s.roofline is not None else None
     return result
 
 

@@ -148,7 +148,8 @@ ROUTES: tuple[Route, ...] = (
         "per-step time breakdown, GPU summary, recommendations, the recoverable-time ledger (docs/diagnosis.md); "
         "runs of several workers: the run's ledger from the summaries there are",
         '{"steps": [...], "average": {...}, "gpu": {...} | null, "recommendations": [...], "environment": {...}, '
-        '"ledger": {...}, "run_ledger": {...} (several workers)}',
+        '"ledger": {...}, "roofline": {"device", "roof", "peak_tflops", "mfu", "hfu", "note", "lost_ms", '
+        '"modelled_ms", "no_model_ms"}, "run_ledger": {...} (several workers)}',
     ),
     Route(
         "/operators",
@@ -237,7 +238,8 @@ ROUTES: tuple[Route, ...] = (
         "computation, communication and overlap per worker (from per-worker summaries)",
         '{"workers": {w: {"computation_us", "overlap_us", "communication_us", "other_us"}}, '
         '"steps": {...}, "comm_ops": {...}, "stragglers": [{"worker", "step", ..., "why", "what_if_ms", '
-        '"diff": {"worker", "exp_worker", "step"}}...], "errors": [...], "pending": [worker...]}',
+        '"diff": {"worker", "exp_worker", "step"}}...], "devices": {w: {..., "mfu", "hfu"}}, "errors": [...], '
+        '"pending": [worker...]}',
     ),
     Route(
         "/diagnosis",
