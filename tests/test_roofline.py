@@ -39,9 +39,8 @@ def _kernel(name, ts, dur, corr, ext):
     return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args}
 
 
-@pytest.fixture(scope="module")
-def trace(tmp_path_factory):
-    ev = [
+def _events() -> list:
+    return [
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 3000, "dur": 1000},
         # step 1: aten::linear -> aten::mm (the linear counts: outermost), its kernel 1000 µs
@@ -61,8 +60,12 @@ def trace(tmp_path_factory):
         _launch(3310, 103, 5),
         _kernel("volta_scudnn_winograd_128x128_ldg1_ldg4_tile148n_nt", 3400, 100, 103, 5),
     ]
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("roofline") / "t.pt.trace.json"
-    path.write_text(json.dumps({"deviceProperties": [A100], "traceEvents": ev}))
+    path.write_text(json.dumps({"deviceProperties": [A100], "traceEvents": _events()}))
     return read_trace(str(path))
 
 
@@ -118,3 +121,23 @@ def test_mfu_per_step(trace):
     conv = 2 * 2 * 8 * 28 * 28 * 9 * 64 * 64  # grad-input and grad-weight (mask not recorded)
     assert s2["model_tflop"] == pytest.approx(conv / 1e12)
     assert m["mfu"] == pytest.approx((gemm + conv) / ((s1["ms"] + s2["ms"]) * 1e-3 * 312e12))
+
+
+def test_diagnose_takes_the_peak_of_an_unknown_gpu(tmp_path, monkeypatch, capsys):
+    """`gpuscope diagnose --peak-tflops` gives a GPU the table does not know its roof; without it, no MFU."""
+    from tb_plugin.summaries import cli
+
+    ev = json.loads(json.dumps(_events()))
+    for run, flag in (("without", []), ("with", ["--peak-tflops", "100"])):
+        folder = tmp_path / run / "job"
+        folder.mkdir(parents=True)
+        props = {**A100, "name": "Mystery GPU 9000"}
+        (folder / "w.pt.trace.json").write_text(json.dumps({"deviceProperties": [props], "traceEvents": ev}))
+        monkeypatch.setenv("GPUSCOPE_PEAK_TFLOPS", "")  # restored after the test: the flag sets it
+        assert cli.main(["diagnose", str(folder), *flag]) == 0
+        out = capsys.readouterr().out
+        if flag:
+            assert "MFU" in out and "of the Mystery GPU 9000 bf16_tc roof (100 TFLOP/s)" in out
+            assert "Use the Tensor Cores" not in out  # a GPU the table does not know is not claimed to have them
+        else:
+            assert "no MFU (the device's peaks are unknown (set GPUSCOPE_PEAK_TFLOPS, or diagnose --peak-tflops" in out

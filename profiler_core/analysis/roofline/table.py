@@ -351,7 +351,7 @@ def mfu(t: Any) -> dict:
         dtype, tc = "fp32", False
     if peaks is None:
         answer["device"] = device_peaks.describe(dp) if dp is not None else "no deviceProperties in the trace"
-        answer["note"] = "the device's peaks are unknown: no MFU (set GPUSCOPE_PEAK_TFLOPS)"
+        answer["note"] = "the device's peaks are unknown (set GPUSCOPE_PEAK_TFLOPS, or diagnose --peak-tflops)"
         peak = None
     else:
         peak, answer["roof"] = device_peaks.roof(peaks, str(dtype), bool(tc))

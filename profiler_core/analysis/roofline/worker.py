@@ -49,7 +49,8 @@ TOP = 16
 
 
 def _has_tensor_cores(p: device_peaks.Peaks | None) -> bool:
-    return p is not None and any(getattr(p, c) is not None for c in ("tf32_tc", "fp16_tc", "bf16_tc"))
+    """A GPU the peaks table knows to have Tensor / Matrix Cores (a device with roofs from the settings: unknown)."""
+    return p is not None and p.known and any(getattr(p, c) is not None for c in ("tf32_tc", "fp16_tc", "bf16_tc"))
 
 
 def call_causes(t: Any) -> np.ndarray:
