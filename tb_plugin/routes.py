@@ -286,6 +286,7 @@ ROUTES: tuple[Route, ...] = (
         '{"a": {"workers", "ranks", "steps", "step_ms"}, "b": {...}, "step_delta_ms", "buckets": [...], '
         '"lines": [{"kind", "bucket", "name", "group", "ranks", "ranks_text", "delta_ms", "text"}...], '
         '"per_rank": [...], "groups": [...], "kernels": [...], "steps": [...], "only_a": [...], "notes": [...], '
+        '"mfu": {"a", "b", "ops": [{"name", "dtype", "a_ms", "b_ms", "delta_ms", "ranks"}...]}, '
         '"errors": [...]}; format=csv: text/csv' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
     ),
     Route(

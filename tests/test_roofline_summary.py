@@ -88,3 +88,21 @@ def test_h800_trace_without_shapes_has_no_mfu_and_says_why():
     assert compute.split is msgspec.UNSET and set(compute.recoverable_ns) == {0}  # no roofline: no split
     text = report.render_text(report.diagnose({"rank0": s}))
     assert "no MFU (no op of this trace has a performance model with its shapes" in text
+
+
+def test_job_diff_names_the_mfu_change_and_the_op_losing_more(v100):
+    """Job B: rank 0's MFU lower and its worst op losing 6 ms more per step than in job A."""
+    from tb_plugin.run_level import job_diff
+
+    _t, a = v100
+    r = a.roofline
+    worse = [msgspec.structs.replace(r.top[0], lost_ms=r.top[0].lost_ms + 6.0 * len(r.steps)), *r.top[1:]]
+    b = msgspec.structs.replace(a, roofline=msgspec.structs.replace(r, mfu=r.mfu - 0.05, top=worse))
+    m = job_diff.mfu_diff({"w0": a}, {"w0": b})
+    assert m["a"] == pytest.approx(r.mfu) and m["b"] == pytest.approx(r.mfu - 0.05)
+    top = m["ops"][0]
+    assert (top["name"], top["dtype"], top["ranks"]) == ("aten::cudnn_convolution_backward", "fp32", [0])
+    assert top["delta_ms"] == pytest.approx(6.0)
+    text = job_diff.render_text(job_diff.job_diff({"w0": a}, {"w0": b}))
+    expected = f"MFU {r.mfu * 100:.1f} % -> {(r.mfu - 0.05) * 100:.1f} %: aten::cudnn_convolution_backward (fp32) "
+    assert expected + "below its bound by +6.0 ms per step on ranks 0" in text
