@@ -67,37 +67,37 @@ def op_models(t: Any) -> pd.DataFrame:
     dims_codes, dims_texts = codes_and_texts(ev["input_dims"].array)
     type_codes, type_texts = codes_and_texts(ev["input_type"].array)
     hints = _hints(t, is_op, name_codes, names, dims_codes, dims_texts)
-    cache: dict[tuple, Any] = {}
-    fam: list = []
-    flops: list = []
-    nbytes: list = []
-    dtype: list = []
-    matrix: list = []
-    note: list = []
-    for r in rows.tolist():
-        name = names[name_codes[r]]
-        hint = hints.get(r)
-        key = (name_codes[r], dims_codes[r], type_codes[r], None if hint is None else repr(hint))
-        m = cache.get(key)
-        if m is None:
-            dims, types = _parse(dims_texts[dims_codes[r]]), _parse(type_texts[type_codes[r]])
-            m = cache[key] = perf_models.model_op(name, dims, types, None, hint)
+    # one model per distinct (name, dims, types) of the rows without a hint; a row with a hint alone
+    hinted = np.array([r in hints for r in rows.tolist()], bool) if hints else np.zeros(len(rows), bool)
+    key = (name_codes[rows] * (len(dims_texts) + 1) + dims_codes[rows]) * (len(type_texts) + 1) + type_codes[rows]
+    key = np.where(hinted, -1 - np.arange(len(rows)), key)
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    models: list[tuple] = []
+    for i in first.tolist():
+        r = int(rows[i])
+        dims, types = _parse(dims_texts[dims_codes[r]]), _parse(type_texts[type_codes[r]])
+        m = perf_models.model_op(names[name_codes[r]], dims, types, None, hints.get(r))
         if isinstance(m, perf_models.OpModel):
-            values = (m.family, m.flops, m.bytes, m.dtype, m.matrix, m.note)
+            models.append((m.family, m.flops, m.bytes, m.dtype, m.matrix, m.note))
         else:
-            values = ("", 0, 0, "", False, str(m) if m is not None else "no model")
-        for column, v in zip((fam, flops, nbytes, dtype, matrix, note), values):
-            column.append(v)
-    ok = np.array([f != "" for f in fam], bool)
+            models.append(("", 0, 0, "", False, str(m) if m is not None else "no model"))
+    cols = list(zip(*models)) if models else [()] * 6
+    fam = np.array(cols[0], dtype=object)[inverse]
+    flops = np.array(cols[1], dtype=np.int64)[inverse]
+    nbytes = np.array(cols[2], dtype=np.int64)[inverse]
+    dtype = np.array(cols[3], dtype=object)[inverse]
+    matrix = np.array(cols[4], dtype=bool)[inverse]
+    note = np.array(cols[5], dtype=object)[inverse]
+    ok = fam != ""
     counted = _outermost(t, rows, ok)
     return pd.DataFrame(
         {
             "row": rows.astype(np.int64),
             "family": fam,
-            "flops": np.array(flops, np.int64),
-            "bytes": np.array(nbytes, np.int64),
+            "flops": flops,
+            "bytes": nbytes,
             "dtype": dtype,
-            "matrix": np.array(matrix, bool),
+            "matrix": matrix,
             "counted": counted,
             "note": note,
         }
