@@ -9,6 +9,7 @@ this registry (a test keeps them equal). Light: imports nothing beyond the stand
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from dataclasses import dataclass
@@ -22,8 +23,9 @@ _FALSE = ("0", "false", "no", "off")
 
 @dataclass(frozen=True)
 class Setting:
-    """One environment variable: `kind` is count (integer >= 0), bytes (integer >= 0), flag
-    (1/0, true/false, yes/no, on/off), choice (one of `choices`), or text (a path, an address)."""
+    """One environment variable: `kind` is count (integer >= 0), bytes (integer >= 0), number (a finite
+    decimal > 0, at most `maximum` where set), flag (1/0, true/false, yes/no, on/off), choice (one of
+    `choices`), or text (a path, an address)."""
 
     name: str
     kind: str
@@ -31,6 +33,8 @@ class Setting:
     doc: str
     choices: tuple[str, ...] = ()
     minimum: int = 0
+    #: the largest value of a number setting (None: no bound)
+    maximum: float | None = None
     #: for development tools (tests, benchmarks), not the profiler or the plugin
     dev: bool = False
 
@@ -41,6 +45,14 @@ class Setting:
             if not (text.isascii() and text.isdigit()) or int(text) < self.minimum:
                 raise ValueError(f"an integer >= {self.minimum}")
             return int(text)
+        if self.kind == "number":
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and value > 0 and (self.maximum is None or value <= self.maximum)):
+                raise ValueError(self.expects())
+            return value
         if self.kind == "flag":
             if text.lower() in _TRUE:
                 return True
@@ -58,6 +70,7 @@ class Setting:
         return {
             "count": f"integer >= {self.minimum}",
             "bytes": "bytes (integer)",
+            "number": "number > 0" + (f", at most {self.maximum:g}" if self.maximum is not None else ""),
             "flag": "1 / 0",
             "choice": " \\| ".join(self.choices),
             "text": "text",
@@ -173,6 +186,27 @@ SETTINGS: dict[str, Setting] = {
             "cupti",
             "CUDA capture backend: CUPTI, or CUDA events around PyCUDA launches",
             choices=("cupti", "events"),
+        ),
+        _s(
+            "PEAK_TFLOPS",
+            "number",
+            None,
+            "dense peak TFLOP/s of a GPU the device peaks table does not know (every dtype's compute roof; "
+            "also `--peak-tflops` of `gpuscope diagnose`); without it such a GPU has no roofline",
+        ),
+        _s(
+            "PEAK_GBPS",
+            "number",
+            None,
+            "memory bandwidth GB/s of a GPU the device peaks table does not know (with `GPUSCOPE_PEAK_TFLOPS`)",
+        ),
+        _s(
+            "ROOFLINE_FRACTION",
+            "number",
+            0.8,
+            "the fraction of its roofline bound an op can realistically reach: ms lost to the bound is device time "
+            "minus the time at this fraction of the bound",
+            maximum=1.0,
         ),
         _s("KEEP_RAW_RECORDS", "flag", False, "1 keeps CUPTI's raw records on the collector (debugging)"),
         _s("SHARED", "text", None, "the team's shared folder with real traces (default `../shared`)", dev=True),

@@ -493,6 +493,18 @@ class Profile:
         configuration (`grid`, `block`, `registers_per_thread`, `shared_memory`, `theoretical_occupancy`)."""
         return _table(self._call("/kernels", **self._file_args(run, worker, span), group_by=group_by)["rows"])
 
+    def roofline(self, run: str | None = None, worker: str | None = None, span: str | None = None) -> pd.DataFrame:
+        """How far each op group is from the hardware, most ms lost to its roofline bound first: `name`, `shapes`,
+        `dtype`, `family` ("no model" for kernels no model covers), `calls`, `device_ms`, `flops`, `bytes`, `tflops`,
+        `gbps` (achieved), `intensity`, `bound`, `roof`, `fraction`, `lost_ms`, `tc` (the /roofline answer's `ops`;
+        its `mfu` is `mfu()`)."""
+        return _table(self._call("/roofline", **self._file_args(run, worker, span))["ops"])
+
+    def mfu(self, run: str | None = None, worker: str | None = None, span: str | None = None) -> pd.DataFrame:
+        """Model FLOPs utilisation per step: `step`, `ms`, `model_tflop`, `all_tflop`, `mfu`, `hfu` (fractions of the
+        device's matrix roof; None where the trace has no model FLOPs or the device no peaks)."""
+        return _table(self._call("/roofline", **self._file_args(run, worker, span))["mfu"]["steps"])
+
     def memory(self, run: str | None = None, worker: str | None = None, span: str | None = None) -> pd.DataFrame:
         """Memory use per operator and device: `device`, `name`, `calls`, `size_increase_bytes`,
         `self_size_increase_bytes`, `alloc_count`, `self_alloc_count`, `alloc_size_bytes`, `self_alloc_size_bytes`."""

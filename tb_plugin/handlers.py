@@ -216,6 +216,14 @@ def kernels(ws: Workspace, a: dict) -> dict:
     return kernels_answer(ws.trace(a), a["group_by"])
 
 
+def roofline(ws: Workspace, a: dict) -> dict:
+    """/roofline."""
+    from tb_plugin.views import roofline as view
+
+    t = ws.trace(a)
+    return _kept_with_trace(t, "roofline", lambda: view.roofline(t))
+
+
 def memory_curve(ws: Workspace, a: dict) -> dict:
     """/memory/curve."""
     from tb_plugin.views import memory
@@ -397,6 +405,9 @@ def distributed_view(summaries: dict) -> dict:
             d["events"] = s.events
             d["memory_peak"] = s.memory_peak
             d["step_avg_us"] = s.overview.average.get("total_us") if s.overview is not None else None
+            # MFU per rank: a rank slower than the others at the same MFU waits; at a lower MFU it computes worse
+            d["mfu"] = s.roofline.mfu if s.roofline is not None else None
+            d["hfu"] = s.roofline.hfu if s.roofline is not None else None
     return result
 
 

@@ -148,7 +148,8 @@ ROUTES: tuple[Route, ...] = (
         "per-step time breakdown, GPU summary, recommendations, the recoverable-time ledger (docs/diagnosis.md); "
         "runs of several workers: the run's ledger from the summaries there are",
         '{"steps": [...], "average": {...}, "gpu": {...} | null, "recommendations": [...], "environment": {...}, '
-        '"ledger": {...}, "run_ledger": {...} (several workers)}',
+        '"ledger": {...}, "roofline": {"device", "roof", "peak_tflops", "mfu", "hfu", "note", "lost_ms", '
+        '"modelled_ms", "no_model_ms"}, "run_ledger": {...} (several workers)}',
     ),
     Route(
         "/operators",
@@ -173,6 +174,19 @@ ROUTES: tuple[Route, ...] = (
         "GPU kernels and their launch statistics",
         '{"rows": [{"name", "op", "calls", "total_us", "mean_us", "min_us", "max_us", '
         '"blocks_per_sm", "achieved_occupancy", "tensor_cores"}...], "notes": [text...] (CUDA graphs, when any)}',
+    ),
+    Route(
+        "/roofline",
+        handlers.roofline,
+        FILE,
+        "how far each op is from the hardware: achieved FLOP/s and bytes/s against the device's roofs, ms lost to "
+        "the bound, per kernel, and MFU per step",
+        '{"device": {"name", "product", "known", "source", "about", "roofs_tflops", "bandwidth_gbps"}, "fraction", '
+        '"modelled_ms", "no_model_ms", "lost_ms", "ops": [{"name", "shapes", "dtype", "family", "calls", "device_ms", '
+        '"flops", "bytes", "tflops", "gbps", "intensity", "bound", "roof", "fraction", "lost_ms", "tc"}...], '
+        '"more_ops", "kernels": [{"kernel", "count", "device_ms", "modelled", "tc", "tflops", "gbps", "peak_tflops", '
+        '"fraction"}...], "more_kernels", "mfu": {"device", "roof", "peak_tflops", "mfu", "hfu", "steps": [{"step", '
+        '"ms", "model_tflop", "all_tflop", "mfu", "hfu"}...], "note"}}',
     ),
     Route(
         "/memory/curve",
@@ -224,7 +238,8 @@ ROUTES: tuple[Route, ...] = (
         "computation, communication and overlap per worker (from per-worker summaries)",
         '{"workers": {w: {"computation_us", "overlap_us", "communication_us", "other_us"}}, '
         '"steps": {...}, "comm_ops": {...}, "stragglers": [{"worker", "step", ..., "why", "what_if_ms", '
-        '"diff": {"worker", "exp_worker", "step"}}...], "errors": [...], "pending": [worker...]}',
+        '"diff": {"worker", "exp_worker", "step"}}...], "devices": {w: {..., "mfu", "hfu"}}, "errors": [...], '
+        '"pending": [worker...]}',
     ),
     Route(
         "/diagnosis",
@@ -273,6 +288,7 @@ ROUTES: tuple[Route, ...] = (
         '{"a": {"workers", "ranks", "steps", "step_ms"}, "b": {...}, "step_delta_ms", "buckets": [...], '
         '"lines": [{"kind", "bucket", "name", "group", "ranks", "ranks_text", "delta_ms", "text"}...], '
         '"per_rank": [...], "groups": [...], "kernels": [...], "steps": [...], "only_a": [...], "notes": [...], '
+        '"mfu": {"a", "b", "ops": [{"name", "dtype", "a_ms", "b_ms", "delta_ms", "ranks"}...]}, '
         '"errors": [...]}; format=csv: text/csv' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
     ),
     Route(

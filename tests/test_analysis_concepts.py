@@ -377,11 +377,11 @@ def test_stage_declarations_match_the_written_graph():
     import pkgutil
 
     import profiler_core.analysis as analysis
-    from profiler_core.analysis import comm, gpu_idle, stages, tables, worker
+    from profiler_core.analysis import comm, gpu_idle, roofline, stages, tables, worker
 
     for m in pkgutil.walk_packages(analysis.__path__, analysis.__name__ + "."):
         importlib.import_module(m.name)
-    parts = [stages.GRAPH, comm.GRAPH, gpu_idle.GRAPH, tables.GRAPH, worker.GRAPH]
+    parts = [stages.GRAPH, comm.GRAPH, gpu_idle.GRAPH, tables.GRAPH, worker.GRAPH, roofline.GRAPH]
     written: dict = {}
     for part in parts:
         assert not set(part) & set(written), "a stage is written in two packages"

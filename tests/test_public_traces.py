@@ -25,6 +25,7 @@ WORKER_ROUTES = {
     "memory/events": {},
     "memory/stats": {},
     "modules": {},
+    "roofline": {},
     "timeline": {"width_px": "800"},
     "timeline/search": {"query": "a", "limit": "10"},
     "timeline/summary": {},

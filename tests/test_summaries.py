@@ -18,6 +18,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_plugin.plugin as plugin_mod
+from profiler_core.analysis.roofline import worker as worker_roofline
 from profiler_core.analysis.worker import kernel_table, worker_facts
 from profiler_core.analysis.worker.buckets import BUCKETS
 from profiler_core.trace.read.reader import read_trace
@@ -143,6 +144,7 @@ def test_stale_damaged_and_other_version_summaries_are_ignored(tmp_path):
         **worker_facts.empty_facts(),
         "pipeline": {"version": 1, "rank": None, "base_ns": 0, "steps": [], "steps_dropped": 0, "reason": "none"},
         "kernel_table": kernel_table.empty(),
+        "roofline": worker_roofline.empty(),
     }
     where = str(tmp_path / "a.summary.json.gz")
     store.write(where, s)

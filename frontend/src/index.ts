@@ -9,6 +9,7 @@ import type { Ctx } from "./ctx";
 import { overviewView } from "./views/overview";
 import { operatorsView } from "./views/operators";
 import { kernelsView } from "./views/kernels";
+import { rooflineView } from "./views/roofline";
 import { timelineView } from "./views/timeline";
 import { memoryView } from "./views/memory";
 import { modulesView } from "./views/modules";
@@ -21,6 +22,7 @@ const VIEWS: [string, string, ViewFn, boolean][] = [
   ["overview", "Overview", overviewView, true],
   ["operators", "Operators", operatorsView, true],
   ["kernels", "Kernels", kernelsView, true],
+  ["roofline", "Roofline", rooflineView, true],
   ["timeline", "Timeline", timelineView, true],
   ["memory", "Memory", memoryView, true],
   ["modules", "Modules", modulesView, true],

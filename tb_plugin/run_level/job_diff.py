@@ -9,7 +9,8 @@
    "groups": [{"group", "name", "ranks", "a_ms", "b_ms", "delta_ms", "max_rank", "max_delta_ms"}...],
    "kernels": [{"name", "align", "a_name", "b_name", "a_path", "b_path", "a_ms", "b_ms", "delta_ms"}...],
    "steps": [{"step", "a_ms", "b_ms", "delta_ms"}...],                 # aligned by position
-   "only_a": [rank...], "notes": [text...]}
+   "only_a": [rank...], "notes": [text...],
+   "mfu": {"a", "b", "ops": [{"name", "dtype", "a_ms", "b_ms", "delta_ms", "ranks"}...]}}   # `mfu_diff`
 `to_csv(result) -> str`: the ranked lines, then the buckets, groups and kernels, one row each.
 
 How the numbers relate (nothing counts twice):
@@ -356,7 +357,72 @@ def job_diff(summaries_a: Mapping[str, Summary], summaries_b: Mapping[str, Summa
         "steps": steps,
         "only_a": only_a,
         "notes": notes,
+        "mfu": mfu_diff(summaries_a, summaries_b),
     }
+
+
+def _lost_per_step(s: Summary) -> dict[tuple[str, str], float]:
+    """(op name, dtype) -> ms lost to its roofline bound per step, from a summary's `roofline.top`."""
+    r = s.roofline
+    if r is None:
+        return {}
+    n = max(len(r.steps), 1)
+    out: dict[tuple[str, str], float] = {}
+    for o in r.top:
+        out[(o.name, o.dtype)] = out.get((o.name, o.dtype), 0.0) + o.lost_ms / n
+    return out
+
+
+def mfu_diff(summaries_a: Mapping[str, Summary], summaries_b: Mapping[str, Summary]) -> dict:
+    """MFU of each job (mean over its ranks that have one; None: none has) and the op groups whose ms lost to
+    their roofline bound per step grew most from A to B: [{name, dtype, a_ms, b_ms, delta_ms, ranks}] (means over
+    the ranks; `ranks`: the ranks of B where it grew by MIN_MS or more; a rank of B is compared with the same rank
+    of A, or with A's mean rank)."""
+
+    def mean_mfu(summaries: Mapping[str, Summary]) -> float | None:
+        vals = [s.roofline.mfu for s in summaries.values() if s.roofline is not None and s.roofline.mfu is not None]
+        return float(np.mean(vals)) if vals else None
+
+    wa, wb = sorted(summaries_a), sorted(summaries_b)
+    ra, rb = _rank_of(wa, summaries_a), _rank_of(wb, summaries_b)
+    la = {ra[w]: _lost_per_step(summaries_a[w]) for w in wa}
+    lb = {rb[w]: _lost_per_step(summaries_b[w]) for w in wb}
+    keys = sorted({k for d in (*la.values(), *lb.values()) for k in d})
+    ops: list[dict[str, Any]] = []
+    for key in keys:
+        mean_a = float(np.mean([d.get(key, 0.0) for d in la.values()])) if la else 0.0
+        per = {r: d.get(key, 0.0) - (la[r].get(key, 0.0) if r in la else mean_a) for r, d in lb.items()}
+        b_ms = float(np.mean([d.get(key, 0.0) for d in lb.values()])) if lb else 0.0
+        ops.append(
+            {
+                "name": key[0],
+                "dtype": key[1],
+                "a_ms": round(mean_a, 4),
+                "b_ms": round(b_ms, 4),
+                "delta_ms": round(float(np.mean(list(per.values()))) if per else 0.0, 4),
+                "ranks": sorted(r for r, x in per.items() if x >= MIN_MS),
+            }
+        )
+    ops.sort(key=lambda o: (-o["delta_ms"], o["name"], o["dtype"]))
+    return {"a": mean_mfu(summaries_a), "b": mean_mfu(summaries_b), "ops": ops[:10]}
+
+
+def mfu_text(m: Mapping[str, Any]) -> str | None:
+    """ "MFU 41.0 % -> 33.0 %: aten::mm (bf16) below its bound by +6.0 ms per step on ranks 0-63", or None."""
+    if m.get("a") is None and m.get("b") is None:
+        return None
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x * 100:.1f} %"
+
+    text = f"MFU {pct(m.get('a'))} -> {pct(m.get('b'))}"
+    top = next((o for o in m.get("ops") or [] if o["delta_ms"] >= MIN_MS and o["ranks"]), None)
+    if top is not None:
+        text += (
+            f": {top['name']} ({top['dtype']}) below its bound by {top['delta_ms']:+.1f} ms per step "
+            f"on ranks {ranges(top['ranks'], TEXT_RANGES)}"
+        )
+    return text
 
 
 def _side_info(side: dict, wall: float) -> dict:
@@ -375,6 +441,9 @@ def render_text(result: Mapping[str, Any], limit: int = 10) -> str:
         f"step {a['step_ms']:.2f} ms ({a['ranks']} ranks) -> {b['step_ms']:.2f} ms ({b['ranks']} ranks): "
         f"{result['step_delta_ms']:+.2f} ms per step"
     ]
+    mt = mfu_text(result.get("mfu") or {})
+    if mt:
+        out.append(mt)
     out += [f"{i}. {ln['text']}" for i, ln in enumerate(result["lines"][:limit], 1)]
     if not result["lines"]:
         out.append(f"no difference of {MIN_MS} ms per step or more on any rank")

@@ -78,6 +78,79 @@ def _annotate(job: critical_path.Job, step: dict, cache: dict) -> None:
             seg["why"] = s["why"] if s else None
 
 
+#: ranks listed one by one in the text's MFU section (more: the lowest ones, with the spread over all)
+TEXT_MFU_RANKS = 8
+
+
+def utilisation(summaries: Mapping[str, Summary]) -> list[dict]:
+    """MFU and HFU per worker from the summaries' `roofline` parts, lowest MFU first (None last): worker, rank,
+    device, roof, peak_tflops, mfu, hfu, step_mfu, note, lost_ms, top (its 3 ops losing most), causes."""
+    rows = []
+    for w in sorted(summaries):
+        r = summaries[w].roofline
+        if r is None:
+            continue
+        rows.append(
+            {
+                "worker": w,
+                "rank": critical_path.worker_rank(summaries[w]),
+                "device": r.device,
+                "roof": r.roof,
+                "peak_tflops": r.peak_tflops,
+                "mfu": r.mfu,
+                "hfu": r.hfu,
+                "step_mfu": list(r.step_mfu),
+                "note": r.note,
+                "lost_ms": r.lost_ms,
+                "top": [
+                    {"name": o.name, "dtype": o.dtype, "lost_ms": o.lost_ms, "fraction": o.fraction, "cause": o.cause}
+                    for o in r.top[:3]
+                ],
+                "causes": {k: {"label": c.label, "fix": c.fix, "lost_ms": c.lost_ms} for k, c in r.causes.items()},
+            }
+        )
+    rows.sort(key=lambda x: (x["mfu"] is None, x["mfu"] if x["mfu"] is not None else 0.0, x["worker"]))
+    return rows
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.1f} %"
+
+
+def mfu_lines(rows: list[dict], ranks: Mapping) -> list[str]:
+    """The MFU section in words: per rank (lowest first; beyond TEXT_MFU_RANKS the spread and the lowest ones)
+    its MFU, HFU, roof and steps' range, and the ops losing most to their bound with the cause's fix."""
+    if not rows:
+        return ["  not available: the summaries hold no roofline (made by an older gpuscope)"]
+    out = []
+    known = [r for r in rows if r["mfu"] is not None]
+    if len(rows) > TEXT_MFU_RANKS and known:
+        vals = sorted(r["mfu"] for r in known)
+        out.append(
+            f"  over {len(known)} ranks: min {_pct(vals[0])} ({_who(known[0]['worker'], ranks)}), "
+            f"median {_pct(vals[len(vals) // 2])}, max {_pct(vals[-1])}"
+        )
+    for r in rows[:TEXT_MFU_RANKS]:
+        who = _who(r["worker"], ranks)
+        if r["mfu"] is None:
+            out.append(f"  {who}: no MFU ({r['note'] or 'no roof'})" + (f" on {r['device']}" if r["device"] else ""))
+            continue
+        steps = [x for x in r["step_mfu"] if x is not None]
+        spread = f"; steps {_pct(min(steps))} to {_pct(max(steps))}" if len(steps) > 1 else ""
+        out.append(
+            f"  {who}: MFU {_pct(r['mfu'])}, HFU {_pct(r['hfu'])} of the {r['device']} {r['roof']} roof "
+            f"({r['peak_tflops']:g} TFLOP/s){spread}"
+        )
+        for o in r["top"]:
+            cause = r["causes"].get(o["cause"]) or {}
+            frac = f", at {_pct(o['fraction'])} of its bound" if o["fraction"] is not None else ""
+            fix = f" -- {cause['fix']}" if cause.get("fix") else ""
+            out.append(f"    {o['name']} ({o['dtype']}): {o['lost_ms']:.1f} ms below its bound{frac}{fix}")
+    if len(rows) > TEXT_MFU_RANKS:
+        out.append(f"  ({len(rows) - TEXT_MFU_RANKS} more ranks in --json)")
+    return out
+
+
 def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | None = None) -> dict:
     """The diagnosis of one run and span (module doc). `trace(worker)`: the parsed trace of a worker, read only for
     a run of one worker (its single-rank critical path); an exception there becomes a note."""
@@ -108,6 +181,7 @@ def _diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | No
         "reason": None,
         "single_rank": None,
         "slow_exchanges": None,
+        "utilisation": utilisation(summaries),
     }
     if not workers:
         out["reason"] = "no worker summaries"
@@ -227,9 +301,17 @@ def _ledger_lines(ledger: Any) -> list[str]:
         out.append(
             f"  {r.get('label', r.get('key'))}: {r['ms']:.1f} ms"
             + (f", recoverable {rec:.1f} ms" if rec is not None else "")
-            + fix
+            + (fix if r.get("key") != COMPUTE or not r.get("split") else "")
         )
         out += [f"    {a}" for a in r.get("advice") or [] if isinstance(a, str)]
+        for part in r.get("split") or []:
+            if part.get("ms") is None or part["ms"] < TEXT_MIN_MS:
+                continue
+            more = f", recoverable {part['recoverable_ms']:.1f} ms" if part.get("recoverable_ms") else ""
+            out.append(f"    {part['label']}: {part['ms']:.1f} ms{more}")
+            for c in part.get("causes") or []:
+                if (c.get("lost_ms") or 0) >= TEXT_MIN_MS:
+                    out.append(f"      {c['label']}: {c['lost_ms']:.1f} ms lost -- {c['fix']}")
     if small:
         out.append(f"  ({small} bucket{'s' if small != 1 else ''} under 0.05 ms left out)")
     return out
@@ -300,6 +382,9 @@ def render_text(report: Mapping) -> str:
             lines += crit
     else:
         lines.append(f"  not available: {report.get('ledger_reason')}")
+    lines.append("")
+    lines.append("Model FLOPs utilisation (FLOPs of the ops' shapes over step time x the matrix roof; lowest first):")
+    lines += mfu_lines(report.get("utilisation") or [], report.get("ranks") or {})
     lines.append("")
     if report.get("reason"):
         lines.append(f"Critical path: not available: {report['reason']}")

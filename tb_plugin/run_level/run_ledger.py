@@ -23,14 +23,14 @@ critical one also names the rank per step (`workers`). A bucket a rank's trace c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from profiler_core.analysis.worker.buckets import BUCKETS, EXPOSED_COMM, SYNC_SKEW
-from tb_plugin.summaries.schema import Ledger, LedgerBucket, Summary
+from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, EXPOSED_COMM, SYNC_SKEW
+from tb_plugin.summaries.schema import ComputeSplit, Ledger, LedgerBucket, Summary
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 
@@ -171,8 +171,10 @@ def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) ->
         crit[b] = (ns[first].tolist(), rec[first].tolist())
         mean[b] = (per_step_mean(ns), per_step_mean(rec))
 
-    def as_ledger(parts: dict, wall: list) -> dict:
-        return {
+    split_cols = _split_columns(leds, workers)
+
+    def as_ledger(parts: dict, wall: list, pick: Callable[[np.ndarray], list] | None) -> dict:
+        out: dict[str, Any] = {
             "steps": order,
             "wall_ns": wall,
             "reason": None if order else "no steps in any worker",
@@ -185,6 +187,11 @@ def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) ->
                 for b in BUCKETS
             },
         }
+        if split_cols is not None and pick is not None and out["buckets"][COMPUTE]["ns"] is not None:
+            split: dict[str, Any] = {k: pick(v) for k, v in split_cols.items() if k != "causes"}
+            split["causes"] = {c: pick(v) for c, v in split_cols["causes"].items()}
+            out["buckets"][COMPUTE]["split"] = split
+        return out
 
     totals = {
         w: {b: (sum(xs) if (xs := led.buckets[b].ns) is not None else None) for b in BUCKETS} for w, led in leds.items()
@@ -193,8 +200,8 @@ def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) ->
     return {
         "workers": workers,
         "totals": totals,
-        "critical": None if hide else {**as_ledger(crit, crit_wall), "workers": crit_w},
-        "mean": as_ledger(mean, mean_wall),
+        "critical": None if hide else {**as_ledger(crit, crit_wall, lambda x: x[first].tolist()), "workers": crit_w},
+        "mean": as_ledger(mean, mean_wall, per_step_mean),
         "notes": notes,
     }
 
@@ -220,6 +227,33 @@ def withheld_text(cavs: list) -> str | None:
     """The reason sync skew is not measured when a caveat withholds the cross-rank claims (`caveats.Caveat`)."""
     c = next((c for c in cavs if c.withholds), None)
     return f"not claimed: {c.key.replace('_', ' ')} (see the caveats)" if c is not None else None
+
+
+def _split_columns(leds: Mapping[str, Ledger], workers: list[str]) -> dict | None:
+    """The compute split's lists of every (worker, step) row, workers in name order (0 where a worker's compute
+    has no split: a trace without shapes); None when no worker has one."""
+    splits = [leds[w].buckets[COMPUTE].split for w in workers]
+    if not any(isinstance(sp, ComputeSplit) for sp in splits):
+        return None
+    keys = ("below_bound_ns", "near_bound_ns", "no_roof_ns", "lost_ns", "recoverable_ns")
+    causes = sorted({c for sp in splits if isinstance(sp, ComputeSplit) for c in sp.causes})
+    out: dict = {k: [] for k in keys}
+    out["causes"] = {c: [] for c in causes}
+    for w, sp in zip(workers, splits):
+        n = len(leds[w].steps)
+        zero = np.zeros(n, np.int64)
+        have = isinstance(sp, ComputeSplit)
+        for k in keys:
+            out[k].append(np.asarray(getattr(sp, k), np.int64) if have else zero)
+        for c in causes:
+            out["causes"][c].append(
+                np.asarray(sp.causes.get(c, zero), np.int64) if isinstance(sp, ComputeSplit) else zero
+            )
+    cat: dict[str, Any] = {
+        k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in out.items() if k != "causes"
+    }
+    cat["causes"] = {c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in out["causes"].items()}
+    return cat
 
 
 def _all_lack(leds: Mapping[str, Ledger], b: str) -> bool:

@@ -336,6 +336,12 @@ def diagnose_main(args: argparse.Namespace) -> int:
     if not fs.is_url(args.logdir) and not os.path.isdir(args.logdir):
         _print(f"gpuscope diagnose: {args.logdir}: no such directory", file=sys.stderr)
         return 2
+    peak = getattr(args, "peak_tflops", None)
+    if peak is not None:
+        if not (peak > 0 and peak == peak and peak != float("inf")):
+            _print("gpuscope diagnose: --peak-tflops must be a number > 0", file=sys.stderr)
+            return 2
+        os.environ["GPUSCOPE_PEAK_TFLOPS"] = repr(peak)  # read by the device peaks table (settings)
     try:
         run, summaries, paths = run_summaries(
             args.logdir, args.run, args.span, log=lambda m: _print(m, file=sys.stderr, flush=True)
@@ -529,6 +535,13 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("run", nargs="?", help="the run (a folder of the logdir); needed when there are several")
     d.add_argument("--span", default="1", help="the span of each worker (1..N, default 1)")
     d.add_argument("--json", action="store_true", help="print the diagnosis as JSON (the /diagnosis route's)")
+    d.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="dense peak TFLOP/s of a GPU the device peaks table does not know (GPUSCOPE_PEAK_TFLOPS), for the "
+        "summaries computed by this command (stored ones keep theirs: `gpuscope summarize --force` remakes them)",
+    )
     j = sub.add_parser(
         "jobdiff",
         help="where job B's extra ms per step came from, compared with job A (from the summaries)",

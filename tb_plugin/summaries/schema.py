@@ -36,7 +36,9 @@ from msgspec import UNSET, UnsetType
 #: record_param_comms (gloo's and older NCCL's backend ranges) with how each group is matched (`group_how`)
 #: and the ledger's `start_up` bucket (one-time CUDA start-up); without ProfilerStep the window is the operators'
 #: span (Python frames and profiler overhead around them left out)
-VERSION = 11
+#: 12: the roofline (`roofline`: MFU/HFU per step, the ops losing the most ms to their bound, by cause) and the
+#: compute bucket's split (below / near its roofline bound, no roof) with its recoverable ns
+VERSION = 12
 KIND = "gpuscope-summary"
 
 
@@ -124,12 +126,26 @@ class Devices(msgspec.Struct, kw_only=True):
     gpus: dict[str, dict[str, Scalar]] = msgspec.field(default_factory=dict)
 
 
-class LedgerBucket(msgspec.Struct, kw_only=True):
-    """One bucket's ns and recoverable ns per step (None, with a reason: the trace cannot measure it)."""
+class ComputeSplit(msgspec.Struct, kw_only=True):
+    """The compute bucket's time per step by the roofline (`ledger._split`): below / near the bound, no roof (they
+    add up to the bucket's ns), ns lost to the bound (by cause) and what is recoverable."""
+
+    below_bound_ns: list[Int64]
+    near_bound_ns: list[Int64]
+    no_roof_ns: list[Int64]
+    lost_ns: list[Int64]
+    recoverable_ns: list[Int64]
+    causes: dict[str, list[Int64]]
+
+
+class LedgerBucket(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One bucket's ns and recoverable ns per step (None, with a reason: the trace cannot measure it); the compute
+    bucket's `split` where some op has a roofline."""
 
     ns: list[Int64] | None
     recoverable_ns: list[Int64] | None
     reason: str | None
+    split: ComputeSplit | UnsetType = UNSET
 
 
 class Ledger(msgspec.Struct, kw_only=True):
@@ -244,6 +260,49 @@ class Phases(msgspec.Struct, kw_only=True):
         return getattr(self, name)
 
 
+class RooflineOp(msgspec.Struct, kw_only=True):
+    """One op group of the roofline's `top` (most ms lost to the bound first)."""
+
+    name: str
+    dtype: str
+    family: str
+    calls: Count
+    device_ms: float
+    lost_ms: float
+    fraction: float | None
+    bound: str
+    cause: str
+
+
+class RooflineCause(msgspec.Struct, kw_only=True):
+    label: str
+    fix: str
+    lost_ms: float
+
+
+class Roofline(msgspec.Struct, kw_only=True):
+    """`profiler_core/analysis/roofline/worker.worker_roofline`: MFU/HFU (fractions; None: no model FLOPs or no
+    peaks, `note` says which) over the steps and per step, the device's matrix roof, the ops losing most."""
+
+    device: str
+    roof: str
+    peak_tflops: float | None
+    mfu: float | None
+    hfu: float | None
+    steps: list[str]
+    step_ms: list[float]
+    step_model_tflop: list[float]
+    step_all_tflop: list[float]
+    step_mfu: list[float | None]
+    note: str
+    fraction: float
+    modelled_ms: float
+    no_model_ms: float
+    lost_ms: float
+    top: list[RooflineOp]
+    causes: dict[str, RooflineCause]
+
+
 class Summary(msgspec.Struct, kw_only=True):
     """One trace file's summary (`summary.summarize`). Every part defaults to None so that hand-made summaries
     (tests, `from_dict`) may leave out what their reader does not need; `check` requires every part of a stored
@@ -266,6 +325,7 @@ class Summary(msgspec.Struct, kw_only=True):
     phases: Phases | None = None
     pipeline: Pipeline | None = None
     kernel_table: KernelTable | None = None
+    roofline: Roofline | None = None
 
 
 class Header(msgspec.Struct):
@@ -339,6 +399,13 @@ def check(s: Summary) -> None:
         _check(getattr(s, k) is not None, f"{k} is not an object")
     _check(s.pipeline is not None, f"pipeline is not a version-{PROJECTION_VERSION} pipeline projection")
     _check(s.kernel_table is not None, "kernel_table is not an object")
+    _check(s.roofline is not None, "roofline is not an object")
+    r = s.roofline
+    _check(
+        r is not None
+        and len(r.steps) == len(r.step_ms) == len(r.step_model_tflop) == len(r.step_all_tflop) == len(r.step_mfu),
+        "roofline's per-step lists differ in length",
+    )
     _check(s.events >= 0, "events is not a count")
     _check_distributed(s.distributed)  # type: ignore[arg-type]
     _check_ledger(s.ledger)  # type: ignore[arg-type]
@@ -367,6 +434,12 @@ def _check_ledger(led: Ledger) -> None:
     _check(sorted(b) == sorted(BUCKETS), "ledger.buckets are not the ledger's buckets")
     for k, e in b.items():
         _check((e.ns is None) == (e.recoverable_ns is None), f"ledger.buckets.{k}: ns without recoverable")
+        if e.split is not UNSET:
+            parts = ("below_bound_ns", "near_bound_ns", "no_roof_ns", "lost_ns", "recoverable_ns")
+            _check(
+                _one_length(e.split, parts, f"ledger.buckets.{k}.split") == n, f"ledger.buckets.{k}.split: not per step"
+            )
+            _check(all(len(v) == n for v in e.split.causes.values()), f"ledger.buckets.{k}.split.causes: not per step")
         if e.ns is not None:
             _check(
                 _one_length(e, ("ns", "recoverable_ns"), f"ledger.buckets.{k}") == n,

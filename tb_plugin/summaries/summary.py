@@ -56,6 +56,7 @@ def summarize(t: Any, source: fs.Stat | None = None) -> Summary:
     """The summary of one parsed trace (`source`: the file's identity, stored for validation)."""
     from profiler_core.analysis import step_breakdown
     from profiler_core.analysis.gpu_idle import gpu_idle_summary
+    from profiler_core.analysis.roofline.worker import worker_roofline
     from profiler_core.analysis.tables import kernels, operators
     from profiler_core.analysis.worker import distributed, kernel_table, ledger, pipeline, worker_facts
 
@@ -87,6 +88,7 @@ def summarize(t: Any, source: fs.Stat | None = None) -> Summary:
         **worker_facts.worker_facts(t),
         "pipeline": pipeline.project(t),
         "kernel_table": kernel_table.project(t),
+        "roofline": worker_roofline(t),
     }
     # the producers' dicts (numpy values allowed) as the schema's Structs: what a file of it decodes to
     return msgspec.json.decode(msgspec.json.encode(out, enc_hook=plain), type=Summary)

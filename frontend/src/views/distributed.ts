@@ -1,6 +1,6 @@
 // Distributed: all workers at once (readable at 2 and at 256): a step selector, per-worker bars, a
 // step × worker heatmap with drill-down into one worker's step, stragglers, collectives with bandwidth.
-import { h, mount, fmtUs, fmtNum, fmtBytes } from "../dom";
+import { h, mount, fmtUs, fmtNum, fmtBytes, fmtPct } from "../dom";
 import { getJSON, getWhenReady } from "../api";
 import { stackedBarsMany, heatmap } from "../charts";
 import { dataTable, Column } from "../table";
@@ -188,12 +188,15 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
       gpus: Object.entries<any>(obj(v?.gpus)).map(([g, x]) => `${g}: ${x?.name ?? ""}`).join(", ") || "none",
       step_avg_us: typeof v?.step_avg_us === "number" ? v.step_avg_us : null, memory_peak: peak >= 0 ? peak : null,
       events: typeof v?.events === "number" ? v.events : null,
+      mfu: typeof v?.mfu === "number" ? v.mfu : null, hfu: typeof v?.hfu === "number" ? v.hfu : null,
     };
   });
   const devices = devRows.length ? h("div", { id: "dist-devices" }, dataTable([
     { key: "worker", label: "Worker" }, { key: "rank", label: "Rank" }, { key: "world_size", label: "World size" },
     { key: "backend", label: "Backend" }, { key: "gpus", label: "GPUs" },
     { key: "step_avg_us", label: "Mean step", numeric: true, fmt: fmtUs }, { key: "memory_peak", label: "GPU memory peak", numeric: true, fmt: fmtBytes },
+    { key: "mfu", label: "MFU", numeric: true, fmt: fmtPct, title: "model FLOPs utilisation: the ops' modelled matrix FLOPs over step time x the GPU's matrix roof" },
+    { key: "hfu", label: "HFU", numeric: true, fmt: fmtPct, optional: true, title: "every modelled FLOP over step time x the GPU's matrix roof" },
     { key: "events", label: "Events", numeric: true },
   ] as Column[], devRows, { caption: "Workers", filterKeys: ["worker"], sortKey: "worker", sortDesc: false, pageSize: 20 })) : null;
 

@@ -8,6 +8,8 @@ import { segmented } from "./widgets";
 export interface LedgerBucket {
   key: string; label: string; ms: number | null; recoverable_ms: number | null; share: number | null;
   fix: string; advice: string[]; reason: string | null;
+  /** The compute bucket's split by the roofline: below / near the bound, no roof (the below part with causes). */
+  split?: any[];
 }
 
 /** A ranked ledger: the worker's (`ledger`) or the run's (`run_ledger.critical` / `.mean`). */
@@ -34,6 +36,7 @@ function asLedger(v: any): Ledger | null {
     ms: typeof b.ms === "number" ? b.ms : null, recoverable_ms: typeof b.recoverable_ms === "number" ? b.recoverable_ms : null,
     share: typeof b.share === "number" ? b.share : null, fix: typeof b.fix === "string" ? b.fix : "",
     advice: Array.isArray(b.advice) ? b.advice.map(String) : [], reason: typeof b.reason === "string" ? b.reason : null,
+    split: Array.isArray(b.split) ? b.split : undefined,
   }));
   return { average_wall_ms: v.average_wall_ms, buckets, recoverable_ms: v.recoverable_ms,
     other_advice: Array.isArray(v.other_advice) ? v.other_advice.map(String) : [], reason: typeof v.reason === "string" ? v.reason : null };
@@ -52,7 +55,8 @@ export function ledgerTable(led: Ledger, name: string, extraAdvice: Record<strin
       h("td", { class: "num" }, b.ms === null ? "–" : fmtPct(b.share)),
       h("td", { class: "num rec" }, fmtMs(b.recoverable_ms)),
       h("td", { class: "fix" }, b.ms === null && b.reason ? h("div", { class: "reason" }, "Not measured: ", b.reason) : null,
-        b.fix ? h("div", null, b.fix) : null,
+        b.fix && !b.split ? h("div", null, b.fix) : null,
+        b.split ? splitList(b.split) : null,
         b.advice.length ? h("ul", { class: "recs advice" }, b.advice.map((a) => h("li", null, a))) : null)))));
   const total = typeof led.recoverable_ms === "number" ? led.recoverable_ms : null;
   return h("div", { class: "ledger-box" },
@@ -62,6 +66,13 @@ export function ledgerTable(led: Ledger, name: string, extraAdvice: Record<strin
       exportButtons(() => name, () => ({ header: ["bucket", "ms_per_step", "share", "recoverable_ms", "fix", "advice", "reason"],
         rows: rows.map((b) => [b.key, b.ms, b.share, b.recoverable_ms, b.fix, b.advice.join(" | "), b.reason]) }))),
     h("div", { class: "table-scroll" }, table));
+}
+
+/** The compute bucket's split by the roofline: each part with its ms, the below-bound part's causes and fixes. */
+function splitList(split: any[]): HTMLElement {
+  return h("ul", { class: "recs split", id: "ledger-compute-split" }, split.filter((p) => p && typeof p.ms === "number").map((p) =>
+    h("li", { "data-part": String(p.part) }, `${p.label}: ${fmtMs(p.ms)}`, typeof p.recoverable_ms === "number" ? ` (recoverable ${fmtMs(p.recoverable_ms)})` : "",
+      Array.isArray(p.causes) && p.causes.length ? h("ul", null, p.causes.map((c: any) => h("li", null, `${c.label}: ${fmtMs(c.lost_ms)} lost. ${c.fix}`))) : null)));
 }
 
 /** The Overview's ledger section: this worker's ledger and, for a run of several workers, the run-level ones. */

@@ -40,6 +40,16 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
           .map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))])),
       temporalTable(g.temporal)));
   }
+  const rf = d.roofline;
+  if (rf && typeof rf === "object") {
+    cards.append(h("section", { class: "card", id: "card-mfu" }, h("h3", null, "Model FLOPs utilisation"),
+      h("dl", { class: "kv" },
+        h("dt", null, "MFU"), h("dd", { id: "mfu-value" }, typeof rf.mfu === "number" ? fmtPct(rf.mfu) : `n/a: ${rf.note || "no roof"}`),
+        h("dt", null, "HFU"), h("dd", null, typeof rf.hfu === "number" ? fmtPct(rf.hfu) : "–"),
+        h("dt", null, "Roof"), h("dd", null, rf.device ? `${rf.device} ${rf.roof} ${typeof rf.peak_tflops === "number" ? rf.peak_tflops + " TFLOP/s" : ""}` : "–"),
+        h("dt", null, "Lost to the roofline bound"), h("dd", null, typeof rf.lost_ms === "number" ? fmtUs(rf.lost_ms * 1000) : "–"),
+        h("dt", null, ""), h("dd", null, h("button", { type: "button", class: "btn small", onclick: () => ctx.go("roofline") }, "Roofline")))));
+  }
   const parts = STEP_PARTS.filter(([k]) => steps.some((s) => (s[k] ?? 0) > 0) || (avg[k] ?? 0) > 0);
   const charts = h("div", { class: "grid2" },
     steps.length ? stackedBars(steps.map((s) => (noSteps ? "whole trace" : String(s.step))), parts.map(([k, label]) => ({ name: label, values: steps.map((s) => Number(s[k]) || 0), color: COLORS[STEP_PARTS.findIndex((p) => p[0] === k)] })), fmtUs, { title: "Step time breakdown" })

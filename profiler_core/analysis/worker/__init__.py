@@ -6,5 +6,5 @@ put in the summaries. GRAPH: this package's part of the stage graph (`analysis.s
 from __future__ import annotations
 
 GRAPH: dict[str, tuple[str, ...]] = {
-    "worker_ledger": ("steps", "link_gpu_to_ops", "startup_calls"),  # ledger
+    "worker_ledger": ("steps", "link_gpu_to_ops", "startup_calls", "roofline_calls"),  # ledger
 }

@@ -28,7 +28,11 @@ of this priority order that holds then:
    runtime call runs: the host is the bottleneck (in a CPU-only trace this is the work itself);
 11. `other`: nothing recorded runs.
 
-Recoverable ns per step: compute 0 (it is the work; in a CPU-only trace host_compute is the work and 0 too);
+Recoverable ns per step: compute what its kernels lose to their roofline bound (`analysis/roofline`: the compute
+time whose kernels belong to op calls below their bound, at most the ms those calls lose; 0 where no op has a model:
+then it is the work), split in the bucket's `split` (the compute time below / near the bound / without a roof, the
+ns lost per cause, each cause with its fix: `roofline.worker.CAUSES`); in a CPU-only trace host_compute is the
+work and 0;
 start_up 0 (paid once: the steps that follow do not pay it again, so no change to them wins it back);
 exposed copies, sync skew and every idle bucket all of their time (an upper bound: what the fix removes or
 overlaps); exposed communication at most the compute time of the step that does not already hide a collective
@@ -52,6 +56,7 @@ import numpy as np
 from profiler_core.analysis import intervals
 from profiler_core.analysis.gpu_idle.gpu_launches import NO_GPU, QUEUE_LAUNCH_NAMES
 from profiler_core.analysis.gpu_idle.idle_causes import CATEGORIES, KERNEL_WAIT, idle_gap_arrays
+from profiler_core.analysis.roofline.table import roofline_calls
 from profiler_core.analysis.stages.classify import (
     communication_events,
     host_communication,
@@ -195,6 +200,7 @@ def _compute(t: Any) -> dict:
     nl = len(BUCKETS)
     costs = np.zeros((len(st), nl), np.int64)
     hidden = np.zeros(len(st), np.int64)
+    split: dict | None = None
     if len(st):
         ev = t.events
         ts = ev["ts"].to_numpy(np.int64)
@@ -220,7 +226,11 @@ def _compute(t: Any) -> dict:
                 ),
             )
         ck = intervals.merged_where(ts, dur, comm_kernel, (s0, s1))
-        bounds = sorted_unique(np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)]))
+        split_layers = _split_layers(t, ts, dur, (s0, s1)) if has["gpu"] else None
+        extra = [a for lay in (split_layers or {}).get("layers", []) for a in lay]
+        bounds = sorted_unique(
+            np.concatenate([ss, se, ck[0], ck[1]] + [a for _, s, e in layers for a in (s, e)] + extra)
+        )
         if len(bounds) >= 2:
             owner = np.full(len(bounds) - 1, BUCKETS.index(OTHER), dtype=np.int8)
             compute_cov = np.zeros(len(bounds) - 1, dtype=bool)
@@ -233,12 +243,73 @@ def _compute(t: Any) -> dict:
             costs = _per_step(bounds, ss, se, owner, nl)
             both = compute_cov & intervals.covered(bounds, *ck) if len(ck[0]) else np.zeros_like(compute_cov)
             hidden = _per_step(bounds, ss, se, both.astype(np.int64), 2)[:, 1]
-    out["buckets"] = _buckets(costs, hidden, has)
+            if split_layers is not None:
+                split = _split(split_layers, bounds, owner == BUCKETS.index(COMPUTE), ss, se)
+    out["buckets"] = _buckets(costs, hidden, has, split)
     out["has_gpu"] = has["gpu"]
     return out
 
 
-def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
+#: the compute split's parts: kernels of a call below its roofline bound, of a call near it, of no roof (no model,
+#: a Winograd/FFT algorithm, a device without peaks)
+SPLIT_PARTS = ("below_bound", "near_bound", "no_roof")
+
+
+def _split_layers(t: Any, ts: np.ndarray, dur: np.ndarray, window: tuple[int, int]) -> dict | None:
+    """The compute kernels of calls below and near their roofline bound (merged in the steps' window), and the ns
+    each below-bound call loses (`roofline_calls`' lost_ns) with its cause and the time of its first kernel."""
+    from profiler_core.analysis.roofline import table as roof
+    from profiler_core.analysis.roofline.worker import call_causes
+
+    calls = roof.roofline_calls(t)
+    if len(calls) == 0:
+        return None
+    k = roof.kernel_owners(t)
+    lost = calls["lost_ns"].to_numpy(np.float64)
+    rows = calls["row"].to_numpy(np.int64)
+    owner = k["owner"].to_numpy(np.int64)
+    n = len(t.events)
+    masks = []
+    for sel in (np.nan_to_num(lost) > 0, lost == 0):
+        m = np.zeros(n, dtype=bool)
+        m[k["row"].to_numpy(np.int64)[np.isin(owner, rows[sel])]] = True
+        masks.append(intervals.merged_where(ts, dur, m, window))
+    kts = ts[k["row"].to_numpy(np.int64)]
+    first = np.full(n, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first, owner[owner >= 0], kts[owner >= 0])
+    below = np.nan_to_num(lost) > 0
+    return {
+        "layers": masks,
+        "lost_ns": lost[below],
+        "at": first[rows[below]],
+        "cause": call_causes(t)[below],
+    }
+
+
+def _split(sl: dict, bounds: np.ndarray, in_compute: np.ndarray, ss: np.ndarray, se: np.ndarray) -> dict:
+    """Per step: the compute time (the `compute` bucket's segments) whose kernels are below / near their bound or
+    have no roof (below first where they overlap), the ns below-bound calls lose by cause (a call counts in the
+    step its first kernel starts in), and the recoverable ns: min(below-bound compute time, ns lost)."""
+    cls = np.full(len(bounds) - 1, 2, dtype=np.int8)
+    for value, (s, e) in ((1, sl["layers"][1]), (0, sl["layers"][0])):
+        intervals.paint(cls, bounds, s, e, value)
+    key = np.where(in_compute, cls, 3).astype(np.int64)
+    per = _per_step(bounds, ss, se, key, 4)
+    at = np.searchsorted(ss, sl["at"], side="right") - 1
+    inside = (at >= 0) & (sl["at"] < se[np.maximum(at, 0)])
+    causes: dict[str, list[int]] = {}
+    for c in sorted(set(sl["cause"].tolist())):
+        sel = inside & (sl["cause"] == c)
+        causes[c] = np.rint(np.bincount(at[sel], weights=sl["lost_ns"][sel], minlength=len(ss))).astype(int).tolist()
+    lost = np.sum(list(causes.values()), axis=0) if causes else np.zeros(len(ss), np.int64)
+    out: dict = {f"{p}_ns": [int(x) for x in per[:, i]] for i, p in enumerate(SPLIT_PARTS)}
+    out["lost_ns"] = [int(x) for x in lost]
+    out["recoverable_ns"] = [int(min(b, lo)) for b, lo in zip(per[:, 0], lost)]
+    out["causes"] = causes
+    return out
+
+
+def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict, split: dict | None = None) -> dict:
     """The per-bucket entries from the [steps x buckets] ns, with reasons for what the trace lacks."""
     col = {b: costs[:, i] for i, b in enumerate(BUCKETS)}
     reasons: dict[str, str | None] = dict.fromkeys(BUCKETS)
@@ -257,7 +328,7 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
     else:
         reasons[SYNC_SKEW] = NEEDS_ALL_RANKS
     rec = {b: col[b].copy() for b in BUCKETS}
-    rec[COMPUTE] = np.zeros_like(col[COMPUTE])
+    rec[COMPUTE] = np.zeros_like(col[COMPUTE]) if split is None else np.array(split["recoverable_ns"], np.int64)
     rec[START_UP] = np.zeros_like(col[START_UP])
     if not has["gpu"]:
         rec[HOST_COMPUTE] = np.zeros_like(col[HOST_COMPUTE])
@@ -272,10 +343,12 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict) -> dict:
             "recoverable_ns": [int(x) for x in rec[b]] if known else None,
             "reason": reasons[b],
         }
+    if split is not None and reasons[COMPUTE] is None:
+        out[COMPUTE]["split"] = split
     return out
 
 
-@stage(steps, link_gpu_to_ops, startup_calls)
+@stage(steps, link_gpu_to_ops, startup_calls, roofline_calls)
 def worker_ledger(t: Any) -> dict:
     """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `reason` (None, or why there is no
     step), `buckets` ({bucket: {"ns": [per step] | None, "recoverable_ns": [per step] | None, "reason"}}). The
@@ -291,10 +364,42 @@ def _ms(ns: float | None) -> float | None:
     return None if ns is None else round(float(ns) / 1e6, 6)
 
 
+#: the compute split's parts in words
+SPLIT_LABELS = {
+    "below_bound": "below its roofline bound",
+    "near_bound": "near its roofline bound",
+    "no_roof": "without a roof (no model, Winograd/FFT, or unknown peaks)",
+}
+
+
+def _split_rows(split: Any) -> list[dict]:
+    """The compute bucket's split as the Overview shows it (ms per step on average): one row per part, the
+    below-bound part with its recoverable ms and its causes (most ms lost first), each with its fix."""
+    from profiler_core.analysis.roofline.worker import CAUSES
+
+    def get(key: str) -> Any:
+        return split.get(key) if isinstance(split, Mapping) else getattr(split, key)
+
+    rows = []
+    for part in SPLIT_PARTS:
+        row: dict[str, Any] = {"part": part, "label": SPLIT_LABELS[part], "ms": _ms(_mean(get(f"{part}_ns")))}
+        if part == "below_bound":
+            row["recoverable_ms"] = _ms(_mean(get("recoverable_ns")))
+            causes = [
+                {"cause": c, "label": CAUSES[c][0], "fix": CAUSES[c][1], "lost_ms": _ms(_mean(ns))}
+                for c, ns in (get("causes") or {}).items()
+                if c in CAUSES
+            ]
+            row["causes"] = sorted(causes, key=lambda r: -(r["lost_ms"] or 0.0))
+        rows.append(row)
+    return rows
+
+
 def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] = ()) -> dict:
     """The ledger as the Overview shows it (ms; docs/diagnosis.md): `steps` ({step, wall_ms, buckets: {bucket:
     ms | None}}), `average_wall_ms`, `buckets` (ranked by average recoverable ms, then ms: key, label, ms,
-    recoverable_ms, share of the average step, steps_ms, fix, advice, reason), `recoverable_ms` (their sum),
+    recoverable_ms, share of the average step, steps_ms, fix, advice, reason; compute's `split` where the trace
+    has rooflines: `_split_rows`), `recoverable_ms` (their sum),
     `other_advice` (texts of no bucket), `reason`. `advice`: (bucket or None, text) pairs."""
     advice = list(advice)
     names = list(ledger.get("steps") or [])
@@ -319,6 +424,8 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
                 "reason": e.get("reason"),
             }
         )
+        if b == COMPUTE and e.get("split") and wall:
+            rows[-1]["split"] = _split_rows(e["split"])
     rows.sort(key=lambda r: (-(r["recoverable_ms"] or 0.0), -(r["ms"] or 0.0), BUCKETS.index(r["key"])))
     steps = []
     for i, s in enumerate(names):
