@@ -74,3 +74,11 @@ def test_the_twin_without_stagger_says_nothing_of_it(even):
         assert "entered the step later" not in step["path"] or all(
             (s.get("stagger_ms") or 0) < QUIET_MS for s in step["segments"] if s["kind"] == "collective"
         ), step["path"]
+
+
+def test_the_verdict_leads_with_the_stagger_and_its_twin_does_not(staggered, even):
+    v = staggered["verdict"]
+    assert v["kind"] == "stagger" and v["rank"] is None, v
+    assert v["ms"] == pytest.approx(_skew(staggered)["ms"] - _skew(staggered)["recoverable_ms"], abs=0.01)
+    assert v["text"].startswith("the ranks entered the profiled window apart")
+    assert even["verdict"]["kind"] != "stagger", even["verdict"]

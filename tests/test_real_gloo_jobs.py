@@ -346,6 +346,8 @@ def test_gpuscope_ledger_recovers_no_entry_stagger(gloo_jobs, diagnoses):
         crit = diagnosis(gloo_jobs, diagnoses, name)["ledger"]["mean"]
         return [b for b in crit["buckets"] if b["key"] == "sync_skew"][0]
 
+    verdict = diagnosis(gloo_jobs, diagnoses, "stagger")["verdict"]
+    assert verdict["kind"] == "stagger" and verdict["rank"] is None, verdict  # no rank is blamed for its start
     stagger = skew("stagger")
     n = args("stagger")["world"]
     waited = sum(r * STAGGER_MS for r in range(n)) / n / args("stagger")["steps"]  # mean over ranks and steps

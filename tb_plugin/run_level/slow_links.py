@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from profiler_core.analysis.comm.collectives import P2P_GROUP
 from tb_plugin.run_level.critical_path import Job
 
 RATIO = 1.5
@@ -61,6 +62,8 @@ def _suspect(job: Job, k: int) -> dict | None:
     for i in insts.tolist():
         members = set(job.c_w[job.members(i)].tolist())
         key = str(job.inst["group"].iat[i])
+        if key.startswith(P2P_GROUP):
+            continue  # two links of a chain share one rank by construction: they cannot point at its link
         groups[key] = groups.get(key, set()) | members
     if len(groups) < 2:
         return None

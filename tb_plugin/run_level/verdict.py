@@ -14,6 +14,9 @@ Overview and Distributed views show at the top, from the report `report.diagnose
   ms per step" (the mean ledger's top bucket, the ranking the CLI's ledger and the Overview's default share). A
   straggler below the threshold is still named with its size, in parentheses, so that nothing is hidden. `ms`:
   the bucket's recoverable ms per step; `rank` None.
+* `stagger`: the ranks entered the profiled window apart and the waiting for the last one in (the mean ledger's sync
+  skew that is not recoverable: entry stagger) is more per step than a straggler's saving: it leads, with the
+  ledger's top bucket. `ms`: that stagger per step; `rank` None.
 * `withheld`: a caveat withholds the cross-rank claims (ranks missing): the sentence says so and gives the mean
   ledger's top bucket over the ranks present. `rank` None.
 * `none`: nothing to say (no summaries, no ledger): the reason.
@@ -32,7 +35,7 @@ STANDS_OUT = 0.05
 MIN_SAVED_MS = 0.05
 #: other standing-out stragglers named after the first one
 OTHERS_NAMED = 3
-KINDS = ("straggler", "ledger", "withheld", "none")
+KINDS = ("straggler", "stagger", "ledger", "withheld", "none")
 
 
 def fmt_ms(ms: float) -> str:
@@ -102,6 +105,22 @@ def _cause(mine: list[Mapping]) -> str | None:
     return "; ".join(parts)
 
 
+def _stagger_ms(report: Mapping) -> float | None:
+    """The mean ledger's sync skew that is entry stagger (its ms less its recoverable ms), per step, when it is
+    at least STANDS_OUT of the average step; else None."""
+    led = report.get("ledger")
+    mean = led.get("mean") if isinstance(led, Mapping) else None
+    rows = mean.get("buckets") if isinstance(mean, Mapping) else None
+    skew = next((r for r in rows or [] if isinstance(r, Mapping) and r.get("key") == "sync_skew"), None)
+    if skew is None or skew.get("ms") is None or skew.get("recoverable_ms") is None:
+        return None
+    stagger = float(skew["ms"]) - float(skew["recoverable_ms"])
+    wall = mean.get("average_wall_ms") if isinstance(mean, Mapping) else None
+    if not wall or stagger < max(MIN_SAVED_MS, STANDS_OUT * float(wall)):
+        return None
+    return stagger
+
+
 def verdict(report: Mapping) -> dict:
     """The run's verdict (module doc) from `report.diagnose(...)`'s answer."""
     out: dict = {"text": "", "kind": "none", "rank": None, "worker": None, "ms": None, "saved_ms": None}
@@ -120,6 +139,17 @@ def verdict(report: Mapping) -> dict:
     steps = [s for s in report.get("steps") or [] if isinstance(s, Mapping)]
     worst = report.get("worst")
     ranks = report.get("ranks") or {}
+    stagger = _stagger_ms(report)
+    if stagger is not None and stagger > sum((s.get("straggler") or {}).get("saved_ms") or 0.0 for s in steps) / max(
+        len(steps), 1
+    ):
+        out.update(kind="stagger", ms=round(stagger, 3))
+        clause, _ = _ledger_clause(report)
+        out["text"] = (
+            f"the ranks entered the profiled window apart: {fmt_ms(stagger)} per step of waiting for the last one in, "
+            f"which balancing the work inside the steps does not recover (profile more steps); {clause}"
+        )
+        return out
     standing: dict[str, list[Mapping]] = {}
     for s in steps:
         if isinstance(s.get("straggler"), Mapping) and _stands_out(s["straggler"]):
