@@ -54,6 +54,7 @@ from profiler_core.analysis.stages.classify import STEP_PREFIX, communication_ev
 from profiler_core.analysis.stages.columns import category_mask, name_mask
 from profiler_core.analysis.stages.node_stats import node_stats
 from profiler_core.analysis.stages.registry import cached
+from profiler_core.analysis.stages.startup import SYNC_NAMES, startup_calls
 from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import GPU_ACTIVITY_CATS, LAUNCH_CATS, OP_CATS
 
@@ -62,18 +63,8 @@ MAX_STEPS = 1_000
 TOP_N = 8
 NAME_LEN = 200
 PHASES = ("data_loading", "h2d", "host_sync", "launch", "gpu_idle", "compute", "comm")
-SYNC_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "hipDeviceSynchronize",
-        "hipStreamSynchronize",
-        "hipEventSynchronize",
-        "hipMemcpy",
-    }
-)
+#: the synchronizing calls of the `host_sync` phase: the ledger's (`stages.startup.SYNC_NAMES`)
+SYNC_CALLS = SYNC_NAMES
 _LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "hipLaunch", "hipExtLaunch", "hipModuleLaunch")
 
 
@@ -258,8 +249,10 @@ def phases(t: Any, steps: pd.DataFrame, origin: int) -> dict:
     runtime = category_mask(ev, LAUNCH_CATS)
     dl = cpu & name_mask(ev, is_dataloader)
     memcpy = category_mask(ev, ("gpu_memcpy",)) & name_mask(ev, lambda n: "HtoD" in n)
-    sync = runtime & name_mask(ev, lambda n: n in SYNC_CALLS)
-    launch = runtime & name_mask(ev, lambda n: n.startswith(_LAUNCH_PREFIXES))
+    start_up = np.zeros(len(ev), dtype=bool)
+    start_up[startup_calls(t)] = True  # one-time CUDA start-up: never launch overhead nor host sync
+    sync = runtime & name_mask(ev, lambda n: n in SYNC_CALLS) & ~start_up
+    launch = runtime & name_mask(ev, lambda n: n.startswith(_LAUNCH_PREFIXES)) & ~start_up
     is_step = name_mask(ev, lambda n: n.startswith(STEP_PREFIX))
     reasons: dict[str, str] = {}
     has_gpu = bool(gpu.any())
