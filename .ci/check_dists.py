@@ -1,7 +1,7 @@
 """Checks the built wheel and sdist against the git tree: `python3 .ci/check_dists.py DIST_DIR`.
 
-The wheel must hold exactly the two packages (every tracked file under profiler_core/ and
-tb_plugin/, the built bundle and py.typed included), the license and the entry points; the sdist
+The wheel must hold exactly the three packages (every tracked file under profiler_core/,
+tb_plugin/ and gpuscope/, the built bundle and py.typed included), the license and the entry points; the sdist
 every tracked file of the repository, and neither holds caches or node_modules. Prints both files'
 sizes and counts; exit status 1 with the reasons otherwise.
 """
@@ -14,7 +14,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-PACKAGES = ("profiler_core/", "tb_plugin/")
+PACKAGES = ("profiler_core/", "tb_plugin/", "gpuscope/")
 NEVER = ("__pycache__/", ".pyc", "node_modules/", ".pytest_cache/")
 NOT_IN_SDIST = {".gitignore"}
 
@@ -45,6 +45,7 @@ def check_wheel(path: Path, files: list[str]) -> list[str]:
         "tb_plugin/static/index.js",
         "profiler_core/py.typed",
         "tb_plugin/py.typed",
+        "gpuscope/py.typed",
     ):
         if need not in names:
             problems.append(f"wheel: {need} is missing")
