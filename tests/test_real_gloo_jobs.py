@@ -359,9 +359,14 @@ def test_gpuscope_ledger_recovers_no_entry_stagger(gloo_jobs, diagnoses):
 
 @pytest.mark.parametrize("name", PLANTED + QUIET)
 def test_one_answer_per_step(gloo_jobs, diagnoses, name):
-    """The ledger's rank that set a step is the path's straggler of that step, wherever both name one."""
+    """The ledger's rank that set a step is the path's straggler of that step, wherever both name one; no segment
+    of a step's path is longer than the step."""
     rep = diagnosis(gloo_jobs, diagnoses, name)
     crit = rep["ledger"]["critical"]
     set_by = {s["step"]: s["worker"] for s in crit["steps"]}
     pairs = [(s["step"], set_by.get(s["step"]), s["straggler"]["worker"]) for s in rep["steps"] if s["straggler"]]
     assert pairs and all(a == b for _, a, b in pairs), pairs
+    # no part of a step's path is longer than the step (from the first rank in to the last out)
+    for s in rep["steps"]:
+        parts = [x["ms"] if x["kind"] == "work" else x["wait_ms_max"] for x in s["segments"]]
+        assert s["span_ms"] is not None and max(parts) <= s["span_ms"] + 0.01, (s["step"], s["span_ms"], parts)

@@ -20,7 +20,9 @@ then the first worker; without clocks, the one whose step ends longest after its
 goes back in time: the worker's work since its previous collective, then that collective, then on to the member
 that arrived last there, from the start of its call, until the step's start.
 
-`critical_paths(summaries)` -> {"steps": [{"step", "step_ms", "segments": [...]}], "notes": [...], "reason"}
+`critical_paths(summaries)` -> {"steps": [{"step", "step_ms", "span_ms", "segments": [...]}], "notes": [...],
+"reason"} (`step_ms`: the median of the workers' step times, what the what-if is said against; `span_ms`: from the
+first rank into the step to the last out of it, on the common clock, which every segment fits in)
 with segments in time order, each
   {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker
   {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
@@ -583,7 +585,12 @@ def step_paths(job: Job) -> list[dict]:
         if not has.any():
             continue
         lengths = (job.b_end[k] - job.b_start[k])[has]
-        out.append({"step": step, "step_ms": _ms(float(np.median(lengths))), "segments": _walk(job, k)})
+        span = None
+        if job.clock is not None:  # from the first rank in to the last out, on the common clock
+            span = _ms(float((job.b_end[k] + job.clock)[has].max() - (job.b_start[k] + job.clock)[has].min()))
+        out.append(
+            {"step": step, "step_ms": _ms(float(np.median(lengths))), "span_ms": span, "segments": _walk(job, k)}
+        )
     return out
 
 

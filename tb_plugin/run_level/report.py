@@ -415,7 +415,10 @@ def render_text(report: Mapping) -> str:
         shown = sorted(steps, key=lambda s: -(s["straggler"] or {}).get("saved_ms", 0.0))[:TEXT_STEPS]
         lines.append(f"Critical path per step ({len(shown)} of {len(steps)} steps, largest what-if saving first):")
         for s in shown:
-            lines.append(f"  step {s['step']} ({s['step_ms']:.1f} ms): {s['path']}")
+            span = s.get("span_ms")
+            # the median step and the step from the first rank in to the last out differ where ranks enter apart
+            both = f"; {span:.1f} ms first in to last out" if span and span > 1.1 * s["step_ms"] else ""
+            lines.append(f"  step {s['step']} ({s['step_ms']:.1f} ms{both}): {s['path']}")
     if report.get("single_rank"):
         lines.append("")
         lines.append("Single-rank critical path (from the trace: the chain of CPU and GPU work that set each step):")
