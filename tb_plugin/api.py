@@ -670,7 +670,7 @@ class Profile:
         """The job's history across the runs of the logdir (`match`: a glob on run names), ordered by `order`
         ("time": the runs' first trace's time, or "name"): the `/history` route's answer and `gpuscope history
         --json`'s. `to_frame()`: one row per run (`run`, `time_ns`, `workers`, `steps`, `step_ms` (median),
-        `mean_ms`, `mad_ms`, `min_ms`, `max_ms`, `verdict`, `baseline_ms`, `threshold_ms`, `regressed`, then the
+        `mean_ms`, `mad_ms`, `min_ms`, `max_ms`, `mfu`, `verdict`, `baseline_ms`, `threshold_ms`, `regressed`, then the
         ledger's buckets in ms per step); `regression` and `explained` name and explain the first regressed run."""
         from tb_plugin.run_level import history as analysis
 

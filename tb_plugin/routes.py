@@ -296,14 +296,13 @@ ROUTES: tuple[Route, ...] = (
         handlers.history,
         (HISTORY_SPAN, ORDER, MATCH),
         "the job's history across the logdir's runs from the per-worker summaries: per run its step time statistics, "
-        "ledger buckets, per-rank step and the diagnosis' verdict; the first run slower than the noise of the runs "
-        "before it (the stated `rule`) and its job diff against the run before (docs/python-api.md#a-jobs-history)"
-        + PENDING
-        + " (`pending` names `{run, worker}`)",
+        "MFU (mean over its ranks; null: unknown), ledger buckets, per-rank step and MFU and the diagnosis' verdict; "
+        "the first run slower than the noise of the runs before it (the stated `rule`) and its job diff against the "
+        "run before (docs/python-api.md#a-jobs-history)" + PENDING + " (`pending` names `{run, worker}`)",
         '{"order", "rule", "runs": [{"run", "time_ns", "workers", "steps", "step_ms", "mean_ms", "mad_ms", "min_ms", '
-        '"max_ms", "buckets", "per_rank", "verdict", "baseline_ms", "threshold_ms", "regressed"}...], "regression": '
-        '{"run", "previous", "step_ms", "baseline_ms", "threshold_ms", "delta_ms", "cause", "jobdiff"} | null, '
-        '"notes": [...], "errors": [...]}' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
+        '"max_ms", "mfu", "buckets", "per_rank", "verdict", "baseline_ms", "threshold_ms", "regressed"}...], '
+        '"regression": {"run", "previous", "step_ms", "baseline_ms", "threshold_ms", "delta_ms", "cause", "jobdiff"} '
+        '| null, "notes": [...], "errors": [...]}' + PENDING_ANSWER.replace("[worker...]", '[{"run", "worker"}...]'),
     ),
     Route(
         "/distributed/step",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import gpuscope
@@ -112,3 +113,30 @@ def test_unknown_glob_is_an_error(planted):
     with gpuscope.open(root) as prof, pytest.raises(gpuscope.AnalysisError, match="no run matching"):
         prof.history(match="weekly-*")
     assert cli.main(["history", str(root), "--match", "weekly-*"]) == 2
+
+
+def test_mfu_per_run_is_the_mean_of_its_ranks(planted):
+    """A run's MFU is the mean over its ranks of their summaries' roofline MFU (as the job diff's), None where no rank
+    has one (the generated traces record no shapes: no model FLOPs); each rank keeps its own, so the History view and
+    `to_frame()` show MFU where it is known."""
+    root, names = planted
+    ws = Workspace(str(root))
+    try:
+        summaries = ws.collect({"run": names[0], "span": "1"}).summaries
+    finally:
+        ws.loader.close()
+        ws.summaries.close()
+    assert history.run_stats(summaries)["mfu"] is None
+    workers = sorted(summaries)
+    with_mfu = {
+        w: msgspec.structs.replace(s, roofline=msgspec.structs.replace(s.roofline, mfu=m))
+        for (w, s), m in zip(sorted(summaries.items()), (0.3, 0.5))
+    }
+    stats = history.run_stats(with_mfu)
+    assert stats["mfu"] == pytest.approx(0.4)
+    assert [r["mfu"] for r in sorted(stats["per_rank"], key=lambda r: r["worker"])] == [0.3, 0.5]
+    one = {**with_mfu, workers[0]: summaries[workers[0]]}
+    assert history.run_stats(one)["mfu"] == pytest.approx(0.5)
+    with gpuscope.open(root) as prof:
+        frame = prof.history().to_frame()
+    assert "mfu" in frame.columns and frame["mfu"].isna().all()

@@ -362,3 +362,56 @@ export function laneChart(lanes: string[], boxes: LaneBox[], fmtX: (v: number) =
   return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build, 1000),
     opts.legend ? legend(opts.legend) : null);
 }
+
+// ---------------------------------------------------------------- one value per category, in order (runs over time)
+/** A line through one value per category (e.g. a job's runs in time order): a point each, `marked` ones in the
+ * alarm colour, the `highlight`-th ringed and labelled, and a dashed `guide` line (e.g. a threshold) where it has a
+ * value. Null values leave a gap. `onPick(i)` on a point's click. */
+export function pointLine(categories: string[], values: (number | null)[], fmt: (v: number) => string,
+  opts: { title?: string; id?: string; name?: string; guide?: (number | null)[]; guideName?: string; marked?: boolean[];
+    highlight?: number; highlightLabel?: string; onPick?: (i: number) => void } = {}): HTMLElement {
+  const finite = (v: number | null | undefined): v is number => typeof v === "number" && isFinite(v);
+  const ymax = niceMax(Math.max(0, ...values.filter(finite), ...(opts.guide ?? []).filter(finite)));
+  const labels = categories.map((c) => shortLabel(c, 14));
+  const build = (W2: number) => {
+    const iw = W2 - PAD.l - PAD.r, ih = H - PAD.t - PAD.b;
+    const slot = categories.length ? iw / categories.length : iw;
+    const X = (i: number) => PAD.l + slot * (i + 0.5);
+    const Y = (v: number) => PAD.t + ih - (v / ymax) * ih;
+    const svg = s("svg", { viewBox: `0 0 ${W2} ${H}`, width: W2, height: H, class: "chart point-line", role: "img" });
+    for (let k = 0; k <= 4; k++) {
+      const y = PAD.t + ih - (ih * k) / 4;
+      svg.appendChild(s("line", { x1: PAD.l, x2: W2 - PAD.r, y1: y, y2: y, class: "grid" }));
+      svg.appendChild(s("text", { x: PAD.l - 6, y: y + 4, "text-anchor": "end", class: "axis" }, fmt((ymax * k) / 4)));
+    }
+    // a polyline per run of consecutive values (a null breaks the line)
+    const path = (vs: (number | null)[], cls: string) => {
+      let pts: string[] = [];
+      const flush = () => { if (pts.length > 1) svg.appendChild(s("polyline", { points: pts.join(" "), class: cls })); pts = []; };
+      vs.forEach((v, i) => { if (finite(v)) pts.push(`${X(i).toFixed(1)},${Y(v).toFixed(1)}`); else flush(); });
+      flush();
+    };
+    if (opts.guide) path(opts.guide, "guide-line");
+    path(values, "value-line");
+    values.forEach((v, i) => {
+      if (!finite(v)) return;
+      const hl = i === opts.highlight;
+      const pt = s("circle", { cx: X(i), cy: Y(v), r: hl ? 6 : 3.5, class: "pt" + (opts.marked?.[i] ? " marked" : "") + (hl ? " hl" : ""),
+        "data-i": i, "data-cat": categories[i] },
+      s("title", null, `${categories[i]}\n${opts.name ?? "value"}: ${fmt(v)}` + (finite(opts.guide?.[i]) ? `\n${opts.guideName ?? "guide"}: ${fmt(opts.guide![i] as number)}` : "")));
+      if (opts.onPick) pt.addEventListener("click", () => opts.onPick!(i));
+      svg.appendChild(pt);
+      if (hl && opts.highlightLabel) {
+        const right = X(i) > PAD.l + iw * 0.6;
+        svg.appendChild(s("text", { x: right ? X(i) - 10 : X(i) + 10, y: Math.max(Y(v) - 10, PAD.t + 10), "text-anchor": right ? "end" : "start", class: "peak-label" }, opts.highlightLabel));
+      }
+    });
+    const stride = labelStride(labels, slot);
+    labels.forEach((l, i) => { if (i % stride === 0) svg.appendChild(s("text", { x: X(i), y: H - PAD.b + 14, "text-anchor": "middle", class: "axis xlabel" }, l)); });
+    return svg;
+  };
+  const items = [{ name: opts.name ?? "value", color: "var(--accent2)" }];
+  if (opts.guide) items.push({ name: opts.guideName ?? "guide", color: "var(--muted)" });
+  if (opts.marked?.some(Boolean)) items.push({ name: "above it", color: "#d93025" });
+  return h("figure", { class: "chart-box", id: opts.id ?? null }, opts.title ? h("figcaption", null, opts.title) : null, responsive(build, 1000), legend(items));
+}

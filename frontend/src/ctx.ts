@@ -15,4 +15,7 @@ export interface Ctx {
   dark: boolean;
   /** Opens another view of the same run/worker/span with the given options (e.g. the timeline on a name). */
   go(view: string, params?: Record<string, string>): void;
+  /** Opens a view of another run (its first worker, the span `params.span` when it has it) with the given options
+   * (e.g. the History view's button to the job diff of two runs). */
+  open(run: string, view: string, params?: Record<string, string>): void;
 }

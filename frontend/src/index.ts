@@ -15,6 +15,7 @@ import { memoryView } from "./views/memory";
 import { modulesView } from "./views/modules";
 import { distributedView } from "./views/distributed";
 import { diffView } from "./views/diff";
+import { historyView } from "./views/history";
 
 type ViewFn = (ctx: Ctx, el: HTMLElement) => Promise<void> | void;
 const VIEWS: [string, string, ViewFn, boolean][] = [
@@ -28,6 +29,7 @@ const VIEWS: [string, string, ViewFn, boolean][] = [
   ["modules", "Modules", modulesView, true],
   ["distributed", "Distributed", distributedView, false],
   ["diff", "Diff", diffView, true],
+  ["history", "History", historyView, false],
 ];
 
 interface RunsAnswer { runs: string[]; loading?: boolean; [k: string]: unknown }
@@ -300,6 +302,9 @@ class App {
       onclick: () => { for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k]; this.st.view = id; this.show(); },
     }, label)));
     const spec = VIEWS.find((v) => v[0] === view)!;
+    // the History view reads every run of the log directory: the run selector does not apply
+    this.runSel.disabled = view === "history";
+    this.runSel.title = view === "history" ? "the History view shows every run" : "";
     if (!spec[3]) {
       // a view over all workers (distributed): the selector says so
       fillSelect(this.workerSel, ["All"]);
@@ -322,6 +327,12 @@ class App {
         for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k];
         Object.assign(this.st, params, { view: v });
         this.show();
+      },
+      open: (run, v, params = {}) => {
+        if (gen !== this.generation) return;
+        this.st = { ...params, run, view: v };
+        this.checkRun();
+        void this.loadWorkers();
       },
     };
     this.debug.ready = true;

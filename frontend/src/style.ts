@@ -107,4 +107,16 @@ kbd{font:11px ui-monospace,monospace;border:1px solid var(--line);border-radius:
 .heat-scale{display:flex;align-items:center;gap:6px;font-size:12px;margin-top:4px}
 .heat-bar{display:inline-block;width:180px;height:10px;border-radius:2px;border:1px solid var(--line)}
 .chart .bar-group.hl rect{stroke:var(--fg);stroke-width:1}
+.point-line .value-line{fill:none;stroke:var(--accent2);stroke-width:1.5}
+.point-line .guide-line{fill:none;stroke:var(--muted);stroke-width:1;stroke-dasharray:4 3}
+.point-line .pt{fill:var(--accent2);cursor:pointer}.point-line .pt.marked{fill:#d93025}
+.point-line .pt.hl{stroke:var(--fg);stroke-width:2}
+.history .regression{margin:0 0 12px;padding:8px 12px;background:var(--panel);border:1px solid var(--line);border-left:4px solid #d93025;border-radius:4px;overflow-wrap:anywhere}
+.history .regression.none{border-left-color:var(--accent2)}
+.history .regression h3{margin:0 0 4px;font-size:14px}.history .regression p{margin:4px 0}
+.history .rule{margin:4px 0 12px;font-size:12px}.history .data-table td.wrap{min-width:120px}
+.history .data-table .clip,.history .data-table .clip.first{max-width:clamp(110px,10vw,320px)}.history .data-table td.actions{white-space:nowrap}
+.data-table tr.first-regression td{background:rgba(217,48,37,.16)}
+body.dark .data-table tr.first-regression td{background:rgba(242,139,130,.22)}
+.data-table tr.regressed td.num{color:#d93025}body.dark .data-table tr.regressed td.num{color:#f28b82}
 `;

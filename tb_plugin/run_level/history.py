@@ -2,13 +2,14 @@
 
 A logdir of a job profiled again and again (nightly, per release, per config change) holds one run per profile.
 `history(series) -> dict` takes those runs in order, each `(name, time_ns, {worker: summary})`, and gives per run
-its step time statistics, the job's ledger buckets, per rank its median step, and the diagnosis' verdict; then it
+its step time statistics, its MFU (the summaries' roofline), the job's ledger buckets, per rank its median step and
+MFU, and the diagnosis' verdict; then it
 names the first run slower than the noise of the runs before it and explains it with the job diff against the run
 before (`job_diff.job_diff`). What `gpuscope history`, the `/history` route and `gpuscope.open(...).history()`
 answer:
   {"order": "time" | "name", "rule": text,
-   "runs": [{"run", "time_ns", "workers", "steps", "step_ms", "mean_ms", "mad_ms", "min_ms", "max_ms",
-             "buckets": {bucket: ms per step}, "per_rank": [{"rank", "worker", "step_ms"}...],
+   "runs": [{"run", "time_ns", "workers", "steps", "step_ms", "mean_ms", "mad_ms", "min_ms", "max_ms", "mfu",
+             "buckets": {bucket: ms per step}, "per_rank": [{"rank", "worker", "step_ms", "mfu"}...],
              "verdict": text, "baseline_ms", "threshold_ms", "regressed": bool}...],
    "regression": {"run", "previous", "step_ms", "baseline_ms", "threshold_ms", "delta_ms", "cause",
                   "jobdiff": job_diff's answer} | None,
@@ -87,9 +88,15 @@ def _mad(x: np.ndarray) -> float:
     return float(np.median(np.abs(x - np.median(x)))) if len(x) else 0.0
 
 
+def _mfu(s: Summary) -> float | None:
+    """A worker's MFU over its steps (its summary's roofline; None: no model FLOPs, no peaks or an older summary)."""
+    return None if s.roofline is None or s.roofline.mfu is None else float(s.roofline.mfu)
+
+
 def run_stats(summaries: Mapping[str, Summary]) -> dict:
-    """One run's step times (ms; per step, the mean over ranks of the rank's step), per rank median, and the mean
-    ledger buckets (ms per step, averaged over ranks, as the job diff's)."""
+    """One run's step times (ms; per step, the mean over ranks of the rank's step), per rank median and MFU, the run's
+    MFU (the mean over its ranks that have one, as the job diff's; None: none has) and the mean ledger buckets (ms per
+    step, averaged over ranks, as the job diff's)."""
     leds = worker_ledgers(summaries)
     walls: list[list[float]] = []
     per_rank = []
@@ -110,6 +117,7 @@ def run_stats(summaries: Mapping[str, Summary]) -> dict:
                 "rank": d.rank if d is not None else None,
                 "worker": w,
                 "step_ms": round(float(np.median(led.wall_ns)) / 1e6, 4),
+                "mfu": _mfu(summaries[w]),
             }
         )
         for k in BUCKETS:
@@ -117,6 +125,7 @@ def run_stats(summaries: Mapping[str, Summary]) -> dict:
             if per_step:
                 buckets[k] += float(np.mean(per_step)) / 1e6
     steps = np.array([float(np.mean(x)) for x in walls])
+    mfus = [m for m in (_mfu(s) for s in summaries.values()) if m is not None]
     return {
         "steps": len(steps),
         "step_ms": round(float(np.median(steps)), 4) if len(steps) else None,
@@ -124,6 +133,7 @@ def run_stats(summaries: Mapping[str, Summary]) -> dict:
         "mad_ms": round(_mad(steps), 4),
         "min_ms": round(float(steps.min()), 4) if len(steps) else None,
         "max_ms": round(float(steps.max()), 4) if len(steps) else None,
+        "mfu": round(float(np.mean(mfus)), 6) if mfus else None,
         "buckets": {k: round(v / max(counted, 1), 4) for k, v in buckets.items()},
         "per_rank": per_rank,
     }
@@ -204,10 +214,11 @@ def render_text(result: Mapping[str, Any]) -> str:
     out = [f"{len(result['runs'])} runs by {result['order']}"]
     for r in result["runs"]:
         mark = "  REGRESSED" if r["regressed"] else ""
+        mfu = f", MFU {r['mfu']:.1%}" if r.get("mfu") is not None else ""
         base = f" (baseline {r['baseline_ms']:.3f}, threshold {r['threshold_ms']:.3f})" if r["baseline_ms"] else ""
         out.append(
             f"{r['run']}: {r['workers']} workers, {r['steps']} steps, step {r['step_ms']:.3f} ms "
-            f"+/- {r['mad_ms']:.3f}{base}{mark}"
+            f"+/- {r['mad_ms']:.3f}{mfu}{base}{mark}"
         )
     reg = result["regression"]
     if reg is None:
