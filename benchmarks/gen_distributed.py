@@ -67,6 +67,7 @@ FWD_OPS = ["aten::mm", "aten::gelu", "aten::native_layer_norm", "aten::addmm"]
 BWD_OPS = ["MmBackward0", "GeluBackward0", "NativeLayerNormBackward0", "AddmmBackward0"]
 OPT_OP, OPT_KERNEL = "aten::_foreach_add_", "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>"
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+BROADCAST_KERNEL = "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
 CAUSES = ("data", "kernel", "sync", "link")
@@ -158,6 +159,8 @@ def simulate(
     layout: bool = False,
     two_d: bool = False,
     stagger: float = 0.0,
+    end_skew: float = 0.0,
+    broadcast_root: int | None = None,
 ) -> list[list[dict]]:
     """Per step, per rank: the GPU start time of every compute kernel and each all-reduce's
     (start, end), with the collective ending everywhere when the last rank arrived + transfer.
@@ -226,22 +229,29 @@ def simulate(
                 arrivals.append(t)
             row["arrivals"] = arrivals
             row["compute_end"] = t
-        coll_end = []
-        prev = 0.0
+        # per bucket: each rank's kernel starts when its bucket is ready and its previous one ended; the collective
+        # runs once the last member started, for its transfer; members end up to end_skew µs apart after that (a
+        # random share each: the exchange's own time, not waiting); the last bucket as a broadcast (broadcast_root):
+        # its root sends and is done at once, before the last member comes
+        pend = [0.0] * ranks
+        colls_of: list[list[tuple]] = [[] for _ in range(ranks)]
         for j in range(p["buckets"]):
-            last = max(rows[r]["arrivals"][j] for r in range(ranks))
+            cs = [max(rows[r]["arrivals"][j], pend[r]) for r in range(ranks)]
             transfer = nelems[j] * 4 / 120e3 * (1 + 0.02 * (j % 3))  # bytes / (120 GB/s) in µs
-            prev = max(last, prev) + transfer
-            coll_end.append(prev)
+            common = max(cs) + transfer
+            kind = "broadcast" if broadcast_root is not None and j == p["buckets"] - 1 else "allreduce"
+            for r in range(ranks):
+                jitter = random.Random(seed * 7919 + s * 104729 + j * 131 + r).random() if end_skew else 0.0
+                end = common + end_skew * jitter
+                if kind == "broadcast" and r == broadcast_root:
+                    end = cs[r] + 8.0
+                colls_of[r].append((cs[r], end, nelems[j], rows[r]["arrivals"][j], kind))
+                pend[r] = end
         for r in range(ranks):
             row = rows[r]
-            colls = []
-            pend = 0.0
-            for j in range(p["buckets"]):
-                cs = max(row["arrivals"][j], pend)
-                colls.append((cs, coll_end[j], nelems[j], row["arrivals"][j]))
-                pend = coll_end[j]
-            t = max(row["compute_end"], coll_end[-1]) + 2.0
+            colls = colls_of[r]
+            pend_r = pend[r]
+            t = max(row["compute_end"], pend_r) + 2.0
             for d in opt_base:
                 dur = d * factor[r] * noise[r].uniform(0.97, 1.03)
                 row["ks"].append(("o", t, dur, 0) if planted else ("o", t, dur))
@@ -362,10 +372,10 @@ def rank_trace(
         corr += 1
         ext += 1
 
-    def comm_args(n: int, pg: str, desc: str, members: list[int] | None) -> dict:
+    def comm_args(n: int, pg: str, desc: str, members: list[int] | None, kind: str = "allreduce") -> dict:
         """record_param_comms args as torch 2.x + NCCL writes them (`Process Group Ranks` with plants)."""
         a = {
-            "Collective name": "allreduce",
+            "Collective name": kind,
             "In msg nelems": n,
             "Out msg nelems": n,
             "dtype": "Float",
@@ -381,17 +391,18 @@ def rank_trace(
             a["Process Group Ranks"] = str(members if members else list(range(ranks)))
         return a
 
-    def world_allreduce(coll: tuple[float, float, int, float], full_args: bool) -> None:
-        """A DDP bucket's all-reduce, launched when its gradients were launched (just before the next backward
-        kernel's launch); on the comm stream it starts once every rank's bucket is done and the previous one ended."""
-        cs, ce, n, ready = coll
-        args = comm_args(n, "0", "default_pg", None)
+    def world_allreduce(coll: tuple[float, float, int, float, str], full_args: bool) -> None:
+        """A DDP bucket's all-reduce (or broadcast), launched when its gradients were launched (just before the next
+        backward kernel's launch); on the comm stream it starts once every rank's bucket is done and the previous
+        one ended."""
+        cs, ce, n, ready, kind = coll
+        args = comm_args(n, "0", "default_pg", None, kind)
         if not full_args:
             args = {k: args[k] for k in ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size")}
             args["Process Group Name"] = "0"
         launch(
             "record_param_comms",
-            NCCL_KERNEL,
+            NCCL_KERNEL if kind == "allreduce" else BROADCAST_KERNEL,
             cs,
             ce - cs,
             COMM_STREAM,
@@ -594,6 +605,8 @@ def generate(
     drop: tuple[int, ...] = (),
     nameless: bool = False,
     stagger: float = 0.0,
+    end_skew: float = 0.0,
+    broadcast_root: int | None = None,
 ) -> list[str]:
     """Writes one trace per rank under `out` (a run folder); returns the paths. The slow rank is `straggler`
     (negative: none; default ranks // 3, none when `plants` are given, so that the plants are the only cause).
@@ -606,7 +619,10 @@ def generate(
     trace is not written (a job profiled on some ranks only: distributedInfo still says `ranks`); `nameless`: the
     record_param_comms calls carry no `Collective name` nor process group (as older torch wrote them); `stagger`
     (µs): rank r enters the first profiled step r x stagger after rank 0 (ranks started apart: the others wait for
-    it at the step's first collective, with no more work to do than they)."""
+    it at the step's first collective, with no more work to do than they); `end_skew` (µs): the members of each
+    collective end up to that long apart after the last one came (each member at a random share of it, per
+    collective: the exchange's own time, not waiting); `broadcast_root`: each step's last bucket is a broadcast
+    from that rank, which sends and is done at once (it finishes first, before the last member comes)."""
     check_plants(plants, ranks, steps)
     if two_d and (ranks < 4 or ranks % _node_size(ranks)):
         raise ValueError(f"the 2D layout needs an even number of ranks, at least 4 (got {ranks})")
@@ -616,7 +632,11 @@ def generate(
         straggler = -1 if plants or layout or two_d else ranks // 3
     p = plan(events, steps, buckets)
     slow = straggler if straggler >= 0 else None
-    sim = simulate(ranks, steps, p, slow, seed, plants, layout, two_d, stagger) if cuda_graph is None else []
+    sim = (
+        simulate(ranks, steps, p, slow, seed, plants, layout, two_d, stagger, end_skew, broadcast_root)
+        if cuda_graph is None
+        else []
+    )
     os.makedirs(out, exist_ok=True)
     enc = msgspec.json.Encoder()
     paths = []
@@ -713,6 +733,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar="US",
         help="rank r enters the first step r x US µs after rank 0 (ranks started apart)",
     )
+    ap.add_argument(
+        "--end-skew", type=float, default=0.0, metavar="US", help="members of a collective end up to US µs apart"
+    )
+    ap.add_argument(
+        "--broadcast-root", type=int, default=None, metavar="RANK", help="each step's last bucket: a broadcast from RANK"
+    )
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
     ap.add_argument("--graph-ids", action="store_true", help="CUDA-graph job: kernels carry graph and node ids")
@@ -777,6 +803,8 @@ def main(argv: list[str] | None = None) -> None:
         drop=tuple(a.drop_rank),
         nameless=a.no_collective_name,
         stagger=a.stagger,
+        end_skew=a.end_skew,
+        broadcast_root=a.broadcast_root,
     )
     print(f"wrote {len(paths)} rank traces to {a.out}")
 
