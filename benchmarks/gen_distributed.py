@@ -737,7 +737,11 @@ def main(argv: list[str] | None = None) -> None:
         "--end-skew", type=float, default=0.0, metavar="US", help="members of a collective end up to US µs apart"
     )
     ap.add_argument(
-        "--broadcast-root", type=int, default=None, metavar="RANK", help="each step's last bucket: a broadcast from RANK"
+        "--broadcast-root",
+        type=int,
+        default=None,
+        metavar="RANK",
+        help="each step's last bucket: a broadcast from RANK",
     )
     ap.add_argument("--cuda-graph", action="store_true", help="a CUDA-graph job: capture in step 1, then replays")
     ap.add_argument("--graph-no-capture", action="store_true", help="CUDA-graph job: leave the capture out")
