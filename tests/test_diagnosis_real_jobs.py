@@ -125,3 +125,25 @@ def test_slow_exchanges_are_named_as_communication_latency(job):
     assert g["max_ms"] == pytest.approx(max(c.exchange for c in expected) / MS, abs=TOL_MS)
     assert len(g["late_ranks"]) == 2  # both ranks were last at some: no one rank's doing
     assert "communication latency" in slow["text"] and "not imbalance" in slow["text"]
+
+
+def test_the_verdict_names_what_the_raw_events_show(job):
+    """moe: no rank is late at most collectives (the oracle's late ranks alternate), so the verdict names no rank
+    and leads with the slow exchanges, and the ledger's sync skew says the lateness alternates; MI300X: rank 3 came
+    last at every collective, so the verdict names it and the ledger does not call its lateness alternating."""
+    oracle, _, _, (logdir, name) = job
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main(["diagnose", str(logdir), name, "--json"]) in (0, None)
+    rep = json.loads(out.getvalue())
+    late = [c.late_rank for c in oracle if c.late_rank is not None]
+    top = max(set(late), key=late.count)
+    skew = next(b for b in rep["ledger"]["mean"]["buckets"] if b["key"] == "sync_skew")
+    alternates = any("alternates" in a for a in skew["advice"])
+    if late.count(top) == len(late):
+        assert rep["verdict"]["kind"] == "straggler" and rep["verdict"]["rank"] == top, rep["verdict"]
+        assert not alternates, skew["advice"]
+    else:
+        assert late.count(top) <= 0.6 * len(late)
+        assert rep["verdict"]["kind"] == "exchange" and rep["verdict"]["rank"] is None, rep["verdict"]
+        assert alternates, skew["advice"]

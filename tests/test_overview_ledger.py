@@ -29,10 +29,12 @@ def test_overview_carries_the_ranked_ledger_with_advice_by_bucket():
 
 
 def test_overview_view_is_the_step_breakdown_with_the_ledger():
-    """The plugin's /overview is `views.overview.overview`; without its ledger it equals the step breakdown's."""
+    """The plugin's /overview is `views.overview.overview`; without its ledger and its roofline (MFU) it equals the
+    step breakdown's."""
     from profiler_core.analysis import step_breakdown
 
     t = every_bucket_trace()
     with_ledger = overview_view.overview(t)
-    assert "ledger" not in step_breakdown.overview(t)
-    assert {k: v for k, v in with_ledger.items() if k != "ledger"} == step_breakdown.overview(t)
+    assert "ledger" not in step_breakdown.overview(t) and "roofline" not in step_breakdown.overview(t)
+    assert "ledger" in with_ledger and "roofline" in with_ledger
+    assert {k: v for k, v in with_ledger.items() if k not in ("ledger", "roofline")} == step_breakdown.overview(t)

@@ -281,7 +281,7 @@ def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None)
     run = run_ledger(summaries, withheld_text(cavs))
     if run["mean"] is None:
         return {"caveats": [], "workers": 0, "critical": None, "mean": None, "notes": run["notes"], "pending": []}
-    advice = _stagger_advice(run["mean"])
+    advice = _stagger_advice(run["mean"]) + _alternation_advice(summaries, run["mean"])
     crit = None
     if run["critical"] is not None:
         crit = ranked(run["critical"], advice)
@@ -295,6 +295,46 @@ def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None)
         "notes": run["notes"],
         "pending": [],
     }
+
+
+#: a rank late at no more than this share of the collectives others waited at: the lateness alternates
+ALTERNATES = 0.6
+
+
+def _alternation_advice(
+    summaries: Mapping[str, Summary], mean: Mapping[str, Any] | None
+) -> list[tuple[str | None, str]]:
+    """The sync skew's advice when no rank is the one mostly waited for (each late at no more than ALTERNATES of
+    the collectives others waited at): there is no rank's work to balance; what makes ranks late in turn is
+    elsewhere (an exchange that ends apart on its members, the work it delays)."""
+    b = (mean or {}).get("buckets", {}).get(SYNC_SKEW) or {}
+    if not b.get("ns") or not any(b["ns"]) or len(summaries) < 2:
+        return []
+    if not any(summaries[w].collective_calls is not None for w in summaries):
+        return []
+    from tb_plugin.run_level import critical_path
+
+    job = critical_path.match(summaries)
+    waited = [i for i in range(len(job.inst)) if (job.c_wait[job.members(i)] > critical_path.WAIT_EPS_NS).any()]
+    if len(waited) < 2:
+        return []
+    late = np.bincount(job.i_late[waited], minlength=len(job.workers))
+    top = int(late.max())
+    if top > ALTERNATES * len(waited):
+        return []
+    share = ", ".join(
+        f"{critical_path.label(job.workers[w], job.ranks[job.workers[w]])}: {int(late[w])}"
+        for w in np.argsort(-late, kind="stable")[:4].tolist()
+        if late[w]
+    )
+    return [
+        (
+            SYNC_SKEW,
+            f"the rank that arrives last alternates ({share} of the {len(waited)} collectives others waited at): "
+            "no one rank's work is to balance; look at what delays each in turn (exchanges that end apart, the "
+            "work they hold back)",
+        )
+    ]
 
 
 #: the stagger below this (ms per step) is not worth a line

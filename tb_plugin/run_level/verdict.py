@@ -17,6 +17,9 @@ Overview and Distributed views show at the top, from the report `report.diagnose
 * `stagger`: the ranks entered the profiled window apart and the waiting for the last one in (the mean ledger's sync
   skew that is not recoverable: entry stagger) is more per step than a straggler's saving: it leads, with the
   ledger's top bucket. `ms`: that stagger per step; `rank` None.
+* `exchange`: no straggler stands out and some exchanges are far slower than their bytes need once every member
+  was there (`slow_exchanges`): communication latency, said with its figures before the ledger's top bucket. `ms`:
+  their time per step; `rank` None.
 * `withheld`: a caveat withholds the cross-rank claims (ranks missing): the sentence says so and gives the mean
   ledger's top bucket over the ranks present. `rank` None.
 * `none`: nothing to say (no summaries, no ledger): the reason.
@@ -35,7 +38,7 @@ STANDS_OUT = 0.05
 MIN_SAVED_MS = 0.05
 #: other standing-out stragglers named after the first one
 OTHERS_NAMED = 3
-KINDS = ("straggler", "stagger", "ledger", "withheld", "none")
+KINDS = ("straggler", "stagger", "exchange", "ledger", "withheld", "none")
 
 
 def fmt_ms(ms: float) -> str:
@@ -180,6 +183,13 @@ def verdict(report: Mapping) -> dict:
             also = f" ({named}{more} also {'stands' if len(others) == 1 else 'stand'} out in other steps)"
         out.update(kind="straggler", rank=rank, worker=w, ms=round(excess, 3), saved_ms=round(per_step, 3))
         out["text"] = f"{who} is {fmt_ms(excess)} slow {where}" + (f": {cause}" if cause else "") + f"; {fix}{also}"
+        return out
+    slow = report.get("slow_exchanges")
+    if isinstance(slow, Mapping) and slow.get("text") and workers > 1:
+        g = slow["groups"][0]
+        out.update(kind="exchange", ms=round(float(g["total_ms"]) / max(len(steps), 1), 3))
+        clause, _ = _ledger_clause(report)
+        out["text"] = f"no rank holds the others up; {slow['text']}; {clause}"
         return out
     clause, ms = _ledger_clause(report)
     out.update(kind="ledger" if ms is not None else "none", ms=round(ms, 3) if ms is not None else None)
