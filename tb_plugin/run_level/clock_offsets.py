@@ -34,13 +34,8 @@ from tb_plugin.summaries.schema import Summary
 
 
 def _origin(summary: Summary) -> int | None:
-    """Where the worker's times start on its host's clock (its trace's time base plus its origin), or None."""
-    d = summary.distributed
-    o = d.origin if d is not None else None
-    if not isinstance(o, (int, float)) or isinstance(o, bool):
-        return None
-    base = d.base_ns if d is not None else None
-    return int(o) + (base if isinstance(base, int) and not isinstance(base, bool) else 0)
+    o = summary.distributed.origin if summary.distributed is not None else None
+    return int(o) if isinstance(o, (int, float)) and not isinstance(o, bool) else None
 
 
 def _links(job: Any) -> dict[tuple[int, int], np.ndarray]:

@@ -9,11 +9,12 @@ under one name.
 
 Arrival is read from evidence, never from a duration: a member arrives when its call starts (a kernel's start:
 when its launch, its stream's earlier work and its inputs let it run; a CPU call's: when the program called it),
-on the traces' clocks (ranks of one host share one; traces from several hosts are first aligned on the matched
-collectives' ends, `_end_alignment`). The member that arrived last is the late one; each member waits from its
-own arrival until the last arrival, within its call (a broadcast root that finished before the last member came
-waited only while its call ran); the collective's transfer is the exchange's own time once all were there (the
-last end less the last arrival), so members that end apart do not turn the exchange into waiting.
+on the traces' clocks (ranks of one host share one; traces from several hosts, or a rank whose every collective
+ends off by the same amount, are first aligned on the matched collectives' ends, `_end_alignment`). The member
+that arrived last is the late one; each member waits from its own arrival until the last arrival, within its call
+(a broadcast root that finished before the last member came waited only while its call ran); the collective's
+transfer is the exchange's own time once all were there (the last end less the last arrival), so members that
+end apart do not turn the exchange into waiting.
 
 The walk, per step: it starts on the worker whose step ends last on the common clock (ties: the longer step,
 then the first worker; without clocks, the one whose step ends longest after its last matched collective), and
@@ -49,6 +50,10 @@ from profiler_core.analysis.comm.collectives import P2P_GROUP, PEER_TIME, PG_SEQ
 from profiler_core.analysis.worker.worker_facts import sequence
 from tb_plugin.summaries.schema import CollectiveCalls, Phases, Summary, empty_phases
 
+#: a worker's collective ends all off by more than this (ns, and 3 times their spread): its clock is off
+CLOCK_EVIDENT_NS = 50_000
+#: ... over at least this many of its matched collectives
+CLOCK_MIN_CALLS = 5
 #: a member waited when its wait exceeds this (ns): clock noise below it names nobody
 WAIT_EPS_NS = 1_000
 NO_FACTS = "no worker's summary holds its collective calls and phases (summaries of an older gpuscope?)"
@@ -283,8 +288,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     if not ni:
         return Job(workers, ranks, phases, steps, c, empty, notes, list(codes.how), origin)
     inst = c["inst"]
-    if _hosts(summaries, workers) > 1:
-        origin = origin - _end_alignment(c, origin)
+    origin = origin - _end_alignment(c, origin, always=_hosts(summaries, workers) > 1)
     base = origin[c["w"]]  # per call: what puts its worker's times on the common clock
     arrival = c["start"] + base
     c["arrival"] = arrival
@@ -459,10 +463,13 @@ def _hosts(summaries: Mapping[str, Summary], workers: list[str]) -> int:
     return len({d.host for w in workers if (d := summaries[w].devices) is not None and d.host})
 
 
-def _end_alignment(c: dict, origin: np.ndarray) -> np.ndarray:
+def _end_alignment(c: dict, origin: np.ndarray, always: bool = False) -> np.ndarray:
     """Per worker: how far its clock runs ahead of the others' (ns), from the ends of the collectives it shares
-    with them (the median over its matched calls of its end less the median end of the call's members): the
-    clocks of different hosts differ, while a collective ends at about one instant on all its members."""
+    with them (the median over its matched calls of its end less the median end of the call's members): a
+    collective ends at about one instant on all its members, whoever came last. Applied `always` (the traces name
+    different hosts), else only where it is evident: over at least CLOCK_MIN_CALLS collectives, the worker's ends
+    sit off by more than CLOCK_EVIDENT_NS and more than 3 times their spread (a clock that is off moves every end
+    alike; members that end apart now and then, a broadcast root, an exchange's own time, do not)."""
     inst = c["inst"]
     m = np.flatnonzero(inst >= 0)
     shift = np.zeros(len(origin), np.int64)
@@ -470,8 +477,15 @@ def _end_alignment(c: dict, origin: np.ndarray) -> np.ndarray:
         return shift
     end = c["end"][m] + origin[c["w"][m]]
     ref = pd.Series(end).groupby(inst[m]).transform("median").to_numpy()
-    dev = pd.Series(end - ref).groupby(c["w"][m]).median()
-    shift[dev.index.to_numpy(np.int64)] = np.round(dev.to_numpy()).astype(np.int64)
+    dev = pd.Series(end - ref)
+    by = dev.groupby(c["w"][m])
+    med = by.median()
+    mad = (dev - med.reindex(c["w"][m]).to_numpy()).abs().groupby(c["w"][m]).median()
+    count = by.size()
+    evident = (med.abs() > CLOCK_EVIDENT_NS) & (med.abs() > 3 * mad) & (count >= CLOCK_MIN_CALLS)
+    keep = np.ones(len(med), dtype=bool) if always else evident.to_numpy()
+    idx = med.index.to_numpy(np.int64)[keep]
+    shift[idx] = np.round(med.to_numpy()[keep]).astype(np.int64)
     return shift
 
 
