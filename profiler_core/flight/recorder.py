@@ -118,7 +118,7 @@ class _RemoteSink:
 class _Capture:
     """A deep capture in progress: a profile with a schedule of one warm-up step and N recorded steps."""
 
-    def __init__(self, step: int, n: int, out_dir: str, tool: str, cuda: bool) -> None:
+    def __init__(self, step: int, n: int, out_dir: str, worker: str, tool: str, cuda: bool) -> None:
         self.at, self.left, self.tool = step, n + 1, tool
         if tool == "torch":
             import torch.profiler as tp  # the program is a torch program: `tool` says so
@@ -127,13 +127,13 @@ class _Capture:
             self.prof: Any = tp.profile(
                 activities=acts,
                 schedule=tp.schedule(wait=0, warmup=1, active=n, repeat=1),
-                on_trace_ready=tp.tensorboard_trace_handler(out_dir),
+                on_trace_ready=tp.tensorboard_trace_handler(out_dir, worker_name=worker),
                 record_shapes=True,
             )
         else:
+            from profiler_core.handlers import tensorboard_trace_handler
             from profiler_core.profiler import profile, supported_activities
             from profiler_core.schedule import ProfilerActivity, schedule
-            from profiler_core.handlers import tensorboard_trace_handler
 
             acts = [ProfilerActivity.CPU]
             if cuda and ProfilerActivity.CUDA in supported_activities():
@@ -141,7 +141,7 @@ class _Capture:
             self.prof = profile(
                 activities=acts,
                 schedule=schedule(wait=0, warmup=1, active=n, repeat=1),
-                on_trace_ready=tensorboard_trace_handler(out_dir),
+                on_trace_ready=tensorboard_trace_handler(out_dir, worker_name=worker),
                 record_shapes=True,
             )
         self.prof.start()
@@ -405,7 +405,9 @@ class Recorder:
             "tool": self.capture_tool,
         }
         try:
-            self.capture = _Capture(s + 1, self.rules.capture_steps, out, self.capture_tool, self._timer is not None)
+            self.capture = _Capture(
+                s + 1, self.rules.capture_steps, out, self.worker, self.capture_tool, self._timer is not None
+            )
         except Exception as e:  # a profiler that cannot start must not end the job
             rec["error"] = f"{type(e).__name__}: {e}"
         if trigger.rule == "slow_rank":
