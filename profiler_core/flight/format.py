@@ -18,10 +18,10 @@ Kinds of line (docs/flight-recorder.md lists every field):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import numpy as np
 
 #: the version of the record format (the header's "v")
@@ -32,39 +32,23 @@ SUFFIX = ".telemetry.jsonl"
 COLUMNS = {"w": "wall_ms", "d": "data_ms", "h": "host_ms", "c": "comm_ms", "o": "optimizer_ms", "m": "rss_mib"}
 
 
-class Step(msgspec.Struct, omit_defaults=True):
-    """One step's record (the names are the file's keys: short, because there is one per step per rank)."""
-
-    s: int
-    t: float = 0.0
-    w: float = float("nan")
-    d: float = float("nan")
-    h: float = float("nan")
-    c: float = float("nan")
-    o: float = float("nan")
-    m: float = float("nan")
-    dm: float = float("nan")
-    g: list[tuple[int, float]] = []
-
-
-_STEPS = msgspec.json.Decoder(list[Step])
-_ANY = msgspec.json.Decoder()
-
-
 @dataclass
 class RankTelemetry:
-    """One telemetry file decoded: its header, per-step columns (numpy, NaN where not measured) and events."""
+    """One telemetry file decoded: its header, per-step columns (numpy float32, NaN where not measured; the start
+    times float64) and events."""
 
     path: str
     header: dict = field(default_factory=dict)
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     start_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     columns: dict[str, np.ndarray] = field(default_factory=dict)
-    gpu_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    device_mib: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gpu_ms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    device_mib: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     captures: list[dict] = field(default_factory=list)
     ended: bool = False
     bad_lines: int = 0
+    #: GPU times given for steps that are not in this part (a file read in parts: they belong to an earlier part)
+    orphan_gpu: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def rank(self) -> int:
@@ -72,26 +56,54 @@ class RankTelemetry:
         return int(r) if isinstance(r, int) else -1
 
 
+_decoders: dict[str, Any] = {}
+
+
+def _decoder() -> tuple[Any, Any, Any]:
+    """(msgspec, the step lines' typed decoder, the Step type), made on first use: the recorder itself (writing)
+    needs only the standard library and numpy, so that it runs in any training environment."""
+    if not _decoders:
+        import msgspec
+
+        class Step(msgspec.Struct, omit_defaults=True):
+            """One step's record (the file's keys: short, because there is one per step per rank)."""
+
+            s: int
+            t: float = 0.0
+            w: float = float("nan")
+            d: float = float("nan")
+            h: float = float("nan")
+            c: float = float("nan")
+            o: float = float("nan")
+            m: float = float("nan")
+            dm: float = float("nan")
+            g: list[tuple[int, float]] = []
+
+        _decoders.update(msgspec=msgspec, steps=msgspec.json.Decoder(list[Step]), step=Step)
+    return _decoders["msgspec"], _decoders["steps"], _decoders["step"]
+
+
 def decode(path: str, data: bytes) -> RankTelemetry:
     """A telemetry file's bytes -> RankTelemetry. An incomplete last line (a job killed mid-write, or a file still
     written) is left out; lines that do not decode are counted in `bad_lines`, never an error."""
+    msgspec, steps_decoder, step_type = _decoder()
     out = RankTelemetry(path)
     end = data.rfind(b"\n")
     lines = data[: end + 1].split(b"\n")[:-1] if end >= 0 else []
     step_lines = [ln for ln in lines if ln.startswith(b'{"s":')]
     other = [ln for ln in lines if ln and not ln.startswith(b'{"s":')]
     try:
-        steps = _STEPS.decode(b"[" + b",".join(step_lines) + b"]")
+        steps = steps_decoder.decode(b"[" + b",".join(step_lines) + b"]")
     except (msgspec.DecodeError, msgspec.ValidationError):
         steps = []
         for ln in step_lines:
             try:
-                steps.append(msgspec.json.decode(ln, type=Step))
+                steps.append(msgspec.json.decode(ln, type=step_type))
             except (msgspec.DecodeError, msgspec.ValidationError):
                 out.bad_lines += 1
     for ln in other:
         try:
-            rec: Any = _ANY.decode(ln)
+            rec: Any = msgspec.json.decode(ln)
         except msgspec.DecodeError:
             out.bad_lines += 1
             continue
@@ -106,10 +118,10 @@ def decode(path: str, data: bytes) -> RankTelemetry:
     n = len(steps)
     out.steps = np.fromiter((r.s for r in steps), np.int64, n)
     out.start_s = np.fromiter((r.t for r in steps), np.float64, n)
-    for key, name in COLUMNS.items():
-        out.columns[name] = np.fromiter((getattr(r, key) for r in steps), np.float64, n)
-    out.device_mib = np.fromiter((r.dm for r in steps), np.float64, n)
-    gpu = np.full(n, np.nan)
+    for key, name in COLUMNS.items():  # float32: 7 digits are enough for ms and MiB, and half the memory
+        out.columns[name] = np.fromiter((getattr(r, key) for r in steps), np.float32, n)
+    out.device_mib = np.fromiter((r.dm for r in steps), np.float32, n)
+    gpu = np.full(n, np.nan, np.float32)
     pairs = [p for r in steps if r.g for p in r.g]
     if pairs and n:
         at = np.array([p[0] for p in pairs], np.int64)
@@ -117,6 +129,9 @@ def decode(path: str, data: bytes) -> RankTelemetry:
         pos = np.searchsorted(out.steps, at)
         ok = (pos < n) & (out.steps[np.minimum(pos, n - 1)] == at)
         gpu[pos[ok]] = ms[ok]
+        out.orphan_gpu = [(int(a), float(b)) for a, b in zip(at[~ok], ms[~ok])]
+    elif pairs:
+        out.orphan_gpu = [(int(a), float(b)) for a, b in pairs]
     out.gpu_ms = gpu
     return out
 
@@ -149,5 +164,5 @@ def encode_step(
 
 
 def encode_event(record: dict) -> bytes:
-    """A header, capture or end line (with its newline)."""
-    return msgspec.json.encode(record) + b"\n"
+    """A header, capture or end line (with its newline; rare lines: the standard library's encoder)."""
+    return json.dumps(record, separators=(",", ":"), default=str).encode() + b"\n"
