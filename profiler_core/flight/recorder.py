@@ -301,7 +301,15 @@ class Recorder:
         cross = self._exchange(s, wall - (comm or 0.0))
         if self.capture is not None and self.capture.step():
             self.capture = None
-        if cross is not None and (self.rank in cross.ranks or self.rank == cross.healthy):
+        if (
+            cross is not None
+            and (
+                self.rules.capture_ranks == "all"  # type: ignore[union-attr]
+                or self.rank in cross.ranks
+                or self.rank == cross.healthy
+            )
+            and s - self._last_local >= self.rules.interval_steps  # type: ignore[union-attr]
+        ):
             trigger = cross
         if trigger is not None and self.capture is None:
             self._start_capture(s, trigger)
@@ -390,7 +398,7 @@ class Recorder:
         assert self.rules is not None
         name = f"capture_step{s + 1:06d}"
         out = storage.join(self.logdir, name)
-        role = "affected" if self.rank in trigger.ranks else "healthy"
+        role = "affected" if self.rank in trigger.ranks else "healthy" if self.rank == trigger.healthy else "other"
         rec = {
             "k": "capture",
             "s": s + 1,
@@ -410,8 +418,6 @@ class Recorder:
             )
         except Exception as e:  # a profiler that cannot start must not end the job
             rec["error"] = f"{type(e).__name__}: {e}"
-        if trigger.rule == "slow_rank":
-            self._last_cross = max(self._last_cross, s)
         self._last_local = s
         self.captures.append(rec)
         self._event(rec)

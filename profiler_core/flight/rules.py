@@ -6,9 +6,13 @@
 - **slow rank** (`rank_ms` x, `rank_steps` n): a rank's time outside collectives (wall minus collectives: the
   work it did, not the waiting for the others) exceeded the median of the other ranks' by more than x ms in n
   consecutive steps. It needs every rank's numbers: every `exchange_every` steps the ranks allgather their last
-  steps' work through the hooked communicator; every rank then takes the same decision from the same numbers
-  (which ranks capture: the slow ones and the healthy rank of least work, for comparison). Without a hooked
-  communicator or time in collectives the rule is skipped, and the header says why.
+  steps' work through the hooked communicator; every rank then takes the same decision from the same numbers:
+  the slow ranks are *affected*, the other rank of least work is the *healthy* one for comparison, and with
+  `capture_ranks="all"` (the default) every rank captures the same steps, because the cross-rank diagnosis
+  (`gpuscope diagnose`) names a straggler only when it sees every rank of the collectives' group; "named" captures
+  the affected and the healthy rank only (cheaper on a big job; their traces then give per-rank ledgers, and the
+  diagnosis says that the other ranks are missing). Without a hooked communicator the rule is skipped, and the
+  header says why.
 
 A capture covers the next `capture_steps` steps; a rank starts at most one capture per `interval_steps` steps
 (the slow-rank rule keeps its own interval, the same on every rank, so that ranks agree on it).
@@ -37,11 +41,14 @@ class Rules:
     capture_steps: int = 5
     interval_steps: int = 1000
     healthy: bool = True
+    capture_ranks: str = "all"
 
     def __post_init__(self) -> None:
         for name in ("window", "min_history", "rank_steps", "exchange_every", "capture_steps", "interval_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Rules.{name} must be at least 1, got {getattr(self, name)}")
+        if self.capture_ranks not in ("all", "named"):
+            raise ValueError(f"Rules.capture_ranks must be 'all' or 'named', got {self.capture_ranks!r}")
         for name in ("step_factor", "data_ms", "rank_ms"):
             v = getattr(self, name)
             if v is not None and not v > 0:
