@@ -76,12 +76,13 @@ def _concat(a: format.RankTelemetry, b: format.RankTelemetry) -> format.RankTele
         ok = (pos < len(a.steps)) & (a.steps[np.minimum(pos, max(0, len(a.steps) - 1))] == at)
         gpu[pos[ok]] = np.array([p[1] for p in b.orphan_gpu])[ok]
     out.captures, out.ended, out.bad_lines = a.captures + b.captures, a.ended or b.ended, a.bad_lines + b.bad_lines
+    out.end = b.end or a.end
     out.gpu_ms = gpu
     return out
 
 
 #: the version of the decoded-column cache entries (bump when RankTelemetry's arrays change)
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 _ARRAYS = ("steps", "start_s", "gpu_ms", "device_mib")
 
 
@@ -114,7 +115,7 @@ def _cache_load(entry: Any, path: str) -> format.RankTelemetry | None:
         with np.load(entry, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             t = format.RankTelemetry(path, header=meta["header"], captures=meta["captures"], ended=meta["ended"])
-            t.bad_lines = meta["bad_lines"]
+            t.bad_lines, t.end = meta["bad_lines"], meta.get("end", {})
             for name in _ARRAYS:
                 setattr(t, name, z[name])
             t.columns = {name: z["col_" + name] for name in format.COLUMNS.values()}
@@ -126,7 +127,7 @@ def _cache_load(entry: Any, path: str) -> format.RankTelemetry | None:
 def _cache_store(entry: Any, t: format.RankTelemetry) -> None:
     import json
 
-    meta = {"header": t.header, "captures": t.captures, "ended": t.ended, "bad_lines": t.bad_lines}
+    meta = {"header": t.header, "captures": t.captures, "ended": t.ended, "end": t.end, "bad_lines": t.bad_lines}
     arrays = {name: getattr(t, name) for name in _ARRAYS}
     arrays.update({"col_" + k: v for k, v in t.columns.items()})
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
@@ -360,7 +361,7 @@ def _summary(job: Job, rule: StragglerRule) -> dict:
             "device_mib": _max(t.device_mib),
             "late_steps": n_late,
             "late_frac": round(frac, 4),
-            "device": t.header.get("device", ""),
+            "device": t.end.get("device") or t.header.get("device", ""),
             "comm": t.header.get("comm", ""),
             "bad_lines": t.bad_lines,
         }

@@ -37,7 +37,7 @@ def test_one_record_per_step_with_the_marked_times(tmp_path):
             rec.step()
     t = _read(tmp_path / "w0.telemetry.jsonl")
     assert t.header["k"] == "start" and t.header["v"] == format.VERSION and t.header["worker"] == "w0"
-    assert t.header["device"] == "auto" and t.header["comm"] == "none" and t.ended
+    assert t.header["device"] == "auto" and t.header["comm"] == "none" and t.ended and t.end["device"] == "none"
     assert t.steps.tolist() == list(range(6)) and t.bad_lines == 0
     data, opt, wall = t.columns["data_ms"], t.columns["optimizer_ms"], t.columns["wall_ms"]
     assert data[3] >= 50.0 and max(data[[0, 1, 2, 4, 5]]) < 50.0  # sleep sleeps at least that long
@@ -90,7 +90,7 @@ def test_gpu_times_come_later_and_never_wait(tmp_path):
     got = {int(s): g for s, g in zip(t.steps, t.gpu_ms) if g == g}
     assert got and set(got) <= set(range(1, 8)) and all(g == 10.0 for g in got.values()), got
     assert max(got) < 7  # the device had not finished the last steps: their GPU time is unknown, not waited for
-    assert (t.device_mib == 42.0).all()
+    assert (t.device_mib == 42.0).all() and t.end["device"] == "fake"
     assert ev.made < 8  # events are reused once read
 
 

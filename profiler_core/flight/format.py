@@ -13,7 +13,7 @@ Kinds of line (docs/flight-recorder.md lists every field):
   "g": [[step, GPU ms], ...]}`` (``c``, ``o``, ``dm``, ``g`` only when measured; ``g`` carries the GPU times of
   earlier steps whose device events completed since the last record: the device is never waited for);
 - a capture: ``{"k": "capture", "s": step, "rule", "why", "ranks", "healthy", "steps", "dir", "tool"}``;
-- the end: ``{"k": "end", "s": last step, "t"}``.
+- the end: ``{"k": "end", "s": last step, "t", "device"}`` (the device library found: torch, cupy, pycuda or none).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class RankTelemetry:
     device_mib: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     captures: list[dict] = field(default_factory=list)
     ended: bool = False
+    end: dict = field(default_factory=dict)  # the end record (its "device": the library found, "none" on a CPU job)
     bad_lines: int = 0
     #: GPU times given for steps that are not in this part (a file read in parts: they belong to an earlier part)
     orphan_gpu: list[tuple[int, float]] = field(default_factory=list)
@@ -114,7 +115,7 @@ def decode(path: str, data: bytes) -> RankTelemetry:
         elif rec.get("k") == "capture":
             out.captures.append(rec)
         elif rec.get("k") == "end":
-            out.ended = True
+            out.ended, out.end = True, rec
     n = len(steps)
     out.steps = np.fromiter((r.s for r in steps), np.int64, n)
     out.start_s = np.fromiter((r.t for r in steps), np.float64, n)

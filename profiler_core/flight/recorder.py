@@ -331,7 +331,8 @@ class Recorder:
                 self.capture.prof.stop()
             finally:
                 self.capture = None
-        self._event({"k": "end", "s": self.step_num - 1, "t": time.time()})
+        found = self._events.name if self._events is not None else "none"
+        self._event({"k": "end", "s": self.step_num - 1, "t": time.time(), "device": found})
         self._sink.close()
         self._clock.stop()
 
