@@ -4,8 +4,9 @@ Sources, looked up once when the recorder starts: mpi4py through the existing in
 (`profiler_core.integrations.mpi.start_timing`: the same wrappers a profile installs, counting the time inside
 every communication call and request wait, recording nothing unless a profile records); torch.distributed through
 its public functions (`torch.distributed.all_reduce`, `all_gather`, ... wrapped in the module while the recorder
-runs, synchronous calls and the `wait()` of the work they return), which sees what the program calls itself, not
-the collectives DDP issues from C++. A job with neither has no collective time and no exchange.
+runs, synchronous calls and the `wait()` of the work they return), which sees what the program calls itself, and
+for DDP, whose all-reduces are issued from C++, its public communication hook (`Recorder.ddp_comm_hook()`: launch
+to completion of each bucket's all-reduce). A job with none has no collective time and no exchange.
 
 The exchange (`Exchange.allgather`): every N steps each rank sends N floats (its steps' time outside collectives)
 and receives everybody's, through the hooked communicator's own unwrapped call, so it is neither counted as the
@@ -15,6 +16,7 @@ program's communication nor recorded in a capture's trace.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -110,6 +112,37 @@ class CommClock:
                 self._torch_saved[name] = fn
                 setattr(dist, name, wrap(fn))
         self._torch = dist
+
+    def ddp_hook(self) -> Any:
+        """A DDP communication hook (`model.register_comm_hook(None, hook)`, torch's public hook) that all-reduces
+        each gradient bucket as DDP's default hook does and counts the time from its launch to its completion (a
+        `then` callback on its future: nothing waits for it) as time in collectives. DDP issues its all-reduces
+        from C++, out of reach of the function wrappers: this is how a DDP program's communication is timed."""
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        counter, lock, perf = self._torch_ns, threading.Lock(), time.perf_counter_ns
+
+        def hook(state: Any, bucket: Any) -> Any:
+            t0 = perf()
+            fut = allreduce_hook(state, bucket)
+
+            def done(f: Any) -> Any:
+                with lock:  # runs on the communication library's thread
+                    counter[0] += perf() - t0
+                return f.value()
+
+            return fut.then(done)
+
+        import torch
+        import torch.distributed as dist
+
+        # DDP checks a hook's annotations: the real types, not this module's postponed strings
+        hook.__annotations__ = {
+            "state": object,
+            "bucket": dist.GradBucket,
+            "return": torch.futures.Future[torch.Tensor],
+        }
+        return hook
 
     def ns(self) -> int:
         if self._mpi is not None:

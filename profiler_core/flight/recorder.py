@@ -261,6 +261,11 @@ class Recorder:
         """Around the optimizer step (`with rec.optimizer():`): its time is this step's optimizer time."""
         return self._opt
 
+    def ddp_comm_hook(self) -> Any:
+        """For a DDP model: `model.register_comm_hook(None, rec.ddp_comm_hook())` times its gradient all-reduces
+        (DDP's default all-reduce, launch to completion) as this rank's time in collectives (`comm.CommClock`)."""
+        return self._clock.ddp_hook()
+
     def step(self) -> None:
         """This step ended: write its record, run the rules, drive a capture; the next step starts now."""
         end = time.perf_counter_ns()

@@ -6,7 +6,8 @@ process::
     python flight_gloo_job.py --out LOGDIR --port PORT --world 4 --steps 120 --plant 2:30:60-90
 
 Each rank: a DataLoader (num_workers=0) whose item i sleeps --data-ms (+ the plant's MS on the planted rank when i
-is in FROM..TO-1), 3 ms of matmuls in `record_function("compute")`, one `dist.all_reduce` per step. The recorder
+is in FROM..TO-1), 3 ms of matmuls in `record_function("compute")`, one `dist.all_reduce` per step (--ddp: the
+backward of a DDP linear layer instead, its gradients all-reduced by DDP through `rec.ddp_comm_hook()`). The recorder
 (`Recorder(LOGDIR, Rules(step_factor=None, rank_ms=15, ...), worker=f"rank{r}")`) times the data loading, hooks
 torch.distributed (its all_reduce, and the exchange through `all_gather`), and captures with torch.profiler (torch
 is imported: `capture="auto"`), into LOGDIR/capture_step*/.
@@ -68,6 +69,11 @@ def worker(rank: int, args: argparse.Namespace) -> None:
         Rules(step_factor=None, rank_ms=15.0, rank_steps=5, exchange_every=10, capture_steps=3),
         worker=f"rank{rank}",
     )
+    model = None
+    if args.ddp:  # DDP all-reduces the gradients from C++: timed through its public communication hook
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(N, N))
+        model.register_comm_hook(None, rec.ddp_comm_hook())
     batches = iter(loader)
     for _ in range(args.steps):
         with rec.data():
@@ -76,7 +82,10 @@ def worker(rank: int, args: argparse.Namespace) -> None:
             end = time.perf_counter() + 0.003
             while time.perf_counter() < end:
                 a @ (b + batch.mean())
-        dist.all_reduce(x)
+        if model is not None:
+            model(batch[None, :]).sum().backward()
+        else:
+            dist.all_reduce(x)
         rec.step()
     rec.close()
     dist.barrier()
@@ -91,6 +100,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--data-ms", type=float, default=1.0)
     p.add_argument("--plant", default="2:30:60-90", help="RANK:MS:FROM-TO")
+    p.add_argument("--ddp", action="store_true", help="a DDP model's backward instead of an explicit all_reduce")
     args = p.parse_args()
     r, ms, span = args.plant.split(":")
     lo, hi = span.split("-")
