@@ -126,3 +126,44 @@ def test_no_rules_no_capture(tmp_path):
     t = format.decode("x", (tmp_path / "w0.telemetry.jsonl").read_bytes())
     assert t.captures == [] and t.header["rules"] is None and t.header["slow_rank_rule"] == "off"
     assert [p.name for p in tmp_path.iterdir()] == ["w0.telemetry.jsonl"]
+
+
+class FakeExchange:
+    """The ranks' allgather, answered with a job where rank 2 does `slow_ms` more work in every step."""
+
+    def __init__(self, rank: int, world: int, slow_ms: float) -> None:
+        self.rank, self.world, self.slow_ms = rank, world, slow_ms
+        self.calls = 0
+
+    def allgather(self, values):
+        self.calls += 1
+        m = np.tile(np.asarray(values, float), (self.world, 1))
+        m[2] += self.slow_ms
+        m[0] -= 0.5  # rank 0 the least loaded: the healthy one
+        return m
+
+
+@pytest.mark.parametrize("capture_ranks, rank, captures", [("all", 1, True), ("named", 1, False), ("named", 0, True)])
+def test_slow_rank_rule_through_the_exchange(tmp_path, capture_ranks, rank, captures):
+    """Every `exchange_every` steps the recorder hands its last steps' work to the exchange; the same decision on
+    every rank: rank 2 affected, rank 0 healthy; with capture_ranks="all" a third rank captures too, with "named"
+    only those two."""
+    rules = Rules(
+        step_factor=None, rank_ms=20.0, rank_steps=5, exchange_every=10, capture_steps=2, capture_ranks=capture_ranks
+    )
+    rec = Recorder(tmp_path, rules, comm="none", worker=f"w{rank}")
+    rec.rank, rec.world = rank, 4
+    rec.exchange = FakeExchange(rank, 4, slow_ms=30.0)
+    rec._ranks = RankRules(rules)  # what a hooked communicator gives at construction
+    with rec:
+        for _ in range(25):
+            rec.step()
+    assert rec.exchange.calls == 2
+    t = format.decode("x", (tmp_path / f"w{rank}.telemetry.jsonl").read_bytes())
+    if not captures:
+        assert t.captures == []
+        return
+    (cap,) = t.captures
+    assert cap["rule"] == "slow_rank" and cap["ranks"] == [2] and cap["healthy"] == 0 and cap["s"] == 10
+    assert cap["role"] == {0: "healthy", 1: "other", 2: "affected"}[rank]
+    assert "rank 2 +30.0 ms" in cap["why"] and "up to step 4" in cap["why"], cap["why"]
