@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from profiler_core import storage
-from profiler_core.flight import device, format
+from profiler_core.flight import device as events_of
+from profiler_core.flight import format
 from profiler_core.flight.comm import CommClock, Exchange
 from profiler_core.flight.rules import LocalRules, RankRules, Rules, Trigger
 
@@ -177,7 +178,7 @@ class Recorder:
     - `logdir`: a local folder or an fsspec URL (the traces' logdir).
     - `rules`: the triggers' thresholds (`Rules()`: the defaults; `None`: telemetry only, no capture).
     - `device`: "auto" (the library the program uses, looked up until one is initialised), "none", or an
-      `device.Events` object.
+      `profiler_core.flight.device.Events` object.
     - `comm`: "auto" (mpi4py if imported, else torch.distributed if initialised), "mpi4py", "torch" or "none";
       `communicator`: the mpi4py communicator of the exchange (default COMM_WORLD).
     - `capture`: "auto" (torch.profiler in a torch program, else gpuscope's profile), "gpuscope" or "torch".
@@ -228,8 +229,8 @@ class Recorder:
             skip, self.exchange = "a single rank: no other rank to compare with", None
         self.worker = worker or default_worker_name()
         self._device_want = device
-        self._events: device.Events | None = device if not isinstance(device, str) else None
-        self._timer: device.StepTimer | None = None
+        self._events: events_of.Events | None = device if not isinstance(device, str) else None
+        self._timer: events_of.StepTimer | None = None
         storage.makedirs(self.logdir)
         self.path = storage.join(self.logdir, self.worker + format.SUFFIX)
         self._sink: Any = _RemoteSink(self.path) if storage.is_remote(self.path) else _LocalSink(self.path, flush_steps)
@@ -276,11 +277,11 @@ class Recorder:
         comm = (self._clock.ns() - self._comm0) / 1e6 if self.comm else None
         gpu = None
         if self._timer is None and self._device_want == "auto" and s % 16 == 0:  # a library may start late
-            self._events = device.detect()
+            self._events = events_of.detect()
             if self._events is not None:
                 self._device_want = self._events.name
         if self._timer is None and self._events is not None:
-            self._timer = device.StepTimer(self._events)
+            self._timer = events_of.StepTimer(self._events)
             self._timer.start()  # GPU times start with the next step
         elif self._timer is not None:
             self._timer.boundary(s)
