@@ -73,9 +73,10 @@ def test_rank_2_is_an_occasional_straggler_over_the_planted_steps(planted):
     assert s["chronic"] == []
     occ = {o["rank"]: o for o in s["occasional"]}
     assert 2 in occ, s["occasional"]
-    longest = max(occ[2]["bursts"], key=lambda b: b["steps"])
-    assert 300 <= longest["first"] <= 305 and 395 <= longest["last"] <= 399, longest
-    assert longest["excess_ms"] >= 35
+    # the planted steps in bursts (a loaded machine may break one in two: another rank late in one step)
+    inside = [b for b in occ[2]["bursts"] if b["first"] >= 300 and b["last"] <= 399]
+    assert inside and min(b["first"] for b in inside) <= 305 and max(b["last"] for b in inside) >= 395, inside
+    assert sum(b["steps"] for b in inside) >= 90 and all(b["excess_ms"] >= 35 for b in inside), inside
 
 
 @needs_mpi
