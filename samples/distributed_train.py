@@ -11,16 +11,25 @@ shows computation, communication and the time each rank waits for the others.
     tensorboard --logdir log/distributed
 
 ``--slow-rank R`` makes rank R a straggler (it sleeps ``--slow-ms`` per step), so the other
-ranks wait for it inside ``Allreduce``. ``--plant RANK:CAUSE:MS`` (repeatable) plants a known cause for the
-diagnosis to find: ``data`` (RANK's data loader takes MS longer per step, inside its
+ranks wait for it inside ``Allreduce``. ``--plant RANK:CAUSE:MS[:FROM-TO]`` (repeatable) plants a known cause for
+the diagnosis to find: ``data`` (RANK's data loader takes MS longer per step, inside its
 ``enumerate(DataLoader)#...__next__`` range, as torch names a DataLoader's) or ``op`` (RANK's first
-``mlp::linear`` of the forward pass takes MS longer per step). With PyCUDA and a GPU (``--device auto|gpu``) the
+``mlp::linear`` of the forward pass takes MS longer per step); with ``FROM-TO`` only in steps FROM..TO-1.
+
+``--recorder`` runs the flight recorder (docs/flight-recorder.md) instead of the scheduled profile: every rank
+writes its per-step telemetry into the logdir, and the triggers (``--trigger-*``) capture the steps after a
+slow one into ``LOGDIR/capture_stepNNNNNN/``:
+
+    mpiexec -n 4 python samples/distributed_train.py --logdir log/flight --recorder --steps 500 \
+        --plant 2:data:40:300-400
+    gpuscope telemetry log/flight --diagnose With PyCUDA and a GPU (``--device auto|gpu``) the
 forward and backward passes run on the GPU; gradients are copied to the host for MPI.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -286,18 +295,40 @@ DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"  # th
 PLANT_CAUSES = ("data", "op")
 
 
-def parse_plant(text: str) -> tuple[int, str, float]:
-    """`RANK:CAUSE:MS` -> (rank, cause, seconds); ValueError with the reason when it is malformed."""
+def parse_plant(text: str) -> tuple[int, str, float, range | None]:
+    """`RANK:CAUSE:MS[:FROM-TO]` -> (rank, cause, seconds, the steps FROM..TO-1 or None for every step); ValueError
+    with the reason when it is malformed."""
     parts = text.split(":")
-    if len(parts) != 3 or parts[1] not in PLANT_CAUSES:
-        raise ValueError(f"--plant {text!r}: expected RANK:CAUSE:MS with CAUSE one of {', '.join(PLANT_CAUSES)}")
+    if len(parts) not in (3, 4) or parts[1] not in PLANT_CAUSES:
+        raise ValueError(
+            f"--plant {text!r}: expected RANK:CAUSE:MS[:FROM-TO] with CAUSE one of {', '.join(PLANT_CAUSES)}"
+        )
     try:
         rank, ms = int(parts[0]), float(parts[2])
     except ValueError:
         raise ValueError(f"--plant {text!r}: RANK must be an integer, MS a number") from None
     if rank < 0 or not ms > 0:
         raise ValueError(f"--plant {text!r}: RANK must not be negative, MS must be positive")
-    return rank, parts[1], ms / 1000.0
+    steps = None
+    if len(parts) == 4:
+        lo, sep, hi = parts[3].partition("-")
+        if not (sep and lo.isdigit() and hi.isdigit() and int(lo) < int(hi)):
+            raise ValueError(f"--plant {text!r}: steps as FROM-TO, FROM < TO (e.g. 300-400)")
+        steps = range(int(lo), int(hi))
+    return rank, parts[1], ms / 1000.0, steps
+
+
+class NoProfile:
+    """Stands in for the scheduled profile when the flight recorder decides what to capture."""
+
+    def __enter__(self) -> NoProfile:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def step(self) -> None:
+        pass
 
 
 # --- training --------------------------------------------------------------------------------
@@ -327,6 +358,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--die-at-step", type=int, default=-1, help="failure drill: --die-rank exits abruptly at this step")
     p.add_argument("--die-rank", type=int, default=-1)
     p.add_argument("--seed", type=int, default=0)
+    rec = p.add_argument_group("flight recorder (docs/flight-recorder.md)")
+    rec.add_argument("--recorder", action="store_true", help="telemetry + triggered captures instead of the schedule")
+    rec.add_argument("--trigger-k", type=float, default=3.0, help="slow step: > K x the running median (0: off)")
+    rec.add_argument("--trigger-rank-ms", type=float, default=20.0, help="slow rank: > MS over the others (0: off)")
+    rec.add_argument("--trigger-rank-steps", type=int, default=5, help="... for this many consecutive steps")
+    rec.add_argument("--trigger-data-ms", type=float, default=0.0, help="data wait over MS (0: off)")
+    rec.add_argument("--capture-steps", type=int, default=5, help="steps a capture records")
+    rec.add_argument("--capture-interval", type=int, default=1000, help="at most one capture per this many steps")
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "hidden", "active"):
         if getattr(args, name) < 1:
@@ -349,15 +388,34 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
-    if any(r >= world for r, _, _ in args.plants):
+    if any(p[0] >= world for p in args.plants):
         if rank == 0:
             print(f"--plant: a rank is not in 0..{world - 1} ({' '.join(args.plant)})", file=sys.stderr)
         return 2
-    delay = {c: sum(s for r, cause, s in args.plants if r == rank and cause == c) for c in PLANT_CAUSES}
+    plants = [(cause, s, steps) for r, cause, s, steps in args.plants if r == rank]
+
+    def delay_at(cause: str, step: int) -> float:
+        return sum(s for c, s, steps in plants if c == cause and (steps is None or step in steps))
+
+    recorder = None
+    if args.recorder:
+        from profiler_core.flight import Recorder, Rules
+
+        recorder = Recorder(
+            args.logdir,
+            Rules(
+                step_factor=args.trigger_k or None,
+                rank_ms=args.trigger_rank_ms or None,
+                rank_steps=args.trigger_rank_steps,
+                data_ms=args.trigger_data_ms or None,
+                capture_steps=args.capture_steps,
+                interval_steps=args.capture_interval,
+            ),
+        )
 
     ops = make_ops(args.device)
     in_dim, classes = 64, 10
-    model = MLP(ops, [in_dim, args.hidden, args.hidden, classes], seed=args.seed, slow_first_s=delay["op"])
+    model = MLP(ops, [in_dim, args.hidden, args.hidden, classes], seed=args.seed)
     # Same initial weights everywhere (rank 0's), as DDP does at construction.
     for p in model.params:
         host = np.ascontiguousarray(ops.to_host(p))
@@ -372,18 +430,30 @@ def main(argv: list[str] | None = None) -> int:
     if ops.name == "gpu" and ProfilerActivity.CUDA in supported_activities():
         activities.append(ProfilerActivity.CUDA)
     sched = schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=args.repeat)
-    with profile(
-        activities=activities, schedule=sched, record_shapes=True, on_trace_ready=tensorboard_trace_handler(args.logdir)
-    ) as prof:
+    scheduled: Any = (
+        NoProfile()
+        if recorder is not None
+        else profile(
+            activities=activities,
+            schedule=sched,
+            record_shapes=True,
+            on_trace_ready=tensorboard_trace_handler(args.logdir),
+        )
+    )
+    data_wait = recorder.data if recorder is not None else contextlib.nullcontext
+    optimizer = recorder.optimizer if recorder is not None else contextlib.nullcontext
+    with scheduled as prof:
         for step in range(args.steps):
             if step == args.die_at_step and rank == args.die_rank:
                 print(f"rank {rank}: dying at step {step} (failure drill)", flush=True)
                 os._exit(3)
-            with record_function("data_loading"):
+            model.slow_first_s = delay_at("op", step)
+            with record_function("data_loading"), data_wait():
                 with record_function(DATALOADER):
                     xb, yb = next(loader)
-                    if delay["data"]:
-                        time.sleep(delay["data"])
+                    data_delay = delay_at("data", step)
+                    if data_delay:
+                        time.sleep(data_delay)
                 xd = ops.to_device(xb)
             with record_function("forward"):
                 acts = model.forward(xd)
@@ -400,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
                     offset += n
                 comm.Allreduce(MPI.IN_PLACE, bucket, op=MPI.SUM)
                 bucket /= world
-            with record_function("optimizer_step"):
+            with record_function("optimizer_step"), optimizer():
                 offset = 0
                 for p, n, shape in zip(model.params, sizes, model.shapes):
                     ops.sgd(p, bucket[offset : offset + n].reshape(shape), args.lr)
@@ -409,6 +479,15 @@ def main(argv: list[str] | None = None) -> int:
             if rank == 0 and losses is not None:
                 print(f"step {step:3d}  mean loss {losses / world:.4f}", flush=True)
             prof.step()
+            if recorder is not None:
+                recorder.step()
+    if recorder is not None:
+        recorder.close()
+        if recorder.captures:
+            for c in recorder.captures:
+                print(
+                    f"rank {rank}: captured steps {c['first']}.. into {c['dir']} ({c['rule']}: {c['why']})", flush=True
+                )
     if rank == 0:
         print(f"{world} ranks on {ops.name}; traces in {args.logdir}", flush=True)
     return 0

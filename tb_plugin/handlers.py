@@ -538,3 +538,43 @@ def distributed_step(ws: Workspace, a: dict) -> dict:
         raise NotFound(f"unknown worker {worker!r} (or its trace cannot be read)")
     parts = _distributed_parts(summaries)
     return ws.kept(("distributed/step", worker, step), [summaries], lambda: view.step_detail(parts, worker, step))
+
+
+def _telemetry_job(ws: Workspace, a: dict) -> Any:
+    from tb_plugin import telemetry
+
+    run = a["run"] if len(a["run"]) <= 200 else a["run"][:200] + "..."
+    try:
+        return telemetry.load(ws.scanner.logdir or ws.logdir, a["run"])
+    except ValueError:
+        raise BadRequest(f"run {run!r}: a folder inside the logdir") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise NotFound(f"run {run!r}: no flight-recorder telemetry (*.telemetry.jsonl) there") from None
+
+
+def telemetry_runs(ws: Workspace, a: dict) -> dict:
+    """/telemetry/runs: the folders holding flight-recorder telemetry."""
+    from tb_plugin import telemetry
+
+    return {"runs": telemetry.runs(ws.scanner.logdir or ws.logdir)}
+
+
+def telemetry(ws: Workspace, a: dict) -> dict:
+    """/telemetry: per-rank summaries, stragglers and captures of a telemetry run (`tb_plugin.telemetry.summary`);
+    each capture names its run (the capture folder from the logdir) for /diagnosis."""
+    from profiler_core import storage
+    from tb_plugin import telemetry as analysis
+
+    out = analysis.summary(_telemetry_job(ws, a))
+    base = "" if a["run"] in ("", ".") else a["run"].strip("/") + "/"
+    for c in out["captures"]:
+        c["run"] = base + c["dir"]
+    out["dir"] = storage.redact(out["dir"])
+    return out
+
+
+def telemetry_heatmap(ws: Workspace, a: dict) -> dict:
+    """/telemetry/heatmap: the step x rank heatmap, downsampled (`tb_plugin.telemetry.heatmap`)."""
+    from tb_plugin import telemetry as analysis
+
+    return analysis.heatmap(_telemetry_job(ws, a), a["metric"], max_steps=a["max_steps"], agg=a["agg"])

@@ -28,6 +28,7 @@ from tb_plugin.params import (
     TRACKS,
     WIDTH_PX,
     Float,
+    Int,
     Param,
     Text,
 )
@@ -86,6 +87,18 @@ PENDING = (
     "(HTTP 200), to be asked again until the answer has no `pending`"
 )
 PENDING_ANSWER = ' | while summarizing: {"pending": [worker...], "progress": {"done", "total"}}'
+
+TELEMETRY_RUN = Text("run", 'a folder from /telemetry/runs ("." the logdir)', default=".", max_len=MAX_TEXT_LEN)
+TELEMETRY_METRIC = Text(
+    "metric",
+    "work_ms (wall minus collectives), wall_ms, data_ms, comm_ms, host_ms, gpu_ms, optimizer_ms or rss_mib",
+    choices=("work_ms", "wall_ms", "data_ms", "comm_ms", "host_ms", "gpu_ms", "optimizer_ms", "rss_mib"),
+    default="work_ms",
+)
+HEATMAP_STEPS = Int(
+    "max_steps", "most step bins (each the max or mean of a range of steps)", lo=1, hi=20000, default=1000
+)
+HEATMAP_AGG = Text("agg", "max or mean of the steps (and ranks) of a cell", choices=("max", "mean"), default="max")
 
 FILE = (RUN, WORKER, SPAN)
 RANGE = (START_US, END_US)
@@ -361,6 +374,33 @@ ROUTES: tuple[Route, ...] = (
         '{"idx", "event": {...}, "args": {...}}',
     ),
     Route("/trace", handlers.trace, FILE, "the raw trace file (gzip-encoded JSON), once it parsed", "the file's bytes"),
+    Route(
+        "/telemetry/runs",
+        handlers.telemetry_runs,
+        (),
+        "the folders of the logdir holding flight-recorder telemetry (`*.telemetry.jsonl`, docs/flight-recorder.md)",
+        '{"runs": [folder...]}',
+        held=False,
+    ),
+    Route(
+        "/telemetry",
+        handlers.telemetry,
+        (TELEMETRY_RUN,),
+        "a telemetry run: per-rank summaries, the chronic and occasional stragglers (the rule in `rule`) and the "
+        "captures the triggers started, with their reason and the run to diagnose",
+        '{"dir", "ranks": [...], "steps", "rule", "metric", "chronic": [...], "occasional": [...], '
+        '"captures": [{"dir", "run", "step", "rule", "why", "ranks", "healthy", "captured", ...}...]}',
+        held=False,
+    ),
+    Route(
+        "/telemetry/heatmap",
+        handlers.telemetry_heatmap,
+        (TELEMETRY_RUN, TELEMETRY_METRIC, HEATMAP_STEPS, HEATMAP_AGG),
+        "a step x rank heatmap of one metric over the whole run, downsampled by step (and rank) ranges",
+        '{"metric", "agg", "steps", "ranks", "step_bin", "rank_bin", "step_starts", "rank_starts", "min", "max", '
+        '"cells": [[value | null...] per rank bin]}',
+        held=False,
+    ),
 )
 
 

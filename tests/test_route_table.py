@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from profiler_core.flight import format
 from tb_plugin import errors, params, routes
 from tb_plugin.routes import ROUTES
 
@@ -75,7 +76,12 @@ def client(tmp_path_factory):
     root = tmp_path_factory.mktemp("route-table")
     mp = pytest.MonkeyPatch()
     mp.setenv("GPUSCOPE_CACHE_DIR", str(root / "cache"))
-    c, _ = _client(make_logdir(root / "logs"))
+    logdir = make_logdir(root / "logs")
+    for rank in (0, 1):  # flight-recorder telemetry beside run1's traces, for the /telemetry routes
+        lines = [format.encode_event({"k": "start", "v": format.VERSION, "rank": rank, "world": 2})]
+        lines += [format.encode_step(s, 1.0 + s, 10.0 + rank, 1.0, 9.0, 100.0, 2.0) for s in range(20)]
+        (logdir / "run1" / f"w{rank}{format.SUFFIX}").write_bytes(b"".join(lines))
+    c, _ = _client(logdir)
     yield c
     mp.undo()
 

@@ -276,7 +276,8 @@ export function heatColor(t: number): string {
 /** A rows × columns heatmap (NaN: no value) with a colour-scale legend; onCell(row, col) on click. */
 export function heatmap(rows: string[], cols: string[], values: number[][], fmt: (v: number) => string,
   opts: { title?: string; id?: string; colLabel?: (c: string) => string; rowLabel?: (r: string) => string;
-    onCell?: (r: number, c: number) => void; selected?: [number, number] | null; caption?: string } = {}): HTMLElement {
+    onCell?: (r: number, c: number) => void; selected?: [number, number] | null; caption?: string;
+    cellTitle?: (r: number, c: number, text: string) => string } = {}): HTMLElement {
   const rowLabels = rows.map((r) => shortLabel(opts.rowLabel ? opts.rowLabel(r) : r, 10));
   const colLabels = cols.map((c) => shortLabel(opts.colLabel ? opts.colLabel(c) : c, 10));
   const padL = Math.max(40, 10 + Math.max(0, ...rowLabels.map((l) => l.length)) * CHAR_W);
@@ -301,7 +302,8 @@ export function heatmap(rows: string[], cols: string[], values: number[][], fmt:
       const sel = opts.selected && opts.selected[0] === i && opts.selected[1] === j;
       const cell = s("rect", { x: padL + j * cw, y, width: Math.max(0.5, cw - (cw > 3 ? 1 : 0)), height: ch - 1,
         fill: ok ? heatColor((v - lo) / span) : "var(--line)", class: "cell" + (sel ? " selected" : ""),
-        "data-row": r, "data-col": c }, s("title", null, `${c} · step ${r}\n${ok ? fmt(v) : "no data"}`));
+        "data-row": r, "data-col": c }, s("title", null, opts.cellTitle ? opts.cellTitle(i, j, ok ? fmt(v) : "no data")
+          : `${c} · step ${r}\n${ok ? fmt(v) : "no data"}`));
       if (opts.onCell) cell.addEventListener("click", () => opts.onCell!(i, j));
       svg.appendChild(cell);
     });

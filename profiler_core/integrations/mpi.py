@@ -18,12 +18,23 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["install", "uninstall", "is_installed", "METHODS", "message_info"]
+__all__ = [
+    "install",
+    "uninstall",
+    "is_installed",
+    "METHODS",
+    "message_info",
+    "start_timing",
+    "stop_timing",
+    "comm_ns",
+    "original",
+]
 
 # Method tables: name -> (send position, send keyword, recv position, recv keyword,
 #                         peer position, peer keyword). -1 / None: the call has no such argument.
@@ -107,6 +118,12 @@ _lock = threading.Lock()
 _patched: list[tuple[type, str, Any]] = []  # (class, name, original dict value), to restore
 _requests: dict[int, tuple] = {}  # id(Request) -> (op name, bytes, weakref), while the request lives
 _warned: set[str] = set()
+_by_profile = False  # install() was called by the profiler (integrations.activate) and not undone
+_timers = 0  # users of start_timing() (the flight recorder): the wrappers stay while > 0
+#: nanoseconds spent inside wrapped calls while timing (one list cell: the wrappers add to it without a lock;
+#: a lost update between two threads' calls costs one call's time, never a wrong total afterwards)
+_comm_ns = [0]
+_perf_ns = time.perf_counter_ns
 
 
 def _warn_once(message: str) -> None:
@@ -342,14 +359,25 @@ def _make_comm_wrapper(
 
     def wrapper(self, *args, **kwargs):
         if not is_recording():
-            return orig(self, *args, **kwargs)
-        op_args = _comm_args(mpi, self, coll, layout, args, kwargs, pickled)
-        if shapes_enabled():
-            with record_op(op_name, *_array_inputs(layout, args, kwargs), args=op_args):
-                result = orig(self, *args, **kwargs)
-        else:
-            with record_op(op_name, args=op_args):
-                result = orig(self, *args, **kwargs)
+            if not _timers:
+                return orig(self, *args, **kwargs)
+            t0 = _perf_ns()
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                _comm_ns[0] += _perf_ns() - t0
+        t0 = _perf_ns()
+        try:
+            op_args = _comm_args(mpi, self, coll, layout, args, kwargs, pickled)
+            if shapes_enabled():
+                with record_op(op_name, *_array_inputs(layout, args, kwargs), args=op_args):
+                    result = orig(self, *args, **kwargs)
+            else:
+                with record_op(op_name, args=op_args):
+                    result = orig(self, *args, **kwargs)
+        finally:
+            if _timers:
+                _comm_ns[0] += _perf_ns() - t0
         if returns_request and result is not None:
             _remember_request(result, coll, op_args)
         return result
@@ -374,10 +402,15 @@ def _make_request_wrapper(
     coll = method.lower()
 
     def wrapper(self, *args, **kwargs):
-        if not is_recording():
-            return orig(self, *args, **kwargs)
-        with record_op(op_name, args=_wait_args(coll, [self])):
-            return orig(self, *args, **kwargs)
+        t0 = _perf_ns()
+        try:
+            if not is_recording():
+                return orig(self, *args, **kwargs)
+            with record_op(op_name, args=_wait_args(coll, [self])):
+                return orig(self, *args, **kwargs)
+        finally:
+            if _timers:
+                _comm_ns[0] += _perf_ns() - t0
 
     return _mark_wrapper(wrapper, orig, method)
 
@@ -390,17 +423,22 @@ def _make_request_classmethod(
 
     def wrapper(cls, requests, *args, **kwargs):
         bound = orig_cm.__get__(None, cls)
-        if not is_recording():
-            return bound(requests, *args, **kwargs)
-        if isinstance(requests, (list, tuple)):
-            reqs = requests
-        else:
-            try:  # an iterator: materialise it once, pass the list on
-                requests = reqs = list(requests)
-            except TypeError:
-                reqs = ()
-        with record_op(op_name, args=_wait_args(coll, reqs)):
-            return bound(requests, *args, **kwargs)
+        t0 = _perf_ns()
+        try:
+            if not is_recording():
+                return bound(requests, *args, **kwargs)
+            if isinstance(requests, (list, tuple)):
+                reqs = requests
+            else:
+                try:  # an iterator: materialise it once, pass the list on
+                    requests = reqs = list(requests)
+                except TypeError:
+                    reqs = ()
+            with record_op(op_name, args=_wait_args(coll, reqs)):
+                return bound(requests, *args, **kwargs)
+        finally:
+            if _timers:
+                _comm_ns[0] += _perf_ns() - t0
 
     return classmethod(_mark_wrapper(wrapper, orig_cm, method))
 
@@ -440,58 +478,102 @@ def is_installed() -> bool:
 
 def install() -> None:
     """Wrap mpi4py's communication methods (idempotent). Called by the core when recording starts."""
+    global _by_profile
+    with _lock:
+        _by_profile = True
+        _patch()
+
+
+def start_timing() -> bool:
+    """Count the time spent inside mpi4py's communication calls from now on (`comm_ns()`), for the flight
+    recorder, whether or not a profile records; the wrappers stay until every `start_timing` had its
+    `stop_timing`. False when mpi4py is not imported or cannot be wrapped (nothing is timed then)."""
+    global _timers
+    with _lock:
+        if sys.modules.get("mpi4py.MPI") is None:
+            return False
+        _patch()
+        if not _patched:
+            return False
+        _timers += 1
+        return True
+
+
+def stop_timing() -> None:
+    """Undo one `start_timing`; the last one puts mpi4py's methods back unless a profile is recording."""
+    global _timers
+    with _lock:
+        _timers = max(0, _timers - 1)
+        if not _timers and not _by_profile:
+            _restore()
+
+
+def comm_ns() -> int:
+    """Nanoseconds spent inside wrapped mpi4py calls while timing (a running total: callers take differences)."""
+    return _comm_ns[0]
+
+
+def original(obj: Any, name: str) -> Any:
+    """The unwrapped method `name` of an mpi4py object's type, to call as `original(comm, "Allgather")(comm, ...)`:
+    the recorder's own exchange is neither timed nor recorded in a trace."""
+    for cls in type(obj).__mro__:
+        fn = cls.__dict__.get(name)
+        if fn is not None:
+            return fn.__wrapped__ if getattr(fn, "_gpuscope_wrapper", False) else fn
+    raise AttributeError(name)
+
+
+def _patch() -> None:
+    """Put the wrappers in place (under `_lock`; idempotent)."""
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is None:
         return
-    with _lock:
-        if _patched:
-            return
-        if sys.implementation.name != "cpython":
-            _warn_once("MPI calls are not recorded on this Python implementation (needs CPython)")
-            return
-        try:
-            if not mpi.Is_initialized() or mpi.Is_finalized():
-                from profiler_core.distinfo import MPI_NOT_INITIALISED, warn_once
+    if _patched:
+        return
+    if sys.implementation.name != "cpython":
+        _warn_once("MPI calls are not recorded on this Python implementation (needs CPython)")
+        return
+    try:
+        if not mpi.Is_initialized() or mpi.Is_finalized():
+            from profiler_core.distinfo import MPI_NOT_INITIALISED, warn_once
 
-                warn_once(MPI_NOT_INITIALISED)
-        except Exception:
-            pass
-        is_recording, record_op, shapes_enabled = _resolve_core()
-        comm_classes = [
-            getattr(mpi, n)
-            for n in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm")
-            if hasattr(mpi, n)
-        ]
-        req_classes = [getattr(mpi, n) for n in ("Request", "Prequest", "Grequest") if hasattr(mpi, n)]
-        try:
-            for table, pickled in ((_COLL_BUF, False), (_P2P_BUF, False), (_COLL_OBJ, True), (_P2P_OBJ, True)):
-                for method, layout in table.items():
-                    for cls in comm_classes:
-                        orig = cls.__dict__.get(method)
-                        if orig is None:
-                            continue
-                        _set(
-                            cls,
-                            method,
-                            _make_comm_wrapper(
-                                mpi, orig, method, layout, pickled, is_recording, record_op, shapes_enabled
-                            ),
-                        )
-                        _patched.append((cls, method, orig))
-            for cls in req_classes:
-                for method in _REQ_INSTANCE:
+            warn_once(MPI_NOT_INITIALISED)
+    except Exception:
+        pass
+    is_recording, record_op, shapes_enabled = _resolve_core()
+    comm_classes = [
+        getattr(mpi, n)
+        for n in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm")
+        if hasattr(mpi, n)
+    ]
+    req_classes = [getattr(mpi, n) for n in ("Request", "Prequest", "Grequest") if hasattr(mpi, n)]
+    try:
+        for table, pickled in ((_COLL_BUF, False), (_P2P_BUF, False), (_COLL_OBJ, True), (_P2P_OBJ, True)):
+            for method, layout in table.items():
+                for cls in comm_classes:
                     orig = cls.__dict__.get(method)
-                    if orig is not None:
-                        _set(cls, method, _make_request_wrapper(orig, method, is_recording, record_op))
-                        _patched.append((cls, method, orig))
-                for method in _REQ_CLASS:
-                    orig = cls.__dict__.get(method)
-                    if orig is not None:
-                        _set(cls, method, _make_request_classmethod(orig, method, is_recording, record_op))
-                        _patched.append((cls, method, orig))
-        except Exception as exc:  # leave mpi4py exactly as it was rather than half-patched
-            _restore()
-            _warn_once(f"MPI calls are not recorded: could not wrap mpi4py ({type(exc).__name__}: {exc})")
+                    if orig is None:
+                        continue
+                    _set(
+                        cls,
+                        method,
+                        _make_comm_wrapper(mpi, orig, method, layout, pickled, is_recording, record_op, shapes_enabled),
+                    )
+                    _patched.append((cls, method, orig))
+        for cls in req_classes:
+            for method in _REQ_INSTANCE:
+                orig = cls.__dict__.get(method)
+                if orig is not None:
+                    _set(cls, method, _make_request_wrapper(orig, method, is_recording, record_op))
+                    _patched.append((cls, method, orig))
+            for method in _REQ_CLASS:
+                orig = cls.__dict__.get(method)
+                if orig is not None:
+                    _set(cls, method, _make_request_classmethod(orig, method, is_recording, record_op))
+                    _patched.append((cls, method, orig))
+    except Exception as exc:  # leave mpi4py exactly as it was rather than half-patched
+        _restore()
+        _warn_once(f"MPI calls are not recorded: could not wrap mpi4py ({type(exc).__name__}: {exc})")
 
 
 def _restore() -> None:
@@ -501,9 +583,13 @@ def _restore() -> None:
 
 
 def uninstall() -> None:
-    """Put mpi4py's original method objects back. Called by the core when recording stops."""
+    """Put mpi4py's original method objects back (unless the flight recorder still times the calls). Called by
+    the core when recording stops."""
+    global _by_profile
     with _lock:
-        _restore()
+        _by_profile = False
+        if not _timers:
+            _restore()
         _requests.clear()
 
 

@@ -505,8 +505,103 @@ def pipeline_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def telemetry_main(args: argparse.Namespace) -> int:
+    """`gpuscope telemetry`: the flight recorder's telemetry of every rank of a run (tb_plugin/telemetry.py): per-rank
+    summaries, stragglers by the printed rule, the captures with their reason (and, with --diagnose, each capture's
+    diagnosis verdict); 2 when there is no telemetry."""
+    import json
+
+    from tb_plugin import telemetry
+
+    if not fs.is_url(args.logdir) and not os.path.isdir(args.logdir):
+        _print(f"gpuscope telemetry: {args.logdir}: no such directory", file=sys.stderr)
+        return 2
+    run = args.run
+    if run is None:
+        found = telemetry.runs(args.logdir)
+        if len(found) != 1:
+            what = "no telemetry (*.telemetry.jsonl) files" if not found else "telemetry in several folders"
+            _print(f"gpuscope telemetry: {args.logdir}: {what}; name one: {' '.join(found)}", file=sys.stderr)
+            return 2
+        run = found[0]
+    rule = telemetry.StragglerRule(
+        late_ms=args.late_ms, late_frac=args.late_frac, chronic_frac=args.chronic, burst_steps=args.burst
+    )
+    try:
+        job = telemetry.load(args.logdir, run)
+    except (ValueError, OSError) as e:
+        _print(f"gpuscope telemetry: {e}", file=sys.stderr)
+        return 2
+    res = telemetry.summary(job, rule)
+    base = "" if run in ("", ".") else run.strip("/") + "/"
+    for c in res["captures"]:
+        c["run"] = base + c["dir"]
+        if args.diagnose:
+            c["diagnosis"] = _capture_verdict(args.logdir, c["run"])
+    if args.heatmap:
+        res["heatmap"] = telemetry.heatmap(job, args.metric, max_steps=args.heatmap)
+    if args.json:
+        _print(json.dumps(res, indent=1))
+        return 0
+    _print(telemetry.render_text(res), end="")
+    for c in res["captures"]:
+        _print(f"  diagnose it: gpuscope diagnose {args.logdir} {c['run']}")
+        if "diagnosis" in c:
+            _print("  " + _verdict_text(c["diagnosis"]))
+    if args.heatmap:
+        h = res["heatmap"]
+        _print(f"heatmap of {h['metric']} ({h['agg']} of {h['step_bin']} steps per column; {h['min']}..{h['max']}):")
+        shades = " .:-=+*#%@"
+        lo, hi = h["min"] or 0.0, h["max"] or 1.0
+        for r, row in zip(h["rank_starts"], h["cells"]):
+            line = "".join(
+                " " if v is None else shades[min(9, int(9 * (v - lo) / (hi - lo))) if hi > lo else 0] for v in row
+            )
+            _print(f"{r:>5} |{line}|")
+    return 0
+
+
+def _capture_verdict(logdir: str, run: str) -> dict:
+    """What the diagnosis of a capture (`gpuscope diagnose LOGDIR RUN`) says of its stragglers: the rank that would
+    save the most, why, and how much; or the caveat that withholds cross-rank claims, or why there is none."""
+    from tb_plugin.run_level import report
+
+    try:
+        _, summaries, _ = run_summaries(logdir, run, "1", log=lambda m: None, prog="gpuscope telemetry")
+    except DiagnoseFailed as e:
+        return {"error": str(e)}
+    rep = report.diagnose(summaries)
+    out: dict = {"workers": rep["workers"], "withheld": rep["withheld"]}
+    if rep["withheld"]:
+        out["caveats"] = [c["text"] for c in rep["caveats"] if c.get("withholds")]
+    worst = rep["stragglers"][0] if rep["stragglers"] else None
+    if worst is not None:
+        out["straggler"] = {k: worst.get(k) for k in ("rank", "worker", "step", "why", "excess_ms", "saved_ms")}
+    out["stragglers_by_rank"] = {}
+    for st in rep["stragglers"]:
+        r = str(st.get("rank"))
+        out["stragglers_by_rank"][r] = out["stragglers_by_rank"].get(r, 0) + 1
+    return out
+
+
+def _verdict_text(d: dict) -> str:
+    if "error" in d:
+        return f"no diagnosis: {d['error']}"
+    if d.get("withheld"):
+        return "diagnosis withholds cross-rank claims: " + "; ".join(d.get("caveats", []))
+    st = d.get("straggler")
+    if not st:
+        return f"diagnosis of {d['workers']} workers: no straggler"
+    steps = ", ".join(f"rank {r} in {n} step(s)" for r, n in d["stragglers_by_rank"].items())
+    return (
+        f"diagnosis of {d['workers']} workers: straggler rank {st['rank']} ({steps}); worst at step {st['step']}: "
+        f"{st['why']}; {st['saved_ms']:.1f} ms saved had it run at the median"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`, `history`, `export`, `pipeline`)."""
+    """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`, `history`, `export`, `pipeline`,
+    `telemetry`)."""
     from profiler_core import __version__
 
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
@@ -586,7 +681,26 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("out", help="the folder to write the tables into")
     x.add_argument("--format", choices=("parquet",), default="parquet", help="the table format (parquet)")
     x.add_argument("--span", default=None, help="only this span of each worker (default: every span)")
+    t = sub.add_parser(
+        "telemetry",
+        help="the flight recorder's telemetry of every rank: summaries, stragglers, captures and why they ran",
+        description="Reads the flight recorder's *.telemetry.jsonl files of a run folder (docs/flight-recorder.md) "
+        "and prints per-rank summaries, the chronic and occasional stragglers (the rule is printed) and the "
+        "captures the triggers started, with their reason and the run to diagnose.",
+    )
+    t.add_argument("logdir", help="the log directory (a local path, or a URL where fsspec can read it)")
+    t.add_argument("run", nargs="?", help="the folder of the telemetry files (default: the only one)")
+    t.add_argument("--json", action="store_true", help="print the answer as JSON (the /telemetry route's)")
+    t.add_argument("--diagnose", action="store_true", help="diagnose each capture (gpuscope diagnose) too")
+    t.add_argument("--heatmap", type=int, metavar="COLUMNS", default=0, help="print a step x rank heatmap")
+    t.add_argument("--metric", default="work_ms", help="the heatmap's metric (work_ms, wall_ms, data_ms, ...)")
+    t.add_argument("--late-ms", type=float, default=2.0, help="straggler rule: least excess in ms (default 2)")
+    t.add_argument("--late-frac", type=float, default=0.10, help="... or this fraction of the median (0.10)")
+    t.add_argument("--chronic", type=float, default=0.5, help="chronic: late in more than this fraction (0.5)")
+    t.add_argument("--burst", type=int, default=3, help="occasional: bursts of at least this many steps (3)")
     args = p.parse_args(argv)
+    if args.command == "telemetry":
+        return telemetry_main(args)
     if args.command == "history":
         return history_main(args)
     if args.command == "export":

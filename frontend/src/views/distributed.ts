@@ -7,6 +7,7 @@ import { dataTable, Column } from "../table";
 import { segmented } from "./widgets";
 import { criticalPathSection } from "./critical";
 import { pipelineSection } from "./pipeline";
+import { flightSection } from "./flight";
 import { fmtMs } from "./ledger";
 import { diagnosisHead } from "./verdict";
 import type { Ctx } from "../ctx";
@@ -163,6 +164,7 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
     : h("div", { class: "banner info", id: "dist-groups" }, "No collective matched across the members of a process group: no wait/transfer split.");
   const cpath = h("section", { class: "section", id: "dist-cpath" });
   const pipe = h("section", { class: "section", id: "dist-pipeline" });
+  const flight = h("section", { class: "section", id: "dist-flight" });
 
   // collectives per worker (the chosen worker, or all)
   const commRows: any[] = [];
@@ -205,10 +207,10 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
     errors.length ? h("div", { class: "banner", id: "dist-errors" }, "Some workers could not be read (the others are shown):",
       h("ul", null, errors.map((e) => h("li", null, `${e?.file ?? e?.worker ?? ""}: ${e?.error ?? ""}`)))) : null,
     h("div", { class: "grid2" }, bars, wait),
-    h("section", { class: "section" }, heatTools, heat), drill, stragTable, cpath, pipe, groupTable, comm, devices,
+    h("section", { class: "section" }, heatTools, heat), drill, stragTable, cpath, pipe, flight, groupTable, comm, devices,
     notes.length ? h("section", { class: "section" }, h("h3", null, "Notes"), h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null);
   if (selected && !pending.length) await showCell(ctx, drill, names[selected[1]], stepNames[selected[0]]);
-  if (!pending.length && names.length > 1) await Promise.all([criticalPathSection(ctx, cpath, step), pipelineSection(ctx, pipe, step)]);
+  if (!pending.length && names.length > 1) await Promise.all([criticalPathSection(ctx, cpath, step), pipelineSection(ctx, pipe, step), flightSection(ctx, flight)]);
 }
 
 /** Opens the Diff view: the straggler (baseline) against the median worker of that step, in this run and span. */
