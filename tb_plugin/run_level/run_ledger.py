@@ -178,6 +178,7 @@ def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) ->
             "steps": order,
             "wall_ns": wall,
             "reason": None if order else "no steps in any worker",
+            "graph_launches": any(leds[w].graph_launches for w in workers),
             "buckets": {
                 b: {
                     "ns": None if _all_lack(leds, b) else parts[b][0],

@@ -60,3 +60,14 @@ FIXES = {
     HOST_COMPUTE: "Move CPU work out of the step or onto the GPU; a larger batch gives the GPU more work per launch.",
     OTHER: "Time with nothing recorded: work outside the profiler's view (other processes, unrecorded threads).",
 }
+#: the fixes that differ for a job that already replays CUDA graphs (a graph launch in the trace): CUDA graphs are
+#: not news to it, the launches left outside its graphs are
+FIXES_WITH_GRAPHS = {
+    LAUNCH_OVERHEAD: "Launch fewer, larger kernels: the job already replays graphs, so capture the work it still "
+    "launches outside them, or fuse it (torch.compile, fused ops).",
+}
+
+
+def fix_of(bucket: str, graph_launches: bool = False) -> str:
+    """The bucket's usual fix; `graph_launches`: the job replays CUDA graphs (never told to use them)."""
+    return FIXES_WITH_GRAPHS.get(bucket, FIXES[bucket]) if graph_launches else FIXES[bucket]

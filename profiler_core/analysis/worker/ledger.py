@@ -83,6 +83,7 @@ from profiler_core.analysis.worker.buckets import (  # noqa: F401 - the bucket n
     OTHER,
     START_UP,
     SYNC_SKEW,
+    fix_of,
 )
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 
@@ -247,7 +248,17 @@ def _compute(t: Any) -> dict:
                 split = _split(split_layers, bounds, owner == BUCKETS.index(COMPUTE), ss, se)
     out["buckets"] = _buckets(costs, hidden, has, split)
     out["has_gpu"] = has["gpu"]
+    out["graph_launches"] = graph_launches(t)
     return out
+
+
+def graph_launches(t: Any) -> bool:
+    """True if the trace launches CUDA/HIP graphs (`cudaGraphLaunch`, ...): the job already replays graphs, so its
+    advice never proposes them (`buckets.fix_of`)."""
+    from profiler_core.analysis.stages.graph_replay import is_graph_launch
+
+    ev = t.events
+    return bool(len(ev)) and any(is_graph_launch(str(n)) for n in ev["name"].unique())
 
 
 #: the compute split's parts: kernels of a call below its roofline bound, of a call near it, of no roof (no model,
@@ -350,7 +361,8 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict, split: dict | Non
 
 @stage(steps, link_gpu_to_ops, startup_calls, roofline_calls)
 def worker_ledger(t: Any) -> dict:
-    """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `reason` (None, or why there is no
+    """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `graph_launches` (it replays CUDA
+    graphs: `graph_launches`), `reason` (None, or why there is no
     step), `buckets` ({bucket: {"ns": [per step] | None, "recoverable_ns": [per step] | None, "reason"}}). The
     buckets whose ns is not None add up to each step's wall_ns exactly."""
     return _compute(t)
@@ -419,7 +431,7 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
                 "recoverable_ms": _ms(_mean(rec)) if wall else None,
                 "share": (ms * 1e6 / avg_wall) if ms is not None and avg_wall else None,
                 "steps_ms": [_ms(x) for x in ns] if ns is not None else None,
-                "fix": FIXES[b],
+                "fix": fix_of(b, bool(ledger.get("graph_launches"))),
                 "advice": [text for key, text in advice if key == b],
                 "reason": e.get("reason"),
             }
