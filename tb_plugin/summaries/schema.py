@@ -39,7 +39,8 @@ from msgspec import UNSET, UnsetType
 #: 12: the roofline (`roofline`: MFU/HFU per step, the ops losing the most ms to their bound, by cause) and the
 #: compute bucket's split (below / near its roofline bound, no roof) with its recoverable ns
 #: 13: whether the worker replays CUDA graphs (`ledger.graph_launches`: its advice never proposes them)
-VERSION = 13
+#: 14: the ledger's `pipeline_bubble` bucket (a pipeline stage's send/recv kernels, no longer exposed_comm)
+VERSION = 14
 KIND = "gpuscope-summary"
 
 

@@ -8,6 +8,7 @@ COPY_PAGEABLE = "exposed_copy_pageable"
 COPY_PINNED = "exposed_copy_pinned"
 SYNC_SKEW = "sync_skew"
 EXPOSED_COMM = "exposed_comm"
+PIPELINE_BUBBLE = "pipeline_bubble"
 START_UP = "start_up"
 DATA_LOADING = "data_loading"
 HOST_SYNC = "host_sync"
@@ -21,6 +22,7 @@ BUCKETS = (
     COPY_PINNED,
     SYNC_SKEW,
     EXPOSED_COMM,
+    PIPELINE_BUBBLE,
     START_UP,
     DATA_LOADING,
     HOST_SYNC,
@@ -34,6 +36,7 @@ LABELS = {
     COPY_PINNED: "Exposed memory copies (pinned, device, memset)",
     SYNC_SKEW: "Waiting for other ranks (sync skew)",
     EXPOSED_COMM: "Exposed communication",
+    PIPELINE_BUBBLE: "Pipeline bubble (a stage waits for its neighbour's send/recv)",
     START_UP: "One-time CUDA start-up (context creation, module loading)",
     DATA_LOADING: "Data loading (GPU idle)",
     HOST_SYNC: "Host synchronization (GPU idle)",
@@ -50,6 +53,10 @@ FIXES = {
     "stragglers) and remove its extra work.",
     EXPOSED_COMM: "Overlap communication with compute (DDP bucketing, FSDP prefetch), or communicate less "
     "(gradient accumulation, compression, larger batches).",
+    PIPELINE_BUBBLE: "Shrink the pipeline bubble: more micro-batches per step (the bubble is about "
+    "(p - 1) / (m + p - 1) of a step for p stages and m micro-batches), an interleaved schedule (several virtual "
+    "stages per rank), and stages balanced in time (move layers off the slowest stage: the Pipeline view shows "
+    "which one the others wait for).",
     START_UP: "A one-time cost of the process's first CUDA calls, not of the steps that follow: profile after warm-up "
     "(torch.profiler.schedule with wait and warmup steps) to see the steady state, and initialise CUDA (a warm-up "
     "iteration) before the work you time.",
