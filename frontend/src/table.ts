@@ -66,7 +66,8 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
       out = out.slice().sort((a, b) => {
         const x = a[k], y = b[k];
         if (typeof x === "number" && typeof y === "number") return (x - y) * sgn || String(a.name ?? "").localeCompare(String(b.name ?? ""));
-        return String(x ?? "").localeCompare(String(y ?? "")) * sgn;
+        // text in natural order: step "10" after step "2", "rank 10" after "rank 9" (digits compare as numbers)
+        return String(x ?? "").localeCompare(String(y ?? ""), undefined, { numeric: true }) * sgn;
       });
     }
     return out;

@@ -22,6 +22,8 @@ from gen_pipeline import generate_pipeline  # noqa: E402
 
 P, M, F, B = 4, 8, 40, 80
 RUN, DDP = "pp", "ddp"
+#: a pipeline run of 12 steps: its per-step table sorts step "10" after step "9"
+LONG, LONG_STEPS = "pp12", 12
 WIDTH = 1300  # the screenshot's width the issue asks for
 
 
@@ -32,10 +34,11 @@ def pp_tb(tmp_path_factory):
     d = tmp_path_factory.mktemp("pipeline_logdir")
     generate_pipeline(str(d / RUN), P, M, steps=2, fwd_us=F, bwd_us=B, transfer_us=0)
     generate(str(d / DDP), ranks=2, events=2000, steps=2)
+    generate_pipeline(str(d / LONG), 2, 2, steps=LONG_STEPS, fwd_us=F, bwd_us=B, transfer_us=0)
     tb = TensorBoard(d)
     try:
         tb.wait_ready()
-        for run, n in ((RUN, P), (DDP, 2)):
+        for run, n in ((RUN, P), (DDP, 2), (LONG, 2)):
             wait_summaries(tb, run, n)
         yield tb
     finally:
@@ -110,3 +113,33 @@ def test_data_parallel_run_has_no_pipeline_section(page, pp_tb):
     page.wait_for_selector("#dist-pipeline[data-reason]", state="attached", timeout=60000)
     assert page.locator("#dist-pipeline").inner_text() == ""
     assert "forward/backward" in page.get_attribute("#dist-pipeline", "data-reason")
+
+
+def _steps_shown(page) -> list[str]:
+    return page.locator("#pipe-ratios tbody tr td:first-child").all_inner_texts()
+
+
+@pytest.mark.parametrize("width", [800, WIDTH])
+def test_per_step_table_sorts_steps_as_numbers(browser, pp_tb, width):
+    """The bubble ratio per step lists steps in numeric order (1, 2, ..., 10, not 1, 10, 11, 2), ascending by
+    default and descending after a click on its header, on a narrow and a wide window."""
+    context = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme="light")
+    page = context.new_page()
+    guard = Guard(pp_tb.url)
+    guard.attach(context, page)
+    try:
+        open_view(page, pp_tb, "distributed", LONG, "worker=stage0_rank00000")
+        page.wait_for_selector("#pipe-ratios tbody tr", timeout=60000)
+        names = page.locator("#pipe-step option").evaluate_all("els => els.map(e => e.value)")
+        assert len(names) == LONG_STEPS and all(n.isdigit() for n in names), names
+        by_number = sorted(names, key=int)
+        shown = _steps_shown(page)
+        assert shown == by_number[: len(shown)] and len(shown) == 10, shown
+        page.click("#pipe-ratios th[data-key='step']")
+        page.wait_for_function(
+            "want => document.querySelector('#pipe-ratios tbody tr td')?.textContent === want", arg=by_number[-1]
+        )
+        assert _steps_shown(page) == by_number[::-1][:10]
+    finally:
+        context.close()
+    guard.check()
