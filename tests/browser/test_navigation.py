@@ -1,0 +1,55 @@
+"""Navigation users expect, in headless Chromium against a real TensorBoard: the browser's Back and Forward move
+between gpuscope's own views inside TensorBoard's tab (each view change adds a history entry; it used to replace
+the URL, so Back left TensorBoard's page)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import MANY_STEPS_RUN
+from .test_ui_bugs import plugin_frame
+
+READY_MS = 60000
+
+
+def _view(frame) -> str:
+    frame.wait_for_selector("#gs-main .view[data-ready='1']", timeout=READY_MS)
+    return frame.get_attribute("#gs-main .view", "id")
+
+
+def _go(page, frame, how: str, view: str) -> None:
+    """The browser's Back or Forward on TensorBoard's page (the history the iframe's entries joined), then wait
+    until the frame shows `view`."""
+    page.evaluate(f"setTimeout(() => history.{how}(), 0)")  # returns before the history moves
+    frame.wait_for_selector(f"#{view}[data-ready='1']", timeout=READY_MS)
+
+
+@pytest.mark.parametrize("width", [800, 1300])
+def test_back_and_forward_move_between_views(browser, tensorboard, width):
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{tensorboard.url}/#gpuscope")
+        frame = plugin_frame(page)
+        _view(frame)
+        frame.select_option("#gs-run", MANY_STEPS_RUN)
+        frame.wait_for_function(
+            "run => new URLSearchParams(location.hash.slice(1)).get('run') === run"
+            " && document.querySelector('.view')?.dataset.ready === '1'",
+            arg=MANY_STEPS_RUN,
+        )
+        first = _view(frame)
+        for tab in ("kernels", "operators"):
+            frame.click(f".tab[data-view={tab}]")
+            frame.wait_for_selector(f"#view-{tab}[data-ready='1']", timeout=READY_MS)
+        _go(page, frame, "back", "view-kernels")
+        # still TensorBoard's page, its URL mirroring the view shown
+        assert page.url.startswith(tensorboard.url) and "p.gpuscope.view=kernels" in page.url, page.url
+        assert frame.get_attribute(".tab[data-view=kernels]", "aria-selected") == "true"
+        _go(page, frame, "back", first)
+        assert frame.input_value("#gs-run") == MANY_STEPS_RUN
+        _go(page, frame, "forward", "view-kernels")
+        _go(page, frame, "forward", "view-operators")
+        assert page.url.startswith(tensorboard.url) and "p.gpuscope.view=operators" in page.url, page.url
+    finally:
+        context.close()
