@@ -232,11 +232,16 @@ class App {
     const fallback = this.runs[this.runs.length - 1];
     this.notice.replaceChildren();
     if (this.st.run) {
-      this.notice.append(h("div", { class: "banner info", id: "gs-notice", role: "status" }, `There is no run "${this.st.run}" in the log directory; showing "${fallback}".`,
-        " ", h("button", { type: "button", class: "btn small", onclick: () => this.notice.replaceChildren() }, "✕")));
+      this.say(`There is no run "${this.st.run}" in the log directory; showing "${fallback}".`);
       delete this.st.worker; delete this.st.span;
     }
     this.st.run = fallback;
+  }
+
+  /** A notice that the URL named something that is not there and what is shown instead (never silent). */
+  private say(text: string): void {
+    this.notice.append(h("div", { class: "banner info", id: this.notice.childElementCount ? null : "gs-notice", role: "status" }, text,
+      " ", h("button", { type: "button", class: "btn small", onclick: () => this.notice.replaceChildren() }, "✕")));
   }
 
   /** While the backend parses, says how far it got (files and bytes, when it tells). */
@@ -272,7 +277,11 @@ class App {
     if (run !== this.st.run) return;
     if (this.runSel.value !== run) this.runSel.value = run;
     fillSelect(this.workerSel, this.workers);
-    if (!this.st.worker || !this.workers.includes(this.st.worker)) this.st.worker = this.workers[0] ?? "";
+    if (!this.st.worker || !this.workers.includes(this.st.worker)) {
+      const fallback = this.workers[0] ?? "";
+      if (this.st.worker) this.say(`There is no worker "${this.st.worker}" in run "${run}"; showing "${fallback}".`);
+      this.st.worker = fallback;
+    }
     this.workerSel.value = this.st.worker;
     await this.loadSpans();
   }
@@ -283,7 +292,11 @@ class App {
     catch (e) { this.fail(e); return; }
     if (run !== this.st.run || worker !== this.st.worker) return;
     fillSelect(this.spanSel, this.spans);
-    if (!this.st.span || !this.spans.includes(this.st.span)) this.st.span = this.spans[this.spans.length - 1] ?? "";
+    if (!this.st.span || !this.spans.includes(this.st.span)) {
+      const fallback = this.spans[this.spans.length - 1] ?? "";
+      if (this.st.span) this.say(`Worker "${worker}" has no span "${this.st.span}"; showing span "${fallback}".`);
+      this.st.span = fallback;
+    }
     this.spanSel.value = this.st.span;
     this.spanSel.disabled = this.spans.length <= 1;
     this.show();

@@ -1,12 +1,12 @@
 """Navigation users expect, in headless Chromium against a real TensorBoard: the browser's Back and Forward move
 between gpuscope's own views inside TensorBoard's tab (each view change adds a history entry; it used to replace
-the URL, so Back left TensorBoard's page)."""
+the URL, so Back left TensorBoard's page); a worker or span the URL names that is not there is said."""
 
 from __future__ import annotations
 
 import pytest
 
-from .conftest import MANY_STEPS_RUN
+from .conftest import MANY_STEPS_RUN, open_view
 from .test_ui_bugs import plugin_frame
 
 READY_MS = 60000
@@ -51,5 +51,28 @@ def test_back_and_forward_move_between_views(browser, tensorboard, width):
         _go(page, frame, "forward", "view-kernels")
         _go(page, frame, "forward", "view-operators")
         assert page.url.startswith(tensorboard.url) and "p.gpuscope.view=operators" in page.url, page.url
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [800, 1300])
+def test_unknown_worker_or_span_in_the_url_is_said(browser, tensorboard, width):
+    """A worker or span the URL names that the run lacks is said in a notice, with what is shown instead (it was
+    replaced silently)."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        open_view(page, tensorboard, "overview", MANY_STEPS_RUN, "worker=nosuchworker")
+        text = page.inner_text("#gs-notice")
+        shown = page.input_value("#gs-worker")
+        assert "nosuchworker" in text and f'"{shown}"' in text and shown != "nosuchworker", text
+        page = context.new_page()
+        open_view(page, tensorboard, "overview", MANY_STEPS_RUN, f"worker={shown}&span=nosuchspan")
+        assert "nosuchspan" in page.inner_text("#gs-notice")
+        assert page.input_value("#gs-span") != "nosuchspan"
+        # a known worker and span: no notice
+        page = context.new_page()
+        open_view(page, tensorboard, "overview", MANY_STEPS_RUN, f"worker={shown}")
+        assert page.locator("#gs-notice").count() == 0
     finally:
         context.close()
