@@ -1,6 +1,6 @@
 """Navigation users expect, in headless Chromium against a real TensorBoard: the browser's Back and Forward move
 between gpuscope's own views inside TensorBoard's tab (each view change adds a history entry; it used to replace
-the URL, so Back left TensorBoard's page); a worker or span the URL names that is not there is said."""
+the URL, so Back left TensorBoard's page); a worker or span the URL names that is not there is said; table headers sort by keyboard."""
 
 from __future__ import annotations
 
@@ -74,5 +74,34 @@ def test_unknown_worker_or_span_in_the_url_is_said(browser, tensorboard, width):
         page = context.new_page()
         open_view(page, tensorboard, "overview", MANY_STEPS_RUN, f"worker={shown}")
         assert page.locator("#gs-notice").count() == 0
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [800, 1300])
+def test_table_headers_sort_by_keyboard_with_aria_sort(browser, tensorboard, width):
+    """A table's headers are tab stops: Enter and Space sort by that column, focus stays on the header, and
+    `aria-sort` says the order (none on the other headers)."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        open_view(page, tensorboard, "operators", MANY_STEPS_RUN)
+        th = "#view-operators th[data-key='calls']"
+        page.wait_for_selector(th)
+        assert page.get_attribute(th, "aria-sort") == "none"
+        page.focus(th)
+        page.keyboard.press("Enter")
+        assert page.get_attribute(th, "aria-sort") == "descending"
+        assert page.evaluate("() => document.activeElement?.dataset.key") == "calls"
+        page.keyboard.press(" ")
+        assert page.get_attribute(th, "aria-sort") == "ascending"
+        assert page.evaluate("() => document.activeElement?.dataset.key") == "calls"
+        others = page.eval_on_selector_all(
+            "#view-operators th.sortable", "ths => ths.filter(t => t.dataset.key !== 'calls').map(t => t.ariaSort)"
+        )
+        assert others and set(others) == {"none"}, others
+        # Tab moves on to the next header
+        page.keyboard.press("Tab")
+        assert page.evaluate("() => document.activeElement?.tagName") == "TH"
     finally:
         context.close()
