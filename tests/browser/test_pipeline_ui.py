@@ -143,3 +143,18 @@ def test_per_step_table_sorts_steps_as_numbers(browser, pp_tb, width):
     finally:
         context.close()
     guard.check()
+
+
+@pytest.mark.parametrize("width", [800, WIDTH])
+def test_group_member_lists_are_folded(browser, pp_tb, width):
+    """A process group's member list reads as a count and ranges ("2 ranks: 0-1"), not the bracketed list of every
+    rank (64 of them on a 64-rank job)."""
+    context = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme="light")
+    page = context.new_page()
+    try:
+        open_view(page, pp_tb, "distributed", DDP)
+        page.wait_for_selector("#dist-groups tbody tr", timeout=60000)
+        groups = page.locator("#dist-groups tbody tr td:first-child").all_inner_texts()
+        assert groups and all("(2 ranks: 0-1)" in g and "[" not in g for g in groups), groups
+    finally:
+        context.close()
