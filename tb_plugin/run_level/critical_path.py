@@ -25,7 +25,8 @@ that arrived last there, from the start of its call, until the step's start.
 "reason"} (`step_ms`: the median of the workers' step times, what the what-if is said against; `span_ms`: from the
 first rank into the step to the last out of it, on the common clock, which every segment fits in)
 with segments in time order, each
-  {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker
+  {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker; "before":
+                                                    # the collective it follows (the work runs from its end)
   {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
    "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "idle_ms", "transfer_ms", "gap_ms",
    "stagger_ms", "start_us", "end_us"}                                           # on the late worker

@@ -158,3 +158,26 @@ def test_group_member_lists_are_folded(browser, pp_tb, width):
         assert groups and all("(2 ranks: 0-1)" in g and "[" not in g for g in groups), groups
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("width", [800, WIDTH])
+def test_critical_path_rows_read_in_order(browser, pp_tb, width):
+    """The critical path's rows read in time order: the work after a collective names that collective ("late at
+    #1", "work after #1", "late at #2", ...); it said "work before #1" for the work that followed #1."""
+    context = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme="light")
+    page = context.new_page()
+    try:
+        open_view(page, pp_tb, "distributed", DDP)
+        page.wait_for_selector("#cpath-list tbody tr", timeout=60000)
+        segs = page.locator("#cpath-list tbody tr td:nth-child(3)").all_inner_texts()
+        calls = [int(m.group(1)) for s in segs if (m := re.search(r"#(\d+)", s))]
+        assert len(calls) > 2 and calls == sorted(calls), segs
+        assert not [s for s in segs if s.startswith("work before")], segs
+        late = None
+        for s in segs:
+            if s.startswith("late at"):
+                late = re.search(r"#(\d+)", s).group(1)
+            elif s.startswith("work after"):
+                assert late is not None and f"#{late} " in s, (late, s)
+    finally:
+        context.close()

@@ -28,7 +28,9 @@ export function pathRows(segments: any[]): PathRow[] {
     }
     const w = String(s.worker ?? "");
     return { i, kind: "work", rank: rankText(s.rank, w), worker: w, ms: typeof s.ms === "number" ? s.ms : null,
-      segment: "work" + (s.before ? ` before ${s.before}` : "") + (s.why ? ` (${s.why})` : ""), start_us: start, end_us: end };
+      // `before`: the collective that precedes this work on the path (the work runs from its end), so the rows read
+      // "late at #1", "work after #1", "late at #2", ... in time order
+      segment: "work" + (s.before ? ` after ${foldRanks(String(s.before))}` : "") + (s.why ? ` (${s.why})` : ""), start_us: start, end_us: end };
   });
 }
 
