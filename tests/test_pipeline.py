@@ -215,3 +215,62 @@ def test_a_data_parallel_trace_has_no_pipeline_and_says_why(tmp_path):
     proj = {str(i): pp.project(read_trace(p, processes=0)) for i, p in enumerate(paths)}
     assert all(p["steps"] == [] and p["reason"] == pp.NO_SPANS for p in proj.values())
     assert pp.NO_SPANS in analyse(proj)["reason"]
+
+
+def test_send_recv_counts_that_differ_between_stages_are_no_warning(tmp_path):
+    """A middle stage sends and receives twice as often as the first and last (it has two neighbours): the calls of
+    the pipeline's process group pair by time into stage-to-stage transfers, so none is unmatched, no caveat says
+    "call counts differ" and the critical path's notes say nothing of missing calls."""
+    from tb_plugin.run_level import caveats as cv
+    from tb_plugin.run_level import critical_path as cp
+    from tb_plugin.run_level.run_ledger import run_view
+    from tb_plugin.summaries import summary as S
+
+    paths = generate_pipeline(str(tmp_path / "job"), P, M, steps=2, fwd_us=F, bwd_us=B, transfer_us=5)
+    sums = {Path(p).name.split(".")[0]: S.summarize(read_trace(p, processes=0)) for p in paths}
+    counts = sorted(len(s.collective_calls.group) for s in sums.values())
+    assert counts == [2 * M * 2] * 2 + [4 * M * 2] * 2  # ends: M sends + M recvs a step (2 steps); middles twice
+    assert cv.caveats(sums) == []
+    job = cp.match(sums)
+    assert (job.calls["inst"] >= 0).all() and job.notes == []
+    # every transfer pairs neighbouring stages, 2 M per step and direction
+    pairs = job.inst["group"].value_counts().to_dict()
+    want = {f"p2p rank {a} -> rank {b}" for a in range(P) for b in (a - 1, a + 1) if 0 <= b < P}
+    assert set(pairs) == want and set(pairs.values()) == {2 * M}
+    assert run_view(sums)["notes"] == []
+
+
+def test_the_bubble_is_its_own_ledger_bucket_with_pipeline_fixes(tmp_path):
+    """A pipeline stage's waits in its send/recv kernels are the `pipeline_bubble` bucket (fixes: micro-batches,
+    interleaving, balanced stages), not exposed communication to overlap with DDP bucketing; the buckets still add
+    up to each step exactly, and the run's ledger keeps the waits there (none moved to sync skew)."""
+    from profiler_core.analysis.worker import ledger as L
+    from profiler_core.analysis.worker.buckets import EXPOSED_COMM, PIPELINE_BUBBLE, SYNC_SKEW
+    from tb_plugin.run_level.run_ledger import run_view
+    from tb_plugin.summaries import summary as S
+
+    paths = generate_pipeline(str(tmp_path / "job"), P, M, steps=2, fwd_us=F, bwd_us=B, transfer_us=5)
+    traces = {Path(p).name.split(".")[0]: read_trace(p, processes=0) for p in paths}
+    for t in traces.values():
+        led = L.worker_ledger(t)
+        for i, wall in enumerate(led["wall_ns"]):
+            assert sum(b["ns"][i] for b in led["buckets"].values() if b["ns"] is not None) == wall
+        assert sum(led["buckets"][PIPELINE_BUBBLE]["ns"]) > 0 and sum(led["buckets"][EXPOSED_COMM]["ns"]) == 0
+    run = run_view({w: S.decode(S.encode(S.summarize(t))) for w, t in traces.items()})
+    top = run["mean"]["buckets"][0]
+    assert top["key"] == PIPELINE_BUBBLE and top["ms"] > 0
+    assert "micro-batches" in top["fix"] and "interleaved" in top["fix"] and "balanced" in top["fix"]
+    by = {b["key"]: b for b in run["mean"]["buckets"]}
+    assert by[SYNC_SKEW]["ms"] == 0 and by[EXPOSED_COMM]["ms"] == 0
+    assert not [b["key"] for b in run["mean"]["buckets"] if b["ms"] and "DDP bucketing" in b["fix"]]
+
+
+def test_a_data_parallel_job_has_no_bubble(tmp_path):
+    from gen_distributed import generate
+
+    from profiler_core.analysis.worker import ledger as L
+    from profiler_core.analysis.worker.buckets import EXPOSED_COMM, PIPELINE_BUBBLE
+
+    path = generate(str(tmp_path / "dp"), 2, events=600, steps=2, gz=False)[0]
+    led = L.worker_ledger(read_trace(path, processes=0))
+    assert sum(led["buckets"][PIPELINE_BUBBLE]["ns"]) == 0 and sum(led["buckets"][EXPOSED_COMM]["ns"]) > 0

@@ -66,3 +66,64 @@ def test_mi300_subtensorop_kernels_are_not_tensor_core_work():
     sub = [r for r in rows if r["name"].startswith("SubTensorOp")]
     assert {r["name"] for r in sub} == {"SubTensorOpWithScalar1d", "SubTensorOpWithCastTensor1d"}
     assert not any(r["tensor_cores"] for r in sub)
+
+
+#: Hopper/Blackwell families, each with a kernel name as the real traces ds_train_h800 (H800) and tl_b200_eager
+#: (B200) spell it; a family missed here is Tensor Core time read as CUDA-core time (the H800 trace's 37 % as 2.6 %)
+HOPPER_BLACKWELL = {
+    "CUTLASS 3 FP8 grouped GEMM (WGMMA)": (
+        "ds_train_h800",
+        "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel>"
+        "(dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel::Params)",
+    ),
+    "FlashAttention 3 backward (WGMMA)": (
+        "ds_train_h800",
+        "void cutlass::device_kernel<flash::FlashAttnBwd<flash::CollectiveMainloopBwd<2, cute::tuple<cute::C<1>, "
+        "cute::C<1>, cute::C<1> >, cute::tuple<cute::C<64>, cute::C<128>, cute::C<192> >",
+    ),
+    "TensorRT-LLM generated sm100 GEMM (UTCMMA)": (
+        "tl_b200_eager",
+        "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_"
+        "schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f",
+    ),
+    "TensorRT-LLM sm100 FMHA (UTCMMA)": (
+        "tl_b200_eager",
+        "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext",
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(HOPPER_BLACKWELL))
+def test_hopper_blackwell_families(family):
+    run, name = HOPPER_BLACKWELL[family]
+    assert uses_tensor_cores(name), family
+    rows = kernels.kernels(read_trace(_trace_file(run), processes=0))["rows"]
+    hits = [r for r in rows if r["name"].startswith(name)]
+    assert hits, f"no kernel named like {name!r} in {run}"
+    assert all(r["tensor_cores"] for r in hits)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # FlashAttention 3's backward preprocessing: an element-wise dO*O row sum, no MMA
+        "void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<cute::tuple<cute::C<64>, cute::C<192> >, "
+        "cute::tuple<cute::C<64>, cute::C<128> >, cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, true> >",
+        # the grouped GEMM library's helpers (ds_train_h800) and a MoE kernel naming a CUTLASS type (tl_b200_eager)
+        "void dpsk::grouped_gemm::cuda::utils::transpose<512, 128, 4, 4>(unsigned char const*, unsigned char*, int, "
+        "int, int, int)",
+        "dpsk::grouped_gemm::cuda::utils::fill_tensormaps_kernel(CUtensorMap_st, CUtensorMap_st*, void*, int, long)",
+        "void moe::dev::finalize::finalizeKernelVecLoad<moe::dev::finalize::KernelParams<cutlass::bfloat16_t, "
+        "cutlass::bfloat16_t, 4, true> >",
+    ],
+)
+def test_hopper_helpers_are_not_tensor_core_work(name):
+    assert not uses_tensor_cores(name)
+
+
+def test_h800_tensor_core_share_of_kernel_time():
+    """The FP8 grouped GEMMs and FlashAttention 3 kernels are over a third of the H800 trace's kernel time."""
+    rows = kernels.kernels(read_trace(_trace_file("ds_train_h800"), processes=0))["rows"]
+    total = sum(r["total_us"] for r in rows)
+    tc = sum(r["total_us"] for r in rows if r["tensor_cores"])
+    assert 0.35 < tc / total < 0.45

@@ -48,6 +48,10 @@ export function render(): void {
   void app.start();
 }
 
+/** State keys that refine the view in place (filters, zoom windows, search text, chart metric, sort and
+ * grouping): they replace the URL's history entry instead of adding one (`Ctx.set`). */
+const REFINEMENTS = new Set(["q", "mq", "find", "range", "win", "size", "metric", "group_by", "align", "ranks", "device", "ledger"]);
+
 class App {
   root = h("div", { id: "gs-app" });
   private st: State = readHash();
@@ -66,6 +70,9 @@ class App {
   private main = h("main", { id: "gs-main" });
   private themeBtn = h("button", { type: "button", class: "btn small", id: "gs-theme", title: "theme: follows TensorBoard (auto), light or dark" });
   private generation = 0;
+  /** The next `setHash` adds a history entry (a move to another view, selection or drill-down: Back returns
+   * from it) instead of replacing the current one (refinements: filters, zoom, search text). */
+  private pushNext = false;
   private loading = false;
   private pendingCount = 0;
   debug: Record<string, any> = { renders: 0, ready: false };
@@ -79,9 +86,9 @@ class App {
         h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => this.reload() }, "⟳ Reload"),
         this.themeBtn),
       this.linkBox, this.progress, this.banners, this.notice, this.tabs, this.fileProg, this.main);
-    this.runSel.addEventListener("change", () => { this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
-    this.workerSel.addEventListener("change", () => { this.st.worker = this.workerSel.value; delete this.st.span; void this.loadSpans(); });
-    this.spanSel.addEventListener("change", () => { this.st.span = this.spanSel.value; this.show(); });
+    this.runSel.addEventListener("change", () => { this.pushNext = true; this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
+    this.workerSel.addEventListener("change", () => { this.pushNext = true; this.st.worker = this.workerSel.value; delete this.st.span; void this.loadSpans(); });
+    this.spanSel.addEventListener("change", () => { this.pushNext = true; this.st.span = this.spanSel.value; this.show(); });
     this.themeBtn.addEventListener("click", () => {
       const modes = ["auto", "light", "dark"];
       const cur = localStorage.getItem("gpuscope.theme") || "auto";
@@ -89,14 +96,19 @@ class App {
       this.applyTheme();
     });
     onPending((n) => { this.pendingCount = n; this.paintProgress(); });
-    window.addEventListener("hashchange", () => {
+    // a hash typed in, or Back/Forward over the entries `setHash` pushed (popstate; hashchange too where the
+    // fragment differs): the view follows the URL
+    const follow = () => {
       const nst = readHash();
       if (writeHash(nst) === writeHash(this.st)) return;
       const changedSel = nst.run !== this.st.run || nst.worker !== this.st.worker || nst.span !== this.st.span;
       this.st = nst;
+      this.pushNext = false;
       if (this.runs.length) this.checkRun();
       if (changedSel) void this.loadWorkers(); else this.show();
-    });
+    };
+    window.addEventListener("hashchange", follow);
+    window.addEventListener("popstate", follow);
     this.applyTheme();
     this.watchTensorBoardTheme();
   }
@@ -128,13 +140,19 @@ class App {
     window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => this.applyTheme());
   }
 
-  private setHash(): void {
+  /** Writes the state into this page's URL (`push`: as a new history entry, so the browser's Back and Forward
+   * move between gpuscope's views and drill-downs inside TensorBoard's tab) and mirrors it into TensorBoard's. */
+  private setHash(push = false): void {
     const hsh = writeHash(this.st);
-    if (hsh === location.hash || (hsh === "#" && !location.hash)) return;
-    // an absolute URL: a bare "#..." would resolve against <base href> and change the path
-    const u = new URL(location.href);
-    u.hash = hsh;
-    history.replaceState(null, "", u.href);
+    if (hsh !== location.hash && !(hsh === "#" && !location.hash)) {
+      // an absolute URL: a bare "#..." would resolve against <base href> and change the path
+      const u = new URL(location.href);
+      u.hash = hsh;
+      // the first state (the URL's own, completed with defaults) replaces: Back from it leaves gpuscope
+      if (push && this.debug.ready) history.pushState(null, "", u.href);
+      else history.replaceState(null, "", u.href);
+    }
+    // after Back/Forward this page's URL is already the state: TensorBoard's still follows it
     writeHostState(this.st);
   }
 
@@ -214,11 +232,16 @@ class App {
     const fallback = this.runs[this.runs.length - 1];
     this.notice.replaceChildren();
     if (this.st.run) {
-      this.notice.append(h("div", { class: "banner info", id: "gs-notice", role: "status" }, `There is no run "${this.st.run}" in the log directory; showing "${fallback}".`,
-        " ", h("button", { type: "button", class: "btn small", onclick: () => this.notice.replaceChildren() }, "✕")));
+      this.say(`There is no run "${this.st.run}" in the log directory; showing "${fallback}".`);
       delete this.st.worker; delete this.st.span;
     }
     this.st.run = fallback;
+  }
+
+  /** A notice that the URL named something that is not there and what is shown instead (never silent). */
+  private say(text: string): void {
+    this.notice.append(h("div", { class: "banner info", id: this.notice.childElementCount ? null : "gs-notice", role: "status" }, text,
+      " ", h("button", { type: "button", class: "btn small", onclick: () => this.notice.replaceChildren() }, "✕")));
   }
 
   /** While the backend parses, says how far it got (files and bytes, when it tells). */
@@ -254,7 +277,11 @@ class App {
     if (run !== this.st.run) return;
     if (this.runSel.value !== run) this.runSel.value = run;
     fillSelect(this.workerSel, this.workers);
-    if (!this.st.worker || !this.workers.includes(this.st.worker)) this.st.worker = this.workers[0] ?? "";
+    if (!this.st.worker || !this.workers.includes(this.st.worker)) {
+      const fallback = this.workers[0] ?? "";
+      if (this.st.worker) this.say(`There is no worker "${this.st.worker}" in run "${run}"; showing "${fallback}".`);
+      this.st.worker = fallback;
+    }
     this.workerSel.value = this.st.worker;
     await this.loadSpans();
   }
@@ -265,7 +292,11 @@ class App {
     catch (e) { this.fail(e); return; }
     if (run !== this.st.run || worker !== this.st.worker) return;
     fillSelect(this.spanSel, this.spans);
-    if (!this.st.span || !this.spans.includes(this.st.span)) this.st.span = this.spans[this.spans.length - 1] ?? "";
+    if (!this.st.span || !this.spans.includes(this.st.span)) {
+      const fallback = this.spans[this.spans.length - 1] ?? "";
+      if (this.st.span) this.say(`Worker "${worker}" has no span "${this.st.span}"; showing span "${fallback}".`);
+      this.st.span = fallback;
+    }
     this.spanSel.value = this.st.span;
     this.spanSel.disabled = this.spans.length <= 1;
     this.show();
@@ -299,7 +330,7 @@ class App {
     if (!VIEWS.some((v) => v[0] === view)) view = this.st.view = "overview";
     mount(this.tabs, VIEWS.map(([id, label]) => h("button", {
       type: "button", class: "tab", role: "tab", "data-view": id, "aria-selected": String(id === view),
-      onclick: () => { for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k]; this.st.view = id; this.show(); },
+      onclick: () => { for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k]; this.st.view = id; this.pushNext = true; this.show(); },
     }, label)));
     const spec = VIEWS.find((v) => v[0] === view)!;
     // the History view reads every run of the log directory: the run selector does not apply
@@ -313,23 +344,32 @@ class App {
       if (this.workerSel.value !== this.st.worker) { fillSelect(this.workerSel, this.workers); this.workerSel.value = this.st.worker; }
       this.workerSel.disabled = this.workers.length <= 1;
     }
-    this.setHash();
+    this.setHash(this.pushNext);
+    this.pushNext = false;
     const el = h("div", { class: "view", id: "view-" + view, "data-ready": "0" });
     mount(this.main, el);
     const ctx: Ctx = {
       run: this.st.run, worker: this.st.worker, span: this.st.span, runs: this.runs, dark: document.body.classList.contains("dark"),
       sel: () => ({ run: this.st.run, worker: this.st.worker, span: this.st.span }),
       get: (k) => this.st[k],
-      set: (k, v) => { if (gen !== this.generation) return; if (v === undefined || v === "") delete this.st[k]; else this.st[k] = v; this.setHash(); },
+      set: (k, v) => {
+        if (gen !== this.generation) return;
+        const was = this.st[k];
+        if (v === undefined || v === "") delete this.st[k]; else this.st[k] = v;
+        // a drill-down (a step, a cell, a worker, a path opened) is a place Back returns from; refinements are not
+        this.setHash(!REFINEMENTS.has(k) && was !== this.st[k]);
+      },
       alive: () => gen === this.generation,
       go: (v, params = {}) => {
         if (gen !== this.generation) return;
+        this.pushNext = true;
         for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k];
         Object.assign(this.st, params, { view: v });
         this.show();
       },
       open: (run, v, params = {}) => {
         if (gen !== this.generation) return;
+        this.pushNext = true;
         this.st = { ...params, run, view: v };
         this.checkRun();
         void this.loadWorkers();

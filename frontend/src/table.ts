@@ -43,8 +43,12 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
   const input = h("input", { type: "search", class: "filter", placeholder: "Filter by name…", "aria-label": "filter rows" }) as HTMLInputElement;
   input.addEventListener("input", () => { filter = input.value.toLowerCase(); page = 0; draw(); });
   const heads = columns.map((c) => {
-    const th = h("th", { class: c.numeric ? "num sortable" : "sortable", title: c.title ?? "click to sort", "data-key": c.key }, c.label);
-    th.addEventListener("click", () => { if (sortKey === c.key) desc = !desc; else { sortKey = c.key; desc = !!c.numeric; } page = 0; draw(); });
+    // sortable by keyboard too: each header is a tab stop, Enter or Space sorts (focus stays on it), aria-sort
+    // tells assistive technology the order
+    const th = h("th", { class: c.numeric ? "num sortable" : "sortable", title: c.title ?? "click to sort", "data-key": c.key, tabindex: 0, "aria-sort": "none" }, c.label);
+    const sortBy = () => { if (sortKey === c.key) desc = !desc; else { sortKey = c.key; desc = !!c.numeric; } page = 0; draw(); };
+    th.addEventListener("click", sortBy);
+    th.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(); th.focus(); } });
     return th;
   });
   // narrow screens start without the optional columns; the Columns menu brings them back
@@ -66,7 +70,8 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
       out = out.slice().sort((a, b) => {
         const x = a[k], y = b[k];
         if (typeof x === "number" && typeof y === "number") return (x - y) * sgn || String(a.name ?? "").localeCompare(String(b.name ?? ""));
-        return String(x ?? "").localeCompare(String(y ?? "")) * sgn;
+        // text in natural order: step "10" after step "2", "rank 10" after "rank 9" (digits compare as numbers)
+        return String(x ?? "").localeCompare(String(y ?? ""), undefined, { numeric: true }) * sgn;
       });
     }
     return out;
@@ -85,7 +90,11 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
       return tr;
     }));
     if (!slice.length) mount(body, h("tr", null, h("td", { colspan: shownCols.length + (opts.actions ? 1 : 0), class: "empty" }, rows.length ? "No row matches the filter." : "No data.")));
-    heads.forEach((th, i) => { th.dataset.sort = columns[i].key === sortKey ? (desc ? "desc" : "asc") : ""; });
+    heads.forEach((th, i) => {
+      const on = columns[i].key === sortKey;
+      th.dataset.sort = on ? (desc ? "desc" : "asc") : "";
+      th.setAttribute("aria-sort", on ? (desc ? "descending" : "ascending") : "none");
+    });
     info.textContent = `${v.length.toLocaleString("en-US")} rows` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
     prev.disabled = page <= 0; next.disabled = page >= pages - 1;
   }

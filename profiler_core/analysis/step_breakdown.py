@@ -379,7 +379,9 @@ def advice(t: Any, avg: dict, gpu: dict | None) -> list[tuple[str | None, str]]:
                 )
     if gpu:
         idle = _idle_without_startup(gpu.get("temporal"), start_up)
-        for text in temporal.idle_recommendations(idle):
+        from profiler_core.analysis.worker.ledger import graph_launches
+
+        for text in temporal.idle_recommendations(idle, graph_launches(t)):
             out.append((LAUNCH_OVERHEAD, text + (STARTUP_LEFT_OUT if start_up else "")))
     for dev, peak in sorted(_peak_device_memory(t).items()):
         p = props[dev] if 0 <= dev < len(props) else {}

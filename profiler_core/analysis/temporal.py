@@ -85,8 +85,10 @@ def temporal_breakdown(t: Any) -> dict | None:
     return {"idle_threshold": IDLE_THRESHOLD, "devices": devices}
 
 
-def idle_recommendations(temporal: dict | None) -> list[str]:
-    """One line per device idle for more than IDLE_THRESHOLD of the average step."""
+def idle_recommendations(temporal: dict | None, graph_launches: bool = False) -> list[str]:
+    """One line per device idle for more than IDLE_THRESHOLD of the average step. `graph_launches`: the job already
+    replays CUDA graphs, so the line does not propose them."""
+    launch = "work launched outside the graphs it replays" if graph_launches else "CUDA graphs"
     out = []
     for d in (temporal or {}).get("devices", []):
         share = d["average"]["idle_share"]
@@ -94,7 +96,7 @@ def idle_recommendations(temporal: dict | None) -> list[str]:
             out.append(
                 f"GPU {d['device']} is idle {share * 100:.1f}% of the average step (no kernel, copy or memset "
                 f"running; threshold {IDLE_THRESHOLD * 100:.0f}%). Idle gaps usually mean the GPU waits for "
-                "the CPU: kernel launch overhead (CUDA graphs, fusing small ops), data loading (more DataLoader "
+                f"the CPU: kernel launch overhead ({launch}, fusing small ops), data loading (more DataLoader "
                 "workers, pinned memory), or synchronizations (.item(), .cpu(), blocking copies)."
             )
     return out

@@ -10,7 +10,14 @@ use. A name counts when it holds a matrix-instruction family and no marker of th
 - CUTLASS: `tensorop` as a word of the kernel name (`cutlass_80_tensorop_...`), or anywhere in a CUTLASS
   kernel's name (`OpClassTensorOp`, `MmaTensorOp`, `TensorOpMultiplicand` template arguments), never inside
   another word of another library's name (MIOpen's element-wise `SubTensorOp*` kernels);
-- FlashAttention-2/3: flash_fwd/flash_bwd.
+- FlashAttention-2/3: flash_fwd/flash_bwd; FlashAttention 3's Hopper kernels
+  `cutlass::device_kernel<flash::FlashAttnFwd<` / `flash::FlashAttnBwd<` (WGMMA; not its Preprocess kernel, an
+  element-wise dO*O sum);
+- CUTLASS 3.x GEMMs on Hopper/Blackwell (WGMMA/UTCMMA): `cutlass::device_kernel<...>` whose kernel type names a GEMM
+  (`cutlass::gemm::kernel::GemmUniversal`, DeepSeek's FP8 `grouped_gemm::...::GemmKernel`), unless its mainloop is the
+  SIMT `MainloopSm70`;
+- Blackwell (tcgen05 UTCMMA): the instruction names utcmma/tcgen05/umma, TensorRT-LLM's generated GEMMs
+  (`bmm_..._sm100f`, `gemm_..._sm100a`: an `sm1xx` architecture suffix) and FMHA kernels (`fmhaSm100aKernel_...`).
 """
 
 from __future__ import annotations
@@ -48,8 +55,17 @@ TC_KERNEL_PATTERNS = (
 )
 #: fragments that need word boundaries: CUTLASS's tensorop, Tensile's matrix-instruction token, CK's xdl
 _TC_WORDS = re.compile(r"(?:^|[^a-z0-9])tensorop|_mi\d+x\d+x\d+|(?:^|[^a-z0-9])xdl(?:[^a-z]|$)")
+#: Hopper/Blackwell families (module docstring): FlashAttention 3, CUTLASS 3.x GEMM kernels, UTCMMA instruction names,
+#: TensorRT-LLM's generated sm1xx GEMMs and FMHA kernels
+_TC_HOPPER_BLACKWELL = re.compile(
+    r"flash::flashattn(?:fwd|bwd)<"
+    r"|cutlass::device_kernel<[^<>(]*gemm"
+    r"|utcmma|tcgen05|(?:^|[^a-z0-9])umma(?:[^a-z]|$)"
+    r"|(?:^|[^a-z0-9])(?:bmm|gemm)_[a-z0-9_]*_sm1\d\d[a-z]?(?:[^a-z0-9]|$)"
+    r"|(?:^|[^a-z0-9])fmhasm1\d\d"
+)
 #: markers of the scalar (SIMT / FMA) path: such a kernel never runs on Tensor Cores
-NOT_TC_MARKERS = ("simt", "ffma", "hfma2", "dfma")
+NOT_TC_MARKERS = ("simt", "ffma", "hfma2", "dfma", "mainloopsm70")
 
 
 #: the fragments above as one search each (a name is tested against every fragment in one pass)
@@ -63,6 +79,8 @@ def uses_tensor_cores(kernel_name: str) -> bool:
     if _NOT_TC.search(name) is not None:
         return False
     if _TC_ANY.search(name) is not None or _TC_WORDS.search(name) is not None:
+        return True
+    if _TC_HOPPER_BLACKWELL.search(name) is not None:
         return True
     return "cutlass" in name and "tensorop" in name
 

@@ -4,7 +4,8 @@ Collectives are matched across workers per process group and sequence number (`g
 call of a group on each member is one collective, whatever else the other groups do), so tensor-, pipeline- and
 expert-parallel subgroups link the ranks too. Traces without record_param_comms (gloo, torch before 2.1) give
 their backend ranges instead (`collectives.backend_calls`), matched by name and order in the default group; their
-point-to-point calls are paired here by time (`_pair_p2p`). A call is matched when every expected member has it
+point-to-point calls are paired here by time (`_pair_p2p`), as are the send/recv calls of named process groups
+(`NAMED_P2P`: a pipeline's stages). A call is matched when every expected member has it
 under one name.
 
 Arrival is read from evidence, never from a duration: a member arrives when its call starts (a kernel's start:
@@ -25,7 +26,8 @@ that arrived last there, from the start of its call, until the step's start.
 "reason"} (`step_ms`: the median of the workers' step times, what the what-if is said against; `span_ms`: from the
 first rank into the step to the last out of it, on the common clock, which every segment fits in)
 with segments in time order, each
-  {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker
+  {"kind": "work", "worker", "rank", "ms", "start_us", "end_us", "before"}       # work on one worker; "before":
+                                                    # the collective it follows (the work runs from its end)
   {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
    "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "idle_ms", "transfer_ms", "gap_ms",
    "stagger_ms", "start_us", "end_us"}                                           # on the late worker
@@ -247,6 +249,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     codes = _Codes()
     c = _calls(summaries, workers, steps, codes)
     notes: list[str] = []
+    _named_p2p_by_time(c, codes)
     _pair_p2p(c, codes, workers, ranks, _origins(summaries, workers))
     n = len(c["w"])
     dur = c["end"] - c["start"]
@@ -337,6 +340,56 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     return Job(workers, ranks, phases, steps, c, table, notes, list(codes.how), origin)
 
 
+#: how the run level matches the point-to-point calls of a named process group (record_param_comms' send/recv):
+#: by time, as `_pair_p2p` pairs PEER_TIME's. The group's sequence cannot pair them: each pair of its members
+#: exchanges its own calls (a pipeline's middle stages send and receive twice as often as its first and last), so
+#: the members' counts differ by design, neither a missing call nor a reason to warn
+NAMED_P2P = "pg p2p+time"
+
+
+def _named_p2p_by_time(c: dict, codes: _Codes) -> None:
+    """Marks the send/recv calls of process groups matched by sequence (`collectives.PG_SEQ`) NAMED_P2P, for
+    `_pair_p2p`."""
+    seq = codes.how.get(PG_SEQ)
+    if seq is None or not len(c["name"]):
+        return
+    is_p2p = np.asarray([n.endswith((":send", ":recv")) for n in codes.names], bool)
+    rows = (c["how"] == seq) & is_p2p[c["name"]]
+    if rows.any():
+        c["how"][rows] = codes.how.setdefault(NAMED_P2P, len(codes.how))
+
+
+#: how many sends on either side of a receive's end `_pair_by_end` considers
+_PAIR_WINDOW = 64
+
+
+def _pair_by_end(c: dict, rows: np.ndarray, names: list[str], arrival: np.ndarray, end: np.ndarray) -> list:
+    """(send row, recv row) pairs of point-to-point calls: a transfer ends on both sides at about one instant, so
+    each receive (in the order they end) pairs with the free send of another worker, posted before the receive
+    ended, whose end is nearest its own (among the _PAIR_WINDOW sends ending nearest it on either side)."""
+    is_send = np.asarray([names[x].endswith(":send") for x in c["name"][rows].tolist()], bool)
+    sends, recvs = rows[is_send], rows[~is_send]
+    sends = sends[np.argsort(end[sends], kind="stable")]
+    recvs = recvs[np.argsort(end[recvs], kind="stable")]
+    s_end = end[sends]
+    taken = np.zeros(len(sends), dtype=bool)
+    out = []
+    for r in recvs.tolist():
+        k = int(np.searchsorted(s_end, end[r]))
+        best, gap = -1, None
+        for j in range(max(k - _PAIR_WINDOW, 0), min(k + _PAIR_WINDOW, len(sends))):
+            s = int(sends[j])
+            if taken[j] or c["w"][s] == c["w"][r] or arrival[s] > end[r] + WAIT_EPS_NS:
+                continue
+            d = abs(int(s_end[j]) - int(end[r]))
+            if gap is None or d < gap:
+                best, gap = j, d
+        if best >= 0:
+            taken[best] = True
+            out.append((int(sends[best]), r))
+    return out
+
+
 def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, int | None], origin: np.ndarray) -> None:
     """Pairs the point-to-point calls whose peer the traces do not name (`collectives.PEER_TIME`), on the traces'
     clocks. A receive cannot complete before its send is posted, and one that waited ends just after it. First
@@ -346,16 +399,18 @@ def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, in
     send to one peer), and their calls pair in order. The receives left (a sender with several peers) pair one by
     one, in the order they end, with the latest send of another worker posted before the receive ended. A pair
     becomes a two-member group `p2p A -> B` numbered in order; both calls are named `<backend>:send/recv`; a receive
-    left without a send stays unmatched."""
-    code = codes.how.get(PEER_TIME)
-    if code is None:
+    left without a send stays unmatched. The send/recv calls of named groups (NAMED_P2P) pair by their ends
+    instead (`_pair_by_end`) and become such groups too."""
+    how = [codes.how[h] for h in (PEER_TIME, NAMED_P2P) if h in codes.how]
+    if not how:
         return
-    rows = np.flatnonzero((c["how"] == code) & ~c["is_wait"])
+    every = np.flatnonzero(np.isin(c["how"], how) & ~c["is_wait"])
     names = list(codes.names)  # as the summaries name them (the pairs' common names are added after)
-    is_send = np.asarray([names[x].endswith(":send") for x in c["name"][rows].tolist()], bool)
-    sends, recvs = rows[is_send], rows[~is_send]
     arrival = c["ready"] + origin[c["w"]]
     end = c["end"] + origin[c["w"]]
+    rows = every[c["how"][every] == codes.how.get(PEER_TIME, -1)]
+    is_send = np.asarray([names[x].endswith(":send") for x in c["name"][rows].tolist()], bool)
+    sends, recvs = rows[is_send], rows[~is_send]
     sends = sends[np.argsort(arrival[sends], kind="stable")]
     recvs = recvs[np.argsort(end[recvs], kind="stable")]
     by_sender = {int(w): sends[c["w"][sends] == w] for w in np.unique(c["w"][sends]).tolist()}
@@ -386,6 +441,8 @@ def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, in
         if k >= 0:
             taken[k] = True
             final.append((int(left_s[k]), r))
+    if NAMED_P2P in codes.how:
+        final += _pair_by_end(c, every[c["how"][every] == codes.how[NAMED_P2P]], names, arrival, end)
     final.sort(key=lambda x: int(end[x[1]]))
     count: dict[int, int] = {}
     paired = np.zeros(len(c["w"]), dtype=bool)
@@ -401,7 +458,7 @@ def _pair_p2p(c: dict, codes: _Codes, workers: list[str], ranks: Mapping[str, in
         c["name"][[snd, r]] = nm
         count[g] = count.get(g, 0) + 1
         paired[[snd, r]] = True
-    alone = rows[~paired[rows]]
+    alone = every[~paired[every]]
     if len(alone):  # each its own call: never matched with another worker's unpaired one by order
         c["group"][alone] = codes.add_group(f"{P2P_GROUP} (no peer found)", None, 2)
         c["seq"][alone] = np.arange(len(alone))

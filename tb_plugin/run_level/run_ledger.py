@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, EXPOSED_COMM, SYNC_SKEW
+from profiler_core.analysis.worker.buckets import BUCKETS, COMPUTE, EXPOSED_COMM, PIPELINE_BUBBLE, SYNC_SKEW
 from tb_plugin.summaries.schema import ComputeSplit, Ledger, LedgerBucket, Summary
 
 ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
@@ -38,7 +38,9 @@ ONE_WORKER = "one worker: waiting for other ranks cannot be measured"
 def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str]]:
     """Per worker, per step name: (wait ns, of which entry stagger ns) of its matched collective calls, as the
     cross-rank critical path matches them (`critical_path.match`: by arrival; `critical_path.entry_stagger`), so
-    the ledger, the path, the stragglers and the what-if count one wait; and the notes on calls not matched."""
+    the ledger, the path, the stragglers and the what-if count one wait; and the notes on calls not matched. The
+    send/recv calls of a pipeline stage (`critical_path.NAMED_P2P` on a worker whose ledger has a pipeline bubble)
+    are left out: their waits are the bubble, which stays in its own bucket."""
     from tb_plugin.run_level import critical_path
 
     workers = sorted(summaries)
@@ -47,7 +49,12 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, dict[str, 
         return out, [critical_path.NO_FACTS]
     job = critical_path.match(summaries)
     stagger = critical_path.entry_stagger(job)
-    rows = np.flatnonzero((job.c_inst >= 0) & (job.c_step >= 0))
+    keep = (job.c_inst >= 0) & (job.c_step >= 0)
+    if critical_path.NAMED_P2P in job.how_names:
+        staged = np.asarray([_has_bubble(summaries[w]) for w in job.workers], bool)
+        p2p = job.calls["how"] == job.how_names.index(critical_path.NAMED_P2P)
+        keep &= ~(p2p & staged[job.c_w])
+    rows = np.flatnonzero(keep)
     if len(rows):
         key = job.c_w[rows] * len(job.steps) + job.c_step[rows]
         size = len(job.workers) * len(job.steps)
@@ -57,6 +64,12 @@ def wait_by_step(summaries: Mapping[str, Summary]) -> tuple[dict[str, dict[str, 
             w, k = divmod(i, len(job.steps))
             out[job.workers[w]][job.steps[k]] = (int(wait[i]), int(stag[i]))
     return out, list(job.notes)
+
+
+def _has_bubble(s: Summary) -> bool:
+    """True if the worker's ledger holds pipeline bubble time (its trace is a pipeline stage)."""
+    b = s.ledger.buckets.get(PIPELINE_BUBBLE) if s.ledger is not None else None
+    return b is not None and b.ns is not None and sum(b.ns) > 0
 
 
 def _with_skew(led: Ledger | None, wait: Mapping[str, tuple[int, int]] | None, reason: str = ONE_WORKER) -> Ledger:
@@ -178,6 +191,7 @@ def run_ledger(summaries: Mapping[str, Summary], withheld: str | None = None) ->
             "steps": order,
             "wall_ns": wall,
             "reason": None if order else "no steps in any worker",
+            "graph_launches": any(leds[w].graph_launches for w in workers),
             "buckets": {
                 b: {
                     "ns": None if _all_lack(leds, b) else parts[b][0],

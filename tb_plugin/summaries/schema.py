@@ -38,7 +38,9 @@ from msgspec import UNSET, UnsetType
 #: span (Python frames and profiler overhead around them left out)
 #: 12: the roofline (`roofline`: MFU/HFU per step, the ops losing the most ms to their bound, by cause) and the
 #: compute bucket's split (below / near its roofline bound, no roof) with its recoverable ns
-VERSION = 12
+#: 13: whether the worker replays CUDA graphs (`ledger.graph_launches`: its advice never proposes them)
+#: 14: the ledger's `pipeline_bubble` bucket (a pipeline stage's send/recv kernels, no longer exposed_comm)
+VERSION = 14
 KIND = "gpuscope-summary"
 
 
@@ -156,6 +158,7 @@ class Ledger(msgspec.Struct, kw_only=True):
     reason: str | None
     buckets: dict[str, LedgerBucket]
     has_gpu: bool
+    graph_launches: bool = False
 
 
 class GpuIdle(msgspec.Struct, kw_only=True):

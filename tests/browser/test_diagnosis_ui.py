@@ -76,7 +76,7 @@ def test_overview_ledger_run_level_and_worker(page, job_tb, tmp_path):
     assert page.get_attribute("#recommendations .seg button[data-value='critical']", "aria-pressed") == "true"
     assert f"Set by {SLOW} (steps 1, 2, 3)" in page.inner_text("#ledger-critical")
     rows = _ledger_rows(page)
-    assert len(rows) == 11 and "compute" in rows and "sync_skew" in rows and "start_up" in rows
+    assert len(rows) == 12 and "compute" in rows and "sync_skew" in rows and "pipeline_bubble" in rows
     rec = [_ms(r[3]) for r in rows.values()]
     assert rec == sorted(rec, reverse=True), rec  # ranked by recoverable ms
     # exclusive buckets: their ms add up to the average step the table names (values of 10-100 ms are shown to

@@ -22,6 +22,8 @@ from gen_pipeline import generate_pipeline  # noqa: E402
 
 P, M, F, B = 4, 8, 40, 80
 RUN, DDP = "pp", "ddp"
+#: a pipeline run of 12 steps: its per-step table sorts step "10" after step "9"
+LONG, LONG_STEPS = "pp12", 12
 WIDTH = 1300  # the screenshot's width the issue asks for
 
 
@@ -32,10 +34,11 @@ def pp_tb(tmp_path_factory):
     d = tmp_path_factory.mktemp("pipeline_logdir")
     generate_pipeline(str(d / RUN), P, M, steps=2, fwd_us=F, bwd_us=B, transfer_us=0)
     generate(str(d / DDP), ranks=2, events=2000, steps=2)
+    generate_pipeline(str(d / LONG), 2, 2, steps=LONG_STEPS, fwd_us=F, bwd_us=B, transfer_us=0)
     tb = TensorBoard(d)
     try:
         tb.wait_ready()
-        for run, n in ((RUN, P), (DDP, 2)):
+        for run, n in ((RUN, P), (DDP, 2), (LONG, 2)):
             wait_summaries(tb, run, n)
         yield tb
     finally:
@@ -110,3 +113,71 @@ def test_data_parallel_run_has_no_pipeline_section(page, pp_tb):
     page.wait_for_selector("#dist-pipeline[data-reason]", state="attached", timeout=60000)
     assert page.locator("#dist-pipeline").inner_text() == ""
     assert "forward/backward" in page.get_attribute("#dist-pipeline", "data-reason")
+
+
+def _steps_shown(page) -> list[str]:
+    return page.locator("#pipe-ratios tbody tr td:first-child").all_inner_texts()
+
+
+@pytest.mark.parametrize("width", [800, WIDTH])
+def test_per_step_table_sorts_steps_as_numbers(browser, pp_tb, width):
+    """The bubble ratio per step lists steps in numeric order (1, 2, ..., 10, not 1, 10, 11, 2), ascending by
+    default and descending after a click on its header, on a narrow and a wide window."""
+    context = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme="light")
+    page = context.new_page()
+    guard = Guard(pp_tb.url)
+    guard.attach(context, page)
+    try:
+        open_view(page, pp_tb, "distributed", LONG, "worker=stage0_rank00000")
+        page.wait_for_selector("#pipe-ratios tbody tr", timeout=60000)
+        names = page.locator("#pipe-step option").evaluate_all("els => els.map(e => e.value)")
+        assert len(names) == LONG_STEPS and all(n.isdigit() for n in names), names
+        by_number = sorted(names, key=int)
+        shown = _steps_shown(page)
+        assert shown == by_number[: len(shown)] and len(shown) == 10, shown
+        page.click("#pipe-ratios th[data-key='step']")
+        page.wait_for_function(
+            "want => document.querySelector('#pipe-ratios tbody tr td')?.textContent === want", arg=by_number[-1]
+        )
+        assert _steps_shown(page) == by_number[::-1][:10]
+    finally:
+        context.close()
+    guard.check()
+
+
+@pytest.mark.parametrize("width", [800, WIDTH])
+def test_group_member_lists_are_folded(browser, pp_tb, width):
+    """A process group's member list reads as a count and ranges ("2 ranks: 0-1"), not the bracketed list of every
+    rank (64 of them on a 64-rank job)."""
+    context = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme="light")
+    page = context.new_page()
+    try:
+        open_view(page, pp_tb, "distributed", DDP)
+        page.wait_for_selector("#dist-groups tbody tr", timeout=60000)
+        groups = page.locator("#dist-groups tbody tr td:first-child").all_inner_texts()
+        assert groups and all("(2 ranks: 0-1)" in g and "[" not in g for g in groups), groups
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [800, WIDTH])
+def test_critical_path_rows_read_in_order(browser, pp_tb, width):
+    """The critical path's rows read in time order: the work after a collective names that collective ("late at
+    #1", "work after #1", "late at #2", ...); it said "work before #1" for the work that followed #1."""
+    context = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme="light")
+    page = context.new_page()
+    try:
+        open_view(page, pp_tb, "distributed", DDP)
+        page.wait_for_selector("#cpath-list tbody tr", timeout=60000)
+        segs = page.locator("#cpath-list tbody tr td:nth-child(3)").all_inner_texts()
+        calls = [int(m.group(1)) for s in segs if (m := re.search(r"#(\d+)", s))]
+        assert len(calls) > 2 and calls == sorted(calls), segs
+        assert not [s for s in segs if s.startswith("work before")], segs
+        late = None
+        for s in segs:
+            if s.startswith("late at"):
+                late = re.search(r"#(\d+)", s).group(1)
+            elif s.startswith("work after"):
+                assert late is not None and f"#{late} " in s, (late, s)
+    finally:
+        context.close()

@@ -1,5 +1,6 @@
 // The run's diagnosis in the Distributed view: per step the cross-rank critical path as a list (rank, segment,
 // ms) with a button that opens the timeline on it, and the straggler's why / what-if (the `/diagnosis` route).
+import { foldRanks } from "../ranks";
 import { h, mount } from "../dom";
 import { getWhenReady } from "../api";
 import { summarizingText } from "../progress";
@@ -23,11 +24,13 @@ export function pathRows(segments: any[]): PathRow[] {
       const waited = typeof s.waiters === "number" && s.waiters > 0
         ? ` · ${s.waiters} rank${s.waiters === 1 ? "" : "s"} waited ${fmtMs(s.wait_ms_median)} (median), ${fmtMs(s.wait_ms_total)} in all` : "";
       return { i, kind: "collective", rank: rankText(s.late_rank, w), worker: w, ms: typeof s.transfer_ms === "number" ? s.transfer_ms : null,
-        segment: `late at ${s.name ?? "collective"} #${s.call ?? "?"} on group ${s.group ?? s.pg ?? "?"}${waited} · transfer`, start_us: start, end_us: end };
+        segment: `late at ${s.name ?? "collective"} #${s.call ?? "?"} on group ${foldRanks(String(s.group ?? s.pg ?? "?"))}${waited} · transfer`, start_us: start, end_us: end };
     }
     const w = String(s.worker ?? "");
     return { i, kind: "work", rank: rankText(s.rank, w), worker: w, ms: typeof s.ms === "number" ? s.ms : null,
-      segment: "work" + (s.before ? ` before ${s.before}` : "") + (s.why ? ` (${s.why})` : ""), start_us: start, end_us: end };
+      // `before`: the collective that precedes this work on the path (the work runs from its end), so the rows read
+      // "late at #1", "work after #1", "late at #2", ... in time order
+      segment: "work" + (s.before ? ` after ${foldRanks(String(s.before))}` : "") + (s.why ? ` (${s.why})` : ""), start_us: start, end_us: end };
   });
 }
 

@@ -1,5 +1,6 @@
 // Distributed: all workers at once (readable at 2 and at 256): a step selector, per-worker bars, a
 // step × worker heatmap with drill-down into one worker's step, stragglers, collectives with bandwidth.
+import { foldRanks } from "../ranks";
 import { h, mount, fmtUs, fmtNum, fmtBytes, fmtPct } from "../dom";
 import { getJSON, getWhenReady } from "../api";
 import { stackedBarsMany, heatmap } from "../charts";
@@ -157,7 +158,7 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
     groupRows.push({ group: g, worker: w, calls: v?.calls ?? null, transfer_us: t, wait_us: wt, wait_share: t + wt > 0 ? wt / (t + wt) : null });
   }
   const groupTable = groupRows.length ? h("div", { id: "dist-groups" }, dataTable([
-    { key: "group", label: "Process group" }, { key: "worker", label: "Worker" }, { key: "calls", label: "Calls", numeric: true },
+    { key: "group", label: "Process group", fmt: (v) => foldRanks(String(v ?? "")) }, { key: "worker", label: "Worker" }, { key: "calls", label: "Calls", numeric: true },
     { key: "transfer_us", label: "Transfer", numeric: true, fmt: fmtUs }, { key: "wait_us", label: "Wait", numeric: true, fmt: fmtUs },
     { key: "wait_share", label: "Wait share", numeric: true, fmt: (v) => (typeof v === "number" ? `${(v * 100).toFixed(1)} %` : "–") },
   ] as Column[], groupRows, { caption: "Wait vs transfer per process group", filterKeys: ["group", "worker"], sortKey: "wait_us", pageSize: 20 }))

@@ -8,6 +8,7 @@ COPY_PAGEABLE = "exposed_copy_pageable"
 COPY_PINNED = "exposed_copy_pinned"
 SYNC_SKEW = "sync_skew"
 EXPOSED_COMM = "exposed_comm"
+PIPELINE_BUBBLE = "pipeline_bubble"
 START_UP = "start_up"
 DATA_LOADING = "data_loading"
 HOST_SYNC = "host_sync"
@@ -21,6 +22,7 @@ BUCKETS = (
     COPY_PINNED,
     SYNC_SKEW,
     EXPOSED_COMM,
+    PIPELINE_BUBBLE,
     START_UP,
     DATA_LOADING,
     HOST_SYNC,
@@ -34,6 +36,7 @@ LABELS = {
     COPY_PINNED: "Exposed memory copies (pinned, device, memset)",
     SYNC_SKEW: "Waiting for other ranks (sync skew)",
     EXPOSED_COMM: "Exposed communication",
+    PIPELINE_BUBBLE: "Pipeline bubble (a stage waits for its neighbour's send/recv)",
     START_UP: "One-time CUDA start-up (context creation, module loading)",
     DATA_LOADING: "Data loading (GPU idle)",
     HOST_SYNC: "Host synchronization (GPU idle)",
@@ -50,6 +53,10 @@ FIXES = {
     "stragglers) and remove its extra work.",
     EXPOSED_COMM: "Overlap communication with compute (DDP bucketing, FSDP prefetch), or communicate less "
     "(gradient accumulation, compression, larger batches).",
+    PIPELINE_BUBBLE: "Shrink the pipeline bubble: more micro-batches per step (the bubble is about "
+    "(p - 1) / (m + p - 1) of a step for p stages and m micro-batches), an interleaved schedule (several virtual "
+    "stages per rank), and stages balanced in time (move layers off the slowest stage: the Pipeline view shows "
+    "which one the others wait for).",
     START_UP: "A one-time cost of the process's first CUDA calls, not of the steps that follow: profile after warm-up "
     "(torch.profiler.schedule with wait and warmup steps) to see the steady state, and initialise CUDA (a warm-up "
     "iteration) before the work you time.",
@@ -60,3 +67,14 @@ FIXES = {
     HOST_COMPUTE: "Move CPU work out of the step or onto the GPU; a larger batch gives the GPU more work per launch.",
     OTHER: "Time with nothing recorded: work outside the profiler's view (other processes, unrecorded threads).",
 }
+#: the fixes that differ for a job that already replays CUDA graphs (a graph launch in the trace): CUDA graphs are
+#: not news to it, the launches left outside its graphs are
+FIXES_WITH_GRAPHS = {
+    LAUNCH_OVERHEAD: "Launch fewer, larger kernels: the job already replays graphs, so capture the work it still "
+    "launches outside them, or fuse it (torch.compile, fused ops).",
+}
+
+
+def fix_of(bucket: str, graph_launches: bool = False) -> str:
+    """The bucket's usual fix; `graph_launches`: the job replays CUDA graphs (never told to use them)."""
+    return FIXES_WITH_GRAPHS.get(bucket, FIXES[bucket]) if graph_launches else FIXES[bucket]

@@ -9,12 +9,17 @@ of this priority order that holds then:
 3. `exposed_copy_pinned`: any other memcpy (pinned, device to device) or a memset runs, no compute;
 4. `sync_skew`: a collective runs and its member waits for the other members (needs every member: only the
    run-level ledger, `run_ledger`, fills it; per worker it is None with a reason and the time is in 5.);
-5. `exposed_comm`: a collective runs and no compute or copy hides it: a communication kernel (`classify`'s
+5. `exposed_comm`: a collective runs and no compute or copy hides it (a pipeline stage's send/recv kernels are
+   5b instead): a communication kernel (`classify`'s
    families: NCCL, RCCL, MSCCL, NVSHMEM, DeepEP, custom all-to-all; or a kernel a communication op launched), or
    a CPU communication op whose own time is the exchange (`classify.host_communication`: gloo's and MPI's; any
    collective op of a worker without communication kernels). Where the collectives run as kernels, the CPU
    call (c10d::, record_param_comms, nccl:) only enqueues them: its time is host time (10., or 8./9. when a sync
    or a launch runs inside it);
+5b. `pipeline_bubble`: on a pipeline stage (a trace with forward/backward micro-batch annotations,
+   `worker.pipeline.parse_span`), a send/recv kernel (its `record_param_comms` names send or recv) runs and no
+   compute or copy hides it: the stage waits for its neighbour (the schedule's bubble and the transfers); the
+   run-level ledger leaves these calls' waits here, never in sync_skew;
 6. `start_up`: no GPU work runs and a one-time CUDA start-up call is in progress (`stages.startup`: context
    creation, module and library loading, a first call far longer than every later call of its name; the rule is
    in that module's docstring): it is never launch overhead nor host compute, whatever call or op holds it;
@@ -34,9 +39,9 @@ then it is the work), split in the bucket's `split` (the compute time below / ne
 ns lost per cause, each cause with its fix: `roofline.worker.CAUSES`); in a CPU-only trace host_compute is the
 work and 0;
 start_up 0 (paid once: the steps that follow do not pay it again, so no change to them wins it back);
-exposed copies, sync skew and every idle bucket all of their time (an upper bound: what the fix removes or
-overlaps); exposed communication at most the compute time of the step that does not already hide a collective
-(min(exposed_comm, compute - compute overlapping communication); in a CPU-only trace min(exposed_comm,
+exposed copies, sync skew, the pipeline bubble and every idle bucket all of their time (an upper bound: what the
+fix removes or overlaps); exposed communication at most the compute time of the step that does not already hide a
+collective (min(exposed_comm, compute - compute overlapping communication); in a CPU-only trace min(exposed_comm,
 host_compute)): the part that could overlap compute.
 
 Where the trace lacks what a bucket needs, the bucket's `ns` is None and `reason` says so in words; its time is
@@ -81,8 +86,10 @@ from profiler_core.analysis.worker.buckets import (  # noqa: F401 - the bucket n
     LABELS,
     LAUNCH_OVERHEAD,
     OTHER,
+    PIPELINE_BUBBLE,
     START_UP,
     SYNC_SKEW,
+    fix_of,
 )
 from profiler_core.trace.categories import LAUNCH_CATS, OP_CATS
 
@@ -134,6 +141,25 @@ def _names_among(ev: Any, among: np.ndarray, fn: Any) -> np.ndarray:
     return out
 
 
+def _pipeline_p2p_kernels(t: Any) -> np.ndarray:
+    """Mask over t.events: the GPU activities a send/recv `record_param_comms` launched, on a pipeline stage (a
+    trace with forward/backward micro-batch annotations, `worker.pipeline.parse_span`); all False elsewhere."""
+    from profiler_core.analysis.worker.pipeline import P2P_NAMES, parse_span
+
+    ev = t.events
+    out = np.zeros(len(ev), dtype=bool)
+    ann = category_mask(ev, ("user_annotation",))
+    if not ann.any() or not any(parse_span(str(n)) is not None for n in ev.loc[ann, "name"].unique()):
+        return out
+    links = link_gpu_to_ops(t)
+    grow, gop = links["row"].to_numpy(np.int64), links["op"].to_numpy(np.int64)
+    has_op = gop >= 0
+    coll = t.arg("coll_name")
+    p2p = np.isin(coll[gop[has_op]], sorted(P2P_NAMES))
+    out[grow[has_op][p2p]] = True
+    return out
+
+
 def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     """Per label (BUCKETS order; sync_skew empty): a boolean mask over t.events; the communication kernels'
     mask; what the trace holds (gpu, launches, runtime, comm)."""
@@ -155,12 +181,14 @@ def _masks(t: Any) -> tuple[list[np.ndarray], np.ndarray, dict]:
     none = np.zeros(len(ev), dtype=bool)
     start_up = np.zeros(len(ev), dtype=bool)
     start_up[startup_calls(t)] = True
+    bubble = _pipeline_p2p_kernels(t) & kernel
     masks = [
         kernel & ~comm,
         pageable,
         (memcpy & ~pageable) | memset,
         none,
-        comm_kernel | host_comm,
+        (comm_kernel | host_comm) & ~bubble,
+        bubble,
         start_up,
         loader,
         sync,
@@ -247,7 +275,17 @@ def _compute(t: Any) -> dict:
                 split = _split(split_layers, bounds, owner == BUCKETS.index(COMPUTE), ss, se)
     out["buckets"] = _buckets(costs, hidden, has, split)
     out["has_gpu"] = has["gpu"]
+    out["graph_launches"] = graph_launches(t)
     return out
+
+
+def graph_launches(t: Any) -> bool:
+    """True if the trace launches CUDA/HIP graphs (`cudaGraphLaunch`, ...): the job already replays graphs, so its
+    advice never proposes them (`buckets.fix_of`)."""
+    from profiler_core.analysis.stages.graph_replay import is_graph_launch
+
+    ev = t.events
+    return bool(len(ev)) and any(is_graph_launch(str(n)) for n in ev["name"].unique())
 
 
 #: the compute split's parts: kernels of a call below its roofline bound, of a call near it, of no roof (no model,
@@ -350,7 +388,8 @@ def _buckets(costs: np.ndarray, hidden: np.ndarray, has: dict, split: dict | Non
 
 @stage(steps, link_gpu_to_ops, startup_calls, roofline_calls)
 def worker_ledger(t: Any) -> dict:
-    """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `reason` (None, or why there is no
+    """One worker's ledger: `steps` (names), `wall_ns` (per step), `has_gpu`, `graph_launches` (it replays CUDA
+    graphs: `graph_launches`), `reason` (None, or why there is no
     step), `buckets` ({bucket: {"ns": [per step] | None, "recoverable_ns": [per step] | None, "reason"}}). The
     buckets whose ns is not None add up to each step's wall_ns exactly."""
     return _compute(t)
@@ -419,7 +458,7 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
                 "recoverable_ms": _ms(_mean(rec)) if wall else None,
                 "share": (ms * 1e6 / avg_wall) if ms is not None and avg_wall else None,
                 "steps_ms": [_ms(x) for x in ns] if ns is not None else None,
-                "fix": FIXES[b],
+                "fix": fix_of(b, bool(ledger.get("graph_launches"))),
                 "advice": [text for key, text in advice if key == b],
                 "reason": e.get("reason"),
             }
