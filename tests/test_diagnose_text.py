@@ -72,3 +72,31 @@ def test_text_shows_the_planted_rank_and_cause_at_its_size(logdir):
         if i != PLANT_STEP:
             m = re.search(r"Data loading \(GPU idle\) ([0-9.]+) ms", r)
             assert m is None or float(m.group(1)) <= 0.2, r
+
+
+def test_sub_millisecond_parts_print_in_microseconds():
+    """A 0.4 ms step's buckets read as µs (one formatter, `verdict.fmt_ms`), not each as '0.1 ms'."""
+    from tb_plugin.run_level import report
+
+    ledger = {
+        "mean": {
+            "average_wall_ms": 0.42,
+            "buckets": [
+                {"key": "compute", "label": "Compute", "ms": 0.21},
+                {"key": "data_loading", "label": "Data loading", "ms": 0.12, "recoverable_ms": 0.08},
+                {"key": "exposed_comm", "label": "Exposed communication", "ms": 0.09},
+            ],
+        },
+        "critical": {
+            "buckets": [{"key": "data_loading", "label": "Data loading"}],
+            "steps": [{"step": "3", "wall_ms": 0.42, "worker": "w0", "buckets": {"data_loading": 0.12}}],
+        },
+    }
+    lines = report._ledger_lines(ledger) + report._critical_lines(ledger, {"w0": 0})
+    text = "\n".join(lines)
+    assert "average step 420 µs" in text
+    assert "Compute: 210 µs" in text
+    assert "Data loading: 120 µs, recoverable 80 µs" in text
+    assert "Exposed communication: 90 µs" in text
+    assert "step 3 (420 µs), set by rank 0: Data loading 120 µs" in text
+    assert " 0.1 ms" not in text and " 0.4 ms" not in text
