@@ -28,7 +28,9 @@ with segments in time order, each
   {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
    "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "idle_ms", "transfer_ms", "gap_ms",
    "stagger_ms", "start_us", "end_us"}                                           # on the late worker
-(µs relative to each worker's origin, as the timeline's; `gap_ms`: what the late member cost the others there,
+(µs relative to each worker's origin, as the timeline's; `name` as the trace names the call (`mpi::Allreduce`,
+`nccl:all_reduce`), `call` which call of that name on its group it is on the late worker, from 1 (`_name_calls`);
+`gap_ms`: what the late member cost the others there,
 i.e. the second-latest member's exposed wait: its wait minus what its own compute covered of the call;
 `idle_ms`: how long the member ready next to last had its next work wait for the call (its compute idle since;
 on a worker without GPU activity, its wait); `stagger_ms`: of the median wait, what the late member's later entry
@@ -249,7 +251,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     c["inst"] = np.full(n, -1, np.int64)
     c["wait"] = np.where(is_wait, dur, 0)
     c["exposed"] = np.maximum(c["wait"] - c["covered"], 0)
-    inst_cols = ("group", "pg", "seq", "name", "members", "bytes", "transfer", "late", "gap")
+    inst_cols = ("group", "pg", "seq", "name", "call", "members", "bytes", "transfer", "late", "gap")
     empty = pd.DataFrame({k: [] for k in inst_cols})
     real = np.flatnonzero(~is_wait)
     if not len(real):
@@ -323,6 +325,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
             "pg": [codes.pg[g] for g in gi.tolist()],
             "seq": seq_of[ok],
             "name": [name_keys[x] for x in c["name"][late_row].tolist()],
+            "call": _name_calls(c)[late_row],
             "members": expected[ok],
             "bytes": c["bytes"][late_row],
             "transfer": transfer,
@@ -537,9 +540,27 @@ def _work(job: Job, wi: int, a: int, b: int, before: int | None) -> dict:
     }
 
 
+def _name_calls(c: dict) -> np.ndarray:
+    """Per call: which call of its name on its group it is on its worker, from 1 in the order of the group's
+    sequence (`mpi::Allreduce #4`: the worker's fourth mpi::Allreduce there, as the timeline's occurrences of that
+    name count; the group's sequence also counts the calls of other names)."""
+    n = len(c["w"])
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((c["seq"], c["name"], c["group"], c["w"]))
+    key = np.stack([c["w"][order], c["group"][order], c["name"][order]])
+    new = np.ones(n, bool)
+    new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
+    pos = np.arange(n)
+    start = np.maximum.accumulate(np.where(new, pos, 0))
+    out = np.empty(n, np.int64)
+    out[order] = pos - start + 1
+    return out
+
+
 def _call_label(job: Job, i: int) -> str:
     r = job.inst.iloc[i]
-    return f"{r['name']} #{int(r['seq']) + 1} on group {r['pg'] or r['group']}"
+    return f"{r['name']} #{int(r['call'])} on group {r['pg'] or r['group']}"
 
 
 def _collective(job: Job, i: int, late: int) -> dict:
@@ -557,7 +578,7 @@ def _collective(job: Job, i: int, late: int) -> dict:
     return {
         "kind": "collective",
         "name": str(r["name"]),
-        "call": int(r["seq"]) + 1,
+        "call": int(r["call"]),
         "group": str(r["group"]),
         "pg": str(r["pg"]),
         "members": int(r["members"]),
@@ -649,10 +670,15 @@ def path_text(segments: list[dict]) -> str:
 def _many(colls: list[dict]) -> str:
     """Several collectives one worker arrived last at, in words."""
     groups = sorted({c["pg"] or c["group"] for c in colls})
-    names = sorted({c["name"] for c in colls})
+    by_name: dict[str, list[int]] = {}
+    for c in colls:
+        by_name.setdefault(c["name"], []).append(int(c["call"]))
     who = label(colls[0]["late_worker"], colls[0]["late_rank"])
     where = f"group {groups[0]} ({colls[0]['members']} ranks)" if len(groups) == 1 else f"groups {', '.join(groups)}"
-    calls = f"{names[0]} #{colls[0]['call']}..#{colls[-1]['call']}" if len(names) == 1 else ", ".join(names)
+    # each name with its calls' numbers, as the trace's occurrences of it count them
+    calls = ", ".join(
+        f"{n} #{min(k)}" + (f"..#{max(k)}" if max(k) != min(k) else "") for n, k in sorted(by_name.items())
+    )
     n = max(c["waiters"] for c in colls)
     waited = sum(c["wait_ms_median"] for c in colls)
     idle = sum(c.get("idle_ms", c["wait_ms_median"]) for c in colls)
