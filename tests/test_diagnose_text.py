@@ -60,9 +60,9 @@ def test_text_shows_the_planted_rank_and_cause_at_its_size(logdir):
     lines = txt.stdout.splitlines()
     head = lines.index("Ledger of the rank that set each step (its buckets of at least 0.05 ms, largest first):")
     rows = lines[head + 1 : head + 4]
-    assert [re.match(r"  step (\S+) ", r).group(1) for r in rows] == names
+    assert [re.match(r"  step (\S+), ", r).group(1) for r in rows] == names
     row = rows[PLANT_STEP]
-    assert f"step {planted} (" in row and f"set by rank {PLANT_RANK}:" in row
+    assert f"step {planted}, set by rank {PLANT_RANK} (its step " in row
     m = re.search(r"Data loading \(GPU idle\) ([0-9.]+) ms", row)
     assert m and float(m.group(1)) == pytest.approx(15.1, abs=0.051), row
     # largest first: with the GPU idle for 15 ms of a step of about 21 ms, data loading leads the line
@@ -72,6 +72,22 @@ def test_text_shows_the_planted_rank_and_cause_at_its_size(logdir):
         if i != PLANT_STEP:
             m = re.search(r"Data loading \(GPU idle\) ([0-9.]+) ms", r)
             assert m is None or float(m.group(1)) <= 0.2, r
+
+
+def test_each_steps_duration_says_which_window(logdir):
+    """The two step times the text prints are labelled: the ledger's is the setting rank's own step, the critical
+    path's the median over the ranks (what the what-if is said against); unlabelled, one step read as two
+    durations."""
+    rep = json.loads(_cli(str(logdir), "--json").stdout)
+    lines = _cli(str(logdir)).stdout.splitlines()
+    crit = rep["ledger"]["critical"]["steps"][PLANT_STEP]
+    from tb_plugin.run_level.verdict import fmt_ms
+
+    want = f"  step {crit['step']}, set by rank {PLANT_RANK} (its step {fmt_ms(crit['wall_ms'])}): "
+    assert any(line.startswith(want) for line in lines), want
+    path = next(s for s in rep["steps"] if s["step"] == crit["step"])
+    want = f"  step {path['step']} (median step {fmt_ms(path['step_ms'])}"
+    assert any(line.startswith(want) for line in lines), want
 
 
 def test_sub_millisecond_parts_print_in_microseconds():
@@ -98,5 +114,5 @@ def test_sub_millisecond_parts_print_in_microseconds():
     assert "Compute: 210 µs" in text
     assert "Data loading: 120 µs, recoverable 80 µs" in text
     assert "Exposed communication: 90 µs" in text
-    assert "step 3 (420 µs), set by rank 0: Data loading 120 µs" in text
+    assert "step 3, set by rank 0 (its step 420 µs): Data loading 120 µs" in text
     assert " 0.1 ms" not in text and " 0.4 ms" not in text

@@ -346,7 +346,10 @@ def _critical_lines(ledger: Any, ranks: Mapping) -> list[str]:
             key=lambda p: -p[1],
         )
         text = ", ".join(f"{(rows.get(b) or {}).get('label', b)} {fmt_ms(ms)}" for b, ms in parts)
-        out.append(f"  step {s['step']} ({fmt_ms(s['wall_ms'])}), set by {_who(s.get('worker'), ranks)}: {text}")
+        # that rank's own step window, labelled: the critical path's step time is the median over the ranks
+        out.append(
+            f"  step {s['step']}, set by {_who(s.get('worker'), ranks)} (its step {fmt_ms(s['wall_ms'])}): {text}"
+        )
     if len(shown) < len(steps):
         out.append(f"  ({len(steps) - len(shown)} more steps with less recoverable time in --json)")
     return out
@@ -418,7 +421,7 @@ def render_text(report: Mapping) -> str:
             span = s.get("span_ms")
             # the median step and the step from the first rank in to the last out differ where ranks enter apart
             both = f"; {fmt_ms(span)} first in to last out" if span and span > 1.1 * s["step_ms"] else ""
-            lines.append(f"  step {s['step']} ({fmt_ms(s['step_ms'])}{both}): {s['path']}")
+            lines.append(f"  step {s['step']} (median step {fmt_ms(s['step_ms'])}{both}): {s['path']}")
     if report.get("single_rank"):
         lines.append("")
         lines.append("Single-rank critical path (from the trace: the chain of CPU and GPU work that set each step):")
