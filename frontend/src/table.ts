@@ -86,7 +86,7 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
     }));
     if (!slice.length) mount(body, h("tr", null, h("td", { colspan: shownCols.length + (opts.actions ? 1 : 0), class: "empty" }, rows.length ? "No row matches the filter." : "No data.")));
     heads.forEach((th, i) => { th.dataset.sort = columns[i].key === sortKey ? (desc ? "desc" : "asc") : ""; });
-    info.textContent = `${v.length.toLocaleString("en-US")} rows` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
+    info.textContent = `${v.length.toLocaleString("en-US")} ${v.length === 1 ? "row" : "rows"}` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
     prev.disabled = page <= 0; next.disabled = page >= pages - 1;
   }
   draw();
