@@ -116,3 +116,31 @@ def test_sub_millisecond_parts_print_in_microseconds():
     assert "Exposed communication: 90 µs" in text
     assert "step 3, set by rank 0 (its step 420 µs): Data loading 120 µs" in text
     assert " 0.1 ms" not in text and " 0.4 ms" not in text
+
+
+def test_critical_path_words_print_microseconds_below_a_millisecond():
+    """The critical path's segments in words use the same formatter: a 0.5 ms piece of work and a 0.2 ms wait read
+    '500 µs' and '200 µs', not '0.5 ms' and '0.2 ms' (nor '+0.0 ms' for a 30 µs excess)."""
+    from tb_plugin.run_level import critical_path, stragglers
+
+    work = {"kind": "work", "worker": "w1", "rank": 1, "ms": 0.5, "why": None}
+    assert critical_path.segment_text(work) == "rank 1: 500 µs"
+    coll = {
+        "kind": "collective",
+        "name": "mpi::Allreduce",
+        "call": 2,
+        "pg": "MPI_COMM_WORLD",
+        "group": "g",
+        "members": 2,
+        "waiters": 1,
+        "late_worker": "w1",
+        "late_rank": 1,
+        "wait_ms_median": 0.2,
+        "transfer_ms": 0.1,
+    }
+    text = critical_path.segment_text(coll)
+    assert text == "rank 1 late at mpi::Allreduce #2 on group MPI_COMM_WORLD (2 ranks) -> 1 rank waited 200 µs", text
+    assert critical_path.segment_text({**coll, "waiters": 0}).endswith(", transfer 100 µs")
+    s = {"worker": "w1", "rank": 1, "step": "3", "excess_ms": 0.03, "what_if_ms": 0.4, "step_ms": 0.43, "why": ""}
+    words = stragglers.describe(s)
+    assert "30 µs over the median worker" in words and "would take 400 µs instead of 430 µs" in words, words

@@ -49,6 +49,7 @@ import pandas as pd
 from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.comm.collectives import P2P_GROUP, PEER_TIME, PG_SEQ
 from profiler_core.analysis.worker.worker_facts import sequence
+from tb_plugin.run_level.verdict import fmt_ms
 from tb_plugin.summaries.schema import CollectiveCalls, Phases, Summary, empty_phases
 
 #: a member waited when its wait exceeds this (ns): clock noise below it names nobody
@@ -628,15 +629,15 @@ def segment_text(seg: Mapping[str, Any]) -> str:
     ranks waited 38.0 ms`."""
     if seg["kind"] == "work":
         why = f" ({seg['why']})" if seg.get("why") else ""
-        return f"{label(seg['worker'], seg['rank'])}: {seg['ms']:.1f} ms{why}"
+        return f"{label(seg['worker'], seg['rank'])}: {fmt_ms(seg['ms'])}{why}"
     where = f"{seg['name']} #{seg['call']} on group {seg['pg'] or seg['group']} ({seg['members']} ranks)"
     if not seg["waiters"]:
-        return f"{where}, transfer {seg['transfer_ms']:.1f} ms"
+        return f"{where}, transfer {fmt_ms(seg['transfer_ms'])}"
     who = label(seg["late_worker"], seg["late_rank"])
     n = seg["waiters"]
     stagger = seg.get("stagger_ms") or 0.0
-    entered = f" ({stagger:.1f} ms of it: {who} entered the step later)" if stagger >= 0.05 else ""
-    return f"{who} late at {where} -> {n} rank{'s' if n != 1 else ''} waited {seg['wait_ms_median']:.1f} ms{entered}"
+    entered = f" ({fmt_ms(stagger)} of it: {who} entered the step later)" if stagger >= 0.05 else ""
+    return f"{who} late at {where} -> {n} rank{'s' if n != 1 else ''} waited {fmt_ms(seg['wait_ms_median'])}{entered}"
 
 
 def path_text(segments: list[dict]) -> str:
@@ -683,10 +684,10 @@ def _many(colls: list[dict]) -> str:
     waited = sum(c["wait_ms_median"] for c in colls)
     idle = sum(c.get("idle_ms", c["wait_ms_median"]) for c in colls)
     # calls queued on a comm stream wait one after another while the ranks compute: say what it cost them
-    of_it = f", {idle:.1f} ms of it idle" if idle < 0.9 * waited else ""
+    of_it = f", {fmt_ms(idle)} of it idle" if idle < 0.9 * waited else ""
     stagger = sum(c.get("stagger_ms") or 0.0 for c in colls)
-    of_it += f", {stagger:.1f} ms of it because {who} entered the step later" if stagger >= 0.05 else ""
+    of_it += f", {fmt_ms(stagger)} of it because {who} entered the step later" if stagger >= 0.05 else ""
     return (
         f"{who} late at {len(colls)} collectives on {where}, {calls} -> {n} rank{'s' if n != 1 else ''} "
-        f"waited {waited:.1f} ms in all{of_it}"
+        f"waited {fmt_ms(waited)} in all{of_it}"
     )
