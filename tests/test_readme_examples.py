@@ -40,3 +40,10 @@ def test_profiling_example_prints_a_whole_cycle(tmp_path):
     assert int(row.split()[-1]) == active, r.stdout
     assert "Only events from the current cycle" not in r.stderr
     assert len(list((tmp_path / "log").glob("*.pt.trace.json*"))) == 1
+
+
+def test_operators_self_time_difference_with_stack_is_named():
+    """The README's Operators entry names why an annotation's self time differs from torch's key_averages() with
+    with_stack=True (torch counts the Python frames as children; the view, as torch-tb-profiler, only operators)."""
+    entry = README[README.index("- **Operators**") : README.index("- **Kernels**")]
+    assert "with_stack=True" in entry and "python_function" in entry and "key_averages()" in entry, entry
