@@ -1,7 +1,7 @@
 """MPI collectives are named and numbered as the trace has them, the same in `gpuscope diagnose`, the critical
 path and the Distributed view: `mpi::Allreduce #2` is the rank's second mpi::Allreduce on its communicator, what a
-timeline search for `mpi::Allreduce` finds as its second occurrence, and mpi4py's pickling `mpi::allreduce` is a
-call of its own, not a third spelling of the same one.
+timeline search for `mpi::Allreduce` finds as its second occurrence, mpi4py's pickling `mpi::allreduce` is a
+call of its own, not a third spelling of the same one, and the Distributed view's group is the communicator.
 
 A hand-made 2-rank job, one step 0-100 ms, every call on MPI_COMM_WORLD (our MPI integration's args):
   both ranks: mpi::Bcast 0-5, mpi::Allreduce 5-10, mpi::allreduce 10-15 ms;
@@ -69,3 +69,6 @@ def test_path_and_views_number_each_name_as_the_trace_does():
     ]
     view = distributed.from_summaries(parts)
     assert [(x["worker"], x["collective"]) for x in view["stragglers"]] == [("r1", "mpi::Allreduce #2")]
+    # one communicator, one group: named by the communicator, as the critical path names it, not "name mpi::..."
+    assert list(view["groups"]) == ["MPI_COMM_WORLD (size 2)"], list(view["groups"])
+    assert {w: g["calls"] for w, g in view["groups"]["MPI_COMM_WORLD (size 2)"].items()} == {"r0": 4, "r1": 4}

@@ -38,7 +38,8 @@ from msgspec import UNSET, UnsetType
 #: span (Python frames and profiler overhead around them left out)
 #: 12: the roofline (`roofline`: MFU/HFU per step, the ops losing the most ms to their bound, by cause) and the
 #: compute bucket's split (below / near its roofline bound, no roof) with its recoverable ns
-#: 13: an MPI collective named as the trace names it (`mpi::Allreduce`, not `mpi:all_reduce`)
+#: 13: an MPI collective named as the trace names it (`mpi::Allreduce`, not `mpi:all_reduce`), in its communicator's
+#: process group in the distributed part too
 VERSION = 13
 KIND = "gpuscope-summary"
 
