@@ -6,12 +6,17 @@ total (one C call); if it changed since the last boundary, one event ``(ts, delt
 recorded on the current thread. The enter-side event is stamped just before the child starts and
 the exit-side one just before the op ends, so each delta lies inside -- and is attributed to --
 the innermost op that was running when the memory changed (an op's self memory). A positive delta
-is an allocation, a negative one a free. Known limits: net deltas (an alloc and a free of the same
-size within one interval cancel out), the total is process-wide (threads running at once share
-it), and ``Addr`` is 0 (tracemalloc gives no address for a delta). ``Total Allocated`` is the
-traced total: memory allocated since recording started and still alive (tracemalloc sees nothing
-older), unless the program already ran tracemalloc. ``Total Reserved`` is 0, as torch writes for
-CPU memory. Cost: tracemalloc slows every Python allocation while recording (only then).
+is an allocation, a negative one a free. Memory allocated and freed again within one interval is
+not lost to the net delta: tracemalloc's peak since the previous boundary, when above both totals,
+is written as an allocation up to the peak and a free down to the current total (two events at the
+boundary), so a short-lived host buffer reaches the memory curve's peak. The peak is reset at each
+boundary, so this holds only where we started tracemalloc (a program's own tracemalloc peak is left
+alone, and its short-lived allocations cancel out). Known limits: the total is process-wide
+(threads running at once share it), and ``Addr`` is 0 (tracemalloc gives no address for a delta).
+``Total Allocated`` is the traced total: memory allocated since recording started and still alive
+(tracemalloc sees nothing older), unless the program already ran tracemalloc. ``Total Reserved``
+is 0, as torch writes for CPU memory. Cost: tracemalloc slows every Python allocation while
+recording (only then).
 """
 
 from __future__ import annotations
@@ -32,10 +37,18 @@ class MemoryTracker:
             tracemalloc.start(1)
         self._get = tracemalloc.get_traced_memory
         self.last = self._get()[0]
+        if self._we_started:
+            tracemalloc.reset_peak()
 
     def boundary(self, buf) -> None:
-        """Record the change of traced memory since the previous boundary, on ``buf``'s thread."""
-        cur = self._get()[0]
+        """Record the change of traced memory since the previous boundary, on ``buf``'s thread; a peak above both
+        totals as its allocation and free (see the module's docstring)."""
+        cur, peak = self._get()
+        if self._we_started:
+            tracemalloc.reset_peak()
+            if peak > max(cur, self.last):
+                buf.memory.append((self._clock(), peak - self.last, peak))
+                self.last = peak
         delta = cur - self.last
         if delta:
             self.last = cur

@@ -374,7 +374,7 @@ class Profile:
 
     @property
     def runs(self) -> list[str]:
-        """The runs (folders holding traces, "." for the logdir itself), in the order the tab lists them."""
+        """The runs (folders holding traces; the logdir's own: the run named after it), as the tab lists them."""
         if self._file is not None:
             return [str(self._run)]
         return list(self.ws.refresh())

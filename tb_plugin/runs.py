@@ -1,7 +1,9 @@
 """Logdir scanning: runs (directories holding traces), workers and spans from the file names.
 
 A run is any directory under the logdir (recursively) holding trace files, named by its path
-relative to the logdir ("." for the logdir itself). File names follow
+relative to the logdir; the logdir's own traces form the run named after the logdir's folder (`root_run_name`:
+"job" for `--logdir runs/job`; "." only where the logdir has no name or a sub-folder's run already has it). File
+names follow
 `{worker}.{ns or ms timestamp}.pt.trace.json[.gz]`; the timestamp may be missing, and plain
 `{worker}[.{timestamp}].json[.gz]` files count when their first bytes look like a trace. Spans
 are numbered "1".."N" per worker in time order. A file is listed only once it is stable (same
@@ -15,11 +17,12 @@ fails leaves the previous runs in place and its reason in `Scanner.error`.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from profiler_core import storage
 from profiler_core.trace.read.fused import maybe_fused, part_path, split_path
@@ -181,6 +184,17 @@ def looks_like_trace(path: str, head: bytes | None = None) -> bool:
     return text[:1] == b"[" and (b'"ph"' in head or len(text) < 3)
 
 
+def root_run_name(logdir: str) -> str:
+    """The name of the run of the traces directly in `logdir`: its last path component, so a run folder opened as
+    the logdir is named as it is when its parent is; "." when it has none (the file system's root, a bucket)."""
+    if storage.is_remote(logdir):
+        rest = logdir[len(storage.protocol(logdir)) + 3 :].rstrip("/")
+        name = rest.rpartition("/")[2] if "/" in rest else ""
+    else:
+        name = os.path.basename(logdir.rstrip(os.sep))
+    return display_name(name) if name and name not in (".", "..") else "."
+
+
 class Scanner:
     """Scans a logdir; remembers the previous scan to tell stable files from growing ones."""
 
@@ -256,6 +270,12 @@ class Scanner:
                     ident=st.ident,
                 )
                 found.setdefault(run_name, Run(run_name)).workers.setdefault(f.worker, []).append(f)
+        root = root_run_name(self.logdir)
+        if "." in found and root not in found:
+            run = found.pop(".")
+            run.name = root
+            run.workers = {w: [replace(f, run=root) for f in fs] for w, fs in run.workers.items()}
+            found[root] = run
         for run in found.values():
             for files in run.workers.values():
                 files.sort(key=lambda f: (f.stamp_ns, f.relpath))

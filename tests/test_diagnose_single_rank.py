@@ -89,10 +89,10 @@ def test_cli_one_worker_has_its_single_rank_path(handmade):
     assert txt.returncode == 0, txt.stderr
     lines = txt.stdout.splitlines()
     i = lines.index("Single-rank critical path (from the trace: the chain of CPU and GPU work that set each step):")
-    assert lines[i + 1].startswith("  step 1 (0.1 ms): path 0.1 ms")
+    assert lines[i + 1].startswith("  step 1 (100 µs): path 50 µs")
     j = next(k for k in range(i + 2, len(lines)) if lines[k].startswith("  step 2 "))
-    assert lines[j].startswith("  step 2 (0.3 ms): path 0.2 ms: kernel 0.2 ms")
-    assert lines[j + 1] == "    kernel k2: 0.2 ms"
+    assert lines[j].startswith("  step 2 (300 µs): path 215 µs: kernel 200 µs")
+    assert lines[j + 1] == "    kernel k2: 200 µs"
 
 
 def test_route_one_worker_has_its_single_rank_path(handmade):

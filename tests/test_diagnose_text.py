@@ -60,9 +60,9 @@ def test_text_shows_the_planted_rank_and_cause_at_its_size(logdir):
     lines = txt.stdout.splitlines()
     head = lines.index("Ledger of the rank that set each step (its buckets of at least 0.05 ms, largest first):")
     rows = lines[head + 1 : head + 4]
-    assert [re.match(r"  step (\S+) ", r).group(1) for r in rows] == names
+    assert [re.match(r"  step (\S+), ", r).group(1) for r in rows] == names
     row = rows[PLANT_STEP]
-    assert f"step {planted} (" in row and f"set by rank {PLANT_RANK}:" in row
+    assert f"step {planted}, set by rank {PLANT_RANK} (its step " in row
     m = re.search(r"Data loading \(GPU idle\) ([0-9.]+) ms", row)
     assert m and float(m.group(1)) == pytest.approx(15.1, abs=0.051), row
     # largest first: with the GPU idle for 15 ms of a step of about 21 ms, data loading leads the line
@@ -72,3 +72,75 @@ def test_text_shows_the_planted_rank_and_cause_at_its_size(logdir):
         if i != PLANT_STEP:
             m = re.search(r"Data loading \(GPU idle\) ([0-9.]+) ms", r)
             assert m is None or float(m.group(1)) <= 0.2, r
+
+
+def test_each_steps_duration_says_which_window(logdir):
+    """The two step times the text prints are labelled: the ledger's is the setting rank's own step, the critical
+    path's the median over the ranks (what the what-if is said against); unlabelled, one step read as two
+    durations."""
+    rep = json.loads(_cli(str(logdir), "--json").stdout)
+    lines = _cli(str(logdir)).stdout.splitlines()
+    crit = rep["ledger"]["critical"]["steps"][PLANT_STEP]
+    from tb_plugin.run_level.verdict import fmt_ms
+
+    want = f"  step {crit['step']}, set by rank {PLANT_RANK} (its step {fmt_ms(crit['wall_ms'])}): "
+    assert any(line.startswith(want) for line in lines), want
+    path = next(s for s in rep["steps"] if s["step"] == crit["step"])
+    want = f"  step {path['step']} (median step {fmt_ms(path['step_ms'])}"
+    assert any(line.startswith(want) for line in lines), want
+
+
+def test_sub_millisecond_parts_print_in_microseconds():
+    """A 0.4 ms step's buckets read as µs (one formatter, `verdict.fmt_ms`), not each as '0.1 ms'."""
+    from tb_plugin.run_level import report
+
+    ledger = {
+        "mean": {
+            "average_wall_ms": 0.42,
+            "buckets": [
+                {"key": "compute", "label": "Compute", "ms": 0.21},
+                {"key": "data_loading", "label": "Data loading", "ms": 0.12, "recoverable_ms": 0.08},
+                {"key": "exposed_comm", "label": "Exposed communication", "ms": 0.09},
+            ],
+        },
+        "critical": {
+            "buckets": [{"key": "data_loading", "label": "Data loading"}],
+            "steps": [{"step": "3", "wall_ms": 0.42, "worker": "w0", "buckets": {"data_loading": 0.12}}],
+        },
+    }
+    lines = report._ledger_lines(ledger) + report._critical_lines(ledger, {"w0": 0})
+    text = "\n".join(lines)
+    assert "average step 420 µs" in text
+    assert "Compute: 210 µs" in text
+    assert "Data loading: 120 µs, recoverable 80 µs" in text
+    assert "Exposed communication: 90 µs" in text
+    assert "step 3, set by rank 0 (its step 420 µs): Data loading 120 µs" in text
+    assert " 0.1 ms" not in text and " 0.4 ms" not in text
+
+
+def test_critical_path_words_print_microseconds_below_a_millisecond():
+    """The critical path's segments in words use the same formatter: a 0.5 ms piece of work and a 0.2 ms wait read
+    '500 µs' and '200 µs', not '0.5 ms' and '0.2 ms' (nor '+0.0 ms' for a 30 µs excess)."""
+    from tb_plugin.run_level import critical_path, stragglers
+
+    work = {"kind": "work", "worker": "w1", "rank": 1, "ms": 0.5, "why": None}
+    assert critical_path.segment_text(work) == "rank 1: 500 µs"
+    coll = {
+        "kind": "collective",
+        "name": "mpi::Allreduce",
+        "call": 2,
+        "pg": "MPI_COMM_WORLD",
+        "group": "g",
+        "members": 2,
+        "waiters": 1,
+        "late_worker": "w1",
+        "late_rank": 1,
+        "wait_ms_median": 0.2,
+        "transfer_ms": 0.1,
+    }
+    text = critical_path.segment_text(coll)
+    assert text == "rank 1 late at mpi::Allreduce #2 on group MPI_COMM_WORLD (2 ranks) -> 1 rank waited 200 µs", text
+    assert critical_path.segment_text({**coll, "waiters": 0}).endswith(", transfer 100 µs")
+    s = {"worker": "w1", "rank": 1, "step": "3", "excess_ms": 0.03, "what_if_ms": 0.4, "step_ms": 0.43, "why": ""}
+    words = stragglers.describe(s)
+    assert "30 µs over the median worker" in words and "would take 400 µs instead of 430 µs" in words, words

@@ -174,3 +174,23 @@ def test_buckets_add_up_on_real_traces(path):
     led = L.worker_ledger(t)
     assert led["steps"], "every shared trace has at least one step (or the whole-window step)"
     assert adds_up(led) == []
+
+
+def test_a_job_without_a_gpu_is_not_told_about_gpu_idle():
+    """A CPU-only step (data loading, then an op): its buckets read "Data loading" and "CPU compute", never "GPU
+    idle" (there is no GPU); a step with a kernel keeps the GPU's labels."""
+    cpu = make_trace(
+        [
+            op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 30, cat="user_annotation"),
+            op("aten::add", 30, 70),
+        ]
+    )
+    view = L.ranked(L.worker_ledger(cpu))
+    labels = {r["key"]: r["label"] for r in view["buckets"]}
+    assert labels[L.DATA_LOADING] == "Data loading" and labels[L.HOST_COMPUTE].startswith("CPU compute")
+    assert not [t for t in labels.values() if "GPU idle" in t], labels
+    row = {r["key"]: r for r in view["buckets"]}
+    assert row[L.DATA_LOADING]["ms"] == 0.03 and row[L.HOST_COMPUTE]["ms"] == 0.07
+    gpu = {r["key"]: r["label"] for r in L.ranked(L.worker_ledger(every_bucket_trace()))["buckets"]}
+    assert gpu[L.DATA_LOADING] == "Data loading (GPU idle)"

@@ -169,7 +169,7 @@ def test_real_mpi_run_straggler_and_what_if(mpi_run):
         assert 90 <= next((p["excess_ms"] for p in st["phases"] if p["phase"] == "data_loading"), 0) < 125
         assert st["why"].startswith("data loading +"), st["why"]
         assert "rank 2 late at " in s["path"] and "on group MPI_COMM_WORLD (4 ranks)" in s["path"], s["path"]
-        assert "mpi:all_reduce #" in s["path"], s["path"]
+        assert "mpi::Allreduce #" in s["path"], s["path"]
         if i:
             assert abs(st["saved_ms"] - 100) <= 10, st
 

@@ -1,5 +1,6 @@
 """profile_memory on the host: tracemalloc deltas as [memory] events attributed to the innermost op."""
 
+import json
 import tracemalloc
 
 import numpy as np
@@ -37,6 +38,26 @@ def test_allocation_attributed_to_innermost_op():
     assert set(m_alloc["args"]) >= {"Bytes", "Total Allocated", "Total Reserved", "Addr"}
     assert f["args"]["Total Allocated"] < a["args"]["Total Allocated"]
     assert p.trace["profile_memory"] == 1
+
+
+def test_short_lived_host_allocation_reaches_the_peak(tmp_path):
+    """A 16 MB buffer allocated and freed inside one op leaves no net change, yet it is the run's memory peak: the
+    op's events allocate it and free it again, and the Memory view's peak holds it."""
+    from profiler_core.trace.read.reader import read_trace
+    from tb_plugin.views import memory as mv
+
+    with profile(activities=CPU, profile_memory=True) as p:
+        with record_op("scratch_op"):
+            float(np.ones(2_000_000, dtype=np.float64).sum())  # 16 MB, gone when the op ends
+    ops = {e["name"]: e for e in p.trace["traceEvents"] if e.get("ph") == "X"}
+    mem = [m for m in _mem(p.trace) if _inside(m, ops["scratch_op"])]
+    assert max(m["args"]["Bytes"] for m in mem) >= 16_000_000
+    assert min(m["args"]["Bytes"] for m in mem) <= -16_000_000
+    assert max(m["args"]["Total Allocated"] for m in mem) >= 16_000_000
+    path = tmp_path / "w0.1.pt.trace.json"
+    path.write_text(json.dumps(p.trace))
+    t = read_trace(str(path))
+    assert mv.memory_curve(t)["peaks"]["CPU"]["allocated_bytes"] >= 16_000_000
 
 
 def test_memory_columns_in_key_averages():

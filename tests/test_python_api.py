@@ -116,7 +116,7 @@ def test_run_level_answers_equal_the_route_and_the_cli(ddp, capsys, tmp_path):
 
 def test_nothing_is_read_before_a_question_needs_it_and_answers_are_kept(ddp):
     with gpuscope.open(ddp) as prof:
-        assert prof.runs == ["."] and prof.workers() == ["worker0", "worker1"]
+        assert prof.runs == [Path(ddp).name] and prof.workers() == ["worker0", "worker1"]
         assert prof.ws.loader.loaded_keys() == [] and prof.ws.summaries.computed == 0
         prof.kernels(worker="worker0")
         assert len(prof.ws.loader.loaded_keys()) == 1 and prof.ws.summaries.computed == 0

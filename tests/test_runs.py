@@ -46,7 +46,7 @@ def test_runs_workers_spans_in_time_order(tmp_path):
     _put(tmp_path / "c" / "config.json", {"lr": 0.1})  # plain json that is no trace
     _put(tmp_path / "c" / "bare.json", [{"ph": "X", "ts": 1}])
     runs = Scanner(str(tmp_path)).scan()
-    assert list(runs) == [".", "a", "b/deep", "c"]
+    assert list(runs) == ["a", "b/deep", "c", tmp_path.name]
     a = runs["a"]
     assert sorted(a.workers) == ["w1", "w2"]
     assert a.spans("w1") == ["1", "2"]
@@ -54,6 +54,20 @@ def test_runs_workers_spans_in_time_order(tmp_path):
     assert a.file("w1", "2").relpath == "a/w1.1623143566756.pt.trace.json"
     assert a.file("w1", "3") is None and a.file("w1", "x") is None and a.file("nope", "1") is None
     assert list(runs["c"].workers) == ["bare"]
+
+
+def test_a_run_folder_opened_as_the_logdir_is_named_after_it(tmp_path):
+    """`--logdir runs/job` lists the run "job", as `--logdir runs` does, not "." (the names in the CLI and the tab
+    are the same whichever folder is opened)."""
+    _put(tmp_path / "runs" / "job" / "w0.1.pt.trace.json")
+    assert list(Scanner(str(tmp_path / "runs" / "job")).scan()) == ["job"]
+    assert list(Scanner(str(tmp_path / "runs" / "job") + "/").scan()) == ["job"]
+    assert list(Scanner(str(tmp_path / "runs")).scan()) == ["job"]
+    run = Scanner(str(tmp_path / "runs" / "job")).scan()["job"]
+    assert run.name == "job" and run.file("w0", "1").run == "job"
+    # a sub-folder whose run has that name already: the logdir's own traces keep "."
+    _put(tmp_path / "runs" / "job" / "job" / "w1.1.pt.trace.json")
+    assert list(Scanner(str(tmp_path / "runs" / "job")).scan()) == [".", "job"]
 
 
 def test_files_being_written_wait_for_a_stable_scan(tmp_path):

@@ -30,6 +30,14 @@ def rows(d):
     return {r["name"]: (r["count"], r["total_us"], r["self_us"]) for r in d["rows"]}
 
 
+def test_range_summary_names_each_rows_category():
+    """Each row of a range's summary carries its events' category (the page shows it as a column), so a kernel and
+    an op of the same look are told apart."""
+    d = tt.range_summary(trace(), 0, 100)
+    cats = {r["name"]: r["cat"] for r in d["rows"]}
+    assert cats["outer"] == "cpu_op" and cats["cudaLaunchKernel"] == "cuda_runtime" and cats["k1"] == "kernel", cats
+
+
 def test_range_summary_clips_and_subtracts_children():
     t = trace()
     d = tt.range_summary(t, 0, 100, tracks="0")

@@ -117,6 +117,24 @@ def test_stats_self_and_total():
     assert set(rows) == {"A"} and rows["A"]["size_increase_bytes"] == -50
 
 
+def test_stats_calls_count_every_call_of_the_op():
+    """An op called three times, once allocating: its row says 3 calls (torch's key_averages and torch-tb-profiler
+    count all calls: `aten::empty` 40, not the 28 that allocated)."""
+    us = 1000
+    ev = [
+        ("cpu_op", "E", 1, 1, 0, 10 * us),
+        ("cpu_op", "E", 1, 1, 20 * us, 10 * us),
+        ("cpu_op", "E", 1, 1, 40 * us, us),
+    ]
+    ev.append(("cpu_op", "F", 1, 1, 60 * us, us))
+    t = mk(ev, [(5 * us, 0, -1, 1, 64, 64, 0)])
+    rows = {r["name"]: r for r in mv.memory_stats(t)["rows"]["CPU"]}
+    assert set(rows) == {"E"}  # an op without memory records has no row
+    assert (rows["E"]["calls"], rows["E"]["alloc_count"]) == (3, 1)
+    rows = {r["name"]: r for r in mv.memory_stats(t, 0, 25)["rows"]["CPU"]}
+    assert rows["E"]["calls"] == 2  # the calls in the window
+
+
 @pytest.mark.parametrize(
     "fn,args",
     [
@@ -157,6 +175,8 @@ def test_agrees_with_torch_key_averages(shared_traces):
                 continue
             o = ours.get(name, {"size_increase_bytes": 0, "self_size_increase_bytes": 0})
             assert o["size_increase_bytes"] == r["cpu_memory_usage"], (rel, name)
+            if cat == "cpu_op" and name in ours:
+                assert o["calls"] == r["calls"], (rel, name)
             if cat == "cpu_op":
                 assert o["self_size_increase_bytes"] == r["self_cpu_memory_usage"], (rel, name)
             compared += 1

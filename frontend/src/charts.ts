@@ -29,6 +29,17 @@ function niceMax(v: number): number {
   return 10 * p;
 }
 
+/** The top of an axis of 4 ticks for values up to `v`, each tick a round number of the unit its labels use:
+ * `base` 1024 for bytes (ticks at 1, 2, 3, 4 GiB, not 1.16, 2.33, 3.49 GiB), else 1. */
+export function niceTop(v: number, base = 1): number {
+  if (!(v > 0)) return 1;
+  const unit = base > 1 ? Math.pow(base, Math.max(0, Math.floor(Math.log(v) / Math.log(base)))) : 1;
+  const step = v / unit / 4;
+  const p = Math.pow(10, Math.floor(Math.log10(step)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p * (1 + 1e-9) >= step) return 4 * m * p * unit;
+  return 40 * p * unit;
+}
+
 /** A label cut to `n` characters. */
 const short = (t: string, n: number) => (t.length > n ? t.slice(0, n - 1) + "…" : t);
 
@@ -115,7 +126,7 @@ export interface LineSeries { name: string; x: number[]; y: number[]; color?: st
 
 /** A line chart; drag selects an x-range (calls onSelect), double-click resets. Marks each series' peak. */
 export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmtY: (v: number) => string,
-  opts: { title?: string; onSelect?: (x0: number, x1: number) => void; onReset?: () => void; range?: [number, number] | null } = {}): HTMLElement {
+  opts: { title?: string; onSelect?: (x0: number, x1: number) => void; onReset?: () => void; range?: [number, number] | null; yBase?: number } = {}): HTMLElement {
   let xmin = Infinity, xmax = -Infinity, ymaxRaw = 0;
   for (const se of series) for (let i = 0; i < se.x.length; i++) {
     if (opts.range && (se.x[i] < opts.range[0] || se.x[i] > opts.range[1])) continue;
@@ -124,7 +135,7 @@ export function lineChart(series: LineSeries[], fmtX: (v: number) => string, fmt
   if (opts.range) { xmin = opts.range[0]; xmax = opts.range[1]; }
   if (!isFinite(xmin)) { xmin = 0; xmax = 1; }
   if (xmax === xmin) xmax = xmin + 1;
-  const ymax = niceMax(ymaxRaw);
+  const ymax = opts.yBase ? niceTop(ymaxRaw, opts.yBase) : niceMax(ymaxRaw);
   const colors = series.map((se, i) => se.color || PALETTE[i % PALETTE.length]);
   const H = 300;
   const build = (W: number) => {

@@ -45,7 +45,7 @@ export function exportButtons(name: () => string, get: () => { header: string[];
   copy.addEventListener("click", () => {
     const { header, rows } = get();
     const text = toTSV(header, rows);
-    const done = (ok: boolean) => { msg.textContent = ok ? ` copied ${rows.length} rows` : " copy was refused by the browser"; setTimeout(() => { msg.textContent = ""; }, 4000); };
+    const done = (ok: boolean) => { msg.textContent = ok ? ` copied ${rows.length} ${rows.length === 1 ? "row" : "rows"}` : " copy was refused by the browser"; setTimeout(() => { msg.textContent = ""; }, 4000); };
     if (navigator.clipboard?.writeText) navigator.clipboard.writeText(text).then(() => done(true), () => done(fallbackCopy(text)));
     else done(fallbackCopy(text));
   });

@@ -95,7 +95,7 @@ export function dataTable<R extends Record<string, any>>(columns: Column<R>[], r
       th.dataset.sort = on ? (desc ? "desc" : "asc") : "";
       th.setAttribute("aria-sort", on ? (desc ? "descending" : "ascending") : "none");
     });
-    info.textContent = `${v.length.toLocaleString("en-US")} rows` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
+    info.textContent = `${v.length.toLocaleString("en-US")} ${v.length === 1 ? "row" : "rows"}` + (pages > 1 ? ` · page ${page + 1}/${pages}` : "");
     prev.disabled = page <= 0; next.disabled = page >= pages - 1;
   }
   draw();

@@ -31,7 +31,9 @@ with segments in time order, each
   {"kind": "collective", "name", "call", "group", "pg", "members", "late_worker", "late_rank",
    "waiters", "wait_ms_median", "wait_ms_max", "wait_ms_total", "idle_ms", "transfer_ms", "gap_ms",
    "stagger_ms", "start_us", "end_us"}                                           # on the late worker
-(µs relative to each worker's origin, as the timeline's; `gap_ms`: what the late member cost the others there,
+(µs relative to each worker's origin, as the timeline's; `name` as the trace names the call (`mpi::Allreduce`,
+`nccl:all_reduce`), `call` which call of that name on its group it is on the late worker, from 1 (`_name_calls`);
+`gap_ms`: what the late member cost the others there,
 i.e. the second-latest member's exposed wait: its wait minus what its own compute covered of the call;
 `idle_ms`: how long the member ready next to last had its next work wait for the call (its compute idle since;
 on a worker without GPU activity, its wait); `stagger_ms`: of the median wait, what the late member's later entry
@@ -50,6 +52,7 @@ import pandas as pd
 from profiler_core.analysis.comm import group_waits
 from profiler_core.analysis.comm.collectives import P2P_GROUP, PEER_TIME, PG_SEQ
 from profiler_core.analysis.worker.worker_facts import sequence
+from tb_plugin.run_level.verdict import fmt_ms
 from tb_plugin.summaries.schema import CollectiveCalls, Phases, Summary, empty_phases
 
 #: a worker's collective ends all off by more than this (ns, and 3 times their spread): its clock is off
@@ -257,7 +260,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
     c["inst"] = np.full(n, -1, np.int64)
     c["wait"] = np.where(is_wait, dur, 0)
     c["exposed"] = np.maximum(c["wait"] - c["covered"], 0)
-    inst_cols = ("group", "pg", "seq", "name", "members", "bytes", "transfer", "late", "gap")
+    inst_cols = ("group", "pg", "seq", "name", "call", "members", "bytes", "transfer", "late", "gap")
     empty = pd.DataFrame({k: [] for k in inst_cols})
     real = np.flatnonzero(~is_wait)
     if not len(real):
@@ -330,6 +333,7 @@ def match(summaries: Mapping[str, Summary]) -> Job:
             "pg": [codes.pg[g] for g in gi.tolist()],
             "seq": seq_of[ok],
             "name": [name_keys[x] for x in c["name"][late_row].tolist()],
+            "call": _name_calls(c)[late_row],
             "members": expected[ok],
             "bytes": c["bytes"][late_row],
             "transfer": transfer,
@@ -608,9 +612,27 @@ def _work(job: Job, wi: int, a: int, b: int, before: int | None) -> dict:
     }
 
 
+def _name_calls(c: dict) -> np.ndarray:
+    """Per call: which call of its name on its group it is on its worker, from 1 in the order of the group's
+    sequence (`mpi::Allreduce #4`: the worker's fourth mpi::Allreduce there, as the timeline's occurrences of that
+    name count; the group's sequence also counts the calls of other names)."""
+    n = len(c["w"])
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((c["seq"], c["name"], c["group"], c["w"]))
+    key = np.stack([c["w"][order], c["group"][order], c["name"][order]])
+    new = np.ones(n, bool)
+    new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
+    pos = np.arange(n)
+    start = np.maximum.accumulate(np.where(new, pos, 0))
+    out = np.empty(n, np.int64)
+    out[order] = pos - start + 1
+    return out
+
+
 def _call_label(job: Job, i: int) -> str:
     r = job.inst.iloc[i]
-    return f"{r['name']} #{int(r['seq']) + 1} on group {r['pg'] or r['group']}"
+    return f"{r['name']} #{int(r['call'])} on group {r['pg'] or r['group']}"
 
 
 def _collective(job: Job, i: int, late: int) -> dict:
@@ -628,7 +650,7 @@ def _collective(job: Job, i: int, late: int) -> dict:
     return {
         "kind": "collective",
         "name": str(r["name"]),
-        "call": int(r["seq"]) + 1,
+        "call": int(r["call"]),
         "group": str(r["group"]),
         "pg": str(r["pg"]),
         "members": int(r["members"]),
@@ -678,15 +700,15 @@ def segment_text(seg: Mapping[str, Any]) -> str:
     ranks waited 38.0 ms`."""
     if seg["kind"] == "work":
         why = f" ({seg['why']})" if seg.get("why") else ""
-        return f"{label(seg['worker'], seg['rank'])}: {seg['ms']:.1f} ms{why}"
+        return f"{label(seg['worker'], seg['rank'])}: {fmt_ms(seg['ms'])}{why}"
     where = f"{seg['name']} #{seg['call']} on group {seg['pg'] or seg['group']} ({seg['members']} ranks)"
     if not seg["waiters"]:
-        return f"{where}, transfer {seg['transfer_ms']:.1f} ms"
+        return f"{where}, transfer {fmt_ms(seg['transfer_ms'])}"
     who = label(seg["late_worker"], seg["late_rank"])
     n = seg["waiters"]
     stagger = seg.get("stagger_ms") or 0.0
-    entered = f" ({stagger:.1f} ms of it: {who} entered the step later)" if stagger >= 0.05 else ""
-    return f"{who} late at {where} -> {n} rank{'s' if n != 1 else ''} waited {seg['wait_ms_median']:.1f} ms{entered}"
+    entered = f" ({fmt_ms(stagger)} of it: {who} entered the step later)" if stagger >= 0.05 else ""
+    return f"{who} late at {where} -> {n} rank{'s' if n != 1 else ''} waited {fmt_ms(seg['wait_ms_median'])}{entered}"
 
 
 def path_text(segments: list[dict]) -> str:
@@ -720,18 +742,23 @@ def path_text(segments: list[dict]) -> str:
 def _many(colls: list[dict]) -> str:
     """Several collectives one worker arrived last at, in words."""
     groups = sorted({c["pg"] or c["group"] for c in colls})
-    names = sorted({c["name"] for c in colls})
+    by_name: dict[str, list[int]] = {}
+    for c in colls:
+        by_name.setdefault(c["name"], []).append(int(c["call"]))
     who = label(colls[0]["late_worker"], colls[0]["late_rank"])
     where = f"group {groups[0]} ({colls[0]['members']} ranks)" if len(groups) == 1 else f"groups {', '.join(groups)}"
-    calls = f"{names[0]} #{colls[0]['call']}..#{colls[-1]['call']}" if len(names) == 1 else ", ".join(names)
+    # each name with its calls' numbers, as the trace's occurrences of it count them
+    calls = ", ".join(
+        f"{n} #{min(k)}" + (f"..#{max(k)}" if max(k) != min(k) else "") for n, k in sorted(by_name.items())
+    )
     n = max(c["waiters"] for c in colls)
     waited = sum(c["wait_ms_median"] for c in colls)
     idle = sum(c.get("idle_ms", c["wait_ms_median"]) for c in colls)
     # calls queued on a comm stream wait one after another while the ranks compute: say what it cost them
-    of_it = f", {idle:.1f} ms of it idle" if idle < 0.9 * waited else ""
+    of_it = f", {fmt_ms(idle)} of it idle" if idle < 0.9 * waited else ""
     stagger = sum(c.get("stagger_ms") or 0.0 for c in colls)
-    of_it += f", {stagger:.1f} ms of it because {who} entered the step later" if stagger >= 0.05 else ""
+    of_it += f", {fmt_ms(stagger)} of it because {who} entered the step later" if stagger >= 0.05 else ""
     return (
         f"{who} late at {len(colls)} collectives on {where}, {calls} -> {n} rank{'s' if n != 1 else ''} "
-        f"waited {waited:.1f} ms in all{of_it}"
+        f"waited {fmt_ms(waited)} in all{of_it}"
     )

@@ -28,7 +28,7 @@ from typing import Any
 from profiler_core.analysis.worker.buckets import COMPUTE, START_UP
 from tb_plugin.run_level import caveats as cv
 from tb_plugin.run_level import critical_path, slow_exchanges, stragglers
-from tb_plugin.run_level.verdict import verdict
+from tb_plugin.run_level.verdict import fmt_ms, verdict
 from tb_plugin.summaries.schema import Summary
 
 #: the critical paths reported in words (every step is in the JSON)
@@ -145,7 +145,7 @@ def mfu_lines(rows: list[dict], ranks: Mapping) -> list[str]:
             cause = r["causes"].get(o["cause"]) or {}
             frac = f", at {_pct(o['fraction'])} of its bound" if o["fraction"] is not None else ""
             fix = f" -- {cause['fix']}" if cause.get("fix") else ""
-            out.append(f"    {o['name']} ({o['dtype']}): {o['lost_ms']:.1f} ms below its bound{frac}{fix}")
+            out.append(f"    {o['name']} ({o['dtype']}): {fmt_ms(o['lost_ms'])} below its bound{frac}{fix}")
     if len(rows) > TEXT_MFU_RANKS:
         out.append(f"  ({len(rows) - TEXT_MFU_RANKS} more ranks in --json)")
     return out
@@ -262,11 +262,11 @@ def _single_lines(single: Mapping) -> list[str]:
             key=lambda kv: -kv[1],
         )
         out.append(
-            f"  {where} ({p['window_ns'] / 1e6:.1f} ms): path {p['length_ns'] / 1e6:.1f} ms: "
-            + ", ".join(f"{k} {ns / 1e6:.1f} ms" for k, ns in kinds if ns >= TEXT_MIN_MS * 1e6)
+            f"  {where} ({fmt_ms(p['window_ns'] / 1e6)}): path {fmt_ms(p['length_ns'] / 1e6)}: "
+            + ", ".join(f"{k} {fmt_ms(ns / 1e6)}" for k, ns in kinds if ns >= TEXT_MIN_MS * 1e6)
         )
         for x in p["top"][:3]:
-            out.append(f"    {x['kind']} {x['name'][:120]}: {x['ns'] / 1e6:.1f} ms")
+            out.append(f"    {x['kind']} {x['name'][:120]}: {fmt_ms(x['ns'] / 1e6)}")
     if single.get("note"):
         out.append(f"  ({single['note']})")
     return out
@@ -283,7 +283,7 @@ def _ledger_lines(ledger: Any) -> list[str]:
         return [f"  not available{': ' + '; '.join(notes) if notes else ''}"]
     out = []
     if mean.get("average_wall_ms") is not None:
-        out.append(f"  average step {mean['average_wall_ms']:.1f} ms (mean over ranks)")
+        out.append(f"  average step {fmt_ms(mean['average_wall_ms'])} (mean over ranks)")
     small = 0
     rows = sorted(rows, key=lambda r: not (isinstance(r, dict) and r.get("key") == START_UP and (r.get("ms") or 0)))
     for r in rows:
@@ -299,19 +299,19 @@ def _ledger_lines(ledger: Any) -> list[str]:
         # start-up is paid once (nothing recoverable from the steps) and its fix is where to profile
         fix = f" -- {r['fix']}" if r.get("fix") and (rec or r.get("key") == START_UP) else ""
         out.append(
-            f"  {r.get('label', r.get('key'))}: {r['ms']:.1f} ms"
-            + (f", recoverable {rec:.1f} ms" if rec is not None else "")
+            f"  {r.get('label', r.get('key'))}: {fmt_ms(r['ms'])}"
+            + (f", recoverable {fmt_ms(rec)}" if rec is not None else "")
             + (fix if r.get("key") != COMPUTE or not r.get("split") else "")
         )
         out += [f"    {a}" for a in r.get("advice") or [] if isinstance(a, str)]
         for part in r.get("split") or []:
             if part.get("ms") is None or part["ms"] < TEXT_MIN_MS:
                 continue
-            more = f", recoverable {part['recoverable_ms']:.1f} ms" if part.get("recoverable_ms") else ""
-            out.append(f"    {part['label']}: {part['ms']:.1f} ms{more}")
+            more = f", recoverable {fmt_ms(part['recoverable_ms'])}" if part.get("recoverable_ms") else ""
+            out.append(f"    {part['label']}: {fmt_ms(part['ms'])}{more}")
             for c in part.get("causes") or []:
                 if (c.get("lost_ms") or 0) >= TEXT_MIN_MS:
-                    out.append(f"      {c['label']}: {c['lost_ms']:.1f} ms lost -- {c['fix']}")
+                    out.append(f"      {c['label']}: {fmt_ms(c['lost_ms'])} lost -- {c['fix']}")
     if small:
         out.append(f"  ({small} bucket{'s' if small != 1 else ''} under 0.05 ms left out)")
     return out
@@ -345,8 +345,11 @@ def _critical_lines(ledger: Any, ranks: Mapping) -> list[str]:
             ((b, ms) for b, ms in (s.get("buckets") or {}).items() if ms is not None and ms >= TEXT_MIN_MS),
             key=lambda p: -p[1],
         )
-        text = ", ".join(f"{(rows.get(b) or {}).get('label', b)} {ms:.1f} ms" for b, ms in parts)
-        out.append(f"  step {s['step']} ({s['wall_ms']:.1f} ms), set by {_who(s.get('worker'), ranks)}: {text}")
+        text = ", ".join(f"{(rows.get(b) or {}).get('label', b)} {fmt_ms(ms)}" for b, ms in parts)
+        # that rank's own step window, labelled: the critical path's step time is the median over the ranks
+        out.append(
+            f"  step {s['step']}, set by {_who(s.get('worker'), ranks)} (its step {fmt_ms(s['wall_ms'])}): {text}"
+        )
     if len(shown) < len(steps):
         out.append(f"  ({len(steps) - len(shown)} more steps with less recoverable time in --json)")
     return out
@@ -395,13 +398,13 @@ def render_text(report: Mapping) -> str:
             lines.append("  " + stragglers.describe(worst))
             for p in worst["phases"][:3]:
                 lines.append(
-                    f"    {p['label']}: {p['ms']:.1f} ms (median {p['median_ms']:.1f} ms, +{p['excess_ms']:.1f} ms)"
+                    f"    {p['label']}: {fmt_ms(p['ms'])} (median {fmt_ms(p['median_ms'])}, +{fmt_ms(p['excess_ms'])})"
                 )
             for kind in ("kernels", "ops"):
                 for k in worst[kind][:2]:
                     lines.append(
-                        f"    {kind[:-1]} {k['name']}: {k['ms']:.1f} ms "
-                        f"(median {k['median_ms']:.1f} ms, +{k['excess_ms']:.1f} ms)"
+                        f"    {kind[:-1]} {k['name']}: {fmt_ms(k['ms'])} "
+                        f"(median {fmt_ms(k['median_ms'])}, +{fmt_ms(k['excess_ms'])})"
                     )
         else:
             lines.append("  none: no rank's lateness made others wait")
@@ -417,8 +420,8 @@ def render_text(report: Mapping) -> str:
         for s in shown:
             span = s.get("span_ms")
             # the median step and the step from the first rank in to the last out differ where ranks enter apart
-            both = f"; {span:.1f} ms first in to last out" if span and span > 1.1 * s["step_ms"] else ""
-            lines.append(f"  step {s['step']} ({s['step_ms']:.1f} ms{both}): {s['path']}")
+            both = f"; {fmt_ms(span)} first in to last out" if span and span > 1.1 * s["step_ms"] else ""
+            lines.append(f"  step {s['step']} (median step {fmt_ms(s['step_ms'])}{both}): {s['path']}")
     if report.get("single_rank"):
         lines.append("")
         lines.append("Single-rank critical path (from the trace: the chain of CPU and GPU work that set each step):")

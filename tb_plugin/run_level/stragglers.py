@@ -34,6 +34,7 @@ import numpy as np
 from profiler_core.analysis.worker.worker_facts import PHASES, TOP_N
 from tb_plugin.run_level import slow_links, what_if
 from tb_plugin.run_level.critical_path import Job, label
+from tb_plugin.run_level.verdict import fmt_ms
 from tb_plugin.summaries.schema import Summary
 
 PHASE_LABELS = {
@@ -196,14 +197,14 @@ def _why(phases: list[dict], kernels: list[dict], ops: list[dict], link: str | N
     if spec and top is not None and spec[0]["excess_ms"] >= 0.5 * top["excess_ms"]:
         top = spec[0]
     if top is not None and top["phase"] == "link" and link:
-        return f"{top['label']} +{top['excess_ms']:.1f} ms: {link}"
-    parts = [f"{top['label']} +{top['excess_ms']:.1f} ms"] if top else []
+        return f"{top['label']} +{fmt_ms(top['excess_ms'])}: {link}"
+    parts = [f"{top['label']} +{fmt_ms(top['excess_ms'])}"] if top else []
     on_gpu = top is None or top["phase"] == "compute"
     first, second = (kernels, ops) if on_gpu else (ops, kernels)
     detail = first or second
     if detail:
         kind = "kernel" if detail is kernels else "op"
-        parts.append(f"{kind} {detail[0]['name']} +{detail[0]['excess_ms']:.1f} ms")
+        parts.append(f"{kind} {detail[0]['name']} +{fmt_ms(detail[0]['excess_ms'])}")
     return "; ".join(parts)
 
 
@@ -320,8 +321,8 @@ def describe(s: Mapping) -> str:
     who = label(s["worker"], s["rank"])
     why = f": {s['why']}" if s.get("why") else ""
     return (
-        f"{who} step {s['step']}: {s['excess_ms']:.1f} ms over the median worker{why}; "
-        f"at the median the step would take {s['what_if_ms']:.1f} ms instead of {s['step_ms']:.1f} ms"
+        f"{who} step {s['step']}: {fmt_ms(s['excess_ms'])} over the median worker{why}; "
+        f"at the median the step would take {fmt_ms(s['what_if_ms'])} instead of {fmt_ms(s['step_ms'])}"
     )
 
 

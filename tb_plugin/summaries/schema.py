@@ -40,7 +40,9 @@ from msgspec import UNSET, UnsetType
 #: compute bucket's split (below / near its roofline bound, no roof) with its recoverable ns
 #: 13: whether the worker replays CUDA graphs (`ledger.graph_launches`: its advice never proposes them)
 #: 14: the ledger's `pipeline_bubble` bucket (a pipeline stage's send/recv kernels, no longer exposed_comm)
-VERSION = 14
+#: 15: an MPI collective named as the trace names it (`mpi::Allreduce`, not `mpi:all_reduce`), in its communicator's
+#: process group in the distributed part too
+VERSION = 15
 KIND = "gpuscope-summary"
 
 

@@ -128,6 +128,9 @@ class _Collectives:
         M = max(len(match), 1)
         mkey = np.where(is_wait, M + self.name, mkey)  # a wait call matches nothing
         self.k = _cumcount(self.worker * (M + len(self.names) + 1) + mkey)  # per worker, in time order
+        #: per call: which call of its name on its group it is on its worker, from 1 (`mpi::Allreduce #4`, as the
+        #: trace's occurrences of the name count; `k` also counts the group's calls of other names)
+        self.call = _cumcount(self.worker * (len(self.names) + 1) + self.name) + 1
         kmax = int(self.k.max()) + 1 if len(self.k) else 1
         # one group per (key, k) that occurs: never G * kmax (a planted summary's 50k names and
         # 50k calls of one of them would ask for 2.5e9)
@@ -282,7 +285,7 @@ def _stragglers(parts: Mapping[str, Distributed], c: _Collectives, wait: np.ndar
         if len(mine):
             others = c.group_wait[c.group[mine]] - c.wait[mine]
             best = mine[int(np.argmax(others))]
-            name, waited = f"{c.names[c.name[best]]} #{int(c.k[best]) + 1}", float(others.max())
+            name, waited = f"{c.names[c.name[best]]} #{int(c.call[best])}", float(others.max())
         out.append(
             {
                 "worker": r.worker,
@@ -402,7 +405,7 @@ def step_detail(parts: Mapping[str, Distributed], worker: str, step: str) -> dic
         rows.append(
             {
                 "name": c.names[c.name[j]],
-                "call": int(c.k[j]) + 1,
+                "call": int(c.call[j]),
                 "duration_us": _r(c.dur[j]),
                 "transfer_us": _r(t),
                 "wait_us": _r(c.wait[j]),

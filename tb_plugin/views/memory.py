@@ -16,7 +16,8 @@ memory_events -> {"devices": [...], "rows": {dev: [{"addr", "size_bytes", "alloc
 memory_stats -> {"devices": [...], "rows": {dev: [{"name", "calls", "size_increase_bytes",
                  "self_size_increase_bytes", "alloc_count", "self_alloc_count", "alloc_size_bytes",
                  "self_alloc_size_bytes"}]}}   per op name; "self" counts records whose innermost
-    op is the op itself, the others include its whole subtree (torch-tb-profiler's definitions;
+    op is the op itself, the others include its whole subtree; `calls` counts every call of the op in the window,
+    those without a memory record too (torch-tb-profiler's definitions;
     size_increase = torch key_averages' "CPU Mem", self_size_increase = "Self CPU Mem").
 """
 
@@ -211,6 +212,9 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
     pos_of_row = np.full(len(ev), -1, np.int64)
     pos_of_row[nrow] = np.arange(len(nrow))
     rec_op = memory_record_ops(t)
+    # calls: every call of the op in the window, as torch's key_averages and torch-tb-profiler count them (not only
+    # the calls that allocated)
+    all_calls = np.bincount(ncode[in_win], minlength=len(name_table))
     for code, dname in enumerate(names):
         sel = np.flatnonzero((rec["dev"].to_numpy() == code) & rwin)
         if not len(sel):
@@ -250,6 +254,7 @@ def memory_stats(t: Any, start_us: float | None = None, end_us: float | None = N
             }
         )
         agg = df.groupby("name", sort=False).sum()
+        agg["calls"] = all_calls[agg.index.to_numpy(np.int64)]
         agg.index = [str(name_table[i]) for i in agg.index]
         agg = agg.rename_axis("name").reset_index()
         agg = agg.sort_values(["size_increase_bytes", "name"], ascending=[False, True], kind="stable")

@@ -49,7 +49,8 @@ def _tracks_param(tracks: Any, n: int) -> np.ndarray:
 
 
 def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any = None) -> dict:
-    """Count, total and self time by name of the chosen tracks' events overlapping [start_us, end_us]."""
+    """Count, total and self time by name of the chosen tracks' events overlapping [start_us, end_us], with each
+    name's category (`cat`: the trace's category of its events, the most common where they differ)."""
     tl = tiles_for(t)
     a_us, b_us = _window(tl, start_us, end_us)
     chosen = _tracks_param(tracks, len(tl.tracks))
@@ -57,6 +58,7 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
     names: list[np.ndarray] = []
     totals: list[np.ndarray] = []
     selfs: list[np.ndarray] = []
+    cats: list[np.ndarray] = []
     rows_of = {}
     for r in np.flatnonzero(np.isin(tl.row_track, chosen)).tolist():
         lo, hi = int(tl.row_lo[r]), int(tl.row_hi[r])
@@ -77,6 +79,7 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
             ok = (parent >= 0) & (cs < e[np.maximum(parent, 0)])
             np.subtract.at(own, parent[ok], cc[ok])
         names.append(tl.name[i0:i1])
+        cats.append(tl.cat[i0:i1])
         totals.append(clipped)
         selfs.append(np.maximum(own, 0.0))
     out: dict = {"start_us": a_us, "end_us": b_us, "tracks": chosen.tolist(), "events": 0, "rows": []}
@@ -89,10 +92,19 @@ def range_summary(t: Any, start_us: Any = None, end_us: Any = None, tracks: Any 
     selft = np.bincount(nm, weights=own, minlength=size)
     present = np.flatnonzero(count)
     order = present[np.lexsort((present, -total[present]))][:MAX_ROWS]
+    # per name, its most common category: (name, cat) pairs counted, the largest count per name kept
+    cat = np.concatenate(cats).astype(np.int64)
+    pairs, n_pair = np.unique(nm.astype(np.int64) * (len(tl.cat_table) + 1) + cat, return_counts=True)
+    p_name, p_cat = pairs // (len(tl.cat_table) + 1), pairs % (len(tl.cat_table) + 1)
+    best = np.lexsort((p_cat, -n_pair, p_name))
+    first = np.ones(len(best), bool)
+    first[1:] = p_name[best][1:] != p_name[best][:-1]
+    cat_of = dict(zip(p_name[best][first].tolist(), p_cat[best][first].tolist()))
     out["events"] = int(len(nm))
     out["rows"] = [
         {
             "name": str(tl.name_table[c]),
+            "cat": str(tl.cat_table[cat_of[c]]),
             "count": int(count[c]),
             "total_us": round(float(total[c]) / 1e3, 3),
             "self_us": round(float(selft[c]) / 1e3, 3),

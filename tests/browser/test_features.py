@@ -117,7 +117,9 @@ def test_timeline_range_selection_summary(guarded_page, tensorboard, tmp_path):
     one = int(page.inner_text("#tl-summary-head").split("·")[-1].split()[0].replace(",", ""))
     assert 0 < one < all_events
     cols = page.eval_on_selector_all("#tl-summary th", "ths => ths.map(t => t.dataset.key)")
-    assert {"name", "count", "total_us", "self_us"} <= set(cols)
+    assert {"name", "cat", "count", "total_us", "self_us"} <= set(cols)
+    cats = page.eval_on_selector_all("#tl-summary tbody td:nth-child(2)", "ts => ts.map(t => t.textContent)")
+    assert cats and all(c for c in cats), cats
     # F frames the range
     page.focus("#tl-canvas")
     page.keyboard.press("f")

@@ -90,8 +90,11 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
   const cellKey = ctx.get("cell") ?? "";
   const rerender = () => void distributedView(ctx, el);
 
+  // traces without ProfilerStep: their one step "0" is the whole trace window (the `no_steps` caveat), not a step
+  const noSteps = stepNames.length === 1 && Array.isArray(d?.caveats) && d.caveats.some((c: any) => c?.key === "no_steps");
   const stepSel = h("select", { id: "dist-step", "aria-label": "step" },
-    h("option", { value: "" }, "All steps (mean)"), stepNames.map((s) => h("option", { value: s }, `Step ${s}`))) as HTMLSelectElement;
+    h("option", { value: "" }, noSteps ? "Whole trace" : "All steps (mean)"),
+    stepNames.map((s) => h("option", { value: s }, noSteps ? "Whole trace window (no steps)" : `Step ${s}`))) as HTMLSelectElement;
   stepSel.value = step;
   stepSel.addEventListener("change", () => { ctx.set("step", stepSel.value || undefined); rerender(); });
   const workerSel = h("select", { id: "dist-worker", "aria-label": "worker" },
@@ -99,7 +102,8 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
   workerSel.value = dw;
   workerSel.addEventListener("change", () => { ctx.set("dworker", workerSel.value || undefined); rerender(); });
   const toolbar = h("div", { class: "toolbar" }, h("label", null, "Step ", stepSel), h("label", null, "Worker ", workerSel),
-    h("span", { class: "muted" }, `${names.length} workers · ${stepNames.length} steps`));
+    h("span", { class: "muted", id: "dist-counts" }, `${names.length} workers · `
+      + (noSteps ? "no steps in the traces (whole trace window)" : `${stepNames.length} ${stepNames.length === 1 ? "step" : "steps"}`)));
 
   // per-worker bars: the mean step, or the chosen step
   const partsOf = (w: string): Parts => (step ? obj(obj(steps[step])[w]) : obj(workers[w])) as Parts;

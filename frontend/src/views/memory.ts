@@ -54,7 +54,7 @@ export async function memoryView(ctx: Ctx, el: HTMLElement): Promise<void> {
   const hasReserved = cur.reserved.some((v) => isFinite(v) && v > 0) || (curveAns?.peaks?.[device]?.reserved_bytes ?? 0) > 0;
   if (hasReserved) series.push({ name: "Reserved", x: cur.t, y: cur.reserved.map((v) => (isFinite(v) ? v : 0)), color: "#f57c00" });
   const chart = lineChart(series, fmtUs, fmtBytes, {
-    title: `Memory usage on ${device}` + (range ? ` (${fmtUs(range[0])} – ${fmtUs(range[1])})` : ""), range,
+    title: `Memory usage on ${device}` + (range ? ` (${fmtUs(range[0])} – ${fmtUs(range[1])})` : ""), range, yBase: 1024,
     onSelect: (a, b) => { ctx.set("range", `${a.toFixed(1)},${b.toFixed(1)}`); void memoryView(ctx, el); },
     onReset: () => { ctx.set("range", undefined); void memoryView(ctx, el); },
   });

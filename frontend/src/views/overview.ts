@@ -1,5 +1,5 @@
 // Overview: configuration and GPU cards, step-time breakdown per step and on average, the recoverable-time ledger.
-import { h, mount, fmtUs, fmtPct, fmtNum } from "../dom";
+import { h, mount, fmtUs, fmtPct, fmtNum, fmtBytes } from "../dom";
 import { getJSON, getWhenReady, isPending } from "../api";
 import { stackedBars, pie } from "../charts";
 import { genericValue } from "../table";
@@ -17,6 +17,20 @@ export const STEP_PARTS: [string, string][] = [
 const STEP_ROWS = 10;
 const COLORS = ["#4e79a7", "#f28e2b", "#edc948", "#e15759", "#76b7b2", "#b07aa1", "#59a14f", "#bab0ac"];
 
+/** The GPU summary per device: percentages as percentages and memory in bytes' units, one short list per device
+ * (it wraps in a narrow card instead of clipping, as a wide table would). */
+function gpuDevicesTable(devs: any): HTMLElement | null {
+  if (!Array.isArray(devs) || !devs.length) return null;
+  const pct: [string, string][] = [["utilization", "GPU utilization"], ["sm_efficiency", "Est. SM efficiency"],
+    ["achieved_occupancy", "Est. achieved occupancy"], ["tensor_core_ratio", "Tensor Cores"]];
+  return h("div", { id: "gpu-devices" }, devs.map((x: any) => h("section", { class: "gpu-device" },
+    h("h4", null, `GPU ${x?.device ?? "?"}: ${x?.name ?? "unknown"}`),
+    h("dl", { class: "kv" },
+      h("dt", null, "Memory"), h("dd", null, typeof x?.memory_bytes === "number" ? fmtBytes(x.memory_bytes) : "–"),
+      h("dt", null, "Compute capability"), h("dd", null, String(x?.compute_capability ?? "–")),
+      pct.map(([k, label]) => [h("dt", null, label), h("dd", null, typeof x?.[k] === "number" ? fmtPct(x[k]) : "–")])))));
+}
+
 export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
   const d = await getJSON<any>("overview", ctx.sel(), { cache: true });
   if (!ctx.alive()) return;
@@ -29,16 +43,17 @@ export async function overviewView(ctx: Ctx, el: HTMLElement): Promise<void> {
   cards.append(h("section", { class: "card", id: "card-config" }, h("h3", null, "Configuration"),
     h("dl", { class: "kv" }, h("dt", null, "Worker"), h("dd", null, ctx.worker), h("dt", null, "Steps"), h("dd", { id: "steps-count" }, noSteps ? "no steps in this trace (whole trace window)" : String(steps.length)),
       h("dt", null, "Average step time"), h("dd", null, fmtUs(avg.total_us)),
-      Object.entries(env).map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))]))));
+      Object.entries(env).filter(([k, v]) => !(k === "world_size" && (v === null || (env.distributed && env.distributed.world_size === v))))
+        .map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))]))));
   if (d.gpu) {
     const g = d.gpu;
     cards.append(h("section", { class: "card", id: "card-gpu" }, h("h3", null, "GPU summary"),
       h("dl", { class: "kv" },
         [["GPU utilization", g.utilization], ["Est. SM efficiency", g.sm_efficiency], ["Est. achieved occupancy", g.achieved_occupancy], ["Kernel time using Tensor Cores", g.tensor_core_ratio]]
           .map(([k, v]) => [h("dt", null, k as string), h("dd", null, fmtPct(v as number))]),
-        Object.entries(g).filter(([k]) => !["utilization", "sm_efficiency", "achieved_occupancy", "tensor_core_ratio", "temporal"].includes(k))
+        Object.entries(g).filter(([k]) => !["utilization", "sm_efficiency", "achieved_occupancy", "tensor_core_ratio", "temporal", "devices"].includes(k))
           .map(([k, v]) => [h("dt", null, k), h("dd", null, typeof v === "object" && v !== null ? genericValue(v) : fmtNum(v))])),
-      temporalTable(g.temporal)));
+      gpuDevicesTable(g.devices), temporalTable(g.temporal)));
   }
   const rf = d.roofline;
   if (rf && typeof rf === "object") {

@@ -85,7 +85,7 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
       if (!ctx.alive() || v.range !== r) return;
       const n = r.tracks ? r.tracks.length : v.tracks().length;
       mount(summary, h("h3", { id: "tl-summary-head" }, `Range ${fmtUs(d.start_us)} – ${fmtUs(d.end_us)} (${fmtUs(d.end_us - d.start_us)}) · ${n} track${n === 1 ? "" : "s"} · ${Number(d.events).toLocaleString("en-US")} events`),
-        dataTable([{ key: "name", label: "Name" }, { key: "count", label: "Count", numeric: true }, { key: "total_us", label: "Total (in range)", numeric: true, fmt: fmtUs },
+        dataTable([{ key: "name", label: "Name" }, { key: "cat", label: "Category" }, { key: "count", label: "Count", numeric: true }, { key: "total_us", label: "Total (in range)", numeric: true, fmt: fmtUs },
           { key: "self_us", label: "Self (in range)", numeric: true, fmt: fmtUs }], Array.isArray(d.rows) ? d.rows : [], { sortKey: "total_us", exportName: `timeline-range-${ctx.run}`, pageSize: 20 }),
         h("button", { type: "button", class: "btn small", id: "tl-range-clear", onclick: () => v.setRange(null) }, "Clear range"));
     } catch (e) { mount(summary, h("div", { class: "banner" }, (e as Error).message)); }

@@ -227,9 +227,9 @@ def _analyse(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
         {
             "how": np.full(len(rpc), PG_SEQ, dtype=object),
             "row": rpc,
-            "name": [
-                collective_name(c, "mpi" if n.startswith(MPI_PREFIX) else backend) for c, n in zip(coll, names[rpc])
-            ],
+            # an MPI op keeps the trace's own name (mpi::Allreduce and mpi4py's pickling mpi::allreduce are two
+            # calls), as the timeline shows it and search finds it
+            "name": [n if n.startswith(MPI_PREFIX) else collective_name(c, backend) for c, n in zip(coll, names[rpc])],
             "coll": coll,
             "pg": pg,
             "group_size": t.arg("group_size", rpc).astype(np.int64),
@@ -419,7 +419,8 @@ def collective_analysis(t: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
 def collectives(t: Any) -> pd.DataFrame:
     """One row per collective call (`classify.is_collective_call`: a record_param_comms op that names its
     collective, or an `mpi::` op of a collective MPI method), in event order: `row`, `name` (`nccl:all_reduce`;
-    `mpi:all_reduce` for an MPI op), `coll` (the raw `Collective name`), `pg` (process group name, "" if absent),
+    an MPI op's own name, `mpi::Allreduce`), `coll` (the raw `Collective name`), `pg` (process group name, "" if
+    absent),
     `group_size` (-1 if absent), `start`/`dur` (ns: the NCCL kernels it launched, start of the first and
     their summed time, else the CPU call), `bytes` (max(In, Out msg nelems) x dtype size; -1 unknown or a
     wait), `is_wait` (a `wait` collective: time spent waiting), `kernels` (NCCL kernels it launched, found by

@@ -44,6 +44,15 @@ LABELS = {
     HOST_COMPUTE: "CPU-bound (GPU idle while the host computes)",
     OTHER: "Other (nothing recorded)",
 }
+#: the labels of a job without a GPU (`ledger.ranked` where compute's reason is that the trace has no GPU activity):
+#: there is no GPU to be idle, and the host's computing is the work itself
+CPU_ONLY_LABELS = {
+    **LABELS,
+    DATA_LOADING: "Data loading",
+    HOST_SYNC: "Host synchronization",
+    LAUNCH_OVERHEAD: "Kernel launch overhead",
+    HOST_COMPUTE: "CPU compute (no GPU in the trace)",
+}
 FIXES = {
     COMPUTE: "Faster kernels: mixed precision (Tensor Cores), fused or better-tuned kernels, less work per step.",
     COPY_PAGEABLE: "Copy from pinned memory with non_blocking=True (DataLoader pin_memory=True) so copies overlap "

@@ -171,11 +171,16 @@ def _worker_data(t: Any) -> dict:
                 inst_names,
             )
         bytes_ = _collective_bytes(t, inst)
+    o = np.argsort(ts[inst], kind="stable")
+    coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o], "bytes": bytes_[o]})
+    if not nccl_k.any() and len(inst):
+        # the calls' own process group where they name it (an MPI op: its communicator, MPI_COMM_WORLD), so the
+        # views group them as the critical path does, not by name
+        coll["pg"] = t.arg("pg_name", inst).astype(str)[o]
+        coll["group_size"] = t.arg("group_size", inst).astype(np.int64)[o]
     commr = (
         intervals.merge_ranges(ts[comm_k], te[comm_k]) if nccl_k.any() else intervals.merge_ranges(ts[inst], te[inst])
     )
-    o = np.argsort(ts[inst], kind="stable")
-    coll = pd.DataFrame({"name": inst_names[o], "start": ts[inst][o], "dur": (te - ts)[inst][o], "bytes": bytes_[o]})
     return _worker_dict(t, comp, commr, coll)
 
 
@@ -293,7 +298,7 @@ def worker_summary(t: Any) -> dict:
         comm.append(intervals.total_length(intervals.clip_ranges(d["comm"], a, b)))
         ovl.append(intervals.total_length(intervals.clip_ranges(both, a, b)))
     coll = d["coll"]
-    # a collective is named per process group (record_param_comms calls carry one; others have "")
+    # a collective is named per process group (record_param_comms and MPI calls carry one; others have "")
     keys = list(zip(coll["name"].astype(str).tolist(), coll["pg"].astype(str).tolist()))
     uniq = sorted(set(keys))
     code = {k2: i for i, k2 in enumerate(uniq)}

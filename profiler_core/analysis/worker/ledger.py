@@ -78,6 +78,7 @@ from profiler_core.analysis.worker.buckets import (  # noqa: F401 - the bucket n
     COMPUTE,
     COPY_PAGEABLE,
     COPY_PINNED,
+    CPU_ONLY_LABELS,
     DATA_LOADING,
     EXPOSED_COMM,
     FIXES,
@@ -445,6 +446,8 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
     wall = list(ledger.get("wall_ns") or [])
     bk = ledger.get("buckets") or {}
     avg_wall = _mean(wall) if wall else None
+    # a job without a GPU is not told about a GPU's idle time
+    labels = CPU_ONLY_LABELS if (bk.get(COMPUTE) or {}).get("reason") == CPU_ONLY else LABELS
     rows: list[dict[str, Any]] = []
     for b in BUCKETS:
         e = bk.get(b) or {"ns": None, "recoverable_ns": None, "reason": NO_STEPS}
@@ -453,7 +456,7 @@ def ranked(ledger: Mapping[str, Any], advice: Iterable[tuple[str | None, str]] =
         rows.append(
             {
                 "key": b,
-                "label": LABELS[b],
+                "label": labels[b],
                 "ms": ms,
                 "recoverable_ms": _ms(_mean(rec)) if wall else None,
                 "share": (ms * 1e6 / avg_wall) if ms is not None and avg_wall else None,
