@@ -138,6 +138,20 @@ def _cache_store(entry: Any, t: format.RankTelemetry) -> None:
         pass
 
 
+def _read_binary(path: str, data: bytes) -> format.RankTelemetry | None:
+    """The file decoded through its binary twin (`format.decode_binary`: the step columns without decoding their
+    JSON), or None when it has none or the twin does not match (the caller decodes the JSON)."""
+    twin = path[: -len(format.SUFFIX)] + format.BIN_SUFFIX
+    if not path.endswith(format.SUFFIX) or not data:
+        return None
+    try:
+        with storage.open_read(twin) as f:
+            bdata = f.read()
+    except (OSError, ValueError):
+        return None
+    return format.decode_binary(path, data, bdata)
+
+
 def read_file(path: str) -> format.RankTelemetry:
     """One rank's telemetry, decoded once and kept; a local file that only grew (the same inode) is read from where
     the last read ended."""
@@ -165,7 +179,8 @@ def read_file(path: str) -> format.RankTelemetry:
                 data = f.read()
             size = len(data)
             end = data.rfind(b"\n") + 1
-            t = format.decode(path, data[:end])
+            t_bin = _read_binary(path, data[:end])
+            t = t_bin if t_bin is not None else format.decode(path, data[:end])
             if cached is not None and t.ended and size == st.size:
                 _cache_store(cached, t)
     entry = ((same, size, st.mtime_ns), size, t, data[end:])
