@@ -200,8 +200,9 @@ class _Capture:
 
 
 class Recorder:
-    """Per-step telemetry of this rank, appended to `{logdir}/{worker}.telemetry.jsonl`, and triggered captures
-    into `{logdir}/capture_step{S:06d}/` (docs/flight-recorder.md).
+    """Per-step telemetry of this rank, appended to `{logdir}/{worker}.telemetry.jsonl` (locally also, fixed-width,
+    to its binary twin `{worker}.telemetry.bin`: the reader's fast path), and triggered captures into
+    `{logdir}/capture_step{S:06d}/` (docs/flight-recorder.md).
 
     - `logdir`: a local folder or an fsspec URL (the traces' logdir).
     - `rules`: the triggers' thresholds (`Rules()`: the defaults; `None`: telemetry only, no capture).
