@@ -1,7 +1,8 @@
 """The flight recorder's telemetry of a whole job, read by the plugin (/telemetry routes) and `gpuscope telemetry`.
 
 A *telemetry run* is a folder of the logdir holding `*.telemetry.jsonl` files (profiler_core/flight/format.py), one
-per rank. This module reads them (each file decoded once and kept in memory with the byte offset read: a file
+per rank. This module reads them (each file decoded once, its step columns from its binary twin when it has a
+matching one, and kept in memory with the byte offset read: a file
 that grew since, a job still running, is read from there on; a rewritten file is read again; a finished file's
 decoded columns are also kept in $GPUSCOPE_CACHE_DIR/telemetry/, numpy arrays without pickle, so that the next
 process reads them at disk speed), aligns the ranks
