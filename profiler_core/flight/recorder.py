@@ -52,15 +52,21 @@ def _usage() -> tuple[float, float]:
     return (u.ru_utime + u.ru_stime) * 1e3, u.ru_maxrss * _RSS_SCALE
 
 
+#: step records held before one `write` to the binary twin: a killed job's last ones are missing there, and the
+#: reader decodes those lines as JSON (the twin is a cache of the lines, never the only record)
+BIN_BATCH = 64
+
+
 class _LocalSink:
     """A local file opened for appending: each line is one `write`, so a killed job keeps every finished step. The
     step records also go, fixed-width, to the binary twin beside it (`format.BIN_SUFFIX`: the reader's fast path),
-    written after their lines, so that the twin never holds a step the JSON file lacks."""
+    written after their lines (so that the twin never holds a step the JSON file lacks), `BIN_BATCH` at a time."""
 
     def __init__(self, path: str, steps: int = 1) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.pos = os.fstat(self.fd).st_size  # where the next line starts (this process is the file's writer)
         self.bin_fd: int | None = None
+        self.bin_held: list[bytes] = []  # records not written yet (at most BIN_BATCH - 1)
         try:
             self.bin_fd = os.open(path[: -len(format.SUFFIX)] + format.BIN_SUFFIX, os.O_WRONLY | os.O_CREAT, 0o644)
             os.ftruncate(self.bin_fd, 0)  # a twin from an earlier job would not match; the reader checks anyway
@@ -79,19 +85,27 @@ class _LocalSink:
         in it, in order (the lines from its start), whose binary records then follow."""
         os.write(self.fd, line)
         if steps and self.bin_fd is not None:
-            recs, at = [], self.pos
+            at = self.pos
             for n, args in steps:
-                recs.append(format.encode_step_bin(at, n, *args))
+                self.bin_held.append(format.encode_step_bin(at, n, *args))
                 at += n
-            try:
-                os.write(self.bin_fd, b"".join(recs))
-            except OSError:
-                os.close(self.bin_fd)
-                self.bin_fd = None
+            if len(self.bin_held) >= BIN_BATCH:
+                self._write_bin()
         self.pos += len(line)
+
+    def _write_bin(self) -> None:
+        if self.bin_fd is None or not self.bin_held:
+            return
+        try:
+            os.write(self.bin_fd, b"".join(self.bin_held))
+        except OSError:
+            os.close(self.bin_fd)
+            self.bin_fd = None
+        self.bin_held.clear()
 
     def close(self) -> None:
         os.close(self.fd)
+        self._write_bin()
         if self.bin_fd is not None:
             os.close(self.bin_fd)
 
