@@ -1,7 +1,8 @@
 """The flight recorder's telemetry of a whole job, read by the plugin (/telemetry routes) and `gpuscope telemetry`.
 
 A *telemetry run* is a folder of the logdir holding `*.telemetry.jsonl` files (profiler_core/flight/format.py), one
-per rank. This module reads them (each file decoded once and kept in memory with the byte offset read: a file
+per rank. This module reads them (each file decoded once, its step columns from its binary twin when it has a
+matching one, and kept in memory with the byte offset read: a file
 that grew since, a job still running, is read from there on; a rewritten file is read again; a finished file's
 decoded columns are also kept in $GPUSCOPE_CACHE_DIR/telemetry/, numpy arrays without pickle, so that the next
 process reads them at disk speed), aligns the ranks
@@ -138,6 +139,20 @@ def _cache_store(entry: Any, t: format.RankTelemetry) -> None:
         pass
 
 
+def _read_binary(path: str, data: bytes) -> format.RankTelemetry | None:
+    """The file decoded through its binary twin (`format.decode_binary`: the step columns without decoding their
+    JSON), or None when it has none or the twin does not match (the caller decodes the JSON)."""
+    twin = path[: -len(format.SUFFIX)] + format.BIN_SUFFIX
+    if not path.endswith(format.SUFFIX) or not data:
+        return None
+    try:
+        with storage.open_read(twin) as f:
+            bdata = f.read()
+    except (OSError, ValueError):
+        return None
+    return format.decode_binary(path, data, bdata)
+
+
 def read_file(path: str) -> format.RankTelemetry:
     """One rank's telemetry, decoded once and kept; a local file that only grew (the same inode) is read from where
     the last read ended."""
@@ -165,7 +180,8 @@ def read_file(path: str) -> format.RankTelemetry:
                 data = f.read()
             size = len(data)
             end = data.rfind(b"\n") + 1
-            t = format.decode(path, data[:end])
+            t_bin = _read_binary(path, data[:end])
+            t = t_bin if t_bin is not None else format.decode(path, data[:end])
             if cached is not None and t.ended and size == st.size:
                 _cache_store(cached, t)
     entry = ((same, size, st.mtime_ns), size, t, data[end:])

@@ -125,7 +125,7 @@ def test_no_rules_no_capture(tmp_path):
         _loop(rec, [1.0] * 30 + [50.0] + [1.0] * 5)
     t = format.decode("x", (tmp_path / "w0.telemetry.jsonl").read_bytes())
     assert t.captures == [] and t.header["rules"] is None and t.header["slow_rank_rule"] == "off"
-    assert [p.name for p in tmp_path.iterdir()] == ["w0.telemetry.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w0.telemetry.bin", "w0.telemetry.jsonl"]  # no capture
 
 
 class FakeExchange:

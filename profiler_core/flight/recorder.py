@@ -10,8 +10,9 @@
         rec.step()                   # once per step: closes this step's record
     rec.close()                      # or `with Recorder(...) as rec:`
 
-What a step costs: a few clock reads, one `getrusage`, one device event recorded (on a GPU job) and one `write`
-of a ~120-byte line (docs/flight-recorder.md has the measured figures). The device is never synchronised: GPU
+What a step costs: a few clock reads, one `getrusage`, one device event recorded (on a GPU job), one `write`
+of a ~120-byte line and, locally, one of its 73-byte binary record to the twin `{worker}.telemetry.bin` (the
+reader's fast path; docs/flight-recorder.md has the measured figures). The device is never synchronised: GPU
 times arrive in a later record (`device.StepTimer`).
 """
 
@@ -51,22 +52,62 @@ def _usage() -> tuple[float, float]:
     return (u.ru_utime + u.ru_stime) * 1e3, u.ru_maxrss * _RSS_SCALE
 
 
+#: step records held before one `write` to the binary twin: a killed job's last ones are missing there, and the
+#: reader decodes those lines as JSON (the twin is a cache of the lines, never the only record)
+BIN_BATCH = 64
+
+
 class _LocalSink:
-    """A local file opened for appending: each line is one `write`, so a killed job keeps every finished step."""
+    """A local file opened for appending: each line is one `write`, so a killed job keeps every finished step. The
+    step records also go, fixed-width, to the binary twin beside it (`format.BIN_SUFFIX`: the reader's fast path),
+    written after their lines (so that the twin never holds a step the JSON file lacks), `BIN_BATCH` at a time."""
 
     def __init__(self, path: str, steps: int = 1) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.pos = os.fstat(self.fd).st_size  # where the next line starts (this process is the file's writer)
+        self.bin_fd: int | None = None
+        self.bin_held: list[bytes] = []  # records not written yet (at most BIN_BATCH - 1)
+        try:
+            self.bin_fd = os.open(path[: -len(format.SUFFIX)] + format.BIN_SUFFIX, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.ftruncate(self.bin_fd, 0)  # a twin from an earlier job would not match; the reader checks anyway
+            os.write(self.bin_fd, format.bin_header())  # lines of an earlier job before ours: the reader sees
+            # them uncovered by records and decodes the JSON
+        except OSError:
+            self.bin_fd = None  # the JSON file alone (the reader decodes it)
         self.flush = (
             "every step (one write per record to a file opened with O_APPEND)"
             if steps == 1
             else f"every {steps} steps (one write of their records to a file opened with O_APPEND)"
         )
 
-    def write(self, line: bytes) -> None:
+    def write(self, line: bytes, steps: list[tuple[int, tuple]] | None = None) -> None:
+        """Append `line` (one or more whole lines); `steps`: (length, `encode_step` arguments) of each step line
+        in it, in order (the lines from its start), whose binary records then follow."""
         os.write(self.fd, line)
+        if steps and self.bin_fd is not None:
+            at = self.pos
+            for n, args in steps:
+                self.bin_held.append(format.encode_step_bin(at, n, *args))
+                at += n
+            if len(self.bin_held) >= BIN_BATCH:
+                self._write_bin()
+        self.pos += len(line)
+
+    def _write_bin(self) -> None:
+        if self.bin_fd is None or not self.bin_held:
+            return
+        try:
+            os.write(self.bin_fd, b"".join(self.bin_held))
+        except OSError:
+            os.close(self.bin_fd)
+            self.bin_fd = None
+        self.bin_held.clear()
 
     def close(self) -> None:
         os.close(self.fd)
+        self._write_bin()
+        if self.bin_fd is not None:
+            os.close(self.bin_fd)
 
 
 class _RemoteSink:
@@ -84,7 +125,8 @@ class _RemoteSink:
         self.thread = threading.Thread(target=self._loop, name="gpuscope-telemetry", daemon=True)
         self.thread.start()
 
-    def write(self, line: bytes) -> None:
+    def write(self, line: bytes, steps: list[tuple[int, tuple]] | None = None) -> None:
+        """Append `line` to the object's bytes (no binary twin: the object is put whole, and read whole)."""
         with self.lock:
             self.buf += line
             self.dirty = True
@@ -172,8 +214,9 @@ class _Capture:
 
 
 class Recorder:
-    """Per-step telemetry of this rank, appended to `{logdir}/{worker}.telemetry.jsonl`, and triggered captures
-    into `{logdir}/capture_step{S:06d}/` (docs/flight-recorder.md).
+    """Per-step telemetry of this rank, appended to `{logdir}/{worker}.telemetry.jsonl` (locally also, fixed-width,
+    to its binary twin `{worker}.telemetry.bin`: the reader's fast path), and triggered captures into
+    `{logdir}/capture_step{S:06d}/` (docs/flight-recorder.md).
 
     - `logdir`: a local folder or an fsspec URL (the traces' logdir).
     - `rules`: the triggers' thresholds (`Rules()`: the defaults; `None`: telemetry only, no capture).
@@ -236,6 +279,7 @@ class Recorder:
         self._sink: Any = _RemoteSink(self.path) if storage.is_remote(self.path) else _LocalSink(self.path, flush_steps)
         self._flush_steps = flush_steps
         self._held: list[bytes] = []
+        self._held_args: list[tuple[int, tuple]] = []
         self._local = LocalRules(rules, self.rank) if rules else None
         self._ranks = RankRules(rules) if rules and self.exchange else None
         self.slow_rank_rule = "on" if self._ranks else f"skipped: {skip}" if rules else "off"
@@ -288,22 +332,13 @@ class Recorder:
             gpu = self._timer.ready()
         dmem = self._events.peak_mib() if self._events is not None else None
         data = self._data.ns / 1e6
-        line = format.encode_step(
-            s,
-            self._wall0,
-            wall,
-            data,
-            host,
-            rss,
-            comm,
-            self._opt.ns / 1e6 if self._opt.ns else None,
-            dmem,
-            gpu,
-        )
+        args = (s, self._wall0, wall, data, host, rss, comm, self._opt.ns / 1e6 if self._opt.ns else None, dmem, gpu)
+        line = format.encode_step(*args)
         if self._flush_steps == 1:
-            self._sink.write(line)
+            self._sink.write(line, [(len(line), args)])
         else:
             self._held.append(line)
+            self._held_args.append((len(line), args))
             if len(self._held) >= self._flush_steps:
                 self._flush()
         trigger = self._local.check(s, wall, data) if self._local else None
@@ -352,8 +387,9 @@ class Recorder:
 
     def _flush(self) -> None:
         if self._held:
-            self._sink.write(b"".join(self._held))
+            self._sink.write(b"".join(self._held), self._held_args)
             self._held.clear()
+            self._held_args = []
 
     def _event(self, record: dict) -> None:
         self._flush()
