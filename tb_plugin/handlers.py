@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady
@@ -513,6 +513,7 @@ def history(ws: Workspace, a: dict) -> dict:
     """/history: the logdir's runs (those matching `match`, with the span) in order, each from its summaries, and the
     first run slower than the noise of the runs before it, explained by its job diff (`run_level.history`)."""
     from tb_plugin.run_level import history as analysis
+    from tb_plugin.summaries.answers import answer
     from tb_plugin.summaries.engine import Pending, pending_answer
 
     chosen = analysis.select(ws.refresh().values(), a["span"], a["match"])
@@ -524,7 +525,12 @@ def history(ws: Workspace, a: dict) -> dict:
     series = [(r.name, analysis.run_time(r), s.summaries) for r, s in zip(chosen, states)]
     errors = [{**e, "run": r.name} for r, s in zip(chosen, states) for e in s.errors]
     key = ("history", a["order"], a["match"], *(r.name for r in chosen))
-    result = ws.kept(key, [s for _, _, s in series], lambda: analysis.history(series, order=a["order"]))
+
+    def keep(summaries: Mapping[str, Any], compute: Callable[[], dict]) -> dict:
+        # each run's row by its summaries' identity: a logdir with one run more computes that run only
+        return answer(ws.summaries, ("history/run",), [summaries], compute)
+
+    result = ws.kept(key, [s for _, _, s in series], lambda: analysis.history(series, order=a["order"], keep=keep))
     return _with_errors(result, errors)
 
 
