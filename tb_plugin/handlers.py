@@ -513,13 +513,19 @@ def history(ws: Workspace, a: dict) -> dict:
     """/history: the logdir's runs (those matching `match`, with the span) in order, each from its summaries, and the
     first run slower than the noise of the runs before it, explained by its job diff (`run_level.history`)."""
     from tb_plugin.run_level import history as analysis
-    from tb_plugin.summaries.answers import answer
+    from tb_plugin.summaries.answers import answer_of, identity
     from tb_plugin.summaries.engine import Pending, pending_answer
 
     chosen = analysis.select(ws.refresh().values(), a["span"], a["match"])
     if not chosen:
         raise NotFound(f"no run{' matching ' + repr(a['match']) if a['match'] else ''} has span {a['span']!r}")
-    states = [ws.summaries_now({"run": r.name, "span": a["span"]}) for r in chosen]
+    states = []
+    ids: dict[int, tuple | None] = {}  # id(a run's summaries) -> their identity, taken while they are in memory
+    for r in chosen:
+        st = ws.summaries_now({"run": r.name, "span": a["span"]})
+        states.append(st)
+        if not isinstance(st, Pending):
+            ids[id(st.summaries)] = identity(ws.summaries, st.summaries)
     if any(isinstance(s, Pending) for s in states):
         return pending_answer(states, [r.name for r in chosen])
     series = [(r.name, analysis.run_time(r), s.summaries) for r, s in zip(chosen, states)]
@@ -528,9 +534,10 @@ def history(ws: Workspace, a: dict) -> dict:
 
     def keep(summaries: Mapping[str, Any], compute: Callable[[], dict]) -> dict:
         # each run's row by its summaries' identity: a logdir with one run more computes that run only
-        return answer(ws.summaries, ("history/run",), [summaries], compute)
+        return answer_of(ws.summaries, ("history/run",), [ids.get(id(summaries))], compute)
 
-    result = ws.kept(key, [s for _, _, s in series], lambda: analysis.history(series, order=a["order"], keep=keep))
+    run_ids = [ids.get(id(s)) for _, _, s in series]
+    result = dict(answer_of(ws.summaries, key, run_ids, lambda: analysis.history(series, order=a["order"], keep=keep)))
     return _with_errors(result, errors)
 
 
