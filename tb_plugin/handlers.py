@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tb_plugin.errors import BadRequest, LoadFailed, NotFound, NotReady
@@ -513,18 +513,31 @@ def history(ws: Workspace, a: dict) -> dict:
     """/history: the logdir's runs (those matching `match`, with the span) in order, each from its summaries, and the
     first run slower than the noise of the runs before it, explained by its job diff (`run_level.history`)."""
     from tb_plugin.run_level import history as analysis
+    from tb_plugin.summaries.answers import answer_of, identity
     from tb_plugin.summaries.engine import Pending, pending_answer
 
     chosen = analysis.select(ws.refresh().values(), a["span"], a["match"])
     if not chosen:
         raise NotFound(f"no run{' matching ' + repr(a['match']) if a['match'] else ''} has span {a['span']!r}")
-    states = [ws.summaries_now({"run": r.name, "span": a["span"]}) for r in chosen]
+    states = []
+    ids: dict[int, tuple | None] = {}  # id(a run's summaries) -> their identity, taken while they are in memory
+    for r in chosen:
+        st = ws.summaries_now({"run": r.name, "span": a["span"]})
+        states.append(st)
+        if not isinstance(st, Pending):
+            ids[id(st.summaries)] = identity(ws.summaries, st.summaries)
     if any(isinstance(s, Pending) for s in states):
         return pending_answer(states, [r.name for r in chosen])
     series = [(r.name, analysis.run_time(r), s.summaries) for r, s in zip(chosen, states)]
     errors = [{**e, "run": r.name} for r, s in zip(chosen, states) for e in s.errors]
     key = ("history", a["order"], a["match"], *(r.name for r in chosen))
-    result = ws.kept(key, [s for _, _, s in series], lambda: analysis.history(series, order=a["order"]))
+
+    def keep(summaries: Mapping[str, Any], compute: Callable[[], dict]) -> dict:
+        # each run's row by its summaries' identity: a logdir with one run more computes that run only
+        return answer_of(ws.summaries, ("history/run",), [ids.get(id(summaries))], compute)
+
+    run_ids = [ids.get(id(s)) for _, _, s in series]
+    result = dict(answer_of(ws.summaries, key, run_ids, lambda: analysis.history(series, order=a["order"], keep=keep)))
     return _with_errors(result, errors)
 
 

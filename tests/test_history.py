@@ -13,7 +13,7 @@ import pytest
 
 import gpuscope
 from tb_plugin.routes import ROUTES
-from tb_plugin.run_level import history
+from tb_plugin.run_level import history, report
 from tb_plugin.summaries import cli
 from tb_plugin.workspace import Workspace
 
@@ -140,3 +140,28 @@ def test_mfu_per_run_is_the_mean_of_its_ranks(planted):
     with gpuscope.open(root) as prof:
         frame = prof.history().to_frame()
     assert "mfu" in frame.columns and frame["mfu"].isna().all()
+
+
+@pytest.mark.slow
+def test_each_runs_verdict_is_its_diagnosis_verdict_and_is_kept_per_run(planted):
+    """The history computes per run only what it shows (`report.run_verdict`, not the whole diagnosis): the verdict
+    is still the diagnosis' sentence. The route keeps each run's row by its summaries' identity, so another order
+    (another history) computes no run again."""
+    root, names = planted
+    ws = Workspace(str(root))
+    try:
+        got = {n: ws.collect({"run": n, "span": "1"}).summaries for n in names}
+        for n in (names[0], names[PLANTED_FROM]):
+            summaries = got[n]
+            assert history.run_row(summaries)["verdict"] == report.diagnose(summaries)["verdict"]["text"]
+        route = next(r for r in ROUTES if r.path == "/history")
+        start = ws.summaries.answers.computed
+        by_time = route.handler(ws, route.parse({}))
+        before = ws.summaries.answers.computed
+        assert before == start + len(names) + 1  # each run's row, then the history
+        by_name = route.handler(ws, route.parse({"order": "name"}))
+        assert ws.summaries.answers.computed == before + 1  # the history in the other order, no run's row
+        assert sorted(r["verdict"] for r in by_name["runs"]) == sorted(r["verdict"] for r in by_time["runs"])
+    finally:
+        ws.loader.close()
+        ws.summaries.close()

@@ -42,7 +42,9 @@ into the step explains (`entry_stagger`), which balancing the work inside the st
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,8 +245,41 @@ def _calls(summaries: Mapping[str, Summary], workers: list[str], steps: list[str
     return {k: np.concatenate(v) if v else np.zeros(0, bool if k == "is_wait" else np.int64) for k, v in parts.items()}
 
 
+#: inside `shared_matches()`: (worker, id(summary))... -> (the summaries, their Job)
+_SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("critical_path_shared", default=None)
+
+
+@contextlib.contextmanager
+def shared_matches() -> Iterator[None]:
+    """Inside it, `match` of the same summary objects is computed once: one run's diagnosis asks for it from the
+    ledger, the caveats, the path and the what-if (six times per run); a history of 100 runs would match each six
+    times. The Job is read only by its users; the summaries must not change inside the block. Nested: the
+    outer block's."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def match(summaries: Mapping[str, Summary]) -> Job:
-    """The workers' calls matched per process group and sequence (module doc); `inst` -1 where unmatched."""
+    """The workers' calls matched per process group and sequence (module doc); `inst` -1 where unmatched.
+    Once per summary objects inside `shared_matches()`."""
+    memo = _SHARED.get()
+    if memo is None:
+        return _match(summaries)
+    key = tuple((w, id(summaries[w])) for w in sorted(summaries))
+    hit = memo.get(key)
+    if hit is None:
+        # the summaries are kept with their Job, so that their ids are not reused inside the block
+        hit = memo[key] = (list(summaries.values()), _match(summaries))
+    return hit[1]
+
+
+def _match(summaries: Mapping[str, Summary]) -> Job:
     workers = sorted(summaries)
     ranks = {w: worker_rank(summaries[w]) for w in workers}
     phases = {w: summaries[w].phases or empty_phases() for w in workers}
@@ -671,7 +706,19 @@ def _collective(job: Job, i: int, late: int) -> dict:
 
 
 def step_paths(job: Job) -> list[dict]:
-    """The critical path of every step the workers recorded (module doc)."""
+    """The critical path of every step the workers recorded (module doc). Once per Job inside `shared_matches()`
+    (the ledger's rank that set each step and the diagnosis walk the same paths): a new list of new step dicts each
+    call, their segments shared (read only)."""
+    memo = _SHARED.get()
+    if memo is None:
+        return _step_paths(job)
+    hit = memo.get(("steps", id(job)))
+    if hit is None:
+        hit = memo[("steps", id(job))] = (job, _step_paths(job))
+    return [{**st, "segments": list(st["segments"])} for st in hit[1]]
+
+
+def _step_paths(job: Job) -> list[dict]:
     out = []
     for k, step in enumerate(job.steps):
         has = job.b_idx[k] >= 0

@@ -26,14 +26,15 @@ differ). The first such run is named; its `previous` is the run just before it.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from profiler_core.analysis.worker.buckets import BUCKETS
-from tb_plugin.run_level import job_diff, report
+from tb_plugin.run_level import critical_path, job_diff, report
 from tb_plugin.run_level.run_ledger import worker_ledgers
 from tb_plugin.run_level.verdict import verdict as one_line
 from tb_plugin.summaries.schema import Summary
@@ -148,22 +149,43 @@ def verdict(diagnosis: Mapping[str, Any]) -> str:
     return one_line(diagnosis)["text"]
 
 
-def history(series: Sequence[tuple[str, int, Mapping[str, Summary]]], order: str = "time") -> dict:
-    """The history of `series` ((run, time_ns, {worker: summary}) per run), ordered by `order` (module doc)."""
+def run_row(summaries: Mapping[str, Summary]) -> dict:
+    """What the history says of one run: its `run_stats` and its diagnosis' verdict (`report.run_verdict`: the
+    verdict without the rest of the diagnosis), the cross-rank matching done once for both. A pure function of the
+    summaries, so kept per run by their identity (`history(keep=...)`)."""
+    with critical_path.shared_matches():
+        stats = run_stats(summaries)
+        if stats["step_ms"] is None:
+            return stats
+        try:
+            why = report.run_verdict(summaries)["text"]
+        except Exception as e:  # noqa: BLE001 - one run's diagnosis must not hide the series
+            why = f"no diagnosis ({type(e).__name__}: {e})"
+    return {**stats, "verdict": why}
+
+
+#: `keep(summaries, compute)`: compute()'s answer for one run's summaries, kept by their identity
+Keep = Callable[[Mapping[str, Summary], Callable[[], dict]], dict]
+
+
+def history(
+    series: Sequence[tuple[str, int, Mapping[str, Summary]]], order: str = "time", keep: Keep | None = None
+) -> dict:
+    """The history of `series` ((run, time_ns, {worker: summary}) per run), ordered by `order` (module doc).
+    `keep`: where each run's row (`run_row`) is kept (the route: the run-level answers, `answers.answer`), so that
+    a logdir with one run more computes that run only."""
     runs = []
     notes: list[str] = []
     for name, t, summaries in ordered(series, order):
         if not summaries:
             notes.append(f"run {name}: no readable trace")
             continue
-        stats = run_stats(summaries)
+        row = keep(summaries, functools.partial(run_row, summaries)) if keep is not None else run_row(summaries)
+        stats = {k: v for k, v in row.items() if k != "verdict"}
         if stats["step_ms"] is None:
             notes.append(f"run {name}: no step recorded")
             continue
-        try:
-            why = verdict(report.diagnose(summaries))
-        except Exception as e:  # noqa: BLE001 - one run's diagnosis must not hide the series
-            why = f"no diagnosis ({type(e).__name__}: {e})"
+        why = row["verdict"]
         runs.append(
             {
                 "run": name,

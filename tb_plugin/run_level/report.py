@@ -154,12 +154,22 @@ def mfu_lines(rows: list[dict], ranks: Mapping) -> list[str]:
 def diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | None = None) -> dict:
     """The diagnosis of one run and span (module doc). `trace(worker)`: the parsed trace of a worker, read only for
     a run of one worker (its single-rank critical path); an exception there becomes a note."""
-    out = _diagnose(summaries, trace)
+    with critical_path.shared_matches():
+        out = _diagnose(summaries, trace)
     out["verdict"] = verdict(out)
     return out
 
 
-def _diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | None) -> dict:
+def run_verdict(summaries: Mapping[str, Summary]) -> dict:
+    """The run's verdict (`verdict.py`), as `diagnose(summaries)["verdict"]`, without what the verdict does not read
+    (each work segment's `why`, the paths in words, the utilisation): what a job's history needs per run, at a
+    fraction of the diagnosis' time."""
+    with critical_path.shared_matches():
+        return verdict(_diagnose(summaries, None, brief=True))
+
+
+def _diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | None, brief: bool = False) -> dict:
+    """The diagnosis without its verdict; `brief`: without the parts the verdict does not read (`run_verdict`)."""
     workers = sorted(summaries)
     ledger, ledger_reason = _ledger(summaries)
     has_facts = any(summaries[w].phases is not None for w in workers)
@@ -181,7 +191,7 @@ def _diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | No
         "reason": None,
         "single_rank": None,
         "slow_exchanges": None,
-        "utilisation": utilisation(summaries),
+        "utilisation": [] if brief else utilisation(summaries),
     }
     if not workers:
         out["reason"] = "no worker summaries"
@@ -206,8 +216,10 @@ def _diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | No
         out["notes"].append("no collective is matched across the workers: each step's path stays on one worker")
     cache: dict = {}
     for step in critical_path.step_paths(job):
-        _annotate(job, step, cache)
-        step["path"] = critical_path.path_text(step["segments"])
+        if not brief:
+            step["segments"] = [dict(seg) for seg in step["segments"]]  # (shared with the ledger's: `step_paths`)
+            _annotate(job, step, cache)
+            step["path"] = critical_path.path_text(step["segments"])
         if ("busy", step["step"]) not in cache:  # (setdefault would replay the step again each time)
             cache[("busy", step["step"])] = stragglers.busy(job, step["step"])
         b = cache[("busy", step["step"])]

@@ -65,17 +65,30 @@ class Answers:
             self._done.clear()
 
 
+def identity(engine: Any, part: Mapping[str, Any]) -> tuple | None:
+    """The identity of one run's summaries (worker -> summary): ((worker, `engine.token`)...), None when a summary
+    has none (no longer in the engine's memory). Taken while they are in memory, it stays valid after they leave
+    it: a logdir of more summaries than the engine keeps (`GPUSCOPE_SUMMARY_MEMORY`) keeps its answers too."""
+    one = []
+    for w, s in sorted(part.items()):
+        token = engine.token(s)
+        if token is None:
+            return None
+        one.append((w, token))
+    return tuple(one)
+
+
+def answer_of(engine: Any, what: tuple, ids: Iterable[tuple | None], compute: Callable[[], Any]) -> Any:
+    """`compute()` kept per (`what`, the runs' `identity`s) in `engine.answers`; computed without keeping it when
+    one of them is None."""
+    key = tuple(ids)
+    if any(i is None for i in key):
+        return compute()
+    return engine.answers.get((what, key), compute)
+
+
 def answer(engine: Any, what: tuple, parts: Iterable[Mapping[str, Any]], compute: Callable[[], Any]) -> Any:
     """`compute()` (a run-level view of the summaries in `parts`: worker -> summary, one mapping per run), kept
     per (`what`, each summary's identity) in `engine.answers`. Computed without keeping it when a summary has
     no identity (no longer in the engine's memory)."""
-    ids: list = []
-    for p in parts:
-        one = []
-        for w, s in sorted(p.items()):
-            token = engine.token(s)
-            if token is None:
-                return compute()
-            one.append((w, token))
-        ids.append(tuple(one))
-    return engine.answers.get((what, tuple(ids)), compute)
+    return answer_of(engine, what, [identity(engine, p) for p in parts], compute)
