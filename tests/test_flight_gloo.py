@@ -61,8 +61,9 @@ def test_rank_2_caught_and_captured_with_torch_profiler(job):
     traces = sorted((job / cap["dir"]).glob("rank*.pt.trace.json"))
     assert [p.name.split(".")[0] for p in traces] == ["rank0", "rank1", "rank2", "rank3"]
     occ = {o["rank"]: o for o in s["occasional"]}
-    inside = [b for b in occ[2]["bursts"] if b["first"] >= 60 and b["last"] <= 89]
-    assert sum(b["steps"] for b in inside) >= 20, occ[2]  # most planted steps, in bursts (noise may split one)
+    # most planted steps (60-89) in bursts; noise may split one, or stretch it by a step at either end
+    inside = sum(max(0, min(b["last"], 89) - max(b["first"], 60) + 1) for b in occ[2]["bursts"])
+    assert inside >= 20, occ[2]
 
 
 def test_the_capture_diagnosis_names_rank_2(job, capsys):
