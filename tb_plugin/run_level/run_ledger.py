@@ -279,8 +279,6 @@ def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None)
     summaries are pending, []), `critical` and `mean` rendered by `ledger.ranked` (`critical.workers`: the rank
     that set each step; None when a caveat withholds cross-rank claims), `workers` (how many), `notes`, and
     `pending` (workers whose summary is still computed: the ledger waits for every worker)."""
-    from profiler_core.analysis.worker.ledger import ranked
-    from tb_plugin.run_level import caveats as cv
 
     if pending:
         return {
@@ -291,6 +289,17 @@ def run_view(summaries: Mapping[str, Summary], pending: list[str] | None = None)
             "notes": [],
             "pending": pending,
         }
+    from tb_plugin.run_level import critical_path
+
+    with critical_path.shared_matches():  # the caveats, the waits, the set-by and the advice match once
+        return _view(summaries)
+
+
+def _view(summaries: Mapping[str, Summary]) -> dict:
+    """`run_view` of summaries that are all there."""
+    from profiler_core.analysis.worker.ledger import ranked
+    from tb_plugin.run_level import caveats as cv
+
     cavs = cv.caveats(summaries)
     run = run_ledger(summaries, withheld_text(cavs))
     if run["mean"] is None:
