@@ -102,6 +102,27 @@ _DTYPE_BYTES = {
     "uint16": 2,
     "uint32": 4,
     "uint64": 8,
+    # the C++ and MPI spellings that Input type and our MPI integration write
+    "unsigned int": 4,
+    "long int": 8,
+    "long long": 8,
+    "unsigned long": 8,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "complex64": 8,
+    "complex128": 16,
+    "complex<float>": 8,
+    "complex<double>": 16,
+    "mpi_float": 4,
+    "mpi_double": 8,
+    "mpi_int": 4,
+    "mpi_long": 8,
+    "mpi_char": 1,
+    "mpi_byte": 1,
+    "mpi_int64_t": 8,
+    "mpi_long_long": 8,
+    "mpi_unsigned_char": 1,
 }
 
 
@@ -301,28 +322,39 @@ def _called_at(t: Any, rows: np.ndarray, op: np.ndarray) -> np.ndarray:
     return out
 
 
+def shape_bytes(dims: str, types: str) -> int | None:
+    """Π shape x dtype bytes summed over an op's tensor inputs (`Input Dims`, `Input type` as JSON texts; a
+    TensorList counts each tensor): torch-tb-profiler's message size; None when they name no sized tensor."""
+    try:
+        d = json.loads(dims) if dims else []
+        ty = json.loads(types) if types else []
+    except ValueError:
+        return None
+    total, found = 0, False
+    for shape, tname in zip(d, ty):
+        size = dtype_bytes(tname)
+        if size is None or not isinstance(shape, list):
+            continue
+        if shape and all(isinstance(x, list) for x in shape):  # TensorList
+            for one in shape:
+                total += int(np.prod(one)) * size if one else 0
+        elif all(isinstance(x, (int, float)) for x in shape):
+            total += int(np.prod(shape)) * size if shape else size
+        found = True
+    return total if found else None
+
+
 def _input_bytes(t: Any, rows: np.ndarray) -> np.ndarray:
-    """Bytes of the tensors a backend range names (`Input Dims` x `Input type`; -1 when they do not say)."""
+    """Bytes of the tensors a backend range names (`shape_bytes`; -1 when they do not say)."""
     out = np.full(len(rows), -1, np.int64)
     if not len(rows) or "input_dims" not in t.events:
         return out
-    dims = t.events["input_dims"].to_numpy()[rows]
-    types = t.events["input_type"].to_numpy()[rows] if "input_type" in t.events else [""] * len(rows)
+    dims = t.events["input_dims"].astype(str).to_numpy()[rows]
+    types = t.events["input_type"].astype(str).to_numpy()[rows] if "input_type" in t.events else [""] * len(rows)
     for i, (d, ty) in enumerate(zip(dims.tolist(), list(types))):
-        try:
-            shapes = json.loads(d) if isinstance(d, str) and d else []
-            names = json.loads(ty) if isinstance(ty, str) and ty else []
-        except ValueError:
-            continue
-        total, found = 0, False
-        for shape, name in zip(shapes, names):
-            size = dtype_bytes(name)
-            if size is None or not isinstance(shape, list) or not all(isinstance(x, int) for x in shape):
-                continue
-            total += int(np.prod(shape, dtype=np.int64)) * size if shape else size
-            found = True
-        if found:
-            out[i] = total
+        b = shape_bytes(d, ty)
+        if b is not None:
+            out[i] = b
     return out
 
 

@@ -26,83 +26,10 @@ from profiler_core.analysis.stages.steps import steps
 from profiler_core.trace.categories import OP_CATS
 
 _TIER1 = ("nccl:", "gloo:", "mpi::")
-_DTYPE_BYTES = {
-    "float": 4,
-    "float32": 4,
-    "c10::float": 4,
-    "double": 8,
-    "float64": 8,
-    "half": 2,
-    "float16": 2,
-    "c10::half": 2,
-    "bfloat16": 2,
-    "c10::bfloat16": 2,
-    "int": 4,
-    "int32": 4,
-    "unsigned int": 4,
-    "uint32": 4,
-    "long": 8,
-    "long int": 8,
-    "long long": 8,
-    "int64": 8,
-    "uint64": 8,
-    "unsigned long": 8,
-    "short": 2,
-    "int16": 2,
-    "uint16": 2,
-    "short int": 2,
-    "char": 1,
-    "signed char": 1,
-    "unsigned char": 1,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-    "byte": 1,
-    "complex64": 8,
-    "c10::complex<float>": 8,
-    "complex128": 16,
-    "c10::complex<double>": 16,
-    "mpi_float": 4,
-    "mpi_double": 8,
-    "mpi_int": 4,
-    "mpi_long": 8,
-    "mpi_char": 1,
-    "mpi_byte": 1,
-    "mpi_int64_t": 8,
-    "mpi_long_long": 8,
-    "mpi_unsigned_char": 1,
-}
 
 
 # ------------------------------------------------------------------------------------ interval algebra
 # ---------------------------------------------------------------------------------------- per worker
-def _dtype_size(name: str) -> int | None:
-    return _DTYPE_BYTES.get(str(name).strip().lower())
-
-
-def _shape_bytes(dims: str, types: str) -> int | None:
-    """Π shape × dtype bytes summed over the tensor inputs (torch-tb-profiler's message size)."""
-    import json
-
-    try:
-        d = json.loads(dims) if dims else []
-        ty = json.loads(types) if types else []
-    except ValueError:
-        return None
-    total, found = 0, False
-    for shape, tname in zip(d, ty):
-        size = _dtype_size(tname)
-        if size is None or not isinstance(shape, list):
-            continue
-        if shape and all(isinstance(x, list) for x in shape):  # TensorList
-            for s in shape:
-                total += int(np.prod(s)) * size if s else 0
-        elif all(isinstance(x, (int, float)) for x in shape):
-            total += int(np.prod(shape)) * size if shape else size
-        found = True
-    return total if found else None
-
-
 def _collective_bytes(t: Any, rows: np.ndarray) -> np.ndarray:
     """Message bytes of the comm ops at `rows` (-1 when unknown): the `bytes` arg (ours), else
     In msg nelems × dtype, else input shapes × input types."""
@@ -113,14 +40,14 @@ def _collective_bytes(t: Any, rows: np.ndarray) -> np.ndarray:
     nbytes = t.arg("bytes", rows).astype(np.int64)
     out = np.where(nbytes >= 0, nbytes, -1)
     n = t.arg("in_nelems", rows).astype(np.int64)
-    sizes = np.array([_dtype_size(x) or -1 for x in t.arg("dtype", rows).astype(str).tolist()], np.int64)
+    sizes = np.array([collectives.dtype_bytes(x) or -1 for x in t.arg("dtype", rows).astype(str).tolist()], np.int64)
     ok = (out < 0) & (n >= 0) & (sizes > 0)
     out = np.where(ok, n * sizes, out)
     if "input_dims" in sub and (out < 0).any():
         dims = sub["input_dims"].astype(str).tolist()
         types = sub["input_type"].astype(str).tolist() if "input_type" in sub else [""] * len(rows)
         for i in np.flatnonzero(out < 0).tolist():
-            b = _shape_bytes(dims[i], types[i])
+            b = collectives.shape_bytes(dims[i], types[i])
             if b is not None:
                 out[i] = b
     return out
