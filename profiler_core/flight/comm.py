@@ -161,6 +161,16 @@ class CommClock:
             self._torch = None
 
 
+def _let_go(*tensors: Any, limit_s: float = 2.0) -> None:
+    """Return once gloo's worker thread has dropped its references to these tensors (their use count back to
+    Python's one), the GIL released meanwhile. That thread takes the GIL to let go of a tensor Python made; if it
+    were still waiting for it when the program destroys the process group (whose destructor joins that thread with
+    the GIL held, as when a DDP model is freed), the process would hang at exit. Bounded: never blocks the job."""
+    end = time.monotonic() + limit_s
+    while any(t._use_count() > 1 for t in tensors) and time.monotonic() < end:
+        time.sleep(0.0002)
+
+
 class Exchange:
     """Everybody's last N numbers: `allgather(values) -> (world, N) array`, or None where no communicator is
     hooked (then the cross-rank rule is skipped, and the header says why)."""
@@ -196,5 +206,7 @@ class Exchange:
             t = torch.from_numpy(send)
             parts = [torch.empty_like(t) for _ in range(self.world)]
             self._gather(parts, t)
-            return np.stack([p.numpy() for p in parts])
+            out = np.stack([p.numpy() for p in parts])
+            _let_go(t, *parts)
+            return out
         return None

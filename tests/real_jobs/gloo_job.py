@@ -124,6 +124,10 @@ def worker(rank: int, args: argparse.Namespace) -> None:
             one_step()
             prof.step()
     dist.barrier()
+    # torch 2.13: each gloo work carries Python thread-local objects, and gloo's thread takes the GIL to free a
+    # finished one; the process group's destructor joins that thread holding the GIL (a hang at exit if the
+    # thread still waits). A pause with the GIL released lets it finish first.
+    time.sleep(0.2)
     dist.destroy_process_group()
 
 
