@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 #: seconds a client is told to wait (Retry-After) before asking again for what is still being computed
 RETRY_AFTER_S = 2
+#: a partial Distributed view (`partial=1` while summaries are computed) is computed again once the workers read
+#: grew by this factor: a 64-rank run computes it about 6 times, not on every poll, leaving the cores to the summaries
+PARTIAL_GROWTH = 2
 #: a /runs long poll looks at the logdir again at least this often (new files, files still being written)
 WAIT_STEP_S = 1.0
 #: a trace of at least this many events is warmed on two threads where there are 2 cores or more: the Overview
@@ -416,11 +419,16 @@ def distributed(ws: Workspace, a: dict) -> dict:
     from tb_plugin.summaries.engine import Pending
 
     pending: list = []
-    # partial: what is known now, `pending` naming the workers still read (one worker: nothing to show early)
+    progress: dict = {}
+    # partial: what is known now, `pending` naming the workers still read and `progress` how far (one worker:
+    # nothing to show early)
     if a["partial"] == "1" and len(ws.run(a["run"]).workers) > 1:
         now = ws.summaries_now(a)
         summaries, errors = now.summaries, now.errors
-        pending = now.pending if isinstance(now, Pending) else []
+        if isinstance(now, Pending):
+            pending = now.pending
+            done = len(summaries) + len(errors)
+            progress = {"done": done, "total": done + len(pending), "eta_s": now.eta_s}
         if not summaries:
             return {
                 "caveats": [],
@@ -428,14 +436,25 @@ def distributed(ws: Workspace, a: dict) -> dict:
                 "steps": {},
                 "comm_ops": {},
                 "pending": pending,
+                "progress": progress,
                 **({"errors": errors} if errors else {}),
             }
     else:
         got = ws.collect(a)
         summaries, errors = got.summaries, got.errors
-    result = ws.kept(("distributed",), [summaries], lambda: distributed_view(summaries))
+    key = (a["run"], a["span"])
+    last = ws.partial_views.get(key)
+    if pending and last is not None and len(summaries) < PARTIAL_GROWTH * last[0]:
+        result = dict(last[1])  # the view of fewer workers until their number grew enough: polls stay cheap
+    else:
+        result = ws.kept(("distributed",), [summaries], lambda: distributed_view(summaries))
+        if pending:
+            ws.partial_views[key] = (len(summaries), result)
     if pending:
         result["pending"] = pending
+        result["progress"] = progress
+    else:
+        ws.partial_views.pop(key, None)
     return _with_errors(result, errors)
 
 

@@ -50,7 +50,9 @@ class Workspace:
         self.eager = eager
         self.scanner = Scanner(logdir) if eager else Scanner(logdir, stable_age_s=0.0)
         self.loader = Loader(warm=warm) if eager else Loader(processes=0, warm=warm)
-        self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler)
+        self.summaries = Summaries(self.scanner.logdir or logdir, scheduler=scheduler, quiet=self.loader.hold)
+        # (run, span) -> (workers, the partial Distributed view of that many) while its summaries are computed
+        self.partial_views: dict[tuple, tuple[int, dict]] = {}
         self.big: set = set()  # keys of files of runs with more than PREPARE_MAX_WORKERS workers
         self.runs: dict = {}
         self.found_runs = False  # whether a scan ever found a run (the plugin is active from then on)
@@ -97,10 +99,11 @@ class Workspace:
             self.found_runs = self.found_runs or bool(self.runs)
             return self.runs
 
-    def trace_for_summary(self, f: Any) -> Any:
-        """The parsed trace to summarize `f` from: the loader's (waiting for it) for files it
-        prepares, the one in memory or None (read the file alone) for big runs' files."""
-        if f.key in self.big:
+    def trace_for_summary(self, f: Any, asked: bool = False) -> Any:
+        """The parsed trace to summarize `f` from: the loader's (waiting for it) for files it prepares, the one in
+        memory or None (read the file alone) for big runs' files and for files a request waits for (reading one
+        alone takes what the CLI takes; the loader's trace may wait behind other files and their warming)."""
+        if asked or f.key in self.big:
             return self.loader.peek(f)
         return self.loader.get(f, cancel_warming=False)  # background work: the warming stays
 

@@ -256,7 +256,7 @@ def test_plugin_computes_missing_summaries_and_keeps_them_in_the_cache(tmp_path,
     # a file that failed is not retried in the background at every rescan (only when asked for)
     for _ in range(3):
         p.state().refresh(force=True)
-        for fut in list(p.state().summaries._pending.values()):
+        for fut in p.state().summaries.on_their_way():
             fut.result(timeout=60)
     assert sum("rank00099" in r for r in reads) == 1, reads
     # a new process finds them beside the parse cache

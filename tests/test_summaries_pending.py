@@ -88,11 +88,11 @@ def test_routes_answer_pending_at_once_then_the_same_answer(runs, tmp_path, monk
         assert got.status_code == 200, (route, got.get_data()[:300])
         assert not release.is_set(), f"{route} answered only once the summaries were computed"
         if route == "jobdiff":
-            assert got.json["progress"] == {"done": 0, "total": 12}
+            assert got.json["progress"] == {"done": 0, "total": 12, "eta_s": None}  # nothing timed yet: no estimate
             want = [{"run": "a", "worker": w} for w in a_workers] + [{"run": "b", "worker": w} for w in sorted(s["b"])]
             assert got.json["pending"] == want
         else:
-            assert got.json == {"pending": a_workers, "progress": {"done": 0, "total": 8}}, route
+            assert got.json == {"pending": a_workers, "progress": {"done": 0, "total": 8, "eta_s": None}}, route
     csv = c.get(f"{urls['jobdiff']}&format=csv")
     assert csv.status_code == 503 and csv.headers["Retry-After"] == str(handlers.RETRY_AFTER_S)
     assert csv.headers["Content-Type"].startswith("application/json") and "0 of 12 done" in csv.json["error"]

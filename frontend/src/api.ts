@@ -47,24 +47,26 @@ async function fetchJSON<T>(u: string, route: string): Promise<T> {
   } finally { bump(-1); }
 }
 
-/** How often a view asks again while a run's per-worker summaries are still being read or computed (ms). */
+/** How often a view asks again while a run's per-worker summaries are still being read or computed (ms): soon at
+ * first (a small run's summaries take a fraction of a second), then every PENDING_POLL_MS. */
 export const PENDING_POLL_MS = 1000;
+export function pendingPollMs(i: number): number { return Math.min(PENDING_POLL_MS, 200 * 2 ** i); }
 
 /** Whether an answer names workers whose summaries are still being computed (`pending`). */
 export function isPending(d: any): boolean { return Array.isArray(d?.pending) && d.pending.length > 0; }
 
 /** GETs `route` (cached) until `still(answer)` is false: each pending answer goes to `onPending`, is forgotten and
- * asked again after PENDING_POLL_MS. The complete answer, or null once `alive()` is false (the view went away). */
+ * asked again after `pendingPollMs`. The complete answer, or null once `alive()` is false (the view went away). */
 export async function getWhenReady<T = any>(route: string, params: Record<string, string | number | undefined | null>, alive: () => boolean,
   opts: { onPending?: (d: any) => void | Promise<void>; still?: (d: any) => boolean } = {}): Promise<T | null> {
   const still = opts.still ?? isPending;
-  for (;;) {
+  for (let i = 0; ; i++) {
     const d = await getJSON<T>(route, params, { cache: true });
     if (!alive()) return null;
     if (!still(d)) return d;
     forget(route, params);
     await opts.onPending?.(d);
-    await new Promise((r) => setTimeout(r, PENDING_POLL_MS));
+    await new Promise((r) => setTimeout(r, pendingPollMs(i)));
     if (!alive()) return null;
   }
 }

@@ -15,11 +15,19 @@ export function fileProgressText(st: any): string | null {
   return null;
 }
 
-/** "Summarizing 5 of 8 workers… (3 done)" from a run-level route's pending answer (`pending`, `progress`). */
+/** "3 of 8 workers summarized, about 4 s left…" from a run-level route's pending answer (`pending`, `progress`
+ * with `eta_s`: the server's estimate from the throughput of the summaries it computed, null before the first). */
 export function summarizingText(d: any): string {
   const pending = Array.isArray(d?.pending) ? d.pending.length : 0;
   const total = Number(d?.progress?.total) || pending;
-  const done = Number(d?.progress?.done) || 0;
-  return `Summarizing ${Math.max(pending, total - done)} of ${total} workers… (${done} done; ` +
-    "`gpuscope summarize LOGDIR` computes the summaries ahead of time)";
+  const done = Number(d?.progress?.done) || Math.max(0, total - pending);
+  const eta = d?.progress?.eta_s;
+  const left = typeof eta === "number" && isFinite(eta) ? (eta < 1 ? "less than a second left" : `about ${Math.round(eta)} s left`)
+    : "estimating the time left";
+  return `${done} of ${total} workers summarized, ${left}… (\`gpuscope summarize LOGDIR\` computes the summaries ahead of time)`;
+}
+
+/** The workers still read, named while few: "w1, w2" or "w1, w2, w3 and 61 more". */
+export function pendingNames(names: string[], shown = 6): string {
+  return names.length <= shown ? names.join(", ") : `${names.slice(0, shown).join(", ")} and ${names.length - shown} more`;
 }

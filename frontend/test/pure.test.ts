@@ -5,7 +5,7 @@ import { readHash, writeHash } from "../src/state";
 import { fmtUs, fmtBytes, fmtPct } from "../src/dom";
 import { parseCurves } from "../src/views/memory";
 import { toCSV, toTSV, fileName } from "../src/export";
-import { fileProgressText, summarizingText } from "../src/progress";
+import { fileProgressText, pendingNames, summarizingText } from "../src/progress";
 import { hostURL, parseHostHash } from "../src/tburl";
 
 test("lowerBound finds the first index >= x", () => {
@@ -89,10 +89,18 @@ test("fileProgressText: reading, queued, nothing for done", () => {
   assert.equal(fileProgressText({ state: "done", file: "x" }), null);
 });
 
-test("summarizingText: the workers still summarized of all, and how many are done", () => {
-  assert.equal(summarizingText({ pending: ["w3", "w4"], progress: { done: 6, total: 8 } }),
-    "Summarizing 2 of 8 workers… (6 done; `gpuscope summarize LOGDIR` computes the summaries ahead of time)");
-  assert.match(summarizingText({ pending: ["w0"] }), /^Summarizing 1 of 1 workers… \(0 done;/);
+test("summarizingText: how many are summarized of all, and the server's estimate of the time left", () => {
+  assert.equal(summarizingText({ pending: ["w3", "w4"], progress: { done: 6, total: 8, eta_s: 3.6 } }),
+    "6 of 8 workers summarized, about 4 s left… (`gpuscope summarize LOGDIR` computes the summaries ahead of time)");
+  assert.match(summarizingText({ pending: ["w0"], progress: { done: 0, total: 1, eta_s: null } }), /^0 of 1 workers summarized, estimating the time left…/);
+  assert.match(summarizingText({ pending: ["w0"], progress: { done: 3, total: 4, eta_s: 0.2 } }), /^3 of 4 workers summarized, less than a second left…/);
+  assert.match(summarizingText({ pending: ["w0", "w1"] }), /^0 of 2 workers summarized, estimating/);
+});
+
+test("pendingNames: all of a few, the first ones and a count of many", () => {
+  assert.equal(pendingNames(["a", "b"]), "a, b");
+  const many = Array.from({ length: 64 }, (_, i) => `r${i}`);
+  assert.equal(pendingNames(many), "r0, r1, r2, r3, r4, r5 and 58 more");
 });
 
 test("TensorBoard URL state: p.gpuscope.* entries written and read back, others kept", () => {

@@ -7,12 +7,13 @@ Nothing here holds a parsed trace longer than one summary's computation.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ def summarize_bytes(path: str) -> bytes:
     return encode(summarize_path(path))
 
 
+#: `loaded(file, asked)`: the parsed trace to summarize `file` from, or None (the file is read alone); `asked`: a
+#: request waits for it (then a trace being parsed elsewhere is not waited for)
+Loaded = Callable[[Any, bool], Any]
+
 #: what a failed file reports in a run-level answer: {"worker", "file", "error"}
 Failure = dict[str, str]
 
@@ -89,30 +94,70 @@ class Pending:
     summaries: dict[str, Summary]
     errors: list[Failure]
     pending: list[str]
+    eta_s: float | None = None  # seconds until the last pending one is computed (`Summaries.eta`)
 
 
 def pending_answer(states: Sequence[Ready | Pending], runs: Sequence[str] | None = None) -> dict:
-    """The answer of a run-level route while summaries are missing: `{"pending", "progress": {"done", "total"}}`;
-    with `runs` (one per state: several runs asked at once) `pending` holds `{"run", "worker"}` objects."""
+    """The answer of a run-level route while summaries are missing: `{"pending", "progress": {"done", "total",
+    "eta_s"}}` (`eta_s`: seconds until the last of them, None before any was timed here); with `runs` (one per
+    state: several runs asked at once) `pending` holds `{"run", "worker"}` objects."""
     pending: list = []
     total = 0
+    etas = []
     for i, st in enumerate(states):
         waiting = st.pending if isinstance(st, Pending) else []
         total += len(st.summaries) + len(st.errors) + len(waiting)
         pending += waiting if runs is None else [{"run": runs[i], "worker": w} for w in waiting]
-    return {"pending": pending, "progress": {"done": total - len(pending), "total": total}}
+        if isinstance(st, Pending):
+            etas.append(st.eta_s)
+    eta = None if any(e is None for e in etas) else round(sum(etas), 1)  # type: ignore[arg-type]
+    return {"pending": pending, "progress": {"done": total - len(pending), "total": total, "eta_s": eta}}
+
+
+@dataclass
+class _Job:
+    """One file's summary on its way: looked for in the stores (`finding`), then waiting for the compute thread
+    (`queued`, in the heap by `rank`) and `running`. The future is the one every asker of the file shares."""
+
+    f: Any
+    loaded: Loaded | None
+    future: Future
+    rank: tuple
+    state: str = "finding"
+    started: float = 0.0
+
+
+#: summaries computed recently whose (file bytes, seconds, gzip) give the throughput behind the estimates
+TIMED_KEPT = 16
 
 
 class Summaries:
-    """Summaries of the trace files of one logdir, for the run-level views."""
+    """Summaries of the trace files of one logdir, for the run-level views. Missing ones are computed one at a
+    time, those a request waits for first (the latest request's first, small files before big ones), the rest
+    (prepared in the background at each scan) after, smallest first."""
 
-    def __init__(self, logdir: str, scheduler: str | None = None, threads: int = 1) -> None:
+    def __init__(
+        self,
+        logdir: str,
+        scheduler: str | None = None,
+        threads: int = 1,
+        quiet: Callable[[], Any] | None = None,
+    ) -> None:
+        """`quiet()`: a context manager held while a summary a request waits for is computed (the loader's
+        `hold`: no background file read starts meanwhile)."""
         self.logdir = logdir
         self.scheduler = scheduler or None
-        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="gpuscope-summary")
+        self._quiet = quiet
+        # two compute threads: one for the summaries requests wait for, one for the rest (started lazily); a long
+        # background summary never holds a request's back (they share the GIL meanwhile, the loader holds off)
+        self._threads = max(1, threads)
+        self._computers: list[threading.Thread] = []
+        self._closed = False
+        self._front_busy = False  # the front thread is computing (the background ones start nothing meanwhile)
         # finding stored summaries is I/O (one or two small reads each, remote ones slow): in parallel
         self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gpuscope-summary-io")
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # a job was queued, or closing
         self._memory: OrderedDict[tuple, Summary] = OrderedDict()
         # per file key in memory read from a stored summary: (its path, its identity then, when it was checked)
         self._origin: dict[tuple, tuple[str, tuple, float]] = {}
@@ -120,10 +165,16 @@ class Summaries:
         self._tokens: dict[int, tuple] = {}
         self._serial = itertools.count()
         self.answers = Answers()  # the run-level answers of these summaries (`answers.answer`)
-        self._pending: dict[tuple, Future] = {}
+        self._jobs: dict[tuple, _Job] = {}  # files whose summary is on its way
+        # (rank, order, key) of queued jobs, asked ones in the front heap; an entry whose job moved on is skipped
+        self._heaps: dict[bool, list[tuple[tuple, int, tuple]]] = {True: [], False: []}
+        self._order = itertools.count()
+        self._asks = itertools.count(1)
+        self._timed: deque[tuple[int, float, bool]] = deque(maxlen=TIMED_KEPT)
         self._failed: dict[tuple, BaseException] = {}  # files whose summary failed (until they change)
         self._client: Any = None
         self.computed = 0  # how many summaries this process computed (tests, benchmarks)
+        self.computed_order: deque[str] = deque(maxlen=4096)  # their paths in the order computed (tests)
 
     # ------------------------------------------------------------------ look-ups
     def find(self, f: Any) -> Summary | None:
@@ -226,49 +277,166 @@ class Summaries:
         self._origin.pop(key, None)
 
     # ------------------------------------------------------------------ computing
-    def prepare(self, files: list, loaded: Callable[[Any], Any] | None = None, forget_others: bool = True) -> None:
-        """Starts finding or computing, in the background, the summaries of `files`; with `forget_others`
-        (`files` are all the files there are) the failures of other files are forgotten."""
+    def prepare(
+        self,
+        files: list,
+        loaded: Loaded | None = None,
+        forget_others: bool = True,
+        asked: bool = False,
+    ) -> None:
+        """Starts finding or computing, in the background, the summaries of `files`; `asked`: a request waits for
+        them (computed before the background ones); with `forget_others` (`files` are all the files there are) the
+        failures of other files are forgotten."""
         keys = {f.key for f in files}
         with self._lock:
             for k in [k for k in self._failed if forget_others and k not in keys]:
                 del self._failed[k]
+            ask = next(self._asks) if asked else None
         for f in files:
             with self._lock:
                 if f.key in self._memory or f.key in self._failed:
                     continue
-            self._future(f, loaded)
+            self._future(f, loaded, ask)
 
-    def _future(self, f: Any, loaded: Callable[[Any], Any] | None) -> Future:
+    def on_their_way(self) -> list[Future]:
+        """The futures of the summaries being found or computed now."""
         with self._lock:
-            fut = self._pending.get(f.key)
-            if fut is not None:
-                return fut
-            fut = self._pending[f.key] = self._io.submit(self._find_or_compute, f, loaded)
+            return [j.future for j in self._jobs.values()]
+
+    def _rank(self, f: Any, ask: int | None) -> tuple:
+        """Where `f` goes in the compute queue: asked ones first (the latest request's first), small files first."""
+        return (0, -ask, int(f.size)) if ask is not None else (1, 0, int(f.size))
+
+    def _future(self, f: Any, loaded: Loaded | None, ask: int | None) -> Future:
+        """The future of `f`'s summary, started (looked for, then queued) unless on its way; `ask` moves it ahead."""
         key = f.key
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None:
+                rank = self._rank(f, ask)
+                if rank < job.rank and job.state in ("finding", "queued"):
+                    job.rank = rank
+                    if job.state == "queued":
+                        self._queue(job)
+                return job.future
+            fut: Future = Future()
+            job = self._jobs[key] = _Job(f, loaded, fut, self._rank(f, ask))
         fut.add_done_callback(lambda fu: self._forget(key, fu))
+        self._io.submit(self._find, job)
         return fut
 
     def _forget(self, key: tuple, fut: Future) -> None:
         with self._lock:
-            self._pending.pop(key, None)
+            if self._jobs.get(key) is not None and self._jobs[key].future is fut:
+                del self._jobs[key]
             exc = None if fut.cancelled() else fut.exception()
             if exc is not None:
                 self._failed[key] = exc
 
-    def get(self, f: Any, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> Summary:
+    def _find(self, job: _Job) -> None:
+        """I/O thread: a stored summary ends the job, else it is queued for the compute thread."""
+        try:
+            s = self.find(job.f)
+        except BaseException as e:  # noqa: BLE001 - the file's failure, for its askers
+            job.future.set_exception(e)
+            return
+        if s is not None:
+            job.future.set_result(s)
+            return
+        with self._lock:
+            job.state = "queued"
+            self._queue(job)
+
+    def _queue(self, job: _Job) -> None:
+        """Puts `job` in its heap (under the lock) and wakes the compute threads (started on first use)."""
+        heapq.heappush(self._heaps[job.rank[0] == 0], (job.rank, next(self._order), job.f.key))
+        if not self._computers and not self._closed:
+            for front in [True] + [False] * self._threads:
+                t = threading.Thread(target=self._computer, args=(front,), daemon=True, name="gpuscope-summary")
+                t.start()
+                self._computers.append(t)
+        self._wake.notify_all()
+
+    def _computer(self, front: bool) -> None:
+        """A compute thread: the best job of its heap, one after another. The front one (asked jobs) holds the
+        loader's background reads off (`quiet`) while it has work; a background one starts no job meanwhile."""
+        heap = self._heaps[front]
+        quiet = None
+        while True:
+            with self._lock:
+                job = None
+                while job is None:
+                    if self._closed:
+                        break
+                    while heap and (front or not self._front_busy):
+                        rank, _, key = heapq.heappop(heap)
+                        cand = self._jobs.get(key)
+                        if cand is not None and cand.state == "queued" and cand.rank == rank:
+                            job = cand
+                            job.state, job.started = "running", time.monotonic()
+                            break
+                    if front:
+                        self._front_busy = job is not None
+                        if job is None:
+                            self._wake.notify_all()  # the background threads go on
+                    if job is None:
+                        if front and quiet is not None:
+                            break  # let the loader go before waiting
+                        self._wake.wait()
+            if front and (job is not None) != (quiet is not None):
+                if quiet is None and self._quiet is not None:
+                    quiet = self._quiet()
+                    quiet.__enter__()
+                elif quiet is not None:
+                    quiet.__exit__(None, None, None)
+                    quiet = None
+            if job is not None:
+                self._run(job)
+            elif self._closed:
+                return
+
+    def _run(self, job: _Job) -> None:
+        try:
+            s = self._compute(job.f, job.loaded, job.rank[0] == 0)
+        except BaseException as e:  # noqa: BLE001 - the file's failure, for its askers
+            job.future.set_exception(e)
+        else:
+            job.future.set_result(s)
+
+    def eta(self, files: Sequence[Any]) -> float | None:
+        """Seconds until the summaries of `files` not found yet are computed, by the throughput of the last ones
+        computed here (per kind: gzip or not); None before any of that kind was timed."""
+        now = time.monotonic()
+        with self._lock:
+            timed = list(self._timed)
+            jobs = [self._jobs.get(f.key) for f in files]
+        left = 0.0
+        for f, job in zip(files, jobs):
+            if job is None:
+                continue
+            gz = f.path.endswith(".gz")
+            same = [(b, t) for b, t, z in timed if z == gz]
+            if not same or sum(t for _, t in same) <= 0:
+                return None
+            rate = sum(b for b, _ in same) / sum(t for _, t in same)
+            need = int(f.size) / rate
+            left += max(0.0, need - (now - job.started)) if job.state == "running" else need
+        return left
+
+    def get(self, f: Any, loaded: Loaded | None = None, timeout: float | None = 900) -> Summary:
         """The summary of `f`: found, or computed now (errors of the trace file propagate)."""
         s = self.find(f)
         if s is not None:
             return s
-        return self._future(f, loaded).result(timeout=timeout)
+        return self._future(f, loaded, next(self._asks)).result(timeout=timeout)
 
-    def get_many(self, files: list, loaded: Callable[[Any], Any] | None = None, timeout: float | None = 900) -> list:
+    def get_many(self, files: list, loaded: Loaded | None = None, timeout: float | None = 900) -> list:
         """Summaries of `files` (in order); a file that fails gives its exception in its place."""
         futs: list = []
+        ask = next(self._asks)
         for f in files:
             s = self._recall(f)
-            futs.append(s if s is not None else self._future(f, loaded))
+            futs.append(s if s is not None else self._future(f, loaded, ask))
         out: list[Summary | BaseException] = []
         for x in futs:
             if isinstance(x, Summary):
@@ -283,14 +451,14 @@ class Summaries:
     def ready(
         self,
         files: Sequence[tuple[str, Any]],
-        loaded: Callable[[Any], Any] | None,
+        loaded: Loaded | None,
         load_error: Callable[[Any], str | None],
         message: Callable[[Any, BaseException], str],
     ) -> Ready | Pending:
         """The one readiness protocol of the run-level routes, without waiting: Ready when every file of
-        (worker, file) `files` has a summary or failed, else Pending (the missing ones started in the background;
-        the failures of other files stay known, not retried on every request). `load_error(f)`: the loader's
-        failure of a file; `message(f, e)`: how a failure reads."""
+        (worker, file) `files` has a summary or failed, else Pending (the missing ones started, ahead of the
+        background ones; the failures of other files stay known, not retried on every request). `load_error(f)`:
+        the loader's failure of a file; `message(f, e)`: how a failure reads."""
         summaries: dict[str, Summary] = {}
         errors: list[Failure] = []
         waiting: list[str] = []
@@ -306,13 +474,15 @@ class Summaries:
                 waiting.append(w)
         if not waiting:
             return Ready(summaries, errors)
-        self.prepare([f for w, f in files if w in waiting], loaded=loaded, forget_others=False)
-        return Pending(summaries, errors, waiting)
+        missing = [f for w, f in files if w in set(waiting)]
+        self.prepare(missing, loaded=loaded, forget_others=False, asked=True)
+        eta = self.eta(missing)
+        return Pending(summaries, errors, waiting, None if eta is None else round(eta, 1))
 
     def collect(
         self,
         files: Sequence[tuple[str, Any]],
-        loaded: Callable[[Any], Any] | None,
+        loaded: Loaded | None,
         message: Callable[[Any, BaseException], str],
     ) -> Ready:
         """Every summary of (worker, file) `files`, waiting for those being computed (`get_many`); LoadFailed
@@ -327,15 +497,10 @@ class Summaries:
                 summaries[w] = s
         return Ready(summaries, errors).require()
 
-    def _find_or_compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> Summary:
-        s = self.find(f)
-        if s is not None:
-            return s
-        return self._pool.submit(self._compute, f, loaded).result()
-
-    def _compute(self, f: Any, loaded: Callable[[Any], Any] | None) -> Summary:
+    def _compute(self, f: Any, loaded: Loaded | None, asked: bool) -> Summary:
+        t0 = time.monotonic()
         src = source_of(f)
-        t = loaded(f) if loaded is not None else None
+        t = loaded(f, asked) if loaded is not None else None
         if t is not None:
             s = summarize(t, src)
         elif self.scheduler:
@@ -347,6 +512,8 @@ class Summaries:
         kept = self._remember(f.key, s)
         with self._lock:
             self.computed += 1
+            self.computed_order.append(f.path)
+            self._timed.append((int(f.size), time.monotonic() - t0, f.path.endswith(".gz")))
         return kept
 
     def _on_cluster(self, path: str) -> Summary:
@@ -363,7 +530,9 @@ class Summaries:
     def close(self) -> None:
         """Stops the background pool and the Dask client."""
         self._io.shutdown(wait=False, cancel_futures=True)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._closed = True
+            self._wake.notify_all()
         if self._client is not None:
             try:
                 self._client.close()

@@ -4,8 +4,8 @@
 kernel with about +4 ms, and the CSV link asks for format=csv. The tab needs no worker pair: against a 16-rank job whose
 rank 0 trace is cut short (so /diff of the rank-0 pair fails), and against a run that lists no worker, it still
 compares the two jobs. A job whose slow kernel was renamed (a library upgrade) shows it as one kernel row aligned by
-structure. Without stored summaries, while the server holds every summary computation, the tab shows "Summarizing N of
-M workers…" and then, once they are released and computed, the diff."""
+structure. Without stored summaries, while the server holds every summary computation, the tab shows "0 of
+8 workers summarized, …" and then, once they are released and computed, the diff."""
 
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ def test_jobs_tab_says_summarizing_then_shows_the_diff(browser, held_tb):
     try:
         _open_jobs_tab(page, tb, "jd_b", done="#jobdiff-pending")
         text = page.text_content("#jobdiff-pending")
-        assert text.startswith("Summarizing 8 of 8 workers… (0 done;"), text
+        assert text.startswith("0 of 8 workers summarized, estimating the time left…"), text
         assert page.query_selector("#jobdiff-header") is None
         gate.touch()  # the summaries are computed now: the tab, asking again, shows the diff
         page.wait_for_selector("#jobdiff-lines li", timeout=120000)

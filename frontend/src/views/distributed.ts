@@ -1,6 +1,7 @@
 // Distributed: all workers at once (readable at 2 and at 256): a step selector, per-worker bars, a
 // step × worker heatmap with drill-down into one worker's step, stragglers, collectives with bandwidth.
 import { foldRanks } from "../ranks";
+import { pendingNames, summarizingText } from "../progress";
 import { h, mount, fmtUs, fmtNum, fmtBytes, fmtPct } from "../dom";
 import { getJSON, getWhenReady } from "../api";
 import { stackedBarsMany, heatmap } from "../charts";
@@ -60,8 +61,7 @@ export async function distributedView(ctx: Ctx, el: HTMLElement): Promise<void> 
 
 async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: string[], head: HTMLElement): Promise<void> {
   const pendingBox = pending.length ? h("div", { class: "banner info", id: "dist-pending", role: "status" },
-    `Reading the traces of ${pending.length} of ${pending.length + Object.keys(obj(d?.workers)).length + (Array.isArray(d?.errors) ? d.errors.length : 0)} workers; `
-    + "the view fills in as they are read: ", pending.join(", ")) : null;
+    summarizingText(d), h("br"), "The view fills in as they are read; still reading: ", pendingNames(pending)) : null;
   const workers = obj(d?.workers);
   // workers in rank order (names as "node10_rank00080" sort badly as text)
   const devs = obj(d?.devices);
