@@ -599,13 +599,28 @@ def _verdict_text(d: dict) -> str:
     )
 
 
+class _VersionAction(argparse._VersionAction):
+    """`--version`: the version's line, then the detail of the C extensions (built, or not and what it costs)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        from profiler_core import native_parts
+
+        print(f"{self.version}\n{native_parts.detail()}")
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`, `history`, `export`, `pipeline`,
     `telemetry`)."""
     from profiler_core import __version__
 
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
-    p.add_argument("--version", action="version", version=f"gpuscope {__version__}")
+    p.add_argument(
+        "--version",
+        action=_VersionAction,
+        version=f"gpuscope {__version__}",
+        help="print the version, then whether the C extensions are built here (and what runs without them)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser(
         "summarize",
