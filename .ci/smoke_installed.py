@@ -84,8 +84,11 @@ def get(client: Any, url: str, status: int = 200) -> Any:
     return r.get_data()
 
 
-def check_plugin(logdir: Path) -> None:
-    """TensorBoard's application (as `tensorboard --logdir` builds it) serves gpuscope on `logdir`."""
+def check_plugin(logdir: Path, native: str) -> None:
+    """TensorBoard's application (as `tensorboard --logdir` builds it) serves gpuscope on `logdir`; the plugin's
+    start says, once in the log, which C extension is not built (and nothing when both are)."""
+    import logging
+
     from tensorboard import program
     from tensorboard.backend import application
     from werkzeug.test import Client
@@ -93,7 +96,17 @@ def check_plugin(logdir: Path) -> None:
     tb = program.TensorBoard()
     tb.configure(argv=["tensorboard", "--logdir", str(logdir), "--load_fast", "false"])
     provider, multiplexer = tb._make_data_provider()  # what TensorBoard's own _make_server does
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("tb_plugin.plugin").addHandler(handler)
     app = application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders, provider, tb.assets_zip_provider, multiplexer)
+    logging.getLogger("tb_plugin.plugin").removeHandler(handler)
+    missing = [m for m in said if "is not built" in m]
+    if native == "built":
+        check(not missing, f"the plugin's start says a C extension is missing: {missing}")
+    else:
+        check(len(missing) == 1 and "native trace reader" in missing[0], f"the plugin's start said {said}")
     c = Client(app)
     listing = get(c, "/data/plugins_listing")
     check("gpuscope" in listing, f"the gpuscope plugin is not discovered: {sorted(listing)}")
@@ -166,7 +179,7 @@ def main(argv: list[str]) -> int:
         check(len(traces) == 2, f"the CPU sample wrote {[t.name for t in traces]}, wanted two traces")
         print(f"smoke: the CPU sample wrote {len(traces)} traces")
 
-        check_plugin(logdir)
+        check_plugin(logdir, native)
         print("smoke: TensorBoard's app serves the gpuscope routes on them")
 
         run([str(bin_dir / "gpuscope"), "summarize", str(logdir), "--local", "1"], work, timeout=300)
