@@ -1,11 +1,14 @@
 """Smoke test of an installed gpuscope wheel: run it with the Python of a venv holding only the wheel.
 
-    VENV/bin/python .ci/smoke_installed.py samples/cpu_train.py
+    VENV/bin/python .ci/smoke_installed.py samples/cpu_train.py [--native built|missing]
 
-It refuses to run when gpuscope would be imported from a source tree, then checks what a user gets:
-`gpuscope --version`, the CPU sample writing traces, TensorBoard's own WSGI app discovering the plugin
-and its routes answering on those traces (views, the bundle, 400/404 errors), and `gpuscope summarize`
-on a local Dask cluster. Any failure ends it with exit status 1 and a line saying what failed.
+`--native` says what the install should hold: the C extensions built (the default: a wheel built where a C
+compiler was found), or missing (the pure-Python install of a machine without one, where everything must work
+and `gpuscope --version` must say what is missing). It refuses to run when gpuscope would be imported from a
+source tree, then checks what a user gets: `gpuscope --version` (and its detail on the C extensions), the CPU
+sample writing traces, TensorBoard's own WSGI app discovering the plugin and its routes answering on those
+traces (views, the bundle, 400/404 errors), and `gpuscope summarize` on a local Dask cluster. Any failure ends
+it with exit status 1 and a line saying what failed.
 """
 
 from __future__ import annotations
@@ -81,8 +84,11 @@ def get(client: Any, url: str, status: int = 200) -> Any:
     return r.get_data()
 
 
-def check_plugin(logdir: Path) -> None:
-    """TensorBoard's application (as `tensorboard --logdir` builds it) serves gpuscope on `logdir`."""
+def check_plugin(logdir: Path, native: str) -> None:
+    """TensorBoard's application (as `tensorboard --logdir` builds it) serves gpuscope on `logdir`; the plugin's
+    start says, once in the log, which C extension is not built (and nothing when both are)."""
+    import logging
+
     from tensorboard import program
     from tensorboard.backend import application
     from werkzeug.test import Client
@@ -90,7 +96,17 @@ def check_plugin(logdir: Path) -> None:
     tb = program.TensorBoard()
     tb.configure(argv=["tensorboard", "--logdir", str(logdir), "--load_fast", "false"])
     provider, multiplexer = tb._make_data_provider()  # what TensorBoard's own _make_server does
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("tb_plugin.plugin").addHandler(handler)
     app = application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders, provider, tb.assets_zip_provider, multiplexer)
+    logging.getLogger("tb_plugin.plugin").removeHandler(handler)
+    missing = [m for m in said if "is not built" in m]
+    if native == "built":
+        check(not missing, f"the plugin's start says a C extension is missing: {missing}")
+    else:
+        check(len(missing) == 1 and "native trace reader" in missing[0], f"the plugin's start said {said}")
     c = Client(app)
     listing = get(c, "/data/plugins_listing")
     check("gpuscope" in listing, f"the gpuscope plugin is not discovered: {sorted(listing)}")
@@ -119,8 +135,27 @@ def check_plugin(logdir: Path) -> None:
     get(c, f"{base}/overview?run=no-such-run&worker={workers[0]}&span=1", status=404)
 
 
+def check_native(detail: list[str], native: str) -> None:
+    """`gpuscope --version`'s detail lines say the C extensions are built, or name each one missing."""
+    import profiler_core.analysis.stages.op_tree as op_tree
+    import profiler_core.trace.read.native as reader
+
+    built = reader.available() and op_tree._tree is not None
+    if native == "built":
+        check(built, f"the C extensions are not built in this install: {detail}")
+        check(detail == ["native trace reader: built", "op tree's C pass: built"], f"--version's detail: {detail}")
+    else:
+        check(not reader.available() and op_tree._tree is None, "the C extensions are built, wanted missing")
+        said = "\n".join(detail)
+        for what in ("native trace reader: not built", "op tree's C pass: not built", "C compiler"):
+            check(what in said, f"gpuscope --version does not say {what!r}: {detail}")
+
+
 def main(argv: list[str]) -> int:
     """Runs every check with the sample at argv[0]; 0 when all pass."""
+    native = "built"
+    if len(argv) == 3 and argv[1] == "--native" and argv[2] in ("built", "missing"):
+        argv, native = argv[:1], argv[2]
     if len(argv) != 1 or not Path(argv[0]).is_file():
         print(__doc__, file=sys.stderr)
         return 2
@@ -131,9 +166,11 @@ def main(argv: list[str]) -> int:
         os.environ["GPUSCOPE_CACHE_DIR"] = str(work / "cache")
         version = check_installed()
         bin_dir = Path(sys.executable).parent
-        out = run([str(bin_dir / "gpuscope"), "--version"], work).strip()
+        out, *detail = run([str(bin_dir / "gpuscope"), "--version"], work).strip().splitlines()
         check(out == f"gpuscope {version}", f"gpuscope --version printed {out!r}, wanted 'gpuscope {version}'")
-        print(f"smoke: {out} from {Path(sysconfig.get_paths()['purelib'])}")
+        check_native(detail, native)
+        print(f"smoke: {out} (Python {sys.version.split()[0]}) from {Path(sysconfig.get_paths()['purelib'])}")
+        print(f"smoke: C extensions {native}: {detail[0]}")
 
         shutil.copy(sample, work / "cpu_train.py")  # run from here: nothing of the source tree on sys.path
         logdir = work / "log"
@@ -142,7 +179,7 @@ def main(argv: list[str]) -> int:
         check(len(traces) == 2, f"the CPU sample wrote {[t.name for t in traces]}, wanted two traces")
         print(f"smoke: the CPU sample wrote {len(traces)} traces")
 
-        check_plugin(logdir)
+        check_plugin(logdir, native)
         print("smoke: TensorBoard's app serves the gpuscope routes on them")
 
         run([str(bin_dir / "gpuscope"), "summarize", str(logdir), "--local", "1"], work, timeout=300)

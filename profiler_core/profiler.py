@@ -62,6 +62,20 @@ def _cuda_available() -> bool:
     return _cuda_module().is_available()
 
 
+def _backend_note() -> str:
+    """What the warning about CUDA without a GPU adds when GPUSCOPE_CUDA_BACKEND names a backend: it has
+    nothing to capture from, and a value that is not a backend (``cuda``) is named, not silently dropped."""
+    from . import settings
+
+    raw = os.environ.get("GPUSCOPE_CUDA_BACKEND", "").strip()
+    if not raw:
+        return ""
+    choices = settings.SETTINGS["GPUSCOPE_CUDA_BACKEND"].choices
+    if raw not in choices:
+        return f"; GPUSCOPE_CUDA_BACKEND={raw!r} is not a backend either (expected {' or '.join(choices)})"
+    return f"; GPUSCOPE_CUDA_BACKEND={raw} has no GPU to capture from"
+
+
 def supported_activities() -> set:
     """The activities this machine can capture: CPU, plus CUDA when CUPTI capture is possible."""
     acts = {ProfilerActivity.CPU}
@@ -208,7 +222,7 @@ class profile:
         if ProfilerActivity.CUDA in acts and not _cuda_available():
             warnings.warn(
                 "gpuscope: CUDA activity was requested but cannot be captured on this machine "
-                "(no GPU, driver or cupti-python); recording CPU activity only",
+                "(no GPU, driver or cupti-python); recording CPU activity only" + _backend_note(),
                 RuntimeWarning,
                 stacklevel=2,
             )

@@ -37,6 +37,17 @@ class Setting:
     maximum: float | None = None
     #: for development tools (tests, benchmarks), not the profiler or the plugin
     dev: bool = False
+    #: the default in words where it is computed when read (`default` None): what the warning about a bad
+    #: value and the README's table print, never "none"
+    default_text: str = ""
+
+    def shown_default(self) -> str:
+        """The default as the README's table and the warning about a bad value print it."""
+        if self.default_text:
+            return self.default_text
+        if isinstance(self.default, bool):
+            return f"`{int(self.default)}`"
+        return f"`{self.default}`"
 
     def parse(self, raw: str) -> Any:
         """The value of `raw`; ValueError saying what is expected when it does not parse."""
@@ -89,7 +100,8 @@ SETTINGS: dict[str, Setting] = {
             "text",
             None,
             "where parsed traces and plugin-made summaries are cached "
-            "(default `~/.cache/gpuscope`; created 0700, refused when another user owns it)",
+            "(created 0700, refused when another user owns it)",
+            default_text="`~/.cache/gpuscope`",
         ),
         _s("CACHE", "flag", True, "0 turns the parse cache off"),
         _s("CACHE_MAX_BYTES", "bytes", 8 << 30, "size the parse cache may grow to before old entries are removed"),
@@ -97,37 +109,39 @@ SETTINGS: dict[str, Setting] = {
             "PARSE_PROCESSES",
             "count",
             None,
-            "extra processes that parse one trace of 16 MB or more "
-            "in byte ranges (default: cores - 1, at most 3; 0 turns it off)",
+            "extra processes that parse one trace of 16 MB or more in byte ranges (0 turns it off)",
+            default_text="cores - 1, at most 3",
         ),
         _s(
             "LOAD_PROCESSES",
             "count",
             None,
-            "plugin processes that parse different trace files at "
-            "once (default: half the cores, at most 4, from 4 cores; else 0)",
+            "plugin processes that parse different trace files at once",
+            default_text="half the cores, at most 4, from 4 cores; else 0",
         ),
         _s(
             "LOAD_THREADS",
             "count",
             None,
-            "without load processes, files the plugin reads at once in threads "
-            "(default: 2 from 2 cores where the native reader is built, else 1)",
+            "without load processes, files the plugin reads at once in threads",
             minimum=1,
+            default_text="2 from 2 cores where the native reader is built, else 1",
         ),
         _s(
             "MAX_LOADED_BYTES",
             "bytes",
             None,
-            "the memory budget for parsed traces (default: 4 GiB, at most half the machine's memory); a trace is "
-            "read when the measured cost of what it keeps (about 224 bytes an event, 128 more with kernel or copy "
+            "the memory budget for parsed traces; a trace is read when the measured cost of what it keeps "
+            "(about 224 bytes an event, 128 more with kernel or copy "
             "args) fits, estimated before its body is read",
+            default_text="4 GiB, at most half the machine's memory",
         ),
         _s(
             "MAX_TRACE_BYTES",
             "bytes",
             None,
-            "the largest uncompressed trace read (default: 4 times GPUSCOPE_MAX_LOADED_BYTES)",
+            "the largest uncompressed trace read",
+            default_text="4 times GPUSCOPE_MAX_LOADED_BYTES",
         ),
         _s(
             "GUNZIP",
@@ -155,7 +169,8 @@ SETTINGS: dict[str, Setting] = {
             "count",
             None,
             "threads that scan pieces of one trace with the native reader, beside the thread that inflates "
-            "and converts them (default: cores minus one, at most 4; 0: the reading thread scans them)",
+            "and converts them (0: the reading thread scans them)",
+            default_text="cores minus one, at most 4",
         ),
         _s("NO_MALLOC_TUNING", "flag", False, "1 leaves glibc's malloc settings alone while parsing"),
         _s(
@@ -178,6 +193,7 @@ SETTINGS: dict[str, Setting] = {
             None,
             "a Dask scheduler (tcp://host:8786) that computes missing "
             "summaries (also the flag --gpuscope_dask_scheduler)",
+            default_text="none: the plugin computes them",
         ),
         _s("DISABLE_CUDA", "flag", False, "1 turns CUDA capture off (CPU-only traces)"),
         _s(
@@ -192,13 +208,15 @@ SETTINGS: dict[str, Setting] = {
             "number",
             None,
             "dense peak TFLOP/s of a GPU the device peaks table does not know (every dtype's compute roof; "
-            "also `--peak-tflops` of `gpuscope diagnose`); without it such a GPU has no roofline",
+            "also `--peak-tflops` of `gpuscope diagnose`)",
+            default_text="none: such a GPU has no roofline",
         ),
         _s(
             "PEAK_GBPS",
             "number",
             None,
             "memory bandwidth GB/s of a GPU the device peaks table does not know (with `GPUSCOPE_PEAK_TFLOPS`)",
+            default_text="none: such a GPU has no roofline",
         ),
         _s(
             "ROOFLINE_FRACTION",
@@ -209,8 +227,8 @@ SETTINGS: dict[str, Setting] = {
             maximum=1.0,
         ),
         _s("KEEP_RAW_RECORDS", "flag", False, "1 keeps CUPTI's raw records on the collector (debugging)"),
-        _s("SHARED", "text", None, "the team's shared folder with real traces (default `../shared`)", dev=True),
-        _s("ORACLES_DIR", "text", None, "where the GPU oracles of tests live (default `.venvs`)", dev=True),
+        _s("SHARED", "text", None, "the team's shared folder with real traces", dev=True, default_text="`../shared`"),
+        _s("ORACLES_DIR", "text", None, "where the GPU oracles of tests live", dev=True, default_text="`.venvs`"),
         _s("BIG_TRACE_EVENTS", "count", 2000000, "events of tests/test_reader_big.py's trace", dev=True),
         _s(
             "NATIVE_FUZZ_SECONDS",
@@ -227,7 +245,14 @@ SETTINGS: dict[str, Setting] = {
             dev=True,
         ),
         _s("SCREENSHOTS", "flag", False, "1 makes the browser tests refresh docs/screenshots/", dev=True),
-        _s("SHOTS_DIR", "text", None, "folder the merged-timeline browser test copies its screenshots to", dev=True),
+        _s(
+            "SHOTS_DIR",
+            "text",
+            None,
+            "folder the merged-timeline browser test copies its screenshots to",
+            dev=True,
+            default_text="none: not copied",
+        ),
         _s(
             "DEV_BACKEND",
             "flag",
@@ -239,18 +264,34 @@ SETTINGS: dict[str, Setting] = {
             "COMPAT_VENV",
             "text",
             None,
-            "the venv with torch, torch-tb-profiler and HTA for the comparisons (default `.venvs/compat`)",
+            "the venv with torch, torch-tb-profiler and HTA for the comparisons",
             dev=True,
+            default_text="`.venvs/compat`",
         ),
         _s(
             "TORCH_PYTHON",
             "text",
             None,
-            "the python with torch for the recording and export benchmarks (default the compat venv's)",
+            "the python with torch for the recording and export benchmarks",
             dev=True,
+            default_text="the compat venv's",
         ),
-        _s("TBP_PYTHON", "text", None, "the python with torch-tb-profiler for bench_load.py", dev=True),
-        _s("REAL_TRACES", "text", None, "folder with the big real traces of bench_real.py", dev=True),
+        _s(
+            "TBP_PYTHON",
+            "text",
+            None,
+            "the python with torch-tb-profiler for bench_load.py",
+            dev=True,
+            default_text="the compat venv's",
+        ),
+        _s(
+            "REAL_TRACES",
+            "text",
+            None,
+            "folder with the big real traces of bench_real.py",
+            dev=True,
+            default_text="none: bench_real.py --real-dir names it",
+        ),
         _s("CHROMIUM", "text", "/usr/bin/chromium", "the browser of bench_timeline_fps.py", dev=True),
     )
 }
@@ -279,7 +320,7 @@ def get(name: str) -> Any:
             name,
             shown,
             e,
-            "none" if setting.default is None else setting.default,
+            setting.shown_default().replace("`", ""),
         )
         value = setting.default
     with _lock:
@@ -293,9 +334,7 @@ def markdown() -> str:
     for dev in (False, True):
         for s in SETTINGS.values():
             if s.dev == dev:
-                default = "" if s.default is None else f"`{s.default}`"
-                if isinstance(s.default, bool):
-                    default = f"`{int(s.default)}`"
+                default = s.shown_default()
                 lines.append(f"| `{s.name}` | {s.expects()} | {default} | {'(development) ' if dev else ''}{s.doc} |")
     return "\n".join(lines) + "\n"
 

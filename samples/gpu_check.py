@@ -62,9 +62,10 @@ extern "C" __global__ void smem_heavy(float *x, int n)
 """
 
 
-def check(name: str, ok: bool, detail=None) -> bool:
-    RESULTS["checks"][name] = {"ok": bool(ok), "detail": detail}
-    print(f"[{'PASS' if ok else 'FAIL'}] {name}" + (f": {detail}" if detail is not None and not ok else ""))
+def check(name: str, ok: bool, found=None, *, expected: str) -> bool:
+    """Records check `name`; a failure says what was expected and what was found (in gpu_check.json too)."""
+    RESULTS["checks"][name] = {"ok": bool(ok), "expected": expected, "found": found}
+    print(f"[{'PASS' if ok else 'FAIL'}] {name}" + ("" if ok else f": expected {expected}; found {found!r}"))
     return ok
 
 
@@ -150,8 +151,19 @@ def device_properties() -> list:
 
     props = query_device_properties()
     RESULTS["info"]["device_properties"] = props
-    check("device properties read through the driver", bool(props) and props[0].get("numSms", 0) > 0, props)
-    check("profiler_core.cuda.is_available()", is_available())
+    check(
+        "device properties read through the driver",
+        bool(props) and props[0].get("numSms", 0) > 0,
+        props,
+        expected="deviceProperties with numSms > 0",
+    )
+    available = is_available()
+    check(
+        "profiler_core.cuda.is_available()",
+        available,
+        available,
+        expected="True (a GPU, its driver and cupti-python)",
+    )
     return props
 
 
@@ -326,6 +338,7 @@ def capture() -> None:
         "no clock drift between CUPTI and the recording clock",
         not any("drifted" in str(w.message) for w in caught),
         [str(w.message) for w in caught],
+        expected="no warning that the clocks drifted",
     )
     for c in closers:
         if c:
@@ -337,13 +350,14 @@ def capture() -> None:
         {"provenance": {"captured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **RESULTS["info"]}, **raw},
         "raw_records.json.gz",
     )
-    check("trace source is CUPTI", trace.get("trace_source") == "cupti", trace.get("trace_source"))
+    check("trace source is CUPTI", trace.get("trace_source") == "cupti", trace.get("trace_source"), expected="'cupti'")
     versions = {k: trace.get(k) for k in ("cupti_python_version", "cupti_version", "cuda_driver_version")}
     RESULTS["info"]["trace_versions"] = versions
     check(
         "trace names cupti-python's version and CUPTI's API version (cuptiGetVersion)",
         versions["cupti_python_version"] == _version("cupti-python") and isinstance(versions["cupti_version"], int),
         versions,
+        expected=f"cupti_python_version {_version('cupti-python')!r} and an int cupti_version",
     )
     try:
         from profiler_core.cuda.cupti_backend import CuptiBackend
@@ -367,10 +381,25 @@ def capture() -> None:
             got = sorted(g["args"].get("bytes") for g in mine if g["cat"] != "kernel")
             if nbytes not in got:
                 bad_bytes[name] = {"expected": nbytes, "copy/memset events": got}
-    check("every launch yields one kernel event linked to its op", not bad_launch, bad_launch)
-    check("copies and memsets carry their byte counts", not bad_bytes, bad_bytes)
+    check(
+        "every launch yields one kernel event linked to its op",
+        not bad_launch,
+        bad_launch,
+        expected="no launch without exactly one kernel linked to its op",
+    )
+    check(
+        "copies and memsets carry their byte counts",
+        not bad_bytes,
+        bad_bytes,
+        expected="no copy or memset without its bytes",
+    )
     corr = [g["args"]["correlation"] for g in gpu if g["cat"] == "kernel"]
-    check("one kernel event per correlation id", len(corr) == len(set(corr)))
+    check(
+        "one kernel event per correlation id",
+        len(corr) == len(set(corr)),
+        {"kernel events": len(corr), "repeated ids": sorted({c for c in corr if corr.count(c) > 1})[:10]},
+        expected="every correlation id on one kernel event",
+    )
     by_ext = {o["args"]["External id"]: o for o in ops}
     outside = [
         a["name"]
@@ -382,11 +411,21 @@ def capture() -> None:
             <= by_ext[a["args"]["External id"]]["ts"] + by_ext[a["args"]["External id"]]["dur"]
         )
     ]
-    check("API calls lie inside their op's window", not outside, outside[:10])
+    check(
+        "API calls lie inside their op's window",
+        not outside,
+        outside[:10],
+        expected="no API call outside its op's window",
+    )
     early = [
         g["name"] for g in gpu if g["args"]["correlation"] in api and g["ts"] < api[g["args"]["correlation"]]["ts"]
     ]
-    check("GPU work starts after its launch call (clock calibration)", not early, early[:10])
+    check(
+        "GPU work starts after its launch call (clock calibration)",
+        not early,
+        early[:10],
+        expected="no GPU work that starts before its launch call",
+    )
     streams: dict = {}
     for g in sorted((g for g in gpu if g["cat"] == "kernel"), key=lambda g: g["ts"]):
         streams.setdefault((g["pid"], g["tid"]), []).append(g)
@@ -396,9 +435,19 @@ def capture() -> None:
         for a, b in zip(ks, ks[1:])
         if b["ts"] < a["ts"] + a["dur"] - 0.001
     ]
-    check("kernels on each stream are monotone, without overlap", not overlap, overlap[:5])
+    check(
+        "kernels on each stream are monotone, without overlap",
+        not overlap,
+        overlap[:5],
+        expected="no two kernels of one stream overlapping",
+    )
     tids = {a["tid"] for a in api.values() if "External id" in a["args"]}
-    check("API thread ids are OS thread ids", tids == {threading.get_native_id()}, sorted(tids))
+    check(
+        "API thread ids are OS thread ids",
+        tids == {threading.get_native_id()},
+        sorted(tids),
+        expected=f"[{threading.get_native_id()}] (this thread's OS id)",
+    )
     RESULTS["info"]["clock_offset_ns"] = raw.get("clock_offset_ns")
     RESULTS["info"]["event_counts"] = {
         c: sum(1 for e in ev if e.get("cat") == c)
@@ -415,12 +464,17 @@ def capture() -> None:
         )
     }
     mem = [e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
-    check("device allocations appear as [memory] events", bool(mem), len(mem))
+    check("device allocations appear as [memory] events", bool(mem), len(mem), expected="at least one [memory] event")
     with profiler_core.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof2:
         with record_op("check::second_cycle"):
             items[0][1]()
     k2 = [e for e in prof2.trace["traceEvents"] if e.get("cat") == "kernel"]
-    check("a second profile cycle captures again", len(k2) >= 1, len(k2))
+    check(
+        "a second profile cycle captures again",
+        len(k2) >= 1,
+        len(k2),
+        expected="at least one kernel in the second cycle",
+    )
 
 
 @section
@@ -460,9 +514,19 @@ def graphs() -> None:
     trace = prof.trace
     _dump_gz(trace, "graph_trace.json.gz")
     kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and str(e.get("name")).startswith("scale")]
-    check("graph replays: one kernel event per node and replay", len(kernels) == nodes * replays, len(kernels))
+    check(
+        "graph replays: one kernel event per node and replay",
+        len(kernels) == nodes * replays,
+        len(kernels),
+        expected=f"{nodes} nodes x {replays} replays = {nodes * replays} kernel events",
+    )
     ids = [(e["args"].get("graph id"), e["args"].get("graph node id")) for e in kernels]
-    check("replayed kernels carry CUPTI's graph id and graph node id", all(g and nd for g, nd in ids), ids)
+    check(
+        "replayed kernels carry CUPTI's graph id and graph node id",
+        all(g and nd for g, nd in ids),
+        ids,
+        expected="a graph id and a graph node id on every replayed kernel",
+    )
     path = OUT / "graph_trace.json"
     path.write_text(json.dumps(trace))
     rows = {r["name"]: r for r in operators(read_trace(str(path), processes=0))["rows"]}
@@ -472,6 +536,7 @@ def graphs() -> None:
         "the capture op holds the replayed kernels' time, the launching op none",
         abs((got["check::graph_capture"] or 0) - total) <= 0.01 * total + 1 and not got["check::graph_replay"],
         {"kernels_us": total, **got},
+        expected=f"check::graph_capture {total} us (within 1 %), check::graph_replay 0",
     )
 
 
@@ -501,7 +566,12 @@ def occupancy(props: list) -> None:
     path = Path(tempfile.mkdtemp()) / "torch_trace.json"
     out = subprocess.run([sys.executable, "-c", TORCH_REF, str(path)], capture_output=True, text=True, timeout=180)
     if out.returncode != 0:
-        check("torch.profiler reference trace", False, out.stderr[-2000:])
+        check(
+            "torch.profiler reference trace",
+            False,
+            out.stderr[-2000:],
+            expected="the torch.profiler child process to exit 0",
+        )
         return
     ref = json.loads(path.read_text())
     _dump_gz(ref, "torch_trace.json.gz")
@@ -539,6 +609,7 @@ def occupancy(props: list) -> None:
         "occupancy matches Kineto on every torch kernel",
         compared > 0 and not mismatches,
         {"compared": compared, "mismatches": mismatches[:20]},
+        expected="kernels compared > 0 and no mismatch",
     )
     ours_path = OUT / "gpuscope_trace.json.gz"
     ours = None
@@ -550,12 +621,18 @@ def occupancy(props: list) -> None:
         if our_kernel and kernels:
             ours_only = ("static shared memory", "dynamic shared memory")  # our split of Kineto's total
             missing = sorted(set(our_kernel["args"]) - set(kernels[0]["args"]) - set(ours_only))
-            check("our kernel arg keys are Kineto's", not missing, missing)
+            check(
+                "our kernel arg keys are Kineto's",
+                not missing,
+                missing,
+                expected="none of Kineto's kernel arg keys missing from ours",
+            )
             a = our_kernel["args"]
             check(
                 "our static + dynamic shared memory = Kineto's total",
                 all(k in a for k in ours_only) and a[ours_only[0]] + a[ours_only[1]] == a.get("shared memory"),
                 {k: a.get(k) for k in ("shared memory", *ours_only)},
+                expected="static + dynamic shared memory == Kineto's 'shared memory'",
             )
             RESULTS["info"]["kineto_kernel_keys_we_lack"] = sorted(set(kernels[0]["args"]) - set(our_kernel["args"]))
 
@@ -600,18 +677,29 @@ def fallback() -> None:
         [sys.executable, "-c", FALLBACK_CHILD, str(ROOT)], capture_output=True, text=True, timeout=180, env=env
     )
     if out.returncode != 0:
-        check("CUDA-event fallback runs", False, out.stderr[-2000:])
+        check("CUDA-event fallback runs", False, out.stderr[-2000:], expected="the fallback's child process to exit 0")
         return
     r = json.loads(out.stdout.strip().splitlines()[-1])
     RESULTS["info"]["fallback"] = r
-    check("fallback marks the trace", r["source"] == "cuda_events", r["source"])
-    check("fallback: one kernel per pycuda launch, all linked", r["kernels"] == r["launches"] == r["linked"], r)
+    check("fallback marks the trace", r["source"] == "cuda_events", r["source"], expected="'cuda_events'")
+    check(
+        "fallback: one kernel per pycuda launch, all linked",
+        r["kernels"] == r["launches"] == r["linked"],
+        r,
+        expected="kernels == launches == linked",
+    )
     check(
         "fallback: driver calls lie inside their op (one clock)",
         not r["calls_outside_their_op"],
         r["calls_outside_their_op"][:10],
+        expected="no driver call outside its op",
     )
-    check("fallback: 1D and 2D memsets (sync and async) are timed", len(r["memset_bytes"]) >= 4, r["memset_bytes"])
+    check(
+        "fallback: 1D and 2D memsets (sync and async) are timed",
+        len(r["memset_bytes"]) >= 4,
+        r["memset_bytes"],
+        expected="at least 4 timed memsets",
+    )
 
 
 @section
@@ -637,6 +725,7 @@ def sample() -> None:
         "pycuda_train writes traces with kernels",
         out.returncode == 0 and files and kernels > 0,
         {"rc": out.returncode, "files": [f.name for f in files], "kernels": kernels, "stderr": out.stderr[-1500:]},
+        expected="exit status 0, trace files and at least one kernel",
     )
 
 

@@ -166,8 +166,22 @@ def file_status(ws: Workspace, a: dict) -> dict:
 
 
 def workers(ws: Workspace, a: dict) -> dict:
-    """/workers: the workers of a run."""
-    return {"workers": sorted(ws.run(a["run"]).workers)}
+    """/workers: the workers of a run; `unreadable`: those none of whose files could be read (as far as known
+    now), with the reason: they are listed, as `gpuscope diagnose` names them, but are no worker of the run-level
+    views (/diagnosis and /distributed list them under `errors`)."""
+    run = ws.run(a["run"])
+    names = sorted(run.workers)
+    out: dict = {"workers": names}
+    unreadable = {}
+    for w in names:
+        # an empty file is known unreadable from the listing (the reader's reason), before the loader reaches it
+        files = [f for s in run.spans(w) if (f := run.file(w, s)) is not None]
+        reasons = [ws.loader.error(f) or ("empty file" if f.size == 0 else None) for f in files]
+        if reasons and all(reasons):
+            unreadable[w] = reasons[0]
+    if unreadable:
+        out["unreadable"] = unreadable
+    return out
 
 
 def spans(ws: Workspace, a: dict) -> dict:

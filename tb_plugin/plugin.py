@@ -25,7 +25,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from profiler_core import settings
+from profiler_core import native_parts, settings
 from tb_plugin.errors import RequestError
 from tb_plugin.routes import ROUTES, Route
 from tb_plugin.workspace import Workspace
@@ -223,6 +223,7 @@ class GpuscopePlugin(base_plugin.TBPlugin):
         self._state: Workspace | None = None
         self._state_lock = threading.Lock()
         self._active: tuple[float, bool] = (0.0, False)
+        native_parts.say_once(log)  # a C extension not built (no compiler at install): said once, in the log
         # the run-level views' imports (pandas, the diagnosis) take a second or more: done while TensorBoard
         # starts and the page loads, not on the first request (nor while the first files are read)
         threading.Thread(target=_warm_up, args=(self,), name="gpuscope-warm-up", daemon=True).start()

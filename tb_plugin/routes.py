@@ -137,7 +137,15 @@ ROUTES: tuple[Route, ...] = (
         '"error"}...], "warnings": [{"run", "file", "message"}...], "logdir", "logdir_missing"}',
         held=False,
     ),
-    Route("/workers", handlers.workers, (RUN,), "the workers of a run", '{"workers": [name...]}', held=False),
+    Route(
+        "/workers",
+        handlers.workers,
+        (RUN,),
+        "the workers of a run; those none of whose files could be read (so far) under `unreadable`, with the reason "
+        "(they are no worker of /diagnosis or /distributed, nor of `gpuscope diagnose`)",
+        '{"workers": [name...], "unreadable": {name: reason}}',
+        held=False,
+    ),
     Route(
         "/spans",
         handlers.spans,

@@ -86,7 +86,7 @@ def test_flags_have_one_spelling_rule(monkeypatch, raw, value):
 def test_parse_processes_default_is_what_the_readme_says(monkeypatch, cores, expected):
     from profiler_core.trace.read import stream
 
-    assert "cores - 1, at most 3" in settings.SETTINGS["GPUSCOPE_PARSE_PROCESSES"].doc
+    assert settings.SETTINGS["GPUSCOPE_PARSE_PROCESSES"].shown_default() == "cores - 1, at most 3"
     monkeypatch.delenv("GPUSCOPE_PARSE_PROCESSES", raising=False)
     monkeypatch.setattr(stream.os, "cpu_count", lambda: cores)
     assert stream.parse_processes_for(None) == expected == max(0, min(3, cores - 1))

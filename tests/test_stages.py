@@ -493,7 +493,6 @@ def test_threads_asking_one_stage_at_once_compute_it_once():
     """The stage cache is single-flight: threads asking for one key of one trace at once wait for the one
     computing it (the loader's two warming threads and a request share stages); other keys do not wait."""
     import threading
-    import time
 
     from profiler_core.analysis.stages.registry import _computing, cached
 
@@ -501,21 +500,26 @@ def test_threads_asking_one_stage_at_once_compute_it_once():
         pass
 
     t = T()
-    calls, started = [], threading.Event()
+    calls, started, release = [], threading.Event(), threading.Event()
 
     def slow() -> int:
         calls.append(threading.current_thread().name)
         started.set()
-        time.sleep(0.2)
+        release.wait(30)  # "k" stays in computation until the other key has been answered
         return 42
 
     results = []
     threads = [threading.Thread(target=lambda: results.append(cached(t, "k", slow))) for _ in range(4)]
     for th in threads:
         th.start()
-    started.wait(5)
-    t0 = time.perf_counter()
-    assert cached(t, "other", lambda: 7) == 7 and time.perf_counter() - t0 < 0.15  # not behind "k"
+    assert started.wait(10)
+    # not behind "k": answered while "k" is still computing (no clock: a deadlock would leave `other` empty)
+    other: list[int] = []
+    th_other = threading.Thread(target=lambda: other.append(cached(t, "other", lambda: 7)))
+    th_other.start()
+    th_other.join(20)
+    assert other == [7] and not release.is_set()
+    release.set()
     for th in threads:
         th.join()
     assert results == [42] * 4 and len(calls) == 1

@@ -57,6 +57,8 @@ class App {
   private st: State = readHash();
   private runs: string[] = [];
   private workers: string[] = [];
+  /** workers none of whose files could be read (/workers' `unreadable`), with the reason */
+  private unreadable: Record<string, string> = {};
   private spans: string[] = [];
   private runSel = h("select", { id: "gs-run", "aria-label": "run" }) as HTMLSelectElement;
   private workerSel = h("select", { id: "gs-worker", "aria-label": "worker" }) as HTMLSelectElement;
@@ -272,13 +274,18 @@ class App {
 
   private async loadWorkers(): Promise<void> {
     const run = this.st.run;
-    try { this.workers = (await getJSON<{ workers: string[] }>("workers", { run })).workers.map(String); }
+    try {
+      const got = await getJSON<{ workers: string[]; unreadable?: Record<string, string> }>("workers", { run });
+      this.workers = got.workers.map(String);
+      this.unreadable = got.unreadable ?? {};
+    }
     catch (e) { this.fail(e); return; }
     if (run !== this.st.run) return;
     if (this.runSel.value !== run) this.runSel.value = run;
-    fillSelect(this.workerSel, this.workers);
+    fillSelect(this.workerSel, this.workers, this.unreadable);
     if (!this.st.worker || !this.workers.includes(this.st.worker)) {
-      const fallback = this.workers[0] ?? "";
+      // an unreadable file (an empty trace) is listed, as `gpuscope diagnose` names it, but not opened first
+      const fallback = this.workers.find((w) => !(w in this.unreadable)) ?? this.workers[0] ?? "";
       if (this.st.worker) this.say(`There is no worker "${this.st.worker}" in run "${run}"; showing "${fallback}".`);
       this.st.worker = fallback;
     }
@@ -341,7 +348,7 @@ class App {
       fillSelect(this.workerSel, ["All"]);
       this.workerSel.disabled = true;
     } else {
-      if (this.workerSel.value !== this.st.worker) { fillSelect(this.workerSel, this.workers); this.workerSel.value = this.st.worker; }
+      if (this.workerSel.value !== this.st.worker) { fillSelect(this.workerSel, this.workers, this.unreadable); this.workerSel.value = this.st.worker; }
       this.workerSel.disabled = this.workers.length <= 1;
     }
     this.setHash(this.pushNext);
@@ -394,7 +401,7 @@ function sameList(a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-function fillSelect(sel: HTMLSelectElement, items: string[]): void {
-  mount(sel, items.map((x) => h("option", { value: x }, x)));
+function fillSelect(sel: HTMLSelectElement, items: string[], notes: Record<string, string> = {}): void {
+  mount(sel, items.map((x) => h("option", { value: x, title: notes[x] ?? null }, notes[x] ? `${x} (unreadable)` : x)));
 }
 

@@ -272,11 +272,17 @@ def _scan(logdir: str) -> dict:
 
 
 def run_summaries(
-    logdir: str, run: str | None, span: str, log=_print, prog: str = "gpuscope diagnose"
+    logdir: str,
+    run: str | None,
+    span: str,
+    log=_print,
+    prog: str = "gpuscope diagnose",
+    errors: list | None = None,
 ) -> tuple[str, dict, dict]:
     """The run's name, its workers' summaries at `span` (read from LOGDIR/.gpuscope/summaries, the missing
     ones computed here and stored there when it is writable) and their trace paths. DiagnoseFailed when there is
-    nothing to read."""
+    nothing to read. Each trace that cannot be read is logged and, given `errors`, appended to it as the plugin's
+    run-level routes list it (`{"worker", "file", "error"}`: the same workers, the same reasons)."""
     runs = _scan(logdir)
     if run is None:
         if len(runs) > 1:
@@ -285,11 +291,13 @@ def run_summaries(
         run = next(iter(runs))
     if run not in runs:
         raise DiagnoseFailed(f"no run {run!r} in {logdir} (runs: {', '.join(sorted(runs)[:20])})")
-    got, paths = _summaries_of(logdir, runs[run], span, log, prog)
+    got, paths = _summaries_of(logdir, runs[run], span, log, prog, errors)
     return run, got, paths
 
 
-def _summaries_of(logdir: str, r: Any, span: str, log=_print, prog: str = "gpuscope") -> tuple[dict, dict]:
+def _summaries_of(
+    logdir: str, r: Any, span: str, log=_print, prog: str = "gpuscope", errors: list | None = None
+) -> tuple[dict, dict]:
     """The summaries of the run `r` (of the scan) at `span` and their trace paths (`run_summaries`); `prog` begins
     each line logged."""
     from tb_plugin.summaries.summary import decode
@@ -317,6 +325,9 @@ def _summaries_of(logdir: str, r: Any, span: str, log=_print, prog: str = "gpusc
         except Exception as e:  # noqa: BLE001 - one unreadable trace must not stop the others
             why = _reason(f, e)
             log(f"{prog}: {why if why.startswith(f.relpath) else f'{f.relpath}: {why}'}")
+            if errors is not None:
+                short = why[len(f.relpath) + 2 :] if why.startswith(f.relpath + ": ") else why
+                errors.append({"worker": w, "file": f.relpath, "error": fs.redact(short)})
             continue
         try:
             fs.write_bytes(store.out_path(out, f.relpath), data)
@@ -342,9 +353,10 @@ def diagnose_main(args: argparse.Namespace) -> int:
             _print("gpuscope diagnose: --peak-tflops must be a number > 0", file=sys.stderr)
             return 2
         os.environ["GPUSCOPE_PEAK_TFLOPS"] = repr(peak)  # read by the device peaks table (settings)
+    errors: list = []
     try:
         run, summaries, paths = run_summaries(
-            args.logdir, args.run, args.span, log=lambda m: _print(m, file=sys.stderr, flush=True)
+            args.logdir, args.run, args.span, log=lambda m: _print(m, file=sys.stderr, flush=True), errors=errors
         )
     except DiagnoseFailed as e:
         _print(f"gpuscope diagnose: {e}", file=sys.stderr)
@@ -359,10 +371,14 @@ def diagnose_main(args: argparse.Namespace) -> int:
         return read_trace(paths[worker], processes=0, tune_memory=True)
 
     rep = report.diagnose(summaries, trace=trace)
+    if errors:  # as the /diagnosis route lists them: not workers, each with its reason
+        rep = {**rep, "errors": errors}
     if args.json:
         _print(json.dumps({"caveats": rep["caveats"], "run": run, "span": args.span, **rep}, indent=1))
     else:
         _print(f"run {run}, span {args.span}")
+        for bad in errors:
+            _print(f"unreadable, not a worker here: {bad['file']} ({bad['error']})")
         _print(report.render_text(rep), end="")
     return 0
 
@@ -599,13 +615,28 @@ def _verdict_text(d: dict) -> str:
     )
 
 
+class _VersionAction(argparse._VersionAction):
+    """`--version`: the version's line, then the detail of the C extensions (built, or not and what it costs)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        from profiler_core import native_parts
+
+        print(f"{self.version}\n{native_parts.detail()}")
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `gpuscope` command (subcommands `summarize`, `diagnose`, `jobdiff`, `history`, `export`, `pipeline`,
     `telemetry`)."""
     from profiler_core import __version__
 
     p = argparse.ArgumentParser(prog="gpuscope", description="gpuscope command-line tools")
-    p.add_argument("--version", action="version", version=f"gpuscope {__version__}")
+    p.add_argument(
+        "--version",
+        action=_VersionAction,
+        version=f"gpuscope {__version__}",
+        help="print the version, then whether the C extensions are built here (and what runs without them)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser(
         "summarize",
