@@ -144,12 +144,13 @@ def mpi_run(tmp_path_factory) -> dict:
 @needs_mpi
 def test_real_mpi_run_ledger_names_the_slow_loader(mpi_run):
     """Every recorded step's critical rank is rank 2 with its data loading >= 100 ms (time.sleep sleeps at least
-    that long; < 125 ms leaves room for a loaded machine), and the other ranks wait for it (sync skew)."""
+    that long; a loaded machine may stretch it, so the upper bound only says it is that sleep: under twice it), and
+    the other ranks wait for it (sync skew)."""
     crit = mpi_run["ledger"]["critical"]["steps"]
     assert len(crit) == 4, mpi_run["text"]
     for s in crit:
         assert s["worker"] == _worker(mpi_run, 2), s
-        assert 100 <= s["buckets"]["data_loading"] < 125, s
+        assert 100 <= s["buckets"]["data_loading"] < 200, s
     for s in mpi_run["ledger"]["mean"]["steps"]:
         assert s["buckets"]["sync_skew"] > 3 / 4 * 100 * 0.8, s  # 3 of 4 ranks wait ~100 ms
 
@@ -165,13 +166,14 @@ def test_real_mpi_run_straggler_and_what_if(mpi_run):
     for i, s in enumerate(mpi_run["steps"]):
         st = s["straggler"]
         assert st is not None and st["rank"] == 2, mpi_run["text"]
-        # the excess is over the median rank, whose own data loading is a few ms: within 10 % of the plant
-        assert 90 <= next((p["excess_ms"] for p in st["phases"] if p["phase"] == "data_loading"), 0) < 125
+        # the excess is over the median rank, whose own data loading is a few ms: the plant, at least 90 % of it
+        # (under twice it: a loaded machine stretches a sleep, never shortens it)
+        assert 90 <= next((p["excess_ms"] for p in st["phases"] if p["phase"] == "data_loading"), 0) < 200
         assert st["why"].startswith("data loading +"), st["why"]
         assert "rank 2 late at " in s["path"] and "on group MPI_COMM_WORLD (4 ranks)" in s["path"], s["path"]
         assert "mpi::Allreduce #" in s["path"], s["path"]
         if i:
-            assert abs(st["saved_ms"] - 100) <= 10, st
+            assert 90 <= st["saved_ms"] < 200, st
 
 
 def test_slow_link_is_named_only_where_a_link_was_slow(jobs):

@@ -252,10 +252,16 @@ def _comm_rows(c: _Collectives) -> dict:
     return out
 
 
+#: a straggler row's excess is at least this many µs and this share of its step's median busy time: below either,
+#: the difference is the noise of any two ranks (a 3 µs row named nothing), not a straggler
+STRAGGLER_MIN_US = 50.0
+STRAGGLER_MIN_SHARE = 0.01
+
+
 def _stragglers(parts: Mapping[str, Distributed], c: _Collectives, wait: np.ndarray, limit: int = 20) -> list[dict]:
     """(worker, step) pairs whose busy time (step time minus own wait) exceeds the step's median over
-    the workers, largest excess first, each with the collective whose other workers waited longest
-    for it."""
+    the workers by at least STRAGGLER_MIN_US and STRAGGLER_MIN_SHARE of it, largest excess first, each with the
+    collective whose other workers waited longest for it."""
     workers = c.workers
     if len(workers) < 2:
         return []
@@ -275,7 +281,8 @@ def _stragglers(parts: Mapping[str, Distributed], c: _Collectives, wait: np.ndar
     g = f.groupby("step", sort=False)["busy"]
     f["median"] = g.transform("median")
     f["n"] = g.transform("size")
-    f = f[(f["n"] >= 2) & (f["busy"] > f["median"])]
+    least = np.maximum(STRAGGLER_MIN_US * 1e3, STRAGGLER_MIN_SHARE * f["median"])  # ns
+    f = f[(f["n"] >= 2) & (f["busy"] - f["median"] >= least)]
     f = f.assign(excess=f["busy"] - f["median"], worker=[workers[i] for i in f["w"]])
     f = f.sort_values(["excess", "worker"], ascending=[False, True]).head(limit)
     out = []

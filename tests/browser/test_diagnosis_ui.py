@@ -72,13 +72,29 @@ def test_overview_ledger_run_level_and_worker(page, job_tb, tmp_path):
     open_view(page, job_tb, "overview", RUN, f"worker={W0}")
     page.wait_for_selector("#ledger-table tbody tr")
     assert page.locator("#ledger-pending").count() == 0
-    # a run of 4 workers: the run-level ledger first, the rank that set each step is the planted straggler
-    assert page.get_attribute("#recommendations .seg button[data-value='critical']", "aria-pressed") == "true"
-    assert f"Set by {SLOW} (steps 1, 2, 3)" in page.inner_text("#ledger-critical")
+    # a run of 4 workers: the run-level ledger first, the mean over the ranks by default, as `gpuscope diagnose`
+    # leads with it (the same ledger as its JSON): the three fast ranks wait for the straggler, so sync skew is time
+    # to win back, never hidden
+    assert page.get_attribute("#recommendations .seg button[data-value='mean']", "aria-pressed") == "true"
+    buttons = page.locator("#recommendations .seg button")
+    order = [buttons.nth(i).get_attribute("data-value") for i in range(buttons.count())]
+    assert order == ["mean", "critical", "worker"]
     rows = _ledger_rows(page)
     assert len(rows) == 12 and "compute" in rows and "sync_skew" in rows and "pipeline_bubble" in rows
+    assert _ms(rows["sync_skew"][1]) > 0 and _ms(rows["sync_skew"][3]) == _ms(rows["sync_skew"][1])
+    cli = get_json(f"{job_tb.url}/data/plugin/gpuscope/diagnosis?run={RUN}&span=1")["ledger"]["mean"]
+    total = page.inner_text("#ledger-total")
+    assert re.search(r"at most ([\d.]+) ms recoverable", total), total
+    assert _ms(total.split("at most")[1]) == pytest.approx(cli["recoverable_ms"], abs=0.05)
     rec = [_ms(r[3]) for r in rows.values()]
     assert rec == sorted(rec, reverse=True), rec  # ranked by recoverable ms
+    screenshot(page, "diag_overview_ledger_mean", tmp_path)
+
+    # the rank that set each step: the planted straggler
+    page.click("#recommendations .seg button[data-value='critical']")
+    page.wait_for_selector("#recommendations .seg button[data-value='critical'][aria-pressed='true']")
+    assert f"Set by {SLOW} (steps 1, 2, 3)" in page.inner_text("#ledger-critical")
+    rows = _ledger_rows(page)
     # exclusive buckets: their ms add up to the average step the table names (values of 10-100 ms are shown to
     # 0.1 ms: the step and compute are each off by 0.05 ms at most, the eight smaller buckets by 0.005)
     step = _ms(page.inner_text("#ledger-total"))
@@ -86,13 +102,6 @@ def test_overview_ledger_run_level_and_worker(page, job_tb, tmp_path):
     assert _ms(rows["compute"][3]) == 0  # compute is the work: nothing to win back
     page.locator("#recommendations").scroll_into_view_if_needed()
     screenshot(page, "diag_overview_ledger_critical", tmp_path)
-
-    # the mean over the ranks: the three fast ranks wait for the straggler, so sync skew is time to win back
-    page.click("#recommendations .seg button[data-value='mean']")
-    page.wait_for_selector("#recommendations .seg button[data-value='mean'][aria-pressed='true']")
-    rows = _ledger_rows(page)
-    assert _ms(rows["sync_skew"][1]) > 0 and _ms(rows["sync_skew"][3]) == _ms(rows["sync_skew"][1])
-    screenshot(page, "diag_overview_ledger_mean", tmp_path)
 
     # this worker alone: a single trace cannot split waiting from transferring, said in words
     page.click("#recommendations .seg button[data-value='worker']")

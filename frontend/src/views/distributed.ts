@@ -153,7 +153,7 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
       onclick: (e: Event) => { e.stopPropagation(); ctx.set("cell", `${r.worker}|${r.step}`); if (step && step !== String(r.step)) ctx.set("step", String(r.step)); rerender(); } }, "step detail") }))
     : h("div", { class: "banner info", id: "dist-stragglers" }, typeof d?.withheld === "string" && d.withheld
       ? "No straggler is claimed: the caveat above withholds the cross-rank claims."
-      : names.length > 1 ? "No straggler: no worker is busier than its step's median." : "Stragglers need two workers or more.");
+      : names.length > 1 ? "No straggler: no worker is busier than its step's median by 50 µs and 1 % of it or more." : "Stragglers need two workers or more.");
 
   // wait vs transfer per process group: every member of every group, subgroups included
   const groupRows: any[] = [];

@@ -83,8 +83,10 @@ export function ledgerSection(d: any, run: string, worker: string, pick: string 
   const pending: string[] = Array.isArray(rl?.pending) ? rl.pending.map(String) : [];
   const runNotes: string[] = Array.isArray(rl?.notes) ? rl.notes.map(String) : [];
   const choices: [string, string][] = [];
-  if (crit) choices.push(["critical", "Run: the rank that set each step"]);
+  // the mean first: the default, as `gpuscope diagnose` leads with it (waiting for a straggler is its sync skew;
+  // the ledger of the rank that set a step holds little of what the others lost to it)
   if (mean) choices.push(["mean", `Run: mean of ${typeof rl?.workers === "number" ? rl.workers : "the"} ranks`]);
+  if (crit) choices.push(["critical", "Run: the rank that set each step"]);
   if (own) choices.push(["worker", `This worker (${worker})`]);
   const box = h("section", { class: "section", id: "recommendations" }, h("h3", null, "Where the step time goes"));
   if (!choices.length) {
