@@ -141,3 +141,34 @@ def test_eta_from_the_throughput_of_the_last_summaries(tmp_path):
         assert s.eta([_file(tmp_path, "done.json", 99)]) == 0.0  # not on its way: nothing left
     finally:
         s.close()
+
+
+def test_a_file_with_a_parse_cache_entry_is_estimated_at_the_cache_rate(tmp_path, monkeypatch):
+    """The loader's seconds-left of a file read from its parse cache entry use the cache's rate, not the parse rate
+    of its kind (a 177 MB trace read from the cache in about 2 s while the page said "about 159 s left")."""
+    from profiler_core.trace.read import cache
+    from tb_plugin import loader as L
+    from tb_plugin.runs import Scanner
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    paths = generate(str(tmp_path / "logs" / "job"), 2, events=300, steps=2)
+    for p in paths:
+        os.utime(p, (OLD, OLD))
+    files = sorted(
+        (f for r in Scanner(str(tmp_path / "logs")).scan().values() for f in r.files()), key=lambda f: f.path
+    )
+    ld = L.Loader(processes=0)
+    try:
+        assert ld.rate(files[0]) == L.DEFAULT_RATE["gz"]  # no entry yet: parsed, at the gzip rate
+        ld.get(files[0])
+        ld.flush(60)  # its cache entry written
+        assert cache.entry_path(files[0].path).is_file()
+        assert ld._kind(files[0]) == "cache" and ld._kind(files[1]) == "gz"
+        fresh = L.Loader(processes=0)
+        try:
+            assert fresh.rate(files[0]) == L.DEFAULT_RATE["cache"] > 20 * L.DEFAULT_RATE["gz"]
+            assert fresh.rate(files[1]) == L.DEFAULT_RATE["gz"]
+        finally:
+            fresh.close()
+    finally:
+        ld.close()
