@@ -4,8 +4,10 @@ Builds the logdir once (benchmarks/gen_distributed.py, small traces: `--events`,
 their file-name timestamps; from run `--regressed-from` on, rank 1's slow kernel runs 1.5 ms longer), summarizes it
 once with `gpuscope summarize --local N`, then times, each in a fresh process (`python -m tb_plugin.summaries.cli`):
 
-  load   the baseline: every run's summaries read from disk (what history cannot do without)
-  cold   `gpuscope history LOGDIR --json`, summaries on disk, no run-level answer kept
+  load   the baseline: every run's summaries read from disk (what history computed its rows from)
+  first  `gpuscope history LOGDIR --json`, summaries on disk, no run's row kept (LOGDIR/.gpuscope/rows removed)
+  cold   the same again in a fresh process: each run's row read from disk (`summaries.rows`), the summaries of
+         the two runs the regression compares
   warm   `gpuscope.open(LOGDIR).history()` twice in one process: the second call's time (the answer kept)
   rows   then `history(order="name")`: another history of the same runs (each run's row kept, `history(keep=...)`)
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -123,9 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         assert cli.main(args) == 0
     print(f"summaries: {time.perf_counter() - t:.1f} s", flush=True)
     tree = Path(a.tree)
-    times: dict[str, list[float]] = {"load": [], "cold": [], "warm": [], "rows": []}
+    times: dict[str, list[float]] = {"load": [], "first": [], "cold": [], "warm": [], "rows": []}
     for _ in range(a.repeat):
         times["load"] += _py(LOAD.format(root=str(root)), tree)
+        shutil.rmtree(root / ".gpuscope" / "rows", ignore_errors=True)
+        times["first"] += _py(COLD.format(root=str(root)), tree)
         times["cold"] += _py(COLD.format(root=str(root)), tree)
         if a.no_warm:
             continue

@@ -154,7 +154,7 @@ def run_row(summaries: Mapping[str, Summary]) -> dict:
     verdict without the rest of the diagnosis), the cross-rank matching done once for both. A pure function of the
     summaries, so kept per run by their identity (`history(keep=...)`)."""
     with critical_path.shared_matches():
-        stats = run_stats(summaries)
+        stats = {**run_stats(summaries), "workers": len(summaries)}
         if stats["step_ms"] is None:
             return stats
         try:
@@ -181,7 +181,7 @@ def history(
             notes.append(f"run {name}: no readable trace")
             continue
         row = keep(summaries, functools.partial(run_row, summaries)) if keep is not None else run_row(summaries)
-        stats = {k: v for k, v in row.items() if k != "verdict"}
+        stats = {k: v for k, v in row.items() if k not in ("verdict", "workers")}
         if stats["step_ms"] is None:
             notes.append(f"run {name}: no step recorded")
             continue
@@ -190,7 +190,7 @@ def history(
             {
                 "run": name,
                 "time_ns": int(t),
-                "workers": len(summaries),
+                "workers": int(row.get("workers", len(summaries))),
                 **stats,
                 "verdict": why,
                 "baseline_ms": None,

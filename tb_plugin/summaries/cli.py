@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -21,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -443,11 +445,14 @@ def history_main(args: argparse.Namespace) -> int:
     import json
 
     from tb_plugin.run_level import history
+    from tb_plugin.summaries import rows
 
     if not fs.is_url(args.logdir) and not os.path.isdir(args.logdir):
         _print(f"gpuscope history: {args.logdir}: no such directory", file=sys.stderr)
         return 2
     log = lambda m: _print(m, file=sys.stderr, flush=True)  # noqa: E731
+    kept: dict[int, dict] = {}  # id(a run's summaries) -> its row read from disk
+    where: dict[int, tuple[str, list]] = {}  # id(a run's summaries) -> (its row's path, its (worker, file) pairs)
     try:
         chosen = history.select(_scan(args.logdir).values(), args.span, args.match)
         if not chosen:
@@ -455,12 +460,17 @@ def history_main(args: argparse.Namespace) -> int:
                 f"no run{' matching ' + repr(args.match) if args.match else ''} has span {args.span!r}"
             )
         series = []
-        for r in chosen:
-            try:
-                got, _ = _summaries_of(args.logdir, r, args.span, log, "gpuscope history")
-            except DiagnoseFailed as e:
-                log(f"gpuscope history: {e}")
-                got = {}
+        with ThreadPoolExecutor(IO_THREADS) as pool:  # small reads: in parallel
+            found = list(pool.map(lambda r: _kept_row(args.logdir, r, args.span), chosen))
+        for r, (path, files, row) in zip(chosen, found):
+            if row is not None:  # its row on disk: the summaries are read only if a regression needs them
+                got: Any = _Lazy(
+                    [w for w, _ in files], functools.partial(_run_summaries, args.logdir, r, args.span, log)
+                )
+                kept[id(got)] = row
+            else:
+                got = _run_summaries(args.logdir, r, args.span, log)
+            where[id(got)] = (path, files)
             series.append((r.name, history.run_time(r), got))
     except DiagnoseFailed as e:
         _print(f"gpuscope history: {e}", file=sys.stderr)
@@ -468,12 +478,67 @@ def history_main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _print("gpuscope history: interrupted", file=sys.stderr)
         return 130
-    res = history.history(series, order=args.order)
+
+    def keep(summaries: Any, compute: Any) -> dict:
+        row = kept.get(id(summaries))
+        if row is not None:
+            return row
+        row = compute()
+        path, files = where[id(summaries)]
+        key = rows.fingerprint(args.logdir, files)  # the summaries are on disk now
+        if key is not None:
+            rows.write(path, key, row)
+        return row
+
+    res = history.history(series, order=args.order, keep=keep)
     if args.json:
         _print(json.dumps(res, indent=1))
     else:
         _print(history.render_text(res), end="")
     return 0
+
+
+class _Lazy(Mapping):
+    """A run's summaries read on first use of a value (`gpuscope history` of a run whose row is kept on disk needs
+    only how many there are, unless it is one of the two runs a regression compares)."""
+
+    def __init__(self, workers: list[str], load: Callable[[], dict]) -> None:
+        self._workers, self._load = workers, load
+        self._got: dict | None = None
+
+    def _all(self) -> dict:
+        got = self._got if self._got is not None else self._load()
+        self._got = got
+        return got
+
+    def __getitem__(self, worker: str) -> Any:
+        return self._all()[worker]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._workers) if self._got is None else len(self._got)
+
+
+def _run_summaries(logdir: str, r: Any, span: str, log: Callable[[str], None]) -> dict:
+    """The run's summaries (`_summaries_of`), {} when none can be read (said on `log`)."""
+    try:
+        return _summaries_of(logdir, r, span, log, "gpuscope history")[0]
+    except DiagnoseFailed as e:
+        log(f"gpuscope history: {e}")
+        return {}
+
+
+def _kept_row(logdir: str, r: Any, span: str) -> tuple[str, list, dict | None]:
+    """The history row of run `r` kept on disk for its files as they are now: (its path, (worker, file) pairs, the
+    row or None)."""
+    from tb_plugin.summaries import rows
+
+    files = [(w, f) for w in sorted(r.workers) if (f := r.file(w, span)) is not None]
+    path = rows.path(logdir, "history", r.name, span)
+    key = rows.fingerprint(logdir, files)
+    return path, files, (rows.read(path, key) if key is not None else None)
 
 
 def export_main(args: argparse.Namespace) -> int:
