@@ -264,8 +264,8 @@ ROUTES: tuple[Route, ...] = (
         '{"caveats": [{"key", "text", "withholds"}...], "verdict": {"text", "kind", "rank", "worker", "ms", '
         '"saved_ms"}, "withheld", "workers", "ranks", "ledger", "ledger_reason", '
         '"steps": [{"step", "step_ms", "segments": [...], '
-        '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}'
-        + PENDING_ANSWER,
+        '"path", "path_parts", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", '
+        '"errors": [...]}' + PENDING_ANSWER,
     ),
     Route(
         "/pipeline",

@@ -505,15 +505,26 @@ export class TimelineViewer {
     c.strokeStyle = line; c.beginPath();
     const largest = Math.max(Math.abs(this.v0), Math.abs(this.v1));
     const labels: string[] = [];
+    const boxes: [number, number][] = [];
     for (let k = Math.ceil(this.v0 / step); k * step <= this.v1; k++) {
       const t = k * step, x = Math.round(this.xOf(t)) + 0.5;
       if (x < GUTTER) continue;
       const text = fmtTick(t, step, largest);
       c.moveTo(x, RULER - 8); c.lineTo(x, RULER);
-      c.fillStyle = muted; c.fillText(text, x + 3, RULER / 2 - 2);
+      // a label reads right of its tick; one the canvas's edge would cut reads left of it, unless that runs into
+      // the label before (then the tick stays unlabelled)
+      const tw = c.measureText(text).width;
+      let left = x + 3;
+      if (left + tw > this.w - 1) {
+        left = x - 3 - tw;
+        if (left < GUTTER || (boxes.length && left < boxes[boxes.length - 1][1] + 4)) continue;
+      }
+      c.fillStyle = muted; c.fillText(text, left, RULER / 2 - 2);
       labels.push(text);
+      boxes.push([left, left + tw]);
     }
     this.stats.ruler = labels;
+    this.stats.rulerBoxes = boxes;
     c.stroke();
     if (this.range) {
       const xa = Math.max(GUTTER, this.xOf(this.range.a)), xb = Math.min(this.w, this.xOf(this.range.b));

@@ -1,5 +1,5 @@
 // Diff: pick another profile to compare with; aligned operator tree with deltas and a delta table.
-import { h, mount, fmtUs, fmtNum } from "../dom";
+import { h, mount, fmtUs, fmtNum, arrowTabs, rove } from "../dom";
 import { getJSON, getWhenReady } from "../api";
 import { summarizingText } from "../progress";
 import { dataTable, Column, genericValue } from "../table";
@@ -98,8 +98,49 @@ function flat(x: any, keys: string[]): Record<string, number | null> {
   return o;
 }
 
+/** One step of two workers of the same run and span (the Distributed view's straggler against the median worker):
+ * each one's step length and busy time (the step less its own wait in collectives, as the straggler table
+ * counts it), from `/distributed/step`. */
+export interface StepBusy { base: { worker: string; length_us: number; busy_us: number }; exp: { worker: string; length_us: number; busy_us: number } }
+
+/** The step's length and busy time on both sides, or null when they are not two workers of one run and span or
+ * the run's summaries do not answer (the headline then says the step's own times from the diff). */
+async function stepBusy(ctx: Ctx, exp: { run: string; worker: string; span: string }, step: string): Promise<StepBusy | null> {
+  if (exp.run !== ctx.run || exp.span !== ctx.span || !exp.worker || exp.worker === ctx.worker) return null;
+  const one = async (worker: string) => {
+    const d = await getJSON<any>("distributed/step", { run: ctx.run, span: ctx.span, worker, step }, { cache: true });
+    const len = Number(d?.end_us) - Number(d?.start_us), wait = Number(d?.parts?.wait_us) || 0;
+    if (!isFinite(len)) throw new Error("no step bounds");
+    return { worker, length_us: len, busy_us: len - wait };
+  };
+  try { const [b, e] = await Promise.all([one(ctx.worker), one(exp.worker)]); return { base: b, exp: e }; }
+  catch { return null; }
+}
+
+const pct = (d: number, b: number) => (b ? ` (${d > 0 ? "+" : ""}${((d / b) * 100).toFixed(1)} %)` : "");
+
+/** The headline of a diff opened on one step: that step's difference, not the whole window's. Two workers of one
+ * run wait for each other at their collectives, so their steps last alike: the busy time says the straggler's
+ * excess (a 4 ms straggler read +0.3 % in the window's host time). */
+export function stepHeadline(step: string, row: any, busy: StepBusy | null): HTMLElement {
+  const parts: (HTMLElement | string)[] = [h("strong", null, `Step ${step}: `)];
+  if (busy) {
+    const dv = busy.exp.busy_us - busy.base.busy_us;
+    parts.push(h("span", { class: dv > 0 ? "pos" : dv < 0 ? "neg" : "", id: "diff-step-delta" }, `${sgn(dv)}${pct(dv, busy.base.busy_us)}`),
+      ` busy on ${busy.exp.worker} (${fmtUs(busy.exp.busy_us)}) against ${busy.base.worker}, the baseline (${fmtUs(busy.base.busy_us)}): the step less its wait in collectives. ` +
+      `The step lasts ${fmtUs(busy.exp.length_us)} against ${fmtUs(busy.base.length_us)}${pct(busy.exp.length_us - busy.base.length_us, busy.base.length_us)}: the ranks wait for each other.`);
+  } else if (row) {
+    const b = Number(row.base?.host_us), e = Number(row.exp?.host_us), dv = e - b;
+    const bd = Number(row.base?.device_us), ed = Number(row.exp?.device_us);
+    parts.push(h("span", { class: dv > 0 ? "pos" : dv < 0 ? "neg" : "", id: "diff-step-delta" }, `${sgn(dv)}${pct(dv, b)}`),
+      ` step time (${fmtUs(e)} compared, ${fmtUs(b)} on the baseline, its step ${row.base_step ?? "–"} against ${row.exp_step ?? "–"}); ` +
+      `device time ${sgn(ed - bd)}${pct(ed - bd, bd)}.`);
+  } else parts.push(`the baseline has no aligned step ${step}.`);
+  return h("div", { class: "banner info", id: "diff-step-head", role: "status" }, parts);
+}
+
 /** The backend's diff answer: totals, aligned steps -> phases -> ops, and the op delta table. */
-function renderAligned(d: any, step?: string): HTMLElement {
+function renderAligned(d: any, step?: string, busy: StepBusy | null = null): HTMLElement {
   const tk = ["host_us", "device_us", "calls"];
   const b = d.base ?? {}, e = d.exp ?? {};
   const cards = h("div", { class: "cards" }, ["host_us", "device_us", "calls"].map((k) => {
@@ -132,7 +173,8 @@ function renderAligned(d: any, step?: string): HTMLElement {
     key: `${side}_${k}`, label: `${side === "delta" ? "Δ" : side === "base" ? "Base" : "Exp"} ${k.replace(/_us$/, "").replace(/_/g, " ")}`, numeric: true,
     fmt: k === "calls" ? (side === "delta" ? sgnN : fmtNum) : side === "delta" ? sgn : fmtUs })))];
   const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
-  return h("div", null, cards, chart,
+  return h("div", null, step !== undefined ? stepHeadline(step, fi >= 0 ? steps[fi] : null, busy) : null,
+    step !== undefined ? h("p", { class: "muted" }, "The whole window compared:") : null, cards, chart,
     h("h3", null, "Aligned steps, phases and operators"),
     step !== undefined ? h("p", { class: "muted", id: "diff-step-note" }, fi >= 0 ? `Step ${step} of the baseline is open and marked.` : `The baseline has no aligned step ${step}.`) : null,
     collapsedTree(cols, roots, fi >= 0 ? roots[fi] : undefined),
@@ -153,8 +195,8 @@ function collapsedTree(cols: Column[], roots: TreeNode[], focus?: TreeNode): HTM
   return box;
 }
 
-function renderDiff(d: any, step?: string): HTMLElement {
-  if (d && typeof d === "object" && (Array.isArray(d.ops) || Array.isArray(d.steps)) && d.base && d.exp) return renderAligned(d, step);
+function renderDiff(d: any, step?: string, busy: StepBusy | null = null): HTMLElement {
+  if (d && typeof d === "object" && (Array.isArray(d.ops) || Array.isArray(d.steps)) && d.base && d.exp) return renderAligned(d, step, busy);
   const parts: (HTMLElement | string)[] = [];
   const roots = findRoots(d, ["tree", "root", "nodes"]);
   if (roots && roots.length) {
@@ -207,9 +249,14 @@ function diffTabs(ctx: Ctx, q: Record<string, string>, exp: { run: string; worke
     ops.hidden = which !== "ops";
     kbox.hidden = which !== "kernels";
     jbox.hidden = which !== "jobs";
+    rove(nav);
     if (loaded.has(which)) return Promise.resolve();
     loaded.add(which);
-    if (which === "ops") return load(ops, "comparing…", async () => renderDiff(await getJSON<any>("diff", q, { cache: true }), ctx.get("dstep")),
+    if (which === "ops") return load(ops, "comparing…", async () => {
+      const step = ctx.get("dstep");
+      const [d, busy] = await Promise.all([getJSON<any>("diff", q, { cache: true }), step === undefined ? null : stepBusy(ctx, exp, step)]);
+      return renderDiff(d, step, busy);
+    },
       () => ops.querySelector("#tree-focus")?.scrollIntoView({ block: "center" }));
     if (which === "kernels") return load(kbox, "comparing kernels…", async () => renderKernelDiff(ctx, await getJSON<any>("diff/kernels", q, { cache: true }), exp));
     if (which === "jobs") {
@@ -226,9 +273,11 @@ function diffTabs(ctx: Ctx, q: Record<string, string>, exp: { run: string; worke
   tabOps.addEventListener("click", () => show("ops"));
   tabK.addEventListener("click", () => show("kernels"));
   tabJ.addEventListener("click", () => show("jobs"));
+  const nav = h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK, tabJ);
+  arrowTabs(nav);
   const want = ctx.get("diff_tab");
   const ready = show(want === "kernels" || want === "jobs" ? want : "ops");
-  return { el: h("div", null, h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK, tabJ), ops, kbox, jbox), ready };
+  return { el: h("div", null, nav, ops, kbox, jbox), ready };
 }
 
 const ALIGN_TITLE: Record<string, string> = {
