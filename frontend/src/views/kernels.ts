@@ -47,7 +47,7 @@ export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     h("div", { class: "grid2" },
       pie(rows.map((r) => ({ name: groupBy !== "name" ? `${r.name} (${r.op})` + (groupBy === "name_op_config" ? ` ${r.grid ?? ""} ${r.block ?? ""}` : "") : String(r.name), value: Number(r.total_us) || 0 })), fmtUs, { title: "Top kernels by total time" }),
       pie([...byTc].map(([name, value]) => ({ name, value })), fmtUs, { title: "Tensor Cores utilization" })),
-    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us", exportName: `kernels-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name)) }));
+    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us", exportName: `kernels-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name), { of: "kernels", op: groupBy !== "name" && r.op !== undefined && r.op !== null ? String(r.op) : undefined }) }));
 }
 
 /** A launch-configuration cell: "varies" when the group's launches differ in it. */

@@ -29,7 +29,8 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
   ];
   let selected: HTMLTableRowElement | null = null;
   const table = dataTable(cols, rows, {
-    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name)),
+    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name), { of: "operators",
+      input_shape: groupBy === "name_shape" ? (typeof r.input_shape === "string" ? r.input_shape : JSON.stringify(r.input_shape)) : undefined }),
     onRowClick: async (r, tr) => {
       selected?.classList.remove("selected"); selected = tr; tr.classList.add("selected");
       if (r.has_call_stack === false) { mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "No call stack recorded for this operator (profile with with_stack=True).")); return; }

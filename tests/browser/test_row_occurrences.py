@@ -1,0 +1,67 @@
+"""A table row's "show in timeline" button opens the occurrences that row counts (issue 39, item 6: a 48-call row
+of the operators by input shape opened "occurrence 1 of 241", every event of its name), at two widths."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import TRACES, missing, open_view
+
+READY_MS = 60000
+
+
+def _total(page) -> int:
+    page.wait_for_selector("#tl-occ-label", timeout=READY_MS)
+    page.wait_for_function("() => /of [\\d,]+/.test(document.querySelector('#tl-occ-label').textContent)")
+    return int(re.search(r"of ([\d,]+)", page.inner_text("#tl-occ-label")).group(1).replace(",", ""))
+
+
+def _first_row_where(page, view: str, pred: str) -> tuple[int, dict]:
+    """The index and cells (by header) of the first row of the view's table for which `pred(cells)` holds."""
+    page.wait_for_selector(f"#view-{view} table.data-table tbody tr", timeout=READY_MS)
+    heads = [
+        re.sub(r"[\s▲▼▴▾↑↓]+$", "", t.strip())
+        for t in page.locator(f"#view-{view} table.data-table thead th").all_inner_texts()
+    ]
+    rows = page.locator(f"#view-{view} table.data-table tbody tr")
+    for i in range(min(rows.count(), 25)):
+        cells = dict(zip(heads, rows.nth(i).locator("td").all_inner_texts()))
+        if page.evaluate(f"c => ({pred})(c)", cells):
+            return i, cells
+    raise AssertionError(f"no row of {view} fits {pred}")
+
+
+@pytest.mark.parametrize("width", [1000, 2560])
+def test_row_button_opens_the_rows_occurrences(browser, tensorboard, width):
+    if not (TRACES / "kineto_resnet50_v100").is_dir():
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        # operators by name and input shape: a row of one shape of an op that runs with several
+        open_view(page, tensorboard, "operators", "resnet50", "group_by=name_shape")
+        i, cells = _first_row_where(page, "operators", "c => c['Name'] === 'aten::cudnn_convolution'")
+        calls = int(cells["Calls"].replace(",", ""))
+        page.locator("#view-operators table.data-table tbody tr").nth(i).locator("button.tl-jump").click()
+        page.wait_for_selector("#view-timeline[data-ready='1']", timeout=READY_MS)
+        assert _total(page) == calls, (page.inner_text("#tl-occ"), cells)
+        assert page.inner_text("#tl-occ-scope").strip().startswith("[[")  # the row's input shape is said
+        all_of_name = page.evaluate(
+            "async () => { const q = new URLSearchParams(location.hash.slice(1));"
+            " const r = await fetch(`./timeline/occurrences?run=${q.get('run')}&worker=${encodeURIComponent(q.get('worker'))}"
+            "&span=${q.get('span')}&name=aten%3A%3Acudnn_convolution&limit=1`); return (await r.json()).total; }"
+        )
+        assert all_of_name > calls  # the shape's calls, not every call of the name
+
+        # kernels with the op that launched them
+        open_view(page, tensorboard, "kernels", "resnet50", "group_by=name_op")
+        i, cells = _first_row_where(page, "kernels", "c => true")
+        calls = int(cells["Calls"].replace(",", ""))
+        page.locator("#view-kernels table.data-table tbody tr").nth(i).locator("button.tl-jump").click()
+        page.wait_for_selector("#view-timeline[data-ready='1']", timeout=READY_MS)
+        assert _total(page) == calls, (page.inner_text("#tl-occ"), cells)
+        assert "launched by" in page.inner_text("#tl-occ-scope")
+    finally:
+        context.close()
