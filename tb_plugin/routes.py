@@ -292,8 +292,8 @@ ROUTES: tuple[Route, ...] = (
         "each worker's clock offset against a reference worker, from the collectives' common end times "
         "(per-worker summaries only), and the shift that places its timeline on the reference's" + PENDING,
         '{"reference": worker | null, "workers": [{"worker", "rank", "shift_us", "raw_shift_us", "offset_us", '
-        '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}'
-        + PENDING_ANSWER,
+        '"collectives", "spread_us", "via", "reason", "steps"}...], "notes": [...], "reason": text | null, '
+        '"errors": [...]}' + PENDING_ANSWER,
     ),
     Route(
         "/jobdiff",

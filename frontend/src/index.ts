@@ -50,7 +50,7 @@ export function render(): void {
 
 /** State keys that refine the view in place (filters, zoom windows, search text, chart metric, sort and
  * grouping): they replace the URL's history entry instead of adding one (`Ctx.set`). */
-const REFINEMENTS = new Set(["q", "mq", "find", "find_of", "find_shape", "find_op", "range", "win", "size", "metric", "group_by", "align", "ranks", "device", "ledger"]);
+const REFINEMENTS = new Set(["q", "mq", "find", "find_of", "find_shape", "find_op", "range", "win", "size", "metric", "group_by", "align", "ranks", "device", "ledger", "mtracks", "ends"]);
 
 class App {
   root = h("div", { id: "gs-app" });

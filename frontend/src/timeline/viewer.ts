@@ -27,6 +27,9 @@ export interface ViewerHooks {
 export interface Counter { name: string; unit: string; ts_us: number[]; values: number[] }
 export interface RangeSel { a: number; b: number; tracks: number[] | null }
 
+/** The end of one step of one worker on the merged timeline (its time on the shared clock). */
+export interface StepEnd { worker: string; step: string; t: number; label: string }
+
 const RULER = 26, ROW = 16, TRACK_HEAD = 18, GAP = 6, GUTTER = 200, COUNTER_H = 36;
 
 interface Layout { track: Track; y: number; h: number }
@@ -47,6 +50,7 @@ export class TimelineViewer {
   private sel: Selection | null = null;
   private counters: CounterLayout[] = [];
   private marks: Mark[] = [];
+  private stepEnds: StepEnd[] = [];
   private collapsed = new Set<number>();
   /** The selected time range, if any. */
   range: RangeSel | null = null;
@@ -124,6 +128,8 @@ export class TimelineViewer {
 
   /** Marks time spans over the event area (e.g. the critical path's segments); [] clears them. */
   setMarks(list: Mark[]): void { this.marks = list; this.redraw(); }
+  /** Where each worker's steps end (merged timeline): a dashed line down that worker's tracks at each. */
+  setStepEnds(list: StepEnd[]): void { this.stepEnds = list; this.redraw(); }
   /** The marked spans' extent, or null when there is none. */
   marksExtent(): [number, number] | null {
     return this.marks.length ? [Math.min(...this.marks.map((m) => m.a)), Math.max(...this.marks.map((m) => m.b))] : null;
@@ -317,6 +323,7 @@ export class TimelineViewer {
       for (const [x, w, y, name] of labels) c.fillText(clip(name, w - 6), x + 3, y + ROW / 2);
       if (this.showFlows && tile.flows) this.drawFlows(tile, th.muted); else this.stats.flows = 0;
       this.stats.marks = this.marks.length ? drawMarks(c, this.marks, (t) => this.xOf(t), GUTTER, W, RULER, H) : 0;
+      this.drawStepEnds(th.fgCss);
       if (this.sel) this.drawSelection(th.fgCss);
       if (this.range) this.drawRange(th.fgCss);
       c.restore();
@@ -486,6 +493,40 @@ export class TimelineViewer {
     for (const [ya, yb] of spans) if (yb > ya) c.fillRect(xa, ya, xb - xa, yb - ya);
     c.strokeStyle = fg; c.lineWidth = 1; c.beginPath();
     c.moveTo(xa + 0.5, RULER); c.lineTo(xa + 0.5, this.h); c.moveTo(xb - 0.5, RULER); c.lineTo(xb - 0.5, this.h); c.stroke();
+  }
+
+  /** The step ends (`setStepEnds`) in view: per worker a dashed line over its group's tracks with the step's name
+   * beside it on the group's header row (where it fits); `stats.stepEnds` lists what was drawn. */
+  private drawStepEnds(fg: string): void {
+    const drawn: { worker: string; step: string; x: number }[] = [];
+    if (this.stepEnds.length) {
+      const span = new Map<string, [number, number, number]>();  // worker -> top, bottom, header's middle
+      for (const L of this.layout) {
+        const w = L.track.worker;
+        if (w === undefined) continue;
+        const y0 = RULER + L.y - this.scrollY, y1 = y0 + L.h - GAP / 2;
+        const s = span.get(w);
+        if (!s) span.set(w, [y0, y1, L.track.header ? y0 + TRACK_HEAD / 2 : NaN]);
+        else { s[0] = Math.min(s[0], y0); s[1] = Math.max(s[1], y1); if (L.track.header) s[2] = y0 + TRACK_HEAD / 2; }
+      }
+      const c = this.ctx2d, lastLabel = new Map<string, number>();
+      c.save();
+      c.strokeStyle = fg; c.fillStyle = fg; c.globalAlpha = 0.7; c.lineWidth = 1; c.setLineDash([4, 3]);
+      c.font = "10px system-ui,sans-serif";
+      for (const e of this.stepEnds) {
+        const s = span.get(e.worker), x = Math.round(this.xOf(e.t)) + 0.5;
+        if (!s || x < GUTTER || x > this.w || s[1] < RULER || s[0] > this.h) continue;
+        c.beginPath(); c.moveTo(x, Math.max(RULER, s[0])); c.lineTo(x, Math.min(this.h, s[1])); c.stroke();
+        const text = e.label, tw = c.measureText(text).width;
+        if (isFinite(s[2]) && x - 3 - tw > Math.max(GUTTER, lastLabel.get(e.worker) ?? -Infinity)) {
+          c.fillText(text, x - 3 - tw, s[2]);
+          lastLabel.set(e.worker, x);
+        }
+        drawn.push({ worker: e.worker, step: e.step, x });
+      }
+      c.restore();
+    }
+    this.stats.stepEnds = drawn;
   }
 
   private drawSelection(fg: string): void {
