@@ -1,5 +1,6 @@
-"""A table row's "show in timeline" button opens the occurrences that row counts (issue 39, item 6: a 48-call row
-of the operators by input shape opened "occurrence 1 of 241", every event of its name), at two widths."""
+"""Issue 39, item 6, at two widths: a table row's "show in timeline" button opens the occurrences that row counts
+(a 48-call row of the operators by input shape opened "occurrence 1 of 241", every event of its name); the pies of
+a view have one colour per name and legend texts that read apart."""
 
 from __future__ import annotations
 
@@ -63,5 +64,48 @@ def test_row_button_opens_the_rows_occurrences(browser, tensorboard, width):
         page.wait_for_selector("#view-timeline[data-ready='1']", timeout=READY_MS)
         assert _total(page) == calls, (page.inner_text("#tl-occ"), cells)
         assert "launched by" in page.inner_text("#tl-occ-scope")
+    finally:
+        context.close()
+
+
+def _legends(page, view: str) -> list[list[tuple[str, str, str]]]:
+    """Per pie of the view: (full name, shown text, swatch colour) of each legend item."""
+    return page.eval_on_selector_all(
+        f"#view-{view} figure.pie-box",
+        """figs => figs.map(f => [...f.querySelectorAll('.legend-item')].map(i => [i.title,
+            i.querySelector('.legend-name').textContent, getComputedStyle(i.querySelector('.swatch')).backgroundColor]))""",
+    )
+
+
+@pytest.mark.parametrize("width", [1000, 2560])
+def test_pie_legends_read_apart(browser, tensorboard, width):
+    """Issue 39, item 6: the two pies of a view coloured their legends by place, so they looked alike while naming
+    different things (and long kernel names were cut to the same start). One colour per name across the view's
+    pies, different names different colours, and legend texts that differ where the names differ."""
+    if not (TRACES / "kineto_resnet50_v100").is_dir():
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        for view, extra in (("operators", ""), ("kernels", "group_by=name_op")):
+            open_view(page, tensorboard, view, "resnet50", extra)
+            page.wait_for_selector(f"#view-{view} figure.pie-box .legend-item")
+            pies = _legends(page, view)
+            assert len(pies) == 2, pies
+            colour: dict[str, str] = {}
+            for items in pies:
+                shown = [s for _, s, _ in items]
+                assert len(set(shown)) == len(shown), shown  # no two items of a pie read alike
+                for name, _, c in items:
+                    if name == "others":
+                        continue
+                    assert colour.setdefault(name, c) == c, (view, name)  # one colour per name in both pies
+            assert len(set(colour.values())) == len(colour), (view, colour)  # different names, different colours
+            # each legend text fits its column: nothing is cut by the box
+            clipped = page.eval_on_selector_all(
+                f"#view-{view} .legend-name", "ns => ns.filter(n => n.scrollWidth > n.clientWidth + 1).length"
+            )
+            if width >= 2560:
+                assert clipped == 0, (view, clipped)
     finally:
         context.close()
