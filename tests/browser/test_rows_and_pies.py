@@ -109,3 +109,47 @@ def test_pie_legends_read_apart(browser, tensorboard, width):
                 assert clipped == 0, (view, clipped)
     finally:
         context.close()
+
+
+def _drawn(page) -> dict:
+    """The timeline's flow counts once the tile of the view is in and drawn."""
+    page.wait_for_function("() => { const t = window.__gpuscope.timeline; return !t.pending && !t.queued; }")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    return page.evaluate(
+        "() => { const s = window.__gpuscope.timeline.stats;"
+        " return {flows: s.flows, selected: s.flowsSelected, hidden: s.flowsHidden}; }"
+    )
+
+
+@pytest.mark.parametrize("width", [1000, 2560])
+def test_selected_events_flows_are_highlighted_however_many_are_visible(browser, tensorboard, width):
+    """Issue 39, item 6: with more than 300 flows in view only the selected event's are drawn, and with fewer they
+    are drawn over the others in the selection's colour (`stats.flowsSelected`: those drawn highlighted)."""
+    if not (TRACES / "kineto_resnet50_v100").is_dir():
+        missing("../shared/traces not present (set GPUSCOPE_SHARED)")
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        open_view(page, tensorboard, "timeline", "resnet50")
+        page.wait_for_function("() => window.__gpuscope.timeline && window.__gpuscope.timeline.stats.frames > 0")
+        launch = page.evaluate(
+            "async () => { const q = new URLSearchParams(location.hash.slice(1));"
+            " const r = await fetch(`./timeline/search?run=${q.get('run')}&worker=${encodeURIComponent(q.get('worker'))}"
+            "&span=${q.get('span')}&query=cudaLaunchKernel&limit=2000`); const d = await r.json();"
+            " return d.results.filter((x) => x.name === 'cudaLaunchKernel')[Math.floor(d.results.length / 2)]; }"
+        )
+        page.evaluate(
+            """(r) => { const t = window.__gpuscope.timeline;
+            t.select({ track: r.track, depth: r.depth, idx: r.idx, name: r.name, cat: String(r.cat ?? ''), ts_us: r.ts_us, dur_us: r.dur_us });
+            const [a, b] = t.extent(); t.setView(a, b); }""",
+            launch,
+        )
+        whole = _drawn(page)
+        assert whole["hidden"] is True, whole  # the whole trace: thousands of launches' flows in view
+        assert whole["selected"] >= 1 and whole["flows"] == whole["selected"], whole
+        page.evaluate("(r) => window.__gpuscope.timeline.setView(r.ts_us - 30, r.ts_us + r.dur_us + 120)", launch)
+        near = _drawn(page)
+        assert near["hidden"] is False and near["selected"] >= 1, near
+        assert near["flows"] > near["selected"], near  # the others in view are drawn too, the selected's over them
+    finally:
+        context.close()

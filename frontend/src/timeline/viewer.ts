@@ -30,6 +30,11 @@ export interface RangeSel { a: number; b: number; tracks: number[] | null }
 /** The end of one step of one worker on the merged timeline (its time on the shared clock). */
 export interface StepEnd { worker: string; step: string; t: number; label: string }
 
+/** At most this many flows in view are all drawn; beyond, only the selected event's. */
+const FLOWS_SHOWN = 300;
+/** The selected event's flows: drawn over the others, in the selection's blue. */
+const SELECTED_FLOW = "#1976d2";
+
 const RULER = 26, ROW = 16, TRACK_HEAD = 18, GAP = 6, GUTTER = 200, COUNTER_H = 36;
 
 interface Layout { track: Track; y: number; h: number }
@@ -417,28 +422,37 @@ export class TimelineViewer {
   }
 
   private drawFlows(tile: Tile, color: string): void {
-    const f = tile.flows!, c = this.ctx2d;
-    c.strokeStyle = color; c.fillStyle = color; c.lineWidth = 1; c.globalAlpha = 0.8;
-    // draw every visible flow only when few are visible; otherwise only the selected event's
+    const f = tile.flows!;
+    // every visible flow when few are visible (at most FLOWS_SHOWN); the selected event's are drawn over them in
+    // the selection's colour, and alone when more are visible
     const vis: number[] = [];
     for (let i = 0; i < f.id.length; i++) {
       const xa = this.xOf(f.from_us[i]), xb = this.xOf(f.to_us[i]);
       if ((xa < GUTTER && xb < GUTTER) || (xa > this.w && xb > this.w)) continue;
       vis.push(i);
-      if (vis.length > 300) break;
+      if (vis.length > FLOWS_SHOWN) break;
     }
-    let list = vis;
-    if (vis.length > 300) {
-      const s = this.sel;
-      list = [];
-      if (s) for (let i = 0; i < f.id.length; i++) {
-        if ((f.from_track[i] === s.track && f.from_depth[i] === s.depth && f.from_us[i] >= s.ts_us && f.from_us[i] <= s.ts_us + s.dur_us) ||
-          (f.to_track[i] === s.track && f.to_depth[i] === s.depth && f.to_us[i] >= s.ts_us && f.to_us[i] <= s.ts_us + s.dur_us)) list.push(i);
-      }
+    const s = this.sel, mine: number[] = [];
+    if (s) for (let i = 0; i < f.id.length; i++) {
+      if ((f.from_track[i] === s.track && f.from_depth[i] === s.depth && f.from_us[i] >= s.ts_us && f.from_us[i] <= s.ts_us + s.dur_us) ||
+        (f.to_track[i] === s.track && f.to_depth[i] === s.depth && f.to_us[i] >= s.ts_us && f.to_us[i] <= s.ts_us + s.dur_us)) mine.push(i);
     }
-    this.stats.flows = list.length;
+    const many = vis.length > FLOWS_SHOWN, isMine = new Set(mine);
+    const rest = many ? [] : vis.filter((i) => !isMine.has(i));
+    this.stats.flows = rest.length + mine.length;
+    this.strokeFlows(f, rest, color, 1, 0.8);
+    this.stats.flowsSelected = this.strokeFlows(f, mine, SELECTED_FLOW, 2, 1);
+    this.stats.flowsHidden = many;
+  }
+
+  /** Draws flows `list` as curves with arrow heads; how many were in view. */
+  private strokeFlows(f: NonNullable<Tile["flows"]>, list: number[], color: string, width: number, alpha: number): number {
+    const c = this.ctx2d;
+    c.save();
+    c.strokeStyle = color; c.fillStyle = color; c.lineWidth = width; c.globalAlpha = alpha;
     c.beginPath();
-    let heads: [number, number][] = [];
+    const heads: [number, number][] = [];
+    let shown = 0;
     for (const i of list) {
       const xa = this.xOf(f.from_us[i]), xb = this.xOf(f.to_us[i]);
       if ((xa < GUTTER && xb < GUTTER) || (xa > this.w && xb > this.w)) continue;
@@ -448,12 +462,14 @@ export class TimelineViewer {
       const mx = (xa + xb) / 2;
       c.moveTo(xa, ya); c.bezierCurveTo(mx, ya, mx, yb, xb, yb);
       if (heads.length < 5000) heads.push([xb, yb]);
+      shown++;
     }
     c.stroke();
     c.beginPath();
     for (const [x, y] of heads) { c.moveTo(x, y); c.lineTo(x - 5, y - 3); c.lineTo(x - 5, y + 3); c.closePath(); }
     c.fill();
-    c.globalAlpha = 1;
+    c.restore();
+    return shown;
   }
 
   private drawCounter(C: CounterLayout, y0: number, th: Theme): void {
