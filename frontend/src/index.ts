@@ -386,6 +386,7 @@ class App {
       },
       open: (run, v, params = {}) => {
         if (gen !== this.generation) return;
+        this.retire();
         this.pushNext = true;
         this.st = { ...params, run, view: v };
         this.checkRun();
