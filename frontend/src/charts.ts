@@ -90,8 +90,7 @@ export function stackedBars(categories: string[], series: Series[], fmt: (v: num
 }
 
 /** Twenty colours apart (Tableau 20's order: the strong ones first) for the names of a view's pies. */
-const NAME_PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#79706e",
-  "#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d", "#f1ce63", "#d4a6c8", "#fabfd2", "#d7b5a6", "#bab0ac"];
+const NAME_PALETTE = [...PALETTE.slice(0, 9), "#79706e", "#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d", "#f1ce63", "#d4a6c8", "#fabfd2", "#d7b5a6", "#bab0ac"];
 
 /** One colour per name across the pies of a view, in the order the names are first asked for: a name in two
  * pies has one colour, and up to 20 names have 20 colours (the pies' legends used to colour by place, so the two

@@ -4,7 +4,7 @@ import { getJSON, getWhenReady } from "../api";
 import { summarizingText } from "../progress";
 import { dataTable, Column, genericValue } from "../table";
 import { groupedBars } from "../charts";
-import { treeTable, findRoots, numericKeys, TreeNode } from "./tree";
+import { treeTable, TreeNode } from "./tree";
 import { shareLink } from "../tburl";
 import type { Ctx } from "../ctx";
 import { renderJobDiff, JobPair } from "./job_diff";
@@ -77,17 +77,6 @@ export function otherWorker(workers: string[], worker: string, sameRun: boolean)
   return workers.includes(worker) ? worker : workers[0];
 }
 
-/** Adds delta_<k> = exp_<k> - base_<k> to every node that has both. */
-function addDeltas(n: TreeNode): void {
-  for (const k of Object.keys(n)) if (k.startsWith("base_") && typeof n[k] === "number") {
-    const e = n["exp_" + k.slice(5)];
-    if (typeof e === "number" && n["delta_" + k.slice(5)] === undefined) n["delta_" + k.slice(5)] = e - n[k];
-  }
-  (n.children ?? []).forEach(addDeltas);
-}
-
-const fmtFor = (k: string) => (k.endsWith("_us") ? (k.startsWith("delta") ? (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtUs(v) : "–") : fmtUs) : fmtNum);
-
 const sgn = (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtUs(v) : "–");
 const sgnN = (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtNum(v) : "–");
 
@@ -124,17 +113,14 @@ const pct = (d: number, b: number) => (b ? ` (${d > 0 ? "+" : ""}${((d / b) * 10
  * excess (a 4 ms straggler read +0.3 % in the window's host time). */
 export function stepHeadline(step: string, row: any, busy: StepBusy | null): HTMLElement {
   const parts: (HTMLElement | string)[] = [h("strong", null, `Step ${step}: `)];
+  const delta = (e: number, b: number) => h("span", { class: e > b ? "pos" : e < b ? "neg" : "", id: "diff-step-delta" }, sgn(e - b) + pct(e - b, b));
   if (busy) {
-    const dv = busy.exp.busy_us - busy.base.busy_us;
-    parts.push(h("span", { class: dv > 0 ? "pos" : dv < 0 ? "neg" : "", id: "diff-step-delta" }, `${sgn(dv)}${pct(dv, busy.base.busy_us)}`),
-      ` busy on ${busy.exp.worker} (${fmtUs(busy.exp.busy_us)}) against ${busy.base.worker}, the baseline (${fmtUs(busy.base.busy_us)}): the step less its wait in collectives. ` +
-      `The step lasts ${fmtUs(busy.exp.length_us)} against ${fmtUs(busy.base.length_us)}${pct(busy.exp.length_us - busy.base.length_us, busy.base.length_us)}: the ranks wait for each other.`);
+    const { base: b, exp: e } = busy;
+    parts.push(delta(e.busy_us, b.busy_us), ` busy (the step less its wait in collectives) on ${e.worker}: ${fmtUs(e.busy_us)} against ${fmtUs(b.busy_us)} on ${b.worker}, the baseline. ` +
+      `Its step lasts ${fmtUs(e.length_us)} against ${fmtUs(b.length_us)}: the ranks wait for each other.`);
   } else if (row) {
-    const b = Number(row.base?.host_us), e = Number(row.exp?.host_us), dv = e - b;
-    const bd = Number(row.base?.device_us), ed = Number(row.exp?.device_us);
-    parts.push(h("span", { class: dv > 0 ? "pos" : dv < 0 ? "neg" : "", id: "diff-step-delta" }, `${sgn(dv)}${pct(dv, b)}`),
-      ` step time (${fmtUs(e)} compared, ${fmtUs(b)} on the baseline, its step ${row.base_step ?? "–"} against ${row.exp_step ?? "–"}); ` +
-      `device time ${sgn(ed - bd)}${pct(ed - bd, bd)}.`);
+    const b = Number(row.base?.host_us), e = Number(row.exp?.host_us);
+    parts.push(delta(e, b), ` step time: ${fmtUs(e)} compared, ${fmtUs(b)} on the baseline.`);
   } else parts.push(`the baseline has no aligned step ${step}.`);
   return h("div", { class: "banner info", id: "diff-step-head", role: "status" }, parts);
 }
@@ -195,25 +181,9 @@ function collapsedTree(cols: Column[], roots: TreeNode[], focus?: TreeNode): HTM
   return box;
 }
 
+/** The `/diff` answer (its shape is the route's: docs/http-api.md), else what came, as it is. */
 function renderDiff(d: any, step?: string, busy: StepBusy | null = null): HTMLElement {
-  if (d && typeof d === "object" && (Array.isArray(d.ops) || Array.isArray(d.steps)) && d.base && d.exp) return renderAligned(d, step, busy);
-  const parts: (HTMLElement | string)[] = [];
-  const roots = findRoots(d, ["tree", "root", "nodes"]);
-  if (roots && roots.length) {
-    roots.forEach(addDeltas);
-    const nk = numericKeys(roots).filter((k) => !/(^|_)id$/.test(k));
-    parts.push(h("h3", null, "Aligned operator tree"), treeTable([{ key: "name", label: "Operator" }, ...nk.map((k) => ({ key: k, label: k.replace(/_us$/, "").replace(/_/g, " "), numeric: true, fmt: fmtFor(k) }))], roots, 2, "diff-tree"));
-  }
-  const rows: any[] | null = Array.isArray(d?.rows) ? d.rows : Array.isArray(d?.table) ? d.table : Array.isArray(d?.operators) ? d.operators : null;
-  if (rows && rows.length) {
-    rows.forEach((r) => addDeltas(r));
-    const keys = Array.from(new Set(rows.slice(0, 50).flatMap((r) => Object.keys(r)))).filter((k) => k !== "children");
-    const cols: Column[] = keys.map((k) => ({ key: k, label: k.replace(/_/g, " "), numeric: typeof rows[0][k] === "number", fmt: typeof rows[0][k] === "number" ? fmtFor(k) : undefined }));
-    const dk = keys.find((k) => k.startsWith("delta") && k.endsWith("_us"));
-    parts.push(h("div", { id: "diff-table" }, dataTable(cols, rows, { caption: "Delta by operator", sortKey: dk, rowClass: (r) => (dk && r[dk] > 0 ? "pos" : dk && r[dk] < 0 ? "neg" : "") })));
-  }
-  if (!parts.length) parts.push(genericValue(d));
-  return h("div", null, parts);
+  return d && typeof d === "object" && Array.isArray(d.steps) && d.base && d.exp ? renderAligned(d, step, busy) : h("div", null, genericValue(d));
 }
 
 /** The diff's tabs: steps/phases/operators (the answer of /diff), kernels (/diff/kernels) and the whole job's ranks

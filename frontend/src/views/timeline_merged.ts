@@ -50,9 +50,9 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
     "aria-label": "search events by name on every chosen rank", title: "an event name (or part of it) on every chosen rank; click a match to go there" }) as HTMLInputElement;
   const found = h("div", { id: "tl-msearch-results" });
   // which of each rank's tracks are shown (kind and label, e.g. "gpu" or "stream 7, python"), and its step ends
+  const tip = "only the tracks whose kind or name holds one of these words (gpu, stream 7, python…)";
   const tracksIn = h("input", { type: "search", id: "tl-mtracks", placeholder: "Tracks: all", size: 14, value: ctx.get("mtracks") ?? "",
-    "aria-label": "show only the tracks whose kind or name holds one of these comma-separated words",
-    title: "only the tracks whose kind or name holds one of these comma-separated words (gpu, cpu, stream 7, python…); empty: all" }) as HTMLInputElement;
+    "aria-label": tip, title: tip }) as HTMLInputElement;
   let keep = trackFilter(tracksIn.value);
   const endsBox = h("input", { type: "checkbox", id: "tl-step-ends", checked: ctx.get("ends") !== "0" }) as HTMLInputElement;
   mount(el, h("div", { class: "tl" },
@@ -64,7 +64,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
         onclick: () => void pathRanks() }, "Critical path ranks"),
       h("label", { title: "place each rank's clock on the reference rank's by the collectives' common end times" }, alignBox, " align clocks"),
       tracksIn,
-      h("label", { title: "a dashed line down each rank's tracks where each of its steps ends" }, endsBox, " step ends"),
+      h("label", null, endsBox, " step ends"),
       h("button", { type: "button", class: "btn small", id: "tl-unfold-all", onclick: () => { chosen.forEach((k) => open.add(k)); refold(); } }, "Unfold all"),
       h("button", { type: "button", class: "btn small", id: "tl-fold-all", onclick: () => { open.clear(); refold(); } }, "Fold all"),
       h("button", { type: "button", class: "btn small", id: "tl-zoom-in", title: "zoom in (W)", onclick: () => v.zoom(0.5) }, "+"),
