@@ -227,7 +227,8 @@ function diffTabs(ctx: Ctx, q: Record<string, string>, exp: { run: string; worke
       const [d, busy] = await Promise.all([getJSON<any>("diff", q, { cache: true }), step === undefined ? null : stepBusy(ctx, exp, step)]);
       return renderDiff(d, step, busy);
     },
-      () => ops.querySelector("#tree-focus")?.scrollIntoView({ block: "center" }));
+      // a step's diff: its headline in sight (the step's row is marked in the tree below)
+      () => { const head = ops.querySelector("#diff-step-head"); if (head) head.scrollIntoView({ block: "nearest" }); else ops.querySelector("#tree-focus")?.scrollIntoView({ block: "center" }); });
     if (which === "kernels") return load(kbox, "comparing kernels…", async () => renderKernelDiff(ctx, await getJSON<any>("diff/kernels", q, { cache: true }), exp));
     if (which === "jobs") {
       // with no worker pair there is no span chosen: each worker's first span, as the route's default
