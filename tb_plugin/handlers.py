@@ -328,7 +328,9 @@ def occurrences(ws: Workspace, a: dict) -> dict:
     """/timeline/occurrences."""
     from tb_plugin.views import timeline_tools
 
-    return timeline_tools.occurrences(ws.trace(a), a["name"], limit=a["limit"])
+    return timeline_tools.occurrences(
+        ws.trace(a), a["name"], limit=a["limit"], of=a["of"], input_shape=a["input_shape"], op=a["op"]
+    )
 
 
 def locate(ws: Workspace, a: dict) -> dict:

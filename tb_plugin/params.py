@@ -189,6 +189,12 @@ WIDTH_PX = Int("width_px", "pixels the range is drawn on", lo=1, hi=MAX_WIDTH_PX
 MAX_POINTS = Int("max_points", "most points per curve (peaks are kept)", lo=10, hi=1_000_000, default=2000)
 SEARCH_LIMIT = Int("limit", "most results", lo=1, hi=10000, default=100)
 OCCURRENCE_LIMIT = Int("limit", "most results", lo=1, hi=100000, default=10000)
+OCCURRENCES_OF = Text(
+    "of",
+    "which events of the name: all of them, the operator table's calls of it, or its kernels (a table row's)",
+    choices=("events", "operators", "kernels"),
+    default="events",
+)
 EVENT_IDX = Int("idx", "the event's index in the file's traceEvents", lo=0, hi=2**62, required=True)
 TRACKS = IntList("tracks", "timeline track indexes (default: all)")
 OPERATORS_GROUP_BY = Text(

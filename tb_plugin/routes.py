@@ -22,6 +22,7 @@ from tb_plugin.params import (
     MAX_POINTS,
     MAX_TEXT_LEN,
     OCCURRENCE_LIMIT,
+    OCCURRENCES_OF,
     OPERATORS_GROUP_BY,
     SEARCH_LIMIT,
     START_US,
@@ -76,6 +77,11 @@ MATCH = Text("match", "only the runs whose name matches this glob (`nightly-*`)"
 OP_NAME = Text("name", "the operator's exact name", required=True, max_len=MAX_TEXT_LEN)
 INPUT_SHAPE = Text(
     "input_shape", "only calls with these input shapes (as in the operators' rows)", max_len=MAX_TEXT_LEN
+)
+LAUNCHED_BY = Text(
+    "op",
+    "with of=kernels: only those launched by an op of this name (as in the kernels' rows; N/A: none)",
+    max_len=MAX_TEXT_LEN,
 )
 EVENT_NAME = Text("name", "the event's exact name", required=True, max_len=MAX_TEXT_LEN)
 QUERY = Text("query", "case-insensitive substring of event names", required=True, max_len=1000)
@@ -272,8 +278,8 @@ ROUTES: tuple[Route, ...] = (
         '{"caveats": [{"key", "text", "withholds"}...], "verdict": {"text", "kind", "rank", "worker", "ms", '
         '"saved_ms"}, "withheld", "workers", "ranks", "ledger", "ledger_reason", '
         '"steps": [{"step", "step_ms", "segments": [...], '
-        '"path", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", "errors": [...]}'
-        + PENDING_ANSWER,
+        '"path", "path_parts", "straggler"}...], "worst", "stragglers": [...], "notes": [...], "reason", '
+        '"errors": [...]}' + PENDING_ANSWER,
     ),
     Route(
         "/pipeline",
@@ -294,8 +300,8 @@ ROUTES: tuple[Route, ...] = (
         "each worker's clock offset against a reference worker, from the collectives' common end times "
         "(per-worker summaries only), and the shift that places its timeline on the reference's" + PENDING,
         '{"reference": worker | null, "workers": [{"worker", "rank", "shift_us", "raw_shift_us", "offset_us", '
-        '"collectives", "spread_us", "via", "reason"}...], "notes": [...], "reason": text | null, "errors": [...]}'
-        + PENDING_ANSWER,
+        '"collectives", "spread_us", "via", "reason", "steps"}...], "notes": [...], "reason": text | null, '
+        '"errors": [...]}' + PENDING_ANSWER,
     ),
     Route(
         "/jobdiff",
@@ -363,7 +369,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/timeline/occurrences",
         handlers.occurrences,
-        FILE + (EVENT_NAME, OCCURRENCE_LIMIT),
+        FILE + (EVENT_NAME, OCCURRENCE_LIMIT, OCCURRENCES_OF, INPUT_SHAPE, LAUNCHED_BY),
         "every event of one exact name, in time order",
         '{"name", "total", "results": [...]}',
     ),

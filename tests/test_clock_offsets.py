@@ -114,3 +114,24 @@ def test_route_recovers_the_generators_planted_clock_skews(tmp_path, monkeypatch
         assert abs(row["offset_us"] - want) < 1 and abs(row["raw_shift_us"] - want) < 1 and abs(row["shift_us"]) < 1
     assert c.get("/data/plugin/gpuscope/clock_offsets?run=nope&span=1").status_code == 404
     assert c.get("/data/plugin/gpuscope/clock_offsets?run=job").status_code == 400
+
+
+def test_each_worker_lists_its_steps_on_its_own_timeline(result):
+    """The merged timeline marks where each rank's steps end (issue 39): every worker's row lists its steps on its
+    own timeline (µs from its first event); moved by its shift they land on the reference's clock, where the
+    planted step ends at 100 ms on every rank."""
+    for row in result["workers"]:
+        r = int(row["worker"][1:])
+        assert row["steps"] == [{"step": "1", "start_us": 0.0, "end_us": 100 * MS - S[r]}], row
+        if row["shift_us"] is not None:
+            assert row["steps"][0]["end_us"] + row["shift_us"] == pytest.approx(100 * MS, abs=1)
+
+
+def test_a_trace_without_steps_lists_none():
+    """A trace without ProfilerStep: its one step is the trace window, not a step to mark."""
+    args = {"Collective name": "allreduce", "Process Group Name": "0", "Group size": 1}
+    ev = [op("record_param_comms", 10, 5, **args)]
+    info = {"backend": "nccl", "rank": 0, "world_size": 1, "pg_config": [{"pg_name": "0", "ranks": [0]}]}
+    t = make_trace(ev, metadata={"distributedInfo": info, "baseTimeNanoseconds": 0})
+    got = clock_offsets.clock_offsets({"r0": summary.summarize(t)})
+    assert [row["steps"] for row in got["workers"]] == [[]], got

@@ -99,8 +99,9 @@ def test_straggler_cause_and_what_if():
     assert (top["phase"], top["ms"], top["median_ms"], top["excess_ms"]) == ("data_loading", 50.0, 10.0, 40.0)
     assert s["ops"][0] == {"name": DL, "ms": 50.0, "median_ms": 10.0, "excess_ms": 40.0}
     assert s["why"].startswith("data loading +40.0 ms")
-    # the Diff view's pair: rank 2 against a worker at the median busy time (60 ms: r1 or r3, the first)
-    assert s["diff"] == {"worker": "r2", "exp_worker": "r1", "step": "1"}
+    # the Diff view's pair: a worker at the median busy time (60 ms: r1 or r3, the first) as the baseline, rank 2
+    # compared with it (the Diff's deltas are its excess)
+    assert s["diff"] == {"worker": "r1", "exp_worker": "r2", "step": "1"}
 
 
 def test_rank_1_explained_by_its_operator():
@@ -121,6 +122,17 @@ def test_report_is_json_and_says_it_in_words():
     assert "rank 0: 20.0 ms\n" in text  # nothing above the median: no why
     assert "rank 1 late at nccl:all_reduce #1 on group 1 (2 ranks) -> 1 rank waited 15.0 ms" in text
     assert "instead of 100.0 ms" in text and "would take 60.0 ms" in text
+    # the path's parts, each run of segments on one rank, in time order (the Distributed view lists them)
+    first = rep["steps"][0]
+    assert first["path_parts"] == [
+        "rank 2: 50.0 ms (data loading +40.0 ms; op enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+        " +40.0 ms)",
+        "rank 2 late at nccl:all_reduce #1 on group 0 (4 ranks) -> 3 ranks waited 40.0 ms",
+        "rank 1: 15.0 ms (compute +15.0 ms; op aten::mm +15.0 ms)",
+        "rank 1 late at nccl:all_reduce #1 on group 1 (2 ranks) -> 1 rank waited 15.0 ms",
+        "rank 0: 20.0 ms",
+    ], first["path_parts"]
+    assert all(" -> ".join(s["path_parts"]) == s["path"] for s in rep["steps"])
 
 
 def test_distributed_view_splits_wait_and_transfer_in_subgroups():

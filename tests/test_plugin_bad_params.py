@@ -24,6 +24,7 @@ ROUTES = {
     "diagnosis": {"run": "run1", "span": "1"},
     "timeline": {**BASE, "start_us": "0", "end_us": "50", "width_px": "800"},
     "timeline/search": {**BASE, "query": "op", "limit": "10"},
+    "timeline/occurrences": {**BASE, "name": "op1", "limit": "10", "of": "kernels", "input_shape": "[[1]]", "op": "x"},
     "event": {**BASE, "idx": "1"},
     "trace": BASE,
 }
@@ -55,8 +56,10 @@ KIND_OF = {
     "name": "text",
     "input_shape": "text",
     "query": "text",
+    "of": "choice",
+    "op": "text",
 }
-OPTIONAL = {"start_us", "end_us", "max_points", "width_px", "limit", "group_by", "input_shape"}
+OPTIONAL = {"start_us", "end_us", "max_points", "width_px", "limit", "group_by", "input_shape", "of", "op"}
 CASES = []
 for _route, _params in ROUTES.items():
     for _name in _params:

@@ -215,8 +215,9 @@ def test_plugin_distributed_reads_only_summaries(tmp_path, cache, monkeypatch):
     top = d["stragglers"][0]
     assert top["worker"] == "node0_rank00001" and top["why"].startswith("compute +")
     assert 0 < top["what_if_ms"] < top["busy_us"] / 1e3
-    assert top["diff"]["worker"] == "node0_rank00001" and top["diff"]["step"] == top["step"]
-    assert top["diff"]["exp_worker"] in d["workers"] and top["diff"]["exp_worker"] != "node0_rank00001"
+    # the median worker is the Diff's baseline, the straggler the compared profile
+    assert top["diff"]["exp_worker"] == "node0_rank00001" and top["diff"]["step"] == top["step"]
+    assert top["diff"]["worker"] in d["workers"] and top["diff"]["worker"] != "node0_rank00001"
     diag = c.get(f"{P}/diagnosis?run=job&span=1")
     assert diag.status_code == 200, diag.json
     assert diag.json["worst"]["worker"] == "node0_rank00001" and len(diag.json["steps"]) == 4

@@ -81,3 +81,42 @@ def test_occurrences_and_locate():
     assert tt.locate(t, first["idx"]) == first
     with pytest.raises(NotFound):
         tt.locate(t, 10**6)
+
+
+def test_occurrences_of_a_table_row_count_what_the_row_counts():
+    """Issue 39: the row's occurrence button opened "occurrence 1 of 241" from a 48-call row (every event of the
+    name). `of=operators` (with the row's input shape) and `of=kernels` (with the launching op) answer the calls the
+    operator and kernel tables' rows count."""
+    from tb_plugin.views import kernels, operators
+
+    a, b = {"Input Dims": [[2, 3]]}, {"Input Dims": [[4, 5]]}
+    t = make_trace(
+        [
+            op("aten::add", 0, 10, ext=1, **a),
+            op("aten::add", 20, 10, ext=2, **a),
+            op("aten::add", 40, 10, ext=3, **b),
+            op("aten::mul", 60, 10, ext=4, **a),
+            runtime("cudaLaunchKernel", 1, 1, corr=1, ext=1),
+            runtime("cudaLaunchKernel", 41, 1, corr=2, ext=3),
+            runtime("cudaLaunchKernel", 61, 1, corr=3, ext=4),
+            kernel("ew", 100, 5, corr=1),
+            kernel("ew", 110, 5, corr=2),
+            kernel("ew", 120, 5, corr=3),
+        ]
+    )
+    assert tt.occurrences(t, "aten::add")["total"] == 3  # every event of the name: of both shapes
+    for r in operators.operators(t, "name_shape")["rows"]:
+        got = tt.occurrences(t, r["name"], of="operators", input_shape=r["input_shape"])
+        assert got["total"] == r["calls"], (r, got["total"])
+    shapes = operators.operators(t, "name_shape")["rows"]
+    by_shape = {r["input_shape"]: r["calls"] for r in shapes if r["name"] == "aten::add"}
+    assert sorted(by_shape.values()) == [1, 2]
+    assert tt.occurrences(t, "aten::add", of="operators")["total"] == 3
+    for r in kernels.kernels(t, "name_op")["rows"]:
+        got = tt.occurrences(t, r["name"], of="kernels", op=r["op"])
+        assert got["total"] == r["calls"], (r, got["total"])
+    ts = [x["ts_us"] for x in tt.occurrences(t, "ew", of="kernels", op="aten::mul")["results"]]
+    assert ts == [120.0]
+    assert tt.occurrences(t, "ew", of="kernels")["total"] == 3
+    with pytest.raises(BadRequest):
+        tt.occurrences(t, "ew", of="nope")

@@ -89,8 +89,42 @@ export function stackedBars(categories: string[], series: Series[], fmt: (v: num
     legend(series.map((se, i) => ({ name: se.name, color: colors[i] }))));
 }
 
-/** A pie (donut) of named values; slices under 1 % are merged into "others". */
-export function pie(items: { name: string; value: number; color?: string }[], fmt: (v: number) => string, opts: { title?: string; top?: number } = {}): HTMLElement {
+/** Twenty colours apart (Tableau 20's order: the strong ones first) for the names of a view's pies. */
+const NAME_PALETTE = [...PALETTE.slice(0, 9), "#79706e", "#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d", "#f1ce63", "#d4a6c8", "#fabfd2", "#d7b5a6", "#bab0ac"];
+
+/** One colour per name across the pies of a view, in the order the names are first asked for: a name in two
+ * pies has one colour, and up to 20 names have 20 colours (the pies' legends used to colour by place, so the two
+ * pies of a view had legends that looked alike while they named different things). */
+export function nameColors(): (name: string) => string {
+  const at = new Map<string, string>();
+  return (name) => {
+    let c = at.get(name);
+    if (c === undefined) { c = NAME_PALETTE[at.size % NAME_PALETTE.length]; at.set(name, c); }
+    return c;
+  };
+}
+
+/** Legend texts of at most `max` characters that read apart: a long name keeps its start and, where it shares
+ * a long start with another of `names` (C++ kernel names: "void at::native::vectorized_elementwise_kernel<4,
+ * at::native::..."), the part where it differs from it ("void at::nat…CUDAFunctor_add<float>, at::d…"); the full
+ * names stay in the items' titles. */
+export function legendNames(names: string[], max = 40): string[] {
+  const lcp = (a: string, b: string) => { let i = 0; while (i < a.length && i < b.length && a[i] === b[i]) i++; return i; };
+  return names.map((n, i) => {
+    if (n.length <= max) return n;
+    let p = 0;
+    names.forEach((o, j) => { if (j !== i) p = Math.max(p, lcp(n, o)); });
+    if (p + 12 <= max - 1) return n.slice(0, max - 1) + "…";
+    const head = 12, from = Math.max(head, p - 8), room = max - head - 2;
+    const mid = n.slice(from, from + room);
+    return n.slice(0, head) + "…" + mid + (from + room < n.length ? "…" : "");
+  });
+}
+
+/** A pie (donut) of named values; slices under 1 % are merged into "others". `colorOf`: the view's colour per
+ * name (`nameColors`), shared by its pies; else colours by place. */
+export function pie(items: { name: string; value: number; color?: string }[], fmt: (v: number) => string,
+  opts: { title?: string; top?: number; colorOf?: (name: string) => string } = {}): HTMLElement {
   const top = opts.top ?? 10;
   const pos = items.filter((i) => i.value > 0);
   const total = pos.reduce((a, i) => a + i.value, 0);
@@ -100,7 +134,7 @@ export function pie(items: { name: string; value: number; color?: string }[], fm
   const R = 90, cx = 100, cy = 100;
   const svg = s("svg", { viewBox: "0 0 200 200", class: "pie", role: "img" });
   let a0 = -Math.PI / 2;
-  const colors = shown.map((it, i) => it.color ?? PALETTE[i % PALETTE.length]);
+  const colors = shown.map((it, i) => it.color ?? (opts.colorOf ? opts.colorOf(it.name) : PALETTE[i % PALETTE.length]));
   if (!total) svg.appendChild(s("text", { x: cx, y: cy, "text-anchor": "middle", class: "axis" }, "no data"));
   shown.forEach((it, i) => {
     const frac = it.value / total;
@@ -116,9 +150,10 @@ export function pie(items: { name: string; value: number; color?: string }[], fm
     a0 = a1;
   });
   svg.appendChild(s("circle", { cx, cy, r: R * 0.45, class: "pie-hole" }));
+  const texts = legendNames(shown.map((it) => it.name));
   const leg = h("div", { class: "legend legend-col" }, shown.map((it, i) =>
     h("span", { class: "legend-item", title: it.name }, h("span", { class: "swatch", style: `background:${colors[i]}` }),
-      h("span", { class: "legend-name" }, it.name), h("span", { class: "legend-val" }, total ? ` ${((it.value / total) * 100).toFixed(1)} %` : ""))));
+      h("span", { class: "legend-name" }, texts[i]), h("span", { class: "legend-val" }, total ? ` ${((it.value / total) * 100).toFixed(1)} %` : ""))));
   return h("figure", { class: "chart-box pie-box" }, opts.title ? h("figcaption", null, opts.title) : null, h("div", { class: "pie-row" }, svg, leg));
 }
 

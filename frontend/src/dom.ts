@@ -95,3 +95,25 @@ export function colorFor(name: string, light = true): string {
 }
 
 export const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295"];
+
+/** Arrow keys (Left/Right, Home/End) move between the `[role=tab]` buttons of a tab list and open the one moved to
+ * (a click on it), as the ARIA tabs pattern has it; `rove` gives the selected tab the list's one tab stop. */
+export function arrowTabs(list: HTMLElement): void {
+  list.addEventListener("keydown", (e: KeyboardEvent) => {
+    const tabs = [...list.querySelectorAll<HTMLElement>("[role=tab]")].filter((t) => !(t as HTMLButtonElement).disabled);
+    const cur = tabs.indexOf(document.activeElement as HTMLElement);
+    if (cur < 0 || !tabs.length) return;
+    const n = tabs.length;
+    const k = e.key === "ArrowRight" ? (cur + 1) % n : e.key === "ArrowLeft" ? (cur - 1 + n) % n : e.key === "Home" ? 0 : e.key === "End" ? n - 1 : -1;
+    if (k < 0) return;
+    e.preventDefault();
+    tabs[k].focus();
+    tabs[k].click();
+    rove(list);
+  });
+}
+
+/** The selected tab is the list's tab stop (tabindex 0), the others are reached by arrow keys (tabindex -1). */
+export function rove(list: HTMLElement): void {
+  for (const t of list.querySelectorAll<HTMLElement>("[role=tab]")) t.tabIndex = t.getAttribute("aria-selected") === "true" ? 0 : -1;
+}

@@ -1,5 +1,5 @@
 // The plugin's entry module: TensorBoard's plugin_entry.html imports it and calls render().
-import { h, mount } from "./dom";
+import { h, mount, arrowTabs, rove } from "./dom";
 import { getJSON, onPending, ApiError, clearCache } from "./api";
 import { readHash, writeHash, State } from "./state";
 import { readHostState, writeHostState, shareLink } from "./tburl";
@@ -50,7 +50,7 @@ export function render(): void {
 
 /** State keys that refine the view in place (filters, zoom windows, search text, chart metric, sort and
  * grouping): they replace the URL's history entry instead of adding one (`Ctx.set`). */
-const REFINEMENTS = new Set(["q", "mq", "find", "range", "win", "size", "metric", "group_by", "align", "ranks", "device", "ledger"]);
+const REFINEMENTS = new Set(["q", "mq", "find", "find_of", "find_shape", "find_op", "range", "win", "size", "metric", "group_by", "align", "ranks", "device", "ledger", "mtracks", "ends"]);
 
 class App {
   root = h("div", { id: "gs-app" });
@@ -88,8 +88,10 @@ class App {
         h("button", { type: "button", class: "btn small", id: "gs-reload", title: "rescan the log directory", onclick: () => this.reload() }, "⟳ Reload"),
         this.themeBtn),
       this.linkBox, this.progress, this.banners, this.notice, this.tabs, this.fileProg, this.main);
-    this.runSel.addEventListener("change", () => { this.pushNext = true; this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
-    this.workerSel.addEventListener("change", () => { this.pushNext = true; this.st.worker = this.workerSel.value; delete this.st.span; void this.loadSpans(); });
+    // a new selection ends the view shown (`retire`) at once: while the new run's workers and spans are asked, the
+    // old view's pending work must not ask anything more (it would ask for the new run with no worker or span)
+    this.runSel.addEventListener("change", () => { this.retire(); this.pushNext = true; this.st.run = this.runSel.value; delete this.st.worker; delete this.st.span; void this.loadWorkers(); });
+    this.workerSel.addEventListener("change", () => { this.retire(); this.pushNext = true; this.st.worker = this.workerSel.value; delete this.st.span; void this.loadSpans(); });
     this.spanSel.addEventListener("change", () => { this.pushNext = true; this.st.span = this.spanSel.value; this.show(); });
     this.themeBtn.addEventListener("click", () => {
       const modes = ["auto", "light", "dark"];
@@ -97,6 +99,7 @@ class App {
       localStorage.setItem("gpuscope.theme", modes[(modes.indexOf(cur) + 1) % 3]);
       this.applyTheme();
     });
+    arrowTabs(this.tabs);
     onPending((n) => { this.pendingCount = n; this.paintProgress(); });
     // a hash typed in, or Back/Forward over the entries `setHash` pushed (popstate; hashchange too where the
     // fragment differs): the view follows the URL
@@ -107,13 +110,16 @@ class App {
       this.st = nst;
       this.pushNext = false;
       if (this.runs.length) this.checkRun();
-      if (changedSel) void this.loadWorkers(); else this.show();
+      if (changedSel) { this.retire(); void this.loadWorkers(); } else this.show();
     };
     window.addEventListener("hashchange", follow);
     window.addEventListener("popstate", follow);
     this.applyTheme();
     this.watchTensorBoardTheme();
   }
+
+  /** The view shown stops: its `ctx.alive()` turns false, so it draws and asks nothing more (`show` starts the next). */
+  private retire(): void { this.generation++; }
 
   private paintProgress(): void { this.progress.classList.toggle("on", this.loading || this.pendingCount > 0); }
 
@@ -283,6 +289,11 @@ class App {
     if (run !== this.st.run) return;
     if (this.runSel.value !== run) this.runSel.value = run;
     fillSelect(this.workerSel, this.workers, this.unreadable);
+    if (!this.workers.length) {
+      // nothing to ask /spans or a view about (each needs a worker): say so
+      mount(this.main, h("div", { class: "banner info", id: "gs-no-workers" }, `Run "${run}" has no trace that can be read.`));
+      return;
+    }
     if (!this.st.worker || !this.workers.includes(this.st.worker)) {
       // an unreadable file (an empty trace) is listed, as `gpuscope diagnose` names it, but not opened first
       const fallback = this.workers.find((w) => !(w in this.unreadable)) ?? this.workers[0] ?? "";
@@ -335,10 +346,14 @@ class App {
     const gen = ++this.generation;
     let view = this.st.view;
     if (!VIEWS.some((v) => v[0] === view)) view = this.st.view = "overview";
+    // the tabs are drawn again: a tab that had the focus (clicked, or moved to by arrow keys) keeps it on the new one
+    const focused = this.tabs.contains(document.activeElement);
     mount(this.tabs, VIEWS.map(([id, label]) => h("button", {
-      type: "button", class: "tab", role: "tab", "data-view": id, "aria-selected": String(id === view),
+      type: "button", class: "tab", role: "tab", "data-view": id, "aria-selected": String(id === view), "aria-controls": "gs-main",
       onclick: () => { for (const k of Object.keys(this.st)) if (!["run", "worker", "span"].includes(k)) delete this.st[k]; this.st.view = id; this.pushNext = true; this.show(); },
     }, label)));
+    rove(this.tabs);
+    if (focused) this.tabs.querySelector<HTMLElement>(`[data-view="${view}"]`)?.focus();
     const spec = VIEWS.find((v) => v[0] === view)!;
     // the History view reads every run of the log directory: the run selector does not apply
     this.runSel.disabled = view === "history";
@@ -355,9 +370,11 @@ class App {
     this.pushNext = false;
     const el = h("div", { class: "view", id: "view-" + view, "data-ready": "0" });
     mount(this.main, el);
+    const sel = { run: this.st.run, worker: this.st.worker, span: this.st.span };
     const ctx: Ctx = {
-      run: this.st.run, worker: this.st.worker, span: this.st.span, runs: this.runs, dark: document.body.classList.contains("dark"),
-      sel: () => ({ run: this.st.run, worker: this.st.worker, span: this.st.span }),
+      run: sel.run, worker: sel.worker, span: sel.span, runs: this.runs, dark: document.body.classList.contains("dark"),
+      // this view's own selection, whatever the shell's state became since (a run switched while it still loads)
+      sel: () => ({ run: sel.run, worker: sel.worker, span: sel.span }),
       get: (k) => this.st[k],
       set: (k, v) => {
         if (gen !== this.generation) return;
@@ -376,6 +393,7 @@ class App {
       },
       open: (run, v, params = {}) => {
         if (gen !== this.generation) return;
+        this.retire();
         this.pushNext = true;
         this.st = { ...params, run, view: v };
         this.checkRun();

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { parseRanks, rangesText, shiftOf, mergeTiles, RankClock } from "../src/timeline/merged";
+import { parseRanks, rangesText, shiftOf, mergeTiles, RankClock, trackFilter, stepEnds } from "../src/timeline/merged";
 import { Tile } from "../src/timeline/tiles";
 
 const clock = (o: Partial<RankClock>): RankClock => ({ worker: "w", rank: 0, shift_us: 0, raw_shift_us: 0, offset_us: 0, collectives: 0, spread_us: null, via: null, reason: null, ...o });
@@ -52,4 +52,31 @@ test("mergeTiles: a header per rank, the open ranks' tracks moved by their shift
 test("mergeTiles: an unfolded rank out of view stands in as one empty track of about its rows", () => {
   const m = mergeTiles([{ worker: "a", label: "rank 0", shift: 0, tile: null, rows: 12.5 }], 0, 10, 10, new Map());
   assert.deepEqual(m.tracks.map((t) => [t.header ?? false, t.folded ?? false, t.depth_count, t.rows.length]), [[true, false, 0, 0], [false, false, 11, 0]]);
+});
+
+test("trackFilter and mergeTiles(keep): only the tracks whose kind or label holds a term, flows to a track left out dropped", () => {
+  const t = tile(["x"], [110], 100, 200, 10);
+  const gpu = { ...t.tracks[0], index: 1, id: "0:7", kind: "gpu" as const, label: "stream 7" };
+  t.tracks.push(gpu);
+  t.flows = { id: [1, 2], cat: [0, 0], from_track: [0, 0], from_depth: [0, 0], from_us: [110, 111], to_track: [1, 0], to_depth: [0, 1], to_us: [120, 112] };
+  assert.equal(trackFilter(" , "), null);
+  const keep = trackFilter("GPU, nothing")!;
+  assert.equal(keep(gpu), true);
+  assert.equal(keep(t.tracks[0]), false);
+  const m = mergeTiles([{ worker: "a", label: "rank 0", shift: 0, tile: t }], 100, 200, 10, new Map(), keep);
+  assert.deepEqual(m.tracks.map((x) => [x.index, x.header ?? false, x.label, x.own_index]), [[0, true, "rank 0 · 1 of 2 tracks", undefined], [1, false, "stream 7", 1]]);
+  assert.deepEqual(m.flows!.id, []);  // each flow has an end on the python track left out
+  const all = mergeTiles([{ worker: "a", label: "rank 0", shift: 0, tile: t }], 100, 200, 10, new Map());
+  assert.deepEqual(all.flows!.from_track, [1, 1]);
+  assert.deepEqual(all.flows!.to_track, [2, 1]);
+  assert.equal(all.tracks[0].label, "rank 0");
+});
+
+test("stepEnds: each worker's step ends moved by its shift (aligned or raw), none for a worker without steps", () => {
+  const a = clock({ worker: "a", shift_us: 0, steps: [{ step: "1", start_us: 0, end_us: 100 }, { step: "2", start_us: 100, end_us: 250 }] });
+  const b = clock({ worker: "b", shift_us: 40, raw_shift_us: 1000, steps: [{ step: "1", start_us: 5, end_us: 60 }] });
+  const c = clock({ worker: "c" });
+  assert.deepEqual(stepEnds([a, b, c], true).map((e) => [e.worker, e.step, e.t, e.label]),
+    [["a", "1", 100, "step 1 ends"], ["a", "2", 250, "step 2 ends"], ["b", "1", 100, "step 1 ends"]]);
+  assert.deepEqual(stepEnds([b], false).map((e) => e.t), [1060]);
 });

@@ -122,3 +122,21 @@ test("queueCounters: one track per device and stream, in time order, malformed e
   assert.deepEqual(two.map((c) => c.name), ["GPU 0 queue stream 7", "GPU 1 queue stream 7"]);
   assert.deepEqual(queueCounters(undefined), []);
 });
+
+test("nameColors: one colour per name, twenty names apart; legendNames keep where long names differ", async () => {
+  const { nameColors, legendNames } = await import("../src/charts");
+  const a = nameColors();
+  const names = Array.from({ length: 20 }, (_, i) => `op${i}`);
+  const first = names.map(a);
+  assert.equal(new Set(first).size, 20);
+  assert.deepEqual(names.slice().reverse().map(a), first.slice().reverse());  // asked again: the same colours
+  assert.notEqual(nameColors()("op5"), a("op5"));  // another view starts its own order
+  const k = (f: string) => `void at::native::vectorized_elementwise_kernel<4, at::native::${f}<float>, at::detail::Array<char*, 3> >`;
+  const got = legendNames([k("CUDAFunctor_add"), k("MulFunctor"), "aten::mm", "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_tn_align4>"]);
+  assert.ok(got.every((x) => x.length <= 40), JSON.stringify(got));
+  assert.ok(got[0].startsWith("void at::nat") && got[0].includes("CUDAFunctor_add"), got[0]);
+  assert.ok(got[1].includes("MulFunctor"), got[1]);
+  assert.equal(got[2], "aten::mm");
+  assert.equal(got[3], "void cutlass::Kernel<cutlass_80_tensoro…");  // nothing shares its start: its start
+  assert.equal(new Set(got).size, got.length);
+});

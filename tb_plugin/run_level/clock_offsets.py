@@ -10,7 +10,7 @@ subgroups align too. A rank that no chain of matched collectives links to the re
 reason says why.
 
 `clock_offsets(summaries)` -> {"reference": worker | None, "workers": [{"worker", "rank", "shift_us",
-"raw_shift_us", "offset_us", "collectives", "spread_us", "via", "reason"}...] (by rank, then worker),
+"raw_shift_us", "offset_us", "collectives", "spread_us", "via", "reason", "steps"}...] (by rank, then worker),
 "notes": [...], "reason": text | None}:
   shift_us      what to add to the worker's timeline times (µs from its origin, as `/timeline` answers) to place
                 them on the reference's timeline, aligned (None: unknown, see `reason`)
@@ -19,6 +19,9 @@ reason says why.
   collectives   matched collectives behind the link that placed it; `spread_us` the median absolute deviation
                 of their differences from the estimate (how far the ends agree); `via` the worker it was
                 chained from.
+  steps         the worker's steps on its own timeline: [{"step", "start_us", "end_us"}] (µs from its origin; the
+                merged timeline marks where each rank's steps end); [] for a trace without ProfilerStep (its one
+                step is the trace window) or a summary without them.
 """
 
 from __future__ import annotations
@@ -92,8 +95,29 @@ def _tree(n: int, ref: int, links: dict[tuple[int, int], np.ndarray]) -> dict[in
     return placed
 
 
+def _steps(summary: Summary | None) -> list[dict]:
+    """The worker's steps on its own timeline (module doc, `steps`)."""
+    if summary is None or summary.distributed is None:
+        return []
+    d = summary.distributed
+    if summary.phases is not None and summary.phases.whole_trace:
+        return []
+    o = _origin(summary) or 0
+    return [
+        {"step": str(n), "start_us": _us(a - o), "end_us": _us(e - o)}
+        for n, a, e in zip(d.steps.step, d.steps.start, d.steps.end)
+    ]
+
+
 def clock_offsets(summaries: Mapping[str, Summary]) -> dict:
     """Each worker's clock offset and timeline shift against the reference worker (module doc)."""
+    out = _clock_offsets(summaries)
+    for row in out["workers"]:
+        row["steps"] = _steps(summaries.get(row["worker"]))
+    return out
+
+
+def _clock_offsets(summaries: Mapping[str, Summary]) -> dict:
     workers = sorted(summaries)
     if not workers:
         return {"reference": None, "workers": [], "notes": [], "reason": "the run has no worker summaries"}

@@ -761,7 +761,12 @@ def segment_text(seg: Mapping[str, Any]) -> str:
 def path_text(segments: list[dict]) -> str:
     """A step's path in words, each run of segments on one worker (its work and the collectives it arrived last
     at) said once: `rank 2: 11.6 ms (data loading +40.0 ms) -> late at 12 collectives on group 0 (4 ranks,
-    nccl:all_reduce #1..#12) -> 3 ranks waited 4.8 ms in all`."""
+    nccl:all_reduce #1..#12) -> 3 ranks waited 4.8 ms in all`: `path_parts` joined by " -> "."""
+    return " -> ".join(path_parts(segments))
+
+
+def path_parts(segments: list[dict]) -> list[str]:
+    """The parts of `path_text` in time order (the Distributed view lists them, one item each)."""
     runs: list[list[dict]] = []
     for seg in segments:
         owner = seg["worker"] if seg["kind"] == "work" else seg["late_worker"]
@@ -783,7 +788,7 @@ def path_text(segments: list[dict]) -> str:
             parts.append(_many(late))
         if quiet:
             parts.append(segment_text(quiet[0]) if len(quiet) == 1 else f"{len(quiet)} collectives nobody waited at")
-    return " -> ".join(parts)
+    return parts
 
 
 def _many(colls: list[dict]) -> str:

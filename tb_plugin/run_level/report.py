@@ -219,7 +219,8 @@ def _diagnose(summaries: Mapping[str, Summary], trace: Callable[[str], Any] | No
         if not brief:
             step["segments"] = [dict(seg) for seg in step["segments"]]  # (shared with the ledger's: `step_paths`)
             _annotate(job, step, cache)
-            step["path"] = critical_path.path_text(step["segments"])
+            step["path_parts"] = critical_path.path_parts(step["segments"])
+            step["path"] = " -> ".join(step["path_parts"])
         if ("busy", step["step"]) not in cache:  # (setdefault would replay the step again each time)
             cache[("busy", step["step"])] = stragglers.busy(job, step["step"])
         b = cache[("busy", step["step"])]

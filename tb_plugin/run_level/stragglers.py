@@ -21,7 +21,8 @@ collectives the straggler arrived last at, at most its excess).
 `explain(job, step, worker)` -> {"worker", "rank", "step", "busy_ms", "median_ms", "excess_ms", "step_ms",
 "what_if_ms", "saved_ms", "late_at": n, "phases": [{"phase", "label", "ms", "median_ms", "excess_ms"}...],
 "kernels": [{"name", "ms", "median_ms", "excess_ms"}...], "ops": [...], "why": text, "median_worker",
-"diff": {"worker", "exp_worker", "step"}} (the Diff view's pair: this worker against the median one).
+"diff": {"worker", "exp_worker", "step"}} (the Diff view's pair: the median worker as the baseline, this worker
+compared with it, so the Diff's deltas are this worker's excess).
 """
 
 from __future__ import annotations
@@ -287,7 +288,7 @@ def explain(job: Job, step: str, worker: str, busy_ns: Mapping[int, float] | Non
         "ops": ops,
         "why": _why(phases, kernels, ops, link_text),
         "median_worker": job.workers[median_w],
-        "diff": {"worker": worker, "exp_worker": job.workers[median_w], "step": step},
+        "diff": {"worker": job.workers[median_w], "exp_worker": worker, "step": step},
     }
 
 

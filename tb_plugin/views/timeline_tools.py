@@ -23,7 +23,7 @@ import numpy as np
 from profiler_core.analysis import intervals
 from profiler_core.analysis.tables.timeline_tiles import tiles_for
 from tb_plugin.errors import BadRequest, NotFound
-from tb_plugin.params import EVENT_IDX, MAX_POINTS, OCCURRENCE_LIMIT, TRACKS, WIDTH_PX, number_param
+from tb_plugin.params import EVENT_IDX, MAX_POINTS, OCCURRENCE_LIMIT, OCCURRENCES_OF, TRACKS, WIDTH_PX, number_param
 
 MAX_ROWS = 1000
 
@@ -202,16 +202,36 @@ def _result(t: Any, tl: Any, pos: np.ndarray) -> list[dict]:
     ]
 
 
-def occurrences(t: Any, name: Any = None, limit: Any = 10000) -> dict:
-    """Every event named exactly `name` (first `limit`), in time order, with its track and depth."""
+def occurrences(
+    t: Any,
+    name: Any = None,
+    limit: Any = 10000,
+    of: str = "events",
+    input_shape: str | None = None,
+    op: str | None = None,
+) -> dict:
+    """Every event named exactly `name` (first `limit`), in time order, with its track and depth. `of`: "events"
+    (every event of the name), "operators" (the operator table's calls of it, of `input_shape` when given) or
+    "kernels" (its kernels, launched by an op named `op` when given): the calls a table row counts, so its button
+    opens "occurrence 1 of 48" for a row of 48 calls."""
     if not isinstance(name, str) or not name:
         raise BadRequest("missing parameter 'name' (the exact event name)")
     lim = OCCURRENCE_LIMIT.parse(limit)
+    of = OCCURRENCES_OF.parse(of)
     tl = tiles_for(t)
     ev = t.events
     if not len(ev):
         return {"name": name, "total": 0, "results": []}
-    pos = np.flatnonzero((ev["name"] == name).to_numpy())
+    if of == "operators":
+        from profiler_core.analysis.tables.operators import operator_rows
+
+        pos = operator_rows(t, name, input_shape)
+    elif of == "kernels":
+        from profiler_core.analysis.tables.kernels import kernel_rows
+
+        pos = kernel_rows(t, name, op)
+    else:
+        pos = np.flatnonzero((ev["name"] == name).to_numpy())
     ts = ev["ts"].to_numpy(np.int64)
     pos = pos[np.argsort(ts[pos], kind="stable")]
     return {"name": name, "total": int(len(pos)), "results": _result(t, tl, pos[:lim])}

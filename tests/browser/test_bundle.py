@@ -36,8 +36,10 @@ def test_no_html_string_sinks():
 
 
 def test_bundle_is_small():
+    # 62 KB since issue 39's navigation (60.9 KB: keyboard tabs, the step headline, the merged timeline's track
+    # filter and step ends, row occurrences, pie colours; 58.8 KB before)
     size = len(gzip.compress(bundle().encode("utf-8"), 9))
-    assert size < 60_000, f"index.js is {size} bytes gzipped (the budget is 60 KB)"
+    assert size < 62_000, f"index.js is {size} bytes gzipped (the budget is 62 KB)"
 
 
 def test_frontend_unit_tests_and_bundle_up_to_date():

@@ -161,16 +161,16 @@ def test_distributed_stragglers_why_diff_groups_and_critical_path(page, job_tb, 
     h = page.evaluate("location.hash")
     assert f"worker={SLOW}" in h and "cpath=" in h and "win=" in h, h
 
-    # a straggler row opens the Diff of that worker against the median worker of its step
+    # a straggler row opens the Diff of that worker against the median worker of its step (the baseline)
     open_view(page, job_tb, "distributed", RUN)
     page.wait_for_selector("#dist-stragglers tbody tr")
     page.click("#dist-stragglers tbody tr >> nth=0 >> td >> nth=0")
     page.wait_for_selector("#view-diff[data-ready='1'], #view-diff[data-ready='error']", timeout=60000)
     h = page.evaluate("location.hash")
-    assert "view=diff" in h and f"worker={SLOW}" in h and "exp_worker=node0_rank" in h, h
-    assert page.input_value("#gs-worker") == SLOW
-    exp = page.input_value("#diff-worker")
-    assert exp.startswith("node0_rank") and exp != SLOW
+    assert "view=diff" in h and f"exp_worker={SLOW}" in h and "worker=node0_rank" in h, h
+    assert page.input_value("#diff-worker") == SLOW
+    base = page.input_value("#gs-worker")
+    assert base.startswith("node0_rank") and base != SLOW
     page.wait_for_selector("#diff-out table", timeout=60000)
     # at that step: the straggler's step row of the aligned tree is the one open and marked
     step = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('dstep')")
@@ -180,6 +180,54 @@ def test_distributed_stragglers_why_diff_groups_and_critical_path(page, job_tb, 
     assert page.locator("#diff-tree tr[data-depth='0']").count() == STEPS
     assert page.locator("#diff-tree tr[data-depth='1']").count() == 3  # forward, backward, other of that step only
     screenshot(page, "diag_diff_from_straggler", tmp_path)
+
+
+@pytest.mark.parametrize("width", [1000, 2560])
+def test_path_summary_list_and_diff_against_the_median_worker(browser, job_tb, width):
+    """Issue 39, item 5: the critical path's summary is a list, one item per part in time order (it was one
+    paragraph of "->"); a straggler row opens the Diff with the median worker as the baseline and the straggler
+    compared, and the headline says the step's difference (its busy time: it read +0.3 % of the whole window for a
+    4 ms straggler, whose step lasts as long as the others' since they wait for it)."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme="light")
+    guard = Guard(job_tb.url)
+    try:
+        page = context.new_page()
+        guard.attach(context, page)
+        diag = get_json(f"{job_tb.api}/diagnosis?run={RUN}&span=1", timeout=60)
+        open_view(page, job_tb, "distributed", RUN)
+        page.wait_for_selector("#cpath-text li")
+        assert page.evaluate("document.querySelector('#cpath-text').tagName") == "OL"
+        items = page.locator("#cpath-text > li").all_inner_texts()
+        step = page.input_value("#cpath-step")
+        want = next(s for s in diag["steps"] if s["step"] == step)
+        assert items == want["path_parts"] and len(items) >= 2, items
+        assert " -> ".join(items) == want["path"]
+        assert items[0].startswith(f"rank {STRAGGLER}:")
+
+        page.wait_for_selector("#dist-stragglers tbody tr")
+        heads = [t.strip() for t in page.locator("#dist-stragglers thead th").all_inner_texts()]
+        col = {name: i for i, name in enumerate(heads)}
+        first = [c.inner_text() for c in page.locator("#dist-stragglers tbody tr >> nth=0").locator("td").all()]
+        excess = _ms(first[col["Excess over median"]])
+        assert first[col["Worker"]] == SLOW and excess > 0
+        page.click("#dist-stragglers tbody tr >> nth=0 >> td >> nth=0")
+        page.wait_for_selector("#view-diff[data-ready='1']", timeout=60000)
+        assert page.input_value("#diff-worker") == SLOW  # compared
+        median = page.input_value("#gs-worker")  # the baseline
+        assert median != SLOW and median.startswith("node0_rank")
+        page.wait_for_selector("#diff-step-head", timeout=60000)
+        head = page.inner_text("#diff-step-head")
+        assert head.startswith(f"Step {first[col['Step']]}:") and SLOW in head and median in head, head
+        delta = page.inner_text("#diff-step-delta")
+        # the straggler's busy time over the median worker's: its excess, as the straggler table says it
+        assert delta.startswith("+") and _ms(delta) == pytest.approx(excess, rel=0.25), (delta, excess)
+        pct = float(re.search(r"\(\+([\d.]+) %\)", delta).group(1))
+        assert pct > 5, delta
+        box = page.locator("#diff-step-head").bounding_box()
+        assert box and box["width"] <= width and box["height"] > 0
+    finally:
+        context.close()
+    guard.check()
 
 
 def test_timeline_queue_length_and_critical_path_marks(page, job_tb, tmp_path):

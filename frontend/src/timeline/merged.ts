@@ -6,6 +6,15 @@ import { Tile, Track, Row, Flows, BucketsRow } from "./tiles";
 export interface RankClock {
   worker: string; rank: number | null; shift_us: number | null; raw_shift_us: number | null; offset_us: number | null;
   collectives: number; spread_us: number | null; via: string | null; reason: string | null;
+  /** Its steps on its own timeline (none for a trace without ProfilerStep). */
+  steps?: { step: string; start_us: number; end_us: number }[];
+}
+
+/** Where each chosen worker's steps end on the merged clock (its step ends moved by its shift). */
+export function stepEnds(clocks: RankClock[], aligned: boolean): { worker: string; step: string; t: number; label: string }[] {
+  return clocks.flatMap((c) => (Array.isArray(c.steps) ? c.steps : []).map((s) => ({
+    worker: c.worker, step: String(s.step), t: Number(s.end_us) + shiftOf(c, aligned), label: `step ${s.step} ends` })))
+    .filter((e) => isFinite(e.t));
 }
 
 /** A rank of the merged timeline: its tile (null while folded or out of view) and the shift applied to its
@@ -54,10 +63,20 @@ export function rangesText(keys: number[]): string {
   return out.join(",");
 }
 
+/** A track filter from its text: comma-separated terms, a track is kept when its kind and label ("gpu stream 7",
+ * "cpu thread 12 (python)") hold any of them (case-insensitive); null when the text has no term (all kept). */
+export function trackFilter(text: string): ((t: Track) => boolean) | null {
+  const terms = text.split(",").map((x) => x.trim().toLowerCase()).filter(Boolean);
+  if (!terms.length) return null;
+  return (t) => { const s = `${t.kind} ${t.label}`.toLowerCase(); return terms.some((x) => s.includes(x)); };
+}
+
 /** One tile of the window [a, b] from the parts: per part a group header track (`group` = the part's place;
- * `header`), then the part's own tracks with their times moved by its shift; names, categories and flows
- * re-indexed. `extents` holds each worker's trace extent from earlier tiles (for folded parts). */
-export function mergeTiles(parts: MergedPart[], a: number, b: number, px: number, extents: Map<string, [number, number]>): Tile {
+ * `header`), then the part's own tracks (those `keep` keeps, all without it) with their times moved by its shift;
+ * names, categories and flows re-indexed (a flow with an end on a track left out is left out). `extents` holds
+ * each worker's trace extent from earlier tiles (for folded parts). */
+export function mergeTiles(parts: MergedPart[], a: number, b: number, px: number, extents: Map<string, [number, number]>,
+  keep: ((t: Track) => boolean) | null = null): Tile {
   const names: string[] = [], cats: string[] = [], nameIx = new Map<string, number>(), catIx = new Map<string, number>();
   const intern = (table: string[], ix: Map<string, number>, s: string) => { let i = ix.get(s); if (i === undefined) { i = table.length; table.push(s); ix.set(s, i); } return i; };
   const tracks: Track[] = [];
@@ -72,27 +91,32 @@ export function mergeTiles(parts: MergedPart[], a: number, b: number, px: number
   const s = isFinite(a) ? a : lo, e = isFinite(b) ? b : hi, mb = (e - s) / Math.max(1, px);
   parts.forEach((p, g) => {
     const t = p.tile;
-    const events = t ? t.tracks.reduce((s, x) => s + x.event_count, 0) : 0;
-    tracks.push({ index: tracks.length, id: `group:${p.worker}`, kind: "cpu", pid: 0, tid: 0, process: "", thread: "", label: p.label,
+    const kept = t ? (keep ? t.tracks.filter(keep) : t.tracks) : [];
+    const events = kept.reduce((s, x) => s + x.event_count, 0);
+    const label = t && keep ? `${p.label} · ${kept.length} of ${t.tracks.length} tracks` : p.label;
+    tracks.push({ index: tracks.length, id: `group:${p.worker}`, kind: "cpu", pid: 0, tid: 0, process: "", thread: "", label,
       depth_count: 0, event_count: events, rows: [], worker: p.worker, group: g, header: true, folded: !t && p.rows === undefined });
     if (!t && p.rows !== undefined) {
       tracks.push({ index: tracks.length, id: `wait:${p.worker}`, kind: "cpu", pid: 0, tid: 0, process: "", thread: "",
         label: "loads when scrolled into view", depth_count: Math.max(1, Math.round(p.rows - 1.5)), event_count: 0, rows: [], worker: p.worker, group: g });
     }
     if (!t) return;
-    const first = tracks.length;
+    const at = new Map<number, number>();  // the track's index in its own tile -> in the merged one
     const nmap = t.names.map((n) => intern(names, nameIx, n)), cmap = t.cats.map((c) => intern(cats, catIx, c));
-    for (const tr of t.tracks) {
+    for (const tr of kept) {
       const rows: Row[] = tr.rows.map((r) => r.mode === "events"
         ? { ...r, ts_us: r.ts_us.map((x) => x + p.shift), name: r.name.map((i) => nmap[i]), cat: r.cat.map((i) => cmap[i]) }
         : rebucket(r, t.start_us + p.shift, t.bucket_us, s, mb, nmap, cmap));
-      tracks.push({ ...tr, index: first + tr.index, rows, worker: p.worker, group: g, own_index: tr.index });
+      at.set(tr.index, tracks.length);
+      tracks.push({ ...tr, index: tracks.length, rows, worker: p.worker, group: g, own_index: tr.index });
     }
     const f = t.flows;
     if (f) for (let i = 0; i < f.id.length; i++) {
+      const fa = at.get(f.from_track[i]), fb = at.get(f.to_track[i]);
+      if (fa === undefined || fb === undefined) continue;
       flows.id.push(f.id[i]); flows.cat.push(cmap[f.cat[i]] ?? 0);
-      flows.from_track.push(first + f.from_track[i]); flows.from_depth.push(f.from_depth[i]); flows.from_us.push(f.from_us[i] + p.shift);
-      flows.to_track.push(first + f.to_track[i]); flows.to_depth.push(f.to_depth[i]); flows.to_us.push(f.to_us[i] + p.shift);
+      flows.from_track.push(fa); flows.from_depth.push(f.from_depth[i]); flows.from_us.push(f.from_us[i] + p.shift);
+      flows.to_track.push(fb); flows.to_depth.push(f.to_depth[i]); flows.to_us.push(f.to_us[i] + p.shift);
     }
   });
   return { start_us: s, end_us: e, trace_start_us: lo, trace_end_us: hi, width_px: px, bucket_us: mb, names, cats, tracks, flows };

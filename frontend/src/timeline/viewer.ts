@@ -27,6 +27,14 @@ export interface ViewerHooks {
 export interface Counter { name: string; unit: string; ts_us: number[]; values: number[] }
 export interface RangeSel { a: number; b: number; tracks: number[] | null }
 
+/** The end of one step of one worker on the merged timeline (its time on the shared clock). */
+export interface StepEnd { worker: string; step: string; t: number; label: string }
+
+/** At most this many flows in view are all drawn; beyond, only the selected event's. */
+const FLOWS_SHOWN = 300;
+/** The selected event's flows: drawn over the others, in the selection's blue. */
+const SELECTED_FLOW = "#1976d2";
+
 const RULER = 26, ROW = 16, TRACK_HEAD = 18, GAP = 6, GUTTER = 200, COUNTER_H = 36;
 
 interface Layout { track: Track; y: number; h: number }
@@ -47,6 +55,7 @@ export class TimelineViewer {
   private sel: Selection | null = null;
   private counters: CounterLayout[] = [];
   private marks: Mark[] = [];
+  private stepEnds: StepEnd[] = [];
   private collapsed = new Set<number>();
   /** The selected time range, if any. */
   range: RangeSel | null = null;
@@ -124,6 +133,8 @@ export class TimelineViewer {
 
   /** Marks time spans over the event area (e.g. the critical path's segments); [] clears them. */
   setMarks(list: Mark[]): void { this.marks = list; this.redraw(); }
+  /** Where each worker's steps end (merged timeline): a dashed line down that worker's tracks at each. */
+  setStepEnds(list: StepEnd[]): void { this.stepEnds = list; this.redraw(); }
   /** The marked spans' extent, or null when there is none. */
   marksExtent(): [number, number] | null {
     return this.marks.length ? [Math.min(...this.marks.map((m) => m.a)), Math.max(...this.marks.map((m) => m.b))] : null;
@@ -317,6 +328,7 @@ export class TimelineViewer {
       for (const [x, w, y, name] of labels) c.fillText(clip(name, w - 6), x + 3, y + ROW / 2);
       if (this.showFlows && tile.flows) this.drawFlows(tile, th.muted); else this.stats.flows = 0;
       this.stats.marks = this.marks.length ? drawMarks(c, this.marks, (t) => this.xOf(t), GUTTER, W, RULER, H) : 0;
+      this.drawStepEnds(th.fgCss);
       if (this.sel) this.drawSelection(th.fgCss);
       if (this.range) this.drawRange(th.fgCss);
       c.restore();
@@ -410,28 +422,37 @@ export class TimelineViewer {
   }
 
   private drawFlows(tile: Tile, color: string): void {
-    const f = tile.flows!, c = this.ctx2d;
-    c.strokeStyle = color; c.fillStyle = color; c.lineWidth = 1; c.globalAlpha = 0.8;
-    // draw every visible flow only when few are visible; otherwise only the selected event's
+    const f = tile.flows!;
+    // every visible flow when few are visible (at most FLOWS_SHOWN); the selected event's are drawn over them in
+    // the selection's colour, and alone when more are visible
     const vis: number[] = [];
     for (let i = 0; i < f.id.length; i++) {
       const xa = this.xOf(f.from_us[i]), xb = this.xOf(f.to_us[i]);
       if ((xa < GUTTER && xb < GUTTER) || (xa > this.w && xb > this.w)) continue;
       vis.push(i);
-      if (vis.length > 300) break;
+      if (vis.length > FLOWS_SHOWN) break;
     }
-    let list = vis;
-    if (vis.length > 300) {
-      const s = this.sel;
-      list = [];
-      if (s) for (let i = 0; i < f.id.length; i++) {
-        if ((f.from_track[i] === s.track && f.from_depth[i] === s.depth && f.from_us[i] >= s.ts_us && f.from_us[i] <= s.ts_us + s.dur_us) ||
-          (f.to_track[i] === s.track && f.to_depth[i] === s.depth && f.to_us[i] >= s.ts_us && f.to_us[i] <= s.ts_us + s.dur_us)) list.push(i);
-      }
+    const s = this.sel, mine: number[] = [];
+    if (s) for (let i = 0; i < f.id.length; i++) {
+      if ((f.from_track[i] === s.track && f.from_depth[i] === s.depth && f.from_us[i] >= s.ts_us && f.from_us[i] <= s.ts_us + s.dur_us) ||
+        (f.to_track[i] === s.track && f.to_depth[i] === s.depth && f.to_us[i] >= s.ts_us && f.to_us[i] <= s.ts_us + s.dur_us)) mine.push(i);
     }
-    this.stats.flows = list.length;
+    const many = vis.length > FLOWS_SHOWN, isMine = new Set(mine);
+    const rest = many ? [] : vis.filter((i) => !isMine.has(i));
+    this.stats.flows = rest.length + mine.length;
+    this.strokeFlows(f, rest, color, 1, 0.8);
+    this.stats.flowsSelected = this.strokeFlows(f, mine, SELECTED_FLOW, 2, 1);
+    this.stats.flowsHidden = many;
+  }
+
+  /** Draws flows `list` as curves with arrow heads; how many were in view. */
+  private strokeFlows(f: NonNullable<Tile["flows"]>, list: number[], color: string, width: number, alpha: number): number {
+    const c = this.ctx2d;
+    c.save();
+    c.strokeStyle = color; c.fillStyle = color; c.lineWidth = width; c.globalAlpha = alpha;
     c.beginPath();
-    let heads: [number, number][] = [];
+    const heads: [number, number][] = [];
+    let shown = 0;
     for (const i of list) {
       const xa = this.xOf(f.from_us[i]), xb = this.xOf(f.to_us[i]);
       if ((xa < GUTTER && xb < GUTTER) || (xa > this.w && xb > this.w)) continue;
@@ -441,12 +462,14 @@ export class TimelineViewer {
       const mx = (xa + xb) / 2;
       c.moveTo(xa, ya); c.bezierCurveTo(mx, ya, mx, yb, xb, yb);
       if (heads.length < 5000) heads.push([xb, yb]);
+      shown++;
     }
     c.stroke();
     c.beginPath();
     for (const [x, y] of heads) { c.moveTo(x, y); c.lineTo(x - 5, y - 3); c.lineTo(x - 5, y + 3); c.closePath(); }
     c.fill();
-    c.globalAlpha = 1;
+    c.restore();
+    return shown;
   }
 
   private drawCounter(C: CounterLayout, y0: number, th: Theme): void {
@@ -488,6 +511,40 @@ export class TimelineViewer {
     c.moveTo(xa + 0.5, RULER); c.lineTo(xa + 0.5, this.h); c.moveTo(xb - 0.5, RULER); c.lineTo(xb - 0.5, this.h); c.stroke();
   }
 
+  /** The step ends (`setStepEnds`) in view: per worker a dashed line over its group's tracks with the step's name
+   * beside it on the group's header row (where it fits); `stats.stepEnds` lists what was drawn. */
+  private drawStepEnds(fg: string): void {
+    const drawn: { worker: string; step: string; x: number }[] = [];
+    if (this.stepEnds.length) {
+      const span = new Map<string, [number, number, number]>();  // worker -> top, bottom, header's middle
+      for (const L of this.layout) {
+        const w = L.track.worker;
+        if (w === undefined) continue;
+        const y0 = RULER + L.y - this.scrollY, y1 = y0 + L.h - GAP / 2;
+        const s = span.get(w);
+        if (!s) span.set(w, [y0, y1, L.track.header ? y0 + TRACK_HEAD / 2 : NaN]);
+        else { s[0] = Math.min(s[0], y0); s[1] = Math.max(s[1], y1); if (L.track.header) s[2] = y0 + TRACK_HEAD / 2; }
+      }
+      const c = this.ctx2d, lastLabel = new Map<string, number>();
+      c.save();
+      c.strokeStyle = fg; c.fillStyle = fg; c.globalAlpha = 0.7; c.lineWidth = 1; c.setLineDash([4, 3]);
+      c.font = "10px system-ui,sans-serif";
+      for (const e of this.stepEnds) {
+        const s = span.get(e.worker), x = Math.round(this.xOf(e.t)) + 0.5;
+        if (!s || x < GUTTER || x > this.w || s[1] < RULER || s[0] > this.h) continue;
+        c.beginPath(); c.moveTo(x, Math.max(RULER, s[0])); c.lineTo(x, Math.min(this.h, s[1])); c.stroke();
+        const text = e.label, tw = c.measureText(text).width;
+        if (isFinite(s[2]) && x - 3 - tw > Math.max(GUTTER, lastLabel.get(e.worker) ?? -Infinity)) {
+          c.fillText(text, x - 3 - tw, s[2]);
+          lastLabel.set(e.worker, x);
+        }
+        drawn.push({ worker: e.worker, step: e.step, x });
+      }
+      c.restore();
+    }
+    this.stats.stepEnds = drawn;
+  }
+
   private drawSelection(fg: string): void {
     const s = this.sel!, y = this.rowY(s.track, s.depth);
     if (y === null) return;
@@ -505,15 +562,26 @@ export class TimelineViewer {
     c.strokeStyle = line; c.beginPath();
     const largest = Math.max(Math.abs(this.v0), Math.abs(this.v1));
     const labels: string[] = [];
+    const boxes: [number, number][] = [];
     for (let k = Math.ceil(this.v0 / step); k * step <= this.v1; k++) {
       const t = k * step, x = Math.round(this.xOf(t)) + 0.5;
       if (x < GUTTER) continue;
       const text = fmtTick(t, step, largest);
       c.moveTo(x, RULER - 8); c.lineTo(x, RULER);
-      c.fillStyle = muted; c.fillText(text, x + 3, RULER / 2 - 2);
+      // a label reads right of its tick; one the canvas's edge would cut reads left of it, unless that runs into
+      // the label before (then the tick stays unlabelled)
+      const tw = c.measureText(text).width;
+      let left = x + 3;
+      if (left + tw > this.w - 1) {
+        left = x - 3 - tw;
+        if (left < GUTTER || (boxes.length && left < boxes[boxes.length - 1][1] + 4)) continue;
+      }
+      c.fillStyle = muted; c.fillText(text, left, RULER / 2 - 2);
       labels.push(text);
+      boxes.push([left, left + tw]);
     }
     this.stats.ruler = labels;
+    this.stats.rulerBoxes = boxes;
     c.stroke();
     if (this.range) {
       const xa = Math.max(GUTTER, this.xOf(this.range.a)), xb = Math.min(this.w, this.xOf(this.range.b));

@@ -72,6 +72,15 @@ export function openPathInTimeline(ctx: Ctx, rows: PathRow[], worker: string, st
   location.assign(u.href);
 }
 
+/** The path's summary as a list in time order, one item per run of segments on one rank (its work, where it came
+ * late, who waited): `/diagnosis`'s `path_parts` (else its `path` text as one item); null when there is none. */
+export function pathSummary(step: any): HTMLElement | null {
+  const parts: string[] = Array.isArray(step?.path_parts) ? step.path_parts.map(String).filter((x: string) => x)
+    : typeof step?.path === "string" && step.path ? [step.path] : [];
+  return parts.length ? h("ol", { class: "cpath-text", id: "cpath-text", "aria-label": "the path in words, in time order" },
+    parts.map((x) => h("li", null, x))) : null;
+}
+
 /** The critical-path section: a step picker (the chosen Distributed step, else the step a fix would save most in). */
 export async function criticalPathSection(ctx: Ctx, box: HTMLElement, step: string): Promise<void> {
   mount(box, h("h3", null, "Critical path across ranks"), h("p", { class: "muted" }, "loading…"));
@@ -107,7 +116,7 @@ export async function criticalPathSection(ctx: Ctx, box: HTMLElement, step: stri
   mount(box, h("h3", null, "Critical path across ranks"),
     h("div", { class: "toolbar" }, h("label", null, "Step ", sel), open, pathWorkerButtons(ctx, rows, stepName, main),
       h("span", { class: "muted" }, `step ${fmtMs(cur.step_ms)} (median over the ranks)`)),
-    typeof cur.path === "string" && cur.path ? h("p", { class: "cpath-text", id: "cpath-text" }, cur.path) : null,
+    pathSummary(cur),
     st ? h("p", { id: "cpath-straggler" }, h("strong", null, `Straggler: ${st.worker}`),
       ` ${fmtMs(st.excess_ms)} busier than the median rank (${st.median_worker ?? "–"})` + (st.why ? `: ${st.why}` : "") +
       `. At the median the step would take ${fmtMs(st.what_if_ms)} instead of ${fmtMs(st.step_ms)}.`) : null,

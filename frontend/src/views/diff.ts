@@ -1,10 +1,10 @@
 // Diff: pick another profile to compare with; aligned operator tree with deltas and a delta table.
-import { h, mount, fmtUs, fmtNum } from "../dom";
+import { h, mount, fmtUs, fmtNum, arrowTabs, rove } from "../dom";
 import { getJSON, getWhenReady } from "../api";
 import { summarizingText } from "../progress";
 import { dataTable, Column, genericValue } from "../table";
 import { groupedBars } from "../charts";
-import { treeTable, findRoots, numericKeys, TreeNode } from "./tree";
+import { treeTable, TreeNode } from "./tree";
 import { shareLink } from "../tburl";
 import type { Ctx } from "../ctx";
 import { renderJobDiff, JobPair } from "./job_diff";
@@ -77,17 +77,6 @@ export function otherWorker(workers: string[], worker: string, sameRun: boolean)
   return workers.includes(worker) ? worker : workers[0];
 }
 
-/** Adds delta_<k> = exp_<k> - base_<k> to every node that has both. */
-function addDeltas(n: TreeNode): void {
-  for (const k of Object.keys(n)) if (k.startsWith("base_") && typeof n[k] === "number") {
-    const e = n["exp_" + k.slice(5)];
-    if (typeof e === "number" && n["delta_" + k.slice(5)] === undefined) n["delta_" + k.slice(5)] = e - n[k];
-  }
-  (n.children ?? []).forEach(addDeltas);
-}
-
-const fmtFor = (k: string) => (k.endsWith("_us") ? (k.startsWith("delta") ? (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtUs(v) : "–") : fmtUs) : fmtNum);
-
 const sgn = (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtUs(v) : "–");
 const sgnN = (v: any) => (typeof v === "number" ? (v > 0 ? "+" : "") + fmtNum(v) : "–");
 
@@ -98,8 +87,46 @@ function flat(x: any, keys: string[]): Record<string, number | null> {
   return o;
 }
 
+/** One step of two workers of the same run and span (the Distributed view's straggler against the median worker):
+ * each one's step length and busy time (the step less its own wait in collectives, as the straggler table
+ * counts it), from `/distributed/step`. */
+export interface StepBusy { base: { worker: string; length_us: number; busy_us: number }; exp: { worker: string; length_us: number; busy_us: number } }
+
+/** The step's length and busy time on both sides, or null when they are not two workers of one run and span or
+ * the run's summaries do not answer (the headline then says the step's own times from the diff). */
+async function stepBusy(ctx: Ctx, exp: { run: string; worker: string; span: string }, step: string): Promise<StepBusy | null> {
+  if (exp.run !== ctx.run || exp.span !== ctx.span || !exp.worker || exp.worker === ctx.worker) return null;
+  const one = async (worker: string) => {
+    const d = await getJSON<any>("distributed/step", { run: ctx.run, span: ctx.span, worker, step }, { cache: true });
+    const len = Number(d?.end_us) - Number(d?.start_us), wait = Number(d?.parts?.wait_us) || 0;
+    if (!isFinite(len)) throw new Error("no step bounds");
+    return { worker, length_us: len, busy_us: len - wait };
+  };
+  try { const [b, e] = await Promise.all([one(ctx.worker), one(exp.worker)]); return { base: b, exp: e }; }
+  catch { return null; }
+}
+
+const pct = (d: number, b: number) => (b ? ` (${d > 0 ? "+" : ""}${((d / b) * 100).toFixed(1)} %)` : "");
+
+/** The headline of a diff opened on one step: that step's difference, not the whole window's. Two workers of one
+ * run wait for each other at their collectives, so their steps last alike: the busy time says the straggler's
+ * excess (a 4 ms straggler read +0.3 % in the window's host time). */
+export function stepHeadline(step: string, row: any, busy: StepBusy | null): HTMLElement {
+  const parts: (HTMLElement | string)[] = [h("strong", null, `Step ${step}: `)];
+  const delta = (e: number, b: number) => h("span", { class: e > b ? "pos" : e < b ? "neg" : "", id: "diff-step-delta" }, sgn(e - b) + pct(e - b, b));
+  if (busy) {
+    const { base: b, exp: e } = busy;
+    parts.push(delta(e.busy_us, b.busy_us), ` busy (the step less its wait in collectives) on ${e.worker}: ${fmtUs(e.busy_us)} against ${fmtUs(b.busy_us)} on ${b.worker}, the baseline. ` +
+      `Its step lasts ${fmtUs(e.length_us)} against ${fmtUs(b.length_us)}: the ranks wait for each other.`);
+  } else if (row) {
+    const b = Number(row.base?.host_us), e = Number(row.exp?.host_us);
+    parts.push(delta(e, b), ` step time: ${fmtUs(e)} compared, ${fmtUs(b)} on the baseline.`);
+  } else parts.push(`the baseline has no aligned step ${step}.`);
+  return h("div", { class: "banner info", id: "diff-step-head", role: "status" }, parts);
+}
+
 /** The backend's diff answer: totals, aligned steps -> phases -> ops, and the op delta table. */
-function renderAligned(d: any, step?: string): HTMLElement {
+function renderAligned(d: any, step?: string, busy: StepBusy | null = null): HTMLElement {
   const tk = ["host_us", "device_us", "calls"];
   const b = d.base ?? {}, e = d.exp ?? {};
   const cards = h("div", { class: "cards" }, ["host_us", "device_us", "calls"].map((k) => {
@@ -132,7 +159,8 @@ function renderAligned(d: any, step?: string): HTMLElement {
     key: `${side}_${k}`, label: `${side === "delta" ? "Δ" : side === "base" ? "Base" : "Exp"} ${k.replace(/_us$/, "").replace(/_/g, " ")}`, numeric: true,
     fmt: k === "calls" ? (side === "delta" ? sgnN : fmtNum) : side === "delta" ? sgn : fmtUs })))];
   const notes: string[] = Array.isArray(d.notes) ? d.notes.map(String) : [];
-  return h("div", null, cards, chart,
+  return h("div", null, step !== undefined ? stepHeadline(step, fi >= 0 ? steps[fi] : null, busy) : null,
+    step !== undefined ? h("p", { class: "muted" }, "The whole window compared:") : null, cards, chart,
     h("h3", null, "Aligned steps, phases and operators"),
     step !== undefined ? h("p", { class: "muted", id: "diff-step-note" }, fi >= 0 ? `Step ${step} of the baseline is open and marked.` : `The baseline has no aligned step ${step}.`) : null,
     collapsedTree(cols, roots, fi >= 0 ? roots[fi] : undefined),
@@ -153,25 +181,9 @@ function collapsedTree(cols: Column[], roots: TreeNode[], focus?: TreeNode): HTM
   return box;
 }
 
-function renderDiff(d: any, step?: string): HTMLElement {
-  if (d && typeof d === "object" && (Array.isArray(d.ops) || Array.isArray(d.steps)) && d.base && d.exp) return renderAligned(d, step);
-  const parts: (HTMLElement | string)[] = [];
-  const roots = findRoots(d, ["tree", "root", "nodes"]);
-  if (roots && roots.length) {
-    roots.forEach(addDeltas);
-    const nk = numericKeys(roots).filter((k) => !/(^|_)id$/.test(k));
-    parts.push(h("h3", null, "Aligned operator tree"), treeTable([{ key: "name", label: "Operator" }, ...nk.map((k) => ({ key: k, label: k.replace(/_us$/, "").replace(/_/g, " "), numeric: true, fmt: fmtFor(k) }))], roots, 2, "diff-tree"));
-  }
-  const rows: any[] | null = Array.isArray(d?.rows) ? d.rows : Array.isArray(d?.table) ? d.table : Array.isArray(d?.operators) ? d.operators : null;
-  if (rows && rows.length) {
-    rows.forEach((r) => addDeltas(r));
-    const keys = Array.from(new Set(rows.slice(0, 50).flatMap((r) => Object.keys(r)))).filter((k) => k !== "children");
-    const cols: Column[] = keys.map((k) => ({ key: k, label: k.replace(/_/g, " "), numeric: typeof rows[0][k] === "number", fmt: typeof rows[0][k] === "number" ? fmtFor(k) : undefined }));
-    const dk = keys.find((k) => k.startsWith("delta") && k.endsWith("_us"));
-    parts.push(h("div", { id: "diff-table" }, dataTable(cols, rows, { caption: "Delta by operator", sortKey: dk, rowClass: (r) => (dk && r[dk] > 0 ? "pos" : dk && r[dk] < 0 ? "neg" : "") })));
-  }
-  if (!parts.length) parts.push(genericValue(d));
-  return h("div", null, parts);
+/** The `/diff` answer (its shape is the route's: docs/http-api.md), else what came, as it is. */
+function renderDiff(d: any, step?: string, busy: StepBusy | null = null): HTMLElement {
+  return d && typeof d === "object" && Array.isArray(d.steps) && d.base && d.exp ? renderAligned(d, step, busy) : h("div", null, genericValue(d));
 }
 
 /** The diff's tabs: steps/phases/operators (the answer of /diff), kernels (/diff/kernels) and the whole job's ranks
@@ -207,10 +219,16 @@ function diffTabs(ctx: Ctx, q: Record<string, string>, exp: { run: string; worke
     ops.hidden = which !== "ops";
     kbox.hidden = which !== "kernels";
     jbox.hidden = which !== "jobs";
+    rove(nav);
     if (loaded.has(which)) return Promise.resolve();
     loaded.add(which);
-    if (which === "ops") return load(ops, "comparing…", async () => renderDiff(await getJSON<any>("diff", q, { cache: true }), ctx.get("dstep")),
-      () => ops.querySelector("#tree-focus")?.scrollIntoView({ block: "center" }));
+    if (which === "ops") return load(ops, "comparing…", async () => {
+      const step = ctx.get("dstep");
+      const [d, busy] = await Promise.all([getJSON<any>("diff", q, { cache: true }), step === undefined ? null : stepBusy(ctx, exp, step)]);
+      return renderDiff(d, step, busy);
+    },
+      // a step's diff: its headline in sight (the step's row is marked in the tree below)
+      () => { const head = ops.querySelector("#diff-step-head"); if (head) head.scrollIntoView({ block: "nearest" }); else ops.querySelector("#tree-focus")?.scrollIntoView({ block: "center" }); });
     if (which === "kernels") return load(kbox, "comparing kernels…", async () => renderKernelDiff(ctx, await getJSON<any>("diff/kernels", q, { cache: true }), exp));
     if (which === "jobs") {
       // with no worker pair there is no span chosen: each worker's first span, as the route's default
@@ -226,9 +244,11 @@ function diffTabs(ctx: Ctx, q: Record<string, string>, exp: { run: string; worke
   tabOps.addEventListener("click", () => show("ops"));
   tabK.addEventListener("click", () => show("kernels"));
   tabJ.addEventListener("click", () => show("jobs"));
+  const nav = h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK, tabJ);
+  arrowTabs(nav);
   const want = ctx.get("diff_tab");
   const ready = show(want === "kernels" || want === "jobs" ? want : "ops");
-  return { el: h("div", null, h("nav", { class: "tabs", role: "tablist", id: "diff-tabs" }, tabOps, tabK, tabJ), ops, kbox, jbox), ready };
+  return { el: h("div", null, nav, ops, kbox, jbox), ready };
 }
 
 const ALIGN_TITLE: Record<string, string> = {

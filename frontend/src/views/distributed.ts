@@ -218,11 +218,12 @@ async function drawDistributed(ctx: Ctx, el: HTMLElement, d: any, pending: strin
   if (!pending.length && names.length > 1) await Promise.all([criticalPathSection(ctx, cpath, step), pipelineSection(ctx, pipe, step), flightSection(ctx, flight)]);
 }
 
-/** Opens the Diff view: the straggler (baseline) against the median worker of that step, in this run and span. */
+/** Opens the Diff view: the median worker of that step as the baseline, the straggler compared with it (the
+ * deltas are its excess), in this run and span, on that step. */
 function openDiff(ctx: Ctx, r: any): boolean {
   const pair = obj(r?.diff);
-  const worker = typeof pair.worker === "string" ? pair.worker : String(r.worker);
-  if (typeof pair.exp_worker !== "string") return false;
+  if (typeof pair.worker !== "string" || typeof pair.exp_worker !== "string") return false;
+  const worker = pair.worker;
   const q = new URLSearchParams({ run: ctx.run, worker, span: ctx.span, view: "diff", exp_run: ctx.run, exp_worker: pair.exp_worker, exp_span: ctx.span,
     dstep: String(pair.step ?? r.step) });
   const u = new URL(location.href);

@@ -1,7 +1,7 @@
 // Kernels: pies of the top kernels, a sortable table grouped by name or name + operator.
 import { h, mount, fmtUs, fmtNum, fmtPct, fmtBytes } from "../dom";
 import { getJSON } from "../api";
-import { pie } from "../charts";
+import { pie, nameColors } from "../charts";
 import { dataTable, Column } from "../table";
 import { notesBanner, segmented, timelineButton } from "./widgets";
 import type { Ctx } from "../ctx";
@@ -39,15 +39,17 @@ export async function kernelsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     { key: "theoretical_occupancy", label: "Theoretical occupancy", numeric: true, fmt: fmtPct, title: "the occupancy the launch configuration allows on its GPU (CUDA occupancy calculator)" },
     ...(groupBy !== "name_op_config" ? [{ optional: true, key: "launch_configs", label: "Launch configs", numeric: true }] : []),
   ];
+  const colorOf = nameColors();
   const byTc = new Map<string, number>();
   for (const r of rows) { const k = r.tensor_cores ? "Using Tensor Cores" : "Not using Tensor Cores"; byTc.set(k, (byTc.get(k) ?? 0) + (r.total_us ?? 0)); }
   mount(el,
     h("div", { class: "toolbar" }, segmented("Group by", [["name", "Kernel"], ["name_op", "Kernel + operator"], ["name_op_config", "Kernel + operator + launch config"]], groupBy, (v) => { ctx.set("group_by", v); void kernelsView(ctx, el); })),
     notesBanner(d, "kernels-notes"),
     h("div", { class: "grid2" },
-      pie(rows.map((r) => ({ name: groupBy !== "name" ? `${r.name} (${r.op})` + (groupBy === "name_op_config" ? ` ${r.grid ?? ""} ${r.block ?? ""}` : "") : String(r.name), value: Number(r.total_us) || 0 })), fmtUs, { title: "Top kernels by total time" }),
-      pie([...byTc].map(([name, value]) => ({ name, value })), fmtUs, { title: "Tensor Cores utilization" })),
-    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us", exportName: `kernels-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name)) }));
+      // one colour per name across both pies (the kernels' and Tensor Cores' never share one)
+      pie(rows.map((r) => ({ name: groupBy !== "name" ? `${r.name} (${r.op})` + (groupBy === "name_op_config" ? ` ${r.grid ?? ""} ${r.block ?? ""}` : "") : String(r.name), value: Number(r.total_us) || 0 })), fmtUs, { title: "Top kernels by total time", colorOf }),
+      pie([...byTc].map(([name, value]) => ({ name, value })), fmtUs, { title: "Tensor Cores utilization", colorOf })),
+    dataTable(cols, rows, { filterKeys: ["name", "op"], sortKey: "total_us", exportName: `kernels-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name), { of: "kernels", op: groupBy !== "name" && r.op !== undefined && r.op !== null ? String(r.op) : undefined }) }));
 }
 
 /** A launch-configuration cell: "varies" when the group's launches differ in it. */

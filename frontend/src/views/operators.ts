@@ -1,7 +1,7 @@
 // Operators: pies of the top operators by the chosen metric, a sortable table, call stacks on click.
 import { h, mount, fmtUs } from "../dom";
 import { getJSON } from "../api";
-import { pie } from "../charts";
+import { pie, nameColors } from "../charts";
 import { dataTable, Column } from "../table";
 import { notesBanner, segmented, timelineButton } from "./widgets";
 import { icicle, stackTree } from "../icicle";
@@ -29,7 +29,8 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
   ];
   let selected: HTMLTableRowElement | null = null;
   const table = dataTable(cols, rows, {
-    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name)),
+    filterKeys: ["name"], sortKey: metric, sortDesc: true, exportName: `operators-${ctx.run}`, actions: (r) => timelineButton(ctx, String(r.name), { of: "operators",
+      input_shape: groupBy === "name_shape" ? (typeof r.input_shape === "string" ? r.input_shape : JSON.stringify(r.input_shape)) : undefined }),
     onRowClick: async (r, tr) => {
       selected?.classList.remove("selected"); selected = tr; tr.classList.add("selected");
       if (r.has_call_stack === false) { mount(stackBox, h("h3", null, "Call stacks of ", h("code", null, r.name)), h("p", { class: "muted" }, "No call stack recorded for this operator (profile with with_stack=True).")); return; }
@@ -41,14 +42,15 @@ export async function operatorsView(ctx: Ctx, el: HTMLElement): Promise<void> {
     },
   });
   const top = rows.slice().sort((a, b) => (b[metric] ?? 0) - (a[metric] ?? 0));
+  const colorOf = nameColors();  // one colour per operator in both pies
   mount(el,
     h("div", { class: "toolbar" },
       segmented("Group by", [["name", "Operator"], ["name_shape", "Operator + input shape"]], groupBy, (v) => { ctx.set("group_by", v); void operatorsView(ctx, el); }),
       segmented("Pie metric", hasDevice ? METRICS : METRICS.filter((m) => m[0].startsWith("host")), metric, (v) => { ctx.set("metric", v); void operatorsView(ctx, el); })),
     notesBanner(d, "operators-notes"),
     h("div", { class: "grid2" },
-      pie(top.map((r) => ({ name: opLabel(r, groupBy), value: Number(r[metric]) || 0 })), fmtUs, { title: `Top operators by ${METRICS.find((m) => m[0] === metric)?.[1] ?? metric} time` }),
-      pie(rows.slice().sort((a, b) => (b.calls ?? 0) - (a.calls ?? 0)).map((r) => ({ name: opLabel(r, groupBy), value: Number(r.calls) || 0 })), (v) => `${v} calls`, { title: "Top operators by calls" })),
+      pie(top.map((r) => ({ name: opLabel(r, groupBy), value: Number(r[metric]) || 0 })), fmtUs, { title: `Top operators by ${METRICS.find((m) => m[0] === metric)?.[1] ?? metric} time`, colorOf }),
+      pie(rows.slice().sort((a, b) => (b.calls ?? 0) - (a.calls ?? 0)).map((r) => ({ name: opLabel(r, groupBy), value: Number(r.calls) || 0 })), (v) => `${v} calls`, { title: "Top operators by calls", colorOf })),
     table, stackBox);
 }
 

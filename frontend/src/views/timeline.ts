@@ -135,7 +135,8 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
   /** "Show in timeline": every occurrence of one name, with next / previous. */
   async function showOccurrences(name: string, at: number): Promise<void> {
     try {
-      const d = await getJSON<any>("timeline/occurrences", { ...sel, name, limit: 10000 });
+      const of = ctx.get("find_of"), shape = ctx.get("find_shape"), op = ctx.get("find_op");
+      const d = await getJSON<any>("timeline/occurrences", { ...sel, name, limit: 10000, of, input_shape: shape, op });
       if (!ctx.alive()) return;
       const rs: any[] = Array.isArray(d.results) ? d.results : [];
       if (!rs.length) { mount(occBar, h("span", { class: "muted" }, "No event named “", name, "” in this trace.")); return; }
@@ -149,10 +150,12 @@ export async function timelineView(ctx: Ctx, el: HTMLElement): Promise<void> {
         v.select({ track: r.track, depth: r.depth, idx: r.idx, name: String(r.name), cat: String(r.cat ?? ""), ts_us: r.ts_us, dur_us: r.dur_us });
         label.textContent = ` occurrence ${i + 1} of ${Number(d.total).toLocaleString("en-US")}` + (rs.length < d.total ? ` (first ${rs.length} listed)` : "") + " ";
       };
-      mount(occBar, h("strong", null, name),
+      // the row's calls: its input shape, or the op that launched its kernels
+      const scope = shape !== undefined ? ` ${shape}` : op !== undefined ? ` launched by ${op}` : "";
+      mount(occBar, h("strong", null, name), scope ? h("span", { class: "muted", id: "tl-occ-scope" }, scope) : null,
         h("button", { type: "button", class: "btn small", id: "tl-occ-prev", title: "previous occurrence (P)", onclick: () => go(i - 1) }, "◀ prev"), label,
         h("button", { type: "button", class: "btn small", id: "tl-occ-next", title: "next occurrence (N)", onclick: () => go(i + 1) }, "next ▶"),
-        h("button", { type: "button", class: "btn small", onclick: () => { mount(occBar); ctx.set("find", undefined); ctx.set("occ", undefined); } }, "✕"));
+        h("button", { type: "button", class: "btn small", onclick: () => { mount(occBar); for (const k of ["find", "occ", "find_of", "find_shape", "find_op"]) ctx.set(k, undefined); } }, "✕"));
       wrap.addEventListener("keydown", (e) => { if (e.key === "n" || e.key === "N") go(i + 1); else if (e.key === "p" || e.key === "P") go(i - 1); });
       go(i);
     } catch (e) { mount(occBar, h("div", { class: "banner" }, (e as Error).message)); }

@@ -7,7 +7,7 @@ import { summarizingText } from "../progress";
 import { genericValue } from "../table";
 import { TimelineViewer, Selection } from "../timeline/viewer";
 import { Tile, validateTile } from "../timeline/tiles";
-import { RankClock, MergedPart, rankKey, shiftOf, parseRanks, defaultRanks, rangesText, mergeTiles, tileRows } from "../timeline/merged";
+import { RankClock, MergedPart, rankKey, shiftOf, parseRanks, defaultRanks, rangesText, mergeTiles, tileRows, trackFilter, stepEnds } from "../timeline/merged";
 import { pathRows, pathWorkers } from "./critical";
 import type { Ctx } from "../ctx";
 
@@ -49,6 +49,12 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   const msearch = h("input", { type: "search", id: "tl-msearch", placeholder: "Search the chosen ranks…", size: 22,
     "aria-label": "search events by name on every chosen rank", title: "an event name (or part of it) on every chosen rank; click a match to go there" }) as HTMLInputElement;
   const found = h("div", { id: "tl-msearch-results" });
+  // which of each rank's tracks are shown (kind and label, e.g. "gpu" or "stream 7, python"), and its step ends
+  const tip = "only the tracks whose kind or name holds one of these words (gpu, stream 7, python…)";
+  const tracksIn = h("input", { type: "search", id: "tl-mtracks", placeholder: "Tracks: all", size: 14, value: ctx.get("mtracks") ?? "",
+    "aria-label": tip, title: tip }) as HTMLInputElement;
+  let keep = trackFilter(tracksIn.value);
+  const endsBox = h("input", { type: "checkbox", id: "tl-step-ends", checked: ctx.get("ends") !== "0" }) as HTMLInputElement;
   mount(el, h("div", { class: "tl" },
     h("div", { class: "toolbar" }, msearch,
       h("button", { type: "button", class: "btn small", id: "tl-single", title: "back to one worker's timeline", onclick: back }, "◂ One worker"),
@@ -57,6 +63,8 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
       h("button", { type: "button", class: "btn small", id: "tl-ranks-path", title: "the ranks on the critical path of the step with the worst straggler (else the first step)",
         onclick: () => void pathRanks() }, "Critical path ranks"),
       h("label", { title: "place each rank's clock on the reference rank's by the collectives' common end times" }, alignBox, " align clocks"),
+      tracksIn,
+      h("label", null, endsBox, " step ends"),
       h("button", { type: "button", class: "btn small", id: "tl-unfold-all", onclick: () => { chosen.forEach((k) => open.add(k)); refold(); } }, "Unfold all"),
       h("button", { type: "button", class: "btn small", id: "tl-fold-all", onclick: () => { open.clear(); refold(); } }, "Fold all"),
       h("button", { type: "button", class: "btn small", id: "tl-zoom-in", title: "zoom in (W)", onclick: () => v.zoom(0.5) }, "+"),
@@ -127,7 +135,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
       const merged: MergedPart[] = ps.map(({ c, k }, i) => ({ worker: c.worker, label: label(c), shift: shiftOf(c, aligned), tile: tiles[i],
         rows: open.has(k) && !tiles[i] ? estRows(c.worker) : undefined }));
       window.setTimeout(checkView, 80);
-      return mergeTiles(merged, a, b, px, extents);
+      return mergeTiles(merged, a, b, px, extents, keep);
     },
     onScroll: () => { clearTimeout(scrollTimer); scrollTimer = window.setTimeout(checkView, 120); },
     onTile: () => land(),
@@ -145,6 +153,15 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   current = v;
   (window as any).__gpuscope = Object.assign((window as any).__gpuscope ?? {}, { timeline: v, merged: { requests, shifts: () => Object.fromEntries(parts().map(({ c }) => [c.worker, shiftOf(c, aligned)])) } });
 
+  /** The chosen ranks' step ends on the merged clock, or none when the box is off. */
+  const showEnds = () => v.setStepEnds(endsBox.checked ? stepEnds(parts().map(({ c }) => c), aligned) : []);
+  let filterTimer = 0;
+  tracksIn.addEventListener("input", () => {
+    clearTimeout(filterTimer);
+    filterTimer = window.setTimeout(() => { ctx.set("mtracks", tracksIn.value.trim() || undefined); keep = trackFilter(tracksIn.value); v.setAllCollapsed(false); v.refetch(); }, 250);
+  });
+  endsBox.addEventListener("change", () => { ctx.set("ends", endsBox.checked ? undefined : "0"); showEnds(); });
+
   const showStatus = () => { status.textContent = `${chosen.length} of ${clocks.length} ranks · ${chosen.filter((k) => open.has(k)).length} unfolded`; };
   function refold(): void {
     ctx.set("open", [...open].filter((k) => chosen.includes(k)).join(","));
@@ -159,6 +176,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
     chosen = r;
     ctx.set("ranks", rangesText(chosen));
     showOffsets();
+    showEnds();
     refold();
   }
   /** The ranks on the cross-rank critical path (`/diagnosis`) of the worst step, else of the first one. */
@@ -180,6 +198,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   alignBox.addEventListener("change", () => {
     aligned = alignBox.checked;
     ctx.set("align", aligned ? undefined : "0");
+    showEnds();
     v.refetch();
     if (msearch.value.trim()) void runSearch();  // the matches' times move with the clocks
   });
@@ -292,6 +311,7 @@ export async function mergedTimelineView(ctx: Ctx, el: HTMLElement, back: () => 
   }
 
   const win = ctx.get("win")?.split(",").map(Number);
+  showEnds();
   await v.init(win && win.length === 2 && win.every(isFinite) ? [win[0], win[1]] : undefined);
   showStatus();
   if (ctx.get("mq")) { msearch.value = ctx.get("mq")!; void runSearch(); }

@@ -15,8 +15,19 @@ export function notesBanner(d: any, id: string): HTMLElement | null {
   return notes.length ? h("div", { class: "banner info", id, role: "status" }, h("ul", { class: "recs" }, notes.map((n) => h("li", null, n)))) : null;
 }
 
-/** A "show in timeline" button: opens the timeline on every occurrence of `name`. */
-export function timelineButton(ctx: Ctx, name: string): HTMLElement {
+/** Which of a name's events a table row counts: the operator table's calls (of one input shape), or the kernels
+ * (launched by one op); none: every event of the name. */
+export interface RowScope { of: "operators" | "kernels"; input_shape?: string; op?: string }
+
+/** A "show in timeline" button: opens the timeline on every occurrence of `name`, of the row's `scope` when given
+ * (a 48-call row opens "occurrence 1 of 48", not of every event of its name). */
+export function timelineButton(ctx: Ctx, name: string, scope?: RowScope): HTMLElement {
+  const params: Record<string, string> = { find: name };
+  if (scope) {
+    params.find_of = scope.of;
+    if (scope.input_shape !== undefined) params.find_shape = scope.input_shape;
+    if (scope.op !== undefined) params.find_op = scope.op;
+  }
   return h("button", { type: "button", class: "btn small tl-jump", title: "show its occurrences in the timeline (next / previous)",
-    onclick: (e: Event) => { e.stopPropagation(); ctx.go("timeline", { find: name }); }, "aria-label": "show in timeline" }, "⤷");
+    onclick: (e: Event) => { e.stopPropagation(); ctx.go("timeline", params); }, "aria-label": "show in timeline" }, "⤷");
 }

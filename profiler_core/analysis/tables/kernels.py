@@ -167,6 +167,22 @@ def _theoretical_of(p: dict, bs: int, regs: int, smem: int) -> float:
         return math.nan
 
 
+def kernel_rows(t: Any, name: str, op: str | None = None) -> np.ndarray:
+    """The event rows of the kernels named `name` (launched by an op named `op`, NO_OP for none, when given): the
+    kernels a row of the table counts, for the timeline's occurrences of that row."""
+    ev = t.events
+    rows = np.flatnonzero(category_mask(ev, ("kernel",)) & (ev["name"] == name).to_numpy(bool))
+    if op is None or not len(rows):
+        return rows.astype(np.int64)
+    links = link_gpu_to_ops(t)
+    op_of = np.full(len(ev), -1, np.int64)
+    op_of[links["row"].to_numpy()] = links["op"].to_numpy()
+    launched = op_of[rows]
+    names = ev["name"].array.take(np.maximum(launched, 0))
+    keep = np.array([(str(n) if k >= 0 else NO_OP) == op for n, k in zip(names, launched)], dtype=bool)
+    return rows[keep].astype(np.int64)
+
+
 def kernels(t: Any, group_by: str = "name") -> dict:
     """Kernel table rows grouped by `name` or `name_op` (or name, op and launch configuration), sorted by total
     time descending, then the group keys."""

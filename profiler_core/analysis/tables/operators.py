@@ -342,6 +342,17 @@ def _operators(t: Any, group_by: str) -> dict:
     return {**res, "notes": notes} if notes else res
 
 
+def operator_rows(t: Any, name: str, input_shape: str | None = None) -> np.ndarray:
+    """The event rows of the operator table's calls of `name` (and of that input shape, as the table's rows show
+    it): the calls a row of the table counts, for the timeline's occurrences of that row."""
+    st = node_stats(t)
+    rows = st["row"].to_numpy()[_table_rows(t, st, name)]
+    if input_shape is not None and len(rows):
+        dims = t.events["input_dims"].array.take(rows)
+        rows = rows[per_value(pd.Series(dims), lambda d: _display_shape(d) == input_shape)]
+    return np.asarray(rows, np.int64)
+
+
 def operator_stacks(t: Any, name: str, input_shape: str | None = None) -> dict:
     """The calls of one operator (and input shape) split by call stack: one row per distinct stack with the
     same columns as the table plus `call_stack` (frames, innermost first). Stacks come from the legacy
