@@ -673,9 +673,12 @@ class Profile:
         `mean_ms`, `mad_ms`, `min_ms`, `max_ms`, `mfu`, `verdict`, `baseline_ms`, `threshold_ms`, `regressed`, then the
         ledger's buckets in ms per step); `regression` and `explained` name and explain the first regressed run."""
         from tb_plugin.run_level import history as analysis
+        from tb_plugin.summaries import rows
 
         sp = span or self.span
         for r in analysis.select(self.ws.refresh().values(), sp, match):
+            if rows.kept(self.ws.summaries.logdir, r, sp, cache=True)[2] is not None:
+                continue  # its row is kept on disk: its summaries are read only if the regression needs them
             try:
                 self.ws.collect({"run": r.name, "span": sp})
             except Exception:  # noqa: BLE001 - a run of unreadable traces is listed in the answer's errors

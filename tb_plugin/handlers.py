@@ -9,6 +9,7 @@ missing one: `Workspace.ready` answers `pending` while they are computed.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -548,19 +549,33 @@ def history(ws: Workspace, a: dict) -> dict:
     """/history: the logdir's runs (those matching `match`, with the span) in order, each from its summaries, and the
     first run slower than the noise of the runs before it, explained by its job diff (`run_level.history`)."""
     from tb_plugin.run_level import history as analysis
+    from tb_plugin.summaries import rows
     from tb_plugin.summaries.answers import answer_of, identity
-    from tb_plugin.summaries.engine import Pending, pending_answer
+    from tb_plugin.summaries.engine import Pending, Ready, pending_answer
 
     chosen = analysis.select(ws.refresh().values(), a["span"], a["match"])
     if not chosen:
         raise NotFound(f"no run{' matching ' + repr(a['match']) if a['match'] else ''} has span {a['span']!r}")
-    states = []
+    logdir, span = ws.summaries.logdir, a["span"]
+    states: list = []
     ids: dict[int, tuple | None] = {}  # id(a run's summaries) -> their identity, taken while they are in memory
+    kept: dict[int, dict] = {}  # id(a run's lazy summaries) -> its row kept on disk (`summaries.rows`)
+    keys: dict[int, tuple[str, str]] = {}  # id(a run's summaries) -> (its row's key, where the plugin keeps it)
     for r in chosen:
-        st = ws.summaries_now({"run": r.name, "span": a["span"]})
+        files, row_key, row = rows.kept(logdir, r, span, cache=True)
+        if row is not None and row_key is not None:  # every summary stored, its row kept: none is read for it
+            lazy = rows.LazySummaries([w for w, _ in files], functools.partial(_summaries_of_run, ws, r.name, span))
+            kept[id(lazy)] = row
+            ids[id(lazy)] = ("row", row_key)
+            states.append(Ready(lazy, []))  # type: ignore[arg-type]
+            continue
+        st = ws.summaries_now({"run": r.name, "span": span})
         states.append(st)
         if not isinstance(st, Pending):
             ids[id(st.summaries)] = identity(ws.summaries, st.summaries)
+            row_key = rows.fingerprint(logdir, files)
+            if row_key is not None:
+                keys[id(st.summaries)] = (row_key, rows.cache_path(logdir, "history", r.name, span))
     if any(isinstance(s, Pending) for s in states):
         return pending_answer(states, [r.name for r in chosen])
     series = [(r.name, analysis.run_time(r), s.summaries) for r, s in zip(chosen, states)]
@@ -568,12 +583,24 @@ def history(ws: Workspace, a: dict) -> dict:
     key = ("history", a["order"], a["match"], *(r.name for r in chosen))
 
     def keep(summaries: Mapping[str, Any], compute: Callable[[], dict]) -> dict:
-        # each run's row by its summaries' identity: a logdir with one run more computes that run only
-        return answer_of(ws.summaries, ("history/run",), [ids.get(id(summaries))], compute)
+        # each run's row by its summaries' identity: a logdir with one run more computes that run only; kept on
+        # disk too (beside the parse cache) where its summaries are the logdir's stored ones
+        row = kept.get(id(summaries))
+        if row is not None:
+            return row
+        row = answer_of(ws.summaries, ("history/run",), [ids.get(id(summaries))], compute)
+        if id(summaries) in keys:
+            rows.write(keys[id(summaries)][1], keys[id(summaries)][0], row)
+        return row
 
     run_ids = [ids.get(id(s)) for _, _, s in series]
     result = dict(answer_of(ws.summaries, key, run_ids, lambda: analysis.history(series, order=a["order"], keep=keep)))
     return _with_errors(result, errors)
+
+
+def _summaries_of_run(ws: Workspace, run: str, span: str) -> dict:
+    """A run's summaries, waited for (a history's regression reading a run whose row was kept)."""
+    return ws.collect({"run": run, "span": span}).summaries
 
 
 def distributed_step(ws: Workspace, a: dict) -> dict:

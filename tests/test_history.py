@@ -6,6 +6,7 @@ diff against run 12; without the plant no run is named; runs are ordered by time
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -143,11 +144,13 @@ def test_mfu_per_run_is_the_mean_of_its_ranks(planted):
 
 
 @pytest.mark.slow
-def test_each_runs_verdict_is_its_diagnosis_verdict_and_is_kept_per_run(planted):
+def test_each_runs_verdict_is_its_diagnosis_verdict_and_is_kept_per_run(planted, tmp_path, monkeypatch):
     """The history computes per run only what it shows (`report.run_verdict`, not the whole diagnosis): the verdict
     is still the diagnosis' sentence. The route keeps each run's row by its summaries' identity, so another order
-    (another history) computes no run again."""
+    (another history) computes no run again (rows on disk from the tests before removed: the route's own here)."""
     root, names = planted
+    shutil.rmtree(root / ".gpuscope" / "rows", ignore_errors=True)
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     ws = Workspace(str(root))
     try:
         got = {n: ws.collect({"run": n, "span": "1"}).summaries for n in names}

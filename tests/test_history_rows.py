@@ -61,3 +61,31 @@ def test_a_row_is_kept_for_its_files_only(series, capsys):
     assert rows.read(path, "another key") is None
     assert rows.read(str(root / "missing.json"), data["key"]) is None
     assert rows.fingerprint(str(root), []) is None
+
+
+def test_the_route_and_api_read_the_kept_rows_too(series, capsys, monkeypatch):
+    """`gpuscope.open(LOGDIR).history()` (the /history route's handler) answers as the CLI from the rows the CLI
+    kept, reading the summaries of only the two runs the regression compares; without the CLI's rows it keeps its
+    own beside the parse cache (never in the logdir), and a fresh process reads those."""
+    import shutil
+
+    import gpuscope
+
+    root, names = series
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(root.parent / "cache"))
+    cli_answer = _history(root, capsys)
+    reads: list[str] = []
+    real = store.read
+    monkeypatch.setattr(store, "read", lambda where, *a, **k: (reads.append(where), real(where, *a, **k))[1])
+    with gpuscope.open(root) as prof:
+        api = json.loads(json.dumps(prof.history().data))
+    assert api["runs"] == cli_answer["runs"] and api["regression"] == cli_answer["regression"]
+    assert {Path(p).parent.name for p in reads} == {names[FROM - 1], names[FROM]}
+    shutil.rmtree(root / ".gpuscope" / "rows")
+    with gpuscope.open(root) as prof:
+        assert json.loads(json.dumps(prof.history().data))["runs"] == api["runs"]
+    assert not (root / ".gpuscope" / "rows").exists()  # the plugin's rows are its own
+    reads.clear()
+    with gpuscope.open(root) as prof:
+        assert json.loads(json.dumps(prof.history().data)) == api
+    assert {Path(p).parent.name for p in reads} == {names[FROM - 1], names[FROM]}

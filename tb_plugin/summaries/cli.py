@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -461,16 +461,15 @@ def history_main(args: argparse.Namespace) -> int:
             )
         series = []
         with ThreadPoolExecutor(IO_THREADS) as pool:  # small reads: in parallel
-            found = list(pool.map(lambda r: _kept_row(args.logdir, r, args.span), chosen))
-        for r, (path, files, row) in zip(chosen, found):
+            found = list(pool.map(lambda r: rows.kept(args.logdir, r, args.span), chosen))
+        for r, (files, _, row) in zip(chosen, found):
             if row is not None:  # its row on disk: the summaries are read only if a regression needs them
-                got: Any = _Lazy(
-                    [w for w, _ in files], functools.partial(_run_summaries, args.logdir, r, args.span, log)
-                )
+                load = functools.partial(_run_summaries, args.logdir, r, args.span, log)
+                got: Any = rows.LazySummaries([w for w, _ in files], load)
                 kept[id(got)] = row
             else:
                 got = _run_summaries(args.logdir, r, args.span, log)
-            where[id(got)] = (path, files)
+            where[id(got)] = (rows.path(args.logdir, "history", r.name, args.span), files)
             series.append((r.name, history.run_time(r), got))
     except DiagnoseFailed as e:
         _print(f"gpuscope history: {e}", file=sys.stderr)
@@ -498,29 +497,6 @@ def history_main(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Lazy(Mapping):
-    """A run's summaries read on first use of a value (`gpuscope history` of a run whose row is kept on disk needs
-    only how many there are, unless it is one of the two runs a regression compares)."""
-
-    def __init__(self, workers: list[str], load: Callable[[], dict]) -> None:
-        self._workers, self._load = workers, load
-        self._got: dict | None = None
-
-    def _all(self) -> dict:
-        got = self._got if self._got is not None else self._load()
-        self._got = got
-        return got
-
-    def __getitem__(self, worker: str) -> Any:
-        return self._all()[worker]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._workers) if self._got is None else len(self._got)
-
-
 def _run_summaries(logdir: str, r: Any, span: str, log: Callable[[str], None]) -> dict:
     """The run's summaries (`_summaries_of`), {} when none can be read (said on `log`)."""
     try:
@@ -528,17 +504,6 @@ def _run_summaries(logdir: str, r: Any, span: str, log: Callable[[str], None]) -
     except DiagnoseFailed as e:
         log(f"gpuscope history: {e}")
         return {}
-
-
-def _kept_row(logdir: str, r: Any, span: str) -> tuple[str, list, dict | None]:
-    """The history row of run `r` kept on disk for its files as they are now: (its path, (worker, file) pairs, the
-    row or None)."""
-    from tb_plugin.summaries import rows
-
-    files = [(w, f) for w in sorted(r.workers) if (f := r.file(w, span)) is not None]
-    path = rows.path(logdir, "history", r.name, span)
-    key = rows.fingerprint(logdir, files)
-    return path, files, (rows.read(path, key) if key is not None else None)
 
 
 def export_main(args: argparse.Namespace) -> int:
