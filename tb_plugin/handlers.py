@@ -27,6 +27,9 @@ RETRY_AFTER_S = 2
 #: a partial Distributed view (`partial=1` while summaries are computed) is computed again once the workers read
 #: grew by this factor: a 64-rank run computes it about 6 times, not on every poll, leaving the cores to the summaries
 PARTIAL_GROWTH = 2
+#: a partial Distributed request with summaries pending waits for them up to their estimate + 0.1 s, at most this
+#: many seconds (a small run answers complete on its first or second poll, a big one is asked less often)
+PARTIAL_WAIT_S = 1.0
 #: a /runs long poll looks at the logdir again at least this often (new files, files still being written)
 WAIT_STEP_S = 1.0
 #: a trace of at least this many events is warmed on two threads where there are 2 cores or more: the Overview
@@ -441,6 +444,9 @@ def distributed(ws: Workspace, a: dict) -> dict:
     # nothing to show early)
     if a["partial"] == "1" and len(ws.run(a["run"]).workers) > 1:
         now = ws.summaries_now(a)
+        if isinstance(now, Pending):  # about to be done: answer complete rather than make the page poll again
+            ws.summaries.wait([f for _, f in ws.span_files(a)], min(PARTIAL_WAIT_S, (now.eta_s or 0.0) + 0.1))
+            now = ws.summaries_now(a)
         summaries, errors = now.summaries, now.errors
         if isinstance(now, Pending):
             pending = now.pending

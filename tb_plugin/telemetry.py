@@ -331,8 +331,15 @@ def _bursts(row: np.ndarray, min_len: int) -> list[tuple[int, int]]:
 
 
 def _q(v: np.ndarray, q: float) -> float | None:
+    return _qs(v, (q,))[0]
+
+
+def _qs(v: np.ndarray, qs: tuple[float, ...]) -> list[float | None]:
+    """Quantiles `qs` of the numbers of `v` (NaN left out), in one selection: None each when there are none."""
     v = v[~np.isnan(v)]
-    return round(float(np.quantile(v, q)), 3) if len(v) else None
+    if not len(v):
+        return [None] * len(qs)
+    return [round(float(x), 3) for x in np.quantile(v, list(qs))]
 
 
 def _max(v: np.ndarray) -> float | None:
@@ -358,6 +365,7 @@ def _summary(job: Job, rule: StragglerRule) -> dict:
     chronic, occasional = [], []
     for i, t in enumerate(job.files):
         wall = t.columns["wall_ms"]
+        wall_median, wall_p99 = _qs(wall, (0.5, 0.99))
         present = ~np.isnan(work[i])
         n_late = int(late[i].sum())
         frac = n_late / max(1, int(present.sum()))
@@ -368,7 +376,7 @@ def _summary(job: Job, rule: StragglerRule) -> dict:
             "steps": len(t.steps),
             "last_step": int(t.steps[-1]) if len(t.steps) else None,
             "ended": t.ended,
-            "wall_ms": {"median": _q(wall, 0.5), "p99": _q(wall, 0.99), "max": _max(wall)},
+            "wall_ms": {"median": wall_median, "p99": wall_p99, "max": _max(wall)},
             "data_ms": _q(t.columns["data_ms"], 0.5),
             "comm_ms": _q(t.columns["comm_ms"], 0.5),
             "host_ms": _q(t.columns["host_ms"], 0.5),

@@ -7,6 +7,7 @@ Nothing here holds a parsed trace longer than one summary's computation.
 
 from __future__ import annotations
 
+import concurrent.futures
 import heapq
 import itertools
 import logging
@@ -422,6 +423,13 @@ class Summaries:
             need = int(f.size) / rate
             left += max(0.0, need - (now - job.started)) if job.state == "running" else need
         return left
+
+    def wait(self, files: Sequence[Any], timeout: float) -> None:
+        """Returns once the summaries of `files` on their way are done, or after `timeout` seconds."""
+        with self._lock:
+            futs = [j.future for f in files if (j := self._jobs.get(f.key)) is not None]
+        if futs:
+            concurrent.futures.wait(futs, timeout=max(0.0, timeout))
 
     def get(self, f: Any, loaded: Loaded | None = None, timeout: float | None = 900) -> Summary:
         """The summary of `f`: found, or computed now (errors of the trace file propagate)."""
