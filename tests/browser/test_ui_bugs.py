@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from .conftest import HTML_RUN, LINKED_RUN, MANY_STEPS_RUN, TRACES, missing, open_view
 
 
@@ -17,7 +19,14 @@ def plugin_frame(page, timeout: float = 60000):
         "() => [...document.querySelectorAll('iframe')].some(f => (f.src || '').includes('plugin_entry'))",
         timeout=timeout,
     )
-    return next(f for f in page.frames if "plugin_entry" in f.url)
+    # the element's src is set before its frame has navigated there: wait for the frame itself
+    end = time.monotonic() + timeout / 1000
+    while True:
+        frame = next((f for f in page.frames if "plugin_entry" in f.url), None)
+        if frame is not None:
+            return frame
+        assert time.monotonic() < end, [f.url for f in page.frames]
+        page.wait_for_timeout(50)
 
 
 def test_symlinked_run_folder_is_listed_and_shown(guarded_page, tensorboard):
