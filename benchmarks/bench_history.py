@@ -8,7 +8,8 @@ once with `gpuscope summarize --local N`, then times, each in a fresh process (`
   first  `gpuscope history LOGDIR --json`, summaries on disk, no run's row kept (LOGDIR/.gpuscope/rows removed)
   cold   the same again in a fresh process: each run's row read from disk (`summaries.rows`), the summaries of
          the two runs the regression compares
-  warm   `gpuscope.open(LOGDIR).history()` twice in one process: the second call's time (the answer kept)
+  api    `gpuscope.open(LOGDIR).history()` in a fresh process (the rows the CLI kept on disk), import included
+  warm   the same call again in that process: its time (the answer kept)
   rows   then `history(order="name")`: another history of the same runs (each run's row kept, `history(keep=...)`)
 
 and prints each in seconds and as a ratio to `load`.
@@ -87,8 +88,10 @@ print(time.perf_counter() - t)
 WARM = """
 import time, json
 import gpuscope
+t0 = time.perf_counter()
 with gpuscope.open({root!r}) as prof:
     h = prof.history()
+    api = time.perf_counter() - t0
     t = time.perf_counter()
     prof.history()
     dt = time.perf_counter() - t
@@ -96,7 +99,7 @@ with gpuscope.open({root!r}) as prof:
     prof.history(order="name")
     rows = time.perf_counter() - t
 print(json.dumps({{"regression": h.regression, "runs": len(h.data["runs"])}}))
-print(dt, rows)
+print(api, dt, rows)
 """
 
 
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         assert cli.main(args) == 0
     print(f"summaries: {time.perf_counter() - t:.1f} s", flush=True)
     tree = Path(a.tree)
-    times: dict[str, list[float]] = {"load": [], "first": [], "cold": [], "warm": [], "rows": []}
+    times: dict[str, list[float]] = {"load": [], "first": [], "cold": [], "api": [], "warm": [], "rows": []}
     for _ in range(a.repeat):
         times["load"] += _py(LOAD.format(root=str(root)), tree)
         shutil.rmtree(root / ".gpuscope" / "rows", ignore_errors=True)
@@ -134,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         times["cold"] += _py(COLD.format(root=str(root)), tree)
         if a.no_warm:
             continue
-        warm, rows = _py(WARM.format(root=str(root)), tree)
+        api, warm, rows = _py(WARM.format(root=str(root)), tree)
+        times["api"].append(api)
         times["warm"].append(warm)
         times["rows"].append(rows)
     best = {k: min(v) for k, v in times.items() if v}
