@@ -188,6 +188,14 @@ SETTINGS: dict[str, Setting] = {
         ),
         _s("SUMMARY_MEMORY", "count", 2048, "per-worker summaries kept in the plugin's memory", minimum=1),
         _s(
+            "SUMMARY_PROCESSES",
+            "count",
+            None,
+            "processes that compute, beside the plugin's own thread, the summaries a page waits for when it waits "
+            "for many (a big run's Distributed view); 0: that thread alone",
+            default_text="cores minus one, at most 3",
+        ),
+        _s(
             "DASK_SCHEDULER",
             "text",
             None,

@@ -73,6 +73,11 @@ def shared_traces() -> Path:
     return TRACES
 
 
+# the summaries a page waits for are computed in this process only (the plugin's helper processes for big runs are
+# tested where they are asked for: tests/test_summaries_priority.py), so that tests holding a computation hold all
+os.environ.setdefault("GPUSCOPE_SUMMARY_PROCESSES", "0")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_trace_cache(tmp_path_factory):
     """Keep parsed-trace caches of the test run out of the user's ~/.cache (subprocesses inherit it)."""

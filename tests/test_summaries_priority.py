@@ -9,6 +9,7 @@ benchmarks/bench_distributed_cold.py (a timing is never asserted here)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -172,3 +173,24 @@ def test_a_file_with_a_parse_cache_entry_is_estimated_at_the_cache_rate(tmp_path
             fresh.close()
     finally:
         ld.close()
+
+
+def test_helper_processes_compute_a_big_run_beside_the_front_thread(logdir, tmp_path, monkeypatch):
+    """With helper processes (GPUSCOPE_SUMMARY_PROCESSES=1), a 12-rank run's summaries are computed partly in the
+    helper (it joins once HELPER_MIN_QUEUE wait) and the view is the one of summaries computed here."""
+    from tb_plugin.summaries.summary import summarize_path
+
+    monkeypatch.setenv("GPUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GPUSCOPE_SUMMARY_PROCESSES", "1")
+    p = plugin_mod.GpuscopePlugin(base_plugin.TBContext(logdir=str(logdir), flags=argparse.Namespace()))
+    c = Client(application.TensorBoardWSGI([p]))
+    try:
+        got = c.get(f"{P}/distributed?run=other&span=1").json  # waits for every summary
+        eng = p.state().summaries
+        assert eng._helpers == 1 and eng.helped >= 1, (eng.helped, eng.computed)
+        files = sorted((logdir / "other").iterdir())
+        here = {f.name.split(".")[0]: summarize_path(str(f)) for f in files}
+        want = json.loads(plugin_mod.to_json(handlers.distributed_view(here)))
+        assert got == want
+    finally:
+        p.state().summaries.close()

@@ -11,18 +11,19 @@ import concurrent.futures
 import heapq
 import itertools
 import logging
+import multiprocessing
 import os
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from profiler_core import settings
+from profiler_core import child_env, settings
 from profiler_core.identity import portable_identity
 from tb_plugin.errors import LoadFailed
 from tb_plugin.summaries import fs, store
@@ -130,6 +131,16 @@ class _Job:
 
 #: summaries computed recently whose (file bytes, seconds, gzip) give the throughput behind the estimates
 TIMED_KEPT = 16
+#: summaries a request waits for, queued, before the helper processes join the front thread (a small run's few are
+#: computed sooner in this process than a process starts)
+HELPER_MIN_QUEUE = 8
+
+
+def helper_processes() -> int:
+    """Processes that compute asked summaries beside the front thread (`GPUSCOPE_SUMMARY_PROCESSES`, else the cores
+    but one, at most 3)."""
+    n = settings.get("GPUSCOPE_SUMMARY_PROCESSES")
+    return max(0, min(3, (os.cpu_count() or 1) - 1)) if n is None else int(n)
 
 
 class Summaries:
@@ -153,6 +164,8 @@ class Summaries:
         # background summary never holds a request's back (they share the GIL meanwhile, the loader holds off)
         self._threads = max(1, threads)
         self._computers: list[threading.Thread] = []
+        self._helpers = 0 if self.scheduler else helper_processes()
+        self._processes: ProcessPoolExecutor | None = None  # the helpers' processes, started on first use
         self._closed = False
         self._front_busy = False  # the front thread is computing (the background ones start nothing meanwhile)
         # finding stored summaries is I/O (one or two small reads each, remote ones slow): in parallel
@@ -175,6 +188,7 @@ class Summaries:
         self._failed: dict[tuple, BaseException] = {}  # files whose summary failed (until they change)
         self._client: Any = None
         self.computed = 0  # how many summaries this process computed (tests, benchmarks)
+        self.helped = 0  # how many of them a helper process computed
         self.computed_order: deque[str] = deque(maxlen=4096)  # their paths in the order computed (tests)
 
     # ------------------------------------------------------------------ look-ups
@@ -356,7 +370,32 @@ class Summaries:
                 t = threading.Thread(target=self._computer, args=(front,), daemon=True, name="gpuscope-summary")
                 t.start()
                 self._computers.append(t)
+            for _ in range(self._helpers):
+                t = threading.Thread(target=self._helper, daemon=True, name="gpuscope-summary-helper")
+                t.start()
+                self._computers.append(t)
         self._wake.notify_all()
+
+    def _helper(self) -> None:
+        """A helper thread: while at least HELPER_MIN_QUEUE asked jobs wait, the best of them, computed in a helper
+        process (the GIL is this process's: the front thread computes beside it)."""
+        heap = self._heaps[True]
+        while True:
+            with self._lock:
+                job = None
+                while job is None:
+                    if self._closed:
+                        return
+                    while len(heap) >= HELPER_MIN_QUEUE:
+                        rank, _, key = heapq.heappop(heap)
+                        cand = self._jobs.get(key)
+                        if cand is not None and cand.state == "queued" and cand.rank == rank:
+                            job = cand
+                            job.state, job.started = "running", time.monotonic()
+                            break
+                    if job is None:
+                        self._wake.wait()
+            self._run(job, in_process=False)
 
     def _computer(self, front: bool) -> None:
         """A compute thread: the best job of its heap, one after another. The front one (asked jobs) holds the
@@ -396,9 +435,9 @@ class Summaries:
             elif self._closed:
                 return
 
-    def _run(self, job: _Job) -> None:
+    def _run(self, job: _Job, in_process: bool = True) -> None:
         try:
-            s = self._compute(job.f, job.loaded, job.rank[0] == 0)
+            s = self._compute(job.f, job.loaded, job.rank[0] == 0, in_process)
         except BaseException as e:  # noqa: BLE001 - the file's failure, for its askers
             job.future.set_exception(e)
         else:
@@ -406,11 +445,14 @@ class Summaries:
 
     def eta(self, files: Sequence[Any]) -> float | None:
         """Seconds until the summaries of `files` not found yet are computed, by the throughput of the last ones
-        computed here (per kind: gzip or not); None before any of that kind was timed."""
+        computed here (per kind: gzip or not), shared by the asked ones computed at once; None before any of that
+        kind was timed."""
         now = time.monotonic()
         with self._lock:
             timed = list(self._timed)
             jobs = [self._jobs.get(f.key) for f in files]
+            # asked jobs computed at once (the front thread and the helper processes working): they share the rest
+            at_once = max(1, sum(1 for j in self._jobs.values() if j.state == "running" and j.rank[0] == 0))
         left = 0.0
         for f, job in zip(files, jobs):
             if job is None:
@@ -422,7 +464,7 @@ class Summaries:
             rate = sum(b for b, _ in same) / sum(t for _, t in same)
             need = int(f.size) / rate
             left += max(0.0, need - (now - job.started)) if job.state == "running" else need
-        return left
+        return left / at_once
 
     def wait(self, files: Sequence[Any], timeout: float) -> None:
         """Returns once the summaries of `files` on their way are done, or after `timeout` seconds."""
@@ -505,14 +547,16 @@ class Summaries:
                 summaries[w] = s
         return Ready(summaries, errors).require()
 
-    def _compute(self, f: Any, loaded: Loaded | None, asked: bool) -> Summary:
+    def _compute(self, f: Any, loaded: Loaded | None, asked: bool, in_process: bool = True) -> Summary:
         t0 = time.monotonic()
         src = source_of(f)
-        t = loaded(f, asked) if loaded is not None else None
+        t = loaded(f, asked) if loaded is not None and in_process else None
         if t is not None:
             s = summarize(t, src)
         elif self.scheduler:
             s = self._on_cluster(f.path)
+        elif not in_process:
+            s = self._in_helper(f.path)
         else:
             s = summarize_path(f.path)
         s.source = msgspec.convert(source_fields(src), Source)
@@ -520,9 +564,22 @@ class Summaries:
         kept = self._remember(f.key, s)
         with self._lock:
             self.computed += 1
+            self.helped += not in_process
             self.computed_order.append(f.path)
             self._timed.append((int(f.size), time.monotonic() - t0, f.path.endswith(".gz")))
         return kept
+
+    def _in_helper(self, path: str) -> Summary:
+        """The summary of the file at `path` computed in a helper process (`summarize_bytes`)."""
+        from tb_plugin.summaries.summary import decode
+
+        with self._lock:
+            if self._processes is None:
+                self._processes = ProcessPoolExecutor(self._helpers, mp_context=multiprocessing.get_context("spawn"))
+            pool = self._processes
+        with child_env.safe_path():  # the pool starts its processes here, on demand
+            fut = pool.submit(summarize_bytes, path)
+        return decode(fut.result())
 
     def _on_cluster(self, path: str) -> Summary:
         from tb_plugin.summaries.summary import decode
@@ -541,6 +598,9 @@ class Summaries:
         with self._lock:
             self._closed = True
             self._wake.notify_all()
+            processes, self._processes = self._processes, None
+        if processes is not None:
+            processes.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             try:
                 self._client.close()
