@@ -386,16 +386,21 @@ class Summaries:
                 while job is None:
                     if self._closed:
                         return
-                    while len(heap) >= HELPER_MIN_QUEUE:
-                        rank, _, key = heapq.heappop(heap)
-                        cand = self._jobs.get(key)
-                        if cand is not None and cand.state == "queued" and cand.rank == rank:
-                            job = cand
-                            job.state, job.started = "running", time.monotonic()
-                            break
+                    job = self._take(heap, lambda: len(heap) >= HELPER_MIN_QUEUE)
                     if job is None:
                         self._wake.wait()
             self._run(job, in_process=False)
+
+    def _take(self, heap: list, may: Callable[[], bool]) -> _Job | None:
+        """The best queued job of `heap`, marked running, while `may()` (under the lock); entries of jobs that moved
+        on are dropped."""
+        while heap and may():
+            rank, _, key = heapq.heappop(heap)
+            job = self._jobs.get(key)
+            if job is not None and job.state == "queued" and job.rank == rank:
+                job.state, job.started = "running", time.monotonic()
+                return job
+        return None
 
     def _computer(self, front: bool) -> None:
         """A compute thread: the best job of its heap, one after another. The front one (asked jobs) holds the
@@ -408,13 +413,7 @@ class Summaries:
                 while job is None:
                     if self._closed:
                         break
-                    while heap and (front or not self._front_busy):
-                        rank, _, key = heapq.heappop(heap)
-                        cand = self._jobs.get(key)
-                        if cand is not None and cand.state == "queued" and cand.rank == rank:
-                            job = cand
-                            job.state, job.started = "running", time.monotonic()
-                            break
+                    job = self._take(heap, lambda: front or not self._front_busy)
                     if front:
                         self._front_busy = job is not None
                         if job is None:
