@@ -111,6 +111,8 @@ def test_the_asked_run_overtakes_the_background_queue(logdir, tmp_path, monkeypa
             break
         assert time.monotonic() < end, d
         time.sleep(0.005)
+    p.state().loader.close()  # no background read left running into the next test
+    p.state().summaries.close()
     n = len(list((logdir / held).iterdir()))
     assert len(d["workers"]) == n
     grown = [b / a for a, b in zip(views, views[1:])]
@@ -193,4 +195,5 @@ def test_helper_processes_compute_a_big_run_beside_the_front_thread(logdir, tmp_
         want = json.loads(plugin_mod.to_json(handlers.distributed_view(here)))
         assert got == want
     finally:
+        p.state().loader.close()
         p.state().summaries.close()

@@ -6,6 +6,7 @@ view, named with the same reason by the CLI (text and JSON) and by the routes (/
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,9 @@ def logdir(tmp_path_factory) -> Path:
     generate(str(root / "job"), 3, events=500, steps=2, buckets=2, straggler=1)
     for name in EMPTY.values():
         (root / "job" / name).write_bytes(b"")
+    old = time.time() - 3600  # older than the scanner's stable age: every file is listed at once, however fast
+    for p in (root / "job").iterdir():
+        os.utime(p, (old, old))
     return root
 
 
